@@ -1,0 +1,15 @@
+/**
+ * All activities of one region's worker, built from that region's dependencies only: a regional worker
+ * holds one ledger pool and so can never touch another region's ledger (DESIGN invariant 6).
+ */
+import { createLedgerActivities, type LedgerDeps } from './ledger.js';
+
+export type ActivityDeps = LedgerDeps;
+
+export function createActivities(deps: ActivityDeps) {
+  return {
+    ...createLedgerActivities(deps),
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;

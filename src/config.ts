@@ -1,0 +1,190 @@
+/**
+ * Configuration: read from the environment once, validated, frozen.
+ *
+ * Every variable is listed in `.env.example` with its default. An invalid value fails at start-up with a
+ * `ConfigError` naming the variable, never later in the middle of a sweep.
+ */
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError } from './errors.js';
+import { REGIONS, type Region } from './regions.js';
+
+export type Mode = 'dev' | 'production';
+
+export interface RegionConfig {
+  readonly region: Region;
+  /** Postgres URL of this region's ledger; undefined in dev means "use the embedded Postgres". */
+  readonly databaseUrl: string | undefined;
+  /** Temporal frontend address; undefined in dev means "start the local dev server". */
+  readonly temporalAddress: string | undefined;
+  readonly namespace: string;
+  readonly taskQueue: string;
+  readonly scheduleId: string;
+}
+
+export interface SweepConfig {
+  /** How often the schedule starts a sweep, in ms. */
+  readonly intervalMs: number;
+  /** How late a missed sweep may still be started after a server outage, in ms. */
+  readonly catchupWindowMs: number;
+  /** Holds per page; each page is one workflow run, so this bounds pending children per run. */
+  readonly pageSize: number;
+}
+
+export interface DevConfig {
+  readonly temporalCliPath: string | undefined;
+  readonly cacheDir: string;
+  readonly dataDir: string | undefined;
+  readonly temporalPort: number;
+  readonly temporalUiPort: number;
+  readonly demoHolds: number;
+}
+
+export interface Config {
+  readonly mode: Mode;
+  readonly regions: readonly RegionConfig[];
+  readonly sweep: SweepConfig;
+  readonly dev: DevConfig;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
+const MAX_PAGE_SIZE = 2000;
+/** The server refuses catch-up windows under 10 s. */
+const MIN_CATCHUP_WINDOW_MS = 10_000;
+
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Parses `500ms`, `30s`, `15m`, `1h`, `3d` (one number, one unit) into milliseconds. */
+export function parseDuration(variable: string, raw: string): number {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(raw.trim());
+  if (!match) throw new ConfigError(variable, raw, 'a duration such as 500ms, 30s, 15m, 1h or 3d');
+  return Number(match[1]) * DURATION_UNITS_MS[match[2]!]!;
+}
+
+function readDuration(env: Env, variable: string, fallback: string, minMs = 1): number {
+  const raw = env[variable] ?? fallback;
+  const ms = parseDuration(variable, raw);
+  if (ms < minMs) throw new ConfigError(variable, raw, `a duration of at least ${minMs} ms`);
+  return ms;
+}
+
+function readInt(env: Env, variable: string, fallback: number, min: number, max: number): number {
+  const raw = env[variable];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
+  return value;
+}
+
+function readUrl(env: Env, variable: string, protocols: readonly string[]): string | undefined {
+  const raw = env[variable];
+  if (raw === undefined || raw === '') return undefined;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(variable, redactUrl(raw), `a URL such as ${protocols[0]}//user:pass@host:5432/db`);
+  }
+  if (!protocols.includes(url.protocol)) {
+    throw new ConfigError(variable, redactUrl(raw), `a URL with scheme ${protocols.join(' or ')}`);
+  }
+  return raw;
+}
+
+/** Host:port, as the Temporal client expects it. */
+function readAddress(env: Env, variable: string): string | undefined {
+  const raw = env[variable];
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$/.test(raw)) throw new ConfigError(variable, raw, 'host:port, e.g. temporal:7233');
+  return raw;
+}
+
+/** Temporal namespaces, task queues and schedule ids: keep them to a safe, greppable alphabet. */
+function readName(env: Env, variable: string, fallback: string): string {
+  const raw = env[variable] ?? fallback;
+  if (!/^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$/.test(raw)) {
+    throw new ConfigError(variable, raw, 'letters, digits, ".", "_" or "-" (at most 200 characters)');
+  }
+  return raw;
+}
+
+/** Database URLs carry passwords: never echo one back in an error. */
+export function redactUrl(raw: string): string {
+  return raw.replace(/\/\/([^:@/]+):([^@/]*)@/, '//$1:***@');
+}
+
+function readRegions(env: Env): Region[] {
+  const raw = env.HOLD_SWEEPER_REGIONS ?? REGIONS.join(',');
+  const names = raw
+    .split(',')
+    .map((s) => s.trim().toLowerCase())
+    .filter(Boolean);
+  const expected = `a comma-separated, non-empty list of ${REGIONS.join(', ')}`;
+  if (names.length === 0) throw new ConfigError('HOLD_SWEEPER_REGIONS', raw, expected);
+  for (const name of names) {
+    if (!(REGIONS as readonly string[]).includes(name)) throw new ConfigError('HOLD_SWEEPER_REGIONS', raw, expected);
+  }
+  return [...new Set(names)] as Region[];
+}
+
+function readMode(env: Env): Mode {
+  const raw = env.HOLD_SWEEPER_MODE ?? 'dev';
+  if (raw !== 'dev' && raw !== 'production') throw new ConfigError('HOLD_SWEEPER_MODE', raw, '"dev" or "production"');
+  return raw;
+}
+
+function defaultCacheDir(env: Env): string {
+  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
+  return path.join(base, 'hold-sweeper');
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const mode = readMode(env);
+  const sharedAddress = readAddress(env, 'TEMPORAL_ADDRESS');
+  const regions = readRegions(env).map((region): RegionConfig => {
+    const up = region.toUpperCase();
+    const regionConfig: RegionConfig = {
+      region,
+      databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
+      temporalAddress: readAddress(env, `TEMPORAL_ADDRESS_${up}`) ?? sharedAddress,
+      namespace: readName(env, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
+      taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
+      scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
+    };
+    if (mode === 'production') {
+      // Production never falls back to embedded services: a missing address is a deployment mistake.
+      if (!regionConfig.databaseUrl) {
+        throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
+      }
+      if (!regionConfig.temporalAddress) {
+        throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
+      }
+    }
+    return Object.freeze(regionConfig);
+  });
+
+  const sweep: SweepConfig = {
+    intervalMs: readDuration(env, 'SWEEP_INTERVAL', '15m', 1000),
+    catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
+    pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
+  };
+
+  const dev: DevConfig = {
+    temporalCliPath: env.TEMPORAL_CLI_PATH || undefined,
+    cacheDir: env.HOLD_SWEEPER_CACHE_DIR || defaultCacheDir(env),
+    dataDir: env.HOLD_SWEEPER_DATA_DIR || undefined,
+    temporalPort: readInt(env, 'TEMPORAL_DEV_PORT', 7233, 1, 65535),
+    temporalUiPort: readInt(env, 'TEMPORAL_UI_PORT', 8233, 1, 65535),
+    demoHolds: readInt(env, 'DEMO_HOLDS', 300, 0, 1_000_000),
+  };
+
+  return Object.freeze({
+    mode,
+    regions: Object.freeze(regions),
+    sweep: Object.freeze(sweep),
+    dev: Object.freeze(dev),
+  });
+}

@@ -1,0 +1,67 @@
+/**
+ * Applies the numbered `.sql` files in ./migrations in order, each in its own transaction, under a
+ * session-level advisory lock so that concurrent workers starting together apply each file exactly once.
+ * Applied files are recorded in `schema_migrations` and never edited after release.
+ */
+import fs from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type pg from 'pg';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
+/** An arbitrary constant: the advisory-lock key that serialises migrations for this service. */
+const MIGRATION_LOCK_KEY = 7_042_017_001;
+
+export interface Migration {
+  version: number;
+  name: string;
+  sql: string;
+}
+
+export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]> {
+  const files = (await fs.readdir(dir)).filter((f) => /^\d+_[\w-]+\.sql$/.test(f)).sort();
+  return Promise.all(
+    files.map(async (file) => ({
+      version: Number(file.split('_')[0]),
+      name: file.replace(/\.sql$/, ''),
+      sql: await fs.readFile(`${dir}${file}`, 'utf8'),
+    })),
+  );
+}
+
+/** Returns the names of the migrations this call applied (empty when the schema was already current). */
+export async function migrate(pool: pg.Pool): Promise<string[]> {
+  const migrations = await readMigrations();
+  const client = await pool.connect();
+  try {
+    await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    await client.query(`
+      CREATE TABLE IF NOT EXISTS schema_migrations (
+        version    integer PRIMARY KEY,
+        name       text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now()
+      )`);
+    const { rows } = await client.query<{ version: number }>('SELECT version FROM schema_migrations');
+    const applied = new Set(rows.map((r) => r.version));
+    const done: string[] = [];
+    for (const migration of migrations) {
+      if (applied.has(migration.version)) continue;
+      await client.query('BEGIN');
+      try {
+        await client.query(migration.sql);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [
+          migration.version,
+          migration.name,
+        ]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw new Error(`migration ${migration.name} failed: ${(err as Error).message}`, { cause: err });
+      }
+      done.push(migration.name);
+    }
+    return done;
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
+    client.release();
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * Types shared by workflows, activities and the operator tooling. Pure declarations: safe in the workflow
+ * bundle. Timestamps cross Temporal as ISO strings with microseconds (Postgres precision), so keyset cursors
+ * and workflow ids built from them are exact.
+ */
+import type { InvalidHoldCode } from './errors.js';
+import type { Region } from './regions.js';
+
+/** Keyset position in the (expires_at, id) order of the sweep. */
+export interface HoldCursor {
+  expiresAt: string;
+  id: string;
+}
+
+/** The minimum a sweep needs to start a hold's workflow: ids only, no amounts, no merchant secrets. */
+export interface HoldRef {
+  holdId: string;
+  expiresAt: string;
+  merchantId: string;
+}
+
+export interface RejectedHold {
+  holdId: string;
+  code: InvalidHoldCode;
+}
+
+export interface ExpiredHoldsPage {
+  holds: HoldRef[];
+  rejected: RejectedHold[];
+  /** Where the next page starts; absent on the last page. */
+  next?: HoldCursor;
+}
+
+export type ReleaseOutcome =
+  | {
+      status: 'released' | 'already_released';
+      holdId: string;
+      ledgerEntryId: string;
+      amountMinor: string;
+      currency: string;
+      merchantId: string;
+      releasedAt: string;
+    }
+  | { status: 'rejected'; holdId: string; code: InvalidHoldCode }
+  /** The hold's expiry moved into the future after the sweep saw it (re-authorised upstream). */
+  | { status: 'not_expired'; holdId: string; expiresAt: string }
+  /** The row vanished upstream between the sweep's page and the release. */
+  | { status: 'not_found'; holdId: string };
+
+export interface SweepTotals {
+  /** Expired active rows the sweep read, valid or not. */
+  found: number;
+  /** Child workflows this sweep started. */
+  started: number;
+  /** Children that already existed (another sweep, or a re-run): counted as done, never started twice. */
+  alreadyStarted: number;
+  /** Rows that can never be released as written; marked and reported, not retried. */
+  rejected: number;
+  pages: number;
+}
+
+export interface SweepResult extends SweepTotals {
+  region: Region;
+  sweepId: string;
+  cutoff: string;
+  /** Expired active valid holds at or before the cutoff still unreleased when the sweep ended (0 = none lost). */
+  unreleasedAtEnd: number;
+}

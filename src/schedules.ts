@@ -1,0 +1,58 @@
+/**
+ * One Temporal Schedule per region starts the regional sweep. Creating it is idempotent: an existing
+ * schedule is updated to the configured spec instead, so every worker start-up can call `ensureSweepSchedule`.
+ */
+import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
+import type { RegionConfig, SweepConfig } from './config.js';
+import { sweepWorkflowIdPrefix } from './workflows/ids.js';
+import type { SweepInput } from './workflows/sweep-expired-holds.js';
+
+export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
+  const args: [SweepInput] = [{ region: region.region, pageSize: sweep.pageSize }];
+  return {
+    scheduleId: region.scheduleId,
+    spec: { intervals: [{ every: sweep.intervalMs }] },
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'sweepExpiredHolds',
+      taskQueue: region.taskQueue,
+      // The server appends the nominal time, so each run's id is `sweep-us-2026-11-30T02:00:00Z`.
+      workflowId: sweepWorkflowIdPrefix(region.region),
+      args,
+    },
+    policies: {
+      // A sweep still paging when the next is due must not get a concurrent twin.
+      overlap: ScheduleOverlapPolicy.SKIP,
+      catchupWindow: sweep.catchupWindowMs,
+    },
+  };
+}
+
+export async function ensureSweepSchedule(
+  client: Client,
+  region: RegionConfig,
+  sweep: SweepConfig,
+): Promise<'created' | 'updated'> {
+  const options = sweepScheduleOptions(region, sweep);
+  try {
+    await client.schedule.create(options);
+    return 'created';
+  } catch (err) {
+    if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+  }
+  await client.schedule.getHandle(region.scheduleId).update((previous) => ({
+    ...previous,
+    spec: options.spec,
+    action: options.action,
+    policies: { ...previous.policies, ...options.policies },
+  }));
+  return 'updated';
+}
+
+/**
+ * "Sweep now": a manual trigger of the region's schedule. The SDK's default overlap for trigger() is
+ * ALLOW_ALL, which would start a second sweep beside a running one; SKIP makes it a no-op instead.
+ */
+export async function triggerSweep(client: Client, region: RegionConfig): Promise<void> {
+  await client.schedule.getHandle(region.scheduleId).trigger(ScheduleOverlapPolicy.SKIP);
+}

@@ -1,0 +1,45 @@
+/**
+ * Builds one Temporal worker per region from one binary: the workflow bundle is built once and shared, and
+ * each worker gets only its own region's ledger pool, namespace and task queue.
+ */
+import { fileURLToPath } from 'node:url';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  Worker,
+  type NativeConnection,
+  type WorkerOptions,
+  type WorkflowBundle,
+} from '@temporalio/worker';
+import type pg from 'pg';
+import { createActivities } from '../activities/index.js';
+import type { RegionConfig } from '../config.js';
+
+/** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
+export const WORKFLOWS_PATH = fileURLToPath(
+  new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
+);
+
+export async function bundleWorkflows(): Promise<WorkflowBundle> {
+  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') });
+}
+
+export interface RegionWorkerOptions {
+  connection: NativeConnection;
+  region: RegionConfig;
+  pool: pg.Pool;
+  workflowBundle: WorkflowBundle;
+  /** Worker tuning (concurrency, pollers); the SDK's defaults otherwise. */
+  tuning?: Partial<Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions' | 'maxCachedWorkflows'>>;
+}
+
+export function createRegionWorker({ connection, region, pool, workflowBundle, tuning }: RegionWorkerOptions): Promise<Worker> {
+  return Worker.create({
+    connection,
+    namespace: region.namespace,
+    taskQueue: region.taskQueue,
+    workflowBundle,
+    activities: createActivities({ region: region.region, pool }),
+    ...tuning,
+  });
+}

@@ -1,0 +1,92 @@
+import {
+  continueAsNew,
+  ParentClosePolicy,
+  proxyActivities,
+  startChild,
+  workflowInfo,
+  WorkflowIdReusePolicy,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { Activities } from '../activities/index.js';
+import type { HoldCursor, HoldRef, SweepResult, SweepTotals } from '../domain.js';
+import type { Region } from '../regions.js';
+import { HoldIdKey, MerchantIdKey, RegionKey } from '../search-attributes.js';
+import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
+import { holdWorkflowId } from './ids.js';
+import { releaseExpiredHold } from './release-expired-hold.js';
+
+/** Matches SWEEP_PAGE_SIZE's default: 500 children per run is a quarter of the 2,000 pending-children cap. */
+export const DEFAULT_PAGE_SIZE = 500;
+/** How long the last run waits for children to release before reporting leftovers to the next sweep. */
+export const DEFAULT_RELEASE_WAIT_MS = 10 * 60_000;
+
+export interface SweepInput {
+  region: Region;
+  pageSize?: number;
+  releaseWaitMs?: number;
+  /** Carried across continue-as-new; absent on a sweep's first run. */
+  progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals };
+}
+
+const ledger = proxyActivities<Activities>(ledgerActivity);
+
+/**
+ * The regional sweep: pages through expired active holds and starts one child workflow per hold.
+ *
+ * - One page per run, then continue-as-new: history stays small and pending children stay under the cap
+ *   however many holds a night brings.
+ * - The cutoff is fixed on the first run, so a sweep has a definite set of holds to answer for.
+ * - Children are started with ABANDON, because the parent-close policy also fires on continue-as-new and a
+ *   child may wait days for a human; and with ids derived from hold + expiry, so a second sweep (concurrent,
+ *   late or repeated) collides on the id and counts the hold as already handled instead of starting it twice.
+ *   The ledger's own idempotency guards the rare case where a finished child's id is reused.
+ * - The last run waits (bounded) until the ledger shows every hold up to the cutoff released, and records
+ *   what the sweep did in `sweep_runs`.
+ */
+export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {
+  const { region } = input;
+  const pageSize = input.pageSize ?? DEFAULT_PAGE_SIZE;
+  const releaseWaitMs = input.releaseWaitMs ?? DEFAULT_RELEASE_WAIT_MS;
+  const progress = input.progress ?? {
+    cutoff: new Date().toISOString(),
+    totals: { found: 0, started: 0, alreadyStarted: 0, rejected: 0, pages: 0 },
+  };
+
+  const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
+  const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold)));
+  const started = starts.filter((s) => s === 'started').length;
+  const totals: SweepTotals = {
+    found: progress.totals.found + page.holds.length + page.rejected.length,
+    started: progress.totals.started + started,
+    alreadyStarted: progress.totals.alreadyStarted + (starts.length - started),
+    rejected: progress.totals.rejected + page.rejected.length,
+    pages: progress.totals.pages + 1,
+  };
+
+  if (page.next) {
+    await continueAsNew<typeof sweepExpiredHolds>({ ...input, progress: { cutoff: progress.cutoff, after: page.next, totals } });
+  }
+  const { finishSweep } = proxyActivities<Activities>(sweepFinishActivity(releaseWaitMs));
+  return finishSweep({ sweepId: workflowInfo().workflowId, cutoff: progress.cutoff, totals, releaseWaitMs });
+}
+
+async function startHoldWorkflow(region: Region, hold: HoldRef): Promise<'started' | 'already'> {
+  try {
+    await startChild(releaseExpiredHold, {
+      workflowId: holdWorkflowId(region, hold.holdId, hold.expiresAt),
+      args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      // A completed hold workflow is never started again; one that failed or was terminated may be.
+      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+      typedSearchAttributes: [
+        { key: RegionKey, value: region },
+        { key: HoldIdKey, value: hold.holdId },
+        { key: MerchantIdKey, value: hold.merchantId },
+      ],
+    });
+    return 'started';
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return 'already';
+    throw err;
+  }
+}

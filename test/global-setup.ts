@@ -1,0 +1,61 @@
+/**
+ * Starts, once for the whole test run, the real services every test uses: a Temporal dev server (obtained
+ * offline, see src/dev/temporal-cli.ts) and an embedded PostgreSQL with a migrated template database from
+ * which each test file clones its own ledgers. The workflow bundle is built once here too.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import type { TestProject } from 'vitest/node';
+import { loadConfig } from '../src/config.js';
+import { migrate } from '../src/db/migrate.js';
+import { startEmbeddedPostgres } from '../src/db/embedded-postgres.js';
+import { startDevServer } from '../src/dev/temporal-dev-server.js';
+import { bundleWorkflows } from '../src/workers/region-worker-factory.js';
+
+export const TEMPLATE_DATABASE = 'hold_sweeper_template';
+export const TEST_NAMESPACES = ['hold-sweeper-us', 'hold-sweeper-eu'] as const;
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    temporalAddress: string;
+    temporalCliPath: string | undefined;
+    postgresUrlBase: string;
+    templateDatabase: string;
+    workflowBundleCode: string;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const config = loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' });
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-test-'));
+  await fs.chmod(dataDir, 0o777);
+  const started = Date.now();
+  const [server, postgres, bundle] = await Promise.all([
+    startDevServer({
+      namespaces: TEST_NAMESPACES,
+      dataDir: path.join(dataDir, 'temporal'),
+      explicitCliPath: config.dev.temporalCliPath,
+      cacheDir: config.dev.cacheDir,
+    }),
+    startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: [TEMPLATE_DATABASE], durable: false }),
+    bundleWorkflows(),
+  ]);
+  const pool = new pg.Pool({ connectionString: postgres.urlFor(TEMPLATE_DATABASE) });
+  await migrate(pool);
+  await pool.end();
+  console.log(`[global-setup] Temporal ${server.address}, PostgreSQL :${postgres.port}, ready in ${Date.now() - started} ms`);
+
+  project.provide('temporalAddress', server.address);
+  project.provide('temporalCliPath', server.executable.type === 'existing-path' ? server.executable.path : undefined);
+  project.provide('postgresUrlBase', postgres.urlFor(''));
+  project.provide('templateDatabase', TEMPLATE_DATABASE);
+  project.provide('workflowBundleCode', bundle.code);
+
+  return async () => {
+    await server.stop();
+    await postgres.stop();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * Per-test-file access to the shared services: isolated ledgers (cloned from the migrated template), unique
+ * task queues and schedule ids, real workers on the shared dev server. Nothing here is a mock.
+ */
+import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
+import pg from 'pg';
+import { inject } from 'vitest';
+import type { RegionConfig } from '../../src/config.js';
+import type { Region } from '../../src/regions.js';
+import { createRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker-factory.js';
+
+let runtimeInstalled = false;
+function installQuietRuntime() {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+}
+
+export interface TestRegion {
+  config: RegionConfig;
+  pool: pg.Pool;
+  client: Client;
+  databaseUrl: string;
+}
+
+export interface RunningWorker {
+  worker: Worker;
+  stop(): Promise<void>;
+}
+
+export interface Harness {
+  /** Unique per test file: prefix ids with it so files sharing the server never collide. */
+  id: string;
+  address: string;
+  region(region: Region): Promise<TestRegion>;
+  startWorker(region: TestRegion, tuning?: RegionWorkerOptions['tuning']): Promise<RunningWorker>;
+  close(): Promise<void>;
+}
+
+export async function openHarness(): Promise<Harness> {
+  installQuietRuntime();
+  const id = randomUUID().slice(0, 8);
+  const address = inject('temporalAddress');
+  const connection = await Connection.connect({ address });
+  const nativeConnection = await NativeConnection.connect({ address });
+  const workflowBundle = { code: inject('workflowBundleCode') };
+  const pools: pg.Pool[] = [];
+  const workers: RunningWorker[] = [];
+  const admin = new pg.Client({ connectionString: `${inject('postgresUrlBase')}postgres` });
+  await admin.connect();
+
+  return {
+    id,
+    address,
+    async region(region) {
+      const database = `t_${id}_${region}_${pools.length}`;
+      await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)} TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`);
+      const databaseUrl = `${inject('postgresUrlBase')}${database}`;
+      const pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
+      pools.push(pool);
+      const config: RegionConfig = {
+        region,
+        databaseUrl,
+        temporalAddress: address,
+        namespace: `hold-sweeper-${region}`,
+        taskQueue: `t-${id}-${region}-${pools.length}`,
+        scheduleId: `t-${id}-sweep-${region}-${pools.length}`,
+      };
+      return { config, pool, databaseUrl, client: new Client({ connection, namespace: config.namespace }) };
+    },
+    async startWorker(region, tuning) {
+      const worker = await createRegionWorker({
+        connection: nativeConnection,
+        region: region.config,
+        pool: region.pool,
+        workflowBundle,
+        tuning,
+      });
+      const running = worker.run();
+      const handle: RunningWorker = {
+        worker,
+        async stop() {
+          if (worker.getState() === 'RUNNING') worker.shutdown();
+          await running;
+        },
+      };
+      workers.push(handle);
+      return handle;
+    },
+    async close() {
+      await Promise.all(workers.map((w) => w.stop()));
+      await Promise.all(pools.map((p) => p.end()));
+      await admin.end();
+      await nativeConnection.close();
+      await connection.close();
+    },
+  };
+}

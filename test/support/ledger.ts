@@ -1,0 +1,71 @@
+/** Ledger fixtures and read-backs for tests. */
+import type pg from 'pg';
+import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../src/dev/seed.js';
+import type { Region } from '../../src/regions.js';
+
+export interface Night {
+  expired: HoldSeed[];
+  future: HoldSeed[];
+  defective: HoldSeed[];
+}
+
+/**
+ * `expired` releasable holds (expired 1–120 minutes ago) over a few merchants and accounts, `future` holds
+ * expiring in an hour, and optional defective rows of each kind.
+ */
+export async function seedNight(
+  pool: pg.Pool,
+  region: Region,
+  prefix: string,
+  counts: { expired: number; future?: number; defective?: boolean; merchants?: number },
+): Promise<Night> {
+  const currency = region === 'eu' ? 'EUR' : 'USD';
+  const merchantIds = Array.from({ length: counts.merchants ?? 4 }, (_, i) => `m_${prefix}_${i}`);
+  const accountIds = Array.from({ length: 10 }, (_, i) => `a_${prefix}_${i}`);
+  await insertMerchants(pool, merchantIds.map((id) => ({ id, endpointUrl: `https://${id}.example/webhooks` })));
+  await insertAccounts(pool, accountIds.map((id, i) => ({ id, currency, availableMinor: 1_000_000 + i })));
+  const hold = (kind: string, i: number, expiresInSeconds: number): HoldSeed => ({
+    id: `h_${prefix}_${kind}_${String(i).padStart(4, '0')}`,
+    accountId: accountIds[i % accountIds.length]!,
+    merchantId: merchantIds[i % merchantIds.length]!,
+    amountMinor: 101 + ((i * 7919) % 99_000),
+    currency,
+    expiresInSeconds,
+  });
+  const expired = Array.from({ length: counts.expired }, (_, i) => hold('x', i, -60 * (1 + (i % 120))));
+  const future = Array.from({ length: counts.future ?? 0 }, (_, i) => hold('f', i, 3600));
+  const defective: HoldSeed[] = counts.defective
+    ? [
+        { ...hold('bad', 0, -300), amountMinor: -250 },
+        { ...hold('bad', 1, -300), accountId: 'a_missing' },
+        { ...hold('bad', 2, -300), merchantId: 'm_missing' },
+        { ...hold('bad', 3, -300), currency: currency === 'USD' ? 'EUR' : 'USD' },
+      ]
+    : [];
+  await insertHolds(pool, [...expired, ...future, ...defective]);
+  return { expired, future, defective };
+}
+
+export interface AccountBalance {
+  available: bigint;
+  held: bigint;
+}
+
+export async function balances(pool: pg.Pool): Promise<Map<string, AccountBalance>> {
+  const { rows } = await pool.query<{ id: string; available_minor: string; held_minor: string }>(
+    'SELECT id, available_minor, held_minor FROM accounts',
+  );
+  return new Map(rows.map((r) => [r.id, { available: BigInt(r.available_minor), held: BigInt(r.held_minor) }]));
+}
+
+export async function holdStates(pool: pg.Pool): Promise<Map<string, { state: string; rejectCode: string | null }>> {
+  const { rows } = await pool.query<{ id: string; state: string; reject_code: string | null }>(
+    'SELECT id, state, reject_code FROM auth_holds',
+  );
+  return new Map(rows.map((r) => [r.id, { state: r.state, rejectCode: r.reject_code }]));
+}
+
+export async function ledgerEntryCount(pool: pg.Pool): Promise<number> {
+  const { rows } = await pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM ledger_entries');
+  return rows[0]!.n;
+}

@@ -1,0 +1,171 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SweepResult } from '../src/domain.js';
+import { checkLedgerInvariants } from '../src/invariants.js';
+import type { Region } from '../src/regions.js';
+import { holdWorkflowId } from '../src/workflows/ids.js';
+import { sweepExpiredHolds, type SweepInput } from '../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from './support/harness.js';
+import { balances, holdStates, ledgerEntryCount, seedNight } from './support/ledger.js';
+
+let harness: Harness;
+let sweeps = 0;
+
+beforeAll(async () => {
+  harness = await openHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+async function regionWithWorker(region: Region): Promise<TestRegion> {
+  const r = await harness.region(region);
+  await harness.startWorker(r);
+  return r;
+}
+
+function runSweep(r: TestRegion, input: Partial<SweepInput> = {}): Promise<SweepResult> {
+  return r.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: r.config.taskQueue,
+    workflowId: `sweep-${r.config.region}-${harness.id}-${++sweeps}`,
+    args: [{ region: r.config.region, releaseWaitMs: 60_000, ...input }],
+  });
+}
+
+describe('regional sweep', () => {
+  it('releases ~200 expired holds exactly once and reconciles balances to the cent', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}a`, { expired: 200 });
+    const before = await balances(us.pool);
+
+    const result = await runSweep(us, { pageSize: 500 });
+
+    expect(result).toMatchObject({ found: 200, started: 200, alreadyStarted: 0, rejected: 0, unreleasedAtEnd: 0 });
+    expect(await ledgerEntryCount(us.pool)).toBe(200);
+    const states = await holdStates(us.pool);
+    for (const hold of night.expired) expect(states.get(hold.id)?.state).toBe('released');
+
+    const releasedByAccount = new Map<string, bigint>();
+    for (const hold of night.expired) {
+      releasedByAccount.set(hold.accountId, (releasedByAccount.get(hold.accountId) ?? 0n) + BigInt(hold.amountMinor));
+    }
+    const after = await balances(us.pool);
+    for (const [account, was] of before) {
+      const moved = releasedByAccount.get(account) ?? 0n;
+      expect(after.get(account)).toEqual({ available: was.available + moved, held: was.held - moved });
+    }
+    expect(await checkLedgerInvariants(us.pool)).toEqual([]);
+
+    const { rows } = await us.pool.query('SELECT found, started, unreleased_at_end FROM sweep_runs');
+    expect(rows).toEqual([{ found: 200, started: 200, unreleased_at_end: 0 }]);
+  });
+
+  it('two concurrent sweeps and a re-run after completion change nothing further', async () => {
+    const us = await regionWithWorker('us');
+    await seedNight(us.pool, 'us', `${harness.id}b`, { expired: 120 });
+
+    const [first, second] = await Promise.all([runSweep(us, { pageSize: 50 }), runSweep(us, { pageSize: 50 })]);
+    // Between them, each hold was started exactly once; whichever sweep lost a race counted it as already started.
+    expect(first.started + second.started).toBe(120);
+    expect(first.started + first.alreadyStarted).toBeLessThanOrEqual(120);
+    expect(await ledgerEntryCount(us.pool)).toBe(120);
+    const balancesAfterFirst = await balances(us.pool);
+
+    const rerun = await runSweep(us, { pageSize: 50 });
+    expect(rerun).toMatchObject({ found: 0, started: 0, unreleasedAtEnd: 0 });
+    expect(await ledgerEntryCount(us.pool)).toBe(120);
+    expect(await balances(us.pool)).toEqual(balancesAfterFirst);
+    expect(await checkLedgerInvariants(us.pool)).toEqual([]);
+  });
+
+  it('pages with continue-as-new when the night is larger than a page', async () => {
+    const eu = await regionWithWorker('eu');
+    await seedNight(eu.pool, 'eu', `${harness.id}c`, { expired: 45 });
+    const workflowId = `sweep-eu-${harness.id}-can`;
+
+    const result = await eu.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: eu.config.taskQueue,
+      workflowId,
+      args: [{ region: 'eu', pageSize: 10, releaseWaitMs: 60_000 }],
+    });
+
+    expect(result).toMatchObject({ found: 45, started: 45, pages: 5, unreleasedAtEnd: 0 });
+    expect(await ledgerEntryCount(eu.pool)).toBe(45);
+    const runs: string[] = [];
+    for await (const execution of eu.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+      runs.push(execution.status.name);
+    }
+    expect(runs.filter((s) => s === 'CONTINUED_AS_NEW')).toHaveLength(4);
+    expect(runs.filter((s) => s === 'COMPLETED')).toHaveLength(1);
+  });
+
+  it('leaves holds that have not expired untouched', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}d`, { expired: 20, future: 15 });
+
+    const result = await runSweep(us);
+
+    expect(result).toMatchObject({ found: 20, started: 20 });
+    const states = await holdStates(us.pool);
+    for (const hold of night.future) expect(states.get(hold.id)?.state).toBe('active');
+    expect(await ledgerEntryCount(us.pool)).toBe(20);
+  });
+
+  it('a US sweep never touches the EU ledger, and vice versa', async () => {
+    const us = await regionWithWorker('us');
+    const eu = await regionWithWorker('eu');
+    await seedNight(us.pool, 'us', `${harness.id}e`, { expired: 30 });
+    await seedNight(eu.pool, 'eu', `${harness.id}f`, { expired: 25 });
+    const euBefore = await balances(eu.pool);
+
+    expect(await runSweep(us)).toMatchObject({ found: 30, started: 30 });
+    expect(await ledgerEntryCount(eu.pool)).toBe(0);
+    expect(await balances(eu.pool)).toEqual(euBefore);
+
+    const usAfter = await balances(us.pool);
+    expect(await runSweep(eu)).toMatchObject({ found: 25, started: 25 });
+    expect(await ledgerEntryCount(us.pool)).toBe(30);
+    expect(await balances(us.pool)).toEqual(usAfter);
+  });
+
+  it('reports and skips bad rows while the rest of the page is released', async () => {
+    const eu = await regionWithWorker('eu');
+    const night = await seedNight(eu.pool, 'eu', `${harness.id}g`, { expired: 16, defective: true });
+
+    const result = await runSweep(eu, { pageSize: 100 });
+
+    expect(result).toMatchObject({ found: 20, started: 16, rejected: 4, unreleasedAtEnd: 0 });
+    const states = await holdStates(eu.pool);
+    expect(night.defective.map((h) => states.get(h.id))).toEqual([
+      { state: 'rejected', rejectCode: 'NonPositiveAmount' },
+      { state: 'rejected', rejectCode: 'UnknownAccount' },
+      { state: 'rejected', rejectCode: 'UnknownMerchant' },
+      { state: 'rejected', rejectCode: 'CurrencyMismatch' },
+    ]);
+    for (const hold of night.expired) expect(states.get(hold.id)?.state).toBe('released');
+    expect(await ledgerEntryCount(eu.pool)).toBe(16);
+    expect(await checkLedgerInvariants(eu.pool)).toEqual([]);
+  });
+
+  it('a hold released twice by its own workflow id is a no-op the second time', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}h`, { expired: 1 });
+    const hold = night.expired[0]!;
+    await runSweep(us);
+    const { rows } = await us.pool.query<{ expires_at: string }>(
+      `SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS expires_at FROM auth_holds WHERE id = $1`,
+      [hold.id],
+    );
+    const workflowId = holdWorkflowId('us', hold.id, rows[0]!.expires_at);
+    const first = await us.client.workflow.getHandle(workflowId).result();
+    expect(first.release.status).toBe('released');
+
+    // The same business action started again by hand (after the first finished): the ledger says no.
+    const again = await us.client.workflow.execute('releaseExpiredHold', {
+      taskQueue: us.config.taskQueue,
+      workflowId: `${workflowId}-manual`,
+      args: [{ region: 'us', holdId: hold.id, expiresAt: rows[0]!.expires_at, merchantId: hold.merchantId }],
+    });
+    expect(again).toMatchObject({ release: { status: 'already_released', ledgerEntryId: first.release.status === 'released' ? first.release.ledgerEntryId : '' } });
+    expect(await ledgerEntryCount(us.pool)).toBe(1);
+  });
+});
