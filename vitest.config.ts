@@ -3,6 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    reporters: ['default', './test/support/plain-summary-reporter.ts'],
     // One shared Temporal dev server and one embedded PostgreSQL for the whole run (see test/global-setup.ts).
     globalSetup: ['test/global-setup.ts'],
     // The Temporal worker's native core is happiest in its own process.

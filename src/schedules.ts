@@ -56,3 +56,27 @@ export async function ensureSweepSchedule(
 export async function triggerSweep(client: Client, region: RegionConfig): Promise<void> {
   await client.schedule.getHandle(region.scheduleId).trigger(ScheduleOverlapPolicy.SKIP);
 }
+
+/** How often `sweepNow` looks at the schedule for the run it triggered. */
+const SCHEDULE_POLL_MS = 200;
+
+/**
+ * Triggers the region's sweep (overlap SKIP) and returns the workflow id of the sweep that is now
+ * answering for "now": the one just started, or the one already running that made the trigger a no-op.
+ */
+export async function sweepNow(client: Client, region: RegionConfig, timeoutMs = 30_000): Promise<string> {
+  const handle = client.schedule.getHandle(region.scheduleId);
+  const requestedAt = Date.now();
+  await triggerSweep(client, region);
+  const deadline = requestedAt + timeoutMs;
+  while (Date.now() < deadline) {
+    const { info } = await handle.describe();
+    const running = info.runningActions[0];
+    if (running) return running.workflow.workflowId;
+    // Server and client clocks can differ slightly; a second of slack still excludes earlier schedule runs.
+    const recent = info.recentActions.find((a) => a.takenAt.getTime() >= requestedAt - 1000);
+    if (recent) return recent.action.workflow.workflowId;
+    await new Promise((resolve) => setTimeout(resolve, SCHEDULE_POLL_MS));
+  }
+  throw new Error(`schedule ${region.scheduleId} started no sweep within ${timeoutMs} ms of the trigger`);
+}

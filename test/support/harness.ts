@@ -35,6 +35,8 @@ export interface Harness {
   id: string;
   address: string;
   region(region: Region): Promise<TestRegion>;
+  /** A pool on a brand-new database with no schema at all (for migration tests). */
+  emptyDatabase(): Promise<pg.Pool>;
   startWorker(region: TestRegion, tuning?: RegionWorkerOptions['tuning']): Promise<RunningWorker>;
   close(): Promise<void>;
 }
@@ -69,6 +71,13 @@ export async function openHarness(): Promise<Harness> {
         scheduleId: `t-${id}-sweep-${region}-${pools.length}`,
       };
       return { config, pool, databaseUrl, client: new Client({ connection, namespace: config.namespace }) };
+    },
+    async emptyDatabase() {
+      const database = `t_${id}_empty_${pools.length}`;
+      await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)}`);
+      const pool = new pg.Pool({ connectionString: `${inject('postgresUrlBase')}${database}` });
+      pools.push(pool);
+      return pool;
     },
     async startWorker(region, tuning) {
       const worker = await createRegionWorker({

@@ -1,0 +1,11 @@
+# The regional worker image. Debian-based on purpose: the Temporal SDK's native core needs glibc (not musl).
+FROM node:20-bookworm-slim
+WORKDIR /app
+ENV NODE_ENV=production HOLD_SWEEPER_MODE=production
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+USER node
+# One region per container in production; HOLD_SWEEPER_REGIONS picks it (see docker-compose.yml).
+CMD ["node", "--import", "tsx", "src/workers/region-worker.ts"]

@@ -1,0 +1,85 @@
+/**
+ * The local stack behind `npm start` (and the benchmark): whatever the configuration does not point at an
+ * external service for is started here. Configured addresses always win: a region with DATABASE_URL_<R> uses
+ * that database; TEMPORAL_ADDRESS(_<R>) means no dev server is started.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import type { Config } from '../config.js';
+import { startEmbeddedPostgres, type RunningPostgres } from '../db/embedded-postgres.js';
+import type { Region } from '../regions.js';
+import { startDevServer, type DevServer } from './temporal-dev-server.js';
+
+export interface LocalStack {
+  /** Temporal address per region (the dev server's, unless configured). */
+  temporalAddress(region: Region): string;
+  databaseUrl(region: Region): string;
+  /** Web UI of the dev server; undefined when Temporal is external. */
+  uiUrl: string | undefined;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+export function ledgerDatabaseName(region: Region): string {
+  return `hold_sweeper_${region}`;
+}
+
+export async function startLocalStack(config: Config, options: { log: (line: string) => void }): Promise<LocalStack> {
+  const ownDataDir = !config.dev.dataDir;
+  const dataDir = config.dev.dataDir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-')));
+  // embedded-postgres runs as the `postgres` user when we are root: it must be able to reach its directory.
+  await fs.chmod(dataDir, 0o777);
+
+  const needTemporal = config.regions.some((r) => !r.temporalAddress);
+  const needPostgres = config.regions.filter((r) => !r.databaseUrl);
+  let server: DevServer | undefined;
+  let postgres: RunningPostgres | undefined;
+  try {
+    [server, postgres] = await Promise.all([
+      needTemporal
+        ? startDevServer({
+            namespaces: [...new Set(config.regions.map((r) => r.namespace))],
+            dataDir: path.join(dataDir, 'temporal'),
+            explicitCliPath: config.dev.temporalCliPath,
+            cacheDir: config.dev.cacheDir,
+            port: config.dev.temporalPort,
+            uiPort: config.dev.temporalUiPort,
+          })
+        : undefined,
+      needPostgres.length > 0
+        ? startEmbeddedPostgres({
+            dataDir: path.join(dataDir, 'pg'),
+            databases: needPostgres.map((r) => ledgerDatabaseName(r.region)),
+            durable: true,
+          })
+        : undefined,
+    ]);
+  } catch (err) {
+    await server?.stop();
+    await postgres?.stop();
+    throw err;
+  }
+  if (server) {
+    const how = server.executable.type === 'existing-path' ? server.executable.path : "the SDK's download";
+    options.log(`Temporal dev server on ${server.address} (binary: ${how})`);
+  }
+  if (postgres) options.log(`Embedded PostgreSQL on 127.0.0.1:${postgres.port} (data: ${path.join(dataDir, 'pg')})`);
+
+  const regionConfig = (region: Region) => {
+    const found = config.regions.find((r) => r.region === region);
+    if (!found) throw new Error(`region ${region} is not configured (HOLD_SWEEPER_REGIONS)`);
+    return found;
+  };
+  return {
+    temporalAddress: (region) => regionConfig(region).temporalAddress ?? server!.address,
+    databaseUrl: (region) => regionConfig(region).databaseUrl ?? postgres!.urlFor(ledgerDatabaseName(region)),
+    uiUrl: server?.uiUrl,
+    dataDir,
+    async stop() {
+      await server?.stop();
+      await postgres?.stop();
+      if (ownDataDir) await fs.rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}

@@ -1,0 +1,171 @@
+/**
+ * `npm start`: a whole hold-release night on one machine, offline.
+ *
+ * Starts Temporal and Postgres (embedded unless configured), applies migrations, seeds a demo night in each
+ * region, runs one worker per region from this process, ensures the schedules, triggers a sweep now (overlap
+ * SKIP), shows progress, prints a summary and the Web UI address, then keeps serving until Ctrl-C.
+ *
+ *   npm start               run the demo and keep the workers up (the schedules keep sweeping)
+ *   npm start -- --once     exit after the summary (scripts, CI smoke runs)
+ */
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import pg from 'pg';
+import { loadConfig, type RegionConfig } from './config.js';
+import { migrate } from './db/migrate.js';
+import { startLocalStack } from './dev/local-stack.js';
+import { seedDemoNight, type DemoNight } from './dev/seed.js';
+import type { SweepResult } from './domain.js';
+import { ensureSweepSchedule, sweepNow } from './schedules.js';
+import { bundleWorkflows, createRegionWorker } from './workers/region-worker-factory.js';
+
+/** A dozen merchants per region, as the demo promises. */
+const DEMO_MERCHANTS = 12;
+/** Fixed seed: the same demo night every run, so a surprise can be reproduced. */
+const DEMO_SEED = 20261130;
+const PROGRESS_INTERVAL_MS = 250;
+
+const log = (line: string) => console.log(line);
+
+interface RegionRun {
+  config: RegionConfig;
+  pool: pg.Pool;
+  client: Client;
+  night: DemoNight;
+  nightId: string;
+  worker: Worker;
+  sweepId?: string;
+  result?: SweepResult;
+}
+
+async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string; done: boolean; released: number }> {
+  const parts: string[] = [];
+  let done = true;
+  let releasedTotal = 0;
+  for (const run of runs) {
+    const { rows } = await run.pool.query<{ released: number; rejected: number }>(
+      `SELECT count(*) FILTER (WHERE state = 'released')::integer AS released,
+              count(*) FILTER (WHERE state = 'rejected')::integer AS rejected
+         FROM auth_holds WHERE id LIKE $1::text`,
+      [`h\\_${run.nightId}\\_%`],
+    );
+    const { released, rejected } = rows[0]!;
+    releasedTotal += released;
+    const total = run.night.expiredValid;
+    const width = 24;
+    const filled = total === 0 ? width : Math.round((released / total) * width);
+    parts.push(`${run.config.region.toUpperCase()} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${released}/${total} released, ${rejected} rejected`);
+    if (!run.result) done = false;
+  }
+  return { line: parts.join('   '), done, released: releasedTotal };
+}
+
+async function main() {
+  const once = process.argv.includes('--once');
+  const config = loadConfig();
+  const startedAt = Date.now();
+  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+
+  log(`hold-sweeper demo night: regions ${config.regions.map((r) => r.region).join(', ')}`);
+  const stack = await startLocalStack(config, { log });
+  const nightId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
+  const workflowBundle = await bundleWorkflows();
+  const runs: RegionRun[] = [];
+  const connections: { close(): Promise<void> }[] = [];
+  const workerRuns: Promise<void>[] = [];
+  let shuttingDown = false;
+
+  const shutdown = async (code: number) => {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    log('\nShutting down: workers, then Temporal and Postgres...');
+    for (const run of runs) if (run.worker.getState() === 'RUNNING') run.worker.shutdown();
+    await Promise.allSettled(workerRuns);
+    await Promise.all(runs.map((r) => r.pool.end()));
+    for (const c of connections) await c.close();
+    await stack.stop();
+    process.exit(code);
+  };
+  process.once('SIGINT', () => void shutdown(0));
+  process.once('SIGTERM', () => void shutdown(0));
+
+  for (const region of config.regions) {
+    const address = stack.temporalAddress(region.region);
+    const pool = new pg.Pool({ connectionString: stack.databaseUrl(region.region) });
+    const applied = await migrate(pool);
+    if (applied.length) log(`${region.region.toUpperCase()} ledger: applied ${applied.join(', ')}`);
+    const night = await seedDemoNight(pool, {
+      region: region.region,
+      nightId,
+      holds: config.dev.demoHolds,
+      merchants: DEMO_MERCHANTS,
+      seed: DEMO_SEED,
+      endpointFor: (id) => `https://${id}.merchants.example/webhooks`,
+    });
+    log(
+      `${region.region.toUpperCase()} ledger: seeded ${night.holds.length + night.defective} holds ` +
+        `(${night.expiredValid} expired, ${night.future} expiring tomorrow, ${night.defective} defective rows)`,
+    );
+    const connection = await Connection.connect({ address });
+    const nativeConnection = await NativeConnection.connect({ address });
+    connections.push(connection, nativeConnection);
+    const client = new Client({ connection, namespace: region.namespace });
+    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle });
+    workerRuns.push(worker.run());
+    const schedule = await ensureSweepSchedule(client, region, config.sweep);
+    log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
+    runs.push({ config: region, pool, client, night, nightId, worker });
+  }
+
+  for (const run of runs) {
+    run.sweepId = await sweepNow(run.client, run.config);
+    log(`${run.config.region.toUpperCase()} sweep started: ${run.sweepId}`);
+    void run.client.workflow
+      .getHandle<() => Promise<SweepResult>>(run.sweepId)
+      .result()
+      .then((result) => void (run.result = result));
+  }
+  const sweepStartedAt = Date.now();
+
+  const tty = process.stdout.isTTY;
+  let lastPrinted = 0;
+  let released = 0;
+  for (;;) {
+    const progress = await progressLine(runs);
+    const { line, done } = progress;
+    released = progress.released;
+    if (tty) process.stdout.write(`\r${line}`);
+    else if (done || Date.now() - lastPrinted > 2000) {
+      log(line);
+      lastPrinted = Date.now();
+    }
+    if (done) break;
+    await new Promise((resolve) => setTimeout(resolve, PROGRESS_INTERVAL_MS));
+  }
+  if (tty) process.stdout.write('\n');
+
+  const elapsedS = (Date.now() - sweepStartedAt) / 1000;
+  log('\nSummary');
+  for (const run of runs) {
+    const r = run.result!;
+    log(
+      `  ${run.config.region.toUpperCase()} ${run.sweepId}: found ${r.found}, child workflows started ${r.started}, ` +
+        `already handled ${r.alreadyStarted}, rejected rows ${r.rejected}, unreleased at end ${r.unreleasedAtEnd}, ${r.pages} page(s)`,
+    );
+  }
+  log(`  ${released} holds released (ledger count) in ${elapsedS.toFixed(1)} s: ${(released / elapsedS).toFixed(1)} holds/s end to end`);
+  if (stack.uiUrl) {
+    log(`\nTemporal Web UI: ${stack.uiUrl}`);
+    for (const run of runs) log(`  ${run.config.region.toUpperCase()}: ${stack.uiUrl}/namespaces/${run.config.namespace}/workflows`);
+  }
+  log(`Total start-up and night: ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
+
+  if (once) return shutdown(0);
+  log('\nWorkers keep running (the schedules sweep again on their interval). Ctrl-C to stop.');
+  await Promise.all(workerRuns);
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});

@@ -1,0 +1,46 @@
+/**
+ * The production entry point: a worker for the regions in HOLD_SWEEPER_REGIONS against an external Temporal
+ * cluster and external ledger databases. Nothing is started or seeded here; migrations are applied (under an
+ * advisory lock, so replicas starting together are safe) and the region's schedule is ensured.
+ *
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=eu TEMPORAL_ADDRESS=temporal:7233 \
+ *   DATABASE_URL_EU=postgres://... npm run worker
+ */
+import { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import pg from 'pg';
+import { loadConfig } from '../config.js';
+import { migrate } from '../db/migrate.js';
+import { ConfigError } from '../errors.js';
+import { ensureSweepSchedule } from '../schedules.js';
+import { bundleWorkflows, createRegionWorker } from './region-worker-factory.js';
+
+async function main() {
+  const config = loadConfig();
+  // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
+  Runtime.install({ logger: new DefaultLogger('INFO') });
+  const workflowBundle = await bundleWorkflows();
+  const runs: Promise<void>[] = [];
+  const cleanup: (() => Promise<void>)[] = [];
+  for (const region of config.regions) {
+    const up = region.region.toUpperCase();
+    // This entry point never falls back to embedded services, whatever the mode.
+    if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
+    if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL');
+    const pool = new pg.Pool({ connectionString: region.databaseUrl });
+    await migrate(pool);
+    const connection = await Connection.connect({ address: region.temporalAddress });
+    await ensureSweepSchedule(new Client({ connection, namespace: region.namespace }), region, config.sweep);
+    const nativeConnection = await NativeConnection.connect({ address: region.temporalAddress });
+    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle });
+    runs.push(worker.run());
+    cleanup.push(() => pool.end(), () => connection.close(), () => nativeConnection.close());
+  }
+  await Promise.all(runs);
+  for (const close of cleanup) await close();
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig, parseDuration } from '../src/config.js';
+import { ConfigError } from '../src/errors.js';
+
+function configError(env: Record<string, string>): ConfigError {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('config', () => {
+  it('has working defaults for dev: both regions, embedded services', () => {
+    const config = loadConfig({});
+    expect(config.mode).toBe('dev');
+    expect(config.regions.map((r) => [r.region, r.namespace, r.taskQueue, r.scheduleId, r.databaseUrl, r.temporalAddress])).toEqual([
+      ['us', 'hold-sweeper-us', 'hold-sweeper-us', 'hold-sweep-us', undefined, undefined],
+      ['eu', 'hold-sweeper-eu', 'hold-sweeper-eu', 'hold-sweep-eu', undefined, undefined],
+    ]);
+    expect(config.sweep).toEqual({ intervalMs: 900_000, catchupWindowMs: 3_600_000, pageSize: 500 });
+    expect(Object.isFrozen(config) && Object.isFrozen(config.regions[0])).toBe(true);
+  });
+
+  it('reads per-region settings, with TEMPORAL_ADDRESS as the shared fallback', () => {
+    const config = loadConfig({
+      HOLD_SWEEPER_REGIONS: 'eu',
+      TEMPORAL_ADDRESS: 'temporal:7233',
+      DATABASE_URL_EU: 'postgres://u:p@db-eu:5432/ledger',
+      TEMPORAL_NAMESPACE_EU: 'payments-eu',
+      SWEEP_INTERVAL: '5m',
+      SWEEP_PAGE_SIZE: '250',
+    });
+    expect(config.regions).toEqual([
+      {
+        region: 'eu',
+        databaseUrl: 'postgres://u:p@db-eu:5432/ledger',
+        temporalAddress: 'temporal:7233',
+        namespace: 'payments-eu',
+        taskQueue: 'hold-sweeper-eu',
+        scheduleId: 'hold-sweep-eu',
+      },
+    ]);
+    expect(config.sweep.intervalMs).toBe(300_000);
+    expect(config.sweep.pageSize).toBe(250);
+  });
+
+  it.each([
+    ['HOLD_SWEEPER_MODE', 'prod'],
+    ['HOLD_SWEEPER_REGIONS', 'us,apac'],
+    ['HOLD_SWEEPER_REGIONS', ' , '],
+    ['SWEEP_INTERVAL', '15 minutes'],
+    ['SWEEP_INTERVAL', '0s'],
+    ['SWEEP_CATCHUP_WINDOW', '5s'],
+    ['SWEEP_PAGE_SIZE', '0'],
+    ['SWEEP_PAGE_SIZE', '2001'],
+    ['SWEEP_PAGE_SIZE', '-5'],
+    ['TEMPORAL_ADDRESS', 'http://temporal'],
+    ['TEMPORAL_ADDRESS_US', 'temporal'],
+    ['TEMPORAL_NAMESPACE_EU', 'bad namespace'],
+    ['TASK_QUEUE_US', ''],
+    ['DATABASE_URL_US', 'mysql://u:p@h/db'],
+    ['DATABASE_URL_EU', 'not a url'],
+    ['TEMPORAL_DEV_PORT', '70000'],
+    ['DEMO_HOLDS', 'many'],
+  ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
+    const err = configError({ [variable]: value });
+    expect(err.variable).toBe(variable);
+    expect(err.message).toContain(variable);
+  });
+
+  it('production mode requires each region’s database and Temporal address', () => {
+    expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' }).variable).toBe('DATABASE_URL_US');
+    expect(
+      configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' }).variable,
+    ).toBe('TEMPORAL_ADDRESS_US');
+  });
+
+  it('never echoes a database password in an error', () => {
+    const err = configError({ DATABASE_URL_US: 'mysql://ledger:s3cret-pw@db/ledger' });
+    expect(err.message).not.toContain('s3cret-pw');
+    expect(err.message).toContain('ledger:***@');
+  });
+
+  it('parses durations', () => {
+    expect([parseDuration('X', '500ms'), parseDuration('X', '30s'), parseDuration('X', '2h'), parseDuration('X', '3d')]).toEqual([
+      500, 30_000, 7_200_000, 259_200_000,
+    ]);
+  });
+});

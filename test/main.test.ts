@@ -1,0 +1,36 @@
+/**
+ * The README's first command, end to end: `npm start` on embedded defaults (its own dev server and embedded
+ * PostgreSQL, exactly as on a fresh machine), with a smaller demo night and free ports, run to its summary.
+ */
+import { spawn } from 'node:child_process';
+import { expect, it } from 'vitest';
+import { freePort } from '../src/db/embedded-postgres.js';
+
+it('npm start releases a demo night in both regions and prints the summary and the Web UI address', async () => {
+  const [port, uiPort] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--once'], {
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      XDG_CACHE_HOME: process.env.XDG_CACHE_HOME,
+      HOLD_SWEEPER_CACHE_DIR: process.env.HOLD_SWEEPER_CACHE_DIR,
+      TEMPORAL_CLI_PATH: process.env.TEMPORAL_CLI_PATH,
+      TEMPORAL_DEV_PORT: String(port),
+      TEMPORAL_UI_PORT: String(uiPort),
+      DEMO_HOLDS: '60',
+    } as NodeJS.ProcessEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+
+  expect(output).not.toMatch(/Error:/);
+  expect(code).toBe(0);
+  for (const region of ['US', 'EU']) {
+    expect(output).toMatch(new RegExp(`${region} sweep-${region.toLowerCase()}-\\S+: found \\d+, child workflows started \\d+, already handled 0, rejected rows 2, unreleased at end 0`));
+  }
+  expect(output).toContain(`Temporal Web UI: http://127.0.0.1:${uiPort}`);
+  expect(output).toMatch(/holds released \(ledger count\) in [\d.]+ s: [\d.]+ holds\/s/);
+}, 180_000);

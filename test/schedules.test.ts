@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { SweepConfig } from '../src/config.js';
+import type { SweepResult } from '../src/domain.js';
+import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
+import { openHarness, type Harness } from './support/harness.js';
+import { ledgerEntryCount, seedNight } from './support/ledger.js';
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await openHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+// An hour between scheduled runs: within a test only explicit triggers start sweeps.
+const sweep: SweepConfig = { intervalMs: 3_600_000, catchupWindowMs: 600_000, pageSize: 100 };
+
+async function schedulesWithId(client: import('@temporalio/client').Client, id: string): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const s of client.schedule.list()) if (s.scheduleId === id) ids.push(s.scheduleId);
+  return ids;
+}
+
+describe('sweep schedules', () => {
+  it('set-up run twice leaves exactly one schedule per region with the configured spec', async () => {
+    const us = await harness.region('us');
+    const eu = await harness.region('eu');
+    expect(await ensureSweepSchedule(us.client, us.config, sweep)).toBe('created');
+    expect(await ensureSweepSchedule(eu.client, eu.config, sweep)).toBe('created');
+    const changed = { ...sweep, intervalMs: 1_800_000 };
+    expect(await ensureSweepSchedule(us.client, us.config, changed)).toBe('updated');
+    expect(await ensureSweepSchedule(eu.client, eu.config, changed)).toBe('updated');
+
+    for (const region of [us, eu]) {
+      // Visibility of schedules is eventually consistent: wait for the listing to catch up.
+      await expect.poll(() => schedulesWithId(region.client, region.config.scheduleId), { timeout: 15_000 }).toEqual([
+        region.config.scheduleId,
+      ]);
+      const described = await region.client.schedule.getHandle(region.config.scheduleId).describe();
+      expect(described.spec.intervals?.map((i) => i.every)).toEqual([1_800_000]);
+      expect(described.policies).toMatchObject({ overlap: 'SKIP', catchupWindow: 600_000 });
+      expect(described.action).toMatchObject({
+        type: 'startWorkflow',
+        workflowType: 'sweepExpiredHolds',
+        taskQueue: region.config.taskQueue,
+        args: [{ region: region.config.region, pageSize: 100 }],
+      });
+    }
+  });
+
+  it('a manual trigger while a sweep runs does not start a second one', async () => {
+    const us = await harness.region('us');
+    await harness.startWorker(us);
+    const night = await seedNight(us.pool, 'us', `${harness.id}tr`, { expired: 10 });
+    await ensureSweepSchedule(us.client, us.config, sweep);
+
+    // Hold one hold's row lock so its release (and so the sweep's final wait) cannot finish yet.
+    const blocker = await us.pool.connect();
+    await blocker.query('BEGIN');
+    await blocker.query('SELECT 1 FROM auth_holds WHERE id = $1 FOR UPDATE', [night.expired[0]!.id]);
+    let first: string;
+    try {
+      first = await sweepNow(us.client, us.config);
+      const second = await sweepNow(us.client, us.config);
+      expect(second).toBe(first);
+      const described = await us.client.schedule.getHandle(us.config.scheduleId).describe();
+      expect(described.info.runningActions.map((a) => a.workflow.workflowId)).toEqual([first]);
+      expect(described.info.numActionsSkippedOverlap).toBeGreaterThanOrEqual(1);
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    const result = await us.client.workflow.getHandle<() => Promise<SweepResult>>(first).result();
+    expect(result).toMatchObject({ found: 10, started: 10, unreleasedAtEnd: 0 });
+    expect(await ledgerEntryCount(us.pool)).toBe(10);
+    const described = await us.client.schedule.getHandle(us.config.scheduleId).describe();
+    expect(described.info.recentActions).toHaveLength(1);
+  });
+});
