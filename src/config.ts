@@ -40,9 +40,17 @@ export interface DevConfig {
   readonly demoHolds: number;
 }
 
+export interface WebhookConfig {
+  /** Plain http endpoints: dev only (the fake merchants); production requires https. */
+  readonly allowInsecureHttp: boolean;
+  /** Loopback and private addresses: dev only; in production they are refused as an SSRF guard. */
+  readonly allowPrivateAddresses: boolean;
+}
+
 export interface Config {
   readonly mode: Mode;
   readonly regions: readonly RegionConfig[];
+  readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
   readonly dev: DevConfig;
 }
@@ -181,9 +189,12 @@ export function loadConfig(env: Env = process.env): Config {
     demoHolds: readInt(env, 'DEMO_HOLDS', 300, 0, 1_000_000),
   };
 
+  const webhooks: WebhookConfig = { allowInsecureHttp: mode === 'dev', allowPrivateAddresses: mode === 'dev' };
+
   return Object.freeze({
     mode,
     regions: Object.freeze(regions),
+    webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),
     dev: Object.freeze(dev),
   });

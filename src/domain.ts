@@ -40,6 +40,10 @@ export type ReleaseOutcome =
       currency: string;
       merchantId: string;
       releasedAt: string;
+      /** The webhook fixed by this release: same id on every attempt and replay. */
+      webhookId: string;
+      /** How long the delivery policy keeps retrying for this merchant. */
+      retryHorizonMs: number;
     }
   | { status: 'rejected'; holdId: string; code: InvalidHoldCode }
   /** The hold's expiry moved into the future after the sweep saw it (re-authorised upstream). */

@@ -16,6 +16,8 @@ import { migrate } from './db/migrate.js';
 import { startLocalStack } from './dev/local-stack.js';
 import { seedDemoNight, type DemoNight } from './dev/seed.js';
 import type { SweepResult } from './domain.js';
+import { generateSigningSecret } from './delivery/signing.js';
+import { FakeMerchants, type MerchantScript } from './dev/fake-merchants.js';
 import { ensureSweepSchedule, sweepNow } from './schedules.js';
 import { bundleWorkflows, createRegionWorker } from './workers/region-worker-factory.js';
 
@@ -24,6 +26,24 @@ const DEMO_MERCHANTS = 12;
 /** Fixed seed: the same demo night every run, so a surprise can be reproduced. */
 const DEMO_SEED = 20261130;
 const PROGRESS_INTERVAL_MS = 250;
+
+/**
+ * How the demo's merchants answer: most accept at once (a little latency), one rate-limits with 429 and
+ * Retry-After, one has a short 503 outage, one rejects with 400 (quarantined for a human).
+ */
+function demoScript(merchantNumber: number, secret: string): MerchantScript {
+  const secrets = [secret];
+  switch (merchantNumber) {
+    case 2:
+      return { secrets, responses: [{ status: 429, retryAfter: '2' }, { status: 429, retryAfter: '2' }, { status: 200, delayMs: 5 }] };
+    case 3:
+      return { secrets, responses: [{ status: 503 }, { status: 503 }, { status: 200, delayMs: 5 }] };
+    case 4:
+      return { secrets, responses: [{ status: 400, body: '{"error":"unknown hold reference format"}' }] };
+    default:
+      return { secrets, responses: [{ status: 200, delayMs: 5 }] };
+  }
+}
 
 const log = (line: string) => console.log(line);
 
@@ -38,36 +58,49 @@ interface RegionRun {
   result?: SweepResult;
 }
 
-async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string; done: boolean; released: number }> {
+async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string; done: boolean; allReleased: boolean; released: number }> {
   const parts: string[] = [];
   let done = true;
+  let allReleased = true;
   let releasedTotal = 0;
   for (const run of runs) {
-    const { rows } = await run.pool.query<{ released: number; rejected: number }>(
-      `SELECT count(*) FILTER (WHERE state = 'released')::integer AS released,
-              count(*) FILTER (WHERE state = 'rejected')::integer AS rejected
-         FROM auth_holds WHERE id LIKE $1::text`,
+    const { rows } = await run.pool.query<{ released: number; rejected: number; delivered: number; quarantined: number; pending: number }>(
+      `SELECT count(*) FILTER (WHERE h.state = 'released')::integer AS released,
+              count(*) FILTER (WHERE h.state = 'rejected')::integer AS rejected,
+              count(*) FILTER (WHERE d.status = 'delivered')::integer AS delivered,
+              count(*) FILTER (WHERE d.status = 'quarantined')::integer AS quarantined,
+              count(*) FILTER (WHERE d.status = 'pending')::integer AS pending
+         FROM auth_holds h LEFT JOIN webhook_deliveries d ON d.hold_id = h.id
+        WHERE h.id LIKE $1::text`,
       [`h\\_${run.nightId}\\_%`],
     );
-    const { released, rejected } = rows[0]!;
+    const { released, rejected, delivered, quarantined, pending } = rows[0]!;
     releasedTotal += released;
+    if (released < run.night.expiredValid) allReleased = false;
+    if (pending > 0) done = false;
     const total = run.night.expiredValid;
     const width = 24;
     const filled = total === 0 ? width : Math.round((released / total) * width);
-    parts.push(`${run.config.region.toUpperCase()} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${released}/${total} released, ${rejected} rejected`);
-    if (!run.result) done = false;
+    parts.push(
+      `${run.config.region.toUpperCase()} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${released}/${total} released, ` +
+        `${rejected} rejected | webhooks ${delivered} delivered, ${pending} pending, ${quarantined} quarantined`,
+    );
+    if (!run.result) allReleased = false;
   }
-  return { line: parts.join('   '), done, released: releasedTotal };
+  return { line: parts.join('   '), done: done && allReleased, allReleased, released: releasedTotal };
 }
 
 async function main() {
   const once = process.argv.includes('--once');
   const config = loadConfig();
   const startedAt = Date.now();
-  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+  // Errors only: every retried webhook attempt is a WARN, which would drown the demo's progress bar.
+  Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
 
   log(`hold-sweeper demo night: regions ${config.regions.map((r) => r.region).join(', ')}`);
   const stack = await startLocalStack(config, { log });
+  const merchants = new FakeMerchants();
+  log(`Fake merchants on ${await merchants.start()} (they verify every signature)`);
   const nightId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
   const workflowBundle = await bundleWorkflows();
   const runs: RegionRun[] = [];
@@ -82,6 +115,7 @@ async function main() {
     for (const run of runs) if (run.worker.getState() === 'RUNNING') run.worker.shutdown();
     await Promise.allSettled(workerRuns);
     await Promise.all(runs.map((r) => r.pool.end()));
+    await merchants.stop();
     for (const c of connections) await c.close();
     await stack.stop();
     process.exit(code);
@@ -100,7 +134,12 @@ async function main() {
       holds: config.dev.demoHolds,
       merchants: DEMO_MERCHANTS,
       seed: DEMO_SEED,
-      endpointFor: (id) => `https://${id}.merchants.example/webhooks`,
+      endpointFor: (id) => merchants.endpointFor(id),
+      secretFor: (id) => {
+        const secret = generateSigningSecret();
+        merchants.script(id, demoScript(Number(id.split('_').pop()), secret));
+        return secret;
+      },
     });
     log(
       `${region.region.toUpperCase()} ledger: seeded ${night.holds.length + night.defective} holds ` +
@@ -110,7 +149,7 @@ async function main() {
     const nativeConnection = await NativeConnection.connect({ address });
     connections.push(connection, nativeConnection);
     const client = new Client({ connection, namespace: region.namespace });
-    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle });
+    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks });
     workerRuns.push(worker.run());
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
     log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
@@ -130,10 +169,12 @@ async function main() {
   const tty = process.stdout.isTTY;
   let lastPrinted = 0;
   let released = 0;
+  let allReleasedAt: number | undefined;
   for (;;) {
     const progress = await progressLine(runs);
     const { line, done } = progress;
     released = progress.released;
+    if (progress.allReleased) allReleasedAt ??= Date.now();
     if (tty) process.stdout.write(`\r${line}`);
     else if (done || Date.now() - lastPrinted > 2000) {
       log(line);
@@ -144,7 +185,8 @@ async function main() {
   }
   if (tty) process.stdout.write('\n');
 
-  const elapsedS = (Date.now() - sweepStartedAt) / 1000;
+  const elapsedS = ((allReleasedAt ?? Date.now()) - sweepStartedAt) / 1000;
+  const settledS = (Date.now() - sweepStartedAt) / 1000;
   log('\nSummary');
   for (const run of runs) {
     const r = run.result!;
@@ -153,7 +195,25 @@ async function main() {
         `already handled ${r.alreadyStarted}, rejected rows ${r.rejected}, unreleased at end ${r.unreleasedAtEnd}, ${r.pages} page(s)`,
     );
   }
-  log(`  ${released} holds released (ledger count) in ${elapsedS.toFixed(1)} s: ${(released / elapsedS).toFixed(1)} holds/s end to end`);
+  for (const run of runs) {
+    const { rows } = await run.pool.query<{ delivered: number; retried: number; quarantined: number; reasons: string | null; attempts: number }>(
+      `SELECT count(*) FILTER (WHERE status = 'delivered')::integer AS delivered,
+              count(*) FILTER (WHERE attempt_count > 1)::integer AS retried,
+              count(*) FILTER (WHERE status = 'quarantined')::integer AS quarantined,
+              string_agg(DISTINCT quarantine_reason, ', ') AS reasons,
+              coalesce(sum(attempt_count), 0)::integer AS attempts
+         FROM webhook_deliveries WHERE hold_id LIKE $1::text`,
+      [`h\\_${run.nightId}\\_%`],
+    );
+    const d = rows[0]!;
+    log(
+      `  ${run.config.region.toUpperCase()} webhooks: ${d.delivered} delivered, ${d.retried} needed retries, ` +
+        `${d.quarantined} quarantined${d.reasons ? ` (${d.reasons})` : ''}; ` +
+        `${d.attempts} requests = ${(d.attempts / Math.max(1, d.delivered)).toFixed(2)} per delivered webhook`,
+    );
+  }
+  log(`  ${released} holds released (ledger count) in ${elapsedS.toFixed(1)} s: ${(released / elapsedS).toFixed(1)} holds/s; ` +
+      `every webhook delivered or quarantined after ${settledS.toFixed(1)} s`);
   if (stack.uiUrl) {
     log(`\nTemporal Web UI: ${stack.uiUrl}`);
     for (const run of runs) log(`  ${run.config.region.toUpperCase()}: ${stack.uiUrl}/namespaces/${run.config.namespace}/workflows`);

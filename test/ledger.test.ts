@@ -26,7 +26,7 @@ describe('migrations', () => {
 
   it('keep the ledger append-only', async () => {
     const us = await harness.region('us');
-    const night = await seedNight(us.pool, 'us', `${harness.id}ao`, { expired: 1 });
+    const night = await seedNight(us.pool, 'us', `${harness.id}ao`, { expired: 1 }, harness.merchants);
     await createLedgerActivities({ region: 'us', pool: us.pool }).releaseHold({ holdId: night.expired[0]!.id });
     await expect(us.pool.query('UPDATE ledger_entries SET amount_minor = 1')).rejects.toThrow(/append-only/);
     await expect(us.pool.query('DELETE FROM ledger_entries')).rejects.toThrow(/append-only/);
@@ -36,7 +36,7 @@ describe('migrations', () => {
 describe('releaseHold', () => {
   it('releases once when called concurrently for the same hold', async () => {
     const us = await harness.region('us');
-    const night = await seedNight(us.pool, 'us', `${harness.id}cc`, { expired: 1 });
+    const night = await seedNight(us.pool, 'us', `${harness.id}cc`, { expired: 1 }, harness.merchants);
     const hold = night.expired[0]!;
     const ledger = createLedgerActivities({ region: 'us', pool: us.pool });
     const before = (await balances(us.pool)).get(hold.accountId)!;
@@ -57,7 +57,7 @@ describe('releaseHold', () => {
 
   it('reports unknown, not-yet-expired and defective holds without writing a ledger entry', async () => {
     const eu = await harness.region('eu');
-    const night = await seedNight(eu.pool, 'eu', `${harness.id}od`, { expired: 0, future: 1, defective: true });
+    const night = await seedNight(eu.pool, 'eu', `${harness.id}od`, { expired: 0, future: 1, defective: true }, harness.merchants);
     const ledger = createLedgerActivities({ region: 'eu', pool: eu.pool });
 
     expect(await ledger.releaseHold({ holdId: 'h_does_not_exist' })).toEqual({ status: 'not_found', holdId: 'h_does_not_exist' });
@@ -75,7 +75,7 @@ describe('releaseHold', () => {
 
   it('pages in (expires_at, id) order without skipping or repeating rows that share an expiry', async () => {
     const us = await harness.region('us');
-    await seedNight(us.pool, 'us', `${harness.id}pg`, { expired: 0 });
+    await seedNight(us.pool, 'us', `${harness.id}pg`, { expired: 0 }, harness.merchants);
     // 30 holds with the very same microsecond expiry: only the id breaks the tie.
     await us.pool.query(
       `INSERT INTO auth_holds (id, account_id, merchant_id, amount_minor, currency, expires_at)

@@ -20,7 +20,7 @@ afterAll(async () => {
 it('histories recorded from real sweeps replay with the current workflow code', async () => {
   const us = await harness.region('us');
   await harness.startWorker(us);
-  await seedNight(us.pool, 'us', `${harness.id}rp`, { expired: 25, defective: true });
+  await seedNight(us.pool, 'us', `${harness.id}rp`, { expired: 25, defective: true }, harness.merchants);
   const sweep = (n: number) =>
     us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,

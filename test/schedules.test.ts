@@ -52,7 +52,7 @@ describe('sweep schedules', () => {
   it('a manual trigger while a sweep runs does not start a second one', async () => {
     const us = await harness.region('us');
     await harness.startWorker(us);
-    const night = await seedNight(us.pool, 'us', `${harness.id}tr`, { expired: 10 });
+    const night = await seedNight(us.pool, 'us', `${harness.id}tr`, { expired: 10 }, harness.merchants);
     await ensureSweepSchedule(us.client, us.config, sweep);
 
     // Hold one hold's row lock so its release (and so the sweep's final wait) cannot finish yet.

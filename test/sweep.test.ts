@@ -34,7 +34,7 @@ function runSweep(r: TestRegion, input: Partial<SweepInput> = {}): Promise<Sweep
 describe('regional sweep', () => {
   it('releases ~200 expired holds exactly once and reconciles balances to the cent', async () => {
     const us = await regionWithWorker('us');
-    const night = await seedNight(us.pool, 'us', `${harness.id}a`, { expired: 200 });
+    const night = await seedNight(us.pool, 'us', `${harness.id}a`, { expired: 200 }, harness.merchants);
     const before = await balances(us.pool);
 
     const result = await runSweep(us, { pageSize: 500 });
@@ -61,7 +61,7 @@ describe('regional sweep', () => {
 
   it('two concurrent sweeps and a re-run after completion change nothing further', async () => {
     const us = await regionWithWorker('us');
-    await seedNight(us.pool, 'us', `${harness.id}b`, { expired: 120 });
+    await seedNight(us.pool, 'us', `${harness.id}b`, { expired: 120 }, harness.merchants);
 
     const [first, second] = await Promise.all([runSweep(us, { pageSize: 50 }), runSweep(us, { pageSize: 50 })]);
     // Between them, each hold was started exactly once; whichever sweep lost a race counted it as already started.
@@ -79,7 +79,7 @@ describe('regional sweep', () => {
 
   it('pages with continue-as-new when the night is larger than a page', async () => {
     const eu = await regionWithWorker('eu');
-    await seedNight(eu.pool, 'eu', `${harness.id}c`, { expired: 45 });
+    await seedNight(eu.pool, 'eu', `${harness.id}c`, { expired: 45 }, harness.merchants);
     const workflowId = `sweep-eu-${harness.id}-can`;
 
     const result = await eu.client.workflow.execute(sweepExpiredHolds, {
@@ -100,7 +100,7 @@ describe('regional sweep', () => {
 
   it('leaves holds that have not expired untouched', async () => {
     const us = await regionWithWorker('us');
-    const night = await seedNight(us.pool, 'us', `${harness.id}d`, { expired: 20, future: 15 });
+    const night = await seedNight(us.pool, 'us', `${harness.id}d`, { expired: 20, future: 15 }, harness.merchants);
 
     const result = await runSweep(us);
 
@@ -113,8 +113,8 @@ describe('regional sweep', () => {
   it('a US sweep never touches the EU ledger, and vice versa', async () => {
     const us = await regionWithWorker('us');
     const eu = await regionWithWorker('eu');
-    await seedNight(us.pool, 'us', `${harness.id}e`, { expired: 30 });
-    await seedNight(eu.pool, 'eu', `${harness.id}f`, { expired: 25 });
+    await seedNight(us.pool, 'us', `${harness.id}e`, { expired: 30 }, harness.merchants);
+    await seedNight(eu.pool, 'eu', `${harness.id}f`, { expired: 25 }, harness.merchants);
     const euBefore = await balances(eu.pool);
 
     expect(await runSweep(us)).toMatchObject({ found: 30, started: 30 });
@@ -129,7 +129,7 @@ describe('regional sweep', () => {
 
   it('reports and skips bad rows while the rest of the page is released', async () => {
     const eu = await regionWithWorker('eu');
-    const night = await seedNight(eu.pool, 'eu', `${harness.id}g`, { expired: 16, defective: true });
+    const night = await seedNight(eu.pool, 'eu', `${harness.id}g`, { expired: 16, defective: true }, harness.merchants);
 
     const result = await runSweep(eu, { pageSize: 100 });
 
@@ -148,7 +148,7 @@ describe('regional sweep', () => {
 
   it('a hold released twice by its own workflow id is a no-op the second time', async () => {
     const us = await regionWithWorker('us');
-    const night = await seedNight(us.pool, 'us', `${harness.id}h`, { expired: 1 });
+    const night = await seedNight(us.pool, 'us', `${harness.id}h`, { expired: 1 }, harness.merchants);
     const hold = night.expired[0]!;
     await runSweep(us);
     const { rows } = await us.pool.query<{ expires_at: string }>(

@@ -2,13 +2,15 @@
  * All activities of one region's worker, built from that region's dependencies only: a regional worker
  * holds one ledger pool and so can never touch another region's ledger (DESIGN invariant 6).
  */
+import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';
 
-export type ActivityDeps = LedgerDeps;
+export type ActivityDeps = LedgerDeps & DeliveryDeps;
 
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createLedgerActivities(deps),
+    ...createDeliveryActivities(deps),
   };
 }
 

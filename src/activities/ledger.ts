@@ -17,6 +17,7 @@ import type {
   SweepResult,
   SweepTotals,
 } from '../domain.js';
+import { DEFAULT_DELIVERY_POLICY, resolveDeliveryPolicy } from '../delivery/policy.js';
 import type { InvalidHoldCode } from '../errors.js';
 import type { Region } from '../regions.js';
 
@@ -34,6 +35,9 @@ const HOLD_DEFECT_SQL = `
 
 /** Microsecond ISO-8601 in UTC: Postgres precision survives the trip through Temporal and back. */
 const isoUtc = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+/** The event type of the webhook each release sends. */
+export const HOLD_RELEASED_EVENT = 'hold.released';
 
 /** Before every row in (expires_at, id) order. */
 const START_CURSOR: HoldCursor = { expiresAt: '-infinity', id: '' };
@@ -168,6 +172,20 @@ export function createLedgerActivities({ region, pool }: LedgerDeps) {
           `UPDATE auth_holds SET state = 'released', released_at = now(), ledger_entry_id = $2::bigint WHERE id = $1::text`,
           [holdId, entry.rows[0]!.id],
         );
+        // The webhook is fixed in the same transaction (an outbox): it exists if and only if the release committed.
+        await tx.query(
+          `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload)
+           SELECT 'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'), h.id, h.merchant_id,
+                  '${HOLD_RELEASED_EVENT}',
+                  json_build_object(
+                    'type', '${HOLD_RELEASED_EVENT}',
+                    'timestamp', ${isoUtc('h.released_at')},
+                    'data', json_build_object(
+                      'hold_id', h.id, 'amount_minor', h.amount_minor, 'currency', h.currency, 'merchant_id', h.merchant_id,
+                      'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text))::text
+             FROM auth_holds h WHERE h.id = $1::text`,
+          [holdId],
+        );
         return { status: 'released', ...(await releasedEntry(tx, holdId)) };
       });
     },
@@ -207,9 +225,15 @@ async function releasedEntry(tx: pg.PoolClient, holdId: string) {
     currency: string;
     merchant_id: string;
     released_at: string;
+    webhook_id: string;
+    delivery_policy: unknown;
   }>(
-    `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at
-       FROM auth_holds h WHERE h.id = $1::text`,
+    `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
+            d.webhook_id, m.delivery_policy
+       FROM auth_holds h
+       JOIN webhook_deliveries d ON d.hold_id = h.id
+       JOIN merchants m ON m.id = h.merchant_id
+      WHERE h.id = $1::text`,
     [holdId],
   );
   const row = rows[0]!;
@@ -220,7 +244,21 @@ async function releasedEntry(tx: pg.PoolClient, holdId: string) {
     currency: row.currency,
     merchantId: row.merchant_id,
     releasedAt: row.released_at,
+    webhookId: row.webhook_id,
+    retryHorizonMs: retryHorizonFor(row.merchant_id, row.delivery_policy),
   };
+}
+
+/**
+ * The delivery's retry horizon, which the workflow turns into the activity's schedule-to-close timeout. An
+ * unusable override falls back to the default here; the delivery itself then quarantines with the named error.
+ */
+function retryHorizonFor(merchantId: string, overrides: unknown): number {
+  try {
+    return resolveDeliveryPolicy(merchantId, overrides).retryHorizonMs;
+  } catch {
+    return DEFAULT_DELIVERY_POLICY.retryHorizonMs;
+  }
 }
 
 export type LedgerActivities = ReturnType<typeof createLedgerActivities>;

@@ -118,6 +118,7 @@ export interface DemoNightOptions {
   merchants: number;
   seed: number;
   endpointFor: (merchantId: string) => string;
+  secretFor: (merchantId: string) => string;
 }
 
 export interface DemoNight {
@@ -140,7 +141,7 @@ export async function seedDemoNight(pool: pg.Pool, options: DemoNightOptions): P
   const currency = options.region === 'eu' ? 'EUR' : 'USD';
   const merchants: MerchantSeed[] = Array.from({ length: options.merchants }, (_, i) => {
     const id = `m_${options.region}_${String(i + 1).padStart(2, '0')}`;
-    return { id, name: `Demo merchant ${i + 1} (${options.region.toUpperCase()})`, endpointUrl: options.endpointFor(id), signingSecret: null };
+    return { id, name: `Demo merchant ${i + 1} (${options.region.toUpperCase()})`, endpointUrl: options.endpointFor(id), signingSecret: options.secretFor(id) };
   });
   const accounts: AccountSeed[] = Array.from({ length: Math.max(1, Math.ceil(options.holds / 4)) }, (_, i) => ({
     id: `acct_${options.region}_${i + 1}`,

@@ -13,7 +13,8 @@ import {
 } from '@temporalio/worker';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
-import type { RegionConfig } from '../config.js';
+import type { RegionConfig, WebhookConfig } from '../config.js';
+import { createAgents } from '../delivery/http-sender.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
 export const WORKFLOWS_PATH = fileURLToPath(
@@ -29,17 +30,18 @@ export interface RegionWorkerOptions {
   region: RegionConfig;
   pool: pg.Pool;
   workflowBundle: WorkflowBundle;
+  webhooks: WebhookConfig;
   /** Worker tuning (concurrency, pollers); the SDK's defaults otherwise. */
   tuning?: Partial<Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions' | 'maxCachedWorkflows'>>;
 }
 
-export function createRegionWorker({ connection, region, pool, workflowBundle, tuning }: RegionWorkerOptions): Promise<Worker> {
+export function createRegionWorker({ connection, region, pool, workflowBundle, webhooks, tuning }: RegionWorkerOptions): Promise<Worker> {
   return Worker.create({
     connection,
     namespace: region.namespace,
     taskQueue: region.taskQueue,
     workflowBundle,
-    activities: createActivities({ region: region.region, pool }),
+    activities: createActivities({ region: region.region, pool, endpointRules: webhooks, agents: createAgents() }),
     ...tuning,
   });
 }

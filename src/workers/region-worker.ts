@@ -32,7 +32,7 @@ async function main() {
     const connection = await Connection.connect({ address: region.temporalAddress });
     await ensureSweepSchedule(new Client({ connection, namespace: region.namespace }), region, config.sweep);
     const nativeConnection = await NativeConnection.connect({ address: region.temporalAddress });
-    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle });
+    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks });
     runs.push(worker.run());
     cleanup.push(() => pool.end(), () => connection.close(), () => nativeConnection.close());
   }

@@ -5,6 +5,7 @@
  * hour, and the release is idempotent, so retrying it is always safe.
  */
 import type { ActivityOptions } from '@temporalio/workflow';
+import { DEFAULT_DELIVERY_POLICY, NON_RETRYABLE_DELIVERY_ERRORS } from '../delivery/policy.js';
 
 export const ledgerActivity: ActivityOptions = {
   // One short transaction; 30 s leaves room for a row lock held by a concurrent release of the same hold.
@@ -26,5 +27,26 @@ export function sweepFinishActivity(releaseWaitMs: number): ActivityOptions {
     // The wait itself plus one ordinary ledger call's worth of slack.
     startToCloseTimeout: releaseWaitMs + 60_000,
     heartbeatTimeout: '30s',
+  };
+}
+
+/**
+ * One webhook attempt per activity attempt. The activity picks each retry's delay itself (jittered backoff,
+ * Retry-After as a floor) and passes it as `nextRetryDelay`; the intervals below apply only when an attempt
+ * dies without choosing (a worker crash), and mirror the default policy. The horizon is the schedule-to-close
+ * timeout: a retry that would land past it ends the run with TIMEOUT, which the workflow quarantines as
+ * `exhausted`.
+ */
+export function webhookActivity(retryHorizonMs: number): ActivityOptions {
+  return {
+    // The HTTP attempt is bounded at 15 s by the activity; the rest covers the ledger writes around it.
+    startToCloseTimeout: '45s',
+    scheduleToCloseTimeout: retryHorizonMs,
+    retry: {
+      initialInterval: DEFAULT_DELIVERY_POLICY.initialBackoffMs,
+      backoffCoefficient: DEFAULT_DELIVERY_POLICY.backoffMultiplier,
+      maximumInterval: DEFAULT_DELIVERY_POLICY.maxBackoffMs,
+      nonRetryableErrorTypes: NON_RETRYABLE_DELIVERY_ERRORS,
+    },
   };
 }

@@ -1,8 +1,20 @@
-import { proxyActivities } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  condition,
+  proxyActivities,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import { RetryState } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
+import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../delivery/policy.js';
 import type { ReleaseOutcome } from '../domain.js';
 import type { Region } from '../regions.js';
-import { ledgerActivity } from './activity-profiles.js';
+import { DeliveryStatusKey } from '../search-attributes.js';
+import { ledgerActivity, webhookActivity } from './activity-profiles.js';
+import { approveReplaySignal, discardSignal, stageQuery, type ApproveReplay, type Discard, type HoldStage } from './messages.js';
 
 export interface ReleaseExpiredHoldInput {
   region: Region;
@@ -13,18 +25,98 @@ export interface ReleaseExpiredHoldInput {
 
 export interface ReleaseExpiredHoldResult {
   release: ReleaseOutcome;
+  delivery?: { status: 'delivered' | 'discarded'; attempts?: number; policyRuns: number };
 }
 
-const { releaseHold } = proxyActivities<Activities>(ledgerActivity);
+/** While a merchant is paused or disabled, ask again after this long, doubling up to the cap. */
+const HELD_RECHECK_FIRST_MS = 30_000;
+/** Ten minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
+const HELD_RECHECK_MAX_MS = 10 * 60_000;
+
+const { releaseHold, quarantineDelivery } = proxyActivities<Activities>(ledgerActivity);
+
+function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
+  if (err.retryState === RetryState.TIMEOUT || err.retryState === RetryState.MAXIMUM_ATTEMPTS_REACHED) return 'exhausted';
+  const type = err.cause instanceof ApplicationFailure ? err.cause.type : undefined;
+  if (type && type in DELIVERY_FAILURE_TYPES) return DELIVERY_FAILURE_TYPES[type as keyof typeof DELIVERY_FAILURE_TYPES];
+  // A failure the policy does not name (e.g. an unexpected bug) still stops and waits for a human.
+  return 'exhausted';
+}
 
 /**
- * One expired hold, from ledger release to its final state.
+ * One expired hold, from ledger release to a terminal delivery.
  *
- * Durable and replay-safe: every side effect is an activity, and the release is idempotent in Postgres, so a
- * retried activity, a replayed history or a duplicate workflow for the same hold can never release twice. The
- * input carries ids only; amounts and secrets are read by activities from the region's ledger.
+ * Durable and replay-safe: every side effect is an activity; the release is idempotent in Postgres, and the
+ * webhook it fixes keeps one id across every attempt and replay, so a retried activity, a replayed history or a
+ * duplicate workflow for the same hold can never release twice or produce two terminal deliveries. The input
+ * carries ids only; amounts and secrets are read by activities from the region's ledger.
+ *
+ * A delivery the policy gives up on is quarantined and the workflow waits here, in stage `quarantined`, for a
+ * human: `approveReplay` starts a new policy run with the same webhook id, `discard` ends it.
  */
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
+  let stage: HoldStage = { stage: 'releasing' };
+  // The human decision on a quarantined delivery, set by the signals below.
+  let decision: { approval?: ApproveReplay; discard?: Discard } = {};
+  setHandler(stageQuery, () => stage);
+  setHandler(approveReplaySignal, (approval) => {
+    if (stage.stage === 'quarantined') decision.approval = approval;
+  });
+  setHandler(discardSignal, (discard) => {
+    if (stage.stage === 'quarantined') decision.discard = discard;
+  });
+
   const release = await releaseHold({ holdId: input.holdId });
-  return { release };
+  if (release.status !== 'released' && release.status !== 'already_released') {
+    stage = { stage: 'not_released', status: release.status };
+    return { release };
+  }
+
+  const { deliverWebhook } = proxyActivities<Activities>(webhookActivity(release.retryHorizonMs));
+  const setDeliveryStatus = (value: string) => upsertSearchAttributes([{ key: DeliveryStatusKey, value }]);
+  setDeliveryStatus('pending');
+  let policyRun = 1;
+  let heldRecheckMs = HELD_RECHECK_FIRST_MS;
+  for (;;) {
+    stage = { stage: 'delivering', policyRun };
+    try {
+      const result = await deliverWebhook({ webhookId: release.webhookId, policyRun });
+      if (result.status === 'held') {
+        stage = { stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() };
+        setDeliveryStatus('held');
+        await sleep(heldRecheckMs);
+        heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
+        setDeliveryStatus('pending');
+        continue;
+      }
+      const attempts = result.attempts;
+      if (result.status === 'delivered' || (result.status === 'already_terminal' && result.deliveryStatus === 'delivered')) {
+        stage = { stage: 'delivered', attempts };
+        setDeliveryStatus('delivered');
+        return { release, delivery: { status: 'delivered', attempts, policyRuns: policyRun } };
+      }
+      // Terminal elsewhere (discarded or abandoned by another run of this business action): nothing to send.
+      stage = { stage: 'discarded', by: 'another workflow', reason: result.deliveryStatus };
+      setDeliveryStatus(result.deliveryStatus);
+      return { release, delivery: { status: 'discarded', attempts, policyRuns: policyRun } };
+    } catch (err) {
+      if (!(err instanceof ActivityFailure)) throw err;
+      const reason = quarantineReasonOf(err);
+      const detail = err.cause?.message ?? err.message;
+      await quarantineDelivery({ webhookId: release.webhookId, reason, detail });
+      stage = { stage: 'quarantined', policyRun, reason, since: new Date().toISOString(), detail };
+      setDeliveryStatus('quarantined');
+    }
+    decision = {};
+    await condition(() => decision.approval !== undefined || decision.discard !== undefined);
+    const { discard } = decision;
+    if (discard) {
+      stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
+      setDeliveryStatus('discarded');
+      return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
+    }
+    policyRun++;
+    heldRecheckMs = HELD_RECHECK_FIRST_MS;
+    setDeliveryStatus('pending');
+  }
 }

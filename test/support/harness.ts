@@ -8,6 +8,7 @@ import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporal
 import pg from 'pg';
 import { inject } from 'vitest';
 import type { RegionConfig } from '../../src/config.js';
+import { FakeMerchants } from '../../src/dev/fake-merchants.js';
 import type { Region } from '../../src/regions.js';
 import { createRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker-factory.js';
 
@@ -15,7 +16,8 @@ let runtimeInstalled = false;
 function installQuietRuntime() {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger('WARN'), shutdownSignals: [] });
+  // ERROR: retried webhook attempts log a WARN each, by design; they would bury a real failure's output.
+  Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
 }
 
 export interface TestRegion {
@@ -34,10 +36,13 @@ export interface Harness {
   /** Unique per test file: prefix ids with it so files sharing the server never collide. */
   id: string;
   address: string;
+  /** This file's fake merchants (a real HTTP server on loopback). */
+  merchants: FakeMerchants;
   region(region: Region): Promise<TestRegion>;
   /** A pool on a brand-new database with no schema at all (for migration tests). */
   emptyDatabase(): Promise<pg.Pool>;
-  startWorker(region: TestRegion, tuning?: RegionWorkerOptions['tuning']): Promise<RunningWorker>;
+  /** A real worker for the region; dev endpoint rules (loopback http) unless `webhooks` says otherwise. */
+  startWorker(region: TestRegion, tuning?: RegionWorkerOptions['tuning'], webhooks?: RegionWorkerOptions['webhooks']): Promise<RunningWorker>;
   close(): Promise<void>;
 }
 
@@ -52,10 +57,13 @@ export async function openHarness(): Promise<Harness> {
   const workers: RunningWorker[] = [];
   const admin = new pg.Client({ connectionString: `${inject('postgresUrlBase')}postgres` });
   await admin.connect();
+  const merchants = new FakeMerchants();
+  await merchants.start();
 
   return {
     id,
     address,
+    merchants,
     async region(region) {
       const database = `t_${id}_${region}_${pools.length}`;
       await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)} TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`);
@@ -79,12 +87,13 @@ export async function openHarness(): Promise<Harness> {
       pools.push(pool);
       return pool;
     },
-    async startWorker(region, tuning) {
+    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true }) {
       const worker = await createRegionWorker({
         connection: nativeConnection,
         region: region.config,
         pool: region.pool,
         workflowBundle,
+        webhooks,
         tuning,
       });
       const running = worker.run();
@@ -99,6 +108,7 @@ export async function openHarness(): Promise<Harness> {
       return handle;
     },
     async close() {
+      await merchants.stop();
       await Promise.all(workers.map((w) => w.stop()));
       await Promise.all(pools.map((p) => p.end()));
       await admin.end();

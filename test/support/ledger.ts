@@ -1,9 +1,14 @@
 /** Ledger fixtures and read-backs for tests. */
 import type pg from 'pg';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
+import type { FakeMerchants } from '../../src/dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../src/dev/seed.js';
 import type { Region } from '../../src/regions.js';
 
 export interface Night {
+  merchantIds: string[];
+  /** Each merchant's signing secret (the fake merchant verifies with it). */
+  secrets: Map<string, string>;
   expired: HoldSeed[];
   future: HoldSeed[];
   defective: HoldSeed[];
@@ -11,18 +16,22 @@ export interface Night {
 
 /**
  * `expired` releasable holds (expired 1–120 minutes ago) over a few merchants and accounts, `future` holds
- * expiring in an hour, and optional defective rows of each kind.
+ * expiring in an hour, and optional defective rows of each kind. Merchants point at the fake merchants,
+ * which answer 200 and verify signatures unless a test scripts them otherwise.
  */
 export async function seedNight(
   pool: pg.Pool,
   region: Region,
   prefix: string,
   counts: { expired: number; future?: number; defective?: boolean; merchants?: number },
+  fake: FakeMerchants,
 ): Promise<Night> {
   const currency = region === 'eu' ? 'EUR' : 'USD';
   const merchantIds = Array.from({ length: counts.merchants ?? 4 }, (_, i) => `m_${prefix}_${i}`);
   const accountIds = Array.from({ length: 10 }, (_, i) => `a_${prefix}_${i}`);
-  await insertMerchants(pool, merchantIds.map((id) => ({ id, endpointUrl: `https://${id}.example/webhooks` })));
+  const secrets = new Map(merchantIds.map((id) => [id, generateSigningSecret()]));
+  for (const id of merchantIds) fake.script(id, { secrets: [secrets.get(id)!] });
+  await insertMerchants(pool, merchantIds.map((id) => ({ id, endpointUrl: fake.endpointFor(id), signingSecret: secrets.get(id)! })));
   await insertAccounts(pool, accountIds.map((id, i) => ({ id, currency, availableMinor: 1_000_000 + i })));
   const hold = (kind: string, i: number, expiresInSeconds: number): HoldSeed => ({
     id: `h_${prefix}_${kind}_${String(i).padStart(4, '0')}`,
@@ -43,7 +52,7 @@ export async function seedNight(
       ]
     : [];
   await insertHolds(pool, [...expired, ...future, ...defective]);
-  return { expired, future, defective };
+  return { merchantIds, secrets, expired, future, defective };
 }
 
 export interface AccountBalance {

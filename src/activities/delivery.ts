@@ -1,0 +1,204 @@
+/**
+ * Webhook delivery activities. One call of `deliverWebhook` is one HTTP attempt; Temporal's retry policy
+ * (src/workflows/activity-profiles.ts) drives the next one, at the delay this activity computes and passes as
+ * `nextRetryDelay` (jittered backoff, Retry-After as a floor), and stops on the named non-retryable failures.
+ *
+ * The merchant's secret is read here from the ledger by merchant id and used only to sign: it never enters an
+ * activity argument, a result, a failure message or a log line.
+ */
+import { activityInfo, ApplicationFailure } from '@temporalio/activity';
+import type pg from 'pg';
+import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
+import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
+import {
+  classifyAttempt,
+  InvalidDeliveryPolicyError,
+  parseRetryAfter,
+  resolveDeliveryPolicy,
+  retryDelay,
+  RETRYABLE_DELIVERY_FAILURE,
+  type QuarantineReason,
+} from '../delivery/policy.js';
+import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
+
+export interface DeliveryDeps {
+  pool: pg.Pool;
+  endpointRules: EndpointRules;
+  agents?: ReturnType<typeof createAgents>;
+  /** Injected for tests; Date.now and Math.random otherwise. */
+  clock?: () => number;
+  random?: () => number;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned';
+
+export type DeliverWebhookResult =
+  | { status: 'delivered'; attempts: number; statusCode: number }
+  /** Already terminal (a retry after success was recorded, or a duplicate workflow): nothing sent. */
+  | { status: 'already_terminal'; deliveryStatus: DeliveryStatus; attempts: number }
+  /** The merchant is paused or disabled: nothing sent, nothing spent; the workflow waits and asks again. */
+  | { status: 'held'; merchantStatus: 'paused' | 'disabled' };
+
+export interface DeliverWebhookInput {
+  webhookId: string;
+  /** 1 for the first policy run; each approved replay is a new run. */
+  policyRun: number;
+}
+
+/** A failure's excerpt in an error message: short, single-line. */
+const MESSAGE_EXCERPT_CHARS = 200;
+
+/** Merchant response excerpts are stored as text: strip NUL, which Postgres text cannot hold. */
+const storable = (text: string | undefined) => (text === undefined ? null : text.replace(/\u0000/g, ''));
+
+function failure(type: string, message: string, details: Record<string, unknown>): ApplicationFailure {
+  return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
+}
+
+export function createDeliveryActivities({ pool, endpointRules, agents = createAgents(), clock = Date.now, random = Math.random }: DeliveryDeps) {
+  async function recordAttempt(
+    webhookId: string,
+    attemptNumber: number,
+    policyRun: number,
+    startedAt: number,
+    attempt: HttpAttempt,
+    outcome: 'delivered' | 'retry' | 'quarantine',
+    next?: { delayMs: number; reason: string },
+  ) {
+    const statusCode = attempt.result.kind === 'response' ? attempt.result.status : null;
+    const errorClass = attempt.result.kind === 'error' ? attempt.result.errorClass : null;
+    await pool.query(
+      `WITH attempt AS (
+         INSERT INTO delivery_attempts (webhook_id, attempt_number, policy_run, started_at, duration_ms, status_code,
+                                        error_class, response_excerpt, outcome, next_retry_delay_ms, retry_reason)
+         VALUES ($1::text, $2::integer, $3::integer, to_timestamp($4::double precision / 1000), $5::integer, $6::integer,
+                 $7::text, $8::text, $9::text, $10::bigint, $11::text)
+       )
+       UPDATE webhook_deliveries
+          SET last_status_code = $6::integer,
+              last_error = CASE WHEN $9::text = 'delivered' THEN NULL ELSE coalesce($7::text, 'HTTP ' || $6::integer) END,
+              status = CASE WHEN $9::text = 'delivered' THEN 'delivered' ELSE status END,
+              delivered_at = CASE WHEN $9::text = 'delivered' THEN now() ELSE delivered_at END,
+              updated_at = now()
+        WHERE webhook_id = $1::text`,
+      [webhookId, attemptNumber, policyRun, startedAt, attempt.durationMs, statusCode, errorClass,
+        storable(attempt.responseExcerpt), outcome, next?.delayMs ?? null, next?.reason ?? null],
+    );
+  }
+
+  return {
+    /** One signed HTTP attempt under the delivery policy; see the module comment. */
+    async deliverWebhook({ webhookId, policyRun }: DeliverWebhookInput): Promise<DeliverWebhookResult> {
+      const { rows } = await pool.query<{
+        status: DeliveryStatus;
+        attempt_count: number;
+        payload: string;
+        merchant_id: string;
+        endpoint_url: string;
+        signing_secret: string | null;
+        previous_signing_secret: string | null;
+        merchant_status: 'active' | 'paused' | 'disabled';
+        delivery_policy: unknown;
+      }>(
+        `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, m.endpoint_url, m.signing_secret,
+                m.previous_signing_secret, m.status AS merchant_status, m.delivery_policy
+           FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id
+          WHERE d.webhook_id = $1::text`,
+        [webhookId],
+      );
+      const delivery = rows[0];
+      if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
+      if (delivery.status !== 'pending') {
+        return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attempt_count };
+      }
+      if (delivery.merchant_status !== 'active') return { status: 'held', merchantStatus: delivery.merchant_status };
+
+      const merchantId = delivery.merchant_id;
+      let url: URL;
+      let keys: Buffer[];
+      let policy;
+      try {
+        policy = resolveDeliveryPolicy(merchantId, delivery.delivery_policy);
+        url = parseEndpoint(merchantId, delivery.endpoint_url, endpointRules);
+        keys = [decodeSigningSecret(merchantId, delivery.signing_secret)];
+        if (delivery.previous_signing_secret) keys.push(decodeSigningSecret(merchantId, delivery.previous_signing_secret));
+      } catch (err) {
+        if (err instanceof InvalidDeliveryPolicyError || err instanceof InvalidEndpointUrl || err instanceof MissingSigningSecret) {
+          throw failure(err.name, err.message, { merchantId });
+        }
+        throw err;
+      }
+
+      const counted = await pool.query<{ attempt_count: number }>(
+        `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
+          WHERE webhook_id = $1::text RETURNING attempt_count`,
+        [webhookId],
+      );
+      const attemptNumber = counted.rows[0]!.attempt_count;
+      const startedAt = clock();
+      let attempt: HttpAttempt;
+      try {
+        attempt = await sendWebhookRequest({
+          url,
+          body: delivery.payload,
+          headers: { ...signedHeaders(keys, webhookId, Math.floor(startedAt / 1000), delivery.payload) },
+          timeoutMs: policy.attemptTimeoutMs,
+          lookup: guardedLookup(merchantId, endpointRules),
+          agents,
+        });
+      } catch (err) {
+        if (err instanceof InvalidEndpointUrl) throw failure(err.name, err.message, { merchantId });
+        throw err;
+      }
+
+      const rule = classifyAttempt(attempt.result);
+      const what =
+        attempt.result.kind === 'response' ? `HTTP ${attempt.result.status}` : `${attempt.result.errorClass}${attempt.errorDetail ? ` (${attempt.errorDetail})` : ''}`;
+      const excerpt = (attempt.responseExcerpt ?? '').slice(0, MESSAGE_EXCERPT_CHARS).replace(/\s+/g, ' ');
+      switch (rule.action) {
+        case 'delivered':
+          await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'delivered');
+          return { status: 'delivered', attempts: attemptNumber, statusCode: (attempt.result as { status: number }).status };
+        case 'retry': {
+          const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
+          const next = retryDelay(policy, activityInfo().attempt, random, retryAfterMs);
+          await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'retry', next);
+          throw ApplicationFailure.create({
+            type: RETRYABLE_DELIVERY_FAILURE,
+            message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,
+            nextRetryDelay: next.delayMs,
+            details: [{ merchantId, attemptNumber, statusCode: attempt.result.kind === 'response' ? attempt.result.status : null, retryReason: next.reason }],
+          });
+        }
+        case 'disable_endpoint':
+          await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'quarantine');
+          // The merchant said the endpoint is gone: stop sending to it at all. Its backlog waits (held), intact.
+          await pool.query(
+            `UPDATE merchants SET status = 'disabled', disabled_reason = $2::text, disabled_at = now(), updated_at = now()
+              WHERE id = $1::text AND status <> 'disabled'`,
+            [merchantId, `410 Gone on webhook ${webhookId}`],
+          );
+          throw failure('EndpointGone', `${what} from merchant ${merchantId}: endpoint disabled; ${excerpt}`, { merchantId, statusCode: 410 });
+        case 'reject':
+          await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'quarantine');
+          throw failure('WebhookRejected', `${what} from merchant ${merchantId} (not retryable): ${excerpt}`, {
+            merchantId,
+            statusCode: attempt.result.kind === 'response' ? attempt.result.status : null,
+          });
+      }
+    },
+
+    /** Marks a pending delivery quarantined with its reason; a no-op for one already terminal. */
+    async quarantineDelivery({ webhookId, reason, detail }: { webhookId: string; reason: QuarantineReason; detail: string }): Promise<void> {
+      await pool.query(
+        `UPDATE webhook_deliveries
+            SET status = 'quarantined', quarantine_reason = $2::text, quarantined_at = now(),
+                last_error = $3::text, updated_at = now()
+          WHERE webhook_id = $1::text AND status = 'pending'`,
+        [webhookId, reason, detail],
+      );
+    },
+  };
+}
+
+export type DeliveryActivities = ReturnType<typeof createDeliveryActivities>;

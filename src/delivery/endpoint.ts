@@ -1,0 +1,77 @@
+/**
+ * Merchant endpoint checks, made before any byte is sent: a malformed URL, a scheme other than https, or an
+ * address on a private, loopback or link-local network (an SSRF vector: a merchant row pointing the worker at
+ * the metadata service or an internal admin port) is refused with a named, non-retryable error.
+ *
+ * Addresses are checked at connect time, in the socket's own DNS lookup, so a name that resolves to a public
+ * address when validated and to a private one when connecting (DNS rebinding) is still refused. Dev mode
+ * allows http and loopback, where the fake merchants live.
+ */
+import dns from 'node:dns';
+import net from 'node:net';
+
+export class InvalidEndpointUrl extends Error {
+  override readonly name = 'InvalidEndpointUrl';
+  constructor(readonly merchantId: string, readonly problem: string) {
+    super(`merchant ${merchantId}'s endpoint cannot be used: ${problem}; fix merchants.endpoint_url`);
+  }
+}
+
+export interface EndpointRules {
+  allowInsecureHttp: boolean;
+  allowPrivateAddresses: boolean;
+}
+
+const forbidden = new net.BlockList();
+for (const [network, prefix] of [
+  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
+  ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
+] as const) {
+  forbidden.addSubnet(network, prefix, 'ipv4');
+}
+for (const [network, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) {
+  forbidden.addSubnet(network, prefix, 'ipv6');
+}
+
+export function isForbiddenAddress(address: string): boolean {
+  const family = net.isIP(address);
+  if (family === 0) return false;
+  // IPv4-mapped IPv6 (::ffff:10.0.0.1) is the IPv4 address in disguise.
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return forbidden.check(mapped[1]!, 'ipv4');
+  return forbidden.check(address, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+export function parseEndpoint(merchantId: string, raw: string, rules: EndpointRules): URL {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new InvalidEndpointUrl(merchantId, 'not a valid URL');
+  }
+  const allowed = rules.allowInsecureHttp ? ['https:', 'http:'] : ['https:'];
+  if (!allowed.includes(url.protocol)) throw new InvalidEndpointUrl(merchantId, `scheme ${url.protocol} is not allowed (${allowed.join(' or ')})`);
+  if (url.username || url.password) throw new InvalidEndpointUrl(merchantId, 'credentials in the URL are not allowed');
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!rules.allowPrivateAddresses && (isForbiddenAddress(host) || host === 'localhost')) {
+    throw new InvalidEndpointUrl(merchantId, `${host} is a private, loopback or reserved address`);
+  }
+  return url;
+}
+
+/** A DNS lookup for http.request that refuses forbidden addresses at connect time. */
+export function guardedLookup(merchantId: string, rules: EndpointRules): net.LookupFunction {
+  return (hostname, options, callback) => {
+    dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+      if (err) return callback(err, '', 4);
+      const list = addresses as dns.LookupAddress[];
+      const bad = list.find((a) => isForbiddenAddress(a.address));
+      if (bad && !rules.allowPrivateAddresses) {
+        return callback(new InvalidEndpointUrl(merchantId, `${hostname} resolves to ${bad.address}, a private or reserved address`), '', 4);
+      }
+      if ((options as dns.LookupOptions).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
+      const first = list[0]!;
+      callback(null, first.address, first.family);
+    });
+  };
+}

@@ -1,0 +1,156 @@
+/**
+ * The webhook delivery policy, declared in one place. Pure: used by the delivery activity, by the workflow
+ * (error types, quarantine reasons, horizon) and by the docs.
+ *
+ * | response                                        | action                                              |
+ * |-------------------------------------------------|-----------------------------------------------------|
+ * | 2xx                                             | delivered                                           |
+ * | 408, 425, 429, 5xx, connection error, timeout   | retry: jittered exponential backoff, Retry-After as |
+ * |                                                 | a floor (capped at 24 h), until the horizon (3 d)   |
+ * | 410                                             | disable the merchant endpoint, quarantine           |
+ * | 3xx, other 4xx, anything else                   | reject: quarantine at once, no retry                |
+ * | bad URL, forbidden address, missing secret      | quarantine at once (checked before any request)     |
+ */
+
+export type AttemptResult =
+  | { kind: 'response'; status: number; retryAfter?: string }
+  | { kind: 'error'; errorClass: 'ConnectionError' | 'AttemptTimeout' };
+
+export type DeliveryAction = 'delivered' | 'retry' | 'disable_endpoint' | 'reject';
+
+export interface ResponseRule {
+  /** How the rule reads in the table above. */
+  readonly when: string;
+  readonly matches: (result: AttemptResult) => boolean;
+  readonly action: DeliveryAction;
+}
+
+const status = (test: (code: number) => boolean) => (r: AttemptResult) => r.kind === 'response' && test(r.status);
+
+/** First match wins; the last rule catches everything else. */
+export const RESPONSE_RULES: readonly ResponseRule[] = [
+  { when: '2xx', matches: status((s) => s >= 200 && s < 300), action: 'delivered' },
+  { when: '408 Request Timeout, 425 Too Early, 429 Too Many Requests', matches: status((s) => [408, 425, 429].includes(s)), action: 'retry' },
+  { when: '5xx', matches: status((s) => s >= 500 && s < 600), action: 'retry' },
+  { when: 'connection error', matches: (r) => r.kind === 'error' && r.errorClass === 'ConnectionError', action: 'retry' },
+  { when: 'attempt timeout', matches: (r) => r.kind === 'error' && r.errorClass === 'AttemptTimeout', action: 'retry' },
+  { when: '410 Gone', matches: status((s) => s === 410), action: 'disable_endpoint' },
+  { when: '3xx, other 4xx, anything else', matches: () => true, action: 'reject' },
+];
+
+export function classifyAttempt(result: AttemptResult): ResponseRule {
+  return RESPONSE_RULES.find((rule) => rule.matches(result))!;
+}
+
+export interface DeliveryPolicy {
+  /** One HTTP attempt, connect to last byte; enforced by the activity itself. */
+  readonly attemptTimeoutMs: number;
+  /** First retry delay before jitter. */
+  readonly initialBackoffMs: number;
+  readonly backoffMultiplier: number;
+  /** Longest backoff step before jitter (Retry-After may ask for longer, up to its cap). */
+  readonly maxBackoffMs: number;
+  /** A merchant's Retry-After is honoured up to this long. */
+  readonly retryAfterCapMs: number;
+  /** From the first attempt of a policy run to giving up (quarantine: exhausted). */
+  readonly retryHorizonMs: number;
+}
+
+const SECOND = 1000;
+const HOUR = 3600 * SECOND;
+
+export const DEFAULT_DELIVERY_POLICY: DeliveryPolicy = Object.freeze({
+  // Standard Webhooks and most receivers expect an answer within seconds; 15 s tolerates a slow cold start.
+  attemptTimeoutMs: 15 * SECOND,
+  // A blip (deploy, restart) usually heals within seconds: retry soon, then back off fast.
+  initialBackoffMs: 5 * SECOND,
+  backoffMultiplier: 2,
+  // Six hours between tries at worst keeps a dead endpoint cheap while still trying several times a day.
+  maxBackoffMs: 6 * HOUR,
+  // A merchant asking for more than a day is treated as asking for a day.
+  retryAfterCapMs: 24 * HOUR,
+  // Three days covers a long weekend's outage on the merchant side.
+  retryHorizonMs: 72 * HOUR,
+});
+
+/** A merchant's `delivery_policy` override that cannot be used; names the key. */
+export class InvalidDeliveryPolicyError extends Error {
+  override readonly name = 'InvalidDeliveryPolicyError';
+  constructor(readonly merchantId: string, readonly key: string, readonly value: unknown) {
+    super(`merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected a positive number (multiplier >= 1); fix merchants.delivery_policy`);
+  }
+}
+
+/** The default policy with a merchant's overrides applied; every key and value is checked. */
+export function resolveDeliveryPolicy(merchantId: string, overrides: unknown): DeliveryPolicy {
+  if (overrides === null || overrides === undefined) return DEFAULT_DELIVERY_POLICY;
+  if (typeof overrides !== 'object' || Array.isArray(overrides)) throw new InvalidDeliveryPolicyError(merchantId, '(root)', overrides);
+  const policy: Record<string, number> = { ...DEFAULT_DELIVERY_POLICY };
+  for (const [key, value] of Object.entries(overrides)) {
+    if (!(key in DEFAULT_DELIVERY_POLICY)) throw new InvalidDeliveryPolicyError(merchantId, key, value);
+    const min = key === 'backoffMultiplier' ? 1 : 1e-9;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < min) throw new InvalidDeliveryPolicyError(merchantId, key, value);
+    policy[key] = value;
+  }
+  return Object.freeze(policy) as unknown as DeliveryPolicy;
+}
+
+/**
+ * Parses a Retry-After header: delay-seconds or an HTTP-date. Returns milliseconds (0 for a date in the past),
+ * or undefined when the header is absent or unreadable (then plain backoff applies).
+ */
+export function parseRetryAfter(header: string | undefined, nowMs: number): number | undefined {
+  if (header === undefined) return undefined;
+  const value = header.trim();
+  if (/^\d+$/.test(value)) return Number(value) * 1000;
+  // An HTTP-date always names a weekday and "GMT"; Date.parse alone accepts too much ("1", "2026").
+  if (!/^[A-Za-z]{3},? .*GMT$/.test(value) && !/^[A-Za-z]+, \d{2}-[A-Za-z]{3}-\d{2} .*GMT$/.test(value)) return undefined;
+  const at = Date.parse(value);
+  if (Number.isNaN(at)) return undefined;
+  return Math.max(0, at - nowMs);
+}
+
+export interface RetryDecision {
+  delayMs: number;
+  /** For the attempt log: why this delay. */
+  reason: string;
+}
+
+/**
+ * Delay before the next attempt: exponential backoff with equal jitter (a random point in the upper half of
+ * the step, so retries from many holds spread out but never come back sooner than half the step), raised to
+ * the merchant's Retry-After when that is longer (capped). The server adds no jitter of its own.
+ */
+export function retryDelay(policy: DeliveryPolicy, attempt: number, random: () => number, retryAfterMs?: number): RetryDecision {
+  const step = Math.min(policy.maxBackoffMs, policy.initialBackoffMs * policy.backoffMultiplier ** (attempt - 1));
+  const backoff = Math.round(step / 2 + random() * (step / 2));
+  if (retryAfterMs !== undefined) {
+    const floor = Math.min(retryAfterMs, policy.retryAfterCapMs);
+    if (floor >= backoff) {
+      const capped = retryAfterMs > policy.retryAfterCapMs ? ` (asked ${Math.round(retryAfterMs / 1000)} s, capped)` : '';
+      return { delayMs: floor, reason: `Retry-After ${Math.round(floor / 1000)} s${capped}` };
+    }
+  }
+  return { delayMs: backoff, reason: `backoff attempt ${attempt}` };
+}
+
+/** Named, non-retryable delivery failures: each class name is the Temporal failure type. */
+export const DELIVERY_FAILURE_TYPES = {
+  /** 3xx or a 4xx other than 408/425/429/410. */
+  WebhookRejected: 'rejected',
+  /** 410 Gone: the merchant endpoint is disabled as well. */
+  EndpointGone: 'endpoint_gone',
+  /** Malformed URL, a scheme or an address not allowed in this mode. */
+  InvalidEndpointUrl: 'bad_url',
+  /** No signing secret, or one that does not decode. */
+  MissingSigningSecret: 'missing_secret',
+  /** merchants.delivery_policy cannot be used. */
+  InvalidDeliveryPolicyError: 'invalid_policy',
+} as const;
+
+export type QuarantineReason = (typeof DELIVERY_FAILURE_TYPES)[keyof typeof DELIVERY_FAILURE_TYPES] | 'exhausted';
+
+export const NON_RETRYABLE_DELIVERY_ERRORS = Object.keys(DELIVERY_FAILURE_TYPES);
+
+/** The failure type a retryable attempt is reported with (carrying its own nextRetryDelay). */
+export const RETRYABLE_DELIVERY_FAILURE = 'WebhookAttemptFailed';

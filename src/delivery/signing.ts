@@ -1,0 +1,56 @@
+/**
+ * Standard Webhooks signing (https://www.standardwebhooks.com/): `webhook-signature` carries
+ * `v1,<base64 HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>`, several space-separated while a merchant
+ * rotates secrets. Secrets are `whsec_<base64>` (the prefix is optional on input).
+ */
+import { createHmac, randomBytes } from 'node:crypto';
+
+/** No signing secret for the merchant, or one that is not base64: a named error that never prints it. */
+export class MissingSigningSecret extends Error {
+  override readonly name = 'MissingSigningSecret';
+  constructor(readonly merchantId: string, readonly problem: 'missing' | 'undecodable') {
+    super(
+      problem === 'missing'
+        ? `merchant ${merchantId} has no signing secret; set merchants.signing_secret (whsec_<base64>)`
+        : `merchant ${merchantId}'s signing secret does not decode; it must be whsec_<base64> of at least 16 bytes`,
+    );
+  }
+}
+
+/** Shortest key accepted: Standard Webhooks secrets are 24–64 random bytes; 16 rules out typos and stubs. */
+const MIN_SECRET_BYTES = 16;
+
+export function decodeSigningSecret(merchantId: string, secret: string | null | undefined): Buffer {
+  if (!secret || !secret.trim()) throw new MissingSigningSecret(merchantId, 'missing');
+  const encoded = secret.trim().replace(/^whsec_/, '');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) throw new MissingSigningSecret(merchantId, 'undecodable');
+  const key = Buffer.from(encoded, 'base64');
+  if (key.length < MIN_SECRET_BYTES) throw new MissingSigningSecret(merchantId, 'undecodable');
+  return key;
+}
+
+export function signature(key: Buffer, webhookId: string, timestampSeconds: number, body: string): string {
+  return `v1,${createHmac('sha256', key).update(`${webhookId}.${timestampSeconds}.${body}`).digest('base64')}`;
+}
+
+export interface SignedHeaders {
+  'webhook-id': string;
+  'webhook-timestamp': string;
+  'webhook-signature': string;
+  'idempotency-key': string;
+}
+
+/** Headers for one attempt: a fresh timestamp and signature each time, the same id and idempotency key. */
+export function signedHeaders(keys: readonly Buffer[], webhookId: string, timestampSeconds: number, body: string): SignedHeaders {
+  return {
+    'webhook-id': webhookId,
+    'webhook-timestamp': String(timestampSeconds),
+    'webhook-signature': keys.map((key) => signature(key, webhookId, timestampSeconds, body)).join(' '),
+    'idempotency-key': webhookId,
+  };
+}
+
+/** A new merchant secret in the Standard Webhooks format: 24 random bytes, base64, `whsec_` prefix. */
+export function generateSigningSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}

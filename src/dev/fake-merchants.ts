@@ -1,0 +1,127 @@
+/**
+ * Fake merchants: a real HTTP server on loopback, one endpoint per merchant (`/webhooks/<merchant id>`), used
+ * by the tests, `npm start`'s demo and the benchmark. Each merchant follows a script (status sequence,
+ * Retry-After, latency, hang, close the connection after reading the request), verifies every request with
+ * the Standard Webhooks reference verifier, and records it. Scripts can change mid-test.
+ */
+import http from 'node:http';
+import type net from 'node:net';
+import { Webhook } from 'standardwebhooks';
+
+export type ScriptedResponse =
+  | { status: number; retryAfter?: string; body?: string; delayMs?: number }
+  /** Read the request and never answer (until the server stops). */
+  | { hang: true }
+  /** Read the request, then close the connection without any response. */
+  | { close: true };
+
+export interface MerchantScript {
+  /** The n-th request gets responses[n], the last one repeating. Empty or absent: 200. */
+  responses?: ScriptedResponse[];
+  /** Signing secrets the receiver accepts (whsec_...). A request verified by none is recorded as unverified. */
+  secrets?: string[];
+}
+
+export interface ReceivedWebhook {
+  merchantId: string;
+  /** Wall-clock receive time in ms with sub-ms precision, for sliding-window rate checks. */
+  receivedAt: number;
+  webhookId: string | undefined;
+  timestamp: string | undefined;
+  signature: string | undefined;
+  idempotencyKey: string | undefined;
+  body: string;
+  verified: boolean;
+  answer: number | 'hang' | 'close';
+}
+
+const now = () => performance.timeOrigin + performance.now();
+
+export class FakeMerchants {
+  private readonly scripts = new Map<string, MerchantScript>();
+  private readonly received: ReceivedWebhook[] = [];
+  private readonly sockets = new Set<net.Socket>();
+  private server: http.Server | undefined;
+  private base = '';
+
+  async start(port = 0): Promise<string> {
+    const server = http.createServer((req, res) => void this.handle(req, res));
+    server.keepAliveTimeout = 30_000;
+    server.on('connection', (socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+    this.server = server;
+    this.base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    return this.base;
+  }
+
+  endpointFor(merchantId: string): string {
+    return `${this.base}/webhooks/${encodeURIComponent(merchantId)}`;
+  }
+
+  script(merchantId: string, script: MerchantScript): void {
+    this.scripts.set(merchantId, script);
+  }
+
+  /** Every request received, optionally for one merchant, in arrival order. */
+  requests(merchantId?: string): ReceivedWebhook[] {
+    return merchantId === undefined ? [...this.received] : this.received.filter((r) => r.merchantId === merchantId);
+  }
+
+  async stop(): Promise<void> {
+    for (const socket of this.sockets) socket.destroy();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  private async handle(req: http.IncomingMessage, res: http.ServerResponse) {
+    const match = /^\/webhooks\/([^/?]+)/.exec(req.url ?? '');
+    const chunks: Buffer[] = [];
+    for await (const chunk of req) chunks.push(chunk as Buffer);
+    const receivedAt = now();
+    if (!match || req.method !== 'POST') {
+      res.writeHead(404).end();
+      return;
+    }
+    const merchantId = decodeURIComponent(match[1]!);
+    const body = Buffer.concat(chunks).toString('utf8');
+    const script = this.scripts.get(merchantId) ?? {};
+    const index = this.received.filter((r) => r.merchantId === merchantId).length;
+    const responses = script.responses?.length ? script.responses : [{ status: 200 }];
+    const response = responses[Math.min(index, responses.length - 1)]!;
+    const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
+    const verified = (script.secrets ?? []).some((secret) => {
+      try {
+        new Webhook(secret).verify(body, {
+          'webhook-id': header('webhook-id') ?? '',
+          'webhook-timestamp': header('webhook-timestamp') ?? '',
+          'webhook-signature': header('webhook-signature') ?? '',
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    });
+    this.received.push({
+      merchantId,
+      receivedAt,
+      webhookId: header('webhook-id'),
+      timestamp: header('webhook-timestamp'),
+      signature: header('webhook-signature'),
+      idempotencyKey: header('idempotency-key'),
+      body,
+      verified,
+      answer: 'hang' in response ? 'hang' : 'close' in response ? 'close' : response.status,
+    });
+    if ('hang' in response) return;
+    if ('close' in response) {
+      req.socket.destroy();
+      return;
+    }
+    if (response.delayMs) await new Promise((resolve) => setTimeout(resolve, response.delayMs));
+    const headers: Record<string, string> = { 'content-type': 'text/plain' };
+    if (response.retryAfter !== undefined) headers['retry-after'] = response.retryAfter;
+    res.writeHead(response.status, headers).end(response.body ?? '');
+  }
+}

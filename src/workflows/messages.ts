@@ -1,0 +1,32 @@
+/**
+ * Signals and queries of the per-hold workflow, defined once and shared by the workflow, the operator CLI and
+ * the tests. The `temporal` CLI uses the same names: `temporal workflow signal --name approveReplay ...`.
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { QuarantineReason } from '../delivery/policy.js';
+
+export interface ApproveReplay {
+  approvedBy: string;
+  reason: string;
+  ticket?: string;
+}
+
+export interface Discard {
+  by: string;
+  reason: string;
+}
+
+/** Where a hold's workflow is and what it waits for. */
+export type HoldStage =
+  | { stage: 'releasing' }
+  | { stage: 'delivering'; policyRun: number }
+  | { stage: 'held'; policyRun: number; merchantStatus: 'paused' | 'disabled'; until: string }
+  | { stage: 'quarantined'; policyRun: number; reason: QuarantineReason; since: string; detail: string }
+  | { stage: 'delivered'; attempts: number }
+  | { stage: 'discarded'; by: string; reason: string }
+  /** The hold was not released by this workflow (rejected, not found, not expired): nothing to deliver. */
+  | { stage: 'not_released'; status: string };
+
+export const approveReplaySignal = defineSignal<[ApproveReplay]>('approveReplay');
+export const discardSignal = defineSignal<[Discard]>('discard');
+export const stageQuery = defineQuery<HoldStage>('stage');
