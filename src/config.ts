@@ -29,6 +29,8 @@ export interface SweepConfig {
   readonly catchupWindowMs: number;
   /** Holds per page; each page is one workflow run, so this bounds pending children per run. */
   readonly pageSize: number;
+  /** How long a quarantined delivery waits for a human decision before it is abandoned, in ms. */
+  readonly quarantineTimeoutMs: number;
 }
 
 export interface DevConfig {
@@ -178,6 +180,7 @@ export function loadConfig(env: Env = process.env): Config {
     intervalMs: readDuration(env, 'SWEEP_INTERVAL', '15m', 1000),
     catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
     pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
+    quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
   };
 
   const dev: DevConfig = {

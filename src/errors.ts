@@ -25,9 +25,12 @@ export class ConfigError extends Error {
 /** No route could provide a `temporal` CLI binary for the local dev server. */
 export class TemporalCliNotFoundError extends Error {
   override readonly name = 'TemporalCliNotFoundError';
-  constructor(readonly attempts: readonly { route: string; outcome: string }[]) {
+  constructor(
+    readonly attempts: readonly { route: string; outcome: string }[],
+    what = 'the `temporal` CLI',
+  ) {
     super(
-      'Could not obtain the `temporal` CLI. Routes tried, in order:\n' +
+      `Could not obtain ${what}. Routes tried, in order:\n` +
         attempts.map((a, i) => `  ${i + 1}. ${a.route}: ${a.outcome}`).join('\n') +
         '\nSet TEMPORAL_CLI_PATH to an existing binary, or set TEMPORAL_ADDRESS to use a running server.',
     );

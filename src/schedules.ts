@@ -8,7 +8,7 @@ import { sweepWorkflowIdPrefix } from './workflows/ids.js';
 import type { SweepInput } from './workflows/sweep-expired-holds.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
-  const args: [SweepInput] = [{ region: region.region, pageSize: sweep.pageSize }];
+  const args: [SweepInput] = [{ region: region.region, pageSize: sweep.pageSize, quarantineTimeoutMs: sweep.quarantineTimeoutMs }];
   return {
     scheduleId: region.scheduleId,
     spec: { intervals: [{ every: sweep.intervalMs }] },

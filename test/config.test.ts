@@ -20,7 +20,7 @@ describe('config', () => {
       ['us', 'hold-sweeper-us', 'hold-sweeper-us', 'hold-sweep-us', undefined, undefined],
       ['eu', 'hold-sweeper-eu', 'hold-sweeper-eu', 'hold-sweep-eu', undefined, undefined],
     ]);
-    expect(config.sweep).toEqual({ intervalMs: 900_000, catchupWindowMs: 3_600_000, pageSize: 500 });
+    expect(config.sweep).toEqual({ intervalMs: 900_000, catchupWindowMs: 3_600_000, pageSize: 500, quarantineTimeoutMs: 14 * 86_400_000 });
     expect(Object.isFrozen(config) && Object.isFrozen(config.regions[0])).toBe(true);
   });
 
@@ -65,6 +65,7 @@ describe('config', () => {
     ['DATABASE_URL_EU', 'not a url'],
     ['TEMPORAL_DEV_PORT', '70000'],
     ['DEMO_HOLDS', 'many'],
+    ['QUARANTINE_DECISION_TIMEOUT', '2 weeks'],
   ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { expect, it } from 'vitest';
 import { freePort } from '../src/db/embedded-postgres.js';
 
-it('npm start releases a demo night in both regions and prints the summary and the Web UI address', async () => {
+it('npm start releases a demo night in both regions, notifies the merchants and prints the summary and the Web UI address', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];
   const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--once'], {
     env: {
@@ -30,6 +30,15 @@ it('npm start releases a demo night in both regions and prints the summary and t
   expect(code).toBe(0);
   for (const region of ['US', 'EU']) {
     expect(output).toMatch(new RegExp(`${region} sweep-${region.toLowerCase()}-\\S+: found \\d+, child workflows started \\d+, already handled 0, rejected rows 2, unreleased at end 0`));
+  }
+  for (const region of ['US', 'EU']) {
+    // The demo's merchant 4 answers 400 (quarantined), merchants 2 and 3 answer 429 and 503 before 200 (retried).
+    const line = new RegExp(`${region} webhooks: (\\d+) delivered, (\\d+) needed retries, (\\d+) quarantined \\(rejected\\); (\\d+) requests`).exec(output);
+    expect(line, output).not.toBeNull();
+    const [delivered, retried, quarantined] = line!.slice(1, 4).map(Number);
+    expect(delivered).toBeGreaterThan(0);
+    expect(retried).toBeGreaterThan(0);
+    expect(quarantined).toBeGreaterThan(0);
   }
   expect(output).toContain(`Temporal Web UI: http://127.0.0.1:${uiPort}`);
   expect(output).toMatch(/holds released \(ledger count\) in [\d.]+ s: [\d.]+ holds\/s/);

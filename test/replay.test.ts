@@ -5,9 +5,10 @@
  */
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { approveReplaySignal, discardSignal } from '../src/workflows/messages.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness } from './support/harness.js';
-import { seedNight } from './support/ledger.js';
+import { holdWorkflowIdOf, seedNight } from './support/ledger.js';
 
 let harness: Harness;
 beforeAll(async () => {
@@ -20,7 +21,11 @@ afterAll(async () => {
 it('histories recorded from real sweeps replay with the current workflow code', async () => {
   const us = await harness.region('us');
   await harness.startWorker(us);
-  await seedNight(us.pool, 'us', `${harness.id}rp`, { expired: 25, defective: true }, harness.merchants);
+  const night = await seedNight(us.pool, 'us', `${harness.id}rp`, { expired: 25, defective: true }, harness.merchants);
+  // Quarantine paths too: merchant 0 refuses its first webhook (then accepts the replay), merchant 1 refuses all.
+  const [m0, m1] = night.merchantIds as [string, string];
+  harness.merchants.script(m0, { secrets: [night.secrets.get(m0)!], responses: [{ status: 400 }, { status: 200 }] });
+  harness.merchants.script(m1, { secrets: [night.secrets.get(m1)!], responses: [{ status: 400 }] });
   const sweep = (n: number) =>
     us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,
@@ -31,7 +36,18 @@ it('histories recorded from real sweeps replay with the current workflow code', 
   expect(results[0].started + results[1].started).toBe(25);
   expect(results[0].alreadyStarted + results[1].alreadyStarted).toBeGreaterThan(0);
 
-  const query = `TaskQueue = '${us.config.taskQueue}'`;
+  const quarantined = async () =>
+    (await us.pool.query<{ hold_id: string; merchant_id: string }>("SELECT hold_id, merchant_id FROM webhook_deliveries WHERE status = 'quarantined'")).rows;
+  await expect.poll(async () => (await quarantined()).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
+  await expect.poll(async () => (await us.pool.query("SELECT 1 FROM webhook_deliveries WHERE status = 'pending'")).rowCount, { timeout: 30_000 }).toBe(0);
+  for (const { hold_id, merchant_id } of await quarantined()) {
+    const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold_id));
+    if (merchant_id === m0) await handle.signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed parser' });
+    else await handle.signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
+  }
+  await expect.poll(async () => (await quarantined()).length, { timeout: 30_000 }).toBe(0);
+
+  const query = `TaskQueue = '${us.config.taskQueue}' AND ExecutionStatus != 'Running'`;
   const listed = async () => {
     const types: string[] = [];
     for await (const execution of us.client.workflow.list({ query })) types.push(execution.type);

@@ -14,7 +14,7 @@ afterAll(async () => {
 });
 
 // An hour between scheduled runs: within a test only explicit triggers start sweeps.
-const sweep: SweepConfig = { intervalMs: 3_600_000, catchupWindowMs: 600_000, pageSize: 100 };
+const sweep: SweepConfig = { intervalMs: 3_600_000, catchupWindowMs: 600_000, pageSize: 100, quarantineTimeoutMs: 86_400_000 };
 
 async function schedulesWithId(client: import('@temporalio/client').Client, id: string): Promise<string[]> {
   const ids: string[] = [];
@@ -44,7 +44,7 @@ describe('sweep schedules', () => {
         type: 'startWorkflow',
         workflowType: 'sweepExpiredHolds',
         taskQueue: region.config.taskQueue,
-        args: [{ region: region.config.region, pageSize: 100 }],
+        args: [{ region: region.config.region, pageSize: 100, quarantineTimeoutMs: 86_400_000 }],
       });
     }
   });

@@ -2,10 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SweepResult } from '../src/domain.js';
 import { checkLedgerInvariants } from '../src/invariants.js';
 import type { Region } from '../src/regions.js';
-import { holdWorkflowId } from '../src/workflows/ids.js';
 import { sweepExpiredHolds, type SweepInput } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { balances, holdStates, ledgerEntryCount, seedNight } from './support/ledger.js';
+import { balances, holdStates, holdWorkflowIdOf, ledgerEntryCount, seedNight } from './support/ledger.js';
 
 let harness: Harness;
 let sweeps = 0;
@@ -151,11 +150,7 @@ describe('regional sweep', () => {
     const night = await seedNight(us.pool, 'us', `${harness.id}h`, { expired: 1 }, harness.merchants);
     const hold = night.expired[0]!;
     await runSweep(us);
-    const { rows } = await us.pool.query<{ expires_at: string }>(
-      `SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS expires_at FROM auth_holds WHERE id = $1`,
-      [hold.id],
-    );
-    const workflowId = holdWorkflowId('us', hold.id, rows[0]!.expires_at);
+    const workflowId = await holdWorkflowIdOf(us.pool, 'us', hold.id);
     const first = await us.client.workflow.getHandle(workflowId).result();
     expect(first.release.status).toBe('released');
 
@@ -163,7 +158,7 @@ describe('regional sweep', () => {
     const again = await us.client.workflow.execute('releaseExpiredHold', {
       taskQueue: us.config.taskQueue,
       workflowId: `${workflowId}-manual`,
-      args: [{ region: 'us', holdId: hold.id, expiresAt: rows[0]!.expires_at, merchantId: hold.merchantId }],
+      args: [{ region: 'us', holdId: hold.id, expiresAt: workflowId.slice(`hold-release-us-${hold.id}-`.length), merchantId: hold.merchantId }],
     });
     expect(again).toMatchObject({ release: { status: 'already_released', ledgerEntryId: first.release.status === 'released' ? first.release.ledgerEntryId : '' } });
     expect(await ledgerEntryCount(us.pool)).toBe(1);

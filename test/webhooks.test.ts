@@ -8,10 +8,9 @@ import type { SweepResult } from '../src/domain.js';
 import type { MerchantScript } from '../src/dev/fake-merchants.js';
 import { checkLedgerInvariants } from '../src/invariants.js';
 import { stageQuery } from '../src/workflows/messages.js';
-import { holdWorkflowId } from '../src/workflows/ids.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { ledgerEntryCount, seedNight, type Night } from './support/ledger.js';
+import { holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from './support/ledger.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -88,14 +87,6 @@ async function settled(night: Night, timeout = 60_000): Promise<DeliveryRow[]> {
   return deliveries(night);
 }
 
-async function workflowIdOf(holdId: string): Promise<string> {
-  const { rows } = await us.pool.query<{ e: string }>(
-    `SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS e FROM auth_holds WHERE id = $1`,
-    [holdId],
-  );
-  return holdWorkflowId('us', holdId, rows[0]!.e);
-}
-
 describe('webhook delivery', () => {
   it('delivers a signed webhook once, with the payload fixed at release', async () => {
     const night = await merchantNight(3, {});
@@ -115,7 +106,7 @@ describe('webhook delivery', () => {
         data: { hold_id: hold.id, amount_minor: hold.amountMinor, currency: 'USD', merchant_id: hold.merchantId },
       });
     }
-    const result = await us.client.workflow.getHandle(await workflowIdOf(night.expired[0]!.id)).result();
+    const result = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', night.expired[0]!.id)).result();
     expect(result.delivery).toEqual({ status: 'delivered', attempts: 1, policyRuns: 1 });
   });
 
@@ -164,7 +155,7 @@ describe('webhook delivery', () => {
       // The server waits the delay the activity chose: never sooner (timestamps are ms-precise).
       expect(requests[i]!.receivedAt - requests[i - 1]!.receivedAt).toBeGreaterThanOrEqual(Number(log[i - 1]!.next_retry_delay_ms) - 5);
     }
-    const stage = await us.client.workflow.getHandle(await workflowIdOf(row!.hold_id)).query(stageQuery);
+    const stage = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', row!.hold_id)).query(stageQuery);
     expect(stage).toMatchObject({ stage: 'quarantined', reason: 'exhausted' });
   });
 
@@ -198,7 +189,7 @@ describe('webhook delivery', () => {
     await sweep();
     const moreIds = [1, 2].map((i) => `${night.expired[0]!.id}_more${i}`);
     for (const holdId of moreIds) {
-      const handle = us.client.workflow.getHandle(await workflowIdOf(holdId));
+      const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
       await expect.poll(() => handle.query(stageQuery), { timeout: 30_000 }).toMatchObject({ stage: 'held', merchantStatus: 'disabled' });
     }
     const held = await us.pool.query('SELECT status, attempt_count FROM webhook_deliveries WHERE hold_id = ANY($1)', [moreIds]);
@@ -268,9 +259,8 @@ describe('bad merchant configuration (production endpoint rules)', () => {
       args: [{ region: 'us', releaseWaitMs: 60_000 }],
     });
     await expect
-      .poll(async () => (await prod.pool.query('SELECT status, quarantine_reason, last_error FROM webhook_deliveries')).rows[0], { timeout: 30_000 })
+      .poll(async () => (await prod.pool.query('SELECT status, quarantine_reason, last_error FROM webhook_deliveries WHERE hold_id = $1', [night.expired[0]!.id])).rows[0], { timeout: 30_000 })
       .toMatchObject({ status: 'quarantined', quarantine_reason: reason, last_error: expect.stringMatching(detail) });
     expect(harness.merchants.requests(merchantId)).toHaveLength(0);
-    await prod.pool.query('TRUNCATE webhook_deliveries, delivery_attempts');
   });
 });

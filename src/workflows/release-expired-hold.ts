@@ -21,19 +21,27 @@ export interface ReleaseExpiredHoldInput {
   holdId: string;
   expiresAt: string;
   merchantId: string;
+  /** How long a quarantined delivery waits for a human before it is abandoned; default 14 days. */
+  quarantineTimeoutMs?: number;
 }
 
 export interface ReleaseExpiredHoldResult {
   release: ReleaseOutcome;
-  delivery?: { status: 'delivered' | 'discarded'; attempts?: number; policyRuns: number };
+  delivery?:
+    | { status: 'delivered' | 'discarded' | 'abandoned'; attempts?: number; policyRuns: number }
+    /** Another workflow for the same business action already took this delivery to a final state. */
+    | { status: 'handled_elsewhere'; deliveryStatus: string };
 }
+
+/** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
+export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
 
 /** While a merchant is paused or disabled, ask again after this long, doubling up to the cap. */
 const HELD_RECHECK_FIRST_MS = 30_000;
 /** Ten minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
 const HELD_RECHECK_MAX_MS = 10 * 60_000;
 
-const { releaseHold, quarantineDelivery } = proxyActivities<Activities>(ledgerActivity);
+const { releaseHold, quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
 
 function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
   if (err.retryState === RetryState.TIMEOUT || err.retryState === RetryState.MAXIMUM_ATTEMPTS_REACHED) return 'exhausted';
@@ -66,6 +74,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     if (stage.stage === 'quarantined') decision.discard = discard;
   });
 
+  const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
   const release = await releaseHold({ holdId: input.holdId });
   if (release.status !== 'released' && release.status !== 'already_released') {
     stage = { stage: 'not_released', status: release.status };
@@ -89,34 +98,45 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
         setDeliveryStatus('pending');
         continue;
       }
-      const attempts = result.attempts;
+      const { attempts } = result;
       if (result.status === 'delivered' || (result.status === 'already_terminal' && result.deliveryStatus === 'delivered')) {
         stage = { stage: 'delivered', attempts };
         setDeliveryStatus('delivered');
         return { release, delivery: { status: 'delivered', attempts, policyRuns: policyRun } };
       }
-      // Terminal elsewhere (discarded or abandoned by another run of this business action): nothing to send.
-      stage = { stage: 'discarded', by: 'another workflow', reason: result.deliveryStatus };
-      setDeliveryStatus(result.deliveryStatus);
-      return { release, delivery: { status: 'discarded', attempts, policyRuns: policyRun } };
+      // Taken to a final state by another workflow of the same business action: nothing to send from here.
+      stage = { stage: 'not_released', status: `delivery ${result.deliveryStatus} by another workflow` };
+      return { release, delivery: { status: 'handled_elsewhere', deliveryStatus: result.deliveryStatus } };
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
       const reason = quarantineReasonOf(err);
       const detail = err.cause?.message ?? err.message;
       await quarantineDelivery({ webhookId: release.webhookId, reason, detail });
-      stage = { stage: 'quarantined', policyRun, reason, since: new Date().toISOString(), detail };
+      const since = new Date().toISOString();
+      stage = { stage: 'quarantined', policyRun, reason, since, detail };
       setDeliveryStatus('quarantined');
+
+      decision = {};
+      const decided = await condition(() => decision.approval !== undefined || decision.discard !== undefined, quarantineTimeoutMs);
+      const { approval, discard } = decision;
+      const webhookId = release.webhookId;
+      if (!decided) {
+        const days = Math.round(quarantineTimeoutMs / 86_400_000);
+        await decideQuarantine({ webhookId, policyRun, decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${days} day(s)` });
+        stage = { stage: 'abandoned', reason, since };
+        setDeliveryStatus('abandoned');
+        return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
+      }
+      if (discard) {
+        await decideQuarantine({ webhookId, policyRun, decision: 'discard', by: discard.by, reason: discard.reason });
+        stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
+        setDeliveryStatus('discarded');
+        return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
+      }
+      await decideQuarantine({ webhookId, policyRun, decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket });
+      policyRun++;
+      heldRecheckMs = HELD_RECHECK_FIRST_MS;
+      setDeliveryStatus('pending');
     }
-    decision = {};
-    await condition(() => decision.approval !== undefined || decision.discard !== undefined);
-    const { discard } = decision;
-    if (discard) {
-      stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
-      setDeliveryStatus('discarded');
-      return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
-    }
-    policyRun++;
-    heldRecheckMs = HELD_RECHECK_FIRST_MS;
-    setDeliveryStatus('pending');
   }
 }

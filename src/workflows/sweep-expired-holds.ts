@@ -24,6 +24,8 @@ export interface SweepInput {
   region: Region;
   pageSize?: number;
   releaseWaitMs?: number;
+  /** Passed to each hold's workflow: how long a quarantined delivery waits for a decision. */
+  quarantineTimeoutMs?: number;
   /** Carried across continue-as-new; absent on a sweep's first run. */
   progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals };
 }
@@ -53,7 +55,7 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   };
 
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
-  const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold)));
+  const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, input.quarantineTimeoutMs)));
   const started = starts.filter((s) => s === 'started').length;
   const totals: SweepTotals = {
     found: progress.totals.found + page.holds.length + page.rejected.length,
@@ -70,11 +72,11 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   return finishSweep({ sweepId: workflowInfo().workflowId, cutoff: progress.cutoff, totals, releaseWaitMs });
 }
 
-async function startHoldWorkflow(region: Region, hold: HoldRef): Promise<'started' | 'already'> {
+async function startHoldWorkflow(region: Region, hold: HoldRef, quarantineTimeoutMs: number | undefined): Promise<'started' | 'already'> {
   try {
     await startChild(releaseExpiredHold, {
       workflowId: holdWorkflowId(region, hold.holdId, hold.expiresAt),
-      args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId }],
+      args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, quarantineTimeoutMs }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       // A completed hold workflow is never started again; one that failed or was terminated may be.
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,

@@ -4,6 +4,7 @@ import { generateSigningSecret } from '../../src/delivery/signing.js';
 import type { FakeMerchants } from '../../src/dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../src/dev/seed.js';
 import type { Region } from '../../src/regions.js';
+import { holdWorkflowId } from '../../src/workflows/ids.js';
 
 export interface Night {
   merchantIds: string[];
@@ -77,4 +78,13 @@ export async function holdStates(pool: pg.Pool): Promise<Map<string, { state: st
 export async function ledgerEntryCount(pool: pg.Pool): Promise<number> {
   const { rows } = await pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM ledger_entries');
   return rows[0]!.n;
+}
+
+/** The workflow id the sweep gives a hold: derived from its id and exact (microsecond) expiry. */
+export async function holdWorkflowIdOf(pool: pg.Pool, region: Region, holdId: string): Promise<string> {
+  const { rows } = await pool.query<{ e: string }>(
+    `SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS e FROM auth_holds WHERE id = $1`,
+    [holdId],
+  );
+  return holdWorkflowId(region, holdId, rows[0]!.e);
 }

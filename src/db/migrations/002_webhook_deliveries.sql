@@ -28,7 +28,8 @@ CREATE TABLE webhook_deliveries (
   updated_at        timestamptz NOT NULL DEFAULT now(),
   delivered_at      timestamptz,
   quarantined_at    timestamptz,
-  CHECK ((status = 'quarantined') = (quarantine_reason IS NOT NULL)),
+  -- A quarantined row says why; the reason is kept when a human discards it or nobody decides (abandoned).
+  CHECK (status <> 'quarantined' OR quarantine_reason IS NOT NULL),
   CHECK ((status = 'delivered') = (delivered_at IS NOT NULL))
 );
 
@@ -43,6 +44,8 @@ CREATE TABLE delivery_attempts (
   attempt_number     integer NOT NULL,
   -- 1 for the first policy run; each approved replay starts a new one.
   policy_run         integer NOT NULL,
+  -- When Temporal scheduled this attempt (after the previous one's retry delay), by the server's clock.
+  scheduled_at       timestamptz NOT NULL,
   started_at         timestamptz NOT NULL,
   duration_ms        integer NOT NULL,
   status_code        integer,
@@ -55,4 +58,18 @@ CREATE TABLE delivery_attempts (
   -- Why that delay: "backoff attempt 3", "Retry-After 120 s (floor)", ...
   retry_reason       text,
   UNIQUE (webhook_id, attempt_number)
+);
+
+-- Every human (or timeout) decision on a quarantined delivery: who, why, under which ticket.
+CREATE TABLE delivery_decisions (
+  id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  webhook_id  text NOT NULL REFERENCES webhook_deliveries (webhook_id),
+  -- The policy run that ended in the quarantine being decided.
+  policy_run  integer NOT NULL,
+  decision    text NOT NULL CHECK (decision IN ('replay', 'discard', 'abandon')),
+  decided_by  text NOT NULL,
+  reason      text NOT NULL,
+  ticket      text,
+  decided_at  timestamptz NOT NULL DEFAULT now(),
+  UNIQUE (webhook_id, policy_run)
 );

@@ -1,0 +1,108 @@
+/**
+ * The real default delivery policy, not a shortened one, run to quarantine: a merchant that answers 500
+ * forever, driven through the whole 3-day horizon in seconds on Temporal's time-skipping test server (the
+ * Java test server, obtained from PyPI). Real Postgres, real HTTP; only the server's clock is skipped.
+ */
+import { temporal } from '@temporalio/proto';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { createActivities } from '../src/activities/index.js';
+import { loadConfig } from '../src/config.js';
+import { DEFAULT_DELIVERY_POLICY, retryDelay } from '../src/delivery/policy.js';
+import { resolveTestServerPath } from '../src/dev/temporal-cli.js';
+import { SEARCH_ATTRIBUTES } from '../src/search-attributes.js';
+import { releaseExpiredHold } from '../src/workflows/release-expired-hold.js';
+import { openHarness, type Harness } from './support/harness.js';
+import { seedNight } from './support/ledger.js';
+
+let harness: Harness;
+let env: TestWorkflowEnvironment;
+
+beforeAll(async () => {
+  harness = await openHarness();
+  const config = loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' });
+  const path = await resolveTestServerPath({ explicitPath: process.env.TEMPORAL_TEST_SERVER_PATH, cacheDir: config.dev.cacheDir });
+  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } });
+  // The test server starts with no custom search attributes; the workflow upserts DeliveryStatus.
+  await env.connection.operatorService.addSearchAttributes({
+    namespace: env.namespace ?? 'default',
+    searchAttributes: Object.fromEntries(SEARCH_ATTRIBUTES.map((key) => [key.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
+  });
+});
+afterAll(async () => {
+  await env?.teardown();
+  await harness?.close();
+});
+
+/** Attempts the default policy makes within its horizon when every jitter draw is `r` (0: shortest delays). */
+function attemptsWithin(r: number): number {
+  const policy = DEFAULT_DELIVERY_POLICY;
+  let elapsed = 0;
+  let attempts = 1;
+  for (;;) {
+    const { delayMs } = retryDelay(policy, attempts, () => r);
+    if (elapsed + delayMs > policy.retryHorizonMs) return attempts;
+    elapsed += delayMs;
+    attempts++;
+  }
+}
+
+it('500 forever under the default policy: retried across the whole 3-day horizon, then quarantined as exhausted', async () => {
+  const region = await harness.region('us');
+  const night = await seedNight(region.pool, 'us', `${harness.id}ts`, { expired: 1, merchants: 1 }, harness.merchants);
+  const merchantId = night.merchantIds[0]!;
+  harness.merchants.script(merchantId, { secrets: [night.secrets.get(merchantId)!], responses: [{ status: 500 }] });
+  const hold = night.expired[0]!;
+  const taskQueue = `ts-${harness.id}`;
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: { code: inject('workflowBundleCode') },
+    activities: createActivities({ region: 'us', pool: region.pool, endpointRules: { allowInsecureHttp: true, allowPrivateAddresses: true } }),
+  });
+
+  const result = await worker.runUntil(async () => {
+    const handle = await env.client.workflow.start(releaseExpiredHold, {
+      taskQueue,
+      workflowId: `ts-${hold.id}`,
+      args: [{ region: 'us', holdId: hold.id, expiresAt: new Date().toISOString(), merchantId }],
+    });
+    // Awaiting the result is what lets the test server skip time: through the retries, then the quarantine wait.
+    return handle.result();
+  });
+
+  // Quarantined as exhausted, then (nobody deciding within the default 14 days, skipped too) abandoned.
+  expect(result.delivery).toEqual({ status: 'abandoned', policyRuns: 1 });
+  const { rows } = await region.pool.query('SELECT status, quarantine_reason FROM webhook_deliveries');
+  expect(rows).toEqual([{ status: 'abandoned', quarantine_reason: 'exhausted' }]);
+  const { rows: log } = await region.pool.query<{ next_retry_delay_ms: string; status_code: number; retry_reason: string }>(
+    'SELECT next_retry_delay_ms, status_code, retry_reason FROM delivery_attempts ORDER BY attempt_number',
+  );
+  expect(log.length).toBeGreaterThanOrEqual(attemptsWithin(1));
+  expect(log.length).toBeLessThanOrEqual(attemptsWithin(0));
+  expect(log.every((a) => a.status_code === 500)).toBe(true);
+  expect(harness.merchants.requests(merchantId)).toHaveLength(log.length);
+  log.forEach((a, i) => {
+    const step = Math.min(DEFAULT_DELIVERY_POLICY.maxBackoffMs, DEFAULT_DELIVERY_POLICY.initialBackoffMs * 2 ** i);
+    expect(a.retry_reason).toBe(`backoff attempt ${i + 1}`);
+    expect(Number(a.next_retry_delay_ms)).toBeGreaterThanOrEqual(step / 2);
+    expect(Number(a.next_retry_delay_ms)).toBeLessThanOrEqual(step);
+  });
+
+  // The server's own account (history, server clock): the attempt count, and a span from scheduling the
+  // activity to its final failure that reaches past the point where one more maximal step fits, but not past
+  // the 72 h horizon.
+  const history = await env.client.workflow.getHandle(`ts-${hold.id}`).fetchHistory();
+  const events = history.events ?? [];
+  const deliverScheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverWebhook')!;
+  const started = events.find((e) => e.activityTaskStartedEventAttributes && Number(e.eventId) > Number(deliverScheduled.eventId))!;
+  const failed = events.find((e) => e.activityTaskFailedEventAttributes)!;
+  expect(started.activityTaskStartedEventAttributes!.attempt).toBe(log.length);
+  expect(failed.activityTaskFailedEventAttributes!.retryState).toBe(temporal.api.enums.v1.RetryState.RETRY_STATE_TIMEOUT);
+  const at = (e: typeof failed) => Number(e.eventTime!.seconds) * 1000 + Math.floor((e.eventTime!.nanos ?? 0) / 1e6);
+  const span = at(failed) - at(deliverScheduled);
+  expect(span).toBeLessThanOrEqual(DEFAULT_DELIVERY_POLICY.retryHorizonMs);
+  expect(span).toBeGreaterThan(DEFAULT_DELIVERY_POLICY.retryHorizonMs - DEFAULT_DELIVERY_POLICY.maxBackoffMs);
+  console.log(`[time-skipping] ${log.length} attempts over ${(span / 3_600_000).toFixed(1)} h of server time`);
+});
