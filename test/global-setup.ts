@@ -24,6 +24,8 @@ declare module 'vitest' {
     postgresUrlBase: string;
     templateDatabase: string;
     workflowBundleCode: string;
+    /** The same bundle as a file, for worker processes (WORKFLOW_BUNDLE_PATH). */
+    workflowBundlePath: string;
   }
 }
 
@@ -52,6 +54,9 @@ export default async function setup(project: TestProject) {
   project.provide('postgresUrlBase', postgres.urlFor(''));
   project.provide('templateDatabase', TEMPLATE_DATABASE);
   project.provide('workflowBundleCode', bundle.code);
+  const bundlePath = path.join(dataDir, 'workflow-bundle.js');
+  await fs.writeFile(bundlePath, bundle.code);
+  project.provide('workflowBundlePath', bundlePath);
 
   return async () => {
     await server.stop();

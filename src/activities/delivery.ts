@@ -6,10 +6,17 @@
  * The merchant's secret is read here from the ledger by merchant id and used only to sign: it never enters an
  * activity argument, a result, a failure message or a log line.
  */
-import { activityInfo, ApplicationFailure } from '@temporalio/activity';
+import { activityInfo, ApplicationFailure, sleep } from '@temporalio/activity';
 import type pg from 'pg';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
+import {
+  createMerchantBudget,
+  IN_ACTIVITY_WAIT_MAX_MS,
+  LANE_HORIZON_MS,
+  MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS,
+  type Lane,
+} from '../delivery/merchant-budget.js';
 import {
   classifyAttempt,
   InvalidDeliveryPolicyError,
@@ -37,7 +44,11 @@ export type DeliverWebhookResult =
   /** Already terminal (a retry after success was recorded, or a duplicate workflow): nothing sent. */
   | { status: 'already_terminal'; deliveryStatus: DeliveryStatus; attempts: number }
   /** The merchant is paused or disabled: nothing sent, nothing spent; the workflow waits and asks again. */
-  | { status: 'held'; merchantStatus: 'paused' | 'disabled' };
+  | { status: 'held'; merchantStatus: 'paused' | 'disabled' }
+  /** The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. */
+  | { status: 'throttled'; lane: Lane; retryAt: number }
+  /** A slot is reserved at `sendAt` (ms): call again then, passing it as `reservedSlotMs`. */
+  | { status: 'scheduled'; lane: Lane; sendAt: number };
 
 export interface QuarantineDecision {
   webhookId: string;
@@ -52,6 +63,8 @@ export interface DeliverWebhookInput {
   webhookId: string;
   /** 1 for the first policy run; each approved replay is a new run. */
   policyRun: number;
+  /** A send slot reserved by an earlier call that answered `scheduled`. */
+  reservedSlotMs?: number;
 }
 
 /** A failure's excerpt in an error message: short, single-line. */
@@ -64,7 +77,33 @@ function failure(type: string, message: string, details: Record<string, unknown>
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
 }
 
+type Throttle = Extract<DeliverWebhookResult, { status: 'throttled' | 'scheduled' }>;
+
 export function createDeliveryActivities({ pool, endpointRules, agents = createAgents(), clock = Date.now, random = Math.random }: DeliveryDeps) {
+  const budget = createMerchantBudget(pool);
+
+  /**
+   * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here
+   * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
+   * calls again holding its queue place (`reservedSlotMs`).
+   */
+  async function awaitSendSlot(merchantId: string, lane: Lane, reservedSlotMs: number | undefined): Promise<'send' | Throttle> {
+    let reserved = reservedSlotMs !== undefined;
+    for (;;) {
+      const decision = await budget.acquire(merchantId, lane, reserved);
+      if (decision.outcome === 'send') return 'send';
+      if (decision.outcome === 'denied') {
+        // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
+        const retryAt = decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]);
+        return { status: 'throttled', lane, retryAt: Math.max(retryAt, decision.nowMs + 1) };
+      }
+      reserved = true;
+      const waitMs = decision.atMs - decision.nowMs;
+      if (waitMs > IN_ACTIVITY_WAIT_MAX_MS) return { status: 'scheduled', lane, sendAt: decision.atMs };
+      await sleep(waitMs);
+    }
+  }
+
   async function recordAttempt(
     webhookId: string,
     attemptNumber: number,
@@ -99,7 +138,7 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
 
   return {
     /** One signed HTTP attempt under the delivery policy; see the module comment. */
-    async deliverWebhook({ webhookId, policyRun }: DeliverWebhookInput): Promise<DeliverWebhookResult> {
+    async deliverWebhook({ webhookId, policyRun, reservedSlotMs }: DeliverWebhookInput): Promise<DeliverWebhookResult> {
       const { rows } = await pool.query<{
         status: DeliveryStatus;
         attempt_count: number;
@@ -110,12 +149,15 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
         previous_signing_secret: string | null;
         merchant_status: 'active' | 'paused' | 'disabled';
         delivery_policy: unknown;
+        run_attempts: number;
       }>(
         `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, m.endpoint_url, m.signing_secret,
-                m.previous_signing_secret, m.status AS merchant_status, m.delivery_policy
+                m.previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
+                (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
+                  AS run_attempts
            FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id
           WHERE d.webhook_id = $1::text`,
-        [webhookId],
+        [webhookId, policyRun],
       );
       const delivery = rows[0];
       if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
@@ -139,6 +181,13 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
         }
         throw err;
       }
+
+      // First attempts, then retries, then approved replays, within the merchant's one budget.
+      const lane: Lane = policyRun > 1 ? 'replay' : delivery.run_attempts === 0 ? 'first' : 'retry';
+      // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
+      // input, attempt > 1) is a new turn and queues again in the retry lane.
+      const turn = await awaitSendSlot(merchantId, lane, activityInfo().attempt === 1 ? reservedSlotMs : undefined);
+      if (turn !== 'send') return turn;
 
       const counted = await pool.query<{ attempt_count: number }>(
         `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
@@ -172,8 +221,16 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
           return { status: 'delivered', attempts: attemptNumber, statusCode: (attempt.result as { status: number }).status };
         case 'retry': {
           const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
-          const next = retryDelay(policy, activityInfo().attempt, random, retryAfterMs);
+          // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
+          // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
+          const next = retryDelay(policy, delivery.run_attempts + 1, random, retryAfterMs);
           await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'retry', next);
+          const status = attempt.result.kind === 'response' ? attempt.result.status : 0;
+          if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {
+            // The merchant is telling every worker to slow down, not just this one.
+            const pushBackMs = retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
+            await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
+          }
           throw ApplicationFailure.create({
             type: RETRYABLE_DELIVERY_FAILURE,
             message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,

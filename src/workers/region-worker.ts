@@ -6,6 +6,7 @@
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=eu TEMPORAL_ADDRESS=temporal:7233 \
  *   DATABASE_URL_EU=postgres://... npm run worker
  */
+import fs from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import pg from 'pg';
@@ -19,7 +20,12 @@ async function main() {
   const config = loadConfig();
   // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
   Runtime.install({ logger: new DefaultLogger('INFO') });
-  const workflowBundle = await bundleWorkflows();
+  // A prebuilt bundle (e.g. baked into the image) saves each replica the webpack build at start-up.
+  const workflowBundle = process.env.WORKFLOW_BUNDLE_PATH
+    ? { code: await fs.readFile(process.env.WORKFLOW_BUNDLE_PATH, 'utf8').catch(() => {
+        throw new ConfigError('WORKFLOW_BUNDLE_PATH', process.env.WORKFLOW_BUNDLE_PATH, 'a readable workflow bundle file (see npm run build:bundle)');
+      }) }
+    : await bundleWorkflows();
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
   for (const region of config.regions) {
@@ -34,6 +40,7 @@ async function main() {
     const nativeConnection = await NativeConnection.connect({ address: region.temporalAddress });
     const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks });
     runs.push(worker.run());
+    console.log(JSON.stringify({ msg: 'worker running', region: region.region, namespace: region.namespace, taskQueue: region.taskQueue, pid: process.pid }));
     cleanup.push(() => pool.end(), () => connection.close(), () => nativeConnection.close());
   }
   await Promise.all(runs);

@@ -20,6 +20,8 @@ export interface Discard {
 export type HoldStage =
   | { stage: 'releasing' }
   | { stage: 'delivering'; policyRun: number }
+  /** No slot in the merchant's shared budget yet (or one reserved for later): waiting, not failing. */
+  | { stage: 'waiting_for_budget'; policyRun: number; lane: 'first' | 'retry' | 'replay'; until: string; reserved: boolean }
   | { stage: 'held'; policyRun: number; merchantStatus: 'paused' | 'disabled'; until: string }
   | { stage: 'quarantined'; policyRun: number; reason: QuarantineReason; since: string; detail: string }
   | { stage: 'delivered'; attempts: number }

@@ -37,9 +37,9 @@ export interface ReleaseExpiredHoldResult {
 export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
 
 /** While a merchant is paused or disabled, ask again after this long, doubling up to the cap. */
-const HELD_RECHECK_FIRST_MS = 30_000;
-/** Ten minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
-const HELD_RECHECK_MAX_MS = 10 * 60_000;
+const HELD_RECHECK_FIRST_MS = 5_000;
+/** Five minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
+const HELD_RECHECK_MAX_MS = 5 * 60_000;
 
 const { releaseHold, quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
 
@@ -81,62 +81,106 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     return { release };
   }
 
-  const { deliverWebhook } = proxyActivities<Activities>(webhookActivity(release.retryHorizonMs));
   const setDeliveryStatus = (value: string) => upsertSearchAttributes([{ key: DeliveryStatusKey, value }]);
+  const { webhookId } = release;
   setDeliveryStatus('pending');
   let policyRun = 1;
+  for (;;) {
+    const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, (next) => (stage = next), setDeliveryStatus);
+    if (outcome.status === 'delivered') {
+      stage = { stage: 'delivered', attempts: outcome.attempts };
+      setDeliveryStatus('delivered');
+      return { release, delivery: { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun } };
+    }
+    if (outcome.status === 'handled_elsewhere') {
+      stage = { stage: 'not_released', status: `delivery ${outcome.deliveryStatus} by another workflow` };
+      return { release, delivery: outcome };
+    }
+
+    const { reason, detail } = outcome;
+    await quarantineDelivery({ webhookId, reason, detail });
+    const since = new Date().toISOString();
+    stage = { stage: 'quarantined', policyRun, reason, since, detail };
+    setDeliveryStatus('quarantined');
+
+    decision = {};
+    const decided = await condition(() => decision.approval !== undefined || decision.discard !== undefined, quarantineTimeoutMs);
+    const { approval, discard } = decision;
+    if (!decided) {
+      const days = Math.round(quarantineTimeoutMs / 86_400_000);
+      await decideQuarantine({ webhookId, policyRun, decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${days} day(s)` });
+      stage = { stage: 'abandoned', reason, since };
+      setDeliveryStatus('abandoned');
+      return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
+    }
+    if (discard) {
+      await decideQuarantine({ webhookId, policyRun, decision: 'discard', by: discard.by, reason: discard.reason });
+      stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
+      setDeliveryStatus('discarded');
+      return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
+    }
+    await decideQuarantine({ webhookId, policyRun, decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket });
+    policyRun++;
+    setDeliveryStatus('pending');
+  }
+}
+
+type PolicyRunOutcome =
+  | { status: 'delivered'; attempts: number }
+  | { status: 'handled_elsewhere'; deliveryStatus: string }
+  | { status: 'gave_up'; reason: QuarantineReason; detail: string };
+
+/**
+ * One run of the delivery policy, until delivered or given up. Waiting for the merchant's budget and for a
+ * paused merchant are durable timers here, not failed attempts; the retry horizon runs from the start of the
+ * run, so each activity call gets what is left of it as its schedule-to-close timeout.
+ */
+async function runDeliveryPolicy(
+  webhookId: string,
+  policyRun: number,
+  retryHorizonMs: number,
+  setStage: (stage: HoldStage) => void,
+  setDeliveryStatus: (value: string) => void,
+): Promise<PolicyRunOutcome> {
+  // Time the merchant spends paused or disabled is added back: a pause is the merchant's decision, not a failure.
+  let deadline = Date.now() + retryHorizonMs;
+  let reservedSlotMs: number | undefined;
   let heldRecheckMs = HELD_RECHECK_FIRST_MS;
   for (;;) {
-    stage = { stage: 'delivering', policyRun };
+    const remainingMs = deadline - Date.now();
+    if (remainingMs <= 0) return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
+    setStage({ stage: 'delivering', policyRun });
+    const { deliverWebhook } = proxyActivities<Activities>(webhookActivity(remainingMs));
+    let result;
     try {
-      const result = await deliverWebhook({ webhookId: release.webhookId, policyRun });
-      if (result.status === 'held') {
-        stage = { stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() };
-        setDeliveryStatus('held');
-        await sleep(heldRecheckMs);
-        heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
-        setDeliveryStatus('pending');
-        continue;
-      }
-      const { attempts } = result;
-      if (result.status === 'delivered' || (result.status === 'already_terminal' && result.deliveryStatus === 'delivered')) {
-        stage = { stage: 'delivered', attempts };
-        setDeliveryStatus('delivered');
-        return { release, delivery: { status: 'delivered', attempts, policyRuns: policyRun } };
-      }
-      // Taken to a final state by another workflow of the same business action: nothing to send from here.
-      stage = { stage: 'not_released', status: `delivery ${result.deliveryStatus} by another workflow` };
-      return { release, delivery: { status: 'handled_elsewhere', deliveryStatus: result.deliveryStatus } };
+      result = await deliverWebhook({ webhookId, policyRun, reservedSlotMs });
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
-      const reason = quarantineReasonOf(err);
-      const detail = err.cause?.message ?? err.message;
-      await quarantineDelivery({ webhookId: release.webhookId, reason, detail });
-      const since = new Date().toISOString();
-      stage = { stage: 'quarantined', policyRun, reason, since, detail };
-      setDeliveryStatus('quarantined');
-
-      decision = {};
-      const decided = await condition(() => decision.approval !== undefined || decision.discard !== undefined, quarantineTimeoutMs);
-      const { approval, discard } = decision;
-      const webhookId = release.webhookId;
-      if (!decided) {
-        const days = Math.round(quarantineTimeoutMs / 86_400_000);
-        await decideQuarantine({ webhookId, policyRun, decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${days} day(s)` });
-        stage = { stage: 'abandoned', reason, since };
-        setDeliveryStatus('abandoned');
-        return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
+      return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message };
+    }
+    reservedSlotMs = undefined;
+    switch (result.status) {
+      case 'delivered':
+        return { status: 'delivered', attempts: result.attempts };
+      case 'already_terminal':
+        if (result.deliveryStatus === 'delivered') return { status: 'delivered', attempts: result.attempts };
+        return { status: 'handled_elsewhere', deliveryStatus: result.deliveryStatus };
+      case 'scheduled':
+      case 'throttled': {
+        const until = result.status === 'scheduled' ? result.sendAt : result.retryAt;
+        setStage({ stage: 'waiting_for_budget', policyRun, lane: result.lane, until: new Date(until).toISOString(), reserved: result.status === 'scheduled' });
+        await sleep(Math.max(1, until - Date.now()));
+        if (result.status === 'scheduled') reservedSlotMs = result.sendAt;
+        break;
       }
-      if (discard) {
-        await decideQuarantine({ webhookId, policyRun, decision: 'discard', by: discard.by, reason: discard.reason });
-        stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
-        setDeliveryStatus('discarded');
-        return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
-      }
-      await decideQuarantine({ webhookId, policyRun, decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket });
-      policyRun++;
-      heldRecheckMs = HELD_RECHECK_FIRST_MS;
-      setDeliveryStatus('pending');
+      case 'held':
+        setStage({ stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() });
+        setDeliveryStatus('held');
+        await sleep(heldRecheckMs);
+        deadline += heldRecheckMs;
+        heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
+        setDeliveryStatus('pending');
+        break;
     }
   }
 }

@@ -1,0 +1,83 @@
+/**
+ * The per-merchant sending budget shared by every worker process (GCRA in Postgres, see
+ * migrations/003_merchant_rate_limits.sql: a queue that orders waiting deliveries and a gate that admits the
+ * actual sends), with three lanes inside one merchant's budget.
+ *
+ * A lane is how far ahead it may reserve: first attempts may queue up to an hour of the merchant's slots, so a
+ * big backlog reserves once and sleeps to its slot instead of polling; retries and approved replays may only
+ * take a slot a second or two away, so they get the budget only when no longer queue of first attempts holds it.
+ * That is the priority: first attempts before retries before replays.
+ */
+import type pg from 'pg';
+
+export type Lane = 'first' | 'retry' | 'replay';
+
+export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
+  // An hour covers the largest merchant backlog of a night at 5 req/s (18,000 sends) with one reservation each.
+  first: 3_600_000,
+  retry: 2_000,
+  replay: 1_000,
+});
+
+/** 5 % under the published rate: absorbs network jitter between our send and the merchant's receive. */
+export const RATE_SAFETY_MARGIN = 0.05;
+
+/** Waits up to this long happen inside the activity; longer ones are durable timers in the workflow. */
+export const IN_ACTIVITY_WAIT_MAX_MS = 2_000;
+
+/** Without Retry-After, a 429 still pushes the merchant back, by the retry's own delay but at most this. */
+export const MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS = 30_000;
+
+export interface SlotDecision {
+  /**
+   * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing
+   * reserved, this lane's place in the queue would be at `atMs`.
+   */
+  outcome: 'send' | 'wait' | 'denied';
+  atMs: number;
+  /** The database clock when the decision was made: all waiting is measured against it. */
+  nowMs: number;
+}
+
+export function createMerchantBudget(pool: pg.Pool) {
+  return {
+    /**
+     * Takes this caller's turn in the merchant's budget: a place in the queue (unless it already holds one:
+     * `reserved`) and, once that place is due, admission at the gate. One round trip.
+     */
+    async acquire(merchantId: string, lane: Lane, reserved = false): Promise<SlotDecision> {
+      const { rows } = await pool.query<{ outcome: SlotDecision['outcome']; at_ms: number; now_ms: number }>(
+        `SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms
+           FROM acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean)`,
+        [merchantId, LANE_HORIZON_MS[lane], RATE_SAFETY_MARGIN, reserved],
+      );
+      const row = rows[0]!;
+      return { outcome: row.outcome, atMs: Number(row.at_ms), nowMs: Number(row.now_ms) };
+    },
+
+    /** The merchant-wide pause a 429 set, if it is still running. */
+    async pause(merchantId: string): Promise<{ pausedUntilMs: number; nowMs: number }> {
+      const { rows } = await pool.query<{ paused_until_ms: number; now_ms: number }>(
+        `SELECT extract(epoch FROM greatest(paused_until, 'epoch')) * 1000 AS paused_until_ms,
+                extract(epoch FROM clock_timestamp()) * 1000 AS now_ms
+           FROM merchant_rate_limits WHERE merchant_id = $1::text`,
+        [merchantId],
+      );
+      const row = rows[0]!;
+      return { pausedUntilMs: Number(row.paused_until_ms), nowMs: Number(row.now_ms) };
+    },
+
+    /** Pushes the whole merchant back: no worker gets a slot, or uses one it holds, before now + delay. */
+    async pushBack(merchantId: string, delayMs: number, reason: string): Promise<void> {
+      await pool.query(
+        `UPDATE merchant_rate_limits
+            SET paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => $2::double precision / 1000)),
+                pause_reason = $3::text
+          WHERE merchant_id = $1::text`,
+        [merchantId, delayMs, reason],
+      );
+    },
+  };
+}
+
+export type MerchantBudget = ReturnType<typeof createMerchantBudget>;
