@@ -59,3 +59,14 @@ export class InvalidHoldError extends Error {
     super(`hold ${holdId} cannot be released: ${code}; fix the row upstream and set its state back to 'active'`);
   }
 }
+
+/** Operator commands: a named error for each way a request can be refused. */
+export class OperatorError extends Error {
+  override readonly name = 'OperatorError';
+  constructor(
+    readonly code: 'HoldNotFound' | 'NoDelivery' | 'ReplayRequestNotFound' | 'ReplayAlreadyApproved' | 'SelfApprovalRefused' | 'EmptySelection',
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SweepResult } from '../src/domain.js';
 import type { MerchantScript } from '../src/dev/fake-merchants.js';
 import { checkLedgerInvariants } from '../src/invariants.js';
-import { stageQuery } from '../src/workflows/messages.js';
+import { statusQuery } from '../src/workflows/messages.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
 import { holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from './support/ledger.js';
@@ -155,7 +155,7 @@ describe('webhook delivery', () => {
       // The server waits the delay the activity chose: never sooner (timestamps are ms-precise).
       expect(requests[i]!.receivedAt - requests[i - 1]!.receivedAt).toBeGreaterThanOrEqual(Number(log[i - 1]!.next_retry_delay_ms) - 5);
     }
-    const stage = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', row!.hold_id)).query(stageQuery);
+    const stage = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', row!.hold_id)).query(statusQuery);
     expect(stage).toMatchObject({ stage: 'quarantined', reason: 'exhausted' });
   });
 
@@ -190,7 +190,7 @@ describe('webhook delivery', () => {
     const moreIds = [1, 2].map((i) => `${night.expired[0]!.id}_more${i}`);
     for (const holdId of moreIds) {
       const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
-      await expect.poll(() => handle.query(stageQuery), { timeout: 30_000 }).toMatchObject({ stage: 'held', merchantStatus: 'disabled' });
+      await expect.poll(() => handle.query(statusQuery), { timeout: 30_000 }).toMatchObject({ stage: 'held', merchantStatus: 'disabled' });
     }
     const held = await us.pool.query('SELECT status, attempt_count FROM webhook_deliveries WHERE hold_id = ANY($1)', [moreIds]);
     expect(held.rows).toEqual([{ status: 'pending', attempt_count: 0 }, { status: 'pending', attempt_count: 0 }]);

@@ -6,7 +6,7 @@
  * The merchant's secret is read here from the ledger by merchant id and used only to sign: it never enters an
  * activity argument, a result, a failure message or a log line.
  */
-import { activityInfo, ApplicationFailure, sleep } from '@temporalio/activity';
+import { activityInfo, ApplicationFailure, getClient, sleep } from '@temporalio/activity';
 import type pg from 'pg';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
@@ -27,6 +27,7 @@ import {
   type QuarantineReason,
 } from '../delivery/policy.js';
 import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
+import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../workflows/messages.js';
 
 export interface DeliveryDeps {
   pool: pg.Pool;
@@ -78,6 +79,21 @@ function failure(type: string, message: string, details: Record<string, unknown>
 }
 
 type Throttle = Extract<DeliverWebhookResult, { status: 'throttled' | 'scheduled' }>;
+
+/**
+ * Tells the hold's workflow that this attempt failed and when Temporal will retry it, so its status query can
+ * say "honouring Retry-After until T" or "backing off until T" (Temporal's own retries are invisible to the
+ * workflow). Best effort: a lost report costs a less precise answer, never a delivery.
+ */
+async function reportRetryToWorkflow(report: DeliveryAttemptFailed): Promise<void> {
+  const workflowId = activityInfo().workflowExecution?.workflowId;
+  if (!workflowId) return;
+  try {
+    await getClient().workflow.getHandle(workflowId).signal(deliveryAttemptFailedSignal, report);
+  } catch {
+    // The workflow may be gone (terminated) or the server briefly unreachable; the retry goes on regardless.
+  }
+}
 
 export function createDeliveryActivities({ pool, endpointRules, agents = createAgents(), clock = Date.now, random = Math.random }: DeliveryDeps) {
   const budget = createMerchantBudget(pool);
@@ -231,6 +247,7 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
             const pushBackMs = retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
             await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
           }
+          await reportRetryToWorkflow({ attemptNumber, outcome: what, nextAttemptAt: new Date(clock() + next.delayMs).toISOString(), reason: next.reason });
           throw ApplicationFailure.create({
             type: RETRYABLE_DELIVERY_FAILURE,
             message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,
@@ -246,12 +263,13 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
               WHERE id = $1::text AND status <> 'disabled'`,
             [merchantId, `410 Gone on webhook ${webhookId}`],
           );
-          throw failure('EndpointGone', `${what} from merchant ${merchantId}: endpoint disabled; ${excerpt}`, { merchantId, statusCode: 410 });
+          throw failure('EndpointGone', `${what} from merchant ${merchantId}: endpoint disabled; ${excerpt}`, { merchantId, statusCode: 410, attemptNumber });
         case 'reject':
           await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'quarantine');
           throw failure('WebhookRejected', `${what} from merchant ${merchantId} (not retryable): ${excerpt}`, {
             merchantId,
             statusCode: attempt.result.kind === 'response' ? attempt.result.status : null,
+            attemptNumber,
           });
       }
     },

@@ -25,6 +25,30 @@ export function ledgerDatabaseName(region: Region): string {
   return `hold_sweeper_${region}`;
 }
 
+/**
+ * Where a running `npm start` tells the operator CLI how to reach its embedded services (the database port is
+ * chosen at start-up). Only in dev; production configures every address.
+ */
+export interface DevStackFile {
+  pid: number;
+  temporalAddress: Partial<Record<Region, string>>;
+  databaseUrl: Partial<Record<Region, string>>;
+  uiUrl?: string;
+}
+
+export const devStackFilePath = (cacheDir: string) => path.join(cacheDir, 'dev-stack.json');
+
+export async function readDevStackFile(cacheDir: string): Promise<DevStackFile | undefined> {
+  try {
+    const file = JSON.parse(await fs.readFile(devStackFilePath(cacheDir), 'utf8')) as DevStackFile;
+    // A file left by a stack that is gone would point at nothing: ignore it.
+    process.kill(file.pid, 0);
+    return file;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function startLocalStack(config: Config, options: { log: (line: string) => void }): Promise<LocalStack> {
   const ownDataDir = !config.dev.dataDir;
   const dataDir = config.dev.dataDir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-')));
@@ -71,12 +95,23 @@ export async function startLocalStack(config: Config, options: { log: (line: str
     if (!found) throw new Error(`region ${region} is not configured (HOLD_SWEEPER_REGIONS)`);
     return found;
   };
+  const temporalAddress = (region: Region) => regionConfig(region).temporalAddress ?? server!.address;
+  const databaseUrl = (region: Region) => regionConfig(region).databaseUrl ?? postgres!.urlFor(ledgerDatabaseName(region));
+  const stackFile: DevStackFile = {
+    pid: process.pid,
+    temporalAddress: Object.fromEntries(config.regions.map((r) => [r.region, temporalAddress(r.region)])),
+    databaseUrl: Object.fromEntries(config.regions.map((r) => [r.region, databaseUrl(r.region)])),
+    uiUrl: server?.uiUrl,
+  };
+  await fs.mkdir(config.dev.cacheDir, { recursive: true });
+  await fs.writeFile(devStackFilePath(config.dev.cacheDir), JSON.stringify(stackFile, null, 2));
   return {
-    temporalAddress: (region) => regionConfig(region).temporalAddress ?? server!.address,
-    databaseUrl: (region) => regionConfig(region).databaseUrl ?? postgres!.urlFor(ledgerDatabaseName(region)),
+    temporalAddress,
+    databaseUrl,
     uiUrl: server?.uiUrl,
     dataDir,
     async stop() {
+      await fs.rm(devStackFilePath(config.dev.cacheDir), { force: true });
       await server?.stop();
       await postgres?.stop();
       if (ownDataDir) await fs.rm(dataDir, { recursive: true, force: true });

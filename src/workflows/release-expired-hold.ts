@@ -2,6 +2,7 @@ import {
   ActivityFailure,
   ApplicationFailure,
   condition,
+  log,
   proxyActivities,
   setHandler,
   sleep,
@@ -14,7 +15,17 @@ import type { ReleaseOutcome } from '../domain.js';
 import type { Region } from '../regions.js';
 import { DeliveryStatusKey } from '../search-attributes.js';
 import { ledgerActivity, webhookActivity } from './activity-profiles.js';
-import { approveReplaySignal, discardSignal, stageQuery, type ApproveReplay, type Discard, type HoldStage } from './messages.js';
+import {
+  approveReplaySignal,
+  deliveryAttemptFailedSignal,
+  discardSignal,
+  statusQuery,
+  type ApproveReplay,
+  type Discard,
+  type HoldStage,
+  type HoldStatus,
+  type IgnoredSignal,
+} from './messages.js';
 
 export interface ReleaseExpiredHoldInput {
   region: Region;
@@ -64,14 +75,34 @@ function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
  */
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
   let stage: HoldStage = { stage: 'releasing' };
+  let lastAttempt: HoldStatus['lastAttempt'];
+  const ignoredSignals: IgnoredSignal[] = [];
   // The human decision on a quarantined delivery, set by the signals below.
   let decision: { approval?: ApproveReplay; discard?: Discard } = {};
-  setHandler(stageQuery, () => stage);
+  const undecidedQuarantine = () => stage.stage === 'quarantined' && !decision.approval && !decision.discard;
+  const ignore = (signal: IgnoredSignal['signal'], by: string, reason: string) => {
+    ignoredSignals.push({ signal, by, reason, at: new Date().toISOString(), stage: stage.stage });
+    log.warn('signal ignored: the delivery is not waiting for a decision', { signal, by, stage: stage.stage, holdId: input.holdId });
+  };
+  setHandler(statusQuery, () => ({ ...stage, lastAttempt, ignoredSignals }));
   setHandler(approveReplaySignal, (approval) => {
-    if (stage.stage === 'quarantined') decision.approval = approval;
+    if (undecidedQuarantine()) decision.approval = approval;
+    else ignore('approveReplay', approval.approvedBy, approval.reason);
   });
   setHandler(discardSignal, (discard) => {
-    if (stage.stage === 'quarantined') decision.discard = discard;
+    if (undecidedQuarantine()) decision.discard = discard;
+    else ignore('discard', discard.by, discard.reason);
+  });
+  setHandler(deliveryAttemptFailedSignal, (failed) => {
+    lastAttempt = { attemptNumber: failed.attemptNumber, outcome: failed.outcome, at: new Date().toISOString() };
+    if (stage.stage !== 'delivering' && stage.stage !== 'honouring_retry_after' && stage.stage !== 'backing_off') return;
+    stage = {
+      stage: failed.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
+      policyRun: stage.policyRun,
+      attempt: failed.attemptNumber,
+      until: failed.nextAttemptAt,
+      reason: failed.reason,
+    };
   });
 
   const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
@@ -88,6 +119,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   for (;;) {
     const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, (next) => (stage = next), setDeliveryStatus);
     if (outcome.status === 'delivered') {
+      lastAttempt = { attemptNumber: outcome.attempts, outcome: 'delivered', at: new Date().toISOString() };
       stage = { stage: 'delivered', attempts: outcome.attempts };
       setDeliveryStatus('delivered');
       return { release, delivery: { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun } };
@@ -98,6 +130,8 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     }
 
     const { reason, detail } = outcome;
+    // Exhausted: the last retryable failure was reported by signal; rejected and gone carry their own number.
+    lastAttempt = { attemptNumber: outcome.attemptNumber ?? lastAttempt?.attemptNumber ?? 0, outcome: detail, at: new Date().toISOString() };
     await quarantineDelivery({ webhookId, reason, detail });
     const since = new Date().toISOString();
     stage = { stage: 'quarantined', policyRun, reason, since, detail };
@@ -128,7 +162,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
 type PolicyRunOutcome =
   | { status: 'delivered'; attempts: number }
   | { status: 'handled_elsewhere'; deliveryStatus: string }
-  | { status: 'gave_up'; reason: QuarantineReason; detail: string };
+  | { status: 'gave_up'; reason: QuarantineReason; detail: string; attemptNumber?: number };
 
 /**
  * One run of the delivery policy, until delivered or given up. Waiting for the merchant's budget and for a
@@ -156,7 +190,8 @@ async function runDeliveryPolicy(
       result = await deliverWebhook({ webhookId, policyRun, reservedSlotMs });
     } catch (err) {
       if (!(err instanceof ActivityFailure)) throw err;
-      return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message };
+      const details = err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as { attemptNumber?: number } | undefined) : undefined;
+      return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message, attemptNumber: details?.attemptNumber };
     }
     reservedSlotMs = undefined;
     switch (result.status) {

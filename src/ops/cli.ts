@@ -1,0 +1,226 @@
+/**
+ * The operator CLI: `npm run ops -- <command> [options]`. See HELP below, or `npm run ops -- --help`.
+ * Talks to the region's ledger and Temporal namespace as configured (.env.example); in dev, with nothing
+ * configured, to the stack a running `npm start` advertises.
+ */
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import { loadConfig, type Config } from '../config.js';
+import type { QuarantineReason } from '../delivery/policy.js';
+import { readDevStackFile } from '../dev/local-stack.js';
+import { ConfigError, OperatorError } from '../errors.js';
+import { isRegion, type Region } from '../regions.js';
+import { sweepNow } from '../schedules.js';
+import {
+  approveHold,
+  approveReplayRequest,
+  discardHold,
+  holdStatus,
+  listQuarantined,
+  previewReplay,
+  type OpsContext,
+  type QuarantineFilters,
+} from './operations.js';
+
+const HELP = `hold-sweeper operator commands
+
+Usage: npm run ops -- <command> [options]
+
+  sweep-now                          trigger the region's sweep now (a running sweep is not doubled)
+  status <hold id>                   ledger, webhook, attempt log, decisions and "why is it waiting?"
+  quarantine list                    quarantined webhooks            [--merchant] [--since] [--until] [--reason]
+  replay preview --requested-by NAME freeze the matching quarantined webhooks into a replay request
+                                                                     [--merchant] [--since] [--until] [--reason]
+  replay approve <request id> --by NAME [--ticket T] [--rate 20]
+                                     replay exactly the frozen set (not by the requester), paced
+  approve <hold id> --by NAME --reason TEXT [--ticket T]
+                                     replay one quarantined webhook
+  discard <hold id> --by NAME --reason TEXT
+                                     end one quarantined webhook without sending it
+
+Options: --region us|eu (required when several are configured), --json (machine-readable output), --help
+Reasons: rejected, exhausted, endpoint_gone, bad_url, missing_secret, invalid_policy. Times: ISO 8601.`;
+
+const REASONS: readonly QuarantineReason[] = ['rejected', 'exhausted', 'endpoint_gone', 'bad_url', 'missing_secret', 'invalid_policy'];
+
+function required(value: string | undefined, option: string): string {
+  if (!value) throw new ConfigError(`--${option}`, undefined, 'a value (see --help)');
+  return value;
+}
+
+function isoOption(value: string | undefined, option: string): string | undefined {
+  if (value === undefined) return undefined;
+  if (Number.isNaN(Date.parse(value))) throw new ConfigError(`--${option}`, value, 'an ISO 8601 time, e.g. 2026-11-30T00:00:00Z');
+  return value;
+}
+
+function filtersFrom(values: Record<string, string | boolean | undefined>): QuarantineFilters {
+  const reason = values.reason as string | undefined;
+  if (reason !== undefined && !REASONS.includes(reason as QuarantineReason)) {
+    throw new ConfigError('--reason', reason, REASONS.join(', '));
+  }
+  return {
+    merchantId: values.merchant as string | undefined,
+    since: isoOption(values.since as string | undefined, 'since'),
+    until: isoOption(values.until as string | undefined, 'until'),
+    reason: reason as QuarantineReason | undefined,
+  };
+}
+
+async function connect(config: Config, regionOption: string | undefined): Promise<OpsContext & { close(): Promise<void> }> {
+  let region: Region;
+  if (regionOption !== undefined) {
+    if (!isRegion(regionOption) || !config.regions.some((r) => r.region === regionOption)) {
+      throw new ConfigError('--region', regionOption, `one of the configured regions: ${config.regions.map((r) => r.region).join(', ')}`);
+    }
+    region = regionOption;
+  } else if (config.regions.length === 1) {
+    region = config.regions[0]!.region;
+  } else {
+    throw new ConfigError('--region', undefined, `one of ${config.regions.map((r) => r.region).join(', ')}`);
+  }
+  const regionConfig = config.regions.find((r) => r.region === region)!;
+  const stack = config.mode === 'dev' ? await readDevStackFile(config.dev.cacheDir) : undefined;
+  const up = region.toUpperCase();
+  const databaseUrl = regionConfig.databaseUrl ?? stack?.databaseUrl[region];
+  const address = regionConfig.temporalAddress ?? stack?.temporalAddress[region];
+  if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
+  if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or a running `npm start`)');
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  const connection = await Connection.connect({ address });
+  return {
+    region: { ...regionConfig, databaseUrl, temporalAddress: address },
+    pool,
+    client: new Client({ connection, namespace: regionConfig.namespace }),
+    async close() {
+      await pool.end();
+      await connection.close();
+    },
+  };
+}
+
+function table(rows: Record<string, unknown>[]): string {
+  if (rows.length === 0) return '(none)';
+  const columns = Object.keys(rows[0]!);
+  const cell = (v: unknown) => (v instanceof Date ? v.toISOString() : v === null || v === undefined ? '' : String(v));
+  const widths = columns.map((c) => Math.min(60, Math.max(c.length, ...rows.map((r) => cell(r[c]).length))));
+  const line = (values: string[]) => values.map((v, i) => v.slice(0, widths[i]).padEnd(widths[i]!)).join('  ');
+  return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
+}
+
+export async function runOps(argv: string[], out: (line: string) => void = console.log): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      region: { type: 'string' },
+      json: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+      merchant: { type: 'string' },
+      since: { type: 'string' },
+      until: { type: 'string' },
+      reason: { type: 'string' },
+      'requested-by': { type: 'string' },
+      by: { type: 'string' },
+      ticket: { type: 'string' },
+      rate: { type: 'string' },
+    },
+  });
+  const [command, sub, arg] = positionals;
+  if (values.help || !command) {
+    out(HELP);
+    return values.help ? 0 : 2;
+  }
+  const print = (human: string, data: unknown) => out(values.json ? JSON.stringify(data, null, 2) : human);
+  const config = loadConfig();
+  const ctx = await connect(config, values.region);
+  try {
+    switch (command) {
+      case 'sweep-now': {
+        const workflowId = await sweepNow(ctx.client, ctx.region);
+        print(`sweep ${workflowId} is answering for now (region ${ctx.region.region})`, { workflowId });
+        return 0;
+      }
+      case 'status': {
+        const report = await holdStatus(ctx, required(sub, 'hold id'));
+        const waiting = report.workflow?.waiting;
+        print(
+          [
+            `hold ${report.hold.id}: ${report.hold.state}${report.hold.reject_code ? ` (${report.hold.reject_code})` : ''}, ` +
+              `${report.hold.amount_minor} ${report.hold.currency}, merchant ${report.hold.merchant_id}`,
+            `ledger entry: ${report.ledgerEntry ? `#${report.ledgerEntry.id}` : 'none'}`,
+            `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
+            `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
+            `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
+            '',
+            'attempts:',
+            table(report.attempts),
+            '',
+            'decisions:',
+            table(report.decisions),
+          ].join('\n'),
+          report,
+        );
+        return 0;
+      }
+      case 'quarantine': {
+        if (sub !== 'list') throw new ConfigError('quarantine', sub, '"list"');
+        const rows = await listQuarantined(ctx.pool, filtersFrom(values));
+        print(`${table(rows as unknown as Record<string, unknown>[])}\n${rows.length} quarantined`, rows);
+        return 0;
+      }
+      case 'replay': {
+        if (sub === 'preview') {
+          const request = await previewReplay(ctx.pool, filtersFrom(values), required(values['requested-by'], 'requested-by'));
+          print(
+            `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
+              `approve with: npm run ops -- replay approve ${request.id} --region ${ctx.region.region} --by <someone else>`,
+            { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) },
+          );
+          return 0;
+        }
+        if (sub === 'approve') {
+          const rate = values.rate === undefined ? undefined : Number(values.rate);
+          if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate, 'signals per second, > 0');
+          const result = await approveReplayRequest(ctx, required(arg, 'request id'), required(values.by, 'by'), {
+            signalsPerSecond: rate,
+            ticket: values.ticket,
+          });
+          print(
+            `replay request ${result.id} approved: ${result.sent} replay(s) signalled, ${result.ignored.length} no longer quarantined` +
+              result.ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join(''),
+            result,
+          );
+          return 0;
+        }
+        throw new ConfigError('replay', sub, '"preview" or "approve"');
+      }
+      case 'approve':
+      case 'discard': {
+        const holdId = required(sub, 'hold id');
+        const by = required(values.by, 'by');
+        const reason = required(values.reason, 'reason');
+        const result =
+          command === 'approve' ? await approveHold(ctx, holdId, by, reason, values.ticket) : await discardHold(ctx, holdId, by, reason);
+        print(result.outcome === 'sent' ? `${command} sent to hold ${holdId}` : `${command} not applied to hold ${holdId}: ${result.detail}`, result);
+        return result.outcome === 'sent' ? 0 : 3;
+      }
+      default:
+        throw new ConfigError('command', command, 'one of sweep-now, status, quarantine, replay, approve, discard (see --help)');
+    }
+  } finally {
+    await ctx.close();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  runOps(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (err: unknown) => {
+      const known = err instanceof OperatorError || err instanceof ConfigError;
+      console.error(known ? `${(err as Error).name}${err instanceof OperatorError ? `(${err.code})` : ''}: ${(err as Error).message}` : err);
+      process.exit(known ? 2 : 1);
+    },
+  );
+}

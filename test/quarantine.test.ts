@@ -1,0 +1,235 @@
+/**
+ * Quarantine and approval-gated replay, operated through our operations (what the ops CLI runs), the
+ * workflow's status query, and the real `temporal` CLI against the shared dev server.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { OperatorError } from '../src/errors.js';
+import { approveHold, approveReplayRequest, discardHold, holdStatus, listQuarantined, previewReplay, type OpsContext } from '../src/ops/operations.js';
+import { runOps } from '../src/ops/cli.js';
+import { statusQuery } from '../src/workflows/messages.js';
+import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from './support/harness.js';
+import { holdWorkflowIdOf, seedNight, type Night } from './support/ledger.js';
+
+const run = promisify(execFile);
+let harness: Harness;
+let us: TestRegion;
+let ops: OpsContext;
+let nights = 0;
+
+beforeAll(async () => {
+  harness = await openHarness();
+  us = await harness.region('us');
+  await harness.startWorker(us);
+  ops = { region: us.config, pool: us.pool, client: us.client };
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+async function night(holds: number, responses: Parameters<Harness['merchants']['script']>[1]['responses'], merchants = 1, policy = {}): Promise<Night> {
+  const n = await seedNight(us.pool, 'us', `${harness.id}q${++nights}`, { expired: holds, merchants }, harness.merchants);
+  for (const merchantId of n.merchantIds) {
+    harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses });
+    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [merchantId, JSON.stringify(policy)]);
+  }
+  return n;
+}
+
+async function sweep(quarantineTimeoutMs?: number): Promise<void> {
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: us.config.taskQueue,
+    workflowId: `sweep-us-${harness.id}-q-${nights}-${Date.now()}`,
+    args: [{ region: 'us', releaseWaitMs: 60_000, quarantineTimeoutMs }],
+  });
+}
+
+const statuses = async (n: Night) =>
+  (await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1) ORDER BY hold_id', [n.expired.map((h) => h.id)])).rows.map(
+    (r) => r.status,
+  );
+
+const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
+
+describe('quarantine decisions', () => {
+  it('a 400 quarantines; approveReplay after the merchant is fixed delivers once, same webhook id, approver recorded', async () => {
+    const n = await night(1, [{ status: 400, body: 'bad schema' }]);
+    const holdId = n.expired[0]!.id;
+    await sweep();
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined']);
+    harness.merchants.script(n.merchantIds[0]!, { secrets: [n.secrets.get(n.merchantIds[0]!)!], responses: [{ status: 200 }] });
+
+    expect(await approveHold(ops, holdId, 'alice', 'merchant fixed its schema', 'OPS-7')).toEqual({ outcome: 'sent' });
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['delivered']);
+
+    const requests = harness.merchants.requests(n.merchantIds[0]);
+    expect(requests.map((r) => r.answer)).toEqual([400, 200]);
+    expect(new Set(requests.map((r) => r.webhookId)).size).toBe(1);
+    expect(requests.every((r) => r.verified)).toBe(true);
+    const report = await holdStatus(ops, holdId);
+    expect(report.attempts.map((a) => [a.attempt_number, a.policy_run, a.status_code, a.outcome])).toEqual([
+      [1, 1, 400, 'quarantine'],
+      [2, 2, 200, 'delivered'],
+    ]);
+    expect(report.decisions).toMatchObject([{ policy_run: 1, decision: 'replay', decided_by: 'alice', ticket: 'OPS-7' }]);
+    expect(report.workflow).toMatchObject({ status: 'COMPLETED', waiting: { stage: 'delivered', attempts: 2 } });
+  });
+
+  it('discard ends it; a later approveReplay is ignored and recorded', async () => {
+    const n = await night(1, [{ status: 403 }]);
+    const holdId = n.expired[0]!.id;
+    await sweep();
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined']);
+    expect(await discardHold(ops, holdId, 'bob', 'merchant offboarded')).toEqual({ outcome: 'sent' });
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['discarded']);
+    expect((await (await handleOf(holdId)).result()).delivery).toEqual({ status: 'discarded', policyRuns: 1 });
+
+    expect(await approveHold(ops, holdId, 'carol', 'second thoughts')).toEqual({ outcome: 'ignored', detail: 'delivery is discarded, not quarantined' });
+    const log = await us.pool.query('SELECT signal, sent_by, outcome, detail FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1 ORDER BY s.id', [holdId]);
+    expect(log.rows).toEqual([
+      { signal: 'discard', sent_by: 'bob', outcome: 'sent', detail: null },
+      { signal: 'approveReplay', sent_by: 'carol', outcome: 'ignored', detail: 'delivery is discarded, not quarantined' },
+    ]);
+    expect(harness.merchants.requests(n.merchantIds[0])).toHaveLength(1);
+  });
+
+  it('a signal that does not apply while the workflow runs is recorded by it and ignored', async () => {
+    const n = await night(1, [{ status: 503 }], 1, { initialBackoffMs: 60_000 });
+    await sweep();
+    const handle = await handleOf(n.expired[0]!.id);
+    await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('backing_off');
+    await handle.signal('approveReplay', { approvedBy: 'dave', reason: 'too eager' });
+    await expect.poll(async () => (await handle.query(statusQuery)).ignoredSignals, { timeout: 10_000 }).toMatchObject([
+      { signal: 'approveReplay', by: 'dave', stage: 'backing_off' },
+    ]);
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+  });
+
+  it('a quarantine nobody decides ends as abandoned after the configured time', async () => {
+    const n = await night(1, [{ status: 400 }]);
+    await sweep(2_000);
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['abandoned']);
+    const handle = await handleOf(n.expired[0]!.id);
+    expect((await handle.result()).delivery).toEqual({ status: 'abandoned', policyRuns: 1 });
+    expect((await holdStatus(ops, n.expired[0]!.id)).decisions).toMatchObject([{ decision: 'abandon', decided_by: 'hold-sweeper' }]);
+  });
+});
+
+describe('bulk replay', () => {
+  it('approves exactly the frozen set, never a requester approving their own request', async () => {
+    const n = await night(20, [{ status: 422 }], 2);
+    await sweep();
+    await expect.poll(async () => (await statuses(n)).filter((s) => s === 'quarantined').length, { timeout: 60_000 }).toBe(20);
+    const [m0, m1] = n.merchantIds as [string, string];
+    const before = await listQuarantined(us.pool, { merchantId: m0 });
+    expect(before).toHaveLength(10);
+
+    const request = await previewReplay(us.pool, { merchantId: m0, reason: 'rejected' }, 'erin');
+    expect(request.count).toBe(10);
+
+    // Three more of the same merchant are quarantined after the preview: not part of the request.
+    const later = await seedNight(us.pool, 'us', `${harness.id}q${++nights}`, { expired: 3, merchants: 1 }, harness.merchants);
+    await us.pool.query('UPDATE auth_holds SET merchant_id = $1 WHERE id = ANY($2)', [m0, later.expired.map((h) => h.id)]);
+    await sweep();
+    await expect.poll(async () => (await listQuarantined(us.pool, { merchantId: m0 })).length, { timeout: 60_000 }).toBe(13);
+
+    for (const merchantId of [m0, m1]) harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 200 }] });
+    await expect(approveReplayRequest(ops, request.id, 'erin')).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
+    const approved = await approveReplayRequest(ops, request.id, 'frank', { signalsPerSecond: 50 });
+    expect(approved).toMatchObject({ sent: 10, ignored: [] });
+    await expect(approveReplayRequest(ops, request.id, 'gina')).rejects.toBeInstanceOf(OperatorError);
+
+    const delivered = async () =>
+      (await us.pool.query<{ webhook_id: string }>(`SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered' AND merchant_id = $1 ORDER BY webhook_id`, [m0])).rows.map(
+        (r) => r.webhook_id,
+      );
+    await expect.poll(delivered, { timeout: 60_000 }).toEqual(request.items.map((i) => i.webhookId).sort());
+    expect(await listQuarantined(us.pool, { merchantId: m0 })).toHaveLength(3);
+    expect(await listQuarantined(us.pool, { merchantId: m1 })).toHaveLength(10);
+  });
+});
+
+describe('why is it waiting?', () => {
+  it('the status query names each waiting stage with its deadline and the last attempt', async () => {
+    // Budget: 1 request per 20 s, so the second hold waits for the merchant's budget.
+    const budget = await night(2, [{ status: 200 }]);
+    await us.pool.query('UPDATE merchants SET rate_per_second = 0.05, burst = 0 WHERE id = $1', [budget.merchantIds[0]]);
+    const retryAfter = await night(1, [{ status: 429, retryAfter: '30' }, { status: 200 }]);
+    const backoff = await night(1, [{ status: 500 }, { status: 200 }], 1, { initialBackoffMs: 60_000 });
+    const rejected = await night(1, [{ status: 400 }]);
+    await sweep();
+
+    const waitingFor = async (n: Night) => (await (await handleOf(n.expired[0]!.id)).query(statusQuery));
+    const second = async () => {
+      const stages = await Promise.all(budget.expired.map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage));
+      return stages.sort();
+    };
+    await expect.poll(second, { timeout: 30_000 }).toEqual(['delivered', 'waiting_for_budget']);
+    await expect.poll(async () => (await waitingFor(retryAfter)).stage, { timeout: 30_000 }).toBe('honouring_retry_after');
+    await expect.poll(async () => (await waitingFor(backoff)).stage, { timeout: 30_000 }).toBe('backing_off');
+    await expect.poll(async () => (await waitingFor(rejected)).stage, { timeout: 30_000 }).toBe('quarantined');
+
+    const now = Date.now();
+    const r = await waitingFor(retryAfter);
+    expect(r).toMatchObject({ reason: 'Retry-After 30 s', attempt: 1, lastAttempt: { attemptNumber: 1, outcome: 'HTTP 429' } });
+    expect(Date.parse((r as { until: string }).until) - now).toBeGreaterThan(20_000);
+    const b = await waitingFor(backoff);
+    expect(b).toMatchObject({ reason: 'backoff attempt 1', lastAttempt: { outcome: 'HTTP 500' } });
+    expect(Date.parse((b as { until: string }).until) - now).toBeGreaterThan(20_000);
+    expect(await waitingFor(rejected)).toMatchObject({ reason: 'rejected', lastAttempt: { attemptNumber: 1 }, detail: expect.stringContaining('HTTP 400') });
+    const waiting = (await Promise.all(budget.expired.map(async (h) => (await handleOf(h.id)).query(statusQuery)))).find((s) => s.stage === 'waiting_for_budget');
+    expect(waiting).toMatchObject({ lane: 'first', reserved: true });
+    expect(Date.parse((waiting as { until: string }).until)).toBeGreaterThan(now);
+  });
+});
+
+describe('operator surfaces', () => {
+  it('`temporal workflow list --query` with the search attributes finds exactly the quarantined deliveries of a merchant', async () => {
+    const n = await night(4, [{ status: 200 }, { status: 400 }], 2);
+    await sweep();
+    await expect.poll(async () => (await statuses(n)).filter((s) => s !== 'pending').length, { timeout: 30_000 }).toBe(4);
+    const m0 = n.merchantIds[0]!;
+    const expected = (await listQuarantined(us.pool, { merchantId: m0 })).map((q) => q.holdId);
+    const expectedIds = await Promise.all(expected.map((h) => holdWorkflowIdOf(us.pool, 'us', h)));
+    const cli = inject('temporalCliPath');
+    expect(cli, 'the global setup has a real temporal binary').toBeTruthy();
+    const list = async () => {
+      const { stdout } = await run(cli!, [
+        'workflow', 'list', '--address', harness.address, '--namespace', 'hold-sweeper-us', '--output', 'json',
+        '--query', `DeliveryStatus="quarantined" AND MerchantId="${m0}"`,
+      ]);
+      return (JSON.parse(stdout || '[]') as { execution: { workflowId: string } }[]).map((e) => e.execution.workflowId).sort();
+    };
+    await expect.poll(list, { timeout: 15_000 }).toEqual(expectedIds.sort());
+    expect(expectedIds.length).toBeGreaterThan(0);
+  });
+
+  it('the ops CLI lists, previews and refuses with named errors, in text and JSON', async () => {
+    const n = await night(2, [{ status: 404 }]);
+    await sweep();
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined', 'quarantined']);
+    const env = { ...process.env };
+    process.env.HOLD_SWEEPER_REGIONS = 'us';
+    process.env.DATABASE_URL_US = us.databaseUrl;
+    process.env.TEMPORAL_ADDRESS = harness.address;
+    process.env.TASK_QUEUE_US = us.config.taskQueue;
+    process.env.SCHEDULE_ID_US = us.config.scheduleId;
+    try {
+      const lines: string[] = [];
+      expect(await runOps(['quarantine', 'list', '--merchant', n.merchantIds[0]!, '--json'], (l) => lines.push(l))).toBe(0);
+      expect(JSON.parse(lines.pop()!)).toHaveLength(2);
+      expect(await runOps(['replay', 'preview', '--merchant', n.merchantIds[0]!, '--requested-by', 'hana'], (l) => lines.push(l))).toBe(0);
+      const id = /replay request (rr_\w+): 2 quarantined/.exec(lines.pop()!)![1]!;
+      await expect(runOps(['replay', 'approve', id, '--by', 'hana'])).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
+      await expect(runOps(['quarantine', 'list', '--reason', 'sad'])).rejects.toThrow(/--reason/);
+      expect(await runOps(['status', n.expired[0]!.id], (l) => lines.push(l))).toBe(0);
+      expect(lines.pop()).toMatch(/webhook: wh_\S+ quarantined \(rejected\), 1 attempt/);
+      expect(await runOps(['--help'], (l) => lines.push(l))).toBe(0);
+      expect(lines.pop()).toContain('replay approve <request id>');
+    } finally {
+      process.env = env;
+    }
+  });
+});
