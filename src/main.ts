@@ -10,9 +10,10 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
-import pg from 'pg';
 import { loadConfig, type RegionConfig } from './config.js';
 import { migrate } from './db/migrate.js';
+import { createPool } from './db/pool.js';
+import type pg from 'pg';
 import { startLocalStack } from './dev/local-stack.js';
 import { seedDemoNight, type DemoNight } from './dev/seed.js';
 import type { SweepResult } from './domain.js';
@@ -125,7 +126,7 @@ async function main() {
 
   for (const region of config.regions) {
     const address = stack.temporalAddress(region.region);
-    const pool = new pg.Pool({ connectionString: stack.databaseUrl(region.region) });
+    const pool = createPool(stack.databaseUrl(region.region));
     const applied = await migrate(pool);
     if (applied.length) log(`${region.region.toUpperCase()} ledger: applied ${applied.join(', ')}`);
     const night = await seedDemoNight(pool, {

@@ -5,8 +5,8 @@
  */
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import pg from 'pg';
 import { loadConfig, type Config } from '../config.js';
+import { createPool } from '../db/pool.js';
 import type { QuarantineReason } from '../delivery/policy.js';
 import { readDevStackFile } from '../dev/local-stack.js';
 import { ConfigError, OperatorError } from '../errors.js';
@@ -87,7 +87,7 @@ async function connect(config: Config, regionOption: string | undefined): Promis
   const address = regionConfig.temporalAddress ?? stack?.temporalAddress[region];
   if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
   if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or a running `npm start`)');
-  const pool = new pg.Pool({ connectionString: databaseUrl, max: 4 });
+  const pool = createPool(databaseUrl, { max: 4 });
   const connection = await Connection.connect({ address });
   return {
     region: { ...regionConfig, databaseUrl, temporalAddress: address },

@@ -9,9 +9,9 @@
 import fs from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
-import pg from 'pg';
 import { loadConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
 import { ConfigError } from '../errors.js';
 import { ensureSweepSchedule } from '../schedules.js';
 import { bundleWorkflows, createRegionWorker } from './region-worker-factory.js';
@@ -33,7 +33,7 @@ async function main() {
     // This entry point never falls back to embedded services, whatever the mode.
     if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
     if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL');
-    const pool = new pg.Pool({ connectionString: region.databaseUrl });
+    const pool = createPool(region.databaseUrl);
     await migrate(pool);
     const connection = await Connection.connect({ address: region.temporalAddress });
     await ensureSweepSchedule(new Client({ connection, namespace: region.namespace }), region, config.sweep);

@@ -1,0 +1,11 @@
+import pg from 'pg';
+
+/**
+ * A pool whose idle-connection errors (a database restart, an admin terminating backends during shutdown)
+ * are logged instead of crashing the process; queries in flight still fail and are retried by their activity.
+ */
+export function createPool(connectionString: string, options: Omit<pg.PoolConfig, 'connectionString'> = {}): pg.Pool {
+  const pool = new pg.Pool({ connectionString, ...options });
+  pool.on('error', (err) => console.error(JSON.stringify({ level: 'warn', msg: 'idle database connection lost', error: err.message })));
+  return pool;
+}
