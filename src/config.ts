@@ -49,8 +49,17 @@ export interface WebhookConfig {
   readonly allowPrivateAddresses: boolean;
 }
 
+export interface ObservabilityConfig {
+  /** host:port of the worker's Prometheus endpoint (SDK + product metrics); none when undefined. */
+  readonly metricsAddress: string | undefined;
+  readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  /** How often each worker re-reads the ledger gauges (ages, depths). */
+  readonly gaugeIntervalMs: number;
+}
+
 export interface Config {
   readonly mode: Mode;
+  readonly observability: ObservabilityConfig;
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
@@ -58,6 +67,17 @@ export interface Config {
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
+
+/** Every variable the loader reads; `.env.example` lists exactly these (checked by a test). */
+export const CONFIG_VARIABLES = [
+  'HOLD_SWEEPER_MODE', 'HOLD_SWEEPER_REGIONS', 'TEMPORAL_ADDRESS',
+  'TEMPORAL_ADDRESS_US', 'TEMPORAL_ADDRESS_EU', 'TEMPORAL_NAMESPACE_US', 'TEMPORAL_NAMESPACE_EU',
+  'TASK_QUEUE_US', 'TASK_QUEUE_EU', 'SCHEDULE_ID_US', 'SCHEDULE_ID_EU', 'DATABASE_URL_US', 'DATABASE_URL_EU',
+  'SWEEP_INTERVAL', 'SWEEP_CATCHUP_WINDOW', 'SWEEP_PAGE_SIZE', 'QUARANTINE_DECISION_TIMEOUT',
+  'METRICS_ADDRESS', 'METRICS_GAUGE_INTERVAL', 'LOG_LEVEL', 'WORKFLOW_BUNDLE_PATH',
+  'TEMPORAL_CLI_PATH', 'TEMPORAL_TEST_SERVER_PATH', 'HOLD_SWEEPER_CACHE_DIR', 'HOLD_SWEEPER_DATA_DIR',
+  'TEMPORAL_DEV_PORT', 'TEMPORAL_UI_PORT', 'DEMO_HOLDS',
+] as const;
 
 /** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
 const MAX_PAGE_SIZE = 2000;
@@ -194,8 +214,19 @@ export function loadConfig(env: Env = process.env): Config {
 
   const webhooks: WebhookConfig = { allowInsecureHttp: mode === 'dev', allowPrivateAddresses: mode === 'dev' };
 
+  const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();
+  if (!['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'].includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', env.LOG_LEVEL, 'one of TRACE, DEBUG, INFO, WARN, ERROR');
+  }
+  const observability: ObservabilityConfig = {
+    metricsAddress: readAddress(env, 'METRICS_ADDRESS'),
+    logLevel: logLevel as ObservabilityConfig['logLevel'],
+    gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
+  };
+
   return Object.freeze({
     mode,
+    observability: Object.freeze(observability),
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),

@@ -66,6 +66,9 @@ describe('config', () => {
     ['TEMPORAL_DEV_PORT', '70000'],
     ['DEMO_HOLDS', 'many'],
     ['QUARANTINE_DECISION_TIMEOUT', '2 weeks'],
+    ['LOG_LEVEL', 'chatty'],
+    ['METRICS_ADDRESS', 'everywhere'],
+    ['METRICS_GAUGE_INTERVAL', 'often'],
   ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);

@@ -1,11 +1,23 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLedgerActivities } from '../src/activities/ledger.js';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createLedgerActivities, type ListExpiredHoldsInput } from '../src/activities/ledger.js';
+import type { ExpiredHoldsPage, ReleaseOutcome } from '../src/domain.js';
 import { migrate, readMigrations } from '../src/db/migrate.js';
 import { checkLedgerInvariants } from '../src/invariants.js';
 import { openHarness, type Harness } from './support/harness.js';
 import { balances, ledgerEntryCount, seedNight } from './support/ledger.js';
 
 let harness: Harness;
+
+/** The ledger activities, each call run in a real activity context (as the worker would). */
+function ledgerFor(region: 'us' | 'eu', pool: import('pg').Pool) {
+  const activities = createLedgerActivities({ region, pool });
+  const env = () => new MockActivityEnvironment();
+  return {
+    releaseHold: (input: { holdId: string }): Promise<ReleaseOutcome> => env().run(activities.releaseHold, input),
+    listExpiredHolds: (input: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> => env().run(activities.listExpiredHolds, input),
+  };
+}
 beforeAll(async () => {
   harness = await openHarness();
 });
@@ -27,7 +39,7 @@ describe('migrations', () => {
   it('keep the ledger append-only', async () => {
     const us = await harness.region('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}ao`, { expired: 1 }, harness.merchants);
-    await createLedgerActivities({ region: 'us', pool: us.pool }).releaseHold({ holdId: night.expired[0]!.id });
+    await ledgerFor('us', us.pool).releaseHold({ holdId: night.expired[0]!.id });
     await expect(us.pool.query('UPDATE ledger_entries SET amount_minor = 1')).rejects.toThrow(/append-only/);
     await expect(us.pool.query('DELETE FROM ledger_entries')).rejects.toThrow(/append-only/);
   });
@@ -38,7 +50,7 @@ describe('releaseHold', () => {
     const us = await harness.region('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}cc`, { expired: 1 }, harness.merchants);
     const hold = night.expired[0]!;
-    const ledger = createLedgerActivities({ region: 'us', pool: us.pool });
+    const ledger = ledgerFor('us', us.pool);
     const before = (await balances(us.pool)).get(hold.accountId)!;
 
     const outcomes = await Promise.all(Array.from({ length: 8 }, () => ledger.releaseHold({ holdId: hold.id })));
@@ -58,7 +70,7 @@ describe('releaseHold', () => {
   it('reports unknown, not-yet-expired and defective holds without writing a ledger entry', async () => {
     const eu = await harness.region('eu');
     const night = await seedNight(eu.pool, 'eu', `${harness.id}od`, { expired: 0, future: 1, defective: true }, harness.merchants);
-    const ledger = createLedgerActivities({ region: 'eu', pool: eu.pool });
+    const ledger = ledgerFor('eu', eu.pool);
 
     expect(await ledger.releaseHold({ holdId: 'h_does_not_exist' })).toEqual({ status: 'not_found', holdId: 'h_does_not_exist' });
     expect(await ledger.releaseHold({ holdId: night.future[0]!.id })).toMatchObject({ status: 'not_expired' });
@@ -84,7 +96,7 @@ describe('releaseHold', () => {
       [`a_${harness.id}pg_0`, `m_${harness.id}pg_0`],
     );
     await us.pool.query(`UPDATE accounts SET held_minor = 3000 WHERE id = $1`, [`a_${harness.id}pg_0`]);
-    const ledger = createLedgerActivities({ region: 'us', pool: us.pool });
+    const ledger = ledgerFor('us', us.pool);
     const seen: string[] = [];
     let page = await ledger.listExpiredHolds({ cutoff: new Date().toISOString(), limit: 7 });
     for (;;) {

@@ -6,8 +6,10 @@
  * The merchant's secret is read here from the ledger by merchant id and used only to sign: it never enters an
  * activity argument, a result, a failure message or a log line.
  */
-import { activityInfo, ApplicationFailure, getClient, sleep } from '@temporalio/activity';
+import { activityInfo, ApplicationFailure, getClient, log, sleep } from '@temporalio/activity';
+import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
+import type { Region } from '../regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import {
@@ -27,11 +29,15 @@ import {
   type QuarantineReason,
 } from '../delivery/policy.js';
 import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
+import { deliveryMetrics, statusClass } from '../observability/metrics.js';
 import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../workflows/messages.js';
 
 export interface DeliveryDeps {
+  region: Region;
   pool: pg.Pool;
   endpointRules: EndpointRules;
+  /** Where product metrics go (the runtime's Prometheus meter in workers); a no-op by default. */
+  meter?: MetricMeter;
   agents?: ReturnType<typeof createAgents>;
   /** Injected for tests; Date.now and Math.random otherwise. */
   clock?: () => number;
@@ -95,8 +101,21 @@ async function reportRetryToWorkflow(report: DeliveryAttemptFailed): Promise<voi
   }
 }
 
-export function createDeliveryActivities({ pool, endpointRules, agents = createAgents(), clock = Date.now, random = Math.random }: DeliveryDeps) {
+export function createDeliveryActivities({
+  region,
+  pool,
+  endpointRules,
+  agents = createAgents(),
+  clock = Date.now,
+  random = Math.random,
+  meter = noopMetricMeter,
+}: DeliveryDeps) {
   const budget = createMerchantBudget(pool);
+  const metrics = deliveryMetrics(meter);
+  const waited = (merchantId: string, lane: Lane, ms: number) => {
+    metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });
+    metrics.throttleWaitMs.add(Math.max(0, Math.round(ms)), { merchant_id: merchantId, lane });
+  };
 
   /**
    * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here
@@ -110,11 +129,13 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
       if (decision.outcome === 'send') return 'send';
       if (decision.outcome === 'denied') {
         // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
-        const retryAt = decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]);
-        return { status: 'throttled', lane, retryAt: Math.max(retryAt, decision.nowMs + 1) };
+        const retryAt = Math.max(decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]), decision.nowMs + 1);
+        waited(merchantId, lane, retryAt - decision.nowMs);
+        return { status: 'throttled', lane, retryAt };
       }
       reserved = true;
       const waitMs = decision.atMs - decision.nowMs;
+      waited(merchantId, lane, waitMs);
       if (waitMs > IN_ACTIVITY_WAIT_MAX_MS) return { status: 'scheduled', lane, sendAt: decision.atMs };
       await sleep(waitMs);
     }
@@ -166,8 +187,9 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
         merchant_status: 'active' | 'paused' | 'disabled';
         delivery_policy: unknown;
         run_attempts: number;
+        hold_id: string;
       }>(
-        `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, m.endpoint_url, m.signing_secret,
+        `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, d.hold_id, m.endpoint_url, m.signing_secret,
                 m.previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
                 (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
                   AS run_attempts
@@ -228,6 +250,18 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
       }
 
       const rule = classifyAttempt(attempt.result);
+      metrics.attempts.add(1, { merchant_id: merchantId, status_class: statusClass(attempt.result) });
+      log.info('webhook attempt', {
+        region,
+        holdId: delivery.hold_id,
+        webhookId,
+        merchantId,
+        attemptNumber,
+        policyRun,
+        outcome: rule.action,
+        statusClass: statusClass(attempt.result),
+        durationMs: attempt.durationMs,
+      });
       const what =
         attempt.result.kind === 'response' ? `HTTP ${attempt.result.status}` : `${attempt.result.errorClass}${attempt.errorDetail ? ` (${attempt.errorDetail})` : ''}`;
       const excerpt = (attempt.responseExcerpt ?? '').slice(0, MESSAGE_EXCERPT_CHARS).replace(/\s+/g, ' ');
@@ -240,6 +274,8 @@ export function createDeliveryActivities({ pool, endpointRules, agents = createA
           // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
           // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
           const next = retryDelay(policy, delivery.run_attempts + 1, random, retryAfterMs);
+          // Honoured either way: as the delay itself, or under a longer backoff step (it is a floor).
+          if (retryAfterMs !== undefined) metrics.retryAfterHonoured.add(1, { merchant_id: merchantId });
           await recordAttempt(webhookId, attemptNumber, policyRun, startedAt, attempt, 'retry', next);
           const status = attempt.result.kind === 'response' ? attempt.result.status : 0;
           if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {

@@ -6,7 +6,8 @@
  * the amount from held to available. A second call, from a retry or a duplicate workflow, finds the row
  * released and reports "already released" without writing anything.
  */
-import { heartbeat, sleep } from '@temporalio/activity';
+import { heartbeat, log, sleep } from '@temporalio/activity';
+import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type {
   ExpiredHoldsPage,
@@ -19,6 +20,7 @@ import type {
 } from '../domain.js';
 import { DEFAULT_DELIVERY_POLICY, resolveDeliveryPolicy } from '../delivery/policy.js';
 import type { InvalidHoldCode } from '../errors.js';
+import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../regions.js';
 
 /**
@@ -48,6 +50,8 @@ const RELEASE_POLL_MS = 500;
 export interface LedgerDeps {
   region: Region;
   pool: pg.Pool;
+  /** Where product metrics go (the runtime's Prometheus meter in workers); a no-op by default. */
+  meter?: MetricMeter;
 }
 
 export interface ListExpiredHoldsInput {
@@ -90,7 +94,8 @@ async function markRejected(db: pg.Pool | pg.PoolClient, rejected: readonly Reje
   );
 }
 
-export function createLedgerActivities({ region, pool }: LedgerDeps) {
+export function createLedgerActivities({ region, pool, meter = noopMetricMeter }: LedgerDeps) {
+  const { duplicateSuppressions } = deliveryMetrics(meter);
   return {
     /**
      * One page of expired active holds at or before `cutoff`, in (expires_at, id) order after `after`.
@@ -147,6 +152,8 @@ export function createLedgerActivities({ region, pool }: LedgerDeps) {
         const hold = rows[0];
         if (!hold) return { status: 'not_found', holdId };
         if (hold.state === 'released') {
+          duplicateSuppressions.add(1, { kind: 'already_released' });
+          log.info('hold already released: nothing written', { region, holdId });
           return { status: 'already_released', ...(await releasedEntry(tx, holdId)) };
         }
         if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.reject_code! };
@@ -186,7 +193,9 @@ export function createLedgerActivities({ region, pool }: LedgerDeps) {
              FROM auth_holds h WHERE h.id = $1::text`,
           [holdId],
         );
-        return { status: 'released', ...(await releasedEntry(tx, holdId)) };
+        const released = await releasedEntry(tx, holdId);
+        log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
+        return { status: 'released', ...released };
       });
     },
 

@@ -11,6 +11,7 @@ import {
   type WorkerOptions,
   type WorkflowBundle,
 } from '@temporalio/worker';
+import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
 import type { RegionConfig, WebhookConfig } from '../config.js';
@@ -31,17 +32,19 @@ export interface RegionWorkerOptions {
   pool: pg.Pool;
   workflowBundle: WorkflowBundle;
   webhooks: WebhookConfig;
+  /** Product metrics (the runtime's meter, exported with the SDK's on the Prometheus endpoint). */
+  meter?: MetricMeter;
   /** Worker tuning (concurrency, pollers); the SDK's defaults otherwise. */
   tuning?: Partial<Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions' | 'maxCachedWorkflows'>>;
 }
 
-export function createRegionWorker({ connection, region, pool, workflowBundle, webhooks, tuning }: RegionWorkerOptions): Promise<Worker> {
+export function createRegionWorker({ connection, region, pool, workflowBundle, webhooks, meter, tuning }: RegionWorkerOptions): Promise<Worker> {
   return Worker.create({
     connection,
     namespace: region.namespace,
     taskQueue: region.taskQueue,
     workflowBundle,
-    activities: createActivities({ region: region.region, pool, endpointRules: webhooks, agents: createAgents() }),
+    activities: createActivities({ region: region.region, pool, endpointRules: webhooks, agents: createAgents(), meter }),
     ...tuning,
   });
 }

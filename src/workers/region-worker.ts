@@ -8,18 +8,26 @@
  */
 import fs from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { ConfigError } from '../errors.js';
+import { jsonLogger } from '../observability/logging.js';
+import { startLedgerGauges } from '../observability/metrics.js';
 import { ensureSweepSchedule } from '../schedules.js';
 import { bundleWorkflows, createRegionWorker } from './region-worker-factory.js';
 
 async function main() {
   const config = loadConfig();
   // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
-  Runtime.install({ logger: new DefaultLogger('INFO') });
+  Runtime.install({
+    logger: jsonLogger(config.observability.logLevel),
+    telemetryOptions: config.observability.metricsAddress
+      ? { metrics: { prometheus: { bindAddress: config.observability.metricsAddress } } }
+      : undefined,
+  });
+  const meter = Runtime.instance().metricMeter;
   // A prebuilt bundle (e.g. baked into the image) saves each replica the webpack build at start-up.
   const workflowBundle = process.env.WORKFLOW_BUNDLE_PATH
     ? { code: await fs.readFile(process.env.WORKFLOW_BUNDLE_PATH, 'utf8').catch(() => {
@@ -38,10 +46,18 @@ async function main() {
     const connection = await Connection.connect({ address: region.temporalAddress });
     await ensureSweepSchedule(new Client({ connection, namespace: region.namespace }), region, config.sweep);
     const nativeConnection = await NativeConnection.connect({ address: region.temporalAddress });
-    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks });
+    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks, meter });
+    const gauges = startLedgerGauges({ region: region.region, pool, meter, intervalMs: config.observability.gaugeIntervalMs });
+    await gauges.refresh();
     runs.push(worker.run());
-    console.log(JSON.stringify({ msg: 'worker running', region: region.region, namespace: region.namespace, taskQueue: region.taskQueue, pid: process.pid }));
-    cleanup.push(() => pool.end(), () => connection.close(), () => nativeConnection.close());
+    Runtime.instance().logger.info('worker running', {
+      region: region.region,
+      namespace: region.namespace,
+      taskQueue: region.taskQueue,
+      metrics: config.observability.metricsAddress,
+      pid: process.pid,
+    });
+    cleanup.push(async () => gauges.stop(), () => pool.end(), () => connection.close(), () => nativeConnection.close());
   }
   await Promise.all(runs);
   for (const close of cleanup) await close();

@@ -107,6 +107,8 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
 
   const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
   const release = await releaseHold({ holdId: input.holdId });
+  const ctx = { region: input.region, holdId: input.holdId };
+  log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     stage = { stage: 'not_released', status: release.status };
     return { release };
@@ -120,6 +122,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, (next) => (stage = next), setDeliveryStatus);
     if (outcome.status === 'delivered') {
       lastAttempt = { attemptNumber: outcome.attempts, outcome: 'delivered', at: new Date().toISOString() };
+      log.info('webhook delivered', { ...ctx, webhookId, attempts: outcome.attempts, policyRun });
       stage = { stage: 'delivered', attempts: outcome.attempts };
       setDeliveryStatus('delivered');
       return { release, delivery: { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun } };
@@ -133,6 +136,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     // Exhausted: the last retryable failure was reported by signal; rejected and gone carry their own number.
     lastAttempt = { attemptNumber: outcome.attemptNumber ?? lastAttempt?.attemptNumber ?? 0, outcome: detail, at: new Date().toISOString() };
     await quarantineDelivery({ webhookId, reason, detail });
+    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
     const since = new Date().toISOString();
     stage = { stage: 'quarantined', policyRun, reason, since, detail };
     setDeliveryStatus('quarantined');
@@ -144,16 +148,19 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       const days = Math.round(quarantineTimeoutMs / 86_400_000);
       await decideQuarantine({ webhookId, policyRun, decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${days} day(s)` });
       stage = { stage: 'abandoned', reason, since };
+      log.warn('quarantine abandoned: nobody decided in time', { ...ctx, webhookId, reason });
       setDeliveryStatus('abandoned');
       return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
     }
     if (discard) {
       await decideQuarantine({ webhookId, policyRun, decision: 'discard', by: discard.by, reason: discard.reason });
       stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
+      log.info('webhook discarded', { ...ctx, webhookId, by: discard.by });
       setDeliveryStatus('discarded');
       return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
     }
     await decideQuarantine({ webhookId, policyRun, decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket });
+    log.info('webhook replay approved', { ...ctx, webhookId, by: approval!.approvedBy, policyRun: policyRun + 1 });
     policyRun++;
     setDeliveryStatus('pending');
   }

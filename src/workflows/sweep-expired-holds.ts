@@ -1,5 +1,7 @@
 import {
   continueAsNew,
+  log,
+  metricMeter,
   ParentClosePolicy,
   proxyActivities,
   startChild,
@@ -57,6 +59,8 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
   const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, input.quarantineTimeoutMs)));
   const started = starts.filter((s) => s === 'started').length;
+  for (const rejected of page.rejected) log.warn('hold rejected: cannot be released as written', { region, holdId: rejected.holdId, code: rejected.code });
+  log.info('sweep page', { region, page: progress.totals.pages + 1, holds: page.holds.length, started, rejected: page.rejected.length });
   const totals: SweepTotals = {
     found: progress.totals.found + page.holds.length + page.rejected.length,
     started: progress.totals.started + started,
@@ -86,9 +90,13 @@ async function startHoldWorkflow(region: Region, hold: HoldRef, quarantineTimeou
         { key: MerchantIdKey, value: hold.merchantId },
       ],
     });
+    log.info('hold workflow started', { region, holdId: hold.holdId, merchantId: hold.merchantId });
     return 'started';
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return 'already';
-    throw err;
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    // The workflow meter is replay-safe: a replayed history does not count again.
+    metricMeter.createCounter('hold_sweeper_duplicate_suppressions').add(1, { kind: 'child_already_started' });
+    log.info('hold workflow already started: counted as handled', { region, holdId: hold.holdId });
+    return 'already';
   }
 }

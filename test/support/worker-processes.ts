@@ -8,13 +8,21 @@ import type { TestRegion } from './harness.js';
 
 export interface WorkerProcesses {
   pids: number[];
+  /** Everything each process wrote so far (stdout and stderr). */
+  output(): string[];
   stop(): Promise<void>;
 }
 
-export async function startWorkerProcesses(count: number, region: TestRegion, address: string): Promise<WorkerProcesses> {
+export async function startWorkerProcesses(
+  count: number,
+  region: TestRegion,
+  address: string,
+  extraEnv: (index: number) => Record<string, string> = () => ({}),
+): Promise<WorkerProcesses> {
   const up = region.config.region.toUpperCase();
   const children: ChildProcess[] = [];
-  const started = Array.from({ length: count }, () => {
+  const outputs: string[] = [];
+  const started = Array.from({ length: count }, (_, index) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/workers/region-worker.ts'], {
       env: {
         PATH: process.env.PATH,
@@ -30,23 +38,25 @@ export async function startWorkerProcesses(count: number, region: TestRegion, ad
         // The schedule is ensured at start-up; a day's interval keeps it from firing during the test.
         SWEEP_INTERVAL: '24h',
         WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
+        ...extraEnv(index),
       } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children.push(child);
-    let output = '';
+    outputs[index] = '';
     return new Promise<void>((resolve, reject) => {
       child.stdout!.on('data', (d: Buffer) => {
-        output += d.toString();
-        if (output.includes('"msg":"worker running"')) resolve();
+        outputs[index] += d.toString();
+        if (outputs[index]!.includes('"msg":"worker running"')) resolve();
       });
-      child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-      child.on('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready:\n${output}`)));
+      child.stderr!.on('data', (d: Buffer) => (outputs[index] += d.toString()));
+      child.on('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]}`)));
     });
   });
   await Promise.all(started);
   return {
     pids: children.map((c) => c.pid!),
+    output: () => [...outputs],
     async stop() {
       await Promise.all(
         children.map(

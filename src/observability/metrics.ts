@@ -1,0 +1,97 @@
+/**
+ * Product metrics, exported on the same Prometheus endpoint as the SDK's own (the runtime's meter). Label sets
+ * are disjoint from the SDK's and from each other's: region on ledger gauges, merchant on delivery counters.
+ *
+ * Page on age, not depth (docs/runbook.md): the ages of the oldest expired-but-unreleased hold and of the oldest
+ * undelivered webhook are read from Postgres by cheap indexed queries (first row of a partial index), on an
+ * interval, by every worker of the region (they report the same value; alert rules take the max).
+ */
+import type { MetricMeter } from '@temporalio/common';
+import type pg from 'pg';
+import { DELIVERY_FAILURE_TYPES, type AttemptResult } from '../delivery/policy.js';
+import type { Region } from '../regions.js';
+
+export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'exhausted'] as const;
+
+/** 2xx, 3xx, 4xx, 429, 5xx, timeout, connection: the classes an operator reads attempts by. */
+export function statusClass(result: AttemptResult): string {
+  if (result.kind === 'error') return result.errorClass === 'AttemptTimeout' ? 'timeout' : 'connection_error';
+  if (result.status === 429) return '429';
+  return `${Math.floor(result.status / 100)}xx`;
+}
+
+/** Counters recorded where the events happen (activities, workflows); see the runbook for their alerts. */
+export function deliveryMetrics(meter: MetricMeter) {
+  return {
+    attempts: meter.createCounter('hold_sweeper_webhook_attempts', '1', 'HTTP attempts by merchant and status class'),
+    throttleWaits: meter.createCounter('hold_sweeper_throttle_waits', '1', 'times a delivery waited for its merchant budget'),
+    throttleWaitMs: meter.createCounter('hold_sweeper_throttle_wait_milliseconds', 'ms', 'total time deliveries waited for budget'),
+    retryAfterHonoured: meter.createCounter('hold_sweeper_retry_after_honoured', '1', 'retries delayed by a merchant Retry-After'),
+    duplicateSuppressions: meter.createCounter('hold_sweeper_duplicate_suppressions', '1', 'already-released holds and already-started hold workflows'),
+  };
+}
+
+export interface LedgerGauges {
+  stop(): void;
+  /** One refresh now (tests, and the first scrape after start-up). */
+  refresh(): Promise<void>;
+}
+
+/** Polls the region's ledger and sets the age and depth gauges. */
+export function startLedgerGauges(options: { region: Region; pool: pg.Pool; meter: MetricMeter; intervalMs: number }): LedgerGauges {
+  const { region, pool, meter } = options;
+  const gauge = (name: string, unit: string, description: string) => meter.createGauge(name, 'float', unit, description);
+  const oldestUnreleased = gauge('hold_sweeper_oldest_unreleased_hold_age_seconds', 's', 'age past expiry of the oldest expired, still active hold');
+  const oldestUndelivered = gauge('hold_sweeper_oldest_undelivered_webhook_age_seconds', 's', 'age of the oldest pending webhook');
+  const undelivered = gauge('hold_sweeper_undelivered_webhooks', '1', 'pending webhooks (depth; page on the age instead)');
+  const quarantined = gauge('hold_sweeper_quarantine_depth', '1', 'quarantined webhooks by reason');
+  const abandoned = gauge('hold_sweeper_abandoned_quarantines', '1', 'quarantines nobody decided in time');
+  const disabled = gauge('hold_sweeper_disabled_merchants', '1', 'merchants disabled (e.g. by a 410)');
+  const replays = gauge('hold_sweeper_replay_requests', '1', 'replay requests by status (requested = pending, approved)');
+  const tags = { region };
+
+  async function refresh() {
+    const [holds, pending, quarantine, other, requests] = await Promise.all([
+      pool.query<{ age: number | null }>(
+        `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,
+      ),
+      pool.query<{ age: number | null; n: number }>(
+        `SELECT extract(epoch FROM now() - min(created_at))::float8 AS age, count(*)::integer AS n FROM webhook_deliveries WHERE status = 'pending'`,
+      ),
+      pool.query<{ reason: string; n: number }>(
+        `SELECT quarantine_reason AS reason, count(*)::integer AS n FROM webhook_deliveries WHERE status = 'quarantined' GROUP BY 1`,
+      ),
+      pool.query<{ abandoned: number; disabled: number }>(
+        `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'abandoned')::integer AS abandoned,
+                (SELECT count(*) FROM merchants WHERE status = 'disabled')::integer AS disabled`,
+      ),
+      pool.query<{ status: string; n: number }>(`SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`),
+    ]);
+    oldestUnreleased.set(holds.rows[0]?.age ?? 0, tags);
+    oldestUndelivered.set(pending.rows[0]?.age ?? 0, tags);
+    undelivered.set(pending.rows[0]?.n ?? 0, tags);
+    const byReason = new Map(quarantine.rows.map((r) => [r.reason, r.n]));
+    // Every reason every time: a reason that went back to zero must read 0, not its last non-zero value.
+    for (const reason of QUARANTINE_REASONS) quarantined.set(byReason.get(reason) ?? 0, { ...tags, reason });
+    abandoned.set(other.rows[0]!.abandoned, tags);
+    disabled.set(other.rows[0]!.disabled, tags);
+    const byStatus = new Map(requests.rows.map((r) => [r.status, r.n]));
+    replays.set(byStatus.get('pending') ?? 0, { ...tags, status: 'requested' });
+    replays.set(byStatus.get('approved') ?? 0, { ...tags, status: 'approved' });
+  }
+
+  let stopped = false;
+  const timer = setInterval(() => {
+    refresh().catch((err: Error) => {
+      if (!stopped) console.error(JSON.stringify({ level: 'warn', msg: 'ledger gauges not refreshed', region, error: err.message }));
+    });
+  }, options.intervalMs);
+  timer.unref();
+  return {
+    refresh,
+    stop() {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
+}

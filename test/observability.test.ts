@@ -1,0 +1,173 @@
+/**
+ * Operations: a real worker process's Prometheus endpoint and JSON logs, checked against the ledger; and the
+ * deployment files (docker-compose, Prometheus, alert rules, .env.example), which cannot run here, checked for
+ * structure against the code they configure.
+ */
+import fs from 'node:fs/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { CONFIG_VARIABLES, loadConfig } from '../src/config.js';
+import { freePort } from '../src/db/embedded-postgres.js';
+import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from './support/harness.js';
+import { seedNight, type Night } from './support/ledger.js';
+import { waitUntil } from './support/wait.js';
+import { startWorkerProcesses, type WorkerProcesses } from './support/worker-processes.js';
+
+const read = (file: string) => fs.readFile(new URL(`../${file}`, import.meta.url), 'utf8');
+
+function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
+  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const values = text
+    .split('\n')
+    .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+    .filter((line) => wanted.every((w) => line.includes(w)))
+    .map((line) => Number(line.slice(line.lastIndexOf(' ') + 1)));
+  return values.length ? values.reduce((a, b) => a + b, 0) : undefined;
+}
+
+describe('a worker process with its metrics endpoint and JSON logs', () => {
+  let harness: Harness;
+  let us: TestRegion;
+  let worker: WorkerProcesses;
+  let metricsUrl: string;
+  let night: Night;
+  const scrape = async () => (await fetch(metricsUrl)).text();
+
+  beforeAll(async () => {
+    harness = await openHarness();
+    us = await harness.region('us');
+    const port = await freePort();
+    metricsUrl = `http://127.0.0.1:${port}/metrics`;
+    worker = await startWorkerProcesses(1, us, harness.address, () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms' }));
+    // A small night with faults: merchant 0 rejects (400), merchant 1 answers 429 once, merchant 2 hangs.
+    night = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 12, merchants: 4 }, harness.merchants);
+    const [m0, m1, m2] = night.merchantIds as [string, string, string];
+    const secrets = (m: string) => [night.secrets.get(m)!];
+    harness.merchants.script(m0, { secrets: secrets(m0), responses: [{ status: 400 }] });
+    harness.merchants.script(m1, { secrets: secrets(m1), responses: [{ status: 429, retryAfter: '1' }, { status: 200 }] });
+    harness.merchants.script(m2, { secrets: secrets(m2), responses: [{ hang: true }] });
+    await us.pool.query(`UPDATE merchants SET delivery_policy = '{"attemptTimeoutMs": 600000}' WHERE id = $1`, [m2]);
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-obs`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    // Settled except for the hanging merchant's three, which stay pending.
+    await waitUntil(
+      async () => (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status <> 'pending'`)).rows[0].n === 9,
+      'every webhook but the hanging merchant\'s is delivered or quarantined',
+    );
+  });
+  afterAll(async () => {
+    await worker?.stop();
+    await harness?.close();
+  });
+
+  it('exports SDK and product metrics consistent with the ledger', async () => {
+    const { rows } = await us.pool.query<{ reason: string; n: number }>(
+      `SELECT quarantine_reason AS reason, count(*)::integer AS n FROM webhook_deliveries WHERE status = 'quarantined' GROUP BY 1`,
+    );
+    expect(rows).toEqual([{ reason: 'rejected', n: 3 }]);
+    // Gauges are re-read every 200 ms here: wait for the reading that follows the last change.
+    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' }), { timeout: 10_000 }).toBe(3);
+    const text = await scrape();
+    expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'rejected' })).toBe(3);
+    expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'exhausted' })).toBe(0);
+    const attempts = await us.pool.query<{ status_code: number; n: number }>('SELECT status_code, count(*)::integer AS n FROM delivery_attempts GROUP BY 1');
+    const byCode = new Map(attempts.rows.map((r) => [r.status_code, r.n]));
+    expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '2xx' })).toBe(byCode.get(200));
+    expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '4xx' })).toBe(byCode.get(400));
+    expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '429', merchant_id: night.merchantIds[1]! })).toBe(byCode.get(429));
+    expect(metricValue(text, 'hold_sweeper_retry_after_honoured', { merchant_id: night.merchantIds[1]! })).toBe(byCode.get(429));
+    expect(metricValue(text, 'hold_sweeper_oldest_unreleased_hold_age_seconds', { region: 'us' })).toBe(0);
+    // The SDK's own metrics share the endpoint.
+    expect(text).toMatch(/^temporal_\w+/m);
+  });
+
+  it('with deliveries stuck behind a hanging merchant, the oldest-undelivered age grows while depth stays flat', async () => {
+    const first = await scrape();
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_oldest_undelivered_webhook_age_seconds', { region: 'us' })! - metricValue(first, 'hold_sweeper_oldest_undelivered_webhook_age_seconds', { region: 'us' })!, { timeout: 5_000 })
+      .toBeGreaterThan(1);
+    expect(metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' })).toBe(metricValue(first, 'hold_sweeper_undelivered_webhooks', { region: 'us' }));
+  });
+
+  it('log lines for one hold join by hold id from the sweep to its terminal state, with no secret in them', async () => {
+    const lines = worker
+      .output()
+      .join('')
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const delivered = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'delivered' LIMIT 1`)).rows[0]!.hold_id;
+    const story = lines.filter((l) => l.holdId === delivered).map((l) => l.msg);
+    expect(story).toEqual(expect.arrayContaining(['hold workflow started', 'hold released', 'hold release', 'webhook attempt', 'webhook delivered']));
+    const ofOne = lines.filter((l) => l.holdId === delivered);
+    expect(ofOne.find((l) => l.msg === 'webhook attempt')).toMatchObject({ region: 'us', webhookId: expect.stringMatching(/^wh_/), attemptNumber: 1, workflowId: expect.any(String) });
+    const quarantinedHold = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'quarantined' LIMIT 1`)).rows[0]!.hold_id;
+    expect(lines.filter((l) => l.holdId === quarantinedHold).map((l) => l.msg)).toContain('webhook quarantined: waiting for a human');
+    const all = worker.output().join('');
+    for (const secret of night.secrets.values()) expect(all).not.toContain(secret.replace(/^whsec_/, ''));
+  });
+});
+
+describe('deployment files', () => {
+  it('docker-compose.yml: every dependency exists, the worker image runs a real entry point with variables the config loader reads', async () => {
+    const compose = parse(await read('docker-compose.yml')) as { services: Record<string, Record<string, unknown>> };
+    const services = compose.services;
+    for (const [name, service] of Object.entries(services)) {
+      expect(service.image ?? service.build, `${name} has an image or a build`).toBeTruthy();
+      for (const dependency of Object.keys((service.depends_on as Record<string, unknown>) ?? {})) {
+        expect(Object.keys(services), `${name} depends on ${dependency}`).toContain(dependency);
+      }
+    }
+    const dockerfile = await read('Dockerfile');
+    expect(dockerfile).toMatch(/^FROM node:20-bookworm/m);
+    const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+    await expect(fs.access(new URL(`../${cmd[cmd.length - 1]}`, import.meta.url))).resolves.toBeUndefined();
+    for (const region of ['us', 'eu']) {
+      const worker = services[`worker-${region}`]!;
+      expect(worker.build).toBe('.');
+      const env = worker.environment as Record<string, string>;
+      for (const variable of Object.keys(env)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
+      const config = loadConfig(env);
+      expect(config).toMatchObject({ mode: 'production', regions: [{ region, namespace: `hold-sweeper-${region}` }] });
+      expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
+    }
+    const setup = JSON.stringify(services['temporal-setup']!.command);
+    for (const attribute of ['Region', 'MerchantId', 'HoldId', 'DeliveryStatus']) expect(setup).toContain(attribute);
+    expect(setup).toContain('hold-sweeper-eu');
+  });
+
+  it('Prometheus scrapes each worker on its metrics port, with the alert rules', async () => {
+    const prometheus = parse(await read('deploy/prometheus/prometheus.yml')) as { scrape_configs: { static_configs: { targets: string[] }[] }[]; rule_files: string[] };
+    expect(prometheus.scrape_configs[0]!.static_configs[0]!.targets).toEqual(['worker-us:9464', 'worker-eu:9464']);
+    const compose = parse(await read('docker-compose.yml')) as { services: Record<string, { volumes?: string[] }> };
+    expect(compose.services.prometheus!.volumes).toEqual(
+      expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']),
+    );
+    expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
+  });
+
+  it('alert rules parse, page on exported metrics, and each links a runbook section', async () => {
+    const rules = (parse(await read('deploy/prometheus/alerts.yml')) as { groups: { rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook: string } }[] }[] }).groups.flatMap((g) => g.rules);
+    const runbook = await read('docs/runbook.md');
+    const exported = (await read('src/observability/metrics.ts')).match(/'hold_sweeper_\w+'/g)!.map((m) => m.slice(1, -1));
+    expect(rules.map((r) => r.alert)).toEqual([
+      'HoldReleaseBehind', 'WebhookDeliveryBehind', 'WebhooksQuarantined', 'QuarantineAbandoned', 'MerchantEndpointDisabled', 'MerchantRateLimited',
+    ]);
+    for (const rule of rules) {
+      expect(['page', 'ticket']).toContain(rule.labels.severity);
+      expect(runbook).toContain(`## ${rule.alert}`);
+      expect(rule.annotations.runbook).toBe(`docs/runbook.md#${rule.alert.toLowerCase()}`);
+      for (const metric of rule.expr.match(/hold_sweeper_\w+/g) ?? []) expect(exported).toContain(metric);
+    }
+  });
+
+  it('.env.example lists exactly the variables the config loader reads', async () => {
+    const listed = [...(await read('.env.example')).matchAll(/^#?\s?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]);
+    expect([...new Set(listed)].sort()).toEqual([...CONFIG_VARIABLES].sort());
+  });
+});
