@@ -6,6 +6,7 @@
  */
 import os from 'node:os';
 import path from 'node:path';
+import { parseEncryptionKeys, type EncryptionKey } from './codec/encryption-codec.js';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './regions.js';
 
@@ -20,6 +21,8 @@ export interface RegionConfig {
   readonly namespace: string;
   readonly taskQueue: string;
   readonly scheduleId: string;
+  /** Payload encryption keys, current first; undefined = payloads are not encrypted (dev only). */
+  readonly payloadKeys: readonly EncryptionKey[] | undefined;
 }
 
 export interface SweepConfig {
@@ -57,8 +60,18 @@ export interface ObservabilityConfig {
   readonly gaugeIntervalMs: number;
 }
 
+export interface CodecServerConfig {
+  /** host:port of the codec endpoint the Web UI decodes through; none when undefined. */
+  readonly address: string | undefined;
+  /** Bearer token the endpoint requires (required in production mode). */
+  readonly authToken: string | undefined;
+  /** The Web UI's origins, allowed by CORS. */
+  readonly corsOrigins: readonly string[];
+}
+
 export interface Config {
   readonly mode: Mode;
+  readonly codecServer: CodecServerConfig;
   readonly observability: ObservabilityConfig;
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
@@ -75,6 +88,7 @@ export const CONFIG_VARIABLES = [
   'TASK_QUEUE_US', 'TASK_QUEUE_EU', 'SCHEDULE_ID_US', 'SCHEDULE_ID_EU', 'DATABASE_URL_US', 'DATABASE_URL_EU',
   'SWEEP_INTERVAL', 'SWEEP_CATCHUP_WINDOW', 'SWEEP_PAGE_SIZE', 'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS', 'METRICS_GAUGE_INTERVAL', 'LOG_LEVEL', 'WORKFLOW_BUNDLE_PATH',
+  'PAYLOAD_KEYS_US', 'PAYLOAD_KEYS_EU', 'CODEC_SERVER_ADDRESS', 'CODEC_AUTH_TOKEN', 'CODEC_CORS_ORIGIN',
   'TEMPORAL_CLI_PATH', 'TEMPORAL_TEST_SERVER_PATH', 'HOLD_SWEEPER_CACHE_DIR', 'HOLD_SWEEPER_DATA_DIR',
   'TEMPORAL_DEV_PORT', 'TEMPORAL_UI_PORT', 'DEMO_HOLDS',
 ] as const;
@@ -183,6 +197,12 @@ export function loadConfig(env: Env = process.env): Config {
       namespace: readName(env, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
       taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
       scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
+      payloadKeys: env[`PAYLOAD_KEYS_${up}`]
+        ? parseEncryptionKeys(env[`PAYLOAD_KEYS_${up}`]!, (expected) => {
+            // The value is a secret: the error names the variable, never its content.
+            throw new ConfigError(`PAYLOAD_KEYS_${up}`, '(redacted)', expected);
+          })
+        : undefined,
     };
     if (mode === 'production') {
       // Production never falls back to embedded services: a missing address is a deployment mistake.
@@ -191,6 +211,9 @@ export function loadConfig(env: Env = process.env): Config {
       }
       if (!regionConfig.temporalAddress) {
         throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
+      }
+      if (!regionConfig.payloadKeys) {
+        throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
       }
     }
     return Object.freeze(regionConfig);
@@ -224,8 +247,21 @@ export function loadConfig(env: Env = process.env): Config {
     gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
   };
 
+  const codecServer: CodecServerConfig = {
+    address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
+    authToken: env.CODEC_AUTH_TOKEN || undefined,
+    corsOrigins: (env.CODEC_CORS_ORIGIN ?? ['127.0.0.1', 'localhost'].map((h) => `http://${h}:${readInt(env, 'TEMPORAL_UI_PORT', 8233, 1, 65535)}`).join(','))
+      .split(',')
+      .map((o) => o.trim())
+      .filter(Boolean),
+  };
+  if (mode === 'production' && codecServer.address && !codecServer.authToken) {
+    throw new ConfigError('CODEC_AUTH_TOKEN', undefined, 'a token: the codec endpoint decrypts payloads and must not be open');
+  }
+
   return Object.freeze({
     mode,
+    codecServer: Object.freeze(codecServer),
     observability: Object.freeze(observability),
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),

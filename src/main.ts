@@ -11,6 +11,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import { loadConfig, type RegionConfig } from './config.js';
+import { dataConverterFor } from './codec/encryption-codec.js';
 import { migrate } from './db/migrate.js';
 import { createPool } from './db/pool.js';
 import type pg from 'pg';
@@ -149,7 +150,7 @@ async function main() {
     const connection = await Connection.connect({ address });
     const nativeConnection = await NativeConnection.connect({ address });
     connections.push(connection, nativeConnection);
-    const client = new Client({ connection, namespace: region.namespace });
+    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
     const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks });
     workerRuns.push(worker.run());
     const schedule = await ensureSweepSchedule(client, region, config.sweep);

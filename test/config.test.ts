@@ -75,11 +75,27 @@ describe('config', () => {
     expect(err.message).toContain(variable);
   });
 
+  it('reads payload keys per region, current first, and never echoes one in an error', () => {
+    const k1 = Buffer.alloc(32, 1).toString('base64');
+    const k2 = Buffer.alloc(32, 2).toString('base64');
+    const [eu] = loadConfig({ HOLD_SWEEPER_REGIONS: 'eu', PAYLOAD_KEYS_EU: `k2:${k2},k1:${k1}` }).regions;
+    expect(eu!.payloadKeys!.map((k) => k.id)).toEqual(['k2', 'k1']);
+    for (const bad of [`k1:${k1.slice(4)}`, 'k1', `k1:${k1},k1:${k2}`, `bad id:${k1}`]) {
+      const err = configError({ PAYLOAD_KEYS_US: bad });
+      expect(err.variable).toBe('PAYLOAD_KEYS_US');
+      expect(err.message).not.toContain(k1.slice(4, 20));
+    }
+  });
+
   it('production mode requires each region’s database and Temporal address', () => {
     expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' }).variable).toBe('DATABASE_URL_US');
     expect(
       configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' }).variable,
     ).toBe('TEMPORAL_ADDRESS_US');
+    const reachable = { HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db', TEMPORAL_ADDRESS: 't:7233' };
+    expect(configError(reachable).variable).toBe('PAYLOAD_KEYS_US');
+    const keyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };
+    expect(configError({ ...keyed, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_AUTH_TOKEN');
   });
 
   it('never echoes a database password in an error', () => {

@@ -6,6 +6,8 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { startCodecServer } from '../codec/codec-server.js';
+import { EncryptionCodec } from '../codec/encryption-codec.js';
 import type { Config } from '../config.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../db/embedded-postgres.js';
 import type { Region } from '../regions.js';
@@ -59,6 +61,20 @@ export async function startLocalStack(config: Config, options: { log: (line: str
   const needPostgres = config.regions.filter((r) => !r.databaseUrl);
   let server: DevServer | undefined;
   let postgres: RunningPostgres | undefined;
+  let codec: { url: string; stop(): Promise<void> } | undefined;
+  const encrypted = config.regions.filter((r) => r.payloadKeys);
+  if (encrypted.length > 0) {
+    // The dev server's Web UI decodes encrypted payloads through this endpoint (--ui-codec-endpoint).
+    codec = await startCodecServer({
+      codecs: new Map(encrypted.map((r) => [r.namespace, new EncryptionCodec(r.payloadKeys!)])),
+      corsOrigins: config.codecServer.corsOrigins,
+      authToken: config.codecServer.authToken,
+    });
+    options.log(`Payloads encrypted (AES-256-GCM) in ${encrypted.map((r) => r.region).join(', ')}; the Web UI decodes through ${codec.url}`);
+  }
+  for (const region of config.regions.filter((r) => !r.payloadKeys)) {
+    options.log(`Payloads are NOT encrypted in ${region.region}: no PAYLOAD_KEYS_${region.region.toUpperCase()} (allowed in dev mode only)`);
+  }
   try {
     [server, postgres] = await Promise.all([
       needTemporal
@@ -69,6 +85,7 @@ export async function startLocalStack(config: Config, options: { log: (line: str
             cacheDir: config.dev.cacheDir,
             port: config.dev.temporalPort,
             uiPort: config.dev.temporalUiPort,
+            extraArgs: codec ? ['--ui-codec-endpoint', codec.url] : [],
           })
         : undefined,
       needPostgres.length > 0
@@ -82,6 +99,7 @@ export async function startLocalStack(config: Config, options: { log: (line: str
   } catch (err) {
     await server?.stop();
     await postgres?.stop();
+    await codec?.stop();
     throw err;
   }
   if (server) {
@@ -114,6 +132,7 @@ export async function startLocalStack(config: Config, options: { log: (line: str
       await fs.rm(devStackFilePath(config.dev.cacheDir), { force: true });
       await server?.stop();
       await postgres?.stop();
+      await codec?.stop();
       if (ownDataDir) await fs.rm(dataDir, { recursive: true, force: true });
     },
   };

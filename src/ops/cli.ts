@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { dataConverterFor } from '../codec/encryption-codec.js';
 import { loadConfig, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { QuarantineReason } from '../delivery/policy.js';
@@ -92,7 +93,7 @@ async function connect(config: Config, regionOption: string | undefined): Promis
   return {
     region: { ...regionConfig, databaseUrl, temporalAddress: address },
     pool,
-    client: new Client({ connection, namespace: regionConfig.namespace }),
+    client: new Client({ connection, namespace: regionConfig.namespace, dataConverter: dataConverterFor(regionConfig.payloadKeys) }),
     async close() {
       await pool.end();
       await connection.close();

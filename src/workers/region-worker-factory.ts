@@ -14,6 +14,7 @@ import {
 import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
+import { dataConverterFor } from '../codec/encryption-codec.js';
 import type { RegionConfig, WebhookConfig } from '../config.js';
 import { createAgents } from '../delivery/http-sender.js';
 
@@ -44,6 +45,8 @@ export function createRegionWorker({ connection, region, pool, workflowBundle, w
     namespace: region.namespace,
     taskQueue: region.taskQueue,
     workflowBundle,
+    // Inputs and results leave this process encrypted when the region has keys (src/codec/encryption-codec.ts).
+    dataConverter: dataConverterFor(region.payloadKeys),
     activities: createActivities({ region: region.region, pool, endpointRules: webhooks, agents: createAgents(), meter }),
     ...tuning,
   });

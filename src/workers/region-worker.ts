@@ -10,6 +10,7 @@ import fs from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { loadConfig } from '../config.js';
+import { dataConverterFor } from '../codec/encryption-codec.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { ConfigError } from '../errors.js';
@@ -44,7 +45,7 @@ async function main() {
     const pool = createPool(region.databaseUrl);
     await migrate(pool);
     const connection = await Connection.connect({ address: region.temporalAddress });
-    await ensureSweepSchedule(new Client({ connection, namespace: region.namespace }), region, config.sweep);
+    await ensureSweepSchedule(new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) }), region, config.sweep);
     const nativeConnection = await NativeConnection.connect({ address: region.temporalAddress });
     const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks, meter });
     const gauges = startLedgerGauges({ region: region.region, pool, meter, intervalMs: config.observability.gaugeIntervalMs });

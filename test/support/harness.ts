@@ -8,6 +8,7 @@ import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporal
 import pg from 'pg';
 import { inject } from 'vitest';
 import type { RegionConfig } from '../../src/config.js';
+import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { FakeMerchants } from '../../src/dev/fake-merchants.js';
 import type { Region } from '../../src/regions.js';
 import { createRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker-factory.js';
@@ -38,7 +39,8 @@ export interface Harness {
   address: string;
   /** This file's fake merchants (a real HTTP server on loopback). */
   merchants: FakeMerchants;
-  region(region: Region): Promise<TestRegion>;
+  /** A fresh ledger and task queue for the region; `payloadKeys` turns on payload encryption for its clients and workers. */
+  region(region: Region, options?: { payloadKeys?: RegionConfig['payloadKeys'] }): Promise<TestRegion>;
   /** A pool on a brand-new database with no schema at all (for migration tests). */
   emptyDatabase(): Promise<pg.Pool>;
   /** A real worker for the region; dev endpoint rules (loopback http) unless `webhooks` says otherwise. */
@@ -64,7 +66,7 @@ export async function openHarness(): Promise<Harness> {
     id,
     address,
     merchants,
-    async region(region) {
+    async region(region, options = {}) {
       const database = `t_${id}_${region}_${pools.length}`;
       await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)} TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`);
       const databaseUrl = `${inject('postgresUrlBase')}${database}`;
@@ -77,8 +79,10 @@ export async function openHarness(): Promise<Harness> {
         namespace: `hold-sweeper-${region}`,
         taskQueue: `t-${id}-${region}-${pools.length}`,
         scheduleId: `t-${id}-sweep-${region}-${pools.length}`,
+        payloadKeys: options.payloadKeys,
       };
-      return { config, pool, databaseUrl, client: new Client({ connection, namespace: config.namespace }) };
+      const client = new Client({ connection, namespace: config.namespace, dataConverter: dataConverterFor(config.payloadKeys) });
+      return { config, pool, databaseUrl, client };
     },
     async emptyDatabase() {
       const database = `t_${id}_empty_${pools.length}`;

@@ -1,0 +1,87 @@
+/**
+ * The codec endpoint the Temporal Web UI (and `temporal --codec-endpoint`) decodes payloads through, so an
+ * operator can read encrypted histories without the server ever seeing a key. Temporal's remote codec contract:
+ * POST /encode and /decode with `{"payloads": [{"metadata": {k: base64}, "data": base64}]}`, the namespace in
+ * `X-Namespace` (each namespace is a region, with that region's keys). CORS admits the UI's origin only; with
+ * a token configured, requests must carry `Authorization: Bearer <token>`.
+ */
+import http from 'node:http';
+import type net from 'node:net';
+import type { Payload, PayloadCodec } from '@temporalio/common';
+
+export interface CodecServerOptions {
+  /** Codec per Temporal namespace. */
+  codecs: ReadonlyMap<string, PayloadCodec>;
+  /** The Web UI's origins (a browser sends one; it is echoed back when listed). */
+  corsOrigins: readonly string[];
+  authToken: string | undefined;
+  host?: string;
+  port?: number;
+}
+
+interface JsonPayload {
+  metadata?: Record<string, string>;
+  data?: string;
+}
+
+/** Request bodies are a page of payloads; 8 MiB is well above the 2 MiB Temporal allows per payload. */
+const MAX_BODY_BYTES = 8 * 1024 * 1024;
+
+const toPayload = (p: JsonPayload): Payload => ({
+  metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64')])),
+  data: Buffer.from(p.data ?? '', 'base64'),
+});
+
+const toJson = (p: Payload): JsonPayload => ({
+  metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+  data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
+});
+
+export async function startCodecServer(options: CodecServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
+  const server = http.createServer((req, res) => void handle(req, res));
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
+    const origin = req.headers.origin;
+    const headers: Record<string, string> = {
+      'Access-Control-Allow-Origin': origin && options.corsOrigins.includes(origin) ? origin : options.corsOrigins[0]!,
+      'Access-Control-Allow-Methods': 'POST, OPTIONS',
+      'Access-Control-Allow-Headers': 'Content-Type, X-Namespace, Authorization',
+      'Access-Control-Allow-Credentials': 'true',
+      Vary: 'Origin',
+    };
+    const reply = (status: number, body?: unknown) => {
+      res.writeHead(status, body === undefined ? headers : { ...headers, 'Content-Type': 'application/json' });
+      res.end(body === undefined ? undefined : JSON.stringify(body));
+    };
+    if (req.method === 'OPTIONS') return reply(200);
+    const route = /^\/(encode|decode)$/.exec(req.url ?? '');
+    if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
+    if (options.authToken && req.headers.authorization !== `Bearer ${options.authToken}`) return reply(401, { error: 'missing or wrong bearer token' });
+    const namespace = req.headers['x-namespace'];
+    const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
+    if (!codec) return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
+
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req) {
+      size += (chunk as Buffer).length;
+      if (size > MAX_BODY_BYTES) return reply(413, { error: 'request body too large' });
+      chunks.push(chunk as Buffer);
+    }
+    try {
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { payloads?: JsonPayload[] };
+      const payloads = (body.payloads ?? []).map(toPayload);
+      const result = route[1] === 'encode' ? await codec.encode(payloads) : await codec.decode(payloads);
+      reply(200, { payloads: result.map(toJson) });
+    } catch (err) {
+      reply(400, { error: `${(err as Error).name}: ${(err as Error).message}` });
+    }
+  }
+
+  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
+  const { address, port } = server.address() as net.AddressInfo;
+  return {
+    url: `http://${address}:${port}`,
+    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * Payload encryption: what the server stores is ciphertext; the codec endpoint decodes it for the Web UI;
+ * recorded encrypted histories replay; keys rotate without orphaning old histories; tampering is detected.
+ */
+import { randomBytes } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { startCodecServer } from '../src/codec/codec-server.js';
+import { dataConverterFor, EncryptionCodec, ENCRYPTED_ENCODING, PayloadDecryptionFailed, UnknownEncryptionKey } from '../src/codec/encryption-codec.js';
+import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from './support/harness.js';
+import { seedNight, type Night } from './support/ledger.js';
+
+const key1 = { id: 'k1', key: randomBytes(32) };
+const key2 = { id: 'k2', key: randomBytes(32) };
+
+let harness: Harness;
+let eu: TestRegion;
+let night: Night;
+let raw: Client;
+
+/**
+ * Every payload stored in the histories of the region's task queue, as the server has it. Search attributes are
+ * not payloads a codec may touch (the server indexes them): they are identifiers by design, never amounts.
+ */
+async function storedPayloads(): Promise<Payload[]> {
+  const payloads: Payload[] = [];
+  const collect = (value: unknown): void => {
+    if (!value || typeof value !== 'object') return;
+    if ('metadata' in value && 'data' in value && (value as Payload).metadata?.encoding) {
+      payloads.push(value as Payload);
+      return;
+    }
+    for (const [key, child] of Object.entries(value)) if (key !== 'searchAttributes') collect(child);
+  };
+  for await (const { history } of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories()) {
+    for (const event of (history as temporal.api.history.v1.IHistory).events ?? []) collect(event);
+  }
+  return payloads;
+}
+
+beforeAll(async () => {
+  harness = await openHarness();
+  eu = await harness.region('eu', { payloadKeys: [key1] });
+  await harness.startWorker(eu);
+  night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3 }, harness.merchants);
+  await eu.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: eu.config.taskQueue,
+    workflowId: `sweep-eu-${harness.id}-enc`,
+    args: [{ region: 'eu', releaseWaitMs: 60_000 }],
+  });
+  // A client with no codec sees exactly what the server stores.
+  raw = new Client({ connection: await Connection.connect({ address: harness.address }), namespace: eu.config.namespace });
+});
+afterAll(async () => {
+  await raw?.connection.close();
+  await harness?.close();
+});
+
+describe('payload encryption', () => {
+  it('the server stores no plaintext hold id or amount in any payload; the codec endpoint decodes them', async () => {
+    let payloads: Payload[] = [];
+    await expect
+      .poll(async () => {
+        payloads = await storedPayloads();
+        return payloads.length;
+      }, { timeout: 15_000 })
+      .toBeGreaterThan(10);
+    const hold = night.expired[0]!;
+    for (const payload of payloads) {
+      expect(Buffer.from(payload.metadata!.encoding!).toString()).toBe(ENCRYPTED_ENCODING);
+      const bytes = Buffer.from(payload.data!);
+      expect(bytes.includes(hold.id)).toBe(false);
+      expect(bytes.includes(String(hold.amountMinor))).toBe(false);
+    }
+
+    const codecs = new Map([[eu.config.namespace, new EncryptionCodec([key1])]]);
+    const server = await startCodecServer({ codecs, corsOrigins: ['http://127.0.0.1:8233'], authToken: 'secret-token' });
+    try {
+      const body = JSON.stringify({
+        payloads: payloads.map((p) => ({
+          metadata: Object.fromEntries(Object.entries(p.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+          data: Buffer.from(p.data!).toString('base64'),
+        })),
+      });
+      const post = (headers: Record<string, string>) =>
+        fetch(`${server.url}/decode`, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Namespace': eu.config.namespace, ...headers } });
+      expect((await post({})).status).toBe(401);
+      const response = await post({ Authorization: 'Bearer secret-token' });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('access-control-allow-origin')).toBe('http://127.0.0.1:8233');
+      const decoded = (await response.json()) as { payloads: { metadata: Record<string, string>; data: string }[] };
+      const plain = decoded.payloads.map((p) => Buffer.from(p.data, 'base64').toString('utf8')).join('\n');
+      expect(plain).toContain(hold.id);
+      expect(plain).toContain(`"amountMinor":"${hold.amountMinor}"`);
+      const preflight = await fetch(`${server.url}/decode`, { method: 'OPTIONS' });
+      expect(preflight.headers.get('access-control-allow-headers')).toContain('X-Namespace');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('recorded encrypted histories replay with the codec', async () => {
+    const histories = raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}' AND ExecutionStatus = 'Completed'` }).intoHistories();
+    const results: { workflowId: string; error?: unknown }[] = [];
+    for await (const result of Worker.runReplayHistories(
+      { workflowBundle: { code: inject('workflowBundleCode') }, dataConverter: dataConverterFor([key1]) },
+      histories,
+    )) {
+      results.push(result);
+    }
+    expect(results.length).toBeGreaterThanOrEqual(4);
+    expect(results.filter((r) => r.error)).toEqual([]);
+  });
+
+  it('after rotation, new payloads use the new key and histories written under the old one still decode', async () => {
+    const old = await storedPayloads();
+    const rotated = new EncryptionCodec([key2, key1]);
+    const [fresh] = await rotated.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"x"') }]);
+    expect(Buffer.from(fresh!.metadata!['encryption-key-id']!).toString()).toBe('k2');
+    const decoded = await rotated.decode(old);
+    expect(decoded.some((p) => Buffer.from(p.data!).toString().includes(night.expired[0]!.id))).toBe(true);
+    // Retire key 1 too early and the old histories cannot be read: a named error, not garbage.
+    await expect(new EncryptionCodec([key2]).decode(old.slice(0, 1))).rejects.toBeInstanceOf(UnknownEncryptionKey);
+  });
+
+  it('a tampered payload fails decoding with a clear error', async () => {
+    const codec = new EncryptionCodec([key1]);
+    const [sealed] = await codec.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{"amountMinor":"1250"}') }]);
+    const tampered = Buffer.from(sealed!.data!);
+    tampered[20] = tampered[20]! ^ 0x01;
+    await expect(codec.decode([{ ...sealed!, data: tampered }])).rejects.toThrow(PayloadDecryptionFailed);
+    await expect(codec.decode([{ ...sealed!, data: tampered }])).rejects.toThrow(/k1.*altered/);
+    expect(Buffer.from((await codec.decode([sealed!]))[0]!.data!).toString()).toBe('{"amountMinor":"1250"}');
+  });
+});
