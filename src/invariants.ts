@@ -1,8 +1,11 @@
 /**
- * Checks the ledger invariants of shared/DESIGN.md against a region's database and reports every violation
- * with the offending ids. Used by the tests (and, as it grows, by the chaos run and the benchmark).
+ * Checks the seven invariants of shared/DESIGN.md against the regions' ledgers, the fake merchants' request
+ * logs, and any text that must not carry a secret (histories, logs), and reports every violation with the
+ * offending ids. Used by the tests and the chaos run.
  */
 import type pg from 'pg';
+import type { ReceivedWebhook } from './dev/fake-merchants.js';
+import type { Region } from './regions.js';
 
 export interface Violation {
   invariant: number;
@@ -45,5 +48,106 @@ export async function checkLedgerInvariants(pool: pg.Pool): Promise<Violation[]>
     const found = await ids(pool, check.sql);
     if (found.length > 0) violations.push({ invariant: 1, message: check.message, ids: found });
   }
+  return violations;
+}
+
+/** The most arrivals in any window of `windowMs` (half-open), sliding over every arrival. */
+export function maxInAnyWindow(times: readonly number[], windowMs = 1000): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  let max = 0;
+  let start = 0;
+  for (let end = 0; end < sorted.length; end++) {
+    while (sorted[end]! - sorted[start]! >= windowMs) start++;
+    max = Math.max(max, end - start + 1);
+  }
+  return max;
+}
+
+export interface InvariantInput {
+  regions: readonly { region: Region; pool: pg.Pool }[];
+  /** Every request the merchants received. */
+  requests: readonly ReceivedWebhook[];
+  /** Texts that must never contain a signing secret: histories, worker logs. */
+  texts: readonly { source: string; text: string }[];
+}
+
+const first = <T>(items: readonly T[], n = 20) => items.slice(0, n);
+
+/** All seven invariants; an empty list means every one holds. */
+export async function checkInvariants(input: InvariantInput): Promise<Violation[]> {
+  const violations: Violation[] = [];
+  const add = (invariant: number, message: string, ids: string[]) => {
+    if (ids.length > 0) violations.push({ invariant, message, ids: first(ids) });
+  };
+  const deliveries = new Map<string, { region: Region; payload: string; status: string; holdState: string; merchantId: string }>();
+  const merchantRegion = new Map<string, Region>();
+  const secrets: string[] = [];
+  const limits = new Map<string, number>();
+  const leakedTexts: { source: string; text: string }[] = [];
+
+  for (const { region, pool } of input.regions) {
+    for (const v of await checkLedgerInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
+    // 2. No loss: after quiescence no expired, active hold may remain (rejected rows leave the active set).
+    add(2, `${region}: expired hold still active`, await ids(pool, `SELECT id FROM auth_holds WHERE state = 'active' AND expires_at <= now()`));
+    // 3. One webhook per released hold, fixed at release.
+    add(3, `${region}: released hold without its webhook`, await ids(pool,
+      `SELECT h.id FROM auth_holds h LEFT JOIN webhook_deliveries d ON d.hold_id = h.id WHERE h.state = 'released' AND d.webhook_id IS NULL`));
+    add(3, `${region}: delivered webhook that also has a discard or abandon decision`, await ids(pool,
+      `SELECT d.webhook_id AS id FROM webhook_deliveries d JOIN delivery_decisions x USING (webhook_id)
+        WHERE d.status = 'delivered' AND x.decision IN ('discard', 'abandon')`));
+    const { rows } = await pool.query<{ webhook_id: string; payload: string; status: string; state: string; merchant_id: string }>(
+      'SELECT d.webhook_id, d.payload, d.status, h.state, d.merchant_id FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id',
+    );
+    for (const r of rows) {
+      if (deliveries.has(r.webhook_id)) add(6, 'webhook id present in two regions', [r.webhook_id]);
+      deliveries.set(r.webhook_id, { region, payload: r.payload, status: r.status, holdState: r.state, merchantId: r.merchant_id });
+    }
+    const merchants = await pool.query<{ id: string; rate_per_second: string; burst: number; signing_secret: string | null; previous_signing_secret: string | null }>(
+      'SELECT id, rate_per_second, burst, signing_secret, previous_signing_secret FROM merchants',
+    );
+    for (const m of merchants.rows) {
+      merchantRegion.set(m.id, region);
+      limits.set(m.id, Number(m.rate_per_second) + m.burst);
+      for (const secret of [m.signing_secret, m.previous_signing_secret]) if (secret) secrets.push(secret);
+    }
+    // 7. Secrets never in what we store from failures.
+    const leaked = await pool.query<{ id: string; text: string }>(
+      `SELECT webhook_id AS id, coalesce(last_error, '') AS text FROM webhook_deliveries
+        UNION ALL SELECT webhook_id, coalesce(response_excerpt, '') FROM delivery_attempts`,
+    );
+    leakedTexts.push(...leaked.rows.map((r) => ({ source: `${region} ledger ${r.id}`, text: r.text })));
+  }
+
+  // 3 and 5: every request is a webhook whose release committed, with exactly the stored payload.
+  const byWebhook = new Map<string, ReceivedWebhook[]>();
+  for (const request of input.requests) {
+    const list = byWebhook.get(request.webhookId ?? '') ?? [];
+    list.push(request);
+    byWebhook.set(request.webhookId ?? '', list);
+  }
+  const uncommitted: string[] = [];
+  const changed: string[] = [];
+  const wrongRegion: string[] = [];
+  for (const [webhookId, requests] of byWebhook) {
+    const delivery = deliveries.get(webhookId);
+    if (!delivery || delivery.holdState !== 'released') {
+      uncommitted.push(webhookId || '(no webhook-id header)');
+      continue;
+    }
+    if (requests.some((r) => r.body !== delivery.payload)) changed.push(webhookId);
+    if (requests.some((r) => merchantRegion.get(r.merchantId) !== delivery.region || r.merchantId !== delivery.merchantId)) wrongRegion.push(webhookId);
+  }
+  add(5, 'webhook sent for a release that did not commit', uncommitted);
+  add(3, 'webhook body differs from the payload fixed at release', changed);
+  add(6, "webhook sent to a merchant outside its hold's region", wrongRegion);
+
+  // 4. Receiver-side rate: any 1-second window at most rate + burst.
+  const byMerchant = new Map<string, number[]>();
+  for (const request of input.requests) byMerchant.set(request.merchantId, [...(byMerchant.get(request.merchantId) ?? []), request.receivedAt]);
+  add(4, 'merchant received more than rate + burst in a 1-second window', [...byMerchant].filter(([m, times]) => maxInAnyWindow(times) > (limits.get(m) ?? Infinity)).map(([m, times]) => `${m} (${maxInAnyWindow(times)} > ${limits.get(m)})`));
+
+  // 7. No secret (nor its base64 body) in histories, logs or stored failures.
+  const needles = secrets.flatMap((s) => [s, s.replace(/^whsec_/, '')]);
+  add(7, 'signing secret found', [...input.texts, ...leakedTexts].filter((t) => needles.some((n) => t.text.includes(n))).map((t) => t.source));
   return violations;
 }

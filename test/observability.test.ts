@@ -4,7 +4,7 @@
  * structure against the code they configure.
  */
 import fs from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { CONFIG_VARIABLES, loadConfig } from '../src/config.js';
 import { freePort } from '../src/db/embedded-postgres.js';
@@ -12,7 +12,7 @@ import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
 import { seedNight, type Night } from './support/ledger.js';
 import { waitUntil } from './support/wait.js';
-import { startWorkerProcesses, type WorkerProcesses } from './support/worker-processes.js';
+import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../src/dev/worker-processes.js';
 
 const read = (file: string) => fs.readFile(new URL(`../${file}`, import.meta.url), 'utf8');
 
@@ -39,7 +39,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     us = await harness.region('us');
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    worker = await startWorkerProcesses(1, us, harness.address, () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms' }));
+    worker = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms' }));
     // A small night with faults: merchant 0 rejects (400), merchant 1 answers 429 once, merchant 2 hangs.
     night = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 12, merchants: 4 }, harness.merchants);
     const [m0, m1, m2] = night.merchantIds as [string, string, string];

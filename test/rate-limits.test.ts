@@ -2,13 +2,14 @@
  * Per-merchant rate limits across every worker: three worker processes on one task queue, real HTTP, and the
  * fake merchant's own clock as the judge (receiver-side counts over every sliding 1-second window).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createMerchantBudget, RATE_SAFETY_MARGIN } from '../src/delivery/merchant-budget.js';
 import { insertMerchants } from '../src/dev/seed.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
 import { seedNight, type Night } from './support/ledger.js';
-import { maxInAnyWindow, startWorkerProcesses, type WorkerProcesses } from './support/worker-processes.js';
+import { maxInAnyWindow } from '../src/invariants.js';
+import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../src/dev/worker-processes.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -18,7 +19,7 @@ let nights = 0;
 beforeAll(async () => {
   harness = await openHarness();
   us = await harness.region('us');
-  workers = await startWorkerProcesses(3, us, harness.address);
+  workers = await startWorkerProcesses(3, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')));
 });
 afterAll(async () => {
   await workers?.stop();

@@ -26,6 +26,8 @@ export interface EmbeddedPostgresOptions {
 export interface RunningPostgres {
   readonly port: number;
   urlFor(database: string): string;
+  /** Stops and starts the same cluster (same data, same port): a database restart, for the chaos run. */
+  restart(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -90,5 +92,13 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
   } finally {
     await admin.end();
   }
-  return { port, urlFor, stop: () => server.stop() };
+  return {
+    port,
+    urlFor,
+    async restart() {
+      await server.stop();
+      await server.start();
+    },
+    stop: () => server.stop(),
+  };
 }

@@ -1,0 +1,270 @@
+/**
+ * The chaos run: a scaled night in both regions on real services (file-backed Temporal dev server, embedded
+ * PostgreSQL, worker processes, fake merchants with every fault kind), while faults are injected at seeded
+ * random times: worker SIGKILLs (each restarted), a Temporal restart, a PostgreSQL restart, a second sweep and
+ * a schedule trigger at the same moment, a merchant frozen for a compressed "ten minutes", and a merchant that
+ * closes the connection without answering. Then it waits for quiescence and checks every invariant.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import type pg from 'pg';
+import type { RegionConfig } from '../config.js';
+import { migrate } from '../db/migrate.js';
+import { freePort, startEmbeddedPostgres } from '../db/embedded-postgres.js';
+import { createPool } from '../db/pool.js';
+import { generateSigningSecret } from '../delivery/signing.js';
+import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
+import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
+import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
+import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
+import { checkInvariants, type Violation } from '../invariants.js';
+import type { Region } from '../regions.js';
+import { ensureSweepSchedule, sweepNow } from '../schedules.js';
+import { bundleWorkflows } from '../workers/region-worker-factory.js';
+import { sweepExpiredHolds } from '../workflows/sweep-expired-holds.js';
+
+export interface ChaosOptions {
+  seed: number;
+  holds: number;
+  merchantsPerRegion: number;
+  workers: number;
+  /** How many worker processes are SIGKILLed (one at a time, each restarted). */
+  kills: number;
+  /** The frozen merchant's "ten minutes", compressed. */
+  freezeMs: number;
+  /** Faults are injected at random times within this window from the start of the sweeps. */
+  faultWindowMs: number;
+  quiescenceTimeoutMs: number;
+  /** How many histories to scan for secrets (all of them on small runs). */
+  historiesToScan: number;
+  cacheDir: string;
+  log: (line: string) => void;
+}
+
+export interface ChaosReport {
+  seed: number;
+  holds: number;
+  faults: { atSeconds: number; kind: string; detail: string }[];
+  deliveries: Record<string, number>;
+  requests: number;
+  violations: Violation[];
+  quiescenceSeconds: number;
+}
+
+const REGION_SHARE: Record<Region, number> = { us: 0.6, eu: 0.4 };
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A merchant's behaviour by its number: one of each fault kind, the rest healthy (and a little slow). */
+function scriptFor(n: number, secret: string): MerchantScript {
+  const secrets = [secret];
+  switch (n) {
+    case 1: // closes the connection after reading the first requests, then recovers
+      return { secrets, responses: [{ close: true }, { close: true }, { close: true }, { status: 200 }] };
+    case 2: // rate-limits hard now and then
+      return { secrets, responses: [{ status: 200 }, { status: 429, retryAfter: '1' }, { status: 200 }, { status: 200 }, { status: 429 }, { status: 200 }] };
+    case 3: // a short 503 outage
+      return { secrets, responses: [{ status: 503 }, { status: 503 }, { status: 503 }, { status: 200 }] };
+    case 4: // rejects everything: quarantined
+      return { secrets, responses: [{ status: 400, body: '{"error":"unsupported"}' }] };
+    default:
+      return { secrets, responses: [{ status: 200, delayMs: 5 + (n % 4) * 5 }] };
+  }
+}
+
+async function retrying<T>(what: () => Promise<T>, attempts = 60): Promise<T> {
+  for (let i = 1; ; i++) {
+    try {
+      return await what();
+    } catch (err) {
+      if (i >= attempts) throw err;
+      await sleep(1000);
+    }
+  }
+}
+
+export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
+  const { log } = options;
+  const random = seededRandom(options.seed);
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-chaos-'));
+  await fs.chmod(dataDir, 0o777);
+  const temporalPort = await freePort();
+  const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
+  const startTemporal = () =>
+    startDevServer({ namespaces, dataDir: path.join(dataDir, 'temporal'), explicitCliPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir, port: temporalPort });
+  let server: DevServer = await startTemporal();
+  const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['chaos_us', 'chaos_eu'], durable: true });
+  const merchants = new FakeMerchants();
+  await merchants.start();
+  const bundlePath = path.join(dataDir, 'workflow-bundle.js');
+  await fs.writeFile(bundlePath, (await bundleWorkflows()).code);
+  const connection = await Connection.connect({ address: server.address });
+  const regions: (RegionConfig & { pool: pg.Pool; client: Client })[] = (['us', 'eu'] as const).map((region) => {
+    const databaseUrl = postgres.urlFor(`chaos_${region}`);
+    return {
+      region,
+      databaseUrl,
+      temporalAddress: server.address,
+      namespace: `hold-sweeper-${region}`,
+      taskQueue: `chaos-${region}`,
+      scheduleId: `chaos-sweep-${region}`,
+      payloadKeys: undefined,
+      pool: createPool(databaseUrl, { max: 5 }),
+      client: new Client({ connection, namespace: `hold-sweeper-${region}` }),
+    };
+  });
+  const faults: ChaosReport['faults'] = [];
+  let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
+  let startedAt = Date.now();
+  const fault = (kind: string, detail: string) => {
+    faults.push({ atSeconds: Math.round((Date.now() - startedAt) / 100) / 10, kind, detail });
+    log(`[chaos] +${faults.at(-1)!.atSeconds}s ${kind}: ${detail}`);
+  };
+
+  try {
+    for (const region of regions) {
+      await migrate(region.pool);
+      const n = Math.round(options.holds * REGION_SHARE[region.region]);
+      const ids = Array.from({ length: options.merchantsPerRegion }, (_, i) => `m_${region.region}_${i}`);
+      const secrets = ids.map(() => generateSigningSecret());
+      ids.forEach((id, i) => merchants.script(id, scriptFor(i, secrets[i]!)));
+      await insertMerchants(
+        region.pool,
+        ids.map((id, i) => ({ id, endpointUrl: merchants.endpointFor(id), signingSecret: secrets[i]!, ratePerSecond: i % 7 === 5 ? 1 : i % 7 === 6 ? 50 : 5, burst: 1 })),
+      );
+      // Short backoff so the faulty merchants settle within a run; the policy itself is the real one.
+      await region.pool.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
+      const currency = region.region === 'us' ? 'USD' : 'EUR';
+      const accounts = Array.from({ length: Math.ceil(n / 5) }, (_, i) => ({ id: `a_${region.region}_${i}`, currency, availableMinor: 1_000_000 }));
+      await insertAccounts(region.pool, accounts);
+      const holds: HoldSeed[] = Array.from({ length: n }, (_, i) => ({
+        id: `h_${region.region}_${i}`,
+        accountId: accounts[Math.floor(random() * accounts.length)]!.id,
+        // Skewed: a third of the holds on merchant 0 (the one that freezes), the rest spread.
+        merchantId: random() < 0.33 ? ids[0]! : ids[Math.floor(random() * ids.length)]!,
+        amountMinor: 100 + Math.floor(random() * 10_000),
+        currency,
+        expiresInSeconds: -60 - random() * 3600,
+      }));
+      await insertHolds(region.pool, holds);
+    }
+    log(`[chaos] seed ${options.seed}: ${options.holds} holds, ${options.merchantsPerRegion} merchants per region, ${options.workers} worker processes`);
+
+    workers = await startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath));
+    for (const region of regions) await ensureSweepSchedule(region.client, region, { intervalMs: 86_400_000, catchupWindowMs: 600_000, pageSize: 200, quarantineTimeoutMs: 86_400_000 });
+    startedAt = Date.now();
+    for (const region of regions) await sweepNow(region.client, region);
+
+    // The faults, at seeded random times inside the window.
+    const at = (fromMs: number, toMs: number) => fromMs + random() * (toMs - fromMs);
+    const window = options.faultWindowMs;
+    const plan: { atMs: number; run: () => Promise<void> }[] = [
+      {
+        atMs: at(0.05 * window, 0.2 * window),
+        run: async () => {
+          const region = regions[Math.floor(random() * regions.length)]!;
+          fault('second sweep', `a manual sweep and a schedule trigger at once in ${region.region}`);
+          await Promise.all([
+            region.client.workflow.start(sweepExpiredHolds, { taskQueue: region.taskQueue, workflowId: `chaos-manual-${region.region}-${Date.now()}`, args: [{ region: region.region, pageSize: 200 }] }),
+            sweepNow(region.client, region),
+          ]);
+        },
+      },
+      {
+        atMs: at(0.05 * window, 0.3 * window),
+        run: async () => {
+          fault('freeze', `m_us_0 and m_eu_0 accept connections and never answer for ${options.freezeMs / 1000} s`);
+          const frozen = ['m_us_0', 'm_eu_0'];
+          const secrets = await Promise.all(regions.map(async (r, i) => (await r.pool.query('SELECT signing_secret FROM merchants WHERE id = $1', [frozen[i]])).rows[0].signing_secret as string));
+          frozen.forEach((id, i) => merchants.script(id, { secrets: [secrets[i]!], responses: [{ hang: true }] }));
+          setTimeout(() => {
+            fault('thaw', 'the frozen merchants answer again');
+            frozen.forEach((id, i) => merchants.script(id, scriptFor(0, secrets[i]!)));
+          }, options.freezeMs);
+        },
+      },
+      ...Array.from({ length: options.kills }, () => ({
+        atMs: at(0.1 * window, window),
+        run: async () => {
+          const index = Math.floor(random() * options.workers);
+          fault('kill', `SIGKILL worker process ${index}`);
+          workers!.kill(index);
+          await sleep(2000 + random() * 2000);
+          await workers!.restart(index);
+          fault('restart', `worker process ${index} is running again`);
+        },
+      })),
+      {
+        atMs: at(0.3 * window, 0.6 * window),
+        run: async () => {
+          fault('temporal restart', 'dev server stopped (file-backed: its state survives)');
+          await server.stop();
+          await sleep(1000);
+          server = await startTemporal();
+          fault('temporal restart', 'dev server running again');
+        },
+      },
+      {
+        atMs: at(0.5 * window, 0.9 * window),
+        run: async () => {
+          fault('postgres restart', 'ledger database stopped');
+          await postgres.restart();
+          fault('postgres restart', 'ledger database running again');
+        },
+      },
+    ].sort((a, b) => a.atMs - b.atMs);
+    // Faults overlap in time the way they would in life: each runs when its moment comes.
+    await Promise.all(plan.map(async (step) => {
+      await sleep(Math.max(0, startedAt + step.atMs - Date.now()));
+      await step.run();
+    }));
+
+    // Quiescence: the sweeps are done, a final sweep found nothing left, and no webhook is pending.
+    const deadline = Date.now() + options.quiescenceTimeoutMs;
+    const pending = async () => {
+      let total = 0;
+      for (const region of regions) {
+        const { rows } = await region.pool.query<{ n: number }>(
+          `SELECT (SELECT count(*) FROM auth_holds WHERE state = 'active' AND expires_at <= now())::integer
+                + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::integer AS n`,
+        );
+        total += rows[0]!.n;
+      }
+      return total;
+    };
+    for (const region of regions) await retrying(() => sweepNow(region.client, region));
+    for (;;) {
+      const left = await retrying(pending);
+      if (left === 0) break;
+      if (Date.now() > deadline) throw new Error(`no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds or webhooks still pending`);
+      await sleep(1000);
+    }
+    const quiescenceSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
+    log(`[chaos] quiescent after ${quiescenceSeconds} s; checking invariants`);
+
+    const texts: { source: string; text: string }[] = workers.output().map((text, i) => ({ source: `worker ${i} logs`, text }));
+    for (const region of regions) {
+      let scanned = 0;
+      for await (const { workflowId, history } of region.client.workflow.list({ query: `TaskQueue = '${region.taskQueue}'` }).intoHistories()) {
+        texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
+        if (++scanned >= options.historiesToScan) break;
+      }
+    }
+    const violations = await checkInvariants({ regions, requests: merchants.requests(), texts });
+    const deliveries: Record<string, number> = {};
+    for (const region of regions) {
+      const { rows } = await region.pool.query<{ status: string; n: number }>('SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1');
+      for (const r of rows) deliveries[r.status] = (deliveries[r.status] ?? 0) + r.n;
+    }
+    return { seed: options.seed, holds: options.holds, faults, deliveries, requests: merchants.requests().length, violations, quiescenceSeconds };
+  } finally {
+    await workers?.stop();
+    await merchants.stop();
+    await Promise.all(regions.map((r) => r.pool.end()));
+    await connection.close();
+    await server.stop();
+    await postgres.stop();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
+}

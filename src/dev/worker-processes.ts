@@ -1,0 +1,87 @@
+/**
+ * Regional workers as separate OS processes (the production entry point, src/workers/region-worker.ts), all on
+ * one task queue: what "across every worker" means for the rate limiter, and what the chaos run kills.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { RegionConfig } from '../config.js';
+
+export interface WorkerProcesses {
+  pids: number[];
+  /** Everything each process wrote so far (stdout and stderr), restarts included. */
+  output(): string[];
+  /** SIGKILL worker `index` (no drain, no goodbye). */
+  kill(index: number): void;
+  /** Starts worker `index` again after a kill; resolves when it is running. */
+  restart(index: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** The environment a worker process needs for `regions` (dev rules: loopback http merchants allowed). */
+export function workerEnvironment(regions: readonly RegionConfig[], address: string, workflowBundlePath: string): Record<string, string> {
+  const env: Record<string, string> = {
+    HOLD_SWEEPER_MODE: 'dev',
+    HOLD_SWEEPER_REGIONS: regions.map((r) => r.region).join(','),
+    TEMPORAL_ADDRESS: address,
+    // The schedule is ensured at start-up; a day's interval keeps it from firing on its own during a run.
+    SWEEP_INTERVAL: '24h',
+    WORKFLOW_BUNDLE_PATH: workflowBundlePath,
+  };
+  for (const region of regions) {
+    const up = region.region.toUpperCase();
+    env[`DATABASE_URL_${up}`] = region.databaseUrl!;
+    env[`TEMPORAL_NAMESPACE_${up}`] = region.namespace;
+    env[`TASK_QUEUE_${up}`] = region.taskQueue;
+    env[`SCHEDULE_ID_${up}`] = region.scheduleId;
+  }
+  return env;
+}
+
+export async function startWorkerProcesses(
+  count: number,
+  environment: Record<string, string>,
+  extraEnv: (index: number) => Record<string, string> = () => ({}),
+): Promise<WorkerProcesses> {
+  const children: ChildProcess[] = [];
+  const outputs: string[] = Array.from({ length: count }, () => '');
+  const start = (index: number) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/workers/region-worker.ts'], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index) } as NodeJS.ProcessEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    children[index] = child;
+    const before = outputs[index]!.length;
+    return new Promise<void>((resolve, reject) => {
+      child.stdout!.on('data', (d: Buffer) => {
+        outputs[index] += d.toString();
+        if (outputs[index]!.slice(before).includes('"msg":"worker running"')) resolve();
+      });
+      child.stderr!.on('data', (d: Buffer) => (outputs[index] += d.toString()));
+      child.on('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`)));
+    });
+  };
+  await Promise.all(Array.from({ length: count }, (_, index) => start(index)));
+  return {
+    get pids() {
+      return children.map((c) => c.pid!);
+    },
+    output: () => [...outputs],
+    kill: (index) => void children[index]!.kill('SIGKILL'),
+    restart: (index) => start(index),
+    async stop() {
+      await Promise.all(
+        children.map(
+          (child) =>
+            new Promise<void>((resolve) => {
+              if (child.exitCode !== null || child.signalCode !== null) return resolve();
+              const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
+              child.once('exit', () => {
+                clearTimeout(kill);
+                resolve();
+              });
+              child.kill('SIGTERM');
+            }),
+        ),
+      );
+    },
+  };
+}

@@ -1,0 +1,32 @@
+/**
+ * The chaos run, short: every fault kind once (a worker SIGKILL, a Temporal restart, a PostgreSQL restart, a
+ * second sweep with a schedule trigger, a frozen merchant, a merchant closing connections unanswered, plus 429,
+ * 503 and 400 merchants) on a small night in both regions, then every invariant checked. It runs its own
+ * Temporal dev server and PostgreSQL, because it restarts them. The long version is `npm run chaos`.
+ */
+import { expect, it } from 'vitest';
+import { runChaos } from '../src/chaos/chaos-run.js';
+import { loadConfig } from '../src/config.js';
+
+it('a small night survives every fault kind with no invariant violated', async () => {
+  const report = await runChaos({
+    seed: 20261130,
+    holds: 200,
+    merchantsPerRegion: 8,
+    workers: 2,
+    kills: 1,
+    freezeMs: 8_000,
+    faultWindowMs: 20_000,
+    quiescenceTimeoutMs: 300_000,
+    historiesToScan: 1000,
+    cacheDir: loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' }).dev.cacheDir,
+    log: () => undefined,
+  });
+  expect(report.violations).toEqual([]);
+  expect(new Set(report.faults.map((f) => f.kind))).toEqual(
+    new Set(['second sweep', 'freeze', 'thaw', 'kill', 'restart', 'temporal restart', 'postgres restart']),
+  );
+  // Every hold's webhook reached a final state: delivered, or quarantined (the merchant that answers 400).
+  expect(Object.keys(report.deliveries).sort()).toEqual(['delivered', 'quarantined']);
+  expect(report.deliveries.delivered! + report.deliveries.quarantined!).toBe(200);
+}, 600_000);

@@ -1,0 +1,71 @@
+/**
+ * The invariant checker finds what it is there to find: each invariant broken on purpose, each reported with
+ * the offending id. (Its passing side is exercised by every test that asserts "no violations".)
+ */
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { createLedgerActivities } from '../src/activities/ledger.js';
+import type { ReceivedWebhook } from '../src/dev/fake-merchants.js';
+import type { ReleaseOutcome } from '../src/domain.js';
+import { checkInvariants } from '../src/invariants.js';
+import { openHarness, type Harness } from './support/harness.js';
+import { seedNight } from './support/ledger.js';
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await openHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+it('reports a violation of each invariant with the offending ids', async () => {
+  const us = await harness.region('us');
+  const eu = await harness.region('eu');
+  const night = await seedNight(us.pool, 'us', `${harness.id}inv`, { expired: 3, merchants: 1 }, harness.merchants);
+  await seedNight(eu.pool, 'eu', `${harness.id}inve`, { expired: 1, merchants: 1 }, harness.merchants);
+  const release = (holdId: string) =>
+    new MockActivityEnvironment().run(createLedgerActivities({ region: 'us', pool: us.pool }).releaseHold, { holdId }) as Promise<ReleaseOutcome>;
+  const released = await release(night.expired[0]!.id);
+  if (released.status !== 'released') throw new Error('setup: expected a release');
+  await release(night.expired[1]!.id);
+  const merchantId = night.merchantIds[0]!;
+  const payload = (await us.pool.query('SELECT payload FROM webhook_deliveries WHERE webhook_id = $1', [released.webhookId])).rows[0].payload as string;
+  const request = (over: Partial<ReceivedWebhook>): ReceivedWebhook => ({
+    merchantId,
+    receivedAt: 1_000_000,
+    webhookId: released.webhookId,
+    timestamp: '1',
+    signature: 'v1,x',
+    idempotencyKey: released.webhookId,
+    body: payload,
+    verified: true,
+    answer: 200,
+    ...over,
+  });
+  // Broken on purpose: a second ledger entry's worth of held balance (1), hold 3 left active (2), a changed body (3),
+  // 7 requests inside one second to a 5 + 1 merchant (4), a webhook for no committed release (5), a US webhook at
+  // an EU merchant (6), a secret in a log (7).
+  await us.pool.query('UPDATE accounts SET held_minor = held_minor + 1 WHERE id = $1', [night.expired[0]!.accountId]);
+  const euMerchant = (await eu.pool.query('SELECT id FROM merchants LIMIT 1')).rows[0].id as string;
+  const requests = [
+    ...Array.from({ length: 6 }, (_, i) => request({ receivedAt: 1_000_000 + i * 100 })),
+    request({ receivedAt: 1_000_650, body: payload.replace('"type"', '"typ"') }),
+    request({ webhookId: 'wh_never_released', receivedAt: 5_000_000 }),
+    request({ merchantId: euMerchant, receivedAt: 9_000_000 }),
+  ];
+  const secret = night.secrets.get(merchantId)!;
+  const violations = await checkInvariants({
+    regions: [{ region: 'us', pool: us.pool }, { region: 'eu', pool: eu.pool }],
+    requests,
+    texts: [{ source: 'worker 0 logs', text: `{"msg":"oops","secret":"${secret}"}` }, { source: 'clean', text: 'nothing here' }],
+  });
+  const byInvariant = (n: number) => violations.filter((v) => v.invariant === n);
+  expect(byInvariant(1)).toMatchObject([{ ids: [night.expired[0]!.accountId] }]);
+  expect(byInvariant(2).flatMap((v) => v.ids)).toEqual(expect.arrayContaining([night.expired[2]!.id]));
+  expect(byInvariant(3)).toMatchObject([{ message: 'webhook body differs from the payload fixed at release', ids: [released.webhookId] }]);
+  expect(byInvariant(4)).toMatchObject([{ ids: [`${merchantId} (7 > 6)`] }]);
+  expect(byInvariant(5)).toMatchObject([{ ids: ['wh_never_released'] }]);
+  expect(byInvariant(6)).toMatchObject([{ ids: [released.webhookId] }]);
+  expect(byInvariant(7)).toMatchObject([{ ids: ['worker 0 logs'] }]);
+});
