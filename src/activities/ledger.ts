@@ -18,6 +18,7 @@ import type {
   SweepResult,
   SweepTotals,
 } from '../domain.js';
+import { isoUtc } from '../db/sql.js';
 import { DEFAULT_DELIVERY_POLICY, resolveDeliveryPolicy } from '../delivery/policy.js';
 import type { InvalidHoldCode } from '../errors.js';
 import { deliveryMetrics } from '../observability/metrics.js';
@@ -35,8 +36,6 @@ const HOLD_DEFECT_SQL = `
        WHEN a.currency <> h.currency THEN 'CurrencyMismatch'
   END`;
 
-/** Microsecond ISO-8601 in UTC: Postgres precision survives the trip through Temporal and back. */
-const isoUtc = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
 
 /** The event type of the webhook each release sends. */
 export const HOLD_RELEASED_EVENT = 'hold.released';

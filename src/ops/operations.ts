@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
+import { isoUtc } from '../db/sql.js';
 import type { QuarantineReason } from '../delivery/policy.js';
 import { OperatorError } from '../errors.js';
 import { holdWorkflowId } from '../workflows/ids.js';
@@ -122,7 +123,7 @@ interface DeliveryTarget {
 async function deliveryTargets(ctx: OpsContext, where: string, params: unknown[]): Promise<DeliveryTarget[]> {
   const { rows } = await ctx.pool.query<{ webhook_id: string; hold_id: string; expires_at: string; status: string; policy_run: number }>(
     `SELECT d.webhook_id, d.hold_id, d.status, ${POLICY_RUN_SQL} AS policy_run,
-            to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS expires_at
+            ${isoUtc('h.expires_at')} AS expires_at
        FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id
       WHERE ${where}`,
     params,
@@ -264,7 +265,7 @@ export interface HoldReport {
 export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldReport> {
   const hold = await ctx.pool.query(
     `SELECT id, account_id, merchant_id, amount_minor, currency, state, reject_code, expires_at, released_at,
-            to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS expires_at_exact
+            ${isoUtc('expires_at')} AS expires_at_exact
        FROM auth_holds WHERE id = $1::text`,
     [holdId],
   );

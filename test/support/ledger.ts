@@ -1,5 +1,6 @@
 /** Ledger fixtures and read-backs for tests. */
 import type pg from 'pg';
+import { isoUtc } from '../../src/db/sql.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import type { FakeMerchants } from '../../src/dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../src/dev/seed.js';
@@ -83,7 +84,7 @@ export async function ledgerEntryCount(pool: pg.Pool): Promise<number> {
 /** The workflow id the sweep gives a hold: derived from its id and exact (microsecond) expiry. */
 export async function holdWorkflowIdOf(pool: pg.Pool, region: Region, holdId: string): Promise<string> {
   const { rows } = await pool.query<{ e: string }>(
-    `SELECT to_char(expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS e FROM auth_holds WHERE id = $1`,
+    `SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`,
     [holdId],
   );
   return holdWorkflowId(region, holdId, rows[0]!.e);
