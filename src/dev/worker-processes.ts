@@ -66,7 +66,17 @@ export async function startWorkerProcesses(
     },
     output: () => [...outputs],
     kill: (index) => void children[index]!.kill('SIGKILL'),
-    restart: (index) => start(index),
+    // Like a supervisor: a worker that dies while starting (its database restarting too) is started again.
+    restart: async (index) => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await start(index);
+        } catch (err) {
+          if (attempt >= 5) throw err;
+          await new Promise((resolve) => setTimeout(resolve, 1000));
+        }
+      }
+    },
     async stop() {
       await Promise.all(
         children.map(

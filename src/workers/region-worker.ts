@@ -19,6 +19,22 @@ import { startLedgerGauges } from '../observability/metrics.js';
 import { ensureSweepSchedule } from '../schedules.js';
 import { bundleWorkflows, createRegionWorker } from './region-worker-factory.js';
 
+/** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
+const STARTUP_RETRY_MS = 120_000;
+
+async function whenReachable<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + STARTUP_RETRY_MS;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      Runtime.instance().logger.warn(`${what} not reachable yet; retrying`, { error: (err as Error).message });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
 async function main() {
   const config = loadConfig();
   // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
@@ -43,10 +59,12 @@ async function main() {
     if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
     if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL');
     const pool = createPool(region.databaseUrl);
-    await migrate(pool);
-    const connection = await Connection.connect({ address: region.temporalAddress });
-    await ensureSweepSchedule(new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) }), region, config.sweep);
-    const nativeConnection = await NativeConnection.connect({ address: region.temporalAddress });
+    await whenReachable('ledger database', () => migrate(pool));
+    const address = region.temporalAddress;
+    const connection = await whenReachable('Temporal', () => Connection.connect({ address }));
+    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
+    await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
+    const nativeConnection = await whenReachable('Temporal', () => NativeConnection.connect({ address }));
     const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks, meter });
     const gauges = startLedgerGauges({ region: region.region, pool, meter, intervalMs: config.observability.gaugeIntervalMs });
     await gauges.refresh();
