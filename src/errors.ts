@@ -37,7 +37,11 @@ export class TemporalCliNotFoundError extends Error {
   }
 }
 
-/** Why a hold row cannot be released; each code is a distinct data problem upstream. */
+/**
+ * Why a hold row cannot be released; each code is a distinct data problem upstream. A row with one is marked
+ * `rejected` with the code (reported in the sweep's result and log), so it never blocks a sweep; fix it upstream
+ * and set its state back to 'active'.
+ */
 export const INVALID_HOLD_CODES = [
   'NonPositiveAmount',
   'UnknownAccount',
@@ -45,20 +49,6 @@ export const INVALID_HOLD_CODES = [
   'CurrencyMismatch',
 ] as const;
 export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
-
-/**
- * A hold row that can never be released as written (negative amount, unknown account or merchant...).
- * The row is marked `rejected` with this code so it is reported once and never blocks a sweep.
- */
-export class InvalidHoldError extends Error {
-  override readonly name = 'InvalidHoldError';
-  constructor(
-    readonly holdId: string,
-    readonly code: InvalidHoldCode,
-  ) {
-    super(`hold ${holdId} cannot be released: ${code}; fix the row upstream and set its state back to 'active'`);
-  }
-}
 
 /** Operator commands: a named error for each way a request can be refused. */
 export class OperatorError extends Error {

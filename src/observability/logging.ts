@@ -6,8 +6,6 @@
  */
 import { DefaultLogger, type LogLevel } from '@temporalio/worker';
 
-export const LOG_LEVELS: readonly LogLevel[] = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
-
 export function jsonLogger(level: LogLevel, write: (line: string) => void = (line) => process.stdout.write(line)): DefaultLogger {
   return new DefaultLogger(level, ({ level: severity, message, meta, timestampNanos }) => {
     const ts = new Date(Number(timestampNanos / 1_000_000n)).toISOString();
