@@ -4,6 +4,7 @@ import {
   condition,
   log,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   sleep,
   upsertSearchAttributes,
@@ -14,7 +15,7 @@ import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../delivery/polic
 import type { ReleaseOutcome } from '../domain.js';
 import type { Region } from '../regions.js';
 import { DeliveryStatusKey } from '../search-attributes.js';
-import { ledgerActivity, webhookActivity } from './activity-profiles.js';
+import { ledgerActivity, ledgerLocalActivity, webhookActivity } from './activity-profiles.js';
 import {
   approveReplaySignal,
   deliveryAttemptFailedSignal,
@@ -52,7 +53,8 @@ const HELD_RECHECK_FIRST_MS = 5_000;
 /** Five minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
 const HELD_RECHECK_MAX_MS = 5 * 60_000;
 
-const { releaseHold, quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
+const { quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
+const { releaseHold } = proxyLocalActivities<Activities>(ledgerLocalActivity);
 
 function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
   if (err.retryState === RetryState.TIMEOUT || err.retryState === RetryState.MAXIMUM_ATTEMPTS_REACHED) return 'exhausted';
@@ -109,14 +111,15 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   const release = await releaseHold({ holdId: input.holdId });
   const ctx = { region: input.region, holdId: input.holdId };
   log.info('hold release', { ...ctx, status: release.status });
+  const setDeliveryStatus = (value: string) => upsertSearchAttributes([{ key: DeliveryStatusKey, value }]);
   if (release.status !== 'released' && release.status !== 'already_released') {
     stage = { stage: 'not_released', status: release.status };
+    setDeliveryStatus('none');
     return { release };
   }
 
-  const setDeliveryStatus = (value: string) => upsertSearchAttributes([{ key: DeliveryStatusKey, value }]);
+  // DeliveryStatus starts as 'pending' (set by the sweep when it starts this workflow); upserted on each change.
   const { webhookId } = release;
-  setDeliveryStatus('pending');
   let policyRun = 1;
   for (;;) {
     const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, (next) => (stage = next), setDeliveryStatus);
