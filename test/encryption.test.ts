@@ -23,18 +23,22 @@ let night: Night;
 let raw: Client;
 
 /**
- * Every payload stored in the histories of the region's task queue, as the server has it. Search attributes are
- * not payloads a codec may touch (the server indexes them): they are identifiers by design, never amounts.
+ * Every payload stored in the histories of the region's task queue, as the server has it. Not counted: search
+ * attributes (the server indexes them: identifiers by design, never amounts) and a local activity marker's
+ * `data` detail (the SDK's own bookkeeping: sequence, attempt, activity type, times); the marker's result is.
  */
 async function storedPayloads(): Promise<Payload[]> {
   const payloads: Payload[] = [];
-  const collect = (value: unknown): void => {
+  const collect = (value: unknown, path = ''): void => {
     if (!value || typeof value !== 'object') return;
     if ('metadata' in value && 'data' in value && (value as Payload).metadata?.encoding) {
       payloads.push(value as Payload);
       return;
     }
-    for (const [key, child] of Object.entries(value)) if (key !== 'searchAttributes') collect(child);
+    for (const [key, child] of Object.entries(value)) {
+      const bookkeeping = key === 'data' && path.endsWith('markerRecordedEventAttributes.details');
+      if (key !== 'searchAttributes' && !bookkeeping) collect(child, `${path}.${key}`);
+    }
   };
   for await (const { history } of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories()) {
     for (const event of (history as temporal.api.history.v1.IHistory).events ?? []) collect(event);

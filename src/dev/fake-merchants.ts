@@ -76,10 +76,11 @@ export class FakeMerchants {
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse) {
+    // Arrival is when the request's head is parsed, as a merchant's rate limiter would count it.
+    const receivedAt = now();
     const match = /^\/webhooks\/([^/?]+)/.exec(req.url ?? '');
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
-    const receivedAt = now();
     if (!match || req.method !== 'POST') {
       res.writeHead(404).end();
       return;

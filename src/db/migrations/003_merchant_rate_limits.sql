@@ -32,7 +32,7 @@ CREATE TRIGGER merchants_create_rate_limit
 --   * the gate (`gate_tat`) admits actual sends, now or never: a caller woken late by its timer is spaced out
 --     again here, so lateness can never bunch sends into one receiver-side second, and a 429 pause is checked
 --     in the same locked step as the send is admitted.
--- `margin` stretches the emission interval (0.05 = 5 % slower than the published rate) so that network jitter
+-- `margin` stretches the emission interval (0.1 = 10 % slower than the published rate) so that network jitter
 -- between our send and the merchant's receive cannot bunch them either. Burst b lets b + 1 sends go at once
 -- from idle, then one per emission interval. Nothing is admitted before `paused_until`.
 --
