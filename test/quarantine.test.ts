@@ -68,6 +68,8 @@ describe('quarantine decisions', () => {
     expect(requests.map((r) => r.answer)).toEqual([400, 200]);
     expect(new Set(requests.map((r) => r.webhookId)).size).toBe(1);
     expect(requests.every((r) => r.verified)).toBe(true);
+    // The ledger says delivered as soon as the activity records it; the workflow completes right after.
+    expect((await (await handleOf(holdId)).result()).delivery).toEqual({ status: 'delivered', attempts: 2, policyRuns: 2 });
     const report = await holdStatus(ops, holdId);
     expect(report.attempts.map((a) => [a.attempt_number, a.policy_run, a.status_code, a.outcome])).toEqual([
       [1, 1, 400, 'quarantine'],
