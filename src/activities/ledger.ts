@@ -18,6 +18,7 @@ import type {
   SweepResult,
   SweepTotals,
 } from '../domain.js';
+import { inTransaction } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { DEFAULT_DELIVERY_POLICY, resolveDeliveryPolicy } from '../delivery/policy.js';
 import type { InvalidHoldCode } from '../errors.js';
@@ -65,21 +66,6 @@ export interface FinishSweepInput {
   totals: SweepTotals;
   /** How long to wait for the children of this sweep to release before reporting what is left. */
   releaseWaitMs: number;
-}
-
-async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    await client.query('COMMIT');
-    return result;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
 }
 
 async function markRejected(db: pg.Pool | pg.PoolClient, rejected: readonly RejectedHold[]): Promise<void> {

@@ -4,6 +4,7 @@
  * Deterministic for a given seed, so a failing run can be reproduced.
  */
 import type pg from 'pg';
+import { inTransaction } from '../db/pool.js';
 import type { Region } from '../regions.js';
 
 export interface MerchantSeed {
@@ -73,10 +74,8 @@ export async function insertAccounts(pool: pg.Pool, accounts: readonly AccountSe
 /** Inserts holds and adds each valid one's amount to its account's held balance, in one transaction. */
 export async function insertHolds(pool: pg.Pool, holds: readonly HoldSeed[]): Promise<void> {
   if (holds.length === 0) return;
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(
+  await inTransaction(pool, async (tx) => {
+    await tx.query(
       `INSERT INTO auth_holds (id, account_id, merchant_id, amount_minor, currency, expires_at)
        SELECT id, account_id, merchant_id, amount, currency, now() + make_interval(secs => expires_in)
          FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::double precision[])
@@ -91,7 +90,7 @@ export async function insertHolds(pool: pg.Pool, holds: readonly HoldSeed[]): Pr
       ],
     );
     // Upstream holds only a positive amount in the account's own currency; a defective row moved no money.
-    await client.query(
+    await tx.query(
       `UPDATE accounts a SET held_minor = a.held_minor + s.total
          FROM (SELECT h.account_id, sum(h.amount)::bigint AS total
                  FROM unnest($1::text[], $2::bigint[], $3::text[]) AS h(account_id, amount, currency)
@@ -101,13 +100,7 @@ export async function insertHolds(pool: pg.Pool, holds: readonly HoldSeed[]): Pr
         WHERE a.id = s.account_id`,
       [holds.map((h) => h.accountId), holds.map((h) => h.amountMinor), holds.map((h) => h.currency)],
     );
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 export interface DemoNightOptions {

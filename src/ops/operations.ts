@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
+import { inTransaction } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import type { QuarantineReason } from '../delivery/policy.js';
 import { OperatorError } from '../errors.js';
@@ -90,25 +91,17 @@ export async function previewReplay(
   const items = await listQuarantined(pool, filters);
   if (items.length === 0) throw new OperatorError('EmptySelection', 'no quarantined delivery matches these filters; nothing to replay');
   const id = `rr_${randomUUID().slice(0, 8)}`;
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    await client.query(
+  await inTransaction(pool, async (tx) => {
+    await tx.query(
       'INSERT INTO replay_requests (id, requested_by, filters, item_count) VALUES ($1::text, $2::text, $3::jsonb, $4::integer)',
       [id, requestedBy, JSON.stringify(filters), items.length],
     );
-    await client.query(
+    await tx.query(
       `INSERT INTO replay_request_items (request_id, webhook_id, policy_run)
        SELECT $1::text, w, r FROM unnest($2::text[], $3::integer[]) AS i(w, r)`,
       [id, items.map((i) => i.webhookId), items.map((i) => i.policyRun)],
     );
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw err;
-  } finally {
-    client.release();
-  }
+  });
   return { id, count: items.length, items };
 }
 
