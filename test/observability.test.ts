@@ -39,7 +39,9 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     us = await harness.region('us');
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    worker = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms' }));
+    worker = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), {
+      extraEnv: () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms' }),
+    });
     // A small night with faults: merchant 0 rejects (400), merchant 1 answers 429 once, merchant 2 hangs.
     night = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 12, merchants: 4 }, harness.merchants);
     const [m0, m1, m2] = night.merchantIds as [string, string, string];

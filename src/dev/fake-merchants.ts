@@ -16,8 +16,9 @@ export type ScriptedResponse =
   | { close: true };
 
 export interface MerchantScript {
-  /** The n-th request gets responses[n], the last one repeating. Empty or absent: 200. */
+  /** The n-th request gets responses[n], the last one repeating (or all of them, with `cycle`). Empty or absent: 200. */
   responses?: ScriptedResponse[];
+  cycle?: boolean;
   /** Signing secrets the receiver accepts (whsec_...). A request verified by none is recorded as unverified. */
   secrets?: string[];
 }
@@ -90,7 +91,7 @@ export class FakeMerchants {
     const script = this.scripts.get(merchantId) ?? {};
     const index = this.received.filter((r) => r.merchantId === merchantId).length;
     const responses = script.responses?.length ? script.responses : [{ status: 200 }];
-    const response = responses[Math.min(index, responses.length - 1)]!;
+    const response = responses[script.cycle ? index % responses.length : Math.min(index, responses.length - 1)]!;
     const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
     const verified = (script.secrets ?? []).some((secret) => {
       try {

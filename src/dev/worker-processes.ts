@@ -3,6 +3,8 @@
  * one task queue: what "across every worker" means for the rate limiter, and what the chaos run kills.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import type { RegionConfig } from '../config.js';
 
 export interface WorkerProcesses {
@@ -36,13 +38,23 @@ export function workerEnvironment(regions: readonly RegionConfig[], address: str
   return env;
 }
 
+export interface WorkerProcessOptions {
+  extraEnv?: (index: number) => Record<string, string>;
+  /**
+   * Write each process's output to `<logDir>/worker-<index>.log` instead of keeping it in memory: a night's
+   * worth of JSON log lines is hundreds of megabytes.
+   */
+  logDir?: string;
+}
+
 export async function startWorkerProcesses(
   count: number,
   environment: Record<string, string>,
-  extraEnv: (index: number) => Record<string, string> = () => ({}),
+  { extraEnv = () => ({}), logDir }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
   const outputs: string[] = Array.from({ length: count }, () => '');
+  const logFile = (index: number) => path.join(logDir!, `worker-${index}.log`);
   const start = (index: number) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/workers/region-worker.ts'], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index) } as NodeJS.ProcessEnv,
@@ -50,12 +62,22 @@ export async function startWorkerProcesses(
     });
     children[index] = child;
     const before = outputs[index]!.length;
+    const file = logDir ? fs.createWriteStream(logFile(index), { flags: 'a' }) : undefined;
+    let ready = false;
+    // With a log file, memory keeps only what start-up printed (to see "worker running" or why it died).
+    const keep = (d: Buffer) => {
+      file?.write(d);
+      if (!file || !ready) outputs[index] += d.toString();
+    };
     return new Promise<void>((resolve, reject) => {
       child.stdout!.on('data', (d: Buffer) => {
-        outputs[index] += d.toString();
-        if (outputs[index]!.slice(before).includes('"msg":"worker running"')) resolve();
+        keep(d);
+        if (!ready && outputs[index]!.slice(before).includes('"msg":"worker running"')) {
+          ready = true;
+          resolve();
+        }
       });
-      child.stderr!.on('data', (d: Buffer) => (outputs[index] += d.toString()));
+      child.stderr!.on('data', keep);
       child.on('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`)));
     });
   };
@@ -64,7 +86,7 @@ export async function startWorkerProcesses(
     get pids() {
       return children.map((c) => c.pid!);
     },
-    output: () => [...outputs],
+    output: () => (logDir ? outputs.map((_, index) => fs.readFileSync(logFile(index), 'utf8')) : [...outputs]),
     kill: (index) => void children[index]!.kill('SIGKILL'),
     // Like a supervisor: a worker that dies while starting (its database restarting too) is started again.
     restart: async (index) => {

@@ -1,0 +1,53 @@
+/**
+ * The benchmark's ceiling: the sweep's fan-out with nothing inside. `bareFanOut` pages through the same ledger
+ * query (`listExpiredHolds`, same page size, continue-as-new per page) and starts one child per hold with the
+ * same options (ABANDON, id reuse, the four search attributes); `noopHold` returns at once. The product can only
+ * approach this: it is what the server does for a child per hold when the child does no work.
+ */
+import {
+  continueAsNew,
+  ParentClosePolicy,
+  proxyActivities,
+  startChild,
+  WorkflowIdReusePolicy,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import type { HoldCursor } from '../domain.js';
+import type { Region } from '../regions.js';
+import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../search-attributes.js';
+import { ledgerActivity } from '../workflows/activity-profiles.js';
+
+export interface BareFanOutInput {
+  region: Region;
+  pageSize: number;
+  cutoff: string;
+  after?: HoldCursor;
+  started?: number;
+}
+
+const ledger = proxyActivities<Activities>(ledgerActivity);
+
+export async function noopHold(): Promise<void> {}
+
+export async function bareFanOut(input: BareFanOutInput): Promise<number> {
+  const { region } = input;
+  const page = await ledger.listExpiredHolds({ cutoff: input.cutoff, after: input.after, limit: input.pageSize });
+  await Promise.all(
+    page.holds.map((hold) =>
+      startChild(noopHold, {
+        workflowId: `bare-${region}-${hold.holdId}`,
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+        typedSearchAttributes: [
+          { key: RegionKey, value: region },
+          { key: HoldIdKey, value: hold.holdId },
+          { key: MerchantIdKey, value: hold.merchantId },
+          { key: DeliveryStatusKey, value: 'pending' },
+        ],
+      }),
+    ),
+  );
+  const started = (input.started ?? 0) + page.holds.length;
+  if (page.next) await continueAsNew<typeof bareFanOut>({ ...input, after: page.next, started });
+  return started;
+}

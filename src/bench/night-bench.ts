@@ -1,0 +1,369 @@
+/**
+ * The night benchmark (`npm run bench`): everything on real services, set up here, measured side by side.
+ *
+ *   1. A file-backed Temporal dev server, embedded PostgreSQL (durable) with one ledger per region, the fake
+ *      merchants in their own process, N worker processes (the production entry point).
+ *   2. The night workload (night-workload.ts) seeded from a fixed seed.
+ *   3. The ceiling: `bareFanOut` in both regions at once, timed from its start until every no-op child closed.
+ *   4. The product: each region's schedule triggered (the production path), timed until every hold is released
+ *      and every delivery is settled (delivered, quarantined, or held behind a merchant whose endpoint is gone).
+ *   5. The report: throughput, ratio, history events per hold, makespan vs the merchant bound, requests per
+ *      delivered webhook, the receiver-side rate per merchant, 429s, quarantines, RSS and CPU per process; and
+ *      every invariant checked.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import type { RegionConfig } from '../config.js';
+import { freePort, startEmbeddedPostgres } from '../db/embedded-postgres.js';
+import { migrate } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { generateSigningSecret } from '../delivery/signing.js';
+import { FakeMerchantsProcess, type TrafficSummary } from '../dev/fake-merchants-process.js';
+import type { MerchantScript } from '../dev/fake-merchants.js';
+import { insertAccounts, insertHolds, insertMerchants, seededRandom } from '../dev/seed.js';
+import { startDevServer } from '../dev/temporal-dev-server.js';
+import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
+import { checkInvariants, type Violation } from '../invariants.js';
+import type { Region } from '../regions.js';
+import { ensureSweepSchedule, sweepNow } from '../schedules.js';
+import { bundleWorkflows } from '../workers/region-worker-factory.js';
+import { bareFanOut } from './bare-fan-out.js';
+import { merchantScript, nightWorkload, type NightWorkload } from './night-workload.js';
+import { cpuSeconds, findProcess, peakRssBytes } from './proc-stats.js';
+
+export interface NightBenchOptions {
+  holds: number;
+  merchants: number;
+  seed: number;
+  faults: boolean;
+  workers: number;
+  pageSize: number;
+  /** Per-merchant retry horizon override, so a dead endpoint is quarantined within the run. */
+  retryHorizonMs: number;
+  /** Skip the bare fan-out (quicker iterations on the product alone). */
+  ceiling: boolean;
+  /** How many child histories to scan for secrets (all parents' are scanned). */
+  historiesToScan: number;
+  cacheDir: string;
+  log: (line: string) => void;
+}
+
+export interface PhaseMeasure {
+  seconds: number;
+  holdsPerSecond: number;
+  /** CPU seconds used during the phase. */
+  cpu: { temporal: number; postgres: number; workers: number; merchants: number; total: number };
+  historyEvents: { parentPerHold: number; childPerHold: number; totalPerHold: number; parentRuns: number };
+}
+
+export interface NightReport {
+  command: string;
+  date: string;
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string };
+  options: Omit<NightBenchOptions, 'log' | 'cacheDir'>;
+  workload: { holds: number; merchants: number; byRegion: Record<Region, number>; faultyMerchants: Record<string, number>; merchantBound: NightWorkload['merchantBound'] };
+  ceiling?: PhaseMeasure;
+  product: PhaseMeasure & {
+    /** Seconds from the trigger until the last hold was released. */
+    releasedBySeconds: number;
+    ratioToCeiling?: number;
+    makespanVsMerchantBound: number;
+    deliveries: Record<string, number>;
+    quarantinedByReason: Record<string, number>;
+    heldForDisabledMerchants: number;
+    requests: number;
+    deliveredWebhooks: number;
+    requestsPerDelivered: number;
+    received429: number;
+    unverifiedRequests: number;
+    deliveredTwice: number;
+    /** Receiver side: the most requests any merchant saw in one second, against its rate + burst. */
+    worstMerchantRate: { merchantId: string; maxPerSecond: number; limit: number; ratePerSecond: number };
+    merchantsOverLimit: string[];
+  };
+  workers: { index: number; peakRssMiB: number }[];
+  violations: Violation[];
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
+const BENCH_WORKFLOWS = fileURLToPath(new URL(`./workflows${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+/** How often completion is polled; the measured end is the poll that saw it (so at most this late). */
+const POLL_MS = 250;
+
+interface Processes {
+  temporal: number | undefined;
+  postgres: number | undefined;
+  workers: number[];
+  merchants: number | undefined;
+}
+
+async function cpuNow(p: Processes) {
+  const of = async (pid: number | undefined, tree = false) => (pid === undefined ? 0 : cpuSeconds(pid, tree));
+  const workers = (await Promise.all(p.workers.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
+  return { temporal: await of(p.temporal), postgres: await of(p.postgres, true), workers, merchants: await of(p.merchants) };
+}
+
+function cpuDelta(before: Awaited<ReturnType<typeof cpuNow>>, after: Awaited<ReturnType<typeof cpuNow>>): PhaseMeasure['cpu'] {
+  const d = {
+    temporal: round(after.temporal - before.temporal, 1),
+    postgres: round(after.postgres - before.postgres, 1),
+    workers: round(after.workers - before.workers, 1),
+    merchants: round(after.merchants - before.merchants, 1),
+  };
+  return { ...d, total: round(d.temporal + d.postgres + d.workers + d.merchants, 1) };
+}
+
+/** History events of every execution of the parent and child workflow types, per hold (from visibility). */
+async function historyEvents(clients: Client[], parentType: string, childType: string, holds: number): Promise<PhaseMeasure['historyEvents']> {
+  let parent = 0;
+  let child = 0;
+  let parentRuns = 0;
+  for (const client of clients) {
+    for await (const wf of client.workflow.list({ query: `WorkflowType = '${parentType}'` })) {
+      parent += wf.historyLength;
+      parentRuns++;
+    }
+    for await (const wf of client.workflow.list({ query: `WorkflowType = '${childType}'` })) child += wf.historyLength;
+  }
+  return { parentPerHold: round(parent / holds), childPerHold: round(child / holds), totalPerHold: round((parent + child) / holds), parentRuns };
+}
+
+export async function runNightBench(options: NightBenchOptions, command: string): Promise<NightReport> {
+  const { log } = options;
+  const workload = nightWorkload(options);
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-bench-'));
+  await fs.chmod(dataDir, 0o777);
+  const temporalDir = path.join(dataDir, 'temporal');
+  const pgDir = path.join(dataDir, 'pg');
+  log(`[bench] ${workload.holds.length} holds over ${workload.merchants.length} merchants (seed ${options.seed}, faults ${options.faults ? 'on' : 'off'}); data in ${dataDir}`);
+  const merchants = new FakeMerchantsProcess();
+  const [server, postgres] = await Promise.all([
+    startDevServer({ namespaces: ['hold-sweeper-us', 'hold-sweeper-eu'], dataDir: temporalDir, explicitCliPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir, port: await freePort() }),
+    startEmbeddedPostgres({ dataDir: pgDir, databases: ['bench_us', 'bench_eu'], durable: true }),
+    merchants.start(),
+  ]);
+  const bundlePath = path.join(dataDir, 'workflow-bundle.js');
+  await fs.writeFile(bundlePath, (await bundleWorkflows(BENCH_WORKFLOWS)).code);
+  const connection = await Connection.connect({ address: server.address });
+  const regions: (RegionConfig & { pool: pg.Pool; client: Client })[] = (['us', 'eu'] as const).map((region) => {
+    const databaseUrl = postgres.urlFor(`bench_${region}`);
+    return {
+      region,
+      databaseUrl,
+      temporalAddress: server.address,
+      namespace: `hold-sweeper-${region}`,
+      taskQueue: `hold-sweeper-${region}`,
+      scheduleId: `hold-sweep-${region}`,
+      payloadKeys: undefined,
+      pool: createPool(databaseUrl, { max: 4 }),
+      client: new Client({ connection, namespace: `hold-sweeper-${region}` }),
+    };
+  });
+  let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
+  try {
+    // Seed: merchants (scripted in the merchants' process with the secret each one verifies), accounts, holds.
+    const random = seededRandom(options.seed ^ 0x5eed);
+    const scripts = new Map<string, MerchantScript>();
+    for (const region of regions) {
+      await migrate(region.pool);
+      const regionMerchants = workload.merchants.filter((m) => m.region === region.region);
+      const secrets = regionMerchants.map(() => generateSigningSecret());
+      regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random)));
+      await insertMerchants(
+        region.pool,
+        regionMerchants.map((m, i) => ({ id: m.id, endpointUrl: merchants.endpointFor(m.id), signingSecret: secrets[i]!, ratePerSecond: m.ratePerSecond, burst: m.burst })),
+      );
+      await region.pool.query(`UPDATE merchants SET delivery_policy = $1::jsonb`, [JSON.stringify({ retryHorizonMs: options.retryHorizonMs })]);
+      const holds = workload.holds.filter((h) => h.region === region.region);
+      const currency = region.region === 'us' ? 'USD' : 'EUR';
+      const accounts = [...new Set(holds.map((h) => h.accountId))];
+      await insertAccounts(region.pool, accounts.map((id) => ({ id, currency, availableMinor: 1_000_000 })));
+      for (let i = 0; i < holds.length; i += 5000) {
+        await insertHolds(region.pool, holds.slice(i, i + 5000).map((h) => ({ ...h, currency })));
+      }
+      await region.pool.query('ANALYZE');
+    }
+    await merchants.script(scripts);
+
+    workers = await startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath), { logDir: dataDir });
+    const processes: Processes = {
+      temporal: await findProcess(path.join(temporalDir, 'temporal.sqlite')),
+      postgres: await findProcess(pgDir),
+      workers: workers.pids,
+      merchants: merchants.pid,
+    };
+    log(`[bench] ${options.workers} worker process(es) running; Temporal pid ${processes.temporal}, PostgreSQL pid ${processes.postgres}`);
+    const holdsTotal = workload.holds.length;
+
+    // Phase 1: the ceiling.
+    let ceiling: PhaseMeasure | undefined;
+    if (options.ceiling) {
+      const cutoff = new Date().toISOString();
+      const cpuBefore = await cpuNow(processes);
+      const startedAt = Date.now();
+      await Promise.all(
+        regions.map((r) =>
+          r.client.workflow.start(bareFanOut, { taskQueue: r.taskQueue, workflowId: `bare-fan-out-${r.region}`, args: [{ region: r.region, pageSize: options.pageSize, cutoff }] }),
+        ),
+      );
+      let lastLog = startedAt;
+      for (;;) {
+        let done = 0;
+        for (const r of regions) done += (await r.client.workflow.count(`WorkflowType = 'noopHold' AND ExecutionStatus = 'Completed'`)).count;
+        if (done >= holdsTotal) break;
+        if (Date.now() - lastLog >= 10_000) {
+          lastLog = Date.now();
+          log(`[bench] ceiling: ${done}/${holdsTotal} no-op children completed after ${round((Date.now() - startedAt) / 1000, 0)} s`);
+        }
+        await sleep(POLL_MS);
+      }
+      const seconds = (Date.now() - startedAt) / 1000;
+      const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
+      for (const r of regions) await r.client.workflow.getHandle(`bare-fan-out-${r.region}`).result();
+      ceiling = {
+        seconds: round(seconds, 1),
+        holdsPerSecond: round(holdsTotal / seconds, 1),
+        cpu,
+        historyEvents: await historyEvents(regions.map((r) => r.client), 'bareFanOut', 'noopHold', holdsTotal),
+      };
+      log(`[bench] ceiling: ${holdsTotal} no-op children in ${ceiling.seconds} s = ${ceiling.holdsPerSecond}/s`);
+    }
+
+    // Phase 2: the product, started the production way (each region's schedule, triggered).
+    for (const r of regions) {
+      await ensureSweepSchedule(r.client, r, { intervalMs: 86_400_000, catchupWindowMs: 600_000, pageSize: options.pageSize, quarantineTimeoutMs: 14 * 86_400_000 });
+    }
+    const cpuBefore = await cpuNow(processes);
+    const startedAt = Date.now();
+    await Promise.all(regions.map((r) => sweepNow(r.client, r)));
+    const progress = async () => {
+      const totals = { active: 0, released: 0, settled: 0, delivered: 0 };
+      for (const r of regions) {
+        const { rows } = await r.pool.query<{ active: number; released: number; settled: number; delivered: number }>(
+          `SELECT (SELECT count(*) FROM auth_holds WHERE state = 'active' AND expires_at <= now())::integer AS active,
+                  (SELECT count(*) FROM auth_holds WHERE state = 'released')::integer AS released,
+                  (SELECT count(*) FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id
+                    WHERE d.status <> 'pending' OR m.status = 'disabled')::integer AS settled,
+                  (SELECT count(*) FROM webhook_deliveries WHERE status = 'delivered')::integer AS delivered`,
+        );
+        for (const key of Object.keys(totals) as (keyof typeof totals)[]) totals[key] += rows[0]![key];
+      }
+      return totals;
+    };
+    let lastLog = startedAt;
+    for (;;) {
+      const p = await progress();
+      if (p.active === 0 && p.settled === p.released) break;
+      if (Date.now() - lastLog >= 10_000) {
+        lastLog = Date.now();
+        const s = (Date.now() - startedAt) / 1000;
+        log(`[bench] product: +${round(s, 0)} s released ${p.released}/${holdsTotal} (${round(p.released / s, 1)}/s), delivered ${p.delivered}, settled ${p.settled}`);
+      }
+      await sleep(POLL_MS);
+    }
+    const seconds = (Date.now() - startedAt) / 1000;
+    const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
+    let releasedBySeconds = 0;
+    for (const r of regions) {
+      const { rows } = await r.pool.query<{ s: number }>(`SELECT extract(epoch FROM max(released_at)) * 1000 AS s FROM auth_holds`);
+      releasedBySeconds = Math.max(releasedBySeconds, (Number(rows[0]!.s) - startedAt) / 1000);
+    }
+    log(`[bench] product: ${holdsTotal} holds released and settled in ${round(seconds, 1)} s; measuring`);
+
+    const deliveries: Record<string, number> = {};
+    const quarantinedByReason: Record<string, number> = {};
+    let heldForDisabledMerchants = 0;
+    for (const r of regions) {
+      const { rows } = await r.pool.query<{ status: string; reason: string | null; disabled: boolean; n: number }>(
+        `SELECT d.status, d.quarantine_reason AS reason, m.status = 'disabled' AS disabled, count(*)::integer AS n
+           FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id GROUP BY 1, 2, 3`,
+      );
+      for (const row of rows) {
+        deliveries[row.status] = (deliveries[row.status] ?? 0) + row.n;
+        if (row.status === 'quarantined') quarantinedByReason[row.reason ?? '?'] = (quarantinedByReason[row.reason ?? '?'] ?? 0) + row.n;
+        if (row.status === 'pending' && row.disabled) heldForDisabledMerchants += row.n;
+      }
+    }
+    const traffic: TrafficSummary = await merchants.summary();
+    const limits = new Map(workload.merchants.map((m) => [m.id, m]));
+    const rates = Object.entries(traffic.byMerchant).map(([merchantId, t]) => {
+      const m = limits.get(merchantId)!;
+      return { merchantId, maxPerSecond: t.maxPerSecond, limit: m.ratePerSecond + m.burst, ratePerSecond: m.ratePerSecond };
+    });
+    const worst = rates.reduce((a, b) => (b.maxPerSecond / b.limit > a.maxPerSecond / a.limit ? b : a), rates[0]!);
+    const delivered = deliveries.delivered ?? 0;
+    const product: NightReport['product'] = {
+      seconds: round(seconds, 1),
+      holdsPerSecond: round(holdsTotal / seconds, 1),
+      releasedBySeconds: round(releasedBySeconds, 1),
+      ratioToCeiling: ceiling ? round(holdsTotal / seconds / ceiling.holdsPerSecond) : undefined,
+      makespanVsMerchantBound: round(seconds / workload.merchantBound.seconds),
+      cpu,
+      historyEvents: await historyEvents(regions.map((r) => r.client), 'sweepExpiredHolds', 'releaseExpiredHold', holdsTotal),
+      deliveries,
+      quarantinedByReason,
+      heldForDisabledMerchants,
+      requests: traffic.requests,
+      deliveredWebhooks: delivered,
+      requestsPerDelivered: round(traffic.requests / Math.max(1, delivered), 3),
+      received429: traffic.answers['429'] ?? 0,
+      unverifiedRequests: traffic.unverified,
+      deliveredTwice: traffic.deliveredTwice,
+      worstMerchantRate: worst,
+      merchantsOverLimit: rates.filter((r) => r.maxPerSecond > r.limit).map((r) => `${r.merchantId} (${r.maxPerSecond} > ${r.limit})`),
+    };
+    const workerRss = await Promise.all(workers.pids.map(async (pid, index) => ({ index, peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0) })));
+
+    // Every invariant, on the whole night: ledgers, every request received, parents' and sampled children's
+    // histories, and the workers' logs.
+    const texts = workers.output().map((text, i) => ({ source: `worker ${i} logs`, text }));
+    for (const r of regions) {
+      for await (const { workflowId, history } of r.client.workflow.list({ query: `WorkflowType = 'sweepExpiredHolds'` }).intoHistories()) {
+        texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
+      }
+      // A sample of the children (every n-th), fetched one by one: leaving intoHistories() early would leave
+      // its fetches running.
+      const ids: string[] = [];
+      for await (const wf of r.client.workflow.list({ query: `WorkflowType = 'releaseExpiredHold'` })) ids.push(wf.workflowId);
+      const every = Math.max(1, Math.ceil(ids.length / options.historiesToScan));
+      for (const workflowId of ids.filter((_, i) => i % every === 0)) {
+        const history = await r.client.workflow.getHandle(workflowId).fetchHistory();
+        texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
+      }
+    }
+    const violations = await checkInvariants({ regions, requests: await merchants.requests(path.join(dataDir, 'requests.json')), texts });
+    const { log: _log, cacheDir: _cacheDir, ...reportedOptions } = options;
+    const faultyMerchants: Record<string, number> = {};
+    for (const m of workload.merchants) if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
+    return {
+      command,
+      date: new Date().toISOString(),
+      machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', memoryGiB: round(os.totalmem() / 2 ** 30, 0), node: process.version },
+      options: reportedOptions,
+      workload: {
+        holds: holdsTotal,
+        merchants: workload.merchants.length,
+        byRegion: { us: workload.holds.filter((h) => h.region === 'us').length, eu: workload.holds.filter((h) => h.region === 'eu').length },
+        faultyMerchants,
+        merchantBound: { ...workload.merchantBound, seconds: round(workload.merchantBound.seconds, 1) },
+      },
+      ceiling,
+      product,
+      workers: workerRss,
+      violations,
+    };
+  } finally {
+    await workers?.stop();
+    await merchants.stop();
+    await Promise.all(regions.map((r) => r.pool.end()));
+    await connection.close();
+    await server.stop();
+    await postgres.stop();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
+}

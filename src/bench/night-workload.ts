@@ -1,0 +1,146 @@
+/**
+ * The night workload of shared/DESIGN.md, generated from a seed: 50,000 holds (US 60 % / EU 40 %) over ~400
+ * merchants with a skewed (Zipf) share of the holds; rates mostly 5 req/s, some 1 and some 50; and, unless
+ * fault-free, ~2 % of merchants answering 429 with Retry-After, ~1 % answering 503 for a while then recovering,
+ * ~0.5 % answering 400, a few 410, a few slow past the attempt timeout and one that hangs.
+ *
+ * Rates follow volume the way they do in life: the biggest merchants publish 50 req/s, the 1 req/s ones are
+ * small. (A 1 req/s merchant with the top share would set a makespan of hours whatever the design.)
+ */
+import type { MerchantScript } from '../dev/fake-merchants.js';
+import { seededRandom } from '../dev/seed.js';
+import type { Region } from '../regions.js';
+
+export type MerchantFault = 'none' | 'rate_limited' | 'outage' | 'rejects' | 'gone' | 'slow' | 'hangs';
+
+export interface NightMerchant {
+  id: string;
+  region: Region;
+  ratePerSecond: number;
+  burst: number;
+  fault: MerchantFault;
+  holds: number;
+}
+
+export interface NightHold {
+  id: string;
+  region: Region;
+  merchantId: string;
+  accountId: string;
+  amountMinor: number;
+  expiresInSeconds: number;
+}
+
+export interface NightWorkload {
+  seed: number;
+  faults: boolean;
+  merchants: NightMerchant[];
+  holds: NightHold[];
+  /** max over merchants that end up delivering of holds ÷ published rate: no design drains faster. */
+  merchantBound: { seconds: number; merchantId: string; holds: number; ratePerSecond: number };
+}
+
+export interface NightOptions {
+  holds: number;
+  merchants: number;
+  seed: number;
+  faults: boolean;
+}
+
+export const REGION_SHARE: Readonly<Record<Region, number>> = { us: 0.6, eu: 0.4 };
+const ZIPF_EXPONENT = 0.8;
+/** Share of merchants (by volume, from the top) that publish 50 req/s. */
+const FAST_SHARE = 0.03;
+/** Share of all merchants, drawn from the smaller half, that publish 1 req/s. */
+const SLOW_SHARE = 0.1;
+/** Fault kinds and how many merchants per 1,000 (at least one each when faults are on). */
+const FAULTS: readonly [MerchantFault, number][] = [
+  ['rate_limited', 20],
+  ['outage', 10],
+  ['rejects', 5],
+  ['gone', 5],
+  ['slow', 5],
+  ['hangs', 2.5],
+];
+
+/** How a merchant with `fault` answers. Healthy ones take 5–25 ms, like a nearby endpoint. */
+export function merchantScript(fault: MerchantFault, secret: string, random: () => number): MerchantScript {
+  const secrets = [secret];
+  const ok = { status: 200, delayMs: 5 + Math.floor(random() * 20) };
+  switch (fault) {
+    case 'none':
+      return { secrets, responses: [ok] };
+    case 'rate_limited': // every tenth request: slow down, with Retry-After
+      return { secrets, cycle: true, responses: [...Array.from({ length: 9 }, () => ok), { status: 429, retryAfter: '2' }] };
+    case 'outage': // the first twenty requests meet an outage, then it is over
+      return { secrets, responses: [...Array.from({ length: 20 }, () => ({ status: 503 })), ok] };
+    case 'rejects':
+      return { secrets, responses: [{ status: 400, body: '{"error":"unknown event type"}' }] };
+    case 'gone':
+      return { secrets, responses: [{ status: 410, body: 'endpoint removed' }] };
+    case 'slow': // three answers past the 15 s attempt timeout, then slow but in time
+      return { secrets, responses: [...Array.from({ length: 3 }, () => ({ status: 200, delayMs: 20_000 })), { status: 200, delayMs: 300 }] };
+    case 'hangs':
+      return { secrets, responses: [{ hang: true }] };
+  }
+}
+
+export function nightWorkload({ holds, merchants, seed, faults }: NightOptions): NightWorkload {
+  const random = seededRandom(seed);
+  const allMerchants: NightMerchant[] = [];
+  const allHolds: NightHold[] = [];
+  for (const region of ['us', 'eu'] as const) {
+    const regionHolds = Math.round(holds * REGION_SHARE[region]);
+    const count = Math.max(1, Math.round(merchants * REGION_SHARE[region]));
+    const weights = Array.from({ length: count }, (_, rank) => 1 / (rank + 1) ** ZIPF_EXPONENT);
+    const total = weights.reduce((a, b) => a + b, 0);
+    const regionMerchants: NightMerchant[] = weights.map((_, rank) => ({
+      id: `m_${region}_${String(rank + 1).padStart(3, '0')}`,
+      region,
+      ratePerSecond: rank < Math.ceil(count * FAST_SHARE) ? 50 : 5,
+      burst: 1,
+      fault: 'none',
+      holds: 0,
+    }));
+    // 1 req/s: drawn from the smaller half.
+    const smaller = regionMerchants.slice(Math.floor(count / 2));
+    for (let i = 0; i < Math.round(count * SLOW_SHARE) && smaller.length > 0; i++) {
+      smaller.splice(Math.floor(random() * smaller.length), 1)[0]!.ratePerSecond = 1;
+    }
+    if (faults) {
+      const candidates = regionMerchants.filter((m) => m.ratePerSecond !== 50);
+      for (const [fault, perThousand] of FAULTS) {
+        const n = Math.max(1, Math.round((count * perThousand) / 1000));
+        for (let i = 0; i < n && candidates.length > 0; i++) candidates.splice(Math.floor(random() * candidates.length), 1)[0]!.fault = fault;
+      }
+    }
+    const cumulative: number[] = [];
+    weights.reduce((sum, w, i) => (cumulative[i] = sum + w / total), 0);
+    const accounts = Math.max(1, Math.ceil(regionHolds / 5));
+    for (let i = 0; i < regionHolds; i++) {
+      const u = random();
+      let rank = cumulative.findIndex((c) => u < c);
+      if (rank < 0) rank = count - 1;
+      const merchant = regionMerchants[rank]!;
+      merchant.holds++;
+      allHolds.push({
+        id: `h_${region}_${String(i + 1).padStart(6, '0')}`,
+        region,
+        merchantId: merchant.id,
+        accountId: `a_${region}_${Math.floor(random() * accounts) + 1}`,
+        amountMinor: 100 + Math.floor(random() * 50_000),
+        expiresInSeconds: -(60 + random() * 6 * 3600),
+      });
+    }
+    allMerchants.push(...regionMerchants);
+  }
+  const delivering = allMerchants.filter((m) => !['rejects', 'gone', 'hangs'].includes(m.fault) && m.holds > 0);
+  const bound = delivering.reduce((worst, m) => (m.holds / m.ratePerSecond > worst.holds / worst.ratePerSecond ? m : worst), delivering[0]!);
+  return {
+    seed,
+    faults,
+    merchants: allMerchants,
+    holds: allHolds,
+    merchantBound: { seconds: bound.holds / bound.ratePerSecond, merchantId: bound.id, holds: bound.holds, ratePerSecond: bound.ratePerSecond },
+  };
+}
