@@ -56,7 +56,8 @@ it('histories recorded from real sweeps replay with the current workflow code', 
   // Visibility is eventually consistent: wait until every child and at least one run per page is listed.
   await expect.poll(listed, { timeout: 30_000 }).toMatchObject({ children: 25 });
   const { sweepRuns } = await listed();
-  expect(sweepRuns).toBe(results[0].pages + results[1].pages);
+  // One run per page and a final one per sweep that waits for the releases.
+  expect(sweepRuns).toBe(results[0].pages + results[1].pages + 2);
 
   const outcomes: { workflowId: string; error?: unknown }[] = [];
   const histories = us.client.workflow.list({ query }).intoHistories();

@@ -55,7 +55,12 @@ export type DeliverWebhookResult =
   /** The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. */
   | { status: 'throttled'; lane: Lane; retryAt: number }
   /** A slot is reserved at `sendAt` (ms): call again then, passing it as `reservedSlotMs`. */
-  | { status: 'scheduled'; lane: Lane; sendAt: number };
+  | { status: 'scheduled'; lane: Lane; sendAt: number }
+  /**
+   * Only from a local-activity call (the workflow's fast path): the attempt failed and may be retried after
+   * `failed.nextAttemptAt`. A regular activity throws instead, and Temporal's retry policy takes it from there.
+   */
+  | { status: 'failed_attempt'; failed: DeliveryAttemptFailed };
 
 export interface QuarantineDecision {
   webhookId: string;
@@ -283,7 +288,10 @@ export function createDeliveryActivities({
             const pushBackMs = retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
             await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
           }
-          await reportRetryToWorkflow({ attemptNumber, outcome: what, nextAttemptAt: new Date(clock() + next.delayMs).toISOString(), reason: next.reason });
+          const failed = { attemptNumber, outcome: what, nextAttemptAt: new Date(clock() + next.delayMs).toISOString(), reason: next.reason };
+          // Run locally, the workflow is waiting on this very call: it gets the failure as the result.
+          if (activityInfo().isLocal) return { status: 'failed_attempt', failed };
+          await reportRetryToWorkflow(failed);
           throw ApplicationFailure.create({
             type: RETRYABLE_DELIVERY_FAILURE,
             message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,

@@ -70,8 +70,8 @@ export function merchantScript(fault: MerchantFault, secret: string, random: () 
   switch (fault) {
     case 'none':
       return { secrets, responses: [ok] };
-    case 'rate_limited': // every tenth request: slow down, with Retry-After
-      return { secrets, cycle: true, responses: [...Array.from({ length: 9 }, () => ok), { status: 429, retryAfter: '2' }] };
+    case 'rate_limited': // the second request and every fifth after it: slow down, with Retry-After
+      return { secrets, cycle: true, responses: [ok, { status: 429, retryAfter: '2' }, ok, ok, ok] };
     case 'outage': // the first twenty requests meet an outage, then it is over
       return { secrets, responses: [...Array.from({ length: 20 }, () => ({ status: 503 })), ok] };
     case 'rejects':

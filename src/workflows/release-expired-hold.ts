@@ -9,19 +9,20 @@ import {
   sleep,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { RetryState } from '@temporalio/common';
+import { RetryState, TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../delivery/policy.js';
 import type { ReleaseOutcome } from '../domain.js';
 import type { Region } from '../regions.js';
 import { DeliveryStatusKey } from '../search-attributes.js';
-import { ledgerActivity, ledgerLocalActivity, webhookActivity } from './activity-profiles.js';
+import { ledgerActivity, ledgerLocalActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
 import {
   approveReplaySignal,
   deliveryAttemptFailedSignal,
   discardSignal,
   statusQuery,
   type ApproveReplay,
+  type DeliveryAttemptFailed,
   type Discard,
   type HoldStage,
   type HoldStatus,
@@ -55,6 +56,7 @@ const HELD_RECHECK_MAX_MS = 5 * 60_000;
 
 const { quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
 const { releaseHold } = proxyLocalActivities<Activities>(ledgerLocalActivity);
+const deliverLocally = proxyLocalActivities<Activities>(webhookLocalActivity);
 
 function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
   if (err.retryState === RetryState.TIMEOUT || err.retryState === RetryState.MAXIMUM_ATTEMPTS_REACHED) return 'exhausted';
@@ -95,7 +97,8 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     if (undecidedQuarantine()) decision.discard = discard;
     else ignore('discard', discard.by, discard.reason);
   });
-  setHandler(deliveryAttemptFailedSignal, (failed) => {
+  // A failed attempt is reported by signal from a regular activity, or returned by the local fast path.
+  const noteFailedAttempt = (failed: DeliveryAttemptFailed) => {
     lastAttempt = { attemptNumber: failed.attemptNumber, outcome: failed.outcome, at: new Date().toISOString() };
     if (stage.stage !== 'delivering' && stage.stage !== 'honouring_retry_after' && stage.stage !== 'backing_off') return;
     stage = {
@@ -105,7 +108,8 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       until: failed.nextAttemptAt,
       reason: failed.reason,
     };
-  });
+  };
+  setHandler(deliveryAttemptFailedSignal, noteFailedAttempt);
 
   const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
   const release = await releaseHold({ holdId: input.holdId });
@@ -122,7 +126,11 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   const { webhookId } = release;
   let policyRun = 1;
   for (;;) {
-    const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, (next) => (stage = next), setDeliveryStatus);
+    const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, {
+      setStage: (next) => (stage = next),
+      setDeliveryStatus,
+      noteFailedAttempt,
+    });
     if (outcome.status === 'delivered') {
       lastAttempt = { attemptNumber: outcome.attempts, outcome: 'delivered', at: new Date().toISOString() };
       log.info('webhook delivered', { ...ctx, webhookId, attempts: outcome.attempts, policyRun });
@@ -174,37 +182,72 @@ type PolicyRunOutcome =
   | { status: 'handled_elsewhere'; deliveryStatus: string }
   | { status: 'gave_up'; reason: QuarantineReason; detail: string; attemptNumber?: number };
 
+interface PolicyRunHooks {
+  setStage: (stage: HoldStage) => void;
+  setDeliveryStatus: (value: string) => void;
+  noteFailedAttempt: (failed: DeliveryAttemptFailed) => void;
+}
+
+/**
+ * A failure the delivery policy named (rejected, gone, bad URL, …), as opposed to an unexpected one. A local
+ * activity's failure reaches the workflow as the ApplicationFailure itself, a regular one's as its cause.
+ */
+function policyFailureOf(err: unknown): ApplicationFailure | undefined {
+  const failure = err instanceof ActivityFailure ? err.cause : err;
+  return failure instanceof ApplicationFailure && failure.type != null && failure.type in DELIVERY_FAILURE_TYPES ? failure : undefined;
+}
+
 /**
  * One run of the delivery policy, until delivered or given up. Waiting for the merchant's budget and for a
  * paused merchant are durable timers here, not failed attempts; the retry horizon runs from the start of the
  * run, so each activity call gets what is left of it as its schedule-to-close timeout.
+ *
+ * Calls start on the local fast path (webhookLocalActivity: one attempt, in the workflow task). After a failed
+ * attempt, or anything unexpected on the fast path, the regular activity and Temporal's retry policy take over.
  */
 async function runDeliveryPolicy(
   webhookId: string,
   policyRun: number,
   retryHorizonMs: number,
-  setStage: (stage: HoldStage) => void,
-  setDeliveryStatus: (value: string) => void,
+  { setStage, setDeliveryStatus, noteFailedAttempt }: PolicyRunHooks,
 ): Promise<PolicyRunOutcome> {
   // Time the merchant spends paused or disabled is added back: a pause is the merchant's decision, not a failure.
   let deadline = Date.now() + retryHorizonMs;
   let reservedSlotMs: number | undefined;
   let heldRecheckMs = HELD_RECHECK_FIRST_MS;
+  let local = true;
   for (;;) {
     const remainingMs = deadline - Date.now();
     if (remainingMs <= 0) return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
     setStage({ stage: 'delivering', policyRun });
-    const { deliverWebhook } = proxyActivities<Activities>(webhookActivity(remainingMs));
+    const { deliverWebhook } = local ? deliverLocally : proxyActivities<Activities>(webhookActivity(remainingMs));
     let result;
     try {
       result = await deliverWebhook({ webhookId, policyRun, reservedSlotMs });
     } catch (err) {
+      if (local) {
+        const failure = policyFailureOf(err);
+        if (failure) {
+          const details = failure.details?.[0] as { attemptNumber?: number } | undefined;
+          return { status: 'gave_up', reason: DELIVERY_FAILURE_TYPES[failure.type as keyof typeof DELIVERY_FAILURE_TYPES], detail: failure.message, attemptNumber: details?.attemptNumber };
+        }
+        if (!(err instanceof TemporalFailure)) throw err;
+        log.warn('delivery fast path failed unexpectedly: retrying as a regular activity', { webhookId, error: err.message });
+        local = false;
+        continue;
+      }
       if (!(err instanceof ActivityFailure)) throw err;
       const details = err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as { attemptNumber?: number } | undefined) : undefined;
       return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message, attemptNumber: details?.attemptNumber };
     }
     reservedSlotMs = undefined;
     switch (result.status) {
+      case 'failed_attempt':
+        // The fast path's attempt failed: wait out its backoff here, then retry under Temporal's retry policy.
+        noteFailedAttempt(result.failed);
+        await sleep(Math.max(1, Date.parse(result.failed.nextAttemptAt) - Date.now()));
+        local = false;
+        break;
       case 'delivered':
         return { status: 'delivered', attempts: result.attempts };
       case 'already_terminal':

@@ -29,7 +29,7 @@ export interface SweepInput {
   /** Passed to each hold's workflow: how long a quarantined delivery waits for a decision. */
   quarantineTimeoutMs?: number;
   /** Carried across continue-as-new; absent on a sweep's first run. */
-  progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals };
+  progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals; finishing?: boolean };
 }
 
 const ledger = proxyActivities<Activities>(ledgerActivity);
@@ -44,8 +44,8 @@ const ledger = proxyActivities<Activities>(ledgerActivity);
  *   child may wait days for a human; and with ids derived from hold + expiry, so a second sweep (concurrent,
  *   late or repeated) collides on the id and counts the hold as already handled instead of starting it twice.
  *   The ledger's own idempotency guards the rare case where a finished child's id is reused.
- * - The last run waits (bounded) until the ledger shows every hold up to the cutoff released, and records
- *   what the sweep did in `sweep_runs`.
+ * - A final run of its own (no children, so no completion events) waits, bounded, until the ledger shows
+ *   every hold up to the cutoff released, and records what the sweep did in `sweep_runs`.
  */
 export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {
   const { region } = input;
@@ -55,6 +55,11 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
     cutoff: new Date().toISOString(),
     totals: { found: 0, started: 0, alreadyStarted: 0, rejected: 0, pages: 0 },
   };
+
+  const { finishSweep } = proxyActivities<Activities>(sweepFinishActivity(releaseWaitMs));
+  if (progress.finishing) {
+    return finishSweep({ sweepId: workflowInfo().workflowId, cutoff: progress.cutoff, totals: progress.totals, releaseWaitMs });
+  }
 
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
   const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, input.quarantineTimeoutMs)));
@@ -72,8 +77,9 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   if (page.next) {
     await continueAsNew<typeof sweepExpiredHolds>({ ...input, progress: { cutoff: progress.cutoff, after: page.next, totals } });
   }
-  const { finishSweep } = proxyActivities<Activities>(sweepFinishActivity(releaseWaitMs));
-  return finishSweep({ sweepId: workflowInfo().workflowId, cutoff: progress.cutoff, totals, releaseWaitMs });
+  // The wait for releases gets a run of its own: children report their completion to the run that started
+  // them while it is open, an event (and often a workflow task) each, for nothing this sweep needs.
+  return continueAsNew<typeof sweepExpiredHolds>({ ...input, progress: { cutoff: progress.cutoff, totals, finishing: true } });
 }
 
 async function startHoldWorkflow(region: Region, hold: HoldRef, quarantineTimeoutMs: number | undefined): Promise<'started' | 'already'> {

@@ -18,7 +18,7 @@ function installQuietRuntime() {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   // ERROR: retried webhook attempts log a WARN each, by design; they would bury a real failure's output.
-  Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
+  Runtime.install({ logger: new DefaultLogger((process.env.TEST_LOG_LEVEL as 'ERROR') ?? 'ERROR'), shutdownSignals: [] });
 }
 
 export interface TestRegion {
