@@ -1,6 +1,7 @@
 /**
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling]`: the night benchmark
- * (src/bench/night-bench.ts). Prints the report and writes it to bench/results/night-<holds>[-fault-free].{json,md}.
+ * (src/bench/night-bench.ts). Prints the report and writes it to
+ * bench/results/night-<holds>[-fault-free][-<n>-workers].{json,md}.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -8,12 +9,14 @@ import { runNightBench } from '../src/bench/night-bench.js';
 import { markdownReport } from '../src/bench/report.js';
 import { loadConfig } from '../src/config.js';
 
+/** The design's rate-limit target is stated for three worker processes. */
+const DEFAULT_WORKERS = 3;
 const { values } = parseArgs({
   options: {
     holds: { type: 'string', default: '50000' },
     merchants: { type: 'string', default: '400' },
     seed: { type: 'string', default: '1' },
-    workers: { type: 'string', default: '3' },
+    workers: { type: 'string', default: String(DEFAULT_WORKERS) },
     'page-size': { type: 'string', default: '500' },
     'retry-horizon-seconds': { type: 'string', default: '180' },
     'fault-free': { type: 'boolean', default: false },
@@ -45,7 +48,7 @@ const report = await runNightBench(
 );
 const markdown = markdownReport(report);
 console.log(`\n${markdown}`);
-const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}`;
+const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}`;
 await fs.mkdir('bench/results', { recursive: true });
 await fs.writeFile(`${name}.json`, JSON.stringify(report, null, 2) + '\n');
 await fs.writeFile(`${name}.md`, markdown);
