@@ -4,18 +4,12 @@
  * same options (ABANDON, id reuse, the four search attributes); `noopHold` returns at once. The product can only
  * approach this: it is what the server does for a child per hold when the child does no work.
  */
-import {
-  continueAsNew,
-  ParentClosePolicy,
-  proxyActivities,
-  startChild,
-  WorkflowIdReusePolicy,
-} from '@temporalio/workflow';
+import { continueAsNew, proxyActivities, startChild } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { HoldCursor } from '../domain.js';
 import type { Region } from '../regions.js';
-import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../search-attributes.js';
 import { ledgerActivity } from '../workflows/activity-profiles.js';
+import { holdChildOptions } from '../workflows/sweep-expired-holds.js';
 
 export interface BareFanOutInput {
   region: Region;
@@ -34,17 +28,7 @@ export async function bareFanOut(input: BareFanOutInput): Promise<number> {
   const page = await ledger.listExpiredHolds({ cutoff: input.cutoff, after: input.after, limit: input.pageSize });
   await Promise.all(
     page.holds.map((hold) =>
-      startChild(noopHold, {
-        workflowId: `bare-${region}-${hold.holdId}`,
-        parentClosePolicy: ParentClosePolicy.ABANDON,
-        workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-        typedSearchAttributes: [
-          { key: RegionKey, value: region },
-          { key: HoldIdKey, value: hold.holdId },
-          { key: MerchantIdKey, value: hold.merchantId },
-          { key: DeliveryStatusKey, value: 'pending' },
-        ],
-      }),
+      startChild(noopHold, { ...holdChildOptions(region, hold), workflowId: `bare-${region}-${hold.holdId}` }),
     ),
   );
   const started = (input.started ?? 0) + page.holds.length;

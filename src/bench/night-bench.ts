@@ -15,17 +15,15 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Client, Connection } from '@temporalio/client';
-import pg from 'pg';
-import type { RegionConfig } from '../config.js';
+import { Connection, type Client } from '@temporalio/client';
 import { freePort, startEmbeddedPostgres } from '../db/embedded-postgres.js';
 import { migrate } from '../db/migrate.js';
-import { createPool } from '../db/pool.js';
 import { generateSigningSecret } from '../delivery/signing.js';
 import { FakeMerchantsProcess, type TrafficSummary } from '../dev/fake-merchants-process.js';
 import type { MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom } from '../dev/seed.js';
 import { startDevServer } from '../dev/temporal-dev-server.js';
+import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from '../invariants.js';
 import type { Region } from '../regions.js';
@@ -153,19 +151,12 @@ export async function runNightBench(options: NightBenchOptions, command: string)
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
   await fs.writeFile(bundlePath, (await bundleWorkflows(BENCH_WORKFLOWS)).code);
   const connection = await Connection.connect({ address: server.address });
-  const regions: (RegionConfig & { pool: pg.Pool; client: Client })[] = (['us', 'eu'] as const).map((region) => {
-    const databaseUrl = postgres.urlFor(`bench_${region}`);
-    return {
-      region,
-      databaseUrl,
-      temporalAddress: server.address,
-      namespace: `hold-sweeper-${region}`,
-      taskQueue: `hold-sweeper-${region}`,
-      scheduleId: `hold-sweep-${region}`,
-      payloadKeys: undefined,
-      pool: createPool(databaseUrl, { max: 4 }),
-      client: new Client({ connection, namespace: `hold-sweeper-${region}` }),
-    };
+  // The product's own task queue and schedule names: the benchmark runs on a stack of its own.
+  const regions = localRegions(connection, server.address, {
+    databaseUrl: (region) => postgres.urlFor(`bench_${region}`),
+    taskQueuePrefix: 'hold-sweeper',
+    schedulePrefix: 'hold-sweep',
+    poolMax: 4,
   });
   let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
   try {

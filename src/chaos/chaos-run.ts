@@ -8,16 +8,14 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import type pg from 'pg';
-import type { RegionConfig } from '../config.js';
+import { Connection } from '@temporalio/client';
 import { migrate } from '../db/migrate.js';
 import { freePort, startEmbeddedPostgres } from '../db/embedded-postgres.js';
-import { createPool } from '../db/pool.js';
 import { generateSigningSecret } from '../delivery/signing.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
 import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
+import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from '../invariants.js';
 import type { Region } from '../regions.js';
@@ -100,19 +98,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
   await fs.writeFile(bundlePath, (await bundleWorkflows()).code);
   const connection = await Connection.connect({ address: server.address });
-  const regions: (RegionConfig & { pool: pg.Pool; client: Client })[] = (['us', 'eu'] as const).map((region) => {
-    const databaseUrl = postgres.urlFor(`chaos_${region}`);
-    return {
-      region,
-      databaseUrl,
-      temporalAddress: server.address,
-      namespace: `hold-sweeper-${region}`,
-      taskQueue: `chaos-${region}`,
-      scheduleId: `chaos-sweep-${region}`,
-      payloadKeys: undefined,
-      pool: createPool(databaseUrl, { max: 5 }),
-      client: new Client({ connection, namespace: `hold-sweeper-${region}` }),
-    };
+  const regions = localRegions(connection, server.address, {
+    databaseUrl: (region) => postgres.urlFor(`chaos_${region}`),
+    taskQueuePrefix: 'chaos',
+    schedulePrefix: 'chaos-sweep',
+    poolMax: 5,
   });
   const faults: ChaosReport['faults'] = [];
   let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
