@@ -63,6 +63,36 @@ export function maxInAnyWindow(times: readonly number[], windowMs = 1000): numbe
   return max;
 }
 
+/**
+ * How much later than its neighbours a request could have arrived without putting more than `limit` into one
+ * window: the shortest span of `limit + 1` consecutive arrivals, minus the window. Negative is a violation;
+ * Infinity when there are too few arrivals to matter.
+ */
+export function windowHeadroomMs(times: readonly number[], limit: number, windowMs = 1000): number {
+  const sorted = [...times].sort((a, b) => a - b);
+  const n = Math.floor(limit);
+  let tightest = Infinity;
+  for (let i = 0; i + n < sorted.length; i++) tightest = Math.min(tightest, sorted[i + n]! - sorted[i]!);
+  return tightest - windowMs;
+}
+
+/** The merchant whose receiver-side 1-second limit came closest to being broken, and by how much room. */
+export async function tightestMerchantWindow(
+  regions: readonly { pool: pg.Pool }[],
+  requests: readonly ReceivedWebhook[],
+): Promise<{ merchantId: string; limit: number; headroomMs: number } | undefined> {
+  let tightest: { merchantId: string; limit: number; headroomMs: number } | undefined;
+  for (const { pool } of regions) {
+    const { rows } = await pool.query<{ id: string; rate_per_second: string; burst: number }>('SELECT id, rate_per_second, burst FROM merchants');
+    for (const m of rows) {
+      const limit = Number(m.rate_per_second) + m.burst;
+      const headroomMs = windowHeadroomMs(requests.filter((r) => r.merchantId === m.id).map((r) => r.receivedAt), limit);
+      if (!tightest || headroomMs < tightest.headroomMs) tightest = { merchantId: m.id, limit, headroomMs: Math.round(headroomMs) };
+    }
+  }
+  return tightest;
+}
+
 export interface InvariantInput {
   regions: readonly { region: Region; pool: pg.Pool }[];
   /** Every request the merchants received. */

@@ -22,6 +22,8 @@ it('a small night survives every fault kind with no invariant violated', async (
     cacheDir: loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' }).dev.cacheDir,
     log: () => undefined,
   });
+  const tightest = report.tightestMerchantWindow!;
+  console.log(`[chaos] ${report.requests} requests; tightest receiver-side second: ${tightest.merchantId} (limit ${tightest.limit}) with ${tightest.headroomMs} ms of headroom`);
   expect(report.violations).toEqual([]);
   expect(new Set(report.faults.map((f) => f.kind))).toEqual(
     new Set(['second sweep', 'freeze', 'thaw', 'kill', 'restart', 'temporal restart', 'postgres restart']),

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createLedgerActivities } from '../src/activities/ledger.js';
 import type { ReceivedWebhook } from '../src/dev/fake-merchants.js';
 import type { ReleaseOutcome } from '../src/domain.js';
-import { checkInvariants } from '../src/invariants.js';
+import { checkInvariants, maxInAnyWindow, windowHeadroomMs } from '../src/invariants.js';
 import { openHarness, type Harness } from './support/harness.js';
 import { seedNight } from './support/ledger.js';
 
@@ -68,4 +68,19 @@ it('reports a violation of each invariant with the offending ids', async () => {
   expect(byInvariant(5)).toMatchObject([{ ids: ['wh_never_released'] }]);
   expect(byInvariant(6)).toMatchObject([{ ids: [released.webhookId] }]);
   expect(byInvariant(7)).toMatchObject([{ ids: ['worker 0 logs'] }]);
+});
+
+it('measures how close a merchant came to its 1-second limit', () => {
+  // Paced at 220 ms (5 req/s with the 10 % margin): 7 requests span 1,320 ms, so the 7th may arrive 320 ms early.
+  const paced = Array.from({ length: 20 }, (_, i) => 1_000 + i * 220);
+  expect(maxInAnyWindow(paced)).toBe(5);
+  expect(windowHeadroomMs(paced, 6)).toBe(320);
+  // Two at once, then paced: the 7th is only 100 ms away from making 7 in one second.
+  const bursty = [1_000, ...paced];
+  expect(windowHeadroomMs(bursty, 6)).toBe(100);
+  // A violation is negative headroom, and agrees with the window count.
+  const late = [...bursty.slice(0, 2).map((t) => t + 150), ...bursty.slice(2)];
+  expect(maxInAnyWindow(late)).toBe(7);
+  expect(windowHeadroomMs(late, 6)).toBe(-50);
+  expect(windowHeadroomMs([1, 2, 3], 6)).toBe(Infinity);
 });

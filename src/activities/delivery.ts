@@ -127,11 +127,14 @@ export function createDeliveryActivities({
    * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
    * calls again holding its queue place (`reservedSlotMs`).
    */
-  async function awaitSendSlot(merchantId: string, lane: Lane, reservedSlotMs: number | undefined): Promise<'send' | Throttle> {
+  async function awaitSendSlot(webhookId: string, merchantId: string, lane: Lane, reservedSlotMs: number | undefined): Promise<{ attemptNumber: number } | Throttle> {
     let reserved = reservedSlotMs !== undefined;
     for (;;) {
-      const decision = await budget.acquire(merchantId, lane, reserved);
-      if (decision.outcome === 'send') return 'send';
+      const decision = await budget.acquire(merchantId, lane, reserved, webhookId);
+      if (decision.outcome === 'send') {
+        if (decision.attemptNumber === undefined) throw new Error(`webhook ${webhookId} has no delivery record`);
+        return { attemptNumber: decision.attemptNumber };
+      }
       if (decision.outcome === 'denied') {
         // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
         const retryAt = Math.max(decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]), decision.nowMs + 1);
@@ -229,15 +232,9 @@ export function createDeliveryActivities({
       const lane: Lane = policyRun > 1 ? 'replay' : delivery.run_attempts === 0 ? 'first' : 'retry';
       // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
       // input, attempt > 1) is a new turn and queues again in the retry lane.
-      const turn = await awaitSendSlot(merchantId, lane, activityInfo().attempt === 1 ? reservedSlotMs : undefined);
-      if (turn !== 'send') return turn;
-
-      const counted = await pool.query<{ attempt_count: number }>(
-        `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
-          WHERE webhook_id = $1::text RETURNING attempt_count`,
-        [webhookId],
-      );
-      const attemptNumber = counted.rows[0]!.attempt_count;
+      const turn = await awaitSendSlot(webhookId, merchantId, lane, activityInfo().attempt === 1 ? reservedSlotMs : undefined);
+      if (!('attemptNumber' in turn)) return turn;
+      const { attemptNumber } = turn;
       const startedAt = clock();
       let attempt: HttpAttempt;
       try {

@@ -17,7 +17,7 @@ import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSe
 import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
-import { checkInvariants, type Violation } from '../invariants.js';
+import { checkInvariants, tightestMerchantWindow, type Violation } from '../invariants.js';
 import type { Region } from '../regions.js';
 import { ensureSweepSchedule, sweepNow } from '../schedules.js';
 import { bundleWorkflows } from '../workers/region-worker-factory.js';
@@ -47,6 +47,11 @@ export interface ChaosReport {
   faults: { atSeconds: number; kind: string; detail: string }[];
   deliveries: Record<string, number>;
   requests: number;
+  /**
+   * The merchant that came closest to receiving more than rate + burst in one second: how much later than its
+   * neighbours one of its requests could have arrived without doing so (negative: invariant 4 is broken).
+   */
+  tightestMerchantWindow?: { merchantId: string; limit: number; headroomMs: number };
   violations: Violation[];
   quiescenceSeconds: number;
 }
@@ -247,7 +252,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const { rows } = await region.pool.query<{ status: string; n: number }>('SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1');
       for (const r of rows) deliveries[r.status] = (deliveries[r.status] ?? 0) + r.n;
     }
-    return { seed: options.seed, holds: options.holds, faults, deliveries, requests: merchants.requests().length, violations, quiescenceSeconds };
+    const tightest = await tightestMerchantWindow(regions, merchants.requests());
+    log(`[chaos] tightest receiver-side second: ${tightest ? `${tightest.merchantId} (limit ${tightest.limit}), ${tightest.headroomMs} ms of headroom` : 'none'}`);
+    return { seed: options.seed, holds: options.holds, faults, deliveries, requests: merchants.requests().length, tightestMerchantWindow: tightest, violations, quiescenceSeconds };
   } finally {
     await workers?.stop();
     await merchants.stop();
