@@ -1,7 +1,7 @@
 /**
- * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling]`: the night benchmark
+ * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the night benchmark
  * (src/bench/night-bench.ts). Prints the report and writes it to
- * bench/results/night-<holds>[-fault-free][-<n>-workers].{json,md}.
+ * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>].{json,md}.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -21,6 +21,8 @@ const { values } = parseArgs({
     'retry-horizon-seconds': { type: 'string', default: '180' },
     'fault-free': { type: 'boolean', default: false },
     'no-ceiling': { type: 'boolean', default: false },
+    /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
+    'max-cached-workflows': { type: 'string' },
   },
 });
 const number = (name: keyof typeof values) => {
@@ -40,6 +42,7 @@ const report = await runNightBench(
     pageSize: number('page-size'),
     retryHorizonMs: number('retry-horizon-seconds') * 1000,
     ceiling: !values['no-ceiling'],
+    ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
     historiesToScan: 500,
     cacheDir: loadConfig().dev.cacheDir,
     log: (line) => console.log(line),
@@ -48,7 +51,7 @@ const report = await runNightBench(
 );
 const markdown = markdownReport(report);
 console.log(`\n${markdown}`);
-const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}`;
+const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}`;
 await fs.mkdir('bench/results', { recursive: true });
 await fs.writeFile(`${name}.json`, JSON.stringify(report, null, 2) + '\n');
 await fs.writeFile(`${name}.md`, markdown);

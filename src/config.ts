@@ -60,6 +60,15 @@ export interface ObservabilityConfig {
   readonly gaugeIntervalMs: number;
 }
 
+export interface WorkerTuningConfig {
+  /**
+   * Workflows each regional worker keeps in its sticky cache (0 = none); undefined = the SDK's default, sized
+   * from the heap limit (~2,300 on a 4 GiB heap). Each cached workflow costs memory; an evicted one is replayed
+   * from its history when its next task comes.
+   */
+  readonly maxCachedWorkflows: number | undefined;
+}
+
 export interface CodecServerConfig {
   /** host:port of the codec endpoint the Web UI decodes through; none when undefined. */
   readonly address: string | undefined;
@@ -73,6 +82,7 @@ export interface Config {
   readonly mode: Mode;
   readonly codecServer: CodecServerConfig;
   readonly observability: ObservabilityConfig;
+  readonly worker: WorkerTuningConfig;
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
@@ -90,7 +100,7 @@ export const CONFIG_VARIABLES = [
   'METRICS_ADDRESS', 'METRICS_GAUGE_INTERVAL', 'LOG_LEVEL', 'WORKFLOW_BUNDLE_PATH',
   'PAYLOAD_KEYS_US', 'PAYLOAD_KEYS_EU', 'CODEC_SERVER_ADDRESS', 'CODEC_AUTH_TOKEN', 'CODEC_CORS_ORIGIN',
   'TEMPORAL_CLI_PATH', 'TEMPORAL_TEST_SERVER_PATH', 'HOLD_SWEEPER_CACHE_DIR', 'HOLD_SWEEPER_DATA_DIR',
-  'TEMPORAL_DEV_PORT', 'TEMPORAL_UI_PORT', 'DEMO_HOLDS',
+  'TEMPORAL_DEV_PORT', 'TEMPORAL_UI_PORT', 'DEMO_HOLDS', 'WORKER_MAX_CACHED_WORKFLOWS',
 ] as const;
 
 /** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
@@ -247,6 +257,10 @@ export function loadConfig(env: Env = process.env): Config {
     gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
   };
 
+  const worker: WorkerTuningConfig = {
+    maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000) : undefined,
+  };
+
   const codecServer: CodecServerConfig = {
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
     authToken: env.CODEC_AUTH_TOKEN || undefined,
@@ -263,6 +277,7 @@ export function loadConfig(env: Env = process.env): Config {
     mode,
     codecServer: Object.freeze(codecServer),
     observability: Object.freeze(observability),
+    worker: Object.freeze(worker),
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),

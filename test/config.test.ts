@@ -45,6 +45,8 @@ describe('config', () => {
     ]);
     expect(config.sweep.intervalMs).toBe(300_000);
     expect(config.sweep.pageSize).toBe(250);
+    expect(loadConfig({ WORKER_MAX_CACHED_WORKFLOWS: '500' }).worker.maxCachedWorkflows).toBe(500);
+    expect(loadConfig({}).worker.maxCachedWorkflows).toBeUndefined();
   });
 
   it.each([
@@ -69,6 +71,8 @@ describe('config', () => {
     ['LOG_LEVEL', 'chatty'],
     ['METRICS_ADDRESS', 'everywhere'],
     ['METRICS_GAUGE_INTERVAL', 'often'],
+    ['WORKER_MAX_CACHED_WORKFLOWS', '-1'],
+    ['WORKER_MAX_CACHED_WORKFLOWS', 'lots'],
   ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);

@@ -44,6 +44,8 @@ export interface NightBenchOptions {
   retryHorizonMs: number;
   /** Skip the bare fan-out (quicker iterations on the product alone). */
   ceiling: boolean;
+  /** WORKER_MAX_CACHED_WORKFLOWS for the worker processes; undefined = the product's default. */
+  maxCachedWorkflows?: number;
   /** How many child histories to scan for secrets (all parents' are scanned). */
   historiesToScan: number;
   cacheDir: string;
@@ -184,7 +186,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     }
     await merchants.script(scripts);
 
-    workers = await startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath), { logDir: dataDir });
+    const workerEnv = workerEnvironment(regions, server.address, bundlePath);
+    if (options.maxCachedWorkflows !== undefined) workerEnv.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
+    workers = await startWorkerProcesses(options.workers, workerEnv, { logDir: dataDir });
     const processes: Processes = {
       temporal: await findProcess(path.join(temporalDir, 'temporal.sqlite')),
       postgres: await findProcess(pgDir),

@@ -65,7 +65,15 @@ async function main() {
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
     await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
     const nativeConnection = await whenReachable('Temporal', () => NativeConnection.connect({ address }));
-    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks, meter });
+    const worker = await createRegionWorker({
+      connection: nativeConnection,
+      region,
+      pool,
+      workflowBundle,
+      webhooks: config.webhooks,
+      meter,
+      tuning: config.worker.maxCachedWorkflows === undefined ? undefined : { maxCachedWorkflows: config.worker.maxCachedWorkflows },
+    });
     const gauges = startLedgerGauges({ region: region.region, pool, meter, intervalMs: config.observability.gaugeIntervalMs });
     await gauges.refresh();
     runs.push(worker.run());
