@@ -76,17 +76,38 @@ export function windowHeadroomMs(times: readonly number[], limit: number, window
   return tightest - windowMs;
 }
 
+/** Each merchant's arrival times, in the order received. */
+function arrivalsByMerchant(requests: readonly ReceivedWebhook[]): Map<string, number[]> {
+  const byMerchant = new Map<string, number[]>();
+  for (const request of requests) {
+    const times = byMerchant.get(request.merchantId);
+    if (times) times.push(request.receivedAt);
+    else byMerchant.set(request.merchantId, [request.receivedAt]);
+  }
+  return byMerchant;
+}
+
+/** What invariant 4 allows a merchant in one second. */
+const receiverLimit = (merchant: { rate_per_second: string; burst: number }) => Number(merchant.rate_per_second) + merchant.burst;
+
+export interface MerchantWindow {
+  merchantId: string;
+  limit: number;
+  headroomMs: number;
+}
+
 /** The merchant whose receiver-side 1-second limit came closest to being broken, and by how much room. */
 export async function tightestMerchantWindow(
   regions: readonly { pool: pg.Pool }[],
   requests: readonly ReceivedWebhook[],
-): Promise<{ merchantId: string; limit: number; headroomMs: number } | undefined> {
-  let tightest: { merchantId: string; limit: number; headroomMs: number } | undefined;
+): Promise<MerchantWindow | undefined> {
+  const arrivals = arrivalsByMerchant(requests);
+  let tightest: MerchantWindow | undefined;
   for (const { pool } of regions) {
     const { rows } = await pool.query<{ id: string; rate_per_second: string; burst: number }>('SELECT id, rate_per_second, burst FROM merchants');
     for (const m of rows) {
-      const limit = Number(m.rate_per_second) + m.burst;
-      const headroomMs = windowHeadroomMs(requests.filter((r) => r.merchantId === m.id).map((r) => r.receivedAt), limit);
+      const limit = receiverLimit(m);
+      const headroomMs = windowHeadroomMs(arrivals.get(m.id) ?? [], limit);
       if (!tightest || headroomMs < tightest.headroomMs) tightest = { merchantId: m.id, limit, headroomMs: Math.round(headroomMs) };
     }
   }
@@ -137,7 +158,7 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
     );
     for (const m of merchants.rows) {
       merchantRegion.set(m.id, region);
-      limits.set(m.id, Number(m.rate_per_second) + m.burst);
+      limits.set(m.id, receiverLimit(m));
       for (const secret of [m.signing_secret, m.previous_signing_secret]) if (secret) secrets.push(secret);
     }
     // 7. Secrets never in what we store from failures.
@@ -172,9 +193,7 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
   add(6, "webhook sent to a merchant outside its hold's region", wrongRegion);
 
   // 4. Receiver-side rate: any 1-second window at most rate + burst.
-  const byMerchant = new Map<string, number[]>();
-  for (const request of input.requests) byMerchant.set(request.merchantId, [...(byMerchant.get(request.merchantId) ?? []), request.receivedAt]);
-  add(4, 'merchant received more than rate + burst in a 1-second window', [...byMerchant].filter(([m, times]) => maxInAnyWindow(times) > (limits.get(m) ?? Infinity)).map(([m, times]) => `${m} (${maxInAnyWindow(times)} > ${limits.get(m)})`));
+  add(4, 'merchant received more than rate + burst in a 1-second window', [...arrivalsByMerchant(input.requests)].filter(([m, times]) => maxInAnyWindow(times) > (limits.get(m) ?? Infinity)).map(([m, times]) => `${m} (${maxInAnyWindow(times)} > ${limits.get(m)})`));
 
   // 7. No secret (nor its base64 body) in histories, logs or stored failures.
   const needles = secrets.flatMap((s) => [s, s.replace(/^whsec_/, '')]);

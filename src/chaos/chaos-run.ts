@@ -17,7 +17,7 @@ import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSe
 import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
-import { checkInvariants, tightestMerchantWindow, type Violation } from '../invariants.js';
+import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from '../invariants.js';
 import type { Region } from '../regions.js';
 import { ensureSweepSchedule, sweepNow } from '../schedules.js';
 import { bundleWorkflows } from '../workers/region-worker-factory.js';
@@ -51,7 +51,7 @@ export interface ChaosReport {
    * The merchant that came closest to receiving more than rate + burst in one second: how much later than its
    * neighbours one of its requests could have arrived without doing so (negative: invariant 4 is broken).
    */
-  tightestMerchantWindow?: { merchantId: string; limit: number; headroomMs: number };
+  tightestMerchantWindow?: MerchantWindow;
   violations: Violation[];
   quiescenceSeconds: number;
 }

@@ -197,6 +197,11 @@ function policyFailureOf(err: unknown): ApplicationFailure | undefined {
   return failure instanceof ApplicationFailure && failure.type != null && failure.type in DELIVERY_FAILURE_TYPES ? failure : undefined;
 }
 
+/** The attempt a delivery failure names in its details (set by the delivery activity), if any. */
+function attemptNumberOf(failure: Error | undefined): number | undefined {
+  return failure instanceof ApplicationFailure ? (failure.details?.[0] as { attemptNumber?: number } | undefined)?.attemptNumber : undefined;
+}
+
 /**
  * One run of the delivery policy, until delivered or given up. Waiting for the merchant's budget and for a
  * paused merchant are durable timers here, not failed attempts; the retry horizon runs from the start of the
@@ -228,8 +233,7 @@ async function runDeliveryPolicy(
       if (local) {
         const failure = policyFailureOf(err);
         if (failure) {
-          const details = failure.details?.[0] as { attemptNumber?: number } | undefined;
-          return { status: 'gave_up', reason: DELIVERY_FAILURE_TYPES[failure.type as keyof typeof DELIVERY_FAILURE_TYPES], detail: failure.message, attemptNumber: details?.attemptNumber };
+          return { status: 'gave_up', reason: DELIVERY_FAILURE_TYPES[failure.type as keyof typeof DELIVERY_FAILURE_TYPES], detail: failure.message, attemptNumber: attemptNumberOf(failure) };
         }
         if (!(err instanceof TemporalFailure)) throw err;
         log.warn('delivery fast path failed unexpectedly: retrying as a regular activity', { webhookId, error: err.message });
@@ -237,8 +241,7 @@ async function runDeliveryPolicy(
         continue;
       }
       if (!(err instanceof ActivityFailure)) throw err;
-      const details = err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as { attemptNumber?: number } | undefined) : undefined;
-      return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message, attemptNumber: details?.attemptNumber };
+      return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message, attemptNumber: attemptNumberOf(err.cause) };
     }
     reservedSlotMs = undefined;
     switch (result.status) {
