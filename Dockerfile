@@ -7,8 +7,8 @@ RUN npm ci --omit=dev --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 # Bundle the workflows once at build time; every replica then starts without webpack.
-RUN node --import tsx src/workers/build-bundle.ts /app/workflow-bundle.js
+RUN node --import tsx src/bin/build-bundle.ts /app/workflow-bundle.js
 ENV WORKFLOW_BUNDLE_PATH=/app/workflow-bundle.js
 USER node
 # One region per container in production; HOLD_SWEEPER_REGIONS picks it (see docker-compose.yml).
-CMD ["node", "--import", "tsx", "src/workers/region-worker.ts"]
+CMD ["node", "--import", "tsx", "src/bin/worker.ts"]

@@ -4,11 +4,9 @@
  * Every variable is listed in `.env.example` with its default. An invalid value fails at start-up with a
  * `ConfigError` naming the variable, never later in the middle of a sweep.
  */
-import os from 'node:os';
-import path from 'node:path';
 import { parseEncryptionKeys, type EncryptionKey } from './codec/encryption-codec.js';
 import { ConfigError } from './errors.js';
-import { REGIONS, type Region } from './regions.js';
+import { REGIONS, type Region } from './contracts/regions.js';
 
 export type Mode = 'dev' | 'production';
 
@@ -34,15 +32,6 @@ export interface SweepConfig {
   readonly pageSize: number;
   /** How long a quarantined delivery waits for a human decision before it is abandoned, in ms. */
   readonly quarantineTimeoutMs: number;
-}
-
-export interface DevConfig {
-  readonly temporalCliPath: string | undefined;
-  readonly cacheDir: string;
-  readonly dataDir: string | undefined;
-  readonly temporalPort: number;
-  readonly temporalUiPort: number;
-  readonly demoHolds: number;
 }
 
 export interface WebhookConfig {
@@ -86,12 +75,14 @@ export interface Config {
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
-  readonly dev: DevConfig;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Every variable the loader reads; `.env.example` lists exactly these (checked by a test). */
+/**
+ * Every variable the production loader reads; `.env.example` lists exactly these and the local stack's own
+ * (dev/dev-config.ts), checked by a test.
+ */
 export const CONFIG_VARIABLES = [
   'HOLD_SWEEPER_MODE', 'HOLD_SWEEPER_REGIONS', 'TEMPORAL_ADDRESS',
   'TEMPORAL_ADDRESS_US', 'TEMPORAL_ADDRESS_EU', 'TEMPORAL_NAMESPACE_US', 'TEMPORAL_NAMESPACE_EU',
@@ -99,9 +90,11 @@ export const CONFIG_VARIABLES = [
   'SWEEP_INTERVAL', 'SWEEP_CATCHUP_WINDOW', 'SWEEP_PAGE_SIZE', 'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS', 'METRICS_GAUGE_INTERVAL', 'LOG_LEVEL', 'WORKFLOW_BUNDLE_PATH',
   'PAYLOAD_KEYS_US', 'PAYLOAD_KEYS_EU', 'CODEC_SERVER_ADDRESS', 'CODEC_AUTH_TOKEN', 'CODEC_CORS_ORIGIN',
-  'TEMPORAL_CLI_PATH', 'TEMPORAL_TEST_SERVER_PATH', 'HOLD_SWEEPER_CACHE_DIR', 'HOLD_SWEEPER_DATA_DIR',
-  'TEMPORAL_DEV_PORT', 'TEMPORAL_UI_PORT', 'DEMO_HOLDS', 'WORKER_MAX_CACHED_WORKFLOWS',
+  'WORKER_MAX_CACHED_WORKFLOWS',
 ] as const;
+
+/** The Temporal Web UI's own default origin (the dev server's UI, or `temporal-ui` on its default port). */
+const DEFAULT_CODEC_CORS_ORIGIN = 'http://127.0.0.1:8233,http://localhost:8233';
 
 /** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
 const MAX_PAGE_SIZE = 2000;
@@ -124,7 +117,7 @@ function readDuration(env: Env, variable: string, fallback: string, minMs = 1): 
   return ms;
 }
 
-function readInt(env: Env, variable: string, fallback: number, min: number, max: number): number {
+export function readInt(env: Env, variable: string, fallback: number, min: number, max: number): number {
   const raw = env[variable];
   if (raw === undefined || raw === '') return fallback;
   if (!/^\d+$/.test(raw.trim())) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
@@ -190,11 +183,6 @@ function readMode(env: Env): Mode {
   return raw;
 }
 
-function defaultCacheDir(env: Env): string {
-  const base = env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
-  return path.join(base, 'hold-sweeper');
-}
-
 export function loadConfig(env: Env = process.env): Config {
   const mode = readMode(env);
   const sharedAddress = readAddress(env, 'TEMPORAL_ADDRESS');
@@ -236,15 +224,6 @@ export function loadConfig(env: Env = process.env): Config {
     quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
   };
 
-  const dev: DevConfig = {
-    temporalCliPath: env.TEMPORAL_CLI_PATH || undefined,
-    cacheDir: env.HOLD_SWEEPER_CACHE_DIR || defaultCacheDir(env),
-    dataDir: env.HOLD_SWEEPER_DATA_DIR || undefined,
-    temporalPort: readInt(env, 'TEMPORAL_DEV_PORT', 7233, 1, 65535),
-    temporalUiPort: readInt(env, 'TEMPORAL_UI_PORT', 8233, 1, 65535),
-    demoHolds: readInt(env, 'DEMO_HOLDS', 300, 0, 1_000_000),
-  };
-
   const webhooks: WebhookConfig = { allowInsecureHttp: mode === 'dev', allowPrivateAddresses: mode === 'dev' };
 
   const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();
@@ -264,7 +243,7 @@ export function loadConfig(env: Env = process.env): Config {
   const codecServer: CodecServerConfig = {
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
     authToken: env.CODEC_AUTH_TOKEN || undefined,
-    corsOrigins: (env.CODEC_CORS_ORIGIN ?? ['127.0.0.1', 'localhost'].map((h) => `http://${h}:${readInt(env, 'TEMPORAL_UI_PORT', 8233, 1, 65535)}`).join(','))
+    corsOrigins: (env.CODEC_CORS_ORIGIN ?? DEFAULT_CODEC_CORS_ORIGIN)
       .split(',')
       .map((o) => o.trim())
       .filter(Boolean),
@@ -281,6 +260,5 @@ export function loadConfig(env: Env = process.env): Config {
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),
-    dev: Object.freeze(dev),
   });
 }

@@ -4,7 +4,7 @@
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import type { RegionConfig, SweepConfig } from './config.js';
-import { sweepWorkflowIdPrefix } from './workflows/ids.js';
+import { sweepWorkflowIdPrefix } from './contracts/ids.js';
 import type { SweepInput } from './workflows/sweep-expired-holds.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {

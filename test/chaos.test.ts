@@ -5,8 +5,8 @@
  * Temporal dev server and PostgreSQL, because it restarts them. The long version is `npm run chaos`.
  */
 import { expect, it } from 'vitest';
-import { runChaos } from '../src/chaos/chaos-run.js';
-import { loadConfig } from '../src/config.js';
+import { runChaos } from '../bench/chaos-run.js';
+import { loadDevConfig } from '../dev/dev-config.js';
 
 it('a small night survives every fault kind with no invariant violated', async () => {
   const report = await runChaos({
@@ -19,7 +19,7 @@ it('a small night survives every fault kind with no invariant violated', async (
     faultWindowMs: 20_000,
     quiescenceTimeoutMs: 300_000,
     historiesToScan: 1000,
-    cacheDir: loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' }).dev.cacheDir,
+    cacheDir: loadDevConfig().cacheDir,
     log: () => undefined,
   });
   const tightest = report.tightestMerchantWindow!;

@@ -1,6 +1,6 @@
 /**
  * Starts, once for the whole test run, the real services every test uses: a Temporal dev server (obtained
- * offline, see src/dev/temporal-cli.ts) and an embedded PostgreSQL with a migrated template database from
+ * offline, see dev/temporal-cli.ts) and an embedded PostgreSQL with a migrated template database from
  * which each test file clones its own ledgers. The workflow bundle is built once here too.
  */
 import fs from 'node:fs/promises';
@@ -8,11 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { loadConfig } from '../src/config.js';
+import { loadDevConfig } from '../dev/dev-config.js';
 import { migrate } from '../src/db/migrate.js';
-import { startEmbeddedPostgres } from '../src/db/embedded-postgres.js';
-import { startDevServer } from '../src/dev/temporal-dev-server.js';
-import { bundleWorkflows } from '../src/workers/region-worker-factory.js';
+import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { startDevServer } from '../dev/temporal-dev-server.js';
+import { bundleWorkflows } from '../src/workers/region-worker.js';
 
 export const TEMPLATE_DATABASE = 'hold_sweeper_template';
 export const TEST_NAMESPACES = ['hold-sweeper-us', 'hold-sweeper-eu'] as const;
@@ -30,7 +30,7 @@ declare module 'vitest' {
 }
 
 export default async function setup(project: TestProject) {
-  const config = loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' });
+  const dev = loadDevConfig();
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-test-'));
   await fs.chmod(dataDir, 0o777);
   const started = Date.now();
@@ -38,8 +38,8 @@ export default async function setup(project: TestProject) {
     startDevServer({
       namespaces: TEST_NAMESPACES,
       dataDir: path.join(dataDir, 'temporal'),
-      explicitCliPath: config.dev.temporalCliPath,
-      cacheDir: config.dev.cacheDir,
+      explicitCliPath: dev.temporalCliPath,
+      cacheDir: dev.cacheDir,
     }),
     startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: [TEMPLATE_DATABASE], durable: false }),
     bundleWorkflows(),

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createLedgerActivities, type ListExpiredHoldsInput } from '../src/activities/ledger.js';
-import type { ExpiredHoldsPage, ReleaseOutcome } from '../src/domain.js';
+import type { ExpiredHoldsPage, ReleaseOutcome } from '../src/contracts/domain.js';
 import { migrate, readMigrations } from '../src/db/migrate.js';
-import { checkLedgerInvariants } from '../src/invariants.js';
+import { checkLedgerInvariants } from '../bench/invariants.js';
 import { openHarness, type Harness } from './support/harness.js';
 import { balances, ledgerEntryCount, seedNight } from './support/ledger.js';
 

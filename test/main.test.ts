@@ -4,11 +4,11 @@
  */
 import { spawn } from 'node:child_process';
 import { expect, it } from 'vitest';
-import { freePort } from '../src/db/embedded-postgres.js';
+import { freePort } from '../dev/embedded-postgres.js';
 
 it('npm start releases a demo night in both regions, notifies the merchants and prints the summary and the Web UI address', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts', '--once'], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'dev/bin/demo.ts', '--once'], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,

@@ -7,12 +7,13 @@ import fs from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { CONFIG_VARIABLES, loadConfig } from '../src/config.js';
-import { freePort } from '../src/db/embedded-postgres.js';
+import { DEV_CONFIG_VARIABLES } from '../dev/dev-config.js';
+import { freePort } from '../dev/embedded-postgres.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
 import { seedNight, type Night } from './support/ledger.js';
 import { waitUntil } from './support/wait.js';
-import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../src/dev/worker-processes.js';
+import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../dev/worker-processes.js';
 
 const read = (file: string) => fs.readFile(new URL(`../${file}`, import.meta.url), 'utf8');
 
@@ -178,6 +179,6 @@ describe('deployment files', () => {
 
   it('.env.example lists exactly the variables the config loader reads', async () => {
     const listed = [...(await read('.env.example')).matchAll(/^#?\s?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]);
-    expect([...new Set(listed)].sort()).toEqual([...CONFIG_VARIABLES].sort());
+    expect([...new Set(listed)].sort()).toEqual([...new Set([...CONFIG_VARIABLES, ...DEV_CONFIG_VARIABLES])].sort());
   });
 });

@@ -5,7 +5,7 @@
  */
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { approveReplaySignal, discardSignal } from '../src/workflows/messages.js';
+import { approveReplaySignal, discardSignal } from '../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness } from './support/harness.js';
 import { holdWorkflowIdOf, seedNight } from './support/ledger.js';

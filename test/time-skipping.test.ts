@@ -8,10 +8,10 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { createActivities } from '../src/activities/index.js';
-import { loadConfig } from '../src/config.js';
+import { loadDevConfig } from '../dev/dev-config.js';
 import { DEFAULT_DELIVERY_POLICY, retryDelay } from '../src/delivery/policy.js';
-import { resolveTestServerPath } from '../src/dev/temporal-cli.js';
-import { SEARCH_ATTRIBUTES } from '../src/search-attributes.js';
+import { resolveTestServerPath } from '../dev/temporal-cli.js';
+import { SEARCH_ATTRIBUTES } from '../src/contracts/search-attributes.js';
 import { releaseExpiredHold } from '../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness } from './support/harness.js';
 import { seedNight } from './support/ledger.js';
@@ -21,8 +21,8 @@ let env: TestWorkflowEnvironment;
 
 beforeAll(async () => {
   harness = await openHarness();
-  const config = loadConfig({ ...process.env, HOLD_SWEEPER_MODE: 'dev' });
-  const path = await resolveTestServerPath({ explicitPath: process.env.TEMPORAL_TEST_SERVER_PATH, cacheDir: config.dev.cacheDir });
+  const dev = loadDevConfig();
+  const path = await resolveTestServerPath({ explicitPath: dev.temporalTestServerPath, cacheDir: dev.cacheDir });
   env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } });
   // The test server starts with no custom search attributes; the workflow upserts DeliveryStatus.
   await env.connection.operatorService.addSearchAttributes({

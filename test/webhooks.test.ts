@@ -4,10 +4,10 @@
  */
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SweepResult } from '../src/domain.js';
-import type { MerchantScript } from '../src/dev/fake-merchants.js';
-import { checkLedgerInvariants } from '../src/invariants.js';
-import { statusQuery } from '../src/workflows/messages.js';
+import type { SweepResult } from '../src/contracts/domain.js';
+import type { MerchantScript } from '../dev/fake-merchants.js';
+import { checkLedgerInvariants } from '../bench/invariants.js';
+import { statusQuery } from '../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from './support/harness.js';
 import { holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from './support/ledger.js';

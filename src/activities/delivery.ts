@@ -9,7 +9,7 @@
 import { activityInfo, ApplicationFailure, getClient, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import type { Region } from '../regions.js';
+import type { Region } from '../contracts/regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import {
@@ -30,7 +30,7 @@ import {
 } from '../delivery/policy.js';
 import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
-import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../workflows/messages.js';
+import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../contracts/messages.js';
 
 export interface DeliveryDeps {
   region: Region;

@@ -17,13 +17,13 @@ import type {
   ReleaseOutcome,
   SweepResult,
   SweepTotals,
-} from '../domain.js';
+} from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { DEFAULT_DELIVERY_POLICY, resolveDeliveryPolicy } from '../delivery/policy.js';
 import type { InvalidHoldCode } from '../errors.js';
 import { deliveryMetrics } from '../observability/metrics.js';
-import type { Region } from '../regions.js';
+import type { Region } from '../contracts/regions.js';
 
 /**
  * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page

@@ -9,7 +9,7 @@
 import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import { DELIVERY_FAILURE_TYPES, type AttemptResult } from '../delivery/policy.js';
-import type { Region } from '../regions.js';
+import type { Region } from '../contracts/regions.js';
 
 export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'exhausted'] as const;
 

@@ -9,9 +9,9 @@ import { dataConverterFor } from '../codec/encryption-codec.js';
 import { loadConfig, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { QuarantineReason } from '../delivery/policy.js';
-import { readDevStackFile } from '../dev/local-stack.js';
-import { ConfigError, OperatorError } from '../errors.js';
-import { isRegion, type Region } from '../regions.js';
+import { ConfigError } from '../errors.js';
+import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
+import { isRegion, type Region } from '../contracts/regions.js';
 import { sweepNow } from '../schedules.js';
 import {
   approveHold,
@@ -82,7 +82,7 @@ async function connect(config: Config, regionOption: string | undefined): Promis
     throw new ConfigError('--region', undefined, `one of ${config.regions.map((r) => r.region).join(', ')}`);
   }
   const regionConfig = config.regions.find((r) => r.region === region)!;
-  const stack = config.mode === 'dev' ? await readDevStackFile(config.dev.cacheDir) : undefined;
+  const stack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const up = region.toUpperCase();
   const databaseUrl = regionConfig.databaseUrl ?? stack?.databaseUrl[region];
   const address = regionConfig.temporalAddress ?? stack?.temporalAddress[region];
@@ -213,15 +213,4 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
   } finally {
     await ctx.close();
   }
-}
-
-if (import.meta.url === `file://${process.argv[1]}`) {
-  runOps(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (err: unknown) => {
-      const known = err instanceof OperatorError || err instanceof ConfigError;
-      console.error(known ? `${(err as Error).name}${err instanceof OperatorError ? `(${err.code})` : ''}: ${(err as Error).message}` : err);
-      process.exit(known ? 2 : 1);
-    },
-  );
 }

@@ -11,8 +11,8 @@ import { inTransaction } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import type { QuarantineReason } from '../delivery/policy.js';
 import { OperatorError } from '../errors.js';
-import { holdWorkflowId } from '../workflows/ids.js';
-import { approveReplaySignal, discardSignal, statusQuery, type HoldStatus } from '../workflows/messages.js';
+import { holdWorkflowId } from '../contracts/ids.js';
+import { approveReplaySignal, discardSignal, statusQuery, type HoldStatus } from '../contracts/messages.js';
 
 export interface OpsContext {
   region: RegionConfig;

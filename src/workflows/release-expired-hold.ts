@@ -12,9 +12,9 @@ import {
 import { RetryState, TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../delivery/policy.js';
-import type { ReleaseOutcome } from '../domain.js';
-import type { Region } from '../regions.js';
-import { DeliveryStatusKey } from '../search-attributes.js';
+import type { ReleaseOutcome } from '../contracts/domain.js';
+import type { Region } from '../contracts/regions.js';
+import { DeliveryStatusKey } from '../contracts/search-attributes.js';
 import { ledgerActivity, ledgerLocalActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
 import {
   approveReplaySignal,
@@ -27,7 +27,7 @@ import {
   type HoldStage,
   type HoldStatus,
   type IgnoredSignal,
-} from './messages.js';
+} from '../contracts/messages.js';
 
 export interface ReleaseExpiredHoldInput {
   region: Region;

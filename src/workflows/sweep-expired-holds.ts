@@ -10,11 +10,11 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
-import type { HoldCursor, HoldRef, SweepResult, SweepTotals } from '../domain.js';
-import type { Region } from '../regions.js';
-import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../search-attributes.js';
+import type { HoldCursor, HoldRef, SweepResult, SweepTotals } from '../contracts/domain.js';
+import type { Region } from '../contracts/regions.js';
+import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
-import { holdWorkflowId } from './ids.js';
+import { holdWorkflowId } from '../contracts/ids.js';
 import { releaseExpiredHold } from './release-expired-hold.js';
 
 /** Matches SWEEP_PAGE_SIZE's default: 500 children per run is a quarter of the 2,000 pending-children cap. */

@@ -9,9 +9,9 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import type { RegionConfig } from '../../src/config.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
-import { FakeMerchants } from '../../src/dev/fake-merchants.js';
-import type { Region } from '../../src/regions.js';
-import { createRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker-factory.js';
+import { FakeMerchants } from '../../dev/fake-merchants.js';
+import type { Region } from '../../src/contracts/regions.js';
+import { createRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker.js';
 
 let runtimeInstalled = false;
 function installQuietRuntime() {

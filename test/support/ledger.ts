@@ -2,10 +2,10 @@
 import type pg from 'pg';
 import { isoUtc } from '../../src/db/sql.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
-import type { FakeMerchants } from '../../src/dev/fake-merchants.js';
-import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../src/dev/seed.js';
-import type { Region } from '../../src/regions.js';
-import { holdWorkflowId } from '../../src/workflows/ids.js';
+import type { FakeMerchants } from '../../dev/fake-merchants.js';
+import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../dev/seed.js';
+import type { Region } from '../../src/contracts/regions.js';
+import { holdWorkflowId } from '../../src/contracts/ids.js';
 
 export interface Night {
   merchantIds: string[];

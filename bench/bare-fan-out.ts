@@ -5,11 +5,11 @@
  * approach this: it is what the server does for a child per hold when the child does no work.
  */
 import { continueAsNew, proxyActivities, startChild } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.js';
-import type { HoldCursor } from '../domain.js';
-import type { Region } from '../regions.js';
-import { ledgerActivity } from '../workflows/activity-profiles.js';
-import { holdChildOptions } from '../workflows/sweep-expired-holds.js';
+import type { Activities } from '../src/activities/index.js';
+import type { HoldCursor } from '../src/contracts/domain.js';
+import type { Region } from '../src/contracts/regions.js';
+import { ledgerActivity } from '../src/workflows/activity-profiles.js';
+import { holdChildOptions } from '../src/workflows/sweep-expired-holds.js';
 
 export interface BareFanOutInput {
   region: Region;

@@ -2,7 +2,7 @@
  * Workflow ids derived from the business action, never from a run: starting the same hold's workflow twice
  * (a second sweep, a late schedule, a re-run) collides on the id and is a no-op.
  */
-import type { Region } from '../regions.js';
+import type { Region } from './regions.js';
 
 /** One per hold and expiry: a hold re-authorised with a new expiry is a new business action. */
 export function holdWorkflowId(region: Region, holdId: string, expiresAt: string): string {

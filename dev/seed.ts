@@ -4,8 +4,8 @@
  * Deterministic for a given seed, so a failing run can be reproduced.
  */
 import type pg from 'pg';
-import { inTransaction } from '../db/pool.js';
-import type { Region } from '../regions.js';
+import { inTransaction } from '../src/db/pool.js';
+import type { Region } from '../src/contracts/regions.js';
 
 export interface MerchantSeed {
   id: string;

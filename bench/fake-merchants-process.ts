@@ -3,13 +3,13 @@
  * (verifying each signature) must not share an event loop or a CPU account with whatever measures it.
  *
  * Parent side: `FakeMerchantsProcess` (start, script, summary, dump, stop) over Node's IPC channel.
- * Child side: this file run as a script (`node --import tsx src/dev/fake-merchants-process.ts`).
+ * Child side: this file run as a script (`node --import tsx bench/fake-merchants-process.ts`).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import { maxInAnyWindow } from '../invariants.js';
-import { FakeMerchants, type MerchantScript, type ReceivedWebhook } from './fake-merchants.js';
+import { maxInAnyWindow } from './invariants.js';
+import { FakeMerchants, type MerchantScript, type ReceivedWebhook } from '../dev/fake-merchants.js';
 
 export interface MerchantTraffic {
   requests: number;

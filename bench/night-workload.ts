@@ -9,7 +9,7 @@
  */
 import type { MerchantScript } from '../dev/fake-merchants.js';
 import { seededRandom } from '../dev/seed.js';
-import type { Region } from '../regions.js';
+import type { Region } from '../src/contracts/regions.js';
 
 export type MerchantFault = 'none' | 'rate_limited' | 'outage' | 'rejects' | 'gone' | 'slow' | 'hangs';
 

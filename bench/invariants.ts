@@ -4,8 +4,8 @@
  * offending ids. Used by the tests and the chaos run.
  */
 import type pg from 'pg';
-import type { ReceivedWebhook } from './dev/fake-merchants.js';
-import type { Region } from './regions.js';
+import type { ReceivedWebhook } from '../dev/fake-merchants.js';
+import type { Region } from '../src/contracts/regions.js';
 
 export interface Violation {
   invariant: number;

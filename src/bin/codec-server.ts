@@ -5,8 +5,8 @@
  */
 import { loadConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { startCodecServer } from './codec-server.js';
-import { EncryptionCodec } from './encryption-codec.js';
+import { startCodecServer } from '../codec/codec-server.js';
+import { EncryptionCodec } from '../codec/encryption-codec.js';
 
 const config = loadConfig();
 const address = config.codecServer.address;

@@ -9,10 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
-import { migrate } from '../src/db/migrate.js';
-import { startEmbeddedPostgres } from '../src/db/embedded-postgres.js';
-import { createMerchantBudget } from '../src/delivery/merchant-budget.js';
-import { insertMerchants } from '../src/dev/seed.js';
+import { migrate } from '../../src/db/migrate.js';
+import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
+import { createMerchantBudget } from '../../src/delivery/merchant-budget.js';
+import { insertMerchants } from '../../dev/seed.js';
 
 const { values } = parseArgs({
   options: { seconds: { type: 'string', default: '10' }, clients: { type: 'string', default: '8' }, merchants: { type: 'string', default: '500' } },

@@ -1,13 +1,13 @@
 /**
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the night benchmark
- * (src/bench/night-bench.ts). Prints the report and writes it to
+ * (bench/night-bench.ts). Prints the report and writes it to
  * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>].{json,md}.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { runNightBench } from '../src/bench/night-bench.js';
-import { markdownReport } from '../src/bench/report.js';
-import { loadConfig } from '../src/config.js';
+import { runNightBench } from '../night-bench.js';
+import { markdownReport } from '../report.js';
+import { loadDevConfig } from '../../dev/dev-config.js';
 
 /** The design's rate-limit target is stated for three worker processes. */
 const DEFAULT_WORKERS = 3;
@@ -44,7 +44,7 @@ const report = await runNightBench(
     ceiling: !values['no-ceiling'],
     ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
     historiesToScan: 500,
-    cacheDir: loadConfig().dev.cacheDir,
+    cacheDir: loadDevConfig().cacheDir,
     log: (line) => console.log(line),
   },
   command,

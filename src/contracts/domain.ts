@@ -3,7 +3,7 @@
  * bundle. Timestamps cross Temporal as ISO strings with microseconds (Postgres precision), so keyset cursors
  * and workflow ids built from them are exact.
  */
-import type { InvalidHoldCode } from './errors.js';
+import type { InvalidHoldCode } from '../errors.js';
 import type { Region } from './regions.js';
 
 /** Keyset position in the (expires_at, id) order of the sweep. */

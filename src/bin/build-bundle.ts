@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { bundleWorkflows } from './region-worker-factory.js';
+import { bundleWorkflows } from '../workers/region-worker.js';
 
 const target = process.argv[2] ?? 'dist/workflow-bundle.js';
 const { code } = await bundleWorkflows();

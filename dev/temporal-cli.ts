@@ -19,7 +19,7 @@ import { constants as fsConstants } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { ConfigError, TemporalCliNotFoundError } from '../errors.js';
+import { ConfigError, TemporalCliNotFoundError } from '../src/errors.js';
 
 const run = promisify(execFile);
 

@@ -6,11 +6,13 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { startCodecServer } from '../codec/codec-server.js';
-import { EncryptionCodec } from '../codec/encryption-codec.js';
-import type { Config } from '../config.js';
-import { startEmbeddedPostgres, type RunningPostgres } from '../db/embedded-postgres.js';
-import type { Region } from '../regions.js';
+import { startCodecServer } from '../src/codec/codec-server.js';
+import { EncryptionCodec } from '../src/codec/encryption-codec.js';
+import type { Config } from '../src/config.js';
+import { devStackFilePath, type DevStackFile } from '../src/ops/dev-stack-file.js';
+import type { DevConfig } from './dev-config.js';
+import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
+import type { Region } from '../src/contracts/regions.js';
 import { startDevServer, type DevServer } from './temporal-dev-server.js';
 
 export interface LocalStack {
@@ -27,33 +29,9 @@ export function ledgerDatabaseName(region: Region): string {
   return `hold_sweeper_${region}`;
 }
 
-/**
- * Where a running `npm start` tells the operator CLI how to reach its embedded services (the database port is
- * chosen at start-up). Only in dev; production configures every address.
- */
-export interface DevStackFile {
-  pid: number;
-  temporalAddress: Partial<Record<Region, string>>;
-  databaseUrl: Partial<Record<Region, string>>;
-  uiUrl?: string;
-}
-
-export const devStackFilePath = (cacheDir: string) => path.join(cacheDir, 'dev-stack.json');
-
-export async function readDevStackFile(cacheDir: string): Promise<DevStackFile | undefined> {
-  try {
-    const file = JSON.parse(await fs.readFile(devStackFilePath(cacheDir), 'utf8')) as DevStackFile;
-    // A file left by a stack that is gone would point at nothing: ignore it.
-    process.kill(file.pid, 0);
-    return file;
-  } catch {
-    return undefined;
-  }
-}
-
-export async function startLocalStack(config: Config, options: { log: (line: string) => void }): Promise<LocalStack> {
-  const ownDataDir = !config.dev.dataDir;
-  const dataDir = config.dev.dataDir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-')));
+export async function startLocalStack(config: Config, dev: DevConfig, options: { log: (line: string) => void }): Promise<LocalStack> {
+  const ownDataDir = !dev.dataDir;
+  const dataDir = dev.dataDir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-')));
   // embedded-postgres runs as the `postgres` user when we are root: it must be able to reach its directory.
   await fs.chmod(dataDir, 0o777);
 
@@ -67,7 +45,10 @@ export async function startLocalStack(config: Config, options: { log: (line: str
     // The dev server's Web UI decodes encrypted payloads through this endpoint (--ui-codec-endpoint).
     codec = await startCodecServer({
       codecs: new Map(encrypted.map((r) => [r.namespace, new EncryptionCodec(r.payloadKeys!)])),
-      corsOrigins: config.codecServer.corsOrigins,
+      // The dev server's UI is on this stack's own port unless CODEC_CORS_ORIGIN says otherwise.
+      corsOrigins: process.env.CODEC_CORS_ORIGIN
+        ? config.codecServer.corsOrigins
+        : ['127.0.0.1', 'localhost'].map((host) => `http://${host}:${dev.temporalUiPort}`),
       authToken: config.codecServer.authToken,
     });
     options.log(`Payloads encrypted (AES-256-GCM) in ${encrypted.map((r) => r.region).join(', ')}; the Web UI decodes through ${codec.url}`);
@@ -81,10 +62,10 @@ export async function startLocalStack(config: Config, options: { log: (line: str
         ? startDevServer({
             namespaces: [...new Set(config.regions.map((r) => r.namespace))],
             dataDir: path.join(dataDir, 'temporal'),
-            explicitCliPath: config.dev.temporalCliPath,
-            cacheDir: config.dev.cacheDir,
-            port: config.dev.temporalPort,
-            uiPort: config.dev.temporalUiPort,
+            explicitCliPath: dev.temporalCliPath,
+            cacheDir: dev.cacheDir,
+            port: dev.temporalPort,
+            uiPort: dev.temporalUiPort,
             extraArgs: codec ? ['--ui-codec-endpoint', codec.url] : [],
           })
         : undefined,
@@ -121,15 +102,15 @@ export async function startLocalStack(config: Config, options: { log: (line: str
     databaseUrl: Object.fromEntries(config.regions.map((r) => [r.region, databaseUrl(r.region)])),
     uiUrl: server?.uiUrl,
   };
-  await fs.mkdir(config.dev.cacheDir, { recursive: true });
-  await fs.writeFile(devStackFilePath(config.dev.cacheDir), JSON.stringify(stackFile, null, 2));
+  await fs.mkdir(dev.cacheDir, { recursive: true });
+  await fs.writeFile(devStackFilePath(dev.cacheDir), JSON.stringify(stackFile, null, 2));
   return {
     temporalAddress,
     databaseUrl,
     uiUrl: server?.uiUrl,
     dataDir,
     async stop() {
-      await fs.rm(devStackFilePath(config.dev.cacheDir), { force: true });
+      await fs.rm(devStackFilePath(dev.cacheDir), { force: true });
       await server?.stop();
       await postgres?.stop();
       await codec?.stop();

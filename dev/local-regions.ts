@@ -5,9 +5,9 @@
  */
 import { Client, type Connection } from '@temporalio/client';
 import type pg from 'pg';
-import type { RegionConfig } from '../config.js';
-import { createPool } from '../db/pool.js';
-import { REGIONS } from '../regions.js';
+import type { RegionConfig } from '../src/config.js';
+import { createPool } from '../src/db/pool.js';
+import { REGIONS } from '../src/contracts/regions.js';
 
 export type LocalRegion = RegionConfig & { pool: pg.Pool; client: Client };
 

@@ -8,8 +8,8 @@
 import path from 'node:path';
 import fs from 'node:fs/promises';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { TemporalCliNotFoundError } from '../errors.js';
-import { SEARCH_ATTRIBUTES } from '../search-attributes.js';
+import { TemporalCliNotFoundError } from '../src/errors.js';
+import { SEARCH_ATTRIBUTES } from '../src/contracts/search-attributes.js';
 import { temporalExecutables, type RouteAttempt, type TemporalExecutable } from './temporal-cli.js';
 
 export interface DevServerOptions {

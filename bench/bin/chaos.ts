@@ -1,11 +1,11 @@
 /**
- * `npm run chaos [-- --seed 7 --holds 3000 --workers 3]`: the chaos run (src/chaos/chaos-run.ts) with its
+ * `npm run chaos [-- --seed 7 --holds 3000 --workers 3]`: the chaos run (bench/chaos-run.ts) with its
  * report printed and written to bench/results/chaos-<seed>.json. Exit code 0 only when every invariant holds.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { loadConfig } from '../config.js';
-import { runChaos } from './chaos-run.js';
+import { loadDevConfig } from '../../dev/dev-config.js';
+import { runChaos } from '../chaos-run.js';
 
 const { values } = parseArgs({
   options: {
@@ -27,7 +27,7 @@ const report = await runChaos({
   faultWindowMs: Number(values['fault-window-seconds']) * 1000,
   quiescenceTimeoutMs: 15 * 60_000,
   historiesToScan: 2000,
-  cacheDir: loadConfig().dev.cacheDir,
+  cacheDir: loadDevConfig().cacheDir,
   log: (line) => console.log(line),
 });
 console.log(JSON.stringify({ ...report, violations: report.violations.length }, null, 2));

@@ -1,11 +1,11 @@
 /**
- * Regional workers as separate OS processes (the production entry point, src/workers/region-worker.ts), all on
+ * Regional workers as separate OS processes (the production entry point, src/bin/worker.ts), all on
  * one task queue: what "across every worker" means for the rate limiter, and what the chaos run kills.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { RegionConfig } from '../config.js';
+import type { RegionConfig } from '../src/config.js';
 
 export interface WorkerProcesses {
   pids: number[];
@@ -56,7 +56,7 @@ export async function startWorkerProcesses(
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `worker-${index}.log`);
   const start = (index: number) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/workers/region-worker.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index) } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -9,19 +9,19 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
-import { migrate } from '../db/migrate.js';
-import { freePort, startEmbeddedPostgres } from '../db/embedded-postgres.js';
-import { generateSigningSecret } from '../delivery/signing.js';
+import { migrate } from '../src/db/migrate.js';
+import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
+import { generateSigningSecret } from '../src/delivery/signing.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
 import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
-import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from '../invariants.js';
-import type { Region } from '../regions.js';
-import { ensureSweepSchedule, sweepNow } from '../schedules.js';
-import { bundleWorkflows } from '../workers/region-worker-factory.js';
-import { sweepExpiredHolds } from '../workflows/sweep-expired-holds.js';
+import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
+import type { Region } from '../src/contracts/regions.js';
+import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
+import { bundleWorkflows } from '../src/workers/region-worker.js';
+import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 
 export interface ChaosOptions {
   seed: number;

@@ -10,18 +10,19 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
-import { loadConfig, type RegionConfig } from './config.js';
-import { dataConverterFor } from './codec/encryption-codec.js';
-import { migrate } from './db/migrate.js';
-import { createPool } from './db/pool.js';
+import { loadConfig, type RegionConfig } from '../../src/config.js';
+import { loadDevConfig } from '../dev-config.js';
+import { dataConverterFor } from '../../src/codec/encryption-codec.js';
+import { migrate } from '../../src/db/migrate.js';
+import { createPool } from '../../src/db/pool.js';
 import type pg from 'pg';
-import { startLocalStack } from './dev/local-stack.js';
-import { seedDemoNight, type DemoNight } from './dev/seed.js';
-import type { SweepResult } from './domain.js';
-import { generateSigningSecret } from './delivery/signing.js';
-import { FakeMerchants, type MerchantScript } from './dev/fake-merchants.js';
-import { ensureSweepSchedule, sweepNow } from './schedules.js';
-import { bundleWorkflows, createRegionWorker } from './workers/region-worker-factory.js';
+import { startLocalStack } from '../local-stack.js';
+import { seedDemoNight, type DemoNight } from '../seed.js';
+import type { SweepResult } from '../../src/contracts/domain.js';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
+import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
+import { bundleWorkflows, createRegionWorker } from '../../src/workers/region-worker.js';
 
 /** A dozen merchants per region, as the demo promises. */
 const DEMO_MERCHANTS = 12;
@@ -95,12 +96,13 @@ async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string;
 async function main() {
   const once = process.argv.includes('--once');
   const config = loadConfig();
+  const dev = loadDevConfig();
   const startedAt = Date.now();
   // Errors only: every retried webhook attempt is a WARN, which would drown the demo's progress bar.
   Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
 
   log(`hold-sweeper demo night: regions ${config.regions.map((r) => r.region).join(', ')}`);
-  const stack = await startLocalStack(config, { log });
+  const stack = await startLocalStack(config, dev, { log });
   const merchants = new FakeMerchants();
   log(`Fake merchants on ${await merchants.start()} (they verify every signature)`);
   const nightId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
@@ -133,7 +135,7 @@ async function main() {
     const night = await seedDemoNight(pool, {
       region: region.region,
       nightId,
-      holds: config.dev.demoHolds,
+      holds: dev.demoHolds,
       merchants: DEMO_MERCHANTS,
       seed: DEMO_SEED,
       endpointFor: (id) => merchants.endpointFor(id),

@@ -1,0 +1,105 @@
+/**
+ * The production entry point: a worker for the regions in HOLD_SWEEPER_REGIONS against an external Temporal
+ * cluster and external ledger databases (in dev mode, unset addresses are a running `npm start`'s, so a second
+ * worker can join the demo). Nothing is started or seeded here; migrations are applied (under an
+ * advisory lock, so replicas starting together are safe) and the region's schedule is ensured.
+ *
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=eu TEMPORAL_ADDRESS=temporal:7233 \
+ *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> npm run worker
+ */
+import fs from 'node:fs/promises';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime } from '@temporalio/worker';
+import { loadConfig } from '../config.js';
+import { dataConverterFor } from '../codec/encryption-codec.js';
+import { migrate } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { ConfigError } from '../errors.js';
+import { jsonLogger } from '../observability/logging.js';
+import { startLedgerGauges } from '../observability/metrics.js';
+import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { ensureSweepSchedule } from '../schedules.js';
+import { bundleWorkflows, createRegionWorker } from '../workers/region-worker.js';
+
+/** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
+const STARTUP_RETRY_MS = 120_000;
+
+async function whenReachable<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + STARTUP_RETRY_MS;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      Runtime.instance().logger.warn(`${what} not reachable yet; retrying`, { error: (err as Error).message });
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
+  }
+}
+
+async function main() {
+  const config = loadConfig();
+  // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
+  Runtime.install({
+    logger: jsonLogger(config.observability.logLevel),
+    telemetryOptions: config.observability.metricsAddress
+      ? { metrics: { prometheus: { bindAddress: config.observability.metricsAddress } } }
+      : undefined,
+  });
+  const meter = Runtime.instance().metricMeter;
+  // A prebuilt bundle (e.g. baked into the image) saves each replica the webpack build at start-up.
+  const workflowBundle = process.env.WORKFLOW_BUNDLE_PATH
+    ? { code: await fs.readFile(process.env.WORKFLOW_BUNDLE_PATH, 'utf8').catch(() => {
+        throw new ConfigError('WORKFLOW_BUNDLE_PATH', process.env.WORKFLOW_BUNDLE_PATH, 'a readable workflow bundle file (see npm run build:bundle)');
+      }) }
+    : await bundleWorkflows();
+  const runs: Promise<void>[] = [];
+  const cleanup: (() => Promise<void>)[] = [];
+  // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
+  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  for (const configured of config.regions) {
+    const up = configured.region.toUpperCase();
+    const region = {
+      ...configured,
+      temporalAddress: configured.temporalAddress ?? devStack?.temporalAddress[configured.region],
+      databaseUrl: configured.databaseUrl ?? devStack?.databaseUrl[configured.region],
+    };
+    const orRunningStack = config.mode === 'dev' ? ', or a running `npm start` to join' : '';
+    if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);
+    if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, `a postgres:// URL${orRunningStack}`);
+    const pool = createPool(region.databaseUrl);
+    await whenReachable('ledger database', () => migrate(pool));
+    const address = region.temporalAddress;
+    const connection = await whenReachable('Temporal', () => Connection.connect({ address }));
+    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
+    await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
+    const nativeConnection = await whenReachable('Temporal', () => NativeConnection.connect({ address }));
+    const worker = await createRegionWorker({
+      connection: nativeConnection,
+      region,
+      pool,
+      workflowBundle,
+      webhooks: config.webhooks,
+      meter,
+      tuning: config.worker.maxCachedWorkflows === undefined ? undefined : { maxCachedWorkflows: config.worker.maxCachedWorkflows },
+    });
+    const gauges = startLedgerGauges({ region: region.region, pool, meter, intervalMs: config.observability.gaugeIntervalMs });
+    await gauges.refresh();
+    runs.push(worker.run());
+    Runtime.instance().logger.info('worker running', {
+      region: region.region,
+      namespace: region.namespace,
+      taskQueue: region.taskQueue,
+      metrics: config.observability.metricsAddress,
+      pid: process.pid,
+    });
+    cleanup.push(async () => gauges.stop(), () => pool.end(), () => connection.close(), () => nativeConnection.close());
+  }
+  await Promise.all(runs);
+  for (const close of cleanup) await close();
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});
