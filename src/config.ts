@@ -4,11 +4,18 @@
  * Every variable is listed in `.env.example` with its default. An invalid value fails at start-up with a
  * `ConfigError` naming the variable, never later in the middle of a sweep.
  */
-import { parseEncryptionKeys, type EncryptionKey } from './codec/encryption-codec.js';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './contracts/regions.js';
 
 export type Mode = 'dev' | 'production';
+
+/** One payload encryption key of a region (src/codec/encryption-codec.ts uses them). */
+export interface EncryptionKey {
+  id: string;
+  /** 32 bytes. */
+  key: Buffer;
+}
+
 
 export interface RegionConfig {
   readonly region: Region;
@@ -156,6 +163,21 @@ function readName(env: Env, variable: string, fallback: string): string {
     throw new ConfigError(variable, raw, 'letters, digits, ".", "_" or "-" (at most 200 characters)');
   }
   return raw;
+}
+
+/** Parses `id:base64key[,id:base64key...]` (current key first); throws naming the variable when malformed. */
+export function parseEncryptionKeys(raw: string, onError: (expected: string) => never): EncryptionKey[] {
+  const keys = raw.split(',').map((entry) => {
+    const [id, encoded] = entry.trim().split(':');
+    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id)) onError('comma-separated id:base64key pairs, current key first');
+    const key = Buffer.from(encoded!, 'base64');
+    if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded!.replace(/=+$/, '')) {
+      onError(`key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`);
+    }
+    return { id: id!, key };
+  });
+  if (new Set(keys.map((k) => k.id)).size !== keys.length) onError('distinct key ids');
+  return keys;
 }
 
 /** Database URLs carry passwords: never echo one back in an error. */

@@ -37,18 +37,6 @@ export class TemporalCliNotFoundError extends Error {
   }
 }
 
-/**
- * Why a hold row cannot be released; each code is a distinct data problem upstream. A row with one is marked
- * `rejected` with the code (reported in the sweep's result and log), so it never blocks a sweep; fix it upstream
- * and set its state back to 'active'.
- */
-export const INVALID_HOLD_CODES = [
-  'NonPositiveAmount',
-  'UnknownAccount',
-  'UnknownMerchant',
-  'CurrencyMismatch',
-] as const;
-export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
 
 /** Operator commands: a named error for each way a request can be refused. */
 export class OperatorError extends Error {

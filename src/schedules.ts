@@ -5,7 +5,7 @@
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import type { RegionConfig, SweepConfig } from './config.js';
 import { sweepWorkflowIdPrefix } from './contracts/ids.js';
-import type { SweepInput } from './workflows/sweep-expired-holds.js';
+import type { SweepInput } from './contracts/domain.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
   const args: [SweepInput] = [{ region: region.region, pageSize: sweep.pageSize, quarantineTimeoutMs: sweep.quarantineTimeoutMs }];

@@ -12,25 +12,14 @@ import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
-import {
-  createMerchantBudget,
-  IN_ACTIVITY_WAIT_MAX_MS,
-  LANE_HORIZON_MS,
-  MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS,
-  type Lane,
-} from '../delivery/merchant-budget.js';
-import {
-  classifyAttempt,
-  InvalidDeliveryPolicyError,
-  parseRetryAfter,
-  resolveDeliveryPolicy,
-  retryDelay,
-  RETRYABLE_DELIVERY_FAILURE,
-  type QuarantineReason,
-} from '../delivery/policy.js';
+import { createMerchantBudget, IN_ACTIVITY_WAIT_MAX_MS, LANE_HORIZON_MS, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../delivery/merchant-budget.js';
+import type { Lane } from '../contracts/delivery.js';
+import { classifyAttempt, InvalidDeliveryPolicyError, parseRetryAfter, resolveDeliveryPolicy, retryDelay } from '../delivery/policy.js';
+import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
 import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
 import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../contracts/messages.js';
+import type { DeliverWebhookInput, DeliverWebhookResult, DeliveryStatus, QuarantineDecision } from '../contracts/delivery.js';
 
 export interface DeliveryDeps {
   region: Region;
@@ -44,40 +33,6 @@ export interface DeliveryDeps {
   random?: () => number;
 }
 
-export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned';
-
-export type DeliverWebhookResult =
-  | { status: 'delivered'; attempts: number; statusCode: number }
-  /** Already terminal (a retry after success was recorded, or a duplicate workflow): nothing sent. */
-  | { status: 'already_terminal'; deliveryStatus: DeliveryStatus; attempts: number }
-  /** The merchant is paused or disabled: nothing sent, nothing spent; the workflow waits and asks again. */
-  | { status: 'held'; merchantStatus: 'paused' | 'disabled' }
-  /** The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. */
-  | { status: 'throttled'; lane: Lane; retryAt: number }
-  /** A slot is reserved at `sendAt` (ms): call again then, passing it as `reservedSlotMs`. */
-  | { status: 'scheduled'; lane: Lane; sendAt: number }
-  /**
-   * Only from a local-activity call (the workflow's fast path): the attempt failed and may be retried after
-   * `failed.nextAttemptAt`. A regular activity throws instead, and Temporal's retry policy takes it from there.
-   */
-  | { status: 'failed_attempt'; failed: DeliveryAttemptFailed };
-
-export interface QuarantineDecision {
-  webhookId: string;
-  policyRun: number;
-  decision: 'replay' | 'discard' | 'abandon';
-  by: string;
-  reason: string;
-  ticket?: string;
-}
-
-export interface DeliverWebhookInput {
-  webhookId: string;
-  /** 1 for the first policy run; each approved replay is a new run. */
-  policyRun: number;
-  /** A send slot reserved by an earlier call that answered `scheduled`. */
-  reservedSlotMs?: number;
-}
 
 /** A failure's excerpt in an error message: short, single-line. */
 const MESSAGE_EXCERPT_CHARS = 200;

@@ -20,8 +20,9 @@ import type {
 } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-import { DEFAULT_DELIVERY_POLICY, resolveDeliveryPolicy } from '../delivery/policy.js';
-import type { InvalidHoldCode } from '../errors.js';
+import { resolveDeliveryPolicy } from '../delivery/policy.js';
+import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
+import type { InvalidHoldCode } from '../contracts/failures.js';
 import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
 

@@ -9,6 +9,7 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
+import type { EncryptionKey } from '../config.js';
 
 // A CommonJS package: Node's ESM loader cannot see its named exports.
 const { temporal } = proto;
@@ -19,12 +20,6 @@ const CIPHER_METADATA = 'encryption-cipher';
 const CIPHER = 'AES-256-GCM';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
-
-export interface EncryptionKey {
-  id: string;
-  /** 32 bytes. */
-  key: Buffer;
-}
 
 /** A payload names a key this process does not have (rotated out too early, or another region's). */
 export class UnknownEncryptionKey extends Error {
@@ -93,21 +88,6 @@ export class EncryptionCodec implements PayloadCodec {
       return temporal.api.common.v1.Payload.decode(plain) as Payload;
     });
   }
-}
-
-/** Parses `id:base64key[,id:base64key...]` (current key first); throws naming the variable when malformed. */
-export function parseEncryptionKeys(raw: string, onError: (expected: string) => never): EncryptionKey[] {
-  const keys = raw.split(',').map((entry) => {
-    const [id, encoded] = entry.trim().split(':');
-    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id)) onError('comma-separated id:base64key pairs, current key first');
-    const key = Buffer.from(encoded!, 'base64');
-    if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded!.replace(/=+$/, '')) {
-      onError(`key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`);
-    }
-    return { id: id!, key };
-  });
-  if (new Set(keys.map((k) => k.id)).size !== keys.length) onError('distinct key ids');
-  return keys;
 }
 
 /** The data converter for a region: its encryption codec, or Temporal's default when no keys are configured. */

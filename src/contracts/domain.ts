@@ -3,7 +3,7 @@
  * bundle. Timestamps cross Temporal as ISO strings with microseconds (Postgres precision), so keyset cursors
  * and workflow ids built from them are exact.
  */
-import type { InvalidHoldCode } from '../errors.js';
+import type { InvalidHoldCode } from './failures.js';
 import type { Region } from './regions.js';
 
 /** Keyset position in the (expires_at, id) order of the sweep. */
@@ -69,4 +69,33 @@ export interface SweepResult extends SweepTotals {
   cutoff: string;
   /** Expired active valid holds at or before the cutoff still unreleased when the sweep ended (0 = none lost). */
   unreleasedAtEnd: number;
+}
+
+/** The input of `sweepExpiredHolds`, as a schedule or `sweep-now` starts it. */
+export interface SweepInput {
+  region: Region;
+  pageSize?: number;
+  releaseWaitMs?: number;
+  /** Passed to each hold's workflow: how long a quarantined delivery waits for a decision. */
+  quarantineTimeoutMs?: number;
+  /** Carried across continue-as-new; absent on a sweep's first run. */
+  progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals; finishing?: boolean };
+}
+
+/** The input and result of `releaseExpiredHold`, one workflow per hold. */
+export interface ReleaseExpiredHoldInput {
+  region: Region;
+  holdId: string;
+  expiresAt: string;
+  merchantId: string;
+  /** How long a quarantined delivery waits for a human before it is abandoned; default 14 days. */
+  quarantineTimeoutMs?: number;
+}
+
+export interface ReleaseExpiredHoldResult {
+  release: ReleaseOutcome;
+  delivery?:
+    | { status: 'delivered' | 'discarded' | 'abandoned'; attempts?: number; policyRuns: number }
+    /** Another workflow for the same business action already took this delivery to a final state. */
+    | { status: 'handled_elsewhere'; deliveryStatus: string };
 }

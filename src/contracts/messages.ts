@@ -4,7 +4,7 @@
  *   temporal workflow signal --name approveReplay --input '{"approvedBy":"alice","reason":"..."}' ...
  */
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { QuarantineReason } from '../delivery/policy.js';
+import type { QuarantineReason } from './failures.js';
 
 export interface ApproveReplay {
   approvedBy: string;

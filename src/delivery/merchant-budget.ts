@@ -9,8 +9,8 @@
  * That is the priority: first attempts before retries before replays.
  */
 import type pg from 'pg';
+import type { Lane } from '../contracts/delivery.js';
 
-export type Lane = 'first' | 'retry' | 'replay';
 
 export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
   // An hour covers the largest merchant backlog of a night at 5 req/s (18,000 sends) with one reservation each.

@@ -1,6 +1,7 @@
 /**
- * The webhook delivery policy, declared in one place. Pure: used by the delivery activity, by the workflow
- * (error types, quarantine reasons, horizon) and by the docs.
+ * The webhook delivery policy, declared in one place: which response leads to which action, and the delay before
+ * the next attempt. Pure. Its defaults and the names of its failures are part of the contract with the workflow
+ * (src/contracts/delivery.ts, src/contracts/failures.ts).
  *
  * | response                                        | action                                              |
  * |-------------------------------------------------|-----------------------------------------------------|
@@ -11,6 +12,7 @@
  * | 3xx, other 4xx, anything else                   | reject: quarantine at once, no retry                |
  * | bad URL, forbidden address, missing secret      | quarantine at once (checked before any request)     |
  */
+import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy } from '../contracts/delivery.js';
 
 export type AttemptResult =
   | { kind: 'response'; status: number; retryAfter?: string }
@@ -42,36 +44,6 @@ export function classifyAttempt(result: AttemptResult): ResponseRule {
   return RESPONSE_RULES.find((rule) => rule.matches(result))!;
 }
 
-export interface DeliveryPolicy {
-  /** One HTTP attempt, connect to last byte; enforced by the activity itself. */
-  readonly attemptTimeoutMs: number;
-  /** First retry delay before jitter. */
-  readonly initialBackoffMs: number;
-  readonly backoffMultiplier: number;
-  /** Longest backoff step before jitter (Retry-After may ask for longer, up to its cap). */
-  readonly maxBackoffMs: number;
-  /** A merchant's Retry-After is honoured up to this long. */
-  readonly retryAfterCapMs: number;
-  /** From the first attempt of a policy run to giving up (quarantine: exhausted). */
-  readonly retryHorizonMs: number;
-}
-
-const SECOND = 1000;
-const HOUR = 3600 * SECOND;
-
-export const DEFAULT_DELIVERY_POLICY: DeliveryPolicy = Object.freeze({
-  // Standard Webhooks and most receivers expect an answer within seconds; 15 s tolerates a slow cold start.
-  attemptTimeoutMs: 15 * SECOND,
-  // A blip (deploy, restart) usually heals within seconds: retry soon, then back off fast.
-  initialBackoffMs: 5 * SECOND,
-  backoffMultiplier: 2,
-  // Six hours between tries at worst keeps a dead endpoint cheap while still trying several times a day.
-  maxBackoffMs: 6 * HOUR,
-  // A merchant asking for more than a day is treated as asking for a day.
-  retryAfterCapMs: 24 * HOUR,
-  // Three days covers a long weekend's outage on the merchant side.
-  retryHorizonMs: 72 * HOUR,
-});
 
 /** A merchant's `delivery_policy` override that cannot be used; names the key. */
 export class InvalidDeliveryPolicyError extends Error {
@@ -134,23 +106,3 @@ export function retryDelay(policy: DeliveryPolicy, attempt: number, random: () =
   return { delayMs: backoff, reason: `backoff attempt ${attempt}` };
 }
 
-/** Named, non-retryable delivery failures: each class name is the Temporal failure type. */
-export const DELIVERY_FAILURE_TYPES = {
-  /** 3xx or a 4xx other than 408/425/429/410. */
-  WebhookRejected: 'rejected',
-  /** 410 Gone: the merchant endpoint is disabled as well. */
-  EndpointGone: 'endpoint_gone',
-  /** Malformed URL, a scheme or an address not allowed in this mode. */
-  InvalidEndpointUrl: 'bad_url',
-  /** No signing secret, or one that does not decode. */
-  MissingSigningSecret: 'missing_secret',
-  /** merchants.delivery_policy cannot be used. */
-  InvalidDeliveryPolicyError: 'invalid_policy',
-} as const;
-
-export type QuarantineReason = (typeof DELIVERY_FAILURE_TYPES)[keyof typeof DELIVERY_FAILURE_TYPES] | 'exhausted';
-
-export const NON_RETRYABLE_DELIVERY_ERRORS = Object.keys(DELIVERY_FAILURE_TYPES);
-
-/** The failure type a retryable attempt is reported with (carrying its own nextRetryDelay). */
-export const RETRYABLE_DELIVERY_FAILURE = 'WebhookAttemptFailed';

@@ -8,7 +8,8 @@
  */
 import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import { DELIVERY_FAILURE_TYPES, type AttemptResult } from '../delivery/policy.js';
+import { type AttemptResult } from '../delivery/policy.js';
+import { DELIVERY_FAILURE_TYPES } from '../contracts/failures.js';
 import type { Region } from '../contracts/regions.js';
 
 export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'exhausted'] as const;

@@ -8,7 +8,7 @@ import { Client, Connection } from '@temporalio/client';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { loadConfig, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
-import type { QuarantineReason } from '../delivery/policy.js';
+import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';

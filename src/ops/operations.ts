@@ -9,7 +9,7 @@ import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-import type { QuarantineReason } from '../delivery/policy.js';
+import type { QuarantineReason } from '../contracts/failures.js';
 import { OperatorError } from '../errors.js';
 import { holdWorkflowId } from '../contracts/ids.js';
 import { approveReplaySignal, discardSignal, statusQuery, type HoldStatus } from '../contracts/messages.js';

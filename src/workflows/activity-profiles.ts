@@ -5,7 +5,8 @@
  * hour, and the release is idempotent, so retrying it is always safe.
  */
 import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
-import { DEFAULT_DELIVERY_POLICY, NON_RETRYABLE_DELIVERY_ERRORS } from '../delivery/policy.js';
+import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
+import { NON_RETRYABLE_DELIVERY_ERRORS } from '../contracts/failures.js';
 
 export const ledgerActivity: ActivityOptions = {
   // One short transaction; 30 s leaves room for a row lock held by a concurrent release of the same hold.

@@ -11,9 +11,8 @@ import {
 } from '@temporalio/workflow';
 import { RetryState, TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
-import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../delivery/policy.js';
-import type { ReleaseOutcome } from '../contracts/domain.js';
-import type { Region } from '../contracts/regions.js';
+import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../contracts/failures.js';
+import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
 import { DeliveryStatusKey } from '../contracts/search-attributes.js';
 import { ledgerActivity, ledgerLocalActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
 import {
@@ -28,23 +27,6 @@ import {
   type HoldStatus,
   type IgnoredSignal,
 } from '../contracts/messages.js';
-
-export interface ReleaseExpiredHoldInput {
-  region: Region;
-  holdId: string;
-  expiresAt: string;
-  merchantId: string;
-  /** How long a quarantined delivery waits for a human before it is abandoned; default 14 days. */
-  quarantineTimeoutMs?: number;
-}
-
-export interface ReleaseExpiredHoldResult {
-  release: ReleaseOutcome;
-  delivery?:
-    | { status: 'delivered' | 'discarded' | 'abandoned'; attempts?: number; policyRuns: number }
-    /** Another workflow for the same business action already took this delivery to a final state. */
-    | { status: 'handled_elsewhere'; deliveryStatus: string };
-}
 
 /** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
 export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;

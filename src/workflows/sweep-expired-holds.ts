@@ -10,7 +10,7 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
-import type { HoldCursor, HoldRef, SweepResult, SweepTotals } from '../contracts/domain.js';
+import type { HoldRef, SweepInput, SweepResult, SweepTotals } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
 import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
@@ -21,16 +21,6 @@ import { releaseExpiredHold } from './release-expired-hold.js';
 export const DEFAULT_PAGE_SIZE = 500;
 /** How long the last run waits for children to release before reporting leftovers to the next sweep. */
 export const DEFAULT_RELEASE_WAIT_MS = 10 * 60_000;
-
-export interface SweepInput {
-  region: Region;
-  pageSize?: number;
-  releaseWaitMs?: number;
-  /** Passed to each hold's workflow: how long a quarantined delivery waits for a decision. */
-  quarantineTimeoutMs?: number;
-  /** Carried across continue-as-new; absent on a sweep's first run. */
-  progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals; finishing?: boolean };
-}
 
 const ledger = proxyActivities<Activities>(ledgerActivity);
 

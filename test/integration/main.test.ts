@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { expect, it } from 'vitest';
-import { freePort } from '../dev/embedded-postgres.js';
+import { freePort } from '../../dev/embedded-postgres.js';
 
 it('npm start releases a demo night in both regions, notifies the merchants and prints the summary and the Web UI address', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];

@@ -5,13 +5,13 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { OperatorError } from '../src/errors.js';
-import { approveHold, approveReplayRequest, discardHold, holdStatus, listQuarantined, previewReplay, type OpsContext } from '../src/ops/operations.js';
-import { runOps } from '../src/ops/cli.js';
-import { statusQuery } from '../src/contracts/messages.js';
-import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
-import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { holdWorkflowIdOf, seedNight, type Night } from './support/ledger.js';
+import { OperatorError } from '../../src/errors.js';
+import { approveHold, approveReplayRequest, discardHold, holdStatus, listQuarantined, previewReplay, type OpsContext } from '../../src/ops/operations.js';
+import { runOps } from '../../src/ops/cli.js';
+import { statusQuery } from '../../src/contracts/messages.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
 
 const run = promisify(execFile);
 let harness: Harness;

@@ -2,8 +2,8 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, inject, it } from 'vitest';
-import { resolveTemporalCliPath, temporalExecutables, type RouteAttempt } from '../dev/temporal-cli.js';
-import { ConfigError, TemporalCliNotFoundError } from '../src/errors.js';
+import { resolveTemporalCliPath, temporalExecutables, type RouteAttempt } from '../../dev/temporal-cli.js';
+import { ConfigError, TemporalCliNotFoundError } from '../../src/errors.js';
 
 const savedPath = process.env.PATH;
 afterEach(() => {

@@ -8,11 +8,11 @@ import type { Payload } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startCodecServer } from '../src/codec/codec-server.js';
-import { dataConverterFor, EncryptionCodec, ENCRYPTED_ENCODING, PayloadDecryptionFailed, UnknownEncryptionKey } from '../src/codec/encryption-codec.js';
-import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
-import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { seedNight, type Night } from './support/ledger.js';
+import { startCodecServer } from '../../src/codec/codec-server.js';
+import { dataConverterFor, EncryptionCodec, ENCRYPTED_ENCODING, PayloadDecryptionFailed, UnknownEncryptionKey } from '../../src/codec/encryption-codec.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight, type Night } from '../support/ledger.js';
 
 const key1 = { id: 'k1', key: randomBytes(32) };
 const key2 = { id: 'k2', key: randomBytes(32) };

@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { createLedgerActivities, type ListExpiredHoldsInput } from '../src/activities/ledger.js';
-import type { ExpiredHoldsPage, ReleaseOutcome } from '../src/contracts/domain.js';
-import { migrate, readMigrations } from '../src/db/migrate.js';
-import { checkLedgerInvariants } from '../bench/invariants.js';
-import { openHarness, type Harness } from './support/harness.js';
-import { balances, ledgerEntryCount, seedNight } from './support/ledger.js';
+import { createLedgerActivities, type ListExpiredHoldsInput } from '../../src/activities/ledger.js';
+import type { ExpiredHoldsPage, ReleaseOutcome } from '../../src/contracts/domain.js';
+import { migrate, readMigrations } from '../../src/db/migrate.js';
+import { checkLedgerInvariants } from '../../bench/invariants.js';
+import { openHarness, type Harness } from '../support/harness.js';
+import { balances, ledgerEntryCount, seedNight } from '../support/ledger.js';
 
 let harness: Harness;
 

@@ -5,8 +5,8 @@
  * Temporal dev server and PostgreSQL, because it restarts them. The long version is `npm run chaos`.
  */
 import { expect, it } from 'vitest';
-import { runChaos } from '../bench/chaos-run.js';
-import { loadDevConfig } from '../dev/dev-config.js';
+import { runChaos } from '../../bench/chaos-run.js';
+import { loadDevConfig } from '../../dev/dev-config.js';
 
 it('a small night survives every fault kind with no invariant violated', async () => {
   const report = await runChaos({

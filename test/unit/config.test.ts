@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, parseDuration } from '../src/config.js';
-import { ConfigError } from '../src/errors.js';
-import { loadDevConfig } from '../dev/dev-config.js';
+import { loadConfig, parseDuration } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+import { loadDevConfig } from '../../dev/dev-config.js';
 
 /** The error the production loader or the local stack's own loader (dev/dev-config.ts) raises for `env`. */
 function configError(env: Record<string, string>): ConfigError {

@@ -1,16 +1,9 @@
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
-import { isForbiddenAddress, parseEndpoint, InvalidEndpointUrl } from '../src/delivery/endpoint.js';
-import {
-  classifyAttempt,
-  DEFAULT_DELIVERY_POLICY,
-  InvalidDeliveryPolicyError,
-  parseRetryAfter,
-  resolveDeliveryPolicy,
-  retryDelay,
-  type AttemptResult,
-} from '../src/delivery/policy.js';
-import { decodeSigningSecret, MissingSigningSecret, signature, signedHeaders } from '../src/delivery/signing.js';
+import { isForbiddenAddress, parseEndpoint, InvalidEndpointUrl } from '../../src/delivery/endpoint.js';
+import { classifyAttempt, InvalidDeliveryPolicyError, parseRetryAfter, resolveDeliveryPolicy, retryDelay, type AttemptResult } from '../../src/delivery/policy.js';
+import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
+import { decodeSigningSecret, MissingSigningSecret, signature, signedHeaders } from '../../src/delivery/signing.js';
 
 // The Standard Webhooks / Svix published test vector.
 const VECTOR = {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SweepConfig } from '../src/config.js';
-import type { SweepResult } from '../src/contracts/domain.js';
-import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
-import { openHarness, type Harness } from './support/harness.js';
-import { ledgerEntryCount, seedNight } from './support/ledger.js';
+import type { SweepConfig } from '../../src/config.js';
+import type { SweepResult } from '../../src/contracts/domain.js';
+import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
+import { openHarness, type Harness } from '../support/harness.js';
+import { ledgerEntryCount, seedNight } from '../support/ledger.js';
 
 let harness: Harness;
 beforeAll(async () => {

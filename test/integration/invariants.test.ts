@@ -4,12 +4,12 @@
  */
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createLedgerActivities } from '../src/activities/ledger.js';
-import type { ReceivedWebhook } from '../dev/fake-merchants.js';
-import type { ReleaseOutcome } from '../src/contracts/domain.js';
-import { checkInvariants, maxInAnyWindow, windowHeadroomMs } from '../bench/invariants.js';
-import { openHarness, type Harness } from './support/harness.js';
-import { seedNight } from './support/ledger.js';
+import { createLedgerActivities } from '../../src/activities/ledger.js';
+import type { ReceivedWebhook } from '../../dev/fake-merchants.js';
+import type { ReleaseOutcome } from '../../src/contracts/domain.js';
+import { checkInvariants, maxInAnyWindow, windowHeadroomMs } from '../../bench/invariants.js';
+import { openHarness, type Harness } from '../support/harness.js';
+import { seedNight } from '../support/ledger.js';
 
 let harness: Harness;
 beforeAll(async () => {

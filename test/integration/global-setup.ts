@@ -8,11 +8,11 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import type { TestProject } from 'vitest/node';
-import { loadDevConfig } from '../dev/dev-config.js';
-import { migrate } from '../src/db/migrate.js';
-import { startEmbeddedPostgres } from '../dev/embedded-postgres.js';
-import { startDevServer } from '../dev/temporal-dev-server.js';
-import { bundleWorkflows } from '../src/workers/region-worker.js';
+import { loadDevConfig } from '../../dev/dev-config.js';
+import { migrate } from '../../src/db/migrate.js';
+import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
+import { startDevServer } from '../../dev/temporal-dev-server.js';
+import { bundleWorkflows } from '../../src/workers/region-worker.js';
 
 export const TEMPLATE_DATABASE = 'hold_sweeper_template';
 export const TEST_NAMESPACES = ['hold-sweeper-us', 'hold-sweeper-eu'] as const;

@@ -1,10 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SweepResult } from '../src/contracts/domain.js';
-import { checkLedgerInvariants } from '../bench/invariants.js';
-import type { Region } from '../src/contracts/regions.js';
-import { sweepExpiredHolds, type SweepInput } from '../src/workflows/sweep-expired-holds.js';
-import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { balances, holdStates, holdWorkflowIdOf, ledgerEntryCount, seedNight } from './support/ledger.js';
+import type { SweepResult } from '../../src/contracts/domain.js';
+import { checkLedgerInvariants } from '../../bench/invariants.js';
+import type { Region } from '../../src/contracts/regions.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import type { SweepInput } from '../../src/contracts/domain.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { balances, holdStates, holdWorkflowIdOf, ledgerEntryCount, seedNight } from '../support/ledger.js';
 
 let harness: Harness;
 let sweeps = 0;

@@ -4,13 +4,13 @@
  */
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SweepResult } from '../src/contracts/domain.js';
-import type { MerchantScript } from '../dev/fake-merchants.js';
-import { checkLedgerInvariants } from '../bench/invariants.js';
-import { statusQuery } from '../src/contracts/messages.js';
-import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
-import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from './support/ledger.js';
+import type { SweepResult } from '../../src/contracts/domain.js';
+import type { MerchantScript } from '../../dev/fake-merchants.js';
+import { checkLedgerInvariants } from '../../bench/invariants.js';
+import { statusQuery } from '../../src/contracts/messages.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from '../support/ledger.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -136,7 +136,7 @@ describe('webhook delivery', () => {
   });
 
   it('500 forever: attempts follow the jittered schedule, then quarantine as exhausted', async () => {
-    // A short horizon for the test; the full default horizon runs in test/time-skipping.test.ts.
+    // A short horizon for the test; the full default horizon runs in test/integration/time-skipping.test.ts.
     const night = await merchantNight(1, { responses: [{ status: 500, body: 'boom' }] }, { initialBackoffMs: 400, retryHorizonMs: 5000 });
     await sweep();
     const [row] = await settled(night);

@@ -5,10 +5,10 @@
  */
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { approveReplaySignal, discardSignal } from '../src/contracts/messages.js';
-import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
-import { openHarness, type Harness } from './support/harness.js';
-import { holdWorkflowIdOf, seedNight } from './support/ledger.js';
+import { approveReplaySignal, discardSignal } from '../../src/contracts/messages.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness } from '../support/harness.js';
+import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 
 let harness: Harness;
 beforeAll(async () => {

@@ -6,16 +6,16 @@
 import fs from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
-import { CONFIG_VARIABLES, loadConfig } from '../src/config.js';
-import { DEV_CONFIG_VARIABLES } from '../dev/dev-config.js';
-import { freePort } from '../dev/embedded-postgres.js';
-import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
-import { openHarness, type Harness, type TestRegion } from './support/harness.js';
-import { seedNight, type Night } from './support/ledger.js';
-import { waitUntil } from './support/wait.js';
-import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../dev/worker-processes.js';
+import { CONFIG_VARIABLES, loadConfig } from '../../src/config.js';
+import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
+import { freePort } from '../../dev/embedded-postgres.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight, type Night } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
-const read = (file: string) => fs.readFile(new URL(`../${file}`, import.meta.url), 'utf8');
+const read = (file: string) => fs.readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
 
 function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
@@ -124,7 +124,7 @@ describe('deployment files', () => {
       expect(service.image ?? service.build, `${name} has an image or a build`).toBeTruthy();
       if (service.build) {
         const command = (service.command as string[] | undefined)?.at(-1);
-        if (command) await expect(fs.access(new URL(`../${command}`, import.meta.url)), `${name} runs ${command}`).resolves.toBeUndefined();
+        if (command) await expect(fs.access(new URL(`../../${command}`, import.meta.url)), `${name} runs ${command}`).resolves.toBeUndefined();
       }
       for (const dependency of Object.keys((service.depends_on as Record<string, unknown>) ?? {})) {
         expect(Object.keys(services), `${name} depends on ${dependency}`).toContain(dependency);
@@ -133,7 +133,7 @@ describe('deployment files', () => {
     const dockerfile = await read('Dockerfile');
     expect(dockerfile).toMatch(/^FROM node:20-bookworm/m);
     const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
-    await expect(fs.access(new URL(`../${cmd[cmd.length - 1]}`, import.meta.url))).resolves.toBeUndefined();
+    await expect(fs.access(new URL(`../../${cmd[cmd.length - 1]}`, import.meta.url))).resolves.toBeUndefined();
     for (const region of ['us', 'eu']) {
       const worker = services[`worker-${region}`]!;
       expect(worker.build).toBe('.');

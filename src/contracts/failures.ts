@@ -1,0 +1,40 @@
+/**
+ * Failure types and reasons that cross the boundary between activities, workflows and operators. A type name here
+ * is a Temporal failure `type` (set by an activity, matched by a retry policy or a workflow) or a code stored in
+ * the ledger and shown to operators: keep the names stable. The error classes behind them live with the code
+ * that raises them (src/errors.ts, src/delivery/*); this file only names them, so the workflow bundle can too.
+ */
+
+/**
+ * Why a hold row cannot be released; each code is a distinct data problem upstream. A row with one is marked
+ * `rejected` with the code (reported in the sweep's result and log), so it never blocks a sweep; fix it upstream
+ * and set its state back to 'active'.
+ */
+export const INVALID_HOLD_CODES = [
+  'NonPositiveAmount',
+  'UnknownAccount',
+  'UnknownMerchant',
+  'CurrencyMismatch',
+] as const;
+export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
+
+/** Named, non-retryable delivery failures: each class name is the Temporal failure type. */
+export const DELIVERY_FAILURE_TYPES = {
+  /** 3xx or a 4xx other than 408/425/429/410. */
+  WebhookRejected: 'rejected',
+  /** 410 Gone: the merchant endpoint is disabled as well. */
+  EndpointGone: 'endpoint_gone',
+  /** Malformed URL, a scheme or an address not allowed in this mode. */
+  InvalidEndpointUrl: 'bad_url',
+  /** No signing secret, or one that does not decode. */
+  MissingSigningSecret: 'missing_secret',
+  /** merchants.delivery_policy cannot be used. */
+  InvalidDeliveryPolicyError: 'invalid_policy',
+} as const;
+
+export type QuarantineReason = (typeof DELIVERY_FAILURE_TYPES)[keyof typeof DELIVERY_FAILURE_TYPES] | 'exhausted';
+
+export const NON_RETRYABLE_DELIVERY_ERRORS = Object.keys(DELIVERY_FAILURE_TYPES);
+
+/** The failure type a retryable attempt is reported with (carrying its own nextRetryDelay). */
+export const RETRYABLE_DELIVERY_FAILURE = 'WebhookAttemptFailed';

@@ -1,0 +1,100 @@
+/**
+ * The import graph keeps its layers: every import points to the importer's own layer or one below it, never back
+ * up. The contracts and the workflows stay sandbox-safe: only the SDK's workflow-side packages and each other
+ * (the workflows may import the activities' types, which the compiler erases).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../..');
+
+/** Bottom first. A file belongs to the first layer one of whose prefixes its path starts with. */
+const LAYERS: readonly (readonly string[])[] = [
+  ['src/contracts/'],
+  ['src/workflows/'],
+  ['src/errors.ts', 'src/config.ts', 'src/db/', 'src/delivery/', 'src/codec/', 'src/observability/'],
+  ['src/sql/'],
+  ['src/activities/'],
+  ['src/schedules.ts', 'src/workers/', 'src/ops/'],
+  ['src/bin/'],
+  ['dev/'],
+  ['bench/'],
+  ['test/'],
+];
+
+/** What a sandboxed file (workflow bundle) may import from outside the repository. */
+const SANDBOX_PACKAGES = ['@temporalio/workflow', '@temporalio/common'];
+
+interface Import {
+  from: string;
+  to: string;
+  typeOnly: boolean;
+}
+
+function layerOf(file: string): number {
+  const index = LAYERS.findIndex((prefixes) => prefixes.some((prefix) => file.startsWith(prefix)));
+  if (index < 0) throw new Error(`${file} is in no layer: add its folder to LAYERS`);
+  return index;
+}
+
+function sourceFiles(dir: string): string[] {
+  return fs
+    .readdirSync(path.join(ROOT, dir), { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+    .map((f) => path.join(dir, f));
+}
+
+const IMPORT = /^\s*(import|export)\s+(type\s+)?(?:[^'";]*?\s+from\s+)?'([^']+)'/gm;
+const DYNAMIC_IMPORT = /\bimport\(\s*'([^']+)'\s*\)/g;
+
+function importsOf(file: string): Import[] {
+  const text = fs.readFileSync(path.join(ROOT, file), 'utf8');
+  const specs = [
+    ...[...text.matchAll(IMPORT)].map((m) => ({ spec: m[3]!, typeOnly: m[2] !== undefined })),
+    ...[...text.matchAll(DYNAMIC_IMPORT)].map((m) => ({ spec: m[1]!, typeOnly: false })),
+  ];
+  return specs.map(({ spec, typeOnly }) => ({
+    from: file,
+    to: spec.startsWith('.') ? path.normalize(path.join(path.dirname(file), spec)).replace(/\.js$/, '.ts') : spec,
+    typeOnly,
+  }));
+}
+
+const files = ['src', 'dev', 'bench', 'test'].flatMap(sourceFiles);
+const imports = files.flatMap(importsOf);
+const local = imports.filter((i) => !path.isAbsolute(i.to) && /^(src|dev|bench|test)\//.test(i.to));
+
+describe('import layers', () => {
+  it('finds the imports it checks (the parser is not blind)', () => {
+    expect(files.length).toBeGreaterThan(50);
+    expect(local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/contracts/ids.ts')).toBe(true);
+    expect(local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/activities/index.ts' && i.typeOnly)).toBe(true);
+  });
+
+  it('no import runs back up a layer', () => {
+    const upward = local
+      .filter((i) => layerOf(i.to) > layerOf(i.from))
+      // The SDK idiom: a workflow names its activities by type only; nothing of them reaches the bundle.
+      .filter((i) => !(i.typeOnly && i.from.startsWith('src/workflows/') && i.to.startsWith('src/activities/')))
+      .map((i) => `${i.from} -> ${i.to}`);
+    expect(upward).toEqual([]);
+  });
+
+  it('contracts and workflows import only each other and the workflow-side SDK (sandbox-safe)', () => {
+    const sandboxed = imports.filter((i) => i.from.startsWith('src/contracts/') || i.from.startsWith('src/workflows/'));
+    const outside = sandboxed
+      .filter((i) => !i.to.startsWith('src/contracts/') && !i.to.startsWith('src/workflows/'))
+      .filter((i) => !SANDBOX_PACKAGES.includes(i.to))
+      .filter((i) => !(i.typeOnly && i.from.startsWith('src/workflows/') && i.to.startsWith('src/activities/')))
+      .map((i) => `${i.from} -> ${i.to}`);
+    expect(outside).toEqual([]);
+    // Contracts are the bottom: they import no workflow either.
+    expect(sandboxed.filter((i) => i.from.startsWith('src/contracts/') && i.to.startsWith('src/workflows/'))).toEqual([]);
+  });
+
+  it('the product never imports the local stack, the benchmark or the tests', () => {
+    const leaks = local.filter((i) => i.from.startsWith('src/') && !i.to.startsWith('src/')).map((i) => `${i.from} -> ${i.to}`);
+    expect(leaks).toEqual([]);
+  });
+});
