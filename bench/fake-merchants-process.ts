@@ -131,7 +131,7 @@ async function serve() {
   const merchants = new FakeMerchants();
   const reply = (id: number, result: unknown, error?: unknown) =>
     process.send!(error === undefined ? { id, result } : { id, error: error instanceof Error ? error.message : String(error) });
-  process.on('message', async (message: Request & { id: number }) => {
+  const answer = async (message: Request & { id: number }) => {
     try {
       switch (message.op) {
         case 'start':
@@ -148,7 +148,9 @@ async function serve() {
     } catch (err) {
       reply(message.id, undefined, err);
     }
-  });
+  };
+  // Every failure is answered to the parent inside `answer`; nothing is left to await here.
+  process.on('message', (message: Request & { id: number }) => void answer(message));
   process.on('SIGTERM', () => void merchants.stop().then(() => process.exit(0)));
   process.on('disconnect', () => void merchants.stop().then(() => process.exit(0)));
 }

@@ -152,14 +152,14 @@ function readUrl(env: Env, variable: string, protocols: readonly string[]): stri
 function readAddress(env: Env, variable: string): string | undefined {
   const raw = env[variable];
   if (raw === undefined || raw === '') return undefined;
-  if (!/^[A-Za-z0-9.\-\[\]:]+:\d{1,5}$/.test(raw)) throw new ConfigError(variable, raw, 'host:port, e.g. temporal:7233');
+  if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) throw new ConfigError(variable, raw, 'host:port, e.g. temporal:7233');
   return raw;
 }
 
 /** Temporal namespaces, task queues and schedule ids: keep them to a safe, greppable alphabet. */
 function readName(env: Env, variable: string, fallback: string): string {
   const raw = env[variable] ?? fallback;
-  if (!/^[A-Za-z0-9][A-Za-z0-9._\-]{0,199}$/.test(raw)) {
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/.test(raw)) {
     throw new ConfigError(variable, raw, 'letters, digits, ".", "_" or "-" (at most 200 characters)');
   }
   return raw;

@@ -8,7 +8,7 @@
  */
 import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import { type AttemptResult } from '../delivery/policy.js';
+import type { AttemptResult } from '../delivery/policy.js';
 import { DELIVERY_FAILURE_TYPES } from '../contracts/failures.js';
 import type { Region } from '../contracts/regions.js';
 
