@@ -11,3 +11,15 @@ export const HoldIdKey = defineSearchAttributeKey('HoldId', SearchAttributeType.
 export const DeliveryStatusKey = defineSearchAttributeKey('DeliveryStatus', SearchAttributeType.KEYWORD);
 
 export const SEARCH_ATTRIBUTES = [RegionKey, MerchantIdKey, HoldIdKey, DeliveryStatusKey] as const;
+
+/**
+ * The values of `DeliveryStatus`, the operator's filter for "where is this hold's webhook":
+ * - `pending`: being released or delivered (set by the sweep when it starts the hold's workflow; again after a replay
+ *   is approved and after a held merchant's re-check);
+ * - `held`: the merchant is paused or disabled; its backlog waits and drains when it is active again;
+ * - `quarantined`: the policy gave up; waiting for a human (approveReplay / discard);
+ * - `delivered`, `discarded`, `abandoned` (no decision within the quarantine timeout): terminal;
+ * - `none`: this workflow released nothing (the hold was rejected, not expired any more, or gone).
+ */
+export const DELIVERY_STATUS_VALUES = ['pending', 'held', 'quarantined', 'delivered', 'discarded', 'abandoned', 'none'] as const;
+export type DeliveryStatusValue = (typeof DELIVERY_STATUS_VALUES)[number];

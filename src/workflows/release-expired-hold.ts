@@ -13,7 +13,8 @@ import { RetryState, TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../contracts/failures.js';
 import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
-import { DeliveryStatusKey } from '../contracts/search-attributes.js';
+import type { QuarantineDecision } from '../contracts/delivery.js';
+import { DeliveryStatusKey, type DeliveryStatusValue } from '../contracts/search-attributes.js';
 import { ledgerActivity, ledgerLocalActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
 import {
   approveReplaySignal,
@@ -60,6 +61,78 @@ function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
  * human: `approveReplay` starts a new policy run with the same webhook id, `discard` ends it.
  */
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
+  const hold = trackHold(input.holdId);
+  const ctx = { region: input.region, holdId: input.holdId };
+  const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
+
+  const release = await releaseHold({ holdId: input.holdId });
+  log.info('hold release', { ...ctx, status: release.status });
+  if (release.status !== 'released' && release.status !== 'already_released') {
+    hold.enter({ stage: 'not_released', status: release.status }, 'none');
+    return { release };
+  }
+
+  // DeliveryStatus starts as 'pending' (set by the sweep when it starts this workflow).
+  const { webhookId } = release;
+  for (let policyRun = 1; ; policyRun++) {
+    const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, hold);
+    if (outcome.status === 'delivered') {
+      hold.noteAttempt({ attemptNumber: outcome.attempts, outcome: 'delivered' });
+      log.info('webhook delivered', { ...ctx, webhookId, attempts: outcome.attempts, policyRun });
+      hold.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');
+      return { release, delivery: { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun } };
+    }
+    if (outcome.status === 'handled_elsewhere') {
+      hold.enter({ stage: 'not_released', status: `delivery ${outcome.deliveryStatus} by another workflow` });
+      return { release, delivery: outcome };
+    }
+
+    const { reason, detail } = outcome;
+    // Exhausted: the last retryable failure was reported during the run; rejected and gone carry their own number.
+    hold.noteAttempt({ attemptNumber: outcome.attemptNumber ?? hold.lastAttemptNumber() ?? 0, outcome: detail });
+    await quarantineDelivery({ webhookId, reason, detail });
+    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+    const since = new Date().toISOString();
+    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+
+    const decision = await hold.awaitHumanDecision(quarantineTimeoutMs);
+    await decideQuarantine({ webhookId, policyRun, ...decision });
+    switch (decision.decision) {
+      case 'abandon':
+        hold.enter({ stage: 'abandoned', reason, since }, 'abandoned');
+        log.warn('quarantine abandoned: nobody decided in time', { ...ctx, webhookId, reason });
+        return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
+      case 'discard':
+        hold.enter({ stage: 'discarded', by: decision.by, reason: decision.reason }, 'discarded');
+        log.info('webhook discarded', { ...ctx, webhookId, by: decision.by });
+        return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
+      case 'replay':
+        log.info('webhook replay approved', { ...ctx, webhookId, by: decision.by, policyRun: policyRun + 1 });
+        hold.enter({ stage: 'delivering', policyRun: policyRun + 1 }, 'pending');
+    }
+  }
+}
+
+/** What the workflow learns of one HTTP attempt, by whichever route it arrives (see `noteAttempt`). */
+interface AttemptReport {
+  attemptNumber: number;
+  /** "delivered", "HTTP 503", "AttemptTimeout", a quarantine's detail. */
+  outcome: string;
+  /** Set when the attempt failed and will be retried: when, and why then. */
+  retry?: { at: string; reason: string };
+}
+
+/** The human decision on a quarantined delivery, as `decideQuarantine` records it. */
+type HumanDecision = Pick<QuarantineDecision, 'decision' | 'by' | 'reason' | 'ticket'>;
+
+type HoldTracker = ReturnType<typeof trackHold>;
+
+/**
+ * The hold workflow's own account of itself: its stage and `DeliveryStatus` (changed together, through `enter`),
+ * the last attempt, and the signals that did not apply; the `status` query answers from it. It also owns the
+ * operator signals and the wait for a human.
+ */
+function trackHold(holdId: string) {
   let stage: HoldStage = { stage: 'releasing' };
   let lastAttempt: HoldStatus['lastAttempt'];
   const ignoredSignals: IgnoredSignal[] = [];
@@ -68,8 +141,27 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   const undecidedQuarantine = () => stage.stage === 'quarantined' && !decision.approval && !decision.discard;
   const ignore = (signal: IgnoredSignal['signal'], by: string, reason: string) => {
     ignoredSignals.push({ signal, by, reason, at: new Date().toISOString(), stage: stage.stage });
-    log.warn('signal ignored: the delivery is not waiting for a decision', { signal, by, stage: stage.stage, holdId: input.holdId });
+    log.warn('signal ignored: the delivery is not waiting for a decision', { signal, by, stage: stage.stage, holdId });
   };
+
+  /**
+   * Every attempt's outcome enters here: a delivered or given-up run from its result, a failed attempt on the fast
+   * path from the local activity's result, and a failed attempt of the regular activity from the
+   * `deliveryAttemptFailed` signal (Temporal's own retries are invisible to the workflow otherwise).
+   */
+  const noteAttempt = (report: AttemptReport) => {
+    lastAttempt = { attemptNumber: report.attemptNumber, outcome: report.outcome, at: new Date().toISOString() };
+    if (!report.retry) return;
+    if (stage.stage !== 'delivering' && stage.stage !== 'honouring_retry_after' && stage.stage !== 'backing_off') return;
+    stage = {
+      stage: report.retry.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
+      policyRun: stage.policyRun,
+      attempt: report.attemptNumber,
+      until: report.retry.at,
+      reason: report.retry.reason,
+    };
+  };
+
   setHandler(statusQuery, () => ({ ...stage, lastAttempt, ignoredSignals }));
   setHandler(approveReplaySignal, (approval) => {
     if (undecidedQuarantine()) decision.approval = approval;
@@ -79,96 +171,41 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     if (undecidedQuarantine()) decision.discard = discard;
     else ignore('discard', discard.by, discard.reason);
   });
-  // A failed attempt is reported by signal from a regular activity, or returned by the local fast path.
-  const noteFailedAttempt = (failed: DeliveryAttemptFailed) => {
-    lastAttempt = { attemptNumber: failed.attemptNumber, outcome: failed.outcome, at: new Date().toISOString() };
-    if (stage.stage !== 'delivering' && stage.stage !== 'honouring_retry_after' && stage.stage !== 'backing_off') return;
-    stage = {
-      stage: failed.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
-      policyRun: stage.policyRun,
-      attempt: failed.attemptNumber,
-      until: failed.nextAttemptAt,
-      reason: failed.reason,
-    };
+  setHandler(deliveryAttemptFailedSignal, (failed) => noteAttempt(attemptReportOf(failed)));
+
+  return {
+    /** Moves to `next`; with a `deliveryStatus`, the search attribute operators filter on changes with it. */
+    enter(next: HoldStage, deliveryStatus?: DeliveryStatusValue) {
+      stage = next;
+      if (deliveryStatus) upsertSearchAttributes([{ key: DeliveryStatusKey, value: deliveryStatus }]);
+    },
+    noteAttempt,
+    lastAttemptNumber: () => lastAttempt?.attemptNumber,
+    /**
+     * The wait for a human on a quarantined delivery: `approveReplay` or `discard`, whichever comes first, or
+     * `abandon` when nobody decides within `timeoutMs`.
+     */
+    async awaitHumanDecision(timeoutMs: number): Promise<HumanDecision> {
+      decision = {};
+      const decided = await condition(() => decision.approval !== undefined || decision.discard !== undefined, timeoutMs);
+      const { approval, discard } = decision;
+      if (!decided) return { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${Math.round(timeoutMs / 86_400_000)} day(s)` };
+      if (discard) return { decision: 'discard', by: discard.by, reason: discard.reason };
+      return { decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket };
+    },
   };
-  setHandler(deliveryAttemptFailedSignal, noteFailedAttempt);
-
-  const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
-  const release = await releaseHold({ holdId: input.holdId });
-  const ctx = { region: input.region, holdId: input.holdId };
-  log.info('hold release', { ...ctx, status: release.status });
-  const setDeliveryStatus = (value: string) => upsertSearchAttributes([{ key: DeliveryStatusKey, value }]);
-  if (release.status !== 'released' && release.status !== 'already_released') {
-    stage = { stage: 'not_released', status: release.status };
-    setDeliveryStatus('none');
-    return { release };
-  }
-
-  // DeliveryStatus starts as 'pending' (set by the sweep when it starts this workflow); upserted on each change.
-  const { webhookId } = release;
-  let policyRun = 1;
-  for (;;) {
-    const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, {
-      setStage: (next) => (stage = next),
-      setDeliveryStatus,
-      noteFailedAttempt,
-    });
-    if (outcome.status === 'delivered') {
-      lastAttempt = { attemptNumber: outcome.attempts, outcome: 'delivered', at: new Date().toISOString() };
-      log.info('webhook delivered', { ...ctx, webhookId, attempts: outcome.attempts, policyRun });
-      stage = { stage: 'delivered', attempts: outcome.attempts };
-      setDeliveryStatus('delivered');
-      return { release, delivery: { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun } };
-    }
-    if (outcome.status === 'handled_elsewhere') {
-      stage = { stage: 'not_released', status: `delivery ${outcome.deliveryStatus} by another workflow` };
-      return { release, delivery: outcome };
-    }
-
-    const { reason, detail } = outcome;
-    // Exhausted: the last retryable failure was reported by signal; rejected and gone carry their own number.
-    lastAttempt = { attemptNumber: outcome.attemptNumber ?? lastAttempt?.attemptNumber ?? 0, outcome: detail, at: new Date().toISOString() };
-    await quarantineDelivery({ webhookId, reason, detail });
-    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
-    const since = new Date().toISOString();
-    stage = { stage: 'quarantined', policyRun, reason, since, detail };
-    setDeliveryStatus('quarantined');
-
-    decision = {};
-    const decided = await condition(() => decision.approval !== undefined || decision.discard !== undefined, quarantineTimeoutMs);
-    const { approval, discard } = decision;
-    if (!decided) {
-      const days = Math.round(quarantineTimeoutMs / 86_400_000);
-      await decideQuarantine({ webhookId, policyRun, decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${days} day(s)` });
-      stage = { stage: 'abandoned', reason, since };
-      log.warn('quarantine abandoned: nobody decided in time', { ...ctx, webhookId, reason });
-      setDeliveryStatus('abandoned');
-      return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
-    }
-    if (discard) {
-      await decideQuarantine({ webhookId, policyRun, decision: 'discard', by: discard.by, reason: discard.reason });
-      stage = { stage: 'discarded', by: discard.by, reason: discard.reason };
-      log.info('webhook discarded', { ...ctx, webhookId, by: discard.by });
-      setDeliveryStatus('discarded');
-      return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
-    }
-    await decideQuarantine({ webhookId, policyRun, decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket });
-    log.info('webhook replay approved', { ...ctx, webhookId, by: approval!.approvedBy, policyRun: policyRun + 1 });
-    policyRun++;
-    setDeliveryStatus('pending');
-  }
 }
+
+const attemptReportOf = (failed: DeliveryAttemptFailed): AttemptReport => ({
+  attemptNumber: failed.attemptNumber,
+  outcome: failed.outcome,
+  retry: { at: failed.nextAttemptAt, reason: failed.reason },
+});
 
 type PolicyRunOutcome =
   | { status: 'delivered'; attempts: number }
   | { status: 'handled_elsewhere'; deliveryStatus: string }
   | { status: 'gave_up'; reason: QuarantineReason; detail: string; attemptNumber?: number };
-
-interface PolicyRunHooks {
-  setStage: (stage: HoldStage) => void;
-  setDeliveryStatus: (value: string) => void;
-  noteFailedAttempt: (failed: DeliveryAttemptFailed) => void;
-}
 
 /**
  * A failure the delivery policy named (rejected, gone, bad URL, …), as opposed to an unexpected one. A local
@@ -196,7 +233,7 @@ async function runDeliveryPolicy(
   webhookId: string,
   policyRun: number,
   retryHorizonMs: number,
-  { setStage, setDeliveryStatus, noteFailedAttempt }: PolicyRunHooks,
+  hold: HoldTracker,
 ): Promise<PolicyRunOutcome> {
   // Time the merchant spends paused or disabled is added back: a pause is the merchant's decision, not a failure.
   let deadline = Date.now() + retryHorizonMs;
@@ -206,7 +243,7 @@ async function runDeliveryPolicy(
   for (;;) {
     const remainingMs = deadline - Date.now();
     if (remainingMs <= 0) return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
-    setStage({ stage: 'delivering', policyRun });
+    hold.enter({ stage: 'delivering', policyRun });
     const { deliverWebhook } = local ? deliverLocally : proxyActivities<Activities>(webhookActivity(remainingMs));
     let result;
     try {
@@ -229,7 +266,7 @@ async function runDeliveryPolicy(
     switch (result.status) {
       case 'failed_attempt':
         // The fast path's attempt failed: wait out its backoff here, then retry under Temporal's retry policy.
-        noteFailedAttempt(result.failed);
+        hold.noteAttempt(attemptReportOf(result.failed));
         await sleep(Math.max(1, Date.parse(result.failed.nextAttemptAt) - Date.now()));
         local = false;
         break;
@@ -241,18 +278,17 @@ async function runDeliveryPolicy(
       case 'scheduled':
       case 'throttled': {
         const until = result.status === 'scheduled' ? result.sendAt : result.retryAt;
-        setStage({ stage: 'waiting_for_budget', policyRun, lane: result.lane, until: new Date(until).toISOString(), reserved: result.status === 'scheduled' });
+        hold.enter({ stage: 'waiting_for_budget', policyRun, lane: result.lane, until: new Date(until).toISOString(), reserved: result.status === 'scheduled' });
         await sleep(Math.max(1, until - Date.now()));
         if (result.status === 'scheduled') reservedSlotMs = result.sendAt;
         break;
       }
       case 'held':
-        setStage({ stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() });
-        setDeliveryStatus('held');
+        hold.enter({ stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() }, 'held');
         await sleep(heldRecheckMs);
         deadline += heldRecheckMs;
         heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
-        setDeliveryStatus('pending');
+        hold.enter({ stage: 'delivering', policyRun }, 'pending');
         break;
     }
   }
