@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
 import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
-import { createMerchantBudget } from '../../src/delivery/merchant-budget.js';
+import { createMerchantBudget } from '../../src/sql/merchant-budget.js';
 import { insertMerchants } from '../../dev/seed.js';
 
 const { values } = parseArgs({

@@ -1,5 +1,6 @@
 /**
- * Ledger activities: the only code that reads or writes a region's holds, accounts and ledger entries.
+ * Ledger activities: the only code that reads or writes a region's holds, accounts and ledger entries (their
+ * statements are in src/sql/holds.ts; the release's outbox row in src/sql/deliveries.ts).
  *
  * Exactly-once release rests on the database, not on Temporal: the hold row is locked, its state checked
  * and flipped in the same transaction that writes the one ledger entry (unique idempotency key) and moves
@@ -19,28 +20,12 @@ import type {
   SweepTotals,
 } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
-import { isoUtc } from '../db/sql.js';
 import { resolveDeliveryPolicy } from '../delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
-import type { InvalidHoldCode } from '../contracts/failures.js';
 import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
-
-/**
- * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
- * query and the release itself, so the two can never disagree. Needs `h` (auth_holds), `a` (accounts) and
- * `m` (merchants) in scope, the latter two LEFT JOINed.
- */
-const HOLD_DEFECT_SQL = `
-  CASE WHEN h.amount_minor <= 0 THEN 'NonPositiveAmount'
-       WHEN a.id IS NULL THEN 'UnknownAccount'
-       WHEN m.id IS NULL THEN 'UnknownMerchant'
-       WHEN a.currency <> h.currency THEN 'CurrencyMismatch'
-  END`;
-
-
-/** The event type of the webhook each release sends. */
-export const HOLD_RELEASED_EVENT = 'hold.released';
+import * as deliveries from '../sql/deliveries.js';
+import * as holds from '../sql/holds.js';
 
 /** Before every row in (expires_at, id) order. */
 const START_CURSOR: HoldCursor = { expiresAt: '-infinity', id: '' };
@@ -69,17 +54,6 @@ export interface FinishSweepInput {
   releaseWaitMs: number;
 }
 
-async function markRejected(db: pg.Pool | pg.PoolClient, rejected: readonly RejectedHold[]): Promise<void> {
-  if (rejected.length === 0) return;
-  await db.query(
-    `UPDATE auth_holds h
-        SET state = 'rejected', reject_code = r.code, rejected_at = now()
-       FROM unnest($1::text[], $2::text[]) AS r(id, code)
-      WHERE h.id = r.id AND h.state = 'active'`,
-    [rejected.map((r) => r.holdId), rejected.map((r) => r.code)],
-  );
-}
-
 export function createLedgerActivities({ region, pool, meter = noopMetricMeter }: LedgerDeps) {
   const { duplicateSuppressions } = deliveryMetrics(meter);
   return {
@@ -89,96 +63,42 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
      * and no later page or sweep trips over them again.
      */
     async listExpiredHolds({ cutoff, after = START_CURSOR, limit }: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> {
-      const { rows } = await pool.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null }>(
-        `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id, ${HOLD_DEFECT_SQL} AS defect
-           FROM auth_holds h
-           LEFT JOIN accounts a ON a.id = h.account_id
-           LEFT JOIN merchants m ON m.id = h.merchant_id
-          WHERE h.state = 'active'
-            AND h.expires_at <= $1::timestamptz
-            AND (h.expires_at, h.id) > ($2::timestamptz, $3::text)
-          ORDER BY h.expires_at, h.id
-          LIMIT $4::integer`,
-        [cutoff, after.expiresAt, after.id, limit],
-      );
-      const holds: HoldRef[] = [];
+      const rows = await holds.expiredHoldsPage(pool, cutoff, after, limit);
+      const releasable: HoldRef[] = [];
       const rejected: RejectedHold[] = [];
       for (const row of rows) {
         if (row.defect) rejected.push({ holdId: row.id, code: row.defect });
-        else holds.push({ holdId: row.id, expiresAt: row.expires_at, merchantId: row.merchant_id });
+        else releasable.push({ holdId: row.id, expiresAt: row.expiresAt, merchantId: row.merchantId });
       }
-      await markRejected(pool, rejected);
+      await holds.markRejected(pool, rejected);
       const last = rows[rows.length - 1];
-      return rows.length === limit && last ? { holds, rejected, next: { expiresAt: last.expires_at, id: last.id } } : { holds, rejected };
+      return rows.length === limit && last
+        ? { holds: releasable, rejected, next: { expiresAt: last.expiresAt, id: last.id } }
+        : { holds: releasable, rejected };
     },
 
     /** Releases one hold exactly once; see the module comment. */
     async releaseHold({ holdId }: { holdId: string }): Promise<ReleaseOutcome> {
       return inTransaction(pool, async (tx) => {
-        const { rows } = await tx.query<{
-          state: 'active' | 'released' | 'rejected';
-          reject_code: InvalidHoldCode | null;
-          defect: InvalidHoldCode | null;
-          expired: boolean;
-          expires_at: string;
-          account_id: string;
-          merchant_id: string;
-          amount_minor: string;
-          currency: string;
-        }>(
-          `SELECT h.state, h.reject_code, ${HOLD_DEFECT_SQL} AS defect, h.expires_at <= now() AS expired,
-                  ${isoUtc('h.expires_at')} AS expires_at, h.account_id, h.merchant_id, h.amount_minor, h.currency
-             FROM auth_holds h
-             LEFT JOIN accounts a ON a.id = h.account_id
-             LEFT JOIN merchants m ON m.id = h.merchant_id
-            WHERE h.id = $1::text
-              FOR UPDATE OF h`,
-          [holdId],
-        );
-        const hold = rows[0];
+        const hold = await holds.lockHoldForRelease(tx, holdId);
         if (!hold) return { status: 'not_found', holdId };
         if (hold.state === 'released') {
           duplicateSuppressions.add(1, { kind: 'already_released' });
           log.info('hold already released: nothing written', { region, holdId });
           return { status: 'already_released', ...(await releasedEntry(tx, holdId)) };
         }
-        if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.reject_code! };
+        if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.rejectCode! };
         if (hold.defect) {
-          await markRejected(tx, [{ holdId, code: hold.defect }]);
+          await holds.markRejected(tx, [{ holdId, code: hold.defect }]);
           return { status: 'rejected', holdId, code: hold.defect };
         }
-        if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expires_at };
+        if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expiresAt };
 
-        const entry = await tx.query<{ id: string }>(
-          `INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency)
-           VALUES ($1::text, 'hold_release', $2::text, $3::text, $4::bigint, $5::char(3))
-           RETURNING id`,
-          [`hold-release:${holdId}`, hold.account_id, holdId, hold.amount_minor, hold.currency],
-        );
-        await tx.query(
-          `UPDATE accounts
-              SET held_minor = held_minor - $2::bigint, available_minor = available_minor + $2::bigint, updated_at = now()
-            WHERE id = $1::text`,
-          [hold.account_id, hold.amount_minor],
-        );
-        await tx.query(
-          `UPDATE auth_holds SET state = 'released', released_at = now(), ledger_entry_id = $2::bigint WHERE id = $1::text`,
-          [holdId, entry.rows[0]!.id],
-        );
+        const ledgerEntryId = await holds.insertReleaseEntry(tx, holdId, hold);
+        await holds.moveHeldToAvailable(tx, hold.accountId, hold.amountMinor);
+        await holds.markReleased(tx, holdId, ledgerEntryId);
         // The webhook is fixed in the same transaction (an outbox): it exists if and only if the release committed.
-        await tx.query(
-          `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload)
-           SELECT 'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'), h.id, h.merchant_id,
-                  '${HOLD_RELEASED_EVENT}',
-                  json_build_object(
-                    'type', '${HOLD_RELEASED_EVENT}',
-                    'timestamp', ${isoUtc('h.released_at')},
-                    'data', json_build_object(
-                      'hold_id', h.id, 'amount_minor', h.amount_minor, 'currency', h.currency, 'merchant_id', h.merchant_id,
-                      'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text))::text
-             FROM auth_holds h WHERE h.id = $1::text`,
-          [holdId],
-        );
+        await deliveries.enqueueReleasedWebhook(tx, holdId);
         const released = await releasedEntry(tx, holdId);
         log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
         return { status: 'released', ...released };
@@ -193,54 +113,29 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
       const deadline = Date.now() + releaseWaitMs;
       let unreleased: number;
       for (;;) {
-        const { rows } = await pool.query<{ n: number }>(
-          `SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'active' AND expires_at <= $1::timestamptz`,
-          [cutoff],
-        );
-        unreleased = rows[0]!.n;
+        unreleased = await holds.countUnreleased(pool, cutoff);
         if (unreleased === 0 || Date.now() >= deadline) break;
         heartbeat({ unreleased });
         await sleep(RELEASE_POLL_MS);
       }
-      await pool.query(
-        `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
-         VALUES ($1::text, $2::timestamptz, $3::integer, $4::integer, $5::integer, $6::integer, $7::integer, $8::integer)
-         ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end, finished_at = now()`,
-        [sweepId, cutoff, totals.pages, totals.found, totals.started, totals.alreadyStarted, totals.rejected, unreleased],
-      );
+      await holds.recordSweepRun(pool, sweepId, cutoff, totals, unreleased);
       return { region, sweepId, cutoff, ...totals, unreleasedAtEnd: unreleased };
     },
   };
 }
 
+/** A released hold's entry and webhook, with the retry horizon its delivery runs under. */
 async function releasedEntry(tx: pg.PoolClient, holdId: string) {
-  const { rows } = await tx.query<{
-    ledger_entry_id: string;
-    amount_minor: string;
-    currency: string;
-    merchant_id: string;
-    released_at: string;
-    webhook_id: string;
-    delivery_policy: unknown;
-  }>(
-    `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
-            d.webhook_id, m.delivery_policy
-       FROM auth_holds h
-       JOIN webhook_deliveries d ON d.hold_id = h.id
-       JOIN merchants m ON m.id = h.merchant_id
-      WHERE h.id = $1::text`,
-    [holdId],
-  );
-  const row = rows[0]!;
+  const { ledgerEntryId, amountMinor, currency, merchantId, releasedAt, webhookId, deliveryPolicy } = await holds.releasedEntry(tx, holdId);
   return {
     holdId,
-    ledgerEntryId: row.ledger_entry_id,
-    amountMinor: row.amount_minor,
-    currency: row.currency,
-    merchantId: row.merchant_id,
-    releasedAt: row.released_at,
-    webhookId: row.webhook_id,
-    retryHorizonMs: retryHorizonFor(row.merchant_id, row.delivery_policy),
+    ledgerEntryId,
+    amountMinor,
+    currency,
+    merchantId,
+    releasedAt,
+    webhookId,
+    retryHorizonMs: retryHorizonFor(merchantId, deliveryPolicy),
   };
 }
 

@@ -10,6 +10,9 @@ export function createPool(connectionString: string, options: Omit<pg.PoolConfig
   return pool;
 }
 
+/** What a query function runs on: the pool (one statement, its own transaction) or one transaction's client. */
+export type Queryable = pg.Pool | pg.PoolClient;
+
 /** Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws. */
 export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
   const client = await pool.connect();

@@ -10,6 +10,7 @@
  */
 import type pg from 'pg';
 import type { Lane } from '../contracts/delivery.js';
+import { attemptCountedOnAdmission } from './deliveries.js';
 
 
 export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
@@ -54,16 +55,15 @@ export function createMerchantBudget(pool: pg.Pool) {
      * Takes this caller's turn in the merchant's budget: a place in the queue (unless it already holds one:
      * `reserved`) and, once that place is due, admission at the gate. Given a `webhookId`, an admission also
      * counts the attempt on that delivery in the same statement, so that nothing but the HTTP request itself
-     * stands between the gate and the wire. One round trip.
+     * stands between the gate and the wire. One round trip: the count is webhook_deliveries' statement
+     * (`attemptCountedOnAdmission` in ./deliveries.ts, where every write of that table lives), composed in here.
      */
     async acquire(merchantId: string, lane: Lane, reserved = false, webhookId?: string): Promise<SlotDecision> {
       const { rows } = await pool.query<{ outcome: SlotDecision['outcome']; at_ms: number; now_ms: number; attempt_number: number | null }>(
         `WITH slot AS MATERIALIZED (
            SELECT * FROM acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean)
          ), counted AS (
-           UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
-            WHERE webhook_id = $5::text AND (SELECT outcome FROM slot) = 'send'
-            RETURNING attempt_count
+           ${attemptCountedOnAdmission('$5')}
          )
          SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms,
                 (SELECT attempt_count FROM counted) AS attempt_number

@@ -3,7 +3,7 @@
  * fake merchant's own clock as the judge (receiver-side counts over every sliding 1-second window).
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { createMerchantBudget, RATE_SAFETY_MARGIN } from '../../src/delivery/merchant-budget.js';
+import { createMerchantBudget, RATE_SAFETY_MARGIN } from '../../src/sql/merchant-budget.js';
 import { insertMerchants } from '../../dev/seed.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';

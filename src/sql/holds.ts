@@ -1,0 +1,200 @@
+/**
+ * SQL of the holds ledger: auth_holds, accounts, ledger_entries and sweep_runs. Small query functions, positional
+ * cast parameters, no value ever interpolated; the callers (src/activities/ledger.ts, src/ops/operations.ts) own
+ * the transactions and decide what to do with the rows.
+ *
+ * A hold moves active -> released (the release: `lockHoldForRelease`, `insertReleaseEntry`, `moveHeldToAvailable`,
+ * `markReleased` in one transaction) or active -> rejected (`markRejected`); both are final here.
+ */
+import type pg from 'pg';
+import type { HoldCursor, RejectedHold, SweepTotals } from '../contracts/domain.js';
+import type { InvalidHoldCode } from '../contracts/failures.js';
+import type { Queryable } from '../db/pool.js';
+import { isoUtc } from '../db/sql.js';
+
+/**
+ * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
+ * query and the release itself, so the two can never disagree. Needs `h` (auth_holds), `a` (accounts) and
+ * `m` (merchants) in scope, the latter two LEFT JOINed.
+ */
+const HOLD_DEFECT_SQL = `
+  CASE WHEN h.amount_minor <= 0 THEN 'NonPositiveAmount'
+       WHEN a.id IS NULL THEN 'UnknownAccount'
+       WHEN m.id IS NULL THEN 'UnknownMerchant'
+       WHEN a.currency <> h.currency THEN 'CurrencyMismatch'
+  END`;
+
+export interface ExpiredHoldRow {
+  id: string;
+  expiresAt: string;
+  merchantId: string;
+  defect: InvalidHoldCode | null;
+}
+
+/** Up to `limit` expired active holds at or before `cutoff`, in (expires_at, id) order after `after`, each with its defect. */
+export async function expiredHoldsPage(db: Queryable, cutoff: string, after: HoldCursor, limit: number): Promise<ExpiredHoldRow[]> {
+  const { rows } = await db.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null }>(
+    `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id, ${HOLD_DEFECT_SQL} AS defect
+       FROM auth_holds h
+       LEFT JOIN accounts a ON a.id = h.account_id
+       LEFT JOIN merchants m ON m.id = h.merchant_id
+      WHERE h.state = 'active'
+        AND h.expires_at <= $1::timestamptz
+        AND (h.expires_at, h.id) > ($2::timestamptz, $3::text)
+      ORDER BY h.expires_at, h.id
+      LIMIT $4::integer`,
+    [cutoff, after.expiresAt, after.id, limit],
+  );
+  return rows.map((r) => ({ id: r.id, expiresAt: r.expires_at, merchantId: r.merchant_id, defect: r.defect }));
+}
+
+/** Marks still-active holds `rejected` with their defect code, so they leave the active set for good. */
+export async function markRejected(db: Queryable, rejected: readonly RejectedHold[]): Promise<void> {
+  if (rejected.length === 0) return;
+  await db.query(
+    `UPDATE auth_holds h
+        SET state = 'rejected', reject_code = r.code, rejected_at = now()
+       FROM unnest($1::text[], $2::text[]) AS r(id, code)
+      WHERE h.id = r.id AND h.state = 'active'`,
+    [rejected.map((r) => r.holdId), rejected.map((r) => r.code)],
+  );
+}
+
+export interface HoldForRelease {
+  state: 'active' | 'released' | 'rejected';
+  rejectCode: InvalidHoldCode | null;
+  defect: InvalidHoldCode | null;
+  /** By the database clock, now. */
+  expired: boolean;
+  expiresAt: string;
+  accountId: string;
+  merchantId: string;
+  amountMinor: string;
+  currency: string;
+}
+
+/** The hold, locked (FOR UPDATE) until the end of the release's transaction; undefined if the row is gone. */
+export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string): Promise<HoldForRelease | undefined> {
+  const { rows } = await tx.query<{
+    state: HoldForRelease['state'];
+    reject_code: InvalidHoldCode | null;
+    defect: InvalidHoldCode | null;
+    expired: boolean;
+    expires_at: string;
+    account_id: string;
+    merchant_id: string;
+    amount_minor: string;
+    currency: string;
+  }>(
+    `SELECT h.state, h.reject_code, ${HOLD_DEFECT_SQL} AS defect, h.expires_at <= now() AS expired,
+            ${isoUtc('h.expires_at')} AS expires_at, h.account_id, h.merchant_id, h.amount_minor, h.currency
+       FROM auth_holds h
+       LEFT JOIN accounts a ON a.id = h.account_id
+       LEFT JOIN merchants m ON m.id = h.merchant_id
+      WHERE h.id = $1::text
+        FOR UPDATE OF h`,
+    [holdId],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  return {
+    state: row.state,
+    rejectCode: row.reject_code,
+    defect: row.defect,
+    expired: row.expired,
+    expiresAt: row.expires_at,
+    accountId: row.account_id,
+    merchantId: row.merchant_id,
+    amountMinor: row.amount_minor,
+    currency: row.currency,
+  };
+}
+
+/** The release's one ledger entry; its idempotency key (unique) makes a second one impossible. Returns its id. */
+export async function insertReleaseEntry(tx: pg.PoolClient, holdId: string, hold: HoldForRelease): Promise<string> {
+  const { rows } = await tx.query<{ id: string }>(
+    `INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency)
+     VALUES ($1::text, 'hold_release', $2::text, $3::text, $4::bigint, $5::char(3))
+     RETURNING id`,
+    [`hold-release:${holdId}`, hold.accountId, holdId, hold.amountMinor, hold.currency],
+  );
+  return rows[0]!.id;
+}
+
+/** Moves the released amount from the account's held balance to its available balance. */
+export async function moveHeldToAvailable(tx: pg.PoolClient, accountId: string, amountMinor: string): Promise<void> {
+  await tx.query(
+    `UPDATE accounts
+        SET held_minor = held_minor - $2::bigint, available_minor = available_minor + $2::bigint, updated_at = now()
+      WHERE id = $1::text`,
+    [accountId, amountMinor],
+  );
+}
+
+export async function markReleased(tx: pg.PoolClient, holdId: string, ledgerEntryId: string): Promise<void> {
+  await tx.query(
+    `UPDATE auth_holds SET state = 'released', released_at = now(), ledger_entry_id = $2::bigint WHERE id = $1::text`,
+    [holdId, ledgerEntryId],
+  );
+}
+
+export interface ReleasedEntry {
+  ledgerEntryId: string;
+  amountMinor: string;
+  currency: string;
+  merchantId: string;
+  releasedAt: string;
+  webhookId: string;
+  /** The merchant's raw `delivery_policy` overrides, unvalidated. */
+  deliveryPolicy: unknown;
+}
+
+/** What a released hold's release wrote: its ledger entry and its webhook (the outbox row). */
+export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<ReleasedEntry> {
+  const { rows } = await tx.query<{
+    ledger_entry_id: string;
+    amount_minor: string;
+    currency: string;
+    merchant_id: string;
+    released_at: string;
+    webhook_id: string;
+    delivery_policy: unknown;
+  }>(
+    `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
+            d.webhook_id, m.delivery_policy
+       FROM auth_holds h
+       JOIN webhook_deliveries d ON d.hold_id = h.id
+       JOIN merchants m ON m.id = h.merchant_id
+      WHERE h.id = $1::text`,
+    [holdId],
+  );
+  const row = rows[0]!;
+  return {
+    ledgerEntryId: row.ledger_entry_id,
+    amountMinor: row.amount_minor,
+    currency: row.currency,
+    merchantId: row.merchant_id,
+    releasedAt: row.released_at,
+    webhookId: row.webhook_id,
+    deliveryPolicy: row.delivery_policy,
+  };
+}
+
+/** Expired active holds at or before `cutoff`: what a sweep has not released (yet). */
+export async function countUnreleased(db: Queryable, cutoff: string): Promise<number> {
+  const { rows } = await db.query<{ n: number }>(
+    `SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'active' AND expires_at <= $1::timestamptz`,
+    [cutoff],
+  );
+  return rows[0]!.n;
+}
+
+/** Records a sweep's totals; a re-run of the same sweep updates what was left unreleased and when it finished. */
+export async function recordSweepRun(db: Queryable, sweepId: string, cutoff: string, totals: SweepTotals, unreleasedAtEnd: number): Promise<void> {
+  await db.query(
+    `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
+     VALUES ($1::text, $2::timestamptz, $3::integer, $4::integer, $5::integer, $6::integer, $7::integer, $8::integer)
+     ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end, finished_at = now()`,
+    [sweepId, cutoff, totals.pages, totals.found, totals.started, totals.alreadyStarted, totals.rejected, unreleasedAtEnd],
+  );
+}
