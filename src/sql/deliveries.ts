@@ -28,6 +28,8 @@
  * Writes that leave `status` alone: the send gate's one statement counts `attempt_count` on admission
  * (`attemptCountedOnAdmission`, composed into `acquire` in src/sql/merchant-budget.ts), and `recordAttempt` keeps
  * `last_status_code` and `last_error` of every attempt.
+ *
+ * A policy run is 1 + the replays approved so far (`POLICY_RUN_SQL`): each `decideQuarantine 'replay'` starts one.
  */
 import type pg from 'pg';
 import type { DeliveryStatus, QuarantineDecision } from '../contracts/delivery.js';
@@ -205,4 +207,122 @@ export async function decideQuarantine(db: Queryable, input: QuarantineDecision)
       WHERE webhook_id IN (SELECT webhook_id FROM decided) AND status = 'quarantined'`,
     [input.webhookId, input.policyRun, input.decision, input.by, input.reason, input.ticket ?? null, DECIDED_STATUS[input.decision]],
   );
+}
+
+/** 1 + approved replays so far: the run a quarantine belongs to. Needs `d` (webhook_deliveries) in scope. */
+const POLICY_RUN_SQL = `1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')::integer`;
+
+export interface QuarantineFilters {
+  merchantId?: string;
+  /** ISO timestamps bounding when the delivery was quarantined. */
+  since?: string;
+  until?: string;
+  reason?: QuarantineReason;
+}
+
+export interface QuarantinedDelivery {
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  reason: QuarantineReason;
+  quarantinedAt: string;
+  attempts: number;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  /** The policy run that ended in this quarantine. */
+  policyRun: number;
+}
+
+/** Quarantined deliveries matching every given filter, oldest quarantine first. */
+export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFilters): Promise<QuarantinedDelivery[]> {
+  const { rows } = await db.query<{
+    webhook_id: string;
+    hold_id: string;
+    merchant_id: string;
+    quarantine_reason: QuarantineReason;
+    quarantined_at: Date;
+    attempt_count: number;
+    last_status_code: number | null;
+    last_error: string | null;
+    policy_run: number;
+  }>(
+    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.quarantine_reason, d.quarantined_at, d.attempt_count,
+            d.last_status_code, d.last_error, ${POLICY_RUN_SQL} AS policy_run
+       FROM webhook_deliveries d
+      WHERE d.status = 'quarantined'
+        AND ($1::text IS NULL OR d.merchant_id = $1::text)
+        AND ($2::timestamptz IS NULL OR d.quarantined_at >= $2::timestamptz)
+        AND ($3::timestamptz IS NULL OR d.quarantined_at < $3::timestamptz)
+        AND ($4::text IS NULL OR d.quarantine_reason = $4::text)
+      ORDER BY d.quarantined_at, d.webhook_id`,
+    [filters.merchantId ?? null, filters.since ?? null, filters.until ?? null, filters.reason ?? null],
+  );
+  return rows.map((r) => ({
+    webhookId: r.webhook_id,
+    holdId: r.hold_id,
+    merchantId: r.merchant_id,
+    reason: r.quarantine_reason,
+    quarantinedAt: r.quarantined_at.toISOString(),
+    attempts: r.attempt_count,
+    lastStatusCode: r.last_status_code,
+    lastError: r.last_error,
+    policyRun: r.policy_run,
+  }));
+}
+
+/** A delivery as an operator's decision needs it: where it stands, and its hold's exact expiry (naming the workflow). */
+export interface DecisionTarget {
+  webhookId: string;
+  holdId: string;
+  holdExpiresAt: string;
+  status: DeliveryStatus;
+  policyRun: number;
+}
+
+const DECISION_TARGET_SQL = `
+  SELECT d.webhook_id, d.hold_id, d.status, ${POLICY_RUN_SQL} AS policy_run,
+         ${isoUtc('h.expires_at')} AS expires_at
+    FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id`;
+
+/** `where` is one of the two constant conditions below, never a value. */
+async function decisionTargetsWhere(db: Queryable, where: string, params: unknown[]): Promise<DecisionTarget[]> {
+  const { rows } = await db.query<{ webhook_id: string; hold_id: string; expires_at: string; status: DeliveryStatus; policy_run: number }>(
+    `${DECISION_TARGET_SQL}
+      WHERE ${where}`,
+    params,
+  );
+  return rows.map((r) => ({ webhookId: r.webhook_id, holdId: r.hold_id, holdExpiresAt: r.expires_at, status: r.status, policyRun: r.policy_run }));
+}
+
+/** The deliveries with these webhook ids (a replay request's frozen items). */
+export function decisionTargetsOf(db: Queryable, webhookIds: readonly string[]): Promise<DecisionTarget[]> {
+  return decisionTargetsWhere(db, 'd.webhook_id = ANY($1::text[])', [webhookIds]);
+}
+
+/** A hold's delivery, or undefined when it has none (not released, or no such hold). */
+export async function decisionTargetOfHold(db: Queryable, holdId: string): Promise<DecisionTarget | undefined> {
+  const [target] = await decisionTargetsWhere(db, 'd.hold_id = $1::text', [holdId]);
+  return target;
+}
+
+/** A hold's delivery as the operator's status report shows it, or null. */
+export async function deliveryOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown> | null> {
+  const { rows } = await db.query(
+    `SELECT webhook_id, status, attempt_count, quarantine_reason, last_status_code, last_error, created_at, delivered_at, quarantined_at
+       FROM webhook_deliveries WHERE hold_id = $1::text`,
+    [holdId],
+  );
+  return rows[0] ?? null;
+}
+
+/** A hold's attempt log, in attempt order. */
+export async function attemptsOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT a.attempt_number, a.policy_run, a.started_at, a.duration_ms, a.status_code, a.error_class, a.outcome,
+            a.next_retry_delay_ms, a.retry_reason
+       FROM delivery_attempts a JOIN webhook_deliveries d ON d.webhook_id = a.webhook_id
+      WHERE d.hold_id = $1::text ORDER BY a.attempt_number`,
+    [holdId],
+  );
+  return rows;
 }

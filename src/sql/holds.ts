@@ -198,3 +198,32 @@ export async function recordSweepRun(db: Queryable, sweepId: string, cutoff: str
     [sweepId, cutoff, totals.pages, totals.found, totals.started, totals.alreadyStarted, totals.rejected, unreleasedAtEnd],
   );
 }
+
+/** The hold's state, or undefined when no such hold exists. */
+export async function holdState(db: Queryable, holdId: string): Promise<string | undefined> {
+  const hold = await db.query<{ state: string }>('SELECT state FROM auth_holds WHERE id = $1::text', [holdId]);
+  return hold.rows[0]?.state;
+}
+
+/** A hold as the operator's status report shows it, and its exact expiry (which names its workflow). */
+export async function holdForReport(
+  db: Queryable,
+  holdId: string,
+): Promise<{ hold: Record<string, unknown> & { state: string }; expiresAt: string } | undefined> {
+  const { rows } = await db.query(
+    `SELECT id, account_id, merchant_id, amount_minor, currency, state, reject_code, expires_at, released_at,
+            ${isoUtc('expires_at')} AS expires_at_exact
+       FROM auth_holds WHERE id = $1::text`,
+    [holdId],
+  );
+  const row = rows[0];
+  if (!row) return undefined;
+  const { expires_at_exact: expiresAt, ...hold } = row;
+  return { hold, expiresAt };
+}
+
+/** The ledger entry a hold's release wrote, or null. */
+export async function ledgerEntryOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown> | null> {
+  const { rows } = await db.query('SELECT id, amount_minor, currency, created_at FROM ledger_entries WHERE hold_id = $1::text', [holdId]);
+  return rows[0] ?? null;
+}

@@ -1,0 +1,95 @@
+/**
+ * SQL of what operators did: replay requests and their frozen items (replay_requests, replay_request_items),
+ * every signal sent from the ops tooling (operator_signals), and the decisions recorded on a hold's delivery
+ * (delivery_decisions, written by `decideQuarantine` in src/sql/deliveries.ts).
+ */
+import type pg from 'pg';
+import type { Queryable } from '../db/pool.js';
+import type { QuarantineFilters } from './deliveries.js';
+
+/** A replay request awaiting approval, with the filters that selected its items. */
+export async function insertReplayRequest(
+  tx: pg.PoolClient,
+  request: { id: string; requestedBy: string; filters: QuarantineFilters; itemCount: number },
+): Promise<void> {
+  await tx.query(
+    'INSERT INTO replay_requests (id, requested_by, filters, item_count) VALUES ($1::text, $2::text, $3::jsonb, $4::integer)',
+    [request.id, request.requestedBy, JSON.stringify(request.filters), request.itemCount],
+  );
+}
+
+/** The deliveries a replay request froze, each with the policy run it was quarantined in. */
+export async function insertReplayRequestItems(
+  tx: pg.PoolClient,
+  requestId: string,
+  items: readonly { webhookId: string; policyRun: number }[],
+): Promise<void> {
+  await tx.query(
+    `INSERT INTO replay_request_items (request_id, webhook_id, policy_run)
+     SELECT $1::text, w, r FROM unnest($2::text[], $3::integer[]) AS i(w, r)`,
+    [requestId, items.map((i) => i.webhookId), items.map((i) => i.policyRun)],
+  );
+}
+
+export async function replayRequest(db: Queryable, requestId: string): Promise<{ requestedBy: string; status: string } | undefined> {
+  const { rows } = await db.query<{ requested_by: string; status: string }>(
+    'SELECT requested_by, status FROM replay_requests WHERE id = $1::text',
+    [requestId],
+  );
+  const row = rows[0];
+  return row && { requestedBy: row.requested_by, status: row.status };
+}
+
+/** pending -> approved; false when the request was not pending (already approved). */
+export async function markReplayRequestApproved(db: Queryable, requestId: string, approvedBy: string): Promise<boolean> {
+  const approved = await db.query(
+    `UPDATE replay_requests SET status = 'approved', approved_by = $2::text, approved_at = now()
+      WHERE id = $1::text AND status = 'pending'`,
+    [requestId, approvedBy],
+  );
+  return approved.rowCount !== 0;
+}
+
+export async function replayRequestItems(db: Queryable, requestId: string): Promise<{ webhookId: string; policyRun: number }[]> {
+  const { rows } = await db.query<{ webhook_id: string; policy_run: number }>(
+    'SELECT webhook_id, policy_run FROM replay_request_items WHERE request_id = $1::text ORDER BY webhook_id',
+    [requestId],
+  );
+  return rows.map((r) => ({ webhookId: r.webhook_id, policyRun: r.policy_run }));
+}
+
+export async function recordReplayItemOutcome(db: Queryable, requestId: string, webhookId: string, outcome: 'applied' | 'ignored'): Promise<void> {
+  await db.query(
+    'UPDATE replay_request_items SET outcome = $3::text, signalled_at = now() WHERE request_id = $1::text AND webhook_id = $2::text',
+    [requestId, webhookId, outcome],
+  );
+}
+
+export interface OperatorSignalRecord {
+  webhookId: string;
+  signal: 'approveReplay' | 'discard';
+  sentBy: string;
+  reason: string;
+  outcome: 'sent' | 'ignored';
+  /** Why it was ignored; null when sent. */
+  detail: string | null;
+}
+
+export async function recordOperatorSignal(db: Queryable, s: OperatorSignalRecord): Promise<void> {
+  await db.query(
+    `INSERT INTO operator_signals (webhook_id, signal, sent_by, reason, outcome, detail)
+     VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text)`,
+    [s.webhookId, s.signal, s.sentBy, s.reason, s.outcome, s.detail],
+  );
+}
+
+/** The decisions recorded on a hold's delivery, oldest first. */
+export async function decisionsOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT x.policy_run, x.decision, x.decided_by, x.reason, x.ticket, x.decided_at
+       FROM delivery_decisions x JOIN webhook_deliveries d ON d.webhook_id = x.webhook_id
+      WHERE d.hold_id = $1::text ORDER BY x.decided_at`,
+    [holdId],
+  );
+  return rows;
+}
