@@ -27,9 +27,7 @@ export async function bareFanOut(input: BareFanOutInput): Promise<number> {
   const { region } = input;
   const page = await ledger.listExpiredHolds({ cutoff: input.cutoff, after: input.after, limit: input.pageSize });
   await Promise.all(
-    page.holds.map((hold) =>
-      startChild(noopHold, { ...holdChildOptions(region, hold), workflowId: `bare-${region}-${hold.holdId}` }),
-    ),
+    page.holds.map((hold) => startChild(noopHold, { ...holdChildOptions(region, hold), workflowId: `bare-${region}-${hold.holdId}` })),
   );
   const started = (input.started ?? 0) + page.holds.length;
   if (page.next) await continueAsNew<typeof bareFanOut>({ ...input, after: page.next, started });

@@ -66,7 +66,10 @@ function scriptFor(n: number, secret: string): MerchantScript {
     case 1: // closes the connection after reading the first requests, then recovers
       return { secrets, responses: [{ close: true }, { close: true }, { close: true }, { status: 200 }] };
     case 2: // rate-limits hard now and then
-      return { secrets, responses: [{ status: 200 }, { status: 429, retryAfter: '1' }, { status: 200 }, { status: 200 }, { status: 429 }, { status: 200 }] };
+      return {
+        secrets,
+        responses: [{ status: 200 }, { status: 429, retryAfter: '1' }, { status: 200 }, { status: 200 }, { status: 429 }, { status: 200 }],
+      };
     case 3: // a short 503 outage
       return { secrets, responses: [{ status: 503 }, { status: 503 }, { status: 503 }, { status: 200 }] };
     case 4: // rejects everything: quarantined
@@ -95,7 +98,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const temporalPort = await freePort();
   const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
   const startTemporal = () =>
-    startDevServer({ namespaces, dataDir: path.join(dataDir, 'temporal'), explicitCliPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir, port: temporalPort });
+    startDevServer({
+      namespaces,
+      dataDir: path.join(dataDir, 'temporal'),
+      explicitCliPath: process.env.TEMPORAL_CLI_PATH,
+      cacheDir: options.cacheDir,
+      port: temporalPort,
+    });
   let server: DevServer = await startTemporal();
   const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['chaos_us', 'chaos_eu'], durable: true });
   const merchants = new FakeMerchants();
@@ -126,7 +135,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ids.forEach((id, i) => merchants.script(id, scriptFor(i, secrets[i]!)));
       await insertMerchants(
         region.pool,
-        ids.map((id, i) => ({ id, endpointUrl: merchants.endpointFor(id), signingSecret: secrets[i]!, ratePerSecond: i % 7 === 5 ? 1 : i % 7 === 6 ? 50 : 5, burst: 1 })),
+        ids.map((id, i) => ({
+          id,
+          endpointUrl: merchants.endpointFor(id),
+          signingSecret: secrets[i]!,
+          ratePerSecond: i % 7 === 5 ? 1 : i % 7 === 6 ? 50 : 5,
+          burst: 1,
+        })),
       );
       // Short backoff so the faulty merchants settle within a run; the policy itself is the real one.
       await region.pool.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
@@ -144,10 +159,18 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }));
       await insertHolds(region.pool, holds);
     }
-    log(`[chaos] seed ${options.seed}: ${options.holds} holds, ${options.merchantsPerRegion} merchants per region, ${options.workers} worker processes`);
+    log(
+      `[chaos] seed ${options.seed}: ${options.holds} holds, ${options.merchantsPerRegion} merchants per region, ${options.workers} worker processes`,
+    );
 
     workers = await startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath));
-    for (const region of regions) await ensureSweepSchedule(region.client, region, { intervalMs: 86_400_000, catchupWindowMs: 600_000, pageSize: 200, quarantineTimeoutMs: 86_400_000 });
+    for (const region of regions)
+      await ensureSweepSchedule(region.client, region, {
+        intervalMs: 86_400_000,
+        catchupWindowMs: 600_000,
+        pageSize: 200,
+        quarantineTimeoutMs: 86_400_000,
+      });
     startedAt = Date.now();
     for (const region of regions) await sweepNow(region.client, region);
 
@@ -161,7 +184,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const region = regions[Math.floor(random() * regions.length)]!;
           fault('second sweep', `a manual sweep and a schedule trigger at once in ${region.region}`);
           await Promise.all([
-            region.client.workflow.start(sweepExpiredHolds, { taskQueue: region.taskQueue, workflowId: `chaos-manual-${region.region}-${Date.now()}`, args: [{ region: region.region, pageSize: 200 }] }),
+            region.client.workflow.start(sweepExpiredHolds, {
+              taskQueue: region.taskQueue,
+              workflowId: `chaos-manual-${region.region}-${Date.now()}`,
+              args: [{ region: region.region, pageSize: 200 }],
+            }),
             sweepNow(region.client, region),
           ]);
         },
@@ -171,7 +198,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         run: async () => {
           fault('freeze', `m_us_0 and m_eu_0 accept connections and never answer for ${options.freezeMs / 1000} s`);
           const frozen = ['m_us_0', 'm_eu_0'];
-          const secrets = await Promise.all(regions.map(async (r, i) => (await r.pool.query('SELECT signing_secret FROM merchants WHERE id = $1', [frozen[i]])).rows[0].signing_secret as string));
+          const secrets = await Promise.all(
+            regions.map(
+              async (r, i) =>
+                (await r.pool.query('SELECT signing_secret FROM merchants WHERE id = $1', [frozen[i]])).rows[0].signing_secret as string,
+            ),
+          );
           frozen.forEach((id, i) => merchants.script(id, { secrets: [secrets[i]!], responses: [{ hang: true }] }));
           setTimeout(() => {
             fault('thaw', 'the frozen merchants answer again');
@@ -210,10 +242,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       },
     ].sort((a, b) => a.atMs - b.atMs);
     // Faults overlap in time the way they would in life: each runs when its moment comes.
-    await Promise.all(plan.map(async (step) => {
-      await sleep(Math.max(0, startedAt + step.atMs - Date.now()));
-      await step.run();
-    }));
+    await Promise.all(
+      plan.map(async (step) => {
+        await sleep(Math.max(0, startedAt + step.atMs - Date.now()));
+        await step.run();
+      }),
+    );
 
     // Quiescence: the sweeps are done, a final sweep found nothing left, and no webhook is pending.
     const deadline = Date.now() + options.quiescenceTimeoutMs;
@@ -232,7 +266,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     for (;;) {
       const left = await retrying(pending);
       if (left === 0) break;
-      if (Date.now() > deadline) throw new Error(`no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds or webhooks still pending`);
+      if (Date.now() > deadline)
+        throw new Error(`no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds or webhooks still pending`);
       await sleep(1000);
     }
     const quiescenceSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
@@ -249,12 +284,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const violations = await checkInvariants({ regions, requests: merchants.requests(), texts });
     const deliveries: Record<string, number> = {};
     for (const region of regions) {
-      const { rows } = await region.pool.query<{ status: string; n: number }>('SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1');
+      const { rows } = await region.pool.query<{ status: string; n: number }>(
+        'SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1',
+      );
       for (const r of rows) deliveries[r.status] = (deliveries[r.status] ?? 0) + r.n;
     }
     const tightest = await tightestMerchantWindow(regions, merchants.requests());
-    log(`[chaos] tightest receiver-side second: ${tightest ? `${tightest.merchantId} (limit ${tightest.limit}), ${tightest.headroomMs} ms of headroom` : 'none'}`);
-    return { seed: options.seed, holds: options.holds, faults, deliveries, requests: merchants.requests().length, tightestMerchantWindow: tightest, violations, quiescenceSeconds };
+    log(
+      `[chaos] tightest receiver-side second: ${tightest ? `${tightest.merchantId} (limit ${tightest.limit}), ${tightest.headroomMs} ms of headroom` : 'none'}`,
+    );
+    return {
+      seed: options.seed,
+      holds: options.holds,
+      faults,
+      deliveries,
+      requests: merchants.requests().length,
+      tightestMerchantWindow: tightest,
+      violations,
+      quiescenceSeconds,
+    };
   } finally {
     await workers?.stop();
     await merchants.stop();

@@ -28,11 +28,7 @@ export interface TrafficSummary {
   byMerchant: Record<string, MerchantTraffic>;
 }
 
-type Request =
-  | { op: 'start' }
-  | { op: 'script'; scripts: [string, MerchantScript][] }
-  | { op: 'summary' }
-  | { op: 'dump'; path: string };
+type Request = { op: 'start' } | { op: 'script'; scripts: [string, MerchantScript][] } | { op: 'summary' } | { op: 'dump'; path: string };
 
 export function summarise(received: readonly ReceivedWebhook[]): TrafficSummary {
   const byMerchant: Record<string, MerchantTraffic & { times: number[] }> = {};
@@ -47,7 +43,8 @@ export function summarise(received: readonly ReceivedWebhook[]): TrafficSummary 
     m.answers[answer] = (m.answers[answer] ?? 0) + 1;
     answers[answer] = (answers[answer] ?? 0) + 1;
     if (!r.verified) unverified++;
-    if (typeof r.answer === 'number' && r.answer >= 200 && r.answer < 300) delivered.set(r.webhookId ?? '', (delivered.get(r.webhookId ?? '') ?? 0) + 1);
+    if (typeof r.answer === 'number' && r.answer >= 200 && r.answer < 300)
+      delivered.set(r.webhookId ?? '', (delivered.get(r.webhookId ?? '') ?? 0) + 1);
   }
   const merchants: Record<string, MerchantTraffic> = {};
   for (const [id, { times, ...traffic }] of Object.entries(byMerchant)) merchants[id] = { ...traffic, maxPerSecond: maxInAnyWindow(times) };

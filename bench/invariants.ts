@@ -141,11 +141,23 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
     // 2. No loss: after quiescence no expired, active hold may remain (rejected rows leave the active set).
     add(2, `${region}: expired hold still active`, await ids(pool, `SELECT id FROM auth_holds WHERE state = 'active' AND expires_at <= now()`));
     // 3. One webhook per released hold, fixed at release.
-    add(3, `${region}: released hold without its webhook`, await ids(pool,
-      `SELECT h.id FROM auth_holds h LEFT JOIN webhook_deliveries d ON d.hold_id = h.id WHERE h.state = 'released' AND d.webhook_id IS NULL`));
-    add(3, `${region}: delivered webhook that also has a discard or abandon decision`, await ids(pool,
-      `SELECT d.webhook_id AS id FROM webhook_deliveries d JOIN delivery_decisions x USING (webhook_id)
-        WHERE d.status = 'delivered' AND x.decision IN ('discard', 'abandon')`));
+    add(
+      3,
+      `${region}: released hold without its webhook`,
+      await ids(
+        pool,
+        `SELECT h.id FROM auth_holds h LEFT JOIN webhook_deliveries d ON d.hold_id = h.id WHERE h.state = 'released' AND d.webhook_id IS NULL`,
+      ),
+    );
+    add(
+      3,
+      `${region}: delivered webhook that also has a discard or abandon decision`,
+      await ids(
+        pool,
+        `SELECT d.webhook_id AS id FROM webhook_deliveries d JOIN delivery_decisions x USING (webhook_id)
+        WHERE d.status = 'delivered' AND x.decision IN ('discard', 'abandon')`,
+      ),
+    );
     const { rows } = await pool.query<{ webhook_id: string; payload: string; status: string; state: string; merchant_id: string }>(
       'SELECT d.webhook_id, d.payload, d.status, h.state, d.merchant_id FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id',
     );
@@ -153,9 +165,13 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
       if (deliveries.has(r.webhook_id)) add(6, 'webhook id present in two regions', [r.webhook_id]);
       deliveries.set(r.webhook_id, { region, payload: r.payload, status: r.status, holdState: r.state, merchantId: r.merchant_id });
     }
-    const merchants = await pool.query<{ id: string; rate_per_second: string; burst: number; signing_secret: string | null; previous_signing_secret: string | null }>(
-      'SELECT id, rate_per_second, burst, signing_secret, previous_signing_secret FROM merchants',
-    );
+    const merchants = await pool.query<{
+      id: string;
+      rate_per_second: string;
+      burst: number;
+      signing_secret: string | null;
+      previous_signing_secret: string | null;
+    }>('SELECT id, rate_per_second, burst, signing_secret, previous_signing_secret FROM merchants');
     for (const m of merchants.rows) {
       merchantRegion.set(m.id, region);
       limits.set(m.id, receiverLimit(m));
@@ -186,17 +202,28 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
       continue;
     }
     if (requests.some((r) => r.body !== delivery.payload)) changed.push(webhookId);
-    if (requests.some((r) => merchantRegion.get(r.merchantId) !== delivery.region || r.merchantId !== delivery.merchantId)) wrongRegion.push(webhookId);
+    if (requests.some((r) => merchantRegion.get(r.merchantId) !== delivery.region || r.merchantId !== delivery.merchantId))
+      wrongRegion.push(webhookId);
   }
   add(5, 'webhook sent for a release that did not commit', uncommitted);
   add(3, 'webhook body differs from the payload fixed at release', changed);
   add(6, "webhook sent to a merchant outside its hold's region", wrongRegion);
 
   // 4. Receiver-side rate: any 1-second window at most rate + burst.
-  add(4, 'merchant received more than rate + burst in a 1-second window', [...arrivalsByMerchant(input.requests)].filter(([m, times]) => maxInAnyWindow(times) > (limits.get(m) ?? Infinity)).map(([m, times]) => `${m} (${maxInAnyWindow(times)} > ${limits.get(m)})`));
+  add(
+    4,
+    'merchant received more than rate + burst in a 1-second window',
+    [...arrivalsByMerchant(input.requests)]
+      .filter(([m, times]) => maxInAnyWindow(times) > (limits.get(m) ?? Infinity))
+      .map(([m, times]) => `${m} (${maxInAnyWindow(times)} > ${limits.get(m)})`),
+  );
 
   // 7. No secret (nor its base64 body) in histories, logs or stored failures.
   const needles = secrets.flatMap((s) => [s, s.replace(/^whsec_/, '')]);
-  add(7, 'signing secret found', [...input.texts, ...leakedTexts].filter((t) => needles.some((n) => t.text.includes(n))).map((t) => t.source));
+  add(
+    7,
+    'signing secret found',
+    [...input.texts, ...leakedTexts].filter((t) => needles.some((n) => t.text.includes(n))).map((t) => t.source),
+  );
   return violations;
 }

@@ -65,7 +65,13 @@ export interface NightReport {
   date: string;
   machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string };
   options: Omit<NightBenchOptions, 'log' | 'cacheDir'>;
-  workload: { holds: number; merchants: number; byRegion: Record<Region, number>; faultyMerchants: Record<string, number>; merchantBound: NightWorkload['merchantBound'] };
+  workload: {
+    holds: number;
+    merchants: number;
+    byRegion: Record<Region, number>;
+    faultyMerchants: Record<string, number>;
+    merchantBound: NightWorkload['merchantBound'];
+  };
   ceiling?: PhaseMeasure;
   product: PhaseMeasure & {
     /** Seconds from the trigger until the last hold was released. */
@@ -143,10 +149,18 @@ export async function runNightBench(options: NightBenchOptions, command: string)
   await fs.chmod(dataDir, 0o777);
   const temporalDir = path.join(dataDir, 'temporal');
   const pgDir = path.join(dataDir, 'pg');
-  log(`[bench] ${workload.holds.length} holds over ${workload.merchants.length} merchants (seed ${options.seed}, faults ${options.faults ? 'on' : 'off'}); data in ${dataDir}`);
+  log(
+    `[bench] ${workload.holds.length} holds over ${workload.merchants.length} merchants (seed ${options.seed}, faults ${options.faults ? 'on' : 'off'}); data in ${dataDir}`,
+  );
   const merchants = new FakeMerchantsProcess();
   const [server, postgres] = await Promise.all([
-    startDevServer({ namespaces: ['hold-sweeper-us', 'hold-sweeper-eu'], dataDir: temporalDir, explicitCliPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir, port: await freePort() }),
+    startDevServer({
+      namespaces: ['hold-sweeper-us', 'hold-sweeper-eu'],
+      dataDir: temporalDir,
+      explicitCliPath: process.env.TEMPORAL_CLI_PATH,
+      cacheDir: options.cacheDir,
+      port: await freePort(),
+    }),
     startEmbeddedPostgres({ dataDir: pgDir, databases: ['bench_us', 'bench_eu'], durable: true }),
     merchants.start(),
   ]);
@@ -172,15 +186,27 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random)));
       await insertMerchants(
         region.pool,
-        regionMerchants.map((m, i) => ({ id: m.id, endpointUrl: merchants.endpointFor(m.id), signingSecret: secrets[i]!, ratePerSecond: m.ratePerSecond, burst: m.burst })),
+        regionMerchants.map((m, i) => ({
+          id: m.id,
+          endpointUrl: merchants.endpointFor(m.id),
+          signingSecret: secrets[i]!,
+          ratePerSecond: m.ratePerSecond,
+          burst: m.burst,
+        })),
       );
       await region.pool.query(`UPDATE merchants SET delivery_policy = $1::jsonb`, [JSON.stringify({ retryHorizonMs: options.retryHorizonMs })]);
       const holds = workload.holds.filter((h) => h.region === region.region);
       const currency = region.region === 'us' ? 'USD' : 'EUR';
       const accounts = [...new Set(holds.map((h) => h.accountId))];
-      await insertAccounts(region.pool, accounts.map((id) => ({ id, currency, availableMinor: 1_000_000 })));
+      await insertAccounts(
+        region.pool,
+        accounts.map((id) => ({ id, currency, availableMinor: 1_000_000 })),
+      );
       for (let i = 0; i < holds.length; i += 5000) {
-        await insertHolds(region.pool, holds.slice(i, i + 5000).map((h) => ({ ...h, currency })));
+        await insertHolds(
+          region.pool,
+          holds.slice(i, i + 5000).map((h) => ({ ...h, currency })),
+        );
       }
       await region.pool.query('ANALYZE');
     }
@@ -206,7 +232,11 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       const startedAt = Date.now();
       await Promise.all(
         regions.map((r) =>
-          r.client.workflow.start(bareFanOut, { taskQueue: r.taskQueue, workflowId: `bare-fan-out-${r.region}`, args: [{ region: r.region, pageSize: options.pageSize, cutoff }] }),
+          r.client.workflow.start(bareFanOut, {
+            taskQueue: r.taskQueue,
+            workflowId: `bare-fan-out-${r.region}`,
+            args: [{ region: r.region, pageSize: options.pageSize, cutoff }],
+          }),
         ),
       );
       let lastLog = startedAt;
@@ -227,14 +257,24 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         seconds: round(seconds, 1),
         holdsPerSecond: round(holdsTotal / seconds, 1),
         cpu,
-        historyEvents: await historyEvents(regions.map((r) => r.client), 'bareFanOut', 'noopHold', holdsTotal),
+        historyEvents: await historyEvents(
+          regions.map((r) => r.client),
+          'bareFanOut',
+          'noopHold',
+          holdsTotal,
+        ),
       };
       log(`[bench] ceiling: ${holdsTotal} no-op children in ${ceiling.seconds} s = ${ceiling.holdsPerSecond}/s`);
     }
 
     // Phase 2: the product, started the production way (each region's schedule, triggered).
     for (const r of regions) {
-      await ensureSweepSchedule(r.client, r, { intervalMs: 86_400_000, catchupWindowMs: 600_000, pageSize: options.pageSize, quarantineTimeoutMs: 14 * 86_400_000 });
+      await ensureSweepSchedule(r.client, r, {
+        intervalMs: 86_400_000,
+        catchupWindowMs: 600_000,
+        pageSize: options.pageSize,
+        quarantineTimeoutMs: 14 * 86_400_000,
+      });
     }
     const cpuBefore = await cpuNow(processes);
     const startedAt = Date.now();
@@ -260,7 +300,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       if (Date.now() - lastLog >= 10_000) {
         lastLog = Date.now();
         const s = (Date.now() - startedAt) / 1000;
-        log(`[bench] product: +${round(s, 0)} s released ${p.released}/${holdsTotal} (${round(p.released / s, 1)}/s), delivered ${p.delivered}, settled ${p.settled}`);
+        log(
+          `[bench] product: +${round(s, 0)} s released ${p.released}/${holdsTotal} (${round(p.released / s, 1)}/s), delivered ${p.delivered}, settled ${p.settled}`,
+        );
       }
       await sleep(POLL_MS);
     }
@@ -302,7 +344,12 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       ratioToCeiling: ceiling ? round(holdsTotal / seconds / ceiling.holdsPerSecond) : undefined,
       makespanVsMerchantBound: round(seconds / workload.merchantBound.seconds),
       cpu,
-      historyEvents: await historyEvents(regions.map((r) => r.client), 'sweepExpiredHolds', 'releaseExpiredHold', holdsTotal),
+      historyEvents: await historyEvents(
+        regions.map((r) => r.client),
+        'sweepExpiredHolds',
+        'releaseExpiredHold',
+        holdsTotal,
+      ),
       deliveries,
       quarantinedByReason,
       heldForDisabledMerchants,
@@ -315,7 +362,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       worstMerchantRate: worst,
       merchantsOverLimit: rates.filter((r) => r.maxPerSecond > r.limit).map((r) => `${r.merchantId} (${r.maxPerSecond} > ${r.limit})`),
     };
-    const workerRss = await Promise.all(workers.pids.map(async (pid, index) => ({ index, peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0) })));
+    const workerRss = await Promise.all(
+      workers.pids.map(async (pid, index) => ({ index, peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0) })),
+    );
 
     // Every invariant, on the whole night: ledgers, every request received, parents' and sampled children's
     // histories, and the workers' logs.

@@ -1,9 +1,14 @@
 /** The night report as Markdown: what `npm run bench` prints and writes next to the JSON. */
 import type { NightReport, PhaseMeasure } from './night-bench.js';
 
-const cpu = (c: PhaseMeasure['cpu']) => `Temporal ${c.temporal} s · PostgreSQL ${c.postgres} s · workers ${c.workers} s · merchants ${c.merchants} s (total ${c.total} s)`;
-const events = (e: PhaseMeasure['historyEvents']) => `${e.totalPerHold} (parent ${e.parentPerHold} + child ${e.childPerHold}; ${e.parentRuns} parent runs)`;
-const counts = (r: Record<string, number>) => Object.entries(r).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+const cpu = (c: PhaseMeasure['cpu']) =>
+  `Temporal ${c.temporal} s · PostgreSQL ${c.postgres} s · workers ${c.workers} s · merchants ${c.merchants} s (total ${c.total} s)`;
+const events = (e: PhaseMeasure['historyEvents']) =>
+  `${e.totalPerHold} (parent ${e.parentPerHold} + child ${e.childPerHold}; ${e.parentRuns} parent runs)`;
+const counts = (r: Record<string, number>) =>
+  Object.entries(r)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ') || 'none';
 
 export function markdownReport(report: NightReport): string {
   const { workload: w, product: p, ceiling: c } = report;
@@ -22,7 +27,9 @@ export function markdownReport(report: NightReport): string {
     '|---|---|',
     `| **Product, end to end** (trigger → every hold released and every delivery settled) | **${minutes(p.seconds)} = ${p.holdsPerSecond} holds/s** |`,
     `| Last hold released at | ${p.releasedBySeconds} s |`,
-    c ? `| **Bare fan-out ceiling** (no-op child per hold, same paging) | **${minutes(c.seconds)} = ${c.holdsPerSecond} holds/s** |` : '| Bare fan-out ceiling | not run (--no-ceiling) |',
+    c
+      ? `| **Bare fan-out ceiling** (no-op child per hold, same paging) | **${minutes(c.seconds)} = ${c.holdsPerSecond} holds/s** |`
+      : '| Bare fan-out ceiling | not run (--no-ceiling) |',
     p.ratioToCeiling !== undefined ? `| **Ratio to the ceiling** | **${p.ratioToCeiling}×** |` : '',
     `| Makespan ÷ merchant bound | ${p.makespanVsMerchantBound}× |`,
     `| History events per hold, product | ${events(p.historyEvents)} |`,

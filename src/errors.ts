@@ -15,9 +15,7 @@ export class ConfigError extends Error {
     readonly expected: string,
   ) {
     super(
-      value === undefined
-        ? `${variable} is not set: expected ${expected}`
-        : `${variable}=${JSON.stringify(value)} is invalid: expected ${expected}`,
+      value === undefined ? `${variable} is not set: expected ${expected}` : `${variable}=${JSON.stringify(value)} is invalid: expected ${expected}`,
     );
   }
 }
@@ -36,7 +34,6 @@ export class TemporalCliNotFoundError extends Error {
     );
   }
 }
-
 
 /** Operator commands: a named error for each way a request can be refused. */
 export class OperatorError extends Error {

@@ -28,11 +28,7 @@ export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): 
   };
 }
 
-export async function ensureSweepSchedule(
-  client: Client,
-  region: RegionConfig,
-  sweep: SweepConfig,
-): Promise<'created' | 'updated'> {
+export async function ensureSweepSchedule(client: Client, region: RegionConfig, sweep: SweepConfig): Promise<'created' | 'updated'> {
   const options = sweepScheduleOptions(region, sweep);
   try {
     await client.schedule.create(options);

@@ -28,7 +28,10 @@ const pool = new pg.Pool({ connectionString: postgres.urlFor('limiter'), max: cl
 try {
   await migrate(pool);
   const ids = Array.from({ length: merchantCount }, (_, i) => `m_${i}`);
-  await insertMerchants(pool, ids.map((id) => ({ id, endpointUrl: `https://${id}.example/h`, ratePerSecond: 5, burst: 1 })));
+  await insertMerchants(
+    pool,
+    ids.map((id) => ({ id, endpointUrl: `https://${id}.example/h`, ratePerSecond: 5, burst: 1 })),
+  );
   const budget = createMerchantBudget(pool);
 
   async function run(label: string, pick: () => string) {

@@ -38,7 +38,14 @@ function demoScript(merchantNumber: number, secret: string): MerchantScript {
   const secrets = [secret];
   switch (merchantNumber) {
     case 2:
-      return { secrets, responses: [{ status: 429, retryAfter: '2' }, { status: 429, retryAfter: '2' }, { status: 200, delayMs: 5 }] };
+      return {
+        secrets,
+        responses: [
+          { status: 429, retryAfter: '2' },
+          { status: 429, retryAfter: '2' },
+          { status: 200, delayMs: 5 },
+        ],
+      };
     case 3:
       return { secrets, responses: [{ status: 503 }, { status: 503 }, { status: 200, delayMs: 5 }] };
     case 4:
@@ -216,8 +223,10 @@ async function main() {
         `${d.attempts} requests = ${(d.attempts / Math.max(1, d.delivered)).toFixed(2)} per delivered webhook`,
     );
   }
-  log(`  ${released} holds released (ledger count) in ${elapsedS.toFixed(1)} s: ${(released / elapsedS).toFixed(1)} holds/s; ` +
-      `every webhook delivered or quarantined after ${settledS.toFixed(1)} s`);
+  log(
+    `  ${released} holds released (ledger count) in ${elapsedS.toFixed(1)} s: ${(released / elapsedS).toFixed(1)} holds/s; ` +
+      `every webhook delivered or quarantined after ${settledS.toFixed(1)} s`,
+  );
   if (stack.uiUrl) {
     log(`\nTemporal Web UI: ${stack.uiUrl}`);
     for (const run of runs) log(`  ${run.config.region.toUpperCase()}: ${stack.uiUrl}/namespaces/${run.config.namespace}/workflows`);

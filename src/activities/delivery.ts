@@ -14,7 +14,14 @@ import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } 
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import { createMerchantBudget, IN_ACTIVITY_WAIT_MAX_MS, LANE_HORIZON_MS, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
 import type { DeliveryPolicy, Lane } from '../contracts/delivery.js';
-import { classifyAttempt, InvalidDeliveryPolicyError, parseRetryAfter, resolveDeliveryPolicy, retryDelay, type DeliveryAction } from '../delivery/policy.js';
+import {
+  classifyAttempt,
+  InvalidDeliveryPolicyError,
+  parseRetryAfter,
+  resolveDeliveryPolicy,
+  retryDelay,
+  type DeliveryAction,
+} from '../delivery/policy.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
 import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
@@ -34,7 +41,6 @@ export interface DeliveryDeps {
   clock?: () => number;
   random?: () => number;
 }
-
 
 /** A failure's excerpt in an error message: short, single-line. */
 const MESSAGE_EXCERPT_CHARS = 200;
@@ -94,7 +100,9 @@ function laneOf(policyRun: number, runAttempts: number): Lane {
 
 /** How the attempt's failure reads in messages: the HTTP status, or the error class and its detail. */
 function describeAttempt(attempt: HttpAttempt): string {
-  return attempt.result.kind === 'response' ? `HTTP ${attempt.result.status}` : `${attempt.result.errorClass}${attempt.errorDetail ? ` (${attempt.errorDetail})` : ''}`;
+  return attempt.result.kind === 'response'
+    ? `HTTP ${attempt.result.status}`
+    : `${attempt.result.errorClass}${attempt.errorDetail ? ` (${attempt.errorDetail})` : ''}`;
 }
 
 /** The response body's start, single-line, for a failure message. */
@@ -149,7 +157,12 @@ export function createDeliveryActivities({
    * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
    * calls again holding its queue place (`reservedSlotMs`).
    */
-  async function awaitSendSlot(webhookId: string, merchantId: string, lane: Lane, reservedSlotMs: number | undefined): Promise<{ attemptNumber: number } | Throttle> {
+  async function awaitSendSlot(
+    webhookId: string,
+    merchantId: string,
+    lane: Lane,
+    reservedSlotMs: number | undefined,
+  ): Promise<{ attemptNumber: number } | Throttle> {
     let reserved = reservedSlotMs !== undefined;
     for (;;) {
       const decision = await budget.acquire(merchantId, lane, reserved, webhookId);
@@ -248,7 +261,12 @@ export function createDeliveryActivities({
    * 429 (or 503 with Retry-After), then the failure that carries the delay to Temporal's retry policy.
    */
   async function retryLater(sent: SentAttempt): Promise<DeliverWebhookResult> {
-    const { webhookId, attemptNumber, attempt, sendable: { delivery, policy } } = sent;
+    const {
+      webhookId,
+      attemptNumber,
+      attempt,
+      sendable: { delivery, policy },
+    } = sent;
     const { merchantId } = delivery;
     const what = describeAttempt(attempt);
     const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
@@ -261,7 +279,8 @@ export function createDeliveryActivities({
     const status = attempt.result.kind === 'response' ? attempt.result.status : 0;
     if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {
       // The merchant is telling every worker to slow down, not just this one.
-      const pushBackMs = retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
+      const pushBackMs =
+        retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
       await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
     }
     const failed = { attemptNumber, outcome: what, nextAttemptAt: new Date(clock() + next.delayMs).toISOString(), reason: next.reason };
@@ -278,7 +297,12 @@ export function createDeliveryActivities({
 
   /** 410 Gone: the merchant said the endpoint is gone, so stop sending to it at all. Its backlog waits (held), intact. */
   async function disableEndpoint(sent: SentAttempt): Promise<never> {
-    const { webhookId, attemptNumber, attempt, sendable: { delivery } } = sent;
+    const {
+      webhookId,
+      attemptNumber,
+      attempt,
+      sendable: { delivery },
+    } = sent;
     const { merchantId } = delivery;
     await recordAttempt(sent, 'quarantine');
     await disableMerchant(pool, merchantId, `410 Gone on webhook ${webhookId}`);
@@ -291,7 +315,11 @@ export function createDeliveryActivities({
 
   /** Anything else the policy table does not retry: quarantine at once. */
   async function reject(sent: SentAttempt): Promise<never> {
-    const { attemptNumber, attempt, sendable: { delivery } } = sent;
+    const {
+      attemptNumber,
+      attempt,
+      sendable: { delivery },
+    } = sent;
     const { merchantId } = delivery;
     await recordAttempt(sent, 'quarantine');
     throw failure('WebhookRejected', `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable): ${excerptOf(attempt)}`, {
@@ -309,7 +337,12 @@ export function createDeliveryActivities({
       const { merchantId, runAttempts } = sendable.delivery;
       // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
       // input, attempt > 1) is a new turn and queues again in the retry lane.
-      const turn = await awaitSendSlot(webhookId, merchantId, laneOf(policyRun, runAttempts), activityInfo().attempt === 1 ? reservedSlotMs : undefined);
+      const turn = await awaitSendSlot(
+        webhookId,
+        merchantId,
+        laneOf(policyRun, runAttempts),
+        activityInfo().attempt === 1 ? reservedSlotMs : undefined,
+      );
       if (!('attemptNumber' in turn)) return turn;
       const sent = await sendSignedAttempt(webhookId, policyRun, turn.attemptNumber, sendable);
       const { action } = classifyAttempt(sent.attempt.result);

@@ -10,15 +10,7 @@
 import { heartbeat, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import type {
-  ExpiredHoldsPage,
-  HoldCursor,
-  HoldRef,
-  RejectedHold,
-  ReleaseOutcome,
-  SweepResult,
-  SweepTotals,
-} from '../contracts/domain.js';
+import type { ExpiredHoldsPage, HoldCursor, HoldRef, RejectedHold, ReleaseOutcome, SweepResult, SweepTotals } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { resolveDeliveryPolicy } from '../delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';

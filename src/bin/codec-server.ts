@@ -13,7 +13,7 @@ const address = config.codecServer.address;
 if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
 const codecs = new Map(
   config.regions.map((region) => {
-    if (!region.payloadKeys) throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, 'the region\'s keys');
+    if (!region.payloadKeys) throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, "the region's keys");
     return [region.namespace, new EncryptionCodec(region.payloadKeys)] as const;
   }),
 );

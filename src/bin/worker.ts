@@ -49,9 +49,15 @@ async function main() {
   const meter = Runtime.instance().metricMeter;
   // A prebuilt bundle (e.g. baked into the image) saves each replica the webpack build at start-up.
   const workflowBundle = process.env.WORKFLOW_BUNDLE_PATH
-    ? { code: await fs.readFile(process.env.WORKFLOW_BUNDLE_PATH, 'utf8').catch(() => {
-        throw new ConfigError('WORKFLOW_BUNDLE_PATH', process.env.WORKFLOW_BUNDLE_PATH, 'a readable workflow bundle file (see npm run build:bundle)');
-      }) }
+    ? {
+        code: await fs.readFile(process.env.WORKFLOW_BUNDLE_PATH, 'utf8').catch(() => {
+          throw new ConfigError(
+            'WORKFLOW_BUNDLE_PATH',
+            process.env.WORKFLOW_BUNDLE_PATH,
+            'a readable workflow bundle file (see npm run build:bundle)',
+          );
+        }),
+      }
     : await bundleWorkflows();
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
@@ -93,7 +99,12 @@ async function main() {
       metrics: config.observability.metricsAddress,
       pid: process.pid,
     });
-    cleanup.push(async () => gauges.stop(), () => pool.end(), () => connection.close(), () => nativeConnection.close());
+    cleanup.push(
+      async () => gauges.stop(),
+      () => pool.end(),
+      () => connection.close(),
+      () => nativeConnection.close(),
+    );
   }
   await Promise.all(runs);
   for (const close of cleanup) await close();

@@ -56,7 +56,8 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     if (req.method === 'OPTIONS') return reply(200);
     const route = /^\/(encode|decode)$/.exec(req.url ?? '');
     if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
-    if (options.authToken && req.headers.authorization !== `Bearer ${options.authToken}`) return reply(401, { error: 'missing or wrong bearer token' });
+    if (options.authToken && req.headers.authorization !== `Bearer ${options.authToken}`)
+      return reply(401, { error: 'missing or wrong bearer token' });
     const namespace = req.headers['x-namespace'];
     const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
     if (!codec) return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });

@@ -10,12 +10,7 @@
  * `rejected` with the code (reported in the sweep's result and log), so it never blocks a sweep; fix it upstream
  * and set its state back to 'active'.
  */
-export const INVALID_HOLD_CODES = [
-  'NonPositiveAmount',
-  'UnknownAccount',
-  'UnknownMerchant',
-  'CurrencyMismatch',
-] as const;
+export const INVALID_HOLD_CODES = ['NonPositiveAmount', 'UnknownAccount', 'UnknownMerchant', 'CurrencyMismatch'] as const;
 export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
 
 /** Named, non-retryable delivery failures: each class name is the Temporal failure type. */

@@ -48,10 +48,7 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
       await client.query('BEGIN');
       try {
         await client.query(migration.sql);
-        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [
-          migration.version,
-          migration.name,
-        ]);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [migration.version, migration.name]);
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK');

@@ -12,7 +12,10 @@ import net from 'node:net';
 
 export class InvalidEndpointUrl extends Error {
   override readonly name = 'InvalidEndpointUrl';
-  constructor(readonly merchantId: string, readonly problem: string) {
+  constructor(
+    readonly merchantId: string,
+    readonly problem: string,
+  ) {
     super(`merchant ${merchantId}'s endpoint cannot be used: ${problem}; fix merchants.endpoint_url`);
   }
 }
@@ -24,12 +27,27 @@ export interface EndpointRules {
 
 const forbidden = new net.BlockList();
 for (const [network, prefix] of [
-  ['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12],
-  ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4],
+  ['0.0.0.0', 8],
+  ['10.0.0.0', 8],
+  ['100.64.0.0', 10],
+  ['127.0.0.0', 8],
+  ['169.254.0.0', 16],
+  ['172.16.0.0', 12],
+  ['192.0.0.0', 24],
+  ['192.168.0.0', 16],
+  ['198.18.0.0', 15],
+  ['224.0.0.0', 4],
+  ['240.0.0.0', 4],
 ] as const) {
   forbidden.addSubnet(network, prefix, 'ipv4');
 }
-for (const [network, prefix] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8]] as const) {
+for (const [network, prefix] of [
+  ['::', 128],
+  ['::1', 128],
+  ['fc00::', 7],
+  ['fe80::', 10],
+  ['ff00::', 8],
+] as const) {
   forbidden.addSubnet(network, prefix, 'ipv6');
 }
 

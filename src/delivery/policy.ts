@@ -15,8 +15,7 @@
 import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy } from '../contracts/delivery.js';
 
 export type AttemptResult =
-  | { kind: 'response'; status: number; retryAfter?: string }
-  | { kind: 'error'; errorClass: 'ConnectionError' | 'AttemptTimeout' };
+  { kind: 'response'; status: number; retryAfter?: string } | { kind: 'error'; errorClass: 'ConnectionError' | 'AttemptTimeout' };
 
 export type DeliveryAction = 'delivered' | 'retry' | 'disable_endpoint' | 'reject';
 
@@ -44,12 +43,17 @@ export function classifyAttempt(result: AttemptResult): ResponseRule {
   return RESPONSE_RULES.find((rule) => rule.matches(result))!;
 }
 
-
 /** A merchant's `delivery_policy` override that cannot be used; names the key. */
 export class InvalidDeliveryPolicyError extends Error {
   override readonly name = 'InvalidDeliveryPolicyError';
-  constructor(readonly merchantId: string, readonly key: string, readonly value: unknown) {
-    super(`merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected a positive number (multiplier >= 1); fix merchants.delivery_policy`);
+  constructor(
+    readonly merchantId: string,
+    readonly key: string,
+    readonly value: unknown,
+  ) {
+    super(
+      `merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected a positive number (multiplier >= 1); fix merchants.delivery_policy`,
+    );
   }
 }
 
@@ -105,4 +109,3 @@ export function retryDelay(policy: DeliveryPolicy, attempt: number, random: () =
   }
   return { delayMs: backoff, reason: `backoff attempt ${attempt}` };
 }
-

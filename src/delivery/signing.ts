@@ -8,7 +8,10 @@ import { createHmac, randomBytes } from 'node:crypto';
 /** No signing secret for the merchant, or one that is not base64: a named error that never prints it. */
 export class MissingSigningSecret extends Error {
   override readonly name = 'MissingSigningSecret';
-  constructor(readonly merchantId: string, readonly problem: 'missing' | 'undecodable') {
+  constructor(
+    readonly merchantId: string,
+    readonly problem: 'missing' | 'undecodable',
+  ) {
     super(
       problem === 'missing'
         ? `merchant ${merchantId} has no signing secret; set merchants.signing_secret (whsec_<base64>)`

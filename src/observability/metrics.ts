@@ -28,7 +28,11 @@ export function deliveryMetrics(meter: MetricMeter) {
     throttleWaits: meter.createCounter('hold_sweeper_throttle_waits', '1', 'times a delivery waited for its merchant budget'),
     throttleWaitMs: meter.createCounter('hold_sweeper_throttle_wait_milliseconds', 'ms', 'total time deliveries waited for budget'),
     retryAfterHonoured: meter.createCounter('hold_sweeper_retry_after_honoured', '1', 'retries delayed by a merchant Retry-After'),
-    duplicateSuppressions: meter.createCounter('hold_sweeper_duplicate_suppressions', '1', 'already-released holds and already-started hold workflows'),
+    duplicateSuppressions: meter.createCounter(
+      'hold_sweeper_duplicate_suppressions',
+      '1',
+      'already-released holds and already-started hold workflows',
+    ),
   };
 }
 

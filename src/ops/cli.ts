@@ -202,8 +202,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         const holdId = required(sub, 'hold id');
         const by = required(values.by, 'by');
         const reason = required(values.reason, 'reason');
-        const result =
-          command === 'approve' ? await approveHold(ctx, holdId, by, reason, values.ticket) : await discardHold(ctx, holdId, by, reason);
+        const result = command === 'approve' ? await approveHold(ctx, holdId, by, reason, values.ticket) : await discardHold(ctx, holdId, by, reason);
         print(result.outcome === 'sent' ? `${command} sent to hold ${holdId}` : `${command} not applied to hold ${holdId}: ${result.detail}`, result);
         return result.outcome === 'sent' ? 0 : 3;
       }

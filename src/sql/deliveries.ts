@@ -123,7 +123,9 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
  * that nothing but the HTTP request stands between the gate and the wire. Needs the gate's decision as the CTE
  * `slot` in scope; `webhookIdParam` is the statement's placeholder for the webhook id (e.g. '$5').
  */
-export const attemptCountedOnAdmission = (webhookIdParam: string) => `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
+export const attemptCountedOnAdmission = (
+  webhookIdParam: string,
+) => `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
             WHERE webhook_id = ${webhookIdParam}::text AND (SELECT outcome FROM slot) = 'send'
             RETURNING attempt_count`;
 
@@ -165,8 +167,20 @@ export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<vo
             delivered_at = CASE WHEN $9::text = 'delivered' THEN now() ELSE delivered_at END,
             updated_at = now()
       WHERE webhook_id = $1::text`,
-    [a.webhookId, a.attemptNumber, a.policyRun, a.startedAtMs, a.durationMs, a.statusCode, a.errorClass,
-      storable(a.responseExcerpt), a.outcome, a.next?.delayMs ?? null, a.next?.reason ?? null, a.scheduledAtMs],
+    [
+      a.webhookId,
+      a.attemptNumber,
+      a.policyRun,
+      a.startedAtMs,
+      a.durationMs,
+      a.statusCode,
+      a.errorClass,
+      storable(a.responseExcerpt),
+      a.outcome,
+      a.next?.delayMs ?? null,
+      a.next?.reason ?? null,
+      a.scheduledAtMs,
+    ],
   );
 }
 

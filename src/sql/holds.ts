@@ -132,10 +132,10 @@ export async function moveHeldToAvailable(tx: pg.PoolClient, accountId: string, 
 }
 
 export async function markReleased(tx: pg.PoolClient, holdId: string, ledgerEntryId: string): Promise<void> {
-  await tx.query(
-    `UPDATE auth_holds SET state = 'released', released_at = now(), ledger_entry_id = $2::bigint WHERE id = $1::text`,
-    [holdId, ledgerEntryId],
-  );
+  await tx.query(`UPDATE auth_holds SET state = 'released', released_at = now(), ledger_entry_id = $2::bigint WHERE id = $1::text`, [
+    holdId,
+    ledgerEntryId,
+  ]);
 }
 
 export interface ReleasedEntry {

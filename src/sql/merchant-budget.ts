@@ -12,7 +12,6 @@ import type pg from 'pg';
 import type { Lane } from '../contracts/delivery.js';
 import { attemptCountedOnAdmission } from './deliveries.js';
 
-
 export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
   // An hour covers the largest merchant backlog of a night at 5 req/s (18,000 sends) with one reservation each.
   first: 3_600_000,

@@ -12,10 +12,12 @@ export async function insertReplayRequest(
   tx: pg.PoolClient,
   request: { id: string; requestedBy: string; filters: QuarantineFilters; itemCount: number },
 ): Promise<void> {
-  await tx.query(
-    'INSERT INTO replay_requests (id, requested_by, filters, item_count) VALUES ($1::text, $2::text, $3::jsonb, $4::integer)',
-    [request.id, request.requestedBy, JSON.stringify(request.filters), request.itemCount],
-  );
+  await tx.query('INSERT INTO replay_requests (id, requested_by, filters, item_count) VALUES ($1::text, $2::text, $3::jsonb, $4::integer)', [
+    request.id,
+    request.requestedBy,
+    JSON.stringify(request.filters),
+    request.itemCount,
+  ]);
 }
 
 /** The deliveries a replay request froze, each with the policy run it was quarantined in. */
@@ -32,10 +34,9 @@ export async function insertReplayRequestItems(
 }
 
 export async function replayRequest(db: Queryable, requestId: string): Promise<{ requestedBy: string; status: string } | undefined> {
-  const { rows } = await db.query<{ requested_by: string; status: string }>(
-    'SELECT requested_by, status FROM replay_requests WHERE id = $1::text',
-    [requestId],
-  );
+  const { rows } = await db.query<{ requested_by: string; status: string }>('SELECT requested_by, status FROM replay_requests WHERE id = $1::text', [
+    requestId,
+  ]);
   const row = rows[0];
   return row && { requestedBy: row.requested_by, status: row.status };
 }
@@ -59,10 +60,11 @@ export async function replayRequestItems(db: Queryable, requestId: string): Prom
 }
 
 export async function recordReplayItemOutcome(db: Queryable, requestId: string, webhookId: string, outcome: 'applied' | 'ignored'): Promise<void> {
-  await db.query(
-    'UPDATE replay_request_items SET outcome = $3::text, signalled_at = now() WHERE request_id = $1::text AND webhook_id = $2::text',
-    [requestId, webhookId, outcome],
-  );
+  await db.query('UPDATE replay_request_items SET outcome = $3::text, signalled_at = now() WHERE request_id = $1::text AND webhook_id = $2::text', [
+    requestId,
+    webhookId,
+    outcome,
+  ]);
 }
 
 export interface OperatorSignalRecord {

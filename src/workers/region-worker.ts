@@ -3,14 +3,7 @@
  * each worker gets only its own region's ledger pool, namespace and task queue.
  */
 import { fileURLToPath } from 'node:url';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  Worker,
-  type NativeConnection,
-  type WorkerOptions,
-  type WorkflowBundle,
-} from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Worker, type NativeConnection, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
 import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
@@ -19,9 +12,7 @@ import type { RegionConfig, WebhookConfig } from '../config.js';
 import { createAgents } from '../delivery/http-sender.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
-export const WORKFLOWS_PATH = fileURLToPath(
-  new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
-);
+export const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
 /** The product's workflows; the benchmark passes its own entry (the same workflows plus its ceiling). */
 export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundle> {

@@ -54,7 +54,8 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
   const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, input.quarantineTimeoutMs)));
   const started = starts.filter((s) => s === 'started').length;
-  for (const rejected of page.rejected) log.warn('hold rejected: cannot be released as written', { region, holdId: rejected.holdId, code: rejected.code });
+  for (const rejected of page.rejected)
+    log.warn('hold rejected: cannot be released as written', { region, holdId: rejected.holdId, code: rejected.code });
   log.info('sweep page', { region, page: progress.totals.pages + 1, holds: page.holds.length, started, rejected: page.rejected.length });
   const totals: SweepTotals = {
     found: progress.totals.found + page.holds.length + page.rejected.length,

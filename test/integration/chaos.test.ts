@@ -23,7 +23,9 @@ it('a small night survives every fault kind with no invariant violated', async (
     log: () => undefined,
   });
   const tightest = report.tightestMerchantWindow!;
-  console.log(`[chaos] ${report.requests} requests; tightest receiver-side second: ${tightest.merchantId} (limit ${tightest.limit}) with ${tightest.headroomMs} ms of headroom`);
+  console.log(
+    `[chaos] ${report.requests} requests; tightest receiver-side second: ${tightest.merchantId} (limit ${tightest.limit}) with ${tightest.headroomMs} ms of headroom`,
+  );
   expect(report.violations).toEqual([]);
   expect(new Set(report.faults.map((f) => f.kind))).toEqual(
     new Set(['second sweep', 'freeze', 'thaw', 'kill', 'restart', 'temporal restart', 'postgres restart']),

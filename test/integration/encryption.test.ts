@@ -9,7 +9,13 @@ import { temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startCodecServer } from '../../src/codec/codec-server.js';
-import { dataConverterFor, EncryptionCodec, ENCRYPTED_ENCODING, PayloadDecryptionFailed, UnknownEncryptionKey } from '../../src/codec/encryption-codec.js';
+import {
+  dataConverterFor,
+  EncryptionCodec,
+  ENCRYPTED_ENCODING,
+  PayloadDecryptionFailed,
+  UnknownEncryptionKey,
+} from '../../src/codec/encryption-codec.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -68,10 +74,13 @@ describe('payload encryption', () => {
   it('the server stores no plaintext hold id or amount in any payload; the codec endpoint decodes them', async () => {
     let payloads: Payload[] = [];
     await expect
-      .poll(async () => {
-        payloads = await storedPayloads();
-        return payloads.length;
-      }, { timeout: 15_000 })
+      .poll(
+        async () => {
+          payloads = await storedPayloads();
+          return payloads.length;
+        },
+        { timeout: 15_000 },
+      )
       .toBeGreaterThan(10);
     const hold = night.expired[0]!;
     for (const payload of payloads) {
@@ -91,7 +100,11 @@ describe('payload encryption', () => {
         })),
       });
       const post = (headers: Record<string, string>) =>
-        fetch(`${server.url}/decode`, { method: 'POST', body, headers: { 'Content-Type': 'application/json', 'X-Namespace': eu.config.namespace, ...headers } });
+        fetch(`${server.url}/decode`, {
+          method: 'POST',
+          body,
+          headers: { 'Content-Type': 'application/json', 'X-Namespace': eu.config.namespace, ...headers },
+        });
       expect((await post({})).status).toBe(401);
       const response = await post({ Authorization: 'Bearer secret-token' });
       expect(response.status).toBe(200);

@@ -30,7 +30,8 @@ it('reports a violation of each invariant with the offending ids', async () => {
   if (released.status !== 'released') throw new Error('setup: expected a release');
   await release(night.expired[1]!.id);
   const merchantId = night.merchantIds[0]!;
-  const payload = (await us.pool.query('SELECT payload FROM webhook_deliveries WHERE webhook_id = $1', [released.webhookId])).rows[0].payload as string;
+  const payload = (await us.pool.query('SELECT payload FROM webhook_deliveries WHERE webhook_id = $1', [released.webhookId])).rows[0]
+    .payload as string;
   const request = (over: Partial<ReceivedWebhook>): ReceivedWebhook => ({
     merchantId,
     receivedAt: 1_000_000,
@@ -56,9 +57,15 @@ it('reports a violation of each invariant with the offending ids', async () => {
   ];
   const secret = night.secrets.get(merchantId)!;
   const violations = await checkInvariants({
-    regions: [{ region: 'us', pool: us.pool }, { region: 'eu', pool: eu.pool }],
+    regions: [
+      { region: 'us', pool: us.pool },
+      { region: 'eu', pool: eu.pool },
+    ],
     requests,
-    texts: [{ source: 'worker 0 logs', text: `{"msg":"oops","secret":"${secret}"}` }, { source: 'clean', text: 'nothing here' }],
+    texts: [
+      { source: 'worker 0 logs', text: `{"msg":"oops","secret":"${secret}"}` },
+      { source: 'clean', text: 'nothing here' },
+    ],
   });
   const byInvariant = (n: number) => violations.filter((v) => v.invariant === n);
   expect(byInvariant(1)).toMatchObject([{ ids: [night.expired[0]!.accountId] }]);

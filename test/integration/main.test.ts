@@ -29,11 +29,17 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
   expect(output).not.toMatch(/Error:/);
   expect(code).toBe(0);
   for (const region of ['US', 'EU']) {
-    expect(output).toMatch(new RegExp(`${region} sweep-${region.toLowerCase()}-\\S+: found \\d+, child workflows started \\d+, already handled 0, rejected rows 2, unreleased at end 0`));
+    expect(output).toMatch(
+      new RegExp(
+        `${region} sweep-${region.toLowerCase()}-\\S+: found \\d+, child workflows started \\d+, already handled 0, rejected rows 2, unreleased at end 0`,
+      ),
+    );
   }
   for (const region of ['US', 'EU']) {
     // The demo's merchant 4 answers 400 (quarantined), merchants 2 and 3 answer 429 and 503 before 200 (retried).
-    const line = new RegExp(`${region} webhooks: (\\d+) delivered, (\\d+) needed retries, (\\d+) quarantined \\(rejected\\); (\\d+) requests`).exec(output);
+    const line = new RegExp(`${region} webhooks: (\\d+) delivered, (\\d+) needed retries, (\\d+) quarantined \\(rejected\\); (\\d+) requests`).exec(
+      output,
+    );
     expect(line, output).not.toBeNull();
     const [delivered, retried, quarantined] = line!.slice(1, 4).map(Number);
     expect(delivered).toBeGreaterThan(0);

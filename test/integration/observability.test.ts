@@ -59,7 +59,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     // Settled except for the hanging merchant's three, which stay pending.
     await waitUntil(
       async () => (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status <> 'pending'`)).rows[0].n === 9,
-      'every webhook but the hanging merchant\'s is delivered or quarantined',
+      "every webhook but the hanging merchant's is delivered or quarantined",
     );
   });
   afterAll(async () => {
@@ -77,7 +77,9 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     const text = await scrape();
     expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'rejected' })).toBe(3);
     expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'exhausted' })).toBe(0);
-    const attempts = await us.pool.query<{ status_code: number; n: number }>('SELECT status_code, count(*)::integer AS n FROM delivery_attempts GROUP BY 1');
+    const attempts = await us.pool.query<{ status_code: number; n: number }>(
+      'SELECT status_code, count(*)::integer AS n FROM delivery_attempts GROUP BY 1',
+    );
     const byCode = new Map(attempts.rows.map((r) => [r.status_code, r.n]));
     expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '2xx' })).toBe(byCode.get(200));
     expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '4xx' })).toBe(byCode.get(400));
@@ -92,9 +94,16 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     const first = await scrape();
     await new Promise((resolve) => setTimeout(resolve, 1500));
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_oldest_undelivered_webhook_age_seconds', { region: 'us' })! - metricValue(first, 'hold_sweeper_oldest_undelivered_webhook_age_seconds', { region: 'us' })!, { timeout: 5_000 })
+      .poll(
+        async () =>
+          metricValue(await scrape(), 'hold_sweeper_oldest_undelivered_webhook_age_seconds', { region: 'us' })! -
+          metricValue(first, 'hold_sweeper_oldest_undelivered_webhook_age_seconds', { region: 'us' })!,
+        { timeout: 5_000 },
+      )
       .toBeGreaterThan(1);
-    expect(metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' })).toBe(metricValue(first, 'hold_sweeper_undelivered_webhooks', { region: 'us' }));
+    expect(metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' })).toBe(
+      metricValue(first, 'hold_sweeper_undelivered_webhooks', { region: 'us' }),
+    );
   });
 
   it('log lines for one hold join by hold id from the sweep to its terminal state, with no secret in them', async () => {
@@ -104,12 +113,19 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const delivered = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'delivered' LIMIT 1`)).rows[0]!.hold_id;
+    const delivered = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'delivered' LIMIT 1`)).rows[0]!
+      .hold_id;
     const story = lines.filter((l) => l.holdId === delivered).map((l) => l.msg);
     expect(story).toEqual(expect.arrayContaining(['hold workflow started', 'hold released', 'hold release', 'webhook attempt', 'webhook delivered']));
     const ofOne = lines.filter((l) => l.holdId === delivered);
-    expect(ofOne.find((l) => l.msg === 'webhook attempt')).toMatchObject({ region: 'us', webhookId: expect.stringMatching(/^wh_/), attemptNumber: 1, workflowId: expect.any(String) });
-    const quarantinedHold = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'quarantined' LIMIT 1`)).rows[0]!.hold_id;
+    expect(ofOne.find((l) => l.msg === 'webhook attempt')).toMatchObject({
+      region: 'us',
+      webhookId: expect.stringMatching(/^wh_/),
+      attemptNumber: 1,
+      workflowId: expect.any(String),
+    });
+    const quarantinedHold = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'quarantined' LIMIT 1`))
+      .rows[0]!.hold_id;
     expect(lines.filter((l) => l.holdId === quarantinedHold).map((l) => l.msg)).toContain('webhook quarantined: waiting for a human');
     const all = worker.output().join('');
     for (const secret of night.secrets.values()) expect(all).not.toContain(secret.replace(/^whsec_/, ''));
@@ -153,21 +169,31 @@ describe('deployment files', () => {
   });
 
   it('Prometheus scrapes each worker on its metrics port, with the alert rules', async () => {
-    const prometheus = parse(await read('deploy/prometheus/prometheus.yml')) as { scrape_configs: { static_configs: { targets: string[] }[] }[]; rule_files: string[] };
+    const prometheus = parse(await read('deploy/prometheus/prometheus.yml')) as {
+      scrape_configs: { static_configs: { targets: string[] }[] }[];
+      rule_files: string[];
+    };
     expect(prometheus.scrape_configs[0]!.static_configs[0]!.targets).toEqual(['worker-us:9464', 'worker-eu:9464']);
     const compose = parse(await read('docker-compose.yml')) as { services: Record<string, { volumes?: string[] }> };
-    expect(compose.services.prometheus!.volumes).toEqual(
-      expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']),
-    );
+    expect(compose.services.prometheus!.volumes).toEqual(expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']));
     expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
   });
 
   it('alert rules parse, page on exported metrics, and each links a runbook section', async () => {
-    const rules = (parse(await read('deploy/prometheus/alerts.yml')) as { groups: { rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook: string } }[] }[] }).groups.flatMap((g) => g.rules);
+    const rules = (
+      parse(await read('deploy/prometheus/alerts.yml')) as {
+        groups: { rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook: string } }[] }[];
+      }
+    ).groups.flatMap((g) => g.rules);
     const runbook = await read('docs/runbook.md');
     const exported = (await read('src/observability/metrics.ts')).match(/'hold_sweeper_\w+'/g)!.map((m) => m.slice(1, -1));
     expect(rules.map((r) => r.alert)).toEqual([
-      'HoldReleaseBehind', 'WebhookDeliveryBehind', 'WebhooksQuarantined', 'QuarantineAbandoned', 'MerchantEndpointDisabled', 'MerchantRateLimited',
+      'HoldReleaseBehind',
+      'WebhookDeliveryBehind',
+      'WebhooksQuarantined',
+      'QuarantineAbandoned',
+      'MerchantEndpointDisabled',
+      'MerchantRateLimited',
     ]);
     for (const rule of rules) {
       expect(['page', 'ticket']).toContain(rule.labels.severity);

@@ -6,7 +6,15 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { OperatorError } from '../../src/errors.js';
-import { approveHold, approveReplayRequest, discardHold, holdStatus, listQuarantined, previewReplay, type OpsContext } from '../../src/ops/operations.js';
+import {
+  approveHold,
+  approveReplayRequest,
+  discardHold,
+  holdStatus,
+  listQuarantined,
+  previewReplay,
+  type OpsContext,
+} from '../../src/ops/operations.js';
 import { runOps } from '../../src/ops/cli.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
@@ -29,7 +37,12 @@ afterAll(async () => {
   await harness?.close();
 });
 
-async function night(holds: number, responses: Parameters<Harness['merchants']['script']>[1]['responses'], merchants = 1, policy = {}): Promise<Night> {
+async function night(
+  holds: number,
+  responses: Parameters<Harness['merchants']['script']>[1]['responses'],
+  merchants = 1,
+  policy = {},
+): Promise<Night> {
   const n = await seedNight(us.pool, 'us', `${harness.id}q${++nights}`, { expired: holds, merchants }, harness.merchants);
   for (const merchantId of n.merchantIds) {
     harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses });
@@ -47,9 +60,11 @@ async function sweep(quarantineTimeoutMs?: number): Promise<void> {
 }
 
 const statuses = async (n: Night) =>
-  (await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1) ORDER BY hold_id', [n.expired.map((h) => h.id)])).rows.map(
-    (r) => r.status,
-  );
+  (
+    await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1) ORDER BY hold_id', [
+      n.expired.map((h) => h.id),
+    ])
+  ).rows.map((r) => r.status);
 
 const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
 
@@ -88,8 +103,14 @@ describe('quarantine decisions', () => {
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['discarded']);
     expect((await (await handleOf(holdId)).result()).delivery).toEqual({ status: 'discarded', policyRuns: 1 });
 
-    expect(await approveHold(ops, holdId, 'carol', 'second thoughts')).toEqual({ outcome: 'ignored', detail: 'delivery is discarded, not quarantined' });
-    const log = await us.pool.query('SELECT signal, sent_by, outcome, detail FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1 ORDER BY s.id', [holdId]);
+    expect(await approveHold(ops, holdId, 'carol', 'second thoughts')).toEqual({
+      outcome: 'ignored',
+      detail: 'delivery is discarded, not quarantined',
+    });
+    const log = await us.pool.query(
+      'SELECT signal, sent_by, outcome, detail FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1 ORDER BY s.id',
+      [holdId],
+    );
     expect(log.rows).toEqual([
       { signal: 'discard', sent_by: 'bob', outcome: 'sent', detail: null },
       { signal: 'approveReplay', sent_by: 'carol', outcome: 'ignored', detail: 'delivery is discarded, not quarantined' },
@@ -103,9 +124,9 @@ describe('quarantine decisions', () => {
     const handle = await handleOf(n.expired[0]!.id);
     await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('backing_off');
     await handle.signal('approveReplay', { approvedBy: 'dave', reason: 'too eager' });
-    await expect.poll(async () => (await handle.query(statusQuery)).ignoredSignals, { timeout: 10_000 }).toMatchObject([
-      { signal: 'approveReplay', by: 'dave', stage: 'backing_off' },
-    ]);
+    await expect
+      .poll(async () => (await handle.query(statusQuery)).ignoredSignals, { timeout: 10_000 })
+      .toMatchObject([{ signal: 'approveReplay', by: 'dave', stage: 'backing_off' }]);
     expect((await handle.describe()).status.name).toBe('RUNNING');
   });
 
@@ -144,9 +165,12 @@ describe('bulk replay', () => {
     await expect(approveReplayRequest(ops, request.id, 'gina')).rejects.toBeInstanceOf(OperatorError);
 
     const delivered = async () =>
-      (await us.pool.query<{ webhook_id: string }>(`SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered' AND merchant_id = $1 ORDER BY webhook_id`, [m0])).rows.map(
-        (r) => r.webhook_id,
-      );
+      (
+        await us.pool.query<{ webhook_id: string }>(
+          `SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered' AND merchant_id = $1 ORDER BY webhook_id`,
+          [m0],
+        )
+      ).rows.map((r) => r.webhook_id);
     await expect.poll(delivered, { timeout: 60_000 }).toEqual(request.items.map((i) => i.webhookId).sort());
     expect(await listQuarantined(us.pool, { merchantId: m0 })).toHaveLength(3);
     expect(await listQuarantined(us.pool, { merchantId: m1 })).toHaveLength(10);
@@ -163,7 +187,7 @@ describe('why is it waiting?', () => {
     const rejected = await night(1, [{ status: 400 }]);
     await sweep();
 
-    const waitingFor = async (n: Night) => (await (await handleOf(n.expired[0]!.id)).query(statusQuery));
+    const waitingFor = async (n: Night) => await (await handleOf(n.expired[0]!.id)).query(statusQuery);
     const second = async () => {
       const stages = await Promise.all(budget.expired.map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage));
       return stages.sort();
@@ -180,8 +204,14 @@ describe('why is it waiting?', () => {
     const b = await waitingFor(backoff);
     expect(b).toMatchObject({ reason: 'backoff attempt 1', lastAttempt: { outcome: 'HTTP 500' } });
     expect(Date.parse((b as { until: string }).until) - now).toBeGreaterThan(20_000);
-    expect(await waitingFor(rejected)).toMatchObject({ reason: 'rejected', lastAttempt: { attemptNumber: 1 }, detail: expect.stringContaining('HTTP 400') });
-    const waiting = (await Promise.all(budget.expired.map(async (h) => (await handleOf(h.id)).query(statusQuery)))).find((s) => s.stage === 'waiting_for_budget');
+    expect(await waitingFor(rejected)).toMatchObject({
+      reason: 'rejected',
+      lastAttempt: { attemptNumber: 1 },
+      detail: expect.stringContaining('HTTP 400'),
+    });
+    const waiting = (await Promise.all(budget.expired.map(async (h) => (await handleOf(h.id)).query(statusQuery)))).find(
+      (s) => s.stage === 'waiting_for_budget',
+    );
     expect(waiting).toMatchObject({ lane: 'first', reserved: true });
     expect(Date.parse((waiting as { until: string }).until)).toBeGreaterThan(now);
   });
@@ -199,8 +229,16 @@ describe('operator surfaces', () => {
     expect(cli, 'the global setup has a real temporal binary').toBeTruthy();
     const list = async () => {
       const { stdout } = await run(cli!, [
-        'workflow', 'list', '--address', harness.address, '--namespace', 'hold-sweeper-us', '--output', 'json',
-        '--query', `DeliveryStatus="quarantined" AND MerchantId="${m0}"`,
+        'workflow',
+        'list',
+        '--address',
+        harness.address,
+        '--namespace',
+        'hold-sweeper-us',
+        '--output',
+        'json',
+        '--query',
+        `DeliveryStatus="quarantined" AND MerchantId="${m0}"`,
       ]);
       return (JSON.parse(stdout || '[]') as { execution: { workflowId: string } }[]).map((e) => e.execution.workflowId).sort();
     };

@@ -66,7 +66,10 @@ describe('merchant budget (GCRA in Postgres)', () => {
     const admitted = decisions.filter((d) => d.outcome === 'send');
     expect(admitted).toHaveLength(1);
     expect(decisions.filter((d) => d.outcome === 'denied')).toEqual([]);
-    const places = decisions.filter((d) => d.outcome === 'wait').map((d) => d.atMs).sort((x, y) => x - y);
+    const places = decisions
+      .filter((d) => d.outcome === 'wait')
+      .map((d) => d.atMs)
+      .sort((x, y) => x - y);
     const gaps = [admitted[0]!.nowMs, ...places].slice(1).map((at, i) => at - [admitted[0]!.nowMs, ...places][i]!);
     expect(gaps).toHaveLength(199);
     for (const gap of gaps) expect(gap).toBeCloseTo(200 * (1 + RATE_SAFETY_MARGIN), 0);
@@ -117,7 +120,12 @@ describe('three worker processes, one merchant', () => {
     const spanS = (requests[requests.length - 1]!.receivedAt - requests[0]!.receivedAt) / 1000;
     console.log(
       `[rate-limits] 300 webhooks, 3 worker processes, 5 req/s burst 1: max ${worst} in any 1 s window ` +
-        `(${Math.round(windowHeadroomMs(requests.map((r) => r.receivedAt), 5 + 1))} ms of headroom); ` +
+        `(${Math.round(
+          windowHeadroomMs(
+            requests.map((r) => r.receivedAt),
+            5 + 1,
+          ),
+        )} ms of headroom); ` +
         `first-to-last request ${spanS.toFixed(1)} s (ideal ${(300 / 5).toFixed(0)} s), sweep-to-done ${wallS.toFixed(1)} s`,
     );
   });
@@ -173,7 +181,9 @@ describe('three worker processes, one merchant', () => {
     await sweep();
     await expect
       .poll(async () => {
-        const { rows } = await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'pending'`, [merchantId]);
+        const { rows } = await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'pending'`, [
+          merchantId,
+        ]);
         return rows[0].n;
       })
       .toBe(50);

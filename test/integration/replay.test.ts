@@ -37,9 +37,15 @@ it('histories recorded from real sweeps replay with the current workflow code', 
   expect(results[0].alreadyStarted + results[1].alreadyStarted).toBeGreaterThan(0);
 
   const quarantined = async () =>
-    (await us.pool.query<{ hold_id: string; merchant_id: string }>("SELECT hold_id, merchant_id FROM webhook_deliveries WHERE status = 'quarantined'")).rows;
+    (
+      await us.pool.query<{ hold_id: string; merchant_id: string }>(
+        "SELECT hold_id, merchant_id FROM webhook_deliveries WHERE status = 'quarantined'",
+      )
+    ).rows;
   await expect.poll(async () => (await quarantined()).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
-  await expect.poll(async () => (await us.pool.query("SELECT 1 FROM webhook_deliveries WHERE status = 'pending'")).rowCount, { timeout: 30_000 }).toBe(0);
+  await expect
+    .poll(async () => (await us.pool.query("SELECT 1 FROM webhook_deliveries WHERE status = 'pending'")).rowCount, { timeout: 30_000 })
+    .toBe(0);
   for (const { hold_id, merchant_id } of await quarantined()) {
     const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold_id));
     if (merchant_id === m0) await handle.signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed parser' });

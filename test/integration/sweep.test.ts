@@ -162,7 +162,9 @@ describe('regional sweep', () => {
       workflowId: `${workflowId}-manual`,
       args: [{ region: 'us', holdId: hold.id, expiresAt: workflowId.slice(`hold-release-us-${hold.id}-`.length), merchantId: hold.merchantId }],
     });
-    expect(again).toMatchObject({ release: { status: 'already_released', ledgerEntryId: first.release.status === 'released' ? first.release.ledgerEntryId : '' } });
+    expect(again).toMatchObject({
+      release: { status: 'already_released', ledgerEntryId: first.release.status === 'released' ? first.release.ledgerEntryId : '' },
+    });
     expect(await ledgerEntryCount(us.pool)).toBe(1);
   });
 });

@@ -92,7 +92,11 @@ describe('webhook delivery', () => {
     const night = await merchantNight(3, {});
     await sweep();
     const rows = await settled(night);
-    expect(rows.map((r) => [r.status, r.attempt_count])).toEqual([['delivered', 1], ['delivered', 1], ['delivered', 1]]);
+    expect(rows.map((r) => [r.status, r.attempt_count])).toEqual([
+      ['delivered', 1],
+      ['delivered', 1],
+      ['delivered', 1],
+    ]);
     const requests = harness.merchants.requests(night.merchantIds[0]);
     expect(requests).toHaveLength(3);
     expect(requests.every((r) => r.verified)).toBe(true);
@@ -185,7 +189,10 @@ describe('webhook delivery', () => {
        SELECT $1 || i, account_id, merchant_id, amount_minor, currency, expires_at FROM auth_holds, generate_series(1, 2) i WHERE id = $2`,
       [`${night.expired[0]!.id}_more`, night.expired[0]!.id],
     );
-    await us.pool.query(`UPDATE accounts SET held_minor = held_minor + 2 * $2 WHERE id = $1`, [night.expired[0]!.accountId, night.expired[0]!.amountMinor]);
+    await us.pool.query(`UPDATE accounts SET held_minor = held_minor + 2 * $2 WHERE id = $1`, [
+      night.expired[0]!.accountId,
+      night.expired[0]!.amountMinor,
+    ]);
     await sweep();
     const moreIds = [1, 2].map((i) => `${night.expired[0]!.id}_more${i}`);
     for (const holdId of moreIds) {
@@ -193,7 +200,10 @@ describe('webhook delivery', () => {
       await expect.poll(() => handle.query(statusQuery), { timeout: 30_000 }).toMatchObject({ stage: 'held', merchantStatus: 'disabled' });
     }
     const held = await us.pool.query('SELECT status, attempt_count FROM webhook_deliveries WHERE hold_id = ANY($1)', [moreIds]);
-    expect(held.rows).toEqual([{ status: 'pending', attempt_count: 0 }, { status: 'pending', attempt_count: 0 }]);
+    expect(held.rows).toEqual([
+      { status: 'pending', attempt_count: 0 },
+      { status: 'pending', attempt_count: 0 },
+    ]);
     expect(harness.merchants.requests(merchantId)).toHaveLength(1);
   });
 
@@ -247,7 +257,12 @@ describe('bad merchant configuration (production endpoint rules)', () => {
     ['a loopback address', { endpoint_url: 'https://127.0.0.1:9/hook' }, 'bad_url', /private/],
     ['a missing secret', { endpoint_url: 'https://merchant.example/hook', signing_secret: null }, 'missing_secret', /no signing secret/],
     ['an undecodable secret', { endpoint_url: 'https://merchant.example/hook', signing_secret: 'whsec_%%%' }, 'missing_secret', /does not decode/],
-    ['an unusable policy override', { endpoint_url: 'https://merchant.example/hook', delivery_policy: '{"retryHorizonMs": "soon"}' }, 'invalid_policy', /retryHorizonMs/],
+    [
+      'an unusable policy override',
+      { endpoint_url: 'https://merchant.example/hook', delivery_policy: '{"retryHorizonMs": "soon"}' },
+      'invalid_policy',
+      /retryHorizonMs/,
+    ],
   ])('%s: quarantined with a named reason, no request, no crash', async (_, merchant, reason, detail) => {
     const night = await seedNight(prod.pool, 'us', `${harness.id}bad${++prefixes}`, { expired: 1, merchants: 1 }, harness.merchants);
     const merchantId = night.merchantIds[0]!;
@@ -259,7 +274,12 @@ describe('bad merchant configuration (production endpoint rules)', () => {
       args: [{ region: 'us', releaseWaitMs: 60_000 }],
     });
     await expect
-      .poll(async () => (await prod.pool.query('SELECT status, quarantine_reason, last_error FROM webhook_deliveries WHERE hold_id = $1', [night.expired[0]!.id])).rows[0], { timeout: 30_000 })
+      .poll(
+        async () =>
+          (await prod.pool.query('SELECT status, quarantine_reason, last_error FROM webhook_deliveries WHERE hold_id = $1', [night.expired[0]!.id]))
+            .rows[0],
+        { timeout: 30_000 },
+      )
       .toMatchObject({ status: 'quarantined', quarantine_reason: reason, last_error: expect.stringMatching(detail) });
     expect(harness.merchants.requests(merchantId)).toHaveLength(0);
   });

@@ -33,8 +33,14 @@ export async function seedNight(
   const accountIds = Array.from({ length: 10 }, (_, i) => `a_${prefix}_${i}`);
   const secrets = new Map(merchantIds.map((id) => [id, generateSigningSecret()]));
   for (const id of merchantIds) fake.script(id, { secrets: [secrets.get(id)!] });
-  await insertMerchants(pool, merchantIds.map((id) => ({ id, endpointUrl: fake.endpointFor(id), signingSecret: secrets.get(id)! })));
-  await insertAccounts(pool, accountIds.map((id, i) => ({ id, currency, availableMinor: 1_000_000 + i })));
+  await insertMerchants(
+    pool,
+    merchantIds.map((id) => ({ id, endpointUrl: fake.endpointFor(id), signingSecret: secrets.get(id)! })),
+  );
+  await insertAccounts(
+    pool,
+    accountIds.map((id, i) => ({ id, currency, availableMinor: 1_000_000 + i })),
+  );
   const hold = (kind: string, i: number, expiresInSeconds: number): HoldSeed => ({
     id: `h_${prefix}_${kind}_${String(i).padStart(4, '0')}`,
     accountId: accountIds[i % accountIds.length]!,
@@ -70,9 +76,7 @@ export async function balances(pool: pg.Pool): Promise<Map<string, AccountBalanc
 }
 
 export async function holdStates(pool: pg.Pool): Promise<Map<string, { state: string; rejectCode: string | null }>> {
-  const { rows } = await pool.query<{ id: string; state: string; reject_code: string | null }>(
-    'SELECT id, state, reject_code FROM auth_holds',
-  );
+  const { rows } = await pool.query<{ id: string; state: string; reject_code: string | null }>('SELECT id, state, reject_code FROM auth_holds');
   return new Map(rows.map((r) => [r.id, { state: r.state, rejectCode: r.reject_code }]));
 }
 
@@ -83,9 +87,6 @@ export async function ledgerEntryCount(pool: pg.Pool): Promise<number> {
 
 /** The workflow id the sweep gives a hold: derived from its id and exact (microsecond) expiry. */
 export async function holdWorkflowIdOf(pool: pg.Pool, region: Region, holdId: string): Promise<string> {
-  const { rows } = await pool.query<{ e: string }>(
-    `SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`,
-    [holdId],
-  );
+  const { rows } = await pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId]);
   return holdWorkflowId(region, holdId, rows[0]!.e);
 }

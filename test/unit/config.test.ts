@@ -96,9 +96,9 @@ describe('config', () => {
 
   it('production mode requires each region’s database and Temporal address', () => {
     expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' }).variable).toBe('DATABASE_URL_US');
-    expect(
-      configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' }).variable,
-    ).toBe('TEMPORAL_ADDRESS_US');
+    expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' }).variable).toBe(
+      'TEMPORAL_ADDRESS_US',
+    );
     const reachable = { HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db', TEMPORAL_ADDRESS: 't:7233' };
     expect(configError(reachable).variable).toBe('PAYLOAD_KEYS_US');
     const keyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };

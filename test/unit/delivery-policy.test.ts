@@ -1,7 +1,14 @@
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
 import { isForbiddenAddress, parseEndpoint, InvalidEndpointUrl } from '../../src/delivery/endpoint.js';
-import { classifyAttempt, InvalidDeliveryPolicyError, parseRetryAfter, resolveDeliveryPolicy, retryDelay, type AttemptResult } from '../../src/delivery/policy.js';
+import {
+  classifyAttempt,
+  InvalidDeliveryPolicyError,
+  parseRetryAfter,
+  resolveDeliveryPolicy,
+  retryDelay,
+  type AttemptResult,
+} from '../../src/delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
 import { decodeSigningSecret, MissingSigningSecret, signature, signedHeaders } from '../../src/delivery/signing.js';
 
@@ -64,10 +71,24 @@ describe('signing', () => {
 describe('policy table', () => {
   const response = (status: number): AttemptResult => ({ kind: 'response', status });
   it.each([
-    [200, 'delivered'], [204, 'delivered'], [299, 'delivered'],
-    [408, 'retry'], [425, 'retry'], [429, 'retry'], [500, 'retry'], [503, 'retry'], [599, 'retry'],
+    [200, 'delivered'],
+    [204, 'delivered'],
+    [299, 'delivered'],
+    [408, 'retry'],
+    [425, 'retry'],
+    [429, 'retry'],
+    [500, 'retry'],
+    [503, 'retry'],
+    [599, 'retry'],
     [410, 'disable_endpoint'],
-    [301, 'reject'], [302, 'reject'], [400, 'reject'], [401, 'reject'], [403, 'reject'], [404, 'reject'], [422, 'reject'], [600, 'reject'],
+    [301, 'reject'],
+    [302, 'reject'],
+    [400, 'reject'],
+    [401, 'reject'],
+    [403, 'reject'],
+    [404, 'reject'],
+    [422, 'reject'],
+    [600, 'reject'],
   ])('HTTP %i → %s', (status, action) => {
     expect(classifyAttempt(response(status)).action).toBe(action);
   });
@@ -158,7 +179,9 @@ describe('endpoint guard', () => {
     expect(parseEndpoint('m', 'http://127.0.0.1:9000/webhooks/m', dev).port).toBe('9000');
   });
   it('classifies addresses', () => {
-    expect(['10.0.0.1', '172.20.1.1', '192.168.1.1', '127.0.0.53', '100.64.0.1', 'fd00::1', 'fe80::1', '::1'].map(isForbiddenAddress)).toEqual(Array(8).fill(true));
+    expect(['10.0.0.1', '172.20.1.1', '192.168.1.1', '127.0.0.53', '100.64.0.1', 'fd00::1', 'fe80::1', '::1'].map(isForbiddenAddress)).toEqual(
+      Array(8).fill(true),
+    );
     expect(['8.8.8.8', '172.32.0.1', '2606:4700::1111'].map(isForbiddenAddress)).toEqual([false, false, false]);
   });
 });
