@@ -229,12 +229,7 @@ function attemptNumberOf(failure: Error | undefined): number | undefined {
  * Calls start on the local fast path (webhookLocalActivity: one attempt, in the workflow task). After a failed
  * attempt, or anything unexpected on the fast path, the regular activity and Temporal's retry policy take over.
  */
-async function runDeliveryPolicy(
-  webhookId: string,
-  policyRun: number,
-  retryHorizonMs: number,
-  hold: HoldTracker,
-): Promise<PolicyRunOutcome> {
+async function runDeliveryPolicy(webhookId: string, policyRun: number, retryHorizonMs: number, hold: HoldTracker): Promise<PolicyRunOutcome> {
   // Time the merchant spends paused or disabled is added back: a pause is the merchant's decision, not a failure.
   let deadline = Date.now() + retryHorizonMs;
   let reservedSlotMs: number | undefined;
@@ -252,7 +247,12 @@ async function runDeliveryPolicy(
       if (local) {
         const failure = policyFailureOf(err);
         if (failure) {
-          return { status: 'gave_up', reason: DELIVERY_FAILURE_TYPES[failure.type as keyof typeof DELIVERY_FAILURE_TYPES], detail: failure.message, attemptNumber: attemptNumberOf(failure) };
+          return {
+            status: 'gave_up',
+            reason: DELIVERY_FAILURE_TYPES[failure.type as keyof typeof DELIVERY_FAILURE_TYPES],
+            detail: failure.message,
+            attemptNumber: attemptNumberOf(failure),
+          };
         }
         if (!(err instanceof TemporalFailure)) throw err;
         log.warn('delivery fast path failed unexpectedly: retrying as a regular activity', { webhookId, error: err.message });
@@ -260,7 +260,12 @@ async function runDeliveryPolicy(
         continue;
       }
       if (!(err instanceof ActivityFailure)) throw err;
-      return { status: 'gave_up', reason: quarantineReasonOf(err), detail: err.cause?.message ?? err.message, attemptNumber: attemptNumberOf(err.cause) };
+      return {
+        status: 'gave_up',
+        reason: quarantineReasonOf(err),
+        detail: err.cause?.message ?? err.message,
+        attemptNumber: attemptNumberOf(err.cause),
+      };
     }
     reservedSlotMs = undefined;
     switch (result.status) {
@@ -278,13 +283,22 @@ async function runDeliveryPolicy(
       case 'scheduled':
       case 'throttled': {
         const until = result.status === 'scheduled' ? result.sendAt : result.retryAt;
-        hold.enter({ stage: 'waiting_for_budget', policyRun, lane: result.lane, until: new Date(until).toISOString(), reserved: result.status === 'scheduled' });
+        hold.enter({
+          stage: 'waiting_for_budget',
+          policyRun,
+          lane: result.lane,
+          until: new Date(until).toISOString(),
+          reserved: result.status === 'scheduled',
+        });
         await sleep(Math.max(1, until - Date.now()));
         if (result.status === 'scheduled') reservedSlotMs = result.sendAt;
         break;
       }
       case 'held':
-        hold.enter({ stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() }, 'held');
+        hold.enter(
+          { stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() },
+          'held',
+        );
         await sleep(heldRecheckMs);
         deadline += heldRecheckMs;
         heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
