@@ -167,6 +167,27 @@ function readUrl(env: Env, variable: string, protocols: readonly string[]): stri
   return raw;
 }
 
+/** Browser origins (`scheme://host[:port]`, comma-separated): at least one, each exactly an origin. */
+function readOrigins(env: Env, variable: string, fallback: string): string[] {
+  const raw = env[variable] ?? fallback;
+  const expected = 'one or more comma-separated origins such as http://localhost:8080 (scheme://host[:port], no path)';
+  const origins = raw
+    .split(',')
+    .map((o) => o.trim())
+    .filter(Boolean);
+  if (origins.length === 0) throw new ConfigError(variable, raw, expected);
+  for (const origin of origins) {
+    let parsed: URL;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      throw new ConfigError(variable, raw, expected);
+    }
+    if (parsed.origin !== origin || !['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(variable, raw, expected);
+  }
+  return origins;
+}
+
 /** Host:port, as the Temporal client expects it. */
 function readAddress(env: Env, variable: string): string | undefined {
   const raw = env[variable];
@@ -222,6 +243,20 @@ function readMode(env: Env): Mode {
   const raw = env.HOLD_SWEEPER_MODE ?? 'dev';
   if (raw !== 'dev' && raw !== 'production') throw new ConfigError('HOLD_SWEEPER_MODE', raw, '"dev" or "production"');
   return raw;
+}
+
+/**
+ * For entry points that must never run in dev mode by accident (the worker): HOLD_SWEEPER_MODE has to be set.
+ * `npm start`, the tests and the benchmark are the local stack and say `dev` themselves.
+ */
+export function requireExplicitMode(env: Env = process.env): void {
+  if (env.HOLD_SWEEPER_MODE === undefined || env.HOLD_SWEEPER_MODE === '') {
+    throw new ConfigError(
+      'HOLD_SWEEPER_MODE',
+      undefined,
+      '"production", or "dev" said explicitly (no SSRF guard, plain http, no encryption); the worker never defaults to dev',
+    );
+  }
 }
 
 export function loadConfig(env: Env = process.env): Config {
@@ -284,10 +319,7 @@ export function loadConfig(env: Env = process.env): Config {
   const codecServer: CodecServerConfig = {
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
     authToken: env.CODEC_AUTH_TOKEN || undefined,
-    corsOrigins: (env.CODEC_CORS_ORIGIN ?? DEFAULT_CODEC_CORS_ORIGIN)
-      .split(',')
-      .map((o) => o.trim())
-      .filter(Boolean),
+    corsOrigins: readOrigins(env, 'CODEC_CORS_ORIGIN', DEFAULT_CODEC_CORS_ORIGIN),
   };
   if (mode === 'production' && codecServer.address && !codecServer.authToken) {
     throw new ConfigError('CODEC_AUTH_TOKEN', undefined, 'a token: the codec endpoint decrypts payloads and must not be open');

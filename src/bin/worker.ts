@@ -10,7 +10,7 @@
 import fs from 'node:fs/promises';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
-import { loadConfig } from '../config.js';
+import { loadConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -38,6 +38,9 @@ async function whenReachable<T>(what: string, attempt: () => Promise<T>): Promis
 }
 
 async function main() {
+  // Fail closed: dev mode drops the SSRF guard, allows plain http and runs unencrypted, so the production entry
+  // point never falls into it by default.
+  requireExplicitMode();
   const config = loadConfig();
   // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
   Runtime.install({

@@ -5,9 +5,11 @@
  * `X-Namespace` (each namespace is a region, with that region's keys). CORS admits the UI's origin only; with
  * a token configured, requests must carry `Authorization: Bearer <token>`.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type net from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import { ConfigError } from '../errors.js';
 
 export interface CodecServerOptions {
   /** Codec per Temporal namespace. */
@@ -37,18 +39,35 @@ const toJson = (p: Payload): JsonPayload => ({
   data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
 });
 
+/** A digest of each side first: equal lengths for timingSafeEqual, and no early exit on the first wrong byte. */
+const digest = (text: string) => createHash('sha256').update(text).digest();
+
+/** Whether the request carries the bearer token, compared in constant time. */
+function authorized(header: string | undefined, token: string): boolean {
+  return timingSafeEqual(digest(header ?? ''), digest(`Bearer ${token}`));
+}
+
 export async function startCodecServer(options: CodecServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
-  const server = http.createServer((req, res) => void handle(req, res));
+  // An empty list would leave no origin to answer with (config.ts refuses it too): a named error, not a crash later.
+  if (options.corsOrigins.length === 0) throw new ConfigError('CODEC_CORS_ORIGIN', '', 'at least one Web UI origin, e.g. http://localhost:8080');
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      // Never an unhandled rejection: answer (if we still can) and go on serving.
+      if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ error: `${(err as Error).name}: ${(err as Error).message}` }));
+    });
+  });
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
     const origin = req.headers.origin;
     const headers: Record<string, string> = {
-      'Access-Control-Allow-Origin': origin && options.corsOrigins.includes(origin) ? origin : options.corsOrigins[0]!,
       'Access-Control-Allow-Methods': 'POST, OPTIONS',
       'Access-Control-Allow-Headers': 'Content-Type, X-Namespace, Authorization',
       'Access-Control-Allow-Credentials': 'true',
       Vary: 'Origin',
     };
+    // Only a listed origin is echoed; any other browser origin gets no CORS grant at all.
+    if (origin && options.corsOrigins.includes(origin)) headers['Access-Control-Allow-Origin'] = origin;
     const reply = (status: number, body?: unknown) => {
       res.writeHead(status, body === undefined ? headers : { ...headers, 'Content-Type': 'application/json' });
       res.end(body === undefined ? undefined : JSON.stringify(body));
@@ -56,8 +75,8 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     if (req.method === 'OPTIONS') return reply(200);
     const route = /^\/(encode|decode)$/.exec(req.url ?? '');
     if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
-    if (options.authToken && req.headers.authorization !== `Bearer ${options.authToken}`)
-      return reply(401, { error: 'missing or wrong bearer token' });
+    // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key.
+    if (options.authToken && !authorized(req.headers.authorization, options.authToken)) return reply(401, { error: 'missing or wrong bearer token' });
     const namespace = req.headers['x-namespace'];
     const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
     if (!codec) return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });

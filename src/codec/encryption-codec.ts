@@ -7,6 +7,7 @@
  * new payloads use the current (first) key, old histories decode while their key is still configured.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { EncryptionKey } from '../config.js';
@@ -90,7 +91,13 @@ export class EncryptionCodec implements PayloadCodec {
   }
 }
 
-/** The data converter for a region: its encryption codec, or Temporal's default when no keys are configured. */
-export function dataConverterFor(keys: readonly EncryptionKey[] | undefined): { payloadCodecs: PayloadCodec[] } | undefined {
-  return keys ? { payloadCodecs: [new EncryptionCodec(keys)] } : undefined;
+/** Failures' messages and stacks as payloads, so the codec covers them too (see failure-converter.cjs). */
+export const FAILURE_CONVERTER_PATH = fileURLToPath(new URL('./failure-converter.cjs', import.meta.url));
+
+/**
+ * The data converter for a region: its encryption codec (none when no keys are configured, dev only), and the
+ * failure converter that puts failure messages and stack traces into payloads the codec encrypts.
+ */
+export function dataConverterFor(keys: readonly EncryptionKey[] | undefined): { payloadCodecs: PayloadCodec[]; failureConverterPath: string } {
+  return { payloadCodecs: keys ? [new EncryptionCodec(keys)] : [], failureConverterPath: FAILURE_CONVERTER_PATH };
 }

@@ -4,6 +4,7 @@
  * and workflow ids built from them are exact.
  */
 import type { InvalidHoldCode } from './failures.js';
+import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
 
 /** Keyset position in the (expires_at, id) order of the sweep. */
@@ -90,6 +91,23 @@ export interface ReleaseExpiredHoldInput {
   merchantId: string;
   /** How long a quarantined delivery waits for a human before it is abandoned; default 14 days. */
   quarantineTimeoutMs?: number;
+  /** Set by the workflow itself when it continues as new while its merchant is held (keeps its history short). */
+  resume?: HoldResume;
+}
+
+/** What a hold workflow carries into its next run: where its delivery stood. */
+export interface HoldResume {
+  release: Extract<ReleaseOutcome, { status: 'released' | 'already_released' }>;
+  policyRun: number;
+  /** What was left of the policy run's retry horizon (time held does not count). */
+  remainingHorizonMs: number;
+  heldRecheckMs: number;
+  /** When the merchant's current hold began (ms since the epoch, workflow time); absent when not held. */
+  heldSince?: number;
+  deliveryStatus: 'pending' | 'held';
+  lastAttempt?: { attemptNumber: number; outcome: string; at: string };
+  /** The most recent ignored signals (bounded: the input of a run is history too). */
+  ignoredSignals: IgnoredSignal[];
 }
 
 export interface ReleaseExpiredHoldResult {

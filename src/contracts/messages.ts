@@ -1,20 +1,71 @@
 /**
- * Signals and queries of the per-hold workflow, defined once and shared by the workflow, the activities, the
- * operator CLI and the tests. The `temporal` CLI uses the same names:
+ * Signals, updates and queries of the per-hold workflow, defined once and shared by the workflow, the activities,
+ * the operator CLI and the tests. The `temporal` CLI uses the same names:
+ *   temporal workflow update execute --name approveReplay --input '{"approvedBy":"alice","reason":"..."}' ...
  *   temporal workflow signal --name approveReplay --input '{"approvedBy":"alice","reason":"..."}' ...
+ * A decision is an Update (validated before it enters history; the caller gets the workflow's answer) or a
+ * signal (the Web UI, batch signals by query): both go through one decision function in the workflow.
  */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { QuarantineReason } from './failures.js';
 
 export interface ApproveReplay {
   approvedBy: string;
   reason: string;
   ticket?: string;
+  /** The quarantined policy run this approval is for; one for another run is stale and refused. Optional. */
+  policyRun?: number;
 }
 
 export interface Discard {
   by: string;
   reason: string;
+  /** As in ApproveReplay. */
+  policyRun?: number;
+}
+
+export type DecisionKind = 'approveReplay' | 'discard';
+
+/** The workflow's answer to an accepted decision, once the decision is recorded in the ledger. */
+export interface DecisionAnswer {
+  decision: 'replay' | 'discard';
+  /** The quarantined run the decision closed. */
+  policyRun: number;
+  /** Where the workflow went: `delivering` (the replay's run), `discarded`. */
+  stage: HoldStage['stage'];
+}
+
+/** Operator-supplied text is kept short: it lands in history, the ledger and the status query. */
+const MAX_DECISION_TEXT = 500;
+
+const nonEmptyText = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '' && value.length <= MAX_DECISION_TEXT;
+
+/**
+ * Checks a decision's payload as it arrives from any client (the `temporal` CLI sends whatever it is given:
+ * nothing, `null`, `{}`). Pure: the workflow runs it on every signal and update, the ops CLI before sending.
+ */
+export function parseDecision(kind: 'approveReplay', payload: unknown): { ok: true; value: ApproveReplay } | { ok: false; why: string };
+export function parseDecision(kind: 'discard', payload: unknown): { ok: true; value: Discard } | { ok: false; why: string };
+export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string };
+export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string } {
+  if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
+    return { ok: false, why: `malformed ${kind}: expected a JSON object, got ${payload === undefined ? 'no input' : JSON.stringify(payload)}` };
+  }
+  const p = payload as Record<string, unknown>;
+  const who = kind === 'approveReplay' ? 'approvedBy' : 'by';
+  const text = `a non-empty string of at most ${MAX_DECISION_TEXT} characters`;
+  if (!nonEmptyText(p[who])) return { ok: false, why: `malformed ${kind}: "${who}" must be ${text}` };
+  if (!nonEmptyText(p.reason)) return { ok: false, why: `malformed ${kind}: "reason" must be ${text}` };
+  if (p.ticket !== undefined && !nonEmptyText(p.ticket)) return { ok: false, why: `malformed ${kind}: "ticket", when given, must be ${text}` };
+  if (p.policyRun !== undefined && !(Number.isInteger(p.policyRun) && (p.policyRun as number) >= 1)) {
+    return { ok: false, why: `malformed ${kind}: "policyRun", when given, must be a positive integer` };
+  }
+  const policyRun = p.policyRun as number | undefined;
+  const value =
+    kind === 'approveReplay'
+      ? { approvedBy: p.approvedBy as string, reason: p.reason as string, ...(p.ticket === undefined ? {} : { ticket: p.ticket as string }) }
+      : { by: p.by as string, reason: p.reason as string };
+  return { ok: true, value: policyRun === undefined ? value : { ...value, policyRun } };
 }
 
 /** Sent by the delivery activity when an attempt failed and Temporal will retry it at `nextAttemptAt`. */
@@ -44,14 +95,20 @@ export type HoldStage =
   /** Nothing (more) for this workflow to do: the hold was not released here, or its delivery is owned elsewhere. */
   | { stage: 'not_released'; status: string };
 
-/** A signal that arrived when it did not apply (not quarantined, already decided): kept, never an error. */
+/**
+ * A decision signal that did not apply (malformed, not quarantined, already decided, stale): kept with why, never
+ * an error. (An Update that does not apply is rejected by its validator and never enters history.)
+ */
 export interface IgnoredSignal {
-  signal: 'approveReplay' | 'discard';
-  by: string;
-  reason: string;
+  signal: DecisionKind;
+  /** Who sent it and why, when the payload said so. */
+  by?: string;
+  reason?: string;
   at: string;
   /** The stage the workflow was in. */
   stage: HoldStage['stage'];
+  /** Why it was ignored. */
+  why: string;
 }
 
 export type HoldStatus = HoldStage & {
@@ -59,8 +116,16 @@ export type HoldStatus = HoldStage & {
   ignoredSignals: IgnoredSignal[];
 };
 
-export const approveReplaySignal = defineSignal<[ApproveReplay]>('approveReplay');
-export const discardSignal = defineSignal<[Discard]>('discard');
+/** Signals take `unknown`: whatever a client sends is checked by `parseDecision` in the workflow. */
+export const approveReplaySignal = defineSignal<[unknown]>('approveReplay');
+export const discardSignal = defineSignal<[unknown]>('discard');
+export const approveReplayUpdate = defineUpdate<DecisionAnswer, [ApproveReplay]>('approveReplay');
+export const discardUpdate = defineUpdate<DecisionAnswer, [Discard]>('discard');
+/**
+ * The merchant of a held delivery is active again: re-check now instead of at the next (up to 5-minute) re-check.
+ * Send it to every held workflow of the merchant with a batch signal by query; nothing is lost without it.
+ */
+export const merchantResumedSignal = defineSignal('merchantResumed');
 export const deliveryAttemptFailedSignal = defineSignal<[DeliveryAttemptFailed]>('deliveryAttemptFailed');
 /** "Why is it waiting?": the stage, the last attempt's outcome, and any signals that did not apply. */
 export const statusQuery = defineQuery<HoldStatus>('status');

@@ -51,13 +51,27 @@ for (const [network, prefix] of [
   forbidden.addSubnet(network, prefix, 'ipv6');
 }
 
+/**
+ * IPv6 ranges that carry an IPv4 address: IPv4-compatible (deprecated) and IPv4-mapped in any notation
+ * (::ffff:a00:1 is 10.0.0.1), and NAT64 (RFC 6052; RFC 8215's local-use prefix), which a gateway translates to
+ * the IPv4 address it embeds, private ones included. A merchant has no reason to publish any of them. (A list of
+ * its own: node's BlockList also applies IPv6 rules for these ranges to plain IPv4 addresses.)
+ */
+const ipv4InDisguise = new net.BlockList();
+for (const [network, prefix] of [
+  ['::', 96],
+  ['::ffff:0:0', 96],
+  ['64:ff9b::', 96],
+  ['64:ff9b:1::', 48],
+] as const) {
+  ipv4InDisguise.addSubnet(network, prefix, 'ipv6');
+}
+
 export function isForbiddenAddress(address: string): boolean {
   const family = net.isIP(address);
   if (family === 0) return false;
-  // IPv4-mapped IPv6 (::ffff:10.0.0.1) is the IPv4 address in disguise.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
-  if (mapped) return forbidden.check(mapped[1]!, 'ipv4');
-  return forbidden.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  if (family === 4) return forbidden.check(address, 'ipv4');
+  return forbidden.check(address, 'ipv6') || ipv4InDisguise.check(address, 'ipv6');
 }
 
 export function parseEndpoint(merchantId: string, raw: string, rules: EndpointRules): URL {

@@ -189,7 +189,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
             ticket: values.ticket,
           });
           print(
-            `replay request ${result.id} approved: ${result.sent} replay(s) signalled, ${result.ignored.length} no longer quarantined` +
+            `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
               result.ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join(''),
             result,
           );
@@ -203,8 +203,13 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         const by = required(values.by, 'by');
         const reason = required(values.reason, 'reason');
         const result = command === 'approve' ? await approveHold(ctx, holdId, by, reason, values.ticket) : await discardHold(ctx, holdId, by, reason);
-        print(result.outcome === 'sent' ? `${command} sent to hold ${holdId}` : `${command} not applied to hold ${holdId}: ${result.detail}`, result);
-        return result.outcome === 'sent' ? 0 : 3;
+        print(
+          result.outcome === 'applied'
+            ? `${command} applied to hold ${holdId}: the workflow answered ${result.answer.decision} of policy run ${result.answer.policyRun}, now ${result.answer.stage}`
+            : `${command} not applied to hold ${holdId}: ${result.detail}`,
+          result,
+        );
+        return result.outcome === 'applied' ? 0 : 3;
       }
       default:
         throw new ConfigError('command', command, 'one of sweep-now, status, quarantine, replay, approve, discard (see --help)');

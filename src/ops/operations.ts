@@ -1,16 +1,18 @@
 /**
  * Operator operations on one region: what the `ops` CLI runs, and what the tests call directly. Reads come
- * from the region's ledger; decisions go to the per-hold workflows as signals (the same ones the `temporal`
- * CLI can send), and every signal sent from here is logged in `operator_signals`, applied or not.
+ * from the region's ledger; decisions go to the per-hold workflows as Workflow Updates (`approveReplay`,
+ * `discard`): the workflow validates each one and answers, so "applied" here means the workflow applied it and
+ * recorded it, never only that a message was sent. Every decision sent from here is logged in
+ * `operator_signals` with the workflow's answer or its reason for refusing.
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
 import { holdWorkflowId } from '../contracts/ids.js';
-import { approveReplaySignal, discardSignal, statusQuery, type HoldStatus } from '../contracts/messages.js';
+import { approveReplayUpdate, discardUpdate, statusQuery, type DecisionAnswer, type HoldStatus } from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
 import type { DecisionTarget, QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
@@ -64,34 +66,43 @@ function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget
   };
 }
 
-type SignalOutcome = { outcome: 'sent' } | { outcome: 'ignored'; detail: string };
+/** `applied`: the workflow accepted the decision and recorded it (its answer); `ignored`: why it did not apply. */
+type DecisionOutcome = { outcome: 'applied'; answer: DecisionAnswer } | { outcome: 'ignored'; detail: string };
 
 /**
- * Sends one decision to a hold's workflow if its delivery is still quarantined in the expected policy run;
- * otherwise sends nothing. Either way the attempt is logged.
+ * Sends one decision to a hold's workflow, as an Update for the policy run the ledger shows quarantined, if the
+ * ledger still shows it quarantined in the expected run; otherwise sends nothing. The workflow has the last word:
+ * its validator refuses a decision it is not waiting for (e.g. the ledger is a moment ahead of the workflow's
+ * stage). Either way the attempt is logged.
  */
 async function sendDecision(
   ctx: OpsContext,
   target: DeliveryTarget,
   decision: { signal: 'approveReplay'; approvedBy: string; reason: string; ticket?: string } | { signal: 'discard'; by: string; reason: string },
   expectedRun?: number,
-): Promise<SignalOutcome> {
-  let result: SignalOutcome;
+): Promise<DecisionOutcome> {
+  let result: DecisionOutcome;
   if (target.status !== 'quarantined') result = { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` };
   else if (expectedRun !== undefined && target.policyRun !== expectedRun) {
     result = { outcome: 'ignored', detail: `quarantined again in run ${target.policyRun} after the preview froze run ${expectedRun}` };
   } else {
     const handle = ctx.client.workflow.getHandle(target.workflowId);
+    const { policyRun } = target;
     try {
-      if (decision.signal === 'approveReplay') {
-        await handle.signal(approveReplaySignal, { approvedBy: decision.approvedBy, reason: decision.reason, ticket: decision.ticket });
-      } else {
-        await handle.signal(discardSignal, { by: decision.by, reason: decision.reason });
-      }
-      result = { outcome: 'sent' };
+      const answer =
+        decision.signal === 'approveReplay'
+          ? await handle.executeUpdate(approveReplayUpdate, {
+              args: [
+                { approvedBy: decision.approvedBy, reason: decision.reason, ...(decision.ticket ? { ticket: decision.ticket } : {}), policyRun },
+              ],
+            })
+          : await handle.executeUpdate(discardUpdate, { args: [{ by: decision.by, reason: decision.reason, policyRun }] });
+      result = { outcome: 'applied', answer };
     } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) throw err;
-      result = { outcome: 'ignored', detail: `workflow ${target.workflowId} is not running` };
+      if (err instanceof WorkflowUpdateFailedError)
+        result = { outcome: 'ignored', detail: `refused by the workflow: ${err.cause?.message ?? err.message}` };
+      else if (err instanceof WorkflowNotFoundError) result = { outcome: 'ignored', detail: `workflow ${target.workflowId} is not running` };
+      else throw err;
     }
   }
   await records.recordOperatorSignal(ctx.pool, {
@@ -100,7 +111,8 @@ async function sendDecision(
     sentBy: decision.signal === 'approveReplay' ? decision.approvedBy : decision.by,
     reason: decision.reason,
     outcome: result.outcome,
-    detail: result.outcome === 'ignored' ? result.detail : null,
+    detail:
+      result.outcome === 'ignored' ? result.detail : `${result.answer.decision} of policy run ${result.answer.policyRun}; now ${result.answer.stage}`,
   });
   return result;
 }
@@ -115,7 +127,7 @@ export async function approveReplayRequest(
   requestId: string,
   approvedBy: string,
   options: { signalsPerSecond?: number; ticket?: string } = {},
-): Promise<{ id: string; sent: number; ignored: { webhookId: string; detail: string }[] }> {
+): Promise<{ id: string; applied: number; ignored: { webhookId: string; detail: string }[] }> {
   const request = await records.replayRequest(ctx.pool, requestId);
   if (!request) throw new OperatorError('ReplayRequestNotFound', `replay request ${requestId} does not exist in region ${ctx.region.region}`);
   if (request.requestedBy === approvedBy) {
@@ -129,7 +141,7 @@ export async function approveReplayRequest(
   const frozenRun = new Map(items.map((i) => [i.webhookId, i.policyRun]));
   const targets = (await deliveries.decisionTargetsOf(ctx.pool, [...frozenRun.keys()])).map((t) => deliveryTarget(ctx, t));
   const pauseMs = 1000 / (options.signalsPerSecond ?? 20);
-  let sent = 0;
+  let applied = 0;
   const ignored: { webhookId: string; detail: string }[] = [];
   for (const target of targets) {
     const result = await sendDecision(
@@ -138,12 +150,12 @@ export async function approveReplayRequest(
       { signal: 'approveReplay', approvedBy, reason: `replay request ${requestId}`, ticket: options.ticket },
       frozenRun.get(target.webhookId),
     );
-    await records.recordReplayItemOutcome(ctx.pool, requestId, target.webhookId, result.outcome === 'sent' ? 'applied' : 'ignored');
-    if (result.outcome === 'sent') sent++;
+    await records.recordReplayItemOutcome(ctx.pool, requestId, target.webhookId, result.outcome);
+    if (result.outcome === 'applied') applied++;
     else ignored.push({ webhookId: target.webhookId, detail: result.detail });
     await new Promise((resolve) => setTimeout(resolve, pauseMs));
   }
-  return { id: requestId, sent, ignored };
+  return { id: requestId, applied, ignored };
 }
 
 async function targetForHold(ctx: OpsContext, holdId: string): Promise<DeliveryTarget> {
@@ -154,11 +166,11 @@ async function targetForHold(ctx: OpsContext, holdId: string): Promise<DeliveryT
   throw new OperatorError('NoDelivery', `hold ${holdId} has no webhook (state ${state}); nothing to decide`);
 }
 
-export async function discardHold(ctx: OpsContext, holdId: string, by: string, reason: string): Promise<SignalOutcome> {
+export async function discardHold(ctx: OpsContext, holdId: string, by: string, reason: string): Promise<DecisionOutcome> {
   return sendDecision(ctx, await targetForHold(ctx, holdId), { signal: 'discard', by, reason });
 }
 
-export async function approveHold(ctx: OpsContext, holdId: string, approvedBy: string, reason: string, ticket?: string): Promise<SignalOutcome> {
+export async function approveHold(ctx: OpsContext, holdId: string, approvedBy: string, reason: string, ticket?: string): Promise<DecisionOutcome> {
   return sendDecision(ctx, await targetForHold(ctx, holdId), { signal: 'approveReplay', approvedBy, reason, ticket });
 }
 

@@ -72,9 +72,10 @@ export interface OperatorSignalRecord {
   signal: 'approveReplay' | 'discard';
   sentBy: string;
   reason: string;
-  outcome: 'sent' | 'ignored';
-  /** Why it was ignored; null when sent. */
-  detail: string | null;
+  /** applied: the workflow accepted and recorded it (migration 006); ignored: it did not apply. 'sent' is history. */
+  outcome: 'applied' | 'ignored';
+  /** The workflow's answer, or why the decision was ignored. */
+  detail: string;
 }
 
 export async function recordOperatorSignal(db: Queryable, s: OperatorSignalRecord): Promise<void> {

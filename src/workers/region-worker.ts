@@ -7,7 +7,7 @@ import { bundleWorkflowCode, DefaultLogger, Worker, type NativeConnection, type 
 import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
-import { dataConverterFor } from '../codec/encryption-codec.js';
+import { dataConverterFor, FAILURE_CONVERTER_PATH } from '../codec/encryption-codec.js';
 import type { RegionConfig, WebhookConfig } from '../config.js';
 import { createAgents } from '../delivery/http-sender.js';
 
@@ -16,7 +16,8 @@ export const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${import.
 
 /** The product's workflows; the benchmark passes its own entry (the same workflows plus its ceiling). */
 export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundle> {
-  return bundleWorkflowCode({ workflowsPath, logger: new DefaultLogger('WARN') });
+  // The bundle carries the failure converter: workflow-side failures are encoded (encrypted) like the rest.
+  return bundleWorkflowCode({ workflowsPath, failureConverterPath: FAILURE_CONVERTER_PATH, logger: new DefaultLogger('WARN') });
 }
 
 export interface RegionWorkerOptions {

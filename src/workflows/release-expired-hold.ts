@@ -1,18 +1,22 @@
 import {
   ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   condition,
+  continueAsNew,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   sleep,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { RetryState, TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import { DELIVERY_FAILURE_TYPES, type QuarantineReason } from '../contracts/failures.js';
-import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
+import type { HoldResume, ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
 import type { QuarantineDecision } from '../contracts/delivery.js';
 import { DeliveryStatusKey, type DeliveryStatusValue } from '../contracts/search-attributes.js';
 import { ledgerActivity, ledgerLocalActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
@@ -21,9 +25,13 @@ import {
   deliveryAttemptFailedSignal,
   discardSignal,
   statusQuery,
-  type ApproveReplay,
+  approveReplayUpdate,
+  discardUpdate,
+  merchantResumedSignal,
+  parseDecision,
+  type DecisionAnswer,
+  type DecisionKind,
   type DeliveryAttemptFailed,
-  type Discard,
   type HoldStage,
   type HoldStatus,
   type IgnoredSignal,
@@ -36,6 +44,23 @@ export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
 const HELD_RECHECK_FIRST_MS = 5_000;
 /** Five minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
 const HELD_RECHECK_MAX_MS = 5 * 60_000;
+
+/**
+ * A held delivery re-checks without touching DeliveryStatus (it stays `held` until the merchant is back) and
+ * continues as new when its run's history reaches HELD_HISTORY_BUDGET, so a merchant paused for months never
+ * brings a workflow near Temporal's 51,200-event limit. Histories written before this patch keep their old path.
+ */
+const HELD_QUIETLY_PATCH = 'held-quietly-continue-as-new';
+/** ~6 events per re-check: a run continues as new every 333 re-checks, far below the 51,200-event limit. */
+const HELD_HISTORY_BUDGET = 2_000;
+/**
+ * After an hour held, the merchant's pause is no blip: re-check every 30 minutes (48 a day), and count on the
+ * `merchantResumed` signal (sent when the merchant is re-enabled) for a prompt drain.
+ */
+const HELD_LONG_AFTER_MS = 60 * 60_000;
+const HELD_LONG_RECHECK_MS = 30 * 60_000;
+/** Ignored signals carried into the next run: the newest few, so the run's input stays small. */
+const CARRIED_IGNORED_SIGNALS = 20;
 
 const { quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
 const { releaseHold } = proxyLocalActivities<Activities>(ledgerLocalActivity);
@@ -61,12 +86,14 @@ function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
  * human: `approveReplay` starts a new policy run with the same webhook id, `discard` ends it.
  */
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
-  const hold = trackHold(input.holdId);
+  const { resume } = input;
+  const hold = trackHold(input.holdId, resume);
   const ctx = { region: input.region, holdId: input.holdId };
   const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
 
-  const release = await releaseHold({ holdId: input.holdId });
-  log.info('hold release', { ...ctx, status: release.status });
+  // A continued run was released by its first run: it carries the outcome instead of asking the ledger again.
+  const release = resume?.release ?? (await releaseHold({ holdId: input.holdId }));
+  if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     hold.enter({ stage: 'not_released', status: release.status }, 'none');
     return { release };
@@ -74,8 +101,13 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
 
   // DeliveryStatus starts as 'pending' (set by the sweep when it starts this workflow).
   const { webhookId } = release;
-  for (let policyRun = 1; ; policyRun++) {
-    const outcome = await runDeliveryPolicy(webhookId, policyRun, release.retryHorizonMs, hold);
+  for (let policyRun = resume?.policyRun ?? 1; ; policyRun++) {
+    const carried = policyRun === resume?.policyRun ? resume : undefined;
+    const outcome = await runDeliveryPolicy(webhookId, policyRun, carried?.remainingHorizonMs ?? release.retryHorizonMs, hold, carried);
+    if (outcome.status === 'continue_as_new') {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, policyRun, ...outcome.carry, ...hold.carry() } });
+    }
     if (outcome.status === 'delivered') {
       hold.noteAttempt({ attemptNumber: outcome.attempts, outcome: 'delivered' });
       log.info('webhook delivered', { ...ctx, webhookId, attempts: outcome.attempts, policyRun });
@@ -97,6 +129,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
 
     const decision = await hold.awaitHumanDecision(quarantineTimeoutMs);
     await decideQuarantine({ webhookId, policyRun, ...decision });
+    hold.decisionRecorded(policyRun);
     switch (decision.decision) {
       case 'abandon':
         hold.enter({ stage: 'abandoned', reason, since }, 'abandoned');
@@ -105,6 +138,8 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       case 'discard':
         hold.enter({ stage: 'discarded', by: decision.by, reason: decision.reason }, 'discarded');
         log.info('webhook discarded', { ...ctx, webhookId, by: decision.by });
+        // An update that decided this waits for its answer: let it have it before the workflow closes.
+        await condition(allHandlersFinished);
         return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
       case 'replay':
         log.info('webhook replay approved', { ...ctx, webhookId, by: decision.by, policyRun: policyRun + 1 });
@@ -125,6 +160,8 @@ interface AttemptReport {
 /** The human decision on a quarantined delivery, as `decideQuarantine` records it. */
 type HumanDecision = Pick<QuarantineDecision, 'decision' | 'by' | 'reason' | 'ticket'>;
 
+type Verdict = { ok: true; decision: HumanDecision; policyRun: number } | { ok: false; why: string };
+
 type HoldTracker = ReturnType<typeof trackHold>;
 
 /**
@@ -132,17 +169,66 @@ type HoldTracker = ReturnType<typeof trackHold>;
  * the last attempt, and the signals that did not apply; the `status` query answers from it. It also owns the
  * operator signals and the wait for a human.
  */
-function trackHold(holdId: string) {
+function trackHold(holdId: string, resume: HoldResume | undefined) {
   let stage: HoldStage = { stage: 'releasing' };
-  let lastAttempt: HoldStatus['lastAttempt'];
-  const ignoredSignals: IgnoredSignal[] = [];
-  // The human decision on a quarantined delivery, set by the signals below.
-  let decision: { approval?: ApproveReplay; discard?: Discard } = {};
-  const undecidedQuarantine = () => stage.stage === 'quarantined' && !decision.approval && !decision.discard;
-  const ignore = (signal: IgnoredSignal['signal'], by: string, reason: string) => {
-    ignoredSignals.push({ signal, by, reason, at: new Date().toISOString(), stage: stage.stage });
-    log.warn('signal ignored: the delivery is not waiting for a decision', { signal, by, stage: stage.stage, holdId });
+  let lastAttempt: HoldStatus['lastAttempt'] = resume?.lastAttempt;
+  const ignoredSignals: IgnoredSignal[] = [...(resume?.ignoredSignals ?? [])];
+  // The DeliveryStatus search attribute as last set ('pending' from the sweep, or carried by continue-as-new).
+  let deliveryStatus: DeliveryStatusValue = resume?.deliveryStatus ?? 'pending';
+  let merchantResumed = false;
+  // The human decision on the current quarantine, from a signal or an update; and the run whose decision the
+  // ledger has recorded (an update answers once it has).
+  let decision: HumanDecision | undefined;
+  let recordedRun = 0;
+
+  /** The one rule for decisions, whether they come as signals or updates: does this one apply now? */
+  const judge = (kind: DecisionKind, payload: unknown): Verdict => {
+    const parsed = parseDecision(kind, payload);
+    if (!parsed.ok) return parsed;
+    if (stage.stage !== 'quarantined') return { ok: false, why: `not waiting for a decision (stage ${stage.stage})` };
+    if (decision) return { ok: false, why: `already decided: ${decision.decision} by ${decision.by}` };
+    const { value } = parsed;
+    if (value.policyRun !== undefined && value.policyRun !== stage.policyRun) {
+      return { ok: false, why: `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${stage.policyRun}` };
+    }
+    return {
+      ok: true,
+      policyRun: stage.policyRun,
+      decision:
+        'approvedBy' in value
+          ? { decision: 'replay', by: value.approvedBy, reason: value.reason, ticket: value.ticket }
+          : { decision: 'discard', by: value.by, reason: value.reason },
+    };
   };
+  const ignore = (signal: DecisionKind, payload: unknown, why: string) => {
+    const p = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
+    const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 200) : undefined);
+    const by = text(signal === 'approveReplay' ? p.approvedBy : p.by);
+    ignoredSignals.push({ signal, by, reason: text(p.reason), at: new Date().toISOString(), stage: stage.stage, why });
+    log.warn('signal ignored', { signal, by, stage: stage.stage, why, holdId });
+  };
+  const decideBySignal = (kind: DecisionKind) => (payload: unknown) => {
+    const verdict = judge(kind, payload);
+    if (verdict.ok) decision = verdict.decision;
+    else ignore(kind, payload, verdict.why);
+  };
+  /** An update's validator refuses what does not apply (nothing enters history); its handler answers once recorded. */
+  const decideByUpdate = (kind: DecisionKind) =>
+    [
+      async (payload: unknown): Promise<DecisionAnswer> => {
+        const verdict = judge(kind, payload);
+        if (!verdict.ok) throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
+        decision = verdict.decision;
+        await condition(() => recordedRun >= verdict.policyRun);
+        return { decision: verdict.decision.decision as DecisionAnswer['decision'], policyRun: verdict.policyRun, stage: stage.stage };
+      },
+      {
+        validator: (payload: unknown) => {
+          const verdict = judge(kind, payload);
+          if (!verdict.ok) throw new Error(verdict.why);
+        },
+      },
+    ] as const;
 
   /**
    * Every attempt's outcome enters here: a delivered or given-up run from its result, a failed attempt on the fast
@@ -163,22 +249,35 @@ function trackHold(holdId: string) {
   };
 
   setHandler(statusQuery, () => ({ ...stage, lastAttempt, ignoredSignals }));
-  setHandler(approveReplaySignal, (approval) => {
-    if (undecidedQuarantine()) decision.approval = approval;
-    else ignore('approveReplay', approval.approvedBy, approval.reason);
-  });
-  setHandler(discardSignal, (discard) => {
-    if (undecidedQuarantine()) decision.discard = discard;
-    else ignore('discard', discard.by, discard.reason);
-  });
+  setHandler(approveReplaySignal, decideBySignal('approveReplay'));
+  setHandler(discardSignal, decideBySignal('discard'));
+  setHandler(approveReplayUpdate, ...decideByUpdate('approveReplay'));
+  setHandler(discardUpdate, ...decideByUpdate('discard'));
   setHandler(deliveryAttemptFailedSignal, (failed) => noteAttempt(attemptReportOf(failed)));
+  setHandler(merchantResumedSignal, () => void (merchantResumed = true));
 
   return {
     /** Moves to `next`; with a `deliveryStatus`, the search attribute operators filter on changes with it. */
-    enter(next: HoldStage, deliveryStatus?: DeliveryStatusValue) {
+    enter(next: HoldStage, status?: DeliveryStatusValue) {
       stage = next;
-      if (deliveryStatus) upsertSearchAttributes([{ key: DeliveryStatusKey, value: deliveryStatus }]);
+      if (status) {
+        deliveryStatus = status;
+        upsertSearchAttributes([{ key: DeliveryStatusKey, value: status }]);
+      }
     },
+    deliveryStatus: () => deliveryStatus,
+    /** Waits up to `ms` for the merchant to be reported active again (merchantResumed); true when it was. */
+    async awaitMerchantResumed(ms: number): Promise<boolean> {
+      const resumed = await condition(() => merchantResumed, ms);
+      merchantResumed = false;
+      return resumed;
+    },
+    /** What the next run needs to go on telling the same story. */
+    carry: (): Pick<HoldResume, 'deliveryStatus' | 'lastAttempt' | 'ignoredSignals'> => ({
+      deliveryStatus: deliveryStatus === 'held' ? 'held' : 'pending',
+      lastAttempt,
+      ignoredSignals: ignoredSignals.slice(-CARRIED_IGNORED_SIGNALS),
+    }),
     noteAttempt,
     lastAttemptNumber: () => lastAttempt?.attemptNumber,
     /**
@@ -186,12 +285,14 @@ function trackHold(holdId: string) {
      * `abandon` when nobody decides within `timeoutMs`.
      */
     async awaitHumanDecision(timeoutMs: number): Promise<HumanDecision> {
-      decision = {};
-      const decided = await condition(() => decision.approval !== undefined || decision.discard !== undefined, timeoutMs);
-      const { approval, discard } = decision;
+      decision = undefined;
+      const decided = await condition(() => decision !== undefined, timeoutMs);
       if (!decided) return { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${Math.round(timeoutMs / 86_400_000)} day(s)` };
-      if (discard) return { decision: 'discard', by: discard.by, reason: discard.reason };
-      return { decision: 'replay', by: approval!.approvedBy, reason: approval!.reason, ticket: approval!.ticket };
+      return decision!;
+    },
+    /** The ledger has recorded the decision on `policyRun`'s quarantine: updates waiting for it answer. */
+    decisionRecorded(policyRun: number) {
+      recordedRun = policyRun;
     },
   };
 }
@@ -204,6 +305,8 @@ const attemptReportOf = (failed: DeliveryAttemptFailed): AttemptReport => ({
 
 type PolicyRunOutcome =
   | { status: 'delivered'; attempts: number }
+  /** Held long enough that this run's history should end: the next run picks up from `carry`. */
+  | { status: 'continue_as_new'; carry: Pick<HoldResume, 'remainingHorizonMs' | 'heldRecheckMs' | 'heldSince'> }
   | { status: 'handled_elsewhere'; deliveryStatus: string }
   | { status: 'gave_up'; reason: QuarantineReason; detail: string; attemptNumber?: number };
 
@@ -229,11 +332,19 @@ function attemptNumberOf(failure: Error | undefined): number | undefined {
  * Calls start on the local fast path (webhookLocalActivity: one attempt, in the workflow task). After a failed
  * attempt, or anything unexpected on the fast path, the regular activity and Temporal's retry policy take over.
  */
-async function runDeliveryPolicy(webhookId: string, policyRun: number, retryHorizonMs: number, hold: HoldTracker): Promise<PolicyRunOutcome> {
+async function runDeliveryPolicy(
+  webhookId: string,
+  policyRun: number,
+  retryHorizonMs: number,
+  hold: HoldTracker,
+  carried?: Pick<HoldResume, 'heldRecheckMs' | 'heldSince'>,
+): Promise<PolicyRunOutcome> {
   // Time the merchant spends paused or disabled is added back: a pause is the merchant's decision, not a failure.
   let deadline = Date.now() + retryHorizonMs;
   let reservedSlotMs: number | undefined;
-  let heldRecheckMs = HELD_RECHECK_FIRST_MS;
+  let heldRecheckMs = carried?.heldRecheckMs ?? HELD_RECHECK_FIRST_MS;
+  // When the current hold began (the quiet path's long re-checks start an hour after it); reset once sending.
+  let heldSince = carried?.heldSince;
   let local = true;
   for (;;) {
     const remainingMs = deadline - Date.now();
@@ -268,6 +379,9 @@ async function runDeliveryPolicy(webhookId: string, policyRun: number, retryHori
       };
     }
     reservedSlotMs = undefined;
+    // Back from a hold (the quiet path keeps DeliveryStatus `held` while it re-checks): operators see it moving.
+    if (result.status !== 'held') heldSince = undefined;
+    if (result.status !== 'held' && hold.deliveryStatus() === 'held') hold.enter({ stage: 'delivering', policyRun }, 'pending');
     switch (result.status) {
       case 'failed_attempt':
         // The fast path's attempt failed: wait out its backoff here, then retry under Temporal's retry policy.
@@ -294,16 +408,34 @@ async function runDeliveryPolicy(webhookId: string, policyRun: number, retryHori
         if (result.status === 'scheduled') reservedSlotMs = result.sendAt;
         break;
       }
-      case 'held':
-        hold.enter(
-          { stage: 'held', policyRun, merchantStatus: result.merchantStatus, until: new Date(Date.now() + heldRecheckMs).toISOString() },
-          'held',
-        );
-        await sleep(heldRecheckMs);
-        deadline += heldRecheckMs;
-        heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
-        hold.enter({ stage: 'delivering', policyRun }, 'pending');
+      case 'held': {
+        const stage: HoldStage = {
+          stage: 'held',
+          policyRun,
+          merchantStatus: result.merchantStatus,
+          until: new Date(Date.now() + heldRecheckMs).toISOString(),
+        };
+        if (!patched(HELD_QUIETLY_PATCH)) {
+          hold.enter(stage, 'held');
+          await sleep(heldRecheckMs);
+          deadline += heldRecheckMs;
+          heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
+          hold.enter({ stage: 'delivering', policyRun }, 'pending');
+          break;
+        }
+        hold.enter(stage, hold.deliveryStatus() === 'held' ? undefined : 'held');
+        const heldFrom = Date.now();
+        heldSince ??= heldFrom;
+        const resumed = await hold.awaitMerchantResumed(heldRecheckMs);
+        deadline += Date.now() - heldFrom;
+        const longHeld = Date.now() - heldSince >= HELD_LONG_AFTER_MS;
+        heldRecheckMs = resumed ? HELD_RECHECK_FIRST_MS : longHeld ? HELD_LONG_RECHECK_MS : Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
+        const { historyLength, continueAsNewSuggested } = workflowInfo();
+        if (historyLength >= HELD_HISTORY_BUDGET || continueAsNewSuggested) {
+          return { status: 'continue_as_new', carry: { remainingHorizonMs: deadline - Date.now(), heldRecheckMs, heldSince } };
+        }
         break;
+      }
     }
   }
 }

@@ -76,7 +76,10 @@ describe('quarantine decisions', () => {
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined']);
     harness.merchants.script(n.merchantIds[0]!, { secrets: [n.secrets.get(n.merchantIds[0]!)!], responses: [{ status: 200 }] });
 
-    expect(await approveHold(ops, holdId, 'alice', 'merchant fixed its schema', 'OPS-7')).toEqual({ outcome: 'sent' });
+    expect(await approveHold(ops, holdId, 'alice', 'merchant fixed its schema', 'OPS-7')).toEqual({
+      outcome: 'applied',
+      answer: { decision: 'replay', policyRun: 1, stage: 'delivering' },
+    });
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['delivered']);
 
     const requests = harness.merchants.requests(n.merchantIds[0]);
@@ -99,7 +102,10 @@ describe('quarantine decisions', () => {
     const holdId = n.expired[0]!.id;
     await sweep();
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined']);
-    expect(await discardHold(ops, holdId, 'bob', 'merchant offboarded')).toEqual({ outcome: 'sent' });
+    expect(await discardHold(ops, holdId, 'bob', 'merchant offboarded')).toEqual({
+      outcome: 'applied',
+      answer: { decision: 'discard', policyRun: 1, stage: 'discarded' },
+    });
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['discarded']);
     expect((await (await handleOf(holdId)).result()).delivery).toEqual({ status: 'discarded', policyRuns: 1 });
 
@@ -112,7 +118,7 @@ describe('quarantine decisions', () => {
       [holdId],
     );
     expect(log.rows).toEqual([
-      { signal: 'discard', sent_by: 'bob', outcome: 'sent', detail: null },
+      { signal: 'discard', sent_by: 'bob', outcome: 'applied', detail: 'discard of policy run 1; now discarded' },
       { signal: 'approveReplay', sent_by: 'carol', outcome: 'ignored', detail: 'delivery is discarded, not quarantined' },
     ]);
     expect(harness.merchants.requests(n.merchantIds[0])).toHaveLength(1);
@@ -126,8 +132,94 @@ describe('quarantine decisions', () => {
     await handle.signal('approveReplay', { approvedBy: 'dave', reason: 'too eager' });
     await expect
       .poll(async () => (await handle.query(statusQuery)).ignoredSignals, { timeout: 10_000 })
-      .toMatchObject([{ signal: 'approveReplay', by: 'dave', stage: 'backing_off' }]);
+      .toMatchObject([{ signal: 'approveReplay', by: 'dave', stage: 'backing_off', why: 'not waiting for a decision (stage backing_off)' }]);
     expect((await handle.describe()).status.name).toBe('RUNNING');
+  });
+
+  it('case 1, a malformed signal wedges nothing: no input, null and {} are recorded as ignored with why, and a valid one still decides', async () => {
+    const n = await night(1, [{ status: 400 }]);
+    await sweep();
+    const handle = await handleOf(n.expired[0]!.id);
+    await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+    // What `temporal workflow signal --name discard` sends with no --input, --input null and --input '{}'.
+    await handle.signal('discard');
+    await handle.signal('discard', null);
+    await handle.signal('discard', {});
+    await handle.signal('approveReplay', { approvedBy: '  ', reason: 'blank approver' });
+    await expect
+      .poll(async () => (await handle.query(statusQuery)).ignoredSignals.map((s) => s.why), { timeout: 10_000 })
+      .toEqual([
+        'malformed discard: expected a JSON object, got no input',
+        'malformed discard: expected a JSON object, got null',
+        'malformed discard: "by" must be a non-empty string of at most 500 characters',
+        'malformed approveReplay: "approvedBy" must be a non-empty string of at most 500 characters',
+      ]);
+    expect(await handle.query(statusQuery)).toMatchObject({ stage: 'quarantined' });
+    expect(await statuses(n)).toEqual(['quarantined']);
+
+    await handle.signal('discard', { by: 'erin', reason: 'duplicate' });
+    expect((await handle.result()).delivery).toEqual({ status: 'discarded', policyRuns: 1 });
+    const history = await handle.fetchHistory();
+    expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
+  });
+
+  it('case 2, operators get an answer: Updates refuse malformed input, a workflow not waiting and a stale run, before anything enters history', async () => {
+    const n = await night(1, [{ status: 400 }]);
+    const holdId = n.expired[0]!.id;
+    await sweep();
+    const handle = await handleOf(holdId);
+    await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+    const refusal = (update: Promise<unknown>) =>
+      update.then(
+        () => 'accepted',
+        (err: Error & { cause?: Error }) => `${err.name}: ${err.cause?.message}`,
+      );
+    expect(await refusal(handle.executeUpdate('discard', { args: [{}] }))).toBe(
+      'WorkflowUpdateFailedError: malformed discard: "by" must be a non-empty string of at most 500 characters',
+    );
+    expect(await refusal(handle.executeUpdate('approveReplay', { args: [{ approvedBy: 'frank', reason: 'old', policyRun: 2 }] }))).toBe(
+      'WorkflowUpdateFailedError: stale: for policy run 2, but the quarantine is policy run 1',
+    );
+    // Rejected by the validators: no trace in history, and the workflow still waits.
+    const updateEvents = (await handle.fetchHistory()).events!.filter(
+      (e) => e.workflowExecutionUpdateAcceptedEventAttributes || e.workflowExecutionUpdateCompletedEventAttributes,
+    );
+    expect(updateEvents).toEqual([]);
+    expect(await handle.query(statusQuery)).toMatchObject({ stage: 'quarantined', ignoredSignals: [] });
+
+    // The ops CLI sends Updates and prints the workflow's answer.
+    const lines: string[] = [];
+    const env = { ...process.env };
+    Object.assign(process.env, { HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: us.databaseUrl, TEMPORAL_ADDRESS: harness.address });
+    try {
+      expect(await runOps(['discard', holdId, '--by', 'grace', '--reason', 'merchant gone'], (line) => lines.push(line))).toBe(0);
+    } finally {
+      process.env = env;
+    }
+    expect(lines.join('\n')).toContain(`discard applied to hold ${holdId}: the workflow answered discard of policy run 1, now discarded`);
+    expect(await refusal(handle.executeUpdate('discard', { args: [{ by: 'heidi', reason: 'again' }] }))).toMatch(/^WorkflowNotFoundError/);
+  });
+
+  it('case 2, never "applied" when the workflow did not apply it: the ledger a moment ahead of the stage is refused by the workflow', async () => {
+    const n = await night(1, [{ status: 503 }], 1, { initialBackoffMs: 60_000 });
+    const holdId = n.expired[0]!.id;
+    await sweep();
+    const handle = await handleOf(holdId);
+    await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('backing_off');
+    // The window the issue names: the ledger row is quarantined before the workflow's stage says so.
+    await us.pool.query(
+      `UPDATE webhook_deliveries SET status = 'quarantined', quarantine_reason = 'exhausted', quarantined_at = now() WHERE hold_id = $1`,
+      [holdId],
+    );
+    expect(await approveHold(ops, holdId, 'ivan', 'looks stuck')).toEqual({
+      outcome: 'ignored',
+      detail: 'refused by the workflow: not waiting for a decision (stage backing_off)',
+    });
+    const log = await us.pool.query('SELECT outcome FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1', [
+      holdId,
+    ]);
+    expect(log.rows).toEqual([{ outcome: 'ignored' }]);
+    await handle.terminate('test done');
   });
 
   it('a quarantine nobody decides ends as abandoned after the configured time', async () => {
@@ -161,7 +253,7 @@ describe('bulk replay', () => {
     for (const merchantId of [m0, m1]) harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 200 }] });
     await expect(approveReplayRequest(ops, request.id, 'erin')).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
     const approved = await approveReplayRequest(ops, request.id, 'frank', { signalsPerSecond: 50 });
-    expect(approved).toMatchObject({ sent: 10, ignored: [] });
+    expect(approved).toMatchObject({ applied: 10, ignored: [] });
     await expect(approveReplayRequest(ops, request.id, 'gina')).rejects.toBeInstanceOf(OperatorError);
 
     const delivered = async () =>

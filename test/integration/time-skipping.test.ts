@@ -12,6 +12,7 @@ import { loadDevConfig } from '../../dev/dev-config.js';
 import { retryDelay } from '../../src/delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
 import { resolveTestServerPath } from '../../dev/temporal-cli.js';
+import { merchantResumedSignal, statusQuery } from '../../src/contracts/messages.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness } from '../support/harness.js';
@@ -109,4 +110,68 @@ it('500 forever under the default policy: retried across the whole 3-day horizon
   expect(span).toBeLessThanOrEqual(DEFAULT_DELIVERY_POLICY.retryHorizonMs);
   expect(span).toBeGreaterThan(DEFAULT_DELIVERY_POLICY.retryHorizonMs - DEFAULT_DELIVERY_POLICY.maxBackoffMs);
   console.log(`[time-skipping] ${log.length} attempts over ${(span / 3_600_000).toFixed(1)} h of server time`);
+});
+
+/** Sixty days of a paused merchant: three weeks of a 410-disabled endpoint, and then some. */
+const HELD_DAYS = 60;
+
+it('case 3, held for 60 days behind a paused merchant: every run stays far below the event limit, DeliveryStatus does not flap, then it drains', async () => {
+  const region = await harness.region('us');
+  const night = await seedNight(region.pool, 'us', `${harness.id}held`, { expired: 1, merchants: 1 }, harness.merchants);
+  const merchantId = night.merchantIds[0]!;
+  await region.pool.query(`UPDATE merchants SET status = 'paused' WHERE id = $1::text`, [merchantId]);
+  const hold = night.expired[0]!;
+  const taskQueue = `ts-held-${harness.id}`;
+  const workflowId = `ts-held-${hold.id}`;
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: { code: inject('workflowBundleCode') },
+    activities: createActivities({ region: 'us', pool: region.pool, endpointRules: { allowInsecureHttp: true, allowPrivateAddresses: true } }),
+  });
+
+  const startedAt = Date.now();
+  const result = await worker.runUntil(async () => {
+    const handle = await env.client.workflow.start(releaseExpiredHold, {
+      taskQueue,
+      workflowId,
+      args: [{ region: 'us', holdId: hold.id, expiresAt: new Date().toISOString(), merchantId }],
+    });
+    // Awaiting the result lets the test server skip time at the workflow's own pace; meanwhile, once 60 days of
+    // server time have passed, the merchant comes back (in the ledger, and by the signal its operator sends).
+    const serverStart = await env.currentTimeMs();
+    const merchantBack = (async () => {
+      while ((await env.currentTimeMs()) < serverStart + HELD_DAYS * 86_400_000) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await handle.query(statusQuery)).toMatchObject({ stage: 'held', merchantStatus: 'paused' });
+      await region.pool.query(`UPDATE merchants SET status = 'active' WHERE id = $1::text`, [merchantId]);
+      await handle.signal(merchantResumedSignal);
+    })();
+    const [outcome] = await Promise.all([handle.result(), merchantBack]);
+    return outcome;
+  });
+  expect(result.delivery).toMatchObject({ status: 'delivered', attempts: 1, policyRuns: 1 });
+  expect(harness.merchants.requests(merchantId)).toHaveLength(1);
+
+  // Every run of the chain, newest first, following each first event's link to the run it continued.
+  const runs: temporal.api.history.v1.IHistory[] = [];
+  for (let runId: string | undefined = undefined; ;) {
+    const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+    runs.push(history);
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+    if (!runId) break;
+  }
+  const lengths = runs.map((h) => h.events?.length ?? 0);
+  const upserts = runs
+    .reverse()
+    .flatMap((h) => h.events ?? [])
+    .map((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.DeliveryStatus)
+    .filter((payload) => payload !== undefined)
+    .map((payload) => JSON.parse(Buffer.from(payload!.data!).toString()) as string);
+  console.log(`[time-skipping] held 60 days: ${runs.length} runs, longest ${Math.max(...lengths)} events, ${(Date.now() - startedAt) / 1000} s`);
+  // Re-checks every 30 minutes after the first hour: ~2,900 in 60 days, ~6 events each, so several runs, each
+  // far below Temporal's 51,200-event limit.
+  expect(runs.length).toBeGreaterThanOrEqual(8);
+  expect(Math.max(...lengths)).toBeLessThanOrEqual(2_100);
+  // held once, pending once when the merchant is back, delivered: no flapping on every re-check.
+  expect(upserts).toEqual(['held', 'pending', 'delivered']);
 });

@@ -5,7 +5,8 @@
  * and replay.
  */
 import { randomBytes } from 'node:crypto';
-import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { createRequire } from 'node:module';
+import { ApplicationFailure, defaultPayloadConverter, type FailureConverter, type Payload } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import {
   dataConverterFor,
@@ -164,15 +165,33 @@ describe('EncryptionCodec', () => {
 });
 
 describe('dataConverterFor', () => {
-  it('is Temporal’s default (undefined) without keys, and one EncryptionCodec sealing with the first key otherwise', async () => {
-    expect(dataConverterFor(undefined)).toBeUndefined();
-    const converter = dataConverterFor([k2, k1])!;
+  it('has no codec without keys, and one EncryptionCodec sealing with the first key otherwise', async () => {
+    expect(dataConverterFor(undefined).payloadCodecs).toEqual([]);
+    const converter = dataConverterFor([k2, k1]);
     expect(converter.payloadCodecs).toHaveLength(1);
     const codec = converter.payloadCodecs[0]!;
     expect(codec).toBeInstanceOf(EncryptionCodec);
     const [sealed] = await codec.encode([defaultPayloadConverter.toPayload(HOLD)]);
     expect(metadataOf(sealed!)['encryption-key-id']).toBe('k2');
     expect(await decodeValue(new EncryptionCodec([k2]), sealed!)).toEqual(HOLD);
+  });
+});
+
+describe('case 7, residency: failure messages and stacks are encrypted too', () => {
+  it("the data converter of workers and clients encodes a failure's message and stack into a payload the codec seals", async () => {
+    const { failureConverterPath, payloadCodecs } = dataConverterFor([k1]);
+    const { failureConverter } = createRequire(import.meta.url)(failureConverterPath) as { failureConverter: FailureConverter };
+    const excerpt = 'HTTP 400 from merchant m_1: {"error":"card 4111 1111 1111 1111 rejected"}';
+    const failure = failureConverter.errorToFailure(ApplicationFailure.nonRetryable(excerpt, 'WebhookRejected'), defaultPayloadConverter);
+    expect(failure.message).toBe('Encoded failure');
+    expect(failure.stackTrace).toBe('');
+    expect(failure.applicationFailureInfo?.type).toBe('WebhookRejected');
+    const [sealed] = await payloadCodecs[0]!.encode([failure.encodedAttributes!]);
+    expect(Buffer.from(sealed!.data!).includes('4111')).toBe(false);
+    // And back: whoever holds the key reads the real message.
+    const [opened] = await payloadCodecs[0]!.decode([sealed!]);
+    const restored = failureConverter.failureToError({ ...failure, encodedAttributes: opened }, defaultPayloadConverter);
+    expect(restored.message).toBe(excerpt);
   });
 });
 
@@ -188,7 +207,7 @@ describe('PAYLOAD_KEYS_<R> through loadConfig', () => {
       ['k1', k1.key.toString('hex')],
     ]);
     // A payload an old worker sealed under k1 decodes with the EU region's configured codec; new ones use k2.
-    const euCodec = dataConverterFor(eu!.payloadKeys)!.payloadCodecs[0] as EncryptionCodec;
+    const euCodec = dataConverterFor(eu!.payloadKeys).payloadCodecs[0] as EncryptionCodec;
     expect(await decodeValue(euCodec, await encodeOne(new EncryptionCodec([k1])))).toEqual(HOLD);
     expect(metadataOf(await encodeOne(euCodec))['encryption-key-id']).toBe('k2');
     // Unset in dev: payloads are not encrypted.

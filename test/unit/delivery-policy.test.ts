@@ -184,4 +184,21 @@ describe('endpoint guard', () => {
     );
     expect(['8.8.8.8', '172.32.0.1', '2606:4700::1111'].map(isForbiddenAddress)).toEqual([false, false, false]);
   });
+  it('case 9, fail closed: NAT64 and IPv4 hidden in IPv6 notation are refused too', () => {
+    const disguised = [
+      '64:ff9b::a00:1',
+      '64:ff9b::7f00:1',
+      '64:ff9b::8.8.8.8',
+      '64:ff9b:1::a00:1',
+      '::a00:1',
+      '::127.0.0.1',
+      '::ffff:a00:1',
+      '::ffff:10.0.0.1',
+    ];
+    expect(disguised.filter((a) => !isForbiddenAddress(a))).toEqual([]);
+    expect(() => parseEndpoint('m_1', 'https://[64:ff9b::a9fe:a9fe]/hooks', { allowInsecureHttp: false, allowPrivateAddresses: false })).toThrow(
+      InvalidEndpointUrl,
+    );
+    expect(['2001:4860:4860::8888', '64:ff9a::1'].map(isForbiddenAddress)).toEqual([false, false]);
+  });
 });

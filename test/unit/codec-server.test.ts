@@ -1,0 +1,66 @@
+/**
+ * Case 9 of the hardening issue, fail closed, for the codec endpoint: a configuration it cannot serve is a named
+ * error at start-up, /encode needs the same token as /decode, and only listed origins get a CORS grant. A real
+ * HTTP server on loopback; no Temporal.
+ */
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startCodecServer } from '../../src/codec/codec-server.js';
+import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
+import { loadConfig } from '../../src/config.js';
+import { ConfigError } from '../../src/errors.js';
+
+const TOKEN = 'codec-token-for-tests';
+const UI = 'http://localhost:8080';
+let server: { url: string; stop(): Promise<void> };
+
+beforeAll(async () => {
+  const codecs = new Map([['hold-sweeper-eu', new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }])]]);
+  server = await startCodecServer({ codecs, corsOrigins: [UI], authToken: TOKEN });
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const payloads = {
+  payloads: [{ metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from('"h_1"').toString('base64') }],
+};
+
+function post(route: string, headers: Record<string, string>, body: string = JSON.stringify(payloads)) {
+  return fetch(`${server.url}${route}`, { method: 'POST', headers: { 'X-Namespace': 'hold-sweeper-eu', ...headers }, body });
+}
+
+describe('case 9, fail closed: the codec endpoint', () => {
+  it('refuses an empty or malformed CODEC_CORS_ORIGIN at start-up with a named error', async () => {
+    for (const value of ['', ' , ', 'localhost:8080', 'http://localhost:8080/ui', 'ftp://ui.example']) {
+      expect(() => loadConfig({ CODEC_CORS_ORIGIN: value }), value).toThrow(ConfigError);
+      expect(() => loadConfig({ CODEC_CORS_ORIGIN: value }), value).toThrow(/CODEC_CORS_ORIGIN/);
+    }
+    expect(loadConfig({ CODEC_CORS_ORIGIN: 'https://ui.example, http://localhost:8080' }).codecServer.corsOrigins).toEqual([
+      'https://ui.example',
+      'http://localhost:8080',
+    ]);
+    await expect(startCodecServer({ codecs: new Map(), corsOrigins: [], authToken: undefined })).rejects.toBeInstanceOf(ConfigError);
+  });
+
+  it('/encode needs the bearer token as much as /decode', async () => {
+    for (const route of ['/encode', '/decode']) {
+      expect((await post(route, {})).status, route).toBe(401);
+      expect((await post(route, { Authorization: `Bearer ${TOKEN}x` })).status, route).toBe(401);
+      expect((await post(route, { Authorization: TOKEN })).status, route).toBe(401);
+    }
+    const encoded = await post('/encode', { Authorization: `Bearer ${TOKEN}` });
+    expect(encoded.status).toBe(200);
+    const decoded = await post('/decode', { Authorization: `Bearer ${TOKEN}` }, await encoded.text());
+    expect(await decoded.json()).toEqual(payloads);
+  });
+
+  it('grants CORS to listed origins only, and a malformed request leaves it serving', async () => {
+    const listed = await post('/decode', { Authorization: `Bearer ${TOKEN}`, Origin: UI });
+    expect(listed.headers.get('access-control-allow-origin')).toBe(UI);
+    const other = await post('/decode', { Authorization: `Bearer ${TOKEN}`, Origin: 'https://evil.example' });
+    expect(other.headers.get('access-control-allow-origin')).toBeNull();
+    expect((await post('/decode', { Authorization: `Bearer ${TOKEN}` }, '{not json')).status).toBe(400);
+    expect((await post('/decode', { Authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  });
+});
