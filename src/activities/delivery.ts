@@ -26,8 +26,15 @@ import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/
 import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
 import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../contracts/messages.js';
-import type { DeliverWebhookInput, DeliverWebhookResult, QuarantineDecision } from '../contracts/delivery.js';
+import type {
+  DeliverWebhookInput,
+  DeliverWebhookResult,
+  QuarantineDecision,
+  ReplayApprovalCheck,
+  ReplayApprovalClaim,
+} from '../contracts/delivery.js';
 import * as deliveries from '../sql/deliveries.js';
+import * as records from '../sql/operator-records.js';
 import { disableMerchant } from '../sql/merchants.js';
 
 export interface DeliveryDeps {
@@ -357,6 +364,25 @@ export function createDeliveryActivities({
      */
     async decideQuarantine(input: QuarantineDecision): Promise<void> {
       await deliveries.decideQuarantine(pool, input);
+    },
+
+    /**
+     * Four eyes, checked: an approval naming a replay request stands only if that request is approved, by the
+     * approver the approval names (never its requester: the ledger refuses that), and froze this hold's
+     * quarantined policy run.
+     */
+    async verifyReplayApproval({ holdId, policyRun, replayRequestId, approvedBy }: ReplayApprovalClaim): Promise<ReplayApprovalCheck> {
+      const request = await records.replayApprovalFor(pool, replayRequestId, holdId, policyRun);
+      if (!request) return { ok: false, why: `replay request ${replayRequestId} does not exist` };
+      if (request.status !== 'approved' || !request.approvedBy) return { ok: false, why: `replay request ${replayRequestId} is not approved` };
+      if (request.approvedBy === request.requestedBy)
+        return { ok: false, why: `replay request ${replayRequestId} was approved by its own requester` };
+      if (request.approvedBy !== approvedBy) {
+        return { ok: false, why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}` };
+      }
+      if (!request.covers)
+        return { ok: false, why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}` };
+      return { ok: true };
     },
 
     /** Marks a pending delivery quarantined with its reason; a no-op for one already terminal. */

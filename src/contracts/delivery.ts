@@ -56,6 +56,16 @@ export type DeliverWebhookResult =
    */
   | { status: 'failed_attempt'; failed: DeliveryAttemptFailed };
 
+/** An approval that names a replay request, to be checked against the ledger (four eyes). */
+export interface ReplayApprovalClaim {
+  holdId: string;
+  policyRun: number;
+  replayRequestId: string;
+  approvedBy: string;
+}
+
+export type ReplayApprovalCheck = { ok: true } | { ok: false; why: string };
+
 export interface QuarantineDecision {
   webhookId: string;
   policyRun: number;

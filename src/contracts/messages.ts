@@ -15,6 +15,11 @@ export interface ApproveReplay {
   ticket?: string;
   /** The quarantined policy run this approval is for; one for another run is stale and refused. Optional. */
   policyRun?: number;
+  /**
+   * The reviewed replay request this approval carries out (`npm run ops -- replay approve` sets it). The workflow
+   * then checks it against the ledger: approved, by `approvedBy`, who is not its requester, covering this run.
+   */
+  replayRequestId?: string;
 }
 
 export interface Discard {
@@ -57,13 +62,21 @@ export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true;
   if (!nonEmptyText(p[who])) return { ok: false, why: `malformed ${kind}: "${who}" must be ${text}` };
   if (!nonEmptyText(p.reason)) return { ok: false, why: `malformed ${kind}: "reason" must be ${text}` };
   if (p.ticket !== undefined && !nonEmptyText(p.ticket)) return { ok: false, why: `malformed ${kind}: "ticket", when given, must be ${text}` };
+  if (kind === 'approveReplay' && p.replayRequestId !== undefined && !nonEmptyText(p.replayRequestId)) {
+    return { ok: false, why: `malformed ${kind}: "replayRequestId", when given, must be ${text}` };
+  }
   if (p.policyRun !== undefined && !(Number.isInteger(p.policyRun) && (p.policyRun as number) >= 1)) {
     return { ok: false, why: `malformed ${kind}: "policyRun", when given, must be a positive integer` };
   }
   const policyRun = p.policyRun as number | undefined;
   const value =
     kind === 'approveReplay'
-      ? { approvedBy: p.approvedBy as string, reason: p.reason as string, ...(p.ticket === undefined ? {} : { ticket: p.ticket as string }) }
+      ? {
+          approvedBy: p.approvedBy as string,
+          reason: p.reason as string,
+          ...(p.ticket === undefined ? {} : { ticket: p.ticket as string }),
+          ...(p.replayRequestId === undefined ? {} : { replayRequestId: p.replayRequestId as string }),
+        }
       : { by: p.by as string, reason: p.reason as string };
   return { ok: true, value: policyRun === undefined ? value : { ...value, policyRun } };
 }

@@ -78,7 +78,9 @@ type DecisionOutcome = { outcome: 'applied'; answer: DecisionAnswer } | { outcom
 async function sendDecision(
   ctx: OpsContext,
   target: DeliveryTarget,
-  decision: { signal: 'approveReplay'; approvedBy: string; reason: string; ticket?: string } | { signal: 'discard'; by: string; reason: string },
+  decision:
+    | { signal: 'approveReplay'; approvedBy: string; reason: string; ticket?: string; replayRequestId?: string }
+    | { signal: 'discard'; by: string; reason: string },
   expectedRun?: number,
 ): Promise<DecisionOutcome> {
   let result: DecisionOutcome;
@@ -93,7 +95,13 @@ async function sendDecision(
         decision.signal === 'approveReplay'
           ? await handle.executeUpdate(approveReplayUpdate, {
               args: [
-                { approvedBy: decision.approvedBy, reason: decision.reason, ...(decision.ticket ? { ticket: decision.ticket } : {}), policyRun },
+                {
+                  approvedBy: decision.approvedBy,
+                  reason: decision.reason,
+                  ...(decision.ticket ? { ticket: decision.ticket } : {}),
+                  ...(decision.replayRequestId ? { replayRequestId: decision.replayRequestId } : {}),
+                  policyRun,
+                },
               ],
             })
           : await handle.executeUpdate(discardUpdate, { args: [{ by: decision.by, reason: decision.reason, policyRun }] });
@@ -147,7 +155,8 @@ export async function approveReplayRequest(
     const result = await sendDecision(
       ctx,
       target,
-      { signal: 'approveReplay', approvedBy, reason: `replay request ${requestId}`, ticket: options.ticket },
+      // The workflow checks the request itself (approved, by this approver, not its requester, covering the run).
+      { signal: 'approveReplay', approvedBy, reason: `replay request ${requestId}`, ticket: options.ticket, replayRequestId: requestId },
       frozenRun.get(target.webhookId),
     );
     await records.recordReplayItemOutcome(ctx.pool, requestId, target.webhookId, result.outcome);

@@ -62,7 +62,7 @@ const HELD_LONG_RECHECK_MS = 30 * 60_000;
 /** Ignored signals carried into the next run: the newest few, so the run's input stays small. */
 const CARRIED_IGNORED_SIGNALS = 20;
 
-const { quarantineDelivery, decideQuarantine } = proxyActivities<Activities>(ledgerActivity);
+const { quarantineDelivery, decideQuarantine, verifyReplayApproval } = proxyActivities<Activities>(ledgerActivity);
 const { releaseHold } = proxyLocalActivities<Activities>(ledgerLocalActivity);
 const deliverLocally = proxyLocalActivities<Activities>(webhookLocalActivity);
 
@@ -160,7 +160,7 @@ interface AttemptReport {
 /** The human decision on a quarantined delivery, as `decideQuarantine` records it. */
 type HumanDecision = Pick<QuarantineDecision, 'decision' | 'by' | 'reason' | 'ticket'>;
 
-type Verdict = { ok: true; decision: HumanDecision; policyRun: number } | { ok: false; why: string };
+type Verdict = { ok: true; decision: HumanDecision; policyRun: number; replayRequestId?: string } | { ok: false; why: string };
 
 type HoldTracker = ReturnType<typeof trackHold>;
 
@@ -191,14 +191,22 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
     if (value.policyRun !== undefined && value.policyRun !== stage.policyRun) {
       return { ok: false, why: `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${stage.policyRun}` };
     }
-    return {
-      ok: true,
-      policyRun: stage.policyRun,
-      decision:
-        'approvedBy' in value
-          ? { decision: 'replay', by: value.approvedBy, reason: value.reason, ticket: value.ticket }
-          : { decision: 'discard', by: value.by, reason: value.reason },
-    };
+    if ('approvedBy' in value) {
+      const replay: HumanDecision = { decision: 'replay', by: value.approvedBy, reason: value.reason, ticket: value.ticket };
+      return { ok: true, policyRun: stage.policyRun, decision: replay, replayRequestId: value.replayRequestId };
+    }
+    return { ok: true, policyRun: stage.policyRun, decision: { decision: 'discard', by: value.by, reason: value.reason } };
+  };
+  /**
+   * `judge`, and for an approval that names a replay request, the four-eyes check against the ledger (an
+   * activity), then `judge` again: the workflow may have moved on while the ledger answered.
+   */
+  const decide = async (kind: DecisionKind, payload: unknown): Promise<Verdict> => {
+    const verdict = judge(kind, payload);
+    if (!verdict.ok || verdict.replayRequestId === undefined) return verdict;
+    const claim = { holdId, policyRun: verdict.policyRun, replayRequestId: verdict.replayRequestId, approvedBy: verdict.decision.by };
+    const check = await verifyReplayApproval(claim);
+    return check.ok ? judge(kind, payload) : check;
   };
   const ignore = (signal: DecisionKind, payload: unknown, why: string) => {
     const p = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
@@ -207,8 +215,8 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
     ignoredSignals.push({ signal, by, reason: text(p.reason), at: new Date().toISOString(), stage: stage.stage, why });
     log.warn('signal ignored', { signal, by, stage: stage.stage, why, holdId });
   };
-  const decideBySignal = (kind: DecisionKind) => (payload: unknown) => {
-    const verdict = judge(kind, payload);
+  const decideBySignal = (kind: DecisionKind) => async (payload: unknown) => {
+    const verdict = await decide(kind, payload);
     if (verdict.ok) decision = verdict.decision;
     else ignore(kind, payload, verdict.why);
   };
@@ -216,7 +224,7 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
   const decideByUpdate = (kind: DecisionKind) =>
     [
       async (payload: unknown): Promise<DecisionAnswer> => {
-        const verdict = judge(kind, payload);
+        const verdict = await decide(kind, payload);
         if (!verdict.ok) throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
         decision = verdict.decision;
         await condition(() => recordedRun >= verdict.policyRun);

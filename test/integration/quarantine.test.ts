@@ -269,6 +269,46 @@ describe('bulk replay', () => {
   });
 });
 
+describe('case 8, four eyes is a check, not a convention', () => {
+  it('an approval naming a replay request is checked against the ledger: approved, by that approver, covering this run', async () => {
+    const n = await night(2, [{ status: 409 }]);
+    await sweep();
+    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined', 'quarantined']);
+    const [covered, other] = n.expired.map((h) => h.id) as [string, string];
+    const request = await previewReplay(us.pool, { merchantId: n.merchantIds[0]! }, 'kim');
+    // Freeze only the first hold's webhook in this request: the other hold is not covered by it.
+    await us.pool.query(
+      'DELETE FROM replay_request_items WHERE request_id = $1 AND webhook_id = (SELECT webhook_id FROM webhook_deliveries WHERE hold_id = $2)',
+      [request.id, other],
+    );
+    const approve = async (holdId: string, approvedBy: string, replayRequestId: string) =>
+      (await handleOf(holdId)).executeUpdate('approveReplay', { args: [{ approvedBy, reason: 'reviewed', replayRequestId }] }).then(
+        (answer) => answer,
+        (err: Error & { cause?: Error }) => `refused: ${err.cause?.message}`,
+      );
+
+    // Not approved yet: a direct approval that only claims the request is refused, and the workflow keeps waiting.
+    expect(await approve(covered, 'lee', request.id)).toBe(`refused: replay request ${request.id} is not approved`);
+    expect(await approve(covered, 'lee', 'rr_nope')).toBe('refused: replay request rr_nope does not exist');
+    await us.pool.query(`UPDATE replay_requests SET status = 'approved', approved_by = 'lee', approved_at = now() WHERE id = $1`, [request.id]);
+    expect(await approve(covered, 'mallory', request.id)).toBe(`refused: replay request ${request.id} was approved by lee, not mallory`);
+    expect(await approve(other, 'lee', request.id)).toBe(`refused: replay request ${request.id} does not cover this hold's quarantined policy run 1`);
+    expect(await statuses(n)).toEqual(['quarantined', 'quarantined']);
+
+    harness.merchants.script(n.merchantIds[0]!, { secrets: [n.secrets.get(n.merchantIds[0]!)!], responses: [{ status: 200 }] });
+    expect(await approve(covered, 'lee', request.id)).toEqual({ decision: 'replay', policyRun: 1, stage: 'delivering' });
+    await expect
+      .poll(() => statuses(n), { timeout: 30_000 })
+      .toEqual([covered, other].sort().map((id) => (id === covered ? 'delivered' : 'quarantined')));
+    // The same check on the signal path (Web UI, temporal CLI): a claim that does not hold is ignored, with why.
+    const otherHandle = await handleOf(other);
+    await otherHandle.signal('approveReplay', { approvedBy: 'lee', reason: 'reviewed', replayRequestId: request.id });
+    await expect
+      .poll(async () => (await otherHandle.query(statusQuery)).ignoredSignals.map((i) => i.why), { timeout: 10_000 })
+      .toEqual([`replay request ${request.id} does not cover this hold's quarantined policy run 1`]);
+  });
+});
+
 describe('why is it waiting?', () => {
   it('the status query names each waiting stage with its deadline and the last attempt', async () => {
     // Budget: 1 request per 20 s, so the second hold waits for the merchant's budget.
