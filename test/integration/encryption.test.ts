@@ -21,6 +21,8 @@ import { openHarness, type Harness, type TestRegion } from '../support/harness.j
 import { seedNight, type Night } from '../support/ledger.js';
 
 const key1 = { id: 'k1', key: randomBytes(32) };
+/** What a rejecting merchant answers: its excerpt is quoted in the failure message, which must be encrypted. */
+const REJECTION_BODY = '{"error":"iban DE89370400440532013000 unknown"}';
 const key2 = { id: 'k2', key: randomBytes(32) };
 
 let harness: Harness;
@@ -57,6 +59,9 @@ beforeAll(async () => {
   eu = await harness.region('eu', { payloadKeys: [key1] });
   await harness.startWorker(eu);
   night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3 }, harness.merchants);
+  // One merchant rejects with a body: its excerpt lands in a failure message (case 7: it must not be in clear).
+  const rejecting = night.merchantIds[1]!;
+  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: REJECTION_BODY }] });
   await eu.client.workflow.execute(sweepExpiredHolds, {
     taskQueue: eu.config.taskQueue,
     workflowId: `sweep-eu-${harness.id}-enc`,
@@ -71,6 +76,39 @@ afterAll(async () => {
 });
 
 describe('payload encryption', () => {
+  it('case 7, residency: failure messages and stack traces in history are encoded payloads, never clear text', async () => {
+    const failures: { message?: string | null; stackTrace?: string | null; encodedAttributes?: Payload | null }[] = [];
+    let raw_json = '';
+    await expect
+      .poll(
+        async () => {
+          failures.length = 0;
+          raw_json = '';
+          for await (const { history } of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories()) {
+            raw_json += JSON.stringify(history);
+            const visit = (value: unknown): void => {
+              if (!value || typeof value !== 'object') return;
+              for (const [key, child] of Object.entries(value)) {
+                if ((key === 'failure' || key === 'cause') && child && typeof child === 'object' && 'message' in child) failures.push(child);
+                visit(child);
+              }
+            };
+            visit(history);
+          }
+          return failures.length;
+        },
+        { timeout: 15_000 },
+      )
+      .toBeGreaterThan(0);
+    for (const failure of failures) {
+      expect(failure.message).toBe('Encoded failure');
+      expect(failure.stackTrace ?? '').toBe('');
+      expect(Buffer.from(failure.encodedAttributes!.metadata!.encoding!).toString()).toBe(ENCRYPTED_ENCODING);
+    }
+    expect(raw_json).not.toContain('DE89370400440532013000');
+    expect(raw_json).not.toContain('HTTP 400');
+  });
+
   it('the server stores no plaintext hold id or amount in any payload; the codec endpoint decodes them', async () => {
     let payloads: Payload[] = [];
     await expect
@@ -106,7 +144,7 @@ describe('payload encryption', () => {
           headers: { 'Content-Type': 'application/json', 'X-Namespace': eu.config.namespace, ...headers },
         });
       expect((await post({})).status).toBe(401);
-      const response = await post({ Authorization: 'Bearer secret-token' });
+      const response = await post({ Authorization: 'Bearer secret-token', Origin: 'http://127.0.0.1:8233' });
       expect(response.status).toBe(200);
       expect(response.headers.get('access-control-allow-origin')).toBe('http://127.0.0.1:8233');
       const decoded = (await response.json()) as { payloads: { metadata: Record<string, string>; data: string }[] };
@@ -121,7 +159,8 @@ describe('payload encryption', () => {
   });
 
   it('recorded encrypted histories replay with the codec', async () => {
-    const histories = raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}' AND ExecutionStatus = 'Completed'` }).intoHistories();
+    // Every run: the completed holds, the quarantined one still waiting (its failure encoded), both sweep runs.
+    const histories = raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories();
     const results: { workflowId: string; error?: unknown }[] = [];
     for await (const result of Worker.runReplayHistories(
       { workflowBundle: { code: inject('workflowBundleCode') }, dataConverter: dataConverterFor([key1]) },
@@ -129,7 +168,7 @@ describe('payload encryption', () => {
     )) {
       results.push(result);
     }
-    expect(results.length).toBeGreaterThanOrEqual(4);
+    expect(results.length).toBeGreaterThanOrEqual(5);
     expect(results.filter((r) => r.error)).toEqual([]);
   });
 
