@@ -19,6 +19,7 @@ import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
+import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
@@ -170,6 +171,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         catchupWindowMs: 600_000,
         pageSize: 200,
         quarantineTimeoutMs: 86_400_000,
+        timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     startedAt = Date.now();
     for (const region of regions) await sweepNow(region.client, region);

@@ -27,6 +27,7 @@ import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
+import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { bareFanOut } from './bare-fan-out.js';
@@ -274,6 +275,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         catchupWindowMs: 600_000,
         pageSize: options.pageSize,
         quarantineTimeoutMs: 14 * 86_400_000,
+        timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     }
     const cpuBefore = await cpuNow(processes);

@@ -38,6 +38,11 @@ export interface SweepConfig {
   readonly pageSize: number;
   /** How long a quarantined delivery waits for a human decision before it is abandoned, in ms. */
   readonly quarantineTimeoutMs: number;
+  /**
+   * The workflow execution timeout of each sweep the schedule starts, in ms: it spans the whole continue-as-new
+   * chain, so a stuck sweep ends and the next scheduled one runs instead of being skipped (overlap SKIP) forever.
+   */
+  readonly timeoutMs: number;
 }
 
 export interface WebhookConfig {
@@ -106,6 +111,7 @@ export const CONFIG_VARIABLES = [
   'SWEEP_INTERVAL',
   'SWEEP_CATCHUP_WINDOW',
   'SWEEP_PAGE_SIZE',
+  'SWEEP_TIMEOUT',
   'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS',
   'METRICS_GAUGE_INTERVAL',
@@ -126,6 +132,26 @@ const DEFAULT_CODEC_CORS_ORIGIN = 'http://127.0.0.1:8233,http://localhost:8233';
 const MAX_PAGE_SIZE = 2000;
 /** The server refuses catch-up windows under 10 s. */
 const MIN_CATCHUP_WINDOW_MS = 10_000;
+
+/** The design's whole night (50,000 holds) landing in one region, at the default 500 a page: 100 pages. */
+const SWEEP_SIZED_FOR_PAGES = 100;
+/** The 50,000-hold benchmark paged the US's 60 pages in ~40 min on the 2-core dev server (~40 s a page): 1.5× that. */
+const SWEEP_PAGE_BUDGET_MS = 60_000;
+/** The last run's wait for releases: DEFAULT_RELEASE_WAIT_MS in src/workflows/sweep-expired-holds.ts (a unit test keeps them equal). */
+export const SWEEP_RELEASE_WAIT_MS = 10 * 60_000;
+/** Workflow-task retries, a worker restart mid-sweep, finishSweep's own minute of slack, a short ledger failover. */
+const SWEEP_SLACK_MS = 10 * 60_000;
+/**
+ * SWEEP_TIMEOUT's default: 100 pages × 60 s + 10 min + 10 min = 2 h. A sweep cut off by it loses nothing: the
+ * next scheduled sweep pages from the start again, released holds are no longer active, and a hold whose child
+ * is already running collides on its id (hold + expiry), so it is counted, not started twice.
+ */
+export const DEFAULT_SWEEP_TIMEOUT_MS = SWEEP_SIZED_FOR_PAGES * SWEEP_PAGE_BUDGET_MS + SWEEP_RELEASE_WAIT_MS + SWEEP_SLACK_MS;
+/**
+ * Shorter, a sweep whose children are still releasing would always be ended in its final wait (plus that
+ * activity's minute of slack), never record a completed run, and keep the no-completed-sweep alert firing.
+ */
+const MIN_SWEEP_TIMEOUT_MS = SWEEP_RELEASE_WAIT_MS + 60_000;
 
 const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 
@@ -298,6 +324,7 @@ export function loadConfig(env: Env = process.env): Config {
     catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
     pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
     quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
+    timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };
 
   const webhooks: WebhookConfig = { allowInsecureHttp: mode === 'dev', allowPrivateAddresses: mode === 'dev' };

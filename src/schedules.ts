@@ -19,6 +19,11 @@ export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): 
       // The server appends the nominal time, so each run's id is `sweep-us-2026-11-30T02:00:00Z`.
       workflowId: sweepWorkflowIdPrefix(region.region),
       args,
+      // Spans the whole continue-as-new chain. Without it a stuck sweep (an activity retrying while the ledger is
+      // down, a wedged workflow task) would make every later one skip (overlap SKIP) forever. A sweep ended by it
+      // loses nothing: its children run on (ABANDON), and the next scheduled sweep pages from the start, where
+      // released holds are gone and a hold whose child exists collides on its id (hold + expiry), never started twice.
+      workflowExecutionTimeout: sweep.timeoutMs,
     },
     policies: {
       // A sweep still paging when the next is due must not get a concurrent twin.
@@ -47,7 +52,8 @@ export async function ensureSweepSchedule(client: Client, region: RegionConfig, 
 
 /**
  * "Sweep now": a manual trigger of the region's schedule. The SDK's default overlap for trigger() is
- * ALLOW_ALL, which would start a second sweep beside a running one; SKIP makes it a no-op instead.
+ * ALLOW_ALL, which would start a second sweep beside a running one; SKIP makes it a no-op instead. The run it
+ * starts is the schedule's action, so it carries the same execution timeout as a scheduled sweep.
  */
 export async function triggerSweep(client: Client, region: RegionConfig): Promise<void> {
   await client.schedule.getHandle(region.scheduleId).trigger(ScheduleOverlapPolicy.SKIP);

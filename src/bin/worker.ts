@@ -19,6 +19,7 @@ import { jsonLogger } from '../observability/logging.js';
 import { startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { ensureSweepSchedule } from '../schedules.js';
+import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
 import { bundleWorkflows, createRegionWorker } from '../workers/region-worker.js';
 
 /** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
@@ -92,7 +93,13 @@ async function main() {
       meter,
       tuning: config.worker.maxCachedWorkflows === undefined ? undefined : { maxCachedWorkflows: config.worker.maxCachedWorkflows },
     });
-    const gauges = startLedgerGauges({ region: region.region, pool, meter, intervalMs: config.observability.gaugeIntervalMs });
+    const gauges = startLedgerGauges({
+      region: region.region,
+      pool,
+      meter,
+      intervalMs: config.observability.gaugeIntervalMs,
+      sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
+    });
     await gauges.refresh();
     runs.push(worker.run());
     Runtime.instance().logger.info('worker running', {

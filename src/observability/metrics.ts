@@ -42,9 +42,26 @@ export interface LedgerGauges {
   refresh(): Promise<void>;
 }
 
+/** What the no-completed-sweep gauges need: the schedule's interval, and how to read the last completed sweep's age. */
+export interface SweepGaugeSource {
+  /** SWEEP_INTERVAL, exported beside the age so the alert rule compares the two instead of hard-coding 15 min. */
+  intervalMs: number;
+  /**
+   * Seconds since the region's last completed sweep. Passed in (the worker gives `lastCompletedSweepAgeSeconds` of
+   * src/sql/holds.ts): that query belongs next to the code that writes `sweep_runs`, and src/sql is a layer above this one.
+   */
+  lastCompletedAgeSeconds(): Promise<number>;
+}
+
 /** Polls the region's ledger and sets the age and depth gauges. */
-export function startLedgerGauges(options: { region: Region; pool: pg.Pool; meter: MetricMeter; intervalMs: number }): LedgerGauges {
-  const { region, pool, meter } = options;
+export function startLedgerGauges(options: {
+  region: Region;
+  pool: pg.Pool;
+  meter: MetricMeter;
+  intervalMs: number;
+  sweep: SweepGaugeSource;
+}): LedgerGauges {
+  const { region, pool, meter, sweep } = options;
   const gauge = (name: string, unit: string, description: string) => meter.createGauge(name, 'float', unit, description);
   const oldestUnreleased = gauge('hold_sweeper_oldest_unreleased_hold_age_seconds', 's', 'age past expiry of the oldest expired, still active hold');
   const oldestUndelivered = gauge('hold_sweeper_oldest_undelivered_webhook_age_seconds', 's', 'age of the oldest pending webhook');
@@ -53,10 +70,16 @@ export function startLedgerGauges(options: { region: Region; pool: pg.Pool; mete
   const abandoned = gauge('hold_sweeper_abandoned_quarantines', '1', 'quarantines nobody decided in time');
   const disabled = gauge('hold_sweeper_disabled_merchants', '1', 'merchants disabled (e.g. by a 410)');
   const replays = gauge('hold_sweeper_replay_requests', '1', 'replay requests by status (requested = pending, approved)');
+  const lastCompletedSweep = gauge(
+    'hold_sweeper_last_completed_sweep_age_seconds',
+    's',
+    'time since the last sweep that completed and recorded itself',
+  );
+  const sweepInterval = gauge('hold_sweeper_sweep_interval_seconds', 's', 'the schedule’s sweep interval (SWEEP_INTERVAL)');
   const tags = { region };
 
   async function refresh() {
-    const [holds, pending, quarantine, other, requests] = await Promise.all([
+    const [holds, pending, quarantine, other, requests, sweepAge] = await Promise.all([
       pool.query<{ age: number | null }>(
         `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,
       ),
@@ -71,6 +94,7 @@ export function startLedgerGauges(options: { region: Region; pool: pg.Pool; mete
                 (SELECT count(*) FROM merchants WHERE status = 'disabled')::integer AS disabled`,
       ),
       pool.query<{ status: string; n: number }>(`SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`),
+      sweep.lastCompletedAgeSeconds(),
     ]);
     oldestUnreleased.set(holds.rows[0]?.age ?? 0, tags);
     oldestUndelivered.set(pending.rows[0]?.age ?? 0, tags);
@@ -83,6 +107,8 @@ export function startLedgerGauges(options: { region: Region; pool: pg.Pool; mete
     const byStatus = new Map(requests.rows.map((r) => [r.status, r.n]));
     replays.set(byStatus.get('pending') ?? 0, { ...tags, status: 'requested' });
     replays.set(byStatus.get('approved') ?? 0, { ...tags, status: 'approved' });
+    lastCompletedSweep.set(sweepAge, tags);
+    sweepInterval.set(sweep.intervalMs / 1000, tags);
   }
 
   let stopped = false;

@@ -1,7 +1,7 @@
 /**
  * SQL of the holds ledger: auth_holds, accounts, ledger_entries and sweep_runs. Small query functions, positional
- * cast parameters, no value ever interpolated; the callers (src/activities/ledger.ts, src/ops/operations.ts) own
- * the transactions and decide what to do with the rows.
+ * cast parameters, no value ever interpolated; the callers (src/activities/ledger.ts, src/ops/operations.ts, the
+ * worker's ledger gauges) own the transactions and decide what to do with the rows.
  *
  * A hold moves active -> released (the release: `lockHoldForRelease`, `insertReleaseEntry`, `moveHeldToAvailable`,
  * `markReleased` in one transaction) or active -> rejected (`markRejected`); both are final here.
@@ -197,6 +197,19 @@ export async function recordSweepRun(db: Queryable, sweepId: string, cutoff: str
      ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end, finished_at = now()`,
     [sweepId, cutoff, totals.pages, totals.found, totals.started, totals.alreadyStarted, totals.rejected, unreleasedAtEnd],
   );
+}
+
+/**
+ * Seconds since the region's last completed sweep (its `sweep_runs` row, written by finishSweep) finished; on a
+ * ledger no sweep has completed on yet, since the ledger was created (its first migration), so a schedule that
+ * never worked still shows. For the no-completed-sweep gauge: one row per sweep, ~100 a day, so the aggregate
+ * stays cheap without an index.
+ */
+export async function lastCompletedSweepAgeSeconds(db: Queryable): Promise<number> {
+  const { rows } = await db.query<{ age: number }>(
+    `SELECT extract(epoch FROM now() - coalesce((SELECT max(finished_at) FROM sweep_runs), (SELECT min(applied_at) FROM schema_migrations), now()))::float8 AS age`,
+  );
+  return rows[0]!.age;
 }
 
 /** The hold's state, or undefined when no such hold exists. */

@@ -106,6 +106,32 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     );
   });
 
+  it('case 4, no completed sweep: the worker exports the age of the region’s last completed sweep and the interval the alert compares it with', async () => {
+    // The sweep in beforeAll completed and recorded itself in sweep_runs moments ago; the workers run with a 24 h interval.
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
+      .toBeLessThan(600);
+    expect(metricValue(await scrape(), 'hold_sweeper_sweep_interval_seconds', { region: 'us' })).toBe(86_400);
+
+    // Backdated, as if the schedule had been blocked for three days: past 2 × the interval, the alert's threshold.
+    await us.pool.query(`UPDATE sweep_runs SET finished_at = finished_at - interval '3 days'`);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
+      .toBeGreaterThan(3 * 86_400);
+    const text = await scrape();
+    const age = metricValue(text, 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' })!;
+    expect(age).toBeLessThan(3 * 86_400 + 600);
+    expect(age).toBeGreaterThan(2 * metricValue(text, 'hold_sweeper_sweep_interval_seconds', { region: 'us' })!);
+
+    // A ledger no sweep ever completed on counts from its creation (its first migration), not from zero.
+    await us.pool.query('DELETE FROM sweep_runs');
+    await us.pool.query(`UPDATE schema_migrations SET applied_at = now() - interval '2 hours'`);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
+      .toBeLessThan(86_400);
+    expect(metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' })).toBeGreaterThanOrEqual(7200);
+  });
+
   it('log lines for one hold join by hold id from the sweep to its terminal state, with no secret in them', async () => {
     const lines = worker
       .output()
@@ -194,6 +220,7 @@ describe('deployment files', () => {
       'QuarantineAbandoned',
       'MerchantEndpointDisabled',
       'MerchantRateLimited',
+      'SweepNotCompleting',
     ]);
     for (const rule of rules) {
       expect(['page', 'ticket']).toContain(rule.labels.severity);

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { SweepConfig } from '../../src/config.js';
+import { DEFAULT_SWEEP_TIMEOUT_MS, type SweepConfig } from '../../src/config.js';
 import type { SweepResult } from '../../src/contracts/domain.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
 import { openHarness, type Harness } from '../support/harness.js';
@@ -14,7 +14,13 @@ afterAll(async () => {
 });
 
 // An hour between scheduled runs: within a test only explicit triggers start sweeps.
-const sweep: SweepConfig = { intervalMs: 3_600_000, catchupWindowMs: 600_000, pageSize: 100, quarantineTimeoutMs: 86_400_000 };
+const sweep: SweepConfig = {
+  intervalMs: 3_600_000,
+  catchupWindowMs: 600_000,
+  pageSize: 100,
+  quarantineTimeoutMs: 86_400_000,
+  timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
+};
 
 async function schedulesWithId(client: import('@temporalio/client').Client, id: string): Promise<string[]> {
   const ids: string[] = [];

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig, parseDuration } from '../../src/config.js';
+import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, parseDuration, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
+import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
 
 /** The error the production loader or the local stack's own loader (dev/dev-config.ts) raises for `env`. */
 function configError(env: Record<string, string>): ConfigError {
@@ -23,7 +24,13 @@ describe('config', () => {
       ['us', 'hold-sweeper-us', 'hold-sweeper-us', 'hold-sweep-us', undefined, undefined],
       ['eu', 'hold-sweeper-eu', 'hold-sweeper-eu', 'hold-sweep-eu', undefined, undefined],
     ]);
-    expect(config.sweep).toEqual({ intervalMs: 900_000, catchupWindowMs: 3_600_000, pageSize: 500, quarantineTimeoutMs: 14 * 86_400_000 });
+    expect(config.sweep).toEqual({
+      intervalMs: 900_000,
+      catchupWindowMs: 3_600_000,
+      pageSize: 500,
+      quarantineTimeoutMs: 14 * 86_400_000,
+      timeoutMs: 2 * 3_600_000,
+    });
     expect(Object.isFrozen(config) && Object.isFrozen(config.regions[0])).toBe(true);
   });
 
@@ -71,6 +78,8 @@ describe('config', () => {
     ['TEMPORAL_DEV_PORT', '70000'],
     ['DEMO_HOLDS', 'many'],
     ['QUARANTINE_DECISION_TIMEOUT', '2 weeks'],
+    ['SWEEP_TIMEOUT', 'forever'],
+    ['SWEEP_TIMEOUT', '5m'],
     ['LOG_LEVEL', 'chatty'],
     ['METRICS_ADDRESS', 'everywhere'],
     ['METRICS_GAUGE_INTERVAL', 'often'],
@@ -109,6 +118,17 @@ describe('config', () => {
     const err = configError({ DATABASE_URL_US: 'mysql://ledger:s3cret-pw@db/ledger' });
     expect(err.message).not.toContain('s3cret-pw');
     expect(err.message).toContain('ledger:***@');
+  });
+
+  it('case 4, a bounded sweep: SWEEP_TIMEOUT defaults to 100 pages × 60 s + the final release wait + slack, and never undercuts that wait', () => {
+    expect(DEFAULT_SWEEP_TIMEOUT_MS).toBe(100 * 60_000 + DEFAULT_RELEASE_WAIT_MS + 10 * 60_000);
+    // config.ts keeps its own copy so that loading configuration never loads workflow code.
+    expect(SWEEP_RELEASE_WAIT_MS).toBe(DEFAULT_RELEASE_WAIT_MS);
+    expect(loadConfig({ SWEEP_TIMEOUT: '6h' }).sweep.timeoutMs).toBe(6 * 3_600_000);
+    expect(loadConfig({ SWEEP_TIMEOUT: '11m' }).sweep.timeoutMs).toBe(11 * 60_000);
+    const err = configError({ SWEEP_TIMEOUT: '10m' });
+    expect(err.variable).toBe('SWEEP_TIMEOUT');
+    expect(err.message).toContain(`at least ${DEFAULT_RELEASE_WAIT_MS + 60_000} ms`);
   });
 
   it('parses durations', () => {
