@@ -77,7 +77,9 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
       '-c',
       'unix_socket_directories=',
       '-c',
-      'max_connections=300',
+      // Worker processes' ledger pools at their largest (the benchmark's 3 processes × 2 regions × 200,
+      // ledgerPoolOptions in src/workers/region-worker.ts) and the tests' own: a refused connection fails an activity.
+      'max_connections=1500',
       ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
     ],
     // Kept for the error message if start-up fails; a healthy server's chatter is not worth printing.

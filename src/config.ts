@@ -52,12 +52,22 @@ export interface WebhookConfig {
   readonly allowPrivateAddresses: boolean;
 }
 
+/** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
+export const MERCHANT_LABELS = ['all', 'per-merchant'] as const;
+export type MerchantLabel = (typeof MERCHANT_LABELS)[number];
+
 export interface ObservabilityConfig {
   /** host:port of the worker's Prometheus endpoint (SDK + product metrics); none when undefined. */
   readonly metricsAddress: string | undefined;
   readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
   /** How often each worker re-reads the ledger gauges (ages, depths). */
   readonly gaugeIntervalMs: number;
+  /**
+   * merchant_id on the delivery metrics (attempts, throttle waits, Retry-After): `all` (the default) counts every
+   * merchant under merchant_id="all", so the series stay a handful whatever the number of merchants; `per-merchant`
+   * gives each merchant its own, for deployments with a few thousand merchants at most.
+   */
+  readonly merchantLabel: MerchantLabel;
 }
 
 export interface WorkerTuningConfig {
@@ -115,6 +125,7 @@ export const CONFIG_VARIABLES = [
   'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS',
   'METRICS_GAUGE_INTERVAL',
+  'METRICS_MERCHANT_LABEL',
   'LOG_LEVEL',
   'WORKFLOW_BUNDLE_PATH',
   'PAYLOAD_KEYS_US',
@@ -337,7 +348,15 @@ export function loadConfig(env: Env = process.env): Config {
     metricsAddress: readAddress(env, 'METRICS_ADDRESS'),
     logLevel: logLevel as ObservabilityConfig['logLevel'],
     gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
+    merchantLabel: (env.METRICS_MERCHANT_LABEL || 'all') as MerchantLabel,
   };
+  if (!(MERCHANT_LABELS as readonly string[]).includes(observability.merchantLabel)) {
+    throw new ConfigError(
+      'METRICS_MERCHANT_LABEL',
+      env.METRICS_MERCHANT_LABEL,
+      '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
+    );
+  }
 
   const worker: WorkerTuningConfig = {
     maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000) : undefined,

@@ -22,7 +22,7 @@ import type { SweepResult } from '../../src/contracts/domain.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
-import { bundleWorkflows, createRegionWorker } from '../../src/workers/region-worker.js';
+import { bundleWorkflows, createRegionWorker, ledgerPoolOptions } from '../../src/workers/region-worker.js';
 
 /** A dozen merchants per region, as the demo promises. */
 const DEMO_MERCHANTS = 12;
@@ -136,7 +136,8 @@ async function main() {
 
   for (const region of config.regions) {
     const address = stack.temporalAddress(region.region);
-    const pool = createPool(stack.databaseUrl(region.region));
+    // Sized like the production worker's: a connection per activity and local-activity slot.
+    const pool = createPool(stack.databaseUrl(region.region), ledgerPoolOptions());
     const applied = await migrate(pool);
     if (applied.length) log(`${region.region.toUpperCase()} ledger: applied ${applied.join(', ')}`);
     const night = await seedDemoNight(pool, {

@@ -20,7 +20,7 @@ import { startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
-import { bundleWorkflows, createRegionWorker } from '../workers/region-worker.js';
+import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, SHUTDOWN_GRACE_MS } from '../workers/region-worker.js';
 
 /** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
 const STARTUP_RETRY_MS = 120_000;
@@ -67,6 +67,9 @@ async function main() {
   const cleanup: (() => Promise<void>)[] = [];
   // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const tuning = config.worker.maxCachedWorkflows === undefined ? undefined : { maxCachedWorkflows: config.worker.maxCachedWorkflows };
+  // A connection for each of the worker's activity and local-activity slots (see ledgerPoolOptions).
+  const poolOptions = ledgerPoolOptions(tuning);
   for (const configured of config.regions) {
     const up = configured.region.toUpperCase();
     const region = {
@@ -77,7 +80,7 @@ async function main() {
     const orRunningStack = config.mode === 'dev' ? ', or a running `npm start` to join' : '';
     if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);
     if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, `a postgres:// URL${orRunningStack}`);
-    const pool = createPool(region.databaseUrl);
+    const pool = createPool(region.databaseUrl, poolOptions);
     await whenReachable('ledger database', () => migrate(pool));
     const address = region.temporalAddress;
     const connection = await whenReachable('Temporal', () => Connection.connect({ address }));
@@ -91,7 +94,8 @@ async function main() {
       workflowBundle,
       webhooks: config.webhooks,
       meter,
-      tuning: config.worker.maxCachedWorkflows === undefined ? undefined : { maxCachedWorkflows: config.worker.maxCachedWorkflows },
+      merchantLabel: config.observability.merchantLabel,
+      tuning,
     });
     const gauges = startLedgerGauges({
       region: region.region,
@@ -107,6 +111,10 @@ async function main() {
       namespace: region.namespace,
       taskQueue: region.taskQueue,
       metrics: config.observability.metricsAddress,
+      merchantLabel: config.observability.merchantLabel,
+      ledgerPoolMax: poolOptions.max,
+      ledgerConnectionTimeoutMs: poolOptions.connectionTimeoutMillis,
+      shutdownGraceMs: SHUTDOWN_GRACE_MS,
       pid: process.pid,
     });
     cleanup.push(

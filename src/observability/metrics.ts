@@ -6,8 +6,9 @@
  * undelivered webhook are read from Postgres by cheap indexed queries (first row of a partial index), on an
  * interval, by every worker of the region (they report the same value; alert rules take the max).
  */
-import type { MetricMeter } from '@temporalio/common';
+import type { MetricMeter, MetricTags } from '@temporalio/common';
 import type pg from 'pg';
+import type { MerchantLabel } from '../config.js';
 import type { AttemptResult } from '../delivery/policy.js';
 import { DELIVERY_FAILURE_TYPES } from '../contracts/failures.js';
 import type { Region } from '../contracts/regions.js';
@@ -34,6 +35,39 @@ export function deliveryMetrics(meter: MetricMeter) {
       'already-released holds and already-started hold workflows',
     ),
   };
+}
+
+/** What merchant_id reads on every delivery metric unless per-merchant labels are turned on. */
+export const ALL_MERCHANTS = 'all';
+
+/**
+ * The meter the activities record on, with merchant_id as the deployment chose (METRICS_MERCHANT_LABEL). A series
+ * per merchant multiplies each delivery counter by the number of merchants: 100,000 merchants would be millions of
+ * series (Prometheus memory, scrape time). So by default every merchant counts under merchant_id="all"; the label
+ * stays, so queries and alert rules grouping by it read the same in both modes. Which merchant is behind a number
+ * is in the ledger (`delivery_attempts`, docs/runbook.md), not in the metrics.
+ */
+export function withMerchantLabel(meter: MetricMeter, label: MerchantLabel): MetricMeter {
+  if (label === 'per-merchant') return meter;
+  return {
+    createCounter: (...args) => boundMerchant(meter.createCounter(...args), 'add'),
+    createHistogram: (...args) => boundMerchant(meter.createHistogram(...args), 'record'),
+    createGauge: (...args) => boundMerchant(meter.createGauge(...args), 'set'),
+    withTags: (tags) => withMerchantLabel(meter.withTags(allMerchants(tags)), label),
+  };
+}
+
+function allMerchants<T extends MetricTags | undefined>(tags: T): T {
+  return tags && 'merchant_id' in tags ? { ...tags, merchant_id: ALL_MERCHANTS } : tags;
+}
+
+/** `metric`, its recording method (`add`, `record` or `set`) and `withTags` rewriting merchant_id; the rest delegated. */
+function boundMerchant<M extends { withTags(tags: MetricTags): M }>(metric: M, method: 'add' | 'record' | 'set'): M {
+  const record = (metric as unknown as Record<typeof method, (value: number, tags?: MetricTags) => void>)[method].bind(metric);
+  return Object.assign(Object.create(metric) as M, {
+    [method]: (value: number, tags?: MetricTags) => record(value, allMerchants(tags)),
+    withTags: (tags: MetricTags) => boundMerchant(metric.withTags(allMerchants(tags)), method),
+  });
 }
 
 export interface LedgerGauges {

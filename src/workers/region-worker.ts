@@ -8,8 +8,9 @@ import type { MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
 import { dataConverterFor, FAILURE_CONVERTER_PATH } from '../codec/encryption-codec.js';
-import type { RegionConfig, WebhookConfig } from '../config.js';
+import type { MerchantLabel, RegionConfig, WebhookConfig } from '../config.js';
 import { createAgents } from '../delivery/http-sender.js';
+import { withMerchantLabel } from '../observability/metrics.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
 export const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
@@ -28,11 +29,69 @@ export interface RegionWorkerOptions {
   webhooks: WebhookConfig;
   /** Product metrics (the runtime's meter, exported with the SDK's on the Prometheus endpoint). */
   meter?: MetricMeter;
-  /** Worker tuning (concurrency, pollers); the SDK's defaults otherwise. */
-  tuning?: Partial<Pick<WorkerOptions, 'maxConcurrentActivityTaskExecutions' | 'maxConcurrentWorkflowTaskExecutions' | 'maxCachedWorkflows'>>;
+  /** The merchant_id label on the product metrics (METRICS_MERCHANT_LABEL); `all` (bounded) unless said otherwise. */
+  merchantLabel?: MerchantLabel;
+  /** Worker tuning (concurrency, pollers); TASK_SLOTS and the SDK's defaults otherwise. */
+  tuning?: Partial<
+    Pick<
+      WorkerOptions,
+      'maxConcurrentActivityTaskExecutions' | 'maxConcurrentLocalActivityExecutions' | 'maxConcurrentWorkflowTaskExecutions' | 'maxCachedWorkflows'
+    >
+  >;
 }
 
-export function createRegionWorker({ connection, region, pool, workflowBundle, webhooks, meter, tuning }: RegionWorkerOptions): Promise<Worker> {
+/**
+ * The activity slots of each regional worker: the SDK's defaults, written out because the ledger pool is sized from
+ * them (`ledgerPoolOptions`). The benchmark found the worker is not bound by them (bench/README.md).
+ */
+export const TASK_SLOTS = {
+  // Deliveries past their first attempt (retries, replays) and the sweep's paging and finish.
+  maxConcurrentActivityTaskExecutions: 100,
+  // Every hold's release and its delivery's first attempt (the fast path, src/workflows/activity-profiles.ts).
+  maxConcurrentLocalActivityExecutions: 100,
+} as const;
+
+/**
+ * How long a stopping worker (SIGTERM on a deploy) lets activities in flight finish before cancelling them: the
+ * longest delivery attempt is a 2 s wait for the merchant's budget, one HTTP attempt of 15 s at most
+ * (DEFAULT_DELIVERY_POLICY.attemptTimeoutMs), then its ledger writes; 30 s covers that with room for a slow
+ * database. Local activities (releases, first attempts) are always waited for. docker-compose.yml's
+ * `stop_grace_period` is longer, so the container is not killed while it drains.
+ */
+export const SHUTDOWN_GRACE_MS = 30_000;
+
+/**
+ * How long a ledger query waits for a connection before it fails and its activity is retried: a new connection
+ * (TCP, TLS, SCRAM) takes well under a second even on a loaded database; 5 s is far past that and well inside the
+ * ledger activities' 30 s start-to-close, so a database that stops accepting connections fails the attempt with
+ * a named cause instead of a silent activity timeout.
+ */
+export const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
+
+/**
+ * The region's ledger pool for a worker with `tuning`: a connection for every activity and local-activity slot.
+ * Each activity holds at most one connection, and only while a query or a transaction runs (never across an HTTP
+ * attempt or a wait), so no activity waits for another's connection. pg opens connections only when they are
+ * needed and closes them after 10 s idle: a quiet worker holds a few. The ledger gauges' refresh (a few reads every
+ * METRICS_GAUGE_INTERVAL) shares the pool and waits its turn when it is full. Not configurable on its own: fewer
+ * connections than slots only moves the queue into the pool; to open fewer, run fewer slots.
+ */
+export function ledgerPoolOptions(tuning: RegionWorkerOptions['tuning'] = {}): { max: number; connectionTimeoutMillis: number } {
+  const activities = tuning.maxConcurrentActivityTaskExecutions ?? TASK_SLOTS.maxConcurrentActivityTaskExecutions;
+  const localActivities = tuning.maxConcurrentLocalActivityExecutions ?? TASK_SLOTS.maxConcurrentLocalActivityExecutions;
+  return { max: activities + localActivities, connectionTimeoutMillis: LEDGER_CONNECTION_TIMEOUT_MS };
+}
+
+export function createRegionWorker({
+  connection,
+  region,
+  pool,
+  workflowBundle,
+  webhooks,
+  meter,
+  merchantLabel = 'all',
+  tuning,
+}: RegionWorkerOptions): Promise<Worker> {
   return Worker.create({
     connection,
     namespace: region.namespace,
@@ -40,7 +99,15 @@ export function createRegionWorker({ connection, region, pool, workflowBundle, w
     workflowBundle,
     // Inputs and results leave this process encrypted when the region has keys (src/codec/encryption-codec.ts).
     dataConverter: dataConverterFor(region.payloadKeys),
-    activities: createActivities({ region: region.region, pool, endpointRules: webhooks, agents: createAgents(), meter }),
+    activities: createActivities({
+      region: region.region,
+      pool,
+      endpointRules: webhooks,
+      agents: createAgents(),
+      meter: meter && withMerchantLabel(meter, merchantLabel),
+    }),
+    shutdownGraceTime: SHUTDOWN_GRACE_MS,
+    ...TASK_SLOTS,
     ...tuning,
   });
 }

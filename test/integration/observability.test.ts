@@ -41,7 +41,8 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     worker = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), {
-      extraEnv: () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms' }),
+      // Per-merchant labels on: the assertions below name merchants (the default, "all", is case 10's test).
+      extraEnv: () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms', METRICS_MERCHANT_LABEL: 'per-merchant' }),
     });
     // A small night with faults: merchant 0 rejects (400), merchant 1 answers 429 once, merchant 2 hangs.
     night = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 12, merchants: 4 }, harness.merchants);
