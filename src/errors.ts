@@ -61,3 +61,36 @@ export class OperatorError extends Error {
     super(message);
   }
 }
+
+/**
+ * The release would take the account's held balance below zero (`accounts.held_minor >= 0`): the account's held
+ * balance does not cover the hold, so the account or the hold is wrong upstream. Never retried: the release marks
+ * the hold `rejected` with this name as its code (src/contracts/failures.ts).
+ */
+export class InsufficientHeldBalance extends Error {
+  override readonly name = 'InsufficientHeldBalance';
+  constructor(
+    readonly holdId: string,
+    readonly accountId: string,
+    readonly amountMinor: string,
+  ) {
+    super(
+      `hold ${holdId} cannot be released: account ${accountId}'s held balance is less than its ${amountMinor} (minor units); ` +
+        `correct the account's held_minor (or the hold) upstream, then set the hold's state back to 'active'`,
+    );
+  }
+}
+
+/**
+ * A released hold has no webhook row (the release's outbox), so there is nothing to deliver. Never retried: the
+ * release reports it `rejected` with this name as its code and leaves the hold released (its ledger entry stands).
+ */
+export class ReleasedWithoutWebhook extends Error {
+  override readonly name = 'ReleasedWithoutWebhook';
+  constructor(readonly holdId: string) {
+    super(
+      `hold ${holdId} is released but has no webhook_deliveries row: it was released outside this service or its row was ` +
+        `deleted; find out which before writing the merchant's webhook by hand`,
+    );
+  }
+}

@@ -6,12 +6,17 @@
  * and flipped in the same transaction that writes the one ledger entry (unique idempotency key) and moves
  * the amount from held to available. A second call, from a retry or a duplicate workflow, finds the row
  * released and reports "already released" without writing anything.
+ *
+ * A release that can never succeed (RELEASE_FAILURE_TYPES in src/contracts/failures.ts) is not retried: the release
+ * answers `rejected` with the failure's name as its code, and marks the hold so when it is still active.
  */
 import { heartbeat, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { ExpiredHoldsPage, HoldCursor, HoldRef, RejectedHold, ReleaseOutcome, SweepResult, SweepTotals } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
+import { underSavepoint } from '../db/sql.js';
+import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 import { resolveDeliveryPolicy } from '../delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
 import { deliveryMetrics } from '../observability/metrics.js';
@@ -38,6 +43,17 @@ export interface ListExpiredHoldsInput {
   limit: number;
 }
 
+export interface ReleaseHoldInput {
+  holdId: string;
+  /** The hold's expiry as the sweep saw it; with `cutoff`, the hold's must still be this one. */
+  expiresAt?: string;
+  /**
+   * The cutoff of the sweep that found the hold: "expired" is decided by it, by the clock the sweep decided by.
+   * Absent for a workflow started by hand (or by a sweep from before this field): the database clock decides.
+   */
+  cutoff?: string;
+}
+
 export interface FinishSweepInput {
   sweepId: string;
   cutoff: string;
@@ -60,7 +76,11 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
       const rejected: RejectedHold[] = [];
       for (const row of rows) {
         if (row.defect) rejected.push({ holdId: row.id, code: row.defect });
-        else releasable.push({ holdId: row.id, expiresAt: row.expiresAt, merchantId: row.merchantId });
+        else {
+          // Set only when true: the common page's payload (sweep history) stays as it was.
+          const left = row.leftActiveByEarlierSweep ? { leftActiveByEarlierSweep: true } : {};
+          releasable.push({ holdId: row.id, expiresAt: row.expiresAt, merchantId: row.merchantId, ...left });
+        }
       }
       await holds.markRejected(pool, rejected);
       const last = rows[rows.length - 1];
@@ -70,14 +90,20 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
     },
 
     /** Releases one hold exactly once; see the module comment. */
-    async releaseHold({ holdId }: { holdId: string }): Promise<ReleaseOutcome> {
+    async releaseHold({ holdId, expiresAt, cutoff }: ReleaseHoldInput): Promise<ReleaseOutcome> {
       return inTransaction(pool, async (tx) => {
-        const hold = await holds.lockHoldForRelease(tx, holdId);
+        const hold = await holds.lockHoldForRelease(tx, holdId, cutoff === undefined ? undefined : { cutoff, expiresAt });
         if (!hold) return { status: 'not_found', holdId };
         if (hold.state === 'released') {
           duplicateSuppressions.add(1, { kind: 'already_released' });
           log.info('hold already released: nothing written', { region, holdId });
-          return { status: 'already_released', ...(await releasedEntry(tx, holdId)) };
+          try {
+            return { status: 'already_released', ...(await releasedEntry(tx, holdId)) };
+          } catch (err) {
+            if (!(err instanceof ReleasedWithoutWebhook)) throw err;
+            log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
+            return { status: 'rejected', holdId, code: err.name };
+          }
         }
         if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.rejectCode! };
         if (hold.defect) {
@@ -86,14 +112,24 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
         }
         if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expiresAt };
 
-        const ledgerEntryId = await holds.insertReleaseEntry(tx, holdId, hold);
-        await holds.moveHeldToAvailable(tx, hold.accountId, hold.amountMinor);
-        await holds.markReleased(tx, holdId, ledgerEntryId);
-        // The webhook is fixed in the same transaction (an outbox): it exists if and only if the release committed.
-        await deliveries.enqueueReleasedWebhook(tx, holdId);
-        const released = await releasedEntry(tx, holdId);
-        log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
-        return { status: 'released', ...released };
+        try {
+          // Under a savepoint: when the ledger refuses the release for good, the hold stays locked and is marked.
+          const released = await underSavepoint(tx, async () => {
+            const ledgerEntryId = await holds.insertReleaseEntry(tx, holdId, hold);
+            await holds.moveHeldToAvailable(tx, holdId, hold.accountId, hold.amountMinor);
+            await holds.markReleased(tx, holdId, ledgerEntryId);
+            // The webhook is fixed in the same transaction (an outbox): it exists if and only if the release committed.
+            await deliveries.enqueueReleasedWebhook(tx, holdId);
+            return releasedEntry(tx, holdId);
+          });
+          log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
+          return { status: 'released', ...released };
+        } catch (err) {
+          if (!(err instanceof InsufficientHeldBalance)) throw err;
+          await holds.markRejected(tx, [{ holdId, code: err.name }]);
+          log.warn('hold rejected: cannot be released as written', { region, holdId, code: err.name, error: err.message });
+          return { status: 'rejected', holdId, code: err.name };
+        }
       });
     },
 

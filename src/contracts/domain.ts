@@ -3,7 +3,7 @@
  * bundle. Timestamps cross Temporal as ISO strings with microseconds (Postgres precision), so keyset cursors
  * and workflow ids built from them are exact.
  */
-import type { InvalidHoldCode } from './failures.js';
+import type { InvalidHoldCode, ReleaseFailureType } from './failures.js';
 import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
 
@@ -18,6 +18,11 @@ export interface HoldRef {
   holdId: string;
   expiresAt: string;
   merchantId: string;
+  /**
+   * An earlier, finished sweep answered for this hold (its expiry is at or before that sweep's cutoff) and it is
+   * still active: its child ended without releasing it (or is still running). Its child may be started again.
+   */
+  leftActiveByEarlierSweep?: boolean;
 }
 
 export interface RejectedHold {
@@ -46,8 +51,12 @@ export type ReleaseOutcome =
       /** How long the delivery policy keeps retrying for this merchant. */
       retryHorizonMs: number;
     }
-  | { status: 'rejected'; holdId: string; code: InvalidHoldCode }
-  /** The hold's expiry moved into the future after the sweep saw it (re-authorised upstream). */
+  /** A bad row (marked `rejected` with its code), or a release that can never succeed (see RELEASE_FAILURE_TYPES). */
+  | { status: 'rejected'; holdId: string; code: InvalidHoldCode | ReleaseFailureType }
+  /**
+   * Not expired by the clock that decides: the hold's expiry changed after the sweep saw it (re-authorised upstream)
+   * or is past the sweep's cutoff; for a workflow started without a cutoff, not yet past the database clock.
+   */
   | { status: 'not_expired'; holdId: string; expiresAt: string }
   /** The row vanished upstream between the sweep's page and the release. */
   | { status: 'not_found'; holdId: string };
@@ -89,6 +98,12 @@ export interface ReleaseExpiredHoldInput {
   holdId: string;
   expiresAt: string;
   merchantId: string;
+  /**
+   * The cutoff of the sweep that started this workflow (its first run's workflow clock). The release decides
+   * "expired" by it, the clock the sweep decided by, never by the database's. Absent when started by hand or by a
+   * sweep from before this field: the database clock decides then.
+   */
+  cutoff?: string;
   /** How long a quarantined delivery waits for a human before it is abandoned; default 14 days. */
   quarantineTimeoutMs?: number;
   /** Set by the workflow itself when it continues as new while its merchant is held (keeps its history short). */

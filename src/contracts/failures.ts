@@ -7,11 +7,28 @@
 
 /**
  * Why a hold row cannot be released; each code is a distinct data problem upstream. A row with one is marked
- * `rejected` with the code (reported in the sweep's result and log), so it never blocks a sweep; fix it upstream
- * and set its state back to 'active'.
+ * `rejected` with the code, so it never blocks a sweep; fix it upstream and set its state back to 'active'. The
+ * first four are read off the row by the sweep's page query (reported in the sweep's result and log) and by the
+ * release alike; `InsufficientHeldBalance` only by the release, when the account's `held_minor >= 0` check refuses
+ * it (the account's held balance does not cover the hold, which the row alone cannot show).
  */
-export const INVALID_HOLD_CODES = ['NonPositiveAmount', 'UnknownAccount', 'UnknownMerchant', 'CurrencyMismatch'] as const;
+export const INVALID_HOLD_CODES = ['NonPositiveAmount', 'UnknownAccount', 'UnknownMerchant', 'CurrencyMismatch', 'InsufficientHeldBalance'] as const;
 export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
+
+/**
+ * Named release failures that can never succeed, however often the release is retried: each is the Temporal failure
+ * type of its error class (src/errors.ts) and is non-retryable in the ledger profiles. The release itself turns each
+ * into its `rejected` outcome with the type as its code, so the hold's workflow ends cleanly (DeliveryStatus `none`):
+ * - `InsufficientHeldBalance`: releasing would take the account's held balance below zero; the hold is marked
+ *   `rejected` with this code (see INVALID_HOLD_CODES) and nothing else is written;
+ * - `ReleasedWithoutWebhook`: the hold is released but its webhook (the release's outbox row) is missing, so there
+ *   is nothing to deliver. The row stays `released`: its ledger entry is real and the money has moved; the chaos
+ *   suite's invariant 3 names it for a human.
+ */
+export const RELEASE_FAILURE_TYPES = ['InsufficientHeldBalance', 'ReleasedWithoutWebhook'] as const;
+export type ReleaseFailureType = (typeof RELEASE_FAILURE_TYPES)[number];
+
+export const NON_RETRYABLE_LEDGER_ERRORS: string[] = [...RELEASE_FAILURE_TYPES];
 
 /** Named, non-retryable delivery failures: each class name is the Temporal failure type. */
 export const DELIVERY_FAILURE_TYPES = {

@@ -11,6 +11,7 @@ import type { HoldCursor, RejectedHold, SweepTotals } from '../contracts/domain.
 import type { InvalidHoldCode } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 
 /**
  * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
@@ -29,12 +30,20 @@ export interface ExpiredHoldRow {
   expiresAt: string;
   merchantId: string;
   defect: InvalidHoldCode | null;
+  /** At or before the cutoff of a sweep that has finished (`sweep_runs`), and still active: see `expiredHoldsPage`. */
+  leftActiveByEarlierSweep: boolean;
 }
 
-/** Up to `limit` expired active holds at or before `cutoff`, in (expires_at, id) order after `after`, each with its defect. */
+/**
+ * Up to `limit` expired active holds at or before `cutoff`, in (expires_at, id) order after `after`, each with its
+ * defect, and whether an earlier sweep already answered for it: its expiry is at or before a finished sweep's cutoff
+ * (that sweep started its child and waited for the release), yet it is still active, so that child ended without
+ * releasing it or is still at it. A hold new to this sweep is not: concurrent sweeps collide on its child's id.
+ */
 export async function expiredHoldsPage(db: Queryable, cutoff: string, after: HoldCursor, limit: number): Promise<ExpiredHoldRow[]> {
-  const { rows } = await db.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null }>(
-    `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id, ${HOLD_DEFECT_SQL} AS defect
+  const { rows } = await db.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null; left_active: boolean }>(
+    `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id, ${HOLD_DEFECT_SQL} AS defect,
+            coalesce(h.expires_at <= (SELECT max(s.cutoff) FROM sweep_runs s), false) AS left_active
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
        LEFT JOIN merchants m ON m.id = h.merchant_id
@@ -45,7 +54,13 @@ export async function expiredHoldsPage(db: Queryable, cutoff: string, after: Hol
       LIMIT $4::integer`,
     [cutoff, after.expiresAt, after.id, limit],
   );
-  return rows.map((r) => ({ id: r.id, expiresAt: r.expires_at, merchantId: r.merchant_id, defect: r.defect }));
+  return rows.map((r) => ({
+    id: r.id,
+    expiresAt: r.expires_at,
+    merchantId: r.merchant_id,
+    defect: r.defect,
+    leftActiveByEarlierSweep: r.left_active,
+  }));
 }
 
 /** Marks still-active holds `rejected` with their defect code, so they leave the active set for good. */
@@ -64,7 +79,7 @@ export interface HoldForRelease {
   state: 'active' | 'released' | 'rejected';
   rejectCode: InvalidHoldCode | null;
   defect: InvalidHoldCode | null;
-  /** By the database clock, now. */
+  /** By the sweep's cutoff when there is one (see `lockHoldForRelease`), else by the database clock. */
   expired: boolean;
   expiresAt: string;
   accountId: string;
@@ -73,8 +88,20 @@ export interface HoldForRelease {
   currency: string;
 }
 
-/** The hold, locked (FOR UPDATE) until the end of the release's transaction; undefined if the row is gone. */
-export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string): Promise<HoldForRelease | undefined> {
+/** The sweep's decision that a hold has expired: the cutoff it decided by, and the hold's expiry as it saw it. */
+export interface SweptAs {
+  cutoff: string;
+  expiresAt?: string;
+}
+
+/**
+ * The hold, locked (FOR UPDATE) until the end of the release's transaction; undefined if the row is gone.
+ *
+ * `expired` is decided by one clock: with `sweptAs`, the sweep's (its cutoff, from the workflow clock), which already
+ * judged this expiry past it; the hold's expiry must still be the one the sweep saw (a re-authorised hold is a new
+ * business action for a later sweep). Without it (a workflow started by hand), by the database clock.
+ */
+export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string, sweptAs?: SweptAs): Promise<HoldForRelease | undefined> {
   const { rows } = await tx.query<{
     state: HoldForRelease['state'];
     reject_code: InvalidHoldCode | null;
@@ -86,14 +113,17 @@ export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string): Pro
     amount_minor: string;
     currency: string;
   }>(
-    `SELECT h.state, h.reject_code, ${HOLD_DEFECT_SQL} AS defect, h.expires_at <= now() AS expired,
+    `SELECT h.state, h.reject_code, ${HOLD_DEFECT_SQL} AS defect,
+            CASE WHEN $2::timestamptz IS NULL THEN h.expires_at <= now()
+                 ELSE h.expires_at <= $2::timestamptz AND h.expires_at = coalesce($3::timestamptz, h.expires_at)
+            END AS expired,
             ${isoUtc('h.expires_at')} AS expires_at, h.account_id, h.merchant_id, h.amount_minor, h.currency
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
        LEFT JOIN merchants m ON m.id = h.merchant_id
       WHERE h.id = $1::text
         FOR UPDATE OF h`,
-    [holdId],
+    [holdId, sweptAs?.cutoff ?? null, sweptAs?.expiresAt ?? null],
   );
   const row = rows[0];
   if (!row) return undefined;
@@ -121,14 +151,32 @@ export async function insertReleaseEntry(tx: pg.PoolClient, holdId: string, hold
   return rows[0]!.id;
 }
 
-/** Moves the released amount from the account's held balance to its available balance. */
-export async function moveHeldToAvailable(tx: pg.PoolClient, accountId: string, amountMinor: string): Promise<void> {
-  await tx.query(
-    `UPDATE accounts
-        SET held_minor = held_minor - $2::bigint, available_minor = available_minor + $2::bigint, updated_at = now()
-      WHERE id = $1::text`,
-    [accountId, amountMinor],
-  );
+/**
+ * Moves the released amount from the account's held balance to its available balance. Throws InsufficientHeldBalance
+ * when the account's `held_minor >= 0` check refuses it: the held balance does not cover the hold, and never will
+ * by retrying. The statement has failed, so the transaction is aborted up to the caller's savepoint.
+ */
+export async function moveHeldToAvailable(tx: pg.PoolClient, holdId: string, accountId: string, amountMinor: string): Promise<void> {
+  try {
+    await tx.query(
+      `UPDATE accounts
+          SET held_minor = held_minor - $2::bigint, available_minor = available_minor + $2::bigint, updated_at = now()
+        WHERE id = $1::text`,
+      [accountId, amountMinor],
+    );
+  } catch (err) {
+    if (isCheckViolation(err, HELD_BALANCE_CHECK)) throw new InsufficientHeldBalance(holdId, accountId, amountMinor);
+    throw err;
+  }
+}
+
+/** The name Postgres gives 001_ledger's `held_minor bigint NOT NULL CHECK (held_minor >= 0)` on accounts. */
+const HELD_BALANCE_CHECK = 'accounts_held_minor_check';
+
+/** SQLSTATE 23514 (check_violation) on the named constraint. */
+function isCheckViolation(err: unknown, constraint: string): boolean {
+  const e = err as { code?: unknown; constraint?: unknown } | null;
+  return e?.code === '23514' && e.constraint === constraint;
 }
 
 export async function markReleased(tx: pg.PoolClient, holdId: string, ledgerEntryId: string): Promise<void> {
@@ -149,7 +197,10 @@ export interface ReleasedEntry {
   deliveryPolicy: unknown;
 }
 
-/** What a released hold's release wrote: its ledger entry and its webhook (the outbox row). */
+/**
+ * What a released hold's release wrote: its ledger entry and its webhook (the outbox row). Throws
+ * ReleasedWithoutWebhook when the webhook row is missing: there is nothing to deliver, and retrying changes nothing.
+ */
 export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<ReleasedEntry> {
   const { rows } = await tx.query<{
     ledger_entry_id: string;
@@ -157,18 +208,20 @@ export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<
     currency: string;
     merchant_id: string;
     released_at: string;
-    webhook_id: string;
+    webhook_id: string | null;
     delivery_policy: unknown;
   }>(
+    // The merchant's overrides are optional here: a merchant row gone since the release still has its webhook.
     `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
             d.webhook_id, m.delivery_policy
        FROM auth_holds h
-       JOIN webhook_deliveries d ON d.hold_id = h.id
-       JOIN merchants m ON m.id = h.merchant_id
+       LEFT JOIN webhook_deliveries d ON d.hold_id = h.id
+       LEFT JOIN merchants m ON m.id = h.merchant_id
       WHERE h.id = $1::text`,
     [holdId],
   );
-  const row = rows[0]!;
+  const row = rows[0];
+  if (!row?.webhook_id) throw new ReleasedWithoutWebhook(holdId);
   return {
     ledgerEntryId: row.ledger_entry_id,
     amountMinor: row.amount_minor,

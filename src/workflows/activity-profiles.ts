@@ -2,11 +2,12 @@
  * Named activity option profiles, each retry policy written out in full.
  *
  * Ledger work retries without an attempt limit: a hold must not be lost because Postgres was down for an
- * hour, and the release is idempotent, so retrying it is always safe.
+ * hour, and the release is idempotent, so retrying it is always safe. What can never succeed by retrying (the
+ * named release failures) is not retried.
  */
 import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
 import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
-import { NON_RETRYABLE_DELIVERY_ERRORS } from '../contracts/failures.js';
+import { NON_RETRYABLE_DELIVERY_ERRORS, NON_RETRYABLE_LEDGER_ERRORS } from '../contracts/failures.js';
 
 export const ledgerActivity: ActivityOptions = {
   // One short transaction; 30 s leaves room for a row lock held by a concurrent release of the same hold.
@@ -17,18 +18,29 @@ export const ledgerActivity: ActivityOptions = {
     backoffCoefficient: 2,
     maximumInterval: '1m',
     // No maximumAttempts: unlimited, see the module comment.
-    nonRetryableErrorTypes: [],
+    nonRetryableErrorTypes: NON_RETRYABLE_LEDGER_ERRORS,
   },
 };
 
 /**
  * The release as a local activity: one short, idempotent transaction, run inside the workflow task instead of
  * through the task queue. It records one marker event instead of three activity events and saves a matching
- * round trip, on the hot path of every hold. Retries are the same policy; long outages back off with timers.
+ * round trip, on the hot path of every hold. Retries are the same policy.
+ *
+ * Only a blip is retried inside the worker: a backoff longer than `localRetryThreshold` waits on a durable timer
+ * instead. With the policy above, the retries 1 s and 2 s after a failure stay in the worker (3 s: a dropped
+ * connection or a restarted pooler heals in the same workflow task, which stays under the SDK's 5 s slow-task
+ * warning and well under the 10 s workflow task timeout); from the 4 s backoff on, each retry is a marker for the
+ * failed attempt and a timer (about 6 events a minute at the 1 min maximum interval). An outage then holds no
+ * workflow task, local activity slot or cache entry, survives a worker restart, and shows in the history as the
+ * wait it is. The SDK's default threshold (1 min) is never exceeded by this policy (its backoff stops at 1 min), so
+ * without this an outage kept every release retrying in the worker for as long as it lasted, heartbeating its
+ * workflow task every 8 s (3 events each, ~22 a minute: the 51,200-event limit in ~38 h instead of ~6 days).
  */
 export const ledgerLocalActivity: LocalActivityOptions = {
   startToCloseTimeout: ledgerActivity.startToCloseTimeout,
   retry: ledgerActivity.retry,
+  localRetryThreshold: '2s',
 };
 
 /** finishSweep polls the ledger while children release; it heartbeats so a dead worker is noticed quickly. */

@@ -92,7 +92,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
 
   // A continued run was released by its first run: it carries the outcome instead of asking the ledger again.
-  const release = resume?.release ?? (await releaseHold({ holdId: input.holdId }));
+  const release = resume?.release ?? (await releaseHold({ holdId: input.holdId, expiresAt: input.expiresAt, cutoff: input.cutoff }));
   if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     hold.enter({ stage: 'not_released', status: release.status }, 'none');

@@ -29,11 +29,14 @@ const ledger = proxyActivities<Activities>(ledgerActivity);
  *
  * - One page per run, then continue-as-new: history stays small and pending children stay under the cap
  *   however many holds a night brings.
- * - The cutoff is fixed on the first run, so a sweep has a definite set of holds to answer for.
+ * - The cutoff is fixed on the first run, so a sweep has a definite set of holds to answer for. It is the one
+ *   clock "expired" is decided by: each child gets it and its release checks the hold against it, never against
+ *   the database clock, so a lagging database cannot make a child skip a hold this sweep found expired.
  * - Children are started with ABANDON, because the parent-close policy also fires on continue-as-new and a
  *   child may wait days for a human; and with ids derived from hold + expiry, so a second sweep (concurrent,
  *   late or repeated) collides on the id and counts the hold as already handled instead of starting it twice.
- *   The ledger's own idempotency guards the rare case where a finished child's id is reused.
+ *   A hold an earlier, finished sweep already answered for and left active is the exception: its child ended
+ *   without releasing it, so its id may be started again (see `holdChildOptions`).
  * - A final run of its own (no children, so no completion events) waits, bounded, until the ledger shows
  *   every hold up to the cutoff released, and records what the sweep did in `sweep_runs`.
  */
@@ -52,7 +55,7 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   }
 
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
-  const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, input.quarantineTimeoutMs)));
+  const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, progress.cutoff, input.quarantineTimeoutMs)));
   const started = starts.filter((s) => s === 'started').length;
   for (const rejected of page.rejected)
     log.warn('hold rejected: cannot be released as written', { region, holdId: rejected.holdId, code: rejected.code });
@@ -77,8 +80,13 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
 export function holdChildOptions(region: Region, hold: HoldRef) {
   return {
     parentClosePolicy: ParentClosePolicy.ABANDON,
-    // A completed hold workflow is never started again; one that failed or was terminated may be.
-    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    // A running hold workflow is never started twice (the start fails: already handled), nor, as a rule, a completed
+    // one: a concurrent sweep may have listed the hold a moment before its child released it. Except for a hold an
+    // earlier, finished sweep left active: its child completed without releasing it (not expired by the clock it
+    // was judged by, or rejected and fixed upstream since), so a new run is started rather than the hold stranded.
+    // Two concurrent sweeps may then both start it; the ledger's row lock and idempotency key keep the release
+    // exactly-once, and the later run finds it released and its webhook's state in the ledger.
+    workflowIdReusePolicy: hold.leftActiveByEarlierSweep ? WorkflowIdReusePolicy.ALLOW_DUPLICATE : WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
     typedSearchAttributes: [
       { key: RegionKey, value: region },
       { key: HoldIdKey, value: hold.holdId },
@@ -89,12 +97,17 @@ export function holdChildOptions(region: Region, hold: HoldRef) {
   };
 }
 
-async function startHoldWorkflow(region: Region, hold: HoldRef, quarantineTimeoutMs: number | undefined): Promise<'started' | 'already'> {
+async function startHoldWorkflow(
+  region: Region,
+  hold: HoldRef,
+  cutoff: string,
+  quarantineTimeoutMs: number | undefined,
+): Promise<'started' | 'already'> {
   try {
     await startChild(releaseExpiredHold, {
       ...holdChildOptions(region, hold),
       workflowId: holdWorkflowId(region, hold.holdId, hold.expiresAt),
-      args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, quarantineTimeoutMs }],
+      args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, cutoff, quarantineTimeoutMs }],
     });
     log.info('hold workflow started', { region, holdId: hold.holdId, merchantId: hold.merchantId });
     return 'started';

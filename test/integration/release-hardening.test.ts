@@ -1,0 +1,290 @@
+/**
+ * Hardening, cases 5 and 6, on the real stack (dev server, embedded PostgreSQL, real workers):
+ * - case 5: "expired" is decided by one clock, the sweep's cutoff, and never also by the database's; a hold
+ *   workflow that ended without releasing its hold never keeps a later sweep from starting it again;
+ * - case 6: the release retries locally for a few seconds only, then on durable timers; a release that can never
+ *   succeed ends the hold `rejected` with its reason, in bounded time, instead of retrying forever.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import type pg from 'pg';
+import { checkLedgerInvariants } from '../../bench/invariants.js';
+import { createLedgerActivities, type ReleaseHoldInput } from '../../src/activities/ledger.js';
+import type { ReleaseExpiredHoldResult, ReleaseOutcome, SweepInput, SweepResult, SweepTotals } from '../../src/contracts/domain.js';
+import type { Region } from '../../src/contracts/regions.js';
+import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
+import { isoUtc } from '../../src/db/sql.js';
+import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { balances, holdStates, holdWorkflowIdOf, ledgerEntryCount, seedNight } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+
+let harness: Harness;
+let sweeps = 0;
+
+beforeAll(async () => {
+  harness = await openHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+const NO_TOTALS: SweepTotals = { found: 0, started: 0, alreadyStarted: 0, rejected: 0, pages: 0 };
+
+/** The release activity, run in a real activity context (as the worker would). */
+function releaseHoldIn(region: Region, pool: pg.Pool) {
+  const { releaseHold } = createLedgerActivities({ region, pool });
+  return (input: ReleaseHoldInput): Promise<ReleaseOutcome> => new MockActivityEnvironment().run(releaseHold, input);
+}
+
+async function regionWithWorker(region: Region): Promise<TestRegion> {
+  const r = await harness.region(region);
+  await harness.startWorker(r);
+  return r;
+}
+
+/** A sweep; `cutoff` stands for the sweep's clock (a first run that fixed its cutoff then). */
+function runSweep(r: TestRegion, input: Partial<SweepInput> & { cutoff?: string } = {}): Promise<SweepResult> {
+  const { cutoff, ...rest } = input;
+  return r.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: r.config.taskQueue,
+    workflowId: `sweep-${r.config.region}-${harness.id}-${++sweeps}`,
+    args: [{ region: r.config.region, releaseWaitMs: 60_000, ...(cutoff ? { progress: { cutoff, totals: NO_TOTALS } } : {}), ...rest }],
+  });
+}
+
+/** The database clock, plus `offsetMs`, as an ISO string. */
+async function dbClock(pool: pg.Pool, offsetMs = 0): Promise<string> {
+  const { rows } = await pool.query<{ now: Date }>('SELECT now() AS now');
+  return new Date(rows[0]!.now.getTime() + offsetMs).toISOString();
+}
+
+/** A hold's exact (microsecond) expiry, as the sweep's page reads it. */
+async function expiryOf(pool: pg.Pool, holdId: string): Promise<string> {
+  const { rows } = await pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId]);
+  return rows[0]!.e;
+}
+
+/** `promise`, or a failure naming `what` after `ms`: the test proves the wait is bounded. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not end within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const MINUTE = 60_000;
+
+/** The status of every run under `workflowId`. */
+async function runsOf(r: TestRegion, workflowId: string): Promise<string[]> {
+  const runs: string[] = [];
+  for await (const execution of r.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) runs.push(execution.status.name);
+  return runs;
+}
+
+describe('case 5: one clock decides "expired"', () => {
+  it('case 5, the release decides "expired" against the sweep\'s cutoff, not the database clock', async () => {
+    const us = await harness.region('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}c5a`, { expired: 0, future: 4 }, harness.merchants);
+    const [lagging, reauthorised, early, byHand] = night.future.map((h) => h.id) as [string, string, string, string];
+    const releaseHold = releaseHoldIn('us', us.pool);
+    // The database clock lags the sweep's by 15 minutes: these holds expire 10 minutes from the database's now(),
+    // so by the sweep's clock they expired 5 minutes before its cutoff.
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '10 minutes'`);
+    const cutoff = await dbClock(us.pool, 15 * MINUTE);
+
+    // As the sweep saw it: released, although the database clock says it has not expired yet.
+    expect(await releaseHold({ holdId: lagging, expiresAt: await expiryOf(us.pool, lagging), cutoff })).toMatchObject({ status: 'released' });
+
+    // Re-authorised after the sweep saw it (a new expiry is a new business action, for a later sweep): not released.
+    const seen = await expiryOf(us.pool, reauthorised);
+    await us.pool.query(`UPDATE auth_holds SET expires_at = expires_at - interval '1 minute' WHERE id = $1`, [reauthorised]);
+    expect(await releaseHold({ holdId: reauthorised, expiresAt: seen, cutoff })).toMatchObject({ status: 'not_expired' });
+
+    // The other way round: expired by the database clock, but not by the cutoff it is given: not released either.
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() - interval '1 minute' WHERE id = $1`, [early]);
+    const earlyCutoff = await dbClock(us.pool, -2 * MINUTE);
+    expect(await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff: earlyCutoff })).toMatchObject({
+      status: 'not_expired',
+    });
+
+    // Started by hand (no sweep, so no cutoff): the database clock decides, as before.
+    expect(await releaseHold({ holdId: byHand })).toMatchObject({ status: 'not_expired' });
+    expect(await releaseHold({ holdId: early })).toMatchObject({ status: 'released' });
+
+    expect(await ledgerEntryCount(us.pool)).toBe(2);
+    expect(await checkLedgerInvariants(us.pool)).toEqual([]);
+  });
+
+  it("case 5, a hold past the sweep's cutoff but not yet past the lagging database clock is released by the sweep", async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}c5b`, { expired: 2, future: 1 }, harness.merchants);
+    const lagging = night.future[0]!;
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '10 minutes' WHERE id = $1`, [lagging.id]);
+
+    // The sweep's clock is 15 minutes ahead of the database's (the cutoff its first run fixed).
+    const result = await runSweep(us, { cutoff: await dbClock(us.pool, 15 * MINUTE), releaseWaitMs: 5_000 });
+
+    expect(result).toMatchObject({ found: 3, started: 3, alreadyStarted: 0, unreleasedAtEnd: 0 });
+    const child = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', lagging.id)).result();
+    expect(child.release.status).toBe('released');
+    const states = await holdStates(us.pool);
+    for (const hold of [...night.expired, lagging]) expect(states.get(hold.id)?.state).toBe('released');
+    expect(await checkLedgerInvariants(us.pool)).toEqual([]);
+  });
+
+  it('case 5, a child that returned not_expired (the database clock lagging) does not block the next sweep', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}c5c`, { expired: 0, future: 1 }, harness.merchants);
+    const hold = night.future[0]!;
+    const workflowId = await holdWorkflowIdOf(us.pool, 'us', hold.id);
+    const expiresAt = await expiryOf(us.pool, hold.id);
+    const earlierCutoff = await dbClock(us.pool, 2 * 60 * MINUTE);
+
+    // What the code before this fix left behind when the database clock lagged: the hold's child, under the id the
+    // sweep gives it, judged it by the database clock and completed `not_expired`; the sweep that started it (with
+    // a cutoff past the hold's expiry) waited for the release, then recorded itself with the hold unreleased.
+    const first = await us.client.workflow.execute(releaseExpiredHold, {
+      taskQueue: us.config.taskQueue,
+      workflowId,
+      args: [{ region: 'us', holdId: hold.id, expiresAt, merchantId: hold.merchantId }],
+    });
+    expect(first.release.status).toBe('not_expired');
+    await us.pool.query(
+      `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
+       VALUES ($1, $2, 1, 1, 1, 0, 0, 1)`,
+      [`sweep-us-${harness.id}-before-the-fix`, earlierCutoff],
+    );
+
+    // The next sweep starts a new run under the same id, and this time the hold is released.
+    const result = await runSweep(us, { cutoff: await dbClock(us.pool, 2 * 60 * MINUTE + 15 * MINUTE), releaseWaitMs: 5_000 });
+
+    expect(result).toMatchObject({ found: 1, started: 1, alreadyStarted: 0, unreleasedAtEnd: 0 });
+    expect((await holdStates(us.pool)).get(hold.id)?.state).toBe('released');
+    const second: ReleaseExpiredHoldResult = await us.client.workflow.getHandle(workflowId).result();
+    expect(second).toMatchObject({ release: { status: 'released' }, delivery: { status: 'delivered' } });
+    // Visibility is eventually consistent: poll.
+    await expect.poll(() => runsOf(us, workflowId), { timeout: 10_000 }).toEqual(['COMPLETED', 'COMPLETED']);
+    expect(await ledgerEntryCount(us.pool)).toBe(1);
+  });
+
+  it('case 5, a child that completed without releasing (rejected, then fixed upstream) does not block the next sweep', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}c5d`, { expired: 1 }, harness.merchants);
+    const hold = night.expired[0]!;
+    const workflowId = await holdWorkflowIdOf(us.pool, 'us', hold.id);
+    await us.pool.query(`UPDATE accounts SET held_minor = 0 WHERE id = $1`, [hold.accountId]);
+    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({ found: 1, started: 1, unreleasedAtEnd: 0 });
+    expect(await us.client.workflow.getHandle(workflowId).result()).toMatchObject({ release: { status: 'rejected' } });
+
+    // Fixed upstream as the reject code's doc says: the account corrected, the hold set back to 'active'.
+    await us.pool.query(`UPDATE accounts SET held_minor = $2 WHERE id = $1`, [hold.accountId, hold.amountMinor]);
+    await us.pool.query(`UPDATE auth_holds SET state = 'active', reject_code = NULL, rejected_at = NULL WHERE id = $1`, [hold.id]);
+
+    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({ found: 1, started: 1, alreadyStarted: 0, unreleasedAtEnd: 0 });
+    expect((await holdStates(us.pool)).get(hold.id)?.state).toBe('released');
+    // Visibility is eventually consistent: poll.
+    await expect.poll(() => runsOf(us, workflowId), { timeout: 10_000 }).toEqual(['COMPLETED', 'COMPLETED']);
+    expect(await checkLedgerInvariants(us.pool)).toEqual([]);
+  });
+});
+
+describe('case 6: a release that cannot succeed ends, one that may succeed waits durably', () => {
+  it('case 6, the release classifies what can never succeed: a held balance it would take below zero, a released hold without its webhook', async () => {
+    const eu = await harness.region('eu');
+    const night = await seedNight(eu.pool, 'eu', `${harness.id}c6a`, { expired: 2 }, harness.merchants);
+    const [short, orphan] = night.expired as [(typeof night.expired)[0], (typeof night.expired)[0]];
+    const releaseHold = releaseHoldIn('eu', eu.pool);
+
+    // The account's held balance no longer covers the hold (an upstream bug): releasing it would break held_minor >= 0.
+    await eu.pool.query(`UPDATE accounts SET held_minor = $2 WHERE id = $1`, [short.accountId, short.amountMinor - 1]);
+    const before = (await balances(eu.pool)).get(short.accountId);
+    expect(await releaseHold({ holdId: short.id })).toEqual({ status: 'rejected', holdId: short.id, code: 'InsufficientHeldBalance' });
+    expect((await holdStates(eu.pool)).get(short.id)).toEqual({ state: 'rejected', rejectCode: 'InsufficientHeldBalance' });
+    expect((await balances(eu.pool)).get(short.accountId)).toEqual(before);
+    expect(await ledgerEntryCount(eu.pool)).toBe(0);
+    // Rejected is final for the release: asked again, it says so without trying.
+    expect(await releaseHold({ holdId: short.id })).toEqual({ status: 'rejected', holdId: short.id, code: 'InsufficientHeldBalance' });
+
+    // A released hold whose webhook row is missing: the release stands (its ledger entry is real), reported as such.
+    expect(await releaseHold({ holdId: orphan.id })).toMatchObject({ status: 'released' });
+    await eu.pool.query('DELETE FROM webhook_deliveries WHERE hold_id = $1', [orphan.id]);
+    expect(await releaseHold({ holdId: orphan.id })).toEqual({ status: 'rejected', holdId: orphan.id, code: 'ReleasedWithoutWebhook' });
+    expect((await holdStates(eu.pool)).get(orphan.id)).toEqual({ state: 'released', rejectCode: null });
+    expect(await ledgerEntryCount(eu.pool)).toBe(1);
+  });
+
+  it("case 6, a hold whose release would take the account's held balance below zero ends rejected with its reason, in bounded time", async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}c6b`, { expired: 3 }, harness.merchants);
+    const [short, ...healthy] = night.expired as [(typeof night.expired)[0], ...typeof night.expired];
+    await us.pool.query(`UPDATE accounts SET held_minor = 0 WHERE id = $1`, [short.accountId]);
+    const before = (await balances(us.pool)).get(short.accountId);
+
+    // Before: the release retried forever inside the worker and the sweep waited its whole releaseWaitMs for it.
+    const result = await within(runSweep(us, { releaseWaitMs: 30_000 }), 25_000, 'the sweep');
+
+    expect(result).toMatchObject({ found: 3, started: 3, unreleasedAtEnd: 0 });
+    const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', short.id));
+    expect(await within(handle.result(), 10_000, "the hold's workflow")).toEqual({
+      release: { status: 'rejected', holdId: short.id, code: 'InsufficientHeldBalance' },
+    });
+    const description = await handle.describe();
+    expect(description.status.name).toBe('COMPLETED');
+    expect(description.typedSearchAttributes.get(DeliveryStatusKey)).toBe('none');
+    const states = await holdStates(us.pool);
+    expect(states.get(short.id)).toEqual({ state: 'rejected', rejectCode: 'InsufficientHeldBalance' });
+    for (const hold of healthy) expect(states.get(hold.id)?.state).toBe('released');
+    expect((await balances(us.pool)).get(short.accountId)).toEqual(before);
+    expect(await ledgerEntryCount(us.pool)).toBe(2);
+    const { rows } = await us.pool.query('SELECT 1 FROM webhook_deliveries WHERE hold_id = $1', [short.id]);
+    expect(rows).toEqual([]);
+  });
+
+  it('case 6, a database outage during the release leaves the worker after a few seconds: durable timers until it heals, then released', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}c6c`, { expired: 1 }, harness.merchants);
+    const hold = night.expired[0]!;
+    // The outage, as the release sees it: every attempt fails (retryably) at its first write.
+    await us.pool.query(`
+      CREATE FUNCTION simulated_outage() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN RAISE EXCEPTION 'simulated outage'; END; $$;
+      CREATE TRIGGER simulated_outage BEFORE INSERT ON ledger_entries FOR EACH ROW EXECUTE FUNCTION simulated_outage();`);
+
+    // The sweep waits for the release only briefly: it finishes (and records itself) with the hold still active.
+    expect(await runSweep(us, { releaseWaitMs: 1 })).toMatchObject({ found: 1, started: 1, unreleasedAtEnd: 1 });
+    const workflowId = await holdWorkflowIdOf(us.pool, 'us', hold.id);
+    const handle = us.client.workflow.getHandle(workflowId);
+    const events = async () => (await handle.fetchHistory()).events ?? [];
+    // Local retries 1 s and 2 s apart; the next backoff (4 s) is past the threshold and becomes a timer.
+    await waitUntil(async () => (await events()).some((e) => e.timerStartedEventAttributes), 'the release backs off on a durable timer', 30_000);
+    expect((await holdStates(us.pool)).get(hold.id)?.state).toBe('active');
+    const runningId = (await handle.describe()).runId;
+
+    // The hold was left active by a finished sweep, so the next one may start its id again, but its workflow is
+    // still running: the start fails, and the hold counts as already handled.
+    expect(await runSweep(us, { releaseWaitMs: 1 })).toMatchObject({ found: 1, started: 0, alreadyStarted: 1 });
+
+    await us.pool.query('DROP TRIGGER simulated_outage ON ledger_entries');
+    expect(await within(handle.result(), 60_000, "the hold's workflow")).toMatchObject({
+      release: { status: 'released' },
+      delivery: { status: 'delivered' },
+    });
+    // Still the one run the first sweep started.
+    const description = await handle.describe();
+    expect({ status: description.status.name, runId: description.runId }).toEqual({ status: 'COMPLETED', runId: runningId });
+    expect(await ledgerEntryCount(us.pool)).toBe(1);
+    // A timer for each backoff past the threshold; a marker for each attempt before one, and one for the release.
+    const history = await events();
+    const timers = history.filter((e) => e.timerStartedEventAttributes).length;
+    expect(timers).toBeGreaterThanOrEqual(1);
+    expect(history.filter((e) => e.markerRecordedEventAttributes).length).toBeGreaterThanOrEqual(timers + 1);
+    expect(await checkLedgerInvariants(us.pool)).toEqual([]);
+  });
+});
