@@ -25,6 +25,17 @@ export default defineConfig({
           hookTimeout: 180_000,
         },
       },
+      {
+        extends: true,
+        test: {
+          // `npm run golden:record` only: records this release's golden histories (test/golden/record.test.ts).
+          name: 'golden',
+          include: ['test/golden/**/*.test.ts'],
+          globalSetup: ['test/integration/global-setup.ts'],
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+        },
+      },
     ],
   },
 });

@@ -1,0 +1,64 @@
+/**
+ * The replay gate: every committed golden history (test/golden/histories/<release>/, recorded by
+ * `npm run golden:record` from each release still supported) replays against the current workflow code. A
+ * workflow change that would wedge a workflow in flight after a deploy fails here, not in production.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import { Worker } from '@temporalio/worker';
+import { describe, expect, inject, it } from 'vitest';
+
+const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
+
+/** Every golden history: release, file, parsed history. */
+export function goldenHistories() {
+  return fs
+    .readdirSync(ROOT)
+    .sort()
+    .flatMap((release) =>
+      fs
+        .readdirSync(path.join(ROOT, release))
+        .filter((file) => file.endsWith('.json'))
+        .sort()
+        .map((file) => ({ release, file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(ROOT, release, file), 'utf8'))) })),
+    );
+}
+
+/** The states a deploy can meet a workflow in (issue 16); the newest set must have each. */
+const STATES = [
+  'releaseExpiredHold-waiting_for_budget',
+  'releaseExpiredHold-backing_off',
+  'releaseExpiredHold-honouring_retry_after',
+  'releaseExpiredHold-held',
+  'releaseExpiredHold-quarantined',
+  'releaseExpiredHold-backing_off-run-2',
+  'releaseExpiredHold-completed-discarded',
+  'releaseExpiredHold-completed-abandoned',
+  'releaseExpiredHold-completed-delivered',
+  'releaseExpiredHold-completed-delivered-replayed',
+  'sweepExpiredHolds-continued_as_new',
+  'sweepExpiredHolds-completed',
+];
+
+describe('golden histories', () => {
+  const histories = goldenHistories();
+
+  it('cover every waiting state a deploy can meet, in some committed release', () => {
+    const states = new Set(histories.map((h) => h.file.replace(/-\d+\.json$/, '')));
+    expect(STATES.filter((state) => !states.has(state))).toEqual([]);
+  });
+
+  it('every committed history of every supported release replays with the current workflow code', async () => {
+    const failures: string[] = [];
+    for (const { release, file, history } of histories) {
+      try {
+        await Worker.runReplayHistory({ workflowBundle: { code: inject('workflowBundleCode') }, replayName: file }, history);
+      } catch (err) {
+        failures.push(`${release}/${file}: ${(err as Error).message.split('\n')[0]}`);
+      }
+    }
+    expect(histories.length).toBeGreaterThan(60);
+    expect(failures).toEqual([]);
+  });
+});
