@@ -3,27 +3,9 @@
  * `npm run golden:record` from each release still supported) replays against the current workflow code. A
  * workflow change that would wedge a workflow in flight after a deploy fails here, not in production.
  */
-import fs from 'node:fs';
-import path from 'node:path';
-import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker } from '@temporalio/worker';
 import { describe, expect, inject, it } from 'vitest';
-
-const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
-
-/** Every golden history: release, file, parsed history. */
-export function goldenHistories() {
-  return fs
-    .readdirSync(ROOT)
-    .sort()
-    .flatMap((release) =>
-      fs
-        .readdirSync(path.join(ROOT, release))
-        .filter((file) => file.endsWith('.json'))
-        .sort()
-        .map((file) => ({ release, file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(ROOT, release, file), 'utf8'))) })),
-    );
-}
+import { goldenHistories } from '../support/golden.js';
 
 /** The states a deploy can meet a workflow in (issue 16); the newest set must have each. */
 const STATES = [

@@ -1,0 +1,77 @@
+/**
+ * Proof that the replay gate works: a copy of the workflow code with a deliberately breaking change (two calls
+ * reordered: the quarantine's DeliveryStatus upsert before the activity that records it) fails against the
+ * golden histories; the same change behind `patched()` passes. The copy is bundled exactly as the worker bundles
+ * the real code.
+ */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { bundleWorkflows } from '../../src/workers/region-worker.js';
+import { goldenHistories } from '../support/golden.js';
+
+const REPO = path.resolve(import.meta.dirname, '../..');
+const ORIGINAL = `    await quarantineDelivery({ webhookId, reason, detail });
+    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+    const since = new Date().toISOString();
+    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+`;
+const REORDERED = `    const since = new Date().toISOString();
+    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+    await quarantineDelivery({ webhookId, reason, detail });
+    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+`;
+const PATCHED = `    const since = new Date().toISOString();
+    if (patched('gate-proof-reorder')) {
+      hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+      await quarantineDelivery({ webhookId, reason, detail });
+    } else {
+      await quarantineDelivery({ webhookId, reason, detail });
+      hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+    }
+    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+`;
+
+let dir: string;
+beforeAll(async () => {
+  // The broken variant fails replays on purpose: keep the SDK's warnings about them out of the test output.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-gate-'));
+});
+afterAll(async () => {
+  if (dir) await fs.rm(dir, { recursive: true, force: true });
+});
+
+/** A copy of src/ with `variant` in place of the quarantine step, bundled; then the golden histories replayed on it. */
+async function replayVariant(name: string, variant: string): Promise<{ replayed: number; failed: string[] }> {
+  const src = path.join(dir, name, 'src');
+  await fs.cp(path.join(REPO, 'src'), src, { recursive: true });
+  await fs.symlink(path.join(REPO, 'node_modules'), path.join(dir, name, 'node_modules'));
+  const file = path.join(src, 'workflows/release-expired-hold.ts');
+  const code = await fs.readFile(file, 'utf8');
+  expect(code).toContain(ORIGINAL);
+  await fs.writeFile(file, code.replace(ORIGINAL, variant));
+  const bundle = await bundleWorkflows(path.join(src, 'workflows/index.ts'));
+  const failed: string[] = [];
+  const histories = goldenHistories();
+  for (const { release, file: history, history: events } of histories) {
+    try {
+      await Worker.runReplayHistory({ workflowBundle: bundle, replayName: history }, events);
+    } catch {
+      failed.push(`${release}/${history}`);
+    }
+  }
+  return { replayed: histories.length, failed };
+}
+
+it('the gate fails a reordered workflow, and passes the same change behind patched()', async () => {
+  const broken = await replayVariant('reordered', REORDERED);
+  // Every history that reached a quarantine (quarantined, discarded, abandoned, replayed) no longer replays.
+  expect(broken.failed.length).toBeGreaterThanOrEqual(5);
+  expect(broken.failed.some((f) => f.includes('completed-discarded'))).toBe(true);
+  const patched = await replayVariant('patched', PATCHED);
+  expect(patched.failed).toEqual([]);
+  expect(patched.replayed).toBe(broken.replayed);
+}, 120_000);
