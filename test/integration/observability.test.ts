@@ -91,6 +91,24 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(text).toMatch(/^temporal_\w+/m);
   });
 
+  it('a failing workflow task is counted where the WorkflowTaskFailures alert looks (temporal_workflow_task_execution_failed)', async () => {
+    // A workflow type this worker does not have fails every workflow task, as a non-deterministic deploy would.
+    const handle = await us.client.workflow.start('workflowFromAnotherRelease', {
+      taskQueue: us.config.taskQueue,
+      workflowId: `wtf-${harness.id}`,
+      args: [],
+    });
+    try {
+      await expect
+        .poll(async () => metricValue(await scrape(), 'temporal_workflow_task_execution_failed', { workflow_type: 'workflowFromAnotherRelease' }), {
+          timeout: 30_000,
+        })
+        .toBeGreaterThanOrEqual(1);
+    } finally {
+      await handle.terminate('test done');
+    }
+  });
+
   it('with deliveries stuck behind a hanging merchant, the oldest-undelivered age grows while depth stays flat', async () => {
     const first = await scrape();
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -222,6 +240,7 @@ describe('deployment files', () => {
       'MerchantEndpointDisabled',
       'MerchantRateLimited',
       'SweepNotCompleting',
+      'WorkflowTaskFailures',
     ]);
     for (const rule of rules) {
       expect(['page', 'ticket']).toContain(rule.labels.severity);
