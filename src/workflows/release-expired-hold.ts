@@ -206,7 +206,12 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
     if (!verdict.ok || verdict.replayRequestId === undefined) return verdict;
     const claim = { holdId, policyRun: verdict.policyRun, replayRequestId: verdict.replayRequestId, approvedBy: verdict.decision.by };
     const check = await verifyReplayApproval(claim);
-    return check.ok ? judge(kind, payload) : check;
+    if (!check.ok) return check;
+    // The check was for this quarantine's run: if another run is quarantined by now, the approval is stale.
+    const again = judge(kind, payload);
+    return again.ok && again.policyRun !== verdict.policyRun
+      ? { ok: false, why: `stale: checked for policy run ${verdict.policyRun}, but the quarantine is policy run ${again.policyRun}` }
+      : again;
   };
   const ignore = (signal: DecisionKind, payload: unknown, why: string) => {
     const p = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
