@@ -79,6 +79,28 @@ export interface WorkerTuningConfig {
   readonly maxCachedWorkflows: number | undefined;
 }
 
+/** When a starting worker makes its own build the deployment's current version (see docs/deploys.md). */
+export const SET_CURRENT_MODES = ['if-none', 'always', 'never'] as const;
+export type SetCurrentMode = (typeof SET_CURRENT_MODES)[number];
+
+/**
+ * Worker Deployment Versioning: every worker declares the deployment it belongs to and its build. New workflows go
+ * to the deployment's current version; a sweep stays on the build that started it (PINNED), a hold workflow moves
+ * to the current version at its next task (AUTO_UPGRADE). See docs/deploys.md for the rollout.
+ */
+export interface DeploymentConfig {
+  /** WORKER_DEPLOYMENT_NAME: one deployment per namespace; every region's workers use the same name. */
+  readonly deploymentName: string;
+  /** WORKER_BUILD_ID (the image's git revision); undefined = derived from the workflow bundle's content. */
+  readonly buildId: string | undefined;
+  /**
+   * WORKER_SET_CURRENT: `if-none` (production's default) makes this build current only when the deployment has no
+   * current version yet (a first deploy), so later builds wait for `temporal worker deployment set-current-version`;
+   * `always` (dev's default) makes each starting build current; `never` leaves it to the operator.
+   */
+  readonly setCurrent: SetCurrentMode;
+}
+
 export interface CodecServerConfig {
   /** host:port of the codec endpoint the Web UI decodes through; none when undefined. */
   readonly address: string | undefined;
@@ -93,6 +115,7 @@ export interface Config {
   readonly codecServer: CodecServerConfig;
   readonly observability: ObservabilityConfig;
   readonly worker: WorkerTuningConfig;
+  readonly deployment: DeploymentConfig;
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
@@ -134,7 +157,13 @@ export const CONFIG_VARIABLES = [
   'CODEC_AUTH_TOKEN',
   'CODEC_CORS_ORIGIN',
   'WORKER_MAX_CACHED_WORKFLOWS',
+  'WORKER_DEPLOYMENT_NAME',
+  'WORKER_BUILD_ID',
+  'WORKER_SET_CURRENT',
 ] as const;
+
+/** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
+export const DEFAULT_DEPLOYMENT_NAME = 'hold-sweeper';
 
 /** The Temporal Web UI's own default origin (the dev server's UI, or `temporal-ui` on its default port). */
 const DEFAULT_CODEC_CORS_ORIGIN = 'http://127.0.0.1:8233,http://localhost:8233';
@@ -362,6 +391,22 @@ export function loadConfig(env: Env = process.env): Config {
     maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000) : undefined,
   };
 
+  const deployment: DeploymentConfig = {
+    deploymentName: env.WORKER_DEPLOYMENT_NAME || DEFAULT_DEPLOYMENT_NAME,
+    buildId: env.WORKER_BUILD_ID || undefined,
+    setCurrent: (env.WORKER_SET_CURRENT || (mode === 'dev' ? 'always' : 'if-none')) as SetCurrentMode,
+  };
+  // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
+  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(deployment.deploymentName)) {
+    throw new ConfigError('WORKER_DEPLOYMENT_NAME', env.WORKER_DEPLOYMENT_NAME, 'letters, digits, "_" or "-" (at most 100 characters, no ".")');
+  }
+  if (deployment.buildId !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(deployment.buildId)) {
+    throw new ConfigError('WORKER_BUILD_ID', env.WORKER_BUILD_ID, 'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision');
+  }
+  if (!(SET_CURRENT_MODES as readonly string[]).includes(deployment.setCurrent)) {
+    throw new ConfigError('WORKER_SET_CURRENT', env.WORKER_SET_CURRENT, SET_CURRENT_MODES.join(', '));
+  }
+
   const codecServer: CodecServerConfig = {
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
     authToken: env.CODEC_AUTH_TOKEN || undefined,
@@ -376,6 +421,7 @@ export function loadConfig(env: Env = process.env): Config {
     codecServer: Object.freeze(codecServer),
     observability: Object.freeze(observability),
     worker: Object.freeze(worker),
+    deployment: Object.freeze(deployment),
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),

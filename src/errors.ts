@@ -20,6 +20,20 @@ export class ConfigError extends Error {
   }
 }
 
+/** A worker's build could not be made its Worker Deployment's current version (see docs/deploys.md). */
+export class DeploymentError extends Error {
+  override readonly name = 'DeploymentError';
+  constructor(
+    readonly version: string,
+    detail: string,
+  ) {
+    super(
+      `Worker Deployment version ${version} ${detail}. Make it current by hand ` +
+        '(temporal worker deployment set-current-version) or set WORKER_SET_CURRENT=never and promote it later.',
+    );
+  }
+}
+
 /** No route could provide a `temporal` CLI binary for the local dev server. */
 export class TemporalCliNotFoundError extends Error {
   override readonly name = 'TemporalCliNotFoundError';

@@ -22,7 +22,8 @@ import type { SweepResult } from '../../src/contracts/domain.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
-import { bundleWorkflows, createRegionWorker, ledgerPoolOptions } from '../../src/workers/region-worker.js';
+import { buildIdOf } from '../../src/workers/deployment.js';
+import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker } from '../../src/workers/region-worker.js';
 
 /** A dozen merchants per region, as the demo promises. */
 const DEMO_MERCHANTS = 12;
@@ -161,8 +162,9 @@ async function main() {
     const nativeConnection = await NativeConnection.connect({ address });
     connections.push(connection, nativeConnection);
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
-    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, webhooks: config.webhooks });
-    workerRuns.push(worker.run());
+    const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
+    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, version, webhooks: config.webhooks });
+    workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
     log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
     runs.push({ config: region, pool, client, night, nightId, worker });

@@ -20,7 +20,8 @@ import { startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
-import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, SHUTDOWN_GRACE_MS } from '../workers/region-worker.js';
+import { buildIdOf } from '../workers/deployment.js';
+import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker, SHUTDOWN_GRACE_MS } from '../workers/region-worker.js';
 
 /** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
 const STARTUP_RETRY_MS = 120_000;
@@ -63,6 +64,7 @@ async function main() {
         }),
       }
     : await bundleWorkflows();
+  const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
   // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
@@ -92,6 +94,7 @@ async function main() {
       region,
       pool,
       workflowBundle,
+      version,
       webhooks: config.webhooks,
       meter,
       merchantLabel: config.observability.merchantLabel,
@@ -105,11 +108,16 @@ async function main() {
       sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
     });
     await gauges.refresh();
-    runs.push(worker.run());
+    const running = await runRegionWorker(worker, client, config.deployment.setCurrent);
+    runs.push(running.run);
     Runtime.instance().logger.info('worker running', {
       region: region.region,
       namespace: region.namespace,
       taskQueue: region.taskQueue,
+      deployment: version.deploymentName,
+      buildId: version.buildId,
+      setCurrent: config.deployment.setCurrent,
+      currentVersion: running.setCurrent.status === 'left' ? (running.setCurrent.current ?? 'none') : running.setCurrent.status,
       metrics: config.observability.metricsAddress,
       merchantLabel: config.observability.merchantLabel,
       ledgerPoolMax: poolOptions.max,

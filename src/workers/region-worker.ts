@@ -3,20 +3,29 @@
  * each worker gets only its own region's ledger pool, namespace and task queue.
  */
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, DefaultLogger, Worker, type NativeConnection, type WorkerOptions, type WorkflowBundle } from '@temporalio/worker';
-import type { MetricMeter } from '@temporalio/common';
+import type { Client } from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  Worker,
+  type NativeConnection,
+  type WorkerOptions,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
+import type { MetricMeter, WorkerDeploymentVersion } from '@temporalio/common';
 import type pg from 'pg';
 import { createActivities } from '../activities/index.js';
 import { dataConverterFor, FAILURE_CONVERTER_PATH } from '../codec/encryption-codec.js';
-import type { MerchantLabel, RegionConfig, WebhookConfig } from '../config.js';
+import type { MerchantLabel, RegionConfig, SetCurrentMode, WebhookConfig } from '../config.js';
 import { createAgents } from '../delivery/http-sender.js';
 import { withMerchantLabel } from '../observability/metrics.js';
+import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
 export const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
 /** The product's workflows; the benchmark passes its own entry (the same workflows plus its ceiling). */
-export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundle> {
+export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundleWithSourceMap> {
   // The bundle carries the failure converter: workflow-side failures are encoded (encrypted) like the rest.
   return bundleWorkflowCode({ workflowsPath, failureConverterPath: FAILURE_CONVERTER_PATH, logger: new DefaultLogger('WARN') });
 }
@@ -25,7 +34,10 @@ export interface RegionWorkerOptions {
   connection: NativeConnection;
   region: RegionConfig;
   pool: pg.Pool;
-  workflowBundle: WorkflowBundle;
+  /** The bundle's code is hashed into the default build id (buildIdOf). */
+  workflowBundle: { code: string };
+  /** This worker's `<deployment>.<build id>` (src/workers/deployment.ts): every worker is versioned. */
+  version: WorkerDeploymentVersion;
   webhooks: WebhookConfig;
   /** Product metrics (the runtime's meter, exported with the SDK's on the Prometheus endpoint). */
   meter?: MetricMeter;
@@ -87,6 +99,7 @@ export function createRegionWorker({
   region,
   pool,
   workflowBundle,
+  version,
   webhooks,
   meter,
   merchantLabel = 'all',
@@ -97,6 +110,10 @@ export function createRegionWorker({
     namespace: region.namespace,
     taskQueue: region.taskQueue,
     workflowBundle,
+    // Versioned: a sweep declares itself PINNED (it finishes on the build that started it); every other workflow,
+    // the hold's included, moves to the deployment's current version at its next task, so changes to it go through
+    // patched() and the golden-history gate (docs/deploys.md).
+    workerDeploymentOptions: { version, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' },
     // Inputs and results leave this process encrypted when the region has keys (src/codec/encryption-codec.ts).
     dataConverter: dataConverterFor(region.payloadKeys),
     activities: createActivities({
@@ -110,4 +127,27 @@ export function createRegionWorker({
     ...TASK_SLOTS,
     ...tuning,
   });
+}
+
+export interface RunningRegionWorker {
+  /** Resolves when the worker has shut down (drained). */
+  run: Promise<void>;
+  setCurrent: SetCurrentOutcome;
+}
+
+/**
+ * Runs the worker and, once it polls (the server only promotes a version it has seen), makes its build the
+ * deployment's current version as `setCurrent` says (WORKER_SET_CURRENT). A worker that cannot be promoted when
+ * it should be is shut down and the DeploymentError thrown: left running, it would poll a version nothing routes to.
+ */
+export async function runRegionWorker(worker: Worker, client: Client, setCurrent: SetCurrentMode): Promise<RunningRegionWorker> {
+  const run = worker.run();
+  const { version } = worker.options.workerDeploymentOptions!;
+  try {
+    return { run, setCurrent: await setCurrentVersionIfWanted(client, worker.options.namespace, version, setCurrent) };
+  } catch (err) {
+    worker.shutdown();
+    await run;
+    throw err;
+  }
 }

@@ -84,6 +84,10 @@ function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
  *
  * A delivery the policy gives up on is quarantined and the workflow waits here, in stage `quarantined`, for a
  * human: `approveReplay` starts a new policy run with the same webhook id, `discard` ends it.
+ *
+ * A deploy meets it mid-wait: it is AUTO_UPGRADE (the workers' default), so its next task runs on the deployment's
+ * current build, replaying its history there. Any change to its command sequence goes behind `patched()`; the
+ * golden-history gate (test/integration/golden-histories.test.ts) replays every supported release's histories.
  */
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
   const { resume } = input;

@@ -4,6 +4,7 @@ import {
   metricMeter,
   ParentClosePolicy,
   proxyActivities,
+  setWorkflowOptions,
   startChild,
   workflowInfo,
   WorkflowIdReusePolicy,
@@ -75,6 +76,11 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   // them while it is open, an event (and often a workflow task) each, for nothing this sweep needs.
   return continueAsNew<typeof sweepExpiredHolds>({ ...input, progress: { cutoff: progress.cutoff, totals, finishing: true } });
 }
+
+// A sweep finishes on the build that started it: a deploy changes the sweep freely, with no patch, and a new build's
+// sweeps start once it is current while the old build's finish on the old workers (docs/deploys.md). Its children
+// are hold workflows, which upgrade (the worker's default behaviour, AUTO_UPGRADE).
+setWorkflowOptions({ versioningBehavior: 'PINNED' }, sweepExpiredHolds);
 
 /** How every hold's child is started (the benchmark's bare fan-out starts its no-op children the same way). */
 export function holdChildOptions(region: Region, hold: HoldRef) {

@@ -9,10 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { bundleWorkflows } from '../../src/workers/region-worker.js';
 import { goldenHistories } from '../support/golden.js';
+import { bundleVariant } from '../support/variant.js';
 
-const REPO = path.resolve(import.meta.dirname, '../..');
 const ORIGINAL = `    await quarantineDelivery({ webhookId, reason, detail });
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
     const since = new Date().toISOString();
@@ -46,14 +45,7 @@ afterAll(async () => {
 
 /** A copy of src/ with `variant` in place of the quarantine step, bundled; then the golden histories replayed on it. */
 async function replayVariant(name: string, variant: string): Promise<{ replayed: number; failed: string[] }> {
-  const src = path.join(dir, name, 'src');
-  await fs.cp(path.join(REPO, 'src'), src, { recursive: true });
-  await fs.symlink(path.join(REPO, 'node_modules'), path.join(dir, name, 'node_modules'));
-  const file = path.join(src, 'workflows/release-expired-hold.ts');
-  const code = await fs.readFile(file, 'utf8');
-  expect(code).toContain(ORIGINAL);
-  await fs.writeFile(file, code.replace(ORIGINAL, variant));
-  const bundle = await bundleWorkflows(path.join(src, 'workflows/index.ts'));
+  const bundle = await bundleVariant(path.join(dir, name), [{ file: 'workflows/release-expired-hold.ts', from: ORIGINAL, to: variant }]);
   const failed: string[] = [];
   const histories = goldenHistories();
   for (const { release, file: history, history: events } of histories) {

@@ -11,7 +11,10 @@ import type { RegionConfig } from '../../src/config.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import type { Region } from '../../src/contracts/regions.js';
-import { createRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker.js';
+import type { WorkerDeploymentVersion } from '@temporalio/common';
+import { DEFAULT_DEPLOYMENT_NAME, type SetCurrentMode } from '../../src/config.js';
+import { buildIdOf } from '../../src/workers/deployment.js';
+import { createRegionWorker, runRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker.js';
 
 let runtimeInstalled = false;
 function installQuietRuntime() {
@@ -43,8 +46,16 @@ export interface Harness {
   region(region: Region, options?: { payloadKeys?: RegionConfig['payloadKeys'] }): Promise<TestRegion>;
   /** A pool on a brand-new database with no schema at all (for migration tests). */
   emptyDatabase(): Promise<pg.Pool>;
-  /** A real worker for the region; dev endpoint rules (loopback http) unless `webhooks` says otherwise. */
-  startWorker(region: TestRegion, tuning?: RegionWorkerOptions['tuning'], webhooks?: RegionWorkerOptions['webhooks']): Promise<RunningWorker>;
+  /**
+   * A real worker for the region; dev endpoint rules (loopback http) unless `webhooks` says otherwise. Versioned like
+   * every worker: by default the product's deployment and the bundle's build, made current (`always`, as in dev).
+   */
+  startWorker(
+    region: TestRegion,
+    tuning?: RegionWorkerOptions['tuning'],
+    webhooks?: RegionWorkerOptions['webhooks'],
+    build?: { workflowBundle?: { code: string }; version?: WorkerDeploymentVersion; setCurrent?: SetCurrentMode },
+  ): Promise<RunningWorker>;
   close(): Promise<void>;
 }
 
@@ -91,16 +102,18 @@ export async function openHarness(): Promise<Harness> {
       pools.push(pool);
       return pool;
     },
-    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true }) {
+    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true }, build = {}) {
+      const bundle = build.workflowBundle ?? workflowBundle;
       const worker = await createRegionWorker({
         connection: nativeConnection,
         region: region.config,
         pool: region.pool,
-        workflowBundle,
+        workflowBundle: bundle,
+        version: build.version ?? { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) },
         webhooks,
         tuning,
       });
-      const running = worker.run();
+      const { run: running } = await runRegionWorker(worker, region.client, build.setCurrent ?? 'always');
       const handle: RunningWorker = {
         worker,
         async stop() {
