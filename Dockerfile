@@ -9,6 +9,10 @@ COPY src ./src
 # Bundle the workflows once at build time; every replica then starts without webpack.
 RUN node --import tsx src/bin/build-bundle.ts /app/workflow-bundle.js
 ENV WORKFLOW_BUNDLE_PATH=/app/workflow-bundle.js
+# The Worker Deployment build id (docs/deploys.md): docker build --build-arg BUILD_ID=$(git rev-parse --short HEAD).
+# Empty = "wf-" + a hash of the bundle baked above.
+ARG BUILD_ID=
+ENV WORKER_BUILD_ID=${BUILD_ID}
 USER node
 # One region per container in production; HOLD_SWEEPER_REGIONS picks it (see docker-compose.yml).
 CMD ["node", "--import", "tsx", "src/bin/worker.ts"]

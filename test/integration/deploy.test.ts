@@ -15,7 +15,8 @@ import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { checkInvariants } from '../../bench/invariants.js';
 import { approveReplaySignal, merchantResumedSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
-import { pinnedToVersionQuery } from '../../src/workers/deployment.js';
+import { DeploymentError } from '../../src/errors.js';
+import { pinnedToVersionQuery, setCurrentVersionIfWanted } from '../../src/workers/deployment.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
@@ -104,6 +105,8 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   });
   await expect.poll(async () => (await sweepA.describe()).raw.pendingActivities?.length ?? 0, { timeout: 10_000 }).toBe(1);
   const workerB = await harness.startWorker(us, undefined, undefined, { workflowBundle: bundleB, version: buildB, setCurrent: 'never' });
+  // A's build is current: a starting build in production's default mode leaves it so (the operator promotes).
+  expect(await setCurrentVersionIfWanted(us.client, namespace, buildB, 'if-none')).toEqual({ status: 'left', current: 'build-a' });
   const cli = inject('temporalCliPath');
   if (!cli) throw new Error('the global setup started the dev server through the SDK download: no temporal binary to run');
   const connection = ['--address', harness.address, '--namespace', namespace];
@@ -179,3 +182,12 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   expect(violations).toEqual([]);
   await workerB.stop();
 }, 240_000);
+
+it('a build no worker polls cannot be made current: a named error, not a worker polling a version nothing routes to', async () => {
+  const us = await harness.region('us');
+  const ghost = { deploymentName: `t-${harness.id}-ghost`, buildId: 'never-started' };
+  const err = await setCurrentVersionIfWanted(us.client, us.config.namespace, ghost, 'always', 1_000).catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(DeploymentError);
+  expect((err as Error).message).toContain(`t-${harness.id}-ghost.never-started`);
+  expect((err as Error).message).toContain('set-current-version');
+});

@@ -197,16 +197,23 @@ describe('deployment files', () => {
     await expect(fs.access(new URL(`../../${cmd[cmd.length - 1]}`, import.meta.url))).resolves.toBeUndefined();
     for (const region of ['us', 'eu']) {
       const worker = services[`worker-${region}`]!;
-      expect(worker.build).toBe('.');
-      // Compose substitutes ${VAR:?message} from the operator's environment: stand in a real key.
+      // The image's build id comes from the operator's BUILD_ID (the git revision), baked in as WORKER_BUILD_ID.
+      expect(worker.build).toEqual({ context: '.', args: { BUILD_ID: '${BUILD_ID:-}' } });
+      expect(dockerfile).toMatch(/^ARG BUILD_ID=$/m);
+      expect(dockerfile).toMatch(/^ENV WORKER_BUILD_ID=\$\{BUILD_ID\}$/m);
+      // Compose substitutes ${VAR:?message} from the operator's environment (stand in a real key) and ${VAR:-default}.
       const key = `k1:${Buffer.alloc(32, 7).toString('base64')}`;
       const env = Object.fromEntries(
-        Object.entries(worker.environment as Record<string, string>).map(([k, v]) => [k, v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key)]),
+        Object.entries(worker.environment as Record<string, string>).map(([k, v]) => [
+          k,
+          v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key).replace(/^\$\{[A-Z_]+:-([^}]*)\}$/, '$1'),
+        ]),
       );
       for (const variable of Object.keys(env)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
       const config = loadConfig(env);
       expect(config).toMatchObject({ mode: 'production', regions: [{ region, namespace: `hold-sweeper-${region}` }] });
       expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
+      expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
     }
     const setup = JSON.stringify(services['temporal-setup']!.command);
     for (const attribute of ['Region', 'MerchantId', 'HoldId', 'DeliveryStatus']) expect(setup).toContain(attribute);

@@ -1,3 +1,4 @@
+import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, parseDuration, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
@@ -85,10 +86,35 @@ describe('config', () => {
     ['METRICS_GAUGE_INTERVAL', 'often'],
     ['WORKER_MAX_CACHED_WORKFLOWS', '-1'],
     ['WORKER_MAX_CACHED_WORKFLOWS', 'lots'],
+    ['WORKER_DEPLOYMENT_NAME', 'hold.sweeper'],
+    ['WORKER_BUILD_ID', 'rev 1'],
+    ['WORKER_SET_CURRENT', 'sometimes'],
   ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
     expect(err.message).toContain(variable);
+  });
+
+  it('versions every worker: the deployment, the build id (unset = from the bundle), and when a build makes itself current', () => {
+    expect(loadConfig({}).deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
+    const key = `k1:${Buffer.alloc(32, 3).toString('base64')}`;
+    const production = loadConfig({
+      HOLD_SWEEPER_MODE: 'production',
+      HOLD_SWEEPER_REGIONS: 'us',
+      DATABASE_URL_US: 'postgres://h/us',
+      TEMPORAL_ADDRESS: 't:7233',
+      PAYLOAD_KEYS_US: key,
+    });
+    expect(production.deployment.setCurrent).toBe('if-none');
+    expect(loadConfig({ WORKER_BUILD_ID: '3f8aa79', WORKER_SET_CURRENT: 'never' }).deployment).toMatchObject({
+      buildId: '3f8aa79',
+      setCurrent: 'never',
+    });
+    // The same workflow code is the same build; any change to it is another.
+    expect(buildIdOf({ code: 'a' })).toBe(buildIdOf({ code: 'a' }));
+    expect(buildIdOf({ code: 'a' })).toMatch(/^wf-[0-9a-f]{12}$/);
+    expect(buildIdOf({ code: 'b' })).not.toBe(buildIdOf({ code: 'a' }));
+    expect(buildIdOf({ code: 'a' }, '3f8aa79')).toBe('3f8aa79');
   });
 
   it('reads payload keys per region, current first, and never echoes one in an error', () => {
