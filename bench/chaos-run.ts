@@ -19,7 +19,9 @@ import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
-import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
+import proto, { type temporal } from '@temporalio/proto';
+import { DEFAULT_DEPLOYMENT_NAME, DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
+import { buildIdOf, pinnedToVersionQuery } from '../src/workers/deployment.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
@@ -54,6 +56,11 @@ export interface ChaosReport {
    */
   tightestMerchantWindow?: MerchantWindow;
   violations: Violation[];
+  /**
+   * Workflow tasks that failed in the scanned histories (a non-determinism error after the deploy fault would show
+   * here), not counting UNHANDLED_COMMAND: a signal that arrived while a task completed, which the server retries.
+   */
+  workflowTaskFailures: { workflowId: string; cause: string; message: string }[];
   quiescenceSeconds: number;
 }
 
@@ -78,6 +85,20 @@ function scriptFor(n: number, secret: string): MerchantScript {
     default:
       return { secrets, responses: [{ status: 200, delayMs: 5 + (n % 4) * 5 }] };
   }
+}
+
+type History = temporal.api.history.v1.IHistory;
+const UNHANDLED_COMMAND = 1; // temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+
+/** Workflow tasks that failed in `history`, but for a signal arriving while one completed (retried by the server). */
+export function failedWorkflowTasks(history: History): { cause: string; message: string }[] {
+  return (history.events ?? [])
+    .map((e) => e.workflowTaskFailedEventAttributes)
+    .filter((failed) => failed && failed.cause !== UNHANDLED_COMMAND)
+    .map((failed) => ({
+      cause: proto.temporal.api.enums.v1.WorkflowTaskFailedCause[failed!.cause ?? 0] ?? String(failed!.cause),
+      message: failed!.failure?.message ?? '',
+    }));
 }
 
 async function retrying<T>(what: () => Promise<T>, attempts = 60): Promise<T> {
@@ -111,7 +132,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const merchants = new FakeMerchants();
   await merchants.start();
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
-  await fs.writeFile(bundlePath, (await bundleWorkflows()).code);
+  const bundle = await bundleWorkflows();
+  await fs.writeFile(bundlePath, bundle.code);
   const connection = await Connection.connect({ address: server.address });
   const regions = localRegions(connection, server.address, {
     databaseUrl: (region) => postgres.urlFor(`chaos_${region}`),
@@ -121,6 +143,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   });
   const faults: ChaosReport['faults'] = [];
   let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
+  // One change to the worker processes at a time: a kill's restart and a deploy's replacement never meet.
+  let workerChanges = Promise.resolve();
+  const exclusively = (change: () => Promise<void>) => (workerChanges = workerChanges.then(change));
   let startedAt = Date.now();
   const fault = (kind: string, detail: string) => {
     faults.push({ atSeconds: Math.round((Date.now() - startedAt) / 100) / 10, kind, detail });
@@ -217,11 +242,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         atMs: at(0.1 * window, window),
         run: async () => {
           const index = Math.floor(random() * options.workers);
-          fault('kill', `SIGKILL worker process ${index}`);
-          workers!.kill(index);
-          await sleep(2000 + random() * 2000);
-          await workers!.restart(index);
-          fault('restart', `worker process ${index} is running again`);
+          const downMs = 2000 + random() * 2000;
+          await exclusively(async () => {
+            fault('kill', `SIGKILL worker process ${index}`);
+            workers!.kill(index);
+            await sleep(downMs);
+            await workers!.restart(index);
+            fault('restart', `worker process ${index} is running again`);
+          });
         },
       })),
       {
@@ -232,6 +260,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           await sleep(1000);
           server = await startTemporal();
           fault('temporal restart', 'dev server running again');
+        },
+      },
+      {
+        atMs: at(0.2 * window, 0.7 * window),
+        run: async () => {
+          // A rolling deploy (docs/deploys.md): each worker process in turn drains and comes back as build B, the
+          // first of them making B current (dev's WORKER_SET_CURRENT=always); the last worker of the old build
+          // stays until no sweep is pinned to it any more.
+          const from = { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) };
+          const to = { ...from, buildId: `chaos-b-${options.seed}` };
+          fault('deploy', `rolling ${options.workers} worker processes from build ${from.buildId} to ${to.buildId}`);
+          for (let index = 0; index < options.workers; index++) {
+            if (index === options.workers - 1 && index > 0) {
+              const pinned = async () => {
+                let n = 0;
+                for (const region of regions) n += (await retrying(() => region.client.workflow.count(pinnedToVersionQuery(from)))).count;
+                return n;
+              };
+              while ((await pinned()) > 0) await sleep(500);
+            }
+            await exclusively(() => workers!.replace(index, { WORKER_BUILD_ID: to.buildId }));
+          }
+          fault('deploy', `every worker process runs build ${to.buildId}, nothing was left pinned to ${from.buildId}`);
         },
       },
       {
@@ -275,11 +326,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     const quiescenceSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
     log(`[chaos] quiescent after ${quiescenceSeconds} s; checking invariants`);
 
+    const workflowTaskFailures: ChaosReport['workflowTaskFailures'] = [];
     const texts: { source: string; text: string }[] = workers.output().map((text, i) => ({ source: `worker ${i} logs`, text }));
     for (const region of regions) {
       let scanned = 0;
       for await (const { workflowId, history } of region.client.workflow.list({ query: `TaskQueue = '${region.taskQueue}'` }).intoHistories()) {
         texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
+        for (const failed of failedWorkflowTasks(history as History)) workflowTaskFailures.push({ workflowId, ...failed });
         if (++scanned >= options.historiesToScan) break;
       }
     }
@@ -303,6 +356,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       requests: merchants.requests().length,
       tightestMerchantWindow: tightest,
       violations,
+      workflowTaskFailures,
       quiescenceSeconds,
     };
   } finally {

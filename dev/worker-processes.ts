@@ -15,6 +15,11 @@ export interface WorkerProcesses {
   kill(index: number): void;
   /** Starts worker `index` again after a kill; resolves when it is running. */
   restart(index: number): Promise<void>;
+  /**
+   * A deploy of worker `index`: SIGTERM (it drains), then started again with `env` added for good (a kill's restart
+   * keeps it); resolves when the new process is running.
+   */
+  replace(index: number, env: Record<string, string>): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -47,17 +52,31 @@ export interface WorkerProcessOptions {
   logDir?: string;
 }
 
+/** SIGTERM (the worker drains), SIGKILL if it has not exited 15 s later. */
+function drain(child: ChildProcess): Promise<void> {
+  return new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
 export async function startWorkerProcesses(
   count: number,
   environment: Record<string, string>,
   { extraEnv = () => ({}), logDir }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
+  const deployed: Record<string, string>[] = Array.from({ length: count }, () => ({}));
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `worker-${index}.log`);
   const start = (index: number) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index) } as NodeJS.ProcessEnv,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index), ...deployed[index] } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children[index] = child;
@@ -99,21 +118,13 @@ export async function startWorkerProcesses(
         }
       }
     },
+    replace: async (index, env) => {
+      await drain(children[index]!);
+      deployed[index] = { ...deployed[index], ...env };
+      await start(index);
+    },
     async stop() {
-      await Promise.all(
-        children.map(
-          (child) =>
-            new Promise<void>((resolve) => {
-              if (child.exitCode !== null || child.signalCode !== null) return resolve();
-              const kill = setTimeout(() => child.kill('SIGKILL'), 15_000);
-              child.once('exit', () => {
-                clearTimeout(kill);
-                resolve();
-              });
-              child.kill('SIGTERM');
-            }),
-        ),
-      );
+      await Promise.all(children.map(drain));
     },
   };
 }

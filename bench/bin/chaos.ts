@@ -35,4 +35,4 @@ for (const v of report.violations) console.log(`VIOLATION invariant ${v.invarian
 await fs.mkdir('bench/results', { recursive: true });
 await fs.writeFile(`bench/results/chaos-${report.seed}.json`, JSON.stringify(report, null, 2));
 console.log(`reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}`);
-process.exit(report.violations.length === 0 ? 0 : 1);
+process.exit(report.violations.length === 0 && report.workflowTaskFailures.length === 0 ? 0 : 1);

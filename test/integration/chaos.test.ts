@@ -1,5 +1,5 @@
 /**
- * The chaos run, short: every fault kind once (a worker SIGKILL, a Temporal restart, a PostgreSQL restart, a
+ * The chaos run, short: every fault kind once (a worker SIGKILL, a rolling deploy to a new build, a Temporal restart, a PostgreSQL restart, a
  * second sweep with a schedule trigger, a frozen merchant, a merchant closing connections unanswered, plus 429,
  * 503 and 400 merchants) on a small night in both regions, then every invariant checked. It runs its own
  * Temporal dev server and PostgreSQL, because it restarts them. The long version is `npm run chaos`.
@@ -27,8 +27,9 @@ it('a small night survives every fault kind with no invariant violated', async (
     `[chaos] ${report.requests} requests; tightest receiver-side second: ${tightest.merchantId} (limit ${tightest.limit}) with ${tightest.headroomMs} ms of headroom`,
   );
   expect(report.violations).toEqual([]);
+  expect(report.workflowTaskFailures).toEqual([]);
   expect(new Set(report.faults.map((f) => f.kind))).toEqual(
-    new Set(['second sweep', 'freeze', 'thaw', 'kill', 'restart', 'temporal restart', 'postgres restart']),
+    new Set(['second sweep', 'freeze', 'thaw', 'kill', 'restart', 'deploy', 'temporal restart', 'postgres restart']),
   );
   // Every hold's webhook reached a final state: delivered, or quarantined (the merchant that answers 400).
   expect(Object.keys(report.deliveries).sort()).toEqual(['delivered', 'quarantined']);
