@@ -14,6 +14,31 @@ import type { DevConfig } from './dev-config.js';
 import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
 import type { Region } from '../src/contracts/regions.js';
 import { startDevServer, type DevServer } from './temporal-dev-server.js';
+import { startTemporalCluster } from './temporal-cluster.js';
+import { resolveTemporalCliPath } from './temporal-cli.js';
+
+/**
+ * Which Temporal the stack starts when none is configured: the dev server (single shard, SQLite; the default) or
+ * the production server on the embedded PostgreSQL with `shards` history shards (dev/temporal-cluster.ts).
+ */
+export interface TemporalBackend {
+  kind: 'dev' | 'cluster';
+  shards: number;
+}
+
+/** Reads `--temporal dev|cluster` and `--shards N` from a command line; throws naming the flag on a bad value. */
+export function parseTemporalBackend(argv: readonly string[]): TemporalBackend {
+  const value = (flag: string) => {
+    const i = argv.indexOf(flag);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  const kind = value('--temporal') ?? 'dev';
+  if (kind !== 'dev' && kind !== 'cluster') throw new Error(`--temporal ${kind}: expected "dev" (the dev server) or "cluster" (PostgreSQL, sharded)`);
+  const rawShards = value('--shards') ?? '4';
+  const shards = Number(rawShards);
+  if (!Number.isInteger(shards) || shards < 1 || shards > 1024) throw new Error(`--shards ${rawShards}: expected an integer from 1 to 1024`);
+  return { kind, shards };
+}
 
 export interface LocalStack {
   /** Temporal address per region (the dev server's, unless configured). */
@@ -29,7 +54,12 @@ export function ledgerDatabaseName(region: Region): string {
   return `hold_sweeper_${region}`;
 }
 
-export async function startLocalStack(config: Config, dev: DevConfig, options: { log: (line: string) => void }): Promise<LocalStack> {
+export async function startLocalStack(
+  config: Config,
+  dev: DevConfig,
+  options: { log: (line: string) => void; temporal?: TemporalBackend },
+): Promise<LocalStack> {
+  const backend = options.temporal ?? { kind: 'dev', shards: 1 };
   const ownDataDir = !dev.dataDir;
   const dataDir = dev.dataDir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-')));
   // embedded-postgres runs as the `postgres` user when we are root: it must be able to reach its directory.
@@ -37,7 +67,7 @@ export async function startLocalStack(config: Config, dev: DevConfig, options: {
 
   const needTemporal = config.regions.some((r) => !r.temporalAddress);
   const needPostgres = config.regions.filter((r) => !r.databaseUrl);
-  let server: DevServer | undefined;
+  let server: Pick<DevServer, 'address' | 'uiUrl' | 'stop'> | undefined;
   let postgres: RunningPostgres | undefined;
   let codec: { url: string; stop(): Promise<void> } | undefined;
   const encrypted = config.regions.filter((r) => r.payloadKeys);
@@ -56,9 +86,11 @@ export async function startLocalStack(config: Config, dev: DevConfig, options: {
   for (const region of config.regions.filter((r) => !r.payloadKeys)) {
     options.log(`Payloads are NOT encrypted in ${region.region}: no PAYLOAD_KEYS_${region.region.toUpperCase()} (allowed in dev mode only)`);
   }
+  const cluster = needTemporal && backend.kind === 'cluster';
   try {
-    [server, postgres] = await Promise.all([
-      needTemporal
+    let devServer: DevServer | undefined;
+    [devServer, postgres] = await Promise.all([
+      needTemporal && !cluster
         ? startDevServer({
             namespaces: [...new Set(config.regions.map((r) => r.namespace))],
             dataDir: path.join(dataDir, 'temporal'),
@@ -69,7 +101,7 @@ export async function startLocalStack(config: Config, dev: DevConfig, options: {
             extraArgs: codec ? ['--ui-codec-endpoint', codec.url] : [],
           })
         : undefined,
-      needPostgres.length > 0
+      needPostgres.length > 0 || cluster
         ? startEmbeddedPostgres({
             dataDir: path.join(dataDir, 'pg'),
             databases: needPostgres.map((r) => ledgerDatabaseName(r.region)),
@@ -77,15 +109,28 @@ export async function startLocalStack(config: Config, dev: DevConfig, options: {
           })
         : undefined,
     ]);
+    server = devServer;
+    if (devServer) {
+      const how = devServer.executable.type === 'existing-path' ? devServer.executable.path : "the SDK's download";
+      options.log(`Temporal dev server on ${devServer.address} (binary: ${how})`);
+    }
+    if (cluster) {
+      server = await startTemporalCluster({
+        shards: backend.shards,
+        postgresUrl: postgres!.urlFor('postgres'),
+        namespaces: [...new Set(config.regions.map((r) => r.namespace))],
+        cliPath: await resolveTemporalCliPath({ explicitPath: dev.temporalCliPath, cacheDir: dev.cacheDir }),
+        cacheDir: dev.cacheDir,
+        dataDir: path.join(dataDir, 'temporal-cluster'),
+        port: dev.temporalPort,
+        log: options.log,
+      });
+    }
   } catch (err) {
     await server?.stop();
     await postgres?.stop();
     await codec?.stop();
     throw err;
-  }
-  if (server) {
-    const how = server.executable.type === 'existing-path' ? server.executable.path : "the SDK's download";
-    options.log(`Temporal dev server on ${server.address} (binary: ${how})`);
   }
   if (postgres) options.log(`Embedded PostgreSQL on 127.0.0.1:${postgres.port} (data: ${path.join(dataDir, 'pg')})`);
 

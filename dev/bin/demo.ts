@@ -16,7 +16,7 @@ import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
 import type pg from 'pg';
-import { startLocalStack } from '../local-stack.js';
+import { parseTemporalBackend, startLocalStack } from '../local-stack.js';
 import { seedDemoNight, type DemoNight } from '../seed.js';
 import type { SweepResult } from '../../src/contracts/domain.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
@@ -110,7 +110,8 @@ async function main() {
   Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
 
   log(`hold-sweeper demo night: regions ${config.regions.map((r) => r.region).join(', ')}`);
-  const stack = await startLocalStack(config, dev, { log });
+  // `npm start -- --temporal cluster [--shards 4]`: the production server on PostgreSQL instead of the dev server.
+  const stack = await startLocalStack(config, dev, { log, temporal: parseTemporalBackend(process.argv) });
   const merchants = new FakeMerchants();
   log(`Fake merchants on ${await merchants.start()} (they verify every signature)`);
   const nightId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);

@@ -1,0 +1,235 @@
+/**
+ * The Temporal that production runs, without Docker: the server at docker-compose.yml's version, on PostgreSQL,
+ * with N history shards, configured by the same files compose mounts (deploy/temporal/config.yaml,
+ * dynamicconfig.yaml) and set up by the same scripts compose runs (setup-schema.sh, setup-namespaces.sh).
+ *
+ * The server and its sql tool are built once from the Go module proxy (`go install`, a few minutes on 2 cores) into
+ * the cache directory, outside the clone, with the schema files beside them; every later start uses the cache.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { Connection } from '@temporalio/client';
+import { EmbeddedServiceError } from '../src/errors.js';
+
+const exec = promisify(execFile);
+const REPO = path.resolve(import.meta.dirname, '..');
+/** The files every Temporal cluster of this project runs with; compose mounts the same ones. */
+export const TEMPORAL_DEPLOY_DIR = path.join(REPO, 'deploy/temporal');
+const SERVICE = 'Temporal cluster';
+/** A cold start on PostgreSQL (membership, shard ownership, the system workflows) takes ~15 s on 2 cores. */
+const START_TIMEOUT_MS = 120_000;
+
+/** The server version: deploy/temporal/server-version, which docker-compose.yml's image tags must equal (a test checks). */
+export async function temporalServerVersion(): Promise<string> {
+  return (await fs.readFile(path.join(TEMPORAL_DEPLOY_DIR, 'server-version'), 'utf8')).trim();
+}
+
+export interface TemporalServerBinaries {
+  version: string;
+  server: string;
+  sql: string;
+  /** The server module's schema/ directory (setup-schema.sh's TEMPORAL_SCHEMA_DIR). */
+  schemaDir: string;
+}
+
+/** config.yaml's tuning variables, passed through from the environment (docs/cluster.md). */
+const TUNING_VARIABLES = ['TEMPORAL_DB_MAX_CONNS', 'TEMPORAL_VISIBILITY_DB_MAX_CONNS', 'TEMPORAL_DB_SYNCHRONOUS_COMMIT', 'TEMPORAL_LOG_LEVEL'];
+
+const exists = (file: string) =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
+
+/** The server and sql tool of `version`, from the cache or built with `go install` (then cached). */
+export async function obtainTemporalServer(cacheDir: string, log: (line: string) => void = () => undefined): Promise<TemporalServerBinaries> {
+  const version = await temporalServerVersion();
+  const dir = path.join(cacheDir, 'temporal-server', version);
+  const binaries = { version, server: path.join(dir, 'server'), sql: path.join(dir, 'sql'), schemaDir: path.join(dir, 'schema') };
+  if ((await exists(binaries.server)) && (await exists(binaries.sql)) && (await exists(binaries.schemaDir))) return binaries;
+
+  log(`Building Temporal server ${version} and its sql tool from the Go module proxy (once; cached in ${dir})...`);
+  const building = `${dir}.building-${process.pid}`;
+  await fs.rm(building, { recursive: true, force: true });
+  await fs.mkdir(building, { recursive: true });
+  const go = async (args: string[]) => {
+    try {
+      return (await exec('go', args, { env: { ...process.env, GOBIN: building, GOFLAGS: '-mod=mod' }, maxBuffer: 64 * 1024 * 1024 })).stdout;
+    } catch (err) {
+      throw new EmbeddedServiceError(
+        SERVICE,
+        `go ${args.join(' ')}: ${(err as Error).message.split('\n').slice(0, 12).join('\n')}`,
+        'install Go (https://go.dev/dl/) with access to the Go module proxy, or set TEMPORAL_ADDRESS to a cluster you run',
+        { cause: err },
+      );
+    }
+  };
+  const started = Date.now();
+  await go(['install', `go.temporal.io/server/cmd/server@v${version}`]);
+  await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
+  const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as { Dir: string };
+  await fs.cp(path.join(module.Dir, 'schema'), path.join(building, 'schema'), { recursive: true });
+  // The module cache's files are read-only; the copy must be removable by the next rebuild.
+  await exec('chmod', ['-R', 'u+w', path.join(building, 'schema')]);
+  await fs.rm(dir, { recursive: true, force: true });
+  await fs.rename(building, dir);
+  log(`Built Temporal server ${version} in ${Math.round((Date.now() - started) / 1000)} s`);
+  return binaries;
+}
+
+export interface ClusterOptions {
+  /** History shards: fixed when the cluster's databases are created. */
+  shards: number;
+  /** A PostgreSQL superuser URL (any database): the cluster creates its own two databases there. */
+  postgresUrl: string;
+  /** Prefix of those two databases (`<prefix>` and `<prefix>_visibility`); one per shard count. */
+  databasePrefix?: string;
+  namespaces: readonly string[];
+  /** The `temporal` CLI, for setup-namespaces.sh (dev/temporal-cli.ts obtains it). */
+  cliPath: string;
+  cacheDir: string;
+  /** Where the server's log goes. */
+  dataDir: string;
+  /** Frontend gRPC port; history, matching and worker take the next ones. Random free ports when undefined. */
+  port?: number;
+  /** Extra environment for config.yaml (e.g. TEMPORAL_DB_MAX_CONNS). */
+  env?: Record<string, string>;
+  log?: (line: string) => void;
+}
+
+export interface TemporalCluster {
+  readonly address: string;
+  readonly uiUrl: undefined;
+  readonly metricsUrl: string;
+  readonly shards: number;
+  readonly pid: number;
+  stop(): Promise<void>;
+}
+
+const portFree = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+
+/** A frontend port whose siblings (config.yaml: +1, +2, +6, each −1000 for membership, +10 HTTP, +20 metrics) are free too. */
+async function freeClusterPort(): Promise<number> {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 21_000 + 10 * Math.floor(Math.random() * 3_000);
+    const ports = [0, 1, 2, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 20]);
+    if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base;
+  }
+  throw new EmbeddedServiceError(SERVICE, 'no free range of ports found', 'free some ports or pass one');
+}
+
+async function runScript(script: string, env: Record<string, string>, what: string): Promise<void> {
+  try {
+    await exec('sh', [path.join(TEMPORAL_DEPLOY_DIR, script)], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } });
+  } catch (err) {
+    const { stderr, stdout } = err as { stderr?: string; stdout?: string };
+    throw new EmbeddedServiceError(SERVICE, `${what} (deploy/temporal/${script}) failed: ${(stderr || stdout || (err as Error).message).trim()}`, '', {
+      cause: err,
+    });
+  }
+}
+
+/** Creates or upgrades the schema, starts the server, waits until it serves, registers namespaces and search attributes. */
+export async function startTemporalCluster(options: ClusterOptions): Promise<TemporalCluster> {
+  const log = options.log ?? (() => undefined);
+  const binaries = await obtainTemporalServer(options.cacheDir, log);
+  const pg = new URL(options.postgresUrl);
+  const prefix = options.databasePrefix ?? `temporal_s${options.shards}`;
+  const dbEnv = {
+    TEMPORAL_DB_HOST: pg.hostname,
+    TEMPORAL_DB_PORT: pg.port || '5432',
+    TEMPORAL_DB_USER: decodeURIComponent(pg.username),
+    TEMPORAL_DB_PASSWORD: decodeURIComponent(pg.password),
+    TEMPORAL_DB_NAME: prefix,
+    TEMPORAL_VISIBILITY_DB_NAME: `${prefix}_visibility`,
+  };
+  await runScript('setup-schema.sh', { ...dbEnv, SQL_TOOL: binaries.sql, TEMPORAL_SCHEMA_DIR: binaries.schemaDir }, 'schema setup');
+
+  const port = options.port ?? (await freeClusterPort());
+  await fs.mkdir(options.dataDir, { recursive: true });
+  const logFile = path.join(options.dataDir, 'temporal-server.log');
+  const output = createWriteStream(logFile, { flags: 'a' });
+  const child: ChildProcess = spawn(binaries.server, ['--root', REPO, '--config', 'deploy/temporal', '--env', 'config', '--allow-no-auth', 'start'], {
+    cwd: REPO,
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...dbEnv,
+      NUM_HISTORY_SHARDS: String(options.shards),
+      TEMPORAL_FRONTEND_PORT: String(port),
+      TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 20}`,
+      TEMPORAL_DYNAMIC_CONFIG: path.join(TEMPORAL_DEPLOY_DIR, 'dynamicconfig.yaml'),
+      // config.yaml's tuning knobs, when the caller's environment sets them.
+      ...Object.fromEntries(TUNING_VARIABLES.filter((v) => process.env[v]).map((v) => [v, process.env[v]!])),
+      ...options.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout!.pipe(output);
+  child.stderr!.pipe(output);
+  let exited: string | undefined;
+  const exit = new Promise<void>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exited = `exited (${signal ?? code})`;
+      resolve();
+    });
+    child.once('error', (err) => {
+      exited = err.message;
+      resolve();
+    });
+  });
+  const stop = async () => {
+    if (!exited) {
+      child.kill('SIGTERM');
+      const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      await exit;
+      clearTimeout(kill);
+    }
+    output.end();
+  };
+  const address = `127.0.0.1:${port}`;
+  const failed = async (what: string) => {
+    await stop();
+    const tail = (await fs.readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-20).join('\n');
+    return new EmbeddedServiceError(SERVICE, `server ${binaries.version} on ${address}: ${what}\n${tail}`, `see ${logFile}`);
+  };
+
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  for (;;) {
+    if (exited) throw await failed(exited);
+    const serving = await Connection.connect({ address, connectTimeout: 2_000 })
+      .then(async (connection) => {
+        try {
+          await connection.workflowService.getSystemInfo({});
+          return true;
+        } finally {
+          await connection.close();
+        }
+      })
+      .catch(() => false);
+    if (serving) break;
+    if (Date.now() > deadline) throw await failed(`not serving after ${START_TIMEOUT_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
+  try {
+    await runScript(
+      'setup-namespaces.sh',
+      { TEMPORAL_CLI: options.cliPath, TEMPORAL_ADDRESS: address, NAMESPACES: options.namespaces.join(' ') },
+      'namespace setup',
+    );
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  log(`Temporal ${binaries.version} cluster on ${address}: ${options.shards} history shards on PostgreSQL ${pg.host} (log: ${logFile})`);
+  return { address, uiUrl: undefined, metricsUrl: `http://127.0.0.1:${port + 20}/metrics`, shards: options.shards, pid: child.pid!, stop };
+}
