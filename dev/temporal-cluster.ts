@@ -132,9 +132,14 @@ async function runScript(script: string, env: Record<string, string>, what: stri
     await exec('sh', [path.join(TEMPORAL_DEPLOY_DIR, script)], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } });
   } catch (err) {
     const { stderr, stdout } = err as { stderr?: string; stdout?: string };
-    throw new EmbeddedServiceError(SERVICE, `${what} (deploy/temporal/${script}) failed: ${(stderr || stdout || (err as Error).message).trim()}`, '', {
-      cause: err,
-    });
+    throw new EmbeddedServiceError(
+      SERVICE,
+      `${what} (deploy/temporal/${script}) failed: ${(stderr || stdout || (err as Error).message).trim()}`,
+      '',
+      {
+        cause: err,
+      },
+    );
   }
 }
 
