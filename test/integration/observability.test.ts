@@ -4,17 +4,21 @@
  * structure against the code they configure.
  */
 import fs from 'node:fs/promises';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
+import { TEMPORAL_DEPLOY_DIR, temporalServerVersion } from '../../dev/temporal-cluster.js';
+import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
+const REPO = path.resolve(import.meta.dirname, '../..');
 const read = (file: string) => fs.readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
 
 function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -215,9 +219,34 @@ describe('deployment files', () => {
       expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
       expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
     }
-    const setup = JSON.stringify(services['temporal-setup']!.command);
-    for (const attribute of ['Region', 'MerchantId', 'HoldId', 'DeliveryStatus']) expect(setup).toContain(attribute);
-    expect(setup).toContain('hold-sweeper-eu');
+  });
+
+  it('docker-compose.yml runs the Temporal that dev/temporal-cluster.ts runs: same version, config files and setup scripts', async () => {
+    const compose = parse(await read('docker-compose.yml')) as { services: Record<string, Record<string, unknown>> };
+    const services = compose.services;
+    const version = await temporalServerVersion();
+    expect(services.temporal!.image).toBe(`temporalio/server:${version}`);
+    expect(services['temporal-schema']!.image).toBe(`temporalio/admin-tools:${version}`);
+    expect(services['temporal-setup']!.image).toBe(`temporalio/admin-tools:${version}`);
+    // The files the cluster backend starts the server with are the files compose mounts.
+    expect(path.resolve(REPO, 'deploy/temporal')).toBe(TEMPORAL_DEPLOY_DIR);
+    expect(services.temporal!.volumes).toEqual([
+      './deploy/temporal/config.yaml:/etc/temporal/config/docker.yaml:ro',
+      './deploy/temporal/dynamicconfig.yaml:/etc/temporal/config/dynamicconfig/docker.yaml:ro',
+    ]);
+    expect(JSON.stringify(services.temporal!.command)).toContain('--env docker');
+    for (const [service, script] of [
+      ['temporal-schema', 'setup-schema.sh'],
+      ['temporal-setup', 'setup-namespaces.sh'],
+    ] as const) {
+      expect(services[service]!.volumes).toEqual(['./deploy/temporal:/etc/hold-sweeper/temporal:ro']);
+      expect(services[service]!.entrypoint).toEqual(['sh', `/etc/hold-sweeper/temporal/${script}`]);
+    }
+    // The setup script registers exactly the product's namespaces and search attributes.
+    const setup = await read('deploy/temporal/setup-namespaces.sh');
+    expect(/SEARCH_ATTRIBUTES="\$\{SEARCH_ATTRIBUTES:-([^}]*)\}"/.exec(setup)![1]!.split(' ')).toEqual(SEARCH_ATTRIBUTES.map((a) => a.name));
+    const namespaces = loadConfig({}).regions.map((r) => r.namespace);
+    expect(/NAMESPACES="\$\{NAMESPACES:-([^}]*)\}"/.exec(setup)![1]!.split(' ')).toEqual(namespaces);
   });
 
   it('Prometheus scrapes each worker on its metrics port, with the alert rules', async () => {
