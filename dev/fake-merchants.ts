@@ -4,6 +4,7 @@
  * Retry-After, latency, hang, close the connection after reading the request), verifies every request with
  * the Standard Webhooks reference verifier, and records it. Scripts can change mid-test.
  */
+import https from 'node:https';
 import http from 'node:http';
 import type net from 'node:net';
 import { Webhook } from 'standardwebhooks';
@@ -45,16 +46,18 @@ export class FakeMerchants {
   private server: http.Server | undefined;
   private base = '';
 
-  async start(port = 0): Promise<string> {
-    const server = http.createServer((req, res) => void this.handle(req, res));
+  /** Listens on loopback: plain http, or https with `tls` (production mode refuses http endpoints). */
+  async start(port = 0, tls?: { key: string; cert: string }): Promise<string> {
+    const handler = (req: http.IncomingMessage, res: http.ServerResponse) => void this.handle(req, res);
+    const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
     server.keepAliveTimeout = 30_000;
-    server.on('connection', (socket) => {
+    server.on('connection', (socket: net.Socket) => {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
     });
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     this.server = server;
-    this.base = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    this.base = `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
     return this.base;
   }
 

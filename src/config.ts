@@ -4,6 +4,7 @@
  * Every variable is listed in `.env.example` with its default. An invalid value fails at start-up with a
  * `ConfigError` naming the variable, never later in the middle of a sweep.
  */
+import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './contracts/regions.js';
 
@@ -50,6 +51,8 @@ export interface WebhookConfig {
   readonly allowInsecureHttp: boolean;
   /** Loopback and private addresses: dev only; in production they are refused as an SSRF guard. */
   readonly allowPrivateAddresses: boolean;
+  /** WEBHOOK_TRUSTED_NETWORKS: private networks (CIDRs) merchants may be on all the same (a private link). */
+  readonly trustedNetworks: readonly string[];
 }
 
 /** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
@@ -160,6 +163,7 @@ export const CONFIG_VARIABLES = [
   'WORKER_DEPLOYMENT_NAME',
   'WORKER_BUILD_ID',
   'WORKER_SET_CURRENT',
+  'WEBHOOK_TRUSTED_NETWORKS',
 ] as const;
 
 /** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
@@ -252,6 +256,22 @@ function readOrigins(env: Env, variable: string, fallback: string): string[] {
     if (parsed.origin !== origin || !['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(variable, raw, expected);
   }
   return origins;
+}
+
+/** Comma-separated CIDRs (`10.20.0.0/16,127.0.0.1/32`); none when unset. */
+function readNetworks(env: Env, variable: string): string[] {
+  const raw = env[variable];
+  if (raw === undefined || raw.trim() === '') return [];
+  return raw.split(',').map((entry) => {
+    const cidr = entry.trim();
+    const [network, prefix, extra] = cidr.split('/');
+    const family = net.isIP(network ?? '');
+    const bits = Number(prefix);
+    if (extra !== undefined || family === 0 || !/^\d{1,3}$/.test(prefix ?? '') || bits > (family === 4 ? 32 : 128)) {
+      throw new ConfigError(variable, raw, 'comma-separated networks in CIDR notation, e.g. 10.20.0.0/16,127.0.0.1/32');
+    }
+    return cidr;
+  });
 }
 
 /** Host:port, as the Temporal client expects it. */
@@ -367,7 +387,11 @@ export function loadConfig(env: Env = process.env): Config {
     timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };
 
-  const webhooks: WebhookConfig = { allowInsecureHttp: mode === 'dev', allowPrivateAddresses: mode === 'dev' };
+  const webhooks: WebhookConfig = {
+    allowInsecureHttp: mode === 'dev',
+    allowPrivateAddresses: mode === 'dev',
+    trustedNetworks: readNetworks(env, 'WEBHOOK_TRUSTED_NETWORKS'),
+  };
 
   const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();
   if (!['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'].includes(logLevel)) {

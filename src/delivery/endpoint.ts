@@ -23,6 +23,34 @@ export class InvalidEndpointUrl extends Error {
 export interface EndpointRules {
   allowInsecureHttp: boolean;
   allowPrivateAddresses: boolean;
+  /**
+   * Private networks (CIDRs) merchants may nevertheless be on, e.g. reached over a private link: every other
+   * private, loopback or reserved address stays refused. https is still required unless `allowInsecureHttp`.
+   */
+  trustedNetworks?: readonly string[];
+}
+
+/** The trusted networks of a rules object, as a BlockList (built once per rules object). */
+const trustedLists = new WeakMap<EndpointRules, net.BlockList>();
+function trustedList(rules: EndpointRules): net.BlockList | undefined {
+  if (!rules.trustedNetworks?.length) return undefined;
+  let list = trustedLists.get(rules);
+  if (!list) {
+    list = new net.BlockList();
+    for (const cidr of rules.trustedNetworks) {
+      const [network, prefix] = cidr.split('/') as [string, string];
+      list.addSubnet(network, Number(prefix), net.isIP(network) === 6 ? 'ipv6' : 'ipv4');
+    }
+    trustedLists.set(rules, list);
+  }
+  return list;
+}
+
+/** An address a merchant's endpoint must not be on under `rules`. */
+function refused(address: string, rules: EndpointRules): boolean {
+  if (rules.allowPrivateAddresses || !isForbiddenAddress(address)) return false;
+  const family = net.isIP(address);
+  return !trustedList(rules)?.check(address, family === 6 ? 'ipv6' : 'ipv4');
 }
 
 const forbidden = new net.BlockList();
@@ -85,7 +113,7 @@ export function parseEndpoint(merchantId: string, raw: string, rules: EndpointRu
   if (!allowed.includes(url.protocol)) throw new InvalidEndpointUrl(merchantId, `scheme ${url.protocol} is not allowed (${allowed.join(' or ')})`);
   if (url.username || url.password) throw new InvalidEndpointUrl(merchantId, 'credentials in the URL are not allowed');
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  if (!rules.allowPrivateAddresses && (isForbiddenAddress(host) || host === 'localhost')) {
+  if (refused(host, rules) || (host === 'localhost' && !rules.allowPrivateAddresses)) {
     throw new InvalidEndpointUrl(merchantId, `${host} is a private, loopback or reserved address`);
   }
   return url;
@@ -97,8 +125,8 @@ export function guardedLookup(merchantId: string, rules: EndpointRules): net.Loo
     dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return callback(err, '', 4);
       const list = addresses as dns.LookupAddress[];
-      const bad = list.find((a) => isForbiddenAddress(a.address));
-      if (bad && !rules.allowPrivateAddresses) {
+      const bad = list.find((a) => refused(a.address, rules));
+      if (bad) {
         return callback(new InvalidEndpointUrl(merchantId, `${hostname} resolves to ${bad.address}, a private or reserved address`), '', 4);
       }
       if ((options as dns.LookupOptions).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);

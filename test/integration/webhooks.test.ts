@@ -248,7 +248,7 @@ describe('bad merchant configuration (production endpoint rules)', () => {
   let prod: TestRegion;
   beforeAll(async () => {
     prod = await harness.region('us');
-    await harness.startWorker(prod, undefined, { allowInsecureHttp: false, allowPrivateAddresses: false });
+    await harness.startWorker(prod, undefined, { allowInsecureHttp: false, allowPrivateAddresses: false, trustedNetworks: [] });
   });
 
   it.each([

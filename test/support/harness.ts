@@ -102,7 +102,7 @@ export async function openHarness(): Promise<Harness> {
       pools.push(pool);
       return pool;
     },
-    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true }, build = {}) {
+    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] }, build = {}) {
       const bundle = build.workflowBundle ?? workflowBundle;
       const worker = await createRegionWorker({
         connection: nativeConnection,

@@ -89,6 +89,9 @@ describe('config', () => {
     ['WORKER_DEPLOYMENT_NAME', 'hold.sweeper'],
     ['WORKER_BUILD_ID', 'rev 1'],
     ['WORKER_SET_CURRENT', 'sometimes'],
+    ['WEBHOOK_TRUSTED_NETWORKS', '10.0.0.0'],
+    ['WEBHOOK_TRUSTED_NETWORKS', '10.0.0.0/33'],
+    ['WEBHOOK_TRUSTED_NETWORKS', 'intranet/8'],
   ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);

@@ -1,6 +1,6 @@
 import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
-import { isForbiddenAddress, parseEndpoint, InvalidEndpointUrl } from '../../src/delivery/endpoint.js';
+import { guardedLookup, isForbiddenAddress, parseEndpoint, InvalidEndpointUrl } from '../../src/delivery/endpoint.js';
 import {
   classifyAttempt,
   InvalidDeliveryPolicyError,
@@ -177,6 +177,25 @@ describe('endpoint guard', () => {
   it('accepts public https in production, and loopback http in dev', () => {
     expect(parseEndpoint('m', 'https://hooks.merchant.example/in', production).hostname).toBe('hooks.merchant.example');
     expect(parseEndpoint('m', 'http://127.0.0.1:9000/webhooks/m', dev).port).toBe('9000');
+  });
+  it('trusts exactly the private networks WEBHOOK_TRUSTED_NETWORKS names, still over https only', () => {
+    const trusted = { ...production, trustedNetworks: ['10.20.0.0/16', '127.0.0.1/32'] };
+    expect(parseEndpoint('m', 'https://10.20.3.4/in', trusted).hostname).toBe('10.20.3.4');
+    expect(parseEndpoint('m', 'https://127.0.0.1:8443/in', trusted).port).toBe('8443');
+    expect(() => parseEndpoint('m', 'https://10.21.0.1/in', trusted)).toThrow(/private/);
+    expect(() => parseEndpoint('m', 'https://127.0.0.2/in', trusted)).toThrow(/private/);
+    expect(() => parseEndpoint('m', 'https://169.254.169.254/latest/meta-data', trusted)).toThrow(/private/);
+    expect(() => parseEndpoint('m', 'https://localhost:8443/in', trusted)).toThrow(/private/);
+    expect(() => parseEndpoint('m', 'http://10.20.3.4/in', trusted)).toThrow(/scheme http:/);
+    // At connect time too: a name resolving into a trusted network connects, anything else private is refused.
+    const lookup = (rules: typeof trusted, host: string) =>
+      new Promise<string>((resolve, reject) =>
+        guardedLookup('m', rules)(host, {}, (err, address) => (err ? reject(err) : resolve(address as string))),
+      );
+    return Promise.all([
+      expect(lookup(trusted, '127.0.0.1')).resolves.toBe('127.0.0.1'),
+      expect(lookup({ ...trusted, trustedNetworks: ['10.20.0.0/16'] }, '127.0.0.1')).rejects.toThrow(InvalidEndpointUrl),
+    ]);
   });
   it('classifies addresses', () => {
     expect(['10.0.0.1', '172.20.1.1', '192.168.1.1', '127.0.0.53', '100.64.0.1', 'fd00::1', 'fe80::1', '::1'].map(isForbiddenAddress)).toEqual(

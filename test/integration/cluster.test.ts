@@ -1,0 +1,160 @@
+/**
+ * The production path, end to end: the Temporal server production runs (deploy/temporal/server-version, 4 history
+ * shards on PostgreSQL, the config and setup scripts docker-compose.yml uses, started by dev/temporal-cluster.ts)
+ * and the production entry point (`src/bin/worker.ts`, HOLD_SWEEPER_MODE=production: payload encryption, https
+ * merchants only) as two worker processes. A small night with faults (503s, a 429 with Retry-After, a merchant
+ * dropping connections, one rejecting everything, a worker SIGKILLed mid-night), then the invariant checker.
+ *
+ * The server and its sql tool are built from the Go module proxy the first time (minutes) and cached outside the
+ * clone (HOLD_SWEEPER_CACHE_DIR); later runs start the cluster in seconds.
+ */
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import pg from 'pg';
+import { generate } from 'selfsigned';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { checkInvariants } from '../../bench/invariants.js';
+import { loadDevConfig } from '../../dev/dev-config.js';
+import { FakeMerchants } from '../../dev/fake-merchants.js';
+import { startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
+import { resolveTemporalCliPath } from '../../dev/temporal-cli.js';
+import { startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
+import { dataConverterFor } from '../../src/codec/encryption-codec.js';
+import { parseEncryptionKeys } from '../../src/config.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { seedNight } from '../support/ledger.js';
+
+const id = randomBytes(4).toString('hex');
+const NAMESPACE = 'hold-sweeper-us';
+const TASK_QUEUE = `c-${id}-us`;
+let dir: string;
+let cluster: TemporalCluster | undefined;
+let admin: pg.Client;
+let ledger: pg.Pool;
+let ledgerUrl: string;
+let merchants: FakeMerchants;
+let caFile: string;
+let workers: WorkerProcesses | undefined;
+let connection: Connection | undefined;
+
+beforeAll(async () => {
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-cluster-'));
+  const dev = loadDevConfig();
+  const cliPath = inject('temporalCliPath') ?? (await resolveTemporalCliPath({ explicitPath: dev.temporalCliPath, cacheDir: dev.cacheDir }));
+  cluster = await startTemporalCluster({
+    shards: 4,
+    postgresUrl: `${inject('postgresUrlBase')}postgres`,
+    databasePrefix: `temporal_c${id}`,
+    namespaces: [NAMESPACE],
+    cliPath,
+    cacheDir: dev.cacheDir,
+    dataDir: dir,
+  });
+  admin = new pg.Client({ connectionString: `${inject('postgresUrlBase')}postgres` });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE c_${id}_us TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`);
+  ledgerUrl = `${inject('postgresUrlBase')}c_${id}_us`;
+  ledger = new pg.Pool({ connectionString: ledgerUrl, max: 5 });
+  // Production mode sends over https only: the merchants get a certificate the workers trust (NODE_EXTRA_CA_CERTS).
+  const tls = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
+    keySize: 2048,
+    algorithm: 'sha256',
+    extensions: [{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }],
+  });
+  caFile = path.join(dir, 'merchants-ca.pem');
+  await fs.writeFile(caFile, tls.cert);
+  merchants = new FakeMerchants();
+  await merchants.start(0, { key: tls.private, cert: tls.cert });
+}, 900_000);
+
+afterAll(async () => {
+  await workers?.stop();
+  await connection?.close();
+  await merchants?.stop();
+  await ledger?.end();
+  await cluster?.stop();
+  await admin?.end();
+  if (dir) await fs.rm(dir, { recursive: true, force: true });
+});
+
+it('the production worker on the production Temporal (4 shards on PostgreSQL): a night with faults, every invariant holding', async () => {
+  const version = await temporalServerVersion();
+  connection = await Connection.connect({ address: cluster!.address });
+  const info = await connection.workflowService.getClusterInfo({});
+  expect(info.serverVersion).toBe(version);
+  expect(info.historyShardCount).toBe(4);
+  expect(info.persistenceStore).toBe('postgres12');
+
+  const night = await seedNight(ledger, 'us', `c${id}`, { expired: 60, merchants: 6, defective: true }, merchants);
+  const m = night.merchantIds;
+  const script = (merchant: string, responses: Parameters<FakeMerchants['script']>[1]['responses']) =>
+    merchants.script(merchant, { secrets: [night.secrets.get(merchant)!], responses });
+  script(m[1]!, [{ status: 503 }, { status: 503 }, { status: 200 }]);
+  script(m[2]!, [{ status: 429, retryAfter: '1' }, { status: 200 }]);
+  script(m[3]!, [{ status: 400 }]);
+  script(m[4]!, [{ close: true }, { status: 200 }]);
+  // Short backoff so the faulty merchants settle within the test; the policy itself is the real one.
+  await ledger.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
+
+  const key = `k1:${randomBytes(32).toString('base64')}`;
+  workers = await startWorkerProcesses(2, {
+    HOLD_SWEEPER_MODE: 'production',
+    HOLD_SWEEPER_REGIONS: 'us',
+    TEMPORAL_ADDRESS: cluster!.address,
+    DATABASE_URL_US: ledgerUrl,
+    PAYLOAD_KEYS_US: key,
+    TASK_QUEUE_US: TASK_QUEUE,
+    SCHEDULE_ID_US: `c-${id}-sweep-us`,
+    SWEEP_INTERVAL: '24h',
+    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
+    WEBHOOK_TRUSTED_NETWORKS: '127.0.0.1/32',
+    NODE_EXTRA_CA_CERTS: caFile,
+  });
+  const client = new Client({
+    connection,
+    namespace: NAMESPACE,
+    dataConverter: dataConverterFor(
+      parseEncryptionKeys(key, (expected) => {
+        throw new Error(expected);
+      }),
+    ),
+  });
+  const sweep = await client.workflow.start(sweepExpiredHolds, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `sweep-${id}`,
+    args: [{ region: 'us', pageSize: 15, releaseWaitMs: 30_000 }],
+  });
+  // A worker dies mid-night (no drain) and comes back.
+  await expect
+    .poll(async () => (await ledger.query(`SELECT count(*)::int AS n FROM auth_holds WHERE state = 'released'`)).rows[0].n)
+    .toBeGreaterThan(10);
+  workers.kill(0);
+  await workers.restart(0);
+  const result = await sweep.result();
+  expect(result).toMatchObject({ found: 64, rejected: 4 });
+  expect(result.started + result.alreadyStarted).toBe(60);
+
+  const pending = `SELECT (SELECT count(*) FROM auth_holds WHERE state = 'active' AND expires_at <= now())::int
+                        + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::int AS n`;
+  await expect.poll(async () => (await ledger.query(pending)).rows[0].n, { timeout: 120_000, interval: 500 }).toBe(0);
+  const { rows } = await ledger.query<{ status: string; n: number }>(
+    'SELECT status, count(*)::int AS n FROM webhook_deliveries GROUP BY 1 ORDER BY 1',
+  );
+  const rejectedByMerchant = night.expired.filter((h) => h.merchantId === m[3]).length;
+  expect(rows).toEqual([
+    { status: 'delivered', n: night.expired.length - rejectedByMerchant },
+    { status: 'quarantined', n: rejectedByMerchant },
+  ]);
+  // The merchants saw https requests they verified, from workers that never logged a secret.
+  expect(merchants.requests().every((r) => r.verified)).toBe(true);
+  const texts = workers.output().map((text, i) => ({ source: `worker ${i}`, text }));
+  for await (const execution of client.workflow.list({ query: `TaskQueue = '${TASK_QUEUE}'` }).intoHistories()) {
+    texts.push({ source: `history ${execution.workflowId}`, text: JSON.stringify(execution.history) });
+  }
+  expect(texts.length).toBeGreaterThan(60);
+  const violations = await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts });
+  expect(violations).toEqual([]);
+}, 300_000);
