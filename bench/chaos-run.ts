@@ -57,10 +57,16 @@ export interface ChaosReport {
   tightestMerchantWindow?: MerchantWindow;
   violations: Violation[];
   /**
-   * Workflow tasks that failed in the scanned histories (a non-determinism error after the deploy fault would show
-   * here), not counting UNHANDLED_COMMAND: a signal that arrived while a task completed, which the server retries.
+   * Workflow tasks the workers failed in the scanned histories: a non-determinism error after the deploy fault, or
+   * workflow code that threw, would show here.
    */
   workflowTaskFailures: { workflowId: string; cause: string; message: string }[];
+  /**
+   * Workflow tasks the server failed and rescheduled on its own, by cause (not a code problem): UNHANDLED_COMMAND (an
+   * event arrived while a task completed), FORCE_CLOSE_COMMAND (too many events buffered behind a running task, e.g.
+   * a page of child starts), RESET_STICKY_TASK_QUEUE (a worker gone).
+   */
+  serverFailedWorkflowTasks: Record<string, number>;
   quiescenceSeconds: number;
 }
 
@@ -88,17 +94,25 @@ function scriptFor(n: number, secret: string): MerchantScript {
 }
 
 type History = temporal.api.history.v1.IHistory;
-const UNHANDLED_COMMAND = 1; // temporal.api.enums.v1.WorkflowTaskFailedCause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND
+const Cause = proto.temporal.api.enums.v1.WorkflowTaskFailedCause;
+/** Causes the server sets when it fails a task itself (and schedules another): no fault of the workflow code. */
+const SERVER_SIDE_CAUSES: ReadonlySet<number> = new Set([
+  Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
+  Cause.WORKFLOW_TASK_FAILED_CAUSE_RESET_STICKY_TASK_QUEUE,
+  Cause.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND,
+  Cause.WORKFLOW_TASK_FAILED_CAUSE_FAILOVER_CLOSE_COMMAND,
+  Cause.WORKFLOW_TASK_FAILED_CAUSE_RESET_WORKFLOW,
+  Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_UPDATE,
+]);
 
-/** Workflow tasks that failed in `history`, but for a signal arriving while one completed (retried by the server). */
-export function failedWorkflowTasks(history: History): { cause: string; message: string }[] {
-  return (history.events ?? [])
-    .map((e) => e.workflowTaskFailedEventAttributes)
-    .filter((failed) => failed && failed.cause !== UNHANDLED_COMMAND)
-    .map((failed) => ({
-      cause: proto.temporal.api.enums.v1.WorkflowTaskFailedCause[failed!.cause ?? 0] ?? String(failed!.cause),
-      message: failed!.failure?.message ?? '',
-    }));
+/** Every failed workflow task in `history`: its cause, whether the server failed it itself, and the failure's message. */
+export function failedWorkflowTasks(history: History): { cause: string; serverSide: boolean; message: string }[] {
+  return (history.events ?? []).flatMap((e) => {
+    const failed = e.workflowTaskFailedEventAttributes;
+    if (!failed) return [];
+    const cause = failed.cause ?? 0;
+    return [{ cause: Cause[cause] ?? String(cause), serverSide: SERVER_SIDE_CAUSES.has(cause), message: failed.failure?.message ?? '' }];
+  });
 }
 
 async function retrying<T>(what: () => Promise<T>, attempts = 60): Promise<T> {
@@ -327,12 +341,16 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     log(`[chaos] quiescent after ${quiescenceSeconds} s; checking invariants`);
 
     const workflowTaskFailures: ChaosReport['workflowTaskFailures'] = [];
+    const serverFailedWorkflowTasks: ChaosReport['serverFailedWorkflowTasks'] = {};
     const texts: { source: string; text: string }[] = workers.output().map((text, i) => ({ source: `worker ${i} logs`, text }));
     for (const region of regions) {
       let scanned = 0;
       for await (const { workflowId, history } of region.client.workflow.list({ query: `TaskQueue = '${region.taskQueue}'` }).intoHistories()) {
         texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
-        for (const failed of failedWorkflowTasks(history as History)) workflowTaskFailures.push({ workflowId, ...failed });
+        for (const { serverSide, ...failed } of failedWorkflowTasks(history as History)) {
+          if (serverSide) serverFailedWorkflowTasks[failed.cause] = (serverFailedWorkflowTasks[failed.cause] ?? 0) + 1;
+          else workflowTaskFailures.push({ workflowId, ...failed });
+        }
         if (++scanned >= options.historiesToScan) break;
       }
     }
@@ -357,6 +375,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       tightestMerchantWindow: tightest,
       violations,
       workflowTaskFailures,
+      serverFailedWorkflowTasks,
       quiescenceSeconds,
     };
   } finally {

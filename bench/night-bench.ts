@@ -1,8 +1,9 @@
 /**
  * The night benchmark (`npm run bench`): everything on real services, set up here, measured side by side.
  *
- *   1. A file-backed Temporal dev server, embedded PostgreSQL (durable) with one ledger per region, the fake
- *      merchants in their own process, N worker processes (the production entry point).
+ *   1. Temporal (the file-backed dev server, or with `temporal: cluster` the production server with N history
+ *      shards on the same embedded PostgreSQL: dev/temporal-cluster.ts), embedded PostgreSQL (durable) with one
+ *      ledger per region, the fake merchants in their own process, N worker processes (the production entry point).
  *   2. The night workload (night-workload.ts) seeded from a fixed seed.
  *   3. The ceiling: `bareFanOut` in both regions at once, timed from its start until every no-op child closed.
  *   4. The product: each region's schedule triggered (the production path), timed until every hold is released
@@ -23,6 +24,9 @@ import { FakeMerchantsProcess, type TrafficSummary } from './fake-merchants-proc
 import type { MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom } from '../dev/seed.js';
 import { startDevServer } from '../dev/temporal-dev-server.js';
+import { startTemporalCluster } from '../dev/temporal-cluster.js';
+import { resolveTemporalCliPath } from '../dev/temporal-cli.js';
+import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from './invariants.js';
@@ -49,6 +53,8 @@ export interface NightBenchOptions {
   maxCachedWorkflows?: number;
   /** How many child histories to scan for secrets (all parents' are scanned). */
   historiesToScan: number;
+  /** The Temporal under test: the dev server (default) or the production server with N shards on PostgreSQL. */
+  temporal: TemporalBackend;
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -154,17 +160,33 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     `[bench] ${workload.holds.length} holds over ${workload.merchants.length} merchants (seed ${options.seed}, faults ${options.faults ? 'on' : 'off'}); data in ${dataDir}`,
   );
   const merchants = new FakeMerchantsProcess();
-  const [server, postgres] = await Promise.all([
-    startDevServer({
-      namespaces: ['hold-sweeper-us', 'hold-sweeper-eu'],
-      dataDir: temporalDir,
-      explicitCliPath: process.env.TEMPORAL_CLI_PATH,
-      cacheDir: options.cacheDir,
-      port: await freePort(),
-    }),
+  const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
+  const cluster = options.temporal.kind === 'cluster';
+  const [devServer, postgres] = await Promise.all([
+    cluster
+      ? undefined
+      : startDevServer({
+          namespaces,
+          dataDir: temporalDir,
+          explicitCliPath: process.env.TEMPORAL_CLI_PATH,
+          cacheDir: options.cacheDir,
+          port: await freePort(),
+        }),
     startEmbeddedPostgres({ dataDir: pgDir, databases: ['bench_us', 'bench_eu'], durable: true }),
     merchants.start(),
   ]);
+  // The cluster keeps its state in the same PostgreSQL as the ledgers (its own two databases): one machine.
+  const server =
+    devServer ??
+    (await startTemporalCluster({
+      shards: options.temporal.shards,
+      postgresUrl: postgres.urlFor('postgres'),
+      namespaces,
+      cliPath: await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir }),
+      cacheDir: options.cacheDir,
+      dataDir: temporalDir,
+      log,
+    }));
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
   await fs.writeFile(bundlePath, (await bundleWorkflows(BENCH_WORKFLOWS)).code);
   const connection = await Connection.connect({ address: server.address });
@@ -217,7 +239,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     if (options.maxCachedWorkflows !== undefined) workerEnv.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
     workers = await startWorkerProcesses(options.workers, workerEnv, { logDir: dataDir });
     const processes: Processes = {
-      temporal: await findProcess(path.join(temporalDir, 'temporal.sqlite')),
+      temporal: 'pid' in server ? server.pid : await findProcess(path.join(temporalDir, 'temporal.sqlite')),
       postgres: await findProcess(pgDir),
       workers: workers.pids,
       merchants: merchants.pid,

@@ -18,7 +18,7 @@ export function markdownReport(report: NightReport): string {
     '',
     `Reproduce: \`${report.command}\``,
     '',
-    `${report.date} · ${report.machine.cpus} × ${report.machine.cpuModel} · ${report.machine.memoryGiB} GiB · Node ${report.machine.node} · ${report.options.workers} worker process(es) · page ${report.options.pageSize}${report.options.maxCachedWorkflows === undefined ? '' : ` · ${report.options.maxCachedWorkflows} cached workflows per worker`}`,
+    `${report.date} · ${backendName(report)} · ${report.machine.cpus} × ${report.machine.cpuModel} · ${report.machine.memoryGiB} GiB · Node ${report.machine.node} · ${report.options.workers} worker process(es) · page ${report.options.pageSize}${report.options.maxCachedWorkflows === undefined ? '' : ` · ${report.options.maxCachedWorkflows} cached workflows per worker`}`,
     '',
     `Workload: ${w.holds} holds (US ${w.byRegion.us}, EU ${w.byRegion.eu}) over ${w.merchants} merchants; faulty merchants: ${counts(w.faultyMerchants)}. ` +
       `Merchant bound: ${w.merchantBound.seconds} s (${w.merchantBound.merchantId}: ${w.merchantBound.holds} holds at ${w.merchantBound.ratePerSecond}/s).`,
@@ -47,4 +47,37 @@ export function markdownReport(report: NightReport): string {
     `| Invariant violations | ${report.violations.length === 0 ? 'none (all seven checked)' : report.violations.map((v) => `#${v.invariant} ${v.message}`).join('; ')} |`,
   ];
   return lines.filter((l) => l !== '').join('\n') + '\n';
+}
+
+/** Which Temporal a report ran on, in words. */
+export function backendName(report: NightReport): string {
+  const t = report.options.temporal;
+  return t.kind === 'cluster' ? `cluster, ${t.shards} shard${t.shards === 1 ? '' : 's'} (PostgreSQL)` : 'dev server (SQLite)';
+}
+
+/** The same night on several Temporal backends, side by side (`npm run bench -- --backends ...`). */
+export function backendsReport(reports: readonly NightReport[], command: string): string {
+  const [first] = reports;
+  const dev = reports.find((r) => r.options.temporal.kind === 'dev');
+  const perHold = (seconds: number, r: NightReport) => `${Math.round((seconds * 1000) / r.workload.holds)}`;
+  const lines = [
+    `# The night on each Temporal backend: ${first!.workload.holds} holds, seed ${first!.options.seed}${first!.options.faults ? '' : ', fault-free'}`,
+    '',
+    `Reproduce: \`${command}\``,
+    '',
+    `${first!.date} · ${first!.machine.cpus} × ${first!.machine.cpuModel} · ${first!.machine.memoryGiB} GiB · ${first!.options.workers} worker process(es) · page ${first!.options.pageSize}. ` +
+      'Each backend ran the same seeded night, one after the other, on this one machine. On the cluster, PostgreSQL CPU includes ' +
+      "Temporal's own persistence (its two databases live in the same PostgreSQL as the ledgers).",
+    '',
+    '| Backend | Ceiling holds/s | Product holds/s | Product vs dev server | Product ÷ ceiling | CPU ms per hold, product: Temporal / PostgreSQL / workers | Violations |',
+    '|---|---|---|---|---|---|---|',
+    ...reports.map((r) => {
+      const p = r.product;
+      return (
+        `| ${backendName(r)} | ${r.ceiling?.holdsPerSecond ?? '—'} | ${p.holdsPerSecond} | ${dev ? `${(p.holdsPerSecond / dev.product.holdsPerSecond).toFixed(2)}×` : '—'} | ` +
+        `${p.ratioToCeiling ?? '—'}× | ${perHold(p.cpu.temporal, r)} / ${perHold(p.cpu.postgres, r)} / ${perHold(p.cpu.workers, r)} | ${r.violations.length} |`
+      );
+    }),
+  ];
+  return lines.join('\n') + '\n';
 }

@@ -1,12 +1,17 @@
 /**
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the night benchmark
  * (bench/night-bench.ts). Prints the report and writes it to
- * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>].{json,md}.
+ * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-cluster-<shards>].{json,md}.
+ *
+ * `--temporal cluster --shards 4` runs it on the production Temporal server (PostgreSQL, 4 history shards) instead of
+ * the dev server. `--backends dev,cluster:1,cluster:4,cluster:8` runs the same night on each, one after the other,
+ * and writes the side-by-side comparison to bench/results/backends-<holds>.{json,md}.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { runNightBench } from '../night-bench.js';
-import { markdownReport } from '../report.js';
+import { runNightBench, type NightReport } from '../night-bench.js';
+import { backendsReport, markdownReport } from '../report.js';
+import { parseTemporalBackend, type TemporalBackend } from '../../dev/local-stack.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 
 /** The design's rate-limit target is stated for three worker processes. */
@@ -23,6 +28,10 @@ const { values } = parseArgs({
     'no-ceiling': { type: 'boolean', default: false },
     /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
     'max-cached-workflows': { type: 'string' },
+    temporal: { type: 'string', default: 'dev' },
+    shards: { type: 'string', default: '4' },
+    /** Comma-separated: dev, cluster:<shards>. */
+    backends: { type: 'string' },
   },
 });
 const number = (name: keyof typeof values) => {
@@ -32,28 +41,47 @@ const number = (name: keyof typeof values) => {
 };
 const args = process.argv.slice(2).join(' ');
 const command = `npm run bench${args ? ` -- ${args}` : ''}`;
-const report = await runNightBench(
-  {
-    holds: number('holds'),
-    merchants: number('merchants'),
-    seed: number('seed'),
-    faults: !values['fault-free'],
-    workers: number('workers'),
-    pageSize: number('page-size'),
-    retryHorizonMs: number('retry-horizon-seconds') * 1000,
-    ceiling: !values['no-ceiling'],
-    ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
-    historiesToScan: 500,
-    cacheDir: loadDevConfig().cacheDir,
-    log: (line) => console.log(line),
-  },
-  command,
-);
-const markdown = markdownReport(report);
-console.log(`\n${markdown}`);
-const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}`;
+const backends: TemporalBackend[] = values.backends
+  ? values.backends.split(',').map((spec) => {
+      const [kind, shards] = spec.trim().split(':');
+      return parseTemporalBackend(['--temporal', kind ?? '', ...(shards ? ['--shards', shards] : [])]);
+    })
+  : [parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!])];
 await fs.mkdir('bench/results', { recursive: true });
-await fs.writeFile(`${name}.json`, JSON.stringify(report, null, 2) + '\n');
-await fs.writeFile(`${name}.md`, markdown);
-console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
-process.exit(report.violations.length === 0 ? 0 : 1);
+const reports: NightReport[] = [];
+for (const temporal of backends) {
+  const report = await runNightBench(
+    {
+      holds: number('holds'),
+      merchants: number('merchants'),
+      seed: number('seed'),
+      faults: !values['fault-free'],
+      workers: number('workers'),
+      pageSize: number('page-size'),
+      retryHorizonMs: number('retry-horizon-seconds') * 1000,
+      ceiling: !values['no-ceiling'],
+      ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
+      historiesToScan: 500,
+      temporal,
+      cacheDir: loadDevConfig().cacheDir,
+      log: (line) => console.log(line),
+    },
+    command,
+  );
+  reports.push(report);
+  const markdown = markdownReport(report);
+  console.log(`\n${markdown}`);
+  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}` : ''}`;
+  await fs.writeFile(`${name}.json`, JSON.stringify(report, null, 2) + '\n');
+  await fs.writeFile(`${name}.md`, markdown);
+  console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
+}
+if (reports.length > 1) {
+  const markdown = backendsReport(reports, command);
+  console.log(`\n${markdown}`);
+  const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}`;
+  await fs.writeFile(`${name}.json`, JSON.stringify(reports, null, 2) + '\n');
+  await fs.writeFile(`${name}.md`, markdown);
+  console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
+}
+process.exit(reports.every((r) => r.violations.length === 0) ? 0 : 1);
