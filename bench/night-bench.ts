@@ -185,6 +185,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       cliPath: await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir }),
       cacheDir: options.cacheDir,
       dataDir: temporalDir,
+      env: options.temporal.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
       log,
     }));
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');

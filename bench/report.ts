@@ -52,7 +52,8 @@ export function markdownReport(report: NightReport): string {
 /** Which Temporal a report ran on, in words. */
 export function backendName(report: NightReport): string {
   const t = report.options.temporal;
-  return t.kind === 'cluster' ? `cluster, ${t.shards} shard${t.shards === 1 ? '' : 's'} (PostgreSQL)` : 'dev server (SQLite)';
+  if (t.kind === 'dev') return 'dev server (SQLite)';
+  return `cluster, ${t.shards} shard${t.shards === 1 ? '' : 's'} (PostgreSQL${t.synchronousCommit === false ? ', synchronous_commit off' : ''})`;
 }
 
 /** The same night on several Temporal backends, side by side (`npm run bench -- --backends ...`). */

@@ -24,6 +24,12 @@ import { resolveTemporalCliPath } from './temporal-cli.js';
 export interface TemporalBackend {
   kind: 'dev' | 'cluster';
   shards: number;
+  /**
+   * Cluster only: PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's TEMPORAL_DB_SYNCHRONOUS_COMMIT).
+   * Off, a commit returns before its WAL reaches the disk (a crash may lose the last fraction of a second of
+   * acknowledged writes, never corrupt): docs/cluster.md measures what it buys.
+   */
+  synchronousCommit?: boolean;
 }
 
 /** Reads `--temporal dev|cluster` and `--shards N` from a command line; throws naming the flag on a bad value. */
@@ -37,7 +43,9 @@ export function parseTemporalBackend(argv: readonly string[]): TemporalBackend {
   const rawShards = value('--shards') ?? '4';
   const shards = Number(rawShards);
   if (!Number.isInteger(shards) || shards < 1 || shards > 1024) throw new Error(`--shards ${rawShards}: expected an integer from 1 to 1024`);
-  return { kind, shards };
+  const commit = value('--synchronous-commit') ?? 'on';
+  if (commit !== 'on' && commit !== 'off') throw new Error(`--synchronous-commit ${commit}: expected "on" or "off"`);
+  return { kind, shards, synchronousCommit: commit === 'on' };
 }
 
 export interface LocalStack {
@@ -123,6 +131,7 @@ export async function startLocalStack(
         cacheDir: dev.cacheDir,
         dataDir: path.join(dataDir, 'temporal-cluster'),
         port: dev.temporalPort,
+        env: backend.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
         log: options.log,
       });
     }

@@ -120,7 +120,8 @@ const portFree = (port: number) =>
 /** A frontend port whose siblings (config.yaml: +1, +2, +6, each −1000 for membership, +10 HTTP, +20 metrics) are free too. */
 async function freeClusterPort(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
-    const base = 21_000 + 10 * Math.floor(Math.random() * 3_000);
+    // Below Linux's ephemeral range (32768+), where outgoing connections would take a checked port back.
+    const base = 11_000 + 10 * Math.floor(Math.random() * 2_000);
     const ports = [0, 1, 2, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 20]);
     if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base;
   }
@@ -204,7 +205,12 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   const address = `127.0.0.1:${port}`;
   const failed = async (what: string) => {
     await stop();
-    const tail = (await fs.readFile(logFile, 'utf8').catch(() => '')).trim().split('\n').slice(-20).join('\n');
+    const tail = (await fs.readFile(logFile, 'utf8').catch(() => ''))
+      .trim()
+      .split('\n')
+      .slice(-10)
+      .map((line) => (line.length > 400 ? `${line.slice(0, 400)}…` : line))
+      .join('\n');
     return new EmbeddedServiceError(SERVICE, `server ${binaries.version} on ${address}: ${what}\n${tail}`, `see ${logFile}`);
   };
 

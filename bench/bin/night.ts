@@ -4,7 +4,8 @@
  * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-cluster-<shards>].{json,md}.
  *
  * `--temporal cluster --shards 4` runs it on the production Temporal server (PostgreSQL, 4 history shards) instead of
- * the dev server. `--backends dev,cluster:1,cluster:4,cluster:8` runs the same night on each, one after the other,
+ * the dev server (`--synchronous-commit off`: PostgreSQL's, for Temporal's sessions). `--backends
+ * dev,cluster:1,cluster:4,cluster:8,cluster:4:async` runs the same night on each, one after the other,
  * and writes the side-by-side comparison to bench/results/backends-<holds>.{json,md}.
  */
 import fs from 'node:fs/promises';
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     'max-cached-workflows': { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
     shards: { type: 'string', default: '4' },
+    'synchronous-commit': { type: 'string', default: 'on' },
     /** Comma-separated: dev, cluster:<shards>. */
     backends: { type: 'string' },
   },
@@ -43,10 +45,17 @@ const args = process.argv.slice(2).join(' ');
 const command = `npm run bench${args ? ` -- ${args}` : ''}`;
 const backends: TemporalBackend[] = values.backends
   ? values.backends.split(',').map((spec) => {
-      const [kind, shards] = spec.trim().split(':');
-      return parseTemporalBackend(['--temporal', kind ?? '', ...(shards ? ['--shards', shards] : [])]);
+      // dev | cluster:<shards>[:async] (async: synchronous_commit off for Temporal's sessions)
+      const [kind, shards, commit] = spec.trim().split(':');
+      if (commit !== undefined && commit !== 'async') throw new Error(`--backends ${spec}: expected dev, cluster:<shards> or cluster:<shards>:async`);
+      return parseTemporalBackend([
+        '--temporal',
+        kind ?? '',
+        ...(shards ? ['--shards', shards] : []),
+        ...(commit ? ['--synchronous-commit', 'off'] : []),
+      ]);
     })
-  : [parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!])];
+  : [parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!, '--synchronous-commit', values['synchronous-commit']!])];
 await fs.mkdir('bench/results', { recursive: true });
 const reports: NightReport[] = [];
 for (const temporal of backends) {
@@ -71,7 +80,7 @@ for (const temporal of backends) {
   reports.push(report);
   const markdown = markdownReport(report);
   console.log(`\n${markdown}`);
-  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}` : ''}`;
+  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
   await fs.writeFile(`${name}.json`, JSON.stringify(report, null, 2) + '\n');
   await fs.writeFile(`${name}.md`, markdown);
   console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
