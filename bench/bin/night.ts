@@ -6,7 +6,7 @@
  * `--temporal cluster --shards 4` runs it on the production Temporal server (PostgreSQL, 4 history shards) instead of
  * the dev server (`--synchronous-commit off`: PostgreSQL's, for Temporal's sessions). `--backends
  * dev,cluster:1,cluster:4,cluster:8,cluster:4:async` runs the same night on each, one after the other,
- * and writes the side-by-side comparison to bench/results/backends-<holds>.{json,md}.
+ * and writes the side-by-side comparison to bench/results/backends-<holds>[-fault-free]-<backends>.{json,md}.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
@@ -88,7 +88,8 @@ for (const temporal of backends) {
 if (reports.length > 1) {
   const markdown = backendsReport(reports, command);
   console.log(`\n${markdown}`);
-  const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}`;
+  const specs = backends.map((b) => (b.kind === 'dev' ? 'dev' : `cluster${b.shards}${b.synchronousCommit === false ? 'async' : ''}`));
+  const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}-${specs.join('_')}`;
   await fs.writeFile(`${name}.json`, JSON.stringify(reports, null, 2) + '\n');
   await fs.writeFile(`${name}.md`, markdown);
   console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
