@@ -52,7 +52,7 @@ export interface LocalStack {
   /** Temporal address per region (the dev server's, unless configured). */
   temporalAddress(region: Region): string;
   databaseUrl(region: Region): string;
-  /** Web UI of the dev server; undefined when Temporal is external. */
+  /** Web UI of the dev server or the cluster; undefined when Temporal is external. */
   uiUrl: string | undefined;
   dataDir: string;
   stop(): Promise<void>;
@@ -132,6 +132,7 @@ export async function startLocalStack(
         dataDir: path.join(dataDir, 'temporal-cluster'),
         port: dev.temporalPort,
         env: backend.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
+        ui: { port: dev.temporalUiPort, codecEndpoint: codec?.url },
         log: options.log,
       });
     }

@@ -56,18 +56,7 @@ export async function obtainTemporalServer(cacheDir: string, log: (line: string)
   const building = `${dir}.building-${process.pid}`;
   await fs.rm(building, { recursive: true, force: true });
   await fs.mkdir(building, { recursive: true });
-  const go = async (args: string[]) => {
-    try {
-      return (await exec('go', args, { env: { ...process.env, GOBIN: building, GOFLAGS: '-mod=mod' }, maxBuffer: 64 * 1024 * 1024 })).stdout;
-    } catch (err) {
-      throw new EmbeddedServiceError(
-        SERVICE,
-        `go ${args.join(' ')}: ${(err as Error).message.split('\n').slice(0, 12).join('\n')}`,
-        'install Go (https://go.dev/dl/) with access to the Go module proxy, or set TEMPORAL_ADDRESS to a cluster you run',
-        { cause: err },
-      );
-    }
-  };
+  const go = (args: string[]) => goCommand(args, { GOBIN: building });
   const started = Date.now();
   await go(['install', `go.temporal.io/server/cmd/server@v${version}`]);
   await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
@@ -79,6 +68,57 @@ export async function obtainTemporalServer(cacheDir: string, log: (line: string)
   await fs.rename(building, dir);
   log(`Built Temporal server ${version} in ${Math.round((Date.now() - started) / 1000)} s`);
   return binaries;
+}
+
+/** The Web UI server's version: deploy/temporal/ui-version, which docker-compose.yml's temporalio/ui tag must equal. */
+export async function temporalUiVersion(): Promise<string> {
+  return (await fs.readFile(path.join(TEMPORAL_DEPLOY_DIR, 'ui-version'), 'utf8')).trim();
+}
+
+/**
+ * The Temporal Web UI server of `version`, from the cache or built once. `go install` refuses this module (its
+ * go.mod has a replace directive), so it is built inside a copy of the module, as its own Makefile does; the UI's
+ * assets are embedded in the module.
+ */
+export async function obtainTemporalUi(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
+  const version = await temporalUiVersion();
+  const dir = path.join(cacheDir, 'temporal-ui', version);
+  const binary = path.join(dir, 'ui-server');
+  if (await exists(binary)) return binary;
+  log(`Building the Temporal Web UI server ${version} from the Go module proxy (once; cached in ${dir})...`);
+  const building = `${dir}.building-${process.pid}`;
+  await fs.rm(building, { recursive: true, force: true });
+  await fs.mkdir(building, { recursive: true });
+  const go = (args: string[], cwd?: string) => goCommand(args, { cwd, GOBIN: building });
+  const module = JSON.parse(await go(['mod', 'download', '-json', `github.com/temporalio/ui-server/v2@v${version}`])) as { Dir: string };
+  const source = path.join(building, 'src');
+  await fs.cp(module.Dir, source, { recursive: true });
+  await exec('chmod', ['-R', 'u+w', source]);
+  await go(['build', '-o', path.join(building, 'ui-server'), './cmd/server'], source);
+  await fs.rm(source, { recursive: true, force: true });
+  await fs.rm(dir, { recursive: true, force: true });
+  await fs.rename(building, dir);
+  return binary;
+}
+
+/** Runs `go`, failing with a named error that says what to install. */
+async function goCommand(args: string[], options: { cwd?: string; GOBIN: string }): Promise<string> {
+  try {
+    return (
+      await exec('go', args, {
+        cwd: options.cwd,
+        env: { ...process.env, GOBIN: options.GOBIN, GOFLAGS: '-mod=mod' },
+        maxBuffer: 64 * 1024 * 1024,
+      })
+    ).stdout;
+  } catch (err) {
+    throw new EmbeddedServiceError(
+      SERVICE,
+      `go ${args.join(' ')}: ${(err as Error).message.split('\n').slice(0, 12).join('\n')}`,
+      'install Go (https://go.dev/dl/) with access to the Go module proxy, or set TEMPORAL_ADDRESS to a cluster you run',
+      { cause: err },
+    );
+  }
 }
 
 export interface ClusterOptions {
@@ -98,12 +138,14 @@ export interface ClusterOptions {
   port?: number;
   /** Extra environment for config.yaml (e.g. TEMPORAL_DB_MAX_CONNS). */
   env?: Record<string, string>;
+  /** Start the Web UI server on this port too (built once, like the server). */
+  ui?: { port: number; codecEndpoint?: string };
   log?: (line: string) => void;
 }
 
 export interface TemporalCluster {
   readonly address: string;
-  readonly uiUrl: undefined;
+  readonly uiUrl: string | undefined;
   readonly metricsUrl: string;
   readonly shards: number;
   readonly pid: number;
@@ -242,5 +284,79 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     throw err;
   }
   log(`Temporal ${binaries.version} cluster on ${address}: ${options.shards} history shards on PostgreSQL ${pg.host} (log: ${logFile})`);
-  return { address, uiUrl: undefined, metricsUrl: `http://127.0.0.1:${port + 20}/metrics`, shards: options.shards, pid: child.pid!, stop };
+  let ui: { url: string; stop(): Promise<void> } | undefined;
+  if (options.ui) {
+    try {
+      ui = await startUi(await obtainTemporalUi(options.cacheDir, log), address, options.namespaces[0]!, options.ui, options.dataDir);
+    } catch (err) {
+      await stop();
+      throw err;
+    }
+    log(`Temporal Web UI ${await temporalUiVersion()} on ${ui.url}`);
+  }
+  return {
+    address,
+    uiUrl: ui?.url,
+    metricsUrl: `http://127.0.0.1:${port + 20}/metrics`,
+    shards: options.shards,
+    pid: child.pid!,
+    async stop() {
+      await ui?.stop();
+      await stop();
+    },
+  };
+}
+
+/** The Web UI server against `address`, with a config of its own (it reads plain YAML, no environment). */
+async function startUi(
+  binary: string,
+  address: string,
+  namespace: string,
+  options: { port: number; codecEndpoint?: string },
+  dataDir: string,
+): Promise<{ url: string; stop(): Promise<void> }> {
+  const root = path.join(dataDir, 'ui');
+  await fs.mkdir(path.join(root, 'config'), { recursive: true });
+  const config = [
+    `temporalGrpcAddress: ${address}`,
+    `port: ${options.port}`,
+    'enableUi: true',
+    `defaultNamespace: ${namespace}`,
+    'cors:',
+    '  allowOrigins: []',
+    'codec:',
+    `  endpoint: ${options.codecEndpoint ?? ''}`,
+    '',
+  ].join('\n');
+  await fs.writeFile(path.join(root, 'config', 'cluster.yaml'), config);
+  const output = createWriteStream(path.join(dataDir, 'temporal-ui.log'), { flags: 'a' });
+  const child = spawn(binary, ['--root', root, '--config', 'config', '--env', 'cluster', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  child.stdout!.pipe(output);
+  child.stderr!.pipe(output);
+  const exit = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await exit;
+    }
+    output.end();
+  };
+  const url = `http://127.0.0.1:${options.port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const ok = await fetch(`${url}/api/v1/settings`).then(
+      (r) => r.ok,
+      () => false,
+    );
+    if (ok) return { url, stop };
+    if (child.exitCode !== null || Date.now() > deadline) {
+      await stop();
+      throw new EmbeddedServiceError(
+        'Temporal Web UI',
+        `ui-server on port ${options.port} did not answer`,
+        `see ${path.join(dataDir, 'temporal-ui.log')}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }

@@ -3,7 +3,8 @@
  * shards on PostgreSQL, the config and setup scripts docker-compose.yml uses, started by dev/temporal-cluster.ts)
  * and the production entry point (`src/bin/worker.ts`, HOLD_SWEEPER_MODE=production: payload encryption, https
  * merchants only) as two worker processes. A small night with faults (503s, a 429 with Retry-After, a merchant
- * dropping connections, one rejecting everything, a worker SIGKILLed mid-night), then the invariant checker.
+ * dropping connections, one rejecting everything, a worker SIGKILLed mid-night), then the invariant checker; and the
+ * Web UI server (compose's version) answers from the cluster.
  *
  * The server and its sql tool are built from the Go module proxy the first time (minutes) and cached outside the
  * clone (HOLD_SWEEPER_CACHE_DIR); later runs start the cluster in seconds.
@@ -18,6 +19,7 @@ import { generate } from 'selfsigned';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { checkInvariants } from '../../bench/invariants.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
+import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import { startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
 import { resolveTemporalCliPath } from '../../dev/temporal-cli.js';
@@ -52,6 +54,7 @@ beforeAll(async () => {
     cliPath,
     cacheDir: dev.cacheDir,
     dataDir: dir,
+    ui: { port: await freePort() },
   });
   admin = new pg.Client({ connectionString: `${inject('postgresUrlBase')}postgres` });
   await admin.connect();
@@ -157,4 +160,11 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   expect(texts.length).toBeGreaterThan(60);
   const violations = await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts });
   expect(violations).toEqual([]);
+
+  // The Web UI server beside the cluster answers, and lists this night's workflows from it.
+  const query = encodeURIComponent(`TaskQueue="${TASK_QUEUE}" AND WorkflowType="releaseExpiredHold"`);
+  const listed = (await (await fetch(`${cluster!.uiUrl}/api/v1/namespaces/${NAMESPACE}/workflows?query=${query}`)).json()) as {
+    executions?: unknown[];
+  };
+  expect(listed.executions?.length).toBeGreaterThan(0);
 }, 300_000);

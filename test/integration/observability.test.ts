@@ -10,7 +10,7 @@ import { parse } from 'yaml';
 import { CONFIG_VARIABLES, loadConfig } from '../../src/config.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
-import { TEMPORAL_DEPLOY_DIR, temporalServerVersion } from '../../dev/temporal-cluster.js';
+import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '../../dev/temporal-cluster.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -228,6 +228,7 @@ describe('deployment files', () => {
     expect(services.temporal!.image).toBe(`temporalio/server:${version}`);
     expect(services['temporal-schema']!.image).toBe(`temporalio/admin-tools:${version}`);
     expect(services['temporal-setup']!.image).toBe(`temporalio/admin-tools:${version}`);
+    expect(services['temporal-ui']!.image).toBe(`temporalio/ui:${await temporalUiVersion()}`);
     // The files the cluster backend starts the server with are the files compose mounts.
     expect(path.resolve(REPO, 'deploy/temporal')).toBe(TEMPORAL_DEPLOY_DIR);
     expect(services.temporal!.volumes).toEqual([
