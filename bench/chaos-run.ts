@@ -14,7 +14,10 @@ import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { generateSigningSecret } from '../src/delivery/signing.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
-import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
+import { startDevServer } from '../dev/temporal-dev-server.js';
+import { startTemporalCluster } from '../dev/temporal-cluster.js';
+import { resolveTemporalCliPath } from '../dev/temporal-cli.js';
+import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
 import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
@@ -40,6 +43,8 @@ export interface ChaosOptions {
   quiescenceTimeoutMs: number;
   /** How many histories to scan for secrets (all of them on small runs). */
   historiesToScan: number;
+  /** The Temporal under test: the dev server (default) or the production server with N shards on PostgreSQL. */
+  temporal?: TemporalBackend;
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -131,18 +136,37 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const random = seededRandom(options.seed);
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-chaos-'));
   await fs.chmod(dataDir, 0o777);
-  const temporalPort = await freePort();
   const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
-  const startTemporal = () =>
-    startDevServer({
-      namespaces,
-      dataDir: path.join(dataDir, 'temporal'),
-      explicitCliPath: process.env.TEMPORAL_CLI_PATH,
-      cacheDir: options.cacheDir,
-      port: temporalPort,
-    });
-  let server: DevServer = await startTemporal();
+  const backend = options.temporal ?? { kind: 'dev', shards: 1 };
   const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['chaos_us', 'chaos_eu'], durable: true });
+  // A restart comes back on the same port (workers and clients reconnect there), with the same state.
+  let temporalPort = backend.kind === 'dev' ? await freePort() : undefined;
+  const startTemporal = async (): Promise<{ address: string; stop(): Promise<void> }> => {
+    if (backend.kind === 'dev') {
+      return startDevServer({
+        namespaces,
+        dataDir: path.join(dataDir, 'temporal'),
+        explicitCliPath: process.env.TEMPORAL_CLI_PATH,
+        cacheDir: options.cacheDir,
+        port: temporalPort,
+      });
+    }
+    // The production server keeps its state in the same PostgreSQL as the ledgers: a database restart hits it too.
+    const cluster = await startTemporalCluster({
+      shards: backend.shards,
+      postgresUrl: postgres.urlFor('postgres'),
+      namespaces,
+      cliPath: await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir }),
+      cacheDir: options.cacheDir,
+      dataDir: path.join(dataDir, 'temporal'),
+      port: temporalPort,
+      env: backend.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
+    });
+    temporalPort = Number(cluster.address.split(':').pop());
+    return cluster;
+  };
+  let server = await startTemporal();
+  const temporalName = backend.kind === 'dev' ? 'dev server' : `cluster (${backend.shards} shards)`;
   const merchants = new FakeMerchants();
   await merchants.start();
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
@@ -269,11 +293,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       {
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
-          fault('temporal restart', 'dev server stopped (file-backed: its state survives)');
+          fault('temporal restart', `${temporalName} stopped (its state survives, in SQLite or PostgreSQL)`);
           await server.stop();
           await sleep(1000);
           server = await startTemporal();
-          fault('temporal restart', 'dev server running again');
+          fault('temporal restart', `${temporalName} running again`);
         },
       },
       {

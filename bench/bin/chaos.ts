@@ -1,11 +1,13 @@
 /**
- * `npm run chaos [-- --seed 7 --holds 3000 --workers 3]`: the chaos run (bench/chaos-run.ts) with its
- * report printed and written to bench/results/chaos-<seed>.json. Exit code 0 only when every invariant holds.
+ * `npm run chaos [-- --seed 7 --holds 3000 --workers 3 --temporal cluster --shards 4]`: the chaos run
+ * (bench/chaos-run.ts) with its report printed and written to bench/results/chaos-<seed>[-cluster-<shards>].json.
+ * Exit code 0 only when every invariant holds and no workflow task failed in the workers.
  */
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { runChaos } from '../chaos-run.js';
+import { parseTemporalBackend } from '../../dev/local-stack.js';
 
 const { values } = parseArgs({
   options: {
@@ -15,8 +17,11 @@ const { values } = parseArgs({
     workers: { type: 'string', default: '3' },
     'freeze-seconds': { type: 'string', default: '30' },
     'fault-window-seconds': { type: 'string', default: '60' },
+    temporal: { type: 'string', default: 'dev' },
+    shards: { type: 'string', default: '4' },
   },
 });
+const temporal = parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!]);
 const report = await runChaos({
   seed: Number(values.seed),
   holds: Number(values.holds),
@@ -27,12 +32,16 @@ const report = await runChaos({
   faultWindowMs: Number(values['fault-window-seconds']) * 1000,
   quiescenceTimeoutMs: 15 * 60_000,
   historiesToScan: 2000,
+  temporal,
   cacheDir: loadDevConfig().cacheDir,
   log: (line) => console.log(line),
 });
 console.log(JSON.stringify({ ...report, violations: report.violations.length }, null, 2));
 for (const v of report.violations) console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
 await fs.mkdir('bench/results', { recursive: true });
-await fs.writeFile(`bench/results/chaos-${report.seed}.json`, JSON.stringify(report, null, 2));
-console.log(`reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}`);
+const suffix = temporal.kind === 'cluster' ? `-cluster-${temporal.shards}` : '';
+await fs.writeFile(`bench/results/chaos-${report.seed}${suffix}.json`, JSON.stringify(report, null, 2));
+console.log(
+  `reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}${suffix ? ` --temporal cluster --shards ${temporal.shards}` : ''}`,
+);
 process.exit(report.violations.length === 0 && report.workflowTaskFailures.length === 0 ? 0 : 1);
