@@ -132,7 +132,7 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   });
   // A worker dies mid-night (no drain) and comes back.
   await expect
-    .poll(async () => (await ledger.query(`SELECT count(*)::int AS n FROM auth_holds WHERE state = 'released'`)).rows[0].n)
+    .poll(async () => (await ledger.query(`SELECT count(*)::int AS n FROM auth_holds WHERE state = 'released'`)).rows[0].n, { timeout: 60_000 })
     .toBeGreaterThan(10);
   workers.kill(0);
   await workers.restart(0);

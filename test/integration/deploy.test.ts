@@ -66,17 +66,17 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   const bundleB = await bundleVariant(dir, BUILD_B);
   const workerA = await harness.startWorker(us, undefined, undefined, { version: buildA, setCurrent: 'always' });
 
-  // The night, on A. m0: 200. m1: 503 (backing off). m2: 429, Retry-After 20 s. m3: 400 (quarantined). m4: paused
-  // (held). m5: 1 per 20 s (the second hold waits for budget).
+  // The night, on A. m0: 200. m1: 503 (backing off). m2: 429, Retry-After 30 s. m3: 400 (quarantined). m4: paused
+  // (held). m5: 1 per 40 s (the second hold waits for budget).
   const night = await seedNight(us.pool, 'us', `${harness.id}d`, { expired: 12, merchants: 6 }, harness.merchants);
   const m = night.merchantIds;
   const script = (merchant: string, responses: Parameters<Harness['merchants']['script']>[1]['responses']) =>
     harness.merchants.script(merchant, { secrets: [night.secrets.get(merchant)!], responses });
   script(m[1]!, [{ status: 503 }]);
-  script(m[2]!, [{ status: 429, retryAfter: '20' }, { status: 200 }]);
+  script(m[2]!, [{ status: 429, retryAfter: '30' }, { status: 200 }]);
   script(m[3]!, [{ status: 400 }]);
   await us.pool.query(`UPDATE merchants SET status = 'paused' WHERE id = $1`, [m[4]]);
-  await us.pool.query(`UPDATE merchants SET rate_per_second = 0.05, burst = 1 WHERE id = $1`, [m[5]]);
+  await us.pool.query(`UPDATE merchants SET rate_per_second = 0.025, burst = 1 WHERE id = $1`, [m[5]]);
   const sweepInput = { region: 'us' as const, pageSize: 5, releaseWaitMs: 1000 };
   await us.client.workflow.execute(sweepExpiredHolds, { taskQueue, workflowId: `sweep-${harness.id}-a`, args: [sweepInput] });
 
@@ -135,7 +135,7 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   await sweepA.result();
   // Every run of it, its continue-as-new runs included (they inherit the pin), began with A's first command.
   const closedRunsOfA = `WorkflowId = '${sweepA.workflowId}' AND ExecutionStatus != 'Running'`;
-  await expect.poll(async () => (await us.client.workflow.count(closedRunsOfA)).count).toBeGreaterThanOrEqual(4);
+  await expect.poll(async () => (await us.client.workflow.count(closedRunsOfA)).count, { timeout: 10_000 }).toBeGreaterThanOrEqual(4);
   const runsOfA: string[] = [];
   for await (const { runId } of us.client.workflow.list({ query: closedRunsOfA })) runsOfA.push(runId);
   for (const runId of runsOfA) {
