@@ -16,7 +16,6 @@ import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
 import { startDevServer } from '../dev/temporal-dev-server.js';
 import { startTemporalCluster } from '../dev/temporal-cluster.js';
-import { resolveTemporalCliPath } from '../dev/temporal-cli.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
@@ -156,11 +155,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       shards: backend.shards,
       postgresUrl: postgres.urlFor('postgres'),
       namespaces,
-      cliPath: await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir }),
       cacheDir: options.cacheDir,
       dataDir: path.join(dataDir, 'temporal'),
       port: temporalPort,
-      env: backend.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
+      synchronousCommit: backend.synchronousCommit,
     });
     temporalPort = Number(cluster.address.split(':').pop());
     return cluster;

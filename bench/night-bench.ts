@@ -25,7 +25,6 @@ import type { MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom } from '../dev/seed.js';
 import { startDevServer } from '../dev/temporal-dev-server.js';
 import { startTemporalCluster } from '../dev/temporal-cluster.js';
-import { resolveTemporalCliPath } from '../dev/temporal-cli.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
@@ -182,10 +181,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       shards: options.temporal.shards,
       postgresUrl: postgres.urlFor('postgres'),
       namespaces,
-      cliPath: await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir }),
       cacheDir: options.cacheDir,
       dataDir: temporalDir,
-      env: options.temporal.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
+      synchronousCommit: options.temporal.synchronousCommit,
       log,
     }));
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');

@@ -15,7 +15,6 @@ import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres
 import type { Region } from '../src/contracts/regions.js';
 import { startDevServer, type DevServer } from './temporal-dev-server.js';
 import { startTemporalCluster } from './temporal-cluster.js';
-import { resolveTemporalCliPath } from './temporal-cli.js';
 
 /**
  * Which Temporal the stack starts when none is configured: the dev server (single shard, SQLite; the default) or
@@ -127,11 +126,10 @@ export async function startLocalStack(
         shards: backend.shards,
         postgresUrl: postgres!.urlFor('postgres'),
         namespaces: [...new Set(config.regions.map((r) => r.namespace))],
-        cliPath: await resolveTemporalCliPath({ explicitPath: dev.temporalCliPath, cacheDir: dev.cacheDir }),
         cacheDir: dev.cacheDir,
         dataDir: path.join(dataDir, 'temporal-cluster'),
         port: dev.temporalPort,
-        env: backend.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {},
+        synchronousCommit: backend.synchronousCommit,
         ui: { port: dev.temporalUiPort, codecEndpoint: codec?.url },
         log: options.log,
       });

@@ -14,6 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import { EmbeddedServiceError } from '../src/errors.js';
+import { resolveTemporalCliPath } from './temporal-cli.js';
 
 const exec = promisify(execFile);
 const REPO = path.resolve(import.meta.dirname, '..');
@@ -129,15 +130,15 @@ export interface ClusterOptions {
   /** Prefix of those two databases (`<prefix>` and `<prefix>_visibility`); one per shard count. */
   databasePrefix?: string;
   namespaces: readonly string[];
-  /** The `temporal` CLI, for setup-namespaces.sh (dev/temporal-cli.ts obtains it). */
-  cliPath: string;
+  /** The `temporal` CLI, for setup-namespaces.sh; found like the local stack finds it (dev/temporal-cli.ts) when undefined. */
+  cliPath?: string;
   cacheDir: string;
   /** Where the server's log goes. */
   dataDir: string;
   /** Frontend gRPC port; history, matching and worker take the next ones. Random free ports when undefined. */
   port?: number;
-  /** Extra environment for config.yaml (e.g. TEMPORAL_DB_MAX_CONNS). */
-  env?: Record<string, string>;
+  /** PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's TEMPORAL_DB_SYNCHRONOUS_COMMIT); on by default. */
+  synchronousCommit?: boolean;
   /** Start the Web UI server on this port too (built once, like the server). */
   ui?: { port: number; codecEndpoint?: string };
   log?: (line: string) => void;
@@ -218,7 +219,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
       TEMPORAL_DYNAMIC_CONFIG: path.join(TEMPORAL_DEPLOY_DIR, 'dynamicconfig.yaml'),
       // config.yaml's tuning knobs, when the caller's environment sets them.
       ...Object.fromEntries(TUNING_VARIABLES.filter((v) => process.env[v]).map((v) => [v, process.env[v]!])),
-      ...options.env,
+      ...(options.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -276,7 +277,11 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   try {
     await runScript(
       'setup-namespaces.sh',
-      { TEMPORAL_CLI: options.cliPath, TEMPORAL_ADDRESS: address, NAMESPACES: options.namespaces.join(' ') },
+      {
+        TEMPORAL_CLI: options.cliPath ?? (await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir })),
+        TEMPORAL_ADDRESS: address,
+        NAMESPACES: options.namespaces.join(' '),
+      },
       'namespace setup',
     );
   } catch (err) {

@@ -22,7 +22,6 @@ import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import { startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
-import { resolveTemporalCliPath } from '../../dev/temporal-cli.js';
 import { startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { parseEncryptionKeys } from '../../src/config.js';
@@ -45,13 +44,12 @@ let connection: Connection | undefined;
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-cluster-'));
   const dev = loadDevConfig();
-  const cliPath = inject('temporalCliPath') ?? (await resolveTemporalCliPath({ explicitPath: dev.temporalCliPath, cacheDir: dev.cacheDir }));
   cluster = await startTemporalCluster({
     shards: 4,
     postgresUrl: `${inject('postgresUrlBase')}postgres`,
     databasePrefix: `temporal_c${id}`,
     namespaces: [NAMESPACE],
-    cliPath,
+    cliPath: inject('temporalCliPath'),
     cacheDir: dev.cacheDir,
     dataDir: dir,
     ui: { port: await freePort() },
