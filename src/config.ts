@@ -37,6 +37,8 @@ export interface SweepConfig {
   readonly catchupWindowMs: number;
   /** Holds per page; each page is one workflow run, so this bounds pending children per run. */
   readonly pageSize: number;
+  /** Holds per batch workflow within a page (each batch starts its holds' children); the sweep's default if absent. */
+  readonly batchSize?: number;
   /** How long a quarantined delivery waits for a human decision before it is abandoned, in ms. */
   readonly quarantineTimeoutMs: number;
   /**
@@ -147,6 +149,7 @@ export const CONFIG_VARIABLES = [
   'SWEEP_INTERVAL',
   'SWEEP_CATCHUP_WINDOW',
   'SWEEP_PAGE_SIZE',
+  'SWEEP_BATCH_SIZE',
   'SWEEP_TIMEOUT',
   'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS',
@@ -383,6 +386,7 @@ export function loadConfig(env: Env = process.env): Config {
     intervalMs: readDuration(env, 'SWEEP_INTERVAL', '15m', 1000),
     catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
     pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
+    batchSize: readInt(env, 'SWEEP_BATCH_SIZE', 50, 1, MAX_PAGE_SIZE),
     quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
     timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };

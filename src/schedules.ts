@@ -8,7 +8,9 @@ import { sweepWorkflowIdPrefix } from './contracts/ids.js';
 import type { SweepInput } from './contracts/domain.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
-  const args: [SweepInput] = [{ region: region.region, pageSize: sweep.pageSize, quarantineTimeoutMs: sweep.quarantineTimeoutMs }];
+  const args: [SweepInput] = [
+    { region: region.region, pageSize: sweep.pageSize, batchSize: sweep.batchSize, quarantineTimeoutMs: sweep.quarantineTimeoutMs },
+  ];
   return {
     scheduleId: region.scheduleId,
     spec: { intervals: [{ every: sweep.intervalMs }] },

@@ -85,11 +85,26 @@ export interface SweepResult extends SweepTotals {
 export interface SweepInput {
   region: Region;
   pageSize?: number;
+  /** Holds per batch workflow within a page (the page's children are started by its batches); default 50. */
+  batchSize?: number;
   releaseWaitMs?: number;
   /** Passed to each hold's workflow: how long a quarantined delivery waits for a decision. */
   quarantineTimeoutMs?: number;
   /** Carried across continue-as-new; absent on a sweep's first run. */
   progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals; finishing?: boolean };
+}
+
+/** The input and result of `startHoldBatch`: one batch of a sweep page, whose children it starts. */
+export interface HoldBatchInput {
+  region: Region;
+  holds: HoldRef[];
+  cutoff: string;
+  quarantineTimeoutMs?: number;
+}
+
+export interface HoldBatchResult {
+  started: number;
+  alreadyStarted: number;
 }
 
 /** The input and result of `releaseExpiredHold`, one workflow per hold. */

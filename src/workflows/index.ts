@@ -1,2 +1,2 @@
-export { sweepExpiredHolds } from './sweep-expired-holds.js';
+export { startHoldBatch, sweepExpiredHolds } from './sweep-expired-holds.js';
 export { releaseExpiredHold } from './release-expired-hold.js';

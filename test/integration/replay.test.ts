@@ -57,19 +57,26 @@ it('histories recorded from real sweeps replay with the current workflow code', 
   const listed = async () => {
     const types: string[] = [];
     for await (const execution of us.client.workflow.list({ query })) types.push(execution.type);
-    return { children: types.filter((t) => t === 'releaseExpiredHold').length, sweepRuns: types.filter((t) => t === 'sweepExpiredHolds').length };
+    return {
+      children: types.filter((t) => t === 'releaseExpiredHold').length,
+      sweepRuns: types.filter((t) => t === 'sweepExpiredHolds').length,
+      batches: types.filter((t) => t === 'startHoldBatch').length,
+    };
   };
   // Visibility is eventually consistent: wait until every child and at least one run per page is listed.
   await expect.poll(listed, { timeout: 30_000 }).toMatchObject({ children: 25 });
-  const { sweepRuns } = await listed();
-  // One run per page and a final one per sweep that waits for the releases.
+  const { sweepRuns, batches } = await listed();
+  // One run per page and a final one per sweep that waits for the releases; one batch (≤ 50 holds) per page of 8
+  // that listed any valid hold: at least the 4 pages 25 holds take in the first sweep to list them.
   expect(sweepRuns).toBe(results[0].pages + results[1].pages + 2);
+  expect(batches).toBeGreaterThanOrEqual(4);
+  expect(batches).toBeLessThanOrEqual(results[0].pages + results[1].pages);
 
   const outcomes: { workflowId: string; error?: unknown }[] = [];
   const histories = us.client.workflow.list({ query }).intoHistories();
   for await (const outcome of Worker.runReplayHistories({ workflowBundle: { code: inject('workflowBundleCode') } }, histories)) {
     outcomes.push(outcome);
   }
-  expect(outcomes).toHaveLength(25 + sweepRuns);
+  expect(outcomes).toHaveLength(25 + sweepRuns + batches);
   expect(outcomes.filter((o) => o.error)).toEqual([]);
 });

@@ -29,6 +29,7 @@ describe('config', () => {
       intervalMs: 900_000,
       catchupWindowMs: 3_600_000,
       pageSize: 500,
+      batchSize: 50,
       quarantineTimeoutMs: 14 * 86_400_000,
       timeoutMs: 2 * 3_600_000,
     });
@@ -43,6 +44,7 @@ describe('config', () => {
       TEMPORAL_NAMESPACE_EU: 'payments-eu',
       SWEEP_INTERVAL: '5m',
       SWEEP_PAGE_SIZE: '250',
+      SWEEP_BATCH_SIZE: '25',
     });
     expect(config.regions).toEqual([
       {
@@ -56,6 +58,8 @@ describe('config', () => {
     ]);
     expect(config.sweep.intervalMs).toBe(300_000);
     expect(config.sweep.pageSize).toBe(250);
+    expect(config.sweep.batchSize).toBe(25);
+    expect(loadConfig({}).sweep.batchSize).toBe(50);
     expect(loadConfig({ WORKER_MAX_CACHED_WORKFLOWS: '500' }).worker.maxCachedWorkflows).toBe(500);
     expect(loadConfig({}).worker.maxCachedWorkflows).toBeUndefined();
   });
@@ -70,6 +74,8 @@ describe('config', () => {
     ['SWEEP_PAGE_SIZE', '0'],
     ['SWEEP_PAGE_SIZE', '2001'],
     ['SWEEP_PAGE_SIZE', '-5'],
+    ['SWEEP_BATCH_SIZE', '0'],
+    ['SWEEP_BATCH_SIZE', 'fifty'],
     ['TEMPORAL_ADDRESS', 'http://temporal'],
     ['TEMPORAL_ADDRESS_US', 'temporal'],
     ['TEMPORAL_NAMESPACE_EU', 'bad namespace'],
