@@ -21,13 +21,14 @@ import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { migrate } from '../src/db/migrate.js';
 import { generateSigningSecret } from '../src/delivery/signing.js';
 import { FakeMerchantsProcess, type TrafficSummary } from './fake-merchants-process.js';
-import type { MerchantScript } from '../dev/fake-merchants.js';
+import type { MerchantScript, ReceivedWebhook } from '../dev/fake-merchants.js';
+import type pg from 'pg';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom } from '../dev/seed.js';
 import { startDevServer } from '../dev/temporal-dev-server.js';
 import { startTemporalCluster } from '../dev/temporal-cluster.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
-import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
+import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
 import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
@@ -36,6 +37,12 @@ import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { bareFanOut } from './bare-fan-out.js';
 import { merchantScript, nightWorkload, type NightWorkload } from './night-workload.js';
 import { cpuSeconds, findProcess, peakRssBytes } from './proc-stats.js';
+import { pageRuns, phaseSignals, type PageRuns, type PhaseSignals } from './analysis.js';
+import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } from './actions.js';
+import { Sampler, type Sample } from './sampler.js';
+import { HoldIdKey } from '../src/contracts/search-attributes.js';
+import type { temporal } from '@temporalio/proto';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 
 export interface NightBenchOptions {
   holds: number;
@@ -44,6 +51,8 @@ export interface NightBenchOptions {
   faults: boolean;
   workers: number;
   pageSize: number;
+  /** Holds per batch workflow within a page (SWEEP_BATCH_SIZE), for the sweep and the ceiling alike. */
+  batchSize: number;
   /** Per-merchant retry horizon override, so a dead endpoint is quarantined within the run. */
   retryHorizonMs: number;
   /** Skip the bare fan-out (quicker iterations on the product alone). */
@@ -54,6 +63,11 @@ export interface NightBenchOptions {
   historiesToScan: number;
   /** The Temporal under test: the dev server (default) or the production server with N shards on PostgreSQL. */
   temporal: TemporalBackend;
+  /**
+   * One region per worker process, as production (compose) runs them: `workers` processes per region. Otherwise
+   * each of the `workers` processes serves both regions.
+   */
+  regionPerProcess: boolean;
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -97,8 +111,43 @@ export interface NightReport {
     worstMerchantRate: { merchantId: string; maxPerSecond: number; limit: number; ratePerSecond: number };
     merchantsOverLimit: string[];
   };
-  workers: { index: number; peakRssMiB: number }[];
+  workers: { index: number; regions: string; peakRssMiB: number }[];
+  /** What binds: the sampled series summarised per phase, and how the sweep's page runs went. */
+  analysis: BenchAnalysis;
+  /** Temporal Cloud Actions per hold (bench/actions.ts), by how the hold went, and for the whole night. */
+  actions: ActionsReport;
+  /** The time series behind the charts (bench/sampler.ts), both phases. */
+  series: Sample[];
+  /** Receiver side: requests per second over the product phase for the busiest merchants, against their limit. */
+  merchantSeries: MerchantSeries[];
   violations: Violation[];
+}
+
+export interface BenchAnalysis {
+  ceiling?: PhaseSignals;
+  product?: PhaseSignals;
+  ceilingPages?: PageRuns;
+  productPages: PageRuns;
+}
+
+export interface ActionsReport {
+  /** Per hold by how it went (from the sampled hold histories, with the ledger's word on each), the child alone. */
+  byOutcome: { outcome: string; holds: number; sampled: number; perHold: ActionCount }[];
+  /** A quarantined hold that a human replayed (not part of an unattended night): from the golden history. */
+  quarantinedThenReplayed: { source: string; perHold: ActionCount };
+  /** The sweep's share per hold: 2 per child started, its runs (continue-as-new), its activities, the schedule's 3. */
+  sweepPerHold: ActionCount & { scheduleActions: number; finishHeartbeats: number };
+  /** The night: every hold's child (by outcome) + the sweeps. */
+  nightTotal: number;
+  perHold: number;
+}
+
+export interface MerchantSeries {
+  merchantId: string;
+  ratePerSecond: number;
+  limit: number;
+  /** [second since the trigger, requests received in that second]. */
+  perSecond: [number, number][];
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -134,12 +183,20 @@ function cpuDelta(before: Awaited<ReturnType<typeof cpuNow>>, after: Awaited<Ret
 }
 
 /** History events of every execution of the parent and child workflow types, per hold (from visibility). */
-async function historyEvents(clients: Client[], parentType: string, childType: string, holds: number): Promise<PhaseMeasure['historyEvents']> {
+/** The workflow types that start the holds' children: the page runs and their batches (the ceiling's, or the sweep's). */
+const typesQuery = (types: readonly string[]) => types.map((t) => `WorkflowType = '${t}'`).join(' OR ');
+
+async function historyEvents(
+  clients: Client[],
+  parentTypes: readonly string[],
+  childType: string,
+  holds: number,
+): Promise<PhaseMeasure['historyEvents']> {
   let parent = 0;
   let child = 0;
   let parentRuns = 0;
   for (const client of clients) {
-    for await (const wf of client.workflow.list({ query: `WorkflowType = '${parentType}'` })) {
+    for await (const wf of client.workflow.list({ query: typesQuery(parentTypes) })) {
       parent += wf.historyLength;
       parentRuns++;
     }
@@ -161,6 +218,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
   const merchants = new FakeMerchantsProcess();
   const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
   const cluster = options.temporal.kind === 'cluster';
+  const devMetricsPort = await freePort();
   const [devServer, postgres] = await Promise.all([
     cluster
       ? undefined
@@ -170,6 +228,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
           explicitCliPath: process.env.TEMPORAL_CLI_PATH,
           cacheDir: options.cacheDir,
           port: await freePort(),
+          extraArgs: ['--metrics-port', String(devMetricsPort)],
         }),
     startEmbeddedPostgres({ dataDir: pgDir, databases: ['bench_us', 'bench_eu'], durable: true }),
     merchants.start(),
@@ -196,7 +255,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     schedulePrefix: 'hold-sweep',
     poolMax: 4,
   });
-  let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
+  const workerGroups: { regions: string; processes: WorkerProcesses }[] = [];
   try {
     // Seed: merchants (scripted in the merchants' process with the secret each one verifies), accounts, holds.
     const random = seededRandom(options.seed ^ 0x5eed);
@@ -234,30 +293,61 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     }
     await merchants.script(scripts);
 
-    const workerEnv = workerEnvironment(regions, server.address, bundlePath);
-    if (options.maxCachedWorkflows !== undefined) workerEnv.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
-    workers = await startWorkerProcesses(options.workers, workerEnv, { logDir: dataDir });
+    // Each worker process exports its SDK metrics (METRICS_ADDRESS) for the sampler.
+    const workerMetricsUrls: string[] = [];
+    for (const group of options.regionPerProcess ? regions.map((r) => [r]) : [regions]) {
+      const workerEnv = workerEnvironment(group, server.address, bundlePath);
+      if (options.maxCachedWorkflows !== undefined) workerEnv.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
+      const ports = await Promise.all(Array.from({ length: options.workers }, () => freePort()));
+      workerMetricsUrls.push(...ports.map((port) => `http://127.0.0.1:${port}/metrics`));
+      const names = group.map((r) => r.region).join('+');
+      workerGroups.push({
+        regions: names,
+        processes: await startWorkerProcesses(options.workers, workerEnv, {
+          logDir: dataDir,
+          logName: `worker-${names}`,
+          extraEnv: (index) => ({ METRICS_ADDRESS: `127.0.0.1:${ports[index]}` }),
+        }),
+      });
+    }
+    const workerPids = () => workerGroups.flatMap((g) => g.processes.pids);
     const processes: Processes = {
       temporal: 'pid' in server ? server.pid : await findProcess(path.join(temporalDir, 'temporal.sqlite')),
       postgres: await findProcess(pgDir),
-      workers: workers.pids,
+      workers: workerPids(),
       merchants: merchants.pid,
     };
-    log(`[bench] ${options.workers} worker process(es) running; Temporal pid ${processes.temporal}, PostgreSQL pid ${processes.postgres}`);
+    log(
+      `[bench] ${workerPids().length} worker process(es) running (${workerGroups.map((g) => `${g.processes.pids.length} for ${g.regions}`).join(', ')}); Temporal pid ${processes.temporal}, PostgreSQL pid ${processes.postgres}`,
+    );
     const holdsTotal = workload.holds.length;
+    const sampler = new Sampler({
+      processes: () => [
+        { name: 'temporal', pid: processes.temporal },
+        { name: 'postgres', pid: processes.postgres, tree: true },
+        ...workerGroups.flatMap((g) => g.processes.pids.map((pid, i) => ({ name: `worker ${g.regions} ${i}`, pid, rss: true }))),
+        { name: 'merchants', pid: processes.merchants },
+      ],
+      serverMetricsUrl: devServer ? `http://127.0.0.1:${devMetricsPort}/metrics` : 'metricsUrl' in server ? server.metricsUrl : undefined,
+      workerMetricsUrls,
+      // About 600 samples a phase at most: enough to see a page's rhythm, small enough to keep in the report.
+      intervalMs: holdsTotal > 10_000 ? 5_000 : 2_000,
+    });
 
     // Phase 1: the ceiling.
     let ceiling: PhaseMeasure | undefined;
+    let ceilingPages: PageRuns | undefined;
     if (options.ceiling) {
       const cutoff = new Date().toISOString();
       const cpuBefore = await cpuNow(processes);
       const startedAt = Date.now();
+      sampler.begin('ceiling');
       await Promise.all(
         regions.map((r) =>
           r.client.workflow.start(bareFanOut, {
             taskQueue: r.taskQueue,
             workflowId: `bare-fan-out-${r.region}`,
-            args: [{ region: r.region, pageSize: options.pageSize, cutoff }],
+            args: [{ region: r.region, pageSize: options.pageSize, batchSize: options.batchSize, cutoff }],
           }),
         ),
       );
@@ -265,6 +355,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       for (;;) {
         let done = 0;
         for (const r of regions) done += (await r.client.workflow.count(`WorkflowType = 'noopHold' AND ExecutionStatus = 'Completed'`)).count;
+        sampler.report({ completed: done });
         if (done >= holdsTotal) break;
         if (Date.now() - lastLog >= 10_000) {
           lastLog = Date.now();
@@ -273,15 +364,17 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         await sleep(POLL_MS);
       }
       const seconds = (Date.now() - startedAt) / 1000;
+      await sampler.end({ completed: holdsTotal });
       const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
       for (const r of regions) await r.client.workflow.getHandle(`bare-fan-out-${r.region}`).result();
+      ceilingPages = pageRuns(await parentHistories(regions, ['bareFanOut', 'bareBatch']), 'noopHold');
       ceiling = {
         seconds: round(seconds, 1),
         holdsPerSecond: round(holdsTotal / seconds, 1),
         cpu,
         historyEvents: await historyEvents(
           regions.map((r) => r.client),
-          'bareFanOut',
+          ['bareFanOut', 'bareBatch'],
           'noopHold',
           holdsTotal,
         ),
@@ -295,12 +388,14 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         intervalMs: 86_400_000,
         catchupWindowMs: 600_000,
         pageSize: options.pageSize,
+        batchSize: options.batchSize,
         quarantineTimeoutMs: 14 * 86_400_000,
         timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     }
     const cpuBefore = await cpuNow(processes);
     const startedAt = Date.now();
+    sampler.begin('product');
     await Promise.all(regions.map((r) => sweepNow(r.client, r)));
     const progress = async () => {
       const totals = { active: 0, released: 0, settled: 0, delivered: 0 };
@@ -319,6 +414,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     let lastLog = startedAt;
     for (;;) {
       const p = await progress();
+      sampler.report({ released: p.released, delivered: p.delivered });
       if (p.active === 0 && p.settled === p.released) break;
       if (Date.now() - lastLog >= 10_000) {
         lastLog = Date.now();
@@ -330,6 +426,8 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       await sleep(POLL_MS);
     }
     const seconds = (Date.now() - startedAt) / 1000;
+    const final = await progress();
+    await sampler.end({ released: final.released, delivered: final.delivered });
     const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
     let releasedBySeconds = 0;
     for (const r of regions) {
@@ -369,7 +467,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       cpu,
       historyEvents: await historyEvents(
         regions.map((r) => r.client),
-        'sweepExpiredHolds',
+        ['sweepExpiredHolds', 'startHoldBatch'],
         'releaseExpiredHold',
         holdsTotal,
       ),
@@ -386,27 +484,34 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       merchantsOverLimit: rates.filter((r) => r.maxPerSecond > r.limit).map((r) => `${r.merchantId} (${r.maxPerSecond} > ${r.limit})`),
     };
     const workerRss = await Promise.all(
-      workers.pids.map(async (pid, index) => ({ index, peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0) })),
+      workerGroups.flatMap((g) =>
+        g.processes.pids.map(async (pid, index) => ({ index, regions: g.regions, peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0) })),
+      ),
     );
 
     // Every invariant, on the whole night: ledgers, every request received, parents' and sampled children's
-    // histories, and the workers' logs.
-    const texts = workers.output().map((text, i) => ({ source: `worker ${i} logs`, text }));
+    // histories, and the workers' logs. The same histories give the page runs and the Actions per hold.
+    const texts = workerGroups.flatMap((g) => g.processes.output().map((text, i) => ({ source: `worker ${g.regions} ${i} logs`, text })));
+    const sweepHistories = await parentHistories(regions, ['sweepExpiredHolds', 'startHoldBatch']);
+    for (const history of sweepHistories) texts.push({ source: `history of a sweep run`, text: JSON.stringify(history) });
+    const sampledChildren: { region: Region; holdId: string; history: temporal.api.history.v1.IHistory }[] = [];
     for (const r of regions) {
-      for await (const { workflowId, history } of r.client.workflow.list({ query: `WorkflowType = 'sweepExpiredHolds'` }).intoHistories()) {
-        texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
-      }
       // A sample of the children (every n-th), fetched one by one: leaving intoHistories() early would leave
       // its fetches running.
-      const ids: string[] = [];
-      for await (const wf of r.client.workflow.list({ query: `WorkflowType = 'releaseExpiredHold'` })) ids.push(wf.workflowId);
+      const ids: { workflowId: string; holdId: string }[] = [];
+      for await (const wf of r.client.workflow.list({ query: `WorkflowType = 'releaseExpiredHold'` }))
+        ids.push({ workflowId: wf.workflowId, holdId: wf.typedSearchAttributes.get(HoldIdKey) ?? '' });
       const every = Math.max(1, Math.ceil(ids.length / options.historiesToScan));
-      for (const workflowId of ids.filter((_, i) => i % every === 0)) {
+      for (const { workflowId, holdId } of ids.filter((_, i) => i % every === 0)) {
         const history = await r.client.workflow.getHandle(workflowId).fetchHistory();
         texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
+        sampledChildren.push({ region: r.region, holdId, history });
       }
     }
-    const violations = await checkInvariants({ regions, requests: await merchants.requests(path.join(dataDir, 'requests.json')), texts });
+    const requests = await merchants.requests(path.join(dataDir, 'requests.json'));
+    const violations = await checkInvariants({ regions, requests, texts });
+    const actions = await actionsReport(regions, sampledChildren, sweepHistories, holdsTotal);
+    const merchantSeries = busiestMerchants(requests, workload, startedAt, 4);
     const { log: _log, cacheDir: _cacheDir, ...reportedOptions } = options;
     const faultyMerchants: Record<string, number> = {};
     for (const m of workload.merchants) if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
@@ -425,10 +530,19 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       ceiling,
       product,
       workers: workerRss,
+      analysis: {
+        ceiling: phaseSignals(sampler.samples, 'ceiling'),
+        product: phaseSignals(sampler.samples, 'product'),
+        ceilingPages,
+        productPages: pageRuns(sweepHistories, 'releaseExpiredHold'),
+      },
+      actions,
+      series: sampler.samples,
+      merchantSeries,
       violations,
     };
   } finally {
-    await workers?.stop();
+    await Promise.all(workerGroups.map((g) => g.processes.stop()));
     await merchants.stop();
     await Promise.all(regions.map((r) => r.pool.end()));
     await connection.close();
@@ -436,4 +550,107 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     await postgres.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** Every run's history of a parent workflow type (the sweep's or the ceiling's), in both regions. */
+async function parentHistories(regions: readonly { client: Client }[], types: readonly string[]): Promise<temporal.api.history.v1.IHistory[]> {
+  const out: temporal.api.history.v1.IHistory[] = [];
+  for (const r of regions)
+    for await (const { history } of r.client.workflow.list({ query: typesQuery(types) }).intoHistories())
+      out.push(history as temporal.api.history.v1.IHistory);
+  return out;
+}
+
+/** finishSweep's heartbeat timeout (src/workflows/activity-profiles.ts): the SDK sends one every 80 % of it at most. */
+const FINISH_HEARTBEAT_THROTTLE_S = 0.8 * 30;
+const GOLDEN_REPLAYED = 'test/golden/histories/e581189/releaseExpiredHold-completed-delivered-replayed-18.json';
+
+/**
+ * Temporal Cloud Actions for the night: each sampled hold's child classified by the ledger's word on its webhook,
+ * averaged per outcome and weighted by every hold of that outcome; the sweeps' runs in full (2 per child start
+ * included); 2 more per schedule execution; finishSweep's heartbeats estimated from its duration.
+ */
+async function actionsReport(
+  regions: readonly { region: Region; pool: pg.Pool }[],
+  sampled: readonly { region: Region; holdId: string; history: temporal.api.history.v1.IHistory }[],
+  sweepHistories: readonly temporal.api.history.v1.IHistory[],
+  holds: number,
+): Promise<ActionsReport> {
+  const outcomeSql = `CASE WHEN d.status = 'delivered' AND d.attempt_count <= 1 THEN 'delivered at the first attempt'
+                           WHEN d.status = 'delivered' THEN 'delivered after retries'
+                           WHEN d.status = 'quarantined' THEN 'quarantined (waiting for a human)'
+                           WHEN d.status = 'pending' THEN 'held (merchant endpoint disabled)'
+                           ELSE d.status END`;
+  const outcomeOf = new Map<string, string>();
+  const holdsByOutcome = new Map<string, number>();
+  for (const r of regions) {
+    const ids = sampled.filter((c) => c.region === r.region).map((c) => c.holdId);
+    const { rows } = await r.pool.query(`SELECT d.hold_id, ${outcomeSql} AS outcome FROM webhook_deliveries d WHERE d.hold_id = ANY($1)`, [ids]);
+    for (const row of rows as { hold_id: string; outcome: string }[]) outcomeOf.set(`${r.region}/${row.hold_id}`, row.outcome);
+    const counts = await r.pool.query(`SELECT ${outcomeSql} AS outcome, count(*)::integer AS n FROM webhook_deliveries d GROUP BY 1`);
+    for (const row of counts.rows as { outcome: string; n: number }[])
+      holdsByOutcome.set(row.outcome, (holdsByOutcome.get(row.outcome) ?? 0) + row.n);
+  }
+  const sums = new Map<string, { n: number; actions: ActionCount }>();
+  for (const child of sampled) {
+    const outcome = outcomeOf.get(`${child.region}/${child.holdId}`) ?? 'no webhook';
+    const entry = sums.get(outcome) ?? { n: 0, actions: NO_ACTIONS };
+    sums.set(outcome, { n: entry.n + 1, actions: addActions(entry.actions, billableActions(child.history)) });
+  }
+  const byOutcome = [...holdsByOutcome.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .map(([outcome, n]) => {
+      const sum = sums.get(outcome);
+      return { outcome, holds: n, sampled: sum?.n ?? 0, perHold: perUnit(sum?.actions ?? NO_ACTIONS, sum?.n ?? 1) };
+    });
+  let sweep = NO_ACTIONS;
+  let heartbeats = 0;
+  let firstRuns = 0;
+  for (const history of sweepHistories) {
+    sweep = addActions(sweep, billableActions(history));
+    const events = history.events ?? [];
+    if (!events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId) firstRuns++;
+    const started = events.find((e) => e.activityTaskStartedEventAttributes);
+    const closed = events.find((e) => e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes);
+    const at = (e: typeof started) => Number(e?.eventTime?.seconds ?? 0);
+    if (started && closed && events.some((e) => e.workflowExecutionCompletedEventAttributes))
+      heartbeats += Math.floor((at(closed) - at(started)) / FINISH_HEARTBEAT_THROTTLE_S);
+  }
+  const scheduleActions = 2 * firstRuns;
+  const sweepTotal = sweep.total + scheduleActions + heartbeats;
+  const childTotal = byOutcome.reduce((a, o) => a + o.perHold.total * o.holds, 0);
+  const replayed = billableActions(historyFromJSON(JSON.parse(await fs.readFile(GOLDEN_REPLAYED, 'utf8'))));
+  return {
+    byOutcome,
+    quarantinedThenReplayed: { source: GOLDEN_REPLAYED, perHold: replayed },
+    sweepPerHold: { ...perUnit(sweep, holds), scheduleActions, finishHeartbeats: heartbeats },
+    nightTotal: Math.round(childTotal + sweepTotal),
+    perHold: round((childTotal + sweepTotal) / holds),
+  };
+}
+
+/**
+ * Requests each second since the trigger at the `n` merchants that came closest to their limit (their busiest
+ * second against rate + burst; the busier one first on a tie), receiver side, with their limits.
+ */
+function busiestMerchants(requests: readonly ReceivedWebhook[], workload: NightWorkload, startedAt: number, n: number): MerchantSeries[] {
+  const bins = new Map<string, Map<number, number>>();
+  for (const r of requests) {
+    const second = Math.floor((r.receivedAt - startedAt) / 1000);
+    const m = bins.get(r.merchantId) ?? new Map<number, number>();
+    m.set(second, (m.get(second) ?? 0) + 1);
+    bins.set(r.merchantId, m);
+  }
+  const limits = new Map(workload.merchants.map((m) => [m.id, m]));
+  const ranked = [...bins.entries()].map(([merchantId, seconds]) => {
+    const m = limits.get(merchantId)!;
+    const total = [...seconds.values()].reduce((a, b) => a + b, 0);
+    return { merchantId, m, seconds, closeness: Math.max(...seconds.values()) / (m.ratePerSecond + m.burst), total };
+  });
+  ranked.sort((a, b) => b.closeness - a.closeness || b.total - a.total);
+  return ranked.slice(0, n).map(({ merchantId, m, seconds }) => {
+    const perSecond: [number, number][] = [];
+    for (let t = Math.min(...seconds.keys()); t <= Math.max(...seconds.keys()); t++) perSecond.push([t, seconds.get(t) ?? 0]);
+    return { merchantId, ratePerSecond: m.ratePerSecond, limit: m.ratePerSecond + m.burst, perSecond };
+  });
 }

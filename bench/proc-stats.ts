@@ -49,16 +49,21 @@ export async function cpuSeconds(pid: number, tree = false): Promise<number> {
   return total;
 }
 
-/** Peak resident set size (VmHWM) in bytes. */
-export async function peakRssBytes(pid: number): Promise<number | undefined> {
+async function statusField(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number | undefined> {
   try {
     const status = await fs.readFile(`/proc/${pid}/status`, 'utf8');
-    const kb = /^VmHWM:\s+(\d+) kB/m.exec(status)?.[1];
+    const kb = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1];
     return kb === undefined ? undefined : Number(kb) * 1024;
   } catch {
     return undefined;
   }
 }
+
+/** Peak resident set size (VmHWM) in bytes. */
+export const peakRssBytes = (pid: number) => statusField(pid, 'VmHWM');
+
+/** Resident set size now (VmRSS) in bytes. */
+export const rssBytes = (pid: number) => statusField(pid, 'VmRSS');
 
 /** The oldest process whose command line contains every one of `parts`. */
 export async function findProcess(...parts: string[]): Promise<number | undefined> {

@@ -1,5 +1,8 @@
 /** The night report as Markdown: what `npm run bench` prints and writes next to the JSON. */
 import type { NightReport, PhaseMeasure } from './night-bench.js';
+import type { PageRuns, PhaseSignals } from './analysis.js';
+import type { ActionCount } from './actions.js';
+import type { Chart } from './charts.js';
 
 const cpu = (c: PhaseMeasure['cpu']) =>
   `Temporal ${c.temporal} s · PostgreSQL ${c.postgres} s · workers ${c.workers} s · merchants ${c.merchants} s (total ${c.total} s)`;
@@ -10,7 +13,7 @@ const counts = (r: Record<string, number>) =>
     .map(([k, v]) => `${k} ${v}`)
     .join(', ') || 'none';
 
-export function markdownReport(report: NightReport): string {
+export function markdownReport(report: NightReport, charts: readonly Chart[] = []): string {
   const { workload: w, product: p, ceiling: c } = report;
   const minutes = (s: number) => `${s} s (${(s / 60).toFixed(1)} min)`;
   const lines = [
@@ -18,7 +21,7 @@ export function markdownReport(report: NightReport): string {
     '',
     `Reproduce: \`${report.command}\``,
     '',
-    `${report.date} · ${backendName(report)} · ${report.machine.cpus} × ${report.machine.cpuModel} · ${report.machine.memoryGiB} GiB · Node ${report.machine.node} · ${report.options.workers} worker process(es) · page ${report.options.pageSize}${report.options.maxCachedWorkflows === undefined ? '' : ` · ${report.options.maxCachedWorkflows} cached workflows per worker`}`,
+    `${report.date} · ${backendName(report)} · ${report.machine.cpus} × ${report.machine.cpuModel} · ${report.machine.memoryGiB} GiB · Node ${report.machine.node} · ${report.options.workers} worker process(es) · page ${report.options.pageSize} in batches of ${report.options.batchSize}${report.options.regionPerProcess ? ' · one region per worker process' : ''}${report.options.maxCachedWorkflows === undefined ? '' : ` · ${report.options.maxCachedWorkflows} cached workflows per worker`}`,
     '',
     `Workload: ${w.holds} holds (US ${w.byRegion.us}, EU ${w.byRegion.eu}) over ${w.merchants} merchants; faulty merchants: ${counts(w.faultyMerchants)}. ` +
       `Merchant bound: ${w.merchantBound.seconds} s (${w.merchantBound.merchantId}: ${w.merchantBound.holds} holds at ${w.merchantBound.ratePerSecond}/s).`,
@@ -41,12 +44,95 @@ export function markdownReport(report: NightReport): string {
     `| Quarantined by reason | ${counts(p.quarantinedByReason)} |`,
     `| Held behind a disabled (410) merchant | ${p.heldForDisabledMerchants} |`,
     `| Unverified requests / delivered twice | ${p.unverifiedRequests} / ${p.deliveredTwice} |`,
-    `| Peak RSS per worker | ${report.workers.map((x) => `${x.peakRssMiB} MiB`).join(', ')} |`,
+    `| Peak RSS per worker | ${report.workers.map((x) => `${x.peakRssMiB} MiB (${x.regions})`).join(', ')} |`,
+    `| **Temporal Cloud Actions** | **${report.actions.perHold} per hold**: the night of ${w.holds} holds costs **${report.actions.nightTotal.toLocaleString('en')} Actions** (below) |`,
     `| CPU, product phase | ${cpu(p.cpu)} |`,
     c ? `| CPU, ceiling phase | ${cpu(c.cpu)} |` : '',
     `| Invariant violations | ${report.violations.length === 0 ? 'none (all seven checked)' : report.violations.map((v) => `#${v.invariant} ${v.message}`).join('; ')} |`,
   ];
-  return lines.filter((l) => l !== '').join('\n') + '\n';
+  return [lines.filter((l) => l !== '').join('\n'), ...chartSection(charts), whatBinds(report), actionsSection(report)].join('\n\n') + '\n';
+}
+
+function chartSection(charts: readonly Chart[]): string[] {
+  return charts.map((c) => `**${c.title}**\n\n![${c.title}](${c.file})`);
+}
+
+const ms = (n: number | undefined) => (n === undefined ? '—' : `${n} ms`);
+const record = (r: Record<string, number>) =>
+  Object.entries(r)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ') || '—';
+
+/** The sampled signals, ceiling beside product, and the page runs: the evidence for what binds. */
+function whatBinds(report: NightReport): string {
+  const { ceiling: c, product: p } = report.analysis;
+  const row = (label: string, f: (s: PhaseSignals) => string) => `| ${label} | ${c ? f(c) : '—'} | ${p ? f(p) : '—'} |`;
+  const pages = (label: string, f: (r: PageRuns) => string) =>
+    `| ${label} | ${report.analysis.ceilingPages ? f(report.analysis.ceilingPages) : '—'} | ${f(report.analysis.productPages)} |`;
+  return [
+    '## What binds: the server and the SDK, sampled through both phases',
+    '',
+    '| | ceiling | product |',
+    '|---|---|---|',
+    row('Cores used, by process', (s) => record(s.coresByProcess)),
+    row('Persistence calls/s, mean latency', (s) => `${s.server.persistenceRequestsPerSecond}/s, ${s.server.persistenceMeanMs} ms`),
+    row('Busiest persistence operations (calls/s, mean)', (s) =>
+      s.server.persistenceByOperation.map((o) => `${o.operation} ${o.perSecond}/s ${o.meanMs} ms`).join('; '),
+    ),
+    row('History tasks: time in queue, retries included (tasks/s, mean)', (s) =>
+      s.server.queueByTask.map((q) => `${q.task.replace(/^(Transfer|Timer)ActiveTask/, '')} ${q.perSecond}/s ${q.meanMs} ms`).join('; '),
+    ),
+    row(
+      'Workflow execution lock: wait / hold / gave up per second',
+      (s) => `${ms(s.server.executionLockWaitMs)} / ${ms(s.server.executionLockHoldMs)} / ${s.server.executionLockFailuresPerSecond}/s`,
+    ),
+    row('Shard lock wait', (s) => ms(s.server.shardLockMs)),
+    row('Matching schedule-to-start', (s) => record(s.server.scheduleToStartMs) + ' ms'),
+    row(
+      'SDK: workflow task schedule-to-start / execution',
+      (s) => `${ms(s.sdk.workflowTaskScheduleToStartMs)} / ${ms(s.sdk.workflowTaskExecutionMs)} (${s.sdk.workflowTasksPerSecond} tasks/s)`,
+    ),
+    row('SDK: local activity execution', (s) => ms(s.sdk.localActivityExecutionMs)),
+    row('SDK: slots in use (mean, all workers)', (s) => record(s.sdk.slotsUsed)),
+    row('SDK: sticky cache hit ratio / size', (s) => `${s.sdk.stickyCacheHitRatio ?? '—'} / ${s.sdk.stickyCacheSize ?? '—'}`),
+    pages('Runs that started hold children (page runs, or their batches)', (r) => String(r.pages)),
+    pages(
+      "Such a run's children all started within (mean / p50 / max)",
+      (r) => `${r.startChildrenSeconds.mean} / ${r.startChildrenSeconds.p50} / ${r.startChildrenSeconds.max} s`,
+    ),
+    pages('Child starts per second within such a run', (r) => String(r.childStartsPerSecond)),
+    pages('Per such run: child completions landed in it, its workflow tasks', (r) => `${r.completionsPerPage}, ${r.workflowTasksPerPage}`),
+    pages('Failed workflow tasks in such runs (server-side causes)', (r) => record(r.failedWorkflowTasks)),
+  ].join('\n');
+}
+
+const kinds = (a: ActionCount) =>
+  Object.entries(a.byKind)
+    .filter(([, v]) => v > 0)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+
+/** Temporal Cloud Actions per hold by outcome, the sweep's share, and the night's total. */
+function actionsSection(report: NightReport): string {
+  const a = report.actions;
+  const sweep = a.sweepPerHold;
+  return [
+    '## What a hold costs in Temporal Cloud Actions',
+    '',
+    'Counted from the histories by the rules of docs.temporal.io/cloud/actions (bench/actions.ts): a child workflow 2, ' +
+      'a continue-as-new 1, each activity attempt 1, all local activities of one workflow task 1, each timer, signal and ' +
+      "search-attribute upsert 1; a schedule execution 3 (2 + the workflow it starts). Per hold below is the hold's own " +
+      "workflow; its start (2) is in the sweep's share.",
+    '',
+    '| hold | holds tonight | histories read | Actions per hold (its workflow) | by kind |',
+    '|---|---|---|---|---|',
+    ...a.byOutcome.map((o) => `| ${o.outcome} | ${o.holds} | ${o.sampled} | ${o.perHold.total} | ${kinds(o.perHold)} |`),
+    `| quarantined, then replayed by a human (${a.quarantinedThenReplayed.source}) | — | 1 | ${a.quarantinedThenReplayed.perHold.total} | ${kinds(a.quarantinedThenReplayed.perHold)} |`,
+    `| **the sweep's share per hold** (its runs, batches, child starts) | | | ${sweep.total} | ${kinds(sweep)}; plus ${sweep.scheduleActions} for the schedule and ~${sweep.finishHeartbeats} finish heartbeats in all |`,
+    '',
+    `**A night of ${report.workload.holds.toLocaleString('en')} holds like this one costs ${a.nightTotal.toLocaleString('en')} Actions (${a.perHold} per hold).** ` +
+      "Operator queries (the `status` query, the Web UI's stack trace) are 1 each on top.",
+  ].join('\n');
 }
 
 /** Which Temporal a report ran on, in words. */

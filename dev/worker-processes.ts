@@ -50,6 +50,8 @@ export interface WorkerProcessOptions {
    * worth of JSON log lines is hundreds of megabytes.
    */
   logDir?: string;
+  /** The log files' name before `-<index>.log` (two sets of processes in one directory). */
+  logName?: string;
 }
 
 /** SIGTERM (the worker drains), SIGKILL if it has not exited 15 s later. */
@@ -68,12 +70,12 @@ function drain(child: ChildProcess): Promise<void> {
 export async function startWorkerProcesses(
   count: number,
   environment: Record<string, string>,
-  { extraEnv = () => ({}), logDir }: WorkerProcessOptions = {},
+  { extraEnv = () => ({}), logDir, logName = 'worker' }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
   const deployed: Record<string, string>[] = Array.from({ length: count }, () => ({}));
   const outputs: string[] = Array.from({ length: count }, () => '');
-  const logFile = (index: number) => path.join(logDir!, `worker-${index}.log`);
+  const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
   const start = (index: number) => {
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index), ...deployed[index] } as NodeJS.ProcessEnv,

@@ -12,6 +12,8 @@ import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { runNightBench, type NightReport } from '../night-bench.js';
 import { backendsReport, markdownReport } from '../report.js';
+import { writeCharts } from '../charts.js';
+import path from 'node:path';
 import { parseTemporalBackend, type TemporalBackend } from '../../dev/local-stack.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 
@@ -24,9 +26,13 @@ const { values } = parseArgs({
     seed: { type: 'string', default: '1' },
     workers: { type: 'string', default: String(DEFAULT_WORKERS) },
     'page-size': { type: 'string', default: '500' },
+    /** Holds per batch workflow within a page (SWEEP_BATCH_SIZE); the page size gives one batch per page. */
+    'batch-size': { type: 'string', default: '50' },
     'retry-horizon-seconds': { type: 'string', default: '180' },
     'fault-free': { type: 'boolean', default: false },
     'no-ceiling': { type: 'boolean', default: false },
+    /** One region per worker process (as compose runs them), --workers of them per region. */
+    'region-per-process': { type: 'boolean', default: false },
     /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
     'max-cached-workflows': { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
@@ -67,8 +73,10 @@ for (const temporal of backends) {
       faults: !values['fault-free'],
       workers: number('workers'),
       pageSize: number('page-size'),
+      batchSize: number('batch-size'),
       retryHorizonMs: number('retry-horizon-seconds') * 1000,
       ceiling: !values['no-ceiling'],
+      regionPerProcess: values['region-per-process'],
       ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
       historiesToScan: 500,
       temporal,
@@ -78,10 +86,11 @@ for (const temporal of backends) {
     command,
   );
   reports.push(report);
-  const markdown = markdownReport(report);
+  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
+  const charts = await writeCharts(report, 'bench/results', path.basename(name));
+  const markdown = markdownReport(report, charts);
   console.log(`\n${markdown}`);
-  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
-  await fs.writeFile(`${name}.json`, JSON.stringify(report, null, 2) + '\n');
+  await fs.writeFile(`${name}.json`, JSON.stringify(report) + '\n');
   await fs.writeFile(`${name}.md`, markdown);
   console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
 }

@@ -1,0 +1,69 @@
+/**
+ * The benchmark's evidence: the Prometheus text it samples is read into the series the analysis needs, and the
+ * charts are real Vega-Lite rendered to SVG by Vega.
+ */
+import { describe, expect, it } from 'vitest';
+import { parsePrometheus } from '../../bench/prometheus.js';
+import { phaseSignals } from '../../bench/analysis.js';
+import { renderSvg, throughputSpec } from '../../bench/charts.js';
+import type { NightReport } from '../../bench/night-bench.js';
+import type { Sample } from '../../bench/sampler.js';
+import { SERVER_METRICS } from '../../bench/sampler.js';
+
+const SERVER_TEXT = (lockSum: number, lockCount: number, failed: number) => `# HELP cache_latency cache latency
+# TYPE cache_latency histogram
+cache_latency_sum{cache_type="mutablestate",namespace_id="a",operation="HistoryCacheGetOrCreate",service_name="history"} ${lockSum / 2}
+cache_latency_sum{cache_type="mutablestate",namespace_id="b",operation="HistoryCacheGetOrCreate",service_name="history"} ${lockSum / 2}
+cache_latency_count{cache_type="mutablestate",namespace_id="a",operation="HistoryCacheGetOrCreate",service_name="history"} ${lockCount}
+cache_latency_sum{cache_type="events",namespace_id="a",operation="EventsCacheGetEvent",service_name="history"} 99
+cache_latency_count{cache_type="events",namespace_id="a",operation="EventsCacheGetEvent",service_name="history"} 1
+acquire_lock_failed{cache_type="mutablestate",namespace_id="a",operation="HistoryCacheGetOrCreate",service_name="history"} ${failed}
+task_latency_queue_sum{archetype="workflow",operation="TransferActiveTaskStartChildExecution",task_type="x"} ${lockSum}
+task_latency_queue_count{archetype="workflow",operation="TransferActiveTaskStartChildExecution",task_type="x"} ${lockCount}
+unrelated_metric{a="b"} 5
+`;
+
+describe('parsePrometheus', () => {
+  it('keeps the asked-for labels, sums over the rest, and skips other metrics', () => {
+    const scrape = parsePrometheus(SERVER_TEXT(10, 4, 7), SERVER_METRICS);
+    expect(scrape.get('cache_latency_sum{cache_type=mutablestate,operation=HistoryCacheGetOrCreate}')).toBe(10);
+    expect(scrape.get('cache_latency_sum{cache_type=events,operation=EventsCacheGetEvent}')).toBe(99);
+    expect(scrape.get('acquire_lock_failed')).toBe(7);
+    expect([...scrape.keys()].some((k) => k.startsWith('unrelated'))).toBe(false);
+  });
+});
+
+const sample = (phase: 'ceiling' | 'product', t: number, done: number, server: string): Sample => ({
+  phase,
+  t,
+  progress: phase === 'ceiling' ? { completed: done } : { released: done, delivered: done },
+  cpu: { temporal: t * 0.8, postgres: t * 0.1 },
+  rssMiB: {},
+  server: Object.fromEntries(parsePrometheus(server, SERVER_METRICS)),
+  sdk: {},
+});
+
+describe('phaseSignals', () => {
+  it('derives the lock wait, the queue time and the cores from the differences between the first and last sample', () => {
+    const samples = [sample('product', 0, 0, SERVER_TEXT(1, 10, 0)), sample('product', 10, 400, SERVER_TEXT(21, 110, 50))];
+    const signals = phaseSignals(samples, 'product')!;
+    // (21 − 1) s of waiting over (110 − 10) acquisitions = 200 ms each.
+    expect(signals.server.executionLockWaitMs).toBe(200);
+    expect(signals.server.executionLockFailuresPerSecond).toBe(5);
+    expect(signals.server.queueByTask[0]).toEqual({ task: 'TransferActiveTaskStartChildExecution', perSecond: 10, meanMs: 200 });
+    expect(signals.coresByProcess).toEqual({ temporal: 0.8, postgres: 0.1 });
+    expect(phaseSignals(samples, 'ceiling')).toBeUndefined();
+  });
+});
+
+describe('charts', () => {
+  it('renders the throughput chart to an SVG with a line per series', async () => {
+    const series = [0, 5, 10, 15].flatMap((t) => [sample('ceiling', t, t * 40, ''), sample('product', t, t * 30, '')]);
+    const svg = await renderSvg(throughputSpec({ series, workload: { holds: 600 } } as unknown as NightReport));
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg).toContain('Holds per second over the run');
+    for (const name of ['ceiling: no-op children completed', 'product: holds released', 'product: webhooks delivered']) expect(svg).toContain(name);
+    // One path per series.
+    expect(svg.match(/<path[^>]*aria-roledescription="line mark"/g)?.length).toBe(3);
+  });
+});
