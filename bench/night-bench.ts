@@ -111,7 +111,8 @@ export interface NightReport {
     worstMerchantRate: { merchantId: string; maxPerSecond: number; limit: number; ratePerSecond: number };
     merchantsOverLimit: string[];
   };
-  workers: { index: number; regions: string; peakRssMiB: number }[];
+  /** Per worker process: peak RSS, and what bounds its memory as it reported at start (sticky cache, V8 heap limit). */
+  workers: { index: number; regions: string; peakRssMiB: number; maxCachedWorkflows?: number; heapLimitMiB?: number }[];
   /** What binds: the sampled series summarised per phase, and how the sweep's page runs went. */
   analysis: BenchAnalysis;
   /** Temporal Cloud Actions per hold (bench/actions.ts), by how the hold went, and for the whole night. */
@@ -492,6 +493,14 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     // Every invariant, on the whole night: ledgers, every request received, parents' and sampled children's
     // histories, and the workers' logs. The same histories give the page runs and the Actions per hold.
     const texts = workerGroups.flatMap((g) => g.processes.output().map((text, i) => ({ source: `worker ${g.regions} ${i} logs`, text })));
+    for (const w of workerRss) {
+      const text = texts.find((t) => t.source === `worker ${w.regions} ${w.index} logs`)?.text ?? '';
+      const running = text
+        .split('\n')
+        .filter((line) => line.includes('"msg":"worker running"'))
+        .map((line) => JSON.parse(line) as { maxCachedWorkflows?: number; heapLimitMiB?: number })[0];
+      Object.assign(w, { maxCachedWorkflows: running?.maxCachedWorkflows, heapLimitMiB: running?.heapLimitMiB });
+    }
     const sweepHistories = await parentHistories(regions, ['sweepExpiredHolds', 'startHoldBatch']);
     for (const history of sweepHistories) texts.push({ source: `history of a sweep run`, text: JSON.stringify(history) });
     const sampledChildren: { region: Region; holdId: string; history: temporal.api.history.v1.IHistory }[] = [];
@@ -609,7 +618,9 @@ async function actionsReport(
   for (const history of sweepHistories) {
     sweep = addActions(sweep, billableActions(history));
     const events = history.events ?? [];
-    if (!events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId) firstRuns++;
+    const start = events[0]?.workflowExecutionStartedEventAttributes;
+    // A sweep's first run is the schedule's action (its batches and continue-as-new runs are not).
+    if (start?.workflowType?.name === 'sweepExpiredHolds' && !start.continuedExecutionRunId) firstRuns++;
     const started = events.find((e) => e.activityTaskStartedEventAttributes);
     const closed = events.find((e) => e.activityTaskCompletedEventAttributes || e.activityTaskFailedEventAttributes);
     const at = (e: typeof started) => Number(e?.eventTime?.seconds ?? 0);

@@ -44,7 +44,7 @@ export function markdownReport(report: NightReport, charts: readonly Chart[] = [
     `| Quarantined by reason | ${counts(p.quarantinedByReason)} |`,
     `| Held behind a disabled (410) merchant | ${p.heldForDisabledMerchants} |`,
     `| Unverified requests / delivered twice | ${p.unverifiedRequests} / ${p.deliveredTwice} |`,
-    `| Peak RSS per worker | ${report.workers.map((x) => `${x.peakRssMiB} MiB (${x.regions})`).join(', ')} |`,
+    `| Peak RSS per worker | ${report.workers.map((x) => `${x.peakRssMiB} MiB (${x.regions})`).join(', ')}; sticky cache ${report.workers[0]?.maxCachedWorkflows ?? '?'} workflows, V8 heap limit ${report.workers[0]?.heapLimitMiB ?? '?'} MiB per process |`,
     `| **Temporal Cloud Actions** | **${report.actions.perHold} per hold**: the night of ${w.holds} holds costs **${report.actions.nightTotal.toLocaleString('en')} Actions** (below) |`,
     `| CPU, product phase | ${cpu(p.cpu)} |`,
     c ? `| CPU, ceiling phase | ${cpu(c.cpu)} |` : '',

@@ -8,6 +8,7 @@
  *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> npm run worker
  */
 import fs from 'node:fs/promises';
+import v8 from 'node:v8';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { loadConfig, requireExplicitMode } from '../config.js';
@@ -123,6 +124,9 @@ async function main() {
       ledgerPoolMax: poolOptions.max,
       ledgerConnectionTimeoutMs: poolOptions.connectionTimeoutMillis,
       shutdownGraceMs: SHUTDOWN_GRACE_MS,
+      // What bounds its memory: the sticky cache (the SDK sizes it from the V8 heap limit unless told) and that limit.
+      maxCachedWorkflows: worker.options.maxCachedWorkflows,
+      heapLimitMiB: Math.round(v8.getHeapStatistics().heap_size_limit / 2 ** 20),
       pid: process.pid,
     });
     cleanup.push(
