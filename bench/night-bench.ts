@@ -68,6 +68,8 @@ export interface NightBenchOptions {
    * each of the `workers` processes serves both regions.
    */
   regionPerProcess: boolean;
+  /** Node flags for the worker processes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them). */
+  workerNodeArgs?: readonly string[];
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -308,6 +310,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
           logDir: dataDir,
           logName: `worker-${names}`,
           extraEnv: (index) => ({ METRICS_ADDRESS: `127.0.0.1:${ports[index]}` }),
+          nodeArgs: options.workerNodeArgs,
         }),
       });
     }

@@ -48,6 +48,9 @@ export function markdownReport(report: NightReport, charts: readonly Chart[] = [
     `| **Temporal Cloud Actions** | **${report.actions.perHold} per hold**: the night of ${w.holds} holds costs **${report.actions.nightTotal.toLocaleString('en')} Actions** (below) |`,
     `| CPU, product phase | ${cpu(p.cpu)} |`,
     c ? `| CPU, ceiling phase | ${cpu(c.cpu)} |` : '',
+    c
+      ? `| **CPU per hold**, product ÷ ceiling | **${(p.cpu.total / c.cpu.total).toFixed(2)}×** (${Math.round((p.cpu.total * 1000) / w.holds)} ms against ${Math.round((c.cpu.total * 1000) / w.holds)} ms) |`
+      : '',
     `| Invariant violations | ${report.violations.length === 0 ? 'none (all seven checked)' : report.violations.map((v) => `#${v.invariant} ${v.message}`).join('; ')} |`,
   ];
   return [lines.filter((l) => l !== '').join('\n'), ...chartSection(charts), whatBinds(report), actionsSection(report)].join('\n\n') + '\n';
@@ -156,13 +159,14 @@ export function backendsReport(reports: readonly NightReport[], command: string)
       'Each backend ran the same seeded night, one after the other, on this one machine. On the cluster, PostgreSQL CPU includes ' +
       "Temporal's own persistence (its two databases live in the same PostgreSQL as the ledgers).",
     '',
-    '| Backend | Ceiling holds/s | Product holds/s | Product vs dev server | Product ÷ ceiling | CPU ms per hold, product: Temporal / PostgreSQL / workers | Violations |',
-    '|---|---|---|---|---|---|---|',
+    "| Backend | Ceiling holds/s | Product holds/s | Product vs dev server | Product ÷ ceiling | CPU ms per hold, product: Temporal / PostgreSQL / workers | CPU per hold ÷ ceiling's | Actions per hold | Violations |",
+    '|---|---|---|---|---|---|---|---|---|',
     ...reports.map((r) => {
       const p = r.product;
       return (
         `| ${backendName(r)} | ${r.ceiling?.holdsPerSecond ?? '—'} | ${p.holdsPerSecond} | ${dev ? `${(p.holdsPerSecond / dev.product.holdsPerSecond).toFixed(2)}×` : '—'} | ` +
-        `${p.ratioToCeiling ?? '—'}× | ${perHold(p.cpu.temporal, r)} / ${perHold(p.cpu.postgres, r)} / ${perHold(p.cpu.workers, r)} | ${r.violations.length} |`
+        `${p.ratioToCeiling ?? '—'}× | ${perHold(p.cpu.temporal, r)} / ${perHold(p.cpu.postgres, r)} / ${perHold(p.cpu.workers, r)} | ` +
+        `${r.ceiling ? `${(p.cpu.total / r.ceiling.cpu.total).toFixed(2)}×` : '—'} | ${r.actions?.perHold ?? '—'} | ${r.violations.length} |`
       );
     }),
   ];

@@ -52,6 +52,8 @@ export interface WorkerProcessOptions {
   logDir?: string;
   /** The log files' name before `-<index>.log` (two sets of processes in one directory). */
   logName?: string;
+  /** Node flags for each process (e.g. `--cpu-prof`, which NODE_OPTIONS does not allow). */
+  nodeArgs?: readonly string[];
 }
 
 /** SIGTERM (the worker drains), SIGKILL if it has not exited 15 s later. */
@@ -70,14 +72,14 @@ function drain(child: ChildProcess): Promise<void> {
 export async function startWorkerProcesses(
   count: number,
   environment: Record<string, string>,
-  { extraEnv = () => ({}), logDir, logName = 'worker' }: WorkerProcessOptions = {},
+  { extraEnv = () => ({}), logDir, logName = 'worker', nodeArgs = [] }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
   const deployed: Record<string, string>[] = Array.from({ length: count }, () => ({}));
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
   const start = (index: number) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], {
+    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/bin/worker.ts'], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index), ...deployed[index] } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -33,6 +33,8 @@ const { values } = parseArgs({
     'no-ceiling': { type: 'boolean', default: false },
     /** One region per worker process (as compose runs them), --workers of them per region. */
     'region-per-process': { type: 'boolean', default: false },
+    /** Node flags for the worker processes, space-separated: "--worker-node-args=--cpu-prof --cpu-prof-dir=/tmp/prof". */
+    'worker-node-args': { type: 'string' },
     /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
     'max-cached-workflows': { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
@@ -77,6 +79,7 @@ for (const temporal of backends) {
       retryHorizonMs: number('retry-horizon-seconds') * 1000,
       ceiling: !values['no-ceiling'],
       regionPerProcess: values['region-per-process'],
+      ...(values['worker-node-args'] === undefined ? {} : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
       ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
       historiesToScan: 500,
       temporal,
