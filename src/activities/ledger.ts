@@ -60,6 +60,11 @@ export interface FinishSweepInput {
   totals: SweepTotals;
   /** How long to wait for the children of this sweep to release before reporting what is left. */
   releaseWaitMs: number;
+  /**
+   * When the sweep's own bound (SWEEP_TIMEOUT) ends it, ISO 8601. A sweep that outlived it records nothing: it is
+   * gone (TIMED_OUT), and the row would claim it finished. The activity's heartbeat learns of it only up to 24 s late.
+   */
+  sweepExpiresAt?: string;
 }
 
 export function createLedgerActivities({ region, pool, meter = noopMetricMeter }: LedgerDeps) {
@@ -137,14 +142,19 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
      * Waits (bounded) until no expired active hold at or before the cutoff is left, then records the sweep.
      * What is still unreleased at the end is reported, not failed: the next sweep picks it up.
      */
-    async finishSweep({ sweepId, cutoff, totals, releaseWaitMs }: FinishSweepInput): Promise<SweepResult> {
-      const deadline = Date.now() + releaseWaitMs;
+    async finishSweep({ sweepId, cutoff, totals, releaseWaitMs, sweepExpiresAt }: FinishSweepInput): Promise<SweepResult> {
+      const expires = sweepExpiresAt === undefined ? Infinity : Date.parse(sweepExpiresAt);
+      const deadline = Math.min(Date.now() + releaseWaitMs, expires);
       let unreleased: number;
       for (;;) {
         unreleased = await holds.countUnreleased(pool, cutoff);
         if (unreleased === 0 || Date.now() >= deadline) break;
         heartbeat({ unreleased });
         await sleep(RELEASE_POLL_MS);
+      }
+      if (Date.now() >= expires) {
+        log.warn('sweep ended by its bound: no sweep run recorded', { region, sweepId, unreleased });
+        return { region, sweepId, cutoff, ...totals, unreleasedAtEnd: unreleased };
       }
       await holds.recordSweepRun(pool, sweepId, cutoff, totals, unreleased);
       return { region, sweepId, cutoff, ...totals, unreleasedAtEnd: unreleased };

@@ -63,7 +63,14 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
 
   const { finishSweep } = proxyActivities<Activities>(sweepFinishActivity(releaseWaitMs));
   if (progress.finishing) {
-    return finishSweep({ sweepId: workflowInfo().workflowId, cutoff: progress.cutoff, totals: progress.totals, releaseWaitMs });
+    const expires = workflowInfo().executionExpirationTime;
+    return finishSweep({
+      sweepId: workflowInfo().workflowId,
+      cutoff: progress.cutoff,
+      totals: progress.totals,
+      releaseWaitMs,
+      ...(expires ? { sweepExpiresAt: expires.toISOString() } : {}),
+    });
   }
 
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });

@@ -44,7 +44,8 @@ async function storedPayloads(): Promise<Payload[]> {
       return;
     }
     for (const [key, child] of Object.entries(value)) {
-      const bookkeeping = key === 'data' && path.endsWith('markerRecordedEventAttributes.details');
+      // A local activity's marker data, and a patch marker's (its patch id, written by the SDK's core): bookkeeping.
+      const bookkeeping = (key === 'data' || key === 'patch-data') && path.endsWith('markerRecordedEventAttributes.details');
       if (key !== 'searchAttributes' && !bookkeeping) collect(child, `${path}.${key}`);
     }
   };
