@@ -85,22 +85,11 @@ export function cpuSpec(report: NightReport): TopLevelSpec {
   const values = (['ceiling', 'product'] as const).flatMap((phase) =>
     names.flatMap((name) => rates(report.series, phase, (s) => s.cpu[name]).map((r) => ({ t: r.t, cores: r.rate, process: name, phase }))),
   );
-  return {
-    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: 'CPU per process over the run (cores; the machine has ' + report.machine.cpus + ')',
-    data: { values },
-    facet: { row: { field: 'phase', type: 'nominal', title: null, sort: ['ceiling', 'product'] } },
-    spec: {
-      width: WIDTH,
-      height: 160,
-      mark: { type: 'line', interpolate: 'monotone' },
-      encoding: {
-        x: { field: 't', type: 'quantitative', title: 'seconds since the phase started' },
-        y: { field: 'cores', type: 'quantitative', title: 'cores' },
-        color: { field: 'process', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 4, labelLimit: 400 } },
-      },
-    },
-  };
+  return phaseLines('CPU per process over the run (cores; the machine has ' + report.machine.cpus + ')', values, {
+    y: { field: 'cores', type: 'quantitative', title: 'cores' },
+    color: 'process',
+    columns: 4,
+  });
 }
 
 export function merchantsSpec(report: NightReport): TopLevelSpec {
@@ -147,10 +136,23 @@ export function serverSpec(report: NightReport): TopLevelSpec {
     ...intervalMeans(report.series, phase, startSum, startCount, 1000).map((r) => ({ ...r, phase, signal: 'server: child-start task in its queue' })),
     ...intervalMeans(report.series, phase, wftSum, wftCount, 1).map((r) => ({ ...r, phase, signal: 'SDK: workflow task schedule-to-start' })),
   ]);
+  return phaseLines('What the run waited on (mean per sampling interval, ms, log scale)', values, {
+    y: { field: 'ms', type: 'quantitative', title: 'ms', scale: { type: 'log' } },
+    color: 'signal',
+    columns: 2,
+  });
+}
+
+/** Lines over time, one row per phase (ceiling above product), one colour per `color` field value. */
+function phaseLines(
+  title: string,
+  values: readonly Record<string, unknown>[],
+  { y, color, columns }: { y: { field: string; type: 'quantitative'; title: string; scale?: { type: 'log' } }; color: string; columns: number },
+): TopLevelSpec {
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
-    title: 'What the run waited on (mean per sampling interval, ms, log scale)',
-    data: { values },
+    title,
+    data: { values: [...values] },
     facet: { row: { field: 'phase', type: 'nominal', title: null, sort: ['ceiling', 'product'] } },
     spec: {
       width: WIDTH,
@@ -158,8 +160,8 @@ export function serverSpec(report: NightReport): TopLevelSpec {
       mark: { type: 'line', interpolate: 'monotone' },
       encoding: {
         x: { field: 't', type: 'quantitative', title: 'seconds since the phase started' },
-        y: { field: 'ms', type: 'quantitative', title: 'ms', scale: { type: 'log' } },
-        color: { field: 'signal', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 2, labelLimit: 400 } },
+        y,
+        color: { field: color, type: 'nominal', title: null, legend: { orient: 'bottom', columns, labelLimit: 400 } },
       },
     },
   };

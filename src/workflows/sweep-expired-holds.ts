@@ -102,7 +102,7 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
     started: progress.totals.started + started,
     alreadyStarted: progress.totals.alreadyStarted + alreadyStarted,
     rejected: progress.totals.rejected + page.rejected.length,
-    pages: progress.totals.pages + 1,
+    pages: pageNumber,
   };
 
   if (page.next) {
