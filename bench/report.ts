@@ -51,9 +51,45 @@ export function markdownReport(report: NightReport, charts: readonly Chart[] = [
     c
       ? `| **CPU per hold**, product ÷ ceiling | **${(p.cpu.total / c.cpu.total).toFixed(2)}×** (${Math.round((p.cpu.total * 1000) / w.holds)} ms against ${Math.round((c.cpu.total * 1000) / w.holds)} ms) |`
       : '',
+    c ? ratioRow(ratioDecomposition(report)!, report.machine.cpus) : '',
     `| Invariant violations | ${report.violations.length === 0 ? 'none (all seven checked)' : report.violations.map((v) => `#${v.invariant} ${v.message}`).join('; ')} |`,
   ];
   return [lines.filter((l) => l !== '').join('\n'), ...chartSection(charts), whatBinds(report), actionsSection(report)].join('\n\n') + '\n';
+}
+
+/**
+ * The ratio to the ceiling split into its two factors, from the same CPU seconds: holds/s = cores kept busy ÷ CPU
+ * seconds per hold, in each phase, so ratio = (product's cores ÷ ceiling's) × (ceiling's CPU per hold ÷ product's).
+ * The first factor is what waiting costs (a serial step leaves cores idle), the second what the product's own work
+ * costs; on a machine the whole stack shares, the second also bounds what removing every wait could reach:
+ * `bestRatio` (every core busy at this CPU per hold), and the cores the target ratio would need.
+ */
+export function ratioDecomposition(report: NightReport, target = 0.8) {
+  const { product: p, ceiling: c } = report;
+  if (!c) return undefined;
+  const productCores = p.cpu.total / p.seconds;
+  const ceilingCores = c.cpu.total / c.seconds;
+  const utilisation = productCores / ceilingCores;
+  const efficiency = c.cpu.total / p.cpu.total;
+  return {
+    productCores,
+    ceilingCores,
+    utilisation,
+    efficiency,
+    ratio: utilisation * efficiency,
+    bestRatio: (report.machine.cpus / ceilingCores) * efficiency,
+    coresForTarget: (target * ceilingCores) / efficiency,
+    target,
+  };
+}
+
+function ratioRow(d: NonNullable<ReturnType<typeof ratioDecomposition>>, cpus: number): string {
+  const f = (x: number) => x.toFixed(2);
+  return (
+    `| **The ratio, decomposed** | cores kept busy ${f(d.productCores)} ÷ ${f(d.ceilingCores)} = ${f(d.utilisation)} × CPU per hold ` +
+    `${f(d.efficiency)} (ceiling's ÷ product's) = ${d.ratio.toFixed(3)}; with all ${cpus} cores busy at this CPU per hold the ratio could reach ` +
+    `${f(d.bestRatio)}; ${d.target}× would need ${f(d.coresForTarget)} cores |`
+  );
 }
 
 function chartSection(charts: readonly Chart[]): string[] {

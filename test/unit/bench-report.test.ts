@@ -7,6 +7,7 @@ import { parsePrometheus } from '../../bench/prometheus.js';
 import { phaseSignals } from '../../bench/analysis.js';
 import { renderSvg, throughputSpec } from '../../bench/charts.js';
 import type { NightReport } from '../../bench/night-bench.js';
+import { ratioDecomposition } from '../../bench/report.js';
 import type { Sample } from '../../bench/sampler.js';
 import { SERVER_METRICS } from '../../bench/sampler.js';
 
@@ -65,5 +66,30 @@ describe('charts', () => {
     for (const name of ['ceiling: no-op children completed', 'product: holds released', 'product: webhooks delivered']) expect(svg).toContain(name);
     // One path per series.
     expect(svg.match(/<path[^>]*aria-roledescription="line mark"/g)?.length).toBe(3);
+  });
+});
+
+describe('ratioDecomposition', () => {
+  // The 50,000-hold night of bench/results/night-50000-2-workers-region-per-process.json, its two phases.
+  const report = {
+    machine: { cpus: 2 },
+    product: { seconds: 1897.5, cpu: { total: 2779.9 } },
+    ceiling: { seconds: 1186.2, cpu: { total: 1582.6 } },
+  } as unknown as NightReport;
+
+  it('splits the ratio into cores kept busy and CPU per hold, whose product is the ratio of the two phases', () => {
+    const d = ratioDecomposition(report)!;
+    expect(d.productCores).toBeCloseTo(2779.9 / 1897.5, 6);
+    expect(d.ceilingCores).toBeCloseTo(1582.6 / 1186.2, 6);
+    expect(d.efficiency).toBeCloseTo(1582.6 / 2779.9, 6);
+    expect(d.ratio).toBeCloseTo(1186.2 / 1897.5, 6);
+    // Every core busy at the product's CPU per hold: the ceiling's time over the time its CPU seconds take on 2 cores.
+    expect(d.bestRatio).toBeCloseTo(1186.2 / (2779.9 / 2), 6);
+    // 0.8x the ceiling's time, with the product's CPU seconds.
+    expect(d.coresForTarget).toBeCloseTo(2779.9 / (1186.2 / 0.8), 6);
+  });
+
+  it('has nothing to decompose without a ceiling', () => {
+    expect(ratioDecomposition({ ...report, ceiling: undefined } as NightReport)).toBeUndefined();
   });
 });
