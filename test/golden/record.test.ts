@@ -14,6 +14,7 @@ import { approveReplaySignal, discardSignal, statusQuery, type HoldStage } from 
 import { isoUtc } from '../../src/db/sql.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { WORKFLOW_IDS_FILE } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 
@@ -113,6 +114,7 @@ it('records the golden histories of this release in every waiting state', async 
   await fs.rm(OUT, { recursive: true, force: true });
   await fs.mkdir(OUT, { recursive: true });
   const written: string[] = [];
+  const workflowIds: Record<string, string> = {};
   for await (const execution of us.client.workflow.list({ query: `TaskQueue = '${us.config.taskQueue}'` })) {
     const handle = us.client.workflow.getHandle(execution.workflowId, execution.runId);
     let state = execution.status.name.toLowerCase();
@@ -128,7 +130,9 @@ it('records the golden histories of this release in every waiting state', async 
     const name = `${execution.type}-${state}-${written.length}.json`;
     await fs.writeFile(path.join(OUT, name), historyToJSON(await handle.fetchHistory()));
     written.push(name);
+    workflowIds[name] = execution.workflowId;
   }
+  await fs.writeFile(path.join(OUT, WORKFLOW_IDS_FILE), `${JSON.stringify(workflowIds, null, 2)}\n`);
   console.log(`[golden] ${written.length} histories of release ${RELEASE} in ${path.relative(process.cwd(), OUT)}`);
   expect(written.length).toBeGreaterThan(20);
 });

@@ -48,9 +48,9 @@ async function replayVariant(name: string, variant: string): Promise<{ replayed:
   const bundle = await bundleVariant(path.join(dir, name), [{ file: 'workflows/release-expired-hold.ts', from: ORIGINAL, to: variant }]);
   const failed: string[] = [];
   const histories = goldenHistories();
-  for (const { release, file: history, history: events } of histories) {
+  for (const { release, file: history, workflowId, history: events } of histories) {
     try {
-      await Worker.runReplayHistory({ workflowBundle: bundle, replayName: history }, events);
+      await Worker.runReplayHistory({ workflowBundle: bundle, replayName: history }, events, workflowId);
     } catch {
       failed.push(`${release}/${history}`);
     }
