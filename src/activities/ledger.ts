@@ -15,13 +15,11 @@ import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { ExpiredHoldsPage, HoldCursor, HoldRef, RejectedHold, ReleaseOutcome, SweepResult, SweepTotals } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
-import { underSavepoint } from '../db/sql.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 import { resolveDeliveryPolicy } from '../delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
 import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
-import * as deliveries from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 
 /** Before every row in (expires_at, id) order. */
@@ -103,7 +101,7 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
           duplicateSuppressions.add(1, { kind: 'already_released' });
           log.info('hold already released: nothing written', { region, holdId });
           try {
-            return { status: 'already_released', ...(await releasedEntry(tx, holdId)) };
+            return { status: 'already_released', ...withHorizon(holdId, await holds.releasedEntry(tx, holdId)) };
           } catch (err) {
             if (!(err instanceof ReleasedWithoutWebhook)) throw err;
             log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
@@ -118,19 +116,12 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
         if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expiresAt };
 
         try {
-          // Under a savepoint: when the ledger refuses the release for good, the hold stays locked and is marked.
-          const released = await underSavepoint(tx, async () => {
-            const ledgerEntryId = await holds.insertReleaseEntry(tx, holdId, hold);
-            await holds.moveHeldToAvailable(tx, holdId, hold.accountId, hold.amountMinor);
-            await holds.markReleased(tx, holdId, ledgerEntryId);
-            // The webhook is fixed in the same transaction (an outbox): it exists if and only if the release committed.
-            await deliveries.enqueueReleasedWebhook(tx, holdId);
-            return releasedEntry(tx, holdId);
-          });
+          const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold));
           log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
           return { status: 'released', ...released };
         } catch (err) {
           if (!(err instanceof InsufficientHeldBalance)) throw err;
+          // Nothing was written and the hold is still locked: it is marked in the same transaction.
           await holds.markRejected(tx, [{ holdId, code: err.name }]);
           log.warn('hold rejected: cannot be released as written', { region, holdId, code: err.name, error: err.message });
           return { status: 'rejected', holdId, code: err.name };
@@ -163,8 +154,10 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
 }
 
 /** A released hold's entry and webhook, with the retry horizon its delivery runs under. */
-async function releasedEntry(tx: pg.PoolClient, holdId: string) {
-  const { ledgerEntryId, amountMinor, currency, merchantId, releasedAt, webhookId, deliveryPolicy } = await holds.releasedEntry(tx, holdId);
+function withHorizon(
+  holdId: string,
+  { ledgerEntryId, amountMinor, currency, merchantId, releasedAt, webhookId, deliveryPolicy }: holds.ReleasedEntry,
+) {
   return {
     holdId,
     ledgerEntryId,

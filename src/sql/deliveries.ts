@@ -5,7 +5,7 @@
  * Every statement in the product that inserts or updates webhook_deliveries is in this file, so that its state
  * machine (`status`; the CHECKs are in migrations/002_webhook_deliveries.sql) reads here whole:
  *
- *   (release commits) --enqueueReleasedWebhook--> pending --recordAttempt 'delivered'--> delivered
+ *   (release commits) --releasedWebhookEnqueued-> pending --recordAttempt 'delivered'--> delivered
  *                                                  |   ^
  *                               quarantineDelivery |   | decideQuarantine 'replay' (a new policy run)
  *                                                  v   |
@@ -14,7 +14,7 @@
  *                                                  +----------decideQuarantine 'abandon'--> abandoned
  *
  *   transition                 function                      called from
- *   (none) -> pending          enqueueReleasedWebhook        releaseHold, in the release's transaction (outbox)
+ *   (none) -> pending          releasedWebhookEnqueued       releaseHold, in the release's one statement (outbox)
  *   pending -> delivered       recordAttempt 'delivered'     deliverWebhook, on a 2xx
  *   pending -> quarantined     quarantineDelivery            the hold workflow, when a policy run gives up
  *   quarantined -> pending     decideQuarantine 'replay'     the hold workflow, on an approved replay
@@ -31,7 +31,6 @@
  *
  * A policy run is 1 + the replays approved so far (`POLICY_RUN_SQL`): each `decideQuarantine 'replay'` starts one.
  */
-import type pg from 'pg';
 import type { DeliveryStatus, QuarantineDecision } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
@@ -41,24 +40,21 @@ import { isoUtc } from '../db/sql.js';
 export const HOLD_RELEASED_EVENT = 'hold.released';
 
 /**
- * pending: the outbox row of a committed release, fixed then (payload, webhook id) and never changed after. In the
- * release's transaction, after the hold row is marked released, so it exists if and only if the release committed.
+ * pending: the outbox row of a committed release, fixed then (payload, webhook id) and never changed after. The
+ * `webhook` step of the release's one statement (`releaseLockedHold` in src/sql/holds.ts), so it exists if and only
+ * if the release committed. Needs the released hold row (as RETURNING gives it) as the CTE `released` in scope.
  */
-export async function enqueueReleasedWebhook(tx: pg.PoolClient, holdId: string): Promise<void> {
-  await tx.query(
-    `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload)
-     SELECT 'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'), h.id, h.merchant_id,
-            '${HOLD_RELEASED_EVENT}',
-            json_build_object(
-              'type', '${HOLD_RELEASED_EVENT}',
-              'timestamp', ${isoUtc('h.released_at')},
-              'data', json_build_object(
-                'hold_id', h.id, 'amount_minor', h.amount_minor, 'currency', h.currency, 'merchant_id', h.merchant_id,
-                'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text))::text
-       FROM auth_holds h WHERE h.id = $1::text`,
-    [holdId],
-  );
-}
+export const releasedWebhookEnqueued = () => `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload)
+         SELECT 'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'), h.id, h.merchant_id,
+                '${HOLD_RELEASED_EVENT}',
+                json_build_object(
+                  'type', '${HOLD_RELEASED_EVENT}',
+                  'timestamp', ${isoUtc('h.released_at')},
+                  'data', json_build_object(
+                    'hold_id', h.id, 'amount_minor', h.amount_minor, 'currency', h.currency, 'merchant_id', h.merchant_id,
+                    'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text))::text
+           FROM released h
+         RETURNING webhook_id`;
 
 export interface DeliveryForSending {
   status: DeliveryStatus;

@@ -3,8 +3,8 @@
  * cast parameters, no value ever interpolated; the callers (src/activities/ledger.ts, src/ops/operations.ts, the
  * worker's ledger gauges) own the transactions and decide what to do with the rows.
  *
- * A hold moves active -> released (the release: `lockHoldForRelease`, `insertReleaseEntry`, `moveHeldToAvailable`,
- * `markReleased` in one transaction) or active -> rejected (`markRejected`); both are final here.
+ * A hold moves active -> released (the release: `lockHoldForRelease`, then `releaseLockedHold`, in one transaction)
+ * or active -> rejected (`markRejected`); both are final here.
  */
 import type pg from 'pg';
 import type { HoldCursor, RejectedHold, SweepTotals } from '../contracts/domain.js';
@@ -12,6 +12,7 @@ import type { InvalidHoldCode } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
+import { releasedWebhookEnqueued } from './deliveries.js';
 
 /**
  * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
@@ -140,50 +141,46 @@ export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string, swep
   };
 }
 
-/** The release's one ledger entry; its idempotency key (unique) makes a second one impossible. Returns its id. */
-export async function insertReleaseEntry(tx: pg.PoolClient, holdId: string, hold: HoldForRelease): Promise<string> {
-  const { rows } = await tx.query<{ id: string }>(
-    `INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency)
-     VALUES ($1::text, 'hold_release', $2::text, $3::text, $4::bigint, $5::char(3))
-     RETURNING id`,
-    [`hold-release:${holdId}`, hold.accountId, holdId, hold.amountMinor, hold.currency],
-  );
-  return rows[0]!.id;
-}
-
 /**
- * Moves the released amount from the account's held balance to its available balance. Throws InsufficientHeldBalance
- * when the account's `held_minor >= 0` check refuses it: the held balance does not cover the hold, and never will
- * by retrying. The statement has failed, so the transaction is aborted up to the caller's savepoint.
+ * The release of a hold locked by `lockHoldForRelease`, in one statement: the amount moves from the account's held
+ * balance to its available balance, the one ledger entry is written (its idempotency key, unique, makes a second
+ * one impossible), the hold is marked released, and its webhook is enqueued (the outbox row, `releasedWebhookEnqueued`
+ * in ./deliveries.ts, composed in here). Each step takes the row the one before it returned, so either all four
+ * happen or none does. One round trip instead of five on the path every hold takes.
+ *
+ * Throws InsufficientHeldBalance, having written nothing, when the held balance does not cover the hold (the
+ * account's `held_minor >= 0` would refuse it, and will by any retry): the transaction stays usable, so the caller
+ * can mark the hold rejected in it.
  */
-export async function moveHeldToAvailable(tx: pg.PoolClient, holdId: string, accountId: string, amountMinor: string): Promise<void> {
-  try {
-    await tx.query(
-      `UPDATE accounts
-          SET held_minor = held_minor - $2::bigint, available_minor = available_minor + $2::bigint, updated_at = now()
-        WHERE id = $1::text`,
-      [accountId, amountMinor],
-    );
-  } catch (err) {
-    if (isCheckViolation(err, HELD_BALANCE_CHECK)) throw new InsufficientHeldBalance(holdId, accountId, amountMinor);
-    throw err;
-  }
-}
-
-/** The name Postgres gives 001_ledger's `held_minor bigint NOT NULL CHECK (held_minor >= 0)` on accounts. */
-const HELD_BALANCE_CHECK = 'accounts_held_minor_check';
-
-/** SQLSTATE 23514 (check_violation) on the named constraint. */
-function isCheckViolation(err: unknown, constraint: string): boolean {
-  const e = err as { code?: unknown; constraint?: unknown } | null;
-  return e?.code === '23514' && e.constraint === constraint;
-}
-
-export async function markReleased(tx: pg.PoolClient, holdId: string, ledgerEntryId: string): Promise<void> {
-  await tx.query(`UPDATE auth_holds SET state = 'released', released_at = now(), ledger_entry_id = $2::bigint WHERE id = $1::text`, [
-    holdId,
-    ledgerEntryId,
-  ]);
+export async function releaseLockedHold(tx: pg.PoolClient, holdId: string, hold: HoldForRelease): Promise<ReleasedEntry> {
+  const { rows } = await tx.query<ReleasedEntryRow>(
+    `WITH moved AS (
+       UPDATE accounts
+          SET held_minor = held_minor - $3::bigint, available_minor = available_minor + $3::bigint, updated_at = now()
+        WHERE id = $2::text AND held_minor >= $3::bigint
+        RETURNING id
+     ), entry AS (
+       INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency)
+       SELECT 'hold-release:' || $1::text, 'hold_release', moved.id, $1::text, $3::bigint, $4::char(3) FROM moved
+       RETURNING id
+     ), released AS (
+       UPDATE auth_holds h SET state = 'released', released_at = now(), ledger_entry_id = entry.id
+         FROM entry
+        WHERE h.id = $1::text
+        RETURNING h.id, h.expires_at, h.merchant_id, h.amount_minor, h.currency, h.released_at, h.ledger_entry_id
+     ), webhook AS (
+       ${releasedWebhookEnqueued()}
+     )
+     SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
+            w.webhook_id, m.delivery_policy
+       FROM released h
+       JOIN webhook w ON true
+       LEFT JOIN merchants m ON m.id = h.merchant_id`,
+    [holdId, hold.accountId, hold.amountMinor, hold.currency],
+  );
+  const row = rows[0];
+  if (!row) throw new InsufficientHeldBalance(holdId, hold.accountId, hold.amountMinor);
+  return releasedEntryOf(row);
 }
 
 export interface ReleasedEntry {
@@ -202,15 +199,7 @@ export interface ReleasedEntry {
  * ReleasedWithoutWebhook when the webhook row is missing: there is nothing to deliver, and retrying changes nothing.
  */
 export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<ReleasedEntry> {
-  const { rows } = await tx.query<{
-    ledger_entry_id: string;
-    amount_minor: string;
-    currency: string;
-    merchant_id: string;
-    released_at: string;
-    webhook_id: string | null;
-    delivery_policy: unknown;
-  }>(
+  const { rows } = await tx.query<ReleasedEntryRow>(
     // The merchant's overrides are optional here: a merchant row gone since the release still has its webhook.
     `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
             d.webhook_id, m.delivery_policy
@@ -222,13 +211,27 @@ export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<
   );
   const row = rows[0];
   if (!row?.webhook_id) throw new ReleasedWithoutWebhook(holdId);
+  return releasedEntryOf(row);
+}
+
+interface ReleasedEntryRow {
+  ledger_entry_id: string;
+  amount_minor: string;
+  currency: string;
+  merchant_id: string;
+  released_at: string;
+  webhook_id: string | null;
+  delivery_policy: unknown;
+}
+
+function releasedEntryOf(row: ReleasedEntryRow): ReleasedEntry {
   return {
     ledgerEntryId: row.ledger_entry_id,
     amountMinor: row.amount_minor,
     currency: row.currency,
     merchantId: row.merchant_id,
     releasedAt: row.released_at,
-    webhookId: row.webhook_id,
+    webhookId: row.webhook_id!,
     deliveryPolicy: row.delivery_policy,
   };
 }
