@@ -69,10 +69,31 @@ export class EmbeddedServiceError extends Error {
 export class OperatorError extends Error {
   override readonly name = 'OperatorError';
   constructor(
-    readonly code: 'HoldNotFound' | 'NoDelivery' | 'ReplayRequestNotFound' | 'ReplayAlreadyApproved' | 'SelfApprovalRefused' | 'EmptySelection',
+    readonly code:
+      | 'HoldNotFound'
+      | 'NoDelivery'
+      | 'ReplayRequestNotFound'
+      | 'ReplayAlreadyApproved'
+      | 'SelfApprovalRefused'
+      | 'EmptySelection'
+      | 'MerchantNotFound'
+      | 'MerchantExists'
+      | 'MerchantBudgetBusy',
     message: string,
   ) {
     super(message);
+  }
+}
+
+/** A merchant setting an operator gave that cannot be used (`npm run ops -- merchant ...`); names the setting. */
+export class InvalidMerchantSetting extends Error {
+  override readonly name = 'InvalidMerchantSetting';
+  constructor(
+    readonly setting: string,
+    readonly value: unknown,
+    readonly expected: string,
+  ) {
+    super(`merchant ${setting} ${JSON.stringify(value)} is invalid: expected ${expected}`);
   }
 }
 

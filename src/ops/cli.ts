@@ -6,13 +6,23 @@
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { loadConfig, type Config } from '../config.js';
+import { loadConfig, parseDuration, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { sweepNow } from '../schedules.js';
+import {
+  addMerchant,
+  pauseMerchant,
+  pingMerchant,
+  resumeMerchant,
+  rotateSigningSecret,
+  setMerchant,
+  showMerchant,
+  type MerchantView,
+} from './merchants.js';
 import {
   approveHold,
   approveReplayRequest,
@@ -40,7 +50,19 @@ Usage: npm run ops -- <command> [options]
   discard <hold id> --by NAME --reason TEXT
                                      end one quarantined webhook without sending it
 
+  merchant add <id> --name NAME --url URL [--rate 5] [--burst 1] [--policy JSON]
+                                     add a merchant; prints its new signing secret, once
+  merchant show <id>                 its endpoint, limits, status and policy (secrets: only whether set)
+  merchant set <id> [--name] [--url] [--rate] [--burst] [--policy JSON]
+                                     change what is given, checked as delivery will read it
+  merchant pause <id> --reason TEXT  stop sending; its webhooks wait, held, until resumed
+  merchant resume <id>               send again (also after a 410 Gone disabled it)
+  merchant rotate-secret <id> [--overlap 24h]
+                                     a new secret (printed once); the old one also signs until the overlap ends
+  merchant ping <id>                 one signed merchant.ping, in the merchant's rate budget; shows the answer
+
 Options: --region us|eu (required when several are configured), --json (machine-readable output), --help
+Policy overrides: e.g. --policy '{"retryHorizonMs": 86400000}' (keys in docs/webhooks.md). Durations: 30s, 15m, 24h, 7d.
 Reasons: rejected, exhausted, endpoint_gone, bad_url, missing_secret, invalid_policy. Times: ISO 8601.`;
 
 const REASONS: readonly QuarantineReason[] = ['rejected', 'exhausted', 'endpoint_gone', 'bad_url', 'missing_secret', 'invalid_policy'];
@@ -69,7 +91,8 @@ function filtersFrom(values: Record<string, string | boolean | undefined>): Quar
   };
 }
 
-async function connect(config: Config, regionOption: string | undefined): Promise<OpsContext & { close(): Promise<void> }> {
+/** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
+async function regionFor(config: Config, regionOption: string | undefined) {
   let region: Region;
   if (regionOption !== undefined) {
     if (!isRegion(regionOption) || !config.regions.some((r) => r.region === regionOption)) {
@@ -85,9 +108,13 @@ async function connect(config: Config, regionOption: string | undefined): Promis
   const stack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const up = region.toUpperCase();
   const databaseUrl = regionConfig.databaseUrl ?? stack?.databaseUrl[region];
-  const address = regionConfig.temporalAddress ?? stack?.temporalAddress[region];
   if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
-  if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or a running `npm start`)');
+  return { regionConfig, databaseUrl, address: regionConfig.temporalAddress ?? stack?.temporalAddress[region] };
+}
+
+async function connect(config: Config, regionOption: string | undefined): Promise<OpsContext & { close(): Promise<void> }> {
+  const { regionConfig, databaseUrl, address } = await regionFor(config, regionOption);
+  if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`, undefined, 'host:port (or a running `npm start`)');
   const pool = createPool(databaseUrl, { max: 4 });
   const connection = await Connection.connect({ address });
   return {
@@ -126,6 +153,11 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
       by: { type: 'string' },
       ticket: { type: 'string' },
       rate: { type: 'string' },
+      name: { type: 'string' },
+      url: { type: 'string' },
+      burst: { type: 'string' },
+      policy: { type: 'string' },
+      overlap: { type: 'string' },
     },
   });
   const [command, sub, arg] = positionals;
@@ -135,6 +167,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
   }
   const print = (human: string, data: unknown) => out(values.json ? JSON.stringify(data, null, 2) : human);
   const config = loadConfig();
+  if (command === 'merchant') return runMerchant(config, values, sub, arg, print);
   const ctx = await connect(config, values.region);
   try {
     switch (command) {
@@ -212,9 +245,125 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         return result.outcome === 'applied' ? 0 : 3;
       }
       default:
-        throw new ConfigError('command', command, 'one of sweep-now, status, quarantine, replay, approve, discard (see --help)');
+        throw new ConfigError('command', command, 'one of sweep-now, status, quarantine, replay, approve, discard, merchant (see --help)');
     }
   } finally {
     await ctx.close();
+  }
+}
+
+type Values = Record<string, string | boolean | undefined>;
+
+function numberOption(values: Values, option: string): number | undefined {
+  const raw = values[option] as string | undefined;
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === '' || Number.isNaN(n)) throw new ConfigError(`--${option}`, raw, 'a number');
+  return n;
+}
+
+function policyOption(values: Values): Record<string, unknown> | undefined {
+  const raw = values.policy as string | undefined;
+  if (raw === undefined) return undefined;
+  try {
+    return JSON.parse(raw) as Record<string, unknown>;
+  } catch {
+    throw new ConfigError('--policy', raw, 'a JSON object, e.g. \'{"retryHorizonMs": 86400000}\'');
+  }
+}
+
+function merchantLines(m: MerchantView): string {
+  return [
+    `merchant ${m.id} (${m.name}): ${m.status}${m.statusReason ? ` since ${m.statusSince}: ${m.statusReason}` : ''}`,
+    `endpoint: ${m.endpointUrl}`,
+    `rate: ${m.ratePerSecond}/s, burst ${m.burst}`,
+    `delivery policy overrides: ${JSON.stringify(m.deliveryPolicy)}`,
+    `signing secret: ${m.hasSigningSecret ? 'set' : 'NOT SET (deliveries quarantine as missing_secret)'}` +
+      (m.hasPreviousSecret ? `; the previous one also signs until ${m.previousSecretSignsUntil ?? 'replaced'}` : ''),
+  ].join('\n');
+}
+
+/** `merchant <sub> <id>`: the ledger only, no Temporal connection needed. */
+async function runMerchant(
+  config: Config,
+  values: Values,
+  sub: string | undefined,
+  id: string | undefined,
+  print: (human: string, data: unknown) => void,
+): Promise<number> {
+  const { regionConfig, databaseUrl } = await regionFor(config, values.region as string | undefined);
+  const pool = createPool(databaseUrl, { max: 2 });
+  const rules = config.webhooks;
+  const merchantId = () => required(id, 'merchant id');
+  const settings = () => ({
+    name: values.name as string | undefined,
+    endpointUrl: values.url as string | undefined,
+    ratePerSecond: numberOption(values, 'rate'),
+    burst: numberOption(values, 'burst'),
+    deliveryPolicy: policyOption(values),
+  });
+  const secretOnce = (secret: string) => `signing secret (shown once, give it to the merchant; it verifies with it): ${secret}`;
+  try {
+    switch (sub) {
+      case 'add': {
+        const given = settings();
+        const { merchant, signingSecret } = await addMerchant(pool, rules, {
+          ...given,
+          id: merchantId(),
+          name: required(given.name, 'name'),
+          endpointUrl: required(given.endpointUrl, 'url'),
+        });
+        print(`${merchantLines(merchant)}\n${secretOnce(signingSecret)}`, { merchant, signingSecret });
+        return 0;
+      }
+      case 'show': {
+        const merchant = await showMerchant(pool, merchantId());
+        print(merchantLines(merchant), merchant);
+        return 0;
+      }
+      case 'set': {
+        const merchant = await setMerchant(pool, rules, merchantId(), settings());
+        print(merchantLines(merchant), merchant);
+        return 0;
+      }
+      case 'pause':
+      case 'resume': {
+        const result =
+          sub === 'pause'
+            ? await pauseMerchant(pool, merchantId(), required(values.reason as string | undefined, 'reason'))
+            : await resumeMerchant(pool, merchantId());
+        print(`${result.changed ? '' : `nothing to do: already ${result.merchant.status}\n`}${merchantLines(result.merchant)}`, result);
+        return result.changed ? 0 : 3;
+      }
+      case 'rotate-secret': {
+        const overlap = values.overlap as string | undefined;
+        const result = await rotateSigningSecret(pool, merchantId(), overlap === undefined ? undefined : parseDuration('--overlap', overlap));
+        print(
+          `${merchantLines(result.merchant)}\n${secretOnce(result.signingSecret)}\n` +
+            `every webhook is signed with both secrets until ${result.previousSignsUntil}, then with the new one only`,
+          result,
+        );
+        return 0;
+      }
+      case 'ping': {
+        const ping = await pingMerchant(pool, rules, merchantId(), regionConfig.region);
+        const answer = ping.statusCode === null ? ping.errorClass : `HTTP ${ping.statusCode}`;
+        print(
+          [
+            `ping ${ping.webhookId} to ${ping.url}: ${answer} in ${ping.durationMs} ms (signed with ${ping.signatures} key(s); waited ${ping.waitedMs} ms for the merchant's budget)`,
+            `the delivery policy would: ${ping.policyAction} (${ping.policyRule})`,
+            ping.responseExcerpt ? `response: ${ping.responseExcerpt}` : '',
+          ]
+            .filter(Boolean)
+            .join('\n'),
+          ping,
+        );
+        return ping.policyAction === 'delivered' ? 0 : 3;
+      }
+      default:
+        throw new ConfigError('merchant', sub, 'one of add, show, set, pause, resume, rotate-secret, ping (see --help)');
+    }
+  } finally {
+    await pool.end();
   }
 }

@@ -35,6 +35,7 @@ import type { DeliveryStatus, QuarantineDecision } from '../contracts/delivery.j
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './merchants.js';
 
 /** The event type of the webhook each release sends. */
 export const HOLD_RELEASED_EVENT = 'hold.released';
@@ -89,7 +90,7 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     hold_id: string;
   }>(
     `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, d.hold_id, m.endpoint_url, m.signing_secret,
-            m.previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
+            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
             (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
               AS run_attempts
        FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id

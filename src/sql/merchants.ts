@@ -1,5 +1,199 @@
-/** SQL of the merchants table that the delivery policy writes. */
+/**
+ * SQL of the merchants table: what the operator's `merchant` commands (src/ops/merchants.ts) and the delivery
+ * policy write. The values arrive validated; the table's CHECKs (rate > 0, burst >= 0, status) are the last word.
+ */
 import type { Queryable } from '../db/pool.js';
+import { isoUtc } from '../db/sql.js';
+
+/**
+ * The merchant's previous signing secret while its rotation's overlap runs (`previous_signing_secret_until`,
+ * migration 007), NULL after: a webhook is signed with both keys only then. Needs `m` (merchants) in scope.
+ */
+export const PREVIOUS_SECRET_IN_OVERLAP_SQL = `CASE WHEN m.previous_signing_secret_until IS NULL OR m.previous_signing_secret_until > now()
+                 THEN m.previous_signing_secret END`;
+
+export type MerchantStatus = 'active' | 'paused' | 'disabled';
+
+/** A merchant as an operator sees it: everything but its secrets, of which only whether they are set. */
+export interface MerchantView {
+  id: string;
+  name: string;
+  endpointUrl: string;
+  ratePerSecond: number;
+  burst: number;
+  status: MerchantStatus;
+  /** Why sending stopped (paused by an operator, disabled on 410 Gone); null while active. */
+  statusReason: string | null;
+  statusSince: string | null;
+  deliveryPolicy: Record<string, unknown>;
+  hasSigningSecret: boolean;
+  /** Until when the previous secret still signs, ISO 8601; null when there is none (or it has no end). */
+  previousSecretSignsUntil: string | null;
+  hasPreviousSecret: boolean;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface NewMerchant {
+  id: string;
+  name: string;
+  endpointUrl: string;
+  signingSecret: string;
+  ratePerSecond: number;
+  burst: number;
+  deliveryPolicy: Record<string, unknown>;
+}
+
+/** Inserts the merchant (its rate-limit row follows by trigger); false when the id is taken. */
+export async function insertMerchant(db: Queryable, m: NewMerchant): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `INSERT INTO merchants (id, name, endpoint_url, signing_secret, rate_per_second, burst, delivery_policy)
+     VALUES ($1::text, $2::text, $3::text, $4::text, $5::numeric, $6::integer, $7::jsonb)
+     ON CONFLICT (id) DO NOTHING`,
+    [m.id, m.name, m.endpointUrl, m.signingSecret, m.ratePerSecond, m.burst, JSON.stringify(m.deliveryPolicy)],
+  );
+  return rowCount === 1;
+}
+
+export async function merchantView(db: Queryable, merchantId: string): Promise<MerchantView | undefined> {
+  const { rows } = await db.query<{
+    id: string;
+    name: string;
+    endpoint_url: string;
+    rate_per_second: string;
+    burst: number;
+    status: MerchantStatus;
+    disabled_reason: string | null;
+    disabled_at: string | null;
+    delivery_policy: Record<string, unknown>;
+    has_secret: boolean;
+    has_previous: boolean;
+    previous_until: string | null;
+    created_at: string;
+    updated_at: string;
+  }>(
+    `SELECT m.id, m.name, m.endpoint_url, m.rate_per_second, m.burst, m.status, m.disabled_reason,
+            ${isoUtc('m.disabled_at')} AS disabled_at, m.delivery_policy,
+            m.signing_secret IS NOT NULL AS has_secret, ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS has_previous,
+            ${isoUtc('m.previous_signing_secret_until')} AS previous_until,
+            ${isoUtc('m.created_at')} AS created_at, ${isoUtc('m.updated_at')} AS updated_at
+       FROM merchants m WHERE m.id = $1::text`,
+    [merchantId],
+  );
+  const r = rows[0];
+  if (!r) return undefined;
+  return {
+    id: r.id,
+    name: r.name,
+    endpointUrl: r.endpoint_url,
+    ratePerSecond: Number(r.rate_per_second),
+    burst: r.burst,
+    status: r.status,
+    statusReason: r.status === 'active' ? null : r.disabled_reason,
+    statusSince: r.status === 'active' ? null : r.disabled_at,
+    deliveryPolicy: r.delivery_policy,
+    hasSigningSecret: r.has_secret,
+    hasPreviousSecret: r.has_previous,
+    previousSecretSignsUntil: r.has_previous ? r.previous_until : null,
+    createdAt: r.created_at,
+    updatedAt: r.updated_at,
+  };
+}
+
+/** The secrets and endpoint one signed request needs (a ping); the previous secret only while it still signs. */
+export async function merchantForSending(
+  db: Queryable,
+  merchantId: string,
+): Promise<
+  | { endpointUrl: string; signingSecret: string | null; previousSigningSecret: string | null; deliveryPolicy: unknown; status: MerchantStatus }
+  | undefined
+> {
+  const { rows } = await db.query<{
+    endpoint_url: string;
+    signing_secret: string | null;
+    previous_signing_secret: string | null;
+    delivery_policy: unknown;
+    status: MerchantStatus;
+  }>(
+    `SELECT m.endpoint_url, m.signing_secret, ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS previous_signing_secret, m.delivery_policy, m.status
+       FROM merchants m WHERE m.id = $1::text`,
+    [merchantId],
+  );
+  const r = rows[0];
+  return (
+    r && {
+      endpointUrl: r.endpoint_url,
+      signingSecret: r.signing_secret,
+      previousSigningSecret: r.previous_signing_secret,
+      deliveryPolicy: r.delivery_policy,
+      status: r.status,
+    }
+  );
+}
+
+export interface MerchantChanges {
+  name?: string;
+  endpointUrl?: string;
+  ratePerSecond?: number;
+  burst?: number;
+  deliveryPolicy?: Record<string, unknown>;
+}
+
+/** Applies the given changes (the others stay); false when there is no such merchant. */
+export async function updateMerchant(db: Queryable, merchantId: string, c: MerchantChanges): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE merchants
+        SET name = coalesce($2::text, name), endpoint_url = coalesce($3::text, endpoint_url),
+            rate_per_second = coalesce($4::numeric, rate_per_second), burst = coalesce($5::integer, burst),
+            delivery_policy = coalesce($6::jsonb, delivery_policy), updated_at = now()
+      WHERE id = $1::text`,
+    [
+      merchantId,
+      c.name ?? null,
+      c.endpointUrl ?? null,
+      c.ratePerSecond ?? null,
+      c.burst ?? null,
+      c.deliveryPolicy === undefined ? null : JSON.stringify(c.deliveryPolicy),
+    ],
+  );
+  return rowCount === 1;
+}
+
+/** active -> paused by an operator, with the reason; its backlog waits, held. False when not active. */
+export async function pauseMerchant(db: Queryable, merchantId: string, reason: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE merchants SET status = 'paused', disabled_reason = $2::text, disabled_at = now(), updated_at = now()
+      WHERE id = $1::text AND status = 'active'`,
+    [merchantId, reason],
+  );
+  return rowCount === 1;
+}
+
+/** paused or disabled -> active: its held backlog is sent again at the next re-check. False when already active. */
+export async function resumeMerchant(db: Queryable, merchantId: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE merchants SET status = 'active', disabled_reason = NULL, disabled_at = NULL, updated_at = now()
+      WHERE id = $1::text AND status <> 'active'`,
+    [merchantId],
+  );
+  return rowCount === 1;
+}
+
+/**
+ * The new secret signs from now on; the current one becomes the previous and signs alongside it for `overlapMs`.
+ * Returns when the overlap ends (database clock), or undefined when there is no such merchant.
+ */
+export async function rotateSigningSecret(db: Queryable, merchantId: string, newSecret: string, overlapMs: number): Promise<string | undefined> {
+  const { rows } = await db.query<{ until: string }>(
+    `UPDATE merchants
+        SET previous_signing_secret = signing_secret, signing_secret = $2::text,
+            previous_signing_secret_until = now() + make_interval(secs => $3::double precision / 1000), updated_at = now()
+      WHERE id = $1::text
+      RETURNING ${isoUtc('previous_signing_secret_until')} AS until`,
+    [merchantId, newSecret, overlapMs],
+  );
+  return rows[0]?.until;
+}
 
 /**
  * Stops all sending to a merchant (its backlog waits, held, intact) until someone re-enables it; a no-op for one

@@ -1,0 +1,225 @@
+/**
+ * Merchant endpoints, managed: what `npm run ops -- merchant add|show|set|pause|resume|rotate-secret|ping` runs,
+ * and what the tests call directly. Every value is checked before anything is written, by the same code delivery
+ * uses on it (the endpoint guard, the delivery policy, the secret's format), so a merchant the CLI accepted is one a
+ * delivery can send to; a bad value is a named error (InvalidMerchantSetting, InvalidEndpointUrl,
+ * InvalidDeliveryPolicyError) and nothing is written.
+ *
+ * A signing secret is generated here and returned once, to be handed to the merchant; it is never printed again
+ * (`show` says only whether one is set), never logged, and never enters Temporal.
+ */
+import type pg from 'pg';
+import { parseEndpoint, guardedLookup, type EndpointRules } from '../delivery/endpoint.js';
+import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
+import { classifyAttempt, parseRetryAfter, resolveDeliveryPolicy, type DeliveryAction } from '../delivery/policy.js';
+import { decodeSigningSecret, generateSigningSecret, signedHeaders } from '../delivery/signing.js';
+import { InvalidMerchantSetting, OperatorError } from '../errors.js';
+import { createMerchantBudget, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
+import * as merchants from '../sql/merchants.js';
+import type { MerchantView } from '../sql/merchants.js';
+
+export type { MerchantView } from '../sql/merchants.js';
+
+/** Merchant ids go into workflow ids, search attributes and metric labels: short, plain, no spaces. */
+const MERCHANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+/** Far above any merchant's published limit; a typo (5000 for 5) is refused rather than obeyed. */
+export const MAX_RATE_PER_SECOND = 1000;
+export const MAX_BURST = 1000;
+/** How long a rotated-out secret signs alongside the new one unless the operator says otherwise. */
+export const DEFAULT_ROTATION_OVERLAP_MS = 24 * 3_600_000;
+const MAX_ROTATION_OVERLAP_MS = 30 * 86_400_000;
+/** How long a ping waits for its turn in the merchant's budget before it gives up. */
+const PING_MAX_WAIT_MS = 10_000;
+
+export interface MerchantSettings {
+  name?: string;
+  endpointUrl?: string;
+  ratePerSecond?: number;
+  burst?: number;
+  /** Overrides of the default delivery policy (src/delivery/policy.ts), e.g. {"retryHorizonMs": 86400000}. */
+  deliveryPolicy?: Record<string, unknown>;
+}
+
+/** Checks every given setting as delivery will read it; throws the first that cannot be used. */
+export function checkMerchantSettings(merchantId: string, s: MerchantSettings, rules: EndpointRules): void {
+  if (s.name !== undefined && !s.name.trim()) throw new InvalidMerchantSetting('name', s.name, 'a non-empty name');
+  if (s.endpointUrl !== undefined) parseEndpoint(merchantId, s.endpointUrl, rules);
+  if (s.ratePerSecond !== undefined && !(Number.isFinite(s.ratePerSecond) && s.ratePerSecond > 0 && s.ratePerSecond <= MAX_RATE_PER_SECOND)) {
+    throw new InvalidMerchantSetting('rate', s.ratePerSecond, `requests per second, > 0 and at most ${MAX_RATE_PER_SECOND}`);
+  }
+  if (s.burst !== undefined && !(Number.isInteger(s.burst) && s.burst >= 0 && s.burst <= MAX_BURST)) {
+    throw new InvalidMerchantSetting('burst', s.burst, `a whole number of requests, 0 to ${MAX_BURST}`);
+  }
+  if (s.deliveryPolicy !== undefined) {
+    if (typeof s.deliveryPolicy !== 'object' || s.deliveryPolicy === null || Array.isArray(s.deliveryPolicy)) {
+      throw new InvalidMerchantSetting('delivery policy', s.deliveryPolicy, 'a JSON object of policy overrides');
+    }
+    resolveDeliveryPolicy(merchantId, s.deliveryPolicy);
+  }
+}
+
+async function viewOf(pool: pg.Pool, merchantId: string): Promise<MerchantView> {
+  const view = await merchants.merchantView(pool, merchantId);
+  if (!view) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
+  return view;
+}
+
+/** Adds a merchant with a new signing secret, returned here once. */
+export async function addMerchant(
+  pool: pg.Pool,
+  rules: EndpointRules,
+  m: { id: string; name: string; endpointUrl: string } & Omit<MerchantSettings, 'name' | 'endpointUrl'>,
+): Promise<{ merchant: MerchantView; signingSecret: string }> {
+  if (!MERCHANT_ID.test(m.id)) throw new InvalidMerchantSetting('id', m.id, 'letters, digits, _ . - (at most 64, starting with a letter or digit)');
+  // A setting given as undefined (an option the CLI did not get) takes its default.
+  const given = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as typeof m;
+  const settings = { ratePerSecond: 5, burst: 1, deliveryPolicy: {}, ...given };
+  checkMerchantSettings(m.id, settings, rules);
+  const signingSecret = generateSigningSecret();
+  const added = await merchants.insertMerchant(pool, { ...settings, name: settings.name.trim(), signingSecret });
+  if (!added) throw new OperatorError('MerchantExists', `merchant ${m.id} already exists; change it with \`merchant set\``);
+  return { merchant: await viewOf(pool, m.id), signingSecret };
+}
+
+export async function showMerchant(pool: pg.Pool, merchantId: string): Promise<MerchantView> {
+  return viewOf(pool, merchantId);
+}
+
+/** Changes the given settings, checked first; the others stay as they are. */
+export async function setMerchant(pool: pg.Pool, rules: EndpointRules, merchantId: string, changes: MerchantSettings): Promise<MerchantView> {
+  if (Object.values(changes).every((v) => v === undefined)) {
+    throw new InvalidMerchantSetting('changes', changes, 'at least one of --name, --url, --rate, --burst, --policy');
+  }
+  checkMerchantSettings(merchantId, changes, rules);
+  if (!(await merchants.updateMerchant(pool, merchantId, { ...changes, name: changes.name?.trim() }))) await viewOf(pool, merchantId);
+  return viewOf(pool, merchantId);
+}
+
+/** Stops sending to the merchant; its webhooks wait, held, and go out after `resume`. */
+export async function pauseMerchant(pool: pg.Pool, merchantId: string, reason: string): Promise<{ changed: boolean; merchant: MerchantView }> {
+  if (!reason.trim()) throw new InvalidMerchantSetting('reason', reason, 'why sending stops, for the next operator');
+  const changed = await merchants.pauseMerchant(pool, merchantId, reason.trim());
+  return { changed, merchant: await viewOf(pool, merchantId) };
+}
+
+/** Sends again to a paused merchant, or to one disabled after a 410 Gone. */
+export async function resumeMerchant(pool: pg.Pool, merchantId: string): Promise<{ changed: boolean; merchant: MerchantView }> {
+  const changed = await merchants.resumeMerchant(pool, merchantId);
+  return { changed, merchant: await viewOf(pool, merchantId) };
+}
+
+/**
+ * A new signing secret, returned here once: it signs from now on, and the one it replaces signs alongside it until
+ * the overlap ends (the merchant verifies with whichever it holds). A secret older than that is dropped.
+ */
+export async function rotateSigningSecret(
+  pool: pg.Pool,
+  merchantId: string,
+  overlapMs = DEFAULT_ROTATION_OVERLAP_MS,
+): Promise<{ merchant: MerchantView; signingSecret: string; previousSignsUntil: string }> {
+  if (!(Number.isInteger(overlapMs) && overlapMs >= 0 && overlapMs <= MAX_ROTATION_OVERLAP_MS)) {
+    throw new InvalidMerchantSetting('overlap', overlapMs, 'a duration from 0s to 30d');
+  }
+  const signingSecret = generateSigningSecret();
+  const previousSignsUntil = await merchants.rotateSigningSecret(pool, merchantId, signingSecret, overlapMs);
+  if (previousSignsUntil === undefined) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
+  return { merchant: await viewOf(pool, merchantId), signingSecret, previousSignsUntil };
+}
+
+export interface PingResult {
+  merchantId: string;
+  webhookId: string;
+  url: string;
+  /** Keys the request was signed with: 2 during a rotation's overlap. */
+  signatures: number;
+  /** How long the ping waited for its turn in the merchant's budget. */
+  waitedMs: number;
+  statusCode: number | null;
+  errorClass: string | null;
+  durationMs: number;
+  responseExcerpt: string;
+  /** What the delivery policy would do with this answer, and the rule that decided it. */
+  policyAction: DeliveryAction;
+  policyRule: string;
+}
+
+/**
+ * Sends one signed `merchant.ping` event to the merchant's endpoint as a delivery would: the same endpoint guard,
+ * the merchant's policy (its attempt timeout), its current signing keys, and a turn in its rate budget (the replay
+ * lane: a ping never goes ahead of the merchant's backlog; it waits up to 10 s, then gives up with
+ * MerchantBudgetBusy). A 429 pushes the merchant back for every worker, as it would for a delivery. Nothing else
+ * is changed: a ping is not a webhook, and its answer disables or quarantines nothing.
+ */
+export async function pingMerchant(
+  pool: pg.Pool,
+  rules: EndpointRules,
+  merchantId: string,
+  region: string,
+  clock: () => number = Date.now,
+): Promise<PingResult> {
+  const m = await merchants.merchantForSending(pool, merchantId);
+  if (!m) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
+  const policy = resolveDeliveryPolicy(merchantId, m.deliveryPolicy);
+  const url = parseEndpoint(merchantId, m.endpointUrl, rules);
+  const keys = [decodeSigningSecret(merchantId, m.signingSecret)];
+  if (m.previousSigningSecret) keys.push(decodeSigningSecret(merchantId, m.previousSigningSecret));
+
+  const budget = createMerchantBudget(pool);
+  let waitedMs = 0;
+  for (let reserved = false; ; reserved = true) {
+    const turn = await budget.acquire(merchantId, 'replay', reserved);
+    if (turn.outcome === 'send') break;
+    const waitMs = turn.atMs - turn.nowMs;
+    if (turn.outcome === 'denied' || waitedMs + waitMs > PING_MAX_WAIT_MS) {
+      throw new OperatorError(
+        'MerchantBudgetBusy',
+        `merchant ${merchantId}'s rate budget is taken by its backlog until ${new Date(turn.atMs).toISOString()}; ping again later`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    waitedMs += waitMs;
+  }
+
+  const sentAt = clock();
+  const webhookId = `ping_${merchantId}_${sentAt}`;
+  const body = JSON.stringify({
+    type: 'merchant.ping',
+    timestamp: new Date(sentAt).toISOString(),
+    data: { merchant_id: merchantId, region },
+  });
+  const agents = createAgents();
+  let attempt: HttpAttempt;
+  try {
+    attempt = await sendWebhookRequest({
+      url,
+      body,
+      headers: { ...signedHeaders(keys, webhookId, Math.floor(sentAt / 1000), body) },
+      timeoutMs: policy.attemptTimeoutMs,
+      lookup: guardedLookup(merchantId, rules),
+      agents,
+    });
+  } finally {
+    agents.http.destroy();
+    agents.https.destroy();
+  }
+  const rule = classifyAttempt(attempt.result);
+  const status = attempt.result.kind === 'response' ? attempt.result.status : null;
+  if (status === 429) {
+    const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
+    const pushBackMs = retryAfterMs === undefined ? MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS : Math.min(retryAfterMs, policy.retryAfterCapMs);
+    await budget.pushBack(merchantId, pushBackMs, `HTTP 429 on ping ${webhookId}`);
+  }
+  return {
+    merchantId,
+    webhookId,
+    url: url.toString(),
+    signatures: keys.length,
+    waitedMs,
+    statusCode: status,
+    errorClass: attempt.result.kind === 'error' ? attempt.result.errorClass : null,
+    durationMs: attempt.durationMs,
+    responseExcerpt: (attempt.responseExcerpt ?? '').slice(0, 200),
+    policyAction: rule.action,
+    policyRule: rule.when,
+  };
+}
