@@ -7,9 +7,9 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { goldenHistories } from '../support/golden.js';
+import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
 const ORIGINAL = `    await quarantineDelivery({ webhookId, reason, detail });
@@ -46,15 +46,8 @@ afterAll(async () => {
 /** A copy of src/ with `variant` in place of the quarantine step, bundled; then the golden histories replayed on it. */
 async function replayVariant(name: string, variant: string): Promise<{ replayed: number; failed: string[] }> {
   const bundle = await bundleVariant(path.join(dir, name), [{ file: 'workflows/release-expired-hold.ts', from: ORIGINAL, to: variant }]);
-  const failed: string[] = [];
   const histories = goldenHistories();
-  for (const { release, file: history, workflowId, history: events } of histories) {
-    try {
-      await Worker.runReplayHistory({ workflowBundle: bundle, replayName: history }, events, workflowId);
-    } catch {
-      failed.push(`${release}/${history}`);
-    }
-  }
+  const failed = (await replayFailures(bundle, histories)).map((f) => f.split(':')[0]!);
   return { replayed: histories.length, failed };
 }
 

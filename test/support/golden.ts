@@ -2,6 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 
 const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
 
@@ -32,4 +33,25 @@ export function goldenHistories() {
           history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))),
         }));
     });
+}
+
+/**
+ * Replays `histories` on one replay worker (one worker for them all: a worker per history costs seconds each) and
+ * returns the ones that failed, as `<release>/<file>: <first line of the error>`. A history recorded before its
+ * workflow id was kept replays under a placeholder id.
+ */
+export async function replayFailures(
+  workflowBundle: ReplayWorkerOptions['workflowBundle'],
+  histories: ReturnType<typeof goldenHistories>,
+): Promise<string[]> {
+  const failures: string[] = [];
+  const inputs = histories.map((h) => ({ workflowId: h.workflowId ?? `golden/${h.release}/${h.file}`, history: h.history }));
+  let i = 0;
+  // Results come one per history, in order.
+  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'golden-histories' }, inputs)) {
+    const { release, file } = histories[i++]!;
+    if (result.error) failures.push(`${release}/${file}: ${result.error.message.split('\n')[0]}`);
+  }
+  if (i !== histories.length) failures.push(`replayed ${i} of ${histories.length} histories`);
+  return failures;
 }
