@@ -8,6 +8,7 @@ import {
   patched,
   proxyActivities,
   proxyLocalActivities,
+  setCurrentDetails,
   setHandler,
   sleep,
   upsertSearchAttributes,
@@ -36,6 +37,7 @@ import {
   type HoldStatus,
   type IgnoredSignal,
 } from '../contracts/messages.js';
+import { holdCurrentDetails, holdLabels } from '../contracts/story.js';
 
 /** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
 export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
@@ -62,9 +64,11 @@ const HELD_LONG_RECHECK_MS = 30 * 60_000;
 /** Ignored signals carried into the next run: the newest few, so the run's input stays small. */
 const CARRIED_IGNORED_SIGNALS = 20;
 
-const { quarantineDelivery, decideQuarantine, verifyReplayApproval } = proxyActivities<Activities>(ledgerActivity);
-const { releaseHold } = proxyLocalActivities<Activities>(ledgerLocalActivity);
-const deliverLocally = proxyLocalActivities<Activities>(webhookLocalActivity);
+const { verifyReplayApproval } = proxyActivities<Activities>(ledgerActivity);
+/** Activities with their label on the timeline (user metadata: a summary per call). */
+const ledgerWith = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
+const releaseWith = (summary: string) => proxyLocalActivities<Activities>({ ...ledgerLocalActivity, summary });
+const deliverLocallyWith = (summary: string) => proxyLocalActivities<Activities>({ ...webhookLocalActivity, summary });
 
 function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
   if (err.retryState === RetryState.TIMEOUT || err.retryState === RetryState.MAXIMUM_ATTEMPTS_REACHED) return 'exhausted';
@@ -96,7 +100,9 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   const quarantineTimeoutMs = input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS;
 
   // A continued run was released by its first run: it carries the outcome instead of asking the ledger again.
-  const release = resume?.release ?? (await releaseHold({ holdId: input.holdId, expiresAt: input.expiresAt, cutoff: input.cutoff }));
+  const release =
+    resume?.release ??
+    (await releaseWith(holdLabels.release(input.holdId)).releaseHold({ holdId: input.holdId, expiresAt: input.expiresAt, cutoff: input.cutoff }));
   if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     hold.enter({ stage: 'not_released', status: release.status }, 'none');
@@ -126,13 +132,13 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     const { reason, detail } = outcome;
     // Exhausted: the last retryable failure was reported during the run; rejected and gone carry their own number.
     hold.noteAttempt({ attemptNumber: outcome.attemptNumber ?? hold.lastAttemptNumber() ?? 0, outcome: detail });
-    await quarantineDelivery({ webhookId, reason, detail });
+    await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail });
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
     const since = new Date().toISOString();
     hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
 
     const decision = await hold.awaitHumanDecision(quarantineTimeoutMs);
-    await decideQuarantine({ webhookId, policyRun, ...decision });
+    await ledgerWith(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({ webhookId, policyRun, ...decision });
     hold.decisionRecorded(policyRun);
     switch (decision.decision) {
       case 'abandon':
@@ -184,6 +190,9 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
   // ledger has recorded (an update answers once it has).
   let decision: HumanDecision | undefined;
   let recordedRun = 0;
+  /** The Web UI's current details: the status query's facts, republished on every change. */
+  const publish = () => setCurrentDetails(holdCurrentDetails({ ...stage, lastAttempt, ignoredSignals }));
+  publish();
 
   /** The one rule for decisions, whether they come as signals or updates: does this one apply now? */
   const judge = (kind: DecisionKind, payload: unknown): Verdict => {
@@ -222,6 +231,7 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
     const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 200) : undefined);
     const by = text(signal === 'approveReplay' ? p.approvedBy : p.by);
     ignoredSignals.push({ signal, by, reason: text(p.reason), at: new Date().toISOString(), stage: stage.stage, why });
+    publish();
     log.warn('signal ignored', { signal, by, stage: stage.stage, why, holdId });
   };
   const decideBySignal = (kind: DecisionKind) => async (payload: unknown) => {
@@ -254,6 +264,7 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
    */
   const noteAttempt = (report: AttemptReport) => {
     lastAttempt = { attemptNumber: report.attemptNumber, outcome: report.outcome, at: new Date().toISOString() };
+    publish();
     if (!report.retry) return;
     if (stage.stage !== 'delivering' && stage.stage !== 'honouring_retry_after' && stage.stage !== 'backing_off') return;
     stage = {
@@ -263,6 +274,7 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
       until: report.retry.at,
       reason: report.retry.reason,
     };
+    publish();
   };
 
   setHandler(statusQuery, () => ({ ...stage, lastAttempt, ignoredSignals }));
@@ -277,6 +289,7 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
     /** Moves to `next`; with a `deliveryStatus`, the search attribute operators filter on changes with it. */
     enter(next: HoldStage, status?: DeliveryStatusValue) {
       stage = next;
+      publish();
       if (status) {
         deliveryStatus = status;
         upsertSearchAttributes([{ key: DeliveryStatusKey, value: status }]);
@@ -284,8 +297,8 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
     },
     deliveryStatus: () => deliveryStatus,
     /** Waits up to `ms` for the merchant to be reported active again (merchantResumed); true when it was. */
-    async awaitMerchantResumed(ms: number): Promise<boolean> {
-      const resumed = await condition(() => merchantResumed, ms);
+    async awaitMerchantResumed(ms: number, summary: string): Promise<boolean> {
+      const resumed = await condition(() => merchantResumed, ms, { summary });
       merchantResumed = false;
       return resumed;
     },
@@ -303,7 +316,8 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
      */
     async awaitHumanDecision(timeoutMs: number): Promise<HumanDecision> {
       decision = undefined;
-      const decided = await condition(() => decision !== undefined, timeoutMs);
+      const abandonsAt = new Date(Date.now() + timeoutMs).toISOString();
+      const decided = await condition(() => decision !== undefined, timeoutMs, { summary: holdLabels.human(abandonsAt) });
       if (!decided) return { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${Math.round(timeoutMs / 86_400_000)} day(s)` };
       return decision!;
     },
@@ -367,7 +381,10 @@ async function runDeliveryPolicy(
     const remainingMs = deadline - Date.now();
     if (remainingMs <= 0) return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
     hold.enter({ stage: 'delivering', policyRun });
-    const { deliverWebhook } = local ? deliverLocally : proxyActivities<Activities>(webhookActivity(remainingMs));
+    const attempt = (hold.lastAttemptNumber() ?? 0) + 1;
+    const { deliverWebhook } = local
+      ? deliverLocallyWith(holdLabels.deliver(webhookId, attempt))
+      : proxyActivities<Activities>({ ...webhookActivity(remainingMs), summary: holdLabels.deliverWithRetries(webhookId, attempt) });
     let result;
     try {
       result = await deliverWebhook({ webhookId, policyRun, reservedSlotMs });
@@ -403,7 +420,9 @@ async function runDeliveryPolicy(
       case 'failed_attempt':
         // The fast path's attempt failed: wait out its backoff here, then retry under Temporal's retry policy.
         hold.noteAttempt(attemptReportOf(result.failed));
-        await sleep(Math.max(1, Date.parse(result.failed.nextAttemptAt) - Date.now()));
+        await sleep(Math.max(1, Date.parse(result.failed.nextAttemptAt) - Date.now()), {
+          summary: holdLabels.retryWait(result.failed.reason, result.failed.outcome, result.failed.attemptNumber),
+        });
         local = false;
         break;
       case 'delivered':
@@ -421,7 +440,7 @@ async function runDeliveryPolicy(
           until: new Date(until).toISOString(),
           reserved: result.status === 'scheduled',
         });
-        await sleep(Math.max(1, until - Date.now()));
+        await sleep(Math.max(1, until - Date.now()), { summary: holdLabels.budget(result.lane, new Date(until).toISOString()) });
         if (result.status === 'scheduled') reservedSlotMs = result.sendAt;
         break;
       }
@@ -434,7 +453,7 @@ async function runDeliveryPolicy(
         };
         if (!patched(HELD_QUIETLY_PATCH)) {
           hold.enter(stage, 'held');
-          await sleep(heldRecheckMs);
+          await sleep(heldRecheckMs, { summary: holdLabels.held(stage.merchantStatus, stage.until) });
           deadline += heldRecheckMs;
           heldRecheckMs = Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
           hold.enter({ stage: 'delivering', policyRun }, 'pending');
@@ -443,7 +462,7 @@ async function runDeliveryPolicy(
         hold.enter(stage, hold.deliveryStatus() === 'held' ? undefined : 'held');
         const heldFrom = Date.now();
         heldSince ??= heldFrom;
-        const resumed = await hold.awaitMerchantResumed(heldRecheckMs);
+        const resumed = await hold.awaitMerchantResumed(heldRecheckMs, holdLabels.held(stage.merchantStatus, stage.until));
         deadline += Date.now() - heldFrom;
         const longHeld = Date.now() - heldSince >= HELD_LONG_AFTER_MS;
         heldRecheckMs = resumed ? HELD_RECHECK_FIRST_MS : longHeld ? HELD_LONG_RECHECK_MS : Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);

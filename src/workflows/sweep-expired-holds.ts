@@ -6,6 +6,7 @@ import {
   ParentClosePolicy,
   patched,
   proxyActivities,
+  setCurrentDetails,
   setWorkflowOptions,
   startChild,
   workflowInfo,
@@ -18,6 +19,7 @@ import type { Region } from '../contracts/regions.js';
 import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
 import { holdWorkflowId } from '../contracts/ids.js';
+import { holdDetails, holdSummary, sweepCurrentDetails } from '../contracts/story.js';
 import { releaseExpiredHold } from './release-expired-hold.js';
 
 /** Matches SWEEP_PAGE_SIZE's default: 500 children per run is a quarter of the 2,000 pending-children cap. */
@@ -62,10 +64,12 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   };
 
   const { finishSweep } = proxyActivities<Activities>(sweepFinishActivity(releaseWaitMs));
+  const sweepId = workflowInfo().workflowId;
   if (progress.finishing) {
+    setCurrentDetails(sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { finishing: true }));
     const expires = workflowInfo().executionExpirationTime;
     return finishSweep({
-      sweepId: workflowInfo().workflowId,
+      sweepId,
       cutoff: progress.cutoff,
       totals: progress.totals,
       releaseWaitMs,
@@ -75,6 +79,7 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
 
   const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
   const pageNumber = progress.totals.pages + 1;
+  setCurrentDetails(sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { page: pageNumber, listed: page.holds.length }));
   let started: number;
   let alreadyStarted: number;
   if (patched(HOLD_BATCHES_PATCH)) {
@@ -82,7 +87,8 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
       batchesOf(page.holds, Math.max(1, input.batchSize ?? DEFAULT_BATCH_SIZE)).map((holds, i) =>
         executeChild(startHoldBatch, {
           // Unique per sweep, page and batch: a replayed run starts the same ids, a later sweep its own.
-          workflowId: `${workflowInfo().workflowId}/page-${pageNumber}/batch-${i + 1}`,
+          workflowId: `${sweepId}/page-${pageNumber}/batch-${i + 1}`,
+          staticSummary: `page ${pageNumber}, batch ${i + 1}: starts ${holds.length} hold workflows`,
           args: [{ region, holds, cutoff: progress.cutoff, quarantineTimeoutMs: input.quarantineTimeoutMs }],
         }),
       ),
@@ -169,6 +175,9 @@ async function startHoldWorkflow(
     await startChild(releaseExpiredHold, {
       ...holdChildOptions(region, hold),
       workflowId: holdWorkflowId(region, hold.holdId, hold.expiresAt),
+      // The Web UI's list view and header: who and where, and what to run (never an amount).
+      staticSummary: holdSummary(region, hold.holdId, hold.merchantId),
+      staticDetails: holdDetails(region, hold.holdId, hold.merchantId),
       args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, cutoff, quarantineTimeoutMs }],
     });
     log.info('hold workflow started', { region, holdId: hold.holdId, merchantId: hold.merchantId });

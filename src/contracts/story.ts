@@ -1,0 +1,137 @@
+/**
+ * What the Temporal Web UI shows of each workflow (user metadata, issue 19): the static summary and details a hold
+ * workflow starts with (list view and header), its current details (the same facts as the `status` query, as
+ * Markdown), the sweep's progress, and the one-line labels of every timer and activity on the timeline. Pure text
+ * from ids, stages and times: workflow code calls it, tests read it. No amount and no secret ever enters it, and
+ * the encryption codec covers these payloads like any other.
+ */
+import type { SweepTotals } from './domain.js';
+import type { HoldStatus } from './messages.js';
+import type { Region } from './regions.js';
+
+/** Where the runbook lives, for links in details (the repository's docs; a deployment may mirror them). */
+export const RUNBOOK = 'docs/runbook.md';
+
+/** The list view's one line for a hold workflow. */
+export function holdSummary(region: Region, holdId: string, merchantId: string): string {
+  return `hold ${holdId} · merchant ${merchantId} · ${region}`;
+}
+
+/** The header's details for a hold workflow: what an operator runs to learn more or to act. */
+export function holdDetails(region: Region, holdId: string, merchantId: string): string {
+  return [
+    `**Hold** \`${holdId}\` of merchant \`${merchantId}\`, region ${region}.`,
+    '',
+    `- Ledger, webhook, attempts and decisions: \`npm run ops -- status ${holdId} --region ${region}\``,
+    `- Why is it waiting: the *Current details* below, or \`temporal workflow query --type status\``,
+    `- The merchant: \`npm run ops -- merchant show ${merchantId} --region ${region}\``,
+    `- Quarantined: \`npm run ops -- approve ${holdId} --by <you> --reason <why>\` or \`discard\` (${RUNBOOK}#webhooksquarantined)`,
+  ].join('\n');
+}
+
+/** The runbook section for a stage, where one applies. */
+const RUNBOOK_FOR: Partial<Record<HoldStatus['stage'], string>> = {
+  quarantined: 'webhooksquarantined',
+  abandoned: 'quarantineabandoned',
+  held: 'merchantendpointdisabled',
+  waiting_for_budget: 'merchantratelimited',
+  honouring_retry_after: 'merchantratelimited',
+  backing_off: 'webhookdeliverybehind',
+};
+
+const STAGE_HEADLINE: Record<HoldStatus['stage'], string> = {
+  releasing: 'Releasing the hold in the ledger',
+  delivering: 'Delivering the webhook',
+  waiting_for_budget: "Waiting for the merchant's rate budget",
+  honouring_retry_after: "Honouring the merchant's Retry-After",
+  backing_off: 'Backing off after a failed attempt',
+  held: 'Held: the merchant is not accepting webhooks',
+  quarantined: 'Quarantined: waiting for a human',
+  delivered: 'Delivered',
+  discarded: 'Discarded by an operator',
+  abandoned: 'Abandoned: nobody decided in time',
+  not_released: 'Nothing to deliver',
+};
+
+/** The hold's current details: the `status` query's facts as Markdown, kept true at every stage. */
+export function holdCurrentDetails(status: HoldStatus): string {
+  const lines = [`### ${STAGE_HEADLINE[status.stage]}`, '', `- Stage: \`${status.stage}\``];
+  const s = status;
+  if ('policyRun' in s) lines.push(`- Policy run: ${s.policyRun}`);
+  switch (s.stage) {
+    case 'waiting_for_budget':
+      lines.push(`- Lane: ${s.lane}${s.reserved ? ' (a slot is reserved)' : ''}`, `- Until: ${s.until}`);
+      break;
+    case 'honouring_retry_after':
+    case 'backing_off':
+      lines.push(`- Attempt ${s.attempt} failed; next attempt at ${s.until}`, `- Why then: ${s.reason}`);
+      break;
+    case 'held':
+      lines.push(`- Merchant: ${s.merchantStatus}`, `- Re-checks at: ${s.until} (or at once on \`merchantResumed\`)`);
+      break;
+    case 'quarantined':
+      lines.push(
+        `- Reason: **${s.reason}**`,
+        `- Since: ${s.since}`,
+        `- Detail: ${oneLine(s.detail)}`,
+        '- Decide: `approveReplay` or `discard` (an Update or signal)',
+      );
+      break;
+    case 'delivered':
+      lines.push(`- Attempts: ${s.attempts}`);
+      break;
+    case 'discarded':
+      lines.push(`- By: ${oneLine(s.by)}`, `- Reason: ${oneLine(s.reason)}`);
+      break;
+    case 'abandoned':
+      lines.push(`- Reason: ${s.reason}`, `- Quarantined since: ${s.since}`);
+      break;
+    case 'not_released':
+      lines.push(`- Release: ${s.status}`);
+      break;
+  }
+  if (s.lastAttempt) lines.push(`- Last attempt: #${s.lastAttempt.attemptNumber}, ${oneLine(s.lastAttempt.outcome)} at ${s.lastAttempt.at}`);
+  if (s.ignoredSignals.length > 0) {
+    lines.push(`- Ignored signals: ${s.ignoredSignals.length}`);
+    for (const ignored of s.ignoredSignals.slice(-3))
+      lines.push(`  - ${ignored.signal}${ignored.by ? ` by ${oneLine(ignored.by)}` : ''} at ${ignored.at}: ${oneLine(ignored.why)}`);
+  }
+  const runbook = RUNBOOK_FOR[s.stage];
+  if (runbook) lines.push('', `Runbook: ${RUNBOOK}#${runbook}`);
+  return lines.join('\n');
+}
+
+/** Labels of the hold workflow's timers and activities on the timeline. */
+export const holdLabels = {
+  release: (holdId: string) => `release hold ${holdId}`,
+  deliver: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt})`,
+  deliverWithRetries: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt} on, Temporal retries)`,
+  budget: (lane: string, until: string) => `merchant budget, ${lane} lane, until ${until}`,
+  retryWait: (reason: string, outcome: string, attempt: number) =>
+    reason.startsWith('Retry-After') ? `${reason} (after ${outcome}, attempt ${attempt})` : `backoff after ${outcome} (attempt ${attempt})`,
+  held: (merchantStatus: string, until: string) => `merchant ${merchantStatus}: re-check at ${until}`,
+  human: (abandonsAt: string) => `waiting for a human: approveReplay or discard, abandons at ${abandonsAt}`,
+  quarantine: (webhookId: string, reason: string) => `quarantine ${webhookId} (${reason})`,
+  decision: (webhookId: string, decision: string) => `record ${decision} of ${webhookId}`,
+};
+
+/** The sweep's current details: how far it is, and how to find what it started. */
+export function sweepCurrentDetails(
+  sweepId: string,
+  cutoff: string,
+  totals: SweepTotals,
+  phase: { page: number; listed?: number } | { finishing: true },
+): string {
+  return [
+    'finishing' in phase
+      ? '### Waiting for the last releases'
+      : `### Page ${phase.page}${phase.listed === undefined ? '' : `: ${phase.listed} holds`}`,
+    '',
+    `- Cutoff: ${cutoff}`,
+    `- Pages done: ${totals.pages}`,
+    `- Found: ${totals.found} · started: ${totals.started} · already handled: ${totals.alreadyStarted} · rejected: ${totals.rejected}`,
+    `- Its batches: \`WorkflowId STARTS_WITH "${sweepId}/"\`; the holds they started: \`ParentWorkflowId STARTS_WITH "${sweepId}/"\``,
+  ].join('\n');
+}
+
+const oneLine = (text: string) => text.replace(/\s+/g, ' ').slice(0, 300);
