@@ -82,6 +82,7 @@ export async function startLocalStack(
     // The dev server's Web UI decodes encrypted payloads through this endpoint (--ui-codec-endpoint).
     codec = await startCodecServer({
       codecs: new Map(encrypted.map((r) => [r.namespace, new EncryptionCodec(r.payloadKeys!)])),
+      plainNamespaces: config.regions.filter((r) => !r.payloadKeys).map((r) => r.namespace),
       // The dev server's UI is on this stack's own port unless CODEC_CORS_ORIGIN says otherwise.
       corsOrigins: process.env.CODEC_CORS_ORIGIN
         ? config.codecServer.corsOrigins

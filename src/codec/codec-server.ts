@@ -14,6 +14,12 @@ import { ConfigError } from '../errors.js';
 export interface CodecServerOptions {
   /** Codec per Temporal namespace. */
   codecs: ReadonlyMap<string, PayloadCodec>;
+  /**
+   * Namespaces whose payloads are not encrypted (a dev region without keys), answered as they came: a Web UI pointed
+   * at this endpoint asks it for every namespace, and an error would put "Codec Server could not connect" on every
+   * page of those. Any other namespace is refused: an encrypted one missing from `codecs` is a mistake to see.
+   */
+  plainNamespaces?: readonly string[];
   /** The Web UI's origins (a browser sends one; it is echoed back when listed). */
   corsOrigins: readonly string[];
   authToken: string | undefined;
@@ -73,13 +79,15 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
       res.end(body === undefined ? undefined : JSON.stringify(body));
     };
     if (req.method === 'OPTIONS') return reply(200);
-    const route = /^\/(encode|decode)$/.exec(req.url ?? '');
+    // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
+    const route = /^\/(encode|decode)$/.exec(new URL(req.url ?? '/', 'http://codec').pathname);
     if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
     // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key.
     if (options.authToken && !authorized(req.headers.authorization, options.authToken)) return reply(401, { error: 'missing or wrong bearer token' });
     const namespace = req.headers['x-namespace'];
+    const plain = typeof namespace === 'string' && (options.plainNamespaces ?? []).includes(namespace);
     const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
-    if (!codec) return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
+    if (!codec && !plain) return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
 
     const chunks: Buffer[] = [];
     let size = 0;
@@ -91,7 +99,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     try {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { payloads?: JsonPayload[] };
       const payloads = (body.payloads ?? []).map(toPayload);
-      const result = route[1] === 'encode' ? await codec.encode(payloads) : await codec.decode(payloads);
+      const result = !codec ? payloads : route[1] === 'encode' ? await codec.encode(payloads) : await codec.decode(payloads);
       reply(200, { payloads: result.map(toJson) });
     } catch (err) {
       reply(400, { error: `${(err as Error).name}: ${(err as Error).message}` });

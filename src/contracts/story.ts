@@ -23,7 +23,7 @@ export function holdDetails(region: Region, holdId: string, merchantId: string):
     `**Hold** \`${holdId}\` of merchant \`${merchantId}\`, region ${region}.`,
     '',
     `- Ledger, webhook, attempts and decisions: \`npm run ops -- status ${holdId} --region ${region}\``,
-    `- Why is it waiting: the *Current details* below, or \`temporal workflow query --type status\``,
+    `- Why is it waiting: the *Current details*, or \`temporal workflow query --type status\``,
     `- The merchant: \`npm run ops -- merchant show ${merchantId} --region ${region}\``,
     `- Quarantined: \`npm run ops -- approve ${holdId} --by <you> --reason <why>\` or \`discard\` (${RUNBOOK}#webhooksquarantined)`,
   ].join('\n');

@@ -3,6 +3,7 @@
  * offline, see dev/temporal-cli.ts) and an embedded PostgreSQL with a migrated template database from
  * which each test file clones its own ledgers. The workflow bundle is built once here too.
  */
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,12 +11,19 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
+import { freePort, startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
+import { startCodecServer } from '../../src/codec/codec-server.js';
+import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { startDevServer } from '../../dev/temporal-dev-server.js';
 import { bundleWorkflows } from '../../src/workers/region-worker.js';
 
 export const TEMPLATE_DATABASE = 'hold_sweeper_template';
 export const TEST_NAMESPACES = ['hold-sweeper-us', 'hold-sweeper-eu'] as const;
+/**
+ * The key the shared server's Web UI decodes `hold-sweeper-eu` with, through the codec endpoint below: a test that
+ * wants the UI to show its encrypted payloads in clear encrypts with it (`inject('uiPayloadKey')`).
+ */
+const UI_PAYLOAD_KEY = { id: 'ui-test', key: randomBytes(32) };
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -26,6 +34,10 @@ declare module 'vitest' {
     workflowBundleCode: string;
     /** The same bundle as a file, for worker processes (WORKFLOW_BUNDLE_PATH). */
     workflowBundlePath: string;
+    /** The dev server's Web UI (test/integration/web-ui-browser.test.ts). */
+    uiUrl: string;
+    /** The payload key the Web UI's codec endpoint decodes `hold-sweeper-eu` with, base64. */
+    uiPayloadKey: { id: string; key: string };
   }
 }
 
@@ -34,12 +46,22 @@ export default async function setup(project: TestProject) {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-test-'));
   await fs.chmod(dataDir, 0o777);
   const started = Date.now();
+  // The Web UI on, with a codec endpoint as `npm start` runs it, for the browser test.
+  const uiPort = await freePort();
+  const codec = await startCodecServer({
+    codecs: new Map([['hold-sweeper-eu', new EncryptionCodec([UI_PAYLOAD_KEY])]]),
+    plainNamespaces: ['hold-sweeper-us'],
+    corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
+    authToken: undefined,
+  });
   const [server, postgres, bundle] = await Promise.all([
     startDevServer({
       namespaces: TEST_NAMESPACES,
       dataDir: path.join(dataDir, 'temporal'),
       explicitCliPath: dev.temporalCliPath,
       cacheDir: dev.cacheDir,
+      uiPort,
+      extraArgs: ['--ui-codec-endpoint', codec.url],
     }),
     startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: [TEMPLATE_DATABASE], durable: false }),
     bundleWorkflows(),
@@ -57,9 +79,12 @@ export default async function setup(project: TestProject) {
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
   await fs.writeFile(bundlePath, bundle.code);
   project.provide('workflowBundlePath', bundlePath);
+  project.provide('uiUrl', server.uiUrl!);
+  project.provide('uiPayloadKey', { id: UI_PAYLOAD_KEY.id, key: UI_PAYLOAD_KEY.key.toString('base64') });
 
   return async () => {
     await server.stop();
+    await codec.stop();
     await postgres.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
   };

@@ -16,7 +16,7 @@ let server: { url: string; stop(): Promise<void> };
 
 beforeAll(async () => {
   const codecs = new Map([['hold-sweeper-eu', new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }])]]);
-  server = await startCodecServer({ codecs, corsOrigins: [UI], authToken: TOKEN });
+  server = await startCodecServer({ codecs, plainNamespaces: ['hold-sweeper-us'], corsOrigins: [UI], authToken: TOKEN });
 });
 afterAll(async () => {
   await server?.stop();
@@ -26,8 +26,8 @@ const payloads = {
   payloads: [{ metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from('"h_1"').toString('base64') }],
 };
 
-function post(route: string, headers: Record<string, string>, body: string = JSON.stringify(payloads)) {
-  return fetch(`${server.url}${route}`, { method: 'POST', headers: { 'X-Namespace': 'hold-sweeper-eu', ...headers }, body });
+function post(route: string, headers: Record<string, string>, body: string = JSON.stringify(payloads), namespace = 'hold-sweeper-eu') {
+  return fetch(`${server.url}${route}`, { method: 'POST', headers: { 'X-Namespace': namespace, ...headers }, body });
 }
 
 describe('case 9, fail closed: the codec endpoint', () => {
@@ -62,5 +62,22 @@ describe('case 9, fail closed: the codec endpoint', () => {
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
     expect((await post('/decode', { Authorization: `Bearer ${TOKEN}` }, '{not json')).status).toBe(400);
     expect((await post('/decode', { Authorization: `Bearer ${TOKEN}` })).status).toBe(200);
+  });
+
+  it("answers a plain namespace's payloads as they came, and refuses a namespace it does not know", async () => {
+    const auth = { Authorization: `Bearer ${TOKEN}` };
+    for (const route of ['/encode', '/decode']) {
+      const plain = await post(route, auth, JSON.stringify(payloads), 'hold-sweeper-us');
+      expect(plain.status, route).toBe(200);
+      expect(await plain.json(), route).toEqual(payloads);
+      const unknown = await post(route, auth, JSON.stringify(payloads), 'hold-sweeper-ap');
+      expect(unknown.status, route).toBe(400);
+      expect(await unknown.json(), route).toEqual({ error: 'no codec for namespace "hold-sweeper-ap"; send X-Namespace' });
+    }
+    // The Web UI adds query parameters to the route.
+    const withQuery = await post('/decode?preserveStorageRefs=true', auth, JSON.stringify(payloads), 'hold-sweeper-us');
+    expect(withQuery.status).toBe(200);
+    // Still behind the token.
+    expect((await post('/decode', {}, JSON.stringify(payloads), 'hold-sweeper-us')).status).toBe(401);
   });
 });
