@@ -36,8 +36,6 @@ export const HOLD_BATCHES_PATCH = 'sweep-page-batches';
 /** How long the last run waits for children to release before reporting leftovers to the next sweep. */
 export const DEFAULT_RELEASE_WAIT_MS = 10 * 60_000;
 
-const ledger = proxyActivities<Activities>(ledgerActivity);
-
 /**
  * The regional sweep: pages through expired active holds and starts one child workflow per hold.
  *
@@ -63,7 +61,10 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
     totals: { found: 0, started: 0, alreadyStarted: 0, rejected: 0, pages: 0 },
   };
 
-  const { finishSweep } = proxyActivities<Activities>(sweepFinishActivity(releaseWaitMs));
+  const { finishSweep } = proxyActivities<Activities>({
+    ...sweepFinishActivity(releaseWaitMs),
+    summary: 'wait for the last releases, then record the sweep',
+  });
   const sweepId = workflowInfo().workflowId;
   if (progress.finishing) {
     setCurrentDetails(sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { finishing: true }));
@@ -77,8 +78,12 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
     });
   }
 
-  const page = await ledger.listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
   const pageNumber = progress.totals.pages + 1;
+  const { listExpiredHolds } = proxyActivities<Activities>({
+    ...ledgerActivity,
+    summary: `list page ${pageNumber}: up to ${pageSize} expired holds`,
+  });
+  const page = await listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
   setCurrentDetails(sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { page: pageNumber, listed: page.holds.length }));
   let started: number;
   let alreadyStarted: number;
