@@ -137,8 +137,19 @@ function table(rows: Record<string, unknown>[]): string {
   return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
 }
 
-export async function runOps(argv: string[], out: (line: string) => void = console.log): Promise<number> {
-  const { values, positionals } = parseArgs({
+/** The command line, parsed; what node's parser refuses (an unknown option, `--rate -5`) is a ConfigError naming it. */
+function parseCommandLine(argv: string[]) {
+  try {
+    return parseCommandLineStrictly(argv);
+  } catch (err) {
+    if (!String((err as { code?: unknown }).code).startsWith('ERR_PARSE_ARGS')) throw err;
+    const why = (err as Error).message.split('\n').join(' ');
+    throw new ConfigError('arguments', argv.join(' '), `options as --help lists them (${why})`);
+  }
+}
+
+function parseCommandLineStrictly(argv: string[]) {
+  return parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
@@ -160,6 +171,10 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
       overlap: { type: 'string' },
     },
   });
+}
+
+export async function runOps(argv: string[], out: (line: string) => void = console.log): Promise<number> {
+  const { values, positionals } = parseCommandLine(argv);
   const [command, sub, arg] = positionals;
   if (values.help || !command) {
     out(HELP);

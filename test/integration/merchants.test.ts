@@ -182,6 +182,9 @@ describe('the CLI', () => {
       expect(lines.pop()).not.toMatch(/whsec_/);
 
       await expect(ops('set', id, '--rate', 'fast')).rejects.toThrow(/--rate="fast" is invalid/);
+      // Node's parser reads "-5" as an option: a named error all the same, and the value itself is checked.
+      await expect(ops('set', id, '--rate', '-5')).rejects.toMatchObject({ name: 'ConfigError', message: expect.stringMatching(/--rate/) });
+      await expect(ops('set', id, '--rate=-5')).rejects.toMatchObject({ name: 'InvalidMerchantSetting', setting: 'rate' });
       await expect(ops('set', id, '--policy', '{oops')).rejects.toThrow(/--policy/);
       await expect(ops('add', `${id}_2`, '--name', 'x', '--url', 'ftp://merchant.example/')).rejects.toThrow(/scheme ftp: is not allowed/);
       await expect(ops('rotate-secret', id, '--overlap', 'a while')).rejects.toThrow(/--overlap/);
