@@ -12,22 +12,23 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
-const ORIGINAL = `    await quarantineDelivery({ webhookId, reason, detail });
+const QUARANTINE = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail });';
+const ORIGINAL = `    ${QUARANTINE}
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
     const since = new Date().toISOString();
     hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
 `;
 const REORDERED = `    const since = new Date().toISOString();
     hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-    await quarantineDelivery({ webhookId, reason, detail });
+    ${QUARANTINE}
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
 `;
 const PATCHED = `    const since = new Date().toISOString();
     if (patched('gate-proof-reorder')) {
       hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-      await quarantineDelivery({ webhookId, reason, detail });
+      ${QUARANTINE}
     } else {
-      await quarantineDelivery({ webhookId, reason, detail });
+      ${QUARANTINE}
       hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
     }
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
