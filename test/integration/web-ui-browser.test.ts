@@ -2,8 +2,8 @@
  * The Temporal Web UI in a real browser (issue 19): headless Chromium (Debian's, installed by dev/chromium.ts when
  * missing; a machine where it cannot be fails here with the reason) driven by playwright-core opens the shared dev
  * server's UI (test/integration/global-setup.ts: UI on, codec endpoint as `npm start` runs it) after a small night
- * with a quarantined merchant, and checks what a person sees. Screenshots go to docs/screenshots/; the README
- * embeds the list and the quarantined hold's page.
+ * with a quarantined merchant, and checks what a person sees. Screenshots go to test-results/screenshots/;
+ * `npm run screenshots` writes them to docs/screenshots/, which the README embeds (the list, a quarantined hold).
  */
 import path from 'node:path';
 import { Client } from '@temporalio/client';
@@ -19,7 +19,8 @@ import { openHarness, type Harness, type TestRegion } from '../support/harness.j
 import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
-const SCREENSHOTS = path.resolve(import.meta.dirname, '../../docs/screenshots');
+/** Where the screenshots go: test-results/ (ignored) on every run; `npm run screenshots` refreshes the README's. */
+const SCREENSHOTS = path.resolve(import.meta.dirname, '../..', process.env.SCREENSHOTS_DIR ?? 'test-results/screenshots');
 const UI = inject('uiUrl');
 /** What an operator configures once with *Configure columns* (the UI keeps it in the browser's storage). */
 const COLUMNS = ['Status', 'Workflow ID', 'MerchantId', 'HoldId', 'DeliveryStatus', 'Start'];
