@@ -23,7 +23,7 @@ import {
   type DeliveryAction,
 } from '../delivery/policy.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
-import { decodeSigningSecret, MissingSigningSecret, signedHeaders } from '../delivery/signing.js';
+import { MissingSigningSecret, signedHeaders, signingKeys } from '../delivery/signing.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
 import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../contracts/messages.js';
 import type {
@@ -89,8 +89,7 @@ function sendableDelivery(delivery: deliveries.DeliveryForSending, endpointRules
   try {
     const policy = resolveDeliveryPolicy(merchantId, delivery.deliveryPolicy);
     const url = parseEndpoint(merchantId, delivery.endpointUrl, endpointRules);
-    const keys = [decodeSigningSecret(merchantId, delivery.signingSecret)];
-    if (delivery.previousSigningSecret) keys.push(decodeSigningSecret(merchantId, delivery.previousSigningSecret));
+    const keys = signingKeys(merchantId, delivery.signingSecret, delivery.previousSigningSecret);
     return { delivery, policy, url, keys };
   } catch (err) {
     if (err instanceof InvalidDeliveryPolicyError || err instanceof InvalidEndpointUrl || err instanceof MissingSigningSecret) {

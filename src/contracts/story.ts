@@ -54,9 +54,8 @@ const STAGE_HEADLINE: Record<HoldStatus['stage'], string> = {
 };
 
 /** The hold's current details: the `status` query's facts as Markdown, kept true at every stage. */
-export function holdCurrentDetails(status: HoldStatus): string {
-  const lines = [`### ${STAGE_HEADLINE[status.stage]}`, '', `- Stage: \`${status.stage}\``];
-  const s = status;
+export function holdCurrentDetails(s: HoldStatus): string {
+  const lines = [`### ${STAGE_HEADLINE[s.stage]}`, '', `- Stage: \`${s.stage}\``];
   if ('policyRun' in s) lines.push(`- Policy run: ${s.policyRun}`);
   switch (s.stage) {
     case 'waiting_for_budget':

@@ -32,6 +32,13 @@ export function decodeSigningSecret(merchantId: string, secret: string | null | 
   return key;
 }
 
+/** The keys a request is signed with: the current secret's, then the previous one's while it still signs. */
+export function signingKeys(merchantId: string, current: string | null | undefined, previous: string | null | undefined): Buffer[] {
+  const keys = [decodeSigningSecret(merchantId, current)];
+  if (previous) keys.push(decodeSigningSecret(merchantId, previous));
+  return keys;
+}
+
 export function signature(key: Buffer, webhookId: string, timestampSeconds: number, body: string): string {
   return `v1,${createHmac('sha256', key).update(`${webhookId}.${timestampSeconds}.${body}`).digest('base64')}`;
 }

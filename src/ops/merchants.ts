@@ -12,7 +12,7 @@ import type pg from 'pg';
 import { parseEndpoint, guardedLookup, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import { classifyAttempt, parseRetryAfter, resolveDeliveryPolicy, type DeliveryAction } from '../delivery/policy.js';
-import { decodeSigningSecret, generateSigningSecret, signedHeaders } from '../delivery/signing.js';
+import { generateSigningSecret, signedHeaders, signingKeys } from '../delivery/signing.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { createMerchantBudget, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
 import * as merchants from '../sql/merchants.js';
@@ -161,8 +161,7 @@ export async function pingMerchant(
   if (!m) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
   const policy = resolveDeliveryPolicy(merchantId, m.deliveryPolicy);
   const url = parseEndpoint(merchantId, m.endpointUrl, rules);
-  const keys = [decodeSigningSecret(merchantId, m.signingSecret)];
-  if (m.previousSigningSecret) keys.push(decodeSigningSecret(merchantId, m.previousSigningSecret));
+  const keys = signingKeys(merchantId, m.signingSecret, m.previousSigningSecret);
 
   const budget = createMerchantBudget(pool);
   let waitedMs = 0;

@@ -264,16 +264,15 @@ function trackHold(holdId: string, resume: HoldResume | undefined) {
    */
   const noteAttempt = (report: AttemptReport) => {
     lastAttempt = { attemptNumber: report.attemptNumber, outcome: report.outcome, at: new Date().toISOString() };
-    publish();
-    if (!report.retry) return;
-    if (stage.stage !== 'delivering' && stage.stage !== 'honouring_retry_after' && stage.stage !== 'backing_off') return;
-    stage = {
-      stage: report.retry.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
-      policyRun: stage.policyRun,
-      attempt: report.attemptNumber,
-      until: report.retry.at,
-      reason: report.retry.reason,
-    };
+    if (report.retry && (stage.stage === 'delivering' || stage.stage === 'honouring_retry_after' || stage.stage === 'backing_off')) {
+      stage = {
+        stage: report.retry.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
+        policyRun: stage.policyRun,
+        attempt: report.attemptNumber,
+        until: report.retry.at,
+        reason: report.retry.reason,
+      };
+    }
     publish();
   };
 
