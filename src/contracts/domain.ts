@@ -134,6 +134,8 @@ export interface HoldResume {
   heldRecheckMs: number;
   /** When the merchant's current hold began (ms since the epoch, workflow time); absent when not held. */
   heldSince?: number;
+  /** Why the merchant held it when the run ended (its next run reports `held` while it re-checks). */
+  heldMerchantStatus?: 'paused' | 'disabled';
   deliveryStatus: 'pending' | 'held';
   lastAttempt?: { attemptNumber: number; outcome: string; at: string };
   /** The most recent ignored signals (bounded: the input of a run is history too). */

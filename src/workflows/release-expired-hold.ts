@@ -336,7 +336,7 @@ const attemptReportOf = (failed: DeliveryAttemptFailed): AttemptReport => ({
 type PolicyRunOutcome =
   | { status: 'delivered'; attempts: number }
   /** Held long enough that this run's history should end: the next run picks up from `carry`. */
-  | { status: 'continue_as_new'; carry: Pick<HoldResume, 'remainingHorizonMs' | 'heldRecheckMs' | 'heldSince'> }
+  | { status: 'continue_as_new'; carry: Pick<HoldResume, 'remainingHorizonMs' | 'heldRecheckMs' | 'heldSince' | 'heldMerchantStatus'> }
   | { status: 'handled_elsewhere'; deliveryStatus: string }
   | { status: 'gave_up'; reason: QuarantineReason; detail: string; attemptNumber?: number };
 
@@ -367,7 +367,7 @@ async function runDeliveryPolicy(
   policyRun: number,
   retryHorizonMs: number,
   hold: HoldTracker,
-  carried?: Pick<HoldResume, 'heldRecheckMs' | 'heldSince'>,
+  carried?: Pick<HoldResume, 'heldRecheckMs' | 'heldSince' | 'heldMerchantStatus'>,
 ): Promise<PolicyRunOutcome> {
   // Time the merchant spends paused or disabled is added back: a pause is the merchant's decision, not a failure.
   let deadline = Date.now() + retryHorizonMs;
@@ -375,11 +375,17 @@ async function runDeliveryPolicy(
   let heldRecheckMs = carried?.heldRecheckMs ?? HELD_RECHECK_FIRST_MS;
   // When the current hold began (the quiet path's long re-checks start an hour after it); reset once sending.
   let heldSince = carried?.heldSince;
+  // Why the merchant holds it, while it does: a re-check is still `held` to whoever asks, not `delivering`.
+  let heldBy = carried?.heldMerchantStatus;
   let local = true;
   for (;;) {
     const remainingMs = deadline - Date.now();
     if (remainingMs <= 0) return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
-    hold.enter({ stage: 'delivering', policyRun });
+    if (heldBy && hold.deliveryStatus() === 'held') {
+      hold.enter({ stage: 'held', policyRun, merchantStatus: heldBy, until: new Date().toISOString() });
+    } else {
+      hold.enter({ stage: 'delivering', policyRun });
+    }
     const attempt = (hold.lastAttemptNumber() ?? 0) + 1;
     const { deliverWebhook } = local
       ? deliverLocallyWith(holdLabels.deliver(webhookId, attempt))
@@ -413,7 +419,7 @@ async function runDeliveryPolicy(
     }
     reservedSlotMs = undefined;
     // Back from a hold (the quiet path keeps DeliveryStatus `held` while it re-checks): operators see it moving.
-    if (result.status !== 'held') heldSince = undefined;
+    if (result.status !== 'held') heldSince = heldBy = undefined;
     if (result.status !== 'held' && hold.deliveryStatus() === 'held') hold.enter({ stage: 'delivering', policyRun }, 'pending');
     switch (result.status) {
       case 'failed_attempt':
@@ -459,6 +465,7 @@ async function runDeliveryPolicy(
           break;
         }
         hold.enter(stage, hold.deliveryStatus() === 'held' ? undefined : 'held');
+        heldBy = result.merchantStatus;
         const heldFrom = Date.now();
         heldSince ??= heldFrom;
         const resumed = await hold.awaitMerchantResumed(heldRecheckMs, holdLabels.held(stage.merchantStatus, stage.until));
@@ -467,7 +474,7 @@ async function runDeliveryPolicy(
         heldRecheckMs = resumed ? HELD_RECHECK_FIRST_MS : longHeld ? HELD_LONG_RECHECK_MS : Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
         const { historyLength, continueAsNewSuggested } = workflowInfo();
         if (historyLength >= HELD_HISTORY_BUDGET || continueAsNewSuggested) {
-          return { status: 'continue_as_new', carry: { remainingHorizonMs: deadline - Date.now(), heldRecheckMs, heldSince } };
+          return { status: 'continue_as_new', carry: { remainingHorizonMs: deadline - Date.now(), heldRecheckMs, heldSince, heldMerchantStatus: heldBy } };
         }
         break;
       }
