@@ -18,26 +18,57 @@ async function ids(pool: pg.Pool, sql: string): Promise<string[]> {
   return rows.map((r) => r.id);
 }
 
-/** Invariant 1: released at most once, one ledger entry per release, held balances match active holds. */
+/**
+ * Invariant 1: released at most once, one ledger entry per release, held balances match the holds still holding
+ * money; and the processor's side of it: a captured or reversed hold was never released, and the other way round.
+ */
 export async function checkLedgerInvariants(pool: pg.Pool): Promise<Violation[]> {
   const checks: { message: string; sql: string }[] = [
     {
-      message: 'released hold without exactly one matching ledger entry',
+      message: 'released hold without exactly one matching release entry',
       sql: `SELECT h.id FROM auth_holds h
-              LEFT JOIN ledger_entries e ON e.hold_id = h.id
+              LEFT JOIN ledger_entries e ON e.hold_id = h.id AND e.kind = 'hold_release'
              WHERE h.state = 'released'
-             GROUP BY h.id, h.amount_minor, h.ledger_entry_id
-            HAVING count(e.id) <> 1 OR bool_or(e.amount_minor <> h.amount_minor) OR bool_or(e.id <> h.ledger_entry_id)`,
+             GROUP BY h.id, h.ledger_entry_id
+            HAVING count(e.id) <> 1 OR bool_or(e.id <> h.ledger_entry_id)`,
     },
     {
-      message: 'ledger entry for a hold that is not released',
-      sql: `SELECT e.hold_id AS id FROM ledger_entries e JOIN auth_holds h ON h.id = e.hold_id WHERE h.state <> 'released'`,
+      message: 'release entry for a hold that is not released',
+      sql: `SELECT e.hold_id AS id FROM ledger_entries e JOIN auth_holds h ON h.id = e.hold_id
+             WHERE e.kind = 'hold_release' AND h.state <> 'released'`,
+    },
+    {
+      // The release moved exactly what the hold held, increments included (none applies after a release).
+      message: 'release entry differs from the amount the hold held',
+      sql: `SELECT h.id FROM auth_holds h JOIN ledger_entries e ON e.id = h.ledger_entry_id
+             WHERE h.state = 'released' AND e.amount_minor <> h.amount_minor`,
+    },
+    {
+      message: 'captured or reversed hold that was also released (or released after it was settled)',
+      sql: `SELECT h.id FROM auth_holds h JOIN ledger_entries e ON e.hold_id = h.id
+             GROUP BY h.id
+            HAVING count(*) FILTER (WHERE e.kind IN ('hold_capture', 'hold_reversal')) > 0
+               AND count(*) FILTER (WHERE e.kind = 'hold_release') > 0
+                OR count(*) FILTER (WHERE e.kind IN ('hold_capture', 'hold_reversal', 'hold_release')) > 1`,
+    },
+    {
+      message: 'settled hold whose state and ledger disagree',
+      sql: `SELECT h.id FROM auth_holds h
+             WHERE (h.state = 'captured') <> EXISTS (SELECT 1 FROM ledger_entries e WHERE e.hold_id = h.id AND e.kind = 'hold_capture')
+                OR (h.state = 'reversed') <> EXISTS (SELECT 1 FROM ledger_entries e WHERE e.hold_id = h.id AND e.kind = 'hold_reversal')`,
+    },
+    {
+      message: 'late capture that is not flagged for review, or not after a release or reversal',
+      sql: `SELECT e.hold_id AS id FROM ledger_entries e JOIN auth_holds h ON h.id = e.hold_id
+             WHERE e.kind = 'late_capture'
+               AND (h.state NOT IN ('released', 'reversed')
+                    OR NOT EXISTS (SELECT 1 FROM ledger_reviews r WHERE r.event_id = e.processor_event_id))`,
     },
     {
       // Defective rows (non-positive amount, foreign currency) never held money, so they are not summed.
-      message: "account's held balance differs from the sum of its unreleased holds",
+      message: "account's held balance differs from the sum of the holds still holding money",
       sql: `SELECT a.id FROM accounts a
-              LEFT JOIN auth_holds h ON h.account_id = a.id AND h.state <> 'released'
+              LEFT JOIN auth_holds h ON h.account_id = a.id AND h.state NOT IN ('released', 'captured', 'reversed')
                                     AND h.amount_minor > 0 AND h.currency = a.currency
              GROUP BY a.id, a.held_minor
             HAVING a.held_minor <> coalesce(sum(h.amount_minor), 0)`,
@@ -124,13 +155,76 @@ export interface InvariantInput {
 
 const first = <T>(items: readonly T[], n = 20) => items.slice(0, n);
 
+/**
+ * Invariant 8, the processor's events: every recorded event applied exactly once, in its hold's sequence (each
+ * hold's applied events are exactly 1..event_seq, less the skipped, applied in that order), with at most one ledger
+ * entry each; with `quiescent`, none is left unapplied.
+ */
+export async function checkProcessorEventInvariants(pool: pg.Pool, { quiescent = true } = {}): Promise<Violation[]> {
+  const checks: { message: string; sql: string; atRest?: boolean }[] = [
+    {
+      message: 'recorded processor event never applied',
+      sql: `SELECT event_id AS id FROM processor_events WHERE applied_at IS NULL`,
+      atRest: true,
+    },
+    {
+      message: "hold's applied sequence has a hole or a double (not exactly 1..event_seq less the skipped)",
+      sql: `SELECT h.id FROM auth_holds h
+             WHERE h.event_seq > 0
+               AND (SELECT count(*) FROM processor_events e WHERE e.hold_id = h.id AND e.outcome IS NOT NULL AND e.outcome <> 'skipped_over')
+                 + (SELECT count(*) FROM processor_sequence_skips s WHERE s.hold_id = h.id) <> h.event_seq
+                OR EXISTS (SELECT 1 FROM processor_events e WHERE e.hold_id = h.id AND e.outcome <> 'skipped_over' AND e.sequence > h.event_seq)`,
+    },
+    {
+      message: "processor events applied out of their hold's sequence",
+      sql: `SELECT DISTINCT a.hold_id AS id FROM processor_events a JOIN processor_events b
+                ON b.hold_id = a.hold_id AND b.sequence > a.sequence AND b.applied_at < a.applied_at
+             WHERE a.outcome <> 'skipped_over' AND b.outcome <> 'skipped_over'`,
+    },
+    {
+      message: 'processor event with a ledger entry that is not its own, or more than one',
+      sql: `SELECT e.event_id AS id FROM processor_events e
+              LEFT JOIN ledger_entries l ON l.processor_event_id = e.event_id
+             GROUP BY e.event_id, e.ledger_entry_id
+            HAVING count(l.id) > 1 OR (e.ledger_entry_id IS NULL) <> (count(l.id) = 0) OR bool_or(l.id <> e.ledger_entry_id)`,
+    },
+  ];
+  const violations: Violation[] = [];
+  for (const check of checks) {
+    if (check.atRest && !quiescent) continue;
+    const found = await ids(pool, check.sql);
+    if (found.length > 0) violations.push({ invariant: 8, message: check.message, ids: first(found) });
+  }
+  return violations;
+}
+
+/** Each account's money (available + held), to compare across a run with `checkBalanced`. */
+export async function accountTotals(pool: pg.Pool): Promise<Map<string, bigint>> {
+  const { rows } = await pool.query<{ id: string; total: string }>('SELECT id, (available_minor + held_minor)::text AS total FROM accounts');
+  return new Map(rows.map((r) => [r.id, BigInt(r.total)]));
+}
+
+/**
+ * The ledger balances: releases, reversals and increments only move money between an account's held and available
+ * balances, so each account's available + held is what it was at `opening`, less what was captured from it.
+ */
+export async function checkBalanced(pool: pg.Pool, opening: ReadonlyMap<string, bigint>): Promise<Violation[]> {
+  const now = await accountTotals(pool);
+  const { rows } = await pool.query<{ account_id: string; captured: string }>(
+    `SELECT account_id, sum(amount_minor)::text AS captured FROM ledger_entries WHERE kind IN ('hold_capture', 'late_capture') GROUP BY account_id`,
+  );
+  const captured = new Map(rows.map((r) => [r.account_id, BigInt(r.captured)]));
+  const off = [...opening].filter(([id, total]) => (now.get(id) ?? 0n) + (captured.get(id) ?? 0n) !== total).map(([id]) => id);
+  return off.length > 0 ? [{ invariant: 1, message: 'account money changed by more than its captures', ids: first(off) }] : [];
+}
+
 /** All seven invariants; an empty list means every one holds. */
 export async function checkInvariants(input: InvariantInput): Promise<Violation[]> {
   const violations: Violation[] = [];
   const add = (invariant: number, message: string, ids: string[]) => {
     if (ids.length > 0) violations.push({ invariant, message, ids: first(ids) });
   };
-  const deliveries = new Map<string, { region: Region; payload: string; status: string; holdState: string; merchantId: string }>();
+  const deliveries = new Map<string, { region: Region; payload: string; status: string; committed: boolean; merchantId: string }>();
   const merchantRegion = new Map<string, Region>();
   const secrets: string[] = [];
   const limits = new Map<string, number>();
@@ -138,6 +232,7 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
 
   for (const { region, pool } of input.regions) {
     for (const v of await checkLedgerInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
+    for (const v of await checkProcessorEventInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
     // 2. No loss: after quiescence no expired, active hold may remain (rejected rows leave the active set).
     add(2, `${region}: expired hold still active`, await ids(pool, `SELECT id FROM auth_holds WHERE state = 'active' AND expires_at <= now()`));
     // 3. One webhook per released hold, fixed at release.
@@ -158,12 +253,16 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
         WHERE d.status = 'delivered' AND x.decision IN ('discard', 'abandon')`,
       ),
     );
-    const { rows } = await pool.query<{ webhook_id: string; payload: string; status: string; state: string; merchant_id: string }>(
-      'SELECT d.webhook_id, d.payload, d.status, h.state, d.merchant_id FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id',
+    // A webhook's transaction committed: a release's, if its hold is released; an event's, if the event is applied.
+    const { rows } = await pool.query<{ webhook_id: string; payload: string; status: string; committed: boolean; merchant_id: string }>(
+      `SELECT d.webhook_id, d.payload, d.status, d.merchant_id,
+              CASE WHEN d.event_type = 'hold.released' THEN h.state = 'released'
+                   ELSE EXISTS (SELECT 1 FROM processor_events e WHERE e.webhook_id = d.webhook_id AND e.applied_at IS NOT NULL) END AS committed
+         FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id`,
     );
     for (const r of rows) {
       if (deliveries.has(r.webhook_id)) add(6, 'webhook id present in two regions', [r.webhook_id]);
-      deliveries.set(r.webhook_id, { region, payload: r.payload, status: r.status, holdState: r.state, merchantId: r.merchant_id });
+      deliveries.set(r.webhook_id, { region, payload: r.payload, status: r.status, committed: r.committed, merchantId: r.merchant_id });
     }
     const merchants = await pool.query<{
       id: string;
@@ -197,7 +296,7 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
   const wrongRegion: string[] = [];
   for (const [webhookId, requests] of byWebhook) {
     const delivery = deliveries.get(webhookId);
-    if (!delivery || delivery.holdState !== 'released') {
+    if (!delivery || !delivery.committed) {
       uncommitted.push(webhookId || '(no webhook-id header)');
       continue;
     }

@@ -167,6 +167,10 @@ export const CONFIG_VARIABLES = [
   'WORKER_BUILD_ID',
   'WORKER_SET_CURRENT',
   'WEBHOOK_TRUSTED_NETWORKS',
+  'PROCESSOR_RECEIVER_ADDRESS',
+  'PROCESSOR_SIGNING_SECRET_US',
+  'PROCESSOR_SIGNING_SECRET_EU',
+  'PROCESSOR_GAP_WAIT',
 ] as const;
 
 /** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
@@ -453,5 +457,42 @@ export function loadConfig(env: Env = process.env): Config {
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),
+  });
+}
+
+/** The processor-event receiver of one region (src/bin/receiver.ts): where it listens and whose signatures it accepts. */
+export interface ProcessorConfig {
+  readonly host: string;
+  readonly port: number;
+  /** The decoded key the processor signs with (PROCESSOR_SIGNING_SECRET_<REGION>); never logged. */
+  readonly signingKey: Buffer;
+  /** How long a hold's event workflow waits for a missing sequence before it stops for a human. */
+  readonly gapWaitMs: number;
+}
+
+/** Shortest processor secret accepted (Standard Webhooks secrets are 24-64 random bytes). */
+const MIN_PROCESSOR_SECRET_BYTES = 16;
+
+export function loadProcessorConfig(env: Env, region: Region, mode: Mode): ProcessorConfig {
+  const up = region.toUpperCase();
+  const variable = `PROCESSOR_SIGNING_SECRET_${up}`;
+  const raw = env[variable];
+  const expected = 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with';
+  if (!raw || !raw.trim()) throw new ConfigError(variable, undefined, expected);
+  const encoded = raw.trim().replace(/^whsec_/, '');
+  // The value is a secret: errors name the variable, never its content.
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) throw new ConfigError(variable, '(redacted)', expected);
+  const signingKey = Buffer.from(encoded, 'base64');
+  if (signingKey.length < MIN_PROCESSOR_SECRET_BYTES) throw new ConfigError(variable, '(redacted)', expected);
+
+  const addressRaw = env.PROCESSOR_RECEIVER_ADDRESS || (mode === 'dev' ? '127.0.0.1:8090' : '0.0.0.0:8090');
+  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port > 65_535) throw new ConfigError('PROCESSOR_RECEIVER_ADDRESS', addressRaw, 'host:port to listen on, e.g. 0.0.0.0:8090');
+  return Object.freeze({
+    host: match[1]!.replace(/^\[|\]$/g, ''),
+    port,
+    signingKey,
+    gapWaitMs: readDuration(env, 'PROCESSOR_GAP_WAIT', '15m', 1000),
   });
 }

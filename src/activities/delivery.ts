@@ -52,6 +52,13 @@ export interface DeliveryDeps {
 /** A failure's excerpt in an error message: short, single-line. */
 const MESSAGE_EXCERPT_CHARS = 200;
 
+/**
+ * How soon a webhook waiting behind an earlier one of its hold asks again: half the earlier one's age, between these
+ * (its first attempt is usually done in well under a second; one in backoff for hours is not polled every second).
+ */
+const EARLIER_RECHECK_MIN_MS = 1_000;
+const EARLIER_RECHECK_MAX_MS = 10 * 60_000;
+
 function failure(type: string, message: string, details: Record<string, unknown>): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
 }
@@ -59,7 +66,7 @@ function failure(type: string, message: string, details: Record<string, unknown>
 type Throttle = Extract<DeliverWebhookResult, { status: 'throttled' | 'scheduled' }>;
 
 /** Nothing to send now: the delivery is already terminal, or its merchant is not active. */
-type NotSendable = Extract<DeliverWebhookResult, { status: 'already_terminal' | 'held' }>;
+type NotSendable = Extract<DeliverWebhookResult, { status: 'already_terminal' | 'held' | 'throttled' }>;
 
 /** A pending delivery of an active merchant, with everything its attempt needs, checked before any request. */
 interface Sendable {
@@ -155,6 +162,12 @@ export function createDeliveryActivities({
     if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
     if (delivery.status !== 'pending') return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attemptCount };
     if (delivery.merchantStatus !== 'active') return { status: 'held', merchantStatus: delivery.merchantStatus };
+    if (delivery.earlierPending) {
+      // The hold's earlier webhook goes first. Re-check soon after a young one, seldom after one long in retries.
+      const { webhookId: after, ageMs } = delivery.earlierPending;
+      const waitMs = Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS);
+      return { status: 'throttled', lane: laneOf(policyRun, delivery.runAttempts), retryAt: clock() + waitMs, after };
+    }
     return sendableDelivery(delivery, endpointRules);
   }
 

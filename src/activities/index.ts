@@ -4,6 +4,7 @@
  */
 import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';
+import { createProcessorEventActivities } from './processor-events.js';
 
 export type ActivityDeps = LedgerDeps & DeliveryDeps;
 
@@ -11,6 +12,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createLedgerActivities(deps),
     ...createDeliveryActivities(deps),
+    ...createProcessorEventActivities(deps),
   };
 }
 

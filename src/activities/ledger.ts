@@ -109,6 +109,10 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter }
           }
         }
         if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.rejectCode! };
+        if (hold.state === 'captured' || hold.state === 'reversed') {
+          log.info('hold settled by the processor: nothing to release', { region, holdId, state: hold.state });
+          return { status: 'settled', holdId, state: hold.state };
+        }
         if (hold.defect) {
           await holds.markRejected(tx, [{ holdId, code: hold.defect }]);
           return { status: 'rejected', holdId, code: hold.defect };
@@ -174,7 +178,7 @@ function withHorizon(
  * The delivery's retry horizon, which the workflow turns into the activity's schedule-to-close timeout. An
  * unusable override falls back to the default here; the delivery itself then quarantines with the named error.
  */
-function retryHorizonFor(merchantId: string, overrides: unknown): number {
+export function retryHorizonFor(merchantId: string, overrides: unknown): number {
   try {
     return resolveDeliveryPolicy(merchantId, overrides).retryHorizonMs;
   } catch {

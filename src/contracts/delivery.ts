@@ -46,8 +46,11 @@ export type DeliverWebhookResult =
   | { status: 'already_terminal'; deliveryStatus: DeliveryStatus; attempts: number }
   /** The merchant is paused or disabled: nothing sent, nothing spent; the workflow waits and asks again. */
   | { status: 'held'; merchantStatus: 'paused' | 'disabled' }
-  /** The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. */
-  | { status: 'throttled'; lane: Lane; retryAt: number }
+  /**
+   * The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. With `after`,
+   * an earlier webhook of the same hold is still pending (it goes first), not the budget.
+   */
+  | { status: 'throttled'; lane: Lane; retryAt: number; after?: string }
   /** A slot is reserved at `sendAt` (ms): call again then, passing it as `reservedSlotMs`. */
   | { status: 'scheduled'; lane: Lane; sendAt: number }
   /**

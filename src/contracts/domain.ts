@@ -59,7 +59,12 @@ export type ReleaseOutcome =
    */
   | { status: 'not_expired'; holdId: string; expiresAt: string }
   /** The row vanished upstream between the sweep's page and the release. */
-  | { status: 'not_found'; holdId: string };
+  | { status: 'not_found'; holdId: string }
+  /**
+   * The processor captured or reversed the hold first (its event took the row lock before this release did): the
+   * hold is settled, there is nothing to release, and its event's own webhook tells the merchant.
+   */
+  | { status: 'settled'; holdId: string; state: 'captured' | 'reversed' };
 
 export interface SweepTotals {
   /** Expired active rows the sweep read, valid or not. */

@@ -96,7 +96,7 @@ export type HoldStage =
   | { stage: 'releasing' }
   | { stage: 'delivering'; policyRun: number }
   /** No slot in the merchant's shared budget yet (or one reserved for later): waiting, not failing. */
-  | { stage: 'waiting_for_budget'; policyRun: number; lane: 'first' | 'retry' | 'replay'; until: string; reserved: boolean }
+  | { stage: 'waiting_for_budget'; policyRun: number; lane: 'first' | 'retry' | 'replay'; until: string; reserved: boolean; after?: string }
   /** The last attempt failed; Temporal retries it at `until`, honouring the merchant's Retry-After or backing off. */
   | { stage: 'honouring_retry_after' | 'backing_off'; policyRun: number; attempt: number; until: string; reason: string }
   | { stage: 'held'; policyRun: number; merchantStatus: 'paused' | 'disabled'; until: string }

@@ -7,6 +7,7 @@
  */
 import type { SweepTotals } from './domain.js';
 import type { HoldStatus } from './messages.js';
+import type { HoldEventsStatus } from './processor.js';
 import type { Region } from './regions.js';
 
 /** Where the runbook lives, for links in details (the repository's docs; a deployment may mirror them). */
@@ -60,6 +61,7 @@ export function holdCurrentDetails(s: HoldStatus): string {
   switch (s.stage) {
     case 'waiting_for_budget':
       lines.push(`- Lane: ${s.lane}${s.reserved ? ' (a slot is reserved)' : ''}`, `- Until: ${s.until}`);
+      if (s.after) lines.push(`- After: ${s.after}, an earlier webhook of this hold, still pending (it goes first)`);
       break;
     case 'honouring_retry_after':
     case 'backing_off':
@@ -106,6 +108,7 @@ export const holdLabels = {
   deliver: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt})`,
   deliverWithRetries: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt} on, Temporal retries)`,
   budget: (lane: string, until: string) => `merchant budget, ${lane} lane, until ${until}`,
+  afterEarlier: (earlierWebhookId: string, until: string) => `after ${earlierWebhookId} (earlier webhook of this hold), re-check at ${until}`,
   retryWait: (reason: string, outcome: string, attempt: number) =>
     reason.startsWith('Retry-After') ? `${reason} (after ${outcome}, attempt ${attempt})` : `backoff after ${outcome} (attempt ${attempt})`,
   held: (merchantStatus: string, until: string) => `merchant ${merchantStatus}: re-check at ${until}`,
@@ -134,3 +137,57 @@ export function sweepCurrentDetails(
 }
 
 const oneLine = (text: string) => text.replace(/\s+/g, ' ').slice(0, 300);
+
+/** The list view's one line for the delivery of a processor event's webhook. */
+export function eventDeliverySummary(region: Region, eventType: string, holdId: string, merchantId: string): string {
+  return `${eventType} · hold ${holdId} · merchant ${merchantId} · ${region}`;
+}
+
+/** The list view's one line for a hold's processor-event workflow. */
+export function holdEventsSummary(region: Region, holdId: string): string {
+  return `processor events · hold ${holdId} · ${region}`;
+}
+
+/** The hold-events workflow's current details: where its sequence stands, and what to do about a gap. */
+export function holdEventsCurrentDetails(s: HoldEventsStatus): string {
+  const { stage } = s;
+  const lines: string[] = [];
+  switch (stage.stage) {
+    case 'applying':
+      lines.push('### Applying a processor event', '', `- Sequence: ${stage.sequence}`);
+      break;
+    case 'idle':
+      lines.push('### Up to date', '', `- Applied by this run: ${stage.applied}`);
+      break;
+    case 'waiting_for_predecessor':
+      lines.push(
+        '### Waiting for a missing processor event',
+        '',
+        `- Missing: sequence ${stage.expected}; waiting until ${stage.until}`,
+        `- Waiting behind it: ${stage.pending.join(', ')}`,
+      );
+      break;
+    case 'stopped_for_human':
+      lines.push(
+        '### Stopped: a processor event is missing',
+        '',
+        `- Missing: sequence ${stage.expected}, since ${stage.since}`,
+        `- Waiting behind it: ${stage.pending.join(', ')}`,
+        `- It applies by itself when the processor sends it; or skip it: \`npm run ops -- events skip ${s.holdId} --sequence ${stage.expected} --by <you> --reason <why>\``,
+        '',
+        `Runbook: ${RUNBOOK}#processoreventgap`,
+      );
+      break;
+  }
+  for (const a of s.applied.slice(-5)) lines.push(`- Applied ${a.sequence} (${a.eventId}): ${a.outcome}`);
+  for (const k of s.skipped) lines.push(`- Skipped ${k.sequence} by ${oneLine(k.by)}: ${oneLine(k.reason)}`);
+  return lines.join('\n');
+}
+
+export const holdEventsLabels = {
+  apply: (eventId: string, sequence: number) => `apply ${eventId} (sequence ${sequence})`,
+  idle: (until: string) => `up to date: waiting for the next event until ${until}`,
+  predecessor: (expected: number, until: string) => `waiting for sequence ${expected} until ${until}`,
+  human: (expected: number) => `stopped: sequence ${expected} is missing; waiting for it or for skipMissingEvent`,
+  skip: (sequence: number) => `record skip of sequence ${sequence}`,
+};

@@ -11,10 +11,10 @@ import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
-import { holdWorkflowId } from '../contracts/ids.js';
+import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
 import { approveReplayUpdate, discardUpdate, statusQuery, type DecisionAnswer, type HoldStatus } from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
-import type { DecisionTarget, QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
+import { HOLD_RELEASED_EVENT, type DecisionTarget, type QuarantineFilters, type QuarantinedDelivery } from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
 
@@ -60,7 +60,10 @@ function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget
   return {
     webhookId: target.webhookId,
     holdId: target.holdId,
-    workflowId: holdWorkflowId(ctx.region.region, target.holdId, target.holdExpiresAt),
+    workflowId:
+      target.eventType === HOLD_RELEASED_EVENT
+        ? holdWorkflowId(ctx.region.region, target.holdId, target.holdExpiresAt)
+        : eventDeliveryWorkflowId(ctx.region.region, target.webhookId),
     status: target.status,
     policyRun: target.policyRun,
   };

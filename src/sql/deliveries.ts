@@ -45,7 +45,7 @@ export const HOLD_RELEASED_EVENT = 'hold.released';
  * `webhook` step of the release's one statement (`releaseLockedHold` in src/sql/holds.ts), so it exists if and only
  * if the release committed. Needs the released hold row (as RETURNING gives it) as the CTE `released` in scope.
  */
-export const releasedWebhookEnqueued = () => `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload)
+export const releasedWebhookEnqueued = () => `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
          SELECT 'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'), h.id, h.merchant_id,
                 '${HOLD_RELEASED_EVENT}',
                 json_build_object(
@@ -53,8 +53,12 @@ export const releasedWebhookEnqueued = () => `INSERT INTO webhook_deliveries (we
                   'timestamp', ${isoUtc('h.released_at')},
                   'data', json_build_object(
                     'hold_id', h.id, 'amount_minor', h.amount_minor, 'currency', h.currency, 'merchant_id', h.merchant_id,
-                    'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text))::text
+                    'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text,
+                    'sequence', o.ordinal))::text,
+                o.ordinal
            FROM released h
+           -- The n-th webhook about this hold (processor events may have written earlier ones): the hold is locked.
+           CROSS JOIN LATERAL (SELECT coalesce(max(w.hold_ordinal), 0) + 1 AS ordinal FROM webhook_deliveries w WHERE w.hold_id = h.id) o
          RETURNING webhook_id`;
 
 export interface DeliveryForSending {
@@ -72,6 +76,11 @@ export interface DeliveryForSending {
   deliveryPolicy: unknown;
   /** Attempts already sent in this policy run. */
   runAttempts: number;
+  /**
+   * The oldest earlier webhook of the same hold still `pending`, and how long it has existed (ms): this one waits for
+   * it, so a merchant hears of a hold's events in order. Null when there is none.
+   */
+  earlierPending: { webhookId: string; ageMs: number } | null;
 }
 
 /** A delivery with its merchant's endpoint, secrets and policy, as one attempt needs them; undefined if none. */
@@ -88,12 +97,20 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     delivery_policy: unknown;
     run_attempts: number;
     hold_id: string;
+    earlier_pending: string | null;
+    earlier_age_ms: number | null;
   }>(
     `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, d.hold_id, m.endpoint_url, m.signing_secret,
             ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
             (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
-              AS run_attempts
+              AS run_attempts,
+            p.webhook_id AS earlier_pending, (extract(epoch FROM now() - p.created_at) * 1000)::float8 AS earlier_age_ms
        FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id
+       LEFT JOIN LATERAL (
+         SELECT e.webhook_id, e.created_at FROM webhook_deliveries e
+          WHERE e.hold_id = d.hold_id AND e.hold_ordinal < d.hold_ordinal AND e.status = 'pending'
+          ORDER BY e.hold_ordinal LIMIT 1
+       ) p ON true
       WHERE d.webhook_id = $1::text`,
     [webhookId, policyRun],
   );
@@ -111,6 +128,7 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     merchantStatus: row.merchant_status,
     deliveryPolicy: row.delivery_policy,
     runAttempts: row.run_attempts,
+    earlierPending: row.earlier_pending === null ? null : { webhookId: row.earlier_pending, ageMs: row.earlier_age_ms ?? 0 },
   };
 }
 
@@ -286,23 +304,39 @@ export interface DecisionTarget {
   webhookId: string;
   holdId: string;
   holdExpiresAt: string;
+  /** hold.released (the hold's release workflow delivers it) or a processor event's (its own delivery workflow). */
+  eventType: string;
   status: DeliveryStatus;
   policyRun: number;
 }
 
 const DECISION_TARGET_SQL = `
-  SELECT d.webhook_id, d.hold_id, d.status, ${POLICY_RUN_SQL} AS policy_run,
+  SELECT d.webhook_id, d.hold_id, d.event_type, d.status, ${POLICY_RUN_SQL} AS policy_run,
          ${isoUtc('h.expires_at')} AS expires_at
     FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id`;
 
 /** `where` is one of the two constant conditions below, never a value. */
 async function decisionTargetsWhere(db: Queryable, where: string, params: unknown[]): Promise<DecisionTarget[]> {
-  const { rows } = await db.query<{ webhook_id: string; hold_id: string; expires_at: string; status: DeliveryStatus; policy_run: number }>(
+  const { rows } = await db.query<{
+    webhook_id: string;
+    hold_id: string;
+    event_type: string;
+    expires_at: string;
+    status: DeliveryStatus;
+    policy_run: number;
+  }>(
     `${DECISION_TARGET_SQL}
       WHERE ${where}`,
     params,
   );
-  return rows.map((r) => ({ webhookId: r.webhook_id, holdId: r.hold_id, holdExpiresAt: r.expires_at, status: r.status, policyRun: r.policy_run }));
+  return rows.map((r) => ({
+    webhookId: r.webhook_id,
+    holdId: r.hold_id,
+    holdExpiresAt: r.expires_at,
+    eventType: r.event_type,
+    status: r.status,
+    policyRun: r.policy_run,
+  }));
 }
 
 /** The deliveries with these webhook ids (a replay request's frozen items). */
@@ -312,7 +346,7 @@ export function decisionTargetsOf(db: Queryable, webhookIds: readonly string[]):
 
 /** A hold's delivery, or undefined when it has none (not released, or no such hold). */
 export async function decisionTargetOfHold(db: Queryable, holdId: string): Promise<DecisionTarget | undefined> {
-  const [target] = await decisionTargetsWhere(db, 'd.hold_id = $1::text', [holdId]);
+  const [target] = await decisionTargetsWhere(db, `d.hold_id = $1::text AND d.event_type = '${HOLD_RELEASED_EVENT}'`, [holdId]);
   return target;
 }
 
@@ -320,7 +354,7 @@ export async function decisionTargetOfHold(db: Queryable, holdId: string): Promi
 export async function deliveryOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown> | null> {
   const { rows } = await db.query(
     `SELECT webhook_id, status, attempt_count, quarantine_reason, last_status_code, last_error, created_at, delivered_at, quarantined_at
-       FROM webhook_deliveries WHERE hold_id = $1::text`,
+       FROM webhook_deliveries WHERE hold_id = $1::text AND event_type = '${HOLD_RELEASED_EVENT}'`,
     [holdId],
   );
   return rows[0] ?? null;
@@ -332,7 +366,7 @@ export async function attemptsOfHold(db: Queryable, holdId: string): Promise<Rec
     `SELECT a.attempt_number, a.policy_run, a.started_at, a.duration_ms, a.status_code, a.error_class, a.outcome,
             a.next_retry_delay_ms, a.retry_reason
        FROM delivery_attempts a JOIN webhook_deliveries d ON d.webhook_id = a.webhook_id
-      WHERE d.hold_id = $1::text ORDER BY a.attempt_number`,
+      WHERE d.hold_id = $1::text AND d.event_type = '${HOLD_RELEASED_EVENT}' ORDER BY a.attempt_number`,
     [holdId],
   );
   return rows;

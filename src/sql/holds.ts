@@ -12,14 +12,14 @@ import type { InvalidHoldCode } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
-import { releasedWebhookEnqueued } from './deliveries.js';
+import { HOLD_RELEASED_EVENT, releasedWebhookEnqueued } from './deliveries.js';
 
 /**
  * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
  * query and the release itself, so the two can never disagree. Needs `h` (auth_holds), `a` (accounts) and
  * `m` (merchants) in scope, the latter two LEFT JOINed.
  */
-const HOLD_DEFECT_SQL = `
+export const HOLD_DEFECT_SQL = `
   CASE WHEN h.amount_minor <= 0 THEN 'NonPositiveAmount'
        WHEN a.id IS NULL THEN 'UnknownAccount'
        WHEN m.id IS NULL THEN 'UnknownMerchant'
@@ -77,7 +77,7 @@ export async function markRejected(db: Queryable, rejected: readonly RejectedHol
 }
 
 export interface HoldForRelease {
-  state: 'active' | 'released' | 'rejected';
+  state: 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
   rejectCode: InvalidHoldCode | null;
   defect: InvalidHoldCode | null;
   /** By the sweep's cutoff when there is one (see `lockHoldForRelease`), else by the database clock. */
@@ -204,7 +204,7 @@ export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<
     `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
             d.webhook_id, m.delivery_policy
        FROM auth_holds h
-       LEFT JOIN webhook_deliveries d ON d.hold_id = h.id
+       LEFT JOIN webhook_deliveries d ON d.hold_id = h.id AND d.event_type = '${HOLD_RELEASED_EVENT}'
        LEFT JOIN merchants m ON m.id = h.merchant_id
       WHERE h.id = $1::text`,
     [holdId],

@@ -5,7 +5,7 @@
  */
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
-import type { QuarantineFilters } from './deliveries.js';
+import { HOLD_RELEASED_EVENT, type QuarantineFilters } from './deliveries.js';
 
 /** What the ledger says of a replay request, for one hold's quarantined run: whether it is approved, by whom, and covers it. */
 export async function replayApprovalFor(
@@ -109,7 +109,7 @@ export async function decisionsOfHold(db: Queryable, holdId: string): Promise<Re
   const { rows } = await db.query(
     `SELECT x.policy_run, x.decision, x.decided_by, x.reason, x.ticket, x.decided_at
        FROM delivery_decisions x JOIN webhook_deliveries d ON d.webhook_id = x.webhook_id
-      WHERE d.hold_id = $1::text ORDER BY x.decided_at`,
+      WHERE d.hold_id = $1::text AND d.event_type = '${HOLD_RELEASED_EVENT}' ORDER BY x.decided_at`,
     [holdId],
   );
   return rows;

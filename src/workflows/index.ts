@@ -1,2 +1,3 @@
 export { startHoldBatch, sweepExpiredHolds } from './sweep-expired-holds.js';
 export { releaseExpiredHold } from './release-expired-hold.js';
+export { applyHoldEvents, deliverHoldEvent } from './hold-events.js';

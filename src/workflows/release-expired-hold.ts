@@ -110,23 +110,61 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   }
 
   // DeliveryStatus starts as 'pending' (set by the sweep when it starts this workflow).
-  const { webhookId } = release;
+  const delivery = await deliverUntilDecided({
+    webhookId: release.webhookId,
+    retryHorizonMs: release.retryHorizonMs,
+    hold,
+    resume,
+    ctx,
+    quarantineTimeoutMs,
+    continueAs: (carry) => continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, ...carry } }),
+  });
+  return { release, delivery };
+}
+
+/** Where a delivery's story goes on in its next run (continue-as-new): the policy run and what it carries. */
+export type DeliveryResume = Omit<HoldResume, 'release'>;
+
+type DeliveryResult = NonNullable<ReleaseExpiredHoldResult['delivery']>;
+
+/**
+ * One webhook, from its first attempt to a terminal state: policy runs under the delivery policy, a quarantine and
+ * the wait for a human between them, continue-as-new (through `continueAs`) while a merchant holds it for long.
+ * The hold's release workflow and each processor event's delivery workflow run it the same way.
+ */
+export async function deliverUntilDecided({
+  webhookId,
+  retryHorizonMs,
+  hold,
+  resume,
+  ctx,
+  quarantineTimeoutMs,
+  continueAs,
+}: {
+  webhookId: string;
+  retryHorizonMs: number;
+  hold: HoldTracker;
+  resume: DeliveryResume | undefined;
+  ctx: Record<string, string>;
+  quarantineTimeoutMs: number;
+  continueAs: (carry: DeliveryResume) => Promise<never>;
+}): Promise<DeliveryResult> {
   for (let policyRun = resume?.policyRun ?? 1; ; policyRun++) {
     const carried = policyRun === resume?.policyRun ? resume : undefined;
-    const outcome = await runDeliveryPolicy(webhookId, policyRun, carried?.remainingHorizonMs ?? release.retryHorizonMs, hold, carried);
+    const outcome = await runDeliveryPolicy(webhookId, policyRun, carried?.remainingHorizonMs ?? retryHorizonMs, hold, carried);
     if (outcome.status === 'continue_as_new') {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, policyRun, ...outcome.carry, ...hold.carry() } });
+      return continueAs({ policyRun, ...outcome.carry, ...hold.carry() });
     }
     if (outcome.status === 'delivered') {
       hold.noteAttempt({ attemptNumber: outcome.attempts, outcome: 'delivered' });
       log.info('webhook delivered', { ...ctx, webhookId, attempts: outcome.attempts, policyRun });
       hold.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');
-      return { release, delivery: { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun } };
+      return { status: 'delivered', attempts: outcome.attempts, policyRuns: policyRun };
     }
     if (outcome.status === 'handled_elsewhere') {
       hold.enter({ stage: 'not_released', status: `delivery ${outcome.deliveryStatus} by another workflow` });
-      return { release, delivery: outcome };
+      return outcome;
     }
 
     const { reason, detail } = outcome;
@@ -144,13 +182,13 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       case 'abandon':
         hold.enter({ stage: 'abandoned', reason, since }, 'abandoned');
         log.warn('quarantine abandoned: nobody decided in time', { ...ctx, webhookId, reason });
-        return { release, delivery: { status: 'abandoned', policyRuns: policyRun } };
+        return { status: 'abandoned', policyRuns: policyRun };
       case 'discard':
         hold.enter({ stage: 'discarded', by: decision.by, reason: decision.reason }, 'discarded');
         log.info('webhook discarded', { ...ctx, webhookId, by: decision.by });
         // An update that decided this waits for its answer: let it have it before the workflow closes.
         await condition(allHandlersFinished);
-        return { release, delivery: { status: 'discarded', policyRuns: policyRun } };
+        return { status: 'discarded', policyRuns: policyRun };
       case 'replay':
         log.info('webhook replay approved', { ...ctx, webhookId, by: decision.by, policyRun: policyRun + 1 });
         hold.enter({ stage: 'delivering', policyRun: policyRun + 1 }, 'pending');
@@ -179,7 +217,7 @@ type HoldTracker = ReturnType<typeof trackHold>;
  * the last attempt, and the signals that did not apply; the `status` query answers from it. It also owns the
  * operator signals and the wait for a human.
  */
-function trackHold(holdId: string, resume: HoldResume | undefined) {
+export function trackHold(holdId: string, resume: Pick<HoldResume, 'lastAttempt' | 'ignoredSignals' | 'deliveryStatus'> | undefined) {
   let stage: HoldStage = { stage: 'releasing' };
   let lastAttempt: HoldStatus['lastAttempt'] = resume?.lastAttempt;
   const ignoredSignals: IgnoredSignal[] = [...(resume?.ignoredSignals ?? [])];
@@ -438,14 +476,19 @@ async function runDeliveryPolicy(
       case 'scheduled':
       case 'throttled': {
         const until = result.status === 'scheduled' ? result.sendAt : result.retryAt;
+        const after = result.status === 'throttled' ? result.after : undefined;
+        const untilIso = new Date(until).toISOString();
         hold.enter({
           stage: 'waiting_for_budget',
           policyRun,
           lane: result.lane,
-          until: new Date(until).toISOString(),
+          until: untilIso,
           reserved: result.status === 'scheduled',
+          ...(after ? { after } : {}),
         });
-        await sleep(Math.max(1, until - Date.now()), { summary: holdLabels.budget(result.lane, new Date(until).toISOString()) });
+        await sleep(Math.max(1, until - Date.now()), {
+          summary: after ? holdLabels.afterEarlier(after, untilIso) : holdLabels.budget(result.lane, untilIso),
+        });
         if (result.status === 'scheduled') reservedSlotMs = result.sendAt;
         break;
       }
@@ -474,7 +517,10 @@ async function runDeliveryPolicy(
         heldRecheckMs = resumed ? HELD_RECHECK_FIRST_MS : longHeld ? HELD_LONG_RECHECK_MS : Math.min(heldRecheckMs * 2, HELD_RECHECK_MAX_MS);
         const { historyLength, continueAsNewSuggested } = workflowInfo();
         if (historyLength >= HELD_HISTORY_BUDGET || continueAsNewSuggested) {
-          return { status: 'continue_as_new', carry: { remainingHorizonMs: deadline - Date.now(), heldRecheckMs, heldSince, heldMerchantStatus: heldBy } };
+          return {
+            status: 'continue_as_new',
+            carry: { remainingHorizonMs: deadline - Date.now(), heldRecheckMs, heldSince, heldMerchantStatus: heldBy },
+          };
         }
         break;
       }

@@ -1,0 +1,73 @@
+/**
+ * The processor-event receiver of one region: `POST /processor/events` (src/processor/receiver.ts).
+ *
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us TEMPORAL_ADDRESS=temporal:7233 \
+ *   DATABASE_URL_US=postgres://... PAYLOAD_KEYS_US=k1:<base64> PROCESSOR_SIGNING_SECRET_US=whsec_... npm run receiver
+ *
+ * It records events in the region's ledger database and hands them to the region's workers through Temporal; it
+ * needs no worker in the same process, and it keeps recording (and answering) while Temporal is unreachable.
+ * In dev mode, unset addresses are a running `npm start`'s.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
+import { dataConverterFor } from '../codec/encryption-codec.js';
+import { migrate } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { ConfigError } from '../errors.js';
+import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { createProcessorReceiver } from '../processor/receiver.js';
+
+async function main() {
+  requireExplicitMode();
+  const config = loadConfig();
+  if (config.regions.length !== 1) {
+    throw new ConfigError('HOLD_SWEEPER_REGIONS', config.regions.map((r) => r.region).join(','), 'exactly one region: one receiver per region');
+  }
+  const configured = config.regions[0]!;
+  const processor = loadProcessorConfig(process.env, configured.region, config.mode);
+  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const up = configured.region.toUpperCase();
+  const databaseUrl = configured.databaseUrl ?? devStack?.databaseUrl[configured.region];
+  const temporalAddress = configured.temporalAddress ?? devStack?.temporalAddress[configured.region];
+  if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL');
+  if (!temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
+
+  const pool = createPool(databaseUrl, { max: 20 });
+  await migrate(pool);
+  // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
+  const connection = Connection.lazy({ address: temporalAddress });
+  const client = new Client({ connection, namespace: configured.namespace, dataConverter: dataConverterFor(configured.payloadKeys) });
+  const receiver = createProcessorReceiver({
+    region: configured.region,
+    pool,
+    client,
+    taskQueue: configured.taskQueue,
+    processorKey: processor.signingKey,
+    gapWaitMs: processor.gapWaitMs,
+  });
+  const address = await receiver.listen(processor.port, processor.host);
+  console.log(
+    JSON.stringify({
+      level: 'info',
+      msg: 'processor receiver listening',
+      region: configured.region,
+      url: `http://${address.address}:${address.port}/processor/events`,
+      namespace: configured.namespace,
+      taskQueue: configured.taskQueue,
+      pid: process.pid,
+    }),
+  );
+  const stop = async () => {
+    await receiver.close();
+    await connection.close();
+    await pool.end();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop());
+  process.once('SIGINT', () => void stop());
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});

@@ -1,0 +1,291 @@
+/**
+ * SQL of the processor's events: processor_events (each accepted event, recorded before the receiver answers),
+ * processor_requests_refused (each refused request), processor_sequence_skips, ledger_reviews, and the application
+ * of one event to its hold (src/processor/rules.ts decides; `applyRecordedEvent` carries it out under the hold's
+ * row lock, the same lock the release takes first).
+ */
+import type pg from 'pg';
+import type { ProcessorEventOutcome, ProcessorEventRef, ProcessorEventType } from '../contracts/processor.js';
+import type { Queryable } from '../db/pool.js';
+import { isoUtc } from '../db/sql.js';
+import { decideEvent, type LockedHold } from '../processor/rules.js';
+import { HOLD_DEFECT_SQL } from './holds.js';
+
+/** An event as the receiver accepted it: verified and well-formed. */
+export interface AcceptedEvent {
+  eventId: string;
+  holdId: string;
+  sequence: number;
+  eventType: ProcessorEventType;
+  amountMinor: string | null;
+  currency: string | null;
+  occurredAt: string;
+  body: string;
+  bodySha256: string;
+}
+
+export type RecordOutcome =
+  | { status: 'recorded' }
+  /** The same event id with the same body: a retry by the processor. Nothing changes. */
+  | { status: 'duplicate'; dispatched: boolean }
+  /** The same event id with a different body, or another event id already holds this (hold, sequence). */
+  | { status: 'conflict'; why: string };
+
+/** Records an accepted event once, forever (the primary key is the processor's event id). */
+export async function recordEvent(db: Queryable, e: AcceptedEvent): Promise<RecordOutcome> {
+  const inserted = await db.query(
+    `INSERT INTO processor_events (event_id, hold_id, sequence, event_type, amount_minor, currency, occurred_at, body, body_sha256)
+     VALUES ($1::text, $2::text, $3::integer, $4::text, $5::bigint, $6::char(3), $7::timestamptz, $8::text, $9::text)
+     ON CONFLICT DO NOTHING`,
+    [e.eventId, e.holdId, e.sequence, e.eventType, e.amountMinor, e.currency, e.occurredAt, e.body, e.bodySha256],
+  );
+  if (inserted.rowCount === 1) return { status: 'recorded' };
+  const { rows } = await db.query<{ body_sha256: string; dispatched: boolean }>(
+    'SELECT body_sha256, dispatched_at IS NOT NULL AS dispatched FROM processor_events WHERE event_id = $1::text',
+    [e.eventId],
+  );
+  const same = rows[0];
+  if (!same) return { status: 'conflict', why: `hold ${e.holdId} already has another event with sequence ${e.sequence}` };
+  if (same.body_sha256 !== e.bodySha256) return { status: 'conflict', why: `event ${e.eventId} was recorded with a different body` };
+  return { status: 'duplicate', dispatched: same.dispatched };
+}
+
+export interface RefusedRequest {
+  statusCode: number;
+  errorCode: string;
+  message: string;
+  eventId: string | null;
+  bodyExcerpt: string | null;
+}
+
+export async function recordRefused(db: Queryable, r: RefusedRequest): Promise<void> {
+  await db.query(
+    `INSERT INTO processor_requests_refused (status_code, error_code, message, event_id, body_excerpt)
+     VALUES ($1::integer, $2::text, $3::text, $4::text, $5::text)`,
+    [r.statusCode, r.errorCode, r.message, r.eventId, r.bodyExcerpt],
+  );
+}
+
+/** The event has been handed to its hold's workflow. */
+export async function markDispatched(db: Queryable, eventIds: readonly string[]): Promise<void> {
+  await db.query('UPDATE processor_events SET dispatched_at = now() WHERE event_id = ANY($1::text[]) AND dispatched_at IS NULL', [eventIds]);
+}
+
+/** Recorded events not handed over yet, received at least `olderThanMs` ago: the relay's work, oldest first. */
+export async function undispatchedEvents(db: Queryable, olderThanMs: number, limit: number): Promise<(ProcessorEventRef & { holdId: string })[]> {
+  const { rows } = await db.query<{ event_id: string; hold_id: string; sequence: number }>(
+    `SELECT event_id, hold_id, sequence FROM processor_events
+      WHERE dispatched_at IS NULL AND received_at <= now() - make_interval(secs => $1::double precision / 1000)
+      ORDER BY received_at LIMIT $2::integer`,
+    [olderThanMs, limit],
+  );
+  return rows.map((r) => ({ eventId: r.event_id, holdId: r.hold_id, sequence: r.sequence }));
+}
+
+export type AppliedEvent =
+  | {
+      status: 'applied' | 'already_applied';
+      holdId: string;
+      sequence: number;
+      outcome: ProcessorEventOutcome;
+      webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown };
+    }
+  | { status: 'waiting'; holdId: string; sequence: number; expected: number }
+  | { status: 'unknown_event' };
+
+/**
+ * Applies one recorded event, in the caller's transaction: locks its hold (FOR UPDATE, as the release does), decides
+ * (`decideEvent`) and writes what it decided: the account's balances and one ledger entry (keyed by the event id),
+ * the hold's state, amount and sequence, the webhook telling the merchant (the outbox row, numbered after the
+ * hold's earlier ones), a review flag, and the event's outcome. An event already applied changes nothing.
+ */
+export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Promise<AppliedEvent> {
+  const found = await tx.query<{ hold_id: string }>('SELECT hold_id FROM processor_events WHERE event_id = $1::text', [eventId]);
+  const holdId = found.rows[0]?.hold_id;
+  if (holdId === undefined) return { status: 'unknown_event' };
+
+  const locked = await tx.query<{
+    state: LockedHold['state'];
+    event_seq: number;
+    amount_minor: string;
+    currency: string;
+    defect: string | null;
+    account_id: string;
+    merchant_id: string;
+  }>(
+    `SELECT h.state, h.event_seq, h.amount_minor, h.currency, ${HOLD_DEFECT_SQL} AS defect, h.account_id, h.merchant_id
+       FROM auth_holds h
+       LEFT JOIN accounts a ON a.id = h.account_id
+       LEFT JOIN merchants m ON m.id = h.merchant_id
+      WHERE h.id = $1::text
+        FOR UPDATE OF h`,
+    [holdId],
+  );
+  const holdRow = locked.rows[0];
+  const { rows: eventRows } = await tx.query<{
+    sequence: number;
+    event_type: ProcessorEventType;
+    amount_minor: string | null;
+    currency: string | null;
+    outcome: ProcessorEventOutcome | null;
+    webhook_id: string | null;
+    skipped: boolean;
+  }>(
+    `SELECT e.sequence, e.event_type, e.amount_minor, e.currency, e.outcome, e.webhook_id,
+            EXISTS (SELECT 1 FROM processor_sequence_skips s WHERE s.hold_id = e.hold_id AND s.sequence = e.sequence) AS skipped
+       FROM processor_events e WHERE e.event_id = $1::text`,
+    [eventId],
+  );
+  const event = eventRows[0]!;
+  if (event.outcome !== null) {
+    return { status: 'already_applied', holdId, sequence: event.sequence, outcome: event.outcome, ...(await webhookOf(tx, event.webhook_id)) };
+  }
+
+  const hold: LockedHold | undefined = holdRow && {
+    state: holdRow.state,
+    eventSeq: holdRow.event_seq,
+    amountMinor: BigInt(holdRow.amount_minor),
+    currency: holdRow.currency,
+    defect: holdRow.defect,
+  };
+  let decision = decideEvent(
+    hold,
+    {
+      eventType: event.event_type,
+      sequence: event.sequence,
+      amountMinor: event.amount_minor === null ? null : BigInt(event.amount_minor),
+      currency: event.currency,
+    },
+    event.skipped,
+  );
+  if (decision.action === 'wait') return { status: 'waiting', holdId, sequence: event.sequence, expected: decision.expected };
+
+  let ledgerEntryId: string | null = null;
+  if (decision.entry && holdRow) {
+    const { entry } = decision;
+    const { rows } = await tx.query<{ id: string }>(
+      `WITH moved AS (
+         UPDATE accounts
+            SET held_minor = held_minor + $3::bigint, available_minor = available_minor + $4::bigint, updated_at = now()
+          WHERE id = $2::text AND held_minor + $3::bigint >= 0
+          RETURNING id
+       )
+       INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency, processor_event_id)
+       SELECT 'processor-event:' || $1::text, $5::text, moved.id, $6::text, $7::bigint, $8::char(3), $1::text FROM moved
+       RETURNING id`,
+      [
+        eventId,
+        holdRow.account_id,
+        entry.heldDelta.toString(),
+        entry.availableDelta.toString(),
+        entry.kind,
+        holdId,
+        entry.amountMinor.toString(),
+        holdRow.currency,
+      ],
+    );
+    ledgerEntryId = rows[0]?.id ?? null;
+    // The account's held balance does not cover the hold: nothing moved, and a human looks at why.
+    if (ledgerEntryId === null) {
+      decision = {
+        action: 'apply',
+        outcome: 'ignored',
+        detail: `account ${holdRow.account_id} held balance does not cover the hold`,
+        advances: true,
+        review: `${event.event_type} not applied: the account's held balance does not cover the hold`,
+      };
+    }
+  }
+
+  if (holdRow) {
+    await tx.query(
+      `UPDATE auth_holds
+          SET state = coalesce($2::text, state),
+              settled_at = CASE WHEN $2::text IS NULL THEN settled_at ELSE now() END,
+              amount_minor = amount_minor + $3::bigint,
+              event_seq = CASE WHEN $4::boolean THEN $5::integer ELSE event_seq END
+        WHERE id = $1::text`,
+      [holdId, decision.state ?? null, (decision.amountDelta ?? 0n).toString(), decision.advances, event.sequence],
+    );
+  }
+
+  let webhookId: string | null = null;
+  if (decision.webhookType && holdRow) {
+    const { rows } = await tx.query<{ webhook_id: string }>(eventWebhookEnqueued, [eventId, decision.webhookType, ledgerEntryId, decision.outcome]);
+    webhookId = rows[0]!.webhook_id;
+  }
+  if (decision.review) {
+    await tx.query('INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ($1::text, $2::text, $3::text) ON CONFLICT DO NOTHING', [
+      eventId,
+      holdId,
+      decision.review,
+    ]);
+  }
+  await tx.query(
+    `UPDATE processor_events
+        SET applied_at = now(), outcome = $2::text, outcome_detail = $3::text, ledger_entry_id = $4::bigint, webhook_id = $5::text
+      WHERE event_id = $1::text`,
+    [eventId, decision.outcome, decision.detail ?? null, ledgerEntryId, webhookId],
+  );
+  return { status: 'applied', holdId, sequence: event.sequence, outcome: decision.outcome, ...(await webhookOf(tx, webhookId)) };
+}
+
+/**
+ * The webhook an applied event sends, written in the event's transaction (an outbox row like the release's): its
+ * id names the hold and the processor's sequence; `hold_ordinal` numbers it after the hold's earlier webhooks (the
+ * hold's row lock is held, so the numbering cannot race). $1 event id, $2 webhook type, $3 ledger entry id, $4 outcome.
+ */
+const eventWebhookEnqueued = `
+  WITH e AS (
+    SELECT e.event_id, e.hold_id, e.sequence, e.amount_minor, e.occurred_at, h.merchant_id, h.currency,
+           h.amount_minor AS hold_amount_minor, h.state,
+           coalesce((SELECT max(w.hold_ordinal) FROM webhook_deliveries w WHERE w.hold_id = e.hold_id), 0) + 1 AS ordinal
+      FROM processor_events e JOIN auth_holds h ON h.id = e.hold_id
+     WHERE e.event_id = $1::text
+  )
+  INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
+  SELECT 'wh_' || e.hold_id || '_ev' || e.sequence, e.hold_id, e.merchant_id, $2::text,
+         json_build_object(
+           'type', $2::text,
+           'timestamp', ${isoUtc('now()')},
+           'data', json_build_object(
+             'hold_id', e.hold_id, 'merchant_id', e.merchant_id, 'sequence', e.ordinal,
+             'processor_event_id', e.event_id, 'processor_sequence', e.sequence,
+             'amount_minor', e.amount_minor, 'hold_amount_minor', e.hold_amount_minor, 'currency', e.currency,
+             'hold_state', e.state, 'outcome', $4::text, 'occurred_at', ${isoUtc('e.occurred_at')},
+             'ledger_entry_id', $3::bigint::text))::text,
+         e.ordinal
+    FROM e
+  RETURNING webhook_id`;
+
+async function webhookOf(
+  tx: pg.PoolClient,
+  webhookId: string | null,
+): Promise<{ webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown } }> {
+  if (webhookId === null) return {};
+  const { rows } = await tx.query<{ event_type: string; merchant_id: string; delivery_policy: unknown }>(
+    `SELECT d.event_type, d.merchant_id, m.delivery_policy FROM webhook_deliveries d LEFT JOIN merchants m ON m.id = d.merchant_id WHERE d.webhook_id = $1::text`,
+    [webhookId],
+  );
+  const row = rows[0]!;
+  return { webhook: { webhookId, eventType: row.event_type, merchantId: row.merchant_id, deliveryPolicy: row.delivery_policy } };
+}
+
+/**
+ * A human closes a gap: the hold's sequence moves past `sequence` if it is the one missing, recorded with who and
+ * why. False when it is not the missing one (applied meanwhile, or another gap).
+ */
+export async function skipSequence(tx: pg.PoolClient, holdId: string, sequence: number, by: string, reason: string): Promise<boolean> {
+  const { rowCount } = await tx.query('UPDATE auth_holds SET event_seq = $2::integer WHERE id = $1::text AND event_seq = $2::integer - 1', [
+    holdId,
+    sequence,
+  ]);
+  if (rowCount !== 1) return false;
+  await tx.query('INSERT INTO processor_sequence_skips (hold_id, sequence, skipped_by, reason) VALUES ($1::text, $2::integer, $3::text, $4::text)', [
+    holdId,
+    sequence,
+    by,
+    reason,
+  ]);
+  return true;
+}

@@ -1,0 +1,203 @@
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  log,
+  ParentClosePolicy,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  startChild,
+  upsertSearchAttributes,
+  workflowInfo,
+  WorkflowIdReusePolicy,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { Activities } from '../activities/index.js';
+import { eventDeliveryWorkflowId } from '../contracts/ids.js';
+import {
+  holdEventsStatusQuery,
+  processorEventSignal,
+  skipMissingEventSignal,
+  type ApplyProcessorEventResult,
+  type HoldEventsInput,
+  type HoldEventsResult,
+  type HoldEventsStage,
+  type HoldEventsStatus,
+  type SkipMissingEvent,
+} from '../contracts/processor.js';
+import type { Region } from '../contracts/regions.js';
+import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
+import { eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
+import { ledgerActivity } from './activity-profiles.js';
+import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, trackHold, type DeliveryResume } from './release-expired-hold.js';
+
+/** A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked. */
+export const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
+/** With nothing left to apply the run stays open this long, then completes; the next event starts a new run. */
+export const DEFAULT_IDLE_MS = 60_000;
+/** A hold sees a handful of events; a run that somehow takes in thousands continues as new far below the limit. */
+const HISTORY_BUDGET = 2_000;
+
+/** The DeliveryStatus this workflow sets while it is stopped at a gap (operators filter on it), and after. */
+export const EVENT_GAP_STATUS = 'event_gap';
+
+const withSummary = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
+
+/**
+ * One hold's processor events, applied in the processor's per-hold sequence: one workflow per hold (its id is the
+ * hold's), started or signalled by the receiver (signal-with-start), so a hold's events queue here while different
+ * holds apply in parallel. Each event is applied by an activity under the hold's row lock, which stays the final
+ * arbiter (an event applies only as the hold's next sequence there too); each applied event that tells the merchant
+ * starts its delivery workflow (`deliverHoldEvent`).
+ *
+ * A gap (an event ahead of the hold's next sequence) waits up to `gapWaitMs` for the missing one, then stops with
+ * DeliveryStatus `event_gap` until it arrives or an operator skips it (`skipMissingEvent`).
+ */
+export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEventsResult> {
+  const region = input.region as Region;
+  const { holdId } = input;
+  const gapWaitMs = input.gapWaitMs ?? DEFAULT_GAP_WAIT_MS;
+  const idleMs = input.idleMs ?? DEFAULT_IDLE_MS;
+  // Signalled, not yet applied: sequence -> event id. The ledger holds one event per (hold, sequence).
+  const pending = new Map<number, string>((input.pending ?? []).map((ref) => [ref.sequence, ref.eventId]));
+  const status: HoldEventsStatus = { holdId, stage: { stage: 'idle', applied: 0 }, applied: [], skipped: [] };
+  let skip: SkipMissingEvent | undefined;
+  const enter = (stage: HoldEventsStage) => {
+    status.stage = stage;
+    setCurrentDetails(holdEventsCurrentDetails(status));
+  };
+  const waitingBehind = () => [...pending.keys()].sort((a, b) => a - b);
+
+  setHandler(processorEventSignal, (ref) => {
+    if (typeof ref?.eventId !== 'string' || !Number.isInteger(ref.sequence) || ref.sequence < 1) {
+      log.warn('processorEvent signal ignored: not an event reference', { holdId });
+      return;
+    }
+    if (!pending.has(ref.sequence)) pending.set(ref.sequence, ref.eventId);
+  });
+  setHandler(skipMissingEventSignal, (raw) => {
+    const p = (raw ?? {}) as Partial<SkipMissingEvent>;
+    const waitingFor =
+      status.stage.stage === 'stopped_for_human' || status.stage.stage === 'waiting_for_predecessor' ? status.stage.expected : undefined;
+    if (
+      typeof p.by !== 'string' ||
+      !p.by.trim() ||
+      typeof p.reason !== 'string' ||
+      !p.reason.trim() ||
+      waitingFor === undefined ||
+      p.sequence !== waitingFor
+    ) {
+      log.warn('skipMissingEvent ignored', { holdId, sequence: p.sequence, waitingFor, why: 'needs { sequence: the missing one, by, reason }' });
+      return;
+    }
+    skip = { sequence: waitingFor, by: p.by, reason: p.reason };
+  });
+  setHandler(holdEventsStatusQuery, () => status);
+
+  for (;;) {
+    if (pending.size === 0) {
+      enter({ stage: 'idle', applied: status.applied.length });
+      const until = new Date(Date.now() + idleMs).toISOString();
+      if (!(await condition(() => pending.size > 0, idleMs, { summary: holdEventsLabels.idle(until) }))) break;
+    }
+    const sequence = Math.min(...pending.keys());
+    const eventId = pending.get(sequence)!;
+    enter({ stage: 'applying', sequence });
+    const result: ApplyProcessorEventResult = await withSummary(holdEventsLabels.apply(eventId, sequence)).applyProcessorEvent({ eventId });
+
+    if (result.status === 'waiting') {
+      await awaitPredecessor(result.expected, sequence);
+      continue;
+    }
+    pending.delete(sequence);
+    if (result.status === 'unknown_event') continue;
+    status.applied.push({ sequence, eventId, outcome: result.outcome });
+    if (result.webhook) await startDelivery(region, holdId, result.webhook);
+
+    const { historyLength, continueAsNewSuggested } = workflowInfo();
+    if (historyLength >= HISTORY_BUDGET || continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof applyHoldEvents>({ ...input, pending: [...pending].map(([s, id]) => ({ sequence: s, eventId: id })) });
+    }
+  }
+  return { holdId, applied: status.applied.length };
+
+  /** The hold's next sequence is `expected`, and `sequence` is ahead of it: wait for it, then for a human. */
+  async function awaitPredecessor(expected: number, sequence: number): Promise<void> {
+    const filled = () => pending.has(expected) || Math.min(...pending.keys()) < sequence;
+    const until = new Date(Date.now() + gapWaitMs).toISOString();
+    enter({ stage: 'waiting_for_predecessor', expected, until, pending: waitingBehind() });
+    if (await condition(filled, gapWaitMs, { summary: holdEventsLabels.predecessor(expected, until) })) return;
+
+    const since = new Date().toISOString();
+    log.warn('processor event gap: stopped for a human', { holdId, expected, waitingBehind: waitingBehind() });
+    upsertSearchAttributes([{ key: DeliveryStatusKey, value: EVENT_GAP_STATUS }]);
+    enter({ stage: 'stopped_for_human', expected, since, pending: waitingBehind() });
+    skip = undefined;
+    await condition(() => filled() || skip?.sequence === expected, { summary: holdEventsLabels.human(expected) });
+    if (!filled() && skip) {
+      const { by, reason } = skip;
+      const skipped = await withSummary(holdEventsLabels.skip(expected)).skipProcessorSequence({ holdId, sequence: expected, by, reason });
+      if (skipped) status.skipped.push({ sequence: expected, by, reason });
+    }
+    skip = undefined;
+    upsertSearchAttributes([{ key: DeliveryStatusKey, value: 'none' }]);
+  }
+}
+
+/** Starts the workflow that delivers an applied event's webhook; one per webhook, never two. */
+async function startDelivery(
+  region: Region,
+  holdId: string,
+  webhook: NonNullable<Extract<ApplyProcessorEventResult, { webhook?: unknown }>['webhook']>,
+) {
+  try {
+    await startChild(deliverHoldEvent, {
+      workflowId: eventDeliveryWorkflowId(region, webhook.webhookId),
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      // A retried apply (already applied) finds its delivery started, or done: never a second delivery workflow.
+      workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      typedSearchAttributes: [
+        { key: RegionKey, value: region },
+        { key: HoldIdKey, value: holdId },
+        { key: MerchantIdKey, value: webhook.merchantId },
+        { key: DeliveryStatusKey, value: 'pending' },
+      ],
+      staticSummary: eventDeliverySummary(region, webhook.eventType, holdId, webhook.merchantId),
+      args: [{ region, holdId, webhookId: webhook.webhookId, retryHorizonMs: webhook.retryHorizonMs }],
+    });
+  } catch (err) {
+    if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+  }
+}
+
+export interface DeliverHoldEventInput {
+  region: string;
+  holdId: string;
+  webhookId: string;
+  retryHorizonMs: number;
+  quarantineTimeoutMs?: number;
+  resume?: DeliveryResume;
+}
+
+/**
+ * The webhook of one applied processor event, to a terminal state: the same delivery policy, merchant budget,
+ * quarantine and operator decisions as a release's webhook (`deliverUntilDecided`). The send gate sends it only
+ * after the hold's earlier webhooks have left `pending`, so the merchant hears of a hold's events in order.
+ */
+export async function deliverHoldEvent(
+  input: DeliverHoldEventInput,
+): Promise<{ webhookId: string; delivery: Awaited<ReturnType<typeof deliverUntilDecided>> }> {
+  const hold = trackHold(input.holdId, input.resume);
+  const delivery = await deliverUntilDecided({
+    webhookId: input.webhookId,
+    retryHorizonMs: input.retryHorizonMs,
+    hold,
+    resume: input.resume,
+    ctx: { region: input.region, holdId: input.holdId, webhookId: input.webhookId },
+    quarantineTimeoutMs: input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS,
+    continueAs: (carry: DeliveryResume) => continueAsNew<typeof deliverHoldEvent>({ ...input, resume: carry }),
+  });
+  return { webhookId: input.webhookId, delivery };
+}
