@@ -3,12 +3,11 @@
  * reference library; events recorded in the real ledger and applied by real hold-event workflows on the shared dev
  * server; the merchants told by the real delivery machinery; and the race with the expiry release, many times.
  */
-import { spawn } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accountTotals, checkBalanced, checkInvariants, checkLedgerInvariants, checkProcessorEventInvariants } from '../../bench/invariants.js';
 import { FakeProcessor, type ProcessorEvent } from '../../dev/fake-processor.js';
 import { freePort } from '../../dev/embedded-postgres.js';
+import { startReceiverProcess } from '../../dev/receiver-process.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
@@ -343,34 +342,18 @@ describe('the race with the expiry release', () => {
 describe('a receiver killed between recording and applying', () => {
   it('recorded events survive kill -9 before their hand-over, and another receiver hands them over: each applied exactly once', async () => {
     const n = await night({ future: 3 });
-    const port = await freePort();
     // A receiver that records but cannot reach Temporal (nothing listens at its address): it answers 202 with the
     // event only in the ledger; then it is killed -9.
-    const deadTemporal = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../src/bin/receiver.ts', import.meta.url))], {
-      env: {
-        ...process.env,
-        HOLD_SWEEPER_MODE: 'dev',
-        HOLD_SWEEPER_REGIONS: 'us',
-        DATABASE_URL_US: us.databaseUrl,
-        TEMPORAL_ADDRESS: `127.0.0.1:${deadTemporal}`,
-        TASK_QUEUE_US: us.config.taskQueue,
-        TEMPORAL_NAMESPACE_US: us.config.namespace,
-        PROCESSOR_SIGNING_SECRET_US: PROCESSOR_SECRET,
-        PROCESSOR_RECEIVER_ADDRESS: `127.0.0.1:${port}`,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const doomed = await startReceiverProcess({
+      region: us.config,
+      databaseUrl: us.databaseUrl,
+      temporalAddress: `127.0.0.1:${await freePort()}`,
+      secret: PROCESSOR_SECRET,
     });
-    let output = '';
-    child.stdout.on('data', (d) => (output += d));
-    child.stderr.on('data', (d) => (output += d));
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    await waitUntil(async () => output.includes('processor receiver listening'), `the receiver child listens (output: ${output})`, 60_000);
-    const doomed = new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, PROCESSOR_SECRET);
+    const sender = new FakeProcessor(doomed.url, PROCESSOR_SECRET);
     const events = n.future.flatMap((h) => [ev(h.id, 1, 'hold.incremented', 70), ev(h.id, 2, 'hold.captured', 20)]);
-    for (const e of events) expect((await doomed.send(e, { maxAttempts: 1 })).status).toBe(202);
-    child.kill('SIGKILL');
-    await exited;
+    for (const e of events) expect((await sender.send(e, { maxAttempts: 1 })).status).toBe(202);
+    await doomed.kill();
     const undispatched = await us.pool.query('SELECT event_id FROM processor_events WHERE hold_id = ANY($1::text[]) AND dispatched_at IS NULL', [
       n.future.map((h) => h.id),
     ]);
