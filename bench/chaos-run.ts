@@ -3,7 +3,9 @@
  * PostgreSQL, worker processes, fake merchants with every fault kind), while faults are injected at seeded
  * random times: worker SIGKILLs (each restarted), a Temporal restart, a PostgreSQL restart, a second sweep and
  * a schedule trigger at the same moment, a merchant frozen for a compressed "ten minutes", and a merchant that
- * closes the connection without answering. Then it waits for quiescence and checks every invariant.
+ * closes the connection without answering. Meanwhile the card processor calls back about some of the same holds
+ * (captures racing their release, reversals, increments; duplicated and out of order) through each region's
+ * receiver process, which is itself killed -9 once. Then it waits for quiescence and checks every invariant.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -19,7 +21,10 @@ import { startTemporalCluster } from '../dev/temporal-cluster.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
 import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
-import { checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
+import { accountTotals, checkBalanced, checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
+import { planCallbacks, sendCallbacks, type CallbackPlan, type CallbackTally } from './processor-callbacks.js';
+import { FakeProcessor } from '../dev/fake-processor.js';
+import { startReceiverProcess, type ReceiverProcess } from '../dev/receiver-process.js';
 import type { Region } from '../src/contracts/regions.js';
 import proto, { type temporal } from '@temporalio/proto';
 import { DEFAULT_DEPLOYMENT_NAME, DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
@@ -44,6 +49,8 @@ export interface ChaosOptions {
   historiesToScan: number;
   /** The Temporal under test: the dev server (default) or the production server with N shards on PostgreSQL. */
   temporal?: TemporalBackend;
+  /** The share of holds the processor calls back about (captures, reversals, increments); 0.15 unless said. */
+  callbackShare?: number;
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -54,6 +61,8 @@ export interface ChaosReport {
   faults: { atSeconds: number; kind: string; detail: string }[];
   deliveries: Record<string, number>;
   requests: number;
+  /** The processor's callbacks: what was sent (per region, summed) and what applying them did, by outcome. */
+  processorCallbacks: Omit<CallbackTally, 'refused'> & { holds: number; refused: string[]; outcomes: Record<string, number> };
   /**
    * The merchant that came closest to receiving more than rate + burst in one second: how much later than its
    * neighbours one of its requests could have arrived without doing so (negative: invariant 4 is broken).
@@ -178,6 +187,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     poolMax: 5,
   });
   const faults: ChaosReport['faults'] = [];
+  const processorSecret = generateSigningSecret();
+  const callbackPlans = new Map<Region, CallbackPlan>();
+  const openingTotals = new Map<Region, Map<string, bigint>>();
+  const receivers: ReceiverProcess[] = [];
   let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
   // One change to the worker processes at a time: a kill's restart and a deploy's replacement never meet.
   let workerChanges = Promise.resolve();
@@ -220,12 +233,25 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         expiresInSeconds: -60 - random() * 3600,
       }));
       await insertHolds(region.pool, holds);
+      callbackPlans.set(region.region, planCallbacks(holds, options.callbackShare ?? 0.15, random));
+      openingTotals.set(region.region, await accountTotals(region.pool));
     }
     log(
       `[chaos] seed ${options.seed}: ${options.holds} holds, ${options.merchantsPerRegion} merchants per region, ${options.workers} worker processes`,
     );
 
     workers = await startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath));
+    for (const region of regions) {
+      receivers.push(
+        await startReceiverProcess({
+          region,
+          databaseUrl: region.databaseUrl!,
+          temporalAddress: server.address,
+          secret: processorSecret,
+          gapWait: '2m',
+        }),
+      );
+    }
     for (const region of regions)
       await ensureSweepSchedule(region.client, region, {
         intervalMs: 86_400_000,
@@ -236,6 +262,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       });
     startedAt = Date.now();
     for (const region of regions) await sweepNow(region.client, region);
+    // The processor calls back while the sweeps run: captures race the releases of the same holds.
+    const callbacks = Promise.all(
+      regions.map((region, i) =>
+        sendCallbacks(new FakeProcessor(receivers[i]!.url, processorSecret), callbackPlans.get(region.region)!, 0.6 * options.faultWindowMs, random),
+      ),
+    );
 
     // The faults, at seeded random times inside the window.
     const at = (fromMs: number, toMs: number) => fromMs + random() * (toMs - fromMs);
@@ -289,6 +321,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       })),
       {
+        atMs: at(0.1 * window, 0.5 * window),
+        run: async () => {
+          const index = Math.floor(random() * receivers.length);
+          fault(
+            'receiver kill',
+            `SIGKILL the ${regions[index]!.region} processor-event receiver (recorded events not yet handed over stay recorded)`,
+          );
+          await receivers[index]!.kill();
+          await sleep(1000 + random() * 1000);
+          await receivers[index]!.restart();
+          fault('receiver restart', `the ${regions[index]!.region} receiver is running again; its relay hands over what is left`);
+        },
+      },
+      {
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
           fault('temporal restart', `${temporalName} stopped (its state survives, in SQLite or PostgreSQL)`);
@@ -338,14 +384,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       }),
     );
 
-    // Quiescence: the sweeps are done, a final sweep found nothing left, and no webhook is pending.
+    const tallies = await callbacks;
+    // Quiescence: the sweeps are done, a final sweep found nothing left, every processor event is applied, and no
+    // webhook is pending.
     const deadline = Date.now() + options.quiescenceTimeoutMs;
     const pending = async () => {
       let total = 0;
       for (const region of regions) {
         const { rows } = await region.pool.query<{ n: number }>(
           `SELECT (SELECT count(*) FROM auth_holds WHERE state = 'active' AND expires_at <= now())::integer
-                + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::integer AS n`,
+                + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::integer
+                + (SELECT count(*) FROM processor_events WHERE applied_at IS NULL)::integer AS n`,
         );
         total += rows[0]!.n;
       }
@@ -356,7 +405,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const left = await retrying(pending);
       if (left === 0) break;
       if (Date.now() > deadline)
-        throw new Error(`no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds or webhooks still pending`);
+        throw new Error(`no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds, events or webhooks still pending`);
       await sleep(1000);
     }
     const quiescenceSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
@@ -364,7 +413,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
     const workflowTaskFailures: ChaosReport['workflowTaskFailures'] = [];
     const serverFailedWorkflowTasks: ChaosReport['serverFailedWorkflowTasks'] = {};
-    const texts: { source: string; text: string }[] = workers.output().map((text, i) => ({ source: `worker ${i} logs`, text }));
+    const texts: { source: string; text: string }[] = [
+      ...workers.output().map((text, i) => ({ source: `worker ${i} logs`, text })),
+      ...receivers.map((r, i) => ({ source: `${regions[i]!.region} receiver logs`, text: r.output() })),
+    ];
     for (const region of regions) {
       let scanned = 0;
       for await (const { workflowId, history } of region.client.workflow.list({ query: `TaskQueue = '${region.taskQueue}'` }).intoHistories()) {
@@ -376,7 +428,32 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (++scanned >= options.historiesToScan) break;
       }
     }
-    const violations = await checkInvariants({ regions, requests: merchants.requests(), texts });
+    const violations = await checkInvariants({ regions, requests: merchants.requests(), texts, secrets: [processorSecret] });
+    for (const region of regions) {
+      for (const v of await checkBalanced(region.pool, openingTotals.get(region.region)!))
+        violations.push({ ...v, message: `${region.region}: ${v.message}` });
+    }
+    const outcomes: Record<string, number> = {};
+    for (const region of regions) {
+      const { rows } = await region.pool.query<{ outcome: string; n: number }>(
+        'SELECT outcome, count(*)::integer AS n FROM processor_events GROUP BY 1',
+      );
+      for (const r of rows) outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + r.n;
+    }
+    const processorCallbacks: ChaosReport['processorCallbacks'] = {
+      holds: [...callbackPlans.values()].reduce((n, p) => n + p.holds, 0),
+      events: tallies.reduce((n, t) => n + t.events, 0),
+      requests: tallies.reduce((n, t) => n + t.requests, 0),
+      duplicates: tallies.reduce((n, t) => n + t.duplicates, 0),
+      reordered: tallies.reduce((n, t) => n + t.reordered, 0),
+      refused: tallies.flatMap((t) => t.refused),
+      outcomes,
+    };
+    log(
+      `[chaos] processor callbacks: ${processorCallbacks.events} events about ${processorCallbacks.holds} holds, ${processorCallbacks.requests} requests (${processorCallbacks.duplicates} duplicates, ${processorCallbacks.reordered} out of order); applied: ${JSON.stringify(outcomes)}`,
+    );
+    if (processorCallbacks.refused.length > 0)
+      violations.push({ invariant: 8, message: 'processor callback refused by the receiver', ids: processorCallbacks.refused.slice(0, 20) });
     const deliveries: Record<string, number> = {};
     for (const region of regions) {
       const { rows } = await region.pool.query<{ status: string; n: number }>(
@@ -394,6 +471,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       faults,
       deliveries,
       requests: merchants.requests().length,
+      processorCallbacks,
       tightestMerchantWindow: tightest,
       violations,
       workflowTaskFailures,
@@ -401,6 +479,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       quiescenceSeconds,
     };
   } finally {
+    await Promise.all(receivers.map((r) => r.stop()));
     await workers?.stop();
     await merchants.stop();
     await Promise.all(regions.map((r) => r.pool.end()));

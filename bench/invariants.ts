@@ -151,6 +151,8 @@ export interface InvariantInput {
   requests: readonly ReceivedWebhook[];
   /** Texts that must never contain a signing secret: histories, worker logs. */
   texts: readonly { source: string; text: string }[];
+  /** Secrets besides the merchants' (e.g. the processor's), which must not appear in `texts` either. */
+  secrets?: readonly string[];
 }
 
 const first = <T>(items: readonly T[], n = 20) => items.slice(0, n);
@@ -226,7 +228,7 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
   };
   const deliveries = new Map<string, { region: Region; payload: string; status: string; committed: boolean; merchantId: string }>();
   const merchantRegion = new Map<string, Region>();
-  const secrets: string[] = [];
+  const secrets: string[] = [...(input.secrets ?? [])];
   const limits = new Map<string, number>();
   const leakedTexts: { source: string; text: string }[] = [];
 
