@@ -13,6 +13,13 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
 import { isoUtc } from '../../src/db/sql.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
+import type { ReleaseExpiredHoldResult } from '../../src/contracts/domain.js';
+import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
+import { holdEventsStatusQuery } from '../../src/contracts/processor.js';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { createProcessorReceiver } from '../../src/processor/receiver.js';
+import { FakeProcessor, type ProcessorEvent } from '../../dev/fake-processor.js';
+import type { HoldSeed } from '../../dev/seed.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { WORKFLOW_IDS_FILE } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
@@ -21,6 +28,7 @@ import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 /** The release these histories belong to: the git revision they were recorded from (or GOLDEN_RELEASE). */
 const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
 const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+const PROCESSOR_SECRET = generateSigningSecret();
 
 let harness: Harness;
 beforeAll(async () => {
@@ -33,7 +41,7 @@ afterAll(async () => {
 it('records the golden histories of this release in every waiting state', async () => {
   const us = await harness.region('us');
   await harness.startWorker(us);
-  const night = await seedNight(us.pool, 'us', `${harness.id}g`, { expired: 24, merchants: 8 }, harness.merchants);
+  const night = await seedNight(us.pool, 'us', `${harness.id}g`, { expired: 24, future: 8, merchants: 8 }, harness.merchants);
   const m = night.merchantIds;
   const script = (merchant: string, responses: Parameters<Harness['merchants']['script']>[1]['responses']) =>
     harness.merchants.script(merchant, { secrets: [night.secrets.get(merchant)!], responses });
@@ -111,6 +119,45 @@ it('records the golden histories of this release in every waiting state', async 
     })
     .toBeGreaterThanOrEqual(2);
 
+  // Processor events (issue 20): a hold's event workflow up to date and one stopped at a gap; the webhooks they write,
+  // delivered and quarantined (m7 answers 422); a late capture of a released hold.
+  const receiver = createProcessorReceiver({
+    region: 'us',
+    pool: us.pool,
+    client: us.client,
+    taskQueue: us.config.taskQueue,
+    processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
+    gapWaitMs: 2_000,
+    log: () => undefined,
+  });
+  const { port } = await receiver.listen(0);
+  const processor = new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, PROCESSOR_SECRET);
+  const [upToDate, gapped, , , , , , quarantinedEvent] = night.future as HoldSeed[];
+  const lateCaptured = night.expired.find((h) => h.merchantId === m[0])!.id;
+  const event = (holdId: string, sequence: number, type: ProcessorEvent['type'], amountMinor?: number): ProcessorEvent => ({
+    eventId: `evt_${holdId}_${sequence}`,
+    holdId,
+    sequence,
+    type,
+    ...(amountMinor === undefined ? {} : { amountMinor, currency: 'USD' }),
+  });
+  for (const e of [
+    event(upToDate!.id, 1, 'hold.incremented', 100),
+    event(upToDate!.id, 2, 'hold.captured', 50),
+    event(gapped!.id, 2, 'hold.reversed'),
+    event(quarantinedEvent!.id, 1, 'hold.captured', 10),
+    event(lateCaptured, 1, 'hold.captured', 10),
+  ])
+    expect((await processor.send(e)).status).toBe(202);
+  const eventsOf = (holdId: string) => us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
+  await expect.poll(async () => (await eventsOf(upToDate!.id).query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('idle');
+  await expect.poll(async () => (await eventsOf(gapped!.id).query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('stopped_for_human');
+  const undelivered = async () =>
+    (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE event_type <> 'hold.released' AND status = 'pending'`)).rows[0]
+      .n;
+  await expect.poll(undelivered, { timeout: 30_000 }).toBe(0);
+  await receiver.close();
+
   await fs.rm(OUT, { recursive: true, force: true });
   await fs.mkdir(OUT, { recursive: true });
   const written: string[] = [];
@@ -118,13 +165,15 @@ it('records the golden histories of this release in every waiting state', async 
   for await (const execution of us.client.workflow.list({ query: `TaskQueue = '${us.config.taskQueue}'` })) {
     const handle = us.client.workflow.getHandle(execution.workflowId, execution.runId);
     let state = execution.status.name.toLowerCase();
-    if (execution.type === 'releaseExpiredHold') {
+    if (execution.type === 'applyHoldEvents') {
+      state = execution.status.name === 'RUNNING' ? (await handle.query(holdEventsStatusQuery)).stage.stage : state;
+    } else if (execution.type === 'releaseExpiredHold' || execution.type === 'deliverHoldEvent') {
       if (execution.status.name === 'RUNNING') {
         const status = await handle.query(statusQuery);
         state = `${status.stage}${'policyRun' in status && status.policyRun > 1 ? `-run-${status.policyRun}` : ''}`;
       } else {
-        const result = await handle.result();
-        state = `${state}-${result.delivery?.status ?? result.release.status}${result.delivery && 'policyRuns' in result.delivery && result.delivery.policyRuns > 1 ? '-replayed' : ''}`;
+        const result = (await handle.result()) as { delivery?: ReleaseExpiredHoldResult['delivery']; release?: { status: string } };
+        state = `${state}-${result.delivery?.status ?? result.release?.status}${result.delivery && 'policyRuns' in result.delivery && result.delivery.policyRuns > 1 ? '-replayed' : ''}`;
       }
     }
     const name = `${execution.type}-${state}-${written.length}.json`;

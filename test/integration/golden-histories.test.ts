@@ -22,6 +22,12 @@ const STATES = [
   'sweepExpiredHolds-completed',
   // Since `sweep-page-batches`: the workflows that start a page's children.
   'startHoldBatch-completed',
+  // Since processor events (issue 20): a hold's event workflow waiting for its next event or stopped at a gap, and
+  // the deliveries of the webhooks its events write.
+  'applyHoldEvents-idle',
+  'applyHoldEvents-stopped_for_human',
+  'deliverHoldEvent-completed-delivered',
+  'deliverHoldEvent-quarantined',
 ];
 
 describe('golden histories', () => {
