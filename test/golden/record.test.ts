@@ -66,7 +66,9 @@ it('records the golden histories of this release in every waiting state', async 
   expect(sweeps[0].alreadyStarted + sweeps[1].alreadyStarted).toBeGreaterThan(0);
 
   const holdsOf = async (merchantId: string) =>
-    (await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])).rows.map((r) => r.id);
+    (
+      await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 AND expires_at <= now() ORDER BY id', [merchantId])
+    ).rows.map((r) => r.id);
   const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
   const statusOf = async (holdId: string) => (await handleOf(holdId)).query(statusQuery);
   const reaches = async (holdIds: string[], stage: HoldStage['stage']) =>
