@@ -36,6 +36,7 @@ function receiverFor(region: TestRegion, options: { relayAfterMs?: number } = {}
     taskQueue: region.config.taskQueue,
     processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
     gapWaitMs: GAP_WAIT_MS,
+    recordTimeoutMs: 1_000,
     relayIntervalMs: 500,
     relayAfterMs: options.relayAfterMs ?? 2_000,
     log: () => undefined,
@@ -190,6 +191,56 @@ describe('the receiver', () => {
     expect(await entries(holdId)).toEqual([{ kind: 'hold_increment', amount_minor: '250' }]);
     expect(await hold(holdId)).toMatchObject({ event_seq: 1, amount_minor: String(n.future[0]!.amountMinor + 250) });
     expect(harness.merchants.requests().filter((r) => r.body.includes(`"${holdId}"`))).toHaveLength(1);
+    await allInvariants();
+  });
+});
+
+describe('a slow ledger', () => {
+  it('does not slow the answer: with the hold row locked by a long ledger transaction the event is recorded and acknowledged, and applies once the lock goes', async () => {
+    const n = await night({ future: 1 });
+    const holdId = n.future[0]!.id;
+    const blocker = await us.pool.connect();
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT 1 FROM auth_holds WHERE id = $1 FOR UPDATE', [holdId]);
+      await blocker.query('LOCK TABLE accounts IN EXCLUSIVE MODE');
+      expect((await processor.send(ev(holdId, 1, 'hold.captured', 100), { maxAttempts: 1 })).status).toBe(202);
+      // Recorded, handed over, and waiting on the row lock: not applied while the ledger holds it.
+      await waitUntil(
+        async () =>
+          (await us.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0,
+        'the apply waits on the lock',
+      );
+      expect((await eventRows(holdId))[0]).toMatchObject({ outcome: null });
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    await waitUntil(() => settled([holdId]), 'the capture applies once the ledger lets go');
+    expect(await hold(holdId)).toMatchObject({ state: 'captured' });
+    await allInvariants();
+  });
+
+  it('answers 503 when the event cannot be recorded in time, never 2xx; the processor retry records and applies it once', async () => {
+    const n = await night({ future: 1 });
+    const holdId = n.future[0]!.id;
+    const event = ev(holdId, 1, 'hold.incremented', 30);
+    const blocker = await us.pool.connect();
+    let first: Awaited<ReturnType<FakeProcessor['send']>>;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('LOCK TABLE processor_events IN ACCESS EXCLUSIVE MODE');
+      first = await processor.send(event, { maxAttempts: 1 });
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    expect({ status: first.status, error: JSON.parse(first.body).error }).toEqual({ status: 503, error: 'NotRecorded' });
+    // The INSERT that timed out for the answer still lands once the lock goes: the retry finds it, a duplicate.
+    const retry = await processor.send(event);
+    expect([200, 202]).toContain(retry.status);
+    await waitUntil(() => settled([holdId]), 'the increment is applied');
+    expect(await entries(holdId)).toEqual([{ kind: 'hold_increment', amount_minor: '30' }]);
     await allInvariants();
   });
 });
