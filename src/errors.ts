@@ -78,7 +78,10 @@ export class OperatorError extends Error {
       | 'EmptySelection'
       | 'MerchantNotFound'
       | 'MerchantExists'
-      | 'MerchantBudgetBusy',
+      | 'MerchantBudgetBusy'
+      | 'NoHoldEvents'
+      | 'NotWaitingForSequence'
+      | 'ReviewNotOpen',
     message: string,
   ) {
     super(message);

@@ -13,6 +13,8 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { sweepNow } from '../schedules.js';
+import { refusedRequests, reviews } from '../sql/processor-events.js';
+import { holdEvents, resolveReview, skipMissingEvent } from './processor-events.js';
 import {
   addMerchant,
   pauseMerchant,
@@ -60,6 +62,14 @@ Usage: npm run ops -- <command> [options]
   merchant rotate-secret <id> [--overlap 24h]
                                      a new secret (printed once); the old one also signs until the overlap ends
   merchant ping <id>                 one signed merchant.ping, in the merchant's rate budget; shows the answer
+
+  events show <hold id>              the processor's events for a hold: sequence, outcome, webhook; skips; its workflow
+  events skip <hold id> --sequence N --by NAME --reason TEXT
+                                     a hold stopped at a gap: apply what follows without the missing event
+  events refused [--since T]         requests the receiver refused (4xx), newest first
+  reviews list [--all]               ledger entries flagged for a human (late captures, events that could not apply)
+  reviews resolve <event id> --by NAME
+                                     close one
 
 Options: --region us|eu (required when several are configured), --json (machine-readable output), --help
 Policy overrides: e.g. --policy '{"retryHorizonMs": 86400000}' (keys in docs/webhooks.md). Durations: 30s, 15m, 24h, 7d.
@@ -169,6 +179,8 @@ function parseCommandLineStrictly(argv: string[]) {
       burst: { type: 'string' },
       policy: { type: 'string' },
       overlap: { type: 'string' },
+      sequence: { type: 'string' },
+      all: { type: 'boolean', default: false },
     },
   });
 }
@@ -259,8 +271,69 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         );
         return result.outcome === 'applied' ? 0 : 3;
       }
+      case 'events': {
+        if (sub === 'show') {
+          const report = await holdEvents(ctx, required(arg, 'hold id'));
+          const account = report.workflow?.account;
+          print(
+            [
+              `hold ${report.holdId}: ${report.events.length} processor event(s)`,
+              table(
+                report.events.map(({ sequence, event_id, event_type, amount_minor, outcome, webhook_id, webhook_status }) => ({
+                  sequence,
+                  event_id,
+                  event_type,
+                  amount_minor,
+                  outcome,
+                  webhook_id,
+                  webhook_status,
+                })),
+              ),
+              '',
+              `skipped: ${report.skips.length === 0 ? 'none' : table(report.skips)}`,
+              `reviews: ${report.reviews.length === 0 ? 'none' : table(report.reviews)}`,
+              `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}${account ? `, ${JSON.stringify(account.stage)}` : ''}` : 'none'}`,
+            ].join('\n'),
+            report,
+          );
+          return 0;
+        }
+        if (sub === 'skip') {
+          const holdId = required(arg, 'hold id');
+          const sequence = numberOption(values, 'sequence');
+          if (sequence === undefined || !Number.isInteger(sequence) || sequence < 1)
+            throw new ConfigError('--sequence', values.sequence, 'the missing sequence, a positive integer');
+          const result = await skipMissingEvent(ctx, holdId, sequence, required(values.by, 'by'), required(values.reason, 'reason'));
+          print(`sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.workflowId}); what follows it applies now`, result);
+          return 0;
+        }
+        if (sub === 'refused') {
+          const rows = await refusedRequests(ctx.pool, isoOption(values.since, 'since'));
+          print(`${table(rows)}\n${rows.length} refused`, rows);
+          return 0;
+        }
+        throw new ConfigError('events', sub, '"show", "skip" or "refused"');
+      }
+      case 'reviews': {
+        if (sub === 'list') {
+          const rows = await reviews(ctx.pool, { all: values.all });
+          print(`${table(rows)}\n${rows.length} ${values.all ? '' : 'open '}review(s)`, rows);
+          return 0;
+        }
+        if (sub === 'resolve') {
+          const eventId = required(arg, 'event id');
+          const result = await resolveReview(ctx, eventId, required(values.by, 'by'));
+          print(`review of ${eventId} resolved`, result);
+          return 0;
+        }
+        throw new ConfigError('reviews', sub, '"list" or "resolve"');
+      }
       default:
-        throw new ConfigError('command', command, 'one of sweep-now, status, quarantine, replay, approve, discard, merchant (see --help)');
+        throw new ConfigError(
+          'command',
+          command,
+          'one of sweep-now, status, quarantine, replay, approve, discard, merchant, events, reviews (see --help)',
+        );
     }
   } finally {
     await ctx.close();

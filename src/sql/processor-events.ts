@@ -289,3 +289,66 @@ export async function skipSequence(tx: pg.PoolClient, holdId: string, sequence: 
   ]);
   return true;
 }
+
+/** A hold's processor events in sequence, each with what applying it did and the state of the webhook it wrote. */
+export async function eventsOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT e.sequence, e.event_id, e.event_type, e.amount_minor, e.currency, e.received_at, e.dispatched_at, e.applied_at,
+            e.outcome, e.outcome_detail, e.ledger_entry_id, e.webhook_id, d.status AS webhook_status
+       FROM processor_events e LEFT JOIN webhook_deliveries d ON d.webhook_id = e.webhook_id
+      WHERE e.hold_id = $1::text ORDER BY e.sequence`,
+    [holdId],
+  );
+  return rows;
+}
+
+/** A hold's skipped sequences, oldest first. */
+export async function skipsOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    'SELECT sequence, skipped_by, reason, skipped_at FROM processor_sequence_skips WHERE hold_id = $1::text ORDER BY sequence',
+    [holdId],
+  );
+  return rows;
+}
+
+/** Ledger reviews (open ones only unless `all`), oldest first; with the event and its ledger entry. */
+export async function reviews(db: Queryable, { all = false, holdId }: { all?: boolean; holdId?: string } = {}): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT r.event_id, r.hold_id, r.reason, r.opened_at, r.resolved_by, r.resolved_at, e.event_type, e.outcome, l.kind AS entry_kind,
+            l.amount_minor AS entry_amount_minor
+       FROM ledger_reviews r JOIN processor_events e ON e.event_id = r.event_id
+       LEFT JOIN ledger_entries l ON l.id = e.ledger_entry_id
+      WHERE ($1::boolean OR r.resolved_at IS NULL) AND ($2::text IS NULL OR r.hold_id = $2::text)
+      ORDER BY r.opened_at, r.event_id`,
+    [all, holdId ?? null],
+  );
+  return rows;
+}
+
+/** Closes an open review; false when there is none open for this event. */
+export async function resolveReview(db: Queryable, eventId: string, by: string): Promise<boolean> {
+  const { rowCount } = await db.query(
+    'UPDATE ledger_reviews SET resolved_by = $2::text, resolved_at = now() WHERE event_id = $1::text AND resolved_at IS NULL',
+    [eventId, by],
+  );
+  return rowCount === 1;
+}
+
+/** Requests the receiver refused, newest first. */
+export async function refusedRequests(db: Queryable, since: string | undefined, limit = 100): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT id, received_at, status_code, error_code, message, event_id FROM processor_requests_refused
+      WHERE $1::timestamptz IS NULL OR received_at >= $1::timestamptz ORDER BY id DESC LIMIT $2::integer`,
+    [since ?? null, limit],
+  );
+  return rows;
+}
+
+/** Whether `sequence` of the hold has been skipped (recorded by the hold's workflow). */
+export async function isSkipped(db: Queryable, holdId: string, sequence: number): Promise<boolean> {
+  const { rowCount } = await db.query('SELECT 1 FROM processor_sequence_skips WHERE hold_id = $1::text AND sequence = $2::integer', [
+    holdId,
+    sequence,
+  ]);
+  return rowCount === 1;
+}

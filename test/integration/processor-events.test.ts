@@ -12,6 +12,7 @@ import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
+import { runOps } from '../../src/ops/cli.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -111,6 +112,24 @@ async function settled(holdIds: readonly string[]): Promise<boolean> {
     [holdIds],
   );
   return Number(rows[0]!.open) === 0;
+}
+
+/** `npm run ops -- ...` against this file's region, its output lines collected. */
+async function withOps(work: (ops: (...args: string[]) => Promise<number>, lines: string[]) => Promise<void>): Promise<void> {
+  const env = { ...process.env };
+  Object.assign(process.env, {
+    HOLD_SWEEPER_REGIONS: 'us',
+    DATABASE_URL_US: us.databaseUrl,
+    TEMPORAL_ADDRESS: harness.address,
+    TASK_QUEUE_US: us.config.taskQueue,
+    TEMPORAL_NAMESPACE_US: us.config.namespace,
+  });
+  try {
+    const lines: string[] = [];
+    await work((...args) => runOps(args, (l) => lines.push(l)), lines);
+  } finally {
+    process.env = env;
+  }
 }
 
 async function allInvariants(): Promise<void> {
@@ -298,23 +317,41 @@ describe('order per hold', () => {
     await allInvariants();
   });
 
-  it('an operator skips a missing event: what follows applies; the skipped one, arriving later, is recorded, not applied, and flagged', async () => {
+  it('an operator skips a missing event from the CLI: what follows applies; the skipped one, arriving later, is recorded, not applied, and flagged for review', async () => {
     const n = await night({ future: 1 });
     const holdId = n.future[0]!.id;
     expect((await processor.send(ev(holdId, 2, 'hold.reversed'))).status).toBe(202);
     const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
     await expect.poll(async () => (await handle.query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('stopped_for_human');
-    // A skip naming the wrong sequence is ignored; the right one applies.
-    await handle.signal(skipMissingEventSignal, { sequence: 5, by: 'ops@example.com', reason: 'wrong one' });
-    await handle.signal(skipMissingEventSignal, { sequence: 1, by: 'ops@example.com', reason: 'processor confirmed seq 1 was never issued' });
+    await withOps(async (ops, lines) => {
+      expect(await ops('events', 'show', holdId)).toBe(0);
+      expect(lines.pop()).toMatch(
+        /hold \S+: 1 processor event\(s\)[\s\S]*workflow: hold-events-us-\S+ RUNNING, \{"stage":"stopped_for_human","expected":1/,
+      );
+      // Refused without sending anything: not the sequence it waits for; a raw signal naming it is ignored too.
+      await expect(ops('events', 'skip', holdId, '--sequence', '5', '--by', 'ops@example.com', '--reason', 'wrong one')).rejects.toMatchObject({
+        code: 'NotWaitingForSequence',
+      });
+      await handle.signal(skipMissingEventSignal, { sequence: 5, by: 'ops@example.com', reason: 'wrong one' });
+      expect(
+        await ops('events', 'skip', holdId, '--sequence', '1', '--by', 'ops@example.com', '--reason', 'processor confirmed seq 1 was never issued'),
+      ).toBe(0);
+    });
     await waitUntil(() => settled([holdId]), 'the reversal is applied after the skip');
     expect(await hold(holdId)).toMatchObject({ state: 'reversed', event_seq: 2 });
 
     expect((await processor.send(ev(holdId, 1, 'hold.incremented', 10))).status).toBe(202);
     await waitUntil(async () => (await eventRows(holdId))[0]?.outcome === 'skipped_over', 'the late event is recorded as skipped over');
-    const review = await us.pool.query('SELECT reason FROM ledger_reviews WHERE hold_id = $1', [holdId]);
-    expect(review.rows).toHaveLength(1);
     expect(await entries(holdId)).toEqual([{ kind: 'hold_reversal', amount_minor: String(n.future[0]!.amountMinor) }]);
+    await withOps(async (ops, lines) => {
+      expect(await ops('reviews', 'list', '--json')).toBe(0);
+      const open = (JSON.parse(lines.pop()!) as { event_id: string; hold_id: string; reason: string }[]).filter((r) => r.hold_id === holdId);
+      expect(open).toEqual([
+        expect.objectContaining({ event_id: ev(holdId, 1, 'hold.incremented').eventId, reason: expect.stringMatching(/skipped by an operator/) }),
+      ]);
+      expect(await ops('reviews', 'resolve', open[0]!.event_id, '--by', 'ops@example.com')).toBe(0);
+      await expect(ops('reviews', 'resolve', open[0]!.event_id, '--by', 'ops@example.com')).rejects.toMatchObject({ code: 'ReviewNotOpen' });
+    });
     await allInvariants();
   });
 });
