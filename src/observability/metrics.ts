@@ -110,10 +110,17 @@ export function startLedgerGauges(options: {
     'time since the last sweep that completed and recorded itself',
   );
   const sweepInterval = gauge('hold_sweeper_sweep_interval_seconds', 's', 'the schedule’s sweep interval (SWEEP_INTERVAL)');
+  const oldestUnapplied = gauge(
+    'hold_sweeper_oldest_unapplied_processor_event_age_seconds',
+    's',
+    'age of the oldest processor event recorded and not yet applied (a gap, or the hand-over behind)',
+  );
+  const openReviews = gauge('hold_sweeper_open_ledger_reviews', '1', 'ledger reviews nobody has resolved (late captures, events that could not apply)');
+  const refused = gauge('hold_sweeper_processor_requests_refused_recent', '1', 'processor callbacks refused (4xx) in the last 15 minutes');
   const tags = { region };
 
   async function refresh() {
-    const [holds, pending, quarantine, other, requests, sweepAge] = await Promise.all([
+    const [holds, pending, quarantine, other, requests, sweepAge, processor] = await Promise.all([
       pool.query<{ age: number | null }>(
         `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,
       ),
@@ -129,6 +136,11 @@ export function startLedgerGauges(options: {
       ),
       pool.query<{ status: string; n: number }>(`SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`),
       sweep.lastCompletedAgeSeconds(),
+      pool.query<{ age: number | null; reviews: number; refused: number }>(
+        `SELECT (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM processor_events WHERE applied_at IS NULL) AS age,
+                (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews,
+                (SELECT count(*) FROM processor_requests_refused WHERE received_at > now() - interval '15 minutes')::integer AS refused`,
+      ),
     ]);
     oldestUnreleased.set(holds.rows[0]?.age ?? 0, tags);
     oldestUndelivered.set(pending.rows[0]?.age ?? 0, tags);
@@ -143,6 +155,9 @@ export function startLedgerGauges(options: {
     replays.set(byStatus.get('approved') ?? 0, { ...tags, status: 'approved' });
     lastCompletedSweep.set(sweepAge, tags);
     sweepInterval.set(sweep.intervalMs / 1000, tags);
+    oldestUnapplied.set(processor.rows[0]!.age ?? 0, tags);
+    openReviews.set(processor.rows[0]!.reviews, tags);
+    refused.set(processor.rows[0]!.refused, tags);
   }
 
   let stopped = false;

@@ -95,6 +95,33 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(text).toMatch(/^temporal_\w+/m);
   });
 
+  it('processor events: the oldest unapplied event, open ledger reviews and recent refusals are exported where their alerts look', async () => {
+    // As a receiver records them: one event 40 minutes old stuck behind a missing sequence (no workflow here), one
+    // applied and flagged for review, and one refused request.
+    await us.pool.query(
+      `INSERT INTO processor_events (event_id, hold_id, sequence, event_type, amount_minor, currency, occurred_at, body, body_sha256, received_at)
+       VALUES ('evt_obs_gap', 'h_obs', 2, 'hold.captured', 10, 'USD', now(), '{}', 'x', now() - interval '40 minutes')`,
+    );
+    await us.pool.query(
+      `INSERT INTO processor_events (event_id, hold_id, sequence, event_type, amount_minor, currency, occurred_at, body, body_sha256, applied_at, outcome)
+       VALUES ('evt_obs_late', 'h_obs', 1, 'hold.captured', 10, 'USD', now(), '{}', 'y', now(), 'ignored')`,
+    );
+    await us.pool.query(
+      `INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ('evt_obs_late', 'h_obs', 'hold.captured for an unknown hold')`,
+    );
+    await us.pool.query(
+      `INSERT INTO processor_requests_refused (status_code, error_code, message) VALUES (401, 'BadSignature', 'no v1 signature matches')`,
+    );
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_oldest_unapplied_processor_event_age_seconds', { region: 'us' }), {
+        timeout: 10_000,
+      })
+      .toBeGreaterThan(40 * 60 - 5);
+    const text = await scrape();
+    expect(metricValue(text, 'hold_sweeper_open_ledger_reviews', { region: 'us' })).toBe(1);
+    expect(metricValue(text, 'hold_sweeper_processor_requests_refused_recent', { region: 'us' })).toBe(1);
+  });
+
   it('a failing workflow task is counted where the WorkflowTaskFailures alert looks (temporal_workflow_task_execution_failed)', async () => {
     // A workflow type this worker does not have fails every workflow task, as a non-deterministic deploy would.
     const handle = await us.client.workflow.start('workflowFromAnotherRelease', {
@@ -278,6 +305,9 @@ describe('deployment files', () => {
       'MerchantRateLimited',
       'SweepNotCompleting',
       'WorkflowTaskFailures',
+      'ProcessorEventGap',
+      'LedgerReviewsOpen',
+      'ProcessorCallbacksRefused',
     ]);
     for (const rule of rules) {
       expect(['page', 'ticket']).toContain(rule.labels.severity);
