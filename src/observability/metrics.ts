@@ -115,7 +115,11 @@ export function startLedgerGauges(options: {
     's',
     'age of the oldest processor event recorded and not yet applied (a gap, or the hand-over behind)',
   );
-  const openReviews = gauge('hold_sweeper_open_ledger_reviews', '1', 'ledger reviews nobody has resolved (late captures, events that could not apply)');
+  const openReviews = gauge(
+    'hold_sweeper_open_ledger_reviews',
+    '1',
+    'ledger reviews nobody has resolved (late captures, events that could not apply)',
+  );
   const refused = gauge('hold_sweeper_processor_requests_refused_recent', '1', 'processor callbacks refused (4xx) in the last 15 minutes');
   const tags = { region };
 
