@@ -7,7 +7,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
-import { CONFIG_VARIABLES, loadConfig } from '../../src/config.js';
+import { CONFIG_VARIABLES, loadConfig, loadProcessorConfig } from '../../src/config.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '../../dev/temporal-cluster.js';
@@ -226,7 +226,7 @@ describe('deployment files', () => {
     expect(dockerfile).toMatch(/^FROM node:20-bookworm/m);
     const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
     await expect(fs.access(new URL(`../../${cmd[cmd.length - 1]}`, import.meta.url))).resolves.toBeUndefined();
-    for (const region of ['us', 'eu']) {
+    for (const region of ['us', 'eu'] as const) {
       const worker = services[`worker-${region}`]!;
       // The image's build id comes from the operator's BUILD_ID (the git revision), baked in as WORKER_BUILD_ID.
       expect(worker.build).toEqual({ context: '.', args: { BUILD_ID: '${BUILD_ID:-}' } });
@@ -245,6 +245,21 @@ describe('deployment files', () => {
       expect(config).toMatchObject({ mode: 'production', regions: [{ region, namespace: `hold-sweeper-${region}` }] });
       expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
       expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
+
+      // The region's processor-event receiver: the same image, its own entry point, a configuration both loaders accept.
+      const receiver = services[`receiver-${region}`]!;
+      expect(receiver.command).toEqual(['node', '--import', 'tsx', 'src/bin/receiver.ts']);
+      const secret = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
+      const receiverEnv = Object.fromEntries(
+        Object.entries(receiver.environment as Record<string, string>).map(([k, v]) => [
+          k,
+          v.replace(/^\$\{PROCESSOR_[A-Z_]+:\?[^}]*\}$/, secret).replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key),
+        ]),
+      );
+      for (const variable of Object.keys(receiverEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
+      const receiverConfig = loadConfig(receiverEnv);
+      expect(receiverConfig.regions.map((r) => r.region)).toEqual([region]);
+      expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({ host: '0.0.0.0', port: 8090, gapWaitMs: 15 * 60_000 });
     }
   });
 

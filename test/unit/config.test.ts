@@ -1,6 +1,6 @@
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, parseDuration, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
+import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, loadProcessorConfig, parseDuration, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
@@ -170,5 +170,48 @@ describe('config', () => {
     expect([parseDuration('X', '500ms'), parseDuration('X', '30s'), parseDuration('X', '2h'), parseDuration('X', '3d')]).toEqual([
       500, 30_000, 7_200_000, 259_200_000,
     ]);
+  });
+});
+
+describe('the processor-event receiver’s config', () => {
+  const secret = `whsec_${Buffer.alloc(24, 3).toString('base64')}`;
+  const receiverError = (env: Record<string, string>): ConfigError => {
+    try {
+      loadProcessorConfig(env, 'us', 'production');
+    } catch (err) {
+      if (err instanceof ConfigError) return err;
+      throw err;
+    }
+    throw new Error('expected a ConfigError');
+  };
+
+  it('reads the region’s processor secret, where to listen and the gap wait', () => {
+    const config = loadProcessorConfig(
+      { PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: '10.0.0.5:9000', PROCESSOR_GAP_WAIT: '5m' },
+      'us',
+      'production',
+    );
+    expect(config).toMatchObject({ host: '10.0.0.5', port: 9000, gapWaitMs: 300_000 });
+    expect(config.signingKey).toEqual(Buffer.alloc(24, 3));
+    expect(loadProcessorConfig({ PROCESSOR_SIGNING_SECRET_US: secret }, 'us', 'dev')).toMatchObject({
+      host: '127.0.0.1',
+      port: 8090,
+      gapWaitMs: 900_000,
+    });
+  });
+
+  it('names a missing or malformed secret without echoing it, a bad address and a bad gap wait', () => {
+    expect(receiverError({})).toMatchObject({ variable: 'PROCESSOR_SIGNING_SECRET_US' });
+    const short = receiverError({ PROCESSOR_SIGNING_SECRET_US: 'whsec_c2hvcnQ=' });
+    expect(short).toMatchObject({ variable: 'PROCESSOR_SIGNING_SECRET_US' });
+    expect(short.message).not.toContain('c2hvcnQ');
+    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: 'not base64!' }).message).not.toContain('not base64');
+    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: 'localhost' })).toMatchObject({
+      variable: 'PROCESSOR_RECEIVER_ADDRESS',
+    });
+    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: 'host:99999' })).toMatchObject({
+      variable: 'PROCESSOR_RECEIVER_ADDRESS',
+    });
+    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_GAP_WAIT: 'soon' })).toMatchObject({ variable: 'PROCESSOR_GAP_WAIT' });
   });
 });
