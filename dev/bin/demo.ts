@@ -2,8 +2,10 @@
  * `npm start`: a whole hold-release night on one machine, offline.
  *
  * Starts Temporal and Postgres (embedded unless configured), applies migrations, seeds a demo night in each
- * region, runs one worker per region from this process, ensures the schedules, triggers a sweep now (overlap
- * SKIP), shows progress, prints a summary and the Web UI address, then keeps serving until Ctrl-C.
+ * region, runs one worker and one processor-event receiver per region from this process, ensures the schedules,
+ * triggers a sweep now (overlap SKIP) while the card processor calls back about some of the same holds (captures
+ * racing their release, reversals, increments; duplicated and out of order), shows progress, prints a summary and
+ * the Web UI address, then keeps serving until Ctrl-C.
  *
  *   npm start               run the demo and keep the workers up (the schedules keep sweeping)
  *   npm start -- --once     exit after the summary (scripts, CI smoke runs)
@@ -24,12 +26,17 @@ import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker } from '../../src/workers/region-worker.js';
+import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
+import { FakeProcessor, planCallbacks, sendCallbacks, type CallbackTally } from '../fake-processor.js';
+import { seededRandom } from '../seed.js';
 
 /** A dozen merchants per region, as the demo promises. */
 const DEMO_MERCHANTS = 12;
 /** Fixed seed: the same demo night every run, so a surprise can be reproduced. */
 const DEMO_SEED = 20261130;
 const PROGRESS_INTERVAL_MS = 250;
+/** The share of the night's holds the processor calls back about. */
+const CALLBACK_SHARE = 0.08;
 
 /**
  * How the demo's merchants answer: most accept at once (a little latency), one rate-limits with 429 and
@@ -65,8 +72,12 @@ interface RegionRun {
   night: DemoNight;
   nightId: string;
   worker: Worker;
+  receiver: ProcessorReceiver;
+  receiverUrl: string;
   sweepId?: string;
   result?: SweepResult;
+  callbacks?: Promise<CallbackTally>;
+  callbacksSent?: boolean;
 }
 
 async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string; done: boolean; allReleased: boolean; released: number }> {
@@ -75,28 +86,41 @@ async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string;
   let allReleased = true;
   let releasedTotal = 0;
   for (const run of runs) {
-    const { rows } = await run.pool.query<{ released: number; rejected: number; delivered: number; quarantined: number; pending: number }>(
-      `SELECT count(*) FILTER (WHERE h.state = 'released')::integer AS released,
-              count(*) FILTER (WHERE h.state = 'rejected')::integer AS rejected,
+    // Every webhook of the night's holds (releases and processor events); an expired hold is done when released, or
+    // captured or reversed by the processor first.
+    const { rows } = await run.pool.query<{
+      released: number;
+      settled: number;
+      rejected: number;
+      delivered: number;
+      quarantined: number;
+      pending: number;
+      unapplied: number;
+    }>(
+      `SELECT (SELECT count(*) FROM auth_holds h WHERE h.id LIKE $1::text AND h.state = 'released')::integer AS released,
+              (SELECT count(*) FROM auth_holds h WHERE h.id LIKE $1::text AND h.state IN ('captured', 'reversed')
+                                                   AND h.expires_at <= now())::integer AS settled,
+              (SELECT count(*) FROM auth_holds h WHERE h.id LIKE $1::text AND h.state = 'rejected')::integer AS rejected,
               count(*) FILTER (WHERE d.status = 'delivered')::integer AS delivered,
               count(*) FILTER (WHERE d.status = 'quarantined')::integer AS quarantined,
-              count(*) FILTER (WHERE d.status = 'pending')::integer AS pending
-         FROM auth_holds h LEFT JOIN webhook_deliveries d ON d.hold_id = h.id
-        WHERE h.id LIKE $1::text`,
+              count(*) FILTER (WHERE d.status = 'pending')::integer AS pending,
+              (SELECT count(*) FROM processor_events e WHERE e.hold_id LIKE $1::text AND e.applied_at IS NULL)::integer AS unapplied
+         FROM webhook_deliveries d WHERE d.hold_id LIKE $1::text`,
       [`h\\_${run.nightId}\\_%`],
     );
-    const { released, rejected, delivered, quarantined, pending } = rows[0]!;
+    const { released, settled, rejected, delivered, quarantined, pending, unapplied } = rows[0]!;
     releasedTotal += released;
-    if (released < run.night.expiredValid) allReleased = false;
-    if (pending > 0) done = false;
+    if (released + settled < run.night.expiredValid) allReleased = false;
+    if (pending > 0 || unapplied > 0) done = false;
     const total = run.night.expiredValid;
     const width = 24;
     const filled = total === 0 ? width : Math.round((released / total) * width);
     parts.push(
       `${run.config.region.toUpperCase()} [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${released}/${total} released, ` +
-        `${rejected} rejected | webhooks ${delivered} delivered, ${pending} pending, ${quarantined} quarantined`,
+        `${settled} captured/reversed first, ${rejected} rejected | webhooks ${delivered} delivered, ${pending} pending, ${quarantined} quarantined`,
     );
     if (!run.result) allReleased = false;
+    if (!run.callbacksSent) done = false;
   }
   return { line: parts.join('   '), done: done && allReleased, allReleased, released: releasedTotal };
 }
@@ -117,6 +141,8 @@ async function main() {
   const nightId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
   const workflowBundle = await bundleWorkflows();
   const runs: RegionRun[] = [];
+  // The card processor's signing secret for this run: the receivers verify with it, the fake processor signs with it.
+  const processorSecret = generateSigningSecret();
   const connections: { close(): Promise<void> }[] = [];
   const workerRuns: Promise<void>[] = [];
   let shuttingDown = false;
@@ -125,6 +151,7 @@ async function main() {
     if (shuttingDown) return;
     shuttingDown = true;
     log('\nShutting down: workers, then Temporal and Postgres...');
+    await Promise.all(runs.map((r) => r.receiver.close()));
     for (const run of runs) if (run.worker.getState() === 'RUNNING') run.worker.shutdown();
     await Promise.allSettled(workerRuns);
     await Promise.all(runs.map((r) => r.pool.end()));
@@ -168,7 +195,18 @@ async function main() {
     workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
     log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
-    runs.push({ config: region, pool, client, night, nightId, worker });
+    const receiver = createProcessorReceiver({
+      region: region.region,
+      pool,
+      client,
+      taskQueue: region.taskQueue,
+      processorKey: Buffer.from(processorSecret.replace(/^whsec_/, ''), 'base64'),
+      log: () => undefined,
+    });
+    const { port } = await receiver.listen(0);
+    const receiverUrl = `http://127.0.0.1:${port}/processor/events`;
+    log(`${region.region.toUpperCase()} processor-event receiver on ${receiverUrl}`);
+    runs.push({ config: region, pool, client, night, nightId, worker, receiver, receiverUrl });
   }
 
   for (const run of runs) {
@@ -180,6 +218,13 @@ async function main() {
       .then((result) => void (run.result = result));
   }
   const sweepStartedAt = Date.now();
+  // Meanwhile the processor calls back about some of the holds: captures race their release.
+  const random = seededRandom(DEMO_SEED);
+  for (const run of runs) {
+    const plan = planCallbacks(run.night.holds, CALLBACK_SHARE, random);
+    run.callbacks = sendCallbacks(new FakeProcessor(run.receiverUrl, processorSecret), plan, 3_000, random);
+    void run.callbacks.then(() => (run.callbacksSent = true));
+  }
 
   const tty = process.stdout.isTTY;
   let lastPrinted = 0;
@@ -225,6 +270,17 @@ async function main() {
       `  ${run.config.region.toUpperCase()} webhooks: ${d.delivered} delivered, ${d.retried} needed retries, ` +
         `${d.quarantined} quarantined${d.reasons ? ` (${d.reasons})` : ''}; ` +
         `${d.attempts} requests = ${(d.attempts / Math.max(1, d.delivered)).toFixed(2)} per delivered webhook`,
+    );
+  }
+  for (const run of runs) {
+    const tally = await run.callbacks!;
+    const { rows } = await run.pool.query<{ outcome: string; n: number }>(
+      'SELECT outcome, count(*)::integer AS n FROM processor_events WHERE hold_id LIKE $1::text GROUP BY 1 ORDER BY 2 DESC',
+      [`h\\_${run.nightId}\\_%`],
+    );
+    log(
+      `  ${run.config.region.toUpperCase()} processor events: ${tally.events} sent as ${tally.requests} requests (${tally.duplicates} duplicates, ` +
+        `${tally.reordered} out of order), applied once each: ${rows.map((r) => `${r.n} ${r.outcome}`).join(', ')}`,
     );
   }
   log(

@@ -17,7 +17,7 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
       TEMPORAL_CLI_PATH: process.env.TEMPORAL_CLI_PATH,
       TEMPORAL_DEV_PORT: String(port),
       TEMPORAL_UI_PORT: String(uiPort),
-      DEMO_HOLDS: '60',
+      DEMO_HOLDS: '100',
     } as NodeJS.ProcessEnv,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -45,6 +45,16 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
     expect(delivered).toBeGreaterThan(0);
     expect(retried).toBeGreaterThan(0);
     expect(quarantined).toBeGreaterThan(0);
+  }
+  for (const region of ['US', 'EU']) {
+    // The processor called back about some holds while the sweep ran; each event was applied once.
+    const line = new RegExp(
+      `${region} processor events: (\\d+) sent as (\\d+) requests \\((\\d+) duplicates, \\d+ out of order\\), applied once each: (.+)`,
+    ).exec(output);
+    expect(line, output).not.toBeNull();
+    const applied = [...line![4]!.matchAll(/(\d+) (\w+)/g)].reduce((n, m) => n + Number(m[1]), 0);
+    expect(applied).toBe(Number(line![1]));
+    expect(Number(line![1])).toBeGreaterThan(0);
   }
   expect(output).toContain(`Temporal Web UI: http://127.0.0.1:${uiPort}`);
   expect(output).toMatch(/holds released \(ledger count\) in [\d.]+ s: [\d.]+ holds\/s/);
