@@ -81,6 +81,8 @@ export interface ReceiverOptions {
   processorKey: Buffer;
   /** Passed to each hold's event workflow it starts (PROCESSOR_GAP_WAIT); the workflow's default otherwise. */
   gapWaitMs?: number;
+  /** How long a started hold-event workflow stays open with nothing to apply; the workflow's default (1 min) otherwise. */
+  workflowIdleMs?: number;
   recordTimeoutMs?: number;
   relayIntervalMs?: number;
   relayAfterMs?: number;
@@ -115,7 +117,14 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       await client.workflow.signalWithStart('applyHoldEvents', {
         workflowId: holdEventsWorkflowId(region, ref.holdId),
         taskQueue,
-        args: [{ region, holdId: ref.holdId, ...(options.gapWaitMs === undefined ? {} : { gapWaitMs: options.gapWaitMs }) }],
+        args: [
+          {
+            region,
+            holdId: ref.holdId,
+            ...(options.gapWaitMs === undefined ? {} : { gapWaitMs: options.gapWaitMs }),
+            ...(options.workflowIdleMs === undefined ? {} : { idleMs: options.workflowIdleMs }),
+          },
+        ],
         signal: processorEventSignal,
         signalArgs: [{ eventId: ref.eventId, sequence: ref.sequence }],
         typedSearchAttributes: [

@@ -99,7 +99,10 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     if (pending.size === 0) {
       enter({ stage: 'idle', applied: status.applied.length });
       const until = new Date(Date.now() + idleMs).toISOString();
-      if (!(await condition(() => pending.size > 0, idleMs, { summary: holdEventsLabels.idle(until) }))) break;
+      await condition(() => pending.size > 0, idleMs, { summary: holdEventsLabels.idle(until) });
+      // Decided by what was signalled, not by which of the two resolved first: a signal that lands with the timer
+      // (or with a completion the server refused for it) is applied, never dropped by a completing run.
+      if (pending.size === 0) break;
     }
     const sequence = Math.min(...pending.keys());
     const eventId = pending.get(sequence)!;

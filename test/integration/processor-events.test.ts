@@ -298,6 +298,37 @@ describe('order per hold', () => {
     await allInvariants();
   });
 
+  it('a hold with nothing left to apply completes its run; its next event starts a new one, in sequence', async () => {
+    const n = await night({ future: 1 });
+    const holdId = n.future[0]!.id;
+    const quick = createProcessorReceiver({
+      region: 'us',
+      pool: us.pool,
+      client: us.client,
+      taskQueue: us.config.taskQueue,
+      processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
+      workflowIdleMs: 300,
+      log: () => undefined,
+    });
+    const sender = new FakeProcessor(`http://127.0.0.1:${(await quick.listen(0)).port}/processor/events`, PROCESSOR_SECRET);
+    try {
+      const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
+      expect((await sender.send(ev(holdId, 1, 'hold.incremented', 5))).status).toBe(202);
+      await waitUntil(async () => (await handle.describe()).status.name === 'COMPLETED', 'the first run completes once idle');
+      const firstRun = (await handle.describe()).runId;
+      expect((await sender.send(ev(holdId, 2, 'hold.captured', 5))).status).toBe(202);
+      await waitUntil(
+        async () => (await handle.describe()).runId !== firstRun && (await handle.describe()).status.name === 'COMPLETED',
+        'a second run',
+      );
+      expect(await us.client.workflow.getHandle(handle.workflowId, firstRun).result()).toEqual({ holdId, applied: 1 });
+      expect(await handle.result()).toEqual({ holdId, applied: 1 });
+      expect(await hold(holdId)).toMatchObject({ state: 'captured', event_seq: 2 });
+    } finally {
+      await quick.close();
+    }
+  });
+
   it('a gap waits for its predecessor, then stops for a human (DeliveryStatus event_gap); the missing event arriving late resumes it', async () => {
     const n = await night({ future: 1 });
     const holdId = n.future[0]!.id;
