@@ -47,9 +47,9 @@ Usage: npm run ops -- <command> [options]
                                                                      [--merchant] [--since] [--until] [--reason]
   replay approve <request id> --by NAME [--ticket T] [--rate 20]
                                      replay exactly the frozen set (not by the requester), paced
-  approve <hold id> --by NAME --reason TEXT [--ticket T]
-                                     replay one quarantined webhook
-  discard <hold id> --by NAME --reason TEXT
+  approve <hold id | webhook id> --by NAME --reason TEXT [--ticket T]
+                                     replay one quarantined webhook (a hold id: its release's; wh_...: any)
+  discard <hold id | webhook id> --by NAME --reason TEXT
                                      end one quarantined webhook without sending it
 
   merchant add <id> --name NAME --url URL [--rate 5] [--burst 1] [--policy JSON]
@@ -214,6 +214,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
             `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
             `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
             `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
+            `processor events: ${report.processorEvents.length === 0 ? 'none' : `${report.processorEvents.map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
             '',
             'attempts:',
             table(report.attempts),

@@ -17,6 +17,7 @@ import * as deliveries from '../sql/deliveries.js';
 import { HOLD_RELEASED_EVENT, type DecisionTarget, type QuarantineFilters, type QuarantinedDelivery } from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
+import * as events from '../sql/processor-events.js';
 
 export type { QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
 
@@ -170,7 +171,16 @@ export async function approveReplayRequest(
   return { id: requestId, applied, ignored };
 }
 
+/**
+ * The delivery an operator's `approve` / `discard` names: a hold id means its release's webhook; a webhook id
+ * (`wh_...`) any webhook, a processor event's included.
+ */
 async function targetForHold(ctx: OpsContext, holdId: string): Promise<DeliveryTarget> {
+  if (holdId.startsWith('wh_')) {
+    const [byWebhook] = await deliveries.decisionTargetsOf(ctx.pool, [holdId]);
+    if (!byWebhook) throw new OperatorError('NoDelivery', `webhook ${holdId} does not exist in region ${ctx.region.region}`);
+    return deliveryTarget(ctx, byWebhook);
+  }
   const target = await deliveries.decisionTargetOfHold(ctx.pool, holdId);
   if (target) return deliveryTarget(ctx, target);
   const state = await holds.holdState(ctx.pool, holdId);
@@ -192,6 +202,8 @@ export interface HoldReport {
   delivery: Record<string, unknown> | null;
   attempts: Record<string, unknown>[];
   decisions: Record<string, unknown>[];
+  /** The processor's events about the hold, in sequence (`events show` has their workflow too). */
+  processorEvents: Record<string, unknown>[];
   workflow: { workflowId: string; status: string; waiting: HoldStatus | null } | null;
 }
 
@@ -200,11 +212,12 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
   const found = await holds.holdForReport(ctx.pool, holdId);
   if (!found) throw new OperatorError('HoldNotFound', `hold ${holdId} does not exist in region ${ctx.region.region}`);
   const { hold, expiresAt } = found;
-  const [ledgerEntry, delivery, attempts, decisions] = await Promise.all([
+  const [ledgerEntry, delivery, attempts, decisions, processorEvents] = await Promise.all([
     holds.ledgerEntryOfHold(ctx.pool, holdId),
     deliveries.deliveryOfHold(ctx.pool, holdId),
     deliveries.attemptsOfHold(ctx.pool, holdId),
     records.decisionsOfHold(ctx.pool, holdId),
+    events.eventsOfHold(ctx.pool, holdId),
   ]);
   let workflow: HoldReport['workflow'] = null;
   if (hold.state === 'released' || hold.state === 'active') {
@@ -218,5 +231,5 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
-  return { hold, ledgerEntry, delivery, attempts, decisions, workflow };
+  return { hold, ledgerEntry, delivery, attempts, decisions, processorEvents, workflow };
 }

@@ -293,6 +293,9 @@ export async function holdForReport(
 
 /** The ledger entry a hold's release wrote, or null. */
 export async function ledgerEntryOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown> | null> {
-  const { rows } = await db.query('SELECT id, amount_minor, currency, created_at FROM ledger_entries WHERE hold_id = $1::text', [holdId]);
+  const { rows } = await db.query(
+    `SELECT id, amount_minor, currency, created_at FROM ledger_entries WHERE hold_id = $1::text AND kind = 'hold_release'`,
+    [holdId],
+  );
   return rows[0] ?? null;
 }

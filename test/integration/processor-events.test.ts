@@ -387,6 +387,40 @@ describe('order per hold', () => {
   });
 });
 
+describe('the same delivery machinery', () => {
+  it('an event webhook the merchant rejects is quarantined like a release’s, and an operator replays it by webhook id; status shows the hold’s events', async () => {
+    const n = await night({ future: 1 });
+    const { id: holdId, merchantId } = n.future[0]!;
+    const secrets = [n.secrets.get(merchantId)!];
+    harness.merchants.script(merchantId, { secrets, responses: [{ status: 400, body: '{"error":"unknown event type"}' }] });
+    expect((await processor.send(ev(holdId, 1, 'hold.reversed'))).status).toBe(202);
+    const webhookId = `wh_${holdId}_ev1`;
+    await waitUntil(
+      async () =>
+        (await us.pool.query(`SELECT 1 FROM webhook_deliveries WHERE webhook_id = $1 AND status = 'quarantined'`, [webhookId])).rowCount === 1,
+      'the hold.reversed webhook is quarantined',
+    );
+    harness.merchants.script(merchantId, { secrets, responses: [{ status: 200 }] });
+    await withOps(async (ops, lines) => {
+      expect(await ops('quarantine', 'list', '--merchant', merchantId, '--json')).toBe(0);
+      expect((JSON.parse(lines.pop()!) as { webhookId: string }[]).map((q) => q.webhookId)).toEqual([webhookId]);
+      expect(await ops('approve', webhookId, '--by', 'ops@example.com', '--reason', 'merchant added hold.reversed')).toBe(0);
+      expect(lines.pop()).toMatch(/approve applied to hold wh_\S+: the workflow answered replay of policy run 1/);
+    });
+    await waitUntil(() => settled([holdId]), 'the replayed webhook is delivered');
+    const told = harness.merchants.requests(merchantId).filter((r) => JSON.parse(r.body).data.hold_id === holdId);
+    expect(told.map((r) => [JSON.parse(r.body).type, r.answer])).toEqual([
+      ['hold.reversed', 400],
+      ['hold.reversed', 200],
+    ]);
+    await withOps(async (ops, lines) => {
+      expect(await ops('status', holdId)).toBe(0);
+      expect(lines.pop()).toMatch(/hold \S+: reversed[\s\S]*processor events: 1 hold.reversed reversed \(npm run ops -- events show/);
+    });
+    await allInvariants();
+  });
+});
+
 describe('the race with the expiry release', () => {
   it('a capture racing the release of the same hold, both orders, many times: captured and never released, or released and late-captured, never lost', async () => {
     const ROUNDS = 30;
