@@ -7,6 +7,7 @@
 import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './contracts/regions.js';
+import { keyOfSecret } from './delivery/signing.js';
 
 export type Mode = 'dev' | 'production';
 
@@ -470,20 +471,14 @@ export interface ProcessorConfig {
   readonly gapWaitMs: number;
 }
 
-/** Shortest processor secret accepted (Standard Webhooks secrets are 24-64 random bytes). */
-const MIN_PROCESSOR_SECRET_BYTES = 16;
-
 export function loadProcessorConfig(env: Env, region: Region, mode: Mode): ProcessorConfig {
   const up = region.toUpperCase();
   const variable = `PROCESSOR_SIGNING_SECRET_${up}`;
-  const raw = env[variable];
   const expected = 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with';
-  if (!raw || !raw.trim()) throw new ConfigError(variable, undefined, expected);
-  const encoded = raw.trim().replace(/^whsec_/, '');
+  const signingKey = keyOfSecret(env[variable]);
   // The value is a secret: errors name the variable, never its content.
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) throw new ConfigError(variable, '(redacted)', expected);
-  const signingKey = Buffer.from(encoded, 'base64');
-  if (signingKey.length < MIN_PROCESSOR_SECRET_BYTES) throw new ConfigError(variable, '(redacted)', expected);
+  if (signingKey === 'missing') throw new ConfigError(variable, undefined, expected);
+  if (signingKey === 'undecodable') throw new ConfigError(variable, '(redacted)', expected);
 
   const addressRaw = env.PROCESSOR_RECEIVER_ADDRESS || (mode === 'dev' ? '127.0.0.1:8090' : '0.0.0.0:8090');
   const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);

@@ -23,12 +23,18 @@ export class MissingSigningSecret extends Error {
 /** Shortest key accepted: Standard Webhooks secrets are 24–64 random bytes; 16 rules out typos and stubs. */
 const MIN_SECRET_BYTES = 16;
 
-export function decodeSigningSecret(merchantId: string, secret: string | null | undefined): Buffer {
-  if (!secret || !secret.trim()) throw new MissingSigningSecret(merchantId, 'missing');
+/** The key in a `whsec_<base64>` secret (the prefix optional), or why there is none. Never says what it read. */
+export function keyOfSecret(secret: string | null | undefined): Buffer | 'missing' | 'undecodable' {
+  if (!secret || !secret.trim()) return 'missing';
   const encoded = secret.trim().replace(/^whsec_/, '');
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) throw new MissingSigningSecret(merchantId, 'undecodable');
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 !== 0) return 'undecodable';
   const key = Buffer.from(encoded, 'base64');
-  if (key.length < MIN_SECRET_BYTES) throw new MissingSigningSecret(merchantId, 'undecodable');
+  return key.length < MIN_SECRET_BYTES ? 'undecodable' : key;
+}
+
+export function decodeSigningSecret(merchantId: string, secret: string | null | undefined): Buffer {
+  const key = keyOfSecret(secret);
+  if (typeof key === 'string') throw new MissingSigningSecret(merchantId, key);
   return key;
 }
 

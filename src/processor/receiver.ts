@@ -154,6 +154,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   async function refuse(res: http.ServerResponse, refusal: Refusal, eventId: string | null, body: string | null): Promise<void> {
     send(res, refusal.statusCode, { error: refusal.code, message: refusal.message });
     report('warn', 'processor request refused', { region, status: refusal.statusCode, error: refusal.code, eventId });
+    // Another path or method is not a callback (a scanner, a health probe): answered, not recorded as one.
+    if (refusal.code === 'NotFound' || refusal.code === 'MethodNotAllowed') return;
     try {
       await events.recordRefused(pool, {
         statusCode: refusal.statusCode,
@@ -227,8 +229,11 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       if (!res.headersSent) send(res, 500, { error: 'Internal', message: 'not recorded; retry' });
     });
   });
-  // A processor holds connections open between callbacks; close() must not wait for them.
+  // A processor holds connections open between callbacks; close() must not wait for them. A request that trickles in
+  // (a slow or hostile client) is cut off long before a processor's own timeout would matter.
   server.keepAliveTimeout = 5_000;
+  server.headersTimeout = 5_000;
+  server.requestTimeout = 10_000;
 
   let relaying = false;
   async function relayOnce(): Promise<number> {
