@@ -126,26 +126,30 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
   }
   return { holdId, applied: status.applied.length };
 
-  /** The hold's next sequence is `expected`, and `sequence` is ahead of it: wait for it, then for a human. */
+  /**
+   * The hold's next sequence is `expected`, and `sequence` is ahead of it: wait for it, then stop for a human. An
+   * operator's skip of `expected` ends either wait.
+   */
   async function awaitPredecessor(expected: number, sequence: number): Promise<void> {
     const filled = () => pending.has(expected) || Math.min(...pending.keys()) < sequence;
+    const decided = () => filled() || skip?.sequence === expected;
     const until = new Date(Date.now() + gapWaitMs).toISOString();
     enter({ stage: 'waiting_for_predecessor', expected, until, pending: waitingBehind() });
-    if (await condition(filled, gapWaitMs, { summary: holdEventsLabels.predecessor(expected, until) })) return;
-
-    const since = new Date().toISOString();
-    log.warn('processor event gap: stopped for a human', { holdId, expected, waitingBehind: waitingBehind() });
-    upsertSearchAttributes([{ key: DeliveryStatusKey, value: EVENT_GAP_STATUS }]);
-    enter({ stage: 'stopped_for_human', expected, since, pending: waitingBehind() });
-    skip = undefined;
-    await condition(() => filled() || skip?.sequence === expected, { summary: holdEventsLabels.human(expected) });
+    const stopped = !(await condition(decided, gapWaitMs, { summary: holdEventsLabels.predecessor(expected, until) }));
+    if (stopped) {
+      const since = new Date().toISOString();
+      log.warn('processor event gap: stopped for a human', { holdId, expected, waitingBehind: waitingBehind() });
+      upsertSearchAttributes([{ key: DeliveryStatusKey, value: EVENT_GAP_STATUS }]);
+      enter({ stage: 'stopped_for_human', expected, since, pending: waitingBehind() });
+      await condition(decided, { summary: holdEventsLabels.human(expected) });
+    }
     if (!filled() && skip) {
       const { by, reason } = skip;
       const skipped = await withSummary(holdEventsLabels.skip(expected)).skipProcessorSequence({ holdId, sequence: expected, by, reason });
       if (skipped) status.skipped.push({ sequence: expected, by, reason });
     }
     skip = undefined;
-    upsertSearchAttributes([{ key: DeliveryStatusKey, value: 'none' }]);
+    if (stopped) upsertSearchAttributes([{ key: DeliveryStatusKey, value: 'none' }]);
   }
 }
 

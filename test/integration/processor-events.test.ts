@@ -29,14 +29,15 @@ let processor: FakeProcessor;
 let opening: Map<string, bigint>;
 let nights = 0;
 
-function receiverFor(region: TestRegion, options: { relayAfterMs?: number } = {}): ProcessorReceiver {
+function receiverFor(region: TestRegion, options: { relayAfterMs?: number; gapWaitMs?: number; workflowIdleMs?: number } = {}): ProcessorReceiver {
   return createProcessorReceiver({
     region: 'us',
     pool: region.pool,
     client: region.client,
     taskQueue: region.config.taskQueue,
     processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
-    gapWaitMs: GAP_WAIT_MS,
+    gapWaitMs: options.gapWaitMs ?? GAP_WAIT_MS,
+    ...(options.workflowIdleMs === undefined ? {} : { workflowIdleMs: options.workflowIdleMs }),
     recordTimeoutMs: 1_000,
     relayIntervalMs: 500,
     relayAfterMs: options.relayAfterMs ?? 2_000,
@@ -214,6 +215,35 @@ describe('the receiver', () => {
   });
 });
 
+describe('an operator', () => {
+  it('skips a missing event while the workflow still waits for it (before it stops): what follows applies at once', async () => {
+    const n = await night({ future: 1 });
+    const holdId = n.future[0]!.id;
+    const patient = receiverFor(us, { gapWaitMs: 10 * 60_000 });
+    const sender = new FakeProcessor(`http://127.0.0.1:${(await patient.listen(0)).port}/processor/events`, PROCESSOR_SECRET);
+    try {
+      expect((await sender.send(ev(holdId, 2, 'hold.incremented', 7))).status).toBe(202);
+      const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
+      await expect
+        .poll(async () => (await handle.query(holdEventsStatusQuery)).stage, { timeout: 30_000 })
+        .toMatchObject({ stage: 'waiting_for_predecessor', expected: 1 });
+      await withOps(async (ops) => {
+        expect(await ops('events', 'skip', holdId, '--sequence', '1', '--by', 'ops@example.com', '--reason', 'processor: never issued')).toBe(0);
+      });
+      await waitUntil(() => settled([holdId]), 'sequence 2 applies after the skip');
+      expect(await hold(holdId)).toMatchObject({ state: 'active', event_seq: 2 });
+      expect((await handle.query(holdEventsStatusQuery)).skipped).toEqual([
+        { sequence: 1, by: 'ops@example.com', reason: 'processor: never issued' },
+      ]);
+      // It never stopped: no event_gap was set.
+      expect((await handle.describe()).searchAttributes.DeliveryStatus).toBeUndefined();
+    } finally {
+      await patient.close();
+    }
+    await allInvariants();
+  });
+});
+
 describe('a slow ledger', () => {
   it('does not slow the answer: with the hold row locked by a long ledger transaction the event is recorded and acknowledged, and applies once the lock goes', async () => {
     const n = await night({ future: 1 });
@@ -301,15 +331,7 @@ describe('order per hold', () => {
   it('a hold with nothing left to apply completes its run; its next event starts a new one, in sequence', async () => {
     const n = await night({ future: 1 });
     const holdId = n.future[0]!.id;
-    const quick = createProcessorReceiver({
-      region: 'us',
-      pool: us.pool,
-      client: us.client,
-      taskQueue: us.config.taskQueue,
-      processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
-      workflowIdleMs: 300,
-      log: () => undefined,
-    });
+    const quick = receiverFor(us, { workflowIdleMs: 300 });
     const sender = new FakeProcessor(`http://127.0.0.1:${(await quick.listen(0)).port}/processor/events`, PROCESSOR_SECRET);
     try {
       const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
