@@ -19,6 +19,10 @@ import {
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+import { FakeProcessor } from '../../dev/fake-processor.js';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { createProcessorReceiver } from '../../src/processor/receiver.js';
 
 const key1 = { id: 'k1', key: randomBytes(32) };
 /** What a rejecting merchant answers: its excerpt is quoted in the failure message, which must be encrypted. */
@@ -59,7 +63,7 @@ beforeAll(async () => {
   harness = await openHarness();
   eu = await harness.region('eu', { payloadKeys: [key1] });
   await harness.startWorker(eu);
-  night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3 }, harness.merchants);
+  night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3, future: 1 }, harness.merchants);
   // One merchant rejects with a body: its excerpt lands in a failure message (case 7: it must not be in clear).
   const rejecting = night.merchantIds[1]!;
   harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: REJECTION_BODY }] });
@@ -68,6 +72,36 @@ beforeAll(async () => {
     workflowId: `sweep-eu-${harness.id}-enc`,
     args: [{ region: 'eu', releaseWaitMs: 60_000 }],
   });
+  // A processor capture through the region's receiver (its client encrypts like the workers): its signal, its hold's
+  // event workflow and its webhook's delivery workflow are payloads too.
+  const processorSecret = generateSigningSecret();
+  const receiver = createProcessorReceiver({
+    region: 'eu',
+    pool: eu.pool,
+    client: eu.client,
+    taskQueue: eu.config.taskQueue,
+    processorKey: Buffer.from(processorSecret.replace(/^whsec_/, ''), 'base64'),
+    log: () => undefined,
+  });
+  const captured = night.future[0]!;
+  try {
+    const processor = new FakeProcessor(`http://127.0.0.1:${(await receiver.listen(0)).port}/processor/events`, processorSecret);
+    const event = {
+      eventId: `evt_${captured.id}_1`,
+      holdId: captured.id,
+      sequence: 1,
+      type: 'hold.captured' as const,
+      amountMinor: 4321,
+      currency: 'EUR',
+    };
+    expect((await processor.send(event)).status).toBe(202);
+    await waitUntil(
+      async () => (await eu.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [captured.id])).rowCount === 1,
+      'the capture is applied and its webhook delivered',
+    );
+  } finally {
+    await receiver.close();
+  }
   // A client with no codec sees exactly what the server stores.
   raw = new Client({ connection: await Connection.connect({ address: harness.address }), namespace: eu.config.namespace });
 });
@@ -122,12 +156,18 @@ describe('payload encryption', () => {
       )
       .toBeGreaterThan(10);
     const hold = night.expired[0]!;
+    const captured = night.future[0]!;
     for (const payload of payloads) {
       expect(Buffer.from(payload.metadata!.encoding!).toString()).toBe(ENCRYPTED_ENCODING);
       const bytes = Buffer.from(payload.data!);
       expect(bytes.includes(hold.id)).toBe(false);
       expect(bytes.includes(String(hold.amountMinor))).toBe(false);
+      expect(bytes.includes(captured.id)).toBe(false);
     }
+    // The processor-event workflows were among them.
+    const types = new Set<string>();
+    for await (const execution of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` })) types.add(execution.type);
+    expect([...types]).toEqual(expect.arrayContaining(['applyHoldEvents', 'deliverHoldEvent']));
 
     const codecs = new Map([[eu.config.namespace, new EncryptionCodec([key1])]]);
     const server = await startCodecServer({ codecs, corsOrigins: ['http://127.0.0.1:8233'], authToken: 'secret-token' });
