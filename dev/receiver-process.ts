@@ -28,6 +28,8 @@ export interface ReceiverProcessOptions {
   /** whsec_...: the processor's signing secret. */
   secret: string;
   gapWait?: string;
+  /** More of the receiver's environment, e.g. `HOLD_SWEEPER_MODE: 'production'` and `PAYLOAD_KEYS_US` (dev mode otherwise). */
+  env?: Record<string, string>;
 }
 
 export async function startReceiverProcess(options: ReceiverProcessOptions): Promise<ReceiverProcess> {
@@ -44,6 +46,7 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
     [`PROCESSOR_SIGNING_SECRET_${up}`]: options.secret,
     PROCESSOR_RECEIVER_ADDRESS: `127.0.0.1:${port}`,
     ...(options.gapWait ? { PROCESSOR_GAP_WAIT: options.gapWait } : {}),
+    ...options.env,
   };
   let output = '';
   let child: ChildProcess;

@@ -17,14 +17,18 @@ import { Client, Connection } from '@temporalio/client';
 import pg from 'pg';
 import { generate } from 'selfsigned';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
-import { checkInvariants } from '../../bench/invariants.js';
+import { accountTotals, checkBalanced, checkInvariants } from '../../bench/invariants.js';
+import { FakeProcessor, planCallbacks, sendCallbacks } from '../../dev/fake-processor.js';
+import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-process.js';
+import { seededRandom } from '../../dev/seed.js';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import { startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
 import { startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
-import { parseEncryptionKeys } from '../../src/config.js';
+import { parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { seedNight } from '../support/ledger.js';
 
@@ -39,6 +43,22 @@ let ledgerUrl: string;
 let merchants: FakeMerchants;
 let caFile: string;
 let workers: WorkerProcesses | undefined;
+/** The production worker's environment: encrypted payloads, https merchants (trusted by their CA). */
+const PAYLOAD_KEY = `k1:${randomBytes(32).toString('base64')}`;
+const workerEnv = (): Record<string, string> => ({
+  HOLD_SWEEPER_MODE: 'production',
+  HOLD_SWEEPER_REGIONS: 'us',
+  TEMPORAL_ADDRESS: cluster!.address,
+  DATABASE_URL_US: ledgerUrl,
+  PAYLOAD_KEYS_US: PAYLOAD_KEY,
+  TASK_QUEUE_US: TASK_QUEUE,
+  SCHEDULE_ID_US: `c-${id}-sweep-us`,
+  SWEEP_INTERVAL: '24h',
+  WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
+  WEBHOOK_TRUSTED_NETWORKS: '127.0.0.1/32',
+  NODE_EXTRA_CA_CERTS: caFile,
+});
+let receiver: ReceiverProcess | undefined;
 let connection: Connection | undefined;
 
 beforeAll(async () => {
@@ -72,6 +92,7 @@ beforeAll(async () => {
 }, 900_000);
 
 afterAll(async () => {
+  await receiver?.stop();
   await workers?.stop();
   await connection?.close();
   await merchants?.stop();
@@ -100,20 +121,8 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   // Short backoff so the faulty merchants settle within the test; the policy itself is the real one.
   await ledger.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
 
-  const key = `k1:${randomBytes(32).toString('base64')}`;
-  workers = await startWorkerProcesses(2, {
-    HOLD_SWEEPER_MODE: 'production',
-    HOLD_SWEEPER_REGIONS: 'us',
-    TEMPORAL_ADDRESS: cluster!.address,
-    DATABASE_URL_US: ledgerUrl,
-    PAYLOAD_KEYS_US: key,
-    TASK_QUEUE_US: TASK_QUEUE,
-    SCHEDULE_ID_US: `c-${id}-sweep-us`,
-    SWEEP_INTERVAL: '24h',
-    WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
-    WEBHOOK_TRUSTED_NETWORKS: '127.0.0.1/32',
-    NODE_EXTRA_CA_CERTS: caFile,
-  });
+  const key = PAYLOAD_KEY;
+  workers = await startWorkerProcesses(2, workerEnv());
   const client = new Client({
     connection,
     namespace: NAMESPACE,
@@ -165,4 +174,57 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
     executions?: unknown[];
   };
   expect(listed.executions?.length).toBeGreaterThan(0);
+}, 300_000);
+
+it('the production receiver on the production Temporal: the processor calls back while a sweep releases the same holds, every event applied once', async () => {
+  const key = PAYLOAD_KEY;
+  const night = await seedNight(ledger, 'us', `cp${id}`, { expired: 40, future: 20, merchants: 3 }, merchants);
+  const opening = await accountTotals(ledger);
+  const secret = generateSigningSecret();
+  const region = { region: 'us' as const, namespace: NAMESPACE, taskQueue: TASK_QUEUE, scheduleId: `c-${id}-sweep-us` } as RegionConfig;
+  receiver = await startReceiverProcess({
+    region,
+    databaseUrl: ledgerUrl,
+    temporalAddress: cluster!.address,
+    secret,
+    env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: key },
+  });
+  workers ??= await startWorkerProcesses(2, workerEnv());
+  connection ??= await Connection.connect({ address: cluster!.address });
+  const client = new Client({
+    connection,
+    namespace: NAMESPACE,
+    dataConverter: dataConverterFor(
+      parseEncryptionKeys(key, (expected) => {
+        throw new Error(expected);
+      }),
+    ),
+  });
+  const random = seededRandom(20);
+  const plan = planCallbacks([...night.expired, ...night.future], 0.5, random);
+  const [sweep, tally] = await Promise.all([
+    client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: TASK_QUEUE,
+      workflowId: `sweep-${id}-processor`,
+      args: [{ region: 'us', pageSize: 15, releaseWaitMs: 30_000 }],
+    }),
+    sendCallbacks(new FakeProcessor(receiver.url, secret), plan, 3_000, random),
+  ]);
+  expect(sweep.unreleasedAtEnd).toBe(0);
+  expect(tally.refused).toEqual([]);
+  expect(tally.duplicates).toBeGreaterThan(0);
+  const open = `SELECT (SELECT count(*) FROM processor_events WHERE applied_at IS NULL)::int
+                     + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::int AS n`;
+  await expect.poll(async () => (await ledger.query(open)).rows[0].n, { timeout: 120_000, interval: 500 }).toBe(0);
+  const outcomes = (await ledger.query<{ outcome: string; n: number }>('SELECT outcome, count(*)::int AS n FROM processor_events GROUP BY 1')).rows;
+  console.log(
+    `[cluster] processor callbacks: ${tally.events} events, ${tally.requests} requests (${tally.duplicates} duplicates, ${tally.reordered} out of order); ${JSON.stringify(outcomes)}`,
+  );
+  expect(outcomes.reduce((n, r) => n + r.n, 0)).toBe(tally.events);
+  const texts = [...workers.output().map((text, i) => ({ source: `worker ${i}`, text })), { source: 'receiver', text: receiver.output() }];
+  for await (const execution of client.workflow.list({ query: `TaskQueue = '${TASK_QUEUE}'` }).intoHistories()) {
+    texts.push({ source: `history ${execution.workflowId}`, text: JSON.stringify(execution.history) });
+  }
+  expect(await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts, secrets: [secret] })).toEqual([]);
+  expect(await checkBalanced(ledger, opening)).toEqual([]);
 }, 300_000);
