@@ -217,8 +217,18 @@ type HoldTracker = ReturnType<typeof trackHold>;
  * the last attempt, and the signals that did not apply; the `status` query answers from it. It also owns the
  * operator signals and the wait for a human.
  */
-export function trackHold(holdId: string, resume: Pick<HoldResume, 'lastAttempt' | 'ignoredSignals' | 'deliveryStatus'> | undefined) {
-  let stage: HoldStage = { stage: 'releasing' };
+export function trackHold(
+  holdId: string,
+  resume:
+    | (Pick<HoldResume, 'lastAttempt' | 'ignoredSignals' | 'deliveryStatus'> & Partial<Pick<HoldResume, 'policyRun' | 'heldMerchantStatus'>>)
+    | undefined,
+) {
+  // A run continued while the merchant held it is still held, from its first moment (a query may come before its
+  // first task has run).
+  let stage: HoldStage =
+    resume?.deliveryStatus === 'held' && resume.heldMerchantStatus && resume.policyRun
+      ? { stage: 'held', policyRun: resume.policyRun, merchantStatus: resume.heldMerchantStatus, until: new Date().toISOString() }
+      : { stage: 'releasing' };
   let lastAttempt: HoldStatus['lastAttempt'] = resume?.lastAttempt;
   const ignoredSignals: IgnoredSignal[] = [...(resume?.ignoredSignals ?? [])];
   // The DeliveryStatus search attribute as last set ('pending' from the sweep, or carried by continue-as-new).
