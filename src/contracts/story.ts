@@ -148,6 +148,28 @@ export function holdEventsSummary(region: Region, holdId: string): string {
   return `processor events · hold ${holdId} · ${region}`;
 }
 
+/** The header's details for a hold's processor-event workflow: what an operator runs about it. */
+export function holdEventsDetails(region: Region, holdId: string): string {
+  return [
+    `**Processor events** of hold \`${holdId}\`, region ${region}, applied in the processor's sequence.`,
+    '',
+    `- The hold's events in the ledger, and this workflow's account: \`npm run ops -- events show ${holdId} --region ${region}\``,
+    `- Stopped at a gap (\`DeliveryStatus = "event_gap"\`): ask the processor to resend, or \`npm run ops -- events skip ${holdId} --sequence <n> --by <you> --reason <why>\` (${RUNBOOK}#processoreventgap)`,
+    `- Flagged entries (late captures): \`npm run ops -- reviews list --region ${region}\` (${RUNBOOK}#ledgerreviewsopen)`,
+  ].join('\n');
+}
+
+/** The header's details for the delivery of a processor event's webhook. */
+export function eventDeliveryDetails(region: Region, holdId: string, webhookId: string, merchantId: string): string {
+  return [
+    `**Webhook** \`${webhookId}\` about hold \`${holdId}\` to merchant \`${merchantId}\`, region ${region}.`,
+    '',
+    `- The hold, its events and webhooks: \`npm run ops -- status ${holdId} --region ${region}\``,
+    `- Why is it waiting: the *Current details*, or \`temporal workflow query --type status\``,
+    `- Quarantined: \`npm run ops -- approve ${webhookId} --by <you> --reason <why>\` or \`discard\` (${RUNBOOK}#webhooksquarantined)`,
+  ].join('\n');
+}
+
 /** The hold-events workflow's current details: where its sequence stands, and what to do about a gap. */
 export function holdEventsCurrentDetails(s: HoldEventsStatus): string {
   const { stage } = s;
@@ -174,13 +196,12 @@ export function holdEventsCurrentDetails(s: HoldEventsStatus): string {
         `- Missing: sequence ${stage.expected}, since ${stage.since}`,
         `- Waiting behind it: ${stage.pending.join(', ')}`,
         `- It applies by itself when the processor sends it; or skip it: \`npm run ops -- events skip ${s.holdId} --sequence ${stage.expected} --by <you> --reason <why>\``,
-        '',
-        `Runbook: ${RUNBOOK}#processoreventgap`,
       );
       break;
   }
   for (const a of s.applied.slice(-5)) lines.push(`- Applied ${a.sequence} (${a.eventId}): ${a.outcome}`);
   for (const k of s.skipped) lines.push(`- Skipped ${k.sequence} by ${oneLine(k.by)}: ${oneLine(k.reason)}`);
+  if (stage.stage === 'stopped_for_human') lines.push('', `Runbook: ${RUNBOOK}#processoreventgap`);
   return lines.join('\n');
 }
 

@@ -24,7 +24,7 @@ import { holdEventsWorkflowId } from '../contracts/ids.js';
 import { PROCESSOR_EVENT_TYPES, processorEventSignal, type ProcessorEventRef, type ProcessorEventType } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
 import { HoldIdKey, RegionKey } from '../contracts/search-attributes.js';
-import { holdEventsSummary } from '../contracts/story.js';
+import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
 import { signature } from '../delivery/signing.js';
 import * as events from '../sql/processor-events.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
@@ -132,6 +132,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
           { key: HoldIdKey, value: ref.holdId },
         ],
         staticSummary: holdEventsSummary(region, ref.holdId),
+        staticDetails: holdEventsDetails(region, ref.holdId),
       });
       await events.markDispatched(pool, [ref.eventId]);
       return true;

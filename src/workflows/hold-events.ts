@@ -28,7 +28,7 @@ import {
 } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
 import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
-import { eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
+import { eventDeliveryDetails, eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, trackHold, type DeliveryResume } from './release-expired-hold.js';
 
@@ -172,6 +172,7 @@ async function startDelivery(
         { key: DeliveryStatusKey, value: 'pending' },
       ],
       staticSummary: eventDeliverySummary(region, webhook.eventType, holdId, webhook.merchantId),
+      staticDetails: eventDeliveryDetails(region, holdId, webhook.webhookId, webhook.merchantId),
       args: [{ region, holdId, webhookId: webhook.webhookId, retryHorizonMs: webhook.retryHorizonMs }],
     });
   } catch (err) {

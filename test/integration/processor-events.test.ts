@@ -13,6 +13,7 @@ import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contrac
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
 import { runOps } from '../../src/ops/cli.js';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -336,7 +337,9 @@ describe('order per hold', () => {
     try {
       const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
       expect((await sender.send(ev(holdId, 1, 'hold.incremented', 5))).status).toBe(202);
-      await waitUntil(async () => (await handle.describe()).status.name === 'COMPLETED', 'the first run completes once idle');
+      // The 202 comes before the hand-over: the workflow may not exist yet when the answer does.
+      const described = () => handle.describe().catch((err: unknown) => (err instanceof WorkflowNotFoundError ? undefined : Promise.reject(err)));
+      await waitUntil(async () => (await described())?.status.name === 'COMPLETED', 'the first run completes once idle');
       const firstRun = (await handle.describe()).runId;
       expect((await sender.send(ev(holdId, 2, 'hold.captured', 5))).status).toBe(202);
       await waitUntil(

@@ -1,7 +1,7 @@
 /** The Web UI's text for a hold and a sweep (src/contracts/story.ts): the status query's facts, as Markdown. */
 import { describe, expect, it } from 'vitest';
 import type { HoldStage, HoldStatus } from '../../src/contracts/messages.js';
-import { holdCurrentDetails, holdLabels, sweepCurrentDetails } from '../../src/contracts/story.js';
+import { holdCurrentDetails, holdEventsCurrentDetails, holdEventsDetails, holdLabels, sweepCurrentDetails } from '../../src/contracts/story.js';
 
 const status = (stage: HoldStage, extra: Partial<HoldStatus> = {}): HoldStatus => ({ ignoredSignals: [], ...stage, ...extra }) as HoldStatus;
 
@@ -68,5 +68,29 @@ describe('labels and sweep progress', () => {
     expect(text).toContain('### Page 3: 500 holds');
     expect(text).toContain('- Found: 10 · started: 8 · already handled: 1 · rejected: 1');
     expect(text).toContain('`ParentWorkflowId STARTS_WITH "sweep-us-1/"`');
+  });
+});
+
+describe('the processor-event workflow’s text', () => {
+  it('says which sequence is missing, what waits behind it and what to run, once stopped', () => {
+    const text = holdEventsCurrentDetails({
+      holdId: 'h_1',
+      stage: { stage: 'stopped_for_human', expected: 3, since: '2026-12-01T06:00:00.000Z', pending: [4, 5] },
+      applied: [{ sequence: 2, eventId: 'evt_2', outcome: 'incremented' }],
+      skipped: [],
+    });
+    expect(text).toBe(
+      [
+        '### Stopped: a processor event is missing',
+        '',
+        '- Missing: sequence 3, since 2026-12-01T06:00:00.000Z',
+        '- Waiting behind it: 4, 5',
+        '- It applies by itself when the processor sends it; or skip it: `npm run ops -- events skip h_1 --sequence 3 --by <you> --reason <why>`',
+        '- Applied 2 (evt_2): incremented',
+        '',
+        'Runbook: docs/runbook.md#processoreventgap',
+      ].join('\n'),
+    );
+    expect(holdEventsDetails('us', 'h_1')).toContain('npm run ops -- events show h_1 --region us');
   });
 });
