@@ -23,7 +23,7 @@ import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
 import { PROCESSOR_EVENT_TYPES, processorEventSignal, type ProcessorEventRef, type ProcessorEventType } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
-import { HoldIdKey, RegionKey } from '../contracts/search-attributes.js';
+import { HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
 import { signature } from '../delivery/signing.js';
 import * as events from '../sql/processor-events.js';
@@ -114,6 +114,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   /** Signal-with-start of the hold's event workflow, then the row is marked dispatched. Failures wait for the relay. */
   async function handOver(ref: ProcessorEventRef & { holdId: string }): Promise<boolean> {
     try {
+      // The hold's merchant, when the ledger knows the hold: operators filter a merchant's stopped holds by it.
+      const merchantId = await events.merchantOfHold(pool, ref.holdId);
       await client.workflow.signalWithStart('applyHoldEvents', {
         workflowId: holdEventsWorkflowId(region, ref.holdId),
         taskQueue,
@@ -130,6 +132,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
         typedSearchAttributes: [
           { key: RegionKey, value: region },
           { key: HoldIdKey, value: ref.holdId },
+          ...(merchantId === undefined ? [] : [{ key: MerchantIdKey, value: merchantId }]),
         ],
         staticSummary: holdEventsSummary(region, ref.holdId),
         staticDetails: holdEventsDetails(region, ref.holdId),

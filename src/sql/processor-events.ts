@@ -352,3 +352,9 @@ export async function isSkipped(db: Queryable, holdId: string, sequence: number)
   ]);
   return rowCount === 1;
 }
+
+/** The merchant of a hold, or undefined when the ledger has no such hold. */
+export async function merchantOfHold(db: Queryable, holdId: string): Promise<string | undefined> {
+  const { rows } = await db.query<{ merchant_id: string }>('SELECT merchant_id FROM auth_holds WHERE id = $1::text', [holdId]);
+  return rows[0]?.merchant_id;
+}

@@ -13,7 +13,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ensureChromium } from '../../dev/chromium.js';
 import { ENCRYPTED_ENCODING } from '../../src/codec/encryption-codec.js';
 import { statusQuery } from '../../src/contracts/messages.js';
-import { holdSummary } from '../../src/contracts/story.js';
+import { holdEventsSummary, holdSummary } from '../../src/contracts/story.js';
+import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
+import { holdEventsStatusQuery } from '../../src/contracts/processor.js';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { createProcessorReceiver } from '../../src/processor/receiver.js';
+import { FakeProcessor } from '../../dev/fake-processor.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
@@ -32,6 +37,7 @@ let us: TestRegion;
 let eu: TestRegion;
 let usNight: Night;
 let euNight: Night;
+let gapped: { holdId: string; merchantId: string };
 
 const holdsOf = async (region: TestRegion, merchantId: string) =>
   (await region.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])).rows.map((r) => r.id);
@@ -94,7 +100,38 @@ beforeAll(async () => {
   await harness.startWorker(us);
   await harness.startWorker(eu);
   [usNight, euNight] = await Promise.all([nightWithQuarantine(us, `${harness.id}b`), nightWithQuarantine(eu, `${harness.id}e`)]);
+  gapped = await holdStoppedAtAGap(us, `${harness.id}g`);
 }, 300_000);
+
+/** An active hold whose processor sent sequence 2 but never 1: its event workflow stops for a human (2 s here). */
+async function holdStoppedAtAGap(region: TestRegion, prefix: string): Promise<{ holdId: string; merchantId: string }> {
+  const night = await seedNight(region.pool, region.config.region, prefix, { expired: 0, future: 1, merchants: 1 }, harness.merchants);
+  const { id: holdId, merchantId } = night.future[0]!;
+  const secret = generateSigningSecret();
+  const receiver = createProcessorReceiver({
+    region: region.config.region,
+    pool: region.pool,
+    client: region.client,
+    taskQueue: region.config.taskQueue,
+    processorKey: Buffer.from(secret.replace(/^whsec_/, ''), 'base64'),
+    gapWaitMs: 2_000,
+    log: () => undefined,
+  });
+  try {
+    const processor = new FakeProcessor(`http://127.0.0.1:${(await receiver.listen(0)).port}/processor/events`, secret);
+    const { status } = await processor.send({ eventId: `evt_${holdId}_2`, holdId, sequence: 2, type: 'hold.reversed' });
+    if (status !== 202) throw new Error(`the receiver answered ${status}`);
+  } finally {
+    await receiver.close();
+  }
+  const handle = region.client.workflow.getHandle(holdEventsWorkflowId(region.config.region, holdId));
+  await waitUntil(
+    async () => (await handle.query(holdEventsStatusQuery).catch(() => undefined))?.stage.stage === 'stopped_for_human',
+    `hold ${holdId}'s event workflow stops at the gap`,
+    30_000,
+  );
+  return { holdId, merchantId };
+}
 afterAll(async () => {
   await browser?.close();
   await harness?.close();
@@ -146,6 +183,21 @@ describe('the Web UI, as an operator sees it', () => {
     await openWorkflow(us, waiting!.id, 'history');
     await shows(`release hold ${waiting!.id}`);
     await shows(/merchant budget, first lane, until \d{4}-\d\d-\d\dT/);
+  });
+
+  it('a hold stopped at a processor-event gap: the list filtered to event_gap finds it by merchant; its page says what is missing and what to run', async () => {
+    const { holdId, merchantId } = gapped;
+    const query = `DeliveryStatus="event_gap" AND MerchantId="${merchantId}"`;
+    await page.goto(`${UI}/namespaces/hold-sweeper-us/workflows?query=${encodeURIComponent(query)}`);
+    await shows(new RegExp(`hold-events-us-${holdId} ${merchantId} ${holdId} event_gap`));
+    const workflowId = holdEventsWorkflowId('us', holdId);
+    const { runId } = await us.client.workflow.getHandle(workflowId).describe();
+    await page.goto(`${UI}/namespaces/hold-sweeper-us/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`);
+    await shows(holdEventsSummary('us', holdId));
+    await shows('Stopped: a processor event is missing');
+    await shows('Missing: sequence 1');
+    await shows(`npm run ops -- events skip ${holdId} --sequence 1`);
+    await page.screenshot({ path: path.join(SCREENSHOTS, 'web-ui-event-gap.png') });
   });
 
   it('with payload keys set, the UI shows the decoded text through the codec endpoint, and the server holds ciphertext', async () => {
