@@ -7,6 +7,7 @@
 import { Webhook } from 'standardwebhooks';
 import type { ProcessorEventType } from '../src/contracts/processor.js';
 import type { HoldSeed } from './seed.js';
+import { keyOfSecret } from '../src/delivery/signing.js';
 
 export interface ProcessorEvent {
   /** The processor's own event id (`webhook-id`). */
@@ -168,4 +169,11 @@ export async function sendCallbacks(processor: FakeProcessor, plan: CallbackPlan
     await new Promise((resolve) => setTimeout(resolve, pauseMs));
   }
   return tally;
+}
+
+/** The key the receiver verifies with, from the secret this processor signs with (`whsec_<base64>`). */
+export function processorKeyOf(secret: string): Buffer {
+  const key = keyOfSecret(secret);
+  if (typeof key === 'string') throw new Error(`the processor secret is ${key}`);
+  return key;
 }

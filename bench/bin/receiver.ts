@@ -22,7 +22,7 @@ import { DefaultLogger, NativeConnection, Runtime } from '@temporalio/worker';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort, startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
-import { FakeProcessor, type ProcessorEvent } from '../../dev/fake-processor.js';
+import { FakeProcessor, processorKeyOf, type ProcessorEvent } from '../../dev/fake-processor.js';
 import { localRegions } from '../../dev/local-regions.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../../dev/seed.js';
 import { startDevServer } from '../../dev/temporal-dev-server.js';
@@ -112,7 +112,7 @@ try {
     pool: region.pool,
     client: region.client,
     taskQueue: region.taskQueue,
-    processorKey: Buffer.from(secret.replace(/^whsec_/, ''), 'base64'),
+    processorKey: processorKeyOf(secret),
     log: () => undefined,
   });
   const { port } = await receiver.listen(0);

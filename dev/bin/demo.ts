@@ -27,7 +27,7 @@ import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker } from '../../src/workers/region-worker.js';
 import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
-import { FakeProcessor, planCallbacks, sendCallbacks, type CallbackTally } from '../fake-processor.js';
+import { FakeProcessor, planCallbacks, processorKeyOf, sendCallbacks, type CallbackTally } from '../fake-processor.js';
 import { seededRandom } from '../seed.js';
 
 /** A dozen merchants per region, as the demo promises. */
@@ -200,7 +200,7 @@ async function main() {
       pool,
       client,
       taskQueue: region.taskQueue,
-      processorKey: Buffer.from(processorSecret.replace(/^whsec_/, ''), 'base64'),
+      processorKey: processorKeyOf(processorSecret),
       log: () => undefined,
     });
     const { port } = await receiver.listen(0);

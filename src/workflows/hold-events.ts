@@ -33,14 +33,14 @@ import { ledgerActivity } from './activity-profiles.js';
 import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, trackHold, type DeliveryResume } from './release-expired-hold.js';
 
 /** A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked. */
-export const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
+const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
 /** With nothing left to apply the run stays open this long, then completes; the next event starts a new run. */
-export const DEFAULT_IDLE_MS = 60_000;
+const DEFAULT_IDLE_MS = 60_000;
 /** A hold sees a handful of events; a run that somehow takes in thousands continues as new far below the limit. */
 const HISTORY_BUDGET = 2_000;
 
 /** The DeliveryStatus this workflow sets while it is stopped at a gap (operators filter on it), and after. */
-export const EVENT_GAP_STATUS = 'event_gap';
+const EVENT_GAP_STATUS = 'event_gap';
 
 const withSummary = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
 

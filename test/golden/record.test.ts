@@ -16,9 +16,8 @@ import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js'
 import type { ReleaseExpiredHoldResult } from '../../src/contracts/domain.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery } from '../../src/contracts/processor.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { createProcessorReceiver } from '../../src/processor/receiver.js';
-import { FakeProcessor, type ProcessorEvent } from '../../dev/fake-processor.js';
+import type { ProcessorEvent } from '../../dev/fake-processor.js';
+import { startTestReceiver } from '../support/processor.js';
 import type { HoldSeed } from '../../dev/seed.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { WORKFLOW_IDS_FILE } from '../support/golden.js';
@@ -28,7 +27,6 @@ import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 /** The release these histories belong to: the git revision they were recorded from (or GOLDEN_RELEASE). */
 const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
 const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
-const PROCESSOR_SECRET = generateSigningSecret();
 
 let harness: Harness;
 beforeAll(async () => {
@@ -123,17 +121,7 @@ it('records the golden histories of this release in every waiting state', async 
 
   // Processor events (issue 20): a hold's event workflow up to date and one stopped at a gap; the webhooks they write,
   // delivered and quarantined (m7 answers 422); a late capture of a released hold.
-  const receiver = createProcessorReceiver({
-    region: 'us',
-    pool: us.pool,
-    client: us.client,
-    taskQueue: us.config.taskQueue,
-    processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
-    gapWaitMs: 2_000,
-    log: () => undefined,
-  });
-  const { port } = await receiver.listen(0);
-  const processor = new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, PROCESSOR_SECRET);
+  const { processor, close: closeReceiver } = await startTestReceiver(us, { gapWaitMs: 2_000 });
   const [upToDate, gapped, , , , , , quarantinedEvent] = night.future as HoldSeed[];
   const lateCaptured = night.expired.find((h) => h.merchantId === m[0])!.id;
   const event = (holdId: string, sequence: number, type: ProcessorEvent['type'], amountMinor?: number): ProcessorEvent => ({
@@ -158,7 +146,7 @@ it('records the golden histories of this release in every waiting state', async 
     (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE event_type <> 'hold.released' AND status = 'pending'`)).rows[0]
       .n;
   await expect.poll(undelivered, { timeout: 30_000 }).toBe(0);
-  await receiver.close();
+  await closeReceiver();
 
   await fs.rm(OUT, { recursive: true, force: true });
   await fs.mkdir(OUT, { recursive: true });

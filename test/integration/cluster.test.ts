@@ -45,6 +45,17 @@ let caFile: string;
 let workers: WorkerProcesses | undefined;
 /** The production worker's environment: encrypted payloads, https merchants (trusted by their CA). */
 const PAYLOAD_KEY = `k1:${randomBytes(32).toString('base64')}`;
+/** A client of the cluster that encrypts and decrypts as the workers do. */
+const encryptedClient = (conn: Connection) =>
+  new Client({
+    connection: conn,
+    namespace: NAMESPACE,
+    dataConverter: dataConverterFor(
+      parseEncryptionKeys(PAYLOAD_KEY, (expected) => {
+        throw new Error(expected);
+      }),
+    ),
+  });
 const workerEnv = (): Record<string, string> => ({
   HOLD_SWEEPER_MODE: 'production',
   HOLD_SWEEPER_REGIONS: 'us',
@@ -121,17 +132,8 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   // Short backoff so the faulty merchants settle within the test; the policy itself is the real one.
   await ledger.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
 
-  const key = PAYLOAD_KEY;
   workers = await startWorkerProcesses(2, workerEnv());
-  const client = new Client({
-    connection,
-    namespace: NAMESPACE,
-    dataConverter: dataConverterFor(
-      parseEncryptionKeys(key, (expected) => {
-        throw new Error(expected);
-      }),
-    ),
-  });
+  const client = encryptedClient(connection);
   const sweep = await client.workflow.start(sweepExpiredHolds, {
     taskQueue: TASK_QUEUE,
     workflowId: `sweep-${id}`,
@@ -177,7 +179,6 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
 }, 300_000);
 
 it('the production receiver on the production Temporal: the processor calls back while a sweep releases the same holds, every event applied once', async () => {
-  const key = PAYLOAD_KEY;
   const night = await seedNight(ledger, 'us', `cp${id}`, { expired: 40, future: 20, merchants: 3 }, merchants);
   const opening = await accountTotals(ledger);
   const secret = generateSigningSecret();
@@ -187,19 +188,11 @@ it('the production receiver on the production Temporal: the processor calls back
     databaseUrl: ledgerUrl,
     temporalAddress: cluster!.address,
     secret,
-    env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: key },
+    env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: PAYLOAD_KEY },
   });
   workers ??= await startWorkerProcesses(2, workerEnv());
   connection ??= await Connection.connect({ address: cluster!.address });
-  const client = new Client({
-    connection,
-    namespace: NAMESPACE,
-    dataConverter: dataConverterFor(
-      parseEncryptionKeys(key, (expected) => {
-        throw new Error(expected);
-      }),
-    ),
-  });
+  const client = encryptedClient(connection);
   const random = seededRandom(20);
   const plan = planCallbacks([...night.expired, ...night.future], 0.5, random);
   const [sweep, tally] = await Promise.all([

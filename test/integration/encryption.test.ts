@@ -20,9 +20,7 @@ import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
-import { FakeProcessor } from '../../dev/fake-processor.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { createProcessorReceiver } from '../../src/processor/receiver.js';
+import { startTestReceiver } from '../support/processor.js';
 
 const key1 = { id: 'k1', key: randomBytes(32) };
 /** What a rejecting merchant answers: its excerpt is quoted in the failure message, which must be encrypted. */
@@ -74,18 +72,9 @@ beforeAll(async () => {
   });
   // A processor capture through the region's receiver (its client encrypts like the workers): its signal, its hold's
   // event workflow and its webhook's delivery workflow are payloads too.
-  const processorSecret = generateSigningSecret();
-  const receiver = createProcessorReceiver({
-    region: 'eu',
-    pool: eu.pool,
-    client: eu.client,
-    taskQueue: eu.config.taskQueue,
-    processorKey: Buffer.from(processorSecret.replace(/^whsec_/, ''), 'base64'),
-    log: () => undefined,
-  });
   const captured = night.future[0]!;
+  const { processor, close } = await startTestReceiver(eu);
   try {
-    const processor = new FakeProcessor(`http://127.0.0.1:${(await receiver.listen(0)).port}/processor/events`, processorSecret);
     const event = {
       eventId: `evt_${captured.id}_1`,
       holdId: captured.id,
@@ -100,7 +89,7 @@ beforeAll(async () => {
       'the capture is applied and its webhook delivered',
     );
   } finally {
-    await receiver.close();
+    await close();
   }
   // A client with no codec sees exactly what the server stores.
   raw = new Client({ connection: await Connection.connect({ address: harness.address }), namespace: eu.config.namespace });

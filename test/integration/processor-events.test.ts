@@ -11,13 +11,13 @@ import { startReceiverProcess } from '../../dev/receiver-process.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
 import { runOps } from '../../src/ops/cli.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
+import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 
 const PROCESSOR_SECRET = generateSigningSecret();
 /** Short, so the gap cases reach the human stage in seconds; production waits 15 minutes (PROCESSOR_GAP_WAIT). */
@@ -25,34 +25,28 @@ const GAP_WAIT_MS = 3_000;
 
 let harness: Harness;
 let us: TestRegion;
-let receiver: ProcessorReceiver;
+let receiver: TestReceiver;
 let processor: FakeProcessor;
 let opening: Map<string, bigint>;
 let nights = 0;
 
-function receiverFor(region: TestRegion, options: { relayAfterMs?: number; gapWaitMs?: number; workflowIdleMs?: number } = {}): ProcessorReceiver {
-  return createProcessorReceiver({
-    region: 'us',
-    pool: region.pool,
-    client: region.client,
-    taskQueue: region.config.taskQueue,
-    processorKey: Buffer.from(PROCESSOR_SECRET.replace(/^whsec_/, ''), 'base64'),
-    gapWaitMs: options.gapWaitMs ?? GAP_WAIT_MS,
-    ...(options.workflowIdleMs === undefined ? {} : { workflowIdleMs: options.workflowIdleMs }),
+/** This file's receiver settings: short waits, so gaps and the relay act within a test. */
+const receiverFor = (region: TestRegion, options: { gapWaitMs?: number; workflowIdleMs?: number } = {}) =>
+  startTestReceiver(region, {
+    secret: PROCESSOR_SECRET,
+    gapWaitMs: GAP_WAIT_MS,
     recordTimeoutMs: 1_000,
     relayIntervalMs: 500,
-    relayAfterMs: options.relayAfterMs ?? 2_000,
-    log: () => undefined,
+    relayAfterMs: 2_000,
+    ...options,
   });
-}
 
 beforeAll(async () => {
   harness = await openHarness();
   us = await harness.region('us');
   await harness.startWorker(us);
-  receiver = receiverFor(us);
-  const { port } = await receiver.listen(0);
-  processor = new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, PROCESSOR_SECRET);
+  receiver = await receiverFor(us);
+  processor = receiver.processor;
 });
 afterAll(async () => {
   await receiver?.close();
@@ -220,8 +214,8 @@ describe('an operator', () => {
   it('skips a missing event while the workflow still waits for it (before it stops): what follows applies at once', async () => {
     const n = await night({ future: 1 });
     const holdId = n.future[0]!.id;
-    const patient = receiverFor(us, { gapWaitMs: 10 * 60_000 });
-    const sender = new FakeProcessor(`http://127.0.0.1:${(await patient.listen(0)).port}/processor/events`, PROCESSOR_SECRET);
+    const patient = await receiverFor(us, { gapWaitMs: 10 * 60_000 });
+    const sender = patient.processor;
     try {
       expect((await sender.send(ev(holdId, 2, 'hold.incremented', 7))).status).toBe(202);
       const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
@@ -332,8 +326,8 @@ describe('order per hold', () => {
   it('a hold with nothing left to apply completes its run; its next event starts a new one, in sequence', async () => {
     const n = await night({ future: 1 });
     const holdId = n.future[0]!.id;
-    const quick = receiverFor(us, { workflowIdleMs: 300 });
-    const sender = new FakeProcessor(`http://127.0.0.1:${(await quick.listen(0)).port}/processor/events`, PROCESSOR_SECRET);
+    const quick = await receiverFor(us, { workflowIdleMs: 300 });
+    const sender = quick.processor;
     try {
       const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
       expect((await sender.send(ev(holdId, 1, 'hold.incremented', 5))).status).toBe(202);

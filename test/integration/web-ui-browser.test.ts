@@ -16,9 +16,7 @@ import { statusQuery } from '../../src/contracts/messages.js';
 import { holdEventsSummary, holdSummary } from '../../src/contracts/story.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery } from '../../src/contracts/processor.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { createProcessorReceiver } from '../../src/processor/receiver.js';
-import { FakeProcessor } from '../../dev/fake-processor.js';
+import { startTestReceiver } from '../support/processor.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
@@ -107,22 +105,12 @@ beforeAll(async () => {
 async function holdStoppedAtAGap(region: TestRegion, prefix: string): Promise<{ holdId: string; merchantId: string }> {
   const night = await seedNight(region.pool, region.config.region, prefix, { expired: 0, future: 1, merchants: 1 }, harness.merchants);
   const { id: holdId, merchantId } = night.future[0]!;
-  const secret = generateSigningSecret();
-  const receiver = createProcessorReceiver({
-    region: region.config.region,
-    pool: region.pool,
-    client: region.client,
-    taskQueue: region.config.taskQueue,
-    processorKey: Buffer.from(secret.replace(/^whsec_/, ''), 'base64'),
-    gapWaitMs: 2_000,
-    log: () => undefined,
-  });
+  const { processor, close } = await startTestReceiver(region, { gapWaitMs: 2_000 });
   try {
-    const processor = new FakeProcessor(`http://127.0.0.1:${(await receiver.listen(0)).port}/processor/events`, secret);
     const { status } = await processor.send({ eventId: `evt_${holdId}_2`, holdId, sequence: 2, type: 'hold.reversed' });
     if (status !== 202) throw new Error(`the receiver answered ${status}`);
   } finally {
-    await receiver.close();
+    await close();
   }
   const handle = region.client.workflow.getHandle(holdEventsWorkflowId(region.config.region, holdId));
   await waitUntil(
