@@ -13,6 +13,9 @@ const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
  */
 export const WORKFLOW_IDS_FILE = 'workflow-ids.json';
 
+/** Beside each set of encrypted histories (test/golden/encrypted/<release>/): its namespace and the test key it was encrypted under. */
+export const ENCRYPTED_KEY_FILE = 'key.json';
+
 /** Every golden history: release, file, parsed history, and the workflow id it ran under when it was recorded. */
 export function goldenHistories() {
   return fs

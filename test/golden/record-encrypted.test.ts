@@ -1,0 +1,112 @@
+/**
+ * Records a small set of *encrypted* histories of the current release: `npm run golden:record` (with
+ * record.test.ts). An encrypted region (a fixed test key, committed beside the histories: it protects nothing) runs a
+ * sweep whose holds are delivered, quarantined and approved, discarded, and one processor capture; each run's history
+ * is written, as the server stores it (ciphertext), to test/golden/encrypted/<release>/.
+ *
+ * test/integration/encryption.test.ts decodes every payload of every committed set with the current codec and
+ * replays the histories: a codec change (the namespace binding, a new cipher) must keep old ciphertext readable.
+ */
+import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { approveReplaySignal, discardSignal, statusQuery } from '../../src/contracts/messages.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { ENCRYPTED_KEY_FILE, WORKFLOW_IDS_FILE } from '../support/golden.js';
+import { startTestReceiver } from '../support/processor.js';
+import { openHarness, type Harness } from '../support/harness.js';
+import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+
+const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+const OUT = path.join(import.meta.dirname, 'encrypted', RELEASE);
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await openHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+it('records encrypted histories of this release: delivered, approved, discarded, a capture, the sweep', async () => {
+  const key = { id: `golden-${RELEASE}`, key: randomBytes(32) };
+  const eu = await harness.region('eu', { payloadKeys: [key] });
+  await harness.startWorker(eu);
+  const night = await seedNight(eu.pool, 'eu', `${harness.id}ge`, { expired: 4, future: 1, merchants: 2 }, harness.merchants);
+  const [ok, rejecting] = night.merchantIds as [string, string];
+  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: '{"error":"unknown"}' }] });
+  const sweepId = `sweep-eu-${harness.id}-golden-encrypted`;
+  await eu.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: eu.config.taskQueue,
+    workflowId: sweepId,
+    args: [{ region: 'eu', releaseWaitMs: 60_000 }],
+  });
+
+  const holdsOf = async (merchantId: string) =>
+    (
+      await eu.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 AND expires_at <= now() ORDER BY id', [merchantId])
+    ).rows.map((r) => r.id);
+  const [approved, discarded] = (await holdsOf(rejecting)) as [string, string];
+  const handleOf = async (holdId: string) => eu.client.workflow.getHandle(await holdWorkflowIdOf(eu.pool, 'eu', holdId));
+  for (const id of [approved, discarded]) {
+    await expect.poll(async () => (await (await handleOf(id)).query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+  }
+  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 200 }] });
+  await (await handleOf(approved)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
+  await (await handleOf(discarded)).signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
+  await (await handleOf(approved)).result();
+  await (await handleOf(discarded)).result();
+
+  const captured = night.future[0]!;
+  const { processor, close } = await startTestReceiver(eu);
+  try {
+    const event = {
+      eventId: `evt_${captured.id}_1`,
+      holdId: captured.id,
+      sequence: 1,
+      type: 'hold.captured' as const,
+      amountMinor: 4321,
+      currency: 'EUR',
+    };
+    expect((await processor.send(event)).status).toBe(202);
+    await waitUntil(
+      async () => (await eu.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [captured.id])).rowCount === 1,
+      'the capture is applied and its webhook delivered',
+    );
+  } finally {
+    await close();
+  }
+
+  // What the server stores: a client without the codec.
+  const connection = await Connection.connect({ address: harness.address });
+  const raw = new Client({ connection, namespace: eu.config.namespace });
+  await fs.mkdir(OUT, { recursive: true });
+  const names = new Map([
+    [await holdWorkflowIdOf(eu.pool, 'eu', (await holdsOf(ok))[0]!), 'releaseExpiredHold-completed-delivered'],
+    [await holdWorkflowIdOf(eu.pool, 'eu', approved), 'releaseExpiredHold-completed-delivered-replayed'],
+    [await holdWorkflowIdOf(eu.pool, 'eu', discarded), 'releaseExpiredHold-completed-discarded'],
+  ]);
+  const ids: Record<string, string> = {};
+  let n = 0;
+  for await (const execution of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` })) {
+    if (execution.status.name === 'RUNNING') continue;
+    const name = names.get(execution.workflowId) ?? `${execution.type}-${execution.status.name.toLowerCase()}`;
+    if (execution.type === 'releaseExpiredHold' && !names.has(execution.workflowId)) continue;
+    const file = `${name}-${n++}.json`;
+    const history = await raw.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
+    await fs.writeFile(path.join(OUT, file), JSON.stringify(JSON.parse(historyToJSON(history))));
+    ids[file] = execution.workflowId;
+  }
+  await connection.close();
+  await fs.writeFile(path.join(OUT, WORKFLOW_IDS_FILE), `${JSON.stringify(ids, null, 2)}\n`);
+  await fs.writeFile(
+    path.join(OUT, ENCRYPTED_KEY_FILE),
+    `${JSON.stringify({ namespace: eu.config.namespace, id: key.id, key: key.key.toString('base64') }, null, 2)}\n`,
+  );
+  expect(Object.keys(ids).length).toBeGreaterThanOrEqual(6);
+});
