@@ -81,7 +81,7 @@ export async function startLocalStack(
   if (encrypted.length > 0) {
     // The dev server's Web UI decodes encrypted payloads through this endpoint (--ui-codec-endpoint).
     codec = await startCodecServer({
-      codecs: new Map(encrypted.map((r) => [r.namespace, new EncryptionCodec(r.payloadKeys!)])),
+      codecs: new Map(encrypted.map((r) => [r.namespace, new EncryptionCodec(r.payloadKeys!, { namespace: r.namespace, unencrypted: 'pass' })])),
       plainNamespaces: config.regions.filter((r) => !r.payloadKeys).map((r) => r.namespace),
       // The dev server's UI is on this stack's own port unless CODEC_CORS_ORIGIN says otherwise.
       corsOrigins: process.env.CODEC_CORS_ORIGIN

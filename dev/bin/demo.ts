@@ -189,7 +189,7 @@ async function main() {
     const connection = await Connection.connect({ address });
     const nativeConnection = await NativeConnection.connect({ address });
     connections.push(connection, nativeConnection);
-    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
+    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
     const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, version, webhooks: config.webhooks });
     workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);

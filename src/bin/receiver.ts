@@ -36,7 +36,7 @@ async function main() {
   await migrate(pool);
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = Connection.lazy({ address: temporalAddress });
-  const client = new Client({ connection, namespace: configured.namespace, dataConverter: dataConverterFor(configured.payloadKeys) });
+  const client = new Client({ connection, namespace: configured.namespace, dataConverter: dataConverterFor(configured) });
   const receiver = createProcessorReceiver({
     region: configured.region,
     pool,

@@ -87,7 +87,7 @@ async function main() {
     await whenReachable('ledger database', () => migrate(pool));
     const address = region.temporalAddress;
     const connection = await whenReachable('Temporal', () => Connection.connect({ address }));
-    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region.payloadKeys) });
+    const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
     const nativeConnection = await whenReachable('Temporal', () => NativeConnection.connect({ address }));
     const worker = await createRegionWorker({
@@ -97,6 +97,7 @@ async function main() {
       workflowBundle,
       version,
       webhooks: config.webhooks,
+      fourEyes: config.decisions.fourEyes,
       meter,
       merchantLabel: config.observability.merchantLabel,
       tuning,

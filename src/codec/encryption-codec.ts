@@ -4,13 +4,22 @@
  * hosted Temporal server stores only ciphertext. EU keys stay with EU workers: each region has its own keys.
  *
  * AES-256-GCM, a fresh 96-bit IV per payload; the key id travels in the payload's metadata so keys can rotate:
- * new payloads use the current (first) key, old histories decode while their key is still configured.
+ * new payloads use the current (first) key, old histories decode while their key is still configured. Each
+ * ciphertext is bound to its namespace: the associated data (authenticated, not stored) is the namespace and the
+ * key id, so a payload copied into another namespace that shares the key fails authentication there. Payloads from
+ * before the binding (no `encryption-aad` in their metadata: test/golden/encrypted/7c95b1f) decode as they were.
+ *
+ * In an encrypted region, a worker accepts only encrypted payloads (`unencrypted: 'refuse'`): a workflow started,
+ * signalled or updated with plain JSON (a client without the region's key) gets the refusal marker of
+ * src/contracts/unencrypted.ts instead of the value it sent. Decoding never throws for it: a signal that could not
+ * be decoded would fail its workflow task on every retry and wedge the workflow.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import type { Payload, PayloadCodec } from '@temporalio/common';
+import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import type { EncryptionKey } from '../config.js';
+import { refusedUnencrypted } from '../contracts/unencrypted.js';
 
 // A CommonJS package: Node's ESM loader cannot see its named exports.
 const { temporal } = proto;
@@ -18,6 +27,9 @@ const { temporal } = proto;
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 const KEY_ID_METADATA = 'encryption-key-id';
 const CIPHER_METADATA = 'encryption-cipher';
+/** What the associated data binds, on every payload since the binding; absent on older ones (no associated data). */
+const AAD_METADATA = 'encryption-aad';
+const AAD_NAMESPACE_AND_KEY = 'namespace,key-id';
 const CIPHER = 'AES-256-GCM';
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
@@ -30,33 +42,59 @@ export class UnknownEncryptionKey extends Error {
   }
 }
 
-/** Ciphertext that does not authenticate: tampered with, truncated, or encrypted under another key. */
+/** Ciphertext that does not authenticate: tampered with, truncated, encrypted under another key or for another namespace. */
 export class PayloadDecryptionFailed extends Error {
   override readonly name = 'PayloadDecryptionFailed';
-  constructor(readonly keyId: string) {
-    super(`payload under key "${keyId}" failed authentication (AES-256-GCM): it was altered or is not ours`);
+  constructor(
+    readonly keyId: string,
+    readonly namespace: string,
+  ) {
+    super(
+      `payload under key "${keyId}" failed authentication (AES-256-GCM) in namespace "${namespace}": it was altered, or is not ours, or belongs to another namespace`,
+    );
   }
 }
 
 const text = (value: string) => new TextEncoder().encode(value);
 const fromText = (value: Uint8Array | null | undefined) => (value ? new TextDecoder().decode(value) : undefined);
 
+export interface EncryptionCodecOptions {
+  /** The Temporal namespace (the region's) every payload of this codec is bound to. */
+  namespace: string;
+  /**
+   * What decoding does with a payload that is not encrypted: `pass` it through as it came (the codec endpoint shows
+   * it to a reader; a client reading results), or `refuse` it (workers: it decodes to the refusal marker).
+   */
+  unencrypted: 'pass' | 'refuse';
+}
+
 export class EncryptionCodec implements PayloadCodec {
   private readonly byId: Map<string, Buffer>;
   private readonly current: EncryptionKey;
+  private readonly namespace: string;
+  private readonly unencrypted: EncryptionCodecOptions['unencrypted'];
 
   /** `keys[0]` encrypts; every key decrypts. */
-  constructor(keys: readonly EncryptionKey[]) {
+  constructor(keys: readonly EncryptionKey[], { namespace, unencrypted }: EncryptionCodecOptions) {
     if (keys.length === 0) throw new Error('EncryptionCodec needs at least one key');
     for (const k of keys) if (k.key.length !== 32) throw new Error(`encryption key "${k.id}" must be 32 bytes (AES-256)`);
+    if (!namespace) throw new Error('EncryptionCodec needs the namespace its payloads are bound to');
     this.current = keys[0]!;
     this.byId = new Map(keys.map((k) => [k.id, k.key]));
+    this.namespace = namespace;
+    this.unencrypted = unencrypted;
+  }
+
+  /** The associated data of a payload under `keyId` in this codec's namespace (NUL cannot occur in either). */
+  private associatedData(keyId: string): Buffer {
+    return Buffer.from(`hold-sweeper\0${this.namespace}\0${keyId}`, 'utf8');
   }
 
   async encode(payloads: Payload[]): Promise<Payload[]> {
     return payloads.map((payload) => {
       const iv = randomBytes(IV_BYTES);
       const cipher = createCipheriv('aes-256-gcm', this.current.key, iv);
+      cipher.setAAD(this.associatedData(this.current.id));
       const plain = temporal.api.common.v1.Payload.encode(payload).finish();
       const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
       return {
@@ -64,6 +102,7 @@ export class EncryptionCodec implements PayloadCodec {
           encoding: text(ENCRYPTED_ENCODING),
           [CIPHER_METADATA]: text(CIPHER),
           [KEY_ID_METADATA]: text(this.current.id),
+          [AAD_METADATA]: text(AAD_NAMESPACE_AND_KEY),
         },
         data: sealed,
       };
@@ -72,19 +111,25 @@ export class EncryptionCodec implements PayloadCodec {
 
   async decode(payloads: Payload[]): Promise<Payload[]> {
     return payloads.map((payload) => {
-      if (fromText(payload.metadata?.encoding) !== ENCRYPTED_ENCODING) return payload;
+      if (fromText(payload.metadata?.encoding) !== ENCRYPTED_ENCODING) {
+        return this.unencrypted === 'pass' ? payload : defaultPayloadConverter.toPayload(refusedUnencrypted(this.namespace, payload));
+      }
       const keyId = fromText(payload.metadata?.[KEY_ID_METADATA]) ?? '';
       const key = this.byId.get(keyId);
       if (!key) throw new UnknownEncryptionKey(keyId);
       const sealed = Buffer.from(payload.data ?? new Uint8Array());
-      if (sealed.length < IV_BYTES + TAG_BYTES) throw new PayloadDecryptionFailed(keyId);
+      if (sealed.length < IV_BYTES + TAG_BYTES) throw new PayloadDecryptionFailed(keyId, this.namespace);
       const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(0, IV_BYTES));
+      const aad = fromText(payload.metadata?.[AAD_METADATA]);
+      // An unknown binding is not ours to guess at; an absent one is a payload from before the binding.
+      if (aad !== undefined && aad !== AAD_NAMESPACE_AND_KEY) throw new PayloadDecryptionFailed(keyId, this.namespace);
+      if (aad !== undefined) decipher.setAAD(this.associatedData(keyId));
       decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
       let plain: Buffer;
       try {
         plain = Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
       } catch {
-        throw new PayloadDecryptionFailed(keyId);
+        throw new PayloadDecryptionFailed(keyId, this.namespace);
       }
       return temporal.api.common.v1.Payload.decode(plain) as Payload;
     });
@@ -95,9 +140,16 @@ export class EncryptionCodec implements PayloadCodec {
 export const FAILURE_CONVERTER_PATH = fileURLToPath(new URL('./failure-converter.cjs', import.meta.url));
 
 /**
- * The data converter for a region: its encryption codec (none when no keys are configured, dev only), and the
- * failure converter that puts failure messages and stack traces into payloads the codec encrypts.
+ * The data converter for a region: its encryption codec (none when no keys are configured, dev only), bound to the
+ * region's namespace, and the failure converter that puts failure messages and stack traces into payloads the codec
+ * encrypts. Workers `refuse` unencrypted payloads; clients `pass` them (they only read what our workers wrote).
  */
-export function dataConverterFor(keys: readonly EncryptionKey[] | undefined): { payloadCodecs: PayloadCodec[]; failureConverterPath: string } {
-  return { payloadCodecs: keys ? [new EncryptionCodec(keys)] : [], failureConverterPath: FAILURE_CONVERTER_PATH };
+export function dataConverterFor(
+  region: { payloadKeys: readonly EncryptionKey[] | undefined; namespace: string },
+  unencrypted: EncryptionCodecOptions['unencrypted'] = 'pass',
+): { payloadCodecs: PayloadCodec[]; failureConverterPath: string } {
+  return {
+    payloadCodecs: region.payloadKeys ? [new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted })] : [],
+    failureConverterPath: FAILURE_CONVERTER_PATH,
+  };
 }

@@ -24,10 +24,20 @@ import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
 export const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
 
+/** The workflow interceptors (src/workflows/interceptors.ts): a workflow started with unencrypted input in an encrypted region fails. */
+export const WORKFLOW_INTERCEPTORS_PATH = fileURLToPath(
+  new URL(`../workflows/interceptors${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
+);
+
 /** The product's workflows; the benchmark passes its own entry (the same workflows plus its ceiling). */
 export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundleWithSourceMap> {
   // The bundle carries the failure converter: workflow-side failures are encoded (encrypted) like the rest.
-  return bundleWorkflowCode({ workflowsPath, failureConverterPath: FAILURE_CONVERTER_PATH, logger: new DefaultLogger('WARN') });
+  return bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS_PATH],
+    failureConverterPath: FAILURE_CONVERTER_PATH,
+    logger: new DefaultLogger('WARN'),
+  });
 }
 
 export interface RegionWorkerOptions {
@@ -39,6 +49,8 @@ export interface RegionWorkerOptions {
   /** This worker's `<deployment>.<build id>` (src/workers/deployment.ts): every worker is versioned. */
   version: WorkerDeploymentVersion;
   webhooks: WebhookConfig;
+  /** Four eyes on operator decisions (DecisionsConfig); off unless said. */
+  fourEyes?: boolean;
   /** Product metrics (the runtime's meter, exported with the SDK's on the Prometheus endpoint). */
   meter?: MetricMeter;
   /** The merchant_id label on the product metrics (METRICS_MERCHANT_LABEL); `all` (bounded) unless said otherwise. */
@@ -101,6 +113,7 @@ export function createRegionWorker({
   workflowBundle,
   version,
   webhooks,
+  fourEyes = false,
   meter,
   merchantLabel = 'all',
   tuning,
@@ -114,12 +127,14 @@ export function createRegionWorker({
     // the hold's included, moves to the deployment's current version at its next task, so changes to it go through
     // patched() and the golden-history gate (docs/deploys.md).
     workerDeploymentOptions: { version, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' },
-    // Inputs and results leave this process encrypted when the region has keys (src/codec/encryption-codec.ts).
-    dataConverter: dataConverterFor(region.payloadKeys),
+    // Inputs and results leave this process encrypted when the region has keys, bound to its namespace; what comes
+    // in unencrypted is refused (src/codec/encryption-codec.ts).
+    dataConverter: dataConverterFor(region, 'refuse'),
     activities: createActivities({
       region: region.region,
       pool,
       endpointRules: webhooks,
+      fourEyes,
       agents: createAgents(),
       meter: meter && withMerchantLabel(meter, merchantLabel),
     }),

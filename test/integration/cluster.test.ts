@@ -50,11 +50,12 @@ const encryptedClient = (conn: Connection) =>
   new Client({
     connection: conn,
     namespace: NAMESPACE,
-    dataConverter: dataConverterFor(
-      parseEncryptionKeys(PAYLOAD_KEY, (expected) => {
+    dataConverter: dataConverterFor({
+      namespace: NAMESPACE,
+      payloadKeys: parseEncryptionKeys(PAYLOAD_KEY, (expected) => {
         throw new Error(expected);
       }),
-    ),
+    }),
   });
 const workerEnv = (): Record<string, string> => ({
   HOLD_SWEEPER_MODE: 'production',

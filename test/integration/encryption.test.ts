@@ -13,6 +13,7 @@ import {
   dataConverterFor,
   EncryptionCodec,
   ENCRYPTED_ENCODING,
+  FAILURE_CONVERTER_PATH,
   PayloadDecryptionFailed,
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
@@ -21,8 +22,11 @@ import { openHarness, type Harness, type TestRegion } from '../support/harness.j
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 import { startTestReceiver } from '../support/processor.js';
+import { encryptedGoldenSets, replayFailures } from '../support/golden.js';
 
 const key1 = { id: 'k1', key: randomBytes(32) };
+/** How the codec endpoint and a client read the test region's payloads. */
+const EU_READER = { namespace: 'hold-sweeper-eu', unencrypted: 'pass' } as const;
 /** What a rejecting merchant answers: its excerpt is quoted in the failure message, which must be encrypted. */
 const REJECTION_BODY = '{"error":"iban DE89370400440532013000 unknown"}';
 const key2 = { id: 'k2', key: randomBytes(32) };
@@ -158,7 +162,7 @@ describe('payload encryption', () => {
     for await (const execution of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` })) types.add(execution.type);
     expect([...types]).toEqual(expect.arrayContaining(['applyHoldEvents', 'deliverHoldEvent']));
 
-    const codecs = new Map([[eu.config.namespace, new EncryptionCodec([key1])]]);
+    const codecs = new Map([[eu.config.namespace, new EncryptionCodec([key1], EU_READER)]]);
     const server = await startCodecServer({ codecs, corsOrigins: ['http://127.0.0.1:8233'], authToken: 'secret-token' });
     try {
       const body = JSON.stringify({
@@ -193,7 +197,10 @@ describe('payload encryption', () => {
     const histories = raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories();
     const results: { workflowId: string; error?: unknown }[] = [];
     for await (const result of Worker.runReplayHistories(
-      { workflowBundle: { code: inject('workflowBundleCode') }, dataConverter: dataConverterFor([key1]) },
+      {
+        workflowBundle: { code: inject('workflowBundleCode') },
+        dataConverter: dataConverterFor({ namespace: eu.config.namespace, payloadKeys: [key1] }, 'refuse'),
+      },
       histories,
     )) {
       results.push(result);
@@ -202,19 +209,44 @@ describe('payload encryption', () => {
     expect(results.filter((r) => r.error)).toEqual([]);
   });
 
+  it('every committed encrypted history of an earlier build (before the namespace binding) still decodes with the current codec, and replays', async () => {
+    const sets = encryptedGoldenSets();
+    expect(sets.map((set) => set.release)).toContain('7c95b1f');
+    for (const set of sets) {
+      const codec = new EncryptionCodec([set.key], { namespace: set.namespace, unencrypted: 'refuse' });
+      const sealed: Payload[] = [];
+      const collect = (value: unknown): void => {
+        if (!value || typeof value !== 'object') return;
+        const metadata = (value as Payload).metadata;
+        if (metadata?.encoding && Buffer.from(metadata.encoding).toString() === ENCRYPTED_ENCODING) sealed.push(value as Payload);
+        else for (const child of Object.values(value)) collect(child);
+      };
+      for (const { history } of set.histories) collect(history);
+      expect(sealed.length).toBeGreaterThan(50);
+      const decoded = await codec.decode(sealed);
+      expect(decoded.every((p) => Buffer.from(p.metadata!.encoding!).toString() !== ENCRYPTED_ENCODING)).toBe(true);
+      expect(
+        await replayFailures({ code: inject('workflowBundleCode') }, set.histories, {
+          payloadCodecs: [codec],
+          failureConverterPath: FAILURE_CONVERTER_PATH,
+        }),
+      ).toEqual([]);
+    }
+  });
+
   it('after rotation, new payloads use the new key and histories written under the old one still decode', async () => {
     const old = await storedPayloads();
-    const rotated = new EncryptionCodec([key2, key1]);
+    const rotated = new EncryptionCodec([key2, key1], EU_READER);
     const [fresh] = await rotated.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"x"') }]);
     expect(Buffer.from(fresh!.metadata!['encryption-key-id']!).toString()).toBe('k2');
     const decoded = await rotated.decode(old);
     expect(decoded.some((p) => Buffer.from(p.data!).toString().includes(night.expired[0]!.id))).toBe(true);
     // Retire key 1 too early and the old histories cannot be read: a named error, not garbage.
-    await expect(new EncryptionCodec([key2]).decode(old.slice(0, 1))).rejects.toBeInstanceOf(UnknownEncryptionKey);
+    await expect(new EncryptionCodec([key2], EU_READER).decode(old.slice(0, 1))).rejects.toBeInstanceOf(UnknownEncryptionKey);
   });
 
   it('a tampered payload fails decoding with a clear error', async () => {
-    const codec = new EncryptionCodec([key1]);
+    const codec = new EncryptionCodec([key1], EU_READER);
     const [sealed] = await codec.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{"amountMinor":"1250"}') }]);
     const tampered = Buffer.from(sealed!.data!);
     tampered[20] = tampered[20]! ^ 0x01;

@@ -49,7 +49,7 @@ export default async function setup(project: TestProject) {
   // The Web UI on, with a codec endpoint as `npm start` runs it, for the browser test.
   const uiPort = await freePort();
   const codec = await startCodecServer({
-    codecs: new Map([['hold-sweeper-eu', new EncryptionCodec([UI_PAYLOAD_KEY])]]),
+    codecs: new Map([['hold-sweeper-eu', new EncryptionCodec([UI_PAYLOAD_KEY], { namespace: 'hold-sweeper-eu', unencrypted: 'pass' })]]),
     plainNamespaces: ['hold-sweeper-us'],
     corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
     authToken: undefined,

@@ -38,6 +38,38 @@ export function goldenHistories() {
     });
 }
 
+const ENCRYPTED_ROOT = path.resolve(import.meta.dirname, '../golden/encrypted');
+
+/**
+ * Every committed set of encrypted histories (test/golden/encrypted/<release>/, recorded by record-encrypted.test.ts):
+ * its namespace and test key, and its histories as the server stored them (ciphertext).
+ */
+export function encryptedGoldenSets() {
+  return fs
+    .readdirSync(ENCRYPTED_ROOT)
+    .sort()
+    .map((release) => {
+      const dir = path.join(ENCRYPTED_ROOT, release);
+      const { namespace, id, key } = JSON.parse(fs.readFileSync(path.join(dir, ENCRYPTED_KEY_FILE), 'utf8')) as {
+        namespace: string;
+        id: string;
+        key: string;
+      };
+      const ids: Record<string, string> = JSON.parse(fs.readFileSync(path.join(dir, WORKFLOW_IDS_FILE), 'utf8'));
+      const histories = fs
+        .readdirSync(dir)
+        .filter((file) => file.endsWith('.json') && file !== WORKFLOW_IDS_FILE && file !== ENCRYPTED_KEY_FILE)
+        .sort()
+        .map((file) => ({
+          release,
+          file,
+          workflowId: ids[file],
+          history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))),
+        }));
+      return { release, namespace, key: { id, key: Buffer.from(key, 'base64') }, histories };
+    });
+}
+
 /**
  * Replays `histories` on one replay worker (one worker for them all: a worker per history costs seconds each) and
  * returns the ones that failed, as `<release>/<file>: <first line of the error>`. A history recorded before its
@@ -46,12 +78,13 @@ export function goldenHistories() {
 export async function replayFailures(
   workflowBundle: ReplayWorkerOptions['workflowBundle'],
   histories: ReturnType<typeof goldenHistories>,
+  dataConverter?: ReplayWorkerOptions['dataConverter'],
 ): Promise<string[]> {
   const failures: string[] = [];
   const inputs = histories.map((h) => ({ workflowId: h.workflowId ?? `golden/${h.release}/${h.file}`, history: h.history }));
   let i = 0;
   // Results come one per history, in order.
-  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'golden-histories' }, inputs)) {
+  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'golden-histories', dataConverter }, inputs)) {
     const { release, file } = histories[i++]!;
     if (result.error) failures.push(`${release}/${file}: ${result.error.message.split('\n')[0]}`);
   }

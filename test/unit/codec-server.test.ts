@@ -15,7 +15,9 @@ const UI = 'http://localhost:8080';
 let server: { url: string; stop(): Promise<void> };
 
 beforeAll(async () => {
-  const codecs = new Map([['hold-sweeper-eu', new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }])]]);
+  const codecs = new Map([
+    ['hold-sweeper-eu', new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace: 'hold-sweeper-eu', unencrypted: 'pass' })],
+  ]);
   server = await startCodecServer({ codecs, plainNamespaces: ['hold-sweeper-us'], corsOrigins: [UI], authToken: TOKEN });
 });
 afterAll(async () => {

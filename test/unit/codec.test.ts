@@ -4,9 +4,10 @@
  * ones the codec uses. test/integration/encryption.test.ts checks what the server stores, the codec endpoint
  * and replay.
  */
-import { randomBytes } from 'node:crypto';
+import { createCipheriv, randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { ApplicationFailure, defaultPayloadConverter, type FailureConverter, type Payload } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { describe, expect, it } from 'vitest';
 import {
   dataConverterFor,
@@ -16,6 +17,7 @@ import {
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
 import { loadConfig, type EncryptionKey } from '../../src/config.js';
+import { isRefusedUnencrypted, UNENCRYPTED_REFUSED } from '../../src/contracts/unencrypted.js';
 import { ConfigError } from '../../src/errors.js';
 
 const k1: EncryptionKey = { id: 'k1', key: randomBytes(32) };
@@ -24,6 +26,11 @@ const k2: EncryptionKey = { id: 'k2', key: randomBytes(32) };
 /** IV first, GCM tag last (src/codec/encryption-codec.ts). */
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
+
+/** The namespace the tests' codecs bind to, and how a reader (codec endpoint, client) or a worker decodes. */
+const US = 'hold-sweeper-us';
+const READER = { namespace: US, unencrypted: 'pass' } as const;
+const WORKER = { namespace: US, unencrypted: 'refuse' } as const;
 
 const HOLD = { holdId: 'hold_01J9Z8Q4', merchantId: 'm_berlin_bakery', amountMinor: '1250' };
 
@@ -59,7 +66,7 @@ async function rejection(promise: Promise<unknown>): Promise<Error> {
 
 describe('EncryptionCodec', () => {
   it('round-trips Temporal payloads, several in one call, metadata and data intact', async () => {
-    const codec = new EncryptionCodec([k1]);
+    const codec = new EncryptionCodec([k1], READER);
     const inputs = [
       defaultPayloadConverter.toPayload(HOLD),
       defaultPayloadConverter.toPayload('hold_01J9Z8Q4'),
@@ -75,8 +82,13 @@ describe('EncryptionCodec', () => {
   });
 
   it('seals the whole payload: the key id and cipher in the metadata, no plaintext and no original metadata left', async () => {
-    const sealed = await encodeOne(new EncryptionCodec([k1]));
-    expect(metadataOf(sealed)).toEqual({ encoding: ENCRYPTED_ENCODING, 'encryption-cipher': 'AES-256-GCM', 'encryption-key-id': 'k1' });
+    const sealed = await encodeOne(new EncryptionCodec([k1], READER));
+    expect(metadataOf(sealed)).toEqual({
+      encoding: ENCRYPTED_ENCODING,
+      'encryption-cipher': 'AES-256-GCM',
+      'encryption-key-id': 'k1',
+      'encryption-aad': 'namespace,key-id',
+    });
     const data = Buffer.from(sealed.data!);
     for (const plain of [HOLD.holdId, HOLD.merchantId, HOLD.amountMinor, 'json/plain']) expect(data.includes(plain)).toBe(false);
     const plainLength = Buffer.from(defaultPayloadConverter.toPayload(HOLD).data!).length;
@@ -84,7 +96,7 @@ describe('EncryptionCodec', () => {
   });
 
   it('uses a fresh IV per payload: the same value never gives the same ciphertext', async () => {
-    const codec = new EncryptionCodec([k1]);
+    const codec = new EncryptionCodec([k1], READER);
     const sealed = [
       await encodeOne(codec),
       await encodeOne(codec),
@@ -97,28 +109,72 @@ describe('EncryptionCodec', () => {
     for (const p of sealed) expect(await decodeValue(codec, p)).toEqual(HOLD);
   });
 
-  it('leaves payloads that were never encrypted as they are (histories from before encryption was turned on)', async () => {
+  it('a reader leaves payloads that were never encrypted as they are (histories from before encryption was turned on)', async () => {
     const plain = defaultPayloadConverter.toPayload(HOLD);
-    const [decoded] = await new EncryptionCodec([k1]).decode([plain]);
+    const [decoded] = await new EncryptionCodec([k1], READER).decode([plain]);
     expect(decoded).toBe(plain);
   });
 
+  it("a worker refuses them: they decode to the refusal marker, never to the sender's value, and never throw", async () => {
+    const worker = new EncryptionCodec([k1], WORKER);
+    const plainDecision = defaultPayloadConverter.toPayload({ approvedBy: 'mallory', reason: 'because' });
+    const decoded = await worker.decode([plainDecision, defaultPayloadConverter.toPayload(undefined)]);
+    const values = decoded.map((p) => defaultPayloadConverter.fromPayload(p));
+    expect(values).toEqual([
+      { [UNENCRYPTED_REFUSED]: { namespace: US, encoding: 'json/plain' } },
+      { [UNENCRYPTED_REFUSED]: { namespace: US, encoding: 'binary/null' } },
+    ]);
+    expect(values.every(isRefusedUnencrypted)).toBe(true);
+    expect(JSON.stringify(values)).not.toContain('mallory');
+    // What the worker's own clients encrypted still decodes to the value.
+    expect(await decodeValue(worker, await encodeOne(new EncryptionCodec([k1], READER)))).toEqual(HOLD);
+  });
+
+  it('binds each ciphertext to its namespace: a payload moved to another namespace that shares the key is refused', async () => {
+    const sealed = await encodeOne(new EncryptionCodec([k1], READER));
+    const err = await rejection(new EncryptionCodec([k1], { namespace: 'hold-sweeper-eu', unencrypted: 'refuse' }).decode([sealed]));
+    expect(err).toBeInstanceOf(PayloadDecryptionFailed);
+    expect(err.message).toContain('hold-sweeper-eu');
+    // Stripping the binding from its metadata does not help: the tag was computed over the namespace.
+    const { 'encryption-aad': _binding, ...unbound } = sealed.metadata!;
+    await expect(new EncryptionCodec([k1], READER).decode([{ ...sealed, metadata: unbound }])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
+    // Nor does claiming a binding the codec does not know.
+    const other = { ...sealed, metadata: { ...sealed.metadata, 'encryption-aad': Buffer.from('key-id') } };
+    await expect(new EncryptionCodec([k1], READER).decode([other])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
+  });
+
+  it('decodes ciphertext from before the binding (no associated data) in any namespace holding its key', async () => {
+    // Sealed as the codec of 7c95b1f did: AES-256-GCM over the serialized payload, no associated data.
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', k1.key, iv);
+    const plain = temporal.api.common.v1.Payload.encode(defaultPayloadConverter.toPayload(HOLD)).finish();
+    const legacy: Payload = {
+      metadata: {
+        encoding: Buffer.from(ENCRYPTED_ENCODING),
+        'encryption-cipher': Buffer.from('AES-256-GCM'),
+        'encryption-key-id': Buffer.from('k1'),
+      },
+      data: Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]),
+    };
+    expect(await decodeValue(new EncryptionCodec([k1], WORKER), legacy)).toEqual(HOLD);
+  });
+
   it('after rotation (new key first) old payloads still decode and new ones use the new key', async () => {
-    const before = await encodeOne(new EncryptionCodec([k1]));
-    const rotated = new EncryptionCodec([k2, k1]);
+    const before = await encodeOne(new EncryptionCodec([k1], READER));
+    const rotated = new EncryptionCodec([k2, k1], READER);
     const after = await encodeOne(rotated, { ...HOLD, amountMinor: '990' });
     expect(metadataOf(after)['encryption-key-id']).toBe('k2');
     expect(await decodeValue(rotated, before)).toEqual(HOLD);
     expect(await decodeValue(rotated, after)).toEqual({ ...HOLD, amountMinor: '990' });
     // A worker not yet given the new key cannot read what a rotated one wrote: a named error, not garbage.
-    const err = await rejection(new EncryptionCodec([k1]).decode([after]));
+    const err = await rejection(new EncryptionCodec([k1], READER).decode([after]));
     expect(err).toBeInstanceOf(UnknownEncryptionKey);
     expect((err as UnknownEncryptionKey).keyId).toBe('k2');
   });
 
   it('refuses a payload under a key it does not have with UnknownEncryptionKey, naming the key and the fix', async () => {
-    const sealed = await encodeOne(new EncryptionCodec([k1]));
-    const err = await rejection(new EncryptionCodec([k2]).decode([sealed]));
+    const sealed = await encodeOne(new EncryptionCodec([k1], READER));
+    const err = await rejection(new EncryptionCodec([k2], READER).decode([sealed]));
     expect(err).toBeInstanceOf(UnknownEncryptionKey);
     // The class name is the Temporal failure type: part of the contract.
     expect(err.name).toBe('UnknownEncryptionKey');
@@ -128,7 +184,7 @@ describe('EncryptionCodec', () => {
     expect(err.message).not.toContain(k1.key.toString('base64'));
 
     const { 'encryption-key-id': _dropped, ...withoutKeyId } = sealed.metadata!;
-    await expect(new EncryptionCodec([k1]).decode([{ ...sealed, metadata: withoutKeyId }])).rejects.toBeInstanceOf(UnknownEncryptionKey);
+    await expect(new EncryptionCodec([k1], READER).decode([{ ...sealed, metadata: withoutKeyId }])).rejects.toBeInstanceOf(UnknownEncryptionKey);
   });
 
   it.each([
@@ -136,7 +192,7 @@ describe('EncryptionCodec', () => {
     ['a byte of the ciphertext', IV_BYTES + 3],
     ['a byte of the GCM tag', -1],
   ])('detects %s altered with PayloadDecryptionFailed', async (_what, index) => {
-    const codec = new EncryptionCodec([k1]);
+    const codec = new EncryptionCodec([k1], READER);
     const sealed = await encodeOne(codec);
     const err = await rejection(codec.decode([flipped(sealed, index)]));
     expect(err).toBeInstanceOf(PayloadDecryptionFailed);
@@ -147,7 +203,7 @@ describe('EncryptionCodec', () => {
   });
 
   it('rejects truncated data, and a payload relabelled with another configured key, with PayloadDecryptionFailed', async () => {
-    const codec = new EncryptionCodec([k2, k1]);
+    const codec = new EncryptionCodec([k2, k1], READER);
     const sealed = await encodeOne(codec);
     const data = Buffer.from(sealed.data!);
     await expect(codec.decode([{ ...sealed, data: data.subarray(0, IV_BYTES + TAG_BYTES - 1) }])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
@@ -159,27 +215,28 @@ describe('EncryptionCodec', () => {
   });
 
   it('refuses to start without a key or with a key that is not 32 bytes', () => {
-    expect(() => new EncryptionCodec([])).toThrow(/at least one key/);
-    expect(() => new EncryptionCodec([k1, { id: 'short', key: randomBytes(16) }])).toThrow(/"short" must be 32 bytes/);
+    expect(() => new EncryptionCodec([], READER)).toThrow(/at least one key/);
+    expect(() => new EncryptionCodec([k1], { namespace: '', unencrypted: 'pass' })).toThrow(/namespace/);
+    expect(() => new EncryptionCodec([k1, { id: 'short', key: randomBytes(16) }], READER)).toThrow(/"short" must be 32 bytes/);
   });
 });
 
 describe('dataConverterFor', () => {
   it('has no codec without keys, and one EncryptionCodec sealing with the first key otherwise', async () => {
-    expect(dataConverterFor(undefined).payloadCodecs).toEqual([]);
-    const converter = dataConverterFor([k2, k1]);
+    expect(dataConverterFor({ namespace: US, payloadKeys: undefined }).payloadCodecs).toEqual([]);
+    const converter = dataConverterFor({ namespace: US, payloadKeys: [k2, k1] });
     expect(converter.payloadCodecs).toHaveLength(1);
     const codec = converter.payloadCodecs[0]!;
     expect(codec).toBeInstanceOf(EncryptionCodec);
     const [sealed] = await codec.encode([defaultPayloadConverter.toPayload(HOLD)]);
     expect(metadataOf(sealed!)['encryption-key-id']).toBe('k2');
-    expect(await decodeValue(new EncryptionCodec([k2]), sealed!)).toEqual(HOLD);
+    expect(await decodeValue(new EncryptionCodec([k2], READER), sealed!)).toEqual(HOLD);
   });
 });
 
 describe('case 7, residency: failure messages and stacks are encrypted too', () => {
   it("the data converter of workers and clients encodes a failure's message and stack into a payload the codec seals", async () => {
-    const { failureConverterPath, payloadCodecs } = dataConverterFor([k1]);
+    const { failureConverterPath, payloadCodecs } = dataConverterFor({ namespace: US, payloadKeys: [k1] });
     const { failureConverter } = createRequire(import.meta.url)(failureConverterPath) as { failureConverter: FailureConverter };
     const excerpt = 'HTTP 400 from merchant m_1: {"error":"card 4111 1111 1111 1111 rejected"}';
     const failure = failureConverter.errorToFailure(ApplicationFailure.nonRetryable(excerpt, 'WebhookRejected'), defaultPayloadConverter);
@@ -207,8 +264,8 @@ describe('PAYLOAD_KEYS_<R> through loadConfig', () => {
       ['k1', k1.key.toString('hex')],
     ]);
     // A payload an old worker sealed under k1 decodes with the EU region's configured codec; new ones use k2.
-    const euCodec = dataConverterFor(eu!.payloadKeys).payloadCodecs[0] as EncryptionCodec;
-    expect(await decodeValue(euCodec, await encodeOne(new EncryptionCodec([k1])))).toEqual(HOLD);
+    const euCodec = dataConverterFor(eu!).payloadCodecs[0] as EncryptionCodec;
+    expect(await decodeValue(euCodec, await encodeOne(new EncryptionCodec([k1], { ...READER, namespace: eu!.namespace })))).toEqual(HOLD);
     expect(metadataOf(await encodeOne(euCodec))['encryption-key-id']).toBe('k2');
     // Unset in dev: payloads are not encrypted.
     expect(loadConfig({}).regions.map((r) => r.payloadKeys)).toEqual([undefined, undefined]);
