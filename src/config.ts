@@ -116,8 +116,19 @@ export interface CodecServerConfig {
   readonly corsOrigins: readonly string[];
 }
 
+/** What operator decisions need before a worker carries them out. */
+export interface DecisionsConfig {
+  /**
+   * Four eyes: a replay approval needs a replay request approved by a second person, a processor-sequence skip a skip
+   * request the same way, both checked against the ledger by the worker. Production: always. Dev: off (one person
+   * runs the demo).
+   */
+  readonly fourEyes: boolean;
+}
+
 export interface Config {
   readonly mode: Mode;
+  readonly decisions: DecisionsConfig;
   readonly codecServer: CodecServerConfig;
   readonly observability: ObservabilityConfig;
   readonly worker: WorkerTuningConfig;
@@ -314,9 +325,18 @@ export function parseEncryptionKeys(raw: string, onError: (expected: string) => 
   return keys;
 }
 
-/** Database URLs carry passwords: never echo one back in an error. */
+/**
+ * Database URLs carry passwords: never echo one back in an error. Whatever lies between `//` and the last `@` is the
+ * user information as far as a reader can tell, so everything in it after the first `:` goes, even when the password
+ * holds a raw `/`, `@` or `:` (a URL parser would split it elsewhere, and then print part of it as a host or a path).
+ * When in doubt it hides too much, never too little.
+ */
 export function redactUrl(raw: string): string {
-  return raw.replace(/\/\/([^:@/]+):([^@/]*)@/, '//$1:***@');
+  const match = /^([^/]*\/\/)([^]*)@([^@]*)$/.exec(raw);
+  if (!match) return raw;
+  const [, scheme, userinfo, rest] = match as unknown as [string, string, string, string];
+  const colon = userinfo.indexOf(':');
+  return `${scheme}${colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`}@${rest}`;
 }
 
 function readRegions(env: Env): Region[] {
@@ -451,6 +471,7 @@ export function loadConfig(env: Env = process.env): Config {
 
   return Object.freeze({
     mode,
+    decisions: Object.freeze({ fourEyes: mode === 'production' }),
     codecServer: Object.freeze(codecServer),
     observability: Object.freeze(observability),
     worker: Object.freeze(worker),

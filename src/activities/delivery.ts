@@ -30,11 +30,13 @@ import type {
   DeliverWebhookInput,
   DeliverWebhookResult,
   QuarantineDecision,
+  QuarantineRecorded,
   ReplayApprovalCheck,
   ReplayApprovalClaim,
 } from '../contracts/delivery.js';
 import * as deliveries from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
+import { samePerson } from '../contracts/identity.js';
 import { disableMerchant } from '../sql/merchants.js';
 
 export interface DeliveryDeps {
@@ -44,6 +46,11 @@ export interface DeliveryDeps {
   /** Where product metrics go (the runtime's Prometheus meter in workers); a no-op by default. */
   meter?: MetricMeter;
   agents?: ReturnType<typeof createAgents>;
+  /**
+   * Four eyes (production): a replay approval counts only with a replay request approved by a second person
+   * (`replayRequestId`). The workflow learns it from `quarantineDelivery`'s answer, so a caller cannot say otherwise.
+   */
+  fourEyes?: boolean;
   /** Injected for tests; Date.now and Math.random otherwise. */
   clock?: () => number;
   random?: () => number;
@@ -145,6 +152,7 @@ export function createDeliveryActivities({
   pool,
   endpointRules,
   agents = createAgents(),
+  fourEyes = false,
   clock = Date.now,
   random = Math.random,
   meter = noopMetricMeter,
@@ -387,9 +395,9 @@ export function createDeliveryActivities({
       const request = await records.replayApprovalFor(pool, replayRequestId, holdId, policyRun);
       if (!request) return { ok: false, why: `replay request ${replayRequestId} does not exist` };
       if (request.status !== 'approved' || !request.approvedBy) return { ok: false, why: `replay request ${replayRequestId} is not approved` };
-      if (request.approvedBy === request.requestedBy)
+      if (samePerson(request.approvedBy, request.requestedBy))
         return { ok: false, why: `replay request ${replayRequestId} was approved by its own requester` };
-      if (request.approvedBy !== approvedBy) {
+      if (!samePerson(request.approvedBy, approvedBy)) {
         return { ok: false, why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}` };
       }
       if (!request.covers)
@@ -397,9 +405,21 @@ export function createDeliveryActivities({
       return { ok: true };
     },
 
-    /** Marks a pending delivery quarantined with its reason; a no-op for one already terminal. */
-    async quarantineDelivery({ webhookId, reason, detail }: { webhookId: string; reason: QuarantineReason; detail: string }): Promise<void> {
+    /**
+     * Marks a pending delivery quarantined with its reason (a no-op for one already terminal), and tells the workflow
+     * what a decision on it needs: with four eyes, an approval without an approved replay request is refused.
+     */
+    async quarantineDelivery({
+      webhookId,
+      reason,
+      detail,
+    }: {
+      webhookId: string;
+      reason: QuarantineReason;
+      detail: string;
+    }): Promise<QuarantineRecorded> {
       await deliveries.quarantineDelivery(pool, webhookId, reason, detail);
+      return { fourEyes };
     },
   };
 }

@@ -1,20 +1,22 @@
 /**
  * The codec endpoint as its own process (operator tooling): `npm run codec-server`. Serves every configured
  * region's namespace with that region's keys, on CODEC_SERVER_ADDRESS, for the Web UI's origin
- * (CODEC_CORS_ORIGIN), requiring CODEC_AUTH_TOKEN when set (always, in production).
+ * (CODEC_CORS_ORIGIN), requiring CODEC_AUTH_TOKEN when set (always, in production). HOLD_SWEEPER_MODE must be set.
  */
-import { loadConfig } from '../config.js';
+import { loadConfig, requireExplicitMode } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
 
+// Never dev by accident: in dev the token is optional, and an open /decode hands out plaintext.
+requireExplicitMode();
 const config = loadConfig();
 const address = config.codecServer.address;
 if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
 const codecs = new Map(
   config.regions.map((region) => {
     if (!region.payloadKeys) throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, "the region's keys");
-    return [region.namespace, new EncryptionCodec(region.payloadKeys)] as const;
+    return [region.namespace, new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted: 'pass' })] as const;
   }),
 );
 const separator = address.lastIndexOf(':');

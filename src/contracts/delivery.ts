@@ -69,6 +69,15 @@ export interface ReplayApprovalClaim {
 
 export type ReplayApprovalCheck = { ok: true } | { ok: false; why: string };
 
+/** What `quarantineDelivery` answers: the rules a decision on this quarantine must meet, set by the worker. */
+export interface QuarantineRecorded {
+  /**
+   * An `approveReplay` applies only with a `replayRequestId` (a reviewed request, approved by a second person, checked
+   * against the ledger). Production workers say true. Absent in histories written before it: false.
+   */
+  fourEyes: boolean;
+}
+
 export interface QuarantineDecision {
   webhookId: string;
   policyRun: number;

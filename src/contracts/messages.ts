@@ -8,6 +8,7 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { QuarantineReason } from './failures.js';
+import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from './unencrypted.js';
 
 export interface ApproveReplay {
   approvedBy: string;
@@ -53,6 +54,7 @@ export function parseDecision(kind: 'approveReplay', payload: unknown): { ok: tr
 export function parseDecision(kind: 'discard', payload: unknown): { ok: true; value: Discard } | { ok: false; why: string };
 export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string };
 export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string } {
+  if (isRefusedUnencrypted(payload)) return { ok: false, why: `${kind} ${UNENCRYPTED_REFUSED_WHY}` };
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
     return { ok: false, why: `malformed ${kind}: expected a JSON object, got ${payload === undefined ? 'no input' : JSON.stringify(payload)}` };
   }

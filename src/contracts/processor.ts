@@ -57,6 +57,11 @@ export interface SkipMissingEvent {
   sequence: number;
   by: string;
   reason: string;
+  /**
+   * The approved skip request this carries out (`npm run ops -- events approve-skip` sets it). Production workers
+   * (four eyes) skip only as its approver, checked against the ledger; without it the skip does not apply.
+   */
+  requestId?: string;
 }
 
 export type HoldEventsStage =

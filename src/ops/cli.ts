@@ -6,7 +6,7 @@
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { loadConfig, parseDuration, type Config } from '../config.js';
+import { loadConfig, parseDuration, requireExplicitMode, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
@@ -14,7 +14,7 @@ import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { sweepNow } from '../schedules.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
-import { holdEvents, resolveReview, skipMissingEvent } from './processor-events.js';
+import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from './processor-events.js';
 import {
   addMerchant,
   pauseMerchant,
@@ -44,11 +44,12 @@ Usage: npm run ops -- <command> [options]
   status <hold id>                   ledger, webhook, attempt log, decisions and "why is it waiting?"
   quarantine list                    quarantined webhooks            [--merchant] [--since] [--until] [--reason]
   replay preview --requested-by NAME freeze the matching quarantined webhooks into a replay request
-                                                                     [--merchant] [--since] [--until] [--reason]
+                                     [--merchant] [--since] [--until] [--reason] [--hold ID] [--webhook ID]
   replay approve <request id> --by NAME [--ticket T] [--rate 20]
                                      replay exactly the frozen set (not by the requester), paced
   approve <hold id | webhook id> --by NAME --reason TEXT [--ticket T]
-                                     replay one quarantined webhook (a hold id: its release's; wh_...: any)
+                                     replay one quarantined webhook (a hold id: its release's; wh_...: any);
+                                     production (four eyes): refused, use replay preview --webhook, then replay approve
   discard <hold id | webhook id> --by NAME --reason TEXT
                                      end one quarantined webhook without sending it
 
@@ -65,13 +66,18 @@ Usage: npm run ops -- <command> [options]
 
   events show <hold id>              the processor's events for a hold: sequence, outcome, webhook; skips; its workflow
   events skip <hold id> --sequence N --by NAME --reason TEXT
-                                     a hold stopped at a gap: apply what follows without the missing event
+                                     a hold stopped at a gap: apply what follows without the missing event;
+                                     production (four eyes): records a skip request for someone else to approve
+  events approve-skip <request id> --by NAME
+                                     approve a skip request (not by its requester) and carry it out
   events refused [--since T]         requests the receiver refused (4xx), newest first
   reviews list [--all]               ledger entries flagged for a human (late captures, events that could not apply)
   reviews resolve <event id> --by NAME
                                      close one
 
 Options: --region us|eu (required when several are configured), --json (machine-readable output), --help
+HOLD_SWEEPER_MODE must be set: production (four eyes, the SSRF guard) or dev (a local stack, said explicitly).
+Identities (--by, --requested-by) are compared case- and width-insensitively: "Alice" and "alice" are one person.
 Policy overrides: e.g. --policy '{"retryHorizonMs": 86400000}' (keys in docs/webhooks.md). Durations: 30s, 15m, 24h, 7d.
 Reasons: rejected, exhausted, endpoint_gone, bad_url, missing_secret, invalid_policy. Times: ISO 8601.`;
 
@@ -95,6 +101,8 @@ function filtersFrom(values: Record<string, string | boolean | undefined>): Quar
   }
   return {
     merchantId: values.merchant as string | undefined,
+    holdId: values.hold as string | undefined,
+    webhookId: values.webhook as string | undefined,
     since: isoOption(values.since as string | undefined, 'since'),
     until: isoOption(values.until as string | undefined, 'until'),
     reason: reason as QuarantineReason | undefined,
@@ -129,8 +137,9 @@ async function connect(config: Config, regionOption: string | undefined): Promis
   const connection = await Connection.connect({ address });
   return {
     region: { ...regionConfig, databaseUrl, temporalAddress: address },
+    fourEyes: config.decisions.fourEyes,
     pool,
-    client: new Client({ connection, namespace: regionConfig.namespace, dataConverter: dataConverterFor(regionConfig.payloadKeys) }),
+    client: new Client({ connection, namespace: regionConfig.namespace, dataConverter: dataConverterFor(regionConfig) }),
     async close() {
       await pool.end();
       await connection.close();
@@ -167,6 +176,8 @@ function parseCommandLineStrictly(argv: string[]) {
       json: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
       merchant: { type: 'string' },
+      hold: { type: 'string' },
+      webhook: { type: 'string' },
       since: { type: 'string' },
       until: { type: 'string' },
       reason: { type: 'string' },
@@ -193,6 +204,8 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
     return values.help ? 0 : 2;
   }
   const print = (human: string, data: unknown) => out(values.json ? JSON.stringify(data, null, 2) : human);
+  // Never dev by accident: dev means no four eyes and no SSRF guard for `merchant ping`.
+  requireExplicitMode();
   const config = loadConfig();
   if (command === 'merchant') return runMerchant(config, values, sub, arg, print);
   const ctx = await connect(config, values.region);
@@ -304,8 +317,25 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
           const sequence = numberOption(values, 'sequence');
           if (sequence === undefined || !Number.isInteger(sequence) || sequence < 1)
             throw new ConfigError('--sequence', values.sequence, 'the missing sequence, a positive integer');
-          const result = await skipMissingEvent(ctx, holdId, sequence, required(values.by, 'by'), required(values.reason, 'reason'));
+          const by = required(values.by, 'by');
+          const reason = required(values.reason, 'reason');
+          if (ctx.fourEyes) {
+            const { requestId } = await requestSkip(ctx, holdId, sequence, by, reason);
+            print(
+              `skip request ${requestId} recorded for sequence ${sequence} of hold ${holdId}; ` +
+                `approve with: npm run ops -- events approve-skip ${requestId} --region ${ctx.region.region} --by <someone else>`,
+              { requestId, holdId, sequence },
+            );
+            return 0;
+          }
+          const result = await skipMissingEvent(ctx, holdId, sequence, by, reason);
           print(`sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.workflowId}); what follows it applies now`, result);
+          return 0;
+        }
+        if (sub === 'approve-skip') {
+          const requestId = required(arg, 'request id');
+          const result = await approveSkip(ctx, requestId, required(values.by, 'by'));
+          print(`skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`, result);
           return 0;
         }
         if (sub === 'refused') {
@@ -313,7 +343,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
           print(`${table(rows)}\n${rows.length} refused`, rows);
           return 0;
         }
-        throw new ConfigError('events', sub, '"show", "skip" or "refused"');
+        throw new ConfigError('events', sub, '"show", "skip", "approve-skip" or "refused"');
       }
       case 'reviews': {
         if (sub === 'list') {

@@ -11,6 +11,7 @@ import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
+import { samePerson } from '../contracts/identity.js';
 import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
 import { approveReplayUpdate, discardUpdate, statusQuery, type DecisionAnswer, type HoldStatus } from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
@@ -25,6 +26,8 @@ export interface OpsContext {
   region: RegionConfig;
   pool: pg.Pool;
   client: Client;
+  /** Four eyes (production mode, DecisionsConfig): one person's approval is refused before anything is sent. */
+  fourEyes?: boolean;
 }
 
 /** Quarantined deliveries matching every given filter, oldest quarantine first. */
@@ -142,8 +145,11 @@ export async function approveReplayRequest(
 ): Promise<{ id: string; applied: number; ignored: { webhookId: string; detail: string }[] }> {
   const request = await records.replayRequest(ctx.pool, requestId);
   if (!request) throw new OperatorError('ReplayRequestNotFound', `replay request ${requestId} does not exist in region ${ctx.region.region}`);
-  if (request.requestedBy === approvedBy) {
-    throw new OperatorError('SelfApprovalRefused', `replay request ${requestId} was requested by ${approvedBy}; someone else must approve it`);
+  if (samePerson(request.requestedBy, approvedBy)) {
+    throw new OperatorError(
+      'SelfApprovalRefused',
+      `replay request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`,
+    );
   }
   if (!(await records.markReplayRequestApproved(ctx.pool, requestId, approvedBy))) {
     throw new OperatorError('ReplayAlreadyApproved', `replay request ${requestId} is already approved`);
@@ -192,8 +198,21 @@ export async function discardHold(ctx: OpsContext, holdId: string, by: string, r
   return sendDecision(ctx, await targetForHold(ctx, holdId), { signal: 'discard', by, reason });
 }
 
+/**
+ * One person's approval of one webhook's replay. Where four eyes rule (production) it is refused before anything is
+ * sent: a replay needs a request by one person and an approval by another (`replay preview --webhook`, `replay
+ * approve`). The workers refuse it too, whatever a client sends.
+ */
 export async function approveHold(ctx: OpsContext, holdId: string, approvedBy: string, reason: string, ticket?: string): Promise<DecisionOutcome> {
-  return sendDecision(ctx, await targetForHold(ctx, holdId), { signal: 'approveReplay', approvedBy, reason, ticket });
+  const target = await targetForHold(ctx, holdId);
+  if (ctx.fourEyes) {
+    throw new OperatorError(
+      'FourEyesRequired',
+      `a replay needs a request and a second person's approval: npm run ops -- replay preview --webhook ${target.webhookId} ` +
+        `--region ${ctx.region.region} --requested-by <you>, then replay approve <request id> --by <someone else>`,
+    );
+  }
+  return sendDecision(ctx, target, { signal: 'approveReplay', approvedBy, reason, ticket });
 }
 
 export interface HoldReport {

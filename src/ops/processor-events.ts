@@ -3,11 +3,14 @@
  * the ledger and its workflow's own account, a skip of a missing sequence (sent to the hold's event workflow, which
  * records it), and the ledger reviews events opened (late captures, events that could not apply).
  */
+import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { samePerson } from '../contracts/identity.js';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal, type HoldEventsStatus } from '../contracts/processor.js';
 import { OperatorError } from '../errors.js';
 import * as events from '../sql/processor-events.js';
+import * as records from '../sql/operator-records.js';
 import type { OpsContext } from './operations.js';
 
 export interface HoldEventsReport {
@@ -42,20 +45,9 @@ export async function holdEvents(ctx: OpsContext, holdId: string): Promise<HoldE
 /** How long `skip` waits to see the hold's workflow record the skip in the ledger. */
 const SKIP_CONFIRM_MS = 15_000;
 
-/**
- * Skips the missing `sequence` of a hold whose event workflow is stopped at that gap (or waiting for it): the
- * workflow records the skip in the ledger and applies what follows. Refused, sending nothing, when the workflow is not
- * waiting for exactly that sequence.
- */
-export async function skipMissingEvent(
-  ctx: OpsContext,
-  holdId: string,
-  sequence: number,
-  by: string,
-  reason: string,
-): Promise<{ skipped: true; workflowId: string }> {
-  const workflowId = holdEventsWorkflowId(ctx.region.region, holdId);
-  const handle = ctx.client.workflow.getHandle(workflowId);
+/** Refused, naming why, unless the hold's event workflow is waiting for exactly `sequence`. */
+async function assertWaitingFor(ctx: OpsContext, holdId: string, sequence: number) {
+  const handle = ctx.client.workflow.getHandle(holdEventsWorkflowId(ctx.region.region, holdId));
   let account: HoldEventsStatus;
   try {
     account = await handle.query(holdEventsStatusQuery);
@@ -71,15 +63,73 @@ export async function skipMissingEvent(
       `hold ${holdId}'s event workflow is ${stage.stage}${waitingFor === undefined ? '' : ` waiting for sequence ${waitingFor}`}, not for sequence ${sequence}`,
     );
   }
-  await handle.signal(skipMissingEventSignal, { sequence, by, reason });
+  return handle;
+}
+
+/**
+ * Skips the missing `sequence` of a hold whose event workflow is stopped at that gap (or waiting for it): the
+ * workflow records the skip in the ledger and applies what follows. Refused, sending nothing, when the workflow is not
+ * waiting for exactly that sequence. With `requestId` (four eyes), as the approver of that skip request.
+ */
+export async function skipMissingEvent(
+  ctx: OpsContext,
+  holdId: string,
+  sequence: number,
+  by: string,
+  reason: string,
+  requestId?: string,
+): Promise<{ skipped: true; workflowId: string }> {
+  const handle = await assertWaitingFor(ctx, holdId, sequence);
+  await handle.signal(skipMissingEventSignal, { sequence, by, reason, ...(requestId === undefined ? {} : { requestId }) });
   const deadline = Date.now() + SKIP_CONFIRM_MS;
   while (!(await events.isSkipped(ctx.pool, holdId, sequence))) {
     if (Date.now() > deadline) {
-      throw new OperatorError('NotWaitingForSequence', `the skip was sent, but the workflow has not recorded it within ${SKIP_CONFIRM_MS / 1000} s`);
+      throw new OperatorError(
+        'NotWaitingForSequence',
+        `the skip was sent, but the workflow has not recorded it within ${SKIP_CONFIRM_MS / 1000} s` +
+          (requestId === undefined ? ' (a production worker needs an approved skip request: events skip, then events approve-skip)' : ''),
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  return { skipped: true, workflowId };
+  return { skipped: true, workflowId: handle.workflowId };
+}
+
+/**
+ * Four eyes, first half: records a request to skip the missing `sequence` (the workflow must be waiting for it), for
+ * someone else to approve with `approveSkip`. Nothing is sent to the workflow yet.
+ */
+export async function requestSkip(
+  ctx: OpsContext,
+  holdId: string,
+  sequence: number,
+  requestedBy: string,
+  reason: string,
+): Promise<{ requestId: string }> {
+  await assertWaitingFor(ctx, holdId, sequence);
+  const requestId = `sr_${randomUUID().slice(0, 8)}`;
+  await records.insertSkipRequest(ctx.pool, { id: requestId, holdId, sequence, requestedBy, reason });
+  return { requestId };
+}
+
+/**
+ * Four eyes, second half: approves a skip request (never its requester: refused here and by the ledger), then
+ * carries it out as its approver; the worker checks the request against the ledger before it records the skip.
+ */
+export async function approveSkip(ctx: OpsContext, requestId: string, approvedBy: string): Promise<{ skipped: true; workflowId: string }> {
+  const request = await records.skipRequest(ctx.pool, requestId);
+  if (!request) throw new OperatorError('SkipRequestNotFound', `skip request ${requestId} does not exist in region ${ctx.region.region}`);
+  if (samePerson(request.requestedBy, approvedBy)) {
+    throw new OperatorError('SelfApprovalRefused', `skip request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`);
+  }
+  if (request.status === 'pending' && !(await records.markSkipRequestApproved(ctx.pool, requestId, approvedBy))) {
+    throw new OperatorError('SkipAlreadyApproved', `skip request ${requestId} was approved by someone else meanwhile`);
+  }
+  const approver = request.approvedBy ?? approvedBy;
+  if (!samePerson(approver, approvedBy)) {
+    throw new OperatorError('SkipAlreadyApproved', `skip request ${requestId} is already approved by ${approver}`);
+  }
+  return skipMissingEvent(ctx, request.holdId, request.sequence, approvedBy, request.reason, requestId);
 }
 
 export async function resolveReview(ctx: Pick<OpsContext, 'pool'>, eventId: string, by: string): Promise<{ resolved: true }> {

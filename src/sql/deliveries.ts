@@ -243,6 +243,9 @@ const POLICY_RUN_SQL = `1 + (SELECT count(*) FROM delivery_decisions x WHERE x.w
 
 export interface QuarantineFilters {
   merchantId?: string;
+  /** One hold's webhooks, or one webhook: a replay request for a single delivery. */
+  holdId?: string;
+  webhookId?: string;
   /** ISO timestamps bounding when the delivery was quarantined. */
   since?: string;
   until?: string;
@@ -283,8 +286,17 @@ export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFi
         AND ($2::timestamptz IS NULL OR d.quarantined_at >= $2::timestamptz)
         AND ($3::timestamptz IS NULL OR d.quarantined_at < $3::timestamptz)
         AND ($4::text IS NULL OR d.quarantine_reason = $4::text)
+        AND ($5::text IS NULL OR d.hold_id = $5::text)
+        AND ($6::text IS NULL OR d.webhook_id = $6::text)
       ORDER BY d.quarantined_at, d.webhook_id`,
-    [filters.merchantId ?? null, filters.since ?? null, filters.until ?? null, filters.reason ?? null],
+    [
+      filters.merchantId ?? null,
+      filters.since ?? null,
+      filters.until ?? null,
+      filters.reason ?? null,
+      filters.holdId ?? null,
+      filters.webhookId ?? null,
+    ],
   );
   return rows.map((r) => ({
     webhookId: r.webhook_id,

@@ -36,20 +36,31 @@ export interface ExpiredHoldRow {
 }
 
 /**
- * Up to `limit` expired active holds at or before `cutoff`, in (expires_at, id) order after `after`, each with its
- * defect, and whether an earlier sweep already answered for it: its expiry is at or before a finished sweep's cutoff
- * (that sweep started its child and waited for the release), yet it is still active, so that child ended without
- * releasing it or is still at it. A hold new to this sweep is not: concurrent sweeps collide on its child's id.
+ * The cutoff a caller gives, bounded by the database clock: a sweep's cutoff may be earlier than the ledger's now
+ * (a workflow clock a little behind, a sweep that started an hour ago), never later. Whatever a workflow input,
+ * signal or a bug says, a hold is expired only when the ledger's own clock has passed its expiry. Nothing a caller says moves money.
+ * Every query that decides or records "expired" goes through it. Within one sweep the bound only grows (now()
+ * advances), so a hold a page listed as expired is still expired when its child releases it.
+ */
+const BOUNDED_CUTOFF = (param: string) => `least(${param}::timestamptz, now())`;
+
+/**
+ * Up to `limit` expired active holds at or before `cutoff` (bounded by the ledger's clock), in (expires_at, id) order
+ * after `after`, each with its defect, and whether an earlier sweep already answered for it: its expiry is at or
+ * before a finished sweep's cutoff (that sweep started its child and waited for the release), yet it is still active,
+ * so that child ended without releasing it or is still at it. A hold new to this sweep is not: concurrent sweeps
+ * collide on its child's id. A recorded cutoff counts only up to when its sweep finished (rows from before the bound
+ * was enforced may say otherwise).
  */
 export async function expiredHoldsPage(db: Queryable, cutoff: string, after: HoldCursor, limit: number): Promise<ExpiredHoldRow[]> {
   const { rows } = await db.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null; left_active: boolean }>(
     `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id, ${HOLD_DEFECT_SQL} AS defect,
-            coalesce(h.expires_at <= (SELECT max(s.cutoff) FROM sweep_runs s), false) AS left_active
+            coalesce(h.expires_at <= (SELECT max(least(s.cutoff, s.finished_at)) FROM sweep_runs s), false) AS left_active
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
        LEFT JOIN merchants m ON m.id = h.merchant_id
       WHERE h.state = 'active'
-        AND h.expires_at <= $1::timestamptz
+        AND h.expires_at <= ${BOUNDED_CUTOFF('$1')}
         AND (h.expires_at, h.id) > ($2::timestamptz, $3::text)
       ORDER BY h.expires_at, h.id
       LIMIT $4::integer`,
@@ -80,7 +91,7 @@ export interface HoldForRelease {
   state: 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
   rejectCode: InvalidHoldCode | null;
   defect: InvalidHoldCode | null;
-  /** By the sweep's cutoff when there is one (see `lockHoldForRelease`), else by the database clock. */
+  /** By the sweep's cutoff bounded by the database clock when there is one (see `lockHoldForRelease`), else by the database clock. */
   expired: boolean;
   expiresAt: string;
   accountId: string;
@@ -98,9 +109,10 @@ export interface SweptAs {
 /**
  * The hold, locked (FOR UPDATE) until the end of the release's transaction; undefined if the row is gone.
  *
- * `expired` is decided by one clock: with `sweptAs`, the sweep's (its cutoff, from the workflow clock), which already
- * judged this expiry past it; the hold's expiry must still be the one the sweep saw (a re-authorised hold is a new
- * business action for a later sweep). Without it (a workflow started by hand), by the database clock.
+ * `expired` is decided by the ledger's clock. With `sweptAs`, by the sweep's cutoff bounded by it (a sweep that
+ * listed the hold as expired finds it still expired here: the bound only grows), and the hold's expiry must still be
+ * the one the sweep saw (a re-authorised hold is a new business action for a later sweep). Without it (a workflow
+ * started by hand), by the database clock alone. A cutoff in the future moves nothing.
  */
 export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string, sweptAs?: SweptAs): Promise<HoldForRelease | undefined> {
   const { rows } = await tx.query<{
@@ -116,7 +128,7 @@ export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string, swep
   }>(
     `SELECT h.state, h.reject_code, ${HOLD_DEFECT_SQL} AS defect,
             CASE WHEN $2::timestamptz IS NULL THEN h.expires_at <= now()
-                 ELSE h.expires_at <= $2::timestamptz AND h.expires_at = coalesce($3::timestamptz, h.expires_at)
+                 ELSE h.expires_at <= ${BOUNDED_CUTOFF('$2')} AND h.expires_at = coalesce($3::timestamptz, h.expires_at)
             END AS expired,
             ${isoUtc('h.expires_at')} AS expires_at, h.account_id, h.merchant_id, h.amount_minor, h.currency
        FROM auth_holds h
@@ -236,20 +248,24 @@ function releasedEntryOf(row: ReleasedEntryRow): ReleasedEntry {
   };
 }
 
-/** Expired active holds at or before `cutoff`: what a sweep has not released (yet). */
+/** Expired active holds at or before `cutoff` (bounded by the ledger's clock): what a sweep has not released (yet). */
 export async function countUnreleased(db: Queryable, cutoff: string): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
-    `SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'active' AND expires_at <= $1::timestamptz`,
+    `SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'active' AND expires_at <= ${BOUNDED_CUTOFF('$1')}`,
     [cutoff],
   );
   return rows[0]!.n;
 }
 
-/** Records a sweep's totals; a re-run of the same sweep updates what was left unreleased and when it finished. */
+/**
+ * Records a sweep's totals; a re-run of the same sweep updates what was left unreleased and when it finished. The
+ * cutoff recorded is bounded by the ledger's clock (the table refuses one after `finished_at`): a later sweep's
+ * `left_active` reads it.
+ */
 export async function recordSweepRun(db: Queryable, sweepId: string, cutoff: string, totals: SweepTotals, unreleasedAtEnd: number): Promise<void> {
   await db.query(
     `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
-     VALUES ($1::text, $2::timestamptz, $3::integer, $4::integer, $5::integer, $6::integer, $7::integer, $8::integer)
+     VALUES ($1::text, ${BOUNDED_CUTOFF('$2')}, $3::integer, $4::integer, $5::integer, $6::integer, $7::integer, $8::integer)
      ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end, finished_at = now()`,
     [sweepId, cutoff, totals.pages, totals.found, totals.started, totals.alreadyStarted, totals.rejected, unreleasedAtEnd],
   );

@@ -1,7 +1,9 @@
 /**
  * SQL of what operators did: replay requests and their frozen items (replay_requests, replay_request_items),
- * every signal sent from the ops tooling (operator_signals), and the decisions recorded on a hold's delivery
- * (delivery_decisions, written by `decideQuarantine` in src/sql/deliveries.ts).
+ * requests to skip a missing processor sequence (processor_skip_requests), every signal sent from the ops tooling
+ * (operator_signals), and the decisions recorded on a hold's delivery (delivery_decisions, written by
+ * `decideQuarantine` in src/sql/deliveries.ts). Both kinds of request are four-eyes: the ledger refuses an
+ * approver who is the requester by `identity_key()` (migration 009).
  */
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
@@ -113,4 +115,59 @@ export async function decisionsOfHold(db: Queryable, holdId: string): Promise<Re
     [holdId],
   );
   return rows;
+}
+
+export interface SkipRequest {
+  id: string;
+  holdId: string;
+  sequence: number;
+  requestedBy: string;
+  reason: string;
+  status: 'pending' | 'approved';
+  approvedBy: string | null;
+}
+
+/** A request to skip a hold's missing processor sequence, awaiting a second person's approval. */
+export async function insertSkipRequest(
+  db: Queryable,
+  request: { id: string; holdId: string; sequence: number; requestedBy: string; reason: string },
+): Promise<void> {
+  await db.query(
+    'INSERT INTO processor_skip_requests (id, hold_id, sequence, requested_by, reason) VALUES ($1::text, $2::text, $3::integer, $4::text, $5::text)',
+    [request.id, request.holdId, request.sequence, request.requestedBy, request.reason],
+  );
+}
+
+export async function skipRequest(db: Queryable, requestId: string): Promise<SkipRequest | undefined> {
+  const { rows } = await db.query<{
+    id: string;
+    hold_id: string;
+    sequence: number;
+    requested_by: string;
+    reason: string;
+    status: SkipRequest['status'];
+    approved_by: string | null;
+  }>('SELECT id, hold_id, sequence, requested_by, reason, status, approved_by FROM processor_skip_requests WHERE id = $1::text', [requestId]);
+  const row = rows[0];
+  return (
+    row && {
+      id: row.id,
+      holdId: row.hold_id,
+      sequence: row.sequence,
+      requestedBy: row.requested_by,
+      reason: row.reason,
+      status: row.status,
+      approvedBy: row.approved_by,
+    }
+  );
+}
+
+/** pending -> approved by `approvedBy`; false when it was not pending. The ledger refuses the requester (CHECK). */
+export async function markSkipRequestApproved(db: Queryable, requestId: string, approvedBy: string): Promise<boolean> {
+  const approved = await db.query(
+    `UPDATE processor_skip_requests SET status = 'approved', approved_by = $2::text, approved_at = now()
+      WHERE id = $1::text AND status = 'pending'`,
+    [requestId, approvedBy],
+  );
+  return approved.rowCount !== 0;
 }

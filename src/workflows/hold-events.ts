@@ -27,6 +27,7 @@ import {
   type SkipMissingEvent,
 } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
+import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unencrypted.js';
 import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { eventDeliveryDetails, eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
@@ -71,7 +72,10 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
 
   setHandler(processorEventSignal, (ref) => {
     if (typeof ref?.eventId !== 'string' || !Number.isInteger(ref.sequence) || ref.sequence < 1) {
-      log.warn('processorEvent signal ignored: not an event reference', { holdId });
+      log.warn('processorEvent signal ignored: not an event reference', {
+        holdId,
+        ...(isRefusedUnencrypted(ref) ? { why: UNENCRYPTED_REFUSED_WHY } : {}),
+      });
       return;
     }
     if (!pending.has(ref.sequence)) pending.set(ref.sequence, ref.eventId);
@@ -80,18 +84,29 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     const p = (raw ?? {}) as Partial<SkipMissingEvent>;
     const waitingFor =
       status.stage.stage === 'stopped_for_human' || status.stage.stage === 'waiting_for_predecessor' ? status.stage.expected : undefined;
+    if (isRefusedUnencrypted(raw)) {
+      log.warn('skipMissingEvent ignored', { holdId, waitingFor, why: UNENCRYPTED_REFUSED_WHY });
+      return;
+    }
     if (
       typeof p.by !== 'string' ||
       !p.by.trim() ||
       typeof p.reason !== 'string' ||
       !p.reason.trim() ||
+      (p.requestId !== undefined && typeof p.requestId !== 'string') ||
       waitingFor === undefined ||
       p.sequence !== waitingFor
     ) {
-      log.warn('skipMissingEvent ignored', { holdId, sequence: p.sequence, waitingFor, why: 'needs { sequence: the missing one, by, reason }' });
+      log.warn('skipMissingEvent ignored', {
+        holdId,
+        sequence: p.sequence,
+        waitingFor,
+        why: 'needs { sequence: the missing one, by, reason, requestId? }',
+      });
       return;
     }
-    skip = { sequence: waitingFor, by: p.by, reason: p.reason };
+    // The request, if any, is checked against the ledger by the activity that records the skip.
+    skip = { sequence: waitingFor, by: p.by, reason: p.reason, ...(p.requestId === undefined ? {} : { requestId: p.requestId }) };
   });
   setHandler(holdEventsStatusQuery, () => status);
 
@@ -144,8 +159,14 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
       await condition(decided, { summary: holdEventsLabels.human(expected) });
     }
     if (!filled() && skip) {
-      const { by, reason } = skip;
-      const skipped = await withSummary(holdEventsLabels.skip(expected)).skipProcessorSequence({ holdId, sequence: expected, by, reason });
+      const { by, reason, requestId } = skip;
+      const skipped = await withSummary(holdEventsLabels.skip(expected)).skipProcessorSequence({
+        holdId,
+        sequence: expected,
+        by,
+        reason,
+        ...(requestId === undefined ? {} : { requestId }),
+      });
       if (skipped) status.skipped.push({ sequence: expected, by, reason });
     }
     skip = undefined;

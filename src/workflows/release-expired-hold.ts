@@ -70,6 +70,11 @@ const ledgerWith = (summary: string) => proxyActivities<Activities>({ ...ledgerA
 const releaseWith = (summary: string) => proxyLocalActivities<Activities>({ ...ledgerLocalActivity, summary });
 const deliverLocallyWith = (summary: string) => proxyLocalActivities<Activities>({ ...webhookLocalActivity, summary });
 
+/** Why an approval without a replay request is refused where four eyes rule (production). */
+const FOUR_EYES_WHY =
+  'four eyes: an approval needs a replay request approved by a second person ' +
+  '(npm run ops -- replay preview --webhook <id> --requested-by <you>, then replay approve <request id> --by <someone else>)';
+
 function quarantineReasonOf(err: ActivityFailure): QuarantineReason {
   if (err.retryState === RetryState.TIMEOUT || err.retryState === RetryState.MAXIMUM_ATTEMPTS_REACHED) return 'exhausted';
   const type = err.cause instanceof ApplicationFailure ? err.cause.type : undefined;
@@ -170,12 +175,13 @@ export async function deliverUntilDecided({
     const { reason, detail } = outcome;
     // Exhausted: the last retryable failure was reported during the run; rejected and gone carry their own number.
     hold.noteAttempt({ attemptNumber: outcome.attemptNumber ?? hold.lastAttemptNumber() ?? 0, outcome: detail });
-    await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail });
+    // The worker's answer says what a decision needs (four eyes); a history from before it answered nothing.
+    const recorded = await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail });
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
     const since = new Date().toISOString();
     hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
 
-    const decision = await hold.awaitHumanDecision(quarantineTimeoutMs);
+    const decision = await hold.awaitHumanDecision(quarantineTimeoutMs, { fourEyes: recorded?.fourEyes === true });
     await ledgerWith(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({ webhookId, policyRun, ...decision });
     hold.decisionRecorded(policyRun);
     switch (decision.decision) {
@@ -237,6 +243,8 @@ export function trackHold(
   // The human decision on the current quarantine, from a signal or an update; and the run whose decision the
   // ledger has recorded (an update answers once it has).
   let decision: HumanDecision | undefined;
+  // Whether the current quarantine's approvals need a reviewed replay request (the worker's rule, see awaitHumanDecision).
+  let fourEyes = false;
   let recordedRun = 0;
   /** The Web UI's current details: the status query's facts, republished on every change. */
   const publish = () => setCurrentDetails(holdCurrentDetails({ ...stage, lastAttempt, ignoredSignals }));
@@ -252,6 +260,7 @@ export function trackHold(
     if (value.policyRun !== undefined && value.policyRun !== stage.policyRun) {
       return { ok: false, why: `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${stage.policyRun}` };
     }
+    if ('approvedBy' in value && fourEyes && value.replayRequestId === undefined) return { ok: false, why: FOUR_EYES_WHY };
     if ('approvedBy' in value) {
       const replay: HumanDecision = { decision: 'replay', by: value.approvedBy, reason: value.reason, ticket: value.ticket };
       return { ok: true, policyRun: stage.policyRun, decision: replay, replayRequestId: value.replayRequestId };
@@ -329,7 +338,14 @@ export function trackHold(
   setHandler(discardSignal, decideBySignal('discard'));
   setHandler(approveReplayUpdate, ...decideByUpdate('approveReplay'));
   setHandler(discardUpdate, ...decideByUpdate('discard'));
-  setHandler(deliveryAttemptFailedSignal, (failed) => noteAttempt(attemptReportOf(failed)));
+  setHandler(deliveryAttemptFailedSignal, (failed) => {
+    // Sent by this workflow's own delivery activity; anything else (a client's malformed or unencrypted signal) is dropped.
+    if (typeof failed?.attemptNumber !== 'number' || typeof failed.nextAttemptAt !== 'string') {
+      log.warn('deliveryAttemptFailed signal ignored: not an attempt report', { holdId });
+      return;
+    }
+    noteAttempt(attemptReportOf(failed));
+  });
   setHandler(merchantResumedSignal, () => void (merchantResumed = true));
 
   return {
@@ -359,10 +375,12 @@ export function trackHold(
     lastAttemptNumber: () => lastAttempt?.attemptNumber,
     /**
      * The wait for a human on a quarantined delivery: `approveReplay` or `discard`, whichever comes first, or
-     * `abandon` when nobody decides within `timeoutMs`.
+     * `abandon` when nobody decides within `timeoutMs`. With `fourEyes` (the worker's rule, from its answer to
+     * `quarantineDelivery`: never from a caller), an approval without a replay request is refused.
      */
-    async awaitHumanDecision(timeoutMs: number): Promise<HumanDecision> {
+    async awaitHumanDecision(timeoutMs: number, rules: { fourEyes: boolean }): Promise<HumanDecision> {
       decision = undefined;
+      fourEyes = rules.fourEyes;
       const abandonsAt = new Date(Date.now() + timeoutMs).toISOString();
       const decided = await condition(() => decision !== undefined, timeoutMs, { summary: holdLabels.human(abandonsAt) });
       if (!decided) return { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${Math.round(timeoutMs / 86_400_000)} day(s)` };

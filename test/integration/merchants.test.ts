@@ -158,7 +158,12 @@ describe('merchant ping and rotate-secret', () => {
 describe('the CLI', () => {
   it('onboards, rotates and pings from `npm run ops -- merchant`, in text and JSON, and names bad input', async () => {
     const env = { ...process.env };
-    Object.assign(process.env, { HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: us.databaseUrl, TEMPORAL_ADDRESS: harness.address });
+    Object.assign(process.env, {
+      HOLD_SWEEPER_MODE: 'dev',
+      HOLD_SWEEPER_REGIONS: 'us',
+      DATABASE_URL_US: us.databaseUrl,
+      TEMPORAL_ADDRESS: harness.address,
+    });
     try {
       const id = `m_${harness.id}_cli`;
       const lines: string[] = [];

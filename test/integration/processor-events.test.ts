@@ -114,6 +114,7 @@ async function settled(holdIds: readonly string[]): Promise<boolean> {
 async function withOps(work: (ops: (...args: string[]) => Promise<number>, lines: string[]) => Promise<void>): Promise<void> {
   const env = { ...process.env };
   Object.assign(process.env, {
+    HOLD_SWEEPER_MODE: 'dev',
     HOLD_SWEEPER_REGIONS: 'us',
     DATABASE_URL_US: us.databaseUrl,
     TEMPORAL_ADDRESS: harness.address,

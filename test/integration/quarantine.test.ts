@@ -68,6 +68,10 @@ const statuses = async (n: Night) =>
 
 const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
 
+/** Each hold's stage as its workflow tells it (a moment behind the ledger: the workflow moves when the activity returns). */
+const stages = async (n: Night) =>
+  Promise.all([...n.expired].sort((a, b) => a.id.localeCompare(b.id)).map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage));
+
 describe('quarantine decisions', () => {
   it('a 400 quarantines; approveReplay after the merchant is fixed delivers once, same webhook id, approver recorded', async () => {
     const n = await night(1, [{ status: 400, body: 'bad schema' }]);
@@ -190,7 +194,12 @@ describe('quarantine decisions', () => {
     // The ops CLI sends Updates and prints the workflow's answer.
     const lines: string[] = [];
     const env = { ...process.env };
-    Object.assign(process.env, { HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: us.databaseUrl, TEMPORAL_ADDRESS: harness.address });
+    Object.assign(process.env, {
+      HOLD_SWEEPER_MODE: 'dev',
+      HOLD_SWEEPER_REGIONS: 'us',
+      DATABASE_URL_US: us.databaseUrl,
+      TEMPORAL_ADDRESS: harness.address,
+    });
     try {
       expect(await runOps(['discard', holdId, '--by', 'grace', '--reason', 'merchant gone'], (line) => lines.push(line))).toBe(0);
     } finally {
@@ -273,7 +282,7 @@ describe('case 8, four eyes is a check, not a convention', () => {
   it('an approval naming a replay request is checked against the ledger: approved, by that approver, covering this run', async () => {
     const n = await night(2, [{ status: 409 }]);
     await sweep();
-    await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined', 'quarantined']);
+    await expect.poll(() => stages(n), { timeout: 30_000 }).toEqual(['quarantined', 'quarantined']);
     const [covered, other] = n.expired.map((h) => h.id) as [string, string];
     const request = await previewReplay(us.pool, { merchantId: n.merchantIds[0]! }, 'kim');
     // Freeze only the first hold's webhook in this request: the other hold is not covered by it.
@@ -383,6 +392,7 @@ describe('operator surfaces', () => {
     await sweep();
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined', 'quarantined']);
     const env = { ...process.env };
+    process.env.HOLD_SWEEPER_MODE = 'dev';
     process.env.HOLD_SWEEPER_REGIONS = 'us';
     process.env.DATABASE_URL_US = us.databaseUrl;
     process.env.TEMPORAL_ADDRESS = harness.address;

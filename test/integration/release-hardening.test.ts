@@ -1,7 +1,8 @@
 /**
  * Hardening, cases 5 and 6, on the real stack (dev server, embedded PostgreSQL, real workers):
- * - case 5: "expired" is decided by one clock, the sweep's cutoff, and never also by the database's; a hold
- *   workflow that ended without releasing its hold never keeps a later sweep from starting it again;
+ * - case 5: "expired" is decided by one clock, the ledger's: a sweep's cutoff may be earlier than it, never later, so
+ *   listing and release agree; a hold workflow that ended without releasing its hold never keeps a later sweep from
+ *   starting it again;
  * - case 6: the release retries locally for a few seconds only, then on durable timers; a release that can never
  *   succeed ends the hold `rejected` with its reason, in bounded time, instead of retrying forever.
  */
@@ -88,82 +89,95 @@ async function runsOf(r: TestRegion, workflowId: string): Promise<string[]> {
   return runs;
 }
 
-describe('case 5: one clock decides "expired"', () => {
-  it('case 5, the release decides "expired" against the sweep\'s cutoff, not the database clock', async () => {
+describe('case 5: one clock decides "expired", the ledger\'s', () => {
+  it('case 5, the release decides "expired" by the ledger\'s clock: a sweep\'s cutoff may be earlier, never later', async () => {
     const us = await harness.region('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5a`, { expired: 0, future: 4 }, harness.merchants);
-    const [lagging, reauthorised, early, byHand] = night.future.map((h) => h.id) as [string, string, string, string];
+    const [ahead, reauthorised, early, byHand] = night.future.map((h) => h.id) as [string, string, string, string];
     const releaseHold = releaseHoldIn('us', us.pool);
-    // The database clock lags the sweep's by 15 minutes: these holds expire 10 minutes from the database's now(),
-    // so by the sweep's clock they expired 5 minutes before its cutoff.
+    // A sweep whose clock runs 15 minutes ahead of the ledger's (or a caller who says so): these holds expire 10
+    // minutes from the database's now(), so by that cutoff they expired 5 minutes ago. The ledger's clock decides.
     await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '10 minutes'`);
     const cutoff = await dbClock(us.pool, 15 * MINUTE);
-
-    // As the sweep saw it: released, although the database clock says it has not expired yet.
-    expect(await releaseHold({ holdId: lagging, expiresAt: await expiryOf(us.pool, lagging), cutoff })).toMatchObject({ status: 'released' });
+    expect(await releaseHold({ holdId: ahead, expiresAt: await expiryOf(us.pool, ahead), cutoff })).toMatchObject({ status: 'not_expired' });
 
     // Re-authorised after the sweep saw it (a new expiry is a new business action, for a later sweep): not released.
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() - interval '5 minutes' WHERE id = $1`, [reauthorised]);
     const seen = await expiryOf(us.pool, reauthorised);
     await us.pool.query(`UPDATE auth_holds SET expires_at = expires_at - interval '1 minute' WHERE id = $1`, [reauthorised]);
     expect(await releaseHold({ holdId: reauthorised, expiresAt: seen, cutoff })).toMatchObject({ status: 'not_expired' });
 
-    // The other way round: expired by the database clock, but not by the cutoff it is given: not released either.
+    // A cutoff earlier than the ledger's now (a sweep that started a while ago) is honoured: expired by the database
+    // clock but not by the cutoff it is given, not released.
     await us.pool.query(`UPDATE auth_holds SET expires_at = now() - interval '1 minute' WHERE id = $1`, [early]);
     const earlyCutoff = await dbClock(us.pool, -2 * MINUTE);
     expect(await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff: earlyCutoff })).toMatchObject({
       status: 'not_expired',
     });
+    // And with the future cutoff, by the ledger's clock: released.
+    expect(await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff })).toMatchObject({ status: 'released' });
 
     // Started by hand (no sweep, so no cutoff): the database clock decides, as before.
     expect(await releaseHold({ holdId: byHand })).toMatchObject({ status: 'not_expired' });
-    expect(await releaseHold({ holdId: early })).toMatchObject({ status: 'released' });
 
-    expect(await ledgerEntryCount(us.pool)).toBe(2);
+    expect(await ledgerEntryCount(us.pool)).toBe(1);
     expect(await checkLedgerInvariants(us.pool)).toEqual([]);
   });
 
-  it("case 5, a hold past the sweep's cutoff but not yet past the lagging database clock is released by the sweep", async () => {
+  it("case 5, a sweep whose clock runs ahead of the ledger's lists only what the ledger says expired, strands nothing, and a later sweep releases the rest", async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5b`, { expired: 2, future: 1 }, harness.merchants);
     const lagging = night.future[0]!;
-    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '10 minutes' WHERE id = $1`, [lagging.id]);
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '2 seconds' WHERE id = $1`, [lagging.id]);
 
     // The sweep's clock is 15 minutes ahead of the database's (the cutoff its first run fixed).
     const result = await runSweep(us, { cutoff: await dbClock(us.pool, 15 * MINUTE), releaseWaitMs: 5_000 });
 
-    expect(result).toMatchObject({ found: 3, started: 3, alreadyStarted: 0, unreleasedAtEnd: 0 });
-    const child = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', lagging.id)).result();
-    expect(child.release.status).toBe('released');
+    expect(result).toMatchObject({ found: 2, started: 2, alreadyStarted: 0, unreleasedAtEnd: 0 });
+    expect((await holdStates(us.pool)).get(lagging.id)?.state).toBe('active');
+    // What it recorded is not in the future: a later sweep's `left_active` reads it.
+    const { rows } = await us.pool.query<{ ahead: boolean }>('SELECT bool_or(cutoff > now()) AS ahead FROM sweep_runs');
+    expect(rows[0]!.ahead).toBe(false);
+
+    // Once the ledger's clock has passed the hold's expiry, the next sweep releases it (one start, no duplicate).
+    await waitUntil(
+      async () => (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [lagging.id])).rowCount === 1,
+      "the ledger's clock passes the hold's expiry",
+    );
+    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({ found: 1, started: 1, alreadyStarted: 0, unreleasedAtEnd: 0 });
     const states = await holdStates(us.pool);
     for (const hold of [...night.expired, lagging]) expect(states.get(hold.id)?.state).toBe('released');
     expect(await checkLedgerInvariants(us.pool)).toEqual([]);
   });
 
-  it('case 5, a child that returned not_expired (the database clock lagging) does not block the next sweep', async () => {
+  it('case 5, a child that returned not_expired (started before its hold expired) does not block the next sweep', async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5c`, { expired: 0, future: 1 }, harness.merchants);
     const hold = night.future[0]!;
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '2 seconds' WHERE id = $1`, [hold.id]);
     const workflowId = await holdWorkflowIdOf(us.pool, 'us', hold.id);
     const expiresAt = await expiryOf(us.pool, hold.id);
-    const earlierCutoff = await dbClock(us.pool, 2 * 60 * MINUTE);
 
-    // What the code before this fix left behind when the database clock lagged: the hold's child, under the id the
-    // sweep gives it, judged it by the database clock and completed `not_expired`; the sweep that started it (with
-    // a cutoff past the hold's expiry) waited for the release, then recorded itself with the hold unreleased.
+    // The hold's child, under the id a sweep gives it, ran before the hold expired (started by hand, or a sweep that
+    // saw it a moment early) and completed `not_expired`; a sweep that finished after the expiry left it active.
     const first = await us.client.workflow.execute(releaseExpiredHold, {
       taskQueue: us.config.taskQueue,
       workflowId,
       args: [{ region: 'us', holdId: hold.id, expiresAt, merchantId: hold.merchantId }],
     });
     expect(first.release.status).toBe('not_expired');
+    await waitUntil(
+      async () => (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [hold.id])).rowCount === 1,
+      "the ledger's clock passes the hold's expiry",
+    );
     await us.pool.query(
       `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
-       VALUES ($1, $2, 1, 1, 1, 0, 0, 1)`,
-      [`sweep-us-${harness.id}-before-the-fix`, earlierCutoff],
+       VALUES ($1, now(), 1, 1, 1, 0, 0, 1)`,
+      [`sweep-us-${harness.id}-left-it-active`],
     );
 
     // The next sweep starts a new run under the same id, and this time the hold is released.
-    const result = await runSweep(us, { cutoff: await dbClock(us.pool, 2 * 60 * MINUTE + 15 * MINUTE), releaseWaitMs: 5_000 });
+    const result = await runSweep(us, { releaseWaitMs: 5_000 });
 
     expect(result).toMatchObject({ found: 1, started: 1, alreadyStarted: 0, unreleasedAtEnd: 0 });
     expect((await holdStates(us.pool)).get(hold.id)?.state).toBe('released');

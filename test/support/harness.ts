@@ -49,12 +49,13 @@ export interface Harness {
   /**
    * A real worker for the region; dev endpoint rules (loopback http) unless `webhooks` says otherwise. Versioned like
    * every worker: by default the product's deployment and the bundle's build, made current (`always`, as in dev).
+   * `options.fourEyes` makes it a production worker for operator decisions (DecisionsConfig).
    */
   startWorker(
     region: TestRegion,
     tuning?: RegionWorkerOptions['tuning'],
     webhooks?: RegionWorkerOptions['webhooks'],
-    build?: { workflowBundle?: { code: string }; version?: WorkerDeploymentVersion; setCurrent?: SetCurrentMode },
+    options?: { workflowBundle?: { code: string }; version?: WorkerDeploymentVersion; setCurrent?: SetCurrentMode; fourEyes?: boolean },
   ): Promise<RunningWorker>;
   close(): Promise<void>;
 }
@@ -92,7 +93,7 @@ export async function openHarness(): Promise<Harness> {
         scheduleId: `t-${id}-sweep-${region}-${pools.length}`,
         payloadKeys: options.payloadKeys,
       };
-      const client = new Client({ connection, namespace: config.namespace, dataConverter: dataConverterFor(config.payloadKeys) });
+      const client = new Client({ connection, namespace: config.namespace, dataConverter: dataConverterFor(config) });
       return { config, pool, databaseUrl, client };
     },
     async emptyDatabase() {
@@ -102,18 +103,19 @@ export async function openHarness(): Promise<Harness> {
       pools.push(pool);
       return pool;
     },
-    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] }, build = {}) {
-      const bundle = build.workflowBundle ?? workflowBundle;
+    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] }, options = {}) {
+      const bundle = options.workflowBundle ?? workflowBundle;
       const worker = await createRegionWorker({
         connection: nativeConnection,
         region: region.config,
         pool: region.pool,
         workflowBundle: bundle,
-        version: build.version ?? { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) },
+        version: options.version ?? { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) },
         webhooks,
+        fourEyes: options.fourEyes,
         tuning,
       });
-      const { run: running } = await runRegionWorker(worker, region.client, build.setCurrent ?? 'always');
+      const { run: running } = await runRegionWorker(worker, region.client, options.setCurrent ?? 'always');
       const handle: RunningWorker = {
         worker,
         async stop() {

@@ -1,6 +1,6 @@
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, loadProcessorConfig, parseDuration, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
+import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, loadProcessorConfig, parseDuration, redactUrl, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
@@ -153,6 +153,18 @@ describe('config', () => {
     const err = configError({ DATABASE_URL_US: 'mysql://ledger:s3cret-pw@db/ledger' });
     expect(err.message).not.toContain('s3cret-pw');
     expect(err.message).toContain('ledger:***@');
+  });
+
+  it.each([
+    ['a slash', 'mysql://ledger:Pw5x/Qz8k@db/ledger', 'Pw5x/Qz8k'],
+    ['an @', 'mysql://ledger:Pw5x@Qz8k@db/ledger', 'Pw5x@Qz8k'],
+    ['a slash after digits (a parser would read a port)', 'mysql://ledger:44331/Qz8k@db/ledger', '44331/Qz8k'],
+    ['a colon', 'mysql://ledger:Pw5x:Qz8k@db/ledger', 'Pw5x:Qz8k'],
+  ])('case 4, never echoes a database password holding %s', (_what, url, password) => {
+    const err = configError({ DATABASE_URL_US: url });
+    expect(err.message).toContain('DATABASE_URL_US');
+    for (const part of [password, ...password.split(/[/@:]/)]) expect(err.message).not.toContain(part);
+    expect(redactUrl(url)).toBe('mysql://ledger:***@db/ledger');
   });
 
   it('case 4, a bounded sweep: SWEEP_TIMEOUT defaults to 100 pages × 60 s + the final release wait + slack, and never undercuts that wait', () => {

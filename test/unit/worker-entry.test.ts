@@ -1,7 +1,7 @@
 /**
- * Case 9 of the hardening issue, fail closed: the production worker entry point never runs in dev mode (no SSRF
- * guard, plain http, no encryption) because a variable was forgotten. The real entry point, as `npm run worker`
- * starts it; it stops at its configuration, before touching any service.
+ * Fail closed: no entry point runs in dev mode (no SSRF guard, plain http, no encryption, no four eyes, an optional
+ * codec token) because a variable was forgotten. The real entry points, as `npm run worker`, `npm run codec-server`
+ * and `npm run ops` start them; each stops at its configuration, before touching any service.
  */
 import { spawnSync } from 'node:child_process';
 import { expect, it } from 'vitest';
@@ -11,4 +11,28 @@ it('case 9, fail closed: npm run worker without HOLD_SWEEPER_MODE refuses to sta
   const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], { env, encoding: 'utf8', timeout: 60_000 });
   expect(result.stderr).toContain('ConfigError: HOLD_SWEEPER_MODE is not set');
   expect(result.status).toBe(1);
+});
+
+it('case 4, fail closed: npm run codec-server without HOLD_SWEEPER_MODE refuses to start (in dev its token is optional)', () => {
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    CODEC_SERVER_ADDRESS: '127.0.0.1:0',
+    PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}`,
+  };
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/codec-server.ts'], { env, encoding: 'utf8', timeout: 60_000 });
+  expect(result.stderr).toContain('ConfigError: HOLD_SWEEPER_MODE is not set');
+  expect(result.stdout).not.toContain('codec endpoint serving');
+  expect(result.status).toBe(1);
+});
+
+it('case 4, fail closed: npm run ops without HOLD_SWEEPER_MODE refuses, even `merchant ping` (dev would allow private addresses)', () => {
+  const env = { PATH: process.env.PATH, HOME: process.env.HOME, HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://u:p@127.0.0.1:1/x' };
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', 'merchant', 'ping', 'm_1'], {
+    env,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  expect(result.stderr).toContain('ConfigError: HOLD_SWEEPER_MODE is not set');
+  expect(result.status).toBe(2);
 });

@@ -1,0 +1,21 @@
+/**
+ * Operator identities (`--by`, `approvedBy`, a request's requester) as the four-eyes rules compare them. Pure and
+ * sandbox-safe. Until identities are verified tokens, they are text a person types: `alice`, ` Alice ` and `ａｌｉｃｅ`
+ * (full width) must be one person, or anyone could approve their own request by changing case.
+ */
+
+/** What `trim` removes: ASCII whitespace and the Unicode spaces NFKC does not already turn into U+0020. */
+const SURROUNDING_SPACE = /^[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+|[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+$/g;
+
+/**
+ * The comparison key of an identity: Unicode NFKC, surrounding whitespace removed, lower case. The ledger's
+ * `identity_key()` (migration 009) computes the same, so the database constraint and the CLI agree.
+ */
+export function identityKey(who: string): string {
+  return who.normalize('NFKC').replace(SURROUNDING_SPACE, '').toLowerCase();
+}
+
+/** Whether two identities are the same person by that key. */
+export function samePerson(a: string, b: string): boolean {
+  return identityKey(a) === identityKey(b);
+}
