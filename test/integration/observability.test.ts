@@ -164,7 +164,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(metricValue(await scrape(), 'hold_sweeper_sweep_interval_seconds', { region: 'us' })).toBe(86_400);
 
     // Backdated, as if the schedule had been blocked for three days: past 2 × the interval, the alert's threshold.
-    await us.pool.query(`UPDATE sweep_runs SET finished_at = finished_at - interval '3 days'`);
+    await us.pool.query(`UPDATE sweep_runs SET finished_at = finished_at - interval '3 days', cutoff = cutoff - interval '3 days'`);
     await expect
       .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
       .toBeGreaterThan(3 * 86_400);

@@ -12,23 +12,24 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
-const QUARANTINE = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail });';
-const ORIGINAL = `    ${QUARANTINE}
+const QUARANTINE = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
+const ORIGINAL = `    const recorded = ${QUARANTINE};
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
     const since = new Date().toISOString();
     hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
 `;
 const REORDERED = `    const since = new Date().toISOString();
     hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-    ${QUARANTINE}
+    const recorded = ${QUARANTINE};
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
 `;
 const PATCHED = `    const since = new Date().toISOString();
+    let recorded;
     if (patched('gate-proof-reorder')) {
       hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-      ${QUARANTINE}
+      recorded = ${QUARANTINE};
     } else {
-      ${QUARANTINE}
+      recorded = ${QUARANTINE};
       hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
     }
     log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
