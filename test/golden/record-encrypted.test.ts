@@ -17,10 +17,9 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { ENCRYPTED_KEY_FILE, WORKFLOW_IDS_FILE } from '../support/golden.js';
-import { startTestReceiver } from '../support/processor.js';
+import { captureThroughReceiver } from '../support/processor.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
-import { waitUntil } from '../support/wait.js';
 
 const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
 const OUT = path.join(import.meta.dirname, 'encrypted', RELEASE);
@@ -62,25 +61,7 @@ it('records encrypted histories of this release: delivered, approved, discarded,
   await (await handleOf(approved)).result();
   await (await handleOf(discarded)).result();
 
-  const captured = night.future[0]!;
-  const { processor, close } = await startTestReceiver(eu);
-  try {
-    const event = {
-      eventId: `evt_${captured.id}_1`,
-      holdId: captured.id,
-      sequence: 1,
-      type: 'hold.captured' as const,
-      amountMinor: 4321,
-      currency: 'EUR',
-    };
-    expect((await processor.send(event)).status).toBe(202);
-    await waitUntil(
-      async () => (await eu.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [captured.id])).rowCount === 1,
-      'the capture is applied and its webhook delivered',
-    );
-  } finally {
-    await close();
-  }
+  await captureThroughReceiver(eu, night.future[0]!.id, 'EUR');
 
   // What the server stores: a client without the codec.
   const connection = await Connection.connect({ address: harness.address });

@@ -20,8 +20,7 @@ import {
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
-import { waitUntil } from '../support/wait.js';
-import { startTestReceiver } from '../support/processor.js';
+import { captureThroughReceiver } from '../support/processor.js';
 import { encryptedGoldenSets, replayFailures } from '../support/golden.js';
 
 const key1 = { id: 'k1', key: randomBytes(32) };
@@ -76,25 +75,7 @@ beforeAll(async () => {
   });
   // A processor capture through the region's receiver (its client encrypts like the workers): its signal, its hold's
   // event workflow and its webhook's delivery workflow are payloads too.
-  const captured = night.future[0]!;
-  const { processor, close } = await startTestReceiver(eu);
-  try {
-    const event = {
-      eventId: `evt_${captured.id}_1`,
-      holdId: captured.id,
-      sequence: 1,
-      type: 'hold.captured' as const,
-      amountMinor: 4321,
-      currency: 'EUR',
-    };
-    expect((await processor.send(event)).status).toBe(202);
-    await waitUntil(
-      async () => (await eu.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [captured.id])).rowCount === 1,
-      'the capture is applied and its webhook delivered',
-    );
-  } finally {
-    await close();
-  }
+  await captureThroughReceiver(eu, night.future[0]!.id, 'EUR');
   // A client with no codec sees exactly what the server stores.
   raw = new Client({ connection: await Connection.connect({ address: harness.address }), namespace: eu.config.namespace });
 });

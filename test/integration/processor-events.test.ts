@@ -11,12 +11,12 @@ import { startReceiverProcess } from '../../dev/receiver-process.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { runOps } from '../../src/ops/cli.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
+import { withOps, type Ops } from '../support/ops.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 
 const PROCESSOR_SECRET = generateSigningSecret();
@@ -111,23 +111,7 @@ async function settled(holdIds: readonly string[]): Promise<boolean> {
 }
 
 /** `npm run ops -- ...` against this file's region, its output lines collected. */
-async function withOps(work: (ops: (...args: string[]) => Promise<number>, lines: string[]) => Promise<void>): Promise<void> {
-  const env = { ...process.env };
-  Object.assign(process.env, {
-    HOLD_SWEEPER_MODE: 'dev',
-    HOLD_SWEEPER_REGIONS: 'us',
-    DATABASE_URL_US: us.databaseUrl,
-    TEMPORAL_ADDRESS: harness.address,
-    TASK_QUEUE_US: us.config.taskQueue,
-    TEMPORAL_NAMESPACE_US: us.config.namespace,
-  });
-  try {
-    const lines: string[] = [];
-    await work((...args) => runOps(args, (l) => lines.push(l)), lines);
-  } finally {
-    process.env = env;
-  }
-}
+const withRegionOps = (work: (ops: Ops, lines: string[]) => Promise<void>) => withOps(us, 'dev', work);
 
 async function allInvariants(): Promise<void> {
   expect(await checkLedgerInvariants(us.pool)).toEqual([]);
@@ -223,7 +207,7 @@ describe('an operator', () => {
       await expect
         .poll(async () => (await handle.query(holdEventsStatusQuery)).stage, { timeout: 30_000 })
         .toMatchObject({ stage: 'waiting_for_predecessor', expected: 1 });
-      await withOps(async (ops) => {
+      await withRegionOps(async (ops) => {
         expect(await ops('events', 'skip', holdId, '--sequence', '1', '--by', 'ops@example.com', '--reason', 'processor: never issued')).toBe(0);
       });
       await waitUntil(() => settled([holdId]), 'sequence 2 applies after the skip');
@@ -374,7 +358,7 @@ describe('order per hold', () => {
     expect((await processor.send(ev(holdId, 2, 'hold.reversed'))).status).toBe(202);
     const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
     await expect.poll(async () => (await handle.query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('stopped_for_human');
-    await withOps(async (ops, lines) => {
+    await withRegionOps(async (ops, lines) => {
       expect(await ops('events', 'show', holdId)).toBe(0);
       expect(lines.pop()).toMatch(
         /hold \S+: 1 processor event\(s\)[\s\S]*workflow: hold-events-us-\S+ RUNNING, \{"stage":"stopped_for_human","expected":1/,
@@ -394,7 +378,7 @@ describe('order per hold', () => {
     expect((await processor.send(ev(holdId, 1, 'hold.incremented', 10))).status).toBe(202);
     await waitUntil(async () => (await eventRows(holdId))[0]?.outcome === 'skipped_over', 'the late event is recorded as skipped over');
     expect(await entries(holdId)).toEqual([{ kind: 'hold_reversal', amount_minor: String(n.future[0]!.amountMinor) }]);
-    await withOps(async (ops, lines) => {
+    await withRegionOps(async (ops, lines) => {
       expect(await ops('reviews', 'list', '--json')).toBe(0);
       const open = (JSON.parse(lines.pop()!) as { event_id: string; hold_id: string; reason: string }[]).filter((r) => r.hold_id === holdId);
       expect(open).toEqual([
@@ -421,7 +405,7 @@ describe('the same delivery machinery', () => {
       'the hold.reversed webhook is quarantined',
     );
     harness.merchants.script(merchantId, { secrets, responses: [{ status: 200 }] });
-    await withOps(async (ops, lines) => {
+    await withRegionOps(async (ops, lines) => {
       expect(await ops('quarantine', 'list', '--merchant', merchantId, '--json')).toBe(0);
       expect((JSON.parse(lines.pop()!) as { webhookId: string }[]).map((q) => q.webhookId)).toEqual([webhookId]);
       expect(await ops('approve', webhookId, '--by', 'ops@example.com', '--reason', 'merchant added hold.reversed')).toBe(0);
@@ -433,7 +417,7 @@ describe('the same delivery machinery', () => {
       ['hold.reversed', 400],
       ['hold.reversed', 200],
     ]);
-    await withOps(async (ops, lines) => {
+    await withRegionOps(async (ops, lines) => {
       expect(await ops('status', holdId)).toBe(0);
       expect(lines.pop()).toMatch(/hold \S+: reversed[\s\S]*processor events: 1 hold.reversed reversed \(npm run ops -- events show/);
     });

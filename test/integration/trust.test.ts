@@ -21,12 +21,12 @@ import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { approveReplaySignal, approveReplayUpdate, statusQuery } from '../../src/contracts/messages.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { isoUtc } from '../../src/db/sql.js';
-import { runOps } from '../../src/ops/cli.js';
 import { expiredHoldsPage } from '../../src/sql/holds.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdStates, holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
+import { withOps, type Ops } from '../support/ops.js';
 import { temporalCli } from '../support/temporal-cli.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -292,25 +292,8 @@ describe('case 3: four eyes in production', () => {
     await harness.startWorker(us, undefined, undefined, { fourEyes: true });
   });
 
-  /** `npm run ops -- ...` in production mode against this region; its output lines collected. */
-  async function productionOps(work: (ops: (...args: string[]) => Promise<number>, lines: string[]) => Promise<void>): Promise<void> {
-    const env = { ...process.env };
-    Object.assign(process.env, {
-      HOLD_SWEEPER_MODE: 'production',
-      HOLD_SWEEPER_REGIONS: 'us',
-      DATABASE_URL_US: us.databaseUrl,
-      TEMPORAL_ADDRESS: harness.address,
-      TASK_QUEUE_US: us.config.taskQueue,
-      TEMPORAL_NAMESPACE_US: us.config.namespace,
-      PAYLOAD_KEYS_US: `${key.id}:${key.key.toString('base64')}`,
-    });
-    try {
-      const lines: string[] = [];
-      await work((...args) => runOps(args, (l) => lines.push(l)), lines);
-    } finally {
-      process.env = env;
-    }
-  }
+  /** `npm run ops -- ...` in production mode against this region. */
+  const productionOps = (work: (ops: Ops, lines: string[]) => Promise<void>) => withOps(us, 'production', work, key);
 
   it('an approval without a replay request is refused (Update) or ignored with why (signal); a request is approved only by someone else, whatever the case or width', async () => {
     const { night, rejecting, workflowIds } = await quarantinedNight(us, `${harness.id}t3a`, 1);

@@ -2,7 +2,9 @@
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { createProcessorReceiver, type ProcessorReceiver, type ReceiverOptions } from '../../src/processor/receiver.js';
+import { expect } from 'vitest';
 import type { TestRegion } from './harness.js';
+import { waitUntil } from './wait.js';
 
 export interface TestReceiver {
   receiver: ProcessorReceiver;
@@ -28,4 +30,23 @@ export async function startTestReceiver(
   });
   const { port } = await receiver.listen(0);
   return { receiver, processor: new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, secret), close: () => receiver.close() };
+}
+
+/**
+ * One processor capture of `holdId` through a receiver of the region (its client encrypts like the workers), waited
+ * for until applied and its webhook delivered: its signal, its hold's event workflow and its webhook's delivery
+ * workflow are in the region's histories then.
+ */
+export async function captureThroughReceiver(region: TestRegion, holdId: string, currency: string): Promise<void> {
+  const { processor, close } = await startTestReceiver(region);
+  try {
+    const event = { eventId: `evt_${holdId}_1`, holdId, sequence: 1, type: 'hold.captured' as const, amountMinor: 4321, currency };
+    expect((await processor.send(event)).status).toBe(202);
+    await waitUntil(
+      async () => (await region.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [holdId])).rowCount === 1,
+      'the capture is applied and its webhook delivered',
+    );
+  } finally {
+    await close();
+  }
 }

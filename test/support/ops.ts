@@ -1,0 +1,35 @@
+/** `npm run ops -- ...` in process, against a test region, as an operator's shell would configure it. */
+import type { EncryptionKey } from '../../src/config.js';
+import { runOps } from '../../src/ops/cli.js';
+import type { TestRegion } from './harness.js';
+
+export type Ops = (...args: string[]) => Promise<number>;
+
+/**
+ * Runs `work` with the CLI configured for `region` (its database, Temporal, namespace and task queue) in `mode`, and
+ * the payload key when the region has one; collects its output lines. The environment is restored after.
+ */
+export async function withOps(
+  region: TestRegion,
+  mode: 'dev' | 'production',
+  work: (ops: Ops, lines: string[]) => Promise<void>,
+  payloadKey?: EncryptionKey,
+): Promise<void> {
+  const env = { ...process.env };
+  const up = region.config.region.toUpperCase();
+  Object.assign(process.env, {
+    HOLD_SWEEPER_MODE: mode,
+    HOLD_SWEEPER_REGIONS: region.config.region,
+    [`DATABASE_URL_${up}`]: region.databaseUrl,
+    TEMPORAL_ADDRESS: region.config.temporalAddress,
+    [`TASK_QUEUE_${up}`]: region.config.taskQueue,
+    [`TEMPORAL_NAMESPACE_${up}`]: region.config.namespace,
+    ...(payloadKey ? { [`PAYLOAD_KEYS_${up}`]: `${payloadKey.id}:${payloadKey.key.toString('base64')}` } : {}),
+  });
+  try {
+    const lines: string[] = [];
+    await work((...args) => runOps(args, (l) => lines.push(l)), lines);
+  } finally {
+    process.env = env;
+  }
+}
