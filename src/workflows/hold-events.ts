@@ -4,6 +4,7 @@ import {
   continueAsNew,
   log,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -39,6 +40,12 @@ const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
 const DEFAULT_IDLE_MS = 60_000;
 /** A hold sees a handful of events; a run that somehow takes in thousands continues as new far below the limit. */
 const HISTORY_BUDGET = 2_000;
+
+/**
+ * The patch that lets an operator's skip end the wait for a missing event before the workflow stops (the build before
+ * honoured only a skip sent after the stop). Recorded at the start of each gap wait written since.
+ */
+export const SKIP_ENDS_GAP_WAIT_PATCH = 'skip-ends-gap-wait';
 
 /** The DeliveryStatus this workflow sets while it is stopped at a gap (operators filter on it), and after. */
 const EVENT_GAP_STATUS = 'event_gap';
@@ -144,18 +151,26 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
   /**
    * The hold's next sequence is `expected`, and `sequence` is ahead of it: wait for it, then stop for a human. An
    * operator's skip of `expected` ends either wait.
+   *
+   * A wait that began before SKIP_ENDS_GAP_WAIT_PATCH (24b3de0's build) keeps that build's rule: only the missing
+   * event ends the wait; a skip sent during it is dropped when the workflow stops, and only a skip sent after that
+   * applies. Histories of the builds between that one and this patch (the wait's timer cancelled by a skip, no
+   * marker) are not supported: they were never released (test/golden/SUPPORTED.md).
    */
   async function awaitPredecessor(expected: number, sequence: number): Promise<void> {
+    const skipEndsWait = patched(SKIP_ENDS_GAP_WAIT_PATCH);
     const filled = () => pending.has(expected) || Math.min(...pending.keys()) < sequence;
     const decided = () => filled() || skip?.sequence === expected;
     const until = new Date(Date.now() + gapWaitMs).toISOString();
     enter({ stage: 'waiting_for_predecessor', expected, until, pending: waitingBehind() });
-    const stopped = !(await condition(decided, gapWaitMs, { summary: holdEventsLabels.predecessor(expected, until) }));
+    const stopped = !(await condition(skipEndsWait ? decided : filled, gapWaitMs, { summary: holdEventsLabels.predecessor(expected, until) }));
+    if (!stopped && !skipEndsWait) return;
     if (stopped) {
       const since = new Date().toISOString();
       log.warn('processor event gap: stopped for a human', { holdId, expected, waitingBehind: waitingBehind() });
       upsertSearchAttributes([{ key: DeliveryStatusKey, value: EVENT_GAP_STATUS }]);
       enter({ stage: 'stopped_for_human', expected, since, pending: waitingBehind() });
+      if (!skipEndsWait) skip = undefined;
       await condition(decided, { summary: holdEventsLabels.human(expected) });
     }
     if (!filled() && skip) {

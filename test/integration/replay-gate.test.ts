@@ -8,7 +8,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
@@ -61,4 +61,23 @@ it('the gate fails a reordered workflow, and passes the same change behind patch
   const patched = await replayVariant('patched', PATCHED);
   expect(patched.failed).toEqual([]);
   expect(patched.replayed).toBe(broken.replayed);
+}, 120_000);
+
+it("the gate fails the unpatched change to a gap wait (a skip cancels its timer, f4ae648's shape) on 24b3de0's history of such a skip", async () => {
+  const unpatched = await bundleVariant(path.join(dir, 'unpatched-skip'), [
+    { file: 'workflows/hold-events.ts', from: 'const skipEndsWait = patched(SKIP_ENDS_GAP_WAIT_PATCH);', to: 'const skipEndsWait = true;' },
+  ]);
+  const skipsDuringTheWait = goldenHistories().filter((h) => h.file.startsWith('applyHoldEvents-waiting_for_predecessor-skip'));
+  expect(skipsDuringTheWait.map((h) => h.release)).toContain('24b3de0');
+  const failures = await replayFailures(unpatched, skipsDuringTheWait);
+  expect(failures).toEqual(
+    // The timer the history saw fire, the variant had cancelled: the replay is not deterministic (core reports it fatal).
+    expect.arrayContaining([
+      expect.stringMatching(
+        /^24b3de0\/applyHoldEvents-waiting_for_predecessor-skip-c\d+\.json: .*TimerMachine in state CancelTimerCommandSent says the transition is invalid during event .*TimerFired/,
+      ),
+    ]),
+  );
+  // The same histories replay on the code as it is: the patch keeps 24b3de0's rule for a wait that began there.
+  expect(await replayFailures({ code: inject('workflowBundleCode') }, skipsDuringTheWait)).toEqual([]);
 }, 120_000);

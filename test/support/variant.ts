@@ -1,10 +1,13 @@
 /**
  * Another build of the workflow code, for the tests that need one (the replay gate's proof, the deploy in the middle
- * of a night): a copy of src/ with some exact edits, bundled exactly as the worker bundles the real code.
+ * of a night): a copy of src/ with some exact edits, bundled exactly as the worker bundles the real code; or the code
+ * of an earlier revision, for recording the histories it wrote.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { expect } from 'vitest';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { bundleWorkflows } from '../../src/workers/region-worker.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
@@ -30,4 +33,23 @@ export async function bundleVariant(dir: string, edits: readonly Edit[]): Promis
     await fs.writeFile(target, code.replace(from, to));
   }
   return bundleWorkflows(path.join(src, 'workflows/index.ts'));
+}
+
+/**
+ * The workflow code of an earlier build, as that build bundled it: src/ at git revision `revision` (`git archive`),
+ * bundled with its own entry point and failure converter. For recording the histories that build writes (a state the
+ * golden sets lack) with today's activities, which keep their names and inputs.
+ */
+export async function bundleOfRevision(dir: string, revision: string): Promise<{ code: string }> {
+  await fs.mkdir(dir, { recursive: true });
+  const archive = spawnSync('git', ['archive', '--format=tar', revision, 'src'], { cwd: REPO, maxBuffer: 64 * 1024 * 1024 });
+  expect(archive.status, `git archive ${revision}: ${archive.stderr?.toString()}`).toBe(0);
+  const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
+  expect(untar.status, `tar: ${untar.stderr?.toString()}`).toBe(0);
+  await fs.symlink(path.join(REPO, 'node_modules'), path.join(dir, 'node_modules'));
+  return bundleWorkflowCode({
+    workflowsPath: path.join(dir, 'src/workflows/index.ts'),
+    failureConverterPath: path.join(dir, 'src/codec/failure-converter.cjs'),
+    logger: new DefaultLogger('WARN'),
+  });
 }
