@@ -78,6 +78,7 @@ export class OperatorError extends Error {
       | 'FourEyesRequired'
       | 'SkipRequestNotFound'
       | 'SkipAlreadyApproved'
+      | 'SkipNotRecorded'
       | 'EmptySelection'
       | 'MerchantNotFound'
       | 'MerchantExists'

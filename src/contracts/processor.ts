@@ -2,7 +2,7 @@
  * The card processor's events about a hold, as the receiver accepts them and the hold's event workflow applies them
  * (docs/processor-events.md). Workflow-safe: types, constants and message definitions only.
  */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 /** What the processor tells us about a hold. */
 export const PROCESSOR_EVENT_TYPES = ['hold.captured', 'hold.reversed', 'hold.incremented'] as const;
@@ -87,4 +87,18 @@ export interface HoldEventsResult {
 export const processorEventSignal = defineSignal<[ProcessorEventRef]>('processorEvent');
 /** An operator closes a gap: `{ sequence, by, reason }` (validated by the workflow; a bad one is logged and ignored). */
 export const skipMissingEventSignal = defineSignal<[unknown]>('skipMissingEvent');
+
+/** The workflow's answer to an accepted `skipMissingEvent` Update, once the skip was tried in the ledger. */
+export interface SkipAnswer {
+  sequence: number;
+  /** Recorded in the ledger; false when the ledger refused it (four eyes: no approved request for it; or filled meanwhile). */
+  skipped: boolean;
+}
+
+/**
+ * The same as an Update (what `npm run ops -- events skip` sends): its validator refuses a skip the workflow is not
+ * waiting for (nothing enters history, the caller gets why), and it answers once the skip was tried in the ledger. Its
+ * id is derived from the hold, the sequence and the request, so a retried call gets the first call's answer.
+ */
+export const skipMissingEventUpdate = defineUpdate<SkipAnswer, [SkipMissingEvent]>('skipMissingEvent');
 export const holdEventsStatusQuery = defineQuery<HoldEventsStatus>('status');

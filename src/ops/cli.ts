@@ -46,7 +46,8 @@ Usage: npm run ops -- <command> [options]
   replay preview --requested-by NAME freeze the matching quarantined webhooks into a replay request
                                      [--merchant] [--since] [--until] [--reason] [--hold ID] [--webhook ID]
   replay approve <request id> --by NAME [--ticket T] [--rate 20]
-                                     replay exactly the frozen set (not by the requester), paced
+                                     replay exactly the frozen set (not by the requester), paced; run again by
+                                     the same approver, it resumes an interrupted one (each item decided once)
   approve <hold id | webhook id> --by NAME --reason TEXT [--ticket T]
                                      replay one quarantined webhook (a hold id: its release's; wh_...: any);
                                      production (four eyes): refused, use replay preview --webhook, then replay approve
@@ -264,6 +265,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
           });
           print(
             `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
+              (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
               result.ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join(''),
             result,
           );

@@ -11,7 +11,7 @@ import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
-import { samePerson } from '../contracts/identity.js';
+import { identityKey, samePerson } from '../contracts/identity.js';
 import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
 import { approveReplayUpdate, discardUpdate, statusQuery, type DecisionAnswer, type HoldStatus } from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
@@ -73,6 +73,41 @@ function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget
   };
 }
 
+/**
+ * The Update id of a decision: what it decides (the request it carries out, or who decides), on which webhook and
+ * quarantined run. A retried call (a timeout, an interrupted bulk replay run again) sends the same id, and Temporal
+ * answers it with the first call's outcome: it is applied once and reported `applied` both times, never `already
+ * decided`. (An Update the validator refused leaves no outcome: the same id may be sent again.)
+ */
+function decisionUpdateId(target: DeliveryTarget, decision: Decision): string {
+  const who = decision.signal === 'approveReplay' ? (decision.replayRequestId ?? identityKey(decision.approvedBy)) : identityKey(decision.by);
+  return `${decision.signal}/${who}/${target.webhookId}/run-${target.policyRun}`;
+}
+
+type Decision =
+  | { signal: 'approveReplay'; approvedBy: string; reason: string; ticket?: string; replayRequestId?: string }
+  | { signal: 'discard'; by: string; reason: string };
+
+/**
+ * A decision sent again after it was applied (the CLI retried after a timeout, the operator ran the command twice):
+ * when the ledger's latest decision on the webhook is this one, by this person (and, for a frozen request, on its
+ * frozen run), the answer is the one it got then, `applied`, never `ignored: already decided`.
+ */
+async function sameDecisionAlreadyRecorded(
+  ctx: OpsContext,
+  target: DeliveryTarget,
+  decision: Decision,
+  expectedRun: number | undefined,
+): Promise<DecisionOutcome | undefined> {
+  const latest = await deliveries.latestDecision(ctx.pool, target.webhookId);
+  const kind = decision.signal === 'approveReplay' ? 'replay' : 'discard';
+  const who = decision.signal === 'approveReplay' ? decision.approvedBy : decision.by;
+  if (!latest || latest.decision !== kind || !samePerson(latest.decidedBy, who)) return undefined;
+  if (expectedRun !== undefined && latest.policyRun !== expectedRun) return undefined;
+  const stage = target.status === 'discarded' ? 'discarded' : target.status === 'delivered' ? 'delivered' : 'delivering';
+  return { outcome: 'applied', answer: { decision: kind, policyRun: latest.policyRun, stage } };
+}
+
 /** `applied`: the workflow accepted the decision and recorded it (its answer); `ignored`: why it did not apply. */
 type DecisionOutcome = { outcome: 'applied'; answer: DecisionAnswer } | { outcome: 'ignored'; detail: string };
 
@@ -82,25 +117,23 @@ type DecisionOutcome = { outcome: 'applied'; answer: DecisionAnswer } | { outcom
  * its validator refuses a decision it is not waiting for (e.g. the ledger is a moment ahead of the workflow's
  * stage). Either way the attempt is logged.
  */
-async function sendDecision(
-  ctx: OpsContext,
-  target: DeliveryTarget,
-  decision:
-    | { signal: 'approveReplay'; approvedBy: string; reason: string; ticket?: string; replayRequestId?: string }
-    | { signal: 'discard'; by: string; reason: string },
-  expectedRun?: number,
-): Promise<DecisionOutcome> {
+async function sendDecision(ctx: OpsContext, target: DeliveryTarget, decision: Decision, expectedRun?: number): Promise<DecisionOutcome> {
   let result: DecisionOutcome;
-  if (target.status !== 'quarantined') result = { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` };
+  const earlier =
+    target.status === 'quarantined' && expectedRun === undefined ? undefined : await sameDecisionAlreadyRecorded(ctx, target, decision, expectedRun);
+  if (earlier) result = earlier;
+  else if (target.status !== 'quarantined') result = { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` };
   else if (expectedRun !== undefined && target.policyRun !== expectedRun) {
     result = { outcome: 'ignored', detail: `quarantined again in run ${target.policyRun} after the preview froze run ${expectedRun}` };
   } else {
     const handle = ctx.client.workflow.getHandle(target.workflowId);
     const { policyRun } = target;
+    const updateId = decisionUpdateId(target, decision);
     try {
       const answer =
         decision.signal === 'approveReplay'
           ? await handle.executeUpdate(approveReplayUpdate, {
+              updateId,
               args: [
                 {
                   approvedBy: decision.approvedBy,
@@ -111,7 +144,7 @@ async function sendDecision(
                 },
               ],
             })
-          : await handle.executeUpdate(discardUpdate, { args: [{ by: decision.by, reason: decision.reason, policyRun }] });
+          : await handle.executeUpdate(discardUpdate, { updateId, args: [{ by: decision.by, reason: decision.reason, policyRun }] });
       result = { outcome: 'applied', answer };
     } catch (err) {
       if (err instanceof WorkflowUpdateFailedError)
@@ -133,16 +166,21 @@ async function sendDecision(
 }
 
 /**
- * Approves a frozen replay request: refused for the requester, and for a request already approved; then
+ * Approves a frozen replay request: refused for the requester, and for a request another person approved; then
  * signals `approveReplay` to exactly the frozen deliveries still quarantined in the frozen run, at most
  * `signalsPerSecond` (each replay is then paced again by its merchant's budget, in the replay lane).
+ *
+ * Resumable item by item: run again by the same approver after an interruption, it sends only what has no recorded
+ * outcome yet; an item whose frozen run the ledger shows replayed (the Update applied, the outcome not yet written
+ * when it stopped) is recorded `applied` without sending again. Every Update carries an id derived from the request,
+ * the webhook and the run, so even a resend is answered with the first outcome.
  */
 export async function approveReplayRequest(
   ctx: OpsContext,
   requestId: string,
   approvedBy: string,
   options: { signalsPerSecond?: number; ticket?: string } = {},
-): Promise<{ id: string; applied: number; ignored: { webhookId: string; detail: string }[] }> {
+): Promise<{ id: string; applied: number; ignored: { webhookId: string; detail: string }[]; alreadyDone: number }> {
   const request = await records.replayRequest(ctx.pool, requestId);
   if (!request) throw new OperatorError('ReplayRequestNotFound', `replay request ${requestId} does not exist in region ${ctx.region.region}`);
   if (samePerson(request.requestedBy, approvedBy)) {
@@ -151,17 +189,26 @@ export async function approveReplayRequest(
       `replay request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`,
     );
   }
-  if (!(await records.markReplayRequestApproved(ctx.pool, requestId, approvedBy))) {
-    throw new OperatorError('ReplayAlreadyApproved', `replay request ${requestId} is already approved`);
+  if (request.status === 'pending') await records.markReplayRequestApproved(ctx.pool, requestId, approvedBy);
+  const approver = (await records.replayRequest(ctx.pool, requestId))!.approvedBy;
+  if (approver === null || !samePerson(approver, approvedBy)) {
+    throw new OperatorError('ReplayAlreadyApproved', `replay request ${requestId} is already approved by ${approver}; only they can resume it`);
   }
 
   const items = await records.replayRequestItems(ctx.pool, requestId);
-  const frozenRun = new Map(items.map((i) => [i.webhookId, i.policyRun]));
+  const open = items.filter((i) => i.outcome === null);
+  const frozenRun = new Map(open.map((i) => [i.webhookId, i.policyRun]));
+  const decidedRun = new Set(open.filter((i) => i.decidedRun).map((i) => i.webhookId));
   const targets = (await deliveries.decisionTargetsOf(ctx.pool, [...frozenRun.keys()])).map((t) => deliveryTarget(ctx, t));
   const pauseMs = 1000 / (options.signalsPerSecond ?? 20);
   let applied = 0;
   const ignored: { webhookId: string; detail: string }[] = [];
   for (const target of targets) {
+    if (decidedRun.has(target.webhookId)) {
+      await records.recordReplayItemOutcome(ctx.pool, requestId, target.webhookId, 'applied');
+      applied++;
+      continue;
+    }
     const result = await sendDecision(
       ctx,
       target,
@@ -174,7 +221,7 @@ export async function approveReplayRequest(
     else ignored.push({ webhookId: target.webhookId, detail: result.detail });
     await new Promise((resolve) => setTimeout(resolve, pauseMs));
   }
-  return { id: requestId, applied, ignored };
+  return { id: requestId, applied, ignored, alreadyDone: items.length - open.length };
 }
 
 /**

@@ -4,10 +4,10 @@
  * records it), and the ledger reviews events opened (late captures, events that could not apply).
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowNotFoundError } from '@temporalio/client';
-import { samePerson } from '../contracts/identity.js';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { identityKey, samePerson } from '../contracts/identity.js';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
-import { holdEventsStatusQuery, skipMissingEventSignal, type HoldEventsStatus } from '../contracts/processor.js';
+import { holdEventsStatusQuery, skipMissingEventUpdate, type HoldEventsStatus, type SkipAnswer } from '../contracts/processor.js';
 import { OperatorError } from '../errors.js';
 import * as events from '../sql/processor-events.js';
 import * as records from '../sql/operator-records.js';
@@ -42,9 +42,6 @@ export async function holdEvents(ctx: OpsContext, holdId: string): Promise<HoldE
   return { holdId, events: log, skips, reviews, workflow };
 }
 
-/** How long `skip` waits to see the hold's workflow record the skip in the ledger. */
-const SKIP_CONFIRM_MS = 15_000;
-
 /** Refused, naming why, unless the hold's event workflow is waiting for exactly `sequence`. */
 async function assertWaitingFor(ctx: OpsContext, holdId: string, sequence: number) {
   const handle = ctx.client.workflow.getHandle(holdEventsWorkflowId(ctx.region.region, holdId));
@@ -63,13 +60,14 @@ async function assertWaitingFor(ctx: OpsContext, holdId: string, sequence: numbe
       `hold ${holdId}'s event workflow is ${stage.stage}${waitingFor === undefined ? '' : ` waiting for sequence ${waitingFor}`}, not for sequence ${sequence}`,
     );
   }
-  return handle;
 }
 
 /**
- * Skips the missing `sequence` of a hold whose event workflow is stopped at that gap (or waiting for it): the
- * workflow records the skip in the ledger and applies what follows. Refused, sending nothing, when the workflow is not
- * waiting for exactly that sequence. With `requestId` (four eyes), as the approver of that skip request.
+ * Skips the missing `sequence` of a hold whose event workflow is stopped at that gap (or waiting for it), as a
+ * `skipMissingEvent` Update: the workflow's validator refuses a skip it is not waiting for (nothing sent, the reason
+ * named), and it answers once the ledger recorded the skip or refused it. The Update's id comes from the hold, the
+ * sequence and the request (or the operator), so a retried call gets the first call's answer, never a second skip.
+ * With `requestId` (four eyes), as the approver of that skip request.
  */
 export async function skipMissingEvent(
   ctx: OpsContext,
@@ -79,18 +77,26 @@ export async function skipMissingEvent(
   reason: string,
   requestId?: string,
 ): Promise<{ skipped: true; workflowId: string }> {
-  const handle = await assertWaitingFor(ctx, holdId, sequence);
-  await handle.signal(skipMissingEventSignal, { sequence, by, reason, ...(requestId === undefined ? {} : { requestId }) });
-  const deadline = Date.now() + SKIP_CONFIRM_MS;
-  while (!(await events.isSkipped(ctx.pool, holdId, sequence))) {
-    if (Date.now() > deadline) {
-      throw new OperatorError(
-        'NotWaitingForSequence',
-        `the skip was sent, but the workflow has not recorded it within ${SKIP_CONFIRM_MS / 1000} s` +
-          (requestId === undefined ? ' (a production worker needs an approved skip request: events skip, then events approve-skip)' : ''),
-      );
+  const handle = ctx.client.workflow.getHandle(holdEventsWorkflowId(ctx.region.region, holdId));
+  let answer: SkipAnswer;
+  try {
+    answer = await handle.executeUpdate(skipMissingEventUpdate, {
+      updateId: `skip/${holdId}/sequence-${sequence}/${requestId ?? identityKey(by)}`,
+      args: [{ sequence, by, reason, ...(requestId === undefined ? {} : { requestId }) }],
+    });
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new OperatorError('NotWaitingForSequence', `hold ${holdId} has no running event workflow`);
+    if (err instanceof WorkflowUpdateFailedError) {
+      throw new OperatorError('NotWaitingForSequence', `hold ${holdId}'s event workflow refused the skip: ${err.cause?.message ?? err.message}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, 250));
+    throw err;
+  }
+  if (!answer.skipped) {
+    throw new OperatorError(
+      'SkipNotRecorded',
+      `the workflow tried the skip of sequence ${sequence} and the ledger did not record it` +
+        (requestId === undefined ? ' (a production worker needs an approved skip request: events skip, then events approve-skip)' : ''),
+    );
   }
   return { skipped: true, workflowId: handle.workflowId };
 }

@@ -238,6 +238,19 @@ export async function decideQuarantine(db: Queryable, input: QuarantineDecision)
   );
 }
 
+/** The latest decision recorded on a webhook (its quarantined run, what, by whom), or undefined. */
+export async function latestDecision(
+  db: Queryable,
+  webhookId: string,
+): Promise<{ policyRun: number; decision: QuarantineDecision['decision']; decidedBy: string } | undefined> {
+  const { rows } = await db.query<{ policy_run: number; decision: QuarantineDecision['decision']; decided_by: string }>(
+    'SELECT policy_run, decision, decided_by FROM delivery_decisions WHERE webhook_id = $1::text ORDER BY policy_run DESC LIMIT 1',
+    [webhookId],
+  );
+  const row = rows[0];
+  return row && { policyRun: row.policy_run, decision: row.decision, decidedBy: row.decided_by };
+}
+
 /** 1 + approved replays so far: the run a quarantine belongs to. Needs `d` (webhook_deliveries) in scope. */
 const POLICY_RUN_SQL = `1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')::integer`;
 

@@ -53,12 +53,16 @@ export async function insertReplayRequestItems(
   );
 }
 
-export async function replayRequest(db: Queryable, requestId: string): Promise<{ requestedBy: string; status: string } | undefined> {
-  const { rows } = await db.query<{ requested_by: string; status: string }>('SELECT requested_by, status FROM replay_requests WHERE id = $1::text', [
-    requestId,
-  ]);
+export async function replayRequest(
+  db: Queryable,
+  requestId: string,
+): Promise<{ requestedBy: string; status: string; approvedBy: string | null } | undefined> {
+  const { rows } = await db.query<{ requested_by: string; status: string; approved_by: string | null }>(
+    'SELECT requested_by, status, approved_by FROM replay_requests WHERE id = $1::text',
+    [requestId],
+  );
   const row = rows[0];
-  return row && { requestedBy: row.requested_by, status: row.status };
+  return row && { requestedBy: row.requested_by, status: row.status, approvedBy: row.approved_by };
 }
 
 /** pending -> approved; false when the request was not pending (already approved). */
@@ -71,12 +75,19 @@ export async function markReplayRequestApproved(db: Queryable, requestId: string
   return approved.rowCount !== 0;
 }
 
-export async function replayRequestItems(db: Queryable, requestId: string): Promise<{ webhookId: string; policyRun: number }[]> {
-  const { rows } = await db.query<{ webhook_id: string; policy_run: number }>(
-    'SELECT webhook_id, policy_run FROM replay_request_items WHERE request_id = $1::text ORDER BY webhook_id',
+/** A request's frozen items, each with the outcome its approval recorded (null: not sent yet, or interrupted). */
+export async function replayRequestItems(
+  db: Queryable,
+  requestId: string,
+): Promise<{ webhookId: string; policyRun: number; outcome: 'applied' | 'ignored' | null; decidedRun: boolean }[]> {
+  const { rows } = await db.query<{ webhook_id: string; policy_run: number; outcome: 'applied' | 'ignored' | null; decided_run: boolean }>(
+    `SELECT i.webhook_id, i.policy_run, i.outcome,
+            EXISTS (SELECT 1 FROM delivery_decisions x
+                     WHERE x.webhook_id = i.webhook_id AND x.policy_run = i.policy_run AND x.decision = 'replay') AS decided_run
+       FROM replay_request_items i WHERE i.request_id = $1::text ORDER BY i.webhook_id`,
     [requestId],
   );
-  return rows.map((r) => ({ webhookId: r.webhook_id, policyRun: r.policy_run }));
+  return rows.map((r) => ({ webhookId: r.webhook_id, policyRun: r.policy_run, outcome: r.outcome, decidedRun: r.decided_run }));
 }
 
 export async function recordReplayItemOutcome(db: Queryable, requestId: string, webhookId: string, outcome: 'applied' | 'ignored'): Promise<void> {

@@ -344,15 +344,6 @@ export async function refusedRequests(db: Queryable, since: string | undefined, 
   return rows;
 }
 
-/** Whether `sequence` of the hold has been skipped (recorded by the hold's workflow). */
-export async function isSkipped(db: Queryable, holdId: string, sequence: number): Promise<boolean> {
-  const { rowCount } = await db.query('SELECT 1 FROM processor_sequence_skips WHERE hold_id = $1::text AND sequence = $2::integer', [
-    holdId,
-    sequence,
-  ]);
-  return rowCount === 1;
-}
-
 /** The merchant of a hold, or undefined when the ledger has no such hold. */
 export async function merchantOfHold(db: Queryable, holdId: string): Promise<string | undefined> {
   const { rows } = await db.query<{ merchant_id: string }>('SELECT merchant_id FROM auth_holds WHERE id = $1::text', [holdId]);

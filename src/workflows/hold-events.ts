@@ -1,5 +1,6 @@
 import {
   allHandlersFinished,
+  ApplicationFailure,
   condition,
   continueAsNew,
   log,
@@ -20,6 +21,7 @@ import {
   holdEventsStatusQuery,
   processorEventSignal,
   skipMissingEventSignal,
+  skipMissingEventUpdate,
   type ApplyProcessorEventResult,
   type HoldEventsInput,
   type HoldEventsResult,
@@ -71,6 +73,10 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
   const pending = new Map<number, string>((input.pending ?? []).map((ref) => [ref.sequence, ref.eventId]));
   const status: HoldEventsStatus = { holdId, stage: { stage: 'idle', applied: 0 }, applied: [], skipped: [] };
   let skip: SkipMissingEvent | undefined;
+  // How each skip of this run ended (sequence -> recorded in the ledger), for the Updates that wait to answer.
+  const skipOutcomes = new Map<number, boolean>();
+  // Whether the gap wait in progress ends on a skip (see awaitPredecessor).
+  let waitHonoursSkip = true;
   const enter = (stage: HoldEventsStage) => {
     status.stage = stage;
     setCurrentDetails(holdEventsCurrentDetails(status));
@@ -87,34 +93,59 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     }
     if (!pending.has(ref.sequence)) pending.set(ref.sequence, ref.eventId);
   });
-  setHandler(skipMissingEventSignal, (raw) => {
+  /** The one rule for a skip, by signal or Update: well formed, and for the sequence the workflow waits for now. */
+  const judgeSkip = (raw: unknown): { ok: true; skip: SkipMissingEvent } | { ok: false; why: string } => {
+    if (isRefusedUnencrypted(raw)) return { ok: false, why: UNENCRYPTED_REFUSED_WHY };
     const p = (raw ?? {}) as Partial<SkipMissingEvent>;
     const waitingFor =
       status.stage.stage === 'stopped_for_human' || status.stage.stage === 'waiting_for_predecessor' ? status.stage.expected : undefined;
-    if (isRefusedUnencrypted(raw)) {
-      log.warn('skipMissingEvent ignored', { holdId, waitingFor, why: UNENCRYPTED_REFUSED_WHY });
-      return;
-    }
     if (
       typeof p.by !== 'string' ||
       !p.by.trim() ||
       typeof p.reason !== 'string' ||
       !p.reason.trim() ||
-      (p.requestId !== undefined && typeof p.requestId !== 'string') ||
-      waitingFor === undefined ||
-      p.sequence !== waitingFor
+      (p.requestId !== undefined && typeof p.requestId !== 'string')
     ) {
-      log.warn('skipMissingEvent ignored', {
-        holdId,
-        sequence: p.sequence,
-        waitingFor,
-        why: 'needs { sequence: the missing one, by, reason, requestId? }',
-      });
-      return;
+      return { ok: false, why: 'malformed skipMissingEvent: needs { sequence: the missing one, by, reason, requestId? }' };
     }
+    if (waitingFor === undefined || p.sequence !== waitingFor) {
+      return {
+        ok: false,
+        why: `not waiting for sequence ${String(p.sequence)} (stage ${status.stage.stage}${waitingFor ? `, waiting for ${waitingFor}` : ''})`,
+      };
+    }
+    if (skip) return { ok: false, why: `a skip of sequence ${skip.sequence} by ${skip.by} is already being carried out` };
     // The request, if any, is checked against the ledger by the activity that records the skip.
-    skip = { sequence: waitingFor, by: p.by, reason: p.reason, ...(p.requestId === undefined ? {} : { requestId: p.requestId }) };
+    return { ok: true, skip: { sequence: waitingFor, by: p.by, reason: p.reason, ...(p.requestId === undefined ? {} : { requestId: p.requestId }) } };
+  };
+  setHandler(skipMissingEventSignal, (raw) => {
+    const verdict = judgeSkip(raw);
+    if (verdict.ok) skip = verdict.skip;
+    else log.warn('skipMissingEvent ignored', { holdId, why: verdict.why });
   });
+  setHandler(
+    skipMissingEventUpdate,
+    async (request) => {
+      const verdict = judgeSkip(request);
+      if (!verdict.ok) throw ApplicationFailure.create({ type: 'SkipRefused', message: verdict.why, nonRetryable: true });
+      const { sequence } = verdict.skip;
+      // This skip's outcome, not an earlier refused one's.
+      skipOutcomes.delete(sequence);
+      skip = verdict.skip;
+      await condition(() => skipOutcomes.has(sequence));
+      return { sequence, skipped: skipOutcomes.get(sequence)! };
+    },
+    {
+      validator: (request) => {
+        const verdict = judgeSkip(request);
+        if (!verdict.ok) throw new Error(verdict.why);
+        // A wait begun by an earlier build keeps its rule: a skip applies once the workflow has stopped.
+        if (status.stage.stage === 'waiting_for_predecessor' && !waitHonoursSkip) {
+          throw new Error('this gap wait began on an earlier build, which applies a skip only once it has stopped for a human: try again then');
+        }
+      },
+    },
+  );
   setHandler(holdEventsStatusQuery, () => status);
 
   for (;;) {
@@ -159,6 +190,7 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
    */
   async function awaitPredecessor(expected: number, sequence: number): Promise<void> {
     const skipEndsWait = patched(SKIP_ENDS_GAP_WAIT_PATCH);
+    waitHonoursSkip = skipEndsWait;
     const filled = () => pending.has(expected) || Math.min(...pending.keys()) < sequence;
     const decided = () => filled() || skip?.sequence === expected;
     const until = new Date(Date.now() + gapWaitMs).toISOString();
@@ -183,6 +215,9 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
         ...(requestId === undefined ? {} : { requestId }),
       });
       if (skipped) status.skipped.push({ sequence: expected, by, reason });
+      skipOutcomes.set(expected, skipped);
+    } else if (skip) {
+      skipOutcomes.set(expected, false);
     }
     skip = undefined;
     if (stopped) upsertSearchAttributes([{ key: DeliveryStatusKey, value: 'none' }]);
