@@ -8,6 +8,7 @@ import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './contracts/regions.js';
 import { keyOfSecret } from './delivery/signing.js';
+import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
 export type Mode = 'dev' | 'production';
 
@@ -47,6 +48,15 @@ export interface SweepConfig {
    * chain, so a stuck sweep ends and the next scheduled one runs instead of being skipped (overlap SKIP) forever.
    */
   readonly timeoutMs: number;
+}
+
+/** What the Temporal server allows, where the product must stay inside it. */
+export interface TemporalLimitsConfig {
+  /**
+   * TEMPORAL_MAX_ID_LENGTH: the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own
+   * default is 1000). A hold whose workflow ids would be longer is rejected by the sweep, never started.
+   */
+  readonly maxWorkflowIdLength: number;
 }
 
 export interface WebhookConfig {
@@ -136,6 +146,7 @@ export interface Config {
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
+  readonly temporalLimits: TemporalLimitsConfig;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -163,6 +174,7 @@ export const CONFIG_VARIABLES = [
   'SWEEP_PAGE_SIZE',
   'SWEEP_BATCH_SIZE',
   'SWEEP_TIMEOUT',
+  'TEMPORAL_MAX_ID_LENGTH',
   'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS',
   'METRICS_GAUGE_INTERVAL',
@@ -415,6 +427,10 @@ export function loadConfig(env: Env = process.env): Config {
     quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
     timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };
+  const temporalLimits: TemporalLimitsConfig = {
+    // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
+    maxWorkflowIdLength: readInt(env, 'TEMPORAL_MAX_ID_LENGTH', DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000),
+  };
 
   const webhooks: WebhookConfig = {
     allowInsecureHttp: mode === 'dev',
@@ -479,6 +495,7 @@ export function loadConfig(env: Env = process.env): Config {
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),
+    temporalLimits: Object.freeze(temporalLimits),
   });
 }
 

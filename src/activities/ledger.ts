@@ -21,6 +21,7 @@ import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
 import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
 import * as holds from '../sql/holds.js';
+import { maxHoldIdBytes } from '../contracts/ids.js';
 
 /** Before every row in (expires_at, id) order. */
 const START_CURSOR: HoldCursor = { expiresAt: '-infinity', id: '' };
@@ -33,6 +34,8 @@ export interface LedgerDeps {
   pool: pg.Pool;
   /** Where product metrics go (the runtime's Prometheus meter in workers); a no-op by default. */
   meter?: MetricMeter;
+  /** The server's workflow id limit (`limit.maxIDLength`); a hold whose ids would exceed it is rejected. Default 255. */
+  maxWorkflowIdLength?: number;
 }
 
 export interface ListExpiredHoldsInput {
@@ -65,16 +68,18 @@ export interface FinishSweepInput {
   sweepExpiresAt?: string;
 }
 
-export function createLedgerActivities({ region, pool, meter = noopMetricMeter }: LedgerDeps) {
+export function createLedgerActivities({ region, pool, meter = noopMetricMeter, maxWorkflowIdLength }: LedgerDeps) {
   const { duplicateSuppressions } = deliveryMetrics(meter);
+  const holdIdBytes = maxHoldIdBytes(maxWorkflowIdLength);
   return {
     /**
      * One page of expired active holds at or before `cutoff`, in (expires_at, id) order after `after`.
      * Rows that can never be released are marked `rejected` here and reported, so they leave the active set
-     * and no later page or sweep trips over them again.
+     * and no later page or sweep trips over them again: a row whose id cannot be part of a workflow id among them,
+     * which would otherwise fail every child start of its batch, and so every later sweep at the same page.
      */
     async listExpiredHolds({ cutoff, after = START_CURSOR, limit }: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> {
-      const rows = await holds.expiredHoldsPage(pool, cutoff, after, limit);
+      const rows = await holds.expiredHoldsPage(pool, cutoff, after, limit, holdIdBytes);
       const releasable: HoldRef[] = [];
       const rejected: RejectedHold[] = [];
       for (const row of rows) {

@@ -98,6 +98,7 @@ async function main() {
       version,
       webhooks: config.webhooks,
       fourEyes: config.decisions.fourEyes,
+      maxWorkflowIdLength: config.temporalLimits.maxWorkflowIdLength,
       meter,
       merchantLabel: config.observability.merchantLabel,
       tuning,

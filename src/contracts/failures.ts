@@ -12,7 +12,18 @@
  * release alike; `InsufficientHeldBalance` only by the release, when the account's `held_minor >= 0` check refuses
  * it (the account's held balance does not cover the hold, which the row alone cannot show).
  */
-export const INVALID_HOLD_CODES = ['NonPositiveAmount', 'UnknownAccount', 'UnknownMerchant', 'CurrencyMismatch', 'InsufficientHeldBalance'] as const;
+/**
+ * Why a hold row can never be released as written. `UnusableHoldId`: its id cannot be part of a workflow id under the
+ * server's id limit (or holds a control character), so no workflow can be started for it (the sweep's page query).
+ */
+export const INVALID_HOLD_CODES = [
+  'NonPositiveAmount',
+  'UnknownAccount',
+  'UnknownMerchant',
+  'CurrencyMismatch',
+  'InsufficientHeldBalance',
+  'UnusableHoldId',
+] as const;
 export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
 
 /**

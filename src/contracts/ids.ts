@@ -2,7 +2,7 @@
  * Workflow ids derived from the business action, never from a run: starting the same hold's workflow twice
  * (a second sweep, a late schedule, a re-run) collides on the id and is a no-op.
  */
-import type { Region } from './regions.js';
+import { REGIONS, type Region } from './regions.js';
 
 /** One per hold and expiry: a hold re-authorised with a new expiry is a new business action. */
 export function holdWorkflowId(region: Region, holdId: string, expiresAt: string): string {
@@ -22,4 +22,29 @@ export function eventDeliveryWorkflowId(region: Region, webhookId: string): stri
 /** Base id for sweeps; schedules append the nominal time, manual sweeps a caller-chosen suffix. */
 export function sweepWorkflowIdPrefix(region: Region): string {
   return `sweep-${region}`;
+}
+
+/**
+ * The longest part of any workflow id above that is not the hold id: the widest region, an expiry with microseconds,
+ * an event webhook of the highest sequence. A hold id longer than the server's id limit less this cannot be the hold
+ * of a workflow, so the sweep rejects its row (`UnusableHoldId`) instead of failing every start of its page.
+ */
+export function longestHoldIdAffix(): number {
+  const expiry = '2026-01-01T00:00:00.000000Z';
+  const highestSequence = 2_147_483_647;
+  return Math.max(
+    ...REGIONS.flatMap((region) => [
+      holdWorkflowId(region, '', expiry).length,
+      holdEventsWorkflowId(region, '').length,
+      eventDeliveryWorkflowId(region, `wh__ev${highestSequence}`).length,
+    ]),
+  );
+}
+
+/** Temporal's default `limit.maxIDLength` is 1000; deploy/temporal/dynamicconfig.yaml sets 255, and so do we. */
+export const DEFAULT_MAX_WORKFLOW_ID_LENGTH = 255;
+
+/** The longest hold id (in UTF-8 bytes: the server counts bytes) whose workflow ids fit `maxWorkflowIdLength`. */
+export function maxHoldIdBytes(maxWorkflowIdLength = DEFAULT_MAX_WORKFLOW_ID_LENGTH): number {
+  return maxWorkflowIdLength - longestHoldIdAffix();
 }

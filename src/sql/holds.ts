@@ -26,6 +26,13 @@ export const HOLD_DEFECT_SQL = `
        WHEN a.currency <> h.currency THEN 'CurrencyMismatch'
   END`;
 
+/**
+ * 'UnusableHoldId' when the hold's id cannot be part of its workflow ids: longer than `maxBytesParam` UTF-8 bytes
+ * (contracts/ids.ts `maxHoldIdBytes`), or holding a control character. Needs `h` (auth_holds) in scope.
+ */
+const UNUSABLE_ID_SQL = (maxBytesParam: string) =>
+  `CASE WHEN octet_length(h.id) > ${maxBytesParam}::integer OR h.id ~ '[[:cntrl:]]' THEN 'UnusableHoldId' END`;
+
 export interface ExpiredHoldRow {
   id: string;
   expiresAt: string;
@@ -52,9 +59,16 @@ const BOUNDED_CUTOFF = (param: string) => `least(${param}::timestamptz, now())`;
  * collide on its child's id. A recorded cutoff counts only up to when its sweep finished (rows from before the bound
  * was enforced may say otherwise).
  */
-export async function expiredHoldsPage(db: Queryable, cutoff: string, after: HoldCursor, limit: number): Promise<ExpiredHoldRow[]> {
+export async function expiredHoldsPage(
+  db: Queryable,
+  cutoff: string,
+  after: HoldCursor,
+  limit: number,
+  maxHoldIdBytes: number,
+): Promise<ExpiredHoldRow[]> {
   const { rows } = await db.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null; left_active: boolean }>(
-    `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id, ${HOLD_DEFECT_SQL} AS defect,
+    `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id,
+            coalesce(${HOLD_DEFECT_SQL}, ${UNUSABLE_ID_SQL('$5')}) AS defect,
             coalesce(h.expires_at <= (SELECT max(least(s.cutoff, s.finished_at)) FROM sweep_runs s), false) AS left_active
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
@@ -64,7 +78,7 @@ export async function expiredHoldsPage(db: Queryable, cutoff: string, after: Hol
         AND (h.expires_at, h.id) > ($2::timestamptz, $3::text)
       ORDER BY h.expires_at, h.id
       LIMIT $4::integer`,
-    [cutoff, after.expiresAt, after.id, limit],
+    [cutoff, after.expiresAt, after.id, limit, maxHoldIdBytes],
   );
   return rows.map((r) => ({
     id: r.id,

@@ -51,6 +51,8 @@ export interface RegionWorkerOptions {
   webhooks: WebhookConfig;
   /** Four eyes on operator decisions (DecisionsConfig); off unless said. */
   fourEyes?: boolean;
+  /** The server's workflow id limit (TemporalLimitsConfig); 255 unless said. */
+  maxWorkflowIdLength?: number;
   /** Product metrics (the runtime's meter, exported with the SDK's on the Prometheus endpoint). */
   meter?: MetricMeter;
   /** The merchant_id label on the product metrics (METRICS_MERCHANT_LABEL); `all` (bounded) unless said otherwise. */
@@ -114,6 +116,7 @@ export function createRegionWorker({
   version,
   webhooks,
   fourEyes = false,
+  maxWorkflowIdLength,
   meter,
   merchantLabel = 'all',
   tuning,
@@ -135,6 +138,7 @@ export function createRegionWorker({
       pool,
       endpointRules: webhooks,
       fourEyes,
+      maxWorkflowIdLength,
       agents: createAgents(),
       meter: meter && withMerchantLabel(meter, merchantLabel),
     }),

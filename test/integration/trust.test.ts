@@ -17,7 +17,7 @@ import { startCodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import type { ReleaseExpiredHoldResult, SweepResult } from '../../src/contracts/domain.js';
 import { identityKey } from '../../src/contracts/identity.js';
-import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
+import { holdEventsWorkflowId, maxHoldIdBytes } from '../../src/contracts/ids.js';
 import { approveReplaySignal, approveReplayUpdate, statusQuery } from '../../src/contracts/messages.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { isoUtc } from '../../src/db/sql.js';
@@ -141,7 +141,7 @@ describe('case 1: the ledger decides "expired" by its own clock', () => {
     // A hold that expires after that sweep finished is not one "an earlier sweep left active" (a future max(cutoff)
     // made every hold that, forever, and every later sweep start duplicates), and the next sweep releases it.
     await us.pool.query('UPDATE auth_holds SET expires_at = now() WHERE id = $1', [later.id]);
-    const page = await expiredHoldsPage(us.pool, FAR_FUTURE, { expiresAt: '-infinity', id: '' }, 100);
+    const page = await expiredHoldsPage(us.pool, FAR_FUTURE, { expiresAt: '-infinity', id: '' }, 100, maxHoldIdBytes());
     expect(page.map((row) => [row.id, row.leftActiveByEarlierSweep])).toEqual([[later.id, false]]);
     const next: SweepResult = await us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,
