@@ -31,6 +31,8 @@ export default defineConfig({
           // `npm run golden:record` only: records this release's golden histories (test/golden/record.test.ts).
           name: 'golden',
           include: ['test/golden/**/*.test.ts'],
+          // One recorder at a time: each drives timers and merchants' pace, which two at once on two cores would stretch.
+          fileParallelism: false,
           globalSetup: ['test/integration/global-setup.ts'],
           testTimeout: 180_000,
           hookTimeout: 180_000,

@@ -125,22 +125,27 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
 }
 
 // A sweep finishes on the build that started it: a deploy changes the sweep freely, with no patch, and a new build's
-// sweeps start once it is current while the old build's finish on the old workers (docs/deploys.md). Its children
-// are hold workflows, which upgrade (the worker's default behaviour, AUTO_UPGRADE).
+// sweeps start once it is current while the old build's finish on the old workers (docs/deploys.md).
 setWorkflowOptions({ versioningBehavior: 'PINNED' }, sweepExpiredHolds);
 
 /**
  * One batch of a sweep page: starts a child workflow per hold and returns what it started. It closes as soon as
  * its starts are recorded, so the children's completions do not land in an open run. The sweep waits for its
  * batches before the next page (one page in flight, pending children well under the cap).
+ *
+ * AUTO_UPGRADE, unlike the sweep: a child of a Pinned parent on the same task queue runs its first workflow task on
+ * the parent's version (Temporal 1.29's transfer-queue start of a child: `inheritedPinnedVersion` when the parent's
+ * effective behaviour is Pinned), and a healthy hold's first task is its whole life. The batch's own first task still
+ * inherits the sweep's build; by the time its child starts are processed that task has completed as AUTO_UPGRADE, so
+ * the holds inherit nothing and start on the deployment's current build (test/integration/cluster.test.ts proves it on
+ * the 1.29 cluster). A change to the batch therefore goes behind `patched()`, like a hold's.
  */
 export async function startHoldBatch(input: HoldBatchInput): Promise<HoldBatchResult> {
   const starts = await Promise.all(input.holds.map((hold) => startHoldWorkflow(input.region, hold, input.cutoff, input.quarantineTimeoutMs)));
   const started = starts.filter((s) => s === 'started').length;
   return { started, alreadyStarted: starts.length - started };
 }
-// Part of the sweep: it runs on the build that started it, and changes with no patch.
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, startHoldBatch);
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, startHoldBatch);
 
 /** `items` in consecutive batches of `size` (the last one shorter). */
 export function batchesOf<T>(items: readonly T[], size: number): T[][] {

@@ -12,11 +12,10 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { ENCRYPTED_KEY_FILE, WORKFLOW_IDS_FILE } from '../support/golden.js';
+import { ENCRYPTED_KEY_FILE, historyFileContent, WORKFLOW_IDS_FILE } from '../support/golden.js';
 import { captureThroughReceiver } from '../support/processor.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
@@ -78,9 +77,9 @@ it('records encrypted histories of this release: delivered, approved, discarded,
     if (execution.status.name === 'RUNNING') continue;
     const name = names.get(execution.workflowId) ?? `${execution.type}-${execution.status.name.toLowerCase()}`;
     if (execution.type === 'releaseExpiredHold' && !names.has(execution.workflowId)) continue;
-    const file = `${name}-${n++}.json`;
+    const file = `${name}-${n++}.json.gz`;
     const history = await raw.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
-    await fs.writeFile(path.join(OUT, file), JSON.stringify(JSON.parse(historyToJSON(history))));
+    await fs.writeFile(path.join(OUT, file), historyFileContent(history));
     ids[file] = execution.workflowId;
   }
   await connection.close();

@@ -14,14 +14,13 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ProcessorEvent } from '../../dev/fake-processor.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal, type HoldEventsStage } from '../../src/contracts/processor.js';
 import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
-import { WORKFLOW_IDS_FILE } from '../support/golden.js';
+import { addRecording } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
@@ -118,16 +117,9 @@ it(`records applyHoldEvents leaving each gap wait, as build ${BUILD ?? 'HEAD (wo
     await close();
   }
 
-  await fs.mkdir(OUT, { recursive: true });
-  const idsFile = path.join(OUT, WORKFLOW_IDS_FILE);
-  const ids: Record<string, string> = JSON.parse(await fs.readFile(idsFile, 'utf8').catch(() => '{}'));
-  const taken = (await fs.readdir(OUT)).length;
-  for (const [i, [holdId, name]] of scenarios.entries()) {
-    const file = `${name}-c${taken + i}.json`;
+  for (const [holdId, name] of scenarios) {
     const handle = handleOf(holdId);
-    await fs.writeFile(path.join(OUT, file), historyToJSON(await handle.fetchHistory()));
-    ids[file] = handle.workflowId;
+    await addRecording(OUT, name, handle.workflowId, await handle.fetchHistory());
   }
-  await fs.writeFile(idsFile, `${JSON.stringify(ids, null, 2)}\n`);
   console.log(`[golden] ${scenarios.length} gap histories of build ${BUILD ?? 'HEAD'} in ${path.relative(process.cwd(), OUT)}`);
 });

@@ -6,9 +6,7 @@
  * test/integration/golden-histories.test.ts replays every committed set against the current code.
  */
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs/promises';
 import path from 'node:path';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
 import { isoUtc } from '../../src/db/sql.js';
@@ -20,7 +18,7 @@ import type { ProcessorEvent } from '../../dev/fake-processor.js';
 import { startTestReceiver } from '../support/processor.js';
 import type { HoldSeed } from '../../dev/seed.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { WORKFLOW_IDS_FILE } from '../support/golden.js';
+import { addRecording } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 
@@ -148,10 +146,7 @@ it('records the golden histories of this release in every waiting state', async 
   await expect.poll(undelivered, { timeout: 30_000 }).toBe(0);
   await closeReceiver();
 
-  await fs.rm(OUT, { recursive: true, force: true });
-  await fs.mkdir(OUT, { recursive: true });
   const written: string[] = [];
-  const workflowIds: Record<string, string> = {};
   for await (const execution of us.client.workflow.list({ query: `TaskQueue = '${us.config.taskQueue}'` })) {
     const handle = us.client.workflow.getHandle(execution.workflowId, execution.runId);
     let state = execution.status.name.toLowerCase();
@@ -166,12 +161,8 @@ it('records the golden histories of this release in every waiting state', async 
         state = `${state}-${result.delivery?.status ?? result.release?.status}${result.delivery && 'policyRuns' in result.delivery && result.delivery.policyRuns > 1 ? '-replayed' : ''}`;
       }
     }
-    const name = `${execution.type}-${state}-${written.length}.json`;
-    await fs.writeFile(path.join(OUT, name), historyToJSON(await handle.fetchHistory()));
-    written.push(name);
-    workflowIds[name] = execution.workflowId;
+    written.push(await addRecording(OUT, `${execution.type}-${state}`, execution.workflowId, await handle.fetchHistory()));
   }
-  await fs.writeFile(path.join(OUT, WORKFLOW_IDS_FILE), `${JSON.stringify(workflowIds, null, 2)}\n`);
   console.log(`[golden] ${written.length} histories of release ${RELEASE} in ${path.relative(process.cwd(), OUT)}`);
   expect(written.length).toBeGreaterThan(20);
 });

@@ -30,7 +30,11 @@ import { startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-pro
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { seedNight } from '../support/ledger.js';
+import { discardSignal, statusQuery } from '../../src/contracts/messages.js';
+import { openHarness } from '../support/harness.js';
+import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { temporalCli } from '../support/temporal-cli.js';
+import { bundleVariant, type Edit } from '../support/variant.js';
 
 const id = randomBytes(4).toString('hex');
 const NAMESPACE = 'hold-sweeper-us';
@@ -227,4 +231,220 @@ it('the production receiver on the production Temporal: the processor calls back
   }
   expect(await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts, secrets: [secret] })).toEqual([]);
   expect(await checkBalanced(ledger, opening)).toEqual([]);
+}, 300_000);
+
+/** Build B of the deploy below: the quarantine step reordered outright (no patch: a non-determinism storm for holds
+ * A quarantined), and a one-millisecond timer before the wait for a human behind a patch (B's marker). */
+const QUARANTINE_CALL = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
+const BUILD_B: Edit[] = [
+  {
+    file: 'workflows/release-expired-hold.ts',
+    from: `    const recorded = ${QUARANTINE_CALL};
+    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+    const since = new Date().toISOString();
+    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+`,
+    to: `    const since = new Date().toISOString();
+    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+    const recorded = ${QUARANTINE_CALL};
+    if (patched('cluster-deploy-build-b')) await sleep(1);
+`,
+  },
+];
+
+it('a deploy on the cluster: holds started after the promotion run on the new build; a non-determinism storm rolled back (what B wrote pinned to B, A current again) fails nothing after', async () => {
+  const deployHarness = await openHarness({ address: cluster!.address });
+  try {
+    const us = await deployHarness.region('us');
+    const deploymentName = `c-${id}-deploy`;
+    const versionA = { deploymentName, buildId: 'build-a' };
+    const versionB = { deploymentName, buildId: 'build-b' };
+    await deployHarness.startWorker(us, undefined, undefined, { version: versionA, setCurrent: 'always' });
+    const taskFailures = async (workflowId: string, after = 0) =>
+      ((await us.client.workflow.getHandle(workflowId).fetchHistory()).events ?? []).filter(
+        (e) => Number(e.eventId) > after && e.workflowTaskFailedEventAttributes,
+      ).length;
+
+    // Night 1, on A: m0 delivered, m1 quarantined (its quarantine written by A's code).
+    const first = await seedNight(us.pool, 'us', `c${id}d1`, { expired: 6, merchants: 2 }, deployHarness.merchants);
+    deployHarness.merchants.script(first.merchantIds[1]!, { secrets: [first.secrets.get(first.merchantIds[1]!)!], responses: [{ status: 400 }] });
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-${id}-d1`,
+      args: [{ region: 'us', pageSize: 5, releaseWaitMs: 5_000 }],
+    });
+    const quarantinedByA = await Promise.all(
+      first.expired.filter((h) => h.merchantId === first.merchantIds[1]).map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
+    );
+    for (const workflowId of quarantinedByA) {
+      await expect
+        .poll(async () => (await us.client.workflow.getHandle(workflowId).query(statusQuery)).stage, { timeout: 30_000 })
+        .toBe('quarantined');
+    }
+
+    // Build B polls; a sweep starts on A (the ledger locked, so its first page waits), then B is made current.
+    const bundleB = await bundleVariant(path.join(dir, 'deploy-b'), BUILD_B);
+    await deployHarness.startWorker(us, undefined, undefined, { workflowBundle: bundleB, version: versionB, setCurrent: 'never' });
+    const second = await seedNight(us.pool, 'us', `c${id}d2`, { expired: 12, merchants: 2 }, deployHarness.merchants);
+    deployHarness.merchants.script(second.merchantIds[1]!, { secrets: [second.secrets.get(second.merchantIds[1]!)!], responses: [{ status: 400 }] });
+    const lock = await us.pool.connect();
+    let sweep;
+    try {
+      await lock.query('BEGIN');
+      await lock.query('LOCK TABLE auth_holds IN ACCESS EXCLUSIVE MODE');
+      sweep = await us.client.workflow.start(sweepExpiredHolds, {
+        taskQueue: us.config.taskQueue,
+        workflowId: `sweep-${id}-d2`,
+        args: [{ region: 'us', pageSize: 5, releaseWaitMs: 5_000 }],
+      });
+      const listing = sweep;
+      await expect.poll(async () => (await listing.describe()).raw.pendingActivities?.length ?? 0, { timeout: 30_000 }).toBe(1);
+      // The server knows build B once its pollers have reached it: the operator's command succeeds from then on.
+      const promote = () =>
+        temporalCli(
+          [
+            'worker',
+            'deployment',
+            'set-current-version',
+            '--deployment-name',
+            deploymentName,
+            '--build-id',
+            'build-b',
+            '--namespace',
+            us.config.namespace,
+            '--yes',
+          ],
+          cluster!.address,
+        );
+      await expect.poll(async () => (await promote()).code, { timeout: 60_000, interval: 1_000 }).toBe(0);
+    } finally {
+      await lock.query('COMMIT');
+      lock.release();
+    }
+    await sweep.result();
+
+    // The sweep ran every page on A (pinned); each hold it started after the promotion inherited nothing from it and ran
+    // its first task on B.
+    const sweepTasks = (await sweep.fetchHistory()).events!.filter((e) => e.workflowTaskCompletedEventAttributes);
+    expect(new Set(sweepTasks.map((e) => e.workflowTaskCompletedEventAttributes!.deploymentVersion?.buildId))).toEqual(new Set(['build-a']));
+    for (const hold of second.expired) {
+      const history = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold.id)).fetchHistory();
+      const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
+      expect(started.inheritedPinnedVersion ?? undefined, `hold ${hold.id}`).toBeUndefined();
+      const firstTask = history.events!.find((e) => e.workflowTaskCompletedEventAttributes)!.workflowTaskCompletedEventAttributes!;
+      expect(firstTask.deploymentVersion?.buildId, `hold ${hold.id}`).toBe('build-b');
+    }
+    // Night 2's quarantined holds passed B's marker and wait on B.
+    const quarantinedByB = await Promise.all(
+      second.expired.filter((h) => h.merchantId === second.merchantIds[1]).map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
+    );
+    for (const workflowId of quarantinedByB) {
+      await expect
+        .poll(async () => (await us.client.workflow.getHandle(workflowId).query(statusQuery)).stage, { timeout: 30_000 })
+        .toBe('quarantined');
+    }
+
+    // The storm: a decision on a hold A quarantined makes B replay A's history, and B's reordered step fails it.
+    const [stormed] = quarantinedByA as [string];
+    await us.client.workflow.getHandle(stormed).signal(discardSignal, { by: 'grace', reason: 'duplicate' });
+    await expect.poll(() => taskFailures(stormed), { timeout: 30_000 }).toBeGreaterThan(0);
+
+    // On 1.29.1 a hold failing mid-transition cannot be pinned back: its transition to B outranks any override
+    // (GetEffectiveDeployment: transition, then override), and the override leaves the transition in place. So the
+    // documented rollback (docs/deploys.md) keeps B's histories on B and moves the rest back: 1. pin what B wrote
+    // last to B, by query; 2. make A current again. The stormed hold's next task starts on A, which wrote it.
+    const updateOptions = (query: string, buildId: string) =>
+      temporalCli(
+        [
+          'workflow',
+          'update-options',
+          '--namespace',
+          us.config.namespace,
+          '--query',
+          query,
+          '--versioning-override-behavior',
+          'pinned',
+          '--versioning-override-deployment-name',
+          deploymentName,
+          '--versioning-override-build-id',
+          buildId,
+          '--reason',
+          'roll back a non-determinism storm',
+          '--yes',
+        ],
+        cluster!.address,
+      );
+    const writtenByB = `TemporalWorkerDeploymentVersion = '${deploymentName}:build-b' AND TemporalWorkflowVersioningBehavior = 'AutoUpgrade' AND ExecutionStatus = 'Running'`;
+    const pinned = await updateOptions(`${writtenByB} AND TaskQueue = '${us.config.taskQueue}'`, 'build-b');
+    expect(pinned, pinned.stderr).toMatchObject({ code: 0 });
+    // The batch job applies the override workflow by workflow: wait until each of B's waiting holds has it.
+    for (const workflowId of quarantinedByB) {
+      await expect
+        .poll(async () => (await us.client.workflow.getHandle(workflowId).describe()).raw.workflowExecutionInfo?.versioningInfo?.versioningOverride, {
+          timeout: 30_000,
+        })
+        .toBeTruthy();
+    }
+    const back = await temporalCli(
+      [
+        'worker',
+        'deployment',
+        'set-current-version',
+        '--deployment-name',
+        deploymentName,
+        '--build-id',
+        'build-a',
+        '--namespace',
+        us.config.namespace,
+        '--yes',
+      ],
+      cluster!.address,
+    );
+    expect(back, back.stderr).toMatchObject({ code: 0 });
+    const lastEventId = async (workflowId: string) =>
+      Number(((await us.client.workflow.getHandle(workflowId).fetchHistory()).events ?? []).at(-1)?.eventId ?? 0);
+    const rollbackAt = new Map(await Promise.all([...quarantinedByA, ...quarantinedByB].map(async (w) => [w, await lastEventId(w)] as const)));
+
+    // Every quarantined hold, A's and B's, is decided now and completes on the build that wrote it: no task fails after
+    // the rollback (the stormed hold's retry in flight at that moment may still have met B once).
+    for (const workflowId of [...quarantinedByA, ...quarantinedByB].filter((w) => w !== stormed)) {
+      await us.client.workflow.getHandle(workflowId).signal(discardSignal, { by: 'grace', reason: 'duplicate' });
+    }
+    for (const workflowId of [...quarantinedByA, ...quarantinedByB]) {
+      const handle = us.client.workflow.getHandle(workflowId);
+      const outcome = await Promise.race([handle.result(), new Promise((resolve) => setTimeout(() => resolve('timeout'), 60_000))]);
+      if (outcome === 'timeout') {
+        const d = await handle.describe();
+        const h = await handle.fetchHistory();
+        throw new Error(
+          `${workflowId} did not complete: ${d.status.name} ${JSON.stringify(d.raw.workflowExecutionInfo?.versioningInfo)} ${JSON.stringify(d.raw.pendingWorkflowTask)} ` +
+            h
+              .events!.slice(-8)
+              .map((e) => Object.keys(e).find((k) => k.endsWith('Attributes')))
+              .join(',') +
+            JSON.stringify(
+              h
+                .events!.filter((e) => e.workflowTaskFailedEventAttributes)
+                .slice(-2)
+                .map((e) => ({
+                  identity: e.workflowTaskFailedEventAttributes!.identity,
+                  cause: e.workflowTaskFailedEventAttributes!.cause,
+                  message: e.workflowTaskFailedEventAttributes!.failure?.message?.slice(0, 300),
+                })),
+            ),
+        );
+      }
+      expect(outcome).toMatchObject({ delivery: { status: 'discarded' } });
+      const tasks = (await handle.fetchHistory()).events!.filter((e) => e.workflowTaskCompletedEventAttributes);
+      expect(tasks.at(-1)!.workflowTaskCompletedEventAttributes!.deploymentVersion?.buildId, workflowId).toBe(
+        quarantinedByA.includes(workflowId) ? 'build-a' : 'build-b',
+      );
+      if (workflowId !== stormed) expect(await taskFailures(workflowId, rollbackAt.get(workflowId)), workflowId).toBe(0);
+    }
+    expect(await checkInvariants({ regions: [{ region: 'us', pool: us.pool }], requests: deployHarness.merchants.requests(), texts: [] })).toEqual(
+      [],
+    );
+  } finally {
+    await deployHarness.close();
+  }
 }, 300_000);

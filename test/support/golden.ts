@@ -1,8 +1,12 @@
 /** The committed golden histories (test/golden/histories/<release>/*.json), recorded by `npm run golden:record`. */
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import path from 'node:path';
-import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import type { Client } from '@temporalio/client';
+import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { coverageOf } from './coverage.js';
 
 const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
 
@@ -13,8 +17,21 @@ const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
  */
 export const WORKFLOW_IDS_FILE = 'workflow-ids.json';
 
+/** Beside each set: what each history covers of src/workflows/waiting-points.ts (test/support/coverage.ts), file by file. */
+export const COVERAGE_FILE = 'coverage.json';
+
 /** Beside each set of encrypted histories (test/golden/encrypted/<release>/): its namespace and the test key it was encrypted under. */
 export const ENCRYPTED_KEY_FILE = 'key.json';
+
+/** The files of a set that are histories: compact JSON, gzipped (`.json.gz`), as `temporal workflow show --output json` writes it. */
+export const isHistoryFile = (file: string) => file.endsWith('.json.gz');
+
+/** A recorded history, read back. */
+export const readHistoryFile = (file: string) => historyFromJSON(JSON.parse(gunzipSync(fs.readFileSync(file)).toString('utf8')));
+
+/** What a recorder writes: the history as compact JSON, gzipped (a set is a few hundred kB, not megabytes). */
+export const historyFileContent = (history: Parameters<typeof historyToJSON>[0]) =>
+  gzipSync(JSON.stringify(JSON.parse(historyToJSON(history))), { level: 9 });
 
 /** Every golden history: release, file, parsed history, and the workflow id it ran under when it was recorded. */
 export function goldenHistories() {
@@ -27,14 +44,9 @@ export function goldenHistories() {
       const ids: Record<string, string> = fs.existsSync(idsFile) ? JSON.parse(fs.readFileSync(idsFile, 'utf8')) : {};
       return fs
         .readdirSync(dir)
-        .filter((file) => file.endsWith('.json') && file !== WORKFLOW_IDS_FILE)
+        .filter(isHistoryFile)
         .sort()
-        .map((file) => ({
-          release,
-          file,
-          workflowId: ids[file],
-          history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))),
-        }));
+        .map((file) => ({ release, file, workflowId: ids[file], history: readHistoryFile(path.join(dir, file)) }));
     });
 }
 
@@ -90,4 +102,47 @@ export async function replayFailures(
   }
   if (i !== histories.length) failures.push(`replayed ${i} of ${histories.length} histories`);
   return failures;
+}
+
+/**
+ * Adds one history to the set in `out` (a release's directory), as `<name>-<n>.json.gz` (n: the files already there, so
+ * names never collide), and its workflow id to the set's workflow-ids.json. Never removes a file: several recorders add
+ * to one release's set.
+ */
+export async function addRecording(out: string, name: string, workflowId: string, history: Parameters<typeof historyToJSON>[0]): Promise<string> {
+  await fsp.mkdir(out, { recursive: true });
+  const file = `${name}-${(await fsp.readdir(out)).length}.json.gz`;
+  await fsp.writeFile(path.join(out, file), historyFileContent(history));
+  const idsFile = path.join(out, WORKFLOW_IDS_FILE);
+  const ids: Record<string, string> = JSON.parse(await fsp.readFile(idsFile, 'utf8').catch(() => '{}'));
+  ids[file] = workflowId;
+  await fsp.writeFile(idsFile, `${JSON.stringify(ids, null, 2)}\n`);
+  const coverageFile = path.join(out, COVERAGE_FILE);
+  const coverage: Record<string, string[]> = JSON.parse(await fsp.readFile(coverageFile, 'utf8').catch(() => '{}'));
+  coverage[file] = [...coverageOf(history)].sort();
+  await fsp.writeFile(coverageFile, `${JSON.stringify(coverage, null, 2)}\n`);
+  return file;
+}
+
+/** Each history's coverage in the set in `dir`, as coverage.json holds it (`npm run golden:coverage` rewrites them). */
+export function coverageMetadataOf(dir: string): Record<string, string[]> {
+  const histories = fs.readdirSync(dir).filter(isHistoryFile).sort();
+  return Object.fromEntries(histories.map((file) => [file, [...coverageOf(readHistoryFile(path.join(dir, file)))].sort()]));
+}
+
+/** The directory of each committed set of plain histories. */
+export const goldenSetDirs = () =>
+  fs
+    .readdirSync(ROOT)
+    .sort()
+    .map((release) => path.join(ROOT, release));
+
+/** Adds the history of every execution (every run) on `taskQueue` to the set in `out`, named `<workflow type>-<tag>`. */
+export async function addRecordings(client: Client, taskQueue: string, out: string, tag: string): Promise<string[]> {
+  const written: string[] = [];
+  for await (const execution of client.workflow.list({ query: `TaskQueue = '${taskQueue}'` })) {
+    const history = await client.workflow.getHandle(execution.workflowId, execution.runId).fetchHistory();
+    written.push(await addRecording(out, `${execution.type}-${tag}`, execution.workflowId, history));
+  }
+  return written;
 }

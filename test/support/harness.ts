@@ -60,10 +60,11 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function openHarness(): Promise<Harness> {
+/** `address`: another Temporal server than the shared one (a test that needs its own server settings). */
+export async function openHarness(options: { address?: string } = {}): Promise<Harness> {
   installQuietRuntime();
   const id = randomUUID().slice(0, 8);
-  const address = inject('temporalAddress');
+  const address = options.address ?? inject('temporalAddress');
   const connection = await Connection.connect({ address });
   const nativeConnection = await NativeConnection.connect({ address });
   const workflowBundle = { code: inject('workflowBundleCode') };

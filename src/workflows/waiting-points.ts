@@ -1,0 +1,166 @@
+/**
+ * Every place a workflow of this product waits, and every way it leaves it: the list the golden-history gate holds the
+ * recordings to (test/integration/golden-coverage.test.ts). A deploy meets a workflow at one of these points, and the
+ * new code then replays what the old code wrote up to there and past it; a change to what happens at a point is safe
+ * only when a recording of an earlier build, at that point and leaving it that way, replays on the new code.
+ *
+ * A point is named `<workflow>.<point>` and is one of: a timer (a `sleep` or a `condition` with a timeout, found in a
+ * history by its summary, one of the labels in src/contracts/story.ts), a timer-less wait (found by what the workflow
+ * did on entering it), an activity or local activity (by its type), a child workflow start, or the end of a run by
+ * continue-as-new. Its exits: `timer` (fired), `signal:<name>` and `update:<name>` (received while waiting and ending
+ * the wait), `kept-waiting:<name>` (a signal received that did not end it), `completed:<status>` (an activity's result
+ * by its `status`), `completed`, `failed`, `failed:policy` / `failed:unexpected` (a delivery's named failure or any
+ * other), `started` / `already-started` (a child), `continued` (continue-as-new), `resumed` (a run started by one).
+ * Every point also has the cell `entered`: some recording waits there (a deploy can meet a workflow in it).
+ *
+ * Data only: no workflow imports this. The gate's test checks, as far as it can tell from the source, that every label
+ * and every activity the workflows use is declared here, and that every declared exit has a recording, or says why it
+ * cannot have one (`unrecordable`).
+ */
+
+export type WorkflowType = 'sweepExpiredHolds' | 'startHoldBatch' | 'releaseExpiredHold' | 'applyHoldEvents' | 'deliverHoldEvent';
+
+/**
+ * `delivery`: the points of `deliverUntilDecided`, one function both `releaseExpiredHold` and `deliverHoldEvent` run
+ * (a release's webhook and a processor event's): a recording of either workflow covers the cell.
+ */
+export type PointOwner = WorkflowType | 'delivery';
+
+/** The workflows whose histories show a point of `owner`. */
+export const WORKFLOWS_OF: Readonly<Record<PointOwner, readonly WorkflowType[]>> = {
+  sweepExpiredHolds: ['sweepExpiredHolds'],
+  startHoldBatch: ['startHoldBatch'],
+  releaseExpiredHold: ['releaseExpiredHold'],
+  applyHoldEvents: ['applyHoldEvents'],
+  deliverHoldEvent: ['deliverHoldEvent'],
+  delivery: ['releaseExpiredHold', 'deliverHoldEvent'],
+};
+
+export type WaitOn =
+  | { timer: `holdLabels.${string}` | `holdEventsLabels.${string}` }
+  /** A wait with no timer: recognised by the search attribute the workflow sets as it enters it (its label names no timer). */
+  | { untimed: { deliveryStatus: string }; labels?: readonly string[] }
+  | { activity: string; labels?: readonly string[] }
+  | { localActivity: string; labels?: readonly string[] }
+  | { child: WorkflowType }
+  | { continueAsNew: true }
+  /** A run started by continue-as-new, carrying where its story stood (`resume` or `pending` in its input). */
+  | { resumedRun: true };
+
+export interface WaitingPoint {
+  workflow: PointOwner;
+  point: string;
+  on: WaitOn;
+  exits: readonly string[];
+  /** Exits no recording can show, each with why. */
+  unrecordable?: Readonly<Record<string, string>>;
+}
+
+/** The delivery of one webhook (src/workflows/release-expired-hold.ts, `deliverUntilDecided`), in either workflow that runs it. */
+function deliveryPoints(): WaitingPoint[] {
+  const workflow = 'delivery';
+  return [
+    {
+      workflow,
+      point: 'deliver-fast',
+      on: { localActivity: 'deliverWebhook', labels: ['holdLabels.deliver'] },
+      exits: [
+        'completed:delivered',
+        'completed:scheduled',
+        'completed:throttled',
+        'completed:held',
+        'completed:failed_attempt',
+        'completed:already_terminal',
+        'failed:policy',
+        'failed:unexpected',
+      ],
+    },
+    {
+      workflow,
+      point: 'deliver',
+      on: { activity: 'deliverWebhook', labels: ['holdLabels.deliverWithRetries'] },
+      exits: ['completed:delivered', 'completed:scheduled', 'completed:throttled', 'completed:held', 'failed'],
+    },
+    { workflow, point: 'budget', on: { timer: 'holdLabels.budget' }, exits: ['timer'] },
+    { workflow, point: 'after-earlier', on: { timer: 'holdLabels.afterEarlier' }, exits: ['timer'] },
+    { workflow, point: 'retry-wait', on: { timer: 'holdLabels.retryWait' }, exits: ['timer'] },
+    { workflow, point: 'held', on: { timer: 'holdLabels.held' }, exits: ['timer', 'signal:merchantResumed'] },
+    { workflow, point: 'quarantine', on: { activity: 'quarantineDelivery', labels: ['holdLabels.quarantine'] }, exits: ['completed'] },
+    {
+      workflow,
+      point: 'human',
+      on: { timer: 'holdLabels.human' },
+      exits: ['timer', 'signal:approveReplay', 'signal:discard', 'update:approveReplay', 'update:discard', 'kept-waiting:approveReplay'],
+    },
+    { workflow, point: 'verify-request', on: { activity: 'verifyReplayApproval' }, exits: ['completed'] },
+    { workflow, point: 'decide', on: { activity: 'decideQuarantine', labels: ['holdLabels.decision'] }, exits: ['completed'] },
+    { workflow, point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
+    { workflow, point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
+  ];
+}
+
+export const WAITING_POINTS: readonly WaitingPoint[] = [
+  { workflow: 'sweepExpiredHolds', point: 'list', on: { activity: 'listExpiredHolds' }, exits: ['completed'] },
+  { workflow: 'sweepExpiredHolds', point: 'batches', on: { child: 'startHoldBatch' }, exits: ['started'] },
+  { workflow: 'sweepExpiredHolds', point: 'finish', on: { activity: 'finishSweep' }, exits: ['completed'] },
+  { workflow: 'sweepExpiredHolds', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
+  { workflow: 'sweepExpiredHolds', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
+  { workflow: 'startHoldBatch', point: 'start-holds', on: { child: 'releaseExpiredHold' }, exits: ['started', 'already-started'] },
+  {
+    workflow: 'releaseExpiredHold',
+    point: 'release',
+    on: { localActivity: 'releaseHold', labels: ['holdLabels.release'] },
+    exits: [
+      'completed:released',
+      'completed:already_released',
+      'completed:not_expired',
+      'completed:not_found',
+      'completed:rejected',
+      'completed:settled',
+      // The ledger down: the release retries on durable timers (activity-profiles.ts, ledgerLocalActivity).
+      'failed',
+    ],
+  },
+  ...deliveryPoints(),
+  { workflow: 'applyHoldEvents', point: 'idle', on: { timer: 'holdEventsLabels.idle' }, exits: ['timer', 'signal:processorEvent'] },
+  {
+    workflow: 'applyHoldEvents',
+    point: 'apply',
+    on: { activity: 'applyProcessorEvent', labels: ['holdEventsLabels.apply'] },
+    exits: ['completed:applied', 'completed:already_applied', 'completed:waiting', 'completed:unknown_event'],
+    unrecordable: {
+      'completed:already_applied':
+        "an event applied by an earlier attempt of the same activity (a retry after the commit): the workflow does with it what it does with `applied`, and a golden night cannot make the activity's answer get lost",
+    },
+  },
+  {
+    workflow: 'applyHoldEvents',
+    point: 'gap',
+    on: { timer: 'holdEventsLabels.predecessor' },
+    // kept-waiting:skipMissingEvent: a wait begun by 24b3de0's build, which honours a skip only once it stops.
+    exits: ['timer', 'signal:processorEvent', 'signal:skipMissingEvent', 'update:skipMissingEvent', 'kept-waiting:skipMissingEvent'],
+  },
+  {
+    workflow: 'applyHoldEvents',
+    point: 'stopped',
+    on: { untimed: { deliveryStatus: 'event_gap' }, labels: ['holdEventsLabels.human'] },
+    exits: ['signal:processorEvent', 'signal:skipMissingEvent', 'update:skipMissingEvent'],
+  },
+  {
+    workflow: 'applyHoldEvents',
+    point: 'skip',
+    on: { activity: 'skipProcessorSequence', labels: ['holdEventsLabels.skip'] },
+    exits: ['completed'],
+  },
+  { workflow: 'applyHoldEvents', point: 'deliveries', on: { child: 'deliverHoldEvent' }, exits: ['started'] },
+  { workflow: 'applyHoldEvents', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
+  { workflow: 'applyHoldEvents', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
+];
+
+/** `<workflow>.<point>.<exit>`: one cell of the coverage matrix. */
+export const coverageKey = (workflow: string, point: string, exit: string) => `${workflow}.${point}.${exit}`;
+
+/** Signals and Updates a workflow takes that end no wait, each with why (every other one is an exit above). */
+export const NON_WAKING_MESSAGES: Readonly<Record<string, string>> = {
+  deliveryAttemptFailed: "reported by the delivery activity while Temporal retries it, for the status query's account; it ends no wait",
+};

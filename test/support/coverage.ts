@@ -1,0 +1,213 @@
+/**
+ * What a recorded history covers of src/workflows/waiting-points.ts: each (workflow, point, exit) it passes through,
+ * read from the history alone (event types, timer summaries, activity types and results, signals and Updates), so the
+ * golden sets' coverage is computed, never remembered.
+ */
+import type { temporal } from '@temporalio/proto';
+import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
+import { holdEventsLabels, holdLabels } from '../../src/contracts/story.js';
+import { coverageKey, WAITING_POINTS, WORKFLOWS_OF, type WaitingPoint } from '../../src/workflows/waiting-points.js';
+
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+type Payload = temporal.api.common.v1.IPayload;
+
+const LABELS: Record<string, Record<string, (...args: never[]) => string>> = { holdLabels, holdEventsLabels };
+
+/** A label's texts as a pattern: the function called with a placeholder for each argument, the placeholders made wildcards. */
+function labelPattern(ref: string): RegExp {
+  const [group, name] = ref.split('.') as [string, string];
+  const label = LABELS[group]?.[name];
+  if (!label) throw new Error(`waiting-points.ts names ${ref}, which src/contracts/story.ts does not export`);
+  const PLACEHOLDER = '\u0000';
+  const text = (label as (...args: unknown[]) => string)(...Array.from({ length: label.length }, () => PLACEHOLDER));
+  const escaped = text
+    .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+    .split(PLACEHOLDER)
+    .join('.*?');
+  return new RegExp(`^${escaped}$`, 's');
+}
+
+const decode = (bytes: Uint8Array | null | undefined) => (bytes ? new TextDecoder().decode(bytes) : undefined);
+
+/** A JSON payload's value; undefined for anything else (encrypted, binary/null). */
+function jsonValue(payload: Payload | null | undefined): unknown {
+  if (!payload || decode(payload.metadata?.encoding) !== 'json/plain') return undefined;
+  try {
+    return JSON.parse(decode(payload.data) ?? '');
+  } catch {
+    return undefined;
+  }
+}
+
+const summaryOf = (event: HistoryEvent) => {
+  const value = jsonValue(event.userMetadata?.summary);
+  return typeof value === 'string' ? value : undefined;
+};
+
+/** `completed:<status>` when the result is an object with a string status, else `completed`. */
+function completedExit(result: Payload | null | undefined): string {
+  const value = jsonValue(result) as { status?: unknown } | undefined;
+  return typeof value?.status === 'string' ? `completed:${value.status}` : 'completed';
+}
+
+function failedExit(failure: temporal.api.failure.v1.IFailure | null | undefined, point: WaitingPoint): string {
+  if (!point.exits.some((e) => e.startsWith('failed:'))) return 'failed';
+  const type = failure?.applicationFailureInfo?.type ?? failure?.cause?.applicationFailureInfo?.type;
+  return type && type in DELIVERY_FAILURE_TYPES ? 'failed:policy' : 'failed:unexpected';
+}
+
+/**
+ * The signals and Updates the workflow task that emitted the command at `index` was woken by: what arrived between
+ * the task before it and that task, and the Updates it accepted itself.
+ */
+function messagesBefore(events: HistoryEvent[], index: number): { signals: string[]; updates: string[] } {
+  const signals: string[] = [];
+  const updates: string[] = [];
+  let i = index - 1;
+  // An Update the task accepted is written with the task's commands, after its WorkflowTaskCompleted.
+  for (; i >= 0 && !events[i]!.workflowTaskCompletedEventAttributes; i--) {
+    const accepted = events[i]!.workflowExecutionUpdateAcceptedEventAttributes;
+    if (accepted) updates.push(accepted.acceptedRequest?.input?.name ?? '');
+  }
+  for (i--; i >= 0 && !events[i]!.workflowTaskCompletedEventAttributes; i--) {
+    const e = events[i]!;
+    if (e.workflowExecutionSignaledEventAttributes) signals.push(e.workflowExecutionSignaledEventAttributes.signalName ?? '');
+    if (e.workflowExecutionUpdateAcceptedEventAttributes)
+      updates.push(e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input?.name ?? '');
+  }
+  return { signals, updates };
+}
+
+/** The commands (events) the first workflow task completed after `index` emitted. */
+function nextTaskCommands(events: HistoryEvent[], index: number): HistoryEvent[] {
+  let k = index + 1;
+  while (k < events.length && !events[k]!.workflowTaskCompletedEventAttributes) k++;
+  const commands: HistoryEvent[] = [];
+  for (k++; k < events.length && !events[k]!.workflowTaskScheduledEventAttributes && !events[k]!.workflowTaskStartedEventAttributes; k++) {
+    commands.push(events[k]!);
+  }
+  return commands;
+}
+
+/** The (workflow, point, exit) keys of src/workflows/waiting-points.ts that `history` passes through. */
+export function coverageOf(history: temporal.api.history.v1.IHistory): Set<string> {
+  const events = history.events ?? [];
+  const started = events[0]?.workflowExecutionStartedEventAttributes;
+  const workflow = started?.workflowType?.name ?? '';
+  const points = WAITING_POINTS.filter((p) => (WORKFLOWS_OF[p.workflow] as readonly string[]).includes(workflow));
+  const covered = new Set<string>();
+  const add = (point: WaitingPoint, exit: string) => {
+    covered.add(coverageKey(point.workflow, point.point, 'entered'));
+    covered.add(coverageKey(point.workflow, point.point, exit));
+  };
+  const enter = (point: WaitingPoint) => covered.add(coverageKey(point.workflow, point.point, 'entered'));
+  const find = (test: (point: WaitingPoint) => boolean) => points.find(test);
+
+  const input = jsonValue(started?.input?.payloads?.[0]) as Record<string, unknown> | undefined;
+  const resumed = find((p) => 'resumedRun' in p.on);
+  if (resumed && input && (input.resume !== undefined || input.pending !== undefined || input.progress !== undefined)) add(resumed, 'resumed');
+
+  const openTimers = new Map<string, WaitingPoint>();
+  const activities = new Map<string, WaitingPoint>();
+  const children = new Map<string, WaitingPoint>();
+  events.forEach((e, index) => {
+    const summary = summaryOf(e);
+    if (e.timerStartedEventAttributes) {
+      const point = summary === undefined ? undefined : find((p) => 'timer' in p.on && labelPattern(p.on.timer).test(summary));
+      if (point) {
+        openTimers.set(e.timerStartedEventAttributes.timerId ?? '', point);
+        enter(point);
+      }
+    }
+    if (e.timerFiredEventAttributes) {
+      const id = e.timerFiredEventAttributes.timerId ?? '';
+      const point = openTimers.get(id);
+      if (point) add(point, 'timer');
+      openTimers.delete(id);
+    }
+    if (e.timerCanceledEventAttributes) {
+      const id = e.timerCanceledEventAttributes.timerId ?? '';
+      const point = openTimers.get(id);
+      if (point) {
+        const { signals, updates } = messagesBefore(events, index);
+        for (const name of signals) add(point, `signal:${name}`);
+        for (const name of updates) add(point, `update:${name}`);
+      }
+      openTimers.delete(id);
+    }
+    // A signal the workflow took without leaving the wait it was in (the task it woke cancelled no timer of it).
+    if (e.workflowExecutionSignaledEventAttributes) {
+      const waiting = [...openTimers.entries()].at(-1);
+      if (waiting && !nextTaskCommands(events, index).some((c) => c.timerCanceledEventAttributes?.timerId === waiting[0])) {
+        add(waiting[1], `kept-waiting:${e.workflowExecutionSignaledEventAttributes.signalName ?? ''}`);
+      }
+    }
+    // A timer-less wait (stopped at a gap): entered by its search attribute; left by what woke the task that went on.
+    if (e.upsertWorkflowSearchAttributesEventAttributes) {
+      const status = jsonValue(e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields?.DeliveryStatus);
+      const point = find((p) => 'untimed' in p.on && p.on.untimed.deliveryStatus === status);
+      if (point) enter(point);
+      const wentOn = point
+        ? events.findIndex(
+            (later, j) => j > index && (later.activityTaskScheduledEventAttributes || later.upsertWorkflowSearchAttributesEventAttributes),
+          )
+        : -1;
+      if (point && wentOn !== -1) {
+        const { signals, updates } = messagesBefore(events, wentOn);
+        for (const name of signals) add(point, `signal:${name}`);
+        for (const name of updates) add(point, `update:${name}`);
+      }
+    }
+    if (e.activityTaskScheduledEventAttributes) {
+      const type = e.activityTaskScheduledEventAttributes.activityType?.name;
+      const point = find((p) => 'activity' in p.on && p.on.activity === type);
+      if (point) {
+        activities.set(String(e.eventId ?? index + 1), point);
+        enter(point);
+      }
+    }
+    const done = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+    if (done) {
+      const point = activities.get(String(done.scheduledEventId));
+      if (point && e.activityTaskCompletedEventAttributes) add(point, completedExit(e.activityTaskCompletedEventAttributes.result?.payloads?.[0]));
+      else if (point) add(point, failedExit(e.activityTaskFailedEventAttributes?.failure ?? e.activityTaskTimedOutEventAttributes?.failure, point));
+    }
+    const marker = e.markerRecordedEventAttributes;
+    if (marker?.markerName === 'core_local_activity') {
+      const data = jsonValue(marker.details?.data?.payloads?.[0]) as { activity_type?: string } | undefined;
+      const point = find((p) => 'localActivity' in p.on && p.on.localActivity === data?.activity_type);
+      if (point && marker.failure) add(point, failedExit(marker.failure, point));
+      else if (point) add(point, completedExit(marker.details?.result?.payloads?.[0]));
+    }
+    if (e.startChildWorkflowExecutionInitiatedEventAttributes) {
+      const type = e.startChildWorkflowExecutionInitiatedEventAttributes.workflowType?.name;
+      const point = find((p) => 'child' in p.on && p.on.child === type);
+      if (point) {
+        children.set(String(e.eventId ?? index + 1), point);
+        enter(point);
+      }
+    }
+    if (e.childWorkflowExecutionStartedEventAttributes) {
+      const point = children.get(String(e.childWorkflowExecutionStartedEventAttributes.initiatedEventId));
+      if (point) add(point, 'started');
+    }
+    if (e.startChildWorkflowExecutionFailedEventAttributes) {
+      const point = children.get(String(e.startChildWorkflowExecutionFailedEventAttributes.initiatedEventId));
+      if (point) add(point, 'already-started');
+    }
+    if (e.workflowExecutionContinuedAsNewEventAttributes) {
+      const point = find((p) => 'continueAsNew' in p.on);
+      if (point) add(point, 'continued');
+    }
+  });
+  return covered;
+}
+
+/** Every declared cell: `<workflow>.<point>.<exit>` -> why it cannot be recorded, or undefined. */
+export function declaredCells(): Map<string, string | undefined> {
+  return new Map(
+    WAITING_POINTS.flatMap((p) => ['entered', ...p.exits].map((exit) => [coverageKey(p.workflow, p.point, exit), p.unrecordable?.[exit]] as const)),
+  );
+}
+
+export { labelPattern };
