@@ -74,7 +74,7 @@ it("the gate fails the unpatched change to a gap wait (a skip cancels its timer,
     // The timer the history saw fire, the variant had cancelled: the replay is not deterministic (core reports it fatal).
     expect.arrayContaining([
       expect.stringMatching(
-        /^24b3de0\/applyHoldEvents-waiting_for_predecessor-skip-c\d+\.json: .*TimerMachine in state CancelTimerCommandSent says the transition is invalid during event .*TimerFired/,
+        /^24b3de0\/applyHoldEvents-waiting_for_predecessor-skip-c\d+\.json\.gz: .*TimerMachine in state CancelTimerCommandSent says the transition is invalid during event .*TimerFired/,
       ),
     ]),
   );

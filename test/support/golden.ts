@@ -70,14 +70,9 @@ export function encryptedGoldenSets() {
       const ids: Record<string, string> = JSON.parse(fs.readFileSync(path.join(dir, WORKFLOW_IDS_FILE), 'utf8'));
       const histories = fs
         .readdirSync(dir)
-        .filter((file) => file.endsWith('.json') && file !== WORKFLOW_IDS_FILE && file !== ENCRYPTED_KEY_FILE)
+        .filter(isHistoryFile)
         .sort()
-        .map((file) => ({
-          release,
-          file,
-          workflowId: ids[file],
-          history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))),
-        }));
+        .map((file) => ({ release, file, workflowId: ids[file], history: readHistoryFile(path.join(dir, file)) }));
       return { release, namespace, key: { id, key: Buffer.from(key, 'base64') }, histories };
     });
 }
