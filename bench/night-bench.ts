@@ -13,6 +13,7 @@
  *      every invariant checked.
  */
 import fs from 'node:fs/promises';
+import { gunzipSync } from 'node:zlib';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -575,7 +576,7 @@ async function parentHistories(regions: readonly { client: Client }[], types: re
 
 /** finishSweep's heartbeat timeout (src/workflows/activity-profiles.ts): the SDK sends one every 80 % of it at most. */
 const FINISH_HEARTBEAT_THROTTLE_S = 0.8 * 30;
-const GOLDEN_REPLAYED = 'test/golden/histories/e581189/releaseExpiredHold-completed-delivered-replayed-18.json';
+const GOLDEN_REPLAYED = 'test/golden/histories/e581189/releaseExpiredHold-completed-delivered-replayed-18.json.gz';
 
 /**
  * Temporal Cloud Actions for the night: each sampled hold's child classified by the ledger's word on its webhook,
@@ -633,7 +634,7 @@ async function actionsReport(
   const scheduleActions = 2 * firstRuns;
   const sweepTotal = sweep.total + scheduleActions + heartbeats;
   const childTotal = byOutcome.reduce((a, o) => a + o.perHold.total * o.holds, 0);
-  const replayed = billableActions(historyFromJSON(JSON.parse(await fs.readFile(GOLDEN_REPLAYED, 'utf8'))));
+  const replayed = billableActions(historyFromJSON(JSON.parse(gunzipSync(await fs.readFile(GOLDEN_REPLAYED)).toString('utf8'))));
   return {
     byOutcome,
     quarantinedThenReplayed: { source: GOLDEN_REPLAYED, perHold: replayed },
