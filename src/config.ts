@@ -8,6 +8,7 @@ import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './contracts/regions.js';
 import { keyOfSecret } from './delivery/signing.js';
+import { loadTemporalConnectionSettings, requireTls, TEMPORAL_CONNECTION_VARIABLES, type TemporalConnectionSettings } from './temporal-connection.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
 export type Mode = 'dev' | 'production';
@@ -25,6 +26,11 @@ export interface RegionConfig {
   readonly databaseUrl: string | undefined;
   /** Temporal frontend address; undefined in dev means "start the local dev server". */
   readonly temporalAddress: string | undefined;
+  /**
+   * How to reach it: TLS, mTLS, an API key, gRPC metadata (src/temporal-connection.ts, envconfig's conventions).
+   * Absent: plaintext, no key (the local stack and the tests).
+   */
+  readonly temporal?: TemporalConnectionSettings;
   readonly namespace: string;
   readonly taskQueue: string;
   readonly scheduleId: string;
@@ -158,7 +164,8 @@ type Env = Readonly<Record<string, string | undefined>>;
 export const CONFIG_VARIABLES = [
   'HOLD_SWEEPER_MODE',
   'HOLD_SWEEPER_REGIONS',
-  'TEMPORAL_ADDRESS',
+  // The connection to Temporal (src/temporal-connection.ts); each also as TEMPORAL_<NAME>_<REGION>.
+  ...TEMPORAL_CONNECTION_VARIABLES,
   'TEMPORAL_ADDRESS_US',
   'TEMPORAL_ADDRESS_EU',
   'TEMPORAL_NAMESPACE_US',
@@ -387,14 +394,16 @@ export function requireExplicitMode(env: Env = process.env): void {
 
 export function loadConfig(env: Env = process.env): Config {
   const mode = readMode(env);
-  const sharedAddress = readAddress(env, 'TEMPORAL_ADDRESS');
-  const regions = readRegions(env).map((region): RegionConfig => {
+  const names = readRegions(env);
+  const regions = names.map((region): RegionConfig => {
     const up = region.toUpperCase();
+    const temporal = loadTemporalConnectionSettings(env, region, { servesOneRegion: names.length === 1 });
     const regionConfig: RegionConfig = {
       region,
       databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
-      temporalAddress: readAddress(env, `TEMPORAL_ADDRESS_${up}`) ?? sharedAddress,
-      namespace: readName(env, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
+      temporalAddress: temporal.address,
+      temporal,
+      namespace: readName({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace }, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
       taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
       scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
       payloadKeys: env[`PAYLOAD_KEYS_${up}`]
@@ -415,6 +424,7 @@ export function loadConfig(env: Env = process.env): Config {
       if (!regionConfig.payloadKeys) {
         throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
       }
+      requireTls(temporal, env, region);
     }
     return Object.freeze(regionConfig);
   });

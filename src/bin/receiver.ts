@@ -8,7 +8,7 @@
  * needs no worker in the same process, and it keeps recording (and answering) while Temporal is unreachable.
  * In dev mode, unset addresses are a running `npm start`'s.
  */
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { migrate } from '../db/migrate.js';
@@ -16,6 +16,7 @@ import { createPool } from '../db/pool.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { createProcessorReceiver } from '../processor/receiver.js';
+import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 
 async function main() {
   requireExplicitMode();
@@ -35,7 +36,10 @@ async function main() {
   const pool = createPool(databaseUrl, { max: 20 });
   await migrate(pool);
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
-  const connection = Connection.lazy({ address: temporalAddress });
+  const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
+  const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>
+    console.error(JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', error: `${err.name}: ${err.message}` })),
+  );
   const client = new Client({ connection, namespace: configured.namespace, dataConverter: dataConverterFor(configured) });
   const receiver = createProcessorReceiver({
     region: configured.region,
@@ -58,6 +62,7 @@ async function main() {
     }),
   );
   const stop = async () => {
+    stopRefreshing();
     await receiver.close();
     await connection.close();
     await pool.end();

@@ -9,9 +9,10 @@
  */
 import fs from 'node:fs/promises';
 import v8 from 'node:v8';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime } from '@temporalio/worker';
+import { Client } from '@temporalio/client';
+import { Runtime } from '@temporalio/worker';
 import { loadConfig, requireExplicitMode } from '../config.js';
+import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../temporal-connection.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -86,10 +87,17 @@ async function main() {
     const pool = createPool(region.databaseUrl, poolOptions);
     await whenReachable('ledger database', () => migrate(pool));
     const address = region.temporalAddress;
-    const connection = await whenReachable('Temporal', () => Connection.connect({ address }));
+    const settings = region.temporal ?? PLAINTEXT;
+    const connection = await whenReachable('Temporal', () => connectClient(settings, address));
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
-    const nativeConnection = await whenReachable('Temporal', () => NativeConnection.connect({ address }));
+    const nativeConnection = await whenReachable('Temporal', () => connectWorker(settings, address));
+    // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
+    const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>
+      console.error(
+        JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', region: region.region, error: `${err.name}: ${err.message}` }),
+      ),
+    );
     const worker = await createRegionWorker({
       connection: nativeConnection,
       region,
@@ -132,6 +140,7 @@ async function main() {
       pid: process.pid,
     });
     cleanup.push(
+      async () => stopRefreshing(),
       async () => gauges.stop(),
       () => pool.end(),
       () => connection.close(),

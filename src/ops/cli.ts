@@ -4,7 +4,7 @@
  * configured, to the stack a running `npm start` advertises.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { loadConfig, parseDuration, requireExplicitMode, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
@@ -13,6 +13,7 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { sweepNow } from '../schedules.js';
+import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from './processor-events.js';
 import {
@@ -135,7 +136,7 @@ async function connect(config: Config, regionOption: string | undefined): Promis
   const { regionConfig, databaseUrl, address } = await regionFor(config, regionOption);
   if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`, undefined, 'host:port (or a running `npm start`)');
   const pool = createPool(databaseUrl, { max: 4 });
-  const connection = await Connection.connect({ address });
+  const connection = await connectClient(regionConfig.temporal ?? PLAINTEXT, address);
   return {
     region: { ...regionConfig, databaseUrl, temporalAddress: address },
     fourEyes: config.decisions.fourEyes,

@@ -46,7 +46,7 @@ describe('config', () => {
       SWEEP_PAGE_SIZE: '250',
       SWEEP_BATCH_SIZE: '25',
     });
-    expect(config.regions).toEqual([
+    expect(config.regions).toMatchObject([
       {
         region: 'eu',
         databaseUrl: 'postgres://u:p@db-eu:5432/ledger',
@@ -54,6 +54,8 @@ describe('config', () => {
         namespace: 'payments-eu',
         taskQueue: 'hold-sweeper-eu',
         scheduleId: 'hold-sweep-eu',
+        payloadKeys: undefined,
+        temporal: { address: 'temporal:7233', tls: undefined, apiKey: undefined },
       },
     ]);
     expect(config.sweep.intervalMs).toBe(300_000);
@@ -112,6 +114,7 @@ describe('config', () => {
       HOLD_SWEEPER_REGIONS: 'us',
       DATABASE_URL_US: 'postgres://h/us',
       TEMPORAL_ADDRESS: 't:7233',
+      TEMPORAL_TLS: 'true',
       PAYLOAD_KEYS_US: key,
     });
     expect(production.deployment.setCurrent).toBe('if-none');
@@ -146,7 +149,9 @@ describe('config', () => {
     const reachable = { HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db', TEMPORAL_ADDRESS: 't:7233' };
     expect(configError(reachable).variable).toBe('PAYLOAD_KEYS_US');
     const keyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };
-    expect(configError({ ...keyed, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_AUTH_TOKEN');
+    expect(configError(keyed).variable).toBe('TEMPORAL_TLS');
+    const tls = { ...keyed, TEMPORAL_TLS: 'true' };
+    expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_AUTH_TOKEN');
   });
 
   it('never echoes a database password in an error', () => {

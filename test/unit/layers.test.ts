@@ -13,7 +13,16 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const LAYERS: readonly (readonly string[])[] = [
   ['src/contracts/'],
   ['src/workflows/'],
-  ['src/errors.ts', 'src/config.ts', 'src/db/', 'src/delivery/', 'src/codec/', 'src/observability/', 'src/processor/rules.ts'],
+  [
+    'src/errors.ts',
+    'src/config.ts',
+    'src/temporal-connection.ts',
+    'src/db/',
+    'src/delivery/',
+    'src/codec/',
+    'src/observability/',
+    'src/processor/rules.ts',
+  ],
   ['src/sql/'],
   ['src/activities/'],
   ['src/schedules.ts', 'src/workers/', 'src/ops/', 'src/processor/'],
