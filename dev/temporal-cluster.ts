@@ -7,6 +7,7 @@
  * the cache directory, outside the clone, with the schema files beside them; every later start uses the cache.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
@@ -14,7 +15,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import { EmbeddedServiceError } from '../src/errors.js';
+import { CLUSTER_SERVER_NAME, type CertificateFiles, type ClusterPki } from './pki.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
+import { TEMPORAL_AUDIENCE } from './token-issuer.js';
 
 const exec = promisify(execFile);
 const REPO = path.resolve(import.meta.dirname, '..');
@@ -46,20 +49,48 @@ const exists = (file: string) =>
     () => false,
   );
 
-/** The server and sql tool of `version`, from the cache or built with `go install` (then cached). */
+/** deploy/temporal/server: the server binary's Go module (the stock server with hold-sweeper's authorizer). */
+export const TEMPORAL_SERVER_MODULE = path.join(TEMPORAL_DEPLOY_DIR, 'server');
+
+/** The files the server binary is built from, hashed: a change to any of them is a new binary. */
+async function serverSourceHash(): Promise<string> {
+  const hash = createHash('sha256');
+  for (const file of (await fs.readdir(TEMPORAL_SERVER_MODULE)).sort()) {
+    if (!/\.(go|mod|sum)$/.test(file)) continue;
+    hash
+      .update(file)
+      .update('\0')
+      .update(await fs.readFile(path.join(TEMPORAL_SERVER_MODULE, file)))
+      .update('\0');
+  }
+  return hash.digest('hex').slice(0, 12);
+}
+
+/**
+ * The server (built from deploy/temporal/server: the stock server of `version` with hold-sweeper's authorizer) and
+ * the stock sql tool, from the cache or built once from the Go module proxy (then cached, keyed by the sources).
+ */
 export async function obtainTemporalServer(cacheDir: string, log: (line: string) => void = () => undefined): Promise<TemporalServerBinaries> {
   const version = await temporalServerVersion();
-  const dir = path.join(cacheDir, 'temporal-server', version);
+  const dir = path.join(cacheDir, 'temporal-server', `${version}-${await serverSourceHash()}`);
   const binaries = { version, server: path.join(dir, 'server'), sql: path.join(dir, 'sql'), schemaDir: path.join(dir, 'schema') };
   if ((await exists(binaries.server)) && (await exists(binaries.sql)) && (await exists(binaries.schemaDir))) return binaries;
 
-  log(`Building Temporal server ${version} and its sql tool from the Go module proxy (once; cached in ${dir})...`);
+  log(`Building Temporal server ${version} (deploy/temporal/server) and its sql tool from the Go module proxy (once; cached in ${dir})...`);
   const building = `${dir}.building-${process.pid}`;
   await fs.rm(building, { recursive: true, force: true });
   await fs.mkdir(building, { recursive: true });
-  const go = (args: string[]) => goCommand(args, { GOBIN: building });
+  const go = (args: string[], cwd?: string) => goCommand(args, { cwd, GOBIN: building });
   const started = Date.now();
-  await go(['install', `go.temporal.io/server/cmd/server@v${version}`]);
+  const goMod = await fs.readFile(path.join(TEMPORAL_SERVER_MODULE, 'go.mod'), 'utf8');
+  if (!goMod.includes(`go.temporal.io/server v${version}\n`)) {
+    throw new EmbeddedServiceError(
+      SERVICE,
+      `deploy/temporal/server/go.mod does not require go.temporal.io/server v${version}`,
+      'make it match deploy/temporal/server-version',
+    );
+  }
+  await go(['build', '-o', path.join(building, 'server'), '.'], TEMPORAL_SERVER_MODULE);
   await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
   const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as { Dir: string };
   await fs.cp(path.join(module.Dir, 'schema'), path.join(building, 'schema'), { recursive: true });
@@ -141,7 +172,22 @@ export interface ClusterOptions {
   synchronousCommit?: boolean;
   /** Start the Web UI server on this port too (built once, like the server). */
   ui?: { port: number; codecEndpoint?: string };
+  /**
+   * Lock it (docs/cluster.md#a-locked-cluster): TLS with client certificates on the frontend and between its nodes,
+   * and every call authorized by a token from `jwksUrl` (audience TEMPORAL_AUDIENCE). `adminToken` carries
+   * `temporal-system:admin`, for the setup and the health check; the Web UI server gets a client certificate of its own.
+   */
+  security?: { pki: ClusterPki; jwksUrl: string; adminToken: string };
   log?: (line: string) => void;
+}
+
+/** How a client reaches a locked cluster: its CA, the name its certificate holds, a client certificate, a token. */
+export function lockedClusterTls(pki: ClusterPki, client: CertificateFiles) {
+  return fs.readFile(pki.ca).then(async (ca) => ({
+    serverRootCACertificate: ca,
+    serverNameOverride: CLUSTER_SERVER_NAME,
+    clientCertPair: { crt: await fs.readFile(client.cert), key: await fs.readFile(client.key) },
+  }));
 }
 
 export interface TemporalCluster {
@@ -160,12 +206,15 @@ const portFree = (port: number) =>
     server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
 
-/** A frontend port whose siblings (config.yaml: +1, +2, +6, each −1000 for membership, +10 HTTP, +20 metrics) are free too. */
+/**
+ * A frontend port whose siblings (config.yaml: +1, +2, +3 (internal-frontend), +6, each −1000 for membership, +10 and
+ * +13 HTTP, +20 metrics) are free too.
+ */
 async function freeClusterPort(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     // Below Linux's ephemeral range (32768+), where outgoing connections would take a checked port back.
-    const base = 11_000 + 10 * Math.floor(Math.random() * 2_000);
-    const ports = [0, 1, 2, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 20]);
+    const base = 11_000 + 30 * Math.floor(Math.random() * 700);
+    const ports = [0, 1, 2, 3, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 13, base + 20]);
     if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base;
   }
   throw new EmbeddedServiceError(SERVICE, 'no free range of ports found', 'free some ports or pass one');
@@ -207,12 +256,30 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   await fs.mkdir(options.dataDir, { recursive: true });
   const logFile = path.join(options.dataDir, 'temporal-server.log');
   const output = createWriteStream(logFile, { flags: 'a' });
-  const child: ChildProcess = spawn(binaries.server, ['--root', REPO, '--config', 'deploy/temporal', '--env', 'config', '--allow-no-auth', 'start'], {
+  const security = options.security;
+  const securityEnv = security
+    ? {
+        TEMPORAL_TLS_CA_FILE: security.pki.ca,
+        TEMPORAL_TLS_FRONTEND_CERT_FILE: security.pki.frontend.cert,
+        TEMPORAL_TLS_FRONTEND_KEY_FILE: security.pki.frontend.key,
+        TEMPORAL_TLS_INTERNODE_CERT_FILE: security.pki.internode.cert,
+        TEMPORAL_TLS_INTERNODE_KEY_FILE: security.pki.internode.key,
+        TEMPORAL_TLS_SERVER_NAME: CLUSTER_SERVER_NAME,
+        TEMPORAL_AUTH_JWKS_URL: security.jwksUrl,
+        TEMPORAL_AUTH_AUDIENCE: TEMPORAL_AUDIENCE,
+      }
+    : {};
+  // A locked cluster runs an internal-frontend for its own system workers (config.yaml).
+  const services = security ? ['frontend', 'internal-frontend', 'history', 'matching', 'worker'].flatMap((s) => ['--service', s]) : [];
+  // Unlocked (the bench, npm start's cluster): no authorizer, said explicitly (the flag only silences the warning).
+  const args = ['--root', REPO, '--config', 'deploy/temporal', '--env', 'config', ...(security ? [] : ['--allow-no-auth']), 'start', ...services];
+  const child: ChildProcess = spawn(binaries.server, args, {
     cwd: REPO,
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       ...dbEnv,
+      ...securityEnv,
       NUM_HISTORY_SHARDS: String(options.shards),
       TEMPORAL_FRONTEND_PORT: String(port),
       TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 20}`,
@@ -246,6 +313,8 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     output.end();
   };
   const address = `127.0.0.1:${port}`;
+  const adminTls = security ? await lockedClusterTls(security.pki, await security.pki.client('cluster-admin')) : undefined;
+  const adminConnection = { address, ...(security ? { tls: adminTls, apiKey: security.adminToken } : {}) };
   const failed = async (what: string) => {
     await stop();
     const tail = (await fs.readFile(logFile, 'utf8').catch(() => ''))
@@ -260,7 +329,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
     if (exited) throw await failed(exited);
-    const serving = await Connection.connect({ address, connectTimeout: 2_000 })
+    const serving = await Connection.connect({ ...adminConnection, connectTimeout: 2_000 })
       .then(async (connection) => {
         try {
           await connection.workflowService.getSystemInfo({});
@@ -281,6 +350,16 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
         TEMPORAL_CLI: options.cliPath ?? (await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir })),
         TEMPORAL_ADDRESS: address,
         NAMESPACES: options.namespaces.join(' '),
+        // The CLI reads the same variables as the product (src/temporal-connection.ts): the admin's certificate and token.
+        ...(security
+          ? {
+              TEMPORAL_TLS_SERVER_CA_CERT_PATH: security.pki.ca,
+              TEMPORAL_TLS_SERVER_NAME: CLUSTER_SERVER_NAME,
+              TEMPORAL_TLS_CLIENT_CERT_PATH: (await security.pki.client('cluster-admin')).cert,
+              TEMPORAL_TLS_CLIENT_KEY_PATH: (await security.pki.client('cluster-admin')).key,
+              TEMPORAL_API_KEY: security.adminToken,
+            }
+          : {}),
       },
       'namespace setup',
     );
@@ -292,7 +371,14 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   let ui: { url: string; stop(): Promise<void> } | undefined;
   if (options.ui) {
     try {
-      ui = await startUi(await obtainTemporalUi(options.cacheDir, log), address, options.namespaces[0]!, options.ui, options.dataDir);
+      const uiTls = security ? { ca: security.pki.ca, client: await security.pki.client('web-ui') } : undefined;
+      ui = await startUi(
+        await obtainTemporalUi(options.cacheDir, log),
+        address,
+        options.namespaces[0]!,
+        { ...options.ui, tls: uiTls },
+        options.dataDir,
+      );
     } catch (err) {
       await stop();
       throw err;
@@ -317,7 +403,7 @@ async function startUi(
   binary: string,
   address: string,
   namespace: string,
-  options: { port: number; codecEndpoint?: string },
+  options: { port: number; codecEndpoint?: string; tls?: { ca: string; client: CertificateFiles } },
   dataDir: string,
 ): Promise<{ url: string; stop(): Promise<void> }> {
   const root = path.join(dataDir, 'ui');
@@ -331,6 +417,18 @@ async function startUi(
     '  allowOrigins: []',
     'codec:',
     `  endpoint: ${options.codecEndpoint ?? ''}`,
+    // Against a locked cluster: its own client certificate; every call it forwards carries the user's token, which the
+    // cluster authorizes (a user whose token does not allow a namespace sees nothing of it).
+    ...(options.tls
+      ? [
+          'tls:',
+          `  caFile: ${options.tls.ca}`,
+          `  certFile: ${options.tls.client.cert}`,
+          `  keyFile: ${options.tls.client.key}`,
+          `  serverName: ${CLUSTER_SERVER_NAME}`,
+          '  enableHostVerification: true',
+        ]
+      : []),
     '',
   ].join('\n');
   await fs.writeFile(path.join(root, 'config', 'cluster.yaml'), config);

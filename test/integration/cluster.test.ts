@@ -9,12 +9,15 @@
  * The server and its sql tool are built from the Go module proxy the first time (minutes) and cached outside the
  * clone (HOLD_SWEEPER_CACHE_DIR); later runs start the cluster in seconds.
  */
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time.js';
 import pg from 'pg';
+import { chromium } from 'playwright-core';
 import { generate } from 'selfsigned';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { accountTotals, checkBalanced, checkInvariants } from '../../bench/invariants.js';
@@ -25,10 +28,14 @@ import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
-import { startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
+import { ensureChromium } from '../../dev/chromium.js';
+import { CLUSTER_SERVER_NAME, createClusterPki, type CertificateFiles, type ClusterPki } from '../../dev/pki.js';
+import { lockedClusterTls, startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
+import { startTokenIssuer, type TokenIssuer } from '../../dev/token-issuer.js';
 import { startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
+import { connectClient, keepApiKeyFresh, loadTemporalConnectionSettings } from '../../src/temporal-connection.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { openHarness } from '../support/harness.js';
@@ -36,6 +43,7 @@ import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { temporalCli } from '../support/temporal-cli.js';
 import { bundleVariant, type Edit } from '../support/variant.js';
 
+const REPO = path.resolve(import.meta.dirname, '../..');
 const id = randomBytes(4).toString('hex');
 const NAMESPACE = 'hold-sweeper-us';
 const TASK_QUEUE = `c-${id}-us`;
@@ -61,10 +69,50 @@ const encryptedClient = (conn: Connection) =>
       }),
     }),
   });
-const workerEnv = (): Record<string, string> => ({
+let pki: ClusterPki;
+let issuer: TokenIssuer;
+/** Each caller's identity on the locked cluster: its client certificate and its token (a file, as production mounts it). */
+interface Identity {
+  cert: CertificateFiles;
+  token: string;
+  tokenFile: string;
+}
+const identities = new Map<string, Identity>();
+async function identity(name: string, permissions: readonly string[]): Promise<Identity> {
+  const known = identities.get(name);
+  if (known) return known;
+  const token = await issuer.token(`${name}@hold-sweeper`, permissions);
+  const tokenFile = path.join(dir, `${name}.token`);
+  await fs.writeFile(tokenFile, token, { mode: 0o600 });
+  const made = { cert: await pki.client(name), token, tokenFile };
+  identities.set(name, made);
+  return made;
+}
+/** The callers of the locked cluster and the permissions each holds (docs/security.md). */
+const operator = () => identity('operator', [`${NAMESPACE}:admin`]);
+const worker = () => identity('worker', [`${NAMESPACE}:write`]);
+const onCall = () => identity('on-call', [`${NAMESPACE}:read`]);
+/** The TEMPORAL_* variables of a process with `who`'s identity (src/temporal-connection.ts reads them, so does the CLI). */
+const temporalEnv = (who: Identity): Record<string, string> => ({
+  TEMPORAL_ADDRESS: cluster!.address,
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: pki.ca,
+  TEMPORAL_TLS_SERVER_NAME: CLUSTER_SERVER_NAME,
+  TEMPORAL_TLS_CLIENT_CERT_PATH: who.cert.cert,
+  TEMPORAL_TLS_CLIENT_KEY_PATH: who.cert.key,
+  TEMPORAL_API_KEY_FILE: who.tokenFile,
+});
+/** An in-process connection with `who`'s identity. */
+const connectAs = async (who: Identity) =>
+  Connection.connect({ address: cluster!.address, tls: await lockedClusterTls(pki, who.cert), apiKey: who.token });
+/** The CLI's environment with `who`'s identity (the CLI takes the key as TEMPORAL_API_KEY, not a file). */
+const cliEnv = (who: Identity) => {
+  const { TEMPORAL_API_KEY_FILE: _file, ...env } = temporalEnv(who);
+  return { ...env, TEMPORAL_API_KEY: who.token };
+};
+const workerEnv = (who: Identity): Record<string, string> => ({
   HOLD_SWEEPER_MODE: 'production',
   HOLD_SWEEPER_REGIONS: 'us',
-  TEMPORAL_ADDRESS: cluster!.address,
+  ...temporalEnv(who),
   DATABASE_URL_US: ledgerUrl,
   PAYLOAD_KEYS_US: PAYLOAD_KEY,
   TASK_QUEUE_US: TASK_QUEUE,
@@ -74,13 +122,27 @@ const workerEnv = (): Record<string, string> => ({
   WEBHOOK_TRUSTED_NETWORKS: '127.0.0.1/32',
   NODE_EXTRA_CA_CERTS: caFile,
 });
+/** `npm run ops -- <args>` as its own process, with `who`'s identity (exit code and output; never rejects). */
+const ops = (who: Identity, ...args: string[]) =>
+  new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', path.join(REPO, 'src/bin/ops.ts'), ...args],
+      { env: { ...process.env, ...workerEnv(who) }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+    );
+  });
 let receiver: ReceiverProcess | undefined;
 let connection: Connection | undefined;
 
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-cluster-'));
   const dev = loadDevConfig();
+  // The cluster locked as production should be: mTLS on the frontend, TLS between its nodes, every call authorized.
+  pki = await createClusterPki(path.join(dir, 'pki'));
+  issuer = await startTokenIssuer();
   cluster = await startTemporalCluster({
+    security: { pki, jwksUrl: issuer.jwksUrl, adminToken: await issuer.token('cluster-admin@hold-sweeper', ['temporal-system:admin']) },
     shards: 4,
     postgresUrl: `${inject('postgresUrlBase')}postgres`,
     databasePrefix: `temporal_c${id}`,
@@ -114,17 +176,21 @@ afterAll(async () => {
   await merchants?.stop();
   await ledger?.end();
   await cluster?.stop();
+  await issuer?.stop();
   await admin?.end();
   if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 
 it('the production worker on the production Temporal (4 shards on PostgreSQL): a night with faults, every invariant holding', async () => {
   const version = await temporalServerVersion();
-  connection = await Connection.connect({ address: cluster!.address });
-  const info = await connection.workflowService.getClusterInfo({});
+  // What the cluster is: a cluster-wide question, for the platform team's read token (a namespace admin is refused it).
+  const platform = await connectAs(await identity('platform', ['temporal-system:read']));
+  const info = await platform.workflowService.getClusterInfo({});
+  await platform.close();
   expect(info.serverVersion).toBe(version);
   expect(info.historyShardCount).toBe(4);
   expect(info.persistenceStore).toBe('postgres12');
+  connection = await connectAs(await operator());
 
   const night = await seedNight(ledger, 'us', `c${id}`, { expired: 60, merchants: 6, defective: true }, merchants);
   const m = night.merchantIds;
@@ -141,7 +207,7 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   // Short backoff so the faulty merchants settle within the test; the policy itself is the real one.
   await ledger.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
 
-  workers = await startWorkerProcesses(2, workerEnv());
+  workers = await startWorkerProcesses(2, workerEnv(await worker()));
   const client = encryptedClient(connection);
   const sweep = await client.workflow.start(sweepExpiredHolds, {
     taskQueue: TASK_QUEUE,
@@ -181,9 +247,20 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   const violations = await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts });
   expect(violations).toEqual([]);
 
-  // The Web UI server beside the cluster answers, and lists this night's workflows from it.
+  // The operator's CLI, through mTLS and the operator's token: why a quarantined hold waits, then ending it.
+  const [quarantined] = night.expired.filter((h) => h.merchantId === m[3]);
+  const status = await ops(await operator(), 'status', quarantined!.id, '--json');
+  expect(status, status.stderr).toMatchObject({ code: 0 });
+  expect(status.stdout).toContain('quarantined');
+  const discarded = await ops(await operator(), 'discard', quarantined!.id, '--by', 'oncall-lead', '--reason', 'merchant confirmed it has the hold');
+  expect(discarded, discarded.stderr).toMatchObject({ code: 0 });
+  const handle = client.workflow.getHandle(await holdWorkflowIdOf(ledger, 'us', quarantined!.id));
+  expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded' } });
+
+  // The Web UI server beside the cluster answers, and lists this night's workflows from it for on-call's read token.
   const query = encodeURIComponent(`TaskQueue="${TASK_QUEUE}" AND WorkflowType="releaseExpiredHold"`);
-  const listed = (await (await fetch(`${cluster!.uiUrl}/api/v1/namespaces/${NAMESPACE}/workflows?query=${query}`)).json()) as {
+  const asOnCall = { headers: { Authorization: `Bearer ${(await onCall()).token}` } };
+  const listed = (await (await fetch(`${cluster!.uiUrl}/api/v1/namespaces/${NAMESPACE}/workflows?query=${query}`, asOnCall)).json()) as {
     executions?: unknown[];
   };
   expect(listed.executions?.length).toBeGreaterThan(0);
@@ -199,10 +276,10 @@ it('the production receiver on the production Temporal: the processor calls back
     databaseUrl: ledgerUrl,
     temporalAddress: cluster!.address,
     secret,
-    env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: PAYLOAD_KEY },
+    env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: PAYLOAD_KEY, ...temporalEnv(await identity('receiver', [`${NAMESPACE}:write`])) },
   });
-  workers ??= await startWorkerProcesses(2, workerEnv());
-  connection ??= await Connection.connect({ address: cluster!.address });
+  workers ??= await startWorkerProcesses(2, workerEnv(await worker()));
+  connection ??= await connectAs(await operator());
   const client = encryptedClient(connection);
   const random = seededRandom(20);
   const plan = planCallbacks([...night.expired, ...night.future], 0.5, random);
@@ -253,7 +330,9 @@ const BUILD_B: Edit[] = [
 ];
 
 it('a deploy on the cluster: holds started after the promotion run on the new build; a non-determinism storm rolled back (what B wrote pinned to B, A current again) fails nothing after', async () => {
-  const deployHarness = await openHarness({ address: cluster!.address });
+  // The test's own workers and clients act as the namespace's operator (set-current-version, update-options are admin).
+  const deployer = await operator();
+  const deployHarness = await openHarness({ address: cluster!.address, tls: await lockedClusterTls(pki, deployer.cert), apiKey: deployer.token });
   try {
     const us = await deployHarness.region('us');
     const deploymentName = `c-${id}-deploy`;
@@ -315,6 +394,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
             '--yes',
           ],
           cluster!.address,
+          cliEnv(deployer),
         );
       await expect.poll(async () => (await promote()).code, { timeout: 60_000, interval: 1_000 }).toBe(0);
     } finally {
@@ -373,6 +453,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
           '--yes',
         ],
         cluster!.address,
+        cliEnv(deployer),
       );
     const writtenByB = `TemporalWorkerDeploymentVersion = '${deploymentName}:build-b' AND TemporalWorkflowVersioningBehavior = 'AutoUpgrade' AND ExecutionStatus = 'Running'`;
     const pinned = await updateOptions(`${writtenByB} AND TaskQueue = '${us.config.taskQueue}'`, 'build-b');
@@ -399,6 +480,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
         '--yes',
       ],
       cluster!.address,
+      cliEnv(deployer),
     );
     expect(back, back.stderr).toMatchObject({ code: 0 });
     const lastEventId = async (workflowId: string) =>
@@ -446,5 +528,180 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     );
   } finally {
     await deployHarness.close();
+  }
+}, 300_000);
+
+/** gRPC's PERMISSION_DENIED: what the frontend answers a call its authorizer refused. */
+const PERMISSION_DENIED = 7;
+/** What a call came to: 'allowed', 'PermissionDenied' (the authorizer's answer), or the error it failed with. */
+const outcomeOf = (call: Promise<unknown>) =>
+  call.then(
+    () => 'allowed',
+    (err: { code?: number; message?: string; cause?: { code?: number } }) =>
+      // A refusal at connect time (the probe call) arrives as the cause of the SDK's "Failed to connect".
+      (err.code ?? err.cause?.code) === PERMISSION_DENIED ? 'PermissionDenied' : `${err.code}: ${err.message}`,
+  );
+
+it('the locked cluster refuses: no client certificate, no token, a token for the other region, an expired, foreign or misaddressed token; a worker cannot terminate or register a namespace; the Web UI shows a namespace only to a token that allows it', async () => {
+  const [ca, operatorId, workerId, onCallId, euAdmin] = [
+    await fs.readFile(pki.ca),
+    await operator(),
+    await worker(),
+    await onCall(),
+    await identity('eu-operator', ['hold-sweeper-eu:admin']),
+  ];
+  const opened: Connection[] = [];
+  const connect = async (who: { cert?: CertificateFiles; token?: string }) => {
+    const connection = await Connection.connect({
+      address: cluster!.address,
+      tls: who.cert ? await lockedClusterTls(pki, who.cert) : { serverRootCACertificate: ca, serverNameOverride: CLUSTER_SERVER_NAME },
+      ...(who.token ? { apiKey: who.token } : {}),
+      connectTimeout: 5_000,
+    });
+    opened.push(connection);
+    return connection;
+  };
+  const list = (connection: Connection, namespace = NAMESPACE) => connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1 });
+  try {
+    // Transport: no client certificate, or no TLS at all, and there is no connection to speak of.
+    await expect(connect({ token: operatorId.token })).rejects.toThrow();
+    await expect(Connection.connect({ address: cluster!.address, apiKey: operatorId.token, connectTimeout: 5_000 })).rejects.toThrow();
+    await expect(Connection.connect({ address: cluster!.address, connectTimeout: 5_000 })).rejects.toThrow();
+
+    // A certificate proves which machine calls, not what it may do: without a token only the health check answers.
+    const certOnly = await connect({ cert: operatorId.cert });
+    expect(await outcomeOf(certOnly.workflowService.getSystemInfo({}))).toBe('allowed');
+    expect(await outcomeOf(list(certOnly))).toBe('PermissionDenied');
+    // Tokens the cluster must not take: another region's, an expired one, one for another audience, one it did not sign.
+    const stranger = await startTokenIssuer();
+    const refusedTokens = {
+      'hold-sweeper-eu:admin': euAdmin.token,
+      expired: await issuer.token('late@hold-sweeper', [`${NAMESPACE}:admin`], { expiresIn: Math.floor(Date.now() / 1000) - 60 }),
+      'audience codec-server': await issuer.token('confused@hold-sweeper', [`${NAMESPACE}:admin`], { audience: 'codec-server' }),
+      'signed by another key': await stranger.token('forger@hold-sweeper', [`${NAMESPACE}:admin`]),
+    };
+    await stranger.stop();
+    for (const [what, token] of Object.entries(refusedTokens)) {
+      // The frontend refuses a token it cannot verify before any authorizer runs: even the connection's first call.
+      expect(await outcomeOf(connect({ cert: operatorId.cert, token }).then(list)), what).toBe('PermissionDenied');
+    }
+
+    // The worker's token (`:write`): it starts and signals workflows; ending, resetting, batch jobs and namespaces are not its to do.
+    const asWorker = new Client({ connection: await connect(workerId), namespace: NAMESPACE });
+    const probeId = `authz-probe-${id}`;
+    const probe = await asWorker.workflow.start('authzProbe', { taskQueue: `c-${id}-nobody`, workflowId: probeId });
+    expect(await outcomeOf(probe.signal('hello'))).toBe('allowed');
+    expect(await outcomeOf(probe.terminate('a worker tries'))).toBe('PermissionDenied');
+    expect(await outcomeOf(probe.cancel())).toBe('PermissionDenied');
+    expect(
+      await outcomeOf(
+        asWorker.workflowService.startBatchOperation({
+          namespace: NAMESPACE,
+          jobId: `c-${id}-batch`,
+          visibilityQuery: `WorkflowId = '${probeId}'`,
+          reason: 'a worker tries',
+          terminationOperation: {},
+        }),
+      ),
+    ).toBe('PermissionDenied');
+    expect(
+      await outcomeOf(asWorker.workflowService.registerNamespace({ namespace: `c-${id}-rogue`, workflowExecutionRetentionPeriod: msToTs('1 day') })),
+    ).toBe('PermissionDenied');
+    // On-call's token (`:read`) reads and changes nothing.
+    const asOnCall = new Client({ connection: await connect(onCallId), namespace: NAMESPACE });
+    expect(await outcomeOf(asOnCall.workflow.getHandle(probeId).describe())).toBe('allowed');
+    expect(await outcomeOf(asOnCall.workflow.getHandle(probeId).signal('hello'))).toBe('PermissionDenied');
+
+    // The Web UI, in a browser: the namespace's workflows for on-call's token; an error page, and none of them, for no
+    // token or the other region's; a write through the UI needs the namespace's admin, whatever the button shows.
+    const browser = await chromium.launch({
+      executablePath: await ensureChromium(),
+      headless: true,
+      args: ['--no-sandbox', '--disable-dev-shm-usage'],
+    });
+    try {
+      const seenBy = async (token: string | undefined) => {
+        const context = await browser.newContext(token ? { extraHTTPHeaders: { Authorization: `Bearer ${token}` } } : {});
+        try {
+          const page = await context.newPage();
+          await page.goto(`${cluster!.uiUrl}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(`WorkflowId="${probeId}"`)}`);
+          // The UI renders either the list or its error page; wait for one of them, then read what it shows.
+          await page
+            .getByText(new RegExp(`${probeId}|Uh oh`))
+            .first()
+            .waitFor({ timeout: 30_000 });
+          return (await page.locator('body').innerText()).replace(/\s+/g, ' ');
+        } finally {
+          await context.close();
+        }
+      };
+      expect(await seenBy(onCallId.token)).toContain(probeId);
+      for (const token of [undefined, euAdmin.token]) {
+        const text = await seenBy(token);
+        expect(text).toContain('Uh oh');
+        expect(text).not.toContain(probeId);
+      }
+    } finally {
+      await browser.close();
+    }
+    const terminateThroughUi = (who: Identity) =>
+      fetch(`${cluster!.uiUrl}/api/v1/namespaces/${NAMESPACE}/workflows/${probeId}/terminate`, {
+        method: 'POST',
+        headers: { Authorization: `Bearer ${who.token}`, 'Content-Type': 'application/json' },
+        body: JSON.stringify({ reason: 'through the Web UI' }),
+      }).then((r) => r.status);
+    expect(await terminateThroughUi(onCallId)).toBe(403);
+    expect(await terminateThroughUi(workerId)).toBe(403);
+    expect(await terminateThroughUi(operatorId)).toBe(200);
+    expect((await asOnCall.workflow.getHandle(probeId).describe()).status.name).toBe('TERMINATED');
+
+    // Temporal Cloud's way in, by configuration alone: a temporal.toml profile with an API key (a bearer token, as
+    // Cloud's keys are), TLS and the namespace. The cluster's JWT authorizer checks it like any other token.
+    const toml = path.join(dir, 'temporal.toml');
+    await fs.writeFile(
+      toml,
+      [
+        '[profile.cloud]',
+        `address = "${cluster!.address}"`,
+        `namespace = "${NAMESPACE}"`,
+        `api_key = "${onCallId.token}"`,
+        '[profile.cloud.tls]',
+        `server_ca_cert_path = "${pki.ca}"`,
+        `server_name = "${CLUSTER_SERVER_NAME}"`,
+        `client_cert_path = "${onCallId.cert.cert}"`,
+        `client_key_path = "${onCallId.cert.key}"`,
+        '',
+      ].join('\n'),
+    );
+    const cloud = loadTemporalConnectionSettings({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'cloud' }, 'us', { servesOneRegion: true });
+    expect(cloud).toMatchObject({ address: cluster!.address, namespace: NAMESPACE });
+    const viaProfile = await connectClient(cloud, cloud.address!);
+    opened.push(viaProfile);
+    expect(await outcomeOf(list(viaProfile))).toBe('allowed');
+
+    // A key rotated without a restart: the file's token changes, the open connection carries the new one.
+    const keyFile = path.join(dir, 'rotating.token');
+    await fs.writeFile(keyFile, euAdmin.token, { mode: 0o600 });
+    const rotating = loadTemporalConnectionSettings(
+      { ...temporalEnv(onCallId), TEMPORAL_API_KEY_FILE: keyFile, TEMPORAL_API_KEY_REFRESH: '1' },
+      'us',
+      {
+        servesOneRegion: true,
+      },
+    );
+    const rotated = await connectClient(rotating, cluster!.address);
+    opened.push(rotated);
+    const errors: Error[] = [];
+    const stop = keepApiKeyFresh(rotating, [rotated], (err) => errors.push(err));
+    try {
+      expect(await outcomeOf(list(rotated))).toBe('PermissionDenied');
+      await fs.writeFile(keyFile, onCallId.token);
+      await expect.poll(() => outcomeOf(list(rotated)), { timeout: 15_000 }).toBe('allowed');
+    } finally {
+      stop();
+    }
+    expect(errors).toEqual([]);
+  } finally {
+    await Promise.all(opened.map((c) => c.close()));
   }
 }, 300_000);

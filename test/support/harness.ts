@@ -3,7 +3,7 @@
  * task queues and schedule ids, real workers on the shared dev server. Nothing here is a mock.
  */
 import { randomUUID } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, type TLSConfig } from '@temporalio/client';
 import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { inject } from 'vitest';
@@ -60,13 +60,17 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** `address`: another Temporal server than the shared one (a test that needs its own server settings). */
-export async function openHarness(options: { address?: string } = {}): Promise<Harness> {
+/**
+ * `address`: another Temporal server than the shared one (a test that needs its own server settings); `tls` and
+ * `apiKey`: how to reach it when it is locked (the workers' and the clients' identity).
+ */
+export async function openHarness(options: { address?: string; tls?: TLSConfig; apiKey?: string } = {}): Promise<Harness> {
   installQuietRuntime();
   const id = randomUUID().slice(0, 8);
   const address = options.address ?? inject('temporalAddress');
-  const connection = await Connection.connect({ address });
-  const nativeConnection = await NativeConnection.connect({ address });
+  const secured = { ...(options.tls ? { tls: options.tls } : {}), ...(options.apiKey ? { apiKey: options.apiKey } : {}) };
+  const connection = await Connection.connect({ address, ...secured });
+  const nativeConnection = await NativeConnection.connect({ address, ...secured });
   const workflowBundle = { code: inject('workflowBundleCode') };
   const pools: pg.Pool[] = [];
   const workers: RunningWorker[] = [];

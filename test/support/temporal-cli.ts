@@ -9,14 +9,14 @@ export interface CliResult {
 }
 
 /**
- * Runs `temporal <args> --address <the shared server, or address>`; resolves with its exit code and output, never
- * rejects on a non-zero exit.
+ * Runs `temporal <args> --address <the shared server, or address>` (with `env` added: a locked cluster's
+ * TEMPORAL_TLS_* and TEMPORAL_API_KEY); resolves with its exit code and output, never rejects on a non-zero exit.
  */
-export function temporalCli(args: readonly string[], address = inject('temporalAddress')): Promise<CliResult> {
+export function temporalCli(args: readonly string[], address = inject('temporalAddress'), env: Record<string, string> = {}): Promise<CliResult> {
   const binary = inject('temporalCliPath');
   if (!binary) throw new Error('the global setup started the dev server through the SDK download: no `temporal` binary to run');
   return new Promise((resolve) => {
-    execFile(binary, [...args, '--address', address], { timeout: 60_000 }, (err, stdout, stderr) => {
+    execFile(binary, [...args, '--address', address], { timeout: 60_000, env: { ...process.env, ...env } }, (err, stdout, stderr) => {
       const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
       resolve({ code, stdout, stderr });
     });

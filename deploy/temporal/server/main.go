@@ -1,0 +1,104 @@
+// The Temporal server hold-sweeper's clusters run: the stock server of deploy/temporal/server-version with one
+// difference, the authorizer (authorizer.go). Same flags and config files as the upstream binary
+// (`--root --config --env [--zone] start --service ...`), so every command in docs/cluster.md works with either.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/urfave/cli/v2"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/headers"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/temporal"
+)
+
+func main() {
+	app := cli.NewApp()
+	app.Name = "hold-sweeper-temporal"
+	app.Usage = "Temporal server with hold-sweeper's authorizer"
+	app.Version = headers.ServerVersion
+	app.Flags = []cli.Flag{
+		&cli.StringFlag{Name: "root", Aliases: []string{"r"}, Value: ".", EnvVars: []string{config.EnvKeyRoot}},
+		&cli.StringFlag{Name: "config", Aliases: []string{"c"}, Value: "config", EnvVars: []string{config.EnvKeyConfigDir}},
+		&cli.StringFlag{Name: "env", Aliases: []string{"e"}, Value: "development", EnvVars: []string{config.EnvKeyEnvironment}},
+		&cli.StringFlag{Name: "zone", Aliases: []string{"az"}, EnvVars: []string{config.EnvKeyAvailabilityZone}},
+		&cli.BoolFlag{Name: "allow-no-auth", Usage: "start without authorization (global.authorization.jwtKeyProvider unset)", EnvVars: []string{config.EnvKeyAllowNoAuth}},
+	}
+	app.Commands = []*cli.Command{{
+		Name:  "start",
+		Usage: "Start Temporal server",
+		Flags: []cli.Flag{&cli.StringSliceFlag{Name: "service", Aliases: []string{"svc"}, Value: cli.NewStringSlice(temporal.DefaultServices...)}},
+		Action: func(c *cli.Context) error {
+			if err := start(c); err != nil {
+				return cli.Exit(err.Error(), 1)
+			}
+			return cli.Exit("All services are stopped.", 0)
+		},
+	}}
+	_ = app.Run(os.Args)
+}
+
+func start(c *cli.Context) error {
+	cfg, err := config.LoadConfig(c.String("env"), path.Join(c.String("root"), c.String("config")), c.String("zone"))
+	if err != nil {
+		return fmt.Errorf("unable to load configuration: %w", err)
+	}
+	logger := log.NewZapLogger(log.BuildZapLogger(cfg.Log))
+
+	// `authorizer: hold-sweeper` is this binary's (authorizer.go); the stock names work as upstream. An authorizer
+	// with an empty claim mapper would make every caller a system admin, so that is refused, and a cluster without
+	// an authorizer must be started with --allow-no-auth, said on purpose.
+	auth := &cfg.Global.Authorization
+	var authorizer authorization.Authorizer
+	switch auth.Authorizer {
+	case "hold-sweeper":
+		authorizer = newHoldSweeperAuthorizer()
+	case "":
+		if !c.Bool("allow-no-auth") {
+			return fmt.Errorf("global.authorization.authorizer is empty: every caller could do anything; configure it, or start with --allow-no-auth on purpose")
+		}
+		authorizer = authorization.NewNoopAuthorizer()
+	default:
+		if authorizer, err = authorization.GetAuthorizerFromConfig(auth); err != nil {
+			return fmt.Errorf("unable to instantiate authorizer: %w", err)
+		}
+	}
+	if auth.Authorizer != "" && auth.ClaimMapper == "" {
+		return fmt.Errorf("global.authorization.authorizer %q with an empty claimMapper makes every caller a system admin: set claimMapper: default", auth.Authorizer)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger)
+	if err != nil {
+		return fmt.Errorf("unable to instantiate claim mapper: %w", err)
+	}
+	audienceMapper, err := authorization.GetAudienceMapperFromConfig(&cfg.Global.Authorization)
+	if err != nil {
+		return fmt.Errorf("unable to instantiate audience mapper: %w", err)
+	}
+
+	var dynamicConfigClient dynamicconfig.Client = dynamicconfig.NewNoopClient()
+	if cfg.DynamicConfigClient != nil {
+		if dynamicConfigClient, err = dynamicconfig.NewFileBasedClient(cfg.DynamicConfigClient, logger, temporal.InterruptCh()); err != nil {
+			return fmt.Errorf("unable to create dynamic config client: %w", err)
+		}
+	}
+
+	server, err := temporal.NewServer(
+		temporal.ForServices(c.StringSlice("service")),
+		temporal.WithConfig(cfg),
+		temporal.WithDynamicConfigClient(dynamicConfigClient),
+		temporal.WithLogger(logger),
+		temporal.InterruptOn(temporal.InterruptCh()),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithAudienceGetter(func(*config.Config) authorization.JWTAudienceMapper { return audienceMapper }),
+	)
+	if err != nil {
+		return fmt.Errorf("unable to create server: %w", err)
+	}
+	return server.Start()
+}

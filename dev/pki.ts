@@ -1,0 +1,97 @@
+/**
+ * A certificate authority for a locked Temporal cluster the local stack and the tests run: one CA, a server
+ * certificate for the frontend and one for the cluster's own nodes (internode TLS: history, matching,
+ * internal-frontend), and a client certificate per caller (workers, the receiver, operators, the Web UI server).
+ * Written as PEM files into a directory of their own; the key files are readable by their owner only.
+ *
+ * Production brings its own CA (docs/cluster.md): these files only ever live in a temporary directory.
+ */
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { generate } from 'selfsigned';
+
+/** The name the cluster's certificates are issued for; clients check it with TEMPORAL_TLS_SERVER_NAME. */
+export const CLUSTER_SERVER_NAME = 'temporal.hold.internal';
+
+export interface CertificateFiles {
+  cert: string;
+  key: string;
+}
+
+export interface ClusterPki {
+  dir: string;
+  /** The CA's certificate: the servers' roots and the frontend's client CA. */
+  ca: string;
+  frontend: CertificateFiles;
+  internode: CertificateFiles;
+  /** A client certificate for `name` (issued once, then the same files). */
+  client(name: string): Promise<CertificateFiles>;
+}
+
+const ONE_DAY = 86_400_000;
+
+/** Creates the CA and the two server certificates in `dir`. */
+export async function createClusterPki(dir: string): Promise<ClusterPki> {
+  await fs.mkdir(dir, { recursive: true, mode: 0o700 });
+  const notBeforeDate = new Date(Date.now() - 60_000);
+  const notAfterDate = new Date(Date.now() + 7 * ONE_DAY);
+  const ca = await generate([{ name: 'commonName', value: 'hold-sweeper test CA' }], {
+    keySize: 2048,
+    algorithm: 'sha256',
+    notBeforeDate,
+    notAfterDate,
+    extensions: [
+      { name: 'basicConstraints', cA: true, critical: true },
+      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+    ],
+  });
+  const caFile = path.join(dir, 'ca.pem');
+  await fs.writeFile(caFile, ca.cert);
+
+  const write = async (name: string, pem: { cert: string; private: string }): Promise<CertificateFiles> => {
+    const files = { cert: path.join(dir, `${name}.pem`), key: path.join(dir, `${name}.key`) };
+    await fs.writeFile(files.cert, pem.cert);
+    await fs.writeFile(files.key, pem.private, { mode: 0o600 });
+    return files;
+  };
+  const issue = async (commonName: string, usage: { serverAuth?: boolean; clientAuth?: boolean }) =>
+    generate([{ name: 'commonName', value: commonName }], {
+      keySize: 2048,
+      algorithm: 'sha256',
+      notBeforeDate,
+      notAfterDate,
+      ca: { key: ca.private, cert: ca.cert },
+      extensions: [
+        { name: 'basicConstraints', cA: false },
+        { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
+        { name: 'extKeyUsage', ...usage },
+        {
+          name: 'subjectAltName',
+          altNames: [
+            { type: 2, value: CLUSTER_SERVER_NAME },
+            { type: 2, value: 'localhost' },
+            { type: 7, ip: '127.0.0.1' },
+          ],
+        },
+      ],
+    });
+  // The cluster's own nodes present their certificate both ways (internode TLS is mutual).
+  const frontend = await write('frontend', await issue(CLUSTER_SERVER_NAME, { serverAuth: true }));
+  const internode = await write('internode', await issue(CLUSTER_SERVER_NAME, { serverAuth: true, clientAuth: true }));
+  const clients = new Map<string, Promise<CertificateFiles>>();
+  return {
+    dir,
+    ca: caFile,
+    frontend,
+    internode,
+    client(name) {
+      if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`client certificate name ${name}: lower-case letters, digits and -`);
+      let files = clients.get(name);
+      if (!files) {
+        files = issue(`${name}.clients.hold.internal`, { clientAuth: true }).then((pem) => write(`client-${name}`, pem));
+        clients.set(name, files);
+      }
+      return files;
+    },
+  };
+}
