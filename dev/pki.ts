@@ -4,7 +4,8 @@
  * internal-frontend), and a client certificate per caller (workers, the receiver, operators, the Web UI server).
  * Written as PEM files into a directory of their own; the key files are readable by their owner only.
  *
- * Production brings its own CA (docs/cluster.md): these files only ever live in a temporary directory.
+ * Production brings its own CA (docs/cluster.md). The tests keep these files in a temporary directory; `npm run
+ * credentials` writes a set for docker-compose.yml's stack.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -30,11 +31,11 @@ export interface ClusterPki {
 
 const ONE_DAY = 86_400_000;
 
-/** Creates the CA and the two server certificates in `dir`. */
-export async function createClusterPki(dir: string): Promise<ClusterPki> {
+/** Creates the CA and the two server certificates in `dir`, valid for `validDays` (7 unless said). */
+export async function createClusterPki(dir: string, options: { validDays?: number } = {}): Promise<ClusterPki> {
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   const notBeforeDate = new Date(Date.now() - 60_000);
-  const notAfterDate = new Date(Date.now() + 7 * ONE_DAY);
+  const notAfterDate = new Date(Date.now() + (options.validDays ?? 7) * ONE_DAY);
   const ca = await generate([{ name: 'commonName', value: 'hold-sweeper test CA' }], {
     keySize: 2048,
     algorithm: 'sha256',

@@ -1,9 +1,9 @@
 /**
- * A token issuer for a locked Temporal cluster the local stack and the tests run: an ES256 key (the algorithms
- * Temporal's default JWT claim mapper takes are RS256 and ES256), its JWKS served on loopback for the cluster's
- * `jwtKeyProvider`, and signed tokens carrying Temporal's `permissions` claim (`<namespace>:<read|write|admin>`,
- * `temporal-system:admin` for the whole cluster). Temporal's mapper checks the signature, `exp` and `aud`, never `iss`:
- * each token names the audience the cluster is configured with.
+ * Tokens for a locked Temporal cluster the local stack and the tests run: an ES256 key (the algorithms Temporal's
+ * default JWT claim mapper takes are RS256 and ES256), its JWKS (served on loopback for the tests' cluster, written
+ * to a file for docker-compose.yml's), and signed tokens carrying Temporal's `permissions` claim
+ * (`<namespace>:<read|write|admin>`, `temporal-system:admin` for the whole cluster). Temporal's mapper checks the
+ * signature, `exp` and `aud`, never `iss`: each token names the audience the cluster is configured with.
  *
  * Production uses its identity provider's JWKS instead (docs/cluster.md). A full OIDC provider for people signing in
  * comes with the authenticated-APIs work; this one only mints tokens for services and tests.
@@ -11,31 +11,57 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type net from 'node:net';
-import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 
 /** The audience a cluster of this project requires (config.yaml's TEMPORAL_AUTH_AUDIENCE): tokens for other services do not pass. */
 export const TEMPORAL_AUDIENCE = 'temporal-frontend';
 
-export interface TokenIssuer {
+export interface TokenOptions {
+  /** A jose time span ('1h', '30d'), or the expiry in seconds since the epoch (one in the past: an expired token). */
+  expiresIn?: string | number;
+  audience?: string;
+  kid?: string;
+}
+
+export interface TokenSigner {
+  /** The public half, as the cluster's jwtKeyProvider reads it. */
+  readonly jwks: { keys: JWK[] };
+  /** A token for `subject` with these permissions (one hour unless said). */
+  token(subject: string, permissions: readonly string[], options?: TokenOptions): Promise<string>;
+}
+
+export interface TokenIssuer extends TokenSigner {
   /** The JWKS the cluster fetches its keys from. */
   readonly jwksUrl: string;
-  readonly issuer: string;
-  /**
-   * A token for `subject` with these permissions, valid for `expiresIn` (a jose time span, e.g. '1h', '30s', or the
-   * expiry as seconds since the epoch: one in the past makes an expired token).
-   */
-  token(subject: string, permissions: readonly string[], options?: { expiresIn?: string | number; audience?: string; kid?: string }): Promise<string>;
   stop(): Promise<void>;
 }
 
-export async function startTokenIssuer(): Promise<TokenIssuer> {
+/** A new signing key and what it signs. `issuer`: the tokens' `iss` (informational: Temporal does not check it). */
+export async function createTokenSigner(issuer = 'hold-sweeper-dev'): Promise<TokenSigner> {
   const kid = `hold-sweeper-${randomUUID().slice(0, 8)}`;
   const { publicKey, privateKey } = await generateKeyPair('ES256');
-  const jwk = { ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' };
+  const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }] };
+  return {
+    jwks,
+    token: (subject, permissions, options = {}) =>
+      new SignJWT({ permissions: [...permissions] })
+        .setProtectedHeader({ alg: 'ES256', kid: options.kid ?? kid })
+        .setIssuer(issuer)
+        .setAudience(options.audience ?? TEMPORAL_AUDIENCE)
+        .setSubject(subject)
+        .setIssuedAt()
+        .setExpirationTime(options.expiresIn ?? '1h')
+        .sign(privateKey),
+  };
+}
+
+/** A signer whose JWKS is served at http://127.0.0.1:<port>/.well-known/jwks.json (for a cluster started by a test). */
+export async function startTokenIssuer(): Promise<TokenIssuer> {
+  let jwks = '';
   const server = http.createServer((req, res) => {
     if (req.method === 'GET' && req.url === '/.well-known/jwks.json') {
       res.writeHead(200, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify({ keys: [jwk] }));
+      res.end(jwks);
       return;
     }
     res.writeHead(404).end();
@@ -43,19 +69,11 @@ export async function startTokenIssuer(): Promise<TokenIssuer> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as net.AddressInfo;
   const issuer = `http://127.0.0.1:${port}`;
+  const signer = await createTokenSigner(issuer);
+  jwks = JSON.stringify(signer.jwks);
   return {
+    ...signer,
     jwksUrl: `${issuer}/.well-known/jwks.json`,
-    issuer,
-    token(subject, permissions, options = {}) {
-      return new SignJWT({ permissions: [...permissions] })
-        .setProtectedHeader({ alg: 'ES256', kid: options.kid ?? kid })
-        .setIssuer(issuer)
-        .setAudience(options.audience ?? TEMPORAL_AUDIENCE)
-        .setSubject(subject)
-        .setIssuedAt()
-        .setExpirationTime(options.expiresIn ?? '1h')
-        .sign(privateKey);
-    },
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

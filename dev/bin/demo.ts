@@ -10,8 +10,8 @@
  *   npm start               run the demo and keep the workers up (the schedules keep sweeping)
  *   npm start -- --once     exit after the summary (scripts, CI smoke runs)
  */
-import { Client, Connection } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { Client } from '@temporalio/client';
+import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import { loadConfig, type RegionConfig } from '../../src/config.js';
 import { loadDevConfig } from '../dev-config.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
@@ -29,6 +29,7 @@ import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker
 import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
 import { FakeProcessor, planCallbacks, processorKeyOf, sendCallbacks, type CallbackTally } from '../fake-processor.js';
 import { seededRandom } from '../seed.js';
+import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../../src/temporal-connection.js';
 
 /** A dozen merchants per region, as the demo promises. */
 const DEMO_MERCHANTS = 12;
@@ -144,6 +145,7 @@ async function main() {
   // The card processor's signing secret for this run: the receivers verify with it, the fake processor signs with it.
   const processorSecret = generateSigningSecret();
   const connections: { close(): Promise<void> }[] = [];
+  const stopRefreshing: (() => void)[] = [];
   const workerRuns: Promise<void>[] = [];
   let shuttingDown = false;
 
@@ -156,6 +158,7 @@ async function main() {
     await Promise.allSettled(workerRuns);
     await Promise.all(runs.map((r) => r.pool.end()));
     await merchants.stop();
+    for (const stop of stopRefreshing) stop();
     for (const c of connections) await c.close();
     await stack.stop();
     process.exit(code);
@@ -186,9 +189,13 @@ async function main() {
       `${region.region.toUpperCase()} ledger: seeded ${night.holds.length + night.defective} holds ` +
         `(${night.expiredValid} expired, ${night.future} expiring tomorrow, ${night.defective} defective rows)`,
     );
-    const connection = await Connection.connect({ address });
-    const nativeConnection = await NativeConnection.connect({ address });
+    // A configured Temporal (TEMPORAL_ADDRESS, a temporal.toml profile) is reached with its TLS and key; the embedded
+    // dev server in plaintext.
+    const settings = region.temporalAddress ? (region.temporal ?? PLAINTEXT) : PLAINTEXT;
+    const connection = await connectClient(settings, address);
+    const nativeConnection = await connectWorker(settings, address);
     connections.push(connection, nativeConnection);
+    stopRefreshing.push(keepApiKeyFresh(settings, [connection, nativeConnection], (err) => log(`Temporal API key: ${err.message}`)));
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
     const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, version, webhooks: config.webhooks });

@@ -3,12 +3,15 @@
  * deployment files (docker-compose, Prometheus, alert rules, .env.example), which cannot run here, checked for
  * structure against the code they configure.
  */
+import { X509Certificate } from 'node:crypto';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { CONFIG_VARIABLES, loadConfig, loadProcessorConfig } from '../../src/config.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
+import { writeComposeCredentials } from '../../dev/credentials.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '../../dev/temporal-cluster.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
@@ -19,6 +22,9 @@ import { waitUntil } from '../support/wait.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
+/** The `permissions` claim of a JWT (its payload, not checked: the cluster checks it). */
+const permissionsIn = (token: string) =>
+  (JSON.parse(Buffer.from(token.trim().split('.')[1]!, 'base64url').toString()) as { permissions: string[] }).permissions;
 const read = (file: string) => fs.readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
 
 function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
@@ -210,12 +216,29 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
 
 describe('deployment files', () => {
   it('docker-compose.yml: every dependency exists, the worker image runs a real entry point with variables the config loader reads', async () => {
-    const compose = parse(await read('docker-compose.yml')) as { services: Record<string, Record<string, unknown>> };
+    const compose = parse(await read('docker-compose.yml'), { merge: true }) as { services: Record<string, Record<string, unknown>> };
     const services = compose.services;
+    // The files `npm run credentials` writes, where compose mounts them: each service's /run/secrets/temporal/* is
+    // read from here, so its configuration loads as it would in its container (certificates and all).
+    const secrets = await fs.mkdtemp(path.join(os.tmpdir(), 'hs-compose-secrets-'));
+    await writeComposeCredentials(secrets, 1);
+    const inContainer = (service: Record<string, unknown>, env: Record<string, string>) => {
+      const mounts = new Map(
+        ((service.volumes as string[] | undefined) ?? []).map((v) => v.split(':')).map(([host, container]) => [container!, host!] as const),
+      );
+      return Object.fromEntries(
+        Object.entries(env).map(([k, v]) => {
+          if (!v.startsWith('/run/secrets/')) return [k, v];
+          const host = mounts.get(v);
+          expect(host, `${k}=${v} is mounted`).toBeDefined();
+          return [k, path.join(secrets, path.relative('./deploy/secrets', host!))];
+        }),
+      );
+    };
     for (const [name, service] of Object.entries(services)) {
       expect(service.image ?? service.build, `${name} has an image or a build`).toBeTruthy();
-      if (service.build) {
-        const command = (service.command as string[] | undefined)?.at(-1);
+      if (service.build && (service.command as string[] | undefined)?.[0] === 'node') {
+        const command = (service.command as string[]).at(-1);
         if (command) await expect(fs.access(new URL(`../../${command}`, import.meta.url)), `${name} runs ${command}`).resolves.toBeUndefined();
       }
       for (const dependency of Object.keys((service.depends_on as Record<string, unknown>) ?? {})) {
@@ -234,15 +257,23 @@ describe('deployment files', () => {
       expect(dockerfile).toMatch(/^ENV WORKER_BUILD_ID=\$\{BUILD_ID\}$/m);
       // Compose substitutes ${VAR:?message} from the operator's environment (stand in a real key) and ${VAR:-default}.
       const key = `k1:${Buffer.alloc(32, 7).toString('base64')}`;
-      const env = Object.fromEntries(
-        Object.entries(worker.environment as Record<string, string>).map(([k, v]) => [
-          k,
-          v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key).replace(/^\$\{[A-Z_]+:-([^}]*)\}$/, '$1'),
-        ]),
+      const env = inContainer(
+        worker,
+        Object.fromEntries(
+          Object.entries(worker.environment as Record<string, string>).map(([k, v]) => [
+            k,
+            v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key).replace(/^\$\{[A-Z_]+:-([^}]*)\}$/, '$1'),
+          ]),
+        ),
       );
       for (const variable of Object.keys(env)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
       const config = loadConfig(env);
       expect(config).toMatchObject({ mode: 'production', regions: [{ region, namespace: `hold-sweeper-${region}` }] });
+      // Locked: the cluster's CA and name, the worker's own certificate, and a token file granting its region's write.
+      expect(config.regions[0]!.temporal).toMatchObject({ address: 'temporal:7233', tls: { serverNameOverride: 'temporal.hold.internal' } });
+      const tls = config.regions[0]!.temporal!.tls as { clientCertPair?: { crt: Buffer } };
+      expect(new X509Certificate(tls.clientCertPair!.crt).subject).toContain(`worker-${region}.clients.hold.internal`);
+      expect(permissionsIn(await fs.readFile(config.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
       expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
       expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
 
@@ -250,39 +281,83 @@ describe('deployment files', () => {
       const receiver = services[`receiver-${region}`]!;
       expect(receiver.command).toEqual(['node', '--import', 'tsx', 'src/bin/receiver.ts']);
       const secret = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
-      const receiverEnv = Object.fromEntries(
-        Object.entries(receiver.environment as Record<string, string>).map(([k, v]) => [
-          k,
-          v.replace(/^\$\{PROCESSOR_[A-Z_]+:\?[^}]*\}$/, secret).replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key),
-        ]),
+      const receiverEnv = inContainer(
+        receiver,
+        Object.fromEntries(
+          Object.entries(receiver.environment as Record<string, string>).map(([k, v]) => [
+            k,
+            v.replace(/^\$\{PROCESSOR_[A-Z_]+:\?[^}]*\}$/, secret).replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key),
+          ]),
+        ),
       );
       for (const variable of Object.keys(receiverEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
       const receiverConfig = loadConfig(receiverEnv);
       expect(receiverConfig.regions.map((r) => r.region)).toEqual([region]);
       expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({ host: '0.0.0.0', port: 8090, gapWaitMs: 15 * 60_000 });
+      expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
     }
+    // The codec endpoint never calls Temporal, but loads production's configuration like the rest.
+    const codec = services.codec!;
+    const codecEnv = inContainer(
+      codec,
+      Object.fromEntries(Object.entries(codec.environment as Record<string, string>).map(([k, v]) => [k, v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, 'x')])),
+    );
+    expect(() =>
+      loadConfig({
+        ...codecEnv,
+        PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
+        PAYLOAD_KEYS_EU: `k1:${Buffer.alloc(32, 2).toString('base64')}`,
+      }),
+    ).not.toThrow();
+    // Nothing is published beyond this machine: whatever reaches a port from outside is decided in front of it.
+    for (const [name, service] of Object.entries(services)) {
+      for (const port of (service.ports as string[] | undefined) ?? []) expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+    }
+    await fs.rm(secrets, { recursive: true, force: true });
   });
 
-  it('docker-compose.yml runs the Temporal that dev/temporal-cluster.ts runs: same version, config files and setup scripts', async () => {
-    const compose = parse(await read('docker-compose.yml')) as { services: Record<string, Record<string, unknown>> };
+  it('docker-compose.yml runs the Temporal that dev/temporal-cluster.ts runs: same version, server build, config files and setup scripts, locked', async () => {
+    const compose = parse(await read('docker-compose.yml'), { merge: true }) as { services: Record<string, Record<string, unknown>> };
     const services = compose.services;
     const version = await temporalServerVersion();
-    expect(services.temporal!.image).toBe(`temporalio/server:${version}`);
+    // The server is deploy/temporal/server built against that version, on the official image of that version.
+    expect(services.temporal!.build).toBe('./deploy/temporal/server');
+    expect(services.temporal!.image).toBe(`hold-sweeper-temporal:${version}`);
+    expect(await read('deploy/temporal/server/Dockerfile')).toMatch(new RegExp(`^FROM temporalio/server:${version.replace(/\./g, '\\.')}$`, 'm'));
+    expect(await read('deploy/temporal/server/go.mod')).toContain(`go.temporal.io/server v${version}\n`);
+    // Locked as the cluster test's cluster is: its TLS files, the JWKS and audience, the internal-frontend, no --allow-no-auth.
+    const command = JSON.stringify(services.temporal!.command);
+    expect(command).toContain('hold-sweeper-temporal');
+    for (const service of ['frontend', 'internal-frontend', 'history', 'matching', 'worker'])
+      expect(command).toContain(`--service ${service} `.trimEnd());
+    expect(command).not.toContain('allow-no-auth');
+    expect(Object.keys(services.temporal!.environment as object)).toEqual(
+      expect.arrayContaining([
+        'TEMPORAL_TLS_CA_FILE',
+        'TEMPORAL_TLS_FRONTEND_CERT_FILE',
+        'TEMPORAL_TLS_INTERNODE_CERT_FILE',
+        'TEMPORAL_TLS_SERVER_NAME',
+        'TEMPORAL_AUTH_JWKS_URL',
+        'TEMPORAL_AUTH_AUDIENCE',
+      ]),
+    );
     expect(services['temporal-schema']!.image).toBe(`temporalio/admin-tools:${version}`);
     expect(services['temporal-setup']!.image).toBe(`temporalio/admin-tools:${version}`);
     expect(services['temporal-ui']!.image).toBe(`temporalio/ui:${await temporalUiVersion()}`);
     // The files the cluster backend starts the server with are the files compose mounts.
     expect(path.resolve(REPO, 'deploy/temporal')).toBe(TEMPORAL_DEPLOY_DIR);
-    expect(services.temporal!.volumes).toEqual([
-      './deploy/temporal/config.yaml:/etc/temporal/config/docker.yaml:ro',
-      './deploy/temporal/dynamicconfig.yaml:/etc/temporal/config/dynamicconfig/docker.yaml:ro',
-    ]);
+    expect(services.temporal!.volumes).toEqual(
+      expect.arrayContaining([
+        './deploy/temporal/config.yaml:/etc/temporal/config/docker.yaml:ro',
+        './deploy/temporal/dynamicconfig.yaml:/etc/temporal/config/dynamicconfig/docker.yaml:ro',
+      ]),
+    );
     expect(JSON.stringify(services.temporal!.command)).toContain('--env docker');
     for (const [service, script] of [
       ['temporal-schema', 'setup-schema.sh'],
       ['temporal-setup', 'setup-namespaces.sh'],
     ] as const) {
-      expect(services[service]!.volumes).toEqual(['./deploy/temporal:/etc/hold-sweeper/temporal:ro']);
+      expect((services[service]!.volumes as string[])[0]).toBe('./deploy/temporal:/etc/hold-sweeper/temporal:ro');
       expect(services[service]!.entrypoint).toEqual(['sh', `/etc/hold-sweeper/temporal/${script}`]);
     }
     // The setup script registers exactly the product's namespaces and search attributes.
