@@ -100,11 +100,7 @@ const variableOf = (env: Env, region: Region, variable: string) =>
  * TEMPORAL_NAMESPACE (or a profile's namespace) applies only to a process serving one region. Whether production
  * accepts them is `requireTls`'s.
  */
-export function loadTemporalConnectionSettings(
-  env: Env,
-  region: Region,
-  options: { servesOneRegion: boolean },
-): TemporalConnectionSettings {
+export function loadTemporalConnectionSettings(env: Env, region: Region, options: { servesOneRegion: boolean }): TemporalConnectionSettings {
   const view = regionEnvironment(env, region);
   for (const variable of ['TEMPORAL_TLS', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION']) {
     const value = view[variable];
