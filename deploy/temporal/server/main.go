@@ -1,6 +1,6 @@
 // The Temporal server hold-sweeper's clusters run: the stock server of deploy/temporal/server-version with one
 // difference, the authorizer (authorizer.go). Same flags and config files as the upstream binary
-// (`--root --config --env [--zone] start --service ...`), so every command in docs/cluster.md works with either.
+// (`--root --config --env [--zone] start --service ...`, `render-config`), so every command in docs/cluster.md works with either.
 package main
 
 import (
@@ -30,6 +30,17 @@ func main() {
 		&cli.BoolFlag{Name: "allow-no-auth", Usage: "start without authorization (global.authorization.jwtKeyProvider unset)", EnvVars: []string{config.EnvKeyAllowNoAuth}},
 	}
 	app.Commands = []*cli.Command{{
+		Name:  "render-config",
+		Usage: "Print the configuration the server would run with (config.yaml rendered from the environment)",
+		Action: func(c *cli.Context) error {
+			cfg, err := config.LoadConfig(c.String("env"), path.Join(c.String("root"), c.String("config")), c.String("zone"))
+			if err != nil {
+				return cli.Exit(fmt.Sprintf("unable to load configuration: %v", err), 1)
+			}
+			fmt.Println(cfg.String())
+			return nil
+		},
+	}, {
 		Name:  "start",
 		Usage: "Start Temporal server",
 		Flags: []cli.Flag{&cli.StringSliceFlag{Name: "service", Aliases: []string{"svc"}, Value: cli.NewStringSlice(temporal.DefaultServices...)}},
