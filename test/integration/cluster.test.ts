@@ -183,7 +183,7 @@ afterAll(async () => {
 
 it('the production worker on the production Temporal (4 shards on PostgreSQL): a night with faults, every invariant holding', async () => {
   const version = await temporalServerVersion();
-  // What the cluster is: a cluster-wide question, for the platform team's read token (a namespace admin is refused it).
+  // What the cluster is, asked with the platform team's cluster-wide read token (`temporal-system:read`).
   const platform = await connectAs(await identity('platform', ['temporal-system:read']));
   const info = await platform.workflowService.getClusterInfo({});
   await platform.close();
