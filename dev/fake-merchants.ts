@@ -61,6 +61,11 @@ export class FakeMerchants {
     return this.base;
   }
 
+  /** The port it listens on, once started: production's endpoint rules must allow it (WEBHOOK_ALLOWED_PORTS). */
+  get port(): number {
+    return (this.server!.address() as net.AddressInfo).port;
+  }
+
   endpointFor(merchantId: string): string {
     return `${this.base}/webhooks/${encodeURIComponent(merchantId)}`;
   }
