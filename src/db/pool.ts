@@ -1,11 +1,16 @@
 import pg from 'pg';
 
+/** How long a query waits for a connection when its caller says nothing: pg's own default is forever. */
+export const DEFAULT_CONNECTION_TIMEOUT_MS = 10_000;
+
 /**
  * A pool whose idle-connection errors (a database restart, an admin terminating backends during shutdown)
- * are logged instead of crashing the process; queries in flight still fail and are retried by their activity.
+ * are logged instead of crashing the process; queries in flight still fail and are retried by their activity. Waiting
+ * for a connection is bounded (`connectionTimeoutMillis`, DEFAULT_CONNECTION_TIMEOUT_MS unless given): an exhausted
+ * pool fails its callers, it never parks them for ever.
  */
 export function createPool(connectionString: string, options: Omit<pg.PoolConfig, 'connectionString'> = {}): pg.Pool {
-  const pool = new pg.Pool({ connectionString, ...options });
+  const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: DEFAULT_CONNECTION_TIMEOUT_MS, ...options });
   pool.on('error', (err) => console.error(JSON.stringify({ level: 'warn', msg: 'idle database connection lost', error: err.message })));
   return pool;
 }

@@ -120,7 +120,6 @@ export function startLedgerGauges(options: {
     '1',
     'ledger reviews nobody has resolved (late captures, events that could not apply)',
   );
-  const refused = gauge('hold_sweeper_processor_requests_refused_recent', '1', 'processor callbacks refused (4xx) in the last 15 minutes');
   const tags = { region };
 
   async function refresh() {
@@ -140,10 +139,9 @@ export function startLedgerGauges(options: {
       ),
       pool.query<{ status: string; n: number }>(`SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`),
       sweep.lastCompletedAgeSeconds(),
-      pool.query<{ age: number | null; reviews: number; refused: number }>(
+      pool.query<{ age: number | null; reviews: number }>(
         `SELECT (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM processor_events WHERE applied_at IS NULL) AS age,
-                (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews,
-                (SELECT count(*) FROM processor_requests_refused WHERE received_at > now() - interval '15 minutes')::integer AS refused`,
+                (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews`,
       ),
     ]);
     oldestUnreleased.set(holds.rows[0]?.age ?? 0, tags);
@@ -161,7 +159,6 @@ export function startLedgerGauges(options: {
     sweepInterval.set(sweep.intervalMs / 1000, tags);
     oldestUnapplied.set(processor.rows[0]!.age ?? 0, tags);
     openReviews.set(processor.rows[0]!.reviews, tags);
-    refused.set(processor.rows[0]!.refused, tags);
   }
 
   let stopped = false;

@@ -4,10 +4,18 @@
  * Each request is verified (Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature` under the
  * processor's secret, the timestamp within five minutes), validated, and recorded in the region's ledger database
  * (processor_events, keyed by the processor's event id forever) before it is answered 202. A duplicate (same id, same
- * body) answers 200 and changes nothing. Anything refused gets a 4xx with a named error and a row in
- * processor_requests_refused; nothing of it is applied. Recording is one INSERT into a table no ledger transaction
- * locks, bounded by `recordTimeoutMs`: a slow ledger does not slow the answer, and a database that cannot record in
- * time gets a 503 (the processor retries; the event is never acknowledged unrecorded).
+ * body) answers 200 and changes nothing. Recording is one INSERT into a table no ledger transaction locks, bounded by
+ * `recordTimeoutMs`: a slow ledger does not slow the answer, and a database that cannot record in time gets a 503 (the
+ * processor retries; the event is never acknowledged unrecorded).
+ *
+ * Anything refused gets a 4xx with a named error and nothing of it is applied. What anyone can send costs the
+ * database nothing: a request refused before its signature is checked (wrong path or method, too large, unsigned,
+ * stale, badly signed) is counted (`hold_sweeper_processor_requests_refused_total`, by reason) and logged by sample,
+ * never written. Only a correctly signed request that is still refused (malformed, conflicting: the processor's bug,
+ * which someone must read) gets a row in processor_requests_refused, through a pool of its own (`refusalPool`) with a
+ * timeout, so refusals never take a connection from recording; rows older than `refusedRetentionMs` are deleted. The
+ * headers are checked before the body is read, a declared Content-Length over the limit is answered 413 unread, and
+ * the server bounds connections and how long headers and requests may take, checked every second.
  *
  * Applying is not the receiver's job: after answering, it hands the event to its hold's workflow (signal-with-start,
  * src/workflows/hold-events.ts) and marks it dispatched. A receiver killed between recording and handing over, or a
@@ -26,10 +34,14 @@ import type { Region } from '../contracts/regions.js';
 import { HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
 import { signature } from '../delivery/signing.js';
+import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
 export const PROCESSOR_EVENTS_PATH = '/processor/events';
+
+export const HEALTH_PATH = '/healthz';
+export const METRICS_PATH = '/metrics';
 
 /** Standard Webhooks' replay window: a signed request older (or newer) than this is refused. */
 const TIMESTAMP_TOLERANCE_SECONDS = 5 * 60;
@@ -61,6 +73,23 @@ export type RefusalCode =
   | 'InvalidOccurredAt'
   | 'EventConflict';
 
+/** Refusals decided before the signature is known good: anyone can cause them, so they are counted, never written. */
+const UNSIGNED_REFUSALS: ReadonlySet<RefusalCode> = new Set([
+  'NotFound',
+  'MethodNotAllowed',
+  'PayloadTooLarge',
+  'MissingSignature',
+  'InvalidTimestamp',
+  'StaleTimestamp',
+  'BadSignature',
+]);
+/** How often one reason of unsigned refusal is logged at most (with how many were not). */
+const REFUSAL_LOG_EVERY_MS = 60_000;
+/** A signed refusal's row waits this long at most, for a connection and for its INSERT; then it is only logged. */
+const REFUSAL_RECORD_TIMEOUT_MS = 1_000;
+const DEFAULT_REFUSED_RETENTION_MS = 30 * 86_400_000;
+const PRUNE_BATCH = 10_000;
+
 class Refusal extends Error {
   constructor(
     readonly statusCode: number,
@@ -71,9 +100,26 @@ class Refusal extends Error {
   }
 }
 
+/** The pool events are recorded and relayed with: a connection is waited for no longer than an answer may take. */
+export const RECORDING_POOL_OPTIONS = { max: 20, connectionTimeoutMillis: 2_000 } as const;
+/** The refusal pool: two connections, a short wait for one, and no statement running longer than a second. */
+export const REFUSAL_POOL_OPTIONS = { max: 2, connectionTimeoutMillis: 500, statement_timeout: 1_000 } as const;
+
 export interface ReceiverOptions {
   region: Region;
+  /** Records events and relays them: only signed, valid events ever use it. */
   pool: pg.Pool;
+  /**
+   * Records signed refusals and prunes them: small (2 connections) and with a connection timeout in production, so a
+   * burst of refusals waits on itself and never on, or for, the connections events are recorded with.
+   */
+  refusalPool: pg.Pool;
+  /** How long a signed refusal's row is kept (PROCESSOR_REFUSED_RETENTION); 30 days by default. */
+  refusedRetentionMs?: number;
+  /** How often old refusal rows are deleted; hourly by default. */
+  pruneIntervalMs?: number;
+  /** Connections the server accepts at once; more are closed as they arrive. 512 by default. */
+  maxConnections?: number;
   /** The region's Temporal client (a lazy connection is fine: recording does not need Temporal). */
   client: Client;
   taskQueue: string;
@@ -96,6 +142,10 @@ export interface ProcessorReceiver {
   listen(port: number, host?: string): Promise<AddressInfo>;
   /** Hands over recorded, undispatched events older than `relayAfterMs`; returns how many. */
   relayOnce(): Promise<number>;
+  /** Deletes signed-refusal rows older than the retention; returns how many. */
+  pruneRefused(): Promise<number>;
+  /** What `GET /metrics` serves. */
+  readonly metrics: CounterRegistry;
   close(): Promise<void>;
 }
 
@@ -103,13 +153,43 @@ const defaultLog: NonNullable<ReceiverOptions['log']> = (level, msg, fields) =>
   (level === 'warn' ? console.error : console.log)(JSON.stringify({ level, msg, ...fields }));
 
 export function createProcessorReceiver(options: ReceiverOptions): ProcessorReceiver {
-  const { region, pool, client, taskQueue, processorKey } = options;
+  const { region, pool, refusalPool, client, taskQueue, processorKey } = options;
   const recordTimeoutMs = options.recordTimeoutMs ?? 2_000;
   const relayIntervalMs = options.relayIntervalMs ?? 5_000;
   const relayAfterMs = options.relayAfterMs ?? 5_000;
+  const refusedRetentionMs = options.refusedRetentionMs ?? DEFAULT_REFUSED_RETENTION_MS;
   const report = options.log ?? defaultLog;
   const nowSeconds = options.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const handingOver = new Set<Promise<unknown>>();
+
+  const metrics = new CounterRegistry();
+  const refusedTotal = metrics.counter(
+    'hold_sweeper_processor_requests_refused_total',
+    'processor callbacks refused (4xx), by reason; only signed ones are also written to processor_requests_refused',
+    ['region', 'reason'],
+  );
+  const eventsTotal = metrics.counter(
+    'hold_sweeper_processor_events_received_total',
+    'signed, valid processor events by outcome: recorded, duplicate, not_recorded (503, the processor retries)',
+    ['region', 'outcome'],
+  );
+  /** Per reason: when it was last logged and how many went unlogged since. */
+  const logged = new Map<RefusalCode, { at: number; unlogged: number }>();
+  function reportSampled(refusal: Refusal): void {
+    const now = Date.now();
+    const last = logged.get(refusal.code);
+    if (last && now - last.at < REFUSAL_LOG_EVERY_MS) {
+      last.unlogged++;
+      return;
+    }
+    report('warn', 'processor request refused before its signature was verified (sampled)', {
+      region,
+      status: refusal.statusCode,
+      error: refusal.code,
+      notLoggedSinceLast: last?.unlogged ?? 0,
+    });
+    logged.set(refusal.code, { at: now, unlogged: 0 });
+  }
 
   /** Signal-with-start of the hold's event workflow, then the row is marked dispatched. Failures wait for the relay. */
   async function handOver(ref: ProcessorEventRef & { holdId: string }): Promise<boolean> {
@@ -155,19 +235,24 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     void p.finally(() => handingOver.delete(p));
   };
 
-  async function refuse(res: http.ServerResponse, refusal: Refusal, eventId: string | null, body: string | null): Promise<void> {
+  /** Answers a refusal; a signed one is also written (its own pool, bounded in time), an unsigned one only counted. */
+  async function refuse(res: http.ServerResponse, refusal: Refusal, eventId: string | null, body: string | null, close = false): Promise<void> {
+    if (close) res.setHeader('connection', 'close');
     send(res, refusal.statusCode, { error: refusal.code, message: refusal.message });
+    refusedTotal.inc({ region, reason: refusal.code });
+    if (UNSIGNED_REFUSALS.has(refusal.code)) return reportSampled(refusal);
     report('warn', 'processor request refused', { region, status: refusal.statusCode, error: refusal.code, eventId });
-    // Another path or method is not a callback (a scanner, a health probe): answered, not recorded as one.
-    if (refusal.code === 'NotFound' || refusal.code === 'MethodNotAllowed') return;
     try {
-      await events.recordRefused(pool, {
-        statusCode: refusal.statusCode,
-        errorCode: refusal.code,
-        message: refusal.message,
-        eventId,
-        bodyExcerpt: body === null ? null : body.slice(0, REFUSED_EXCERPT_CHARS).replaceAll('\u0000', ''),
-      });
+      await withTimeout(
+        events.recordRefused(refusalPool, {
+          statusCode: refusal.statusCode,
+          errorCode: refusal.code,
+          message: refusal.message,
+          eventId,
+          bodyExcerpt: body === null ? null : body.slice(0, REFUSED_EXCERPT_CHARS).replaceAll('\u0000', ''),
+        }),
+        REFUSAL_RECORD_TIMEOUT_MS,
+      );
     } catch (err) {
       report('warn', 'refused processor request not recorded', { region, error: (err as Error).message });
     }
@@ -175,28 +260,55 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0];
-    if (path !== PROCESSOR_EVENTS_PATH) return refuse(res, new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`), null, null);
-    if (req.method !== 'POST') return refuse(res, new Refusal(405, 'MethodNotAllowed', `${req.method} is not allowed; use POST`), null, null);
-    const body = await readBody(req);
-    if (body === undefined) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null);
+    if (req.method === 'GET' && path === HEALTH_PATH) return send(res, 200, { status: 'ok', region });
+    if (req.method === 'GET' && path === METRICS_PATH) {
+      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      res.end(metrics.render());
+      return;
+    }
+    // Whatever is refused before the body is read leaves it unread: a body of unknown length (chunked) could go on
+    // for as long as the request timeout allows, so its connection is closed instead of drained.
+    const unread = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] !== undefined;
+    const early = (refusal: Refusal) => refuse(res, refusal, null, null, unread);
+    if (path !== PROCESSOR_EVENTS_PATH) return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
+    if (req.method !== 'POST') return early(new Refusal(405, 'MethodNotAllowed', `${req.method} is not allowed; use POST`));
+    const declared = Number(req.headers['content-length'] ?? 0);
+    if (declared > MAX_BODY_BYTES) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
     const eventId = header(req, 'webhook-id');
+    const timestamp = header(req, 'webhook-timestamp');
+    const signatures = header(req, 'webhook-signature');
+    try {
+      checkSignatureHeaders(eventId, timestamp, signatures);
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err;
+      return early(err);
+    }
+    const body = await readBody(req);
+    if (body === undefined) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
     let accepted: AcceptedEvent;
     try {
-      verify(eventId, header(req, 'webhook-timestamp'), header(req, 'webhook-signature'), body);
+      verifySignature(eventId!, Number(timestamp), signatures!, body);
+    } catch (err) {
+      if (!(err instanceof Refusal)) throw err;
+      return refuse(res, err, null, null);
+    }
+    try {
       accepted = parseEvent(eventId!, body);
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
-      return refuse(res, err, eventId && EVENT_ID_PATTERN.test(eventId) ? eventId : null, body);
+      return refuse(res, err, EVENT_ID_PATTERN.test(eventId!) ? eventId! : null, body);
     }
 
     let outcome: events.RecordOutcome;
     try {
       outcome = await withTimeout(events.recordEvent(pool, accepted), recordTimeoutMs);
     } catch (err) {
+      eventsTotal.inc({ region, outcome: 'not_recorded' });
       report('warn', 'processor event not recorded: answered 503, the processor retries', { region, eventId, error: (err as Error).message });
       return send(res, 503, { error: 'NotRecorded', message: 'the event could not be recorded in time; retry' });
     }
     if (outcome.status === 'conflict') return refuse(res, new Refusal(409, 'EventConflict', outcome.why), accepted.eventId, body);
+    eventsTotal.inc({ region, outcome: outcome.status });
     send(res, outcome.status === 'recorded' ? 202 : 200, { status: outcome.status, eventId: accepted.eventId });
     report('info', outcome.status === 'recorded' ? 'processor event recorded' : 'processor event duplicate: nothing changed', {
       region,
@@ -208,7 +320,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     if (outcome.status === 'recorded' || !outcome.dispatched) track(handOver(accepted));
   }
 
-  function verify(id: string | undefined, timestamp: string | undefined, signatures: string | undefined, body: string): void {
+  /** What can be refused from the headers alone, before a byte of the body is read. */
+  function checkSignatureHeaders(id: string | undefined, timestamp: string | undefined, signatures: string | undefined): void {
     if (!id || !timestamp || !signatures) {
       throw new Refusal(401, 'MissingSignature', 'webhook-id, webhook-timestamp and webhook-signature are required (Standard Webhooks)');
     }
@@ -216,7 +329,10 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     if (Math.abs(nowSeconds() - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS) {
       throw new Refusal(401, 'StaleTimestamp', `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`);
     }
-    const expected = Buffer.from(signature(processorKey, id, Number(timestamp), body).slice('v1,'.length), 'base64');
+  }
+
+  function verifySignature(id: string, timestamp: number, signatures: string, body: string): void {
+    const expected = Buffer.from(signature(processorKey, id, timestamp, body).slice('v1,'.length), 'base64');
     const matches = signatures
       .split(' ')
       .filter((s) => s.startsWith('v1,'))
@@ -227,17 +343,19 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     if (!matches) throw new Refusal(401, 'BadSignature', 'no v1 signature in webhook-signature matches the processor secret');
   }
 
-  const server = http.createServer((req, res) => {
-    handle(req, res).catch((err) => {
-      report('warn', 'processor request failed', { region, error: (err as Error).message });
-      if (!res.headersSent) send(res, 500, { error: 'Internal', message: 'not recorded; retry' });
-    });
-  });
   // A processor holds connections open between callbacks; close() must not wait for them. A request that trickles in
-  // (a slow or hostile client) is cut off long before a processor's own timeout would matter.
-  server.keepAliveTimeout = 5_000;
-  server.headersTimeout = 5_000;
-  server.requestTimeout = 10_000;
+  // (a slow or hostile client) is cut off long before a processor's own timeout would matter: Node checks the header
+  // and request timeouts every `connectionsCheckingInterval` (30 s unless said), so they are checked every second.
+  const server = http.createServer(
+    { keepAliveTimeout: 5_000, headersTimeout: 5_000, requestTimeout: 10_000, connectionsCheckingInterval: 1_000 },
+    (req, res) => {
+      handle(req, res).catch((err) => {
+        report('warn', 'processor request failed', { region, error: (err as Error).message });
+        if (!res.headersSent) send(res, 500, { error: 'Internal', message: 'not recorded; retry' });
+      });
+    },
+  );
+  server.maxConnections = options.maxConnections ?? 512;
 
   let relaying = false;
   async function relayOnce(): Promise<number> {
@@ -258,6 +376,19 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   }, relayIntervalMs);
   relayTimer.unref();
 
+  async function pruneRefused(): Promise<number> {
+    let deleted = 0;
+    for (;;) {
+      const n = await events.deleteRefusedBefore(refusalPool, refusedRetentionMs, PRUNE_BATCH);
+      deleted += n;
+      if (n < PRUNE_BATCH) return deleted;
+    }
+  }
+  const pruneTimer = setInterval(() => {
+    pruneRefused().catch((err) => report('warn', 'refused-request retention failed', { region, error: (err as Error).message }));
+  }, options.pruneIntervalMs ?? 3_600_000);
+  pruneTimer.unref();
+
   return {
     listen: (port, host = '127.0.0.1') =>
       new Promise((resolve, reject) => {
@@ -265,8 +396,11 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
         server.listen(port, host, () => resolve(server.address() as AddressInfo));
       }),
     relayOnce,
+    pruneRefused,
+    metrics,
     async close() {
       clearInterval(relayTimer);
+      clearInterval(pruneTimer);
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeIdleConnections();
@@ -286,15 +420,25 @@ function send(res: http.ServerResponse, status: number, body: Record<string, unk
   res.end(JSON.stringify(body));
 }
 
-/** The body as text, or undefined when it is over MAX_BODY_BYTES (the rest is drained, not buffered). */
-async function readBody(req: http.IncomingMessage): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-  }
-  return size > MAX_BODY_BYTES ? undefined : Buffer.concat(chunks).toString('utf8');
+/**
+ * The body as text, or undefined as soon as it passes MAX_BODY_BYTES: reading stops there (the caller answers 413 and
+ * closes the connection), so a body that never ends costs no more than the limit.
+ */
+function readBody(req: http.IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
+      req.off('data', onData);
+      req.pause();
+      resolve(undefined);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.once('error', reject);
+  });
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
@@ -337,7 +481,9 @@ export function parseEvent(eventId: string, body: string): AcceptedEvent {
     throw new Refusal(400, 'InvalidSequence', 'data.sequence must be a positive integer');
   }
   const occurredAt = typeof event.timestamp === 'string' ? event.timestamp : undefined;
-  if (!occurredAt || Number.isNaN(Date.parse(occurredAt))) throw new Refusal(400, 'InvalidOccurredAt', 'timestamp must be an ISO 8601 time');
+  if (!occurredAt || !isRfc3339(occurredAt)) {
+    throw new Refusal(400, 'InvalidOccurredAt', 'timestamp must be an RFC 3339 date-time, e.g. 2026-11-30T02:00:00Z');
+  }
 
   let amountMinor: string | null = null;
   let currency: string | null = null;
@@ -364,4 +510,20 @@ export function parseEvent(eventId: string, body: string): AcceptedEvent {
     body,
     bodySha256: createHash('sha256').update(body).digest('hex'),
   };
+}
+
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * RFC 3339's date-time exactly (section 5.6), each field in its range, the day in its month, years 0001-9999: what
+ * PostgreSQL's timestamptz takes. `Date.parse` is not the check: it takes "1", "Nov 30 2026" and "2026-02-30", which
+ * the ledger then refuses (the receiver would answer 503 to the same event for ever).
+ */
+export function isRfc3339(text: string): boolean {
+  const m = RFC3339.exec(text);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(2000 + (year % 400), month, 0)).getUTCDate();
+  const offsetOk = m[8] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59);
+  return year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && minute <= 59 && second <= 60 && offsetOk;
 }

@@ -66,6 +66,17 @@ export async function recordRefused(db: Queryable, r: RefusedRequest): Promise<v
   );
 }
 
+/** Deletes up to `limit` refused-request rows received more than `olderThanMs` ago; returns how many. */
+export async function deleteRefusedBefore(db: Queryable, olderThanMs: number, limit: number): Promise<number> {
+  const { rowCount } = await db.query(
+    `DELETE FROM processor_requests_refused WHERE id IN (
+       SELECT id FROM processor_requests_refused
+        WHERE received_at < now() - make_interval(secs => $1::double precision / 1000) ORDER BY id LIMIT $2::integer)`,
+    [olderThanMs, limit],
+  );
+  return rowCount ?? 0;
+}
+
 /** The event has been handed to its hold's workflow. */
 export async function markDispatched(db: Queryable, eventIds: readonly string[]): Promise<void> {
   await db.query('UPDATE processor_events SET dispatched_at = now() WHERE event_id = ANY($1::text[]) AND dispatched_at IS NULL', [eventIds]);

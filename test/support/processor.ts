@@ -1,7 +1,8 @@
 /** A region's processor-event receiver on loopback for a test, and a fake processor signing for it. */
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { createProcessorReceiver, type ProcessorReceiver, type ReceiverOptions } from '../../src/processor/receiver.js';
+import { createPool } from '../../src/db/pool.js';
+import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver, type ReceiverOptions } from '../../src/processor/receiver.js';
 import { expect } from 'vitest';
 import type { TestRegion } from './harness.js';
 import { waitUntil } from './wait.js';
@@ -19,9 +20,12 @@ export async function startTestReceiver(
   options: Partial<Omit<ReceiverOptions, 'region' | 'pool' | 'client' | 'taskQueue' | 'processorKey'>> & { secret?: string } = {},
 ): Promise<TestReceiver> {
   const { secret = generateSigningSecret(), ...rest } = options;
+  // Refusals through a small pool of their own, as the receiver process has.
+  const refusalPool = createPool(region.databaseUrl, REFUSAL_POOL_OPTIONS);
   const receiver = createProcessorReceiver({
     region: region.config.region,
     pool: region.pool,
+    refusalPool,
     client: region.client,
     taskQueue: region.config.taskQueue,
     processorKey: processorKeyOf(secret),
@@ -29,7 +33,14 @@ export async function startTestReceiver(
     ...rest,
   });
   const { port } = await receiver.listen(0);
-  return { receiver, processor: new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, secret), close: () => receiver.close() };
+  return {
+    receiver,
+    processor: new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, secret),
+    close: async () => {
+      await receiver.close();
+      await refusalPool.end();
+    },
+  };
 }
 
 /**
