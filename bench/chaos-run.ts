@@ -14,6 +14,7 @@ import { Connection } from '@temporalio/client';
 import { migrate } from '../src/db/migrate.js';
 import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { generateSigningSecret } from '../src/delivery/signing.js';
+import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
 import { startDevServer } from '../dev/temporal-dev-server.js';
@@ -202,13 +203,15 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
 
   try {
     for (const region of regions) {
-      await migrate(region.pool);
+      const sealer = localKeyRing(region.secretKeys);
+      await migrate(region.pool, { region: region.region, sealer });
       const n = Math.round(options.holds * REGION_SHARE[region.region]);
       const ids = Array.from({ length: options.merchantsPerRegion }, (_, i) => `m_${region.region}_${i}`);
       const secrets = ids.map(() => generateSigningSecret());
       ids.forEach((id, i) => merchants.script(id, scriptFor(i, secrets[i]!)));
       await insertMerchants(
         region.pool,
+        { region: region.region, sealer },
         ids.map((id, i) => ({
           id,
           endpointUrl: merchants.endpointFor(id),
@@ -292,10 +295,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         run: async () => {
           fault('freeze', `m_us_0 and m_eu_0 accept connections and never answer for ${options.freezeMs / 1000} s`);
           const frozen = ['m_us_0', 'm_eu_0'];
+          // Sealed in the ledger: opened with the region's ring, as its workers open it.
           const secrets = await Promise.all(
-            regions.map(
-              async (r, i) =>
+            regions.map(async (r, i) =>
+              localKeyRing(r.secretKeys).open(
                 (await r.pool.query('SELECT signing_secret FROM merchants WHERE id = $1', [frozen[i]])).rows[0].signing_secret as string,
+                { region: r.region, merchantId: frozen[i]! },
+              ),
             ),
           );
           frozen.forEach((id, i) => merchants.script(id, { secrets: [secrets[i]!], responses: [{ hang: true }] }));

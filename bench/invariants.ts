@@ -5,7 +5,9 @@
  */
 import type pg from 'pg';
 import type { ReceivedWebhook } from '../dev/fake-merchants.js';
+import type { EncryptionKey } from '../src/config.js';
 import type { Region } from '../src/contracts/regions.js';
+import { localKeyRing, SecretUnsealFailed } from '../src/delivery/secret-box.js';
 
 export interface Violation {
   invariant: number;
@@ -146,7 +148,11 @@ export async function tightestMerchantWindow(
 }
 
 export interface InvariantInput {
-  regions: readonly { region: Region; pool: pg.Pool }[];
+  /**
+   * Each region's ledger, and the key ring its merchants' secrets are sealed with (its workers' MERCHANT_SECRET_KEYS):
+   * the check opens them to know what must not appear in `texts`.
+   */
+  regions: readonly { region: Region; pool: pg.Pool; secretKeys: readonly EncryptionKey[] }[];
   /** Every request the merchants received. */
   requests: readonly ReceivedWebhook[];
   /** Texts that must never contain a signing secret: histories, worker logs. */
@@ -232,7 +238,8 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
   const limits = new Map<string, number>();
   const leakedTexts: { source: string; text: string }[] = [];
 
-  for (const { region, pool } of input.regions) {
+  for (const { region, pool, secretKeys } of input.regions) {
+    const sealer = localKeyRing(secretKeys);
     for (const v of await checkLedgerInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
     for (const v of await checkProcessorEventInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
     // 2. No loss: after quiescence no expired, active hold may remain (rejected rows leave the active set).
@@ -273,11 +280,22 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
       signing_secret: string | null;
       previous_signing_secret: string | null;
     }>('SELECT id, rate_per_second, burst, signing_secret, previous_signing_secret FROM merchants');
+    const unopenable: string[] = [];
     for (const m of merchants.rows) {
       merchantRegion.set(m.id, region);
       limits.set(m.id, receiverLimit(m));
-      for (const secret of [m.signing_secret, m.previous_signing_secret]) if (secret) secrets.push(secret);
+      for (const sealed of [m.signing_secret, m.previous_signing_secret]) {
+        if (!sealed) continue;
+        try {
+          secrets.push(await sealer.open(sealed, { region, merchantId: m.id }));
+        } catch (err) {
+          if (!(err instanceof SecretUnsealFailed)) throw err;
+          unopenable.push(`${m.id} (${err.problem})`);
+        }
+      }
     }
+    // 7. Secrets sealed at rest, each opening with its region's ring: else this check could not look for it.
+    add(7, `${region}: merchant signing secret in clear text or not opening with the region's key ring`, unopenable);
     // 7. Secrets never in what we store from failures.
     const leaked = await pool.query<{ id: string; text: string }>(
       `SELECT webhook_id AS id, coalesce(last_error, '') AS text FROM webhook_deliveries

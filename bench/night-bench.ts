@@ -21,6 +21,7 @@ import { Connection, type Client } from '@temporalio/client';
 import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { migrate } from '../src/db/migrate.js';
 import { generateSigningSecret } from '../src/delivery/signing.js';
+import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchantsProcess, type TrafficSummary } from './fake-merchants-process.js';
 import type { MerchantScript, ReceivedWebhook } from '../dev/fake-merchants.js';
 import type pg from 'pg';
@@ -265,12 +266,14 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const random = seededRandom(options.seed ^ 0x5eed);
     const scripts = new Map<string, MerchantScript>();
     for (const region of regions) {
-      await migrate(region.pool);
+      const sealer = localKeyRing(region.secretKeys);
+      await migrate(region.pool, { region: region.region, sealer });
       const regionMerchants = workload.merchants.filter((m) => m.region === region.region);
       const secrets = regionMerchants.map(() => generateSigningSecret());
       regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random)));
       await insertMerchants(
         region.pool,
+        { region: region.region, sealer },
         regionMerchants.map((m, i) => ({
           id: m.id,
           endpointUrl: merchants.endpointFor(m.id),

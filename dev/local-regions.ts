@@ -8,6 +8,7 @@ import type pg from 'pg';
 import type { RegionConfig } from '../src/config.js';
 import { createPool } from '../src/db/pool.js';
 import { REGIONS } from '../src/contracts/regions.js';
+import { DEV_SECRET_KEYS } from '../src/delivery/secret-box.js';
 
 export type LocalRegion = RegionConfig & { pool: pg.Pool; client: Client };
 
@@ -30,6 +31,8 @@ export function localRegions(connection: Connection, temporalAddress: string, na
       taskQueue: `${names.taskQueuePrefix}-${region}`,
       scheduleId: `${names.schedulePrefix}-${region}`,
       payloadKeys: undefined,
+      // The dev ring: its worker processes get it as MERCHANT_SECRET_KEYS_<R> (workerEnvironment), its seeders seal with it.
+      secretKeys: DEV_SECRET_KEYS,
       pool: createPool(databaseUrl, { max: names.poolMax }),
       client: new Client({ connection, namespace: `hold-sweeper-${region}` }),
     };

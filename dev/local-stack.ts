@@ -9,6 +9,7 @@ import path from 'node:path';
 import { startCodecServer } from '../src/codec/codec-server.js';
 import { EncryptionCodec } from '../src/codec/encryption-codec.js';
 import type { Config } from '../src/config.js';
+import { DEV_SECRET_KEY_ID } from '../src/delivery/secret-box.js';
 import { devStackFilePath, type DevStackFile } from '../src/ops/dev-stack-file.js';
 import type { DevConfig } from './dev-config.js';
 import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
@@ -93,6 +94,10 @@ export async function startLocalStack(
   }
   for (const region of config.regions.filter((r) => !r.payloadKeys)) {
     options.log(`Payloads are NOT encrypted in ${region.region}: no PAYLOAD_KEYS_${region.region.toUpperCase()} (allowed in dev mode only)`);
+  }
+  for (const region of config.regions.filter((r) => r.secretKeys.some((k) => k.id === DEV_SECRET_KEY_ID))) {
+    const variable = `MERCHANT_SECRET_KEYS_${region.region.toUpperCase()}`;
+    options.log(`Merchant secrets in ${region.region} are sealed with the built-in dev key, which protects nothing (${variable} sets your own)`);
   }
   const cluster = needTemporal && backend.kind === 'cluster';
   try {

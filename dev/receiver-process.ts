@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RegionConfig } from '../src/config.js';
 import { freePort } from './embedded-postgres.js';
+import { keyRingVariable } from './worker-processes.js';
 
 const RECEIVER_ENTRY = fileURLToPath(new URL('../src/bin/receiver.ts', import.meta.url));
 
@@ -30,6 +31,10 @@ export interface ReceiverProcessOptions {
   gapWait?: string;
   /** More of the receiver's environment, e.g. `HOLD_SWEEPER_MODE: 'production'` and `PAYLOAD_KEYS_US` (dev mode otherwise). */
   env?: Record<string, string>;
+  /** The Node.js binary to run it with (another version than this process's, e.g. the image's: dev/node24.ts). */
+  nodeBinary?: string;
+  /** Its entry point: the source through tsx unless said, or the compiled `dist/bin/receiver.js` (npm run build), run as it is. */
+  entry?: string;
 }
 
 export async function startReceiverProcess(options: ReceiverProcessOptions): Promise<ReceiverProcess> {
@@ -44,15 +49,18 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
     [`TEMPORAL_NAMESPACE_${up}`]: options.region.namespace,
     [`TASK_QUEUE_${up}`]: options.region.taskQueue,
     [`PROCESSOR_SIGNING_SECRET_${up}`]: options.secret,
+    // Its migrations end with sealing the merchants' secrets: the region's ring, as its workers have it.
+    [`MERCHANT_SECRET_KEYS_${up}`]: keyRingVariable(options.region.secretKeys),
     PROCESSOR_RECEIVER_ADDRESS: `127.0.0.1:${port}`,
     ...(options.gapWait ? { PROCESSOR_GAP_WAIT: options.gapWait } : {}),
     ...options.env,
   };
+  const { nodeBinary = process.execPath, entry = RECEIVER_ENTRY } = options;
   let output = '';
   let child: ChildProcess;
   const start = async () => {
     const started = output.length;
-    child = spawn(process.execPath, ['--import', 'tsx', RECEIVER_ENTRY], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(nodeBinary, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout!.on('data', (d) => (output += d));
     child.stderr!.on('data', (d) => (output += d));
     const deadline = Date.now() + 60_000;

@@ -6,11 +6,13 @@
 import type pg from 'pg';
 import { inTransaction } from '../src/db/pool.js';
 import type { Region } from '../src/contracts/regions.js';
+import type { SecretsAtRest } from '../src/delivery/secret-box.js';
 
 export interface MerchantSeed {
   id: string;
   name?: string;
   endpointUrl: string;
+  /** In clear (whsec_...): `insertMerchants` seals it, as `merchant add` does. */
   signingSecret?: string | null;
   ratePerSecond?: number;
   burst?: number;
@@ -44,8 +46,15 @@ export function seededRandom(seed: number): () => number {
   };
 }
 
-export async function insertMerchants(pool: pg.Pool, merchants: readonly MerchantSeed[]): Promise<void> {
+/**
+ * Inserts the merchants, each secret sealed with `secrets`: the ring the region's workers open with (the dev ring for
+ * `npm start` and a dev worker; whatever MERCHANT_SECRET_KEYS_<R> the workers of a test or a benchmark are given).
+ */
+export async function insertMerchants(pool: pg.Pool, secrets: SecretsAtRest, merchants: readonly MerchantSeed[]): Promise<void> {
   if (merchants.length === 0) return;
+  const sealed = await Promise.all(
+    merchants.map((m) => (m.signingSecret ? secrets.sealer.seal(m.signingSecret, { region: secrets.region, merchantId: m.id }) : null)),
+  );
   await pool.query(
     `INSERT INTO merchants (id, name, endpoint_url, signing_secret, rate_per_second, burst)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::numeric[], $6::integer[])
@@ -54,7 +63,7 @@ export async function insertMerchants(pool: pg.Pool, merchants: readonly Merchan
       merchants.map((m) => m.id),
       merchants.map((m) => m.name ?? m.id),
       merchants.map((m) => m.endpointUrl),
-      merchants.map((m) => (m.signingSecret === undefined ? null : m.signingSecret)),
+      sealed,
       merchants.map((m) => m.ratePerSecond ?? 5),
       merchants.map((m) => m.burst ?? 1),
     ],
@@ -112,6 +121,8 @@ export interface DemoNightOptions {
   seed: number;
   endpointFor: (merchantId: string) => string;
   secretFor: (merchantId: string) => string;
+  /** Seals the merchants' secrets: the region's ring, the one its workers open with. */
+  sealer: SecretsAtRest['sealer'];
 }
 
 export interface DemoNight {
@@ -146,7 +157,7 @@ export async function seedDemoNight(pool: pg.Pool, options: DemoNightOptions): P
     currency,
     availableMinor: 100_000 + Math.floor(random() * 900_000),
   }));
-  await insertMerchants(pool, merchants);
+  await insertMerchants(pool, { region: options.region, sealer: options.sealer }, merchants);
   await insertAccounts(pool, accounts);
 
   const holds: HoldSeed[] = [];

@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { RegionConfig } from '../src/config.js';
+import type { EncryptionKey, RegionConfig } from '../src/config.js';
 
 export interface WorkerProcesses {
   pids: number[];
@@ -23,7 +23,15 @@ export interface WorkerProcesses {
   stop(): Promise<void>;
 }
 
-/** The environment a worker process needs for `regions` (dev rules: loopback http merchants allowed). */
+/** A key ring as its variable spells it (PAYLOAD_KEYS_<R>, MERCHANT_SECRET_KEYS_<R>): `id:base64`, current first. */
+export function keyRingVariable(keys: readonly EncryptionKey[]): string {
+  return keys.map((k) => `${k.id}:${k.key.toString('base64')}`).join(',');
+}
+
+/**
+ * The environment a worker process needs for `regions` (dev rules: loopback http merchants allowed), with each
+ * region's merchant-secret key ring: the processes open what the caller's seeders sealed.
+ */
 export function workerEnvironment(regions: readonly RegionConfig[], address: string, workflowBundlePath: string): Record<string, string> {
   const env: Record<string, string> = {
     HOLD_SWEEPER_MODE: 'dev',
@@ -39,6 +47,7 @@ export function workerEnvironment(regions: readonly RegionConfig[], address: str
     env[`TEMPORAL_NAMESPACE_${up}`] = region.namespace;
     env[`TASK_QUEUE_${up}`] = region.taskQueue;
     env[`SCHEDULE_ID_${up}`] = region.scheduleId;
+    env[`MERCHANT_SECRET_KEYS_${up}`] = keyRingVariable(region.secretKeys);
   }
   return env;
 }
@@ -54,6 +63,10 @@ export interface WorkerProcessOptions {
   logName?: string;
   /** Node flags for each process (e.g. `--cpu-prof`, which NODE_OPTIONS does not allow). */
   nodeArgs?: readonly string[];
+  /** The Node.js binary to run them with (another version than this process's, e.g. the image's: dev/node24.ts). */
+  nodeBinary?: string;
+  /** The worker's entry point: the source through tsx unless said, or the compiled `dist/bin/worker.js` (npm run build), run as it is. */
+  entry?: string;
 }
 
 /** SIGTERM (the worker drains), SIGKILL if it has not exited 15 s later. */
@@ -72,14 +85,21 @@ function drain(child: ChildProcess): Promise<void> {
 export async function startWorkerProcesses(
   count: number,
   environment: Record<string, string>,
-  { extraEnv = () => ({}), logDir, logName = 'worker', nodeArgs = [] }: WorkerProcessOptions = {},
+  {
+    extraEnv = () => ({}),
+    logDir,
+    logName = 'worker',
+    nodeArgs = [],
+    nodeBinary = process.execPath,
+    entry = 'src/bin/worker.ts',
+  }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
   const deployed: Record<string, string>[] = Array.from({ length: count }, () => ({}));
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
   const start = (index: number) => {
-    const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', 'src/bin/worker.ts'], {
+    const child = spawn(nodeBinary, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index), ...deployed[index] } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

@@ -8,12 +8,13 @@ import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { REGIONS, type Region } from './contracts/regions.js';
 import { keyOfSecret } from './delivery/signing.js';
+import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
 import { loadTemporalConnectionSettings, requireTls, TEMPORAL_CONNECTION_VARIABLES, type TemporalConnectionSettings } from './temporal-connection.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
 export type Mode = 'dev' | 'production';
 
-/** One payload encryption key of a region (src/codec/encryption-codec.ts uses them). */
+/** One encryption key of a region: of its payloads (src/codec/encryption-codec.ts) or its merchants' secrets (src/delivery/secret-box.ts). */
 export interface EncryptionKey {
   id: string;
   /** 32 bytes. */
@@ -36,6 +37,12 @@ export interface RegionConfig {
   readonly scheduleId: string;
   /** Payload encryption keys, current first; undefined = payloads are not encrypted (dev only). */
   readonly payloadKeys: readonly EncryptionKey[] | undefined;
+  /**
+   * MERCHANT_SECRET_KEYS_<REGION>: the key ring merchants' signing secrets are sealed with at rest, current first
+   * (src/delivery/secret-box.ts). Dev without the variable: the built-in dev ring, which protects nothing. Empty in a
+   * process loaded with `merchantSecrets: 'not-held'` (the codec endpoint), which never reads a merchant secret.
+   */
+  readonly secretKeys: readonly EncryptionKey[];
 }
 
 export interface SweepConfig {
@@ -72,6 +79,8 @@ export interface WebhookConfig {
   readonly allowPrivateAddresses: boolean;
   /** WEBHOOK_TRUSTED_NETWORKS: private networks (CIDRs) merchants may be on all the same (a private link). */
   readonly trustedNetworks: readonly string[];
+  /** WEBHOOK_ALLOWED_PORTS: the ports merchant endpoints may use; production's default is 443 alone, dev's any port (undefined). */
+  readonly allowedPorts?: readonly number[];
 }
 
 /** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
@@ -190,6 +199,8 @@ export const CONFIG_VARIABLES = [
   'WORKFLOW_BUNDLE_PATH',
   'PAYLOAD_KEYS_US',
   'PAYLOAD_KEYS_EU',
+  'MERCHANT_SECRET_KEYS_US',
+  'MERCHANT_SECRET_KEYS_EU',
   'CODEC_SERVER_ADDRESS',
   'CODEC_AUTH_TOKEN',
   'CODEC_CORS_ORIGIN',
@@ -198,10 +209,12 @@ export const CONFIG_VARIABLES = [
   'WORKER_BUILD_ID',
   'WORKER_SET_CURRENT',
   'WEBHOOK_TRUSTED_NETWORKS',
+  'WEBHOOK_ALLOWED_PORTS',
   'PROCESSOR_RECEIVER_ADDRESS',
   'PROCESSOR_SIGNING_SECRET_US',
   'PROCESSOR_SIGNING_SECRET_EU',
   'PROCESSOR_GAP_WAIT',
+  'PROCESSOR_REFUSED_RETENTION',
 ] as const;
 
 /** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
@@ -312,6 +325,19 @@ function readNetworks(env: Env, variable: string): string[] {
   });
 }
 
+/** Comma-separated TCP ports (`443,8443`), each 1–65535; `fallback` when unset. */
+function readPorts(env: Env, variable: string, fallback: readonly number[] | undefined): readonly number[] | undefined {
+  const raw = env[variable];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  return raw.split(',').map((entry) => {
+    const port = entry.trim();
+    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65_535) {
+      throw new ConfigError(variable, raw, 'comma-separated ports from 1 to 65535, e.g. 443,8443');
+    }
+    return Number(port);
+  });
+}
+
 /** Host:port, as the Temporal client expects it. */
 function readAddress(env: Env, variable: string): string | undefined {
   const raw = env[variable];
@@ -392,12 +418,42 @@ export function requireExplicitMode(env: Env = process.env): void {
   }
 }
 
-export function loadConfig(env: Env = process.env): Config {
+export interface LoadConfigOptions {
+  /**
+   * `not-held`: this process never reads a merchant secret (the codec endpoint, which decodes payloads for browsers:
+   * the last place to keep the key to the merchants' secrets), so MERCHANT_SECRET_KEYS_<R> is neither read nor
+   * required and `secretKeys` is empty. `required` (the default) everywhere else.
+   */
+  merchantSecrets?: 'required' | 'not-held';
+}
+
+/**
+ * MERCHANT_SECRET_KEYS_<R>, parsed like PAYLOAD_KEYS_<R>; unset: the dev ring in dev, undefined in production (which
+ * requires it). Production refuses the dev ring's id and key: they are in the source, so a secret sealed with them is
+ * in clear to anyone.
+ */
+function readSecretKeys(env: Env, mode: Mode, up: string): EncryptionKey[] | undefined {
+  const variable = `MERCHANT_SECRET_KEYS_${up}`;
+  const raw = env[variable];
+  if (!raw) return mode === 'dev' ? [...DEV_SECRET_KEYS] : undefined;
+  // The value is a secret: errors name the variable, never its content.
+  const keys = parseEncryptionKeys(raw, (expected) => {
+    throw new ConfigError(variable, '(redacted)', expected);
+  });
+  const dev = DEV_SECRET_KEYS[0]!.key;
+  if (mode === 'production' && keys.some((k) => k.id === DEV_SECRET_KEY_ID || k.key.equals(dev))) {
+    throw new ConfigError(variable, '(redacted)', `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`);
+  }
+  return keys;
+}
+
+export function loadConfig(env: Env = process.env, { merchantSecrets = 'required' }: LoadConfigOptions = {}): Config {
   const mode = readMode(env);
   const names = readRegions(env);
   const regions = names.map((region): RegionConfig => {
     const up = region.toUpperCase();
     const temporal = loadTemporalConnectionSettings(env, region, { servesOneRegion: names.length === 1 });
+    const secretKeys = merchantSecrets === 'not-held' ? [] : readSecretKeys(env, mode, up);
     const regionConfig: RegionConfig = {
       region,
       databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
@@ -412,6 +468,7 @@ export function loadConfig(env: Env = process.env): Config {
             throw new ConfigError(`PAYLOAD_KEYS_${up}`, '(redacted)', expected);
           })
         : undefined,
+      secretKeys: secretKeys ?? [],
     };
     if (mode === 'production') {
       // Production never falls back to embedded services: a missing address is a deployment mistake.
@@ -423,6 +480,13 @@ export function loadConfig(env: Env = process.env): Config {
       }
       if (!regionConfig.payloadKeys) {
         throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
+      }
+      if (!secretKeys) {
+        throw new ConfigError(
+          `MERCHANT_SECRET_KEYS_${up}`,
+          undefined,
+          'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
+        );
       }
       requireTls(temporal, env, region);
     }
@@ -446,6 +510,8 @@ export function loadConfig(env: Env = process.env): Config {
     allowInsecureHttp: mode === 'dev',
     allowPrivateAddresses: mode === 'dev',
     trustedNetworks: readNetworks(env, 'WEBHOOK_TRUSTED_NETWORKS'),
+    // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
+    allowedPorts: readPorts(env, 'WEBHOOK_ALLOWED_PORTS', mode === 'production' ? [443] : undefined),
   };
 
   const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();
@@ -517,6 +583,8 @@ export interface ProcessorConfig {
   readonly signingKey: Buffer;
   /** How long a hold's event workflow waits for a missing sequence before it stops for a human. */
   readonly gapWaitMs: number;
+  /** PROCESSOR_REFUSED_RETENTION: how long a signed but refused request's row is kept (30 days). */
+  readonly refusedRetentionMs: number;
 }
 
 export function loadProcessorConfig(env: Env, region: Region, mode: Mode): ProcessorConfig {
@@ -537,5 +605,6 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode): Proce
     port,
     signingKey,
     gapWaitMs: readDuration(env, 'PROCESSOR_GAP_WAIT', '15m', 1000),
+    refusedRetentionMs: readDuration(env, 'PROCESSOR_REFUSED_RETENTION', '30d', 3_600_000),
   });
 }

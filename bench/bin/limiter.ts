@@ -13,6 +13,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import { createMerchantBudget } from '../../src/sql/merchant-budget.js';
 import { insertMerchants } from '../../dev/seed.js';
+import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 
 const { values } = parseArgs({
   options: { seconds: { type: 'string', default: '10' }, clients: { type: 'string', default: '8' }, merchants: { type: 'string', default: '500' } },
@@ -25,11 +26,14 @@ const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-limiter-')
 await fs.chmod(dataDir, 0o777);
 const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['limiter'], durable: true });
 const pool = new pg.Pool({ connectionString: postgres.urlFor('limiter'), max: clients });
+// Its merchants have no secrets (the limiter never signs): the dev ring, for the migration's sealing step.
+const secrets = { region: 'us' as const, sealer: localKeyRing(DEV_SECRET_KEYS) };
 try {
-  await migrate(pool);
+  await migrate(pool, secrets);
   const ids = Array.from({ length: merchantCount }, (_, i) => `m_${i}`);
   await insertMerchants(
     pool,
+    secrets,
     ids.map((id) => ({ id, endpointUrl: `https://${id}.example/h`, ratePerSecond: 5, burst: 1 })),
   );
   const budget = createMerchantBudget(pool);

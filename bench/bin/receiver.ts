@@ -29,7 +29,9 @@ import { startDevServer } from '../../dev/temporal-dev-server.js';
 import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
-import { createProcessorReceiver } from '../../src/processor/receiver.js';
+import { createPool } from '../../src/db/pool.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { createProcessorReceiver, REFUSAL_POOL_OPTIONS } from '../../src/processor/receiver.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, runRegionWorker } from '../../src/workers/region-worker.js';
 
@@ -70,11 +72,13 @@ await merchants.start();
 const secret = generateSigningSecret();
 const random = seededRandom(20261201);
 
+const sealer = localKeyRing(region.secretKeys);
 try {
-  await migrate(region.pool);
+  await migrate(region.pool, { region: 'us', sealer });
   const merchantIds = Array.from({ length: 20 }, (_, i) => `m_${i}`);
   await insertMerchants(
     region.pool,
+    { region: 'us', sealer },
     merchantIds.map((id) => {
       const merchantSecret = generateSigningSecret();
       merchants.script(id, { secrets: [merchantSecret], responses: [{ status: 200 }] });
@@ -102,14 +106,17 @@ try {
     connection: nativeConnection,
     region,
     pool: region.pool,
+    sealer,
     workflowBundle,
     version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(workflowBundle) },
     webhooks: { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] },
   });
   const running = await runRegionWorker(worker, region.client, 'always');
+  const refusalPool = createPool(postgres.urlFor('receiver_us'), REFUSAL_POOL_OPTIONS);
   const receiver = createProcessorReceiver({
     region: 'us',
     pool: region.pool,
+    refusalPool,
     client: region.client,
     taskQueue: region.taskQueue,
     processorKey: processorKeyOf(secret),
@@ -204,6 +211,7 @@ try {
   await fs.writeFile(file, `${JSON.stringify({ command: reproduce, cpus: os.cpus().length, cpu: os.cpus()[0]?.model, ...results }, null, 2)}\n`);
   log(`written: ${file}`);
   await receiver.close();
+  await refusalPool.end();
   worker.shutdown();
   await running.run;
 } finally {

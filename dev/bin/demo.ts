@@ -17,6 +17,7 @@ import { loadDevConfig } from '../dev-config.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { migrate } from '../../src/db/migrate.js';
 import { createPool } from '../../src/db/pool.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
 import type pg from 'pg';
 import { parseTemporalBackend, startLocalStack } from '../local-stack.js';
 import { seedDemoNight, type DemoNight } from '../seed.js';
@@ -26,7 +27,8 @@ import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker } from '../../src/workers/region-worker.js';
-import { createProcessorReceiver, type ProcessorReceiver } from '../../src/processor/receiver.js';
+import { startSecretErasure } from '../../src/workers/secret-erasure.js';
+import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver } from '../../src/processor/receiver.js';
 import { FakeProcessor, planCallbacks, processorKeyOf, sendCallbacks, type CallbackTally } from '../fake-processor.js';
 import { seededRandom } from '../seed.js';
 import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../../src/temporal-connection.js';
@@ -146,6 +148,8 @@ async function main() {
   const processorSecret = generateSigningSecret();
   const connections: { close(): Promise<void> }[] = [];
   const stopRefreshing: (() => void)[] = [];
+  const refusalPools: pg.Pool[] = [];
+  const erasures: { stop(): void }[] = [];
   const workerRuns: Promise<void>[] = [];
   let shuttingDown = false;
 
@@ -155,8 +159,10 @@ async function main() {
     log('\nShutting down: workers, then Temporal and Postgres...');
     await Promise.all(runs.map((r) => r.receiver.close()));
     for (const run of runs) if (run.worker.getState() === 'RUNNING') run.worker.shutdown();
+    for (const erasure of erasures) erasure.stop();
     await Promise.allSettled(workerRuns);
     await Promise.all(runs.map((r) => r.pool.end()));
+    await Promise.all(refusalPools.map((p) => p.end()));
     await merchants.stop();
     for (const stop of stopRefreshing) stop();
     for (const c of connections) await c.close();
@@ -170,7 +176,9 @@ async function main() {
     const address = stack.temporalAddress(region.region);
     // Sized like the production worker's: a connection per activity and local-activity slot.
     const pool = createPool(stack.databaseUrl(region.region), ledgerPoolOptions());
-    const applied = await migrate(pool);
+    // The dev ring unless MERCHANT_SECRET_KEYS_<R> says otherwise: a `npm run worker` joining the demo opens with it too.
+    const sealer = localKeyRing(region.secretKeys);
+    const applied = await migrate(pool, { region: region.region, sealer });
     if (applied.length) log(`${region.region.toUpperCase()} ledger: applied ${applied.join(', ')}`);
     const night = await seedDemoNight(pool, {
       region: region.region,
@@ -178,6 +186,7 @@ async function main() {
       holds: dev.demoHolds,
       merchants: DEMO_MERCHANTS,
       seed: DEMO_SEED,
+      sealer,
       endpointFor: (id) => merchants.endpointFor(id),
       secretFor: (id) => {
         const secret = generateSigningSecret();
@@ -198,13 +207,25 @@ async function main() {
     stopRefreshing.push(keepApiKeyFresh(settings, [connection, nativeConnection], (err) => log(`Temporal API key: ${err.message}`)));
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
-    const worker = await createRegionWorker({ connection: nativeConnection, region, pool, workflowBundle, version, webhooks: config.webhooks });
+    const worker = await createRegionWorker({
+      connection: nativeConnection,
+      region,
+      pool,
+      sealer,
+      workflowBundle,
+      version,
+      webhooks: config.webhooks,
+    });
     workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);
+    erasures.push(startSecretErasure({ region: region.region, pool }));
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
     log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
+    const refusalPool = createPool(stack.databaseUrl(region.region), REFUSAL_POOL_OPTIONS);
+    refusalPools.push(refusalPool);
     const receiver = createProcessorReceiver({
       region: region.region,
       pool,
+      refusalPool,
       client,
       taskQueue: region.taskQueue,
       processorKey: processorKeyOf(processorSecret),

@@ -3,8 +3,8 @@
  * (src/workflows/activity-profiles.ts) drives the next one, at the delay this activity computes and passes as
  * `nextRetryDelay` (jittered backoff, Retry-After as a floor), and stops on the named non-retryable failures.
  *
- * The merchant's secret is read here from the ledger by merchant id and used only to sign: it never enters an
- * activity argument, a result, a failure message or a log line.
+ * The merchant's secret is read here from the ledger by merchant id, sealed, opened right before the request is signed
+ * and used only to sign: it never enters an activity argument, a result, a failure message or a log line.
  */
 import { activityInfo, ApplicationFailure, getClient, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
@@ -23,7 +23,8 @@ import {
   type DeliveryAction,
 } from '../delivery/policy.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
-import { MissingSigningSecret, signedHeaders, signingKeys } from '../delivery/signing.js';
+import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/signing.js';
+import type { SecretSealer, SecretsAtRest } from '../delivery/secret-box.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
 import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../contracts/messages.js';
 import type {
@@ -43,6 +44,8 @@ export interface DeliveryDeps {
   region: Region;
   pool: pg.Pool;
   endpointRules: EndpointRules;
+  /** Opens the merchants' sealed signing secrets: the region's MERCHANT_SECRET_KEYS (src/delivery/secret-box.ts). */
+  sealer: SecretSealer;
   /** Where product metrics go (the runtime's Prometheus meter in workers); a no-op by default. */
   meter?: MetricMeter;
   agents?: ReturnType<typeof createAgents>;
@@ -95,15 +98,16 @@ interface SentAttempt {
 }
 
 /**
- * Checks the merchant's policy, endpoint and signing secrets; a bad one is a named, non-retryable failure
- * (quarantine), before anything is sent or a turn in the budget is taken.
+ * Checks the merchant's policy, endpoint and signing secrets (opened here: missing, undecodable or not opening with
+ * the region's key ring is MissingSigningSecret); a bad one is a named, non-retryable failure (quarantine), before
+ * anything is sent or a turn in the budget is taken.
  */
-function sendableDelivery(delivery: deliveries.DeliveryForSending, endpointRules: EndpointRules): Sendable {
+async function sendableDelivery(delivery: deliveries.DeliveryForSending, endpointRules: EndpointRules, secrets: SecretsAtRest): Promise<Sendable> {
   const { merchantId } = delivery;
   try {
     const policy = resolveDeliveryPolicy(merchantId, delivery.deliveryPolicy);
     const url = parseEndpoint(merchantId, delivery.endpointUrl, endpointRules);
-    const keys = signingKeys(merchantId, delivery.signingSecret, delivery.previousSigningSecret);
+    const keys = await openSigningKeys(secrets, merchantId, delivery.sealedSigningSecret, delivery.sealedPreviousSigningSecret);
     return { delivery, policy, url, keys };
   } catch (err) {
     if (err instanceof InvalidDeliveryPolicyError || err instanceof InvalidEndpointUrl || err instanceof MissingSigningSecret) {
@@ -151,6 +155,7 @@ export function createDeliveryActivities({
   region,
   pool,
   endpointRules,
+  sealer,
   agents = createAgents(),
   fourEyes = false,
   clock = Date.now,
@@ -176,7 +181,7 @@ export function createDeliveryActivities({
       const waitMs = Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS);
       return { status: 'throttled', lane: laneOf(policyRun, delivery.runAttempts), retryAt: clock() + waitMs, after };
     }
-    return sendableDelivery(delivery, endpointRules);
+    return sendableDelivery(delivery, endpointRules, { region, sealer });
   }
 
   /**

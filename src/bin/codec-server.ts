@@ -10,7 +10,8 @@ import { EncryptionCodec } from '../codec/encryption-codec.js';
 
 // Never dev by accident: in dev the token is optional, and an open /decode hands out plaintext.
 requireExplicitMode();
-const config = loadConfig();
+// It decodes payloads for browsers: it never holds the key ring of the merchants' secrets.
+const config = loadConfig(process.env, { merchantSecrets: 'not-held' });
 const address = config.codecServer.address;
 if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
 const codecs = new Map(

@@ -2,7 +2,8 @@
  * The processor-event receiver of one region: `POST /processor/events` (src/processor/receiver.ts).
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us TEMPORAL_ADDRESS=temporal:7233 \
- *   DATABASE_URL_US=postgres://... PAYLOAD_KEYS_US=k1:<base64> PROCESSOR_SIGNING_SECRET_US=whsec_... npm run receiver
+ *   DATABASE_URL_US=postgres://... PAYLOAD_KEYS_US=k1:<base64> MERCHANT_SECRET_KEYS_US=k1:<base64> \
+ *   PROCESSOR_SIGNING_SECRET_US=whsec_... npm run receiver
  *
  * It records events in the region's ledger database and hands them to the region's workers through Temporal; it
  * needs no worker in the same process, and it keeps recording (and answering) while Temporal is unreachable.
@@ -13,9 +14,10 @@ import { loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
+import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
-import { createProcessorReceiver } from '../processor/receiver.js';
+import { createProcessorReceiver, RECORDING_POOL_OPTIONS, REFUSAL_POOL_OPTIONS } from '../processor/receiver.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 
 async function main() {
@@ -33,8 +35,10 @@ async function main() {
   if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL');
   if (!temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
 
-  const pool = createPool(databaseUrl, { max: 20 });
-  await migrate(pool);
+  const pool = createPool(databaseUrl, RECORDING_POOL_OPTIONS);
+  const refusalPool = createPool(databaseUrl, REFUSAL_POOL_OPTIONS);
+  // It reads no merchant secret, but the migrations it applies end with sealing them (src/db/secrets-at-rest.ts).
+  await migrate(pool, { region: configured.region, sealer: localKeyRing(configured.secretKeys) });
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>
@@ -44,6 +48,8 @@ async function main() {
   const receiver = createProcessorReceiver({
     region: configured.region,
     pool,
+    refusalPool,
+    refusedRetentionMs: processor.refusedRetentionMs,
     client,
     taskQueue: configured.taskQueue,
     processorKey: processor.signingKey,
@@ -66,6 +72,7 @@ async function main() {
     await receiver.close();
     await connection.close();
     await pool.end();
+    await refusalPool.end();
     process.exit(0);
   };
   process.once('SIGTERM', () => void stop());

@@ -5,7 +5,9 @@
  * advisory lock, so replicas starting together are safe) and the region's schedule is ensured.
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=eu TEMPORAL_ADDRESS=temporal:7233 \
- *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> npm run worker
+ *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> MERCHANT_SECRET_KEYS_EU=k1:<base64> npm run worker
+ *
+ * Each region's worker also erases rotated-out merchant secrets past their overlap, on an interval beside its gauges.
  */
 import fs from 'node:fs/promises';
 import v8 from 'node:v8';
@@ -16,6 +18,7 @@ import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../tem
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
+import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { jsonLogger } from '../observability/logging.js';
 import { startLedgerGauges } from '../observability/metrics.js';
@@ -24,6 +27,7 @@ import { ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
 import { buildIdOf } from '../workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker, SHUTDOWN_GRACE_MS } from '../workers/region-worker.js';
+import { startSecretErasure } from '../workers/secret-erasure.js';
 
 /** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
 const STARTUP_RETRY_MS = 120_000;
@@ -85,7 +89,9 @@ async function main() {
     if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);
     if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, `a postgres:// URL${orRunningStack}`);
     const pool = createPool(region.databaseUrl, poolOptions);
-    await whenReachable('ledger database', () => migrate(pool));
+    // MERCHANT_SECRET_KEYS_<R>: migrate seals and re-seals with it, the delivery activities open with it.
+    const sealer = localKeyRing(region.secretKeys);
+    await whenReachable('ledger database', () => migrate(pool, { region: region.region, sealer }));
     const address = region.temporalAddress;
     const settings = region.temporal ?? PLAINTEXT;
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));
@@ -102,6 +108,7 @@ async function main() {
       connection: nativeConnection,
       region,
       pool,
+      sealer,
       workflowBundle,
       version,
       webhooks: config.webhooks,
@@ -119,6 +126,7 @@ async function main() {
       sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
     });
     await gauges.refresh();
+    const erasure = startSecretErasure({ region: region.region, pool });
     const running = await runRegionWorker(worker, client, config.deployment.setCurrent);
     runs.push(running.run);
     Runtime.instance().logger.info('worker running', {
@@ -137,11 +145,14 @@ async function main() {
       // What bounds its memory: the sticky cache (the SDK sizes it from the V8 heap limit unless told) and that limit.
       maxCachedWorkflows: worker.options.maxCachedWorkflows,
       heapLimitMiB: Math.round(v8.getHeapStatistics().heap_size_limit / 2 ** 20),
+      // The runtime under it: the image's Node (Dockerfile) or whichever runs `npm run worker`.
+      node: process.version,
       pid: process.pid,
     });
     cleanup.push(
       async () => stopRefreshing(),
       async () => gauges.stop(),
+      async () => erasure.stop(),
       () => pool.end(),
       () => connection.close(),
       () => nativeConnection.close(),

@@ -2,10 +2,15 @@
  * Applies the numbered `.sql` files in ./migrations in order, each in its own transaction, under a
  * session-level advisory lock so that concurrent workers starting together apply each file exactly once.
  * Applied files are recorded in `schema_migrations` and never edited after release.
+ *
+ * Then, under the same lock, the step no SQL file can do: merchant secrets sealed with the region's key ring
+ * (src/db/secrets-at-rest.ts), at every start, since the ring can change between two starts.
  */
 import fs from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
+import type { SecretsAtRest } from '../delivery/secret-box.js';
+import { sealMerchantSecrets } from './secrets-at-rest.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** An arbitrary constant: the advisory-lock key that serialises migrations for this service. */
@@ -28,8 +33,11 @@ export async function readMigrations(dir = MIGRATIONS_DIR): Promise<Migration[]>
   );
 }
 
-/** Returns the names of the migrations this call applied (empty when the schema was already current). */
-export async function migrate(pool: pg.Pool): Promise<string[]> {
+/**
+ * Returns the names of the migrations this call applied (empty when the schema was already current). `secrets`: the
+ * ledger's region and its sealer (MERCHANT_SECRET_KEYS_<R>), for the sealing step.
+ */
+export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<string[]> {
   const migrations = await readMigrations();
   const client = await pool.connect();
   try {
@@ -55,6 +63,17 @@ export async function migrate(pool: pg.Pool): Promise<string[]> {
         throw new Error(`migration ${migration.name} failed: ${(err as Error).message}`, { cause: err });
       }
       done.push(migration.name);
+    }
+    const sealing = await sealMerchantSecrets(client, secrets);
+    const region = secrets.region;
+    if (sealing.sealed + sealing.resealed + sealing.erased > 0) {
+      const { sealed, resealed, erased } = sealing;
+      console.log(JSON.stringify({ level: 'info', msg: 'merchant secrets sealed with the current key', region, sealed, resealed, erased }));
+    }
+    if (sealing.unopenable.length > 0) {
+      // Their deliveries quarantine as missing_secret until the key is back in the ring or the secret is rotated.
+      const [count, merchants] = [sealing.unopenable.length, sealing.unopenable.slice(0, 20)];
+      console.error(JSON.stringify({ level: 'warn', msg: 'merchant secrets that do not open with this key ring', region, count, merchants }));
     }
     return done;
   } finally {

@@ -4,18 +4,28 @@
  * rotates secrets. Secrets are `whsec_<base64>` (the prefix is optional on input).
  */
 import { createHmac, randomBytes } from 'node:crypto';
+import { SecretUnsealFailed, type SecretsAtRest } from './secret-box.js';
 
-/** No signing secret for the merchant, or one that is not base64: a named error that never prints it. */
+/**
+ * No signing secret for the merchant, one that is not base64, or a sealed one that does not open here (its
+ * SecretUnsealFailed is the cause): a named error that never prints it. All three quarantine as `missing_secret`.
+ */
 export class MissingSigningSecret extends Error {
   override readonly name = 'MissingSigningSecret';
   constructor(
     readonly merchantId: string,
-    readonly problem: 'missing' | 'undecodable',
+    readonly problem: 'missing' | 'undecodable' | 'unopenable',
+    options?: ErrorOptions,
   ) {
     super(
-      problem === 'missing'
-        ? `merchant ${merchantId} has no signing secret; set merchants.signing_secret (whsec_<base64>)`
-        : `merchant ${merchantId}'s signing secret does not decode; it must be whsec_<base64> of at least 16 bytes`,
+      {
+        missing: `merchant ${merchantId} has no signing secret; rotate one in (merchant rotate-secret)`,
+        undecodable: `merchant ${merchantId}'s signing secret does not decode; it must be whsec_<base64> of at least 16 bytes`,
+        unopenable:
+          `${(options?.cause as Error | undefined)?.message ?? `merchant ${merchantId}'s signing secret does not open`} ` +
+          '(a secret that does not open is handled as a missing one: missing_secret)',
+      }[problem],
+      options,
     );
   }
 }
@@ -39,10 +49,33 @@ export function decodeSigningSecret(merchantId: string, secret: string | null | 
 }
 
 /** The keys a request is signed with: the current secret's, then the previous one's while it still signs. */
-export function signingKeys(merchantId: string, current: string | null | undefined, previous: string | null | undefined): Buffer[] {
+function signingKeys(merchantId: string, current: string | null | undefined, previous: string | null | undefined): Buffer[] {
   const keys = [decodeSigningSecret(merchantId, current)];
   if (previous) keys.push(decodeSigningSecret(merchantId, previous));
   return keys;
+}
+
+/**
+ * `signingKeys` of the merchant's sealed secrets (as the ledger holds them), opened here, right before signing: the
+ * only place the delivery activity and `merchant ping` see a secret. One that does not open is MissingSigningSecret
+ * (`unopenable`), named and never retried, like a missing one.
+ */
+export async function openSigningKeys(
+  { region, sealer }: SecretsAtRest,
+  merchantId: string,
+  sealedCurrent: string | null,
+  sealedPrevious: string | null,
+): Promise<Buffer[]> {
+  const open = async (sealed: string | null): Promise<string | null> => {
+    if (!sealed) return sealed;
+    try {
+      return await sealer.open(sealed, { region, merchantId });
+    } catch (err) {
+      if (err instanceof SecretUnsealFailed) throw new MissingSigningSecret(merchantId, 'unopenable', { cause: err });
+      throw err;
+    }
+  };
+  return signingKeys(merchantId, await open(sealedCurrent), await open(sealedPrevious));
 }
 
 export function signature(key: Buffer, webhookId: string, timestampSeconds: number, body: string): string {

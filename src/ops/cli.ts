@@ -8,6 +8,7 @@ import { Client } from '@temporalio/client';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { loadConfig, parseDuration, requireExplicitMode, type Config } from '../config.js';
 import { createPool } from '../db/pool.js';
+import { localKeyRing } from '../delivery/secret-box.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
@@ -72,7 +73,8 @@ Usage: npm run ops -- <command> [options]
                                      production (four eyes): records a skip request for someone else to approve
   events approve-skip <request id> --by NAME
                                      approve a skip request (not by its requester) and carry it out
-  events refused [--since T]         requests the receiver refused (4xx), newest first
+  events refused [--since T]         signed requests the receiver refused (4xx), newest first; unsigned ones
+                                     are only counted (hold_sweeper_processor_requests_refused_total)
   reviews list [--all]               ledger entries flagged for a human (late captures, events that could not apply)
   reviews resolve <event id> --by NAME
                                      close one
@@ -416,6 +418,8 @@ async function runMerchant(
   const { regionConfig, databaseUrl } = await regionFor(config, values.region as string | undefined);
   const pool = createPool(databaseUrl, { max: 2 });
   const rules = config.webhooks;
+  // The same key ring as the region's workers (MERCHANT_SECRET_KEYS_<R>): what `add` and `rotate-secret` seal, they open.
+  const secrets = { region: regionConfig.region, sealer: localKeyRing(regionConfig.secretKeys) };
   const merchantId = () => required(id, 'merchant id');
   const settings = () => ({
     name: values.name as string | undefined,
@@ -429,7 +433,7 @@ async function runMerchant(
     switch (sub) {
       case 'add': {
         const given = settings();
-        const { merchant, signingSecret } = await addMerchant(pool, rules, {
+        const { merchant, signingSecret } = await addMerchant(pool, rules, secrets, {
           ...given,
           id: merchantId(),
           name: required(given.name, 'name'),
@@ -459,7 +463,12 @@ async function runMerchant(
       }
       case 'rotate-secret': {
         const overlap = values.overlap as string | undefined;
-        const result = await rotateSigningSecret(pool, merchantId(), overlap === undefined ? undefined : parseDuration('--overlap', overlap));
+        const result = await rotateSigningSecret(
+          pool,
+          secrets,
+          merchantId(),
+          overlap === undefined ? undefined : parseDuration('--overlap', overlap),
+        );
         print(
           `${merchantLines(result.merchant)}\n${secretOnce(result.signingSecret)}\n` +
             `every webhook is signed with both secrets until ${result.previousSignsUntil}, then with the new one only`,
@@ -468,7 +477,7 @@ async function runMerchant(
         return 0;
       }
       case 'ping': {
-        const ping = await pingMerchant(pool, rules, merchantId(), regionConfig.region);
+        const ping = await pingMerchant(pool, rules, secrets, merchantId());
         const answer = ping.statusCode === null ? ping.errorClass : `HTTP ${ping.statusCode}`;
         print(
           [

@@ -6,13 +6,15 @@
  * InvalidDeliveryPolicyError) and nothing is written.
  *
  * A signing secret is generated here and returned once, to be handed to the merchant; it is never printed again
- * (`show` says only whether one is set), never logged, and never enters Temporal.
+ * (`show` says only whether one is set), never logged, and never enters Temporal. It is sealed with the region's key
+ * ring before it is written (src/delivery/secret-box.ts), and opened again only by `ping`, right before it signs.
  */
 import type pg from 'pg';
 import { parseEndpoint, guardedLookup, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import { classifyAttempt, parseRetryAfter, resolveDeliveryPolicy, type DeliveryAction } from '../delivery/policy.js';
-import { generateSigningSecret, signedHeaders, signingKeys } from '../delivery/signing.js';
+import type { SecretsAtRest } from '../delivery/secret-box.js';
+import { generateSigningSecret, openSigningKeys, signedHeaders } from '../delivery/signing.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { createMerchantBudget, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
 import * as merchants from '../sql/merchants.js';
@@ -64,10 +66,11 @@ async function viewOf(pool: pg.Pool, merchantId: string): Promise<MerchantView> 
   return view;
 }
 
-/** Adds a merchant with a new signing secret, returned here once. */
+/** Adds a merchant with a new signing secret, returned here once and stored sealed with `secrets`. */
 export async function addMerchant(
   pool: pg.Pool,
   rules: EndpointRules,
+  secrets: SecretsAtRest,
   m: { id: string; name: string; endpointUrl: string } & Omit<MerchantSettings, 'name' | 'endpointUrl'>,
 ): Promise<{ merchant: MerchantView; signingSecret: string }> {
   if (!MERCHANT_ID.test(m.id)) throw new InvalidMerchantSetting('id', m.id, 'letters, digits, _ . - (at most 64, starting with a letter or digit)');
@@ -76,7 +79,8 @@ export async function addMerchant(
   const settings = { ratePerSecond: 5, burst: 1, deliveryPolicy: {}, ...given };
   checkMerchantSettings(m.id, settings, rules);
   const signingSecret = generateSigningSecret();
-  const added = await merchants.insertMerchant(pool, { ...settings, name: settings.name.trim(), signingSecret });
+  const sealedSigningSecret = await secrets.sealer.seal(signingSecret, { region: secrets.region, merchantId: m.id });
+  const added = await merchants.insertMerchant(pool, { ...settings, name: settings.name.trim(), sealedSigningSecret });
   if (!added) throw new OperatorError('MerchantExists', `merchant ${m.id} already exists; change it with \`merchant set\``);
   return { merchant: await viewOf(pool, m.id), signingSecret };
 }
@@ -109,11 +113,13 @@ export async function resumeMerchant(pool: pg.Pool, merchantId: string): Promise
 }
 
 /**
- * A new signing secret, returned here once: it signs from now on, and the one it replaces signs alongside it until
- * the overlap ends (the merchant verifies with whichever it holds). A secret older than that is dropped.
+ * A new signing secret, returned here once and stored sealed with `secrets`: it signs from now on, and the one it
+ * replaces signs alongside it until the overlap ends (the merchant verifies with whichever it holds), then is erased.
+ * A secret older than that is dropped.
  */
 export async function rotateSigningSecret(
   pool: pg.Pool,
+  secrets: SecretsAtRest,
   merchantId: string,
   overlapMs = DEFAULT_ROTATION_OVERLAP_MS,
 ): Promise<{ merchant: MerchantView; signingSecret: string; previousSignsUntil: string }> {
@@ -121,7 +127,8 @@ export async function rotateSigningSecret(
     throw new InvalidMerchantSetting('overlap', overlapMs, 'a duration from 0s to 30d');
   }
   const signingSecret = generateSigningSecret();
-  const previousSignsUntil = await merchants.rotateSigningSecret(pool, merchantId, signingSecret, overlapMs);
+  const sealed = await secrets.sealer.seal(signingSecret, { region: secrets.region, merchantId });
+  const previousSignsUntil = await merchants.rotateSigningSecret(pool, merchantId, sealed, overlapMs);
   if (previousSignsUntil === undefined) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
   return { merchant: await viewOf(pool, merchantId), signingSecret, previousSignsUntil };
 }
@@ -145,7 +152,8 @@ export interface PingResult {
 
 /**
  * Sends one signed `merchant.ping` event to the merchant's endpoint as a delivery would: the same endpoint guard,
- * the merchant's policy (its attempt timeout), its current signing keys, and a turn in its rate budget (the replay
+ * the merchant's policy (its attempt timeout), its current signing keys (opened with `secrets` right before signing,
+ * as a delivery opens them), and a turn in its rate budget (the replay
  * lane: a ping never goes ahead of the merchant's backlog; it waits up to 10 s, then gives up with
  * MerchantBudgetBusy). A 429 pushes the merchant back for every worker, as it would for a delivery. Nothing else
  * is changed: a ping is not a webhook, and its answer disables or quarantines nothing.
@@ -153,15 +161,16 @@ export interface PingResult {
 export async function pingMerchant(
   pool: pg.Pool,
   rules: EndpointRules,
+  secrets: SecretsAtRest,
   merchantId: string,
-  region: string,
   clock: () => number = Date.now,
 ): Promise<PingResult> {
+  const { region } = secrets;
   const m = await merchants.merchantForSending(pool, merchantId);
   if (!m) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
   const policy = resolveDeliveryPolicy(merchantId, m.deliveryPolicy);
   const url = parseEndpoint(merchantId, m.endpointUrl, rules);
-  const keys = signingKeys(merchantId, m.signingSecret, m.previousSigningSecret);
+  const keys = await openSigningKeys(secrets, merchantId, m.sealedSigningSecret, m.sealedPreviousSigningSecret);
 
   const budget = createMerchantBudget(pool);
   let waitedMs = 0;

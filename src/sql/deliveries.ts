@@ -69,8 +69,9 @@ export interface DeliveryForSending {
   merchantId: string;
   holdId: string;
   endpointUrl: string;
-  signingSecret: string | null;
-  previousSigningSecret: string | null;
+  /** As the ledger holds them, sealed: the activity opens them right before it signs. */
+  sealedSigningSecret: string | null;
+  sealedPreviousSigningSecret: string | null;
   merchantStatus: 'active' | 'paused' | 'disabled';
   /** The merchant's raw `delivery_policy` overrides, unvalidated. */
   deliveryPolicy: unknown;
@@ -83,7 +84,7 @@ export interface DeliveryForSending {
   earlierPending: { webhookId: string; ageMs: number } | null;
 }
 
-/** A delivery with its merchant's endpoint, secrets and policy, as one attempt needs them; undefined if none. */
+/** A delivery with its merchant's endpoint, secrets (sealed) and policy, as one attempt needs them; undefined if none. */
 export async function deliveryForSending(db: Queryable, webhookId: string, policyRun: number): Promise<DeliveryForSending | undefined> {
   const { rows } = await db.query<{
     status: DeliveryStatus;
@@ -123,8 +124,8 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     merchantId: row.merchant_id,
     holdId: row.hold_id,
     endpointUrl: row.endpoint_url,
-    signingSecret: row.signing_secret,
-    previousSigningSecret: row.previous_signing_secret,
+    sealedSigningSecret: row.signing_secret,
+    sealedPreviousSigningSecret: row.previous_signing_secret,
     merchantStatus: row.merchant_status,
     deliveryPolicy: row.delivery_policy,
     runAttempts: row.run_attempts,

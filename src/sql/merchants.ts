@@ -1,6 +1,9 @@
 /**
  * SQL of the merchants table: what the operator's `merchant` commands (src/ops/merchants.ts) and the delivery
  * policy write. The values arrive validated; the table's CHECKs (rate > 0, burst >= 0, status) are the last word.
+ *
+ * Signing secrets come in and go out sealed (src/delivery/secret-box.ts): this file never sees one in clear, and the
+ * table refuses clear text (migration 010).
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
@@ -38,7 +41,8 @@ export interface NewMerchant {
   id: string;
   name: string;
   endpointUrl: string;
-  signingSecret: string;
+  /** Sealed for this merchant (src/delivery/secret-box.ts). */
+  sealedSigningSecret: string;
   ratePerSecond: number;
   burst: number;
   deliveryPolicy: Record<string, unknown>;
@@ -50,7 +54,7 @@ export async function insertMerchant(db: Queryable, m: NewMerchant): Promise<boo
     `INSERT INTO merchants (id, name, endpoint_url, signing_secret, rate_per_second, burst, delivery_policy)
      VALUES ($1::text, $2::text, $3::text, $4::text, $5::numeric, $6::integer, $7::jsonb)
      ON CONFLICT (id) DO NOTHING`,
-    [m.id, m.name, m.endpointUrl, m.signingSecret, m.ratePerSecond, m.burst, JSON.stringify(m.deliveryPolicy)],
+    [m.id, m.name, m.endpointUrl, m.sealedSigningSecret, m.ratePerSecond, m.burst, JSON.stringify(m.deliveryPolicy)],
   );
   return rowCount === 1;
 }
@@ -100,12 +104,21 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
   };
 }
 
-/** The secrets and endpoint one signed request needs (a ping); the previous secret only while it still signs. */
+/**
+ * The secrets (sealed) and endpoint one signed request needs (a ping); the previous secret only while it still signs.
+ * The caller opens them right before it signs (openSigningKeys in src/delivery/signing.ts).
+ */
 export async function merchantForSending(
   db: Queryable,
   merchantId: string,
 ): Promise<
-  | { endpointUrl: string; signingSecret: string | null; previousSigningSecret: string | null; deliveryPolicy: unknown; status: MerchantStatus }
+  | {
+      endpointUrl: string;
+      sealedSigningSecret: string | null;
+      sealedPreviousSigningSecret: string | null;
+      deliveryPolicy: unknown;
+      status: MerchantStatus;
+    }
   | undefined
 > {
   const { rows } = await db.query<{
@@ -123,8 +136,8 @@ export async function merchantForSending(
   return (
     r && {
       endpointUrl: r.endpoint_url,
-      signingSecret: r.signing_secret,
-      previousSigningSecret: r.previous_signing_secret,
+      sealedSigningSecret: r.signing_secret,
+      sealedPreviousSigningSecret: r.previous_signing_secret,
       deliveryPolicy: r.delivery_policy,
       status: r.status,
     }
@@ -180,17 +193,23 @@ export async function resumeMerchant(db: Queryable, merchantId: string): Promise
 }
 
 /**
- * The new secret signs from now on; the current one becomes the previous and signs alongside it for `overlapMs`.
- * Returns when the overlap ends (database clock), or undefined when there is no such merchant.
+ * The new secret (sealed) signs from now on; the current one becomes the previous, as it is sealed, and signs
+ * alongside it for `overlapMs`, then is erased (erasePreviousSecretsPastOverlap). Returns when the overlap ends
+ * (database clock), or undefined when there is no such merchant.
  */
-export async function rotateSigningSecret(db: Queryable, merchantId: string, newSecret: string, overlapMs: number): Promise<string | undefined> {
+export async function rotateSigningSecret(
+  db: Queryable,
+  merchantId: string,
+  newSealedSecret: string,
+  overlapMs: number,
+): Promise<string | undefined> {
   const { rows } = await db.query<{ until: string }>(
     `UPDATE merchants
         SET previous_signing_secret = signing_secret, signing_secret = $2::text,
             previous_signing_secret_until = now() + make_interval(secs => $3::double precision / 1000), updated_at = now()
       WHERE id = $1::text
       RETURNING ${isoUtc('previous_signing_secret_until')} AS until`,
-    [merchantId, newSecret, overlapMs],
+    [merchantId, newSealedSecret, overlapMs],
   );
   return rows[0]?.until;
 }

@@ -18,6 +18,7 @@ import { createActivities } from '../activities/index.js';
 import { dataConverterFor, FAILURE_CONVERTER_PATH } from '../codec/encryption-codec.js';
 import type { MerchantLabel, RegionConfig, SetCurrentMode, WebhookConfig } from '../config.js';
 import { createAgents } from '../delivery/http-sender.js';
+import type { SecretSealer } from '../delivery/secret-box.js';
 import { withMerchantLabel } from '../observability/metrics.js';
 import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.js';
 
@@ -44,6 +45,8 @@ export interface RegionWorkerOptions {
   connection: NativeConnection;
   region: RegionConfig;
   pool: pg.Pool;
+  /** Opens the merchants' sealed signing secrets where a webhook is signed: localKeyRing(region.secretKeys), or a KMS. */
+  sealer: SecretSealer;
   /** The bundle's code is hashed into the default build id (buildIdOf). */
   workflowBundle: { code: string };
   /** This worker's `<deployment>.<build id>` (src/workers/deployment.ts): every worker is versioned. */
@@ -112,6 +115,7 @@ export function createRegionWorker({
   connection,
   region,
   pool,
+  sealer,
   workflowBundle,
   version,
   webhooks,
@@ -137,6 +141,7 @@ export function createRegionWorker({
       region: region.region,
       pool,
       endpointRules: webhooks,
+      sealer,
       fourEyes,
       maxWorkflowIdLength,
       agents: createAgents(),

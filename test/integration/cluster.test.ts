@@ -32,7 +32,7 @@ import { ensureChromium } from '../../dev/chromium.js';
 import { CLUSTER_SERVER_NAME, createClusterPki, type CertificateFiles, type ClusterPki } from '../../dev/pki.js';
 import { lockedClusterTls, startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
 import { startTokenIssuer, type TokenIssuer } from '../../dev/token-issuer.js';
-import { startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
+import { keyRingVariable, startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
 import { connectClient, keepApiKeyFresh, loadTemporalConnectionSettings } from '../../src/temporal-connection.js';
@@ -40,6 +40,7 @@ import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { openHarness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { TEST_SECRET_KEYS } from '../support/secrets.js';
 import { temporalCli } from '../support/temporal-cli.js';
 import { bundleVariant, type Edit } from '../support/variant.js';
 
@@ -115,11 +116,14 @@ const workerEnv = (who: Identity): Record<string, string> => ({
   ...temporalEnv(who),
   DATABASE_URL_US: ledgerUrl,
   PAYLOAD_KEYS_US: PAYLOAD_KEY,
+  // What seedNight seals the ledger's merchant secrets with (its default ring): the workers open with the same.
+  MERCHANT_SECRET_KEYS_US: keyRingVariable(TEST_SECRET_KEYS),
   TASK_QUEUE_US: TASK_QUEUE,
   SCHEDULE_ID_US: `c-${id}-sweep-us`,
   SWEEP_INTERVAL: '24h',
   WORKFLOW_BUNDLE_PATH: inject('workflowBundlePath'),
   WEBHOOK_TRUSTED_NETWORKS: '127.0.0.1/32',
+  WEBHOOK_ALLOWED_PORTS: String(merchants.port),
   NODE_EXTRA_CA_CERTS: caFile,
 });
 /** `npm run ops -- <args>` as its own process, with `who`'s identity (exit code and output; never rejects). */
@@ -244,7 +248,11 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
     texts.push({ source: `history ${execution.workflowId}`, text: JSON.stringify(execution.history) });
   }
   expect(texts.length).toBeGreaterThan(60);
-  const violations = await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts });
+  const violations = await checkInvariants({
+    regions: [{ region: 'us', pool: ledger, secretKeys: TEST_SECRET_KEYS }],
+    requests: merchants.requests(),
+    texts,
+  });
   expect(violations).toEqual([]);
 
   // The operator's CLI, through mTLS and the operator's token: why a quarantined hold waits, then ending it.
@@ -270,7 +278,13 @@ it('the production receiver on the production Temporal: the processor calls back
   const night = await seedNight(ledger, 'us', `cp${id}`, { expired: 40, future: 20, merchants: 3 }, merchants);
   const opening = await accountTotals(ledger);
   const secret = generateSigningSecret();
-  const region = { region: 'us' as const, namespace: NAMESPACE, taskQueue: TASK_QUEUE, scheduleId: `c-${id}-sweep-us` } as RegionConfig;
+  const region = {
+    region: 'us' as const,
+    namespace: NAMESPACE,
+    taskQueue: TASK_QUEUE,
+    scheduleId: `c-${id}-sweep-us`,
+    secretKeys: TEST_SECRET_KEYS,
+  } as RegionConfig;
   receiver = await startReceiverProcess({
     region,
     databaseUrl: ledgerUrl,
@@ -306,7 +320,14 @@ it('the production receiver on the production Temporal: the processor calls back
   for await (const execution of client.workflow.list({ query: `TaskQueue = '${TASK_QUEUE}'` }).intoHistories()) {
     texts.push({ source: `history ${execution.workflowId}`, text: JSON.stringify(execution.history) });
   }
-  expect(await checkInvariants({ regions: [{ region: 'us', pool: ledger }], requests: merchants.requests(), texts, secrets: [secret] })).toEqual([]);
+  expect(
+    await checkInvariants({
+      regions: [{ region: 'us', pool: ledger, secretKeys: TEST_SECRET_KEYS }],
+      requests: merchants.requests(),
+      texts,
+      secrets: [secret],
+    }),
+  ).toEqual([]);
   expect(await checkBalanced(ledger, opening)).toEqual([]);
 }, 300_000);
 
@@ -523,9 +544,13 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
       );
       if (workflowId !== stormed) expect(await taskFailures(workflowId, rollbackAt.get(workflowId)), workflowId).toBe(0);
     }
-    expect(await checkInvariants({ regions: [{ region: 'us', pool: us.pool }], requests: deployHarness.merchants.requests(), texts: [] })).toEqual(
-      [],
-    );
+    expect(
+      await checkInvariants({
+        regions: [{ region: 'us', pool: us.pool, secretKeys: us.config.secretKeys }],
+        requests: deployHarness.merchants.requests(),
+        texts: [],
+      }),
+    ).toEqual([]);
   } finally {
     await deployHarness.close();
   }

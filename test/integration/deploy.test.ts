@@ -178,7 +178,11 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   expect(workflowTaskFailures).toBe(0);
   // Every hold that was still waiting when A stopped took B's patched path.
   expect(finishedOnB).toBeGreaterThanOrEqual(4);
-  const violations = await checkInvariants({ regions: [{ region: 'us', pool: us.pool }], requests: harness.merchants.requests(), texts });
+  const violations = await checkInvariants({
+    regions: [{ region: 'us', pool: us.pool, secretKeys: us.config.secretKeys }],
+    requests: harness.merchants.requests(),
+    texts,
+  });
   expect(violations).toEqual([]);
   await workerB.stop();
 }, 240_000);

@@ -11,6 +11,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { migrate } from '../../src/db/migrate.js';
+import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 import { freePort, startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import { startCodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
@@ -67,7 +68,8 @@ export default async function setup(project: TestProject) {
     bundleWorkflows(),
   ]);
   const pool = new pg.Pool({ connectionString: postgres.urlFor(TEMPLATE_DATABASE) });
-  await migrate(pool);
+  // The template holds no merchant: the sealing step has nothing to seal, whichever region and ring it is given.
+  await migrate(pool, { region: 'us', sealer: localKeyRing(DEV_SECRET_KEYS) });
   await pool.end();
   console.log(`[global-setup] Temporal ${server.address}, PostgreSQL :${postgres.port}, ready in ${Date.now() - started} ms`);
 

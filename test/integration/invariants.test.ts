@@ -58,8 +58,8 @@ it('reports a violation of each invariant with the offending ids', async () => {
   const secret = night.secrets.get(merchantId)!;
   const violations = await checkInvariants({
     regions: [
-      { region: 'us', pool: us.pool },
-      { region: 'eu', pool: eu.pool },
+      { region: 'us', pool: us.pool, secretKeys: us.config.secretKeys },
+      { region: 'eu', pool: eu.pool, secretKeys: eu.config.secretKeys },
     ],
     requests,
     texts: [

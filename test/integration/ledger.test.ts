@@ -3,6 +3,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { createLedgerActivities, type ListExpiredHoldsInput } from '../../src/activities/ledger.js';
 import type { ExpiredHoldsPage, ReleaseOutcome } from '../../src/contracts/domain.js';
 import { migrate, readMigrations } from '../../src/db/migrate.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { TEST_SECRET_KEYS } from '../support/secrets.js';
 import { checkLedgerInvariants } from '../../bench/invariants.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { balances, ledgerEntryCount, seedNight } from '../support/ledger.js';
@@ -28,12 +30,13 @@ afterAll(async () => {
 describe('migrations', () => {
   it('apply once under concurrent start-ups and are recorded', async () => {
     const pool = await harness.emptyDatabase();
-    const results = await Promise.all([migrate(pool), migrate(pool), migrate(pool)]);
+    const secrets = { region: 'us' as const, sealer: localKeyRing(TEST_SECRET_KEYS) };
+    const results = await Promise.all([migrate(pool, secrets), migrate(pool, secrets), migrate(pool, secrets)]);
     const migrations = await readMigrations();
     expect(results.flat().sort()).toEqual(migrations.map((m) => m.name).sort());
     const { rows } = await pool.query('SELECT version, name FROM schema_migrations ORDER BY version');
     expect(rows).toEqual(migrations.map((m) => ({ version: m.version, name: m.name })));
-    expect(await migrate(pool)).toEqual([]);
+    expect(await migrate(pool, secrets)).toEqual([]);
   });
 
   it('keep the ledger append-only', async () => {

@@ -3,10 +3,12 @@
  * deployment files (docker-compose, Prometheus, alert rules, .env.example), which cannot run here, checked for
  * structure against the code they configure.
  */
+import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { CONFIG_VARIABLES, loadConfig, loadProcessorConfig } from '../../src/config.js';
@@ -14,6 +16,7 @@ import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { writeComposeCredentials } from '../../dev/credentials.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '../../dev/temporal-cluster.js';
+import { startCodecServer } from '../../src/codec/codec-server.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -26,6 +29,11 @@ const REPO = path.resolve(import.meta.dirname, '../..');
 const permissionsIn = (token: string) =>
   (JSON.parse(Buffer.from(token.trim().split('.')[1]!, 'base64url').toString()) as { permissions: string[] }).permissions;
 const read = (file: string) => fs.readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
+/** The source `npm run build` compiles `dist/<X>.js` from (tsconfig.build.json: rootDir src, outDir dist); undefined for any other path. */
+function sourceOf(compiled: string): string | undefined {
+  const module = /^dist\/(.+)\.js$/.exec(compiled)?.[1];
+  return module === undefined ? undefined : `src/${module}.ts`;
+}
 
 function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
@@ -101,9 +109,9 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(text).toMatch(/^temporal_\w+/m);
   });
 
-  it('processor events: the oldest unapplied event, open ledger reviews and recent refusals are exported where their alerts look', async () => {
+  it('processor events: the oldest unapplied event and open ledger reviews are exported where their alerts look', async () => {
     // As a receiver records them: one event 40 minutes old stuck behind a missing sequence (no workflow here), one
-    // applied and flagged for review, and one refused request.
+    // applied and flagged for review. (Refusals are the receiver's own counter: processor-events.test.ts.)
     await us.pool.query(
       `INSERT INTO processor_events (event_id, hold_id, sequence, event_type, amount_minor, currency, occurred_at, body, body_sha256, received_at)
        VALUES ('evt_obs_gap', 'h_obs', 2, 'hold.captured', 10, 'USD', now(), '{}', 'x', now() - interval '40 minutes')`,
@@ -115,9 +123,6 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     await us.pool.query(
       `INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ('evt_obs_late', 'h_obs', 'hold.captured for an unknown hold')`,
     );
-    await us.pool.query(
-      `INSERT INTO processor_requests_refused (status_code, error_code, message) VALUES (401, 'BadSignature', 'no v1 signature matches')`,
-    );
     await expect
       .poll(async () => metricValue(await scrape(), 'hold_sweeper_oldest_unapplied_processor_event_age_seconds', { region: 'us' }), {
         timeout: 10_000,
@@ -125,7 +130,6 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       .toBeGreaterThan(40 * 60 - 5);
     const text = await scrape();
     expect(metricValue(text, 'hold_sweeper_open_ledger_reviews', { region: 'us' })).toBe(1);
-    expect(metricValue(text, 'hold_sweeper_processor_requests_refused_recent', { region: 'us' })).toBe(1);
   });
 
   it('a failing workflow task is counted where the WorkflowTaskFailures alert looks (temporal_workflow_task_execution_failed)', async () => {
@@ -238,17 +242,17 @@ describe('deployment files', () => {
     for (const [name, service] of Object.entries(services)) {
       expect(service.image ?? service.build, `${name} has an image or a build`).toBeTruthy();
       if (service.build && (service.command as string[] | undefined)?.[0] === 'node') {
-        const command = (service.command as string[]).at(-1);
-        if (command) await expect(fs.access(new URL(`../../${command}`, import.meta.url)), `${name} runs ${command}`).resolves.toBeUndefined();
+        // Compiled JavaScript the build makes from a source that exists.
+        const command = (service.command as string[]).at(-1)!;
+        expect(sourceOf(command), `${name} runs ${command}`).toBeDefined();
+        await expect(fs.access(path.join(REPO, sourceOf(command)!)), `${name} runs ${command}`).resolves.toBeUndefined();
       }
       for (const dependency of Object.keys((service.depends_on as Record<string, unknown>) ?? {})) {
         expect(Object.keys(services), `${name} depends on ${dependency}`).toContain(dependency);
       }
     }
+    // The image itself (its stages, its CMD) has a test of its own below.
     const dockerfile = await read('Dockerfile');
-    expect(dockerfile).toMatch(/^FROM node:20-bookworm/m);
-    const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
-    await expect(fs.access(new URL(`../../${cmd[cmd.length - 1]}`, import.meta.url))).resolves.toBeUndefined();
     for (const region of ['us', 'eu'] as const) {
       const worker = services[`worker-${region}`]!;
       // The image's build id comes from the operator's BUILD_ID (the git revision), baked in as WORKER_BUILD_ID.
@@ -279,7 +283,7 @@ describe('deployment files', () => {
 
       // The region's processor-event receiver: the same image, its own entry point, a configuration both loaders accept.
       const receiver = services[`receiver-${region}`]!;
-      expect(receiver.command).toEqual(['node', '--import', 'tsx', 'src/bin/receiver.ts']);
+      expect(receiver.command).toEqual(['node', 'dist/bin/receiver.js']);
       const secret = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
       const receiverEnv = inContainer(
         receiver,
@@ -296,19 +300,24 @@ describe('deployment files', () => {
       expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({ host: '0.0.0.0', port: 8090, gapWaitMs: 15 * 60_000 });
       expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
     }
-    // The codec endpoint never calls Temporal, but loads production's configuration like the rest.
+    // The codec endpoint never calls Temporal, but loads production's configuration like the rest, less the merchant-secret
+    // key ring it never holds (src/bin/codec-server.ts).
     const codec = services.codec!;
     const codecEnv = inContainer(
       codec,
       Object.fromEntries(Object.entries(codec.environment as Record<string, string>).map(([k, v]) => [k, v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, 'x')])),
     );
     expect(() =>
-      loadConfig({
-        ...codecEnv,
-        PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
-        PAYLOAD_KEYS_EU: `k1:${Buffer.alloc(32, 2).toString('base64')}`,
-      }),
+      loadConfig(
+        {
+          ...codecEnv,
+          PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
+          PAYLOAD_KEYS_EU: `k1:${Buffer.alloc(32, 2).toString('base64')}`,
+        },
+        { merchantSecrets: 'not-held' },
+      ),
     ).not.toThrow();
+    expect(Object.keys(codec.environment as Record<string, string>).filter((k) => k.startsWith('MERCHANT_SECRET_KEYS'))).toEqual([]);
     // Nothing is published beyond this machine: whatever reaches a port from outside is decided in front of it.
     for (const [name, service] of Object.entries(services)) {
       for (const port of (service.ports as string[] | undefined) ?? []) expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
@@ -367,12 +376,127 @@ describe('deployment files', () => {
     expect(/NAMESPACES="\$\{NAMESPACES:-([^}]*)\}"/.exec(setup)![1]!.split(' ')).toEqual(namespaces);
   });
 
-  it('Prometheus scrapes each worker on its metrics port, with the alert rules', async () => {
+  it('docker-compose.yml and the Dockerfile: the image is built in a stage of its own and runs compiled JavaScript on Node 24', async () => {
+    // The build compiles src/ alone into dist/ (what sourceOf maps back), with tsx; the image runs without it.
+    expect(JSON.parse(await read('tsconfig.build.json'))).toEqual({
+      extends: './tsconfig.json',
+      compilerOptions: { rootDir: 'src', outDir: 'dist' },
+      include: ['src/**/*.ts'],
+    });
+    const pkg = JSON.parse(await read('package.json')) as { scripts: Record<string, string>; dependencies: Record<string, string> };
+    expect(pkg.scripts.build).toBe('tsx dev/bin/build.ts');
+    expect(Object.keys(pkg.dependencies)).not.toContain('tsx');
+
+    const dockerfile = await read('Dockerfile');
+    const stages: string[][] = [];
+    for (const line of dockerfile.split('\n').filter((l) => l.trim() && !l.startsWith('#'))) {
+      if (line.startsWith('FROM ')) stages.push([]);
+      stages.at(-1)!.push(line);
+    }
+    expect(stages.map((stage) => stage[0])).toEqual(['FROM node:24-bookworm-slim AS build', 'FROM node:24-bookworm-slim']);
+    const [build, runtime] = stages as [string[], string[]];
+    expect(build).toEqual(expect.arrayContaining(['WORKDIR /app', 'RUN npm ci --no-audit --no-fund', 'RUN npm run build']));
+    expect(runtime).toEqual(
+      expect.arrayContaining([
+        'WORKDIR /app',
+        'ENV NODE_ENV=production HOLD_SWEEPER_MODE=production',
+        'COPY --from=build /app/dist ./dist',
+        // Where dev/bin/build.ts writes the bundle.
+        'ENV WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js',
+        'USER node',
+      ]),
+    );
+    expect(runtime.some((line) => /^RUN npm ci --omit=dev /.test(line))).toBe(true);
+    expect(runtime.join('\n')).not.toContain('tsx');
+    const cmd = JSON.parse(/^CMD (\[.*\])$/.exec(runtime.at(-1)!)![1]!) as string[];
+    expect(cmd).toEqual(['node', 'dist/bin/worker.js']);
+    await expect(fs.access(path.join(REPO, sourceOf(cmd[1]!)!))).resolves.toBeUndefined();
+    // The build context is what the build stage copies and nothing else (no deploy/secrets/, no .env).
+    const admitted = (await read('.dockerignore'))
+      .split('\n')
+      .filter((line) => line.startsWith('!'))
+      .map((line) => line.slice(1).replace(/\/$/, ''));
+    const copied = build.filter((line) => line.startsWith('COPY ')).flatMap((line) => line.split(' ').slice(1, -1));
+    expect(copied.sort()).toEqual(admitted.sort());
+  });
+
+  it('docker-compose.yml hardens every service: read-only, no capabilities but the named ones, no new privileges, memory and process limits, health checks', async () => {
+    const compose = parse(await read('docker-compose.yml'), { merge: true }) as {
+      services: Record<string, Record<string, unknown>>;
+      volumes: Record<string, unknown>;
+    };
+    const services = compose.services;
+    // PostgreSQL's entrypoint gives its directories to postgres as root, then becomes postgres (said in the file).
+    const postgresCaps = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'SETGID', 'SETUID'];
+    const capsAdded: Record<string, string[]> = { 'temporal-db': postgresCaps, 'ledger-db': postgresCaps };
+    // They exit when done, and what depends on them waits for that: no health check.
+    const oneShots = ['temporal-schema', 'temporal-setup'];
+    for (const [name, service] of Object.entries(services)) {
+      expect(service.read_only, `${name} is read-only`).toBe(true);
+      expect(service.tmpfs, `${name} writes temporary files to a tmpfs`).toContain('/tmp');
+      expect(service.cap_drop, name).toEqual(['ALL']);
+      expect(service.cap_add, name).toEqual(capsAdded[name]);
+      expect(service.security_opt, name).toEqual(['no-new-privileges:true']);
+      expect(service.mem_limit, name).toMatch(/^\d+[mg]$/);
+      expect(service.pids_limit, name).toBeGreaterThan(0);
+      for (const volume of (service.volumes as string[] | undefined) ?? []) {
+        const source = volume.split(':')[0]!;
+        if (!source.startsWith('.') && !source.startsWith('/'))
+          expect(Object.keys(compose.volumes), `${name} mounts volume ${source}`).toContain(source);
+      }
+      const check = (service.healthcheck as { test?: string[] } | undefined)?.test;
+      if (oneShots.includes(name)) {
+        expect(service.restart, name).toBe('no');
+        expect(check, name).toBeUndefined();
+      } else {
+        expect(check?.[0], `${name} has a health check`).toMatch(/^CMD(-SHELL)?$/);
+      }
+      // This repository's image (the Dockerfile): compiled JavaScript (its CMD, or another entry point of dist/), never tsx.
+      if (service.build === '.' || (service.build as { context?: string } | undefined)?.context === '.') {
+        expect(JSON.stringify(service), name).not.toContain('tsx');
+        // That its source exists: the first docker-compose test.
+        if (service.command) expect(service.command, name).toEqual(['node', expect.stringMatching(/^dist\/bin\/.+\.js$/)]);
+      }
+    }
+    for (const oneShot of oneShots) {
+      const dependents = Object.values(services).filter(
+        (s) => (s.depends_on as Record<string, { condition: string }> | undefined)?.[oneShot]?.condition === 'service_completed_successfully',
+      );
+      expect(dependents.length, `something waits for ${oneShot} to complete`).toBeGreaterThan(0);
+    }
+    // The databases keep their data on their volume; the socket directory is a tmpfs.
+    for (const db of ['temporal-db', 'ledger-db']) {
+      expect(services[db]!.volumes).toContain(`${db}:/var/lib/postgresql/data`);
+      expect(services[db]!.tmpfs).toContain('/var/run/postgresql');
+    }
+    // Each Node service's health check asks its own port, from inside the container (the image has no curl).
+    const nodeCheckUrl = (name: string) => /fetch\('([^']+)'/.exec((services[name]!.healthcheck as { test: string[] }).test.at(-1)!)![1]!;
+    const portIn = (name: string, variable: string) => (services[name]!.environment as Record<string, string>)[variable]!.split(':').at(-1);
+    for (const region of ['us', 'eu']) {
+      expect(new URL(nodeCheckUrl(`worker-${region}`)).port).toBe(portIn(`worker-${region}`, 'METRICS_ADDRESS'));
+      const receiverCheck = new URL(nodeCheckUrl(`receiver-${region}`));
+      expect([receiverCheck.port, receiverCheck.pathname]).toEqual([portIn(`receiver-${region}`, 'PROCESSOR_RECEIVER_ADDRESS'), '/healthz']);
+    }
+    expect(new URL(nodeCheckUrl('codec')).port).toBe(portIn('codec', 'CODEC_SERVER_ADDRESS'));
+    // The codec endpoint passes its check without the token it requires of everything else: run the check against one.
+    const codec = await startCodecServer({ codecs: new Map(), corsOrigins: ['http://localhost:8080'], authToken: 'not-sent-by-the-check' });
+    try {
+      const script = (services.codec!.healthcheck as { test: string[] }).test
+        .at(-1)!
+        .replace(new URL(nodeCheckUrl('codec')).host, new URL(codec.url).host);
+      await expect(promisify(execFile)(process.execPath, ['-e', script], { timeout: 10_000 })).resolves.toBeDefined();
+    } finally {
+      await codec.stop();
+    }
+  });
+
+  it('Prometheus scrapes each worker on its metrics port and each receiver on its own, with the alert rules', async () => {
     const prometheus = parse(await read('deploy/prometheus/prometheus.yml')) as {
       scrape_configs: { static_configs: { targets: string[] }[] }[];
       rule_files: string[];
     };
     expect(prometheus.scrape_configs[0]!.static_configs[0]!.targets).toEqual(['worker-us:9464', 'worker-eu:9464']);
+    expect(prometheus.scrape_configs[1]!.static_configs[0]!.targets).toEqual(['receiver-us:8090', 'receiver-eu:8090']);
     const compose = parse(await read('docker-compose.yml')) as { services: Record<string, { volumes?: string[] }> };
     expect(compose.services.prometheus!.volumes).toEqual(expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']));
     expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
@@ -385,7 +509,11 @@ describe('deployment files', () => {
       }
     ).groups.flatMap((g) => g.rules);
     const runbook = await read('docs/runbook.md');
-    const exported = (await read('src/observability/metrics.ts')).match(/'hold_sweeper_\w+'/g)!.map((m) => m.slice(1, -1));
+    // The workers' metrics and the receivers' counters.
+    const exported = (await Promise.all(['src/observability/metrics.ts', 'src/processor/receiver.ts'].map(read)))
+      .join('\n')
+      .match(/'hold_sweeper_\w+'/g)!
+      .map((m) => m.slice(1, -1));
     expect(rules.map((r) => r.alert)).toEqual([
       'HoldReleaseBehind',
       'WebhookDeliveryBehind',

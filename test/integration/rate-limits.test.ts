@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createMerchantBudget, RATE_SAFETY_MARGIN } from '../../src/sql/merchant-budget.js';
 import { insertMerchants } from '../../dev/seed.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -25,6 +26,9 @@ afterAll(async () => {
   await workers?.stop();
   await harness?.close();
 });
+
+/** The region's merchant secrets as its workers hold them (these merchants have none; the seeder takes the ring all the same). */
+const secretsOf = (region: TestRegion) => ({ region: region.config.region, sealer: localKeyRing(region.config.secretKeys) });
 
 async function merchantNight(holds: number, limits: { rate: number; burst: number }, policy: Record<string, number> = {}): Promise<Night> {
   const night = await seedNight(us.pool, 'us', `${harness.id}r${++nights}`, { expired: holds, merchants: 1 }, harness.merchants);
@@ -57,7 +61,7 @@ async function deliveryCounts(night: Night) {
 describe('merchant budget (GCRA in Postgres)', () => {
   it('never over-admits under concurrent acquires, and a rate change applies to the next acquire', async () => {
     const region = await harness.region('us');
-    await insertMerchants(region.pool, [{ id: 'm_gcra', endpointUrl: 'https://m.example/h', ratePerSecond: 5, burst: 1 }]);
+    await insertMerchants(region.pool, secretsOf(region), [{ id: 'm_gcra', endpointUrl: 'https://m.example/h', ratePerSecond: 5, burst: 1 }]);
     const budget = createMerchantBudget(region.pool);
 
     // 200 callers at once: one is admitted now (sends are paced, never burst); every other caller gets its own
@@ -90,7 +94,7 @@ describe('merchant budget (GCRA in Postgres)', () => {
 
   it('a push-back holds every slot until it ends', async () => {
     const region = await harness.region('us');
-    await insertMerchants(region.pool, [{ id: 'm_pause', endpointUrl: 'https://m.example/h', ratePerSecond: 50, burst: 5 }]);
+    await insertMerchants(region.pool, secretsOf(region), [{ id: 'm_pause', endpointUrl: 'https://m.example/h', ratePerSecond: 50, burst: 5 }]);
     const budget = createMerchantBudget(region.pool);
     await budget.pushBack('m_pause', 3000, 'HTTP 429');
     const { pausedUntilMs, nowMs } = await budget.pause('m_pause');

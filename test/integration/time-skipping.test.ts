@@ -8,6 +8,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { retryDelay } from '../../src/delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
@@ -63,7 +64,12 @@ it('500 forever under the default policy: retried across the whole 3-day horizon
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: { code: inject('workflowBundleCode') },
-    activities: createActivities({ region: 'us', pool: region.pool, endpointRules: { allowInsecureHttp: true, allowPrivateAddresses: true } }),
+    activities: createActivities({
+      region: 'us',
+      pool: region.pool,
+      endpointRules: { allowInsecureHttp: true, allowPrivateAddresses: true },
+      sealer: localKeyRing(region.config.secretKeys),
+    }),
   });
 
   const result = await worker.runUntil(async () => {
@@ -127,7 +133,12 @@ it('case 3, held for 60 days behind a paused merchant: every run stays far below
     connection: env.nativeConnection,
     taskQueue,
     workflowBundle: { code: inject('workflowBundleCode') },
-    activities: createActivities({ region: 'us', pool: region.pool, endpointRules: { allowInsecureHttp: true, allowPrivateAddresses: true } }),
+    activities: createActivities({
+      region: 'us',
+      pool: region.pool,
+      endpointRules: { allowInsecureHttp: true, allowPrivateAddresses: true },
+      sealer: localKeyRing(region.config.secretKeys),
+    }),
   });
 
   const startedAt = Date.now();

@@ -3,10 +3,13 @@
  * merchants, which verify every request with the Standard Webhooks reference verifier.
  */
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SweepResult } from '../../src/contracts/domain.js';
 import type { MerchantScript } from '../../dev/fake-merchants.js';
 import { checkLedgerInvariants } from '../../bench/invariants.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -227,9 +230,12 @@ describe('webhook delivery', () => {
   });
 
   it('no signing secret appears in any workflow history of this file', async () => {
-    const allSecrets = (await us.pool.query<{ signing_secret: string | null }>('SELECT signing_secret FROM merchants')).rows
-      .map((r) => r.signing_secret)
-      .filter((s): s is string => !!s);
+    // Sealed in the ledger: opened with the region's ring to know what to look for.
+    const sealer = localKeyRing(us.config.secretKeys);
+    const { rows } = await us.pool.query<{ id: string; signing_secret: string }>(
+      'SELECT id, signing_secret FROM merchants WHERE signing_secret IS NOT NULL',
+    );
+    const allSecrets = await Promise.all(rows.map((r) => sealer.open(r.signing_secret, { region: 'us', merchantId: r.id })));
     expect(allSecrets.length).toBeGreaterThan(5);
     let histories = 0;
     for await (const { history } of us.client.workflow.list({ query: `TaskQueue = '${us.config.taskQueue}'` }).intoHistories()) {
@@ -248,24 +254,60 @@ describe('bad merchant configuration (production endpoint rules)', () => {
   let prod: TestRegion;
   beforeAll(async () => {
     prod = await harness.region('us');
-    await harness.startWorker(prod, undefined, { allowInsecureHttp: false, allowPrivateAddresses: false, trustedNetworks: [] });
+    await harness.startWorker(prod, undefined, { allowInsecureHttp: false, allowPrivateAddresses: false, trustedNetworks: [], allowedPorts: [443] });
   });
 
-  it.each([
+  /** Sealed as `merchant add` seals, with `keys` (the region's ring unless said), for `merchantId`. */
+  const sealed = (secret: string, merchantId: string, keys = prod.config.secretKeys) => localKeyRing(keys).seal(secret, { region: 'us', merchantId });
+  type Columns = Record<string, unknown> | ((merchantId: string) => Promise<Record<string, unknown>>);
+
+  it.each<[string, Columns, string, RegExp]>([
     ['a malformed URL', { endpoint_url: 'not a url' }, 'bad_url', /not a valid URL/],
     ['a non-https URL', { endpoint_url: 'http://merchant.example/hook' }, 'bad_url', /scheme http:/],
     ['a loopback address', { endpoint_url: 'https://127.0.0.1:9/hook' }, 'bad_url', /private/],
+    ['a 6to4 address embedding the metadata service', { endpoint_url: 'https://[2002:a9fe:a9fe::1]/hook' }, 'bad_url', /not global unicast/],
+    ['a port not allowed', { endpoint_url: 'https://merchant.example:22/hook' }, 'bad_url', /port 22 is not allowed/],
     ['a missing secret', { endpoint_url: 'https://merchant.example/hook', signing_secret: null }, 'missing_secret', /no signing secret/],
-    ['an undecodable secret', { endpoint_url: 'https://merchant.example/hook', signing_secret: 'whsec_%%%' }, 'missing_secret', /does not decode/],
+    [
+      'an undecodable secret (sealed, opening to something that is not whsec_<base64>)',
+      async (id) => ({ endpoint_url: 'https://merchant.example/hook', signing_secret: await sealed('whsec_%%%', id) }),
+      'missing_secret',
+      /does not decode/,
+    ],
+    [
+      "a secret sealed for another merchant (copied from that merchant's row)",
+      async () => ({ endpoint_url: 'https://merchant.example/hook', signing_secret: await sealed(generateSigningSecret(), 'm_someone_else') }),
+      'missing_secret',
+      /does not open under key "test": it was altered, or sealed for another merchant.*handled as a missing one: missing_secret/,
+    ],
+    [
+      'a secret sealed under a key the region no longer has',
+      async (id) => ({
+        endpoint_url: 'https://merchant.example/hook',
+        signing_secret: await sealed(generateSigningSecret(), id, [{ id: 'retired', key: randomBytes(32) }]),
+      }),
+      'missing_secret',
+      /sealed under key "retired", which is not in this region's MERCHANT_SECRET_KEYS/,
+    ],
+    [
+      'a secret in clear text (written around the table constraint): never used as it is',
+      async () => {
+        await prod.pool.query('ALTER TABLE merchants DROP CONSTRAINT IF EXISTS merchants_signing_secrets_sealed');
+        return { endpoint_url: 'https://merchant.example/hook', signing_secret: generateSigningSecret() };
+      },
+      'missing_secret',
+      /stored in clear text, not sealed/,
+    ],
     [
       'an unusable policy override',
       { endpoint_url: 'https://merchant.example/hook', delivery_policy: '{"retryHorizonMs": "soon"}' },
       'invalid_policy',
       /retryHorizonMs/,
     ],
-  ])('%s: quarantined with a named reason, no request, no crash', async (_, merchant, reason, detail) => {
+  ])('%s: quarantined with a named reason, no request, no crash', async (_, columns, reason, detail) => {
     const night = await seedNight(prod.pool, 'us', `${harness.id}bad${++prefixes}`, { expired: 1, merchants: 1 }, harness.merchants);
     const merchantId = night.merchantIds[0]!;
+    const merchant = typeof columns === 'function' ? await columns(merchantId) : columns;
     const sets = Object.keys(merchant).map((column, i) => `${column} = $${i + 2}${column === 'delivery_policy' ? '::jsonb' : ''}`);
     await prod.pool.query(`UPDATE merchants SET ${sets.join(', ')} WHERE id = $1`, [merchantId, ...Object.values(merchant)]);
     await prod.client.workflow.execute(sweepExpiredHolds, {

@@ -15,6 +15,8 @@ import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { DEFAULT_DEPLOYMENT_NAME, type SetCurrentMode } from '../../src/config.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { createRegionWorker, runRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { TEST_SECRET_KEYS } from './secrets.js';
 
 let runtimeInstalled = false;
 function installQuietRuntime() {
@@ -42,8 +44,11 @@ export interface Harness {
   address: string;
   /** This file's fake merchants (a real HTTP server on loopback). */
   merchants: FakeMerchants;
-  /** A fresh ledger and task queue for the region; `payloadKeys` turns on payload encryption for its clients and workers. */
-  region(region: Region, options?: { payloadKeys?: RegionConfig['payloadKeys'] }): Promise<TestRegion>;
+  /**
+   * A fresh ledger and task queue for the region; `payloadKeys` turns on payload encryption for its clients and workers;
+   * `secretKeys`: its merchant-secret key ring (TEST_SECRET_KEYS unless said).
+   */
+  region(region: Region, options?: { payloadKeys?: RegionConfig['payloadKeys']; secretKeys?: RegionConfig['secretKeys'] }): Promise<TestRegion>;
   /** A pool on a brand-new database with no schema at all (for migration tests). */
   emptyDatabase(): Promise<pg.Pool>;
   /**
@@ -97,6 +102,7 @@ export async function openHarness(options: { address?: string; tls?: TLSConfig; 
         taskQueue: `t-${id}-${region}-${pools.length}`,
         scheduleId: `t-${id}-sweep-${region}-${pools.length}`,
         payloadKeys: options.payloadKeys,
+        secretKeys: options.secretKeys ?? TEST_SECRET_KEYS,
       };
       const client = new Client({ connection, namespace: config.namespace, dataConverter: dataConverterFor(config) });
       return { config, pool, databaseUrl, client };
@@ -114,6 +120,7 @@ export async function openHarness(options: { address?: string; tls?: TLSConfig; 
         connection: nativeConnection,
         region: region.config,
         pool: region.pool,
+        sealer: localKeyRing(region.config.secretKeys),
         workflowBundle: bundle,
         version: options.version ?? { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) },
         webhooks,

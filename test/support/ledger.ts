@@ -6,6 +6,9 @@ import type { FakeMerchants } from '../../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../dev/seed.js';
 import type { Region } from '../../src/contracts/regions.js';
 import { holdWorkflowId } from '../../src/contracts/ids.js';
+import type { EncryptionKey } from '../../src/config.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { TEST_SECRET_KEYS } from './secrets.js';
 
 export interface Night {
   merchantIds: string[];
@@ -19,7 +22,8 @@ export interface Night {
 /**
  * `expired` releasable holds (expired 1–120 minutes ago) over a few merchants and accounts, `future` holds
  * expiring in an hour, and optional defective rows of each kind. Merchants point at the fake merchants,
- * which answer 200 and verify signatures unless a test scripts them otherwise.
+ * which answer 200 and verify signatures unless a test scripts them otherwise. Their secrets are sealed with
+ * `secretKeys`: the region's ring (a test region's `config.secretKeys`, TEST_SECRET_KEYS unless it was given one).
  */
 export async function seedNight(
   pool: pg.Pool,
@@ -27,6 +31,7 @@ export async function seedNight(
   prefix: string,
   counts: { expired: number; future?: number; defective?: boolean; merchants?: number },
   fake: FakeMerchants,
+  secretKeys: readonly EncryptionKey[] = TEST_SECRET_KEYS,
 ): Promise<Night> {
   const currency = region === 'eu' ? 'EUR' : 'USD';
   const merchantIds = Array.from({ length: counts.merchants ?? 4 }, (_, i) => `m_${prefix}_${i}`);
@@ -35,6 +40,7 @@ export async function seedNight(
   for (const id of merchantIds) fake.script(id, { secrets: [secrets.get(id)!] });
   await insertMerchants(
     pool,
+    { region, sealer: localKeyRing(secretKeys) },
     merchantIds.map((id) => ({ id, endpointUrl: fake.endpointFor(id), signingSecret: secrets.get(id)! })),
   );
   await insertAccounts(

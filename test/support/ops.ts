@@ -1,13 +1,15 @@
 /** `npm run ops -- ...` in process, against a test region, as an operator's shell would configure it. */
 import type { EncryptionKey } from '../../src/config.js';
 import { runOps } from '../../src/ops/cli.js';
+import { keyRingVariable } from '../../dev/worker-processes.js';
 import type { TestRegion } from './harness.js';
 
 export type Ops = (...args: string[]) => Promise<number>;
 
 /**
- * Runs `work` with the CLI configured for `region` (its database, Temporal, namespace and task queue) in `mode`, and
- * the payload key when the region has one; collects its output lines. The environment is restored after.
+ * Runs `work` with the CLI configured for `region` (its database, Temporal, namespace and task queue, its merchant-secret
+ * key ring) in `mode`, and the payload key when the region has one; collects its output lines. The environment is
+ * restored after.
  */
 export async function withOps(
   region: TestRegion,
@@ -22,8 +24,11 @@ export async function withOps(
     HOLD_SWEEPER_REGIONS: region.config.region,
     [`DATABASE_URL_${up}`]: region.databaseUrl,
     TEMPORAL_ADDRESS: region.config.temporalAddress,
+    // The shared dev server speaks plaintext; production refuses that unless it is said (src/temporal-connection.ts).
+    ...(mode === 'production' ? { TEMPORAL_TLS: 'false' } : {}),
     [`TASK_QUEUE_${up}`]: region.config.taskQueue,
     [`TEMPORAL_NAMESPACE_${up}`]: region.config.namespace,
+    [`MERCHANT_SECRET_KEYS_${up}`]: keyRingVariable(region.config.secretKeys),
     ...(payloadKey ? { [`PAYLOAD_KEYS_${up}`]: `${payloadKey.id}:${payloadKey.key.toString('base64')}` } : {}),
   });
   try {

@@ -2,6 +2,7 @@ import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, loadProcessorConfig, parseDuration, redactUrl, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
+import { DEV_SECRET_KEYS } from '../../src/delivery/secret-box.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
 
@@ -100,6 +101,12 @@ describe('config', () => {
     ['WEBHOOK_TRUSTED_NETWORKS', '10.0.0.0'],
     ['WEBHOOK_TRUSTED_NETWORKS', '10.0.0.0/33'],
     ['WEBHOOK_TRUSTED_NETWORKS', 'intranet/8'],
+    ['WEBHOOK_ALLOWED_PORTS', '0'],
+    ['WEBHOOK_ALLOWED_PORTS', '65536'],
+    ['WEBHOOK_ALLOWED_PORTS', 'https'],
+    ['WEBHOOK_ALLOWED_PORTS', '443,'],
+    ['WEBHOOK_ALLOWED_PORTS', '443;8443'],
+    ['WEBHOOK_ALLOWED_PORTS', '-443'],
   ])('%s=%j is rejected with an error that names the variable', (variable, value) => {
     const err = configError({ [variable]: value });
     expect(err.variable).toBe(variable);
@@ -116,6 +123,7 @@ describe('config', () => {
       TEMPORAL_ADDRESS: 't:7233',
       TEMPORAL_TLS: 'true',
       PAYLOAD_KEYS_US: key,
+      MERCHANT_SECRET_KEYS_US: key,
     });
     expect(production.deployment.setCurrent).toBe('if-none');
     expect(loadConfig({ WORKER_BUILD_ID: '3f8aa79', WORKER_SET_CURRENT: 'never' }).deployment).toMatchObject({
@@ -127,6 +135,25 @@ describe('config', () => {
     expect(buildIdOf({ code: 'a' })).toMatch(/^wf-[0-9a-f]{12}$/);
     expect(buildIdOf({ code: 'b' })).not.toBe(buildIdOf({ code: 'a' }));
     expect(buildIdOf({ code: 'a' }, '3f8aa79')).toBe('3f8aa79');
+  });
+
+  it('allows merchant endpoints port 443 alone in production, any port in dev, and the ports WEBHOOK_ALLOWED_PORTS names', () => {
+    const production = {
+      HOLD_SWEEPER_MODE: 'production',
+      HOLD_SWEEPER_REGIONS: 'us',
+      DATABASE_URL_US: 'postgres://h/us',
+      TEMPORAL_ADDRESS: 't:7233',
+      TEMPORAL_TLS: 'true',
+      PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
+      MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
+    };
+    expect(loadConfig(production).webhooks.allowedPorts).toEqual([443]);
+    expect(loadConfig({ ...production, WEBHOOK_ALLOWED_PORTS: '443, 8443' }).webhooks.allowedPorts).toEqual([443, 8443]);
+    expect(loadConfig({}).webhooks.allowedPorts).toBeUndefined();
+    expect(loadConfig({ WEBHOOK_ALLOWED_PORTS: '9000' }).webhooks.allowedPorts).toEqual([9000]);
+    expect(configError({ ...production, WEBHOOK_ALLOWED_PORTS: '70000' }).message).toBe(
+      'WEBHOOK_ALLOWED_PORTS="70000" is invalid: expected comma-separated ports from 1 to 65535, e.g. 443,8443',
+    );
   });
 
   it('reads payload keys per region, current first, and never echoes one in an error', () => {
@@ -148,10 +175,50 @@ describe('config', () => {
     );
     const reachable = { HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db', TEMPORAL_ADDRESS: 't:7233' };
     expect(configError(reachable).variable).toBe('PAYLOAD_KEYS_US');
-    const keyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };
+    const payloadKeyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };
+    expect(configError(payloadKeyed).variable).toBe('MERCHANT_SECRET_KEYS_US');
+    const keyed = { ...payloadKeyed, MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 5).toString('base64')}` };
     expect(configError(keyed).variable).toBe('TEMPORAL_TLS');
     const tls = { ...keyed, TEMPORAL_TLS: 'true' };
     expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_AUTH_TOKEN');
+  });
+
+  it('reads the merchant-secret key ring per region, the dev ring when unset in dev; production requires its own and never echoes it', () => {
+    const k1 = Buffer.alloc(32, 1).toString('base64');
+    const k2 = Buffer.alloc(32, 2).toString('base64');
+    const [us, eu] = loadConfig({ MERCHANT_SECRET_KEYS_EU: `k2:${k2},k1:${k1}` }).regions;
+    expect(us!.secretKeys).toEqual(DEV_SECRET_KEYS);
+    expect(eu!.secretKeys.map((k) => k.id)).toEqual(['k2', 'k1']);
+
+    const production = {
+      HOLD_SWEEPER_MODE: 'production',
+      HOLD_SWEEPER_REGIONS: 'us,eu',
+      DATABASE_URL_US: 'postgres://h/us',
+      DATABASE_URL_EU: 'postgres://h/eu',
+      TEMPORAL_ADDRESS: 't:7233',
+      TEMPORAL_TLS: 'true',
+      PAYLOAD_KEYS_US: `k1:${k1}`,
+      PAYLOAD_KEYS_EU: `k1:${k2}`,
+      MERCHANT_SECRET_KEYS_US: `s1:${k2}`,
+    };
+    const missing = configError(production);
+    expect(missing).toMatchObject({ name: 'ConfigError', variable: 'MERCHANT_SECRET_KEYS_EU', value: undefined });
+    expect(missing.message).toMatch(/^MERCHANT_SECRET_KEYS_EU is not set: expected id:base64key/);
+    expect(loadConfig({ ...production, MERCHANT_SECRET_KEYS_EU: `s1:${k1}` }).regions[0]!.secretKeys.map((k) => k.id)).toEqual(['s1']);
+
+    const devKey = DEV_SECRET_KEYS[0]!.key.toString('base64');
+    for (const bad of [`dev:${k1}`, `own:${devKey}`, `s1:${k1.slice(4)}`, `s1:${k1},s1:${k2}`]) {
+      const err = configError({ ...production, MERCHANT_SECRET_KEYS_EU: bad });
+      expect(err.variable).toBe('MERCHANT_SECRET_KEYS_EU');
+      for (const material of [k1, devKey]) expect(err.message).not.toContain(material.slice(4, 20));
+    }
+    // The dev ring is refused in production, named as such; in dev the variable may name it.
+    expect(configError({ ...production, MERCHANT_SECRET_KEYS_EU: `dev:${k1}` }).message).toMatch(/built-in dev key \("dev"\) protects nothing/);
+    expect(loadConfig({ MERCHANT_SECRET_KEYS_US: `dev:${devKey}` }).regions[0]!.secretKeys).toEqual(DEV_SECRET_KEYS);
+
+    // The codec endpoint never holds the ring: neither read nor required.
+    const { MERCHANT_SECRET_KEYS_US: _held, ...codec } = production;
+    expect(loadConfig(codec, { merchantSecrets: 'not-held' }).regions.map((r) => r.secretKeys)).toEqual([[], []]);
   });
 
   it('never echoes a database password in an error', () => {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { createActivities } from '../../src/activities/index.js';
+import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 import * as messages from '../../src/contracts/messages.js';
 import * as processor from '../../src/contracts/processor.js';
 import { NON_WAKING_MESSAGES, WAITING_POINTS } from '../../src/workflows/waiting-points.js';
@@ -50,7 +51,12 @@ describe('golden coverage', () => {
     expect([...declaredLabels].filter((l) => !usedLabels.has(l))).toEqual([]);
 
     const activityNames = Object.keys(
-      createActivities({ region: 'us', pool: new pg.Pool(), endpointRules: { allowInsecureHttp: false, allowPrivateAddresses: false } }),
+      createActivities({
+        region: 'us',
+        pool: new pg.Pool(),
+        endpointRules: { allowInsecureHttp: false, allowPrivateAddresses: false },
+        sealer: localKeyRing(DEV_SECRET_KEYS),
+      }),
     );
     const called = activityNames.filter((name) => new RegExp(`\\.${name}\\(|\\b${name}\\b[^(]*\\}\\s*=\\s*proxy`).test(source));
     const declaredActivities = new Set(

@@ -27,6 +27,8 @@ const PRODUCTION = {
   DATABASE_URL_EU: 'postgres://h/eu',
   PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
   PAYLOAD_KEYS_EU: `k1:${Buffer.alloc(32, 2).toString('base64')}`,
+  MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
+  MERCHANT_SECRET_KEYS_EU: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
   TEMPORAL_ADDRESS: 'temporal.hold.internal:7233',
 };
 

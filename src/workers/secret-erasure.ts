@@ -1,0 +1,39 @@
+/**
+ * Every worker erases the previous signing secrets whose rotation overlap has ended, on an interval beside its ledger
+ * gauges (the migration step erases them once at start-up as well). The processor-event receiver does not: it never
+ * reads a merchant secret, and the workers are enough.
+ */
+import type pg from 'pg';
+import type { Region } from '../contracts/regions.js';
+import { erasePreviousSecretsPastOverlap } from '../db/secrets-at-rest.js';
+
+/**
+ * A rotated-out secret stops signing at its overlap's end whatever this says (PREVIOUS_SECRET_IN_OVERLAP_SQL); this
+ * only bounds how long its sealed bytes stay in the table after. A minute: one UPDATE over the merchants, cheap.
+ */
+export const SECRET_ERASURE_INTERVAL_MS = 60_000;
+
+export function startSecretErasure({
+  region,
+  pool,
+  intervalMs = SECRET_ERASURE_INTERVAL_MS,
+}: {
+  region: Region;
+  pool: pg.Pool;
+  intervalMs?: number;
+}): { stop(): void } {
+  let stopped = false;
+  const timer = setInterval(() => {
+    erasePreviousSecretsPastOverlap(pool).catch((err: Error) => {
+      // The next round tries again; a secret past its overlap no longer signs meanwhile.
+      if (!stopped) console.error(JSON.stringify({ level: 'warn', msg: 'previous signing secrets not erased', region, error: err.message }));
+    });
+  }, intervalMs);
+  timer.unref();
+  return {
+    stop() {
+      stopped = true;
+      clearInterval(timer);
+    },
+  };
+}
