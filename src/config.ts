@@ -422,10 +422,27 @@ export interface LoadConfigOptions {
   /**
    * `not-held`: this process never reads a merchant secret (the codec endpoint, which decodes payloads for browsers:
    * the last place to keep the key to the merchants' secrets), so MERCHANT_SECRET_KEYS_<R> is neither read nor
-   * required and `secretKeys` is empty. `required` (the default) everywhere else.
+   * required and `secretKeys` is empty. `dev-only`: not held in production either (the receiver: its role may not read
+   * a secret), but the dev ring in dev mode, where it migrates a development database itself. `required` (the default)
+   * everywhere else.
    */
-  merchantSecrets?: 'required' | 'not-held';
+  merchantSecrets?: 'required' | 'not-held' | 'dev-only';
+  /**
+   * What this process connects to, so that production requires of it only the credentials it uses: `used` (the
+   * default), the ledger and Temporal; `ledger-only` (`npm run migrate`): DATABASE_URL_<R>, not TEMPORAL_ADDRESS, TLS
+   * or PAYLOAD_KEYS_<R>; `not-used` (the codec endpoint, which checks its payload keys itself): neither.
+   */
+  connections?: 'used' | 'ledger-only' | 'not-used';
 }
+
+/** What each entry point loads: what it holds and what it connects to (src/bin/*.ts; the compose test loads the same). */
+export const ENTRY_POINTS = {
+  worker: {},
+  ops: {},
+  receiver: { merchantSecrets: 'dev-only' },
+  codec: { merchantSecrets: 'not-held', connections: 'not-used' },
+  migrate: { connections: 'ledger-only' },
+} as const satisfies Record<string, LoadConfigOptions>;
 
 /**
  * MERCHANT_SECRET_KEYS_<R>, parsed like PAYLOAD_KEYS_<R>; unset: the dev ring in dev, undefined in production (which
@@ -447,13 +464,14 @@ function readSecretKeys(env: Env, mode: Mode, up: string): EncryptionKey[] | und
   return keys;
 }
 
-export function loadConfig(env: Env = process.env, { merchantSecrets = 'required' }: LoadConfigOptions = {}): Config {
+export function loadConfig(env: Env = process.env, { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {}): Config {
   const mode = readMode(env);
   const names = readRegions(env);
   const regions = names.map((region): RegionConfig => {
     const up = region.toUpperCase();
     const temporal = loadTemporalConnectionSettings(env, region, { servesOneRegion: names.length === 1 });
-    const secretKeys = merchantSecrets === 'not-held' ? [] : readSecretKeys(env, mode, up);
+    const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
+    const secretKeys = held ? readSecretKeys(env, mode, up) : [];
     const regionConfig: RegionConfig = {
       region,
       databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
@@ -472,13 +490,13 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     };
     if (mode === 'production') {
       // Production never falls back to embedded services: a missing address is a deployment mistake.
-      if (!regionConfig.databaseUrl) {
+      if (!regionConfig.databaseUrl && connections !== 'not-used') {
         throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
       }
-      if (!regionConfig.temporalAddress) {
+      if (!regionConfig.temporalAddress && connections === 'used') {
         throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
       }
-      if (!regionConfig.payloadKeys) {
+      if (!regionConfig.payloadKeys && connections === 'used') {
         throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
       }
       if (!secretKeys) {
@@ -488,7 +506,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
           'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
         );
       }
-      requireTls(temporal, env, region);
+      if (connections === 'used') requireTls(temporal, env, region);
     }
     return Object.freeze(regionConfig);
   });

@@ -3,15 +3,16 @@
  * region's namespace with that region's keys, on CODEC_SERVER_ADDRESS, for the Web UI's origin
  * (CODEC_CORS_ORIGIN), requiring CODEC_AUTH_TOKEN when set (always, in production). HOLD_SWEEPER_MODE must be set.
  */
-import { loadConfig, requireExplicitMode } from '../config.js';
+import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
 
 // Never dev by accident: in dev the token is optional, and an open /decode hands out plaintext.
 requireExplicitMode();
-// It decodes payloads for browsers: it never holds the key ring of the merchants' secrets.
-const config = loadConfig(process.env, { merchantSecrets: 'not-held' });
+// It decodes payloads for browsers: it never holds the key ring of the merchants' secrets, nor a database or Temporal
+// credential (it calls neither).
+const config = loadConfig(process.env, ENTRY_POINTS.codec);
 const address = config.codecServer.address;
 if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
 const codecs = new Map(

@@ -10,9 +10,9 @@
  * In dev mode, unset addresses are a running `npm start`'s.
  */
 import { Client } from '@temporalio/client';
-import { loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
+import { ENTRY_POINTS, loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { migrate } from '../db/migrate.js';
+import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
@@ -22,7 +22,8 @@ import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-co
 
 async function main() {
   requireExplicitMode();
-  const config = loadConfig();
+  // Its role may not read a merchant secret, so in production it does not hold their key ring either.
+  const config = loadConfig(process.env, ENTRY_POINTS.receiver);
   if (config.regions.length !== 1) {
     throw new ConfigError('HOLD_SWEEPER_REGIONS', config.regions.map((r) => r.region).join(','), 'exactly one region: one receiver per region');
   }
@@ -37,8 +38,14 @@ async function main() {
 
   const pool = createPool(databaseUrl, RECORDING_POOL_OPTIONS);
   const refusalPool = createPool(databaseUrl, REFUSAL_POOL_OPTIONS);
-  // It reads no merchant secret, but the migrations it applies end with sealing them (src/db/secrets-at-rest.ts).
-  await migrate(pool, { region: configured.region, sealer: localKeyRing(configured.secretKeys) });
+  // Production: its own role, the schema current (npm run migrate ran). Dev: it migrates the development database,
+  // and the migrations end with sealing merchant secrets (the dev ring).
+  await readyLedger(pool, {
+    mode: config.mode,
+    service: 'receiver',
+    variable: `DATABASE_URL_${up}`,
+    secrets: () => ({ region: configured.region, sealer: localKeyRing(configured.secretKeys) }),
+  });
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>

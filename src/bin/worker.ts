@@ -16,7 +16,7 @@ import { Runtime } from '@temporalio/worker';
 import { loadConfig, requireExplicitMode } from '../config.js';
 import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../temporal-connection.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { migrate } from '../db/migrate.js';
+import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
@@ -91,7 +91,9 @@ async function main() {
     const pool = createPool(region.databaseUrl, poolOptions);
     // MERCHANT_SECRET_KEYS_<R>: migrate seals and re-seals with it, the delivery activities open with it.
     const sealer = localKeyRing(region.secretKeys);
-    await whenReachable('ledger database', () => migrate(pool, { region: region.region, sealer }));
+    await whenReachable('ledger database', () =>
+      readyLedger(pool, { mode: config.mode, service: 'worker', variable: `DATABASE_URL_${up}`, secrets: () => ({ region: region.region, sealer }) }),
+    );
     const address = region.temporalAddress;
     const settings = region.temporal ?? PLAINTEXT;
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));

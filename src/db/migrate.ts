@@ -4,12 +4,18 @@
  * Applied files are recorded in `schema_migrations` and never edited after release.
  *
  * Then, under the same lock, the step no SQL file can do: merchant secrets sealed with the region's key ring
- * (src/db/secrets-at-rest.ts), at every start, since the ring can change between two starts.
+ * (src/db/secrets-at-rest.ts), at every run, since the ring can change between two runs; and last, each service
+ * role's privileges (./grants.sql), so that what a role may do always matches the schema just migrated.
+ *
+ * Who runs it: `npm run migrate` as the schema's owner, before a release's services start (production), or every
+ * service at its start on a development database (`readyLedger`).
  */
 import fs from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
+import type { Mode } from '../config.js';
+import { applyGrants, checkServiceConnection, type Service } from './roles.js';
 import { sealMerchantSecrets } from './secrets-at-rest.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
@@ -75,9 +81,43 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
       const [count, merchants] = [sealing.unopenable.length, sealing.unopenable.slice(0, 20)];
       console.error(JSON.stringify({ level: 'warn', msg: 'merchant secrets that do not open with this key ring', region, count, merchants }));
     }
+    await applyGrants(client);
     return done;
   } finally {
     await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
     client.release();
   }
+}
+
+/** The newest migration this code ships: the schema version it needs. */
+export async function latestMigrationVersion(): Promise<number> {
+  return Math.max(0, ...(await readMigrations()).map((m) => m.version));
+}
+
+/**
+ * A service's ledger, ready for it. In production checked, never migrated (its role may not): not a superuser, not
+ * the owner, the schema current (`checkServiceConnection`). In dev mode migrated by the service itself when its
+ * connection may (a superuser or the owner: a development database, one user for everything), and checked like
+ * production's, superusers aside, when it connects with a service role. Returns the migrations applied.
+ */
+export async function readyLedger(
+  pool: pg.Pool,
+  /** `secrets`: what migrating needs (asked only when it migrates: a production receiver holds no key ring). */
+  options: { mode: Mode; service: Service; variable: string; secrets: () => SecretsAtRest },
+): Promise<string[]> {
+  if (options.mode === 'dev' && (await mayMigrate(pool))) return migrate(pool, options.secrets());
+  await checkServiceConnection(pool, options.service, options.variable, await latestMigrationVersion());
+  return [];
+}
+
+/** A superuser, or the owner of the schema's tables (or of a database with none yet). */
+async function mayMigrate(pool: pg.Pool): Promise<boolean> {
+  const { rows } = await pool.query<{ may: boolean }>(
+    `SELECT r.rolsuper
+         OR EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user)
+         OR (NOT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public')
+             AND has_schema_privilege(current_user, 'public', 'CREATE')) AS may
+       FROM pg_roles r WHERE r.rolname = current_user`,
+  );
+  return rows[0]!.may;
 }

@@ -6,8 +6,11 @@
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { loadConfig, parseDuration, requireExplicitMode, type Config } from '../config.js';
+import type pg from 'pg';
+import { loadConfig, parseDuration, requireExplicitMode, type Config, type RegionConfig } from '../config.js';
+import { latestMigrationVersion } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
+import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
@@ -134,10 +137,27 @@ async function regionFor(config: Config, regionOption: string | undefined) {
   return { regionConfig, databaseUrl, address: regionConfig.temporalAddress ?? stack?.temporalAddress[region] };
 }
 
+/**
+ * The CLI's pool on the region's ledger. In production its connection is checked first (its own role, not a superuser
+ * nor the schema's owner; the schema current): an operator's URL that could do more is refused, not used.
+ */
+async function ledgerPool(config: Config, region: RegionConfig, databaseUrl: string, max: number): Promise<pg.Pool> {
+  const pool = createPool(databaseUrl, { max });
+  if (config.mode === 'production') {
+    try {
+      await checkServiceConnection(pool, 'ops', `DATABASE_URL_${region.region.toUpperCase()}`, await latestMigrationVersion());
+    } catch (err) {
+      await pool.end();
+      throw err;
+    }
+  }
+  return pool;
+}
+
 async function connect(config: Config, regionOption: string | undefined): Promise<OpsContext & { close(): Promise<void> }> {
   const { regionConfig, databaseUrl, address } = await regionFor(config, regionOption);
   if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`, undefined, 'host:port (or a running `npm start`)');
-  const pool = createPool(databaseUrl, { max: 4 });
+  const pool = await ledgerPool(config, regionConfig, databaseUrl, 4);
   const connection = await connectClient(regionConfig.temporal ?? PLAINTEXT, address);
   return {
     region: { ...regionConfig, databaseUrl, temporalAddress: address },
@@ -416,7 +436,7 @@ async function runMerchant(
   print: (human: string, data: unknown) => void,
 ): Promise<number> {
   const { regionConfig, databaseUrl } = await regionFor(config, values.region as string | undefined);
-  const pool = createPool(databaseUrl, { max: 2 });
+  const pool = await ledgerPool(config, regionConfig, databaseUrl, 2);
   const rules = config.webhooks;
   // The same key ring as the region's workers (MERCHANT_SECRET_KEYS_<R>): what `add` and `rotate-secret` seal, they open.
   const secrets = { region: regionConfig.region, sealer: localKeyRing(regionConfig.secretKeys) };

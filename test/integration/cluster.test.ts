@@ -110,11 +110,13 @@ const cliEnv = (who: Identity) => {
   const { TEMPORAL_API_KEY_FILE: _file, ...env } = temporalEnv(who);
   return { ...env, TEMPORAL_API_KEY: who.token };
 };
-const workerEnv = (who: Identity): Record<string, string> => ({
+/** The ledger as `service`'s database role (production refuses the superuser the test itself uses). */
+const ledgerAs = (service: 'worker' | 'receiver' | 'ops') => `${inject('ledgerRoleUrls')[service]}c_${id}_us`;
+const workerEnv = (who: Identity, service: 'worker' | 'ops' = 'worker'): Record<string, string> => ({
   HOLD_SWEEPER_MODE: 'production',
   HOLD_SWEEPER_REGIONS: 'us',
   ...temporalEnv(who),
-  DATABASE_URL_US: ledgerUrl,
+  DATABASE_URL_US: ledgerAs(service),
   PAYLOAD_KEYS_US: PAYLOAD_KEY,
   // What seedNight seals the ledger's merchant secrets with (its default ring): the workers open with the same.
   MERCHANT_SECRET_KEYS_US: keyRingVariable(TEST_SECRET_KEYS),
@@ -132,7 +134,7 @@ const ops = (who: Identity, ...args: string[]) =>
     execFile(
       process.execPath,
       ['--import', 'tsx', path.join(REPO, 'src/bin/ops.ts'), ...args],
-      { env: { ...process.env, ...workerEnv(who) }, timeout: 60_000 },
+      { env: { ...process.env, ...workerEnv(who, 'ops') }, timeout: 60_000 },
       (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
@@ -287,7 +289,7 @@ it('the production receiver on the production Temporal: the processor calls back
   } as RegionConfig;
   receiver = await startReceiverProcess({
     region,
-    databaseUrl: ledgerUrl,
+    databaseUrl: ledgerAs('receiver'),
     temporalAddress: cluster!.address,
     secret,
     env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: PAYLOAD_KEY, ...temporalEnv(await identity('receiver', [`${NAMESPACE}:write`])) },

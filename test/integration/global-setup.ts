@@ -11,6 +11,7 @@ import pg from 'pg';
 import type { TestProject } from 'vitest/node';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { migrate } from '../../src/db/migrate.js';
+import { SERVICE_ROLES } from '../../src/db/roles.js';
 import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 import { freePort, startEmbeddedPostgres } from '../../dev/embedded-postgres.js';
 import { startCodecServer } from '../../src/codec/codec-server.js';
@@ -35,6 +36,11 @@ declare module 'vitest' {
     workflowBundleCode: string;
     /** The same bundle as a file, for worker processes (WORKFLOW_BUNDLE_PATH). */
     workflowBundlePath: string;
+    /**
+     * Each service's database role, as production has them (src/db/roles.ts): `postgres://<role>:<password>@host:port/`,
+     * a database name to append. The template's grants are theirs, so every cloned ledger has them.
+     */
+    ledgerRoleUrls: Record<keyof typeof SERVICE_ROLES, string>;
     /** The dev server's Web UI (test/integration/web-ui-browser.test.ts). */
     uiUrl: string;
     /** The payload key the Web UI's codec endpoint decodes `hold-sweeper-eu` with, base64. */
@@ -67,6 +73,17 @@ export default async function setup(project: TestProject) {
     startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: [TEMPLATE_DATABASE], durable: false }),
     bundleWorkflows(),
   ]);
+  // The service roles first: the template's migration grants them their privileges (src/db/grants.sql).
+  const rolePassword = randomBytes(12).toString('hex');
+  const admin = new pg.Client({ connectionString: postgres.urlFor('postgres') });
+  await admin.connect();
+  for (const role of Object.values(SERVICE_ROLES)) {
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${rolePassword}'`);
+  }
+  await admin.end();
+  const ledgerRoleUrls = Object.fromEntries(
+    Object.entries(SERVICE_ROLES).map(([service, role]) => [service, postgres.urlFor('').replace(/\/\/[^@]*@/, `//${role}:${rolePassword}@`)]),
+  ) as Record<keyof typeof SERVICE_ROLES, string>;
   const pool = new pg.Pool({ connectionString: postgres.urlFor(TEMPLATE_DATABASE) });
   // The template holds no merchant: the sealing step has nothing to seal, whichever region and ring it is given.
   await migrate(pool, { region: 'us', sealer: localKeyRing(DEV_SECRET_KEYS) });
@@ -77,6 +94,7 @@ export default async function setup(project: TestProject) {
   project.provide('temporalCliPath', server.executable.type === 'existing-path' ? server.executable.path : undefined);
   project.provide('postgresUrlBase', postgres.urlFor(''));
   project.provide('templateDatabase', TEMPLATE_DATABASE);
+  project.provide('ledgerRoleUrls', ledgerRoleUrls);
   project.provide('workflowBundleCode', bundle.code);
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
   await fs.writeFile(bundlePath, bundle.code);

@@ -11,7 +11,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
-import { CONFIG_VARIABLES, loadConfig, loadProcessorConfig } from '../../src/config.js';
+import { CONFIG_VARIABLES, ENTRY_POINTS, loadConfig, loadProcessorConfig } from '../../src/config.js';
+import { SERVICE_ROLES } from '../../src/db/roles.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { writeComposeCredentials } from '../../dev/credentials.js';
 import { freePort } from '../../dev/embedded-postgres.js';
@@ -25,6 +26,8 @@ import { waitUntil } from '../support/wait.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
+/** The role a postgres:// URL connects as (compose's ${PASSWORD} left as it is). */
+const roleIn = (url: string) => decodeURIComponent(/^postgres(?:ql)?:\/\/([^:@/]+)/.exec(url)![1]!);
 /** The `permissions` claim of a JWT (its payload, not checked: the cluster checks it). */
 const permissionsIn = (token: string) =>
   (JSON.parse(Buffer.from(token.trim().split('.')[1]!, 'base64url').toString()) as { permissions: string[] }).permissions;
@@ -271,8 +274,9 @@ describe('deployment files', () => {
         ),
       );
       for (const variable of Object.keys(env)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
-      const config = loadConfig(env);
+      const config = loadConfig(env, ENTRY_POINTS.worker);
       expect(config).toMatchObject({ mode: 'production', regions: [{ region, namespace: `hold-sweeper-${region}` }] });
+      expect(roleIn(config.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.worker);
       // Locked: the cluster's CA and name, the worker's own certificate, and a token file granting its region's write.
       expect(config.regions[0]!.temporal).toMatchObject({ address: 'temporal:7233', tls: { serverNameOverride: 'temporal.hold.internal' } });
       const tls = config.regions[0]!.temporal!.tls as { clientCertPair?: { crt: Buffer } };
@@ -295,13 +299,16 @@ describe('deployment files', () => {
         ),
       );
       for (const variable of Object.keys(receiverEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
-      const receiverConfig = loadConfig(receiverEnv);
+      const receiverConfig = loadConfig(receiverEnv, ENTRY_POINTS.receiver);
       expect(receiverConfig.regions.map((r) => r.region)).toEqual([region]);
+      // Its own role, and no key to the merchants' secrets (it may not read them).
+      expect(roleIn(receiverConfig.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.receiver);
+      expect(Object.keys(receiverEnv).filter((k) => k.startsWith('MERCHANT_SECRET_KEYS'))).toEqual([]);
       expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({ host: '0.0.0.0', port: 8090, gapWaitMs: 15 * 60_000 });
       expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
     }
-    // The codec endpoint never calls Temporal, but loads production's configuration like the rest, less the merchant-secret
-    // key ring it never holds (src/bin/codec-server.ts).
+    // The codec endpoint calls neither the ledger nor Temporal: it holds none of their credentials, nor the merchant-secret
+    // key ring (src/bin/codec-server.ts).
     const codec = services.codec!;
     const codecEnv = inContainer(
       codec,
@@ -314,10 +321,34 @@ describe('deployment files', () => {
           PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
           PAYLOAD_KEYS_EU: `k1:${Buffer.alloc(32, 2).toString('base64')}`,
         },
-        { merchantSecrets: 'not-held' },
+        ENTRY_POINTS.codec,
       ),
     ).not.toThrow();
-    expect(Object.keys(codec.environment as Record<string, string>).filter((k) => k.startsWith('MERCHANT_SECRET_KEYS'))).toEqual([]);
+    expect(Object.keys(codec.environment as Record<string, string>).filter((k) => /^(MERCHANT_SECRET_KEYS|DATABASE_URL|TEMPORAL_)/.test(k))).toEqual(
+      [],
+    );
+    // The migrator owns the schema (ledger-init.sh makes it the databases' owner) and the operators' CLI has its own role;
+    // nothing of the product connects as the database's superuser.
+    for (const [name, role] of [
+      ['ledger-migrate', SERVICE_ROLES.migrator],
+      ['ops', SERVICE_ROLES.ops],
+    ] as const) {
+      const urls = Object.entries(services[name]!.environment as Record<string, string>).filter(([k]) => k.startsWith('DATABASE_URL_'));
+      expect(
+        urls.map(([, url]) => roleIn(url)),
+        name,
+      ).toEqual([role, role]);
+    }
+    expect(services['ledger-migrate']!.command).toEqual(['node', 'dist/bin/migrate.js']);
+    for (const [name, service] of Object.entries(services)) {
+      for (const [variable, value] of Object.entries((service.environment as Record<string, string> | undefined) ?? {})) {
+        if (variable.startsWith('DATABASE_URL_')) expect(Object.values(SERVICE_ROLES), `${name} ${variable}`).toContain(roleIn(value));
+      }
+    }
+    const init = await read('deploy/ledger-init.sh');
+    for (const role of Object.values(SERVICE_ROLES)) expect(init).toContain(`CREATE ROLE ${role} LOGIN`);
+    expect(init).toContain('OWNER hold_sweeper_migrator');
+    expect(services['ledger-db']!.volumes).toContain('./deploy/ledger-init.sh:/docker-entrypoint-initdb.d/ledger-init.sh:ro');
     // Nothing is published beyond this machine: whatever reaches a port from outside is decided in front of it.
     for (const [name, service] of Object.entries(services)) {
       for (const port of (service.ports as string[] | undefined) ?? []) expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
@@ -430,7 +461,9 @@ describe('deployment files', () => {
     const postgresCaps = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'SETGID', 'SETUID'];
     const capsAdded: Record<string, string[]> = { 'temporal-db': postgresCaps, 'ledger-db': postgresCaps };
     // They exit when done, and what depends on them waits for that: no health check.
-    const oneShots = ['temporal-schema', 'temporal-setup'];
+    const oneShots = ['temporal-schema', 'temporal-setup', 'ledger-migrate'];
+    // Run by a person when needed (`docker compose run --rm ops ...`), never by `up`.
+    const tools = ['ops'];
     for (const [name, service] of Object.entries(services)) {
       expect(service.read_only, `${name} is read-only`).toBe(true);
       expect(service.tmpfs, `${name} writes temporary files to a tmpfs`).toContain('/tmp');
@@ -445,9 +478,10 @@ describe('deployment files', () => {
           expect(Object.keys(compose.volumes), `${name} mounts volume ${source}`).toContain(source);
       }
       const check = (service.healthcheck as { test?: string[] } | undefined)?.test;
-      if (oneShots.includes(name)) {
+      if (oneShots.includes(name) || tools.includes(name)) {
         expect(service.restart, name).toBe('no');
         expect(check, name).toBeUndefined();
+        if (tools.includes(name)) expect(service.profiles, name).toEqual(['ops']);
       } else {
         expect(check?.[0], `${name} has a health check`).toMatch(/^CMD(-SHELL)?$/);
       }

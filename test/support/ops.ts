@@ -16,13 +16,15 @@ export async function withOps(
   mode: 'dev' | 'production',
   work: (ops: Ops, lines: string[]) => Promise<void>,
   payloadKey?: EncryptionKey,
+  /** The ledger as another role sees it (the ops role: inject('ledgerRoleUrls').ops); the region's own URL otherwise. */
+  databaseUrl = region.databaseUrl,
 ): Promise<void> {
   const env = { ...process.env };
   const up = region.config.region.toUpperCase();
   Object.assign(process.env, {
     HOLD_SWEEPER_MODE: mode,
     HOLD_SWEEPER_REGIONS: region.config.region,
-    [`DATABASE_URL_${up}`]: region.databaseUrl,
+    [`DATABASE_URL_${up}`]: databaseUrl,
     TEMPORAL_ADDRESS: region.config.temporalAddress,
     // The shared dev server speaks plaintext; production refuses that unless it is said (src/temporal-connection.ts).
     ...(mode === 'production' ? { TEMPORAL_TLS: 'false' } : {}),

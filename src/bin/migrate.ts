@@ -1,0 +1,51 @@
+/**
+ * `npm run migrate`: the ledger's schema, brought to this release's, for each configured region, as the schema's
+ * owner (hold_sweeper_migrator), before the release's services start: the SQL migrations, the merchant secrets sealed
+ * with the region's current key (MERCHANT_SECRET_KEYS_<R>), every service role's privileges (src/db/grants.sql).
+ * Production services never migrate: they check the schema is current and refuse to start otherwise.
+ *
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us DATABASE_URL_US=postgres://hold_sweeper_migrator:...@.../hold_sweeper_us \
+ *   MERCHANT_SECRET_KEYS_US=k1:<base64> npm run migrate            (in the image: node dist/bin/migrate.js)
+ *
+ * Exit codes: 0 done (or nothing to do), 2 a configuration error, 1 a migration failed (nothing of it applied).
+ */
+import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
+import { migrate } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { localKeyRing } from '../delivery/secret-box.js';
+import { ConfigError } from '../errors.js';
+import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+
+async function main(): Promise<number> {
+  requireExplicitMode();
+  // It opens no Temporal connection and holds no payload key; the ledger is all it touches.
+  const config = loadConfig(process.env, ENTRY_POINTS.migrate);
+  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  for (const region of config.regions) {
+    const up = region.region.toUpperCase();
+    const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
+    if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL of the schema owner (hold_sweeper_migrator)');
+    const pool = createPool(databaseUrl, { max: 1 });
+    try {
+      if (config.mode === 'production') {
+        const { rows } = await pool.query<{ superuser: boolean }>('SELECT rolsuper AS superuser FROM pg_roles WHERE rolname = current_user');
+        if (rows[0]?.superuser) {
+          throw new ConfigError(`DATABASE_URL_${up}`, '(redacted: a superuser)', 'the schema owner, hold_sweeper_migrator, which is no superuser');
+        }
+      }
+      const applied = await migrate(pool, { region: region.region, sealer: localKeyRing(region.secretKeys) });
+      console.log(JSON.stringify({ level: 'info', msg: 'ledger migrated', region: region.region, applied }));
+    } finally {
+      await pool.end();
+    }
+  }
+  return 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err: unknown) => {
+    console.error(err instanceof ConfigError ? `${err.name}: ${err.message}` : err);
+    process.exit(err instanceof ConfigError ? 2 : 1);
+  },
+);

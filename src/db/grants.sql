@@ -1,0 +1,55 @@
+-- What each service's database role may do, applied by `migrate` after every migration (npm run migrate, as the
+-- schema's owner): revoked, then granted, in one transaction, so a new table is never reachable by a role that was
+-- not given it and a privilege dropped here is gone at the next migrate. A role that does not exist is skipped (a
+-- development database, where everything connects as one superuser). docs/security.md#one-role-per-service.
+--
+-- None of them owns a table or may create one: DDL is the migrator's (hold_sweeper_migrator, the owner). None may
+-- DELETE or TRUNCATE ledger rows; the receiver deletes only its own refusals (their retention).
+DO $grants$
+DECLARE
+  product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
+    'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
+    'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
+    'schema_migrations';
+BEGIN
+  -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
+  -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
+  -- merchant on 410 Gone. It never reads the receiver's refusals.
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_worker') THEN
+    EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_worker', product_tables);
+    GRANT SELECT ON accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries,
+      delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs,
+      processor_events, processor_sequence_skips, processor_skip_requests, ledger_reviews, schema_migrations
+      TO hold_sweeper_worker;
+    GRANT UPDATE ON accounts, auth_holds, merchants, merchant_rate_limits, webhook_deliveries, sweep_runs,
+      processor_events TO hold_sweeper_worker;
+    GRANT INSERT ON ledger_entries, webhook_deliveries, delivery_attempts, delivery_decisions, sweep_runs,
+      processor_sequence_skips, ledger_reviews TO hold_sweeper_worker;
+  END IF;
+
+  -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,
+  -- reads which merchant a hold is for. Nothing of merchants (their secrets), accounts or the ledger.
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_receiver') THEN
+    EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_receiver', product_tables);
+    GRANT SELECT (event_id, hold_id, sequence, body_sha256, dispatched_at, received_at), INSERT ON processor_events
+      TO hold_sweeper_receiver;
+    GRANT UPDATE (dispatched_at) ON processor_events TO hold_sweeper_receiver;
+    GRANT SELECT (id, received_at), INSERT, DELETE ON processor_requests_refused TO hold_sweeper_receiver;
+    GRANT SELECT (id, merchant_id) ON auth_holds TO hold_sweeper_receiver;
+    GRANT SELECT ON schema_migrations TO hold_sweeper_receiver;
+  END IF;
+
+  -- The operators' CLI: reads everything it reports, manages merchants (their secrets included: add, rotate, ping),
+  -- records replay and skip requests and their approvals, resolves ledger reviews. Decisions on a hold go through its
+  -- workflow, so the CLI writes no delivery, hold or ledger row itself.
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_ops') THEN
+    EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_ops', product_tables);
+    EXECUTE format('GRANT SELECT ON %s TO hold_sweeper_ops', product_tables);
+    GRANT INSERT, UPDATE ON merchants, replay_requests, replay_request_items, processor_skip_requests, operator_signals
+      TO hold_sweeper_ops;
+    -- A new merchant's rate-limit row is written by the merchants trigger, as the inserting role.
+    GRANT INSERT ON merchant_rate_limits TO hold_sweeper_ops;
+    GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;
+  END IF;
+END
+$grants$;
