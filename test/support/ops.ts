@@ -1,10 +1,16 @@
 /** `npm run ops -- ...` in process, against a test region, as an operator's shell would configure it. */
+import { inject, type ProvidedContext } from 'vitest';
 import type { EncryptionKey } from '../../src/config.js';
 import { runOps } from '../../src/ops/cli.js';
 import { keyRingVariable } from '../../dev/worker-processes.js';
 import type { TestRegion } from './harness.js';
 
 export type Ops = (...args: string[]) => Promise<number>;
+
+/** The region's ledger as `service`'s database role (test/integration/global-setup.ts made the roles). */
+export function ledgerRoleUrl(region: TestRegion, service: keyof ProvidedContext['ledgerRoleUrls']): string {
+  return `${inject('ledgerRoleUrls')[service]}${new URL(region.databaseUrl).pathname.slice(1)}`;
+}
 
 /**
  * Runs `work` with the CLI configured for `region` (its database, Temporal, namespace and task queue, its merchant-secret
@@ -16,8 +22,11 @@ export async function withOps(
   mode: 'dev' | 'production',
   work: (ops: Ops, lines: string[]) => Promise<void>,
   payloadKey?: EncryptionKey,
-  /** The ledger as another role sees it (the ops role: inject('ledgerRoleUrls').ops); the region's own URL otherwise. */
-  databaseUrl = region.databaseUrl,
+  /**
+   * The ledger as the CLI connects to it: in production its own role (production refuses the superuser the tests
+   * use), in dev the region's own URL unless another is given.
+   */
+  databaseUrl = mode === 'production' ? ledgerRoleUrl(region, 'ops') : region.databaseUrl,
 ): Promise<void> {
   const env = { ...process.env };
   const up = region.config.region.toUpperCase();
