@@ -35,6 +35,14 @@ export interface ReceivedWebhook {
   body: string;
   verified: boolean;
   answer: number | 'hang' | 'close';
+  /** When the request ended: its response finished, or its connection closed (the sender gave up). */
+  closedAt?: number;
+}
+
+/** What one merchant had open at once: the most requests, and the most for one webhook id. */
+export interface OpenRequestsPeak {
+  requests: number;
+  perWebhook: number;
 }
 
 const now = () => performance.timeOrigin + performance.now();
@@ -43,6 +51,8 @@ export class FakeMerchants {
   private readonly scripts = new Map<string, MerchantScript>();
   private readonly received: ReceivedWebhook[] = [];
   private readonly sockets = new Set<net.Socket>();
+  private readonly open = new Map<string, ReceivedWebhook[]>();
+  private readonly peaks = new Map<string, OpenRequestsPeak>();
   private server: http.Server | undefined;
   private base = '';
 
@@ -74,6 +84,16 @@ export class FakeMerchants {
     this.scripts.set(merchantId, script);
   }
 
+  /** Requests of the merchant still open now (received, not answered, connection not closed). */
+  openRequests(merchantId: string): ReceivedWebhook[] {
+    return [...(this.open.get(merchantId) ?? [])];
+  }
+
+  /** The most requests the merchant had open at once, and the most for one webhook id (1: never two at once). */
+  peakOpen(merchantId: string): OpenRequestsPeak {
+    return { ...(this.peaks.get(merchantId) ?? { requests: 0, perWebhook: 0 }) };
+  }
+
   /** Every request received, optionally for one merchant, in arrival order. */
   requests(merchantId?: string): ReceivedWebhook[] {
     return merchantId === undefined ? [...this.received] : this.received.filter((r) => r.merchantId === merchantId);
@@ -82,6 +102,23 @@ export class FakeMerchants {
   async stop(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+
+  /** Counts the request open until its response is finished or its connection closes, whichever comes first. */
+  private opened(received: ReceivedWebhook, res: http.ServerResponse) {
+    const { merchantId } = received;
+    const open = this.open.get(merchantId) ?? [];
+    this.open.set(merchantId, open);
+    open.push(received);
+    const peak = this.peaks.get(merchantId) ?? { requests: 0, perWebhook: 0 };
+    this.peaks.set(merchantId, {
+      requests: Math.max(peak.requests, open.length),
+      perWebhook: Math.max(peak.perWebhook, open.filter((r) => r.webhookId === received.webhookId).length),
+    });
+    res.once('close', () => {
+      received.closedAt = now();
+      open.splice(open.indexOf(received), 1);
+    });
   }
 
   private async handle(req: http.IncomingMessage, res: http.ServerResponse) {
@@ -113,7 +150,7 @@ export class FakeMerchants {
         return false;
       }
     });
-    this.received.push({
+    const received: ReceivedWebhook = {
       merchantId,
       receivedAt,
       webhookId: header('webhook-id'),
@@ -123,7 +160,9 @@ export class FakeMerchants {
       body,
       verified,
       answer: 'hang' in response ? 'hang' : 'close' in response ? 'close' : response.status,
-    });
+    };
+    this.received.push(received);
+    this.opened(received, res);
     if ('hang' in response) return;
     if ('close' in response) {
       req.socket.destroy();

@@ -81,6 +81,11 @@ export interface WebhookConfig {
   readonly trustedNetworks: readonly string[];
   /** WEBHOOK_ALLOWED_PORTS: the ports merchant endpoints may use; production's default is 443 alone, dev's any port (undefined). */
   readonly allowedPorts?: readonly number[];
+  /**
+   * WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: at most this many of one merchant's requests open at once, across every worker
+   * (the rate limit bounds how often they start; this, how many a merchant that hangs holds open).
+   */
+  readonly maxInFlightPerMerchant?: number;
 }
 
 /** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
@@ -210,12 +215,19 @@ export const CONFIG_VARIABLES = [
   'WORKER_SET_CURRENT',
   'WEBHOOK_TRUSTED_NETWORKS',
   'WEBHOOK_ALLOWED_PORTS',
+  'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
   'PROCESSOR_RECEIVER_ADDRESS',
   'PROCESSOR_SIGNING_SECRET_US',
   'PROCESSOR_SIGNING_SECRET_EU',
   'PROCESSOR_GAP_WAIT',
   'PROCESSOR_REFUSED_RETENTION',
 ] as const;
+
+/**
+ * Requests open at once against one merchant: 4 serves 5 req/s at up to 800 ms a response and keeps a merchant that
+ * hangs to four open connections, not the ~70 its rate would start within an attempt's timeout.
+ */
+export const DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT = 4;
 
 /** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
 export const DEFAULT_DEPLOYMENT_NAME = 'hold-sweeper';
@@ -530,6 +542,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     trustedNetworks: readNetworks(env, 'WEBHOOK_TRUSTED_NETWORKS'),
     // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
     allowedPorts: readPorts(env, 'WEBHOOK_ALLOWED_PORTS', mode === 'production' ? [443] : undefined),
+    maxInFlightPerMerchant: readInt(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT', DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000),
   };
 
   const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();

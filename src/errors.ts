@@ -104,7 +104,10 @@ export class OperatorError extends Error {
       | 'MerchantBudgetBusy'
       | 'NoHoldEvents'
       | 'NotWaitingForSequence'
-      | 'ReviewNotOpen',
+      | 'ReviewNotOpen'
+      | 'NotAnEventWebhook'
+      | 'NotPending'
+      | 'DeliveryRunning',
     message: string,
   ) {
     super(message);

@@ -1,19 +1,37 @@
 /**
- * Webhook delivery activities. One call of `deliverWebhook` is one HTTP attempt; Temporal's retry policy
- * (src/workflows/activity-profiles.ts) drives the next one, at the delay this activity computes and passes as
- * `nextRetryDelay` (jittered backoff, Retry-After as a floor), and stops on the named non-retryable failures.
+ * Webhook delivery activities. One call of `deliverWebhook` is one HTTP attempt, and it ends one of two ways (the
+ * attempt contract, src/workflows/webhook-delivery.ts): a result the workflow acts on (delivered; held, throttled or
+ * scheduled: nothing sent), or a typed failure. The retryable one, `WebhookAttemptFailed`, carries the delay this
+ * activity computes (jittered backoff, Retry-After as a floor) as `nextRetryDelay` to Temporal's retry policy
+ * (src/workflows/activity-profiles.ts), which drives the next attempt; the named non-retryable ones quarantine. Run on
+ * the workflow's local fast path, the attempt is cut short at FAST_PATH_ATTEMPT_TIMEOUT_MS: a slower merchant is sent
+ * again at once by the regular activity, with the policy's own timeout.
+ *
+ * Every request is aborted when its attempt times out or the activity is cancelled, and holds one of its merchant's
+ * leases on requests in flight (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT) from admission until its attempt is recorded.
  *
  * The merchant's secret is read here from the ledger by merchant id, sealed, opened right before the request is signed
  * and used only to sign: it never enters an activity argument, a result, a failure message or a log line.
  */
-import { activityInfo, ApplicationFailure, getClient, log, sleep } from '@temporalio/activity';
+import { activityInfo, ApplicationFailure, cancellationSignal, getClient, log, sleep } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
-import { createMerchantBudget, IN_ACTIVITY_WAIT_MAX_MS, LANE_HORIZON_MS, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
-import type { DeliveryPolicy, Lane } from '../contracts/delivery.js';
+import { createMerchantBudget, LANE_HORIZON_MS, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
+import {
+  ATTEMPT_LEDGER_SLACK_MS,
+  FAST_PATH_ATTEMPT_TIMEOUT_MS,
+  FAST_PATH_WAIT_MAX_MS,
+  IN_ACTIVITY_WAIT_MAX_MS,
+  type DeliveryPolicy,
+  type Lane,
+} from '../contracts/delivery.js';
+import { DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT } from '../config.js';
+import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
+import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
 import {
   classifyAttempt,
   InvalidDeliveryPolicyError,
@@ -26,8 +44,8 @@ import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/
 import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/signing.js';
 import type { SecretSealer, SecretsAtRest } from '../delivery/secret-box.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
-import { deliveryAttemptFailedSignal, type DeliveryAttemptFailed } from '../contracts/messages.js';
 import type {
+  AttemptFailedDetails,
   DeliverWebhookInput,
   DeliverWebhookResult,
   QuarantineDecision,
@@ -54,6 +72,8 @@ export interface DeliveryDeps {
    * (`replayRequestId`). The workflow learns it from `quarantineDelivery`'s answer, so a caller cannot say otherwise.
    */
   fourEyes?: boolean;
+  /** At most this many of one merchant's requests open at once, across every worker (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT). */
+  maxInFlightPerMerchant?: number;
   /** Injected for tests; Date.now and Math.random otherwise. */
   clock?: () => number;
   random?: () => number;
@@ -68,6 +88,9 @@ const MESSAGE_EXCERPT_CHARS = 200;
  */
 const EARLIER_RECHECK_MIN_MS = 1_000;
 const EARLIER_RECHECK_MAX_MS = 10 * 60_000;
+/** A merchant with every request in flight taken is asked again after 1 to 5 s (spread, so the waiting do not stampede). */
+const IN_FLIGHT_RECHECK_MIN_MS = 1_000;
+const IN_FLIGHT_RECHECK_SPREAD_MS = 4_000;
 
 function failure(type: string, message: string, details: Record<string, unknown>): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
@@ -95,6 +118,8 @@ interface SentAttempt {
   startedAt: number;
   sendable: Sendable;
   attempt: HttpAttempt;
+  /** Set once the attempt is recorded, which gives its lease on a request in flight back in the same statement. */
+  leaseReturned?: boolean;
 }
 
 /**
@@ -136,19 +161,9 @@ function excerptOf(attempt: HttpAttempt): string {
 
 const statusCodeOf = (attempt: HttpAttempt) => (attempt.result.kind === 'response' ? attempt.result.status : null);
 
-/**
- * Tells the hold's workflow that this attempt failed and when Temporal will retry it, so its status query can
- * say "honouring Retry-After until T" or "backing off until T" (Temporal's own retries are invisible to the
- * workflow). Best effort: a lost report costs a less precise answer, never a delivery.
- */
-async function reportRetryToWorkflow(report: DeliveryAttemptFailed): Promise<void> {
-  const workflowId = activityInfo().workflowExecution?.workflowId;
-  if (!workflowId) return;
-  try {
-    await getClient().workflow.getHandle(workflowId).signal(deliveryAttemptFailedSignal, report);
-  } catch {
-    // The workflow may be gone (terminated) or the server briefly unreachable; the retry goes on regardless.
-  }
+/** The attempt's own timeout: the policy's, cut to the fast path's bound when it runs inside a workflow task. */
+function attemptTimeoutOf(policy: DeliveryPolicy): number {
+  return activityInfo().isLocal ? Math.min(policy.attemptTimeoutMs, FAST_PATH_ATTEMPT_TIMEOUT_MS) : policy.attemptTimeoutMs;
 }
 
 export function createDeliveryActivities({
@@ -161,6 +176,7 @@ export function createDeliveryActivities({
   clock = Date.now,
   random = Math.random,
   meter = noopMetricMeter,
+  maxInFlightPerMerchant = DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
 }: DeliveryDeps) {
   const budget = createMerchantBudget(pool);
   const metrics = deliveryMetrics(meter);
@@ -175,7 +191,7 @@ export function createDeliveryActivities({
     if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
     if (delivery.status !== 'pending') return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attemptCount };
     if (delivery.merchantStatus !== 'active') return { status: 'held', merchantStatus: delivery.merchantStatus };
-    if (delivery.earlierPending) {
+    if (delivery.earlierPending && (await isBeingDelivered(delivery.earlierPending, delivery.holdId))) {
       // The hold's earlier webhook goes first. Re-check soon after a young one, seldom after one long in retries.
       const { webhookId: after, ageMs } = delivery.earlierPending;
       const waitMs = Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS);
@@ -185,7 +201,33 @@ export function createDeliveryActivities({
   }
 
   /**
-   * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here
+   * Whether an earlier pending webhook of the hold is being delivered: its workflow (the hold's release for a
+   * `hold.released`, its own for an event's) is running. One whose workflow was terminated or timed out is orphaned: it
+   * stays pending until a new delivery run is started for it (`ops events redeliver`), and must not hold back the hold's
+   * later webhooks meanwhile. Unsure (the server unreachable): it is taken as being delivered, and asked again later.
+   */
+  async function isBeingDelivered(earlier: deliveries.EarlierPending, holdId: string): Promise<boolean> {
+    const workflowId =
+      earlier.eventType === HOLD_RELEASED_EVENT
+        ? holdWorkflowId(region, holdId, earlier.holdExpiresAt)
+        : eventDeliveryWorkflowId(region, earlier.webhookId);
+    try {
+      const { status } = await getClient().workflow.getHandle(workflowId).describe();
+      if (status.name === 'RUNNING') return true;
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) return true;
+    }
+    log.warn('earlier webhook orphaned: its delivery workflow is not running; not waiting for it', {
+      region,
+      holdId,
+      webhookId: earlier.webhookId,
+      workflowId,
+    });
+    return false;
+  }
+
+  /**
+   * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here (1 s on the fast path)
    * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
    * calls again holding its queue place (`reservedSlotMs`).
    */
@@ -194,13 +236,22 @@ export function createDeliveryActivities({
     merchantId: string,
     lane: Lane,
     reservedSlotMs: number | undefined,
+    attemptTimeoutMs: number,
   ): Promise<{ attemptNumber: number } | Throttle> {
     let reserved = reservedSlotMs !== undefined;
+    // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded.
+    const lease = { cap: maxInFlightPerMerchant, leaseMs: attemptTimeoutMs + ATTEMPT_LEDGER_SLACK_MS };
     for (;;) {
-      const decision = await budget.acquire(merchantId, lane, reserved, webhookId);
+      const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
       if (decision.outcome === 'send') {
         if (decision.attemptNumber === undefined) throw new Error(`webhook ${webhookId} has no delivery record`);
         return { attemptNumber: decision.attemptNumber };
+      }
+      if (decision.outcome === 'busy') {
+        // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing spent.
+        const retryAt = decision.nowMs + IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
+        waited(merchantId, lane, retryAt - decision.nowMs);
+        return { status: 'throttled', lane, retryAt };
       }
       if (decision.outcome === 'denied') {
         // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
@@ -211,7 +262,8 @@ export function createDeliveryActivities({
       reserved = true;
       const waitMs = decision.atMs - decision.nowMs;
       waited(merchantId, lane, waitMs);
-      if (waitMs > IN_ACTIVITY_WAIT_MAX_MS) return { status: 'scheduled', lane, sendAt: decision.atMs };
+      if (waitMs > (activityInfo().isLocal ? FAST_PATH_WAIT_MAX_MS : IN_ACTIVITY_WAIT_MAX_MS))
+        return { status: 'scheduled', lane, sendAt: decision.atMs };
       await sleep(waitMs);
     }
   }
@@ -225,9 +277,10 @@ export function createDeliveryActivities({
         url,
         body: delivery.payload,
         headers: { ...signedHeaders(keys, webhookId, Math.floor(startedAt / 1000), delivery.payload) },
-        timeoutMs: policy.attemptTimeoutMs,
+        timeoutMs: attemptTimeoutOf(policy),
         lookup: guardedLookup(delivery.merchantId, endpointRules),
         agents,
+        signal: cancellationSignal(),
       });
       return { webhookId, policyRun, attemptNumber, startedAt, sendable, attempt };
     } catch (err) {
@@ -253,11 +306,8 @@ export function createDeliveryActivities({
   }
 
   /** The attempt in the attempt log and on its delivery (see src/sql/deliveries.ts). */
-  async function recordAttempt(
-    { webhookId, attemptNumber, policyRun, startedAt, attempt }: SentAttempt,
-    outcome: 'delivered' | 'retry' | 'quarantine',
-    next?: { delayMs: number; reason: string },
-  ) {
+  async function recordAttempt(sent: SentAttempt, outcome: 'delivered' | 'retry' | 'quarantine', next?: { delayMs: number; reason: string }) {
+    const { webhookId, attemptNumber, policyRun, startedAt, attempt } = sent;
     await deliveries.recordAttempt(pool, {
       webhookId,
       attemptNumber,
@@ -271,6 +321,7 @@ export function createDeliveryActivities({
       outcome,
       next,
     });
+    sent.leaseReturned = true;
   }
 
   /** The policy table's action for the attempt's result: record it, then answer, fail, or fail to be retried. */
@@ -292,7 +343,7 @@ export function createDeliveryActivities({
    * A retryable failure: the next attempt's delay (backoff, Retry-After as a floor), a merchant-wide push-back on
    * 429 (or 503 with Retry-After), then the failure that carries the delay to Temporal's retry policy.
    */
-  async function retryLater(sent: SentAttempt): Promise<DeliverWebhookResult> {
+  async function retryLater(sent: SentAttempt): Promise<never> {
     const {
       webhookId,
       attemptNumber,
@@ -304,7 +355,12 @@ export function createDeliveryActivities({
     const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
     // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
     // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
-    const next = retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
+    // Cut short on the fast path (the merchant is slower than a workflow task may wait): sent again at once, in full.
+    const tooSlowForFastPath =
+      attempt.result.kind === 'error' && attempt.result.errorClass === 'AttemptTimeout' && attemptTimeoutOf(policy) < policy.attemptTimeoutMs;
+    const next = tooSlowForFastPath
+      ? { delayMs: 0, reason: `slower than the fast path's ${FAST_PATH_ATTEMPT_TIMEOUT_MS} ms: sent again with the policy's timeout` }
+      : retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
     // Honoured either way: as the delay itself, or under a longer backoff step (it is a floor).
     if (retryAfterMs !== undefined) metrics.retryAfterHonoured.add(1, { merchant_id: merchantId });
     await recordAttempt(sent, 'retry', next);
@@ -315,15 +371,22 @@ export function createDeliveryActivities({
         retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
       await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
     }
-    const failed = { attemptNumber, outcome: what, nextAttemptAt: new Date(clock() + next.delayMs).toISOString(), reason: next.reason };
-    // Run locally, the workflow is waiting on this very call: it gets the failure as the result.
-    if (activityInfo().isLocal) return { status: 'failed_attempt', failed };
-    await reportRetryToWorkflow(failed);
     throw ApplicationFailure.create({
       type: RETRYABLE_DELIVERY_FAILURE,
       message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,
-      nextRetryDelay: next.delayMs,
-      details: [{ merchantId, attemptNumber, statusCode: statusCodeOf(attempt), retryReason: next.reason }],
+      // A local attempt is never retried by Temporal (one attempt): the workflow waits out `nextAttemptAt` itself.
+      ...(next.delayMs > 0 && !activityInfo().isLocal ? { nextRetryDelay: next.delayMs } : {}),
+      details: [
+        {
+          merchantId,
+          attemptNumber,
+          statusCode: statusCodeOf(attempt),
+          retryReason: next.reason,
+          outcome: what,
+          nextAttemptAt: new Date(clock() + next.delayMs).toISOString(),
+          reason: next.reason,
+        } satisfies AttemptFailedDetails,
+      ],
     });
   }
 
@@ -374,12 +437,19 @@ export function createDeliveryActivities({
         merchantId,
         laneOf(policyRun, runAttempts),
         activityInfo().attempt === 1 ? reservedSlotMs : undefined,
+        attemptTimeoutOf(sendable.policy),
       );
       if (!('attemptNumber' in turn)) return turn;
-      const sent = await sendSignedAttempt(webhookId, policyRun, turn.attemptNumber, sendable);
-      const { action } = classifyAttempt(sent.attempt.result);
-      noteAttempt(sent, action);
-      return applyPolicyAction(sent, action);
+      let sent: SentAttempt | undefined;
+      try {
+        sent = await sendSignedAttempt(webhookId, policyRun, turn.attemptNumber, sendable);
+        const { action } = classifyAttempt(sent.attempt.result);
+        noteAttempt(sent, action);
+        return await applyPolicyAction(sent, action);
+      } finally {
+        // Not recorded (the request threw, or the ledger did): the lease goes back here, or expires on its own.
+        if (!sent?.leaseReturned) await budget.releaseLease(webhookId).catch(() => undefined);
+      }
     },
 
     /**

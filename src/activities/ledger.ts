@@ -10,14 +10,13 @@
  * A release that can never succeed (RELEASE_FAILURE_TYPES in src/contracts/failures.ts) is not retried: the release
  * answers `rejected` with the failure's name as its code, and marks the hold so when it is still active.
  */
-import { heartbeat, log, sleep } from '@temporalio/activity';
+import { cancellationSignal, heartbeat, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { ExpiredHoldsPage, HoldCursor, HoldRef, RejectedHold, ReleaseOutcome, SweepResult, SweepTotals } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
-import { resolveDeliveryPolicy } from '../delivery/policy.js';
-import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
+import { retryHorizonFor } from '../delivery/policy.js';
 import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
 import * as holds from '../sql/holds.js';
@@ -25,6 +24,13 @@ import { maxHoldIdBytes } from '../contracts/ids.js';
 
 /** Before every row in (expires_at, id) order. */
 const START_CURSOR: HoldCursor = { expiresAt: '-infinity', id: '' };
+
+/**
+ * The release's transaction, within its local activity's 3 s (src/workflows/activity-profiles.ts): a hold row another
+ * release holds is given up after 1 s, any statement after 2 s, and the statement running when the activity is
+ * cancelled (it timed out) is cancelled on the server, so the retry never queues behind a transaction still open.
+ */
+const RELEASE_LIMITS = () => ({ lockTimeoutMs: 1_000, statementTimeoutMs: 2_000, signal: cancellationSignal() });
 
 /** How often `finishSweep` re-counts unreleased holds while children are still releasing. */
 const RELEASE_POLL_MS = 500;
@@ -99,43 +105,47 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
 
     /** Releases one hold exactly once; see the module comment. */
     async releaseHold({ holdId, expiresAt, cutoff }: ReleaseHoldInput): Promise<ReleaseOutcome> {
-      return inTransaction(pool, async (tx) => {
-        const hold = await holds.lockHoldForRelease(tx, holdId, cutoff === undefined ? undefined : { cutoff, expiresAt });
-        if (!hold) return { status: 'not_found', holdId };
-        if (hold.state === 'released') {
-          duplicateSuppressions.add(1, { kind: 'already_released' });
-          log.info('hold already released: nothing written', { region, holdId });
+      return inTransaction(
+        pool,
+        async (tx) => {
+          const hold = await holds.lockHoldForRelease(tx, holdId, cutoff === undefined ? undefined : { cutoff, expiresAt });
+          if (!hold) return { status: 'not_found', holdId };
+          if (hold.state === 'released') {
+            duplicateSuppressions.add(1, { kind: 'already_released' });
+            log.info('hold already released: nothing written', { region, holdId });
+            try {
+              return { status: 'already_released', ...withHorizon(holdId, await holds.releasedEntry(tx, holdId)) };
+            } catch (err) {
+              if (!(err instanceof ReleasedWithoutWebhook)) throw err;
+              log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
+              return { status: 'rejected', holdId, code: err.name };
+            }
+          }
+          if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.rejectCode! };
+          if (hold.state === 'captured' || hold.state === 'reversed') {
+            log.info('hold settled by the processor: nothing to release', { region, holdId, state: hold.state });
+            return { status: 'settled', holdId, state: hold.state };
+          }
+          if (hold.defect) {
+            await holds.markRejected(tx, [{ holdId, code: hold.defect }]);
+            return { status: 'rejected', holdId, code: hold.defect };
+          }
+          if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expiresAt };
+
           try {
-            return { status: 'already_released', ...withHorizon(holdId, await holds.releasedEntry(tx, holdId)) };
+            const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold));
+            log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
+            return { status: 'released', ...released };
           } catch (err) {
-            if (!(err instanceof ReleasedWithoutWebhook)) throw err;
-            log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
+            if (!(err instanceof InsufficientHeldBalance)) throw err;
+            // Nothing was written and the hold is still locked: it is marked in the same transaction.
+            await holds.markRejected(tx, [{ holdId, code: err.name }]);
+            log.warn('hold rejected: cannot be released as written', { region, holdId, code: err.name, error: err.message });
             return { status: 'rejected', holdId, code: err.name };
           }
-        }
-        if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.rejectCode! };
-        if (hold.state === 'captured' || hold.state === 'reversed') {
-          log.info('hold settled by the processor: nothing to release', { region, holdId, state: hold.state });
-          return { status: 'settled', holdId, state: hold.state };
-        }
-        if (hold.defect) {
-          await holds.markRejected(tx, [{ holdId, code: hold.defect }]);
-          return { status: 'rejected', holdId, code: hold.defect };
-        }
-        if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expiresAt };
-
-        try {
-          const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold));
-          log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
-          return { status: 'released', ...released };
-        } catch (err) {
-          if (!(err instanceof InsufficientHeldBalance)) throw err;
-          // Nothing was written and the hold is still locked: it is marked in the same transaction.
-          await holds.markRejected(tx, [{ holdId, code: err.name }]);
-          log.warn('hold rejected: cannot be released as written', { region, holdId, code: err.name, error: err.message });
-          return { status: 'rejected', holdId, code: err.name };
-        }
-      });
+        },
+        RELEASE_LIMITS(),
+      );
     },
 
     /**
@@ -177,18 +187,6 @@ function withHorizon(
     webhookId,
     retryHorizonMs: retryHorizonFor(merchantId, deliveryPolicy),
   };
-}
-
-/**
- * The delivery's retry horizon, which the workflow turns into the activity's schedule-to-close timeout. An
- * unusable override falls back to the default here; the delivery itself then quarantines with the named error.
- */
-export function retryHorizonFor(merchantId: string, overrides: unknown): number {
-  try {
-    return resolveDeliveryPolicy(merchantId, overrides).retryHorizonMs;
-  } catch {
-    return DEFAULT_DELIVERY_POLICY.retryHorizonMs;
-  }
 }
 
 export type LedgerActivities = ReturnType<typeof createLedgerActivities>;

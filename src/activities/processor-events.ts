@@ -11,7 +11,8 @@ import * as events from '../sql/processor-events.js';
 import { samePerson } from '../contracts/identity.js';
 import * as records from '../sql/operator-records.js';
 import type { DeliveryDeps } from './delivery.js';
-import { retryHorizonFor, type LedgerDeps } from './ledger.js';
+import { retryHorizonFor } from '../delivery/policy.js';
+import type { LedgerDeps } from './ledger.js';
 
 export interface SkipProcessorSequenceInput {
   holdId: string;

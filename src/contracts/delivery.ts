@@ -35,6 +35,24 @@ export const DEFAULT_DELIVERY_POLICY: DeliveryPolicy = Object.freeze({
   retryHorizonMs: 72 * HOUR,
 });
 
+/**
+ * The longest attempt timeout a merchant's policy may set: the activity's start-to-close is derived from it, so an
+ * attempt always ends (and its request is aborted) before Temporal starts the next one.
+ */
+export const MAX_ATTEMPT_TIMEOUT_MS = 30 * SECOND;
+/**
+ * The fast path's attempt: the first attempt runs as a local activity inside a workflow task, which must stay within a
+ * few seconds (Temporal warns past 5 s, TMPRL1104): a merchant slower than this is sent again, at once, by the
+ * regular activity with the policy's own timeout.
+ */
+export const FAST_PATH_ATTEMPT_TIMEOUT_MS = 2_500;
+/** Waits for the merchant's budget up to this long happen inside the activity; longer ones are durable timers. */
+export const IN_ACTIVITY_WAIT_MAX_MS = 2_000;
+/** The same on the fast path, whose wait holds a workflow task: its whole call stays within a few seconds. */
+export const FAST_PATH_WAIT_MAX_MS = 1_000;
+/** What an attempt's activity does besides the request: the ledger writes around it, the lease. */
+export const ATTEMPT_LEDGER_SLACK_MS = 10 * SECOND;
+
 /** Lanes of one merchant's budget, in priority order: first attempts, then retries, then approved replays. */
 export type Lane = 'first' | 'retry' | 'replay';
 
@@ -54,10 +72,21 @@ export type DeliverWebhookResult =
   /** A slot is reserved at `sendAt` (ms): call again then, passing it as `reservedSlotMs`. */
   | { status: 'scheduled'; lane: Lane; sendAt: number }
   /**
-   * Only from a local-activity call (the workflow's fast path): the attempt failed and may be retried after
-   * `failed.nextAttemptAt`. A regular activity throws instead, and Temporal's retry policy takes it from there.
+   * Returned by the fast path of builds before the attempt contract (still read in the histories they wrote): the
+   * attempt failed and may be retried after `failed.nextAttemptAt`. Every attempt now throws `WebhookAttemptFailed`.
    */
   | { status: 'failed_attempt'; failed: DeliveryAttemptFailed };
+
+/**
+ * The details of a `WebhookAttemptFailed` (the retryable failure of one attempt): what the workflow and the Web UI show
+ * of the attempt, and when it is tried again. The one shape every build since the attempt contract throws.
+ */
+export interface AttemptFailedDetails extends DeliveryAttemptFailed {
+  merchantId: string;
+  statusCode: number | null;
+  /** The same as `reason` (kept for readers of earlier failures). */
+  retryReason: string;
+}
 
 /** An approval that names a replay request, to be checked against the ledger (four eyes). */
 export interface ReplayApprovalClaim {

@@ -3,7 +3,7 @@
  * bundle. Timestamps cross Temporal as ISO strings with microseconds (Postgres precision), so keyset cursors
  * and workflow ids built from them are exact.
  */
-import type { InvalidHoldCode, ReleaseFailureType } from './failures.js';
+import type { InvalidHoldCode, QuarantineReason, ReleaseFailureType } from './failures.js';
 import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
 
@@ -145,6 +145,19 @@ export interface HoldResume {
   lastAttempt?: { attemptNumber: number; outcome: string; at: string };
   /** The most recent ignored signals (bounded: the input of a run is history too). */
   ignoredSignals: IgnoredSignal[];
+  /** A quarantine whose wait went on in this run (its history had grown long): the run waits for its decision again. */
+  quarantine?: OpenQuarantine;
+}
+
+/** A quarantine waiting for a human: why, since when, what a decision needs, and when it is abandoned. */
+export interface OpenQuarantine {
+  reason: QuarantineReason;
+  since: string;
+  detail: string;
+  /** An approval needs a reviewed replay request (four eyes): the worker's answer when it was quarantined. */
+  fourEyes: boolean;
+  /** Milliseconds since the epoch (workflow time). */
+  abandonsAt: number;
 }
 
 export interface ReleaseExpiredHoldResult {

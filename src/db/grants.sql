@@ -10,7 +10,7 @@ DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
-    'schema_migrations';
+    'merchant_requests_in_flight, schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
   -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
@@ -25,6 +25,8 @@ BEGIN
       processor_events TO hold_sweeper_worker;
     GRANT INSERT ON ledger_entries, webhook_deliveries, delivery_attempts, delivery_decisions, sweep_runs,
       processor_sequence_skips, ledger_reviews TO hold_sweeper_worker;
+    -- Its leases on a merchant's requests in flight: taken at admission, given back when the attempt is recorded.
+    GRANT SELECT, INSERT, UPDATE, DELETE ON merchant_requests_in_flight TO hold_sweeper_worker;
   END IF;
 
   -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,

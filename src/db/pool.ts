@@ -18,11 +18,37 @@ export function createPool(connectionString: string, options: Omit<pg.PoolConfig
 /** What a query function runs on: the pool (one statement, its own transaction) or one transaction's client. */
 export type Queryable = pg.Pool | pg.PoolClient;
 
-/** Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws. */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+export interface TransactionLimits {
+  /** `SET LOCAL statement_timeout`: no statement of the transaction runs longer. */
+  statementTimeoutMs?: number;
+  /** `SET LOCAL lock_timeout`: no statement waits longer for a lock (a row another transaction holds). */
+  lockTimeoutMs?: number;
+  /**
+   * The caller gave up (an activity cancelled or timed out): the statement running then is cancelled on the server
+   * (`pg_cancel_backend`), so the transaction ends and its locks and connection are free at once, instead of when the
+   * statement would have finished. node-postgres has no abort signal of its own.
+   */
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws; within `limits`
+ * (each below the calling activity's start-to-close), and cancelled on the server when `limits.signal` aborts.
+ */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, limits: TransactionLimits = {}): Promise<T> {
+  limits.signal?.throwIfAborted();
   const client = await pool.connect();
+  const backend = (client as unknown as { processID?: number }).processID;
+  const cancel = () => {
+    if (backend !== undefined) void pool.query('SELECT pg_cancel_backend($1::integer)', [backend]).catch(() => undefined);
+  };
+  limits.signal?.addEventListener('abort', cancel, { once: true });
   try {
-    await client.query('BEGIN');
+    // One round trip: BEGIN and the limits as one simple query.
+    const begin = ['BEGIN'];
+    if (limits.statementTimeoutMs !== undefined) begin.push(`SET LOCAL statement_timeout = ${Math.round(limits.statementTimeoutMs)}`);
+    if (limits.lockTimeoutMs !== undefined) begin.push(`SET LOCAL lock_timeout = ${Math.round(limits.lockTimeoutMs)}`);
+    await client.query(begin.join('; '));
     const result = await work(client);
     await client.query('COMMIT');
     return result;
@@ -30,6 +56,7 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
     await client.query('ROLLBACK').catch(() => undefined);
     throw err;
   } finally {
+    limits.signal?.removeEventListener('abort', cancel);
     client.release();
   }
 }

@@ -1,7 +1,9 @@
 /**
  * One HTTP attempt: POST the body with its headers, never follow a redirect, give up after the attempt
  * timeout (enforced here, not by Temporal, so the timeout is classified and gets jittered backoff like any
- * other retryable failure), keep at most 16 KiB of the response and drain the rest.
+ * other retryable failure), keep at most 16 KiB of the response and drain the rest. On the timeout, and when the
+ * caller's signal aborts (the activity cancelled), the request is destroyed: the merchant sees its connection close, and
+ * never one webhook's attempt still open while the next one is sent.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -27,6 +29,8 @@ export interface SendOptions {
   timeoutMs: number;
   lookup: net.LookupFunction;
   agents: { http: http.Agent; https: https.Agent };
+  /** Aborts the request (the activity's cancellation): answered as `Cancelled`. */
+  signal?: AbortSignal;
 }
 
 export function createAgents() {
@@ -44,7 +48,12 @@ export function sendWebhookRequest(options: SendOptions): Promise<HttpAttempt> {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      options.signal?.removeEventListener('abort', onAbort);
       resolve(attempt);
+    };
+    const onAbort = () => {
+      finish({ result: { kind: 'error', errorClass: 'Cancelled' }, durationMs: elapsed() });
+      request.destroy();
     };
     const request = (isHttps ? https : http).request(options.url, {
       method: 'POST',
@@ -61,6 +70,8 @@ export function sendWebhookRequest(options: SendOptions): Promise<HttpAttempt> {
       finish({ result: { kind: 'error', errorClass: 'AttemptTimeout' }, durationMs: elapsed() });
       request.destroy();
     }, options.timeoutMs);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
 
     request.on('response', (response) => {
       const chunks: Buffer[] = [];
@@ -97,6 +108,7 @@ export function sendWebhookRequest(options: SendOptions): Promise<HttpAttempt> {
       if (err instanceof InvalidEndpointUrl) {
         settled = true;
         clearTimeout(timer);
+        options.signal?.removeEventListener('abort', onAbort);
         reject(err);
         return;
       }

@@ -12,10 +12,12 @@
  * | 3xx, other 4xx, anything else                   | reject: quarantine at once, no retry                |
  * | bad URL, forbidden address, missing secret      | quarantine at once (checked before any request)     |
  */
-import { DEFAULT_DELIVERY_POLICY, type DeliveryPolicy } from '../contracts/delivery.js';
+import { DEFAULT_DELIVERY_POLICY, MAX_ATTEMPT_TIMEOUT_MS, type DeliveryPolicy } from '../contracts/delivery.js';
 
 export type AttemptResult =
-  { kind: 'response'; status: number; retryAfter?: string } | { kind: 'error'; errorClass: 'ConnectionError' | 'AttemptTimeout' };
+  | { kind: 'response'; status: number; retryAfter?: string }
+  /** Cancelled: the request was aborted because its activity was cancelled (a worker shutting down, a timeout). */
+  | { kind: 'error'; errorClass: 'ConnectionError' | 'AttemptTimeout' | 'Cancelled' };
 
 export type DeliveryAction = 'delivered' | 'retry' | 'disable_endpoint' | 'reject';
 
@@ -35,6 +37,7 @@ export const RESPONSE_RULES: readonly ResponseRule[] = [
   { when: '5xx', matches: status((s) => s >= 500 && s < 600), action: 'retry' },
   { when: 'connection error', matches: (r) => r.kind === 'error' && r.errorClass === 'ConnectionError', action: 'retry' },
   { when: 'attempt timeout', matches: (r) => r.kind === 'error' && r.errorClass === 'AttemptTimeout', action: 'retry' },
+  { when: 'attempt cancelled', matches: (r) => r.kind === 'error' && r.errorClass === 'Cancelled', action: 'retry' },
   { when: '410 Gone', matches: status((s) => s === 410), action: 'disable_endpoint' },
   { when: '3xx, other 4xx, anything else', matches: () => true, action: 'reject' },
 ];
@@ -51,9 +54,11 @@ export class InvalidDeliveryPolicyError extends Error {
     readonly key: string,
     readonly value: unknown,
   ) {
-    super(
-      `merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected a positive number (multiplier >= 1); fix merchants.delivery_policy`,
-    );
+    const expected =
+      key === 'attemptTimeoutMs'
+        ? `a positive number of milliseconds up to ${MAX_ATTEMPT_TIMEOUT_MS} (the attempt activity's start-to-close is derived from it)`
+        : 'a positive number (multiplier >= 1)';
+    super(`merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected ${expected}; fix merchants.delivery_policy`);
   }
 }
 
@@ -66,6 +71,7 @@ export function resolveDeliveryPolicy(merchantId: string, overrides: unknown): D
     if (!(key in DEFAULT_DELIVERY_POLICY)) throw new InvalidDeliveryPolicyError(merchantId, key, value);
     const min = key === 'backoffMultiplier' ? 1 : 1e-9;
     if (typeof value !== 'number' || !Number.isFinite(value) || value < min) throw new InvalidDeliveryPolicyError(merchantId, key, value);
+    if (key === 'attemptTimeoutMs' && value > MAX_ATTEMPT_TIMEOUT_MS) throw new InvalidDeliveryPolicyError(merchantId, key, value);
     policy[key] = value;
   }
   return Object.freeze(policy) as unknown as DeliveryPolicy;
@@ -108,4 +114,16 @@ export function retryDelay(policy: DeliveryPolicy, attempt: number, random: () =
     }
   }
   return { delayMs: backoff, reason: `backoff attempt ${attempt}` };
+}
+
+/**
+ * The delivery's retry horizon, which the workflow turns into the activity's schedule-to-close timeout. An
+ * unusable override falls back to the default here; the delivery itself then quarantines with the named error.
+ */
+export function retryHorizonFor(merchantId: string, overrides: unknown): number {
+  try {
+    return resolveDeliveryPolicy(merchantId, overrides).retryHorizonMs;
+  } catch {
+    return DEFAULT_DELIVERY_POLICY.retryHorizonMs;
+  }
 }

@@ -17,7 +17,8 @@ export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'ex
 
 /** 2xx, 3xx, 4xx, 429, 5xx, timeout, connection: the classes an operator reads attempts by. */
 export function statusClass(result: AttemptResult): string {
-  if (result.kind === 'error') return result.errorClass === 'AttemptTimeout' ? 'timeout' : 'connection_error';
+  if (result.kind === 'error')
+    return result.errorClass === 'AttemptTimeout' ? 'timeout' : result.errorClass === 'Cancelled' ? 'cancelled' : 'connection_error';
   if (result.status === 429) return '429';
   return `${Math.floor(result.status / 100)}xx`;
 }

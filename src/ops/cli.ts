@@ -37,6 +37,7 @@ import {
   holdStatus,
   listQuarantined,
   previewReplay,
+  redeliverEventWebhook,
   type OpsContext,
   type QuarantineFilters,
 } from './operations.js';
@@ -76,6 +77,8 @@ Usage: npm run ops -- <command> [options]
                                      production (four eyes): records a skip request for someone else to approve
   events approve-skip <request id> --by NAME
                                      approve a skip request (not by its requester) and carry it out
+  events redeliver <webhook id>      a new delivery run for an event's webhook whose workflow ended without finishing it
+                                     (terminated, timed out): still pending, nothing delivering it
   events refused [--since T]         signed requests the receiver refused (4xx), newest first; unsigned ones
                                      are only counted (hold_sweeper_processor_requests_refused_total)
   reviews list [--all]               ledger entries flagged for a human (late captures, events that could not apply)
@@ -251,6 +254,12 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
             `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
             `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
             `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
+            ...(report.workflow?.retrying
+              ? [
+                  `retrying: Temporal's attempt ${report.workflow.retrying.attempt}, next at ${report.workflow.retrying.nextAttemptAt ?? 'n/a'}` +
+                    ` after: ${report.workflow.retrying.lastFailure ?? 'n/a'}`,
+                ]
+              : []),
             `processor events: ${report.processorEvents.length === 0 ? 'none' : `${report.processorEvents.map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
             '',
             'attempts:',
@@ -363,12 +372,18 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
           print(`skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`, result);
           return 0;
         }
+        if (sub === 'redeliver') {
+          const webhookId = required(arg, 'webhook id');
+          const result = await redeliverEventWebhook(ctx, webhookId);
+          print(`webhook ${webhookId}: a new delivery run ${result.runId} of ${result.workflowId} started`, result);
+          return 0;
+        }
         if (sub === 'refused') {
           const rows = await refusedRequests(ctx.pool, isoOption(values.since, 'since'));
           print(`${table(rows)}\n${rows.length} refused`, rows);
           return 0;
         }
-        throw new ConfigError('events', sub, '"show", "skip", "approve-skip" or "refused"');
+        throw new ConfigError('events', sub, '"show", "skip", "approve-skip", "redeliver" or "refused"');
       }
       case 'reviews': {
         if (sub === 'list') {

@@ -6,7 +6,7 @@
  * `operator_signals` with the workflow's answer or its reason for refusing.
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
@@ -19,6 +19,9 @@ import { HOLD_RELEASED_EVENT, type DecisionTarget, type QuarantineFilters, type 
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
+import { retryHorizonFor } from '../delivery/policy.js';
+import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
+import { eventDeliveryDetails, eventDeliverySummary } from '../contracts/story.js';
 
 export type { QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
 
@@ -270,7 +273,68 @@ export interface HoldReport {
   decisions: Record<string, unknown>[];
   /** The processor's events about the hold, in sequence (`events show` has their workflow too). */
   processorEvents: Record<string, unknown>[];
-  workflow: { workflowId: string; status: string; waiting: HoldStatus | null } | null;
+  workflow: { workflowId: string; status: string; waiting: HoldStatus | null; retrying: RetryInProgress | null } | null;
+}
+
+/**
+ * A webhook attempt Temporal is retrying (the regular activity, under its retry policy), from the server's own
+ * pending-activity information: what the Web UI shows on the workflow's page. The workflow itself does not know.
+ */
+export interface RetryInProgress {
+  /** Temporal's attempt of this activity (the ledger's attempt numbers are in the attempt log). */
+  attempt: number;
+  lastFailure: string | null;
+  nextAttemptAt: string | null;
+}
+
+function retryInProgress(description: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>>): RetryInProgress | null {
+  const pending = description.raw.pendingActivities?.find((a) => a.activityType?.name === 'deliverWebhook');
+  if (!pending || (pending.attempt ?? 1) <= 1) return null;
+  const seconds = pending.nextAttemptScheduleTime?.seconds;
+  return {
+    attempt: pending.attempt ?? 1,
+    lastFailure: pending.lastFailure?.message ?? null,
+    nextAttemptAt: seconds == null ? null : new Date(Number(seconds) * 1000).toISOString(),
+  };
+}
+
+/**
+ * A new delivery run for a processor event's webhook whose delivery workflow ended without finishing it (terminated,
+ * timed out, failed: the webhook is still `pending` with nothing delivering it). Same workflow id, same webhook id;
+ * refused while a run is open, for a webhook no longer pending, and for a release's webhook (its hold's workflow
+ * delivers it).
+ */
+export async function redeliverEventWebhook(ctx: OpsContext, webhookId: string): Promise<{ workflowId: string; runId: string }> {
+  const { region } = ctx.region;
+  const webhook = await deliveries.webhookToDeliver(ctx.pool, webhookId);
+  if (!webhook) throw new OperatorError('NoDelivery', `webhook ${webhookId} does not exist in region ${region}`);
+  if (webhook.eventType === HOLD_RELEASED_EVENT) {
+    throw new OperatorError('NotAnEventWebhook', `webhook ${webhookId} is hold ${webhook.holdId}'s release: its hold's workflow delivers it`);
+  }
+  if (webhook.status !== 'pending') throw new OperatorError('NotPending', `webhook ${webhookId} is ${webhook.status}: nothing to deliver`);
+  const workflowId = eventDeliveryWorkflowId(region, webhookId);
+  try {
+    const { status } = await ctx.client.workflow.getHandle(workflowId).describe();
+    if (status.name === 'RUNNING') throw new OperatorError('DeliveryRunning', `webhook ${webhookId} is being delivered by ${workflowId}`);
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+  }
+  const handle = await ctx.client.workflow.start('deliverHoldEvent', {
+    taskQueue: ctx.region.taskQueue,
+    workflowId,
+    // A run that completed (delivered, discarded, abandoned) is never repeated; one that failed or was ended may be.
+    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    typedSearchAttributes: [
+      { key: RegionKey, value: region },
+      { key: HoldIdKey, value: webhook.holdId },
+      { key: MerchantIdKey, value: webhook.merchantId },
+      { key: DeliveryStatusKey, value: 'pending' },
+    ],
+    staticSummary: eventDeliverySummary(region, webhook.eventType, webhook.holdId, webhook.merchantId),
+    staticDetails: eventDeliveryDetails(region, webhook.holdId, webhookId, webhook.merchantId),
+    args: [{ region, holdId: webhook.holdId, webhookId, retryHorizonMs: retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy) }],
+  });
+  return { workflowId, runId: handle.firstExecutionRunId };
 }
 
 /** Everything about one hold: ledger, delivery, attempt log, decisions, and its workflow's own account. */
@@ -292,7 +356,7 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
     try {
       const description = await handle.describe();
       const waiting = await handle.query(statusQuery).catch(() => null);
-      workflow = { workflowId, status: description.status.name, waiting };
+      workflow = { workflowId, status: description.status.name, waiting, retrying: retryInProgress(description) };
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }

@@ -81,7 +81,16 @@ export interface DeliveryForSending {
    * The oldest earlier webhook of the same hold still `pending`, and how long it has existed (ms): this one waits for
    * it, so a merchant hears of a hold's events in order. Null when there is none.
    */
-  earlierPending: { webhookId: string; ageMs: number } | null;
+  earlierPending: EarlierPending | null;
+}
+
+/** An earlier webhook of the same hold, still pending; what names the workflow that delivers it. */
+export interface EarlierPending {
+  webhookId: string;
+  ageMs: number;
+  eventType: string;
+  /** The hold's expiry as its release workflow's id has it (`holdWorkflowId`): a `hold.released` is delivered there. */
+  holdExpiresAt: string;
 }
 
 /** A delivery with its merchant's endpoint, secrets (sealed) and policy, as one attempt needs them; undefined if none. */
@@ -100,15 +109,18 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     hold_id: string;
     earlier_pending: string | null;
     earlier_age_ms: number | null;
+    earlier_event_type: string | null;
+    hold_expires_at: string;
   }>(
     `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, d.hold_id, m.endpoint_url, m.signing_secret,
             ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
             (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
               AS run_attempts,
-            p.webhook_id AS earlier_pending, (extract(epoch FROM now() - p.created_at) * 1000)::float8 AS earlier_age_ms
-       FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id
+            p.webhook_id AS earlier_pending, (extract(epoch FROM now() - p.created_at) * 1000)::float8 AS earlier_age_ms,
+            p.event_type AS earlier_event_type, ${isoUtc('h.expires_at')} AS hold_expires_at
+       FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id JOIN auth_holds h ON h.id = d.hold_id
        LEFT JOIN LATERAL (
-         SELECT e.webhook_id, e.created_at FROM webhook_deliveries e
+         SELECT e.webhook_id, e.created_at, e.event_type FROM webhook_deliveries e
           WHERE e.hold_id = d.hold_id AND e.hold_ordinal < d.hold_ordinal AND e.status = 'pending'
           ORDER BY e.hold_ordinal LIMIT 1
        ) p ON true
@@ -129,7 +141,15 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     merchantStatus: row.merchant_status,
     deliveryPolicy: row.delivery_policy,
     runAttempts: row.run_attempts,
-    earlierPending: row.earlier_pending === null ? null : { webhookId: row.earlier_pending, ageMs: row.earlier_age_ms ?? 0 },
+    earlierPending:
+      row.earlier_pending === null
+        ? null
+        : {
+            webhookId: row.earlier_pending,
+            ageMs: row.earlier_age_ms ?? 0,
+            eventType: row.earlier_event_type ?? '',
+            holdExpiresAt: row.hold_expires_at,
+          },
   };
 }
 
@@ -169,7 +189,10 @@ export interface AttemptRecord {
  */
 export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<void> {
   await db.query(
-    `WITH attempt AS (
+    `WITH lease_returned AS (
+       -- The attempt's lease on a request in flight (src/sql/merchant-budget.ts), given back with its record.
+       DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text
+     ), attempt AS (
        INSERT INTO delivery_attempts (webhook_id, attempt_number, policy_run, scheduled_at, started_at, duration_ms,
                                       status_code, error_class, response_excerpt, outcome, next_retry_delay_ms, retry_reason)
        VALUES ($1::text, $2::integer, $3::integer, to_timestamp($12::double precision / 1000),
@@ -374,6 +397,42 @@ export function decisionTargetsOf(db: Queryable, webhookIds: readonly string[]):
 export async function decisionTargetOfHold(db: Queryable, holdId: string): Promise<DecisionTarget | undefined> {
   const [target] = await decisionTargetsWhere(db, `d.hold_id = $1::text AND d.event_type = '${HOLD_RELEASED_EVENT}'`, [holdId]);
   return target;
+}
+
+/** A webhook, with what starting a delivery run for it needs: its merchant and the merchant's policy overrides. */
+export interface WebhookToDeliver {
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  deliveryPolicy: unknown;
+}
+
+export async function webhookToDeliver(db: Queryable, webhookId: string): Promise<WebhookToDeliver | undefined> {
+  const { rows } = await db.query<{
+    webhook_id: string;
+    hold_id: string;
+    merchant_id: string;
+    event_type: string;
+    status: DeliveryStatus;
+    delivery_policy: unknown;
+  }>(
+    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.status, m.delivery_policy
+       FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id WHERE d.webhook_id = $1::text`,
+    [webhookId],
+  );
+  const row = rows[0];
+  return (
+    row && {
+      webhookId: row.webhook_id,
+      holdId: row.hold_id,
+      merchantId: row.merchant_id,
+      eventType: row.event_type,
+      status: row.status,
+      deliveryPolicy: row.delivery_policy,
+    }
+  );
 }
 
 /** A hold's delivery as the operator's status report shows it, or null. */

@@ -29,23 +29,29 @@ export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
  */
 export const RATE_SAFETY_MARGIN = 0.1;
 
-/** Waits up to this long happen inside the activity; longer ones are durable timers in the workflow. */
-export const IN_ACTIVITY_WAIT_MAX_MS = 2_000;
-
 /** Without Retry-After, a 429 still pushes the merchant back, by the retry's own delay but at most this. */
 export const MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS = 30_000;
 
 export interface SlotDecision {
   /**
    * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing
-   * reserved, this lane's place in the queue would be at `atMs`.
+   * reserved, this lane's place in the queue would be at `atMs`; busy: the merchant has as many requests in flight as
+   * the cap allows (or this webhook has one open still), nothing reserved: ask again soon.
    */
-  outcome: 'send' | 'wait' | 'denied';
+  outcome: 'send' | 'wait' | 'denied' | 'busy';
   atMs: number;
   /** The database clock when the decision was made: all waiting is measured against it. */
   nowMs: number;
   /** On `send` for a call that named its webhook: the number this attempt was given, counted in the same statement. */
   attemptNumber?: number;
+}
+
+/** An attempt's lease on one of its merchant's requests in flight (migrations/011_requests_in_flight.sql). */
+export interface InFlightLease {
+  /** At most this many of one merchant's requests open at once, across every worker. */
+  cap: number;
+  /** How long the lease holds if never given back (a worker killed mid-request): the longest the attempt can run. */
+  leaseMs: number;
 }
 
 export function createMerchantBudget(pool: pg.Pool) {
@@ -56,18 +62,39 @@ export function createMerchantBudget(pool: pg.Pool) {
      * counts the attempt on that delivery in the same statement, so that nothing but the HTTP request itself
      * stands between the gate and the wire. One round trip: the count is webhook_deliveries' statement
      * (`attemptCountedOnAdmission` in ./deliveries.ts, where every write of that table lives), composed in here.
+     *
+     * Given a `lease` too, the turn is taken only while the merchant has room for one more request in flight, and an
+     * admission takes the lease in the same statement; `releaseLease` (or the attempt's record) gives it back.
      */
-    async acquire(merchantId: string, lane: Lane, reserved = false, webhookId?: string): Promise<SlotDecision> {
+    async acquire(merchantId: string, lane: Lane, reserved = false, webhookId?: string, lease?: InFlightLease): Promise<SlotDecision> {
+      const params = [merchantId, LANE_HORIZON_MS[lane], RATE_SAFETY_MARGIN, reserved, webhookId ?? null];
       const { rows } = await pool.query<{ outcome: SlotDecision['outcome']; at_ms: number; now_ms: number; attempt_number: number | null }>(
-        `WITH slot AS MATERIALIZED (
-           SELECT * FROM acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean)
-         ), counted AS (
-           ${attemptCountedOnAdmission('$5')}
-         )
-         SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms,
-                (SELECT attempt_count FROM counted) AS attempt_number
-           FROM slot`,
-        [merchantId, LANE_HORIZON_MS[lane], RATE_SAFETY_MARGIN, reserved, webhookId ?? null],
+        webhookId !== undefined && lease
+          ? `WITH room AS MATERIALIZED (
+               SELECT * FROM merchant_request_room($1::text, $5::text, $6::integer)
+             ), slot AS MATERIALIZED (
+               SELECT s.* FROM room, LATERAL acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean) s
+                WHERE room.has_room
+             ), leased AS (
+               INSERT INTO merchant_requests_in_flight (webhook_id, merchant_id, expires_at)
+               SELECT $5::text, $1::text, s.db_now + make_interval(secs => $7::double precision / 1000) FROM slot s WHERE s.outcome = 'send'
+               ON CONFLICT (webhook_id) DO UPDATE SET expires_at = excluded.expires_at
+             ), counted AS (
+               ${attemptCountedOnAdmission('$5')}
+             )
+             SELECT coalesce(slot.outcome, 'busy') AS outcome, extract(epoch FROM coalesce(slot.at, room.db_now)) * 1000 AS at_ms,
+                    extract(epoch FROM coalesce(slot.db_now, room.db_now)) * 1000 AS now_ms,
+                    (SELECT attempt_count FROM counted) AS attempt_number
+               FROM room LEFT JOIN slot ON true`
+          : `WITH slot AS MATERIALIZED (
+               SELECT * FROM acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean)
+             ), counted AS (
+               ${attemptCountedOnAdmission('$5')}
+             )
+             SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms,
+                    (SELECT attempt_count FROM counted) AS attempt_number
+               FROM slot`,
+        webhookId !== undefined && lease ? [...params, lease.cap, lease.leaseMs] : params,
       );
       const row = rows[0]!;
       return {
@@ -76,6 +103,11 @@ export function createMerchantBudget(pool: pg.Pool) {
         nowMs: Number(row.now_ms),
         ...(row.attempt_number === null ? {} : { attemptNumber: row.attempt_number }),
       };
+    },
+
+    /** Gives back a webhook's lease on a request in flight (a no-op when it holds none). */
+    async releaseLease(webhookId: string): Promise<void> {
+      await pool.query(`DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text`, [webhookId]);
     },
 
     /** The merchant-wide pause a 429 set, if it is still running. */

@@ -96,6 +96,13 @@ export const SHUTDOWN_GRACE_MS = 30_000;
  * a named cause instead of a silent activity timeout.
  */
 export const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
+/**
+ * Every statement of the worker's ledger work ends within 10 s, and waits at most 5 s for a lock: well inside the
+ * ledger activities' 30 s start-to-close, so a slow or locked ledger fails the attempt (and frees its connection) before
+ * Temporal gives up on it and starts the next. Transactions that must be shorter say so (`inTransaction`'s limits).
+ */
+export const LEDGER_STATEMENT_TIMEOUT_MS = 10_000;
+export const LEDGER_LOCK_TIMEOUT_MS = 5_000;
 
 /**
  * The region's ledger pool for a worker with `tuning`: a connection for every activity and local-activity slot.
@@ -105,10 +112,15 @@ export const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
  * METRICS_GAUGE_INTERVAL) shares the pool and waits its turn when it is full. Not configurable on its own: fewer
  * connections than slots only moves the queue into the pool; to open fewer, run fewer slots.
  */
-export function ledgerPoolOptions(tuning: RegionWorkerOptions['tuning'] = {}): { max: number; connectionTimeoutMillis: number } {
+export function ledgerPoolOptions(tuning: RegionWorkerOptions['tuning'] = {}) {
   const activities = tuning.maxConcurrentActivityTaskExecutions ?? TASK_SLOTS.maxConcurrentActivityTaskExecutions;
   const localActivities = tuning.maxConcurrentLocalActivityExecutions ?? TASK_SLOTS.maxConcurrentLocalActivityExecutions;
-  return { max: activities + localActivities, connectionTimeoutMillis: LEDGER_CONNECTION_TIMEOUT_MS };
+  return {
+    max: activities + localActivities,
+    connectionTimeoutMillis: LEDGER_CONNECTION_TIMEOUT_MS,
+    statement_timeout: LEDGER_STATEMENT_TIMEOUT_MS,
+    lock_timeout: LEDGER_LOCK_TIMEOUT_MS,
+  };
 }
 
 export function createRegionWorker({
@@ -141,6 +153,7 @@ export function createRegionWorker({
       region: region.region,
       pool,
       endpointRules: webhooks,
+      maxInFlightPerMerchant: webhooks.maxInFlightPerMerchant,
       sealer,
       fourEyes,
       maxWorkflowIdLength,

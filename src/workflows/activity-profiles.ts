@@ -6,11 +6,18 @@
  * named release failures) is not retried.
  */
 import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
-import { DEFAULT_DELIVERY_POLICY } from '../contracts/delivery.js';
+import {
+  ATTEMPT_LEDGER_SLACK_MS,
+  DEFAULT_DELIVERY_POLICY,
+  FAST_PATH_ATTEMPT_TIMEOUT_MS,
+  FAST_PATH_WAIT_MAX_MS,
+  IN_ACTIVITY_WAIT_MAX_MS,
+  MAX_ATTEMPT_TIMEOUT_MS,
+} from '../contracts/delivery.js';
 import { NON_RETRYABLE_DELIVERY_ERRORS, NON_RETRYABLE_LEDGER_ERRORS } from '../contracts/failures.js';
 
 export const ledgerActivity: ActivityOptions = {
-  // One short transaction; 30 s leaves room for a row lock held by a concurrent release of the same hold.
+  // One short transaction; the ledger pool's statement timeout (10 s, src/workers/region-worker.ts) ends it well before.
   startToCloseTimeout: '30s',
   retry: {
     // First retry soon (a failover or a dropped connection heals in seconds), then back off to once a minute.
@@ -38,9 +45,13 @@ export const ledgerActivity: ActivityOptions = {
  * workflow task every 8 s (3 events each, ~22 a minute: the 51,200-event limit in ~38 h instead of ~6 days).
  */
 export const ledgerLocalActivity: LocalActivityOptions = {
-  startToCloseTimeout: ledgerActivity.startToCloseTimeout,
+  // A few seconds at most, retries included: the release's transaction gives up a row lock after 1 s and a statement
+  // after 2 s (src/activities/ledger.ts); whatever still runs 3 s after the first attempt started (the SDK core counts a
+  // local activity's start-to-close across its in-worker retries) is cancelled, its statement with it, and retried on a
+  // durable timer. The workflow task waits 3 s for the release at the very worst.
+  startToCloseTimeout: '3s',
   retry: ledgerActivity.retry,
-  localRetryThreshold: '2s',
+  localRetryThreshold: '1s',
 };
 
 /** finishSweep polls the ledger while children release; it heartbeats so a dead worker is noticed quickly. */
@@ -54,7 +65,9 @@ export function sweepFinishActivity(releaseWaitMs: number): ActivityOptions {
 }
 
 /**
- * One webhook attempt per activity attempt. The activity picks each retry's delay itself (jittered backoff,
+ * One webhook attempt per activity attempt: its start-to-close covers the longest attempt timeout a policy may set, a
+ * wait for the merchant's budget and the ledger work around it, so an attempt always ends (its request aborted) before
+ * Temporal starts the next. The activity picks each retry's delay itself (jittered backoff,
  * Retry-After as a floor) and passes it as `nextRetryDelay`; the intervals below apply only when an attempt
  * dies without choosing (a worker crash), and mirror the default policy. The horizon is the schedule-to-close
  * timeout: a retry that would land past it ends the run with TIMEOUT, which the workflow quarantines as
@@ -62,8 +75,7 @@ export function sweepFinishActivity(releaseWaitMs: number): ActivityOptions {
  */
 export function webhookActivity(retryHorizonMs: number): ActivityOptions {
   return {
-    // The HTTP attempt is bounded at 15 s by the activity; the rest covers the ledger writes around it.
-    startToCloseTimeout: '45s',
+    startToCloseTimeout: MAX_ATTEMPT_TIMEOUT_MS + IN_ACTIVITY_WAIT_MAX_MS + ATTEMPT_LEDGER_SLACK_MS,
     scheduleToCloseTimeout: retryHorizonMs,
     retry: {
       initialInterval: DEFAULT_DELIVERY_POLICY.initialBackoffMs,
@@ -77,12 +89,13 @@ export function webhookActivity(retryHorizonMs: number): ActivityOptions {
 /**
  * The delivery's fast path: the first call of a policy run (and a call that comes back for a reserved slot) runs
  * as a local activity, inside the workflow task that released the hold. A healthy merchant's webhook then costs
- * one marker event instead of three activity events and a second workflow task. One attempt only: a failed HTTP
- * attempt comes back as a result, and anything unexpected (the ledger down, a crash) hands the delivery to the
- * regular activity above, whose retry policy applies from there.
+ * one marker event instead of three activity events and a second workflow task. One attempt only, of a few seconds at
+ * most: a failed one fails with the same typed failure as the regular activity (the workflow waits out its delay; a
+ * merchant slower than the fast path is sent again at once), and anything unexpected (the ledger down, a crash) hands
+ * the delivery to the regular activity above, whose retry policy applies from there.
  */
 export const webhookLocalActivity: LocalActivityOptions = {
-  // The HTTP attempt (15 s at most) and an in-activity wait for the merchant's budget (2 s at most) fit twice.
-  startToCloseTimeout: '45s',
+  // The fast path's attempt (2.5 s) after a wait for the merchant's budget (1 s at most), and the ledger's writes.
+  startToCloseTimeout: FAST_PATH_ATTEMPT_TIMEOUT_MS + FAST_PATH_WAIT_MAX_MS + 1_000,
   retry: { maximumAttempts: 1 },
 };

@@ -34,7 +34,9 @@ import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unen
 import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
 import { eventDeliveryDetails, eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
-import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, trackHold, type DeliveryResume } from './release-expired-hold.js';
+import { registerDeliveryHandlers } from './delivery-handlers.js';
+import { DeliveryTracker } from './delivery-tracker.js';
+import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, type DeliveryResult, type DeliveryResume } from './webhook-delivery.js';
 
 /** A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked. */
 const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
@@ -265,14 +267,14 @@ export interface DeliverHoldEventInput {
  * quarantine and operator decisions as a release's webhook (`deliverUntilDecided`). The send gate sends it only
  * after the hold's earlier webhooks have left `pending`, so the merchant hears of a hold's events in order.
  */
-export async function deliverHoldEvent(
-  input: DeliverHoldEventInput,
-): Promise<{ webhookId: string; delivery: Awaited<ReturnType<typeof deliverUntilDecided>> }> {
-  const hold = trackHold(input.holdId, input.resume);
+export async function deliverHoldEvent(input: DeliverHoldEventInput): Promise<{ webhookId: string; delivery: DeliveryResult }> {
+  // An event's webhook is delivered from its workflow's first moment: there is no release in this story.
+  const tracker = new DeliveryTracker(input.holdId, { stage: 'delivering', policyRun: input.resume?.policyRun ?? 1 }, input.resume);
+  registerDeliveryHandlers(tracker);
   const delivery = await deliverUntilDecided({
     webhookId: input.webhookId,
     retryHorizonMs: input.retryHorizonMs,
-    hold,
+    tracker,
     resume: input.resume,
     ctx: { region: input.region, holdId: input.holdId, webhookId: input.webhookId },
     quarantineTimeoutMs: input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS,

@@ -56,7 +56,7 @@ export interface WaitingPoint {
   unrecordable?: Readonly<Record<string, string>>;
 }
 
-/** The delivery of one webhook (src/workflows/release-expired-hold.ts, `deliverUntilDecided`), in either workflow that runs it. */
+/** The delivery of one webhook (src/workflows/webhook-delivery.ts, `deliverUntilDecided`), in either workflow that runs it. */
 function deliveryPoints(): WaitingPoint[] {
   const workflow = 'delivery';
   return [
@@ -69,8 +69,10 @@ function deliveryPoints(): WaitingPoint[] {
         'completed:scheduled',
         'completed:throttled',
         'completed:held',
+        // Builds before the attempt contract returned a fast-path failure as a result; every build since throws it.
         'completed:failed_attempt',
         'completed:already_terminal',
+        'failed:retryable',
         'failed:policy',
         'failed:unexpected',
       ],
@@ -84,13 +86,23 @@ function deliveryPoints(): WaitingPoint[] {
     { workflow, point: 'budget', on: { timer: 'holdLabels.budget' }, exits: ['timer'] },
     { workflow, point: 'after-earlier', on: { timer: 'holdLabels.afterEarlier' }, exits: ['timer'] },
     { workflow, point: 'retry-wait', on: { timer: 'holdLabels.retryWait' }, exits: ['timer'] },
-    { workflow, point: 'held', on: { timer: 'holdLabels.held' }, exits: ['timer', 'signal:merchantResumed'] },
+    // continued: resumed by the signal in a task that also ended the run (its history long): the next run sends.
+    { workflow, point: 'held', on: { timer: 'holdLabels.held' }, exits: ['timer', 'signal:merchantResumed', 'continued'] },
     { workflow, point: 'quarantine', on: { activity: 'quarantineDelivery', labels: ['holdLabels.quarantine'] }, exits: ['completed'] },
     {
       workflow,
       point: 'human',
       on: { timer: 'holdLabels.human' },
-      exits: ['timer', 'signal:approveReplay', 'signal:discard', 'update:approveReplay', 'update:discard', 'kept-waiting:approveReplay'],
+      exits: [
+        'timer',
+        'signal:approveReplay',
+        'signal:discard',
+        'update:approveReplay',
+        'update:discard',
+        'kept-waiting:approveReplay',
+        // The wait's history grew long (a flood of signals that did not apply): the next run waits on.
+        'continued',
+      ],
     },
     { workflow, point: 'verify-request', on: { activity: 'verifyReplayApproval' }, exits: ['completed'] },
     { workflow, point: 'decide', on: { activity: 'decideQuarantine', labels: ['holdLabels.decision'] }, exits: ['completed'] },
@@ -162,5 +174,6 @@ export const coverageKey = (workflow: string, point: string, exit: string) => `$
 
 /** Signals and Updates a workflow takes that end no wait, each with why (every other one is an exit above). */
 export const NON_WAKING_MESSAGES: Readonly<Record<string, string>> = {
-  deliveryAttemptFailed: "reported by the delivery activity while Temporal retries it, for the status query's account; it ends no wait",
+  deliveryAttemptFailed:
+    "sent by the delivery activity of builds before the attempt contract while Temporal retried it, for the status query's account; it ends no wait",
 };

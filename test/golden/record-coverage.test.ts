@@ -25,7 +25,7 @@ import type { ProcessorEvent } from '../../dev/fake-processor.js';
 import { startDevServer, type DevServer } from '../../dev/temporal-dev-server.js';
 import type { HoldSeed } from '../../dev/seed.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
-import { approveReplaySignal, merchantResumedSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
+import { approveReplaySignal, discardSignal, merchantResumedSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
 import { holdEventsStatusQuery, processorEventSignal, type HoldEventsStage } from '../../src/contracts/processor.js';
 import { isoUtc } from '../../src/db/sql.js';
 import { approveHold, approveReplayRequest, discardHold, previewReplay, type OpsContext } from '../../src/ops/operations.js';
@@ -279,7 +279,7 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
   ownHarness = await openHarness({ address: ownServer.address });
   const us = await ownHarness.region('us');
   await ownHarness.startWorker(us);
-  const night = await seedNight(us.pool, 'us', `${ownHarness.id}can`, { expired: 1, future: 1, merchants: 1 }, ownHarness.merchants);
+  const night = await seedNight(us.pool, 'us', `${ownHarness.id}can`, { expired: 2, future: 1, merchants: 2 }, ownHarness.merchants);
   const merchant = night.merchantIds[0]!;
   await pauseMerchant(us.pool, merchant, 'maintenance');
   const held = night.expired[0]!.id;
@@ -303,6 +303,33 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
   await resumeMerchant(us.pool, merchant);
   await handle.signal(merchantResumedSignal);
   expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered' } });
+
+  // A quarantine flooded with signals that do not apply: its wait continues as new, and the next run waits on for the
+  // same decision (twice), which then applies.
+  const rejecting = night.merchantIds[1]!;
+  ownHarness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400 }] });
+  const flooded = night.expired[1]!.id;
+  const floodedExpiry = (await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [flooded])).rows[0]!
+    .e;
+  const quarantined = await us.client.workflow.start(releaseExpiredHold, {
+    taskQueue: us.config.taskQueue,
+    workflowId: await holdWorkflowIdOf(us.pool, 'us', flooded),
+    args: [{ region: 'us', holdId: flooded, expiresAt: floodedExpiry, merchantId: rejecting }],
+  });
+  await expect.poll(async () => (await quarantined.query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+  const floodedRuns = async () => (await us.client.workflow.count(`WorkflowId = '${quarantined.workflowId}'`)).count;
+  await expect
+    .poll(
+      async () => {
+        await quarantined.signal(approveReplaySignal, { approvedBy: '', reason: 'not a decision' } as never).catch(() => undefined);
+        return floodedRuns();
+      },
+      { timeout: 120_000, interval: 200 },
+    )
+    .toBeGreaterThanOrEqual(3);
+  await expect.poll(async () => (await quarantined.query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+  await quarantined.signal(discardSignal, { by: 'erin', reason: 'flooded, then decided' });
+  expect(await quarantined.result()).toMatchObject({ delivery: { status: 'discarded' } });
 
   // An event workflow applying one event after another continues as new when the server suggests it.
   const receiver = await startTestReceiver(us, { workflowIdleMs: 2_000 });

@@ -13,26 +13,26 @@ import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
 const QUARANTINE = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
-const ORIGINAL = `    const recorded = ${QUARANTINE};
-    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
-    const since = new Date().toISOString();
-    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+const ORIGINAL = `  const recorded = ${QUARANTINE};
+  log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
+  const since = new Date().toISOString();
+  d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
 `;
-const REORDERED = `    const since = new Date().toISOString();
-    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-    const recorded = ${QUARANTINE};
-    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+const REORDERED = `  const since = new Date().toISOString();
+  d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+  const recorded = ${QUARANTINE};
+  log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
 `;
-const PATCHED = `    const since = new Date().toISOString();
-    let recorded;
-    if (patched('gate-proof-reorder')) {
-      hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-      recorded = ${QUARANTINE};
-    } else {
-      recorded = ${QUARANTINE};
-      hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-    }
-    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
+const PATCHED = `  const since = new Date().toISOString();
+  let recorded;
+  if (patched('gate-proof-reorder')) {
+    d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+    recorded = ${QUARANTINE};
+  } else {
+    recorded = ${QUARANTINE};
+    d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+  }
+  log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
 `;
 
 let dir: string;
@@ -47,7 +47,7 @@ afterAll(async () => {
 
 /** A copy of src/ with `variant` in place of the quarantine step, bundled; then the golden histories replayed on it. */
 async function replayVariant(name: string, variant: string): Promise<{ replayed: number; failed: string[] }> {
-  const bundle = await bundleVariant(path.join(dir, name), [{ file: 'workflows/release-expired-hold.ts', from: ORIGINAL, to: variant }]);
+  const bundle = await bundleVariant(path.join(dir, name), [{ file: 'workflows/webhook-delivery.ts', from: ORIGINAL, to: variant }]);
   const histories = goldenHistories();
   const failed = (await replayFailures(bundle, histories)).map((f) => f.split(':')[0]!);
   return { replayed: histories.length, failed };

@@ -4,7 +4,7 @@
  * golden sets' coverage is computed, never remembered.
  */
 import type { temporal } from '@temporalio/proto';
-import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
+import { DELIVERY_FAILURE_TYPES, RETRYABLE_DELIVERY_FAILURE } from '../../src/contracts/failures.js';
 import { holdEventsLabels, holdLabels } from '../../src/contracts/story.js';
 import { coverageKey, WAITING_POINTS, WORKFLOWS_OF, type WaitingPoint } from '../../src/workflows/waiting-points.js';
 
@@ -53,6 +53,7 @@ function completedExit(result: Payload | null | undefined): string {
 function failedExit(failure: temporal.api.failure.v1.IFailure | null | undefined, point: WaitingPoint): string {
   if (!point.exits.some((e) => e.startsWith('failed:'))) return 'failed';
   const type = failure?.applicationFailureInfo?.type ?? failure?.cause?.applicationFailureInfo?.type;
+  if (type === RETRYABLE_DELIVERY_FAILURE && point.exits.includes('failed:retryable')) return 'failed:retryable';
   return type && type in DELIVERY_FAILURE_TYPES ? 'failed:policy' : 'failed:unexpected';
 }
 
@@ -76,6 +77,14 @@ function messagesBefore(events: HistoryEvent[], index: number): { signals: strin
       updates.push(e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input?.name ?? '');
   }
   return { signals, updates };
+}
+
+/** Whether the workflow task that emitted the command at `index` also ended the run by continue-as-new. */
+function continuesAsNew(events: HistoryEvent[], index: number): boolean {
+  for (let k = index + 1; k < events.length && !events[k]!.workflowTaskScheduledEventAttributes; k++) {
+    if (events[k]!.workflowExecutionContinuedAsNewEventAttributes) return true;
+  }
+  return false;
 }
 
 /** The commands (events) the first workflow task completed after `index` emitted. */
@@ -128,6 +137,8 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
     if (e.timerCanceledEventAttributes) {
       const id = e.timerCanceledEventAttributes.timerId ?? '';
       const point = openTimers.get(id);
+      // Left with the run (its history grew long): the wait, or what follows it, goes on in the next run.
+      if (point && continuesAsNew(events, index)) add(point, 'continued');
       if (point) {
         const { signals, updates } = messagesBefore(events, index);
         for (const name of signals) add(point, `signal:${name}`);

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Client, Connection, type TLSConfig } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger, type Worker } from '@temporalio/worker';
+import { NativeConnection, Runtime, DefaultLogger, makeTelemetryFilterString, type LogEntry, type Worker } from '@temporalio/worker';
 import pg from 'pg';
 import { inject } from 'vitest';
 import type { RegionConfig } from '../../src/config.js';
@@ -19,11 +19,18 @@ import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { TEST_SECRET_KEYS } from './secrets.js';
 
 let runtimeInstalled = false;
-function installQuietRuntime() {
+function installQuietRuntime(logSink?: (entry: LogEntry) => void) {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  // ERROR: retried webhook attempts log a WARN each, by design; they would bury a real failure's output.
-  Runtime.install({ logger: new DefaultLogger((process.env.TEST_LOG_LEVEL as 'ERROR') ?? 'ERROR'), shutdownSignals: [] });
+  // ERROR: retried webhook attempts log a WARN each, by design; they would bury a real failure's output. A test that
+  // reads the workers' log (the SDK core's warnings included, forwarded at WARN) gets every entry from WARN up instead.
+  const logger = logSink ? new DefaultLogger('WARN', logSink) : new DefaultLogger((process.env.TEST_LOG_LEVEL as 'ERROR') ?? 'ERROR');
+  Runtime.install({
+    logger,
+    shutdownSignals: [],
+    // The core's own warnings (e.g. TMPRL1104, a slow workflow task) reach the sink too, instead of going to stderr.
+    ...(logSink ? { telemetryOptions: { logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'WARN' }) } } } : {}),
+  });
 }
 
 export interface TestRegion {
@@ -69,8 +76,10 @@ export interface Harness {
  * `address`: another Temporal server than the shared one (a test that needs its own server settings); `tls` and
  * `apiKey`: how to reach it when it is locked (the workers' and the clients' identity).
  */
-export async function openHarness(options: { address?: string; tls?: TLSConfig; apiKey?: string } = {}): Promise<Harness> {
-  installQuietRuntime();
+export async function openHarness(
+  options: { address?: string; tls?: TLSConfig; apiKey?: string; logSink?: (entry: LogEntry) => void } = {},
+): Promise<Harness> {
+  installQuietRuntime(options.logSink);
   const id = randomUUID().slice(0, 8);
   const address = options.address ?? inject('temporalAddress');
   const secured = { ...(options.tls ? { tls: options.tls } : {}), ...(options.apiKey ? { apiKey: options.apiKey } : {}) };

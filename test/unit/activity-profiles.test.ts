@@ -2,7 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { msToNumber } from '@temporalio/common/lib/time.js';
 import { RELEASE_FAILURE_TYPES } from '../../src/contracts/failures.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../../src/errors.js';
-import { ledgerLocalActivity } from '../../src/workflows/activity-profiles.js';
+import { ledgerLocalActivity, webhookActivity, webhookLocalActivity } from '../../src/workflows/activity-profiles.js';
+import {
+  DEFAULT_DELIVERY_POLICY,
+  FAST_PATH_ATTEMPT_TIMEOUT_MS,
+  FAST_PATH_WAIT_MAX_MS,
+  IN_ACTIVITY_WAIT_MAX_MS,
+  MAX_ATTEMPT_TIMEOUT_MS,
+} from '../../src/contracts/delivery.js';
+import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
+import { InvalidDeliveryPolicyError, resolveDeliveryPolicy } from '../../src/delivery/policy.js';
 
 /** The SDK warns of a workflow task that runs longer (TMPRL1104); the server's task timeout is twice that. */
 const SLOW_WORKFLOW_TASK_MS = 5_000;
@@ -34,5 +43,32 @@ describe('the release profile (ledgerLocalActivity)', () => {
     expect(new InsufficientHeldBalance('h_1', 'a_1', '500').name).toBe('InsufficientHeldBalance');
     expect(new ReleasedWithoutWebhook('h_1').name).toBe('ReleasedWithoutWebhook');
     expect([...RELEASE_FAILURE_TYPES].sort()).toEqual(['InsufficientHeldBalance', 'ReleasedWithoutWebhook']);
+  });
+});
+
+describe('the delivery profiles are derived from the policy table, and bounded', () => {
+  it('a fast-path call (local, inside the workflow task) stays within a few seconds, its one attempt cut short first', () => {
+    const callMs = msToNumber(webhookLocalActivity.startToCloseTimeout!);
+    expect(webhookLocalActivity.retry).toEqual({ maximumAttempts: 1 });
+    // The attempt and the in-activity wait for the merchant's budget end before the call's own timeout.
+    expect(FAST_PATH_ATTEMPT_TIMEOUT_MS + FAST_PATH_WAIT_MAX_MS).toBeLessThan(callMs);
+    expect(callMs).toBeLessThan(SLOW_WORKFLOW_TASK_MS);
+    // The release's attempt (3 s) is cancelled before the SDK's 8 s task heartbeat would be needed for both together.
+    expect(msToNumber(ledgerLocalActivity.startToCloseTimeout!) + callMs).toBeLessThan(8_000);
+  });
+
+  it("a regular attempt's start-to-close covers the longest attempt timeout a policy may set: the request always ends first", () => {
+    const { startToCloseTimeout, retry, scheduleToCloseTimeout } = webhookActivity(3_600_000);
+    expect(msToNumber(startToCloseTimeout!)).toBeGreaterThan(MAX_ATTEMPT_TIMEOUT_MS + IN_ACTIVITY_WAIT_MAX_MS);
+    expect(msToNumber(scheduleToCloseTimeout!)).toBe(3_600_000);
+    expect(retry!.initialInterval).toBe(DEFAULT_DELIVERY_POLICY.initialBackoffMs);
+    expect(retry!.maximumInterval).toBe(DEFAULT_DELIVERY_POLICY.maxBackoffMs);
+    expect(retry!.nonRetryableErrorTypes).toEqual(Object.keys(DELIVERY_FAILURE_TYPES));
+  });
+
+  it('case 4, a merchant policy cannot set an attempt timeout past the bound: a named error, the bound itself accepted', () => {
+    expect(() => resolveDeliveryPolicy('m_1', { attemptTimeoutMs: 600_000 })).toThrow(InvalidDeliveryPolicyError);
+    expect(() => resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS + 1 })).toThrow(/up to 30000/);
+    expect(resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS }).attemptTimeoutMs).toBe(MAX_ATTEMPT_TIMEOUT_MS);
   });
 });
