@@ -16,6 +16,18 @@ export default defineConfig({
       {
         extends: true,
         test: {
+          // Workflow code against Temporal's time-skipping test server, activities stubbed: no Postgres, no HTTP, no dev
+          // server (test/support/workflow-env.ts). Each file starts its own test server.
+          name: 'workflow',
+          include: ['test/workflow/**/*.test.ts'],
+          // Bound a hung test; time is skipped, so nothing here waits for real.
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           // One shared Temporal dev server and one embedded PostgreSQL for the whole run (test/integration/global-setup.ts).

@@ -385,6 +385,7 @@ export function createDeliveryActivities({
           outcome: what,
           nextAttemptAt: new Date(clock() + next.delayMs).toISOString(),
           reason: next.reason,
+          delayMs: next.delayMs,
         } satisfies AttemptFailedDetails,
       ],
     });

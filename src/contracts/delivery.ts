@@ -86,6 +86,11 @@ export interface AttemptFailedDetails extends DeliveryAttemptFailed {
   statusCode: number | null;
   /** The same as `reason` (kept for readers of earlier failures). */
   retryReason: string;
+  /**
+   * The delay before the next attempt, as the activity chose it (0: at once). The workflow waits this long after a
+   * fast-path failure: its own clock stands still while the local activity runs, so `nextAttemptAt` would read later.
+   */
+  delayMs: number;
 }
 
 /** An approval that names a replay request, to be checked against the ledger (four eyes). */

@@ -6,7 +6,7 @@
  * One rule decides whether a decision applies, whatever way it comes (`judge`): an Update that does not apply is refused
  * by its validator and never enters history; a signal that does not apply is kept, with why, in the status.
  */
-import { ApplicationFailure, log, proxyActivities, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, log, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import {
   approveReplaySignal,
@@ -29,6 +29,9 @@ const { verifyReplayApproval } = proxyActivities<Activities>(ledgerActivity);
 const FOUR_EYES_WHY =
   'four eyes: an approval needs a replay request approved by a second person ' +
   '(npm run ops -- replay preview --webhook <id> --requested-by <you>, then replay approve <request id> --by <someone else>)';
+
+/** Of two decisions settled in one workflow task, the first stands; before, the later one overwrote it. */
+const FIRST_DECISION_STANDS_PATCH = 'first-decision-stands';
 
 type Verdict = { ok: true; decision: HumanDecision; policyRun: number; replayRequestId?: string } | { ok: false; why: string };
 
@@ -84,19 +87,31 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
     log.warn('signal ignored', { signal, by, stage, why, holdId: tracker.subjectId });
   };
 
+  /**
+   * Settles a decision that applied when judged; another may have settled while this one was judged (the handlers are
+   * async: two decisions in one workflow task both pass `judge`), and then the first stands and this one does not apply.
+   * Histories written before this rule let the later one overwrite the earlier (no patch marker: they replay so).
+   */
+  const settle = (verdict: Extract<Verdict, { ok: true }>): Verdict => {
+    const decided = tracker.openDecision;
+    if (decided && patched(FIRST_DECISION_STANDS_PATCH)) return { ok: false, why: `already decided: ${decided.decision} by ${decided.by}` };
+    tracker.settle(verdict.decision);
+    return verdict;
+  };
+
   const decideBySignal = (kind: DecisionKind) => async (payload: unknown) => {
-    const verdict = await decide(kind, payload);
-    if (verdict.ok) tracker.settle(verdict.decision);
-    else ignore(kind, payload, verdict.why);
+    const judged = await decide(kind, payload);
+    const verdict = judged.ok ? settle(judged) : judged;
+    if (!verdict.ok) ignore(kind, payload, verdict.why);
   };
 
   /** An update's validator refuses what does not apply (nothing enters history); its handler answers once recorded. */
   const decideByUpdate = (kind: DecisionKind) =>
     [
       async (payload: unknown): Promise<DecisionAnswer> => {
-        const verdict = await decide(kind, payload);
+        const judged = await decide(kind, payload);
+        const verdict = judged.ok ? settle(judged) : judged;
         if (!verdict.ok) throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
-        tracker.settle(verdict.decision);
         await tracker.recorded(verdict.policyRun);
         return { decision: verdict.decision.decision as DecisionAnswer['decision'], policyRun: verdict.policyRun, stage: tracker.current.stage };
       },

@@ -34,6 +34,19 @@ const KEPT_IGNORED_SIGNALS = 50;
 /** Ignored signals carried into the next run: the newest few, so the run's input stays small. */
 const CARRIED_IGNORED_SIGNALS = 20;
 
+/** 14 days, 12 hours, 30 minutes, 2 seconds: the largest whole unit. */
+function durationText(ms: number): string {
+  const units: [string, number][] = [
+    ['day', 86_400_000],
+    ['hour', 3_600_000],
+    ['minute', 60_000],
+    ['second', 1_000],
+  ];
+  const [unit, size] = units.find(([, size]) => ms >= size) ?? units[units.length - 1]!;
+  const n = Math.round(ms / size);
+  return `${n} ${unit}${n === 1 ? '' : 's'}`;
+}
+
 export class DeliveryTracker {
   private stage: HoldStage;
   private lastAttempt: HoldStatus['lastAttempt'];
@@ -182,7 +195,7 @@ export class DeliveryTracker {
     const decided = await condition(() => this.decision !== undefined || leave(), timeoutMs, { summary });
     if (this.decision !== undefined && (decided || rules.decisionWinsTies())) return this.decision;
     if (decided) return undefined;
-    this.decision = { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${Math.round(rules.timeoutMs / 86_400_000)} day(s)` };
+    this.decision = { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${durationText(rules.timeoutMs)}` };
     return this.decision;
   }
 

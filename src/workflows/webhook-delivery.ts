@@ -29,7 +29,7 @@ import {
 import { TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import type { HoldResume, OpenQuarantine, ReleaseExpiredHoldResult } from '../contracts/domain.js';
-import type { DeliverWebhookResult } from '../contracts/delivery.js';
+import type { AttemptFailedDetails, DeliverWebhookResult } from '../contracts/delivery.js';
 import { DELIVERY_FAILURE_TYPES, RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
 import type { DeliveryAttemptFailed, HoldStage } from '../contracts/messages.js';
 import { DELIVERY_STATUS_VALUES, type DeliveryStatusValue } from '../contracts/search-attributes.js';
@@ -186,8 +186,8 @@ type AttemptEnd =
   | { end: 'result'; result: DeliverWebhookResult }
   /** A named failure, or the retry horizon spent: quarantine. */
   | { end: 'quarantine'; gaveUp: GaveUp }
-  /** The fast path's attempt failed and may be tried again at `failed.nextAttemptAt`, by the regular activity. */
-  | { end: 'retry'; failed: DeliveryAttemptFailed }
+  /** The fast path's attempt failed and may be tried again after `delayMs`, by the regular activity. */
+  | { end: 'retry'; failed: DeliveryAttemptFailed; delayMs?: number }
   /** Anything else on the fast path (the ledger down, a crash): the regular activity and its retries take it from here. */
   | { end: 'hand_over'; error: Error };
 
@@ -196,7 +196,7 @@ function attemptEndOf(err: unknown, local: boolean): AttemptEnd {
   // A local activity's failure reaches the workflow as the ApplicationFailure itself, a regular one's as its cause.
   const failure = err instanceof ActivityFailure ? err.cause : err;
   const type = failure instanceof ApplicationFailure ? failure.type : undefined;
-  const details = failure instanceof ApplicationFailure ? (failure.details?.[0] as Partial<DeliveryAttemptFailed> | undefined) : undefined;
+  const details = failure instanceof ApplicationFailure ? (failure.details?.[0] as Partial<AttemptFailedDetails> | undefined) : undefined;
   const gaveUp = (reason: QuarantineReason): AttemptEnd => ({
     end: 'quarantine',
     gaveUp: {
@@ -213,6 +213,7 @@ function attemptEndOf(err: unknown, local: boolean): AttemptEnd {
       return {
         end: 'retry',
         failed: { attemptNumber, nextAttemptAt, outcome: details.outcome ?? (failure as ApplicationFailure).message, reason: details.reason ?? '' },
+        ...(typeof details.delayMs === 'number' ? { delayMs: details.delayMs } : {}),
       };
     }
     if (!(err instanceof TemporalFailure)) throw err;
@@ -283,7 +284,9 @@ async function runDeliveryPolicy(
           outcome: failed.outcome,
           retry: { at: failed.nextAttemptAt, reason: failed.reason },
         });
-        const waitMs = Date.parse(failed.nextAttemptAt) - Date.now();
+        // The delay the activity chose; from its `nextAttemptAt` where a failure does not say (the workflow's clock stood
+        // still while the local activity ran, so that reads the attempt's own duration as a wait).
+        const waitMs = end.end === 'retry' && end.delayMs !== undefined ? end.delayMs : Date.parse(failed.nextAttemptAt) - Date.now();
         if (end.end === 'result' || waitMs > 0) {
           await sleep(Math.max(1, waitMs), { summary: holdLabels.retryWait(failed.reason, failed.outcome, failed.attemptNumber) });
         }

@@ -105,7 +105,12 @@ it('records the golden histories of this release in every waiting state', async 
     args: [{ region: 'us', holdId: copy, expiresAt, merchantId: m[7]!, quarantineTimeoutMs: 2_000 }],
   });
 
-  await reaches(await holdsOf(m[2]!), 'backing_off');
+  // Failed and retrying (m2): past the fast path's backoff, in Temporal's retries of the regular activity.
+  await expect
+    .poll(async () => (await Promise.all((await holdsOf(m[2]!)).map(statusOf))).some((s) => s.lastAttempt?.outcome === 'HTTP 503'), {
+      timeout: 30_000,
+    })
+    .toBe(true);
   await reaches(await holdsOf(m[5]!), 'honouring_retry_after');
   await reaches(await holdsOf(m[6]!), 'waiting_for_budget');
   await reaches(rejectedBySweep, 'quarantined');

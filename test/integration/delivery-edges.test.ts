@@ -141,7 +141,10 @@ describe('case 2: local activities stay within a few seconds', () => {
       await us.pool.query('UPDATE merchants SET rate_per_second = 2, burst = 1 WHERE id = ANY($1::text[])', [n.merchantIds]);
       return n;
     };
-    // Without the slow merchant.
+    // A night to warm the worker up (its first workflow tasks, its connections), then one without the slow merchant.
+    const warmUp = await healthyNight();
+    await sweep();
+    await waitUntil(() => allDelivered(warmUp.expired.map((h) => h.id)), 'the warm-up night is delivered');
     const alone = await healthyNight();
     await sweep();
     await waitUntil(() => allDelivered(alone.expired.map((h) => h.id)), 'the healthy night is delivered');

@@ -87,7 +87,18 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
     Promise.all((await holdsOf(merchantId)).map(async (id) => (await (await handleOf(id)).query(statusQuery)).stage));
   const reaches = (merchantId: string, stage: HoldStage['stage']) =>
     expect.poll(async () => (await stagesOf(merchantId)).includes(stage), { timeout: 30_000 }).toBe(true);
-  await reaches(m[1]!, 'backing_off');
+  // Failed and retrying: waiting out the fast path's backoff, or in Temporal's retries of the regular activity.
+  await expect
+    .poll(
+      async () =>
+        (await Promise.all((await holdsOf(m[1]!)).map(async (id) => (await handleOf(id)).query(statusQuery)))).some(
+          (s) => s.lastAttempt?.outcome === 'HTTP 503',
+        ),
+      {
+        timeout: 30_000,
+      },
+    )
+    .toBe(true);
   await reaches(m[2]!, 'honouring_retry_after');
   await reaches(m[3]!, 'quarantined');
   await reaches(m[4]!, 'held');

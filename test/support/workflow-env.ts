@@ -1,0 +1,410 @@
+/**
+ * The `workflow` test project's world: Temporal's time-skipping test server (the only process), the product's
+ * workflow bundle, and workers whose activities are plain stub functions. No Postgres, no HTTP, no dev server.
+ *
+ * One environment per test file (`openWorkflowEnv` in beforeAll, `close` in afterAll), with one worker for the file
+ * (creating one costs about a second): `runWorker` makes a test's stubs serve the workflows it starts, or runs a worker
+ * of its own on a task queue the test names (to stop it and let the next worker's first task carry several messages).
+ */
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { Context } from '@temporalio/activity';
+import type { WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { loadDevConfig } from '../../dev/dev-config.js';
+import { resolveTestServerPath } from '../../dev/temporal-cli.js';
+import type { Activities } from '../../src/activities/index.js';
+import type {
+  AttemptFailedDetails,
+  DeliverWebhookInput,
+  DeliverWebhookResult,
+  QuarantineDecision,
+  QuarantineRecorded,
+  ReplayApprovalCheck,
+  ReplayApprovalClaim,
+} from '../../src/contracts/delivery.js';
+import type { ReleaseExpiredHoldInput, ReleaseOutcome } from '../../src/contracts/domain.js';
+import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../../src/contracts/failures.js';
+import { DeliveryStatusKey, SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
+import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
+
+/** The activities a delivery workflow calls, stubbed; each is called with what the workflow passed. */
+export type DeliveryStubs = Pick<Activities, 'releaseHold' | 'deliverWebhook' | 'quarantineDelivery' | 'decideQuarantine' | 'verifyReplayApproval'>;
+
+let runtimeInstalled = false;
+function installQuietRuntime() {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  // ERROR: the workflows log a WARN on every quarantine and ignored signal, by design (TEST_LOG_LEVEL=WARN to see them);
+  // the core warns once per worker that the test server lacks a capability of recent servers.
+  const level = (process.env.TEST_LOG_LEVEL as 'ERROR' | undefined) ?? 'ERROR';
+  Runtime.install({
+    logger: new DefaultLogger(level),
+    telemetryOptions: { logging: { filter: { core: level, other: level }, forward: {} } },
+    shutdownSignals: [],
+  });
+}
+
+export interface WorkflowEnv {
+  env: TestWorkflowEnvironment;
+  /** The product's workflows, bundled once per file as the workers bundle them (src/workers/region-worker.ts). */
+  bundle: { code: string };
+  /** The file's worker (see `runWorker`): its task queue; `serve` says whose stubs serve the workflows started next. */
+  worker: { taskQueue: string; failed: Promise<never>; serve(activities: object | undefined): void };
+  close(): Promise<void>;
+}
+
+const fromHere = (relative: string) => fileURLToPath(new URL(relative, import.meta.url));
+
+/** The activity names a delivery workflow calls (the file's worker serves these). */
+const STUBBED: readonly (keyof DeliveryStubs)[] = ['releaseHold', 'deliverWebhook', 'quarantineDelivery', 'decideQuarantine', 'verifyReplayApproval'];
+
+export async function openWorkflowEnv(): Promise<WorkflowEnv> {
+  installQuietRuntime();
+  const dev = loadDevConfig();
+  const path = await resolveTestServerPath({ explicitPath: dev.temporalTestServerPath, cacheDir: dev.cacheDir });
+  // Bundled once for the file, not per worker (Worker.create({ workflowsPath }) would bundle on every test): the same
+  // entry point and workflow interceptors as production's bundle; its failure converter only matters for encryption.
+  const [env, bundle] = await Promise.all([
+    TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } }),
+    bundleWorkflowCode({
+      workflowsPath: fromHere('../../src/workflows/index.ts'),
+      workflowInterceptorModules: [fromHere('../../src/workflows/interceptors.ts')],
+      logger: new DefaultLogger('WARN'),
+    }),
+  ]);
+  // The test server starts with no custom search attributes; the workflows upsert DeliveryStatus.
+  await env.connection.operatorService.addSearchAttributes({
+    namespace: env.namespace ?? 'default',
+    searchAttributes: Object.fromEntries(
+      SEARCH_ATTRIBUTES.map((key) => [key.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
+    ),
+  });
+
+  // One worker for the file (creating one costs about a second): each activity call is served by the stubs of the
+  // test that was running when its workflow first called an activity, whatever runs later (continue-as-new included).
+  const stubsOf = new Map<string, object>();
+  const taskQueue = `wf-${randomUUID()}`;
+  let current: object | undefined;
+  const route = (name: keyof DeliveryStubs) =>
+    async function (...args: unknown[]): Promise<unknown> {
+      const workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
+      let stubs = stubsOf.get(workflowId);
+      if (!stubs) {
+        if (!current) throw ApplicationFailure.nonRetryable(`no stubs for workflow ${workflowId}: started outside runWorker`);
+        stubs = current;
+        stubsOf.set(workflowId, stubs);
+      }
+      const stub = (stubs as Record<string, ((...a: unknown[]) => Promise<unknown>) | undefined>)[name];
+      if (!stub) throw ApplicationFailure.nonRetryable(`activity ${name} is not stubbed`);
+      return stub(...args);
+    };
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    namespace: env.namespace ?? 'default',
+    taskQueue,
+    workflowBundle: { code: bundle.code },
+    activities: Object.fromEntries(STUBBED.map((name) => [name, route(name)])),
+  });
+  const running = worker.run();
+  const failed = running.then((): never => {
+    throw new Error('the worker stopped');
+  });
+  // Observed by runWorker; not a failure until a test waits on it.
+  failed.catch(() => undefined);
+  return {
+    env,
+    bundle: { code: bundle.code },
+    worker: {
+      taskQueue,
+      failed,
+      serve(activities) {
+        current = activities;
+      },
+    },
+    async close() {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
+      await env.teardown();
+    },
+  };
+}
+
+/**
+ * Runs `fn` with `activities` serving the workflows it starts on the task queue it is given: the file's worker, or with
+ * `options.taskQueue` a worker of its own on that queue, running while `fn` runs and without a sticky cache (a test
+ * that stops it and starts another: the next task goes to whichever polls).
+ */
+export async function runWorker<T>(
+  w: WorkflowEnv,
+  activities: object,
+  fn: (taskQueue: string) => Promise<T>,
+  options: { taskQueue?: string } = {},
+): Promise<T> {
+  if (options.taskQueue === undefined) {
+    w.worker.serve(activities);
+    try {
+      return await Promise.race([fn(w.worker.taskQueue), w.worker.failed]);
+    } finally {
+      w.worker.serve(undefined);
+    }
+  }
+  const worker = await Worker.create({
+    connection: w.env.nativeConnection,
+    namespace: w.env.namespace ?? 'default',
+    taskQueue: options.taskQueue,
+    workflowBundle: w.bundle,
+    activities,
+    maxCachedWorkflows: 0,
+  });
+  return worker.runUntil(fn(options.taskQueue));
+}
+
+/** A task queue no worker polls yet (for `runWorker`'s `taskQueue`). */
+export const ownTaskQueue = () => `wf-own-${randomUUID()}`;
+
+/** Polls `probe` until `predicate` holds of its value (no fixed sleeps in the tests); the value that satisfied it. */
+export async function eventually<T>(probe: () => Promise<T>, predicate: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      last = await probe();
+      if (predicate(last)) return last;
+    } catch (err) {
+      lastError = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}; last seen ${JSON.stringify(last) ?? String(lastError)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+/** The DeliveryStatus search attribute, as the server describes the workflow. */
+export async function deliveryStatusOf(handle: WorkflowHandle): Promise<string | undefined> {
+  const description = await handle.describe();
+  return description.typedSearchAttributes.get(DeliveryStatusKey);
+}
+
+/** The events of every run of `workflowId`, oldest run first (following continue-as-new back from the current run). */
+export async function runsOf(env: TestWorkflowEnvironment, workflowId: string): Promise<temporal.api.history.v1.IHistoryEvent[][]> {
+  const runs: temporal.api.history.v1.IHistoryEvent[][] = [];
+  for (let runId: string | undefined = undefined; ;) {
+    const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
+    runs.unshift(history.events ?? []);
+    runId = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+    if (!runId) break;
+  }
+  return runs;
+}
+
+/** Every value DeliveryStatus was upserted to, in order, across the runs of `workflowId`. */
+export async function deliveryStatusHistory(env: TestWorkflowEnvironment, workflowId: string): Promise<string[]> {
+  return (await runsOf(env, workflowId))
+    .flat()
+    .map((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.DeliveryStatus)
+    .filter((payload) => payload != null)
+    .map((payload) => JSON.parse(Buffer.from(payload.data!).toString()) as string);
+}
+
+/** One call of the `deliverWebhook` stub, as the stub saw it. */
+export interface DeliverCall {
+  input: DeliverWebhookInput;
+  /** The fast path (a local activity) or the regular activity. */
+  isLocal: boolean;
+  /** Temporal's attempt counter of this activity (1 on the fast path). */
+  attempt: number;
+  /** 0-based index among this workflow's deliverWebhook calls. */
+  index: number;
+  /** The test server's clock (the workflows' clock), skipped along with it. */
+  serverNow(): Promise<number>;
+}
+
+/** What the `deliverWebhook` stub does on one call: answer (return) or fail (throw). */
+export type DeliverStep = (call: DeliverCall) => DeliverWebhookResult | Promise<DeliverWebhookResult>;
+
+export interface StubScript {
+  /** The release's outcome; `released` with a fresh webhook id and a 1-hour horizon unless said. */
+  release?: ReleaseOutcome;
+  /** One step per call, in order; the last repeats. */
+  deliver: DeliverStep[];
+  /** `quarantineDelivery`'s answer (four eyes); false unless said. */
+  fourEyes?: boolean;
+  /** `decideQuarantine`: records the decision; may block (a promise the test resolves). */
+  decide?: (decision: QuarantineDecision) => Promise<void> | void;
+  /** `verifyReplayApproval`'s answer; approved unless said. */
+  verify?: (claim: ReplayApprovalClaim) => ReplayApprovalCheck;
+}
+
+export interface StubCalls {
+  release: Parameters<Activities['releaseHold']>[0][];
+  deliver: DeliverCall[];
+  quarantine: { webhookId: string; reason: QuarantineReason; detail: string }[];
+  decide: QuarantineDecision[];
+  verify: ReplayApprovalClaim[];
+}
+
+export const HOUR = 3_600_000;
+
+/** A release's outcome with its webhook (`released` or `already_released`). */
+export type Released = Extract<ReleaseOutcome, { webhookId: string }>;
+
+export function released(overrides: Partial<Released> = {}): Released {
+  const id = randomUUID().slice(0, 8);
+  return {
+    status: 'released',
+    holdId: `hold-${id}`,
+    ledgerEntryId: `le-${id}`,
+    amountMinor: '1250',
+    currency: 'USD',
+    merchantId: 'm-1',
+    releasedAt: new Date().toISOString(),
+    webhookId: `wh-${id}`,
+    retryHorizonMs: HOUR,
+    ...overrides,
+  };
+}
+
+/** Plain functions for `Worker.create({ activities })`, following `script`, and what they were called with. */
+export function stubActivities(w: WorkflowEnv, script: StubScript): { activities: DeliveryStubs; calls: StubCalls } {
+  const calls: StubCalls = { release: [], deliver: [], quarantine: [], decide: [], verify: [] };
+  const release = script.release ?? released();
+  const activities: DeliveryStubs = {
+    async releaseHold(input) {
+      calls.release.push(input);
+      return release;
+    },
+    async deliverWebhook(input) {
+      const { info } = Context.current();
+      const index = calls.deliver.length;
+      const call: DeliverCall = { input, isLocal: info.isLocal, attempt: info.attempt, index, serverNow: () => w.env.currentTimeMs() };
+      calls.deliver.push(call);
+      const step = script.deliver[Math.min(index, script.deliver.length - 1)];
+      if (!step) throw new Error('no deliverWebhook step scripted');
+      return step(call);
+    },
+    async quarantineDelivery(input): Promise<QuarantineRecorded> {
+      calls.quarantine.push(input);
+      return { fourEyes: script.fourEyes ?? false };
+    },
+    async decideQuarantine(decision) {
+      calls.decide.push(decision);
+      await script.decide?.(decision);
+    },
+    async verifyReplayApproval(claim) {
+      calls.verify.push(claim);
+      return script.verify?.(claim) ?? { ok: true };
+    },
+  };
+  return { activities, calls };
+}
+
+// deliverWebhook steps, by the attempt contract (src/workflows/webhook-delivery.ts).
+
+export const delivered =
+  (attempts = 1): DeliverStep =>
+  () => ({ status: 'delivered', attempts, statusCode: 200 });
+
+export const alreadyTerminal =
+  (deliveryStatus: Extract<DeliverWebhookResult, { status: 'already_terminal' }>['deliveryStatus'], attempts = 1): DeliverStep =>
+  () => ({ status: 'already_terminal', deliveryStatus, attempts });
+
+export const held =
+  (merchantStatus: 'paused' | 'disabled' = 'paused'): DeliverStep =>
+  () => ({ status: 'held', merchantStatus });
+
+/** The merchant's budget has no slot for `inMs`. */
+export const throttled =
+  (inMs: number, after?: string): DeliverStep =>
+  async (call) => ({ status: 'throttled', lane: 'first', retryAt: (await call.serverNow()) + inMs, ...(after ? { after } : {}) });
+
+/** A slot reserved `inMs` from now; the sendAt is remembered in `slots` so a test can expect it back as reservedSlotMs. */
+export const scheduled =
+  (inMs: number, slots: number[]): DeliverStep =>
+  async (call) => {
+    const sendAt = (await call.serverNow()) + inMs;
+    slots.push(sendAt);
+    return { status: 'scheduled', lane: 'first', sendAt };
+  };
+
+export interface AttemptFailure {
+  attemptNumber: number;
+  /** When the next attempt may go, relative to the server clock at the call: 0 for at once. */
+  inMs: number;
+  /** 'backoff attempt N' (backing off) or 'Retry-After N s' (honouring it). */
+  reason?: string;
+  outcome?: string;
+}
+
+/** The retryable failure of one attempt, as the delivery activity throws it. */
+export function attemptFailed(
+  { attemptNumber, inMs, reason = `backoff attempt ${attemptNumber}`, outcome = 'HTTP 503' }: AttemptFailure,
+  now: number,
+) {
+  return ApplicationFailure.create({
+    type: RETRYABLE_DELIVERY_FAILURE,
+    message: `${outcome} from merchant m-1 on attempt ${attemptNumber}; next in ${(inMs / 1000).toFixed(1)} s (${reason})`,
+    nextRetryDelay: Math.max(1, inMs),
+    details: [
+      {
+        merchantId: 'm-1',
+        attemptNumber,
+        statusCode: 503,
+        retryReason: reason,
+        outcome,
+        nextAttemptAt: new Date(now + inMs).toISOString(),
+        reason,
+        delayMs: inMs,
+      } satisfies AttemptFailedDetails,
+    ],
+  });
+}
+
+export const failsRetryably =
+  (failure: AttemptFailure): DeliverStep =>
+  async (call) => {
+    throw attemptFailed(failure, await call.serverNow());
+  };
+
+/** A named, non-retryable failure (a key of DELIVERY_FAILURE_TYPES). */
+export const failsWith =
+  (type: string, attemptNumber = 1, message = `${type} (stub)`): DeliverStep =>
+  () => {
+    throw ApplicationFailure.create({ type, message, nonRetryable: true, details: [{ merchantId: 'm-1', attemptNumber }] });
+  };
+
+/** Anything unexpected: a plain Error (the ledger down, a bug). */
+export const crashes =
+  (message = 'connection terminated unexpectedly'): DeliverStep =>
+  () => {
+    throw new Error(message);
+  };
+
+/** A promise the test resolves when it chooses (a stub that blocks until then). */
+export function gate(): { promise: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const promise = new Promise<void>((resolve) => (open = resolve));
+  return { promise, open };
+}
+
+/** Starts `releaseExpiredHold` for the release the stubs answer, as the sweep starts it (DeliveryStatus `pending`). */
+export async function startHold(
+  w: WorkflowEnv,
+  taskQueue: string,
+  release: ReleaseOutcome,
+  options: Pick<ReleaseExpiredHoldInput, 'quarantineTimeoutMs'> = {},
+): Promise<WorkflowHandle<typeof releaseExpiredHold>> {
+  const holdId = release.holdId;
+  const merchantId = 'merchantId' in release ? release.merchantId : 'm-1';
+  return w.env.client.workflow.start(releaseExpiredHold, {
+    taskQueue,
+    workflowId: `hold-${holdId}-${randomUUID().slice(0, 4)}`,
+    typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
+    args: [{ region: 'us', holdId, expiresAt: new Date().toISOString(), merchantId, ...options }],
+  });
+}
