@@ -338,16 +338,16 @@ it('the production receiver on the production Temporal: the processor calls back
 const QUARANTINE_CALL = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
 const BUILD_B: Edit[] = [
   {
-    file: 'workflows/release-expired-hold.ts',
-    from: `    const recorded = ${QUARANTINE_CALL};
-    log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun });
-    const since = new Date().toISOString();
-    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+    file: 'workflows/webhook-delivery.ts',
+    from: `  const recorded = ${QUARANTINE_CALL};
+  log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
+  const since = new Date().toISOString();
+  d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
 `,
-    to: `    const since = new Date().toISOString();
-    hold.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-    const recorded = ${QUARANTINE_CALL};
-    if (patched('cluster-deploy-build-b')) await sleep(1);
+    to: `  const since = new Date().toISOString();
+  d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+  const recorded = ${QUARANTINE_CALL};
+  if (patched('cluster-deploy-build-b')) await sleep(1);
 `,
   },
 ];

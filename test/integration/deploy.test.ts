@@ -23,7 +23,7 @@ import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { bundleVariant, type Edit } from '../support/variant.js';
 
 const SWEEP = 'workflows/sweep-expired-holds.ts';
-const HOLD = 'workflows/release-expired-hold.ts';
+const HOLD = 'workflows/webhook-delivery.ts';
 const BUILD_B_PATCH = 'deploy-test-build-b';
 /** Build B: a sweep that starts with a timer (no patch: pinning keeps A's sweeps off it), a hold workflow with a timer after delivery behind a patch. */
 const BUILD_B: Edit[] = [
@@ -35,8 +35,8 @@ const BUILD_B: Edit[] = [
   },
   {
     file: HOLD,
-    from: "      hold.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');\n",
-    to: `      hold.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');\n      if (patched('${BUILD_B_PATCH}')) await sleep(1);\n`,
+    from: "        tracker.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');\n",
+    to: `        tracker.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');\n        if (patched('${BUILD_B_PATCH}')) await sleep(1);\n`,
   },
 ];
 

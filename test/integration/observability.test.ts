@@ -72,7 +72,8 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     harness.merchants.script(m0, { secrets: secrets(m0), responses: [{ status: 400 }] });
     harness.merchants.script(m1, { secrets: secrets(m1), responses: [{ status: 429, retryAfter: '1' }, { status: 200 }] });
     harness.merchants.script(m2, { secrets: secrets(m2), responses: [{ hang: true }] });
-    await us.pool.query(`UPDATE merchants SET delivery_policy = '{"attemptTimeoutMs": 600000}' WHERE id = $1`, [m2]);
+    // The longest attempt a policy may set (30 s): the hanging merchant's webhooks stay pending through the file.
+    await us.pool.query(`UPDATE merchants SET delivery_policy = '{"attemptTimeoutMs": 30000}' WHERE id = $1`, [m2]);
     await us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,
       workflowId: `sweep-us-${harness.id}-obs`,

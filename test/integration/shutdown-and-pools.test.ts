@@ -48,7 +48,13 @@ describe('case 10, a regional worker and its ledger pool', () => {
       activities: TASK_SLOTS.maxConcurrentActivityTaskExecutions,
       localActivities: TASK_SLOTS.maxConcurrentLocalActivityExecutions,
     });
-    expect(ledgerPoolOptions()).toEqual({ max: slots.activities + slots.localActivities, connectionTimeoutMillis: 5_000 });
+    // Every statement bounded, every lock wait too: below the ledger activities' 30 s start-to-close.
+    expect(ledgerPoolOptions()).toEqual({
+      max: slots.activities + slots.localActivities,
+      connectionTimeoutMillis: 5_000,
+      statement_timeout: 10_000,
+      lock_timeout: 5_000,
+    });
 
     // Tuned slots, tuned pool: the same numbers reach Worker.create and the pool.
     const tuning = { maxConcurrentActivityTaskExecutions: 7, maxConcurrentLocalActivityExecutions: 3 };
