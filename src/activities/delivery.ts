@@ -236,11 +236,12 @@ export function createDeliveryActivities({
     merchantId: string,
     lane: Lane,
     reservedSlotMs: number | undefined,
-    attemptTimeoutMs: number,
+    policy: DeliveryPolicy,
   ): Promise<{ attemptNumber: number } | Throttle> {
     let reserved = reservedSlotMs !== undefined;
-    // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded.
-    const lease = { cap: maxInFlightPerMerchant, leaseMs: attemptTimeoutMs + ATTEMPT_LEDGER_SLACK_MS };
+    // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded: the
+    // merchant's own cap (its policy), else the workers'.
+    const lease = { cap: policy.maxInFlight ?? maxInFlightPerMerchant, leaseMs: attemptTimeoutOf(policy) + ATTEMPT_LEDGER_SLACK_MS };
     for (;;) {
       const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
       if (decision.outcome === 'send') {
@@ -438,7 +439,7 @@ export function createDeliveryActivities({
         merchantId,
         laneOf(policyRun, runAttempts),
         activityInfo().attempt === 1 ? reservedSlotMs : undefined,
-        attemptTimeoutOf(sendable.policy),
+        sendable.policy,
       );
       if (!('attemptNumber' in turn)) return turn;
       let sent: SentAttempt | undefined;

@@ -16,7 +16,15 @@ export interface DeliveryPolicy {
   readonly retryAfterCapMs: number;
   /** From the first attempt of a policy run to giving up (quarantine: exhausted). */
   readonly retryHorizonMs: number;
+  /**
+   * The merchant's own cap on its requests open at once, across every worker; unset: the workers'
+   * WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT. A merchant with a high rate and slow answers needs rate × latency of them.
+   */
+  readonly maxInFlight?: number;
 }
+
+/** The largest `maxInFlight` a policy may set. */
+export const MAX_IN_FLIGHT_LIMIT = 1_000;
 
 const SECOND = 1000;
 const HOUR = 3600 * SECOND;

@@ -12,7 +12,7 @@
  * | 3xx, other 4xx, anything else                   | reject: quarantine at once, no retry                |
  * | bad URL, forbidden address, missing secret      | quarantine at once (checked before any request)     |
  */
-import { DEFAULT_DELIVERY_POLICY, MAX_ATTEMPT_TIMEOUT_MS, type DeliveryPolicy } from '../contracts/delivery.js';
+import { DEFAULT_DELIVERY_POLICY, MAX_ATTEMPT_TIMEOUT_MS, MAX_IN_FLIGHT_LIMIT, type DeliveryPolicy } from '../contracts/delivery.js';
 
 export type AttemptResult =
   | { kind: 'response'; status: number; retryAfter?: string }
@@ -57,7 +57,9 @@ export class InvalidDeliveryPolicyError extends Error {
     const expected =
       key === 'attemptTimeoutMs'
         ? `a positive number of milliseconds up to ${MAX_ATTEMPT_TIMEOUT_MS} (the attempt activity's start-to-close is derived from it)`
-        : 'a positive number (multiplier >= 1)';
+        : key === 'maxInFlight'
+          ? `a whole number of requests from 1 to ${MAX_IN_FLIGHT_LIMIT}`
+          : 'a positive number (multiplier >= 1)';
     super(`merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected ${expected}; fix merchants.delivery_policy`);
   }
 }
@@ -68,6 +70,13 @@ export function resolveDeliveryPolicy(merchantId: string, overrides: unknown): D
   if (typeof overrides !== 'object' || Array.isArray(overrides)) throw new InvalidDeliveryPolicyError(merchantId, '(root)', overrides);
   const policy: Record<string, number> = { ...DEFAULT_DELIVERY_POLICY };
   for (const [key, value] of Object.entries(overrides)) {
+    if (key === 'maxInFlight') {
+      if (!Number.isInteger(value) || (value as number) < 1 || (value as number) > MAX_IN_FLIGHT_LIMIT) {
+        throw new InvalidDeliveryPolicyError(merchantId, key, value);
+      }
+      policy[key] = value as number;
+      continue;
+    }
     if (!(key in DEFAULT_DELIVERY_POLICY)) throw new InvalidDeliveryPolicyError(merchantId, key, value);
     const min = key === 'backoffMultiplier' ? 1 : 1e-9;
     if (typeof value !== 'number' || !Number.isFinite(value) || value < min) throw new InvalidDeliveryPolicyError(merchantId, key, value);

@@ -72,3 +72,15 @@ describe('the delivery profiles are derived from the policy table, and bounded',
     expect(resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS }).attemptTimeoutMs).toBe(MAX_ATTEMPT_TIMEOUT_MS);
   });
 });
+
+describe("case 5, a merchant's own cap on requests in flight", () => {
+  it('maxInFlight is a whole number from 1 to 1000 in the policy; unset, the workers’ default applies', () => {
+    expect(resolveDeliveryPolicy('m_1', { maxInFlight: 20 }).maxInFlight).toBe(20);
+    expect(resolveDeliveryPolicy('m_1', {}).maxInFlight).toBeUndefined();
+    for (const bad of [0, 2.5, 1001, '4', -1]) {
+      expect(() => resolveDeliveryPolicy('m_1', { maxInFlight: bad })).toThrow(
+        /maxInFlight=.* is invalid; expected a whole number of requests from 1 to 1000/,
+      );
+    }
+  });
+});
