@@ -51,7 +51,7 @@ export class FakeMerchants {
   private readonly scripts = new Map<string, MerchantScript>();
   private readonly received: ReceivedWebhook[] = [];
   private readonly sockets = new Set<net.Socket>();
-  private readonly open = new Map<string, ReceivedWebhook[]>();
+  private readonly open = new Map<string, { requests: Set<ReceivedWebhook>; perWebhook: Map<string | undefined, number> }>();
   private readonly peaks = new Map<string, OpenRequestsPeak>();
   private server: http.Server | undefined;
   private base = '';
@@ -86,7 +86,7 @@ export class FakeMerchants {
 
   /** Requests of the merchant still open now (received, not answered, connection not closed). */
   openRequests(merchantId: string): ReceivedWebhook[] {
-    return [...(this.open.get(merchantId) ?? [])];
+    return [...(this.open.get(merchantId)?.requests ?? [])];
   }
 
   /** The most requests the merchant had open at once, and the most for one webhook id (1: never two at once). */
@@ -106,18 +106,22 @@ export class FakeMerchants {
 
   /** Counts the request open until its response is finished or its connection closes, whichever comes first. */
   private opened(received: ReceivedWebhook, res: http.ServerResponse) {
-    const { merchantId } = received;
-    const open = this.open.get(merchantId) ?? [];
+    const { merchantId, webhookId } = received;
+    const open = this.open.get(merchantId) ?? { requests: new Set<ReceivedWebhook>(), perWebhook: new Map<string | undefined, number>() };
     this.open.set(merchantId, open);
-    open.push(received);
+    open.requests.add(received);
+    const sameWebhook = (open.perWebhook.get(webhookId) ?? 0) + 1;
+    open.perWebhook.set(webhookId, sameWebhook);
     const peak = this.peaks.get(merchantId) ?? { requests: 0, perWebhook: 0 };
-    this.peaks.set(merchantId, {
-      requests: Math.max(peak.requests, open.length),
-      perWebhook: Math.max(peak.perWebhook, open.filter((r) => r.webhookId === received.webhookId).length),
-    });
+    if (open.requests.size > peak.requests || sameWebhook > peak.perWebhook) {
+      this.peaks.set(merchantId, { requests: Math.max(peak.requests, open.requests.size), perWebhook: Math.max(peak.perWebhook, sameWebhook) });
+    }
     res.once('close', () => {
       received.closedAt = now();
-      open.splice(open.indexOf(received), 1);
+      open.requests.delete(received);
+      const left = (open.perWebhook.get(webhookId) ?? 1) - 1;
+      if (left === 0) open.perWebhook.delete(webhookId);
+      else open.perWebhook.set(webhookId, left);
     });
   }
 

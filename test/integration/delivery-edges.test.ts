@@ -10,7 +10,7 @@ import { approveReplayUpdate } from '../../src/contracts/messages.js';
 import { eventDeliveryWorkflowId } from '../../src/contracts/ids.js';
 import { inTransaction } from '../../src/db/pool.js';
 import { OperatorError } from '../../src/errors.js';
-import { redeliverEventWebhook, type OpsContext } from '../../src/ops/operations.js';
+import { holdStatus, redeliverEventWebhook, type OpsContext } from '../../src/ops/operations.js';
 import { setMerchant } from '../../src/ops/merchants.js';
 import { InvalidDeliveryPolicyError } from '../../src/delivery/policy.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
@@ -239,6 +239,12 @@ describe('cases 4 and 5: requests in flight', () => {
     // Enough attempts that every hold has been tried and several retried while others were still open.
     await waitUntil(async () => harness.merchants.requests(merchantId).length >= 24, '24 requests reach the hanging merchant', 90_000);
     const peak = harness.merchants.peakOpen(merchantId!);
+    // What Temporal's retries look like to an operator: its own pending-activity information, shown by `ops status`.
+    const retryingShown = async () =>
+      (await Promise.all(n.expired.map((h) => holdStatus(ops, h.id)))).some(
+        (r) => (r.workflow?.retrying?.attempt ?? 0) >= 2 && /AttemptTimeout from merchant/.test(r.workflow?.retrying?.lastFailure ?? ''),
+      );
+    await expect.poll(retryingShown, { timeout: 30_000, interval: 250 }).toBe(true);
     harness.merchants.script(merchantId!, { secrets: [n.secrets.get(merchantId!)!], responses: [{ status: 200 }] });
     expect(peak).toEqual({ requests: 4, perWebhook: 1 });
     for (const request of harness.merchants.requests(merchantId).filter((r) => r.closedAt !== undefined && r.answer === 'hang')) {

@@ -29,6 +29,7 @@ import type {
 import type { ReleaseExpiredHoldInput, ReleaseOutcome } from '../../src/contracts/domain.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../../src/contracts/failures.js';
 import { DeliveryStatusKey, SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
+import { statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 
 /** The activities a delivery workflow calls, stubbed; each is called with what the workflow passed. */
@@ -167,6 +168,15 @@ export async function runWorker<T>(
 export const ownTaskQueue = () => `wf-own-${randomUUID()}`;
 
 /** Polls `probe` until `predicate` holds of its value (no fixed sleeps in the tests); the value that satisfied it. */
+/** Polls the delivery's status query until it says `stage`; that answer. */
+export function reachesStage(handle: WorkflowHandle, stage: HoldStatus['stage']): Promise<HoldStatus> {
+  return eventually(
+    () => handle.query(statusQuery),
+    (s) => s.stage === stage,
+    `the status says ${stage}`,
+  );
+}
+
 export async function eventually<T>(probe: () => Promise<T>, predicate: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: T | undefined;

@@ -25,6 +25,7 @@ import {
   held,
   HOUR,
   openWorkflowEnv,
+  reachesStage,
   released,
   runsOf,
   runWorker,
@@ -166,11 +167,7 @@ describe('the fast path', () => {
     const { activities, calls } = stubActivities(w, { release, deliver: [earlierBuild, delivered(2)] });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
-      const waiting = await eventually(
-        () => status(handle),
-        (s) => s.stage === 'backing_off',
-        'backing off',
-      );
+      const waiting = await reachesStage(handle, 'backing_off');
       expect(waiting).toMatchObject({
         stage: 'backing_off',
         attempt: 1,
@@ -273,11 +270,7 @@ describe('quarantine by the policy', () => {
     const { activities, calls } = stubActivities(w, { release, deliver });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
-      const quarantined = await eventually(
-        () => status(handle),
-        (s) => s.stage === 'quarantined',
-        'quarantined',
-      );
+      const quarantined = await reachesStage(handle, 'quarantined');
       expect(quarantined).toMatchObject({
         stage: 'quarantined',
         policyRun: 1,
@@ -355,11 +348,7 @@ describe('a held merchant', () => {
     const { activities, calls } = stubActivities(w, { release, deliver: [held('paused'), delivered(1)] });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
-      await eventually(
-        () => status(handle),
-        (s) => s.stage === 'held',
-        'held',
-      );
+      await reachesStage(handle, 'held');
       expect(await status(handle)).toMatchObject({ stage: 'held', policyRun: 1, merchantStatus: 'paused' });
       expect(
         await eventually(
@@ -456,11 +445,7 @@ describe("the merchant's budget", () => {
     const { activities, calls } = stubActivities(w, { release, deliver: [throttled(10 * 60_000), delivered(1)] });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
-      const waiting = await eventually(
-        () => status(handle),
-        (s) => s.stage === 'waiting_for_budget',
-        'waiting for budget',
-      );
+      const waiting = await reachesStage(handle, 'waiting_for_budget');
       expect(waiting).toMatchObject({ stage: 'waiting_for_budget', policyRun: 1, lane: 'first', reserved: false });
       expect(waiting).not.toHaveProperty('after');
       expect(await deliveryStatusOf(handle)).toBe('pending');
@@ -475,11 +460,7 @@ describe("the merchant's budget", () => {
     const { activities } = stubActivities(w, { release, deliver: [throttled(60_000, 'wh-earlier'), delivered(1)] });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
-      const waiting = await eventually(
-        () => status(handle),
-        (s) => s.stage === 'waiting_for_budget',
-        'waiting for budget',
-      );
+      const waiting = await reachesStage(handle, 'waiting_for_budget');
       expect(waiting).toMatchObject({ stage: 'waiting_for_budget', after: 'wh-earlier', reserved: false });
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered' } });
     });
@@ -491,11 +472,7 @@ describe("the merchant's budget", () => {
     const { activities, calls } = stubActivities(w, { release, deliver: [scheduled(10 * 60_000, slots), delivered(1)] });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
-      const waiting = await eventually(
-        () => status(handle),
-        (s) => s.stage === 'waiting_for_budget',
-        'waiting for budget',
-      );
+      const waiting = await reachesStage(handle, 'waiting_for_budget');
       expect(waiting).toMatchObject({
         stage: 'waiting_for_budget',
         policyRun: 1,

@@ -13,6 +13,7 @@ import {
   failsWith,
   HOUR,
   openWorkflowEnv,
+  reachesStage,
   released,
   runWorker,
   startHold,
@@ -43,11 +44,7 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
   const { activities, calls } = stubActivities(w, { release, deliver: [failsWith('WebhookRejected', 1, 'HTTP 400'), delivered(1)] });
   await runWorker(w, activities, async (taskQueue) => {
     const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
-    const quarantined = (await eventually(
-      () => status(handle),
-      (s) => s.stage === 'quarantined',
-      'quarantined',
-    )) as Extract<HoldStatus, { stage: 'quarantined' }>;
+    const quarantined = (await reachesStage(handle, 'quarantined')) as Extract<HoldStatus, { stage: 'quarantined' }>;
     const { runId: firstRunId } = await handle.describe();
 
     // 60 first: the status keeps the newest 50.
@@ -97,11 +94,7 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
     console.log(`[workflow] ${sent} ignored signals, continued as new at ${events.length} events`);
 
     // The new run waits for the same decision: same run, reason and since; the status still bounded; DeliveryStatus kept.
-    const next = await eventually(
-      () => status(handle),
-      (s) => s.stage === 'quarantined',
-      'the new run quarantined',
-    );
+    const next = await reachesStage(handle, 'quarantined');
     expect(next).toMatchObject({ stage: 'quarantined', policyRun: 1, reason: 'rejected', since: quarantined.since, detail: 'HTTP 400' });
     expect(next.ignoredSignals.length).toBeGreaterThanOrEqual(20);
     expect(next.ignoredSignals.length).toBeLessThanOrEqual(KEPT_IGNORED_SIGNALS);

@@ -25,6 +25,7 @@ import {
   held,
   HOUR,
   openWorkflowEnv,
+  reachesStage,
   ownTaskQueue,
   released,
   runWorker,
@@ -274,11 +275,7 @@ describe('decisions that do not apply', () => {
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       // Held (time not skipped): not waiting for a decision.
-      await eventually(
-        () => status(handle),
-        (s) => s.stage === 'held',
-        'held',
-      );
+      await reachesStage(handle, 'held');
       expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toBe('not waiting for a decision (stage held)');
       await handle.signal(discardSignal, discarding);
       const heldStatus = await eventually(
@@ -437,11 +434,7 @@ describe('the abandon race', () => {
 
       abandonRecorded.open();
       // Let the activity's completion reach the server before time may skip again (its start-to-close is 30 s).
-      await eventually(
-        () => status(handle),
-        (s) => s.stage === 'abandoned',
-        'abandoned',
-      );
+      await reachesStage(handle, 'abandoned');
       expect(await handle.result()).toEqual({ release, delivery: { status: 'abandoned', policyRuns: 1 } });
       expect(await acceptedUpdates(handle)).toEqual([]);
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'abandoned']);
