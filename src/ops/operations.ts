@@ -7,6 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow/codec-helpers.js';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
@@ -287,13 +288,20 @@ export interface RetryInProgress {
   nextAttemptAt: string | null;
 }
 
-function retryInProgress(description: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>>): RetryInProgress | null {
+async function retryInProgress(
+  client: Client,
+  description: Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['describe']>>,
+): Promise<RetryInProgress | null> {
   const pending = description.raw.pendingActivities?.find((a) => a.activityType?.name === 'deliverWebhook');
   if (!pending || (pending.attempt ?? 1) <= 1) return null;
   const seconds = pending.nextAttemptScheduleTime?.seconds;
+  // In an encrypted region the failure's message is encrypted too ("Encoded failure"): decoded with the region's keys.
+  const lastFailure = await decodeOptionalFailureToOptionalError(client.workflow.options.loadedDataConverter, pending.lastFailure).catch(
+    () => undefined,
+  );
   return {
     attempt: pending.attempt ?? 1,
-    lastFailure: pending.lastFailure?.message ?? null,
+    lastFailure: lastFailure?.message ?? pending.lastFailure?.message ?? null,
     nextAttemptAt: seconds == null ? null : new Date(Number(seconds) * 1000).toISOString(),
   };
 }
@@ -356,7 +364,7 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
     try {
       const description = await handle.describe();
       const waiting = await handle.query(statusQuery).catch(() => null);
-      workflow = { workflowId, status: description.status.name, waiting, retrying: retryInProgress(description) };
+      workflow = { workflowId, status: description.status.name, waiting, retrying: await retryInProgress(ctx.client, description) };
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
