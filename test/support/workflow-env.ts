@@ -7,6 +7,7 @@
  * of its own on a task queue the test names (to stop it and let the next worker's first task carry several messages).
  */
 import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
 import { fileURLToPath } from 'node:url';
 import { Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -168,6 +169,18 @@ export async function runWorker<T>(
 export const ownTaskQueue = () => `wf-own-${randomUUID()}`;
 
 /** Polls `probe` until `predicate` holds of its value (no fixed sleeps in the tests); the value that satisfied it. */
+/** Opens the file's environment before its tests and closes it after them; `use` gets it once open. */
+export function withWorkflowEnv(use: (env: WorkflowEnv) => void): void {
+  let env: WorkflowEnv | undefined;
+  beforeAll(async () => {
+    env = await openWorkflowEnv();
+    use(env);
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+}
+
 /** Polls the delivery's status query until it says `stage`; that answer. */
 export function reachesStage(handle: WorkflowHandle, stage: HoldStatus['stage']): Promise<HoldStatus> {
   return eventually(

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
 import { deliveryAttemptFailedSignal, merchantResumedSignal, statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
 import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
@@ -24,7 +24,7 @@ import {
   gate,
   held,
   HOUR,
-  openWorkflowEnv,
+  withWorkflowEnv,
   reachesStage,
   released,
   runsOf,
@@ -38,13 +38,7 @@ import {
 } from '../support/workflow-env.js';
 
 let w: WorkflowEnv;
-
-beforeAll(async () => {
-  w = await openWorkflowEnv();
-});
-afterAll(async () => {
-  await w?.close();
-});
+withWorkflowEnv((env) => (w = env));
 
 const status = (handle: WorkflowHandle) => handle.query(statusQuery);
 

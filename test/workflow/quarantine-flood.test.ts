@@ -4,7 +4,7 @@
  * the run continues as new, waiting for the same decision, which it then accepts.
  */
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { approveReplaySignal, discardUpdate, statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
 import {
   delivered,
@@ -12,7 +12,7 @@ import {
   eventually,
   failsWith,
   HOUR,
-  openWorkflowEnv,
+  withWorkflowEnv,
   reachesStage,
   released,
   runWorker,
@@ -22,13 +22,7 @@ import {
 } from '../support/workflow-env.js';
 
 let w: WorkflowEnv;
-
-beforeAll(async () => {
-  w = await openWorkflowEnv();
-});
-afterAll(async () => {
-  await w?.close();
-});
+withWorkflowEnv((env) => (w = env));
 
 /** The run budget of src/workflows/webhook-delivery.ts (RUN_HISTORY_BUDGET). */
 const RUN_HISTORY_BUDGET = 2_000;

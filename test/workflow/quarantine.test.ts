@@ -5,7 +5,7 @@
  * apply, four eyes, and the races between the quarantine's timeout and an approval.
  */
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   approveReplaySignal,
   approveReplayUpdate,
@@ -24,7 +24,7 @@ import {
   gate,
   held,
   HOUR,
-  openWorkflowEnv,
+  withWorkflowEnv,
   reachesStage,
   ownTaskQueue,
   released,
@@ -38,13 +38,7 @@ import {
 } from '../support/workflow-env.js';
 
 let w: WorkflowEnv;
-
-beforeAll(async () => {
-  w = await openWorkflowEnv();
-});
-afterAll(async () => {
-  await w?.close();
-});
+withWorkflowEnv((env) => (w = env));
 
 const QUARANTINE_TIMEOUT_MS = 6 * HOUR;
 
