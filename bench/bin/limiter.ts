@@ -1,5 +1,5 @@
 /**
- * The merchant budget's cost per acquire: one `acquire_send_slot` call (one round trip, one row lock) against
+ * The merchant budget's cost per acquire: one `admit_attempt` call (one round trip, one row lock) against
  * a real embedded PostgreSQL, from concurrent clients, over many merchants and over one hot merchant.
  *
  *   npm run bench:limiter [-- --seconds 10 --clients 8 --merchants 500]

@@ -64,37 +64,29 @@ export function createMerchantBudget(pool: pg.Pool) {
      * (`attemptCountedOnAdmission` in ./deliveries.ts, where every write of that table lives), composed in here.
      *
      * Given a `lease` too, the turn is taken only while the merchant has room for one more request in flight, and an
-     * admission takes the lease in the same statement; `releaseLease` (or the attempt's record) gives it back.
+     * admission takes the lease in the same call (`admit_attempt`, migrations/012_one_admission.sql: the budget row
+     * locked once, written once per send); `releaseLease` (or the attempt's record) gives it back.
      */
     async acquire(merchantId: string, lane: Lane, reserved = false, webhookId?: string, lease?: InFlightLease): Promise<SlotDecision> {
-      const params = [merchantId, LANE_HORIZON_MS[lane], RATE_SAFETY_MARGIN, reserved, webhookId ?? null];
       const { rows } = await pool.query<{ outcome: SlotDecision['outcome']; at_ms: number; now_ms: number; attempt_number: number | null }>(
-        webhookId !== undefined && lease
-          ? `WITH room AS MATERIALIZED (
-               SELECT * FROM merchant_request_room($1::text, $5::text, $6::integer)
-             ), slot AS MATERIALIZED (
-               SELECT s.* FROM room, LATERAL acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean) s
-                WHERE room.has_room
-             ), leased AS (
-               INSERT INTO merchant_requests_in_flight (webhook_id, merchant_id, expires_at)
-               SELECT $5::text, $1::text, s.db_now + make_interval(secs => $7::double precision / 1000) FROM slot s WHERE s.outcome = 'send'
-               ON CONFLICT (webhook_id) DO UPDATE SET expires_at = excluded.expires_at
-             ), counted AS (
-               ${attemptCountedOnAdmission('$5')}
-             )
-             SELECT coalesce(slot.outcome, 'busy') AS outcome, extract(epoch FROM coalesce(slot.at, room.db_now)) * 1000 AS at_ms,
-                    extract(epoch FROM coalesce(slot.db_now, room.db_now)) * 1000 AS now_ms,
-                    (SELECT attempt_count FROM counted) AS attempt_number
-               FROM room LEFT JOIN slot ON true`
-          : `WITH slot AS MATERIALIZED (
-               SELECT * FROM acquire_send_slot($1::text, $2::double precision, $3::double precision, $4::boolean)
-             ), counted AS (
-               ${attemptCountedOnAdmission('$5')}
-             )
-             SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms,
-                    (SELECT attempt_count FROM counted) AS attempt_number
-               FROM slot`,
-        webhookId !== undefined && lease ? [...params, lease.cap, lease.leaseMs] : params,
+        `WITH slot AS MATERIALIZED (
+           SELECT * FROM admit_attempt($1::text, $2::double precision, $3::double precision, $4::boolean,
+                                       $5::text, $6::integer, $7::double precision)
+         ), counted AS (
+           ${attemptCountedOnAdmission('$5')}
+         )
+         SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms,
+                (SELECT attempt_count FROM counted) AS attempt_number
+           FROM slot`,
+        [
+          merchantId,
+          LANE_HORIZON_MS[lane],
+          RATE_SAFETY_MARGIN,
+          reserved,
+          webhookId ?? null,
+          webhookId !== undefined && lease ? lease.cap : null,
+          webhookId !== undefined && lease ? lease.leaseMs : null,
+        ],
       );
       const row = rows[0]!;
       return {
