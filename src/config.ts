@@ -45,6 +45,14 @@ export interface RegionConfig {
   readonly secretKeys: readonly EncryptionKey[];
 }
 
+/** The outbox reconciler (src/workflows/reconcile-outbox.ts), on its own schedule per region. */
+export interface OutboxConfig {
+  /** OUTBOX_RECONCILE_INTERVAL: how often it runs. */
+  readonly intervalMs: number;
+  /** OUTBOX_GRACE: a pending webhook untouched for this long, whose workflow is not running, is delivered again. */
+  readonly graceMs: number;
+}
+
 export interface SweepConfig {
   /** How often the schedule starts a sweep, in ms. */
   readonly intervalMs: number;
@@ -98,6 +106,8 @@ export interface ObservabilityConfig {
   readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
   /** How often each worker re-reads the ledger gauges (ages, depths). */
   readonly gaugeIntervalMs: number;
+  /** QUARANTINE_PAGE_AFTER: a quarantined webhook older than this pages (a merchant not told for that long). */
+  readonly quarantinePageAfterMs: number;
   /**
    * merchant_id on the delivery metrics (attempts, throttle waits, Retry-After): `all` (the default) counts every
    * merchant under merchant_id="all", so the series stay a handful whatever the number of merchants; `per-merchant`
@@ -166,6 +176,7 @@ export interface Config {
   readonly regions: readonly RegionConfig[];
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
+  readonly outbox: OutboxConfig;
   readonly temporalLimits: TemporalLimitsConfig;
 }
 
@@ -195,11 +206,14 @@ export const CONFIG_VARIABLES = [
   'SWEEP_PAGE_SIZE',
   'SWEEP_BATCH_SIZE',
   'SWEEP_TIMEOUT',
+  'OUTBOX_RECONCILE_INTERVAL',
+  'OUTBOX_GRACE',
   'TEMPORAL_MAX_ID_LENGTH',
   'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS',
   'METRICS_GAUGE_INTERVAL',
   'METRICS_MERCHANT_LABEL',
+  'QUARANTINE_PAGE_AFTER',
   'LOG_LEVEL',
   'WORKFLOW_BUNDLE_PATH',
   'PAYLOAD_KEYS_US',
@@ -531,6 +545,10 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
     timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };
+  const outbox: OutboxConfig = {
+    intervalMs: readDuration(env, 'OUTBOX_RECONCILE_INTERVAL', '5m', 1000),
+    graceMs: readDuration(env, 'OUTBOX_GRACE', '10m', 1000),
+  };
   const temporalLimits: TemporalLimitsConfig = {
     // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
     maxWorkflowIdLength: readInt(env, 'TEMPORAL_MAX_ID_LENGTH', DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000),
@@ -553,6 +571,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     metricsAddress: readAddress(env, 'METRICS_ADDRESS'),
     logLevel: logLevel as ObservabilityConfig['logLevel'],
     gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
+    quarantinePageAfterMs: readDuration(env, 'QUARANTINE_PAGE_AFTER', '1h', 60_000),
     merchantLabel: (env.METRICS_MERCHANT_LABEL || 'all') as MerchantLabel,
   };
   if (!(MERCHANT_LABELS as readonly string[]).includes(observability.merchantLabel)) {
@@ -602,6 +621,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     regions: Object.freeze(regions),
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),
+    outbox: Object.freeze(outbox),
     temporalLimits: Object.freeze(temporalLimits),
   });
 }

@@ -107,7 +107,10 @@ export class OperatorError extends Error {
       | 'ReviewNotOpen'
       | 'NotAnEventWebhook'
       | 'NotPending'
-      | 'DeliveryRunning',
+      | 'DeliveryRunning'
+      | 'SendsPaused'
+      | 'SendsAlreadyPaused'
+      | 'SendsNotPaused',
     message: string,
   ) {
     super(message);

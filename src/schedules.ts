@@ -1,11 +1,13 @@
 /**
- * One Temporal Schedule per region starts the regional sweep. Creating it is idempotent: an existing
- * schedule is updated to the configured spec instead, so every worker start-up can call `ensureSweepSchedule`.
+ * Two Temporal Schedules per region: one starts the regional sweep, one the outbox reconciler. Creating them is
+ * idempotent: an existing schedule is updated to the configured spec instead, so every worker start-up can call
+ * `ensureSweepSchedule` and `ensureOutboxSchedule`.
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
-import type { RegionConfig, SweepConfig } from './config.js';
-import { sweepWorkflowIdPrefix } from './contracts/ids.js';
+import type { OutboxConfig, RegionConfig, SweepConfig } from './config.js';
+import { outboxWorkflowIdPrefix, sweepWorkflowIdPrefix } from './contracts/ids.js';
 import type { SweepInput } from './contracts/domain.js';
+import type { ReconcileOutboxWorkflowInput } from './contracts/outbox.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
   const args: [SweepInput] = [
@@ -36,14 +38,51 @@ export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): 
 }
 
 export async function ensureSweepSchedule(client: Client, region: RegionConfig, sweep: SweepConfig): Promise<'created' | 'updated'> {
-  const options = sweepScheduleOptions(region, sweep);
+  return ensureSchedule(client, sweepScheduleOptions(region, sweep));
+}
+
+/** The region's outbox reconciler schedule: `<SCHEDULE_ID>-outbox`. */
+export const outboxScheduleId = (region: RegionConfig) => `${region.scheduleId}-outbox`;
+
+export function outboxScheduleOptions(region: RegionConfig, outbox: OutboxConfig, sweep: Pick<SweepConfig, 'quarantineTimeoutMs'>): ScheduleOptions {
+  const args: [ReconcileOutboxWorkflowInput] = [{ region: region.region, graceMs: outbox.graceMs, quarantineTimeoutMs: sweep.quarantineTimeoutMs }];
+  return {
+    scheduleId: outboxScheduleId(region),
+    spec: { intervals: [{ every: outbox.intervalMs }] },
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'reconcileOutbox',
+      taskQueue: region.taskQueue,
+      workflowId: outboxWorkflowIdPrefix(region.region),
+      args,
+      // A run holds nothing: one that hangs is ended and the next starts over.
+      workflowExecutionTimeout: Math.max(outbox.intervalMs * 4, 30 * 60_000),
+    },
+    policies: {
+      // One reconcile at a time; a missed one is not caught up (the next does the same work).
+      overlap: ScheduleOverlapPolicy.SKIP,
+      catchupWindow: 60_000,
+    },
+  };
+}
+
+export async function ensureOutboxSchedule(
+  client: Client,
+  region: RegionConfig,
+  outbox: OutboxConfig,
+  sweep: Pick<SweepConfig, 'quarantineTimeoutMs'>,
+): Promise<'created' | 'updated'> {
+  return ensureSchedule(client, outboxScheduleOptions(region, outbox, sweep));
+}
+
+async function ensureSchedule(client: Client, options: ScheduleOptions): Promise<'created' | 'updated'> {
   try {
     await client.schedule.create(options);
     return 'created';
   } catch (err) {
     if (!(err instanceof ScheduleAlreadyRunning)) throw err;
   }
-  await client.schedule.getHandle(region.scheduleId).update((previous) => ({
+  await client.schedule.getHandle(options.scheduleId).update((previous) => ({
     ...previous,
     spec: options.spec,
     action: options.action,

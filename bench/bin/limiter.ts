@@ -41,7 +41,7 @@ try {
   async function run(label: string, pick: () => string) {
     const latencies: number[] = [];
     const deadline = performance.now() + seconds * 1000;
-    const outcomes = { send: 0, wait: 0, denied: 0, busy: 0 };
+    const outcomes = { send: 0, wait: 0, denied: 0, busy: 0, paused: 0 };
     await Promise.all(
       Array.from({ length: clients }, async () => {
         while (performance.now() < deadline) {

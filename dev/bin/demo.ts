@@ -24,7 +24,7 @@ import { seedDemoNight, type DemoNight } from '../seed.js';
 import type { SweepResult } from '../../src/contracts/domain.js';
 import { generateSigningSecret } from '../../src/delivery/signing.js';
 import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
-import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
+import { ensureOutboxSchedule, ensureSweepSchedule, outboxScheduleId, sweepNow } from '../../src/schedules.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker } from '../../src/workers/region-worker.js';
 import { startSecretErasure } from '../../src/workers/secret-erasure.js';
@@ -220,6 +220,11 @@ async function main() {
     erasures.push(startSecretErasure({ region: region.region, pool }));
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
     log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
+    const outbox = await ensureOutboxSchedule(client, region, config.outbox, config.sweep);
+    log(
+      `${region.region.toUpperCase()} schedule ${outboxScheduleId(region)}: ${outbox}, every ${config.outbox.intervalMs / 60_000} min ` +
+        `(pending webhooks nothing delivers, after ${config.outbox.graceMs / 60_000} min)`,
+    );
     const refusalPool = createPool(stack.databaseUrl(region.region), REFUSAL_POOL_OPTIONS);
     refusalPools.push(refusalPool);
     const receiver = createProcessorReceiver({

@@ -96,7 +96,7 @@ function failure(type: string, message: string, details: Record<string, unknown>
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
 }
 
-type Throttle = Extract<DeliverWebhookResult, { status: 'throttled' | 'scheduled' }>;
+type Throttle = Extract<DeliverWebhookResult, { status: 'throttled' | 'scheduled' | 'held' }>;
 
 /** Nothing to send now: the delivery is already terminal, or its merchant is not active. */
 type NotSendable = Extract<DeliverWebhookResult, { status: 'already_terminal' | 'held' | 'throttled' }>;
@@ -247,6 +247,10 @@ export function createDeliveryActivities({
       if (decision.outcome === 'send') {
         if (decision.attemptNumber === undefined) throw new Error(`webhook ${webhookId} has no delivery record`);
         return { attemptNumber: decision.attemptNumber };
+      }
+      if (decision.outcome === 'paused') {
+        // An operator paused every send of the region: wait, held, like a paused merchant (nothing sent, nothing spent).
+        return { status: 'held', merchantStatus: 'sends_paused' };
       }
       if (decision.outcome === 'busy') {
         // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing spent.

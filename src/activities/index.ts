@@ -4,6 +4,7 @@
  */
 import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';
+import { createOutboxActivities } from './outbox.js';
 import { createProcessorEventActivities } from './processor-events.js';
 
 export type ActivityDeps = LedgerDeps & DeliveryDeps;
@@ -13,6 +14,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createLedgerActivities(deps),
     ...createDeliveryActivities(deps),
     ...createProcessorEventActivities(deps),
+    ...createOutboxActivities(deps),
   };
 }
 

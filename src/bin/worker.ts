@@ -23,7 +23,7 @@ import { ConfigError } from '../errors.js';
 import { jsonLogger } from '../observability/logging.js';
 import { startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
-import { ensureSweepSchedule } from '../schedules.js';
+import { ensureOutboxSchedule, ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
 import { buildIdOf } from '../workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker, SHUTDOWN_GRACE_MS } from '../workers/region-worker.js';
@@ -99,6 +99,7 @@ async function main() {
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
+    await whenReachable('Temporal', () => ensureOutboxSchedule(client, region, config.outbox, config.sweep));
     const nativeConnection = await whenReachable('Temporal', () => connectWorker(settings, address));
     // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
     const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>
@@ -125,6 +126,7 @@ async function main() {
       pool,
       meter,
       intervalMs: config.observability.gaugeIntervalMs,
+      quarantinePageAfterMs: config.observability.quarantinePageAfterMs,
       sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
     });
     await gauges.refresh();

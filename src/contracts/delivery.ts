@@ -64,14 +64,20 @@ export const ATTEMPT_LEDGER_SLACK_MS = 10 * SECOND;
 /** Lanes of one merchant's budget, in priority order: first attempts, then retries, then approved replays. */
 export type Lane = 'first' | 'retry' | 'replay';
 
+/** What holds a delivery back without spending an attempt: its merchant's status, or the region's paused sends. */
+export type HeldBy = 'paused' | 'disabled' | 'sends_paused';
+
 export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned';
 
 export type DeliverWebhookResult =
   | { status: 'delivered'; attempts: number; statusCode: number }
   /** Already terminal (a retry after success was recorded, or a duplicate workflow): nothing sent. */
   | { status: 'already_terminal'; deliveryStatus: DeliveryStatus; attempts: number }
-  /** The merchant is paused or disabled: nothing sent, nothing spent; the workflow waits and asks again. */
-  | { status: 'held'; merchantStatus: 'paused' | 'disabled' }
+  /**
+   * The merchant is paused or disabled, or the region's sends are paused (`sends_paused`, an operator's
+   * `ops sends pause`): nothing sent, nothing spent; the workflow waits and asks again.
+   */
+  | { status: 'held'; merchantStatus: HeldBy }
   /**
    * The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. With `after`,
    * an earlier webhook of the same hold is still pending (it goes first), not the budget.

@@ -4,6 +4,7 @@
  * and workflow ids built from them are exact.
  */
 import type { InvalidHoldCode, QuarantineReason, ReleaseFailureType } from './failures.js';
+import type { HeldBy } from './delivery.js';
 import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
 
@@ -140,7 +141,7 @@ export interface HoldResume {
   /** When the merchant's current hold began (ms since the epoch, workflow time); absent when not held. */
   heldSince?: number;
   /** Why the merchant held it when the run ended (its next run reports `held` while it re-checks). */
-  heldMerchantStatus?: 'paused' | 'disabled';
+  heldMerchantStatus?: HeldBy;
   deliveryStatus: 'pending' | 'held';
   lastAttempt?: { attemptNumber: number; outcome: string; at: string };
   /** The most recent ignored signals (bounded: the input of a run is history too). */

@@ -19,6 +19,11 @@ export function eventDeliveryWorkflowId(region: Region, webhookId: string): stri
   return `hold-event-delivery-${region}-${webhookId}`;
 }
 
+/** Base id for the outbox reconciler's runs; its schedule appends the nominal time. */
+export function outboxWorkflowIdPrefix(region: Region): string {
+  return `outbox-${region}`;
+}
+
 /** Base id for sweeps; schedules append the nominal time, manual sweeps a caller-chosen suffix. */
 export function sweepWorkflowIdPrefix(region: Region): string {
   return `sweep-${region}`;

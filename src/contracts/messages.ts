@@ -8,6 +8,7 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { QuarantineReason } from './failures.js';
+import type { HeldBy } from './delivery.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from './unencrypted.js';
 
 export interface ApproveReplay {
@@ -101,7 +102,7 @@ export type HoldStage =
   | { stage: 'waiting_for_budget'; policyRun: number; lane: 'first' | 'retry' | 'replay'; until: string; reserved: boolean; after?: string }
   /** The last attempt failed; Temporal retries it at `until`, honouring the merchant's Retry-After or backing off. */
   | { stage: 'honouring_retry_after' | 'backing_off'; policyRun: number; attempt: number; until: string; reason: string }
-  | { stage: 'held'; policyRun: number; merchantStatus: 'paused' | 'disabled'; until: string }
+  | { stage: 'held'; policyRun: number; merchantStatus: HeldBy; until: string }
   | { stage: 'quarantined'; policyRun: number; reason: QuarantineReason; since: string; detail: string }
   | { stage: 'delivered'; attempts: number }
   | { stage: 'discarded'; by: string; reason: string }

@@ -13,6 +13,20 @@ export const DeliveryStatusKey = defineSearchAttributeKey('DeliveryStatus', Sear
 export const SEARCH_ATTRIBUTES = [RegionKey, MerchantIdKey, HoldIdKey, DeliveryStatusKey] as const;
 
 /**
+ * What a webhook's delivery workflow is started with (a hold's release by its sweep or the outbox reconciler, an
+ * event's by its hold's event workflow or an operator): who and where, and DeliveryStatus `pending`, set at the start
+ * rather than upserted by the workflow (one event less per hold on the hot path).
+ */
+export function deliveryStartAttributes(region: string, holdId: string, merchantId: string) {
+  return [
+    { key: RegionKey, value: region },
+    { key: HoldIdKey, value: holdId },
+    { key: MerchantIdKey, value: merchantId },
+    { key: DeliveryStatusKey, value: 'pending' },
+  ];
+}
+
+/**
  * The values of `DeliveryStatus`, the operator's filter for "where is this hold's webhook":
  * - `pending`: being released or delivered (set by the sweep when it starts the hold's workflow; again after a replay
  *   is approved and after a held merchant's re-check);

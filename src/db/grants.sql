@@ -10,7 +10,7 @@ DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
-    'merchant_requests_in_flight, schema_migrations';
+    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
   -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
@@ -27,6 +27,10 @@ BEGIN
       processor_sequence_skips, ledger_reviews TO hold_sweeper_worker;
     -- Its leases on a merchant's requests in flight: taken at admission, given back when the attempt is recorded.
     GRANT SELECT, INSERT, UPDATE, DELETE ON merchant_requests_in_flight TO hold_sweeper_worker;
+    -- Whether the region's sends are paused (every admission reads it; operators write it).
+    GRANT SELECT ON send_pauses TO hold_sweeper_worker;
+    -- The outbox reconciler's account of each run (and the gauges read the newest).
+    GRANT SELECT, INSERT ON outbox_reconciliations TO hold_sweeper_worker;
   END IF;
 
   -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,
@@ -47,8 +51,8 @@ BEGIN
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_ops') THEN
     EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_ops', product_tables);
     EXECUTE format('GRANT SELECT ON %s TO hold_sweeper_ops', product_tables);
-    GRANT INSERT, UPDATE ON merchants, replay_requests, replay_request_items, processor_skip_requests, operator_signals
-      TO hold_sweeper_ops;
+    GRANT INSERT, UPDATE ON merchants, replay_requests, replay_request_items, processor_skip_requests, operator_signals,
+      send_pauses TO hold_sweeper_ops;
     -- A new merchant's rate-limit row is written by the merchants trigger, as the inserting role.
     GRANT INSERT ON merchant_rate_limits TO hold_sweeper_ops;
     GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;

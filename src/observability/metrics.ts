@@ -95,15 +95,34 @@ export function startLedgerGauges(options: {
   meter: MetricMeter;
   intervalMs: number;
   sweep: SweepGaugeSource;
+  /** QUARANTINE_PAGE_AFTER: a quarantine older than this pages (exported beside the count, so the rule reads it). */
+  quarantinePageAfterMs: number;
 }): LedgerGauges {
-  const { region, pool, meter, sweep } = options;
+  const { region, pool, meter, sweep, quarantinePageAfterMs } = options;
   const gauge = (name: string, unit: string, description: string) => meter.createGauge(name, 'float', unit, description);
   const oldestUnreleased = gauge('hold_sweeper_oldest_unreleased_hold_age_seconds', 's', 'age past expiry of the oldest expired, still active hold');
   const oldestUndelivered = gauge('hold_sweeper_oldest_undelivered_webhook_age_seconds', 's', 'age of the oldest pending webhook');
   const undelivered = gauge('hold_sweeper_undelivered_webhooks', '1', 'pending webhooks (depth; page on the age instead)');
   const quarantined = gauge('hold_sweeper_quarantine_depth', '1', 'quarantined webhooks by reason');
   const abandoned = gauge('hold_sweeper_abandoned_quarantines', '1', 'quarantines nobody decided in time');
+  const oldestQuarantine = gauge(
+    'hold_sweeper_oldest_quarantine_age_seconds',
+    's',
+    'age of the oldest quarantined webhook: a merchant not told for that long (0: none)',
+  );
+  const quarantinesPastPageAge = gauge(
+    'hold_sweeper_quarantines_past_page_age',
+    '1',
+    'quarantined webhooks older than QUARANTINE_PAGE_AFTER: each one pages',
+  );
+  const quarantinePageAfter = gauge('hold_sweeper_quarantine_page_after_seconds', 's', 'the age at which a quarantine pages (QUARANTINE_PAGE_AFTER)');
   const disabled = gauge('hold_sweeper_disabled_merchants', '1', 'merchants disabled (e.g. by a 410)');
+  const outboxUnfixable = gauge(
+    'hold_sweeper_outbox_unfixable_webhooks',
+    '1',
+    'pending webhooks the last outbox reconcile found with no running workflow and could not start again (a human looks)',
+  );
+  const sendsPaused = gauge('hold_sweeper_sends_paused', '1', '1 while an operator has paused every send of the region (ops sends pause), else 0');
   const replays = gauge('hold_sweeper_replay_requests', '1', 'replay requests by status (requested = pending, approved)');
   const lastCompletedSweep = gauge(
     'hold_sweeper_last_completed_sweep_age_seconds',
@@ -131,12 +150,18 @@ export function startLedgerGauges(options: {
       pool.query<{ age: number | null; n: number }>(
         `SELECT extract(epoch FROM now() - min(created_at))::float8 AS age, count(*)::integer AS n FROM webhook_deliveries WHERE status = 'pending'`,
       ),
-      pool.query<{ reason: string; n: number }>(
-        `SELECT quarantine_reason AS reason, count(*)::integer AS n FROM webhook_deliveries WHERE status = 'quarantined' GROUP BY 1`,
+      pool.query<{ reason: string; n: number; oldest: number; past: number }>(
+        `SELECT quarantine_reason AS reason, count(*)::integer AS n,
+                extract(epoch FROM now() - min(quarantined_at))::float8 AS oldest,
+                (count(*) FILTER (WHERE quarantined_at <= now() - make_interval(secs => $1::float8 / 1000)))::integer AS past
+           FROM webhook_deliveries WHERE status = 'quarantined' GROUP BY 1`,
+        [quarantinePageAfterMs],
       ),
-      pool.query<{ abandoned: number; disabled: number }>(
+      pool.query<{ abandoned: number; disabled: number; sends_paused: boolean; outbox_unfixable: number }>(
         `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'abandoned')::integer AS abandoned,
-                (SELECT count(*) FROM merchants WHERE status = 'disabled')::integer AS disabled`,
+                (SELECT count(*) FROM merchants WHERE status = 'disabled')::integer AS disabled,
+                EXISTS (SELECT 1 FROM send_pauses WHERE resumed_at IS NULL) AS sends_paused,
+                coalesce((SELECT unfixable FROM outbox_reconciliations ORDER BY id DESC LIMIT 1), 0) AS outbox_unfixable`,
       ),
       pool.query<{ status: string; n: number }>(`SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`),
       sweep.lastCompletedAgeSeconds(),
@@ -151,8 +176,16 @@ export function startLedgerGauges(options: {
     const byReason = new Map(quarantine.rows.map((r) => [r.reason, r.n]));
     // Every reason every time: a reason that went back to zero must read 0, not its last non-zero value.
     for (const reason of QUARANTINE_REASONS) quarantined.set(byReason.get(reason) ?? 0, { ...tags, reason });
+    oldestQuarantine.set(Math.max(0, ...quarantine.rows.map((r) => r.oldest ?? 0)), tags);
+    quarantinesPastPageAge.set(
+      quarantine.rows.reduce((n, r) => n + r.past, 0),
+      tags,
+    );
+    quarantinePageAfter.set(quarantinePageAfterMs / 1000, tags);
     abandoned.set(other.rows[0]!.abandoned, tags);
     disabled.set(other.rows[0]!.disabled, tags);
+    sendsPaused.set(other.rows[0]!.sends_paused ? 1 : 0, tags);
+    outboxUnfixable.set(other.rows[0]!.outbox_unfixable, tags);
     const byStatus = new Map(requests.rows.map((r) => [r.status, r.n]));
     replays.set(byStatus.get('pending') ?? 0, { ...tags, status: 'requested' });
     replays.set(byStatus.get('approved') ?? 0, { ...tags, status: 'approved' });

@@ -20,6 +20,7 @@ import { sweepNow } from '../schedules.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from './processor-events.js';
+import { pauseSends, resumeSends, sendsStatus } from './send-pauses.js';
 import {
   addMerchant,
   pauseMerchant,
@@ -81,6 +82,12 @@ Usage: npm run ops -- <command> [options]
                                      (terminated, timed out): still pending, nothing delivering it
   events refused [--since T]         signed requests the receiver refused (4xx), newest first; unsigned ones
                                      are only counted (hold_sweeper_processor_requests_refused_total)
+  sends pause --by NAME --reason TEXT
+                                     stop every send of the region (the big red button): deliveries wait, held,
+                                     no attempt spent; releases go on
+  sends resume --by NAME --reason TEXT
+                                     send again; every held delivery re-checks at once
+  sends status                       paused or not, by whom and why, and the last pauses
   reviews list [--all]               ledger entries flagged for a human (late captures, events that could not apply)
   reviews resolve <event id> --by NAME
                                      close one
@@ -385,6 +392,38 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         }
         throw new ConfigError('events', sub, '"show", "skip", "approve-skip", "redeliver" or "refused"');
       }
+      case 'sends': {
+        if (sub === 'pause') {
+          const pause = await pauseSends(ctx, required(values.by, 'by'), required(values.reason, 'reason'));
+          print(
+            `sends in region ${ctx.region.region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
+              `npm run ops -- sends resume --region ${ctx.region.region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
+            pause,
+          );
+          return 0;
+        }
+        if (sub === 'resume') {
+          const result = await resumeSends(ctx, required(values.by, 'by'), required(values.reason, 'reason'));
+          print(
+            `sends in region ${ctx.region.region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
+              `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
+            result,
+          );
+          return 0;
+        }
+        if (sub === 'status') {
+          const status = await sendsStatus(ctx);
+          print(
+            [
+              `sends in region ${ctx.region.region}: ${status.paused ? 'PAUSED' : 'running'}; ${status.held} deliveries held (by this or a merchant's pause)`,
+              status.pauses.length === 0 ? 'never paused' : table(status.pauses.map((p) => ({ ...p }))),
+            ].join('\n'),
+            status,
+          );
+          return 0;
+        }
+        throw new ConfigError('sends', sub, '"pause", "resume" or "status"');
+      }
       case 'reviews': {
         if (sub === 'list') {
           const rows = await reviews(ctx.pool, { all: values.all });
@@ -403,7 +442,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         throw new ConfigError(
           'command',
           command,
-          'one of sweep-now, status, quarantine, replay, approve, discard, merchant, events, reviews (see --help)',
+          'one of sweep-now, status, quarantine, replay, approve, discard, merchant, events, sends, reviews (see --help)',
         );
     }
   } finally {

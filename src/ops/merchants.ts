@@ -177,6 +177,9 @@ export async function pingMerchant(
   for (let reserved = false; ; reserved = true) {
     const turn = await budget.acquire(merchantId, 'replay', reserved);
     if (turn.outcome === 'send') break;
+    if (turn.outcome === 'paused') {
+      throw new OperatorError('SendsPaused', `the region's sends are paused (npm run ops -- sends status): nothing is sent, a ping neither`);
+    }
     const waitMs = turn.atMs - turn.nowMs;
     if (turn.outcome === 'denied' || waitedMs + waitMs > PING_MAX_WAIT_MS) {
       throw new OperatorError(

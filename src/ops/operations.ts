@@ -6,7 +6,7 @@
  * `operator_signals` with the workflow's answer or its reason for refusing.
  */
 import { randomUUID } from 'node:crypto';
-import { WorkflowIdReusePolicy, WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow/codec-helpers.js';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
@@ -20,9 +20,7 @@ import { HOLD_RELEASED_EVENT, type DecisionTarget, type QuarantineFilters, type 
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
-import { retryHorizonFor } from '../delivery/policy.js';
-import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
-import { eventDeliveryDetails, eventDeliverySummary } from '../contracts/story.js';
+import { startEventDelivery } from '../delivery/starts.js';
 
 export type { QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
 
@@ -327,22 +325,8 @@ export async function redeliverEventWebhook(ctx: OpsContext, webhookId: string):
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
-  const handle = await ctx.client.workflow.start('deliverHoldEvent', {
-    taskQueue: ctx.region.taskQueue,
-    workflowId,
-    // A run that completed (delivered, discarded, abandoned) is never repeated; one that failed or was ended may be.
-    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-    typedSearchAttributes: [
-      { key: RegionKey, value: region },
-      { key: HoldIdKey, value: webhook.holdId },
-      { key: MerchantIdKey, value: webhook.merchantId },
-      { key: DeliveryStatusKey, value: 'pending' },
-    ],
-    staticSummary: eventDeliverySummary(region, webhook.eventType, webhook.holdId, webhook.merchantId),
-    staticDetails: eventDeliveryDetails(region, webhook.holdId, webhookId, webhook.merchantId),
-    args: [{ region, holdId: webhook.holdId, webhookId, retryHorizonMs: retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy) }],
-  });
-  return { workflowId, runId: handle.firstExecutionRunId };
+  // A run that completed (delivered, discarded, abandoned) is never repeated; one that failed or was ended may be.
+  return startEventDelivery(ctx.client, { region, taskQueue: ctx.region.taskQueue }, webhook);
 }
 
 /** Everything about one hold: ledger, delivery, attempt log, decisions, and its workflow's own account. */

@@ -11,6 +11,7 @@
 import type pg from 'pg';
 import type { Lane } from '../contracts/delivery.js';
 import { attemptCountedOnAdmission } from './deliveries.js';
+import { SENDS_PAUSED_SQL } from './send-pauses.js';
 
 export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
   // An hour covers the largest merchant backlog of a night at 5 req/s (18,000 sends) with one reservation each.
@@ -36,9 +37,10 @@ export interface SlotDecision {
   /**
    * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing
    * reserved, this lane's place in the queue would be at `atMs`; busy: the merchant has as many requests in flight as
-   * the cap allows (or this webhook has one open still), nothing reserved: ask again soon.
+   * the cap allows (or this webhook has one open still), nothing reserved: ask again soon; paused: the region's sends
+   * are paused by an operator (send_pauses, migration 013), nothing reserved: wait, held, until resumed.
    */
-  outcome: 'send' | 'wait' | 'denied' | 'busy';
+  outcome: 'send' | 'wait' | 'denied' | 'busy' | 'paused';
   atMs: number;
   /** The database clock when the decision was made: all waiting is measured against it. */
   nowMs: number;
@@ -69,15 +71,19 @@ export function createMerchantBudget(pool: pg.Pool) {
      */
     async acquire(merchantId: string, lane: Lane, reserved = false, webhookId?: string, lease?: InFlightLease): Promise<SlotDecision> {
       const { rows } = await pool.query<{ outcome: SlotDecision['outcome']; at_ms: number; now_ms: number; attempt_number: number | null }>(
-        `WITH slot AS MATERIALIZED (
-           SELECT * FROM admit_attempt($1::text, $2::double precision, $3::double precision, $4::boolean,
-                                       $5::text, $6::integer, $7::double precision)
+        `WITH paused AS MATERIALIZED (
+           SELECT ${SENDS_PAUSED_SQL} AS paused
+         ), slot AS MATERIALIZED (
+           SELECT s.* FROM paused, LATERAL admit_attempt($1::text, $2::double precision, $3::double precision, $4::boolean,
+                                                         $5::text, $6::integer, $7::double precision) s
+            WHERE NOT paused.paused
          ), counted AS (
            ${attemptCountedOnAdmission('$5')}
          )
-         SELECT outcome, extract(epoch FROM at) * 1000 AS at_ms, extract(epoch FROM db_now) * 1000 AS now_ms,
+         SELECT coalesce(slot.outcome, 'paused') AS outcome, extract(epoch FROM coalesce(slot.at, clock_timestamp())) * 1000 AS at_ms,
+                extract(epoch FROM coalesce(slot.db_now, clock_timestamp())) * 1000 AS now_ms,
                 (SELECT attempt_count FROM counted) AS attempt_number
-           FROM slot`,
+           FROM paused LEFT JOIN slot ON true`,
         [
           merchantId,
           LANE_HORIZON_MS[lane],

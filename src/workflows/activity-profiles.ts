@@ -54,6 +54,17 @@ export const ledgerLocalActivity: LocalActivityOptions = {
   localRetryThreshold: '1s',
 };
 
+/**
+ * The outbox reconciler's one activity: pages through the region's pending webhooks, asking Temporal about each. It
+ * heartbeats per slice of webhooks, so a dead worker is noticed within a minute; a few retries, then the run fails
+ * and the schedule's next one starts over (it holds no state of its own).
+ */
+export const outboxActivity: ActivityOptions = {
+  startToCloseTimeout: '10m',
+  heartbeatTimeout: '1m',
+  retry: { initialInterval: '5s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 3 },
+};
+
 /** finishSweep polls the ledger while children release; it heartbeats so a dead worker is noticed quickly. */
 export function sweepFinishActivity(releaseWaitMs: number): ActivityOptions {
   return {

@@ -31,7 +31,7 @@ import {
 } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unencrypted.js';
-import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
+import { DeliveryStatusKey, deliveryStartAttributes } from '../contracts/search-attributes.js';
 import { eventDeliveryDetails, eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { registerDeliveryHandlers } from './delivery-handlers.js';
@@ -238,12 +238,7 @@ async function startDelivery(
       parentClosePolicy: ParentClosePolicy.ABANDON,
       // A retried apply (already applied) finds its delivery started, or done: never a second delivery workflow.
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      typedSearchAttributes: [
-        { key: RegionKey, value: region },
-        { key: HoldIdKey, value: holdId },
-        { key: MerchantIdKey, value: webhook.merchantId },
-        { key: DeliveryStatusKey, value: 'pending' },
-      ],
+      typedSearchAttributes: deliveryStartAttributes(region, holdId, webhook.merchantId),
       staticSummary: eventDeliverySummary(region, webhook.eventType, holdId, webhook.merchantId),
       staticDetails: eventDeliveryDetails(region, holdId, webhook.webhookId, webhook.merchantId),
       args: [{ region, holdId, webhookId: webhook.webhookId, retryHorizonMs: webhook.retryHorizonMs }],

@@ -16,7 +16,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import type { HoldBatchInput, HoldBatchResult, HoldRef, SweepInput, SweepResult, SweepTotals } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
-import { DeliveryStatusKey, HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
+import { deliveryStartAttributes } from '../contracts/search-attributes.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
 import { holdWorkflowId } from '../contracts/ids.js';
 import { holdDetails, holdSummary, sweepCurrentDetails } from '../contracts/story.js';
@@ -165,13 +165,7 @@ export function holdChildOptions(region: Region, hold: HoldRef) {
     // Two concurrent sweeps may then both start it; the ledger's row lock and idempotency key keep the release
     // exactly-once, and the later run finds it released and its webhook's state in the ledger.
     workflowIdReusePolicy: hold.leftActiveByEarlierSweep ? WorkflowIdReusePolicy.ALLOW_DUPLICATE : WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-    typedSearchAttributes: [
-      { key: RegionKey, value: region },
-      { key: HoldIdKey, value: hold.holdId },
-      { key: MerchantIdKey, value: hold.merchantId },
-      // Set here rather than upserted by the child: one event less per hold on the hot path.
-      { key: DeliveryStatusKey, value: 'pending' },
-    ],
+    typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
   };
 }
 

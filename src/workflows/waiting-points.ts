@@ -18,7 +18,7 @@
  * cannot have one (`unrecordable`).
  */
 
-export type WorkflowType = 'sweepExpiredHolds' | 'startHoldBatch' | 'releaseExpiredHold' | 'applyHoldEvents' | 'deliverHoldEvent';
+export type WorkflowType = 'sweepExpiredHolds' | 'startHoldBatch' | 'releaseExpiredHold' | 'applyHoldEvents' | 'deliverHoldEvent' | 'reconcileOutbox';
 
 /**
  * `delivery`: the points of `deliverUntilDecided`, one function both `releaseExpiredHold` and `deliverHoldEvent` run
@@ -33,6 +33,7 @@ export const WORKFLOWS_OF: Readonly<Record<PointOwner, readonly WorkflowType[]>>
   releaseExpiredHold: ['releaseExpiredHold'],
   applyHoldEvents: ['applyHoldEvents'],
   deliverHoldEvent: ['deliverHoldEvent'],
+  reconcileOutbox: ['reconcileOutbox'],
   delivery: ['releaseExpiredHold', 'deliverHoldEvent'],
 };
 
@@ -167,6 +168,7 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
   { workflow: 'applyHoldEvents', point: 'deliveries', on: { child: 'deliverHoldEvent' }, exits: ['started'] },
   { workflow: 'applyHoldEvents', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
   { workflow: 'applyHoldEvents', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
+  { workflow: 'reconcileOutbox', point: 'reconcile', on: { activity: 'reconcileStrandedWebhooks' }, exits: ['completed'] },
 ];
 
 /** `<workflow>.<point>.<exit>`: one cell of the coverage matrix. */

@@ -20,6 +20,7 @@ import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '.
 import { startCodecServer } from '../../src/codec/codec-server.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { pauseSends, resumeSends } from '../../src/ops/send-pauses.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
@@ -113,6 +114,31 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(text).toMatch(/^temporal_\w+/m);
   });
 
+  it('a quarantine older than QUARANTINE_PAGE_AFTER (1 h by default) is counted where its page looks, with the oldest age', async () => {
+    const quarantined = (
+      await us.pool.query<{ webhook_id: string }>(`SELECT webhook_id FROM webhook_deliveries WHERE status = 'quarantined' ORDER BY webhook_id`)
+    ).rows.map((r) => r.webhook_id);
+    expect(quarantined).toHaveLength(3);
+    // Fresh quarantines page nobody yet.
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_quarantines_past_page_age', { region: 'us' }), { timeout: 10_000 })
+      .toBe(0);
+    expect(metricValue(await scrape(), 'hold_sweeper_oldest_quarantine_age_seconds', { region: 'us' })).toBeLessThan(3600);
+    // Two of them quarantined two hours ago, as if nobody had looked since (the third stays fresh).
+    await us.pool.query(`UPDATE webhook_deliveries SET quarantined_at = now() - interval '2 hours' WHERE webhook_id = ANY($1::text[])`, [
+      quarantined.slice(0, 2),
+    ]);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_quarantines_past_page_age', { region: 'us' }), { timeout: 10_000 })
+      .toBe(2);
+    const text = await scrape();
+    expect(metricValue(text, 'hold_sweeper_quarantine_page_after_seconds', { region: 'us' })).toBe(3600);
+    const oldest = metricValue(text, 'hold_sweeper_oldest_quarantine_age_seconds', { region: 'us' })!;
+    expect(oldest).toBeGreaterThanOrEqual(7200);
+    expect(oldest).toBeLessThan(7200 + 120);
+    expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'rejected' })).toBe(3);
+  });
+
   it('processor events: the oldest unapplied event and open ledger reviews are exported where their alerts look', async () => {
     // As a receiver records them: one event 40 minutes old stuck behind a missing sequence (no workflow here), one
     // applied and flagged for review. (Refusals are the receiver's own counter: processor-events.test.ts.)
@@ -194,6 +220,15 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
       .toBeLessThan(86_400);
     expect(metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' })).toBeGreaterThanOrEqual(7200);
+  });
+
+  it('a pause of every send in the region (ops sends pause) is exported while it lasts', async () => {
+    const ops = { region: us.config, pool: us.pool, client: us.client };
+    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(0);
+    await pauseSends(ops, 'Alice', 'observability test');
+    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(1);
+    await resumeSends(ops, 'Bob', 'observability test over');
+    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(0);
   });
 
   it('log lines for one hold join by hold id from the sweep to its terminal state, with no secret in them', async () => {
@@ -553,6 +588,7 @@ describe('deployment files', () => {
       'HoldReleaseBehind',
       'WebhookDeliveryBehind',
       'WebhooksQuarantined',
+      'QuarantinePastPageAge',
       'QuarantineAbandoned',
       'MerchantEndpointDisabled',
       'MerchantRateLimited',

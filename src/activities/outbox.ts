@@ -1,0 +1,142 @@
+/**
+ * The outbox reconciler's activity: every pending webhook is delivered by a workflow (a hold's release, or an event's
+ * delivery), and one whose workflow ended without finishing it (terminated by an operator, timed out) would stay
+ * pending forever. Each run pages through the region's pending webhooks older than the grace period, asks Temporal
+ * whether each one's workflow runs, and starts a new run of it where none does (same workflow id, same webhook id:
+ * src/delivery/starts.ts). It reports what it did (a log line per webhook, a counter, its result) and what it could not
+ * fix, and records the run in the ledger (outbox_reconciliations), where the workers' gauge reads it.
+ *
+ * It decides nothing about money: the release it restarts is idempotent and finds the hold released, and a delivery
+ * re-reads its webhook's status before any request. What it is told (the grace period) only chooses which webhooks it
+ * looks at.
+ */
+import { activityInfo, getClient, heartbeat, log } from '@temporalio/activity';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
+import type pg from 'pg';
+import type { OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
+import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
+import type { Region } from '../contracts/regions.js';
+import { startEventDelivery, startReleaseDelivery } from '../delivery/starts.js';
+import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
+import * as outbox from '../sql/outbox.js';
+
+/** Pending webhooks read per page, and asked about at once (describe calls in flight). */
+const PAGE_SIZE = 200;
+const CONCURRENCY = 20;
+/** Webhooks named in a report (and the ledger's record of it); the counts are always whole. */
+const LISTED_MAX = 100;
+
+export interface OutboxDeps {
+  region: Region;
+  pool: pg.Pool;
+  meter?: MetricMeter;
+}
+
+type Verdict = { kind: 'running' } | { kind: 'restarted'; workflowId: string } | { kind: 'unfixable'; why: string };
+
+export function createOutboxActivities({ region, pool, meter = noopMetricMeter }: OutboxDeps) {
+  const restarts = meter.createCounter('hold_sweeper_outbox_restarts', '1', 'pending webhooks whose delivery workflow the reconciler started again');
+
+  /** Whether the webhook's workflow runs; if not, a new run of it. */
+  async function reconcileOne(client: Client, taskQueue: string, c: outbox.OutboxCandidate, quarantineTimeoutMs?: number): Promise<Verdict> {
+    const release = c.eventType === HOLD_RELEASED_EVENT;
+    const workflowId = release ? holdWorkflowId(region, c.holdId, c.holdExpiresAt) : eventDeliveryWorkflowId(region, c.webhookId);
+    let previous = 'none';
+    try {
+      const { status } = await client.workflow.getHandle(workflowId).describe();
+      if (status.name === 'RUNNING') return { kind: 'running' };
+      previous = status.name;
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError))
+        return { kind: 'unfixable', why: `Temporal did not say whether ${workflowId} runs: ${(err as Error).message}` };
+    }
+    try {
+      const where = { region, taskQueue };
+      const started = release
+        ? await startReleaseDelivery(client, where, { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt }, quarantineTimeoutMs)
+        : await startEventDelivery(client, where, c);
+      restarts.add(1, { region, kind: release ? 'release' : 'event' });
+      log.info('outbox: stranded webhook, its delivery started again', {
+        region,
+        holdId: c.holdId,
+        webhookId: c.webhookId,
+        workflowId,
+        runId: started.runId,
+        previous,
+      });
+      return { kind: 'restarted', workflowId };
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) {
+        // Started meanwhile (a sweep, an operator) and running: nothing to fix. Completed without delivering: not ours
+        // to repeat (its reuse policy refuses): a human looks.
+        const { status } = await client.workflow
+          .getHandle(workflowId)
+          .describe()
+          .catch(() => ({ status: { name: 'UNKNOWN' } }));
+        if (status.name === 'RUNNING') return { kind: 'running' };
+        return { kind: 'unfixable', why: `${workflowId} is ${status.name} and its webhook still pending: not started again` };
+      }
+      return { kind: 'unfixable', why: `starting ${workflowId} failed: ${(err as Error).message}` };
+    }
+  }
+
+  return {
+    /** One reconcile run (the `reconcileOutbox` workflow's only step): see the module comment. */
+    async reconcileStrandedWebhooks({ graceMs, quarantineTimeoutMs }: ReconcileOutboxInput): Promise<OutboxReport> {
+      const client = getClient();
+      const { taskQueue } = activityInfo();
+      const report: OutboxReport = {
+        checked: 0,
+        running: 0,
+        restarted: 0,
+        unfixable: 0,
+        restartedWebhooks: [],
+        unfixableWebhooks: [],
+        truncated: false,
+      };
+      for (let cursor: outbox.OutboxCursor | undefined; ;) {
+        const page = await outbox.outboxCandidates(pool, graceMs, PAGE_SIZE, cursor);
+        for (let i = 0; i < page.length; i += CONCURRENCY) {
+          const slice = page.slice(i, i + CONCURRENCY);
+          const verdicts = await Promise.all(slice.map((c) => reconcileOne(client, taskQueue, c, quarantineTimeoutMs)));
+          verdicts.forEach((v, j) => {
+            const { webhookId } = slice[j]!;
+            report.checked++;
+            if (v.kind === 'running') report.running++;
+            else if (v.kind === 'restarted') {
+              report.restarted++;
+              if (report.restartedWebhooks.length < LISTED_MAX) report.restartedWebhooks.push(webhookId);
+              else report.truncated = true;
+            } else {
+              report.unfixable++;
+              log.warn('outbox: stranded webhook not fixed', { region, webhookId, why: v.why });
+              if (report.unfixableWebhooks.length < LISTED_MAX) report.unfixableWebhooks.push({ webhookId, why: v.why });
+              else report.truncated = true;
+            }
+          });
+          heartbeat(report.checked);
+        }
+        if (page.length < PAGE_SIZE) break;
+        const last = page[page.length - 1]!;
+        cursor = { createdAt: last.createdAt, webhookId: last.webhookId };
+      }
+      await outbox.recordReconciliation(pool, {
+        graceMs,
+        checked: report.checked,
+        running: report.running,
+        restarted: report.restarted,
+        unfixable: report.unfixable,
+        details: { restarted: report.restartedWebhooks, unfixable: report.unfixableWebhooks, truncated: report.truncated },
+      });
+      log.info('outbox reconciled', {
+        region,
+        checked: report.checked,
+        running: report.running,
+        restarted: report.restarted,
+        unfixable: report.unfixable,
+      });
+      return report;
+    },
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * A webhook's delivery workflow started again from outside a workflow: by the outbox reconciler's activity
+ * (src/activities/outbox.ts) for a pending webhook nothing is driving, and by `npm run ops -- events redeliver`. Same
+ * workflow id and webhook id as the run that ended; the ledger decides what is sent (the release is idempotent and
+ * answers `already_released` with the webhook; the delivery re-reads its status before any request).
+ *
+ * Reuse policy ALLOW_DUPLICATE_FAILED_ONLY: a run that ended without finishing (terminated, timed out, failed) may be
+ * followed by a new one; a running one is never doubled, and a completed one is never repeated (the start fails with
+ * WorkflowExecutionAlreadyStartedError: the caller reports it).
+ */
+import { WorkflowIdReusePolicy, type Client } from '@temporalio/client';
+import type { ReleaseExpiredHoldInput } from '../contracts/domain.js';
+import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
+import type { Region } from '../contracts/regions.js';
+import { deliveryStartAttributes } from '../contracts/search-attributes.js';
+import { eventDeliveryDetails, eventDeliverySummary, holdDetails, holdSummary } from '../contracts/story.js';
+import { retryHorizonFor } from './policy.js';
+
+export interface WhereToStart {
+  region: Region;
+  taskQueue: string;
+}
+
+/** A webhook as its delivery's start needs it. */
+export interface WebhookToStart {
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  eventType: string;
+  deliveryPolicy: unknown;
+}
+
+/** A new run of the hold's release workflow: the hold is released already, so it delivers the release's webhook. */
+export async function startReleaseDelivery(
+  client: Client,
+  { region, taskQueue }: WhereToStart,
+  hold: { holdId: string; merchantId: string; expiresAt: string },
+  quarantineTimeoutMs?: number,
+): Promise<{ workflowId: string; runId: string }> {
+  const workflowId = holdWorkflowId(region, hold.holdId, hold.expiresAt);
+  const input: ReleaseExpiredHoldInput = { region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, quarantineTimeoutMs };
+  const handle = await client.workflow.start('releaseExpiredHold', {
+    taskQueue,
+    workflowId,
+    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
+    staticSummary: holdSummary(region, hold.holdId, hold.merchantId),
+    staticDetails: holdDetails(region, hold.holdId, hold.merchantId),
+    args: [input],
+  });
+  return { workflowId, runId: handle.firstExecutionRunId };
+}
+
+/** A new run of a processor event's delivery workflow. */
+export async function startEventDelivery(
+  client: Client,
+  { region, taskQueue }: WhereToStart,
+  webhook: WebhookToStart,
+): Promise<{ workflowId: string; runId: string }> {
+  const workflowId = eventDeliveryWorkflowId(region, webhook.webhookId);
+  const handle = await client.workflow.start('deliverHoldEvent', {
+    taskQueue,
+    workflowId,
+    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    typedSearchAttributes: deliveryStartAttributes(region, webhook.holdId, webhook.merchantId),
+    staticSummary: eventDeliverySummary(region, webhook.eventType, webhook.holdId, webhook.merchantId),
+    staticDetails: eventDeliveryDetails(region, webhook.holdId, webhook.webhookId, webhook.merchantId),
+    args: [
+      {
+        region,
+        holdId: webhook.holdId,
+        webhookId: webhook.webhookId,
+        retryHorizonMs: retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy),
+      },
+    ],
+  });
+  return { workflowId, runId: handle.firstExecutionRunId };
+}

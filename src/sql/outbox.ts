@@ -1,0 +1,77 @@
+/**
+ * SQL of the outbox reconciler (migration 014): pending webhooks nothing may be driving, and each run's account.
+ */
+import type { Queryable } from '../db/pool.js';
+import { isoUtc } from '../db/sql.js';
+
+/** A pending webhook old enough to be looked at: what naming and restarting its delivery workflow needs. */
+export interface OutboxCandidate {
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  eventType: string;
+  /** The hold's expiry as its release workflow's id has it (`holdWorkflowId`). */
+  holdExpiresAt: string;
+  deliveryPolicy: unknown;
+  createdAt: string;
+}
+
+/** Where a page of candidates ended: the next page starts after it. */
+export interface OutboxCursor {
+  createdAt: string;
+  webhookId: string;
+}
+
+/**
+ * Pending webhooks created and last touched (an attempt admitted, a decision) more than `graceMs` ago, oldest first,
+ * after `cursor`. A delivery being attempted touches its row with each attempt; one waiting on a merchant's pause or a
+ * long backoff does not, and is looked at too (its workflow is found running).
+ */
+export async function outboxCandidates(db: Queryable, graceMs: number, limit: number, cursor?: OutboxCursor): Promise<OutboxCandidate[]> {
+  const { rows } = await db.query<{
+    webhook_id: string;
+    hold_id: string;
+    merchant_id: string;
+    event_type: string;
+    hold_expires_at: string;
+    delivery_policy: unknown;
+    created_at: string;
+  }>(
+    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, ${isoUtc('h.expires_at')} AS hold_expires_at, m.delivery_policy,
+            ${isoUtc('d.created_at')} AS created_at
+       FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id JOIN merchants m ON m.id = d.merchant_id
+      WHERE d.status = 'pending'
+        AND d.created_at <= now() - make_interval(secs => $1::double precision / 1000)
+        AND d.updated_at <= now() - make_interval(secs => $1::double precision / 1000)
+        AND ($3::timestamptz IS NULL OR (d.created_at, d.webhook_id) > ($3::timestamptz, $4::text))
+      ORDER BY d.created_at, d.webhook_id
+      LIMIT $2::integer`,
+    [graceMs, limit, cursor?.createdAt ?? null, cursor?.webhookId ?? null],
+  );
+  return rows.map((r) => ({
+    webhookId: r.webhook_id,
+    holdId: r.hold_id,
+    merchantId: r.merchant_id,
+    eventType: r.event_type,
+    holdExpiresAt: r.hold_expires_at,
+    deliveryPolicy: r.delivery_policy,
+    createdAt: r.created_at,
+  }));
+}
+
+export interface ReconcileRecord {
+  graceMs: number;
+  checked: number;
+  running: number;
+  restarted: number;
+  unfixable: number;
+  details: { restarted: string[]; unfixable: { webhookId: string; why: string }[]; truncated: boolean };
+}
+
+export async function recordReconciliation(db: Queryable, r: ReconcileRecord): Promise<void> {
+  await db.query(
+    `INSERT INTO outbox_reconciliations (grace_ms, checked, running, restarted, unfixable, details)
+     VALUES ($1::bigint, $2::integer, $3::integer, $4::integer, $5::integer, $6::jsonb)`,
+    [r.graceMs, r.checked, r.running, r.restarted, r.unfixable, JSON.stringify(r.details)],
+  );
+}

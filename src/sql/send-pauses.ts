@@ -1,0 +1,68 @@
+/**
+ * SQL of send_pauses (migration 013): the region's pause of every send. Operators open and close one
+ * (`npm run ops -- sends pause|resume`, src/ops/send-pauses.ts); every admission to a merchant's budget reads whether
+ * one is open (`SENDS_PAUSED_SQL`, composed into the admission's statement in ./merchant-budget.ts); the ledger gauges
+ * export it.
+ */
+import type { Queryable } from '../db/pool.js';
+import { isoUtc } from '../db/sql.js';
+
+/** Whether the region's sends are paused now: a boolean expression, for a statement's select list. */
+export const SENDS_PAUSED_SQL = `EXISTS (SELECT 1 FROM send_pauses WHERE resumed_at IS NULL)`;
+
+export interface SendPause {
+  id: number;
+  pausedAt: string;
+  pausedBy: string;
+  reason: string;
+  resumedAt: string | null;
+  resumedBy: string | null;
+  resumeReason: string | null;
+}
+
+type Row = {
+  id: string;
+  paused_at: string;
+  paused_by: string;
+  reason: string;
+  resumed_at: string | null;
+  resumed_by: string | null;
+  resume_reason: string | null;
+};
+
+const COLUMNS = `id, ${isoUtc('paused_at')} AS paused_at, paused_by, reason, ${isoUtc('resumed_at')} AS resumed_at, resumed_by, resume_reason`;
+
+const pauseOf = (r: Row): SendPause => ({
+  id: Number(r.id),
+  pausedAt: r.paused_at,
+  pausedBy: r.paused_by,
+  reason: r.reason,
+  resumedAt: r.resumed_at,
+  resumedBy: r.resumed_by,
+  resumeReason: r.resume_reason,
+});
+
+/** Opens a pause; undefined when one is open already (at most one: the unique index decides, not a read before). */
+export async function openSendPause(db: Queryable, by: string, reason: string): Promise<SendPause | undefined> {
+  const { rows } = await db.query<Row>(
+    `INSERT INTO send_pauses (paused_by, reason) VALUES ($1::text, $2::text) ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
+    [by, reason],
+  );
+  return rows[0] && pauseOf(rows[0]);
+}
+
+/** Closes the open pause; undefined when none is open. */
+export async function closeSendPause(db: Queryable, by: string, reason: string): Promise<SendPause | undefined> {
+  const { rows } = await db.query<Row>(
+    `UPDATE send_pauses SET resumed_at = now(), resumed_by = $1::text, resume_reason = $2::text
+      WHERE resumed_at IS NULL RETURNING ${COLUMNS}`,
+    [by, reason],
+  );
+  return rows[0] && pauseOf(rows[0]);
+}
+
+/** The open pause, if any, and the last few before it, newest first. */
+export async function recentSendPauses(db: Queryable, limit = 5): Promise<SendPause[]> {
+  const { rows } = await db.query<Row>(`SELECT ${COLUMNS} FROM send_pauses ORDER BY id DESC LIMIT $1::integer`, [limit]);
+  return rows.map(pauseOf);
+}

@@ -1,0 +1,64 @@
+/**
+ * Records the outbox reconciler (`reconcileOutbox`) of this release into test/golden/histories/<release>/
+ * (`npm run golden:record`): one run that finds a stranded webhook (its hold's workflow terminated after the release)
+ * and starts its delivery again. Its only waiting point is its activity (src/workflows/waiting-points.ts).
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
+import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { addRecording } from '../support/golden.js';
+import { openHarness, type Harness } from '../support/harness.js';
+import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+
+const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+
+let harness: Harness;
+beforeAll(async () => {
+  harness = await openHarness();
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+it('records an outbox reconcile that starts a stranded webhook’s delivery again', async () => {
+  const us = await harness.region('us');
+  await harness.startWorker(us);
+  const n = await seedNight(us.pool, 'us', `${harness.id}go`, { expired: 1, merchants: 1 }, harness.merchants);
+  const [merchantId] = n.merchantIds as [string];
+  await pauseMerchant(us.pool, merchantId, 'golden: hold the delivery');
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: us.config.taskQueue,
+    workflowId: `sweep-us-${harness.id}-golden-outbox`,
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
+  });
+  const hold = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', n.expired[0]!.id));
+  await waitUntil(
+    () =>
+      hold.describe().then(
+        (d) => d.status.name === 'RUNNING',
+        () => false,
+      ),
+    'the hold workflow running',
+  );
+  await hold.terminate('golden: strand its webhook');
+  await resumeMerchant(us.pool, merchantId);
+
+  const workflowId = `outbox-us-${harness.id}-golden`;
+  const report = await us.client.workflow.execute(reconcileOutbox, {
+    taskQueue: us.config.taskQueue,
+    workflowId,
+    args: [{ region: 'us', graceMs: 0 }],
+  });
+  expect(report).toMatchObject({ restarted: 1, unfixable: 0 });
+  await waitUntil(
+    async () => (await us.pool.query(`SELECT 1 FROM webhook_deliveries WHERE status = 'delivered'`)).rowCount === 1,
+    'the stranded webhook delivered',
+  );
+  const written = await addRecording(OUT, 'reconcileOutbox-outbox', workflowId, await us.client.workflow.getHandle(workflowId).fetchHistory());
+  console.log(`[golden] ${written} in ${path.relative(process.cwd(), OUT)}`);
+}, 180_000);

@@ -1,0 +1,144 @@
+/**
+ * The outbox reconciler on the real stack: webhooks whose delivery workflow was terminated after the release (a hold's
+ * own, and a processor event's) are delivered once each, with their original ids, by the reconciler's schedule within
+ * the grace period and one interval; a webhook whose workflow completed without delivering it is reported, not repeated.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventDeliveryWorkflowId } from '../../src/contracts/ids.js';
+import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
+import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { startTestReceiver, type TestReceiver } from '../support/processor.js';
+import { waitUntil } from '../support/wait.js';
+
+let harness: Harness;
+let us: TestRegion;
+let receiver: TestReceiver;
+
+beforeAll(async () => {
+  harness = await openHarness();
+  us = await harness.region('us');
+  await harness.startWorker(us);
+  receiver = await startTestReceiver(us);
+});
+afterAll(async () => {
+  await us?.client.schedule
+    .getHandle(outboxScheduleId(us.config))
+    .delete()
+    .catch(() => undefined);
+  await receiver?.close();
+  await harness?.close();
+});
+
+const statusOf = async (webhookId: string) =>
+  (await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE webhook_id = $1', [webhookId])).rows[0]?.status;
+
+describe('the outbox reconciler', () => {
+  it('delivers stranded webhooks once, with their original ids, within the grace period and one interval; reports what it cannot fix', async () => {
+    const n = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 2, future: 1, merchants: 1 }, harness.merchants);
+    const [merchantId] = n.merchantIds as [string];
+    // The merchant paused: every delivery waits (held) after its release, so its workflow can be ended before it sends.
+    await pauseMerchant(us.pool, merchantId, 'test: hold every delivery');
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-outbox`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    const futureHold = n.future[0]!.id;
+    expect(
+      (
+        await receiver.processor.send({
+          eventId: `evt_${futureHold}_1`,
+          holdId: futureHold,
+          sequence: 1,
+          type: 'hold.incremented',
+          amountMinor: 100,
+          currency: 'USD',
+        })
+      ).status,
+    ).toBe(202);
+    const webhooks = async () =>
+      (
+        await us.pool.query<{ webhook_id: string; hold_id: string; event_type: string }>(
+          'SELECT webhook_id, hold_id, event_type FROM webhook_deliveries ORDER BY webhook_id',
+        )
+      ).rows;
+    await waitUntil(async () => (await webhooks()).length === 3, 'two releases and one event, each with its webhook');
+    const stranded = await webhooks();
+
+    // Their workflows ended without finishing them (an operator terminated them): nothing drives the webhooks now.
+    const workflowIds = await Promise.all(
+      stranded.map(async (w) =>
+        w.event_type === 'hold.released' ? holdWorkflowIdOf(us.pool, 'us', w.hold_id) : eventDeliveryWorkflowId('us', w.webhook_id),
+      ),
+    );
+    const terminatedRuns = new Map<string, string>();
+    for (const workflowId of workflowIds) {
+      const handle = us.client.workflow.getHandle(workflowId);
+      await waitUntil(
+        () =>
+          handle.describe().then(
+            (d) => d.status.name === 'RUNNING',
+            () => false,
+          ),
+        `${workflowId} running`,
+      );
+      terminatedRuns.set(workflowId, (await handle.describe()).runId);
+      await handle.terminate('test: strand its webhook');
+    }
+    await resumeMerchant(us.pool, merchantId);
+    for (const w of stranded) expect(await statusOf(w.webhook_id)).toBe('pending');
+
+    const outbox = { intervalMs: 2_000, graceMs: 1_000 };
+    const scheduledAt = Date.now();
+    await ensureOutboxSchedule(us.client, us.config, outbox, { quarantineTimeoutMs: 60_000 });
+    // Within the grace period (long past) and one interval, plus the deliveries themselves (one request each).
+    await waitUntil(
+      async () => (await Promise.all(stranded.map((w) => statusOf(w.webhook_id)))).every((s) => s === 'delivered'),
+      'every stranded webhook delivered',
+      30_000,
+    );
+    const tookMs = Date.now() - scheduledAt;
+    console.log(
+      `[outbox] ${stranded.length} stranded webhooks delivered ${tookMs} ms after the schedule (grace ${outbox.graceMs} ms, interval ${outbox.intervalMs} ms)`,
+    );
+    expect(tookMs).toBeLessThan(outbox.graceMs + outbox.intervalMs + 10_000);
+
+    // Once each, with its original id (and signed: the fake merchant verifies every request).
+    const received = harness.merchants.requests(merchantId);
+    expect(received.map((r) => r.webhookId).sort()).toEqual(stranded.map((w) => w.webhook_id).sort());
+    for (const workflowId of workflowIds) {
+      const run = await us.client.workflow.getHandle(workflowId).describe();
+      expect(run.runId).not.toBe(terminatedRuns.get(workflowId));
+      expect(run.status.name).toBe('COMPLETED');
+    }
+    const { rows: runs } = await us.pool.query<{ restarted: number; unfixable: number; details: { restarted: string[] } }>(
+      'SELECT restarted, unfixable, details FROM outbox_reconciliations ORDER BY id',
+    );
+    expect(runs.flatMap((r) => r.details.restarted).sort()).toEqual(stranded.map((w) => w.webhook_id).sort());
+    expect(runs.reduce((n, r) => n + r.unfixable, 0)).toBe(0);
+
+    // A webhook pending whose workflow completed (the ledger and the workflow disagree): reported, never repeated.
+    const [odd] = stranded;
+    await us.pool.query(
+      `UPDATE webhook_deliveries SET status = 'pending', delivered_at = NULL, updated_at = now() - interval '1 hour' WHERE webhook_id = $1`,
+      [odd!.webhook_id],
+    );
+    const lastRun = (await us.pool.query<{ id: string }>('SELECT max(id) AS id FROM outbox_reconciliations')).rows[0]!.id;
+    await waitUntil(
+      async () => (await us.pool.query('SELECT 1 FROM outbox_reconciliations WHERE id > $1::bigint AND unfixable = 1', [lastRun])).rowCount! > 0,
+      'a reconcile reports it unfixable',
+    );
+    const { rows: latest } = await us.pool.query<{ details: { unfixable: { webhookId: string; why: string }[] } }>(
+      'SELECT details FROM outbox_reconciliations WHERE unfixable = 1 ORDER BY id DESC LIMIT 1',
+    );
+    expect(latest[0]!.details.unfixable).toEqual([
+      { webhookId: odd!.webhook_id, why: expect.stringMatching(/is COMPLETED and its webhook still pending/) },
+    ]);
+    expect(harness.merchants.requests(merchantId)).toHaveLength(3);
+    await us.pool.query(`UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now() WHERE webhook_id = $1`, [odd!.webhook_id]);
+    await us.client.schedule.getHandle(outboxScheduleId(us.config)).delete();
+  });
+});

@@ -1,0 +1,92 @@
+/**
+ * The region's big red button (`npm run ops -- sends pause|resume`), on the real stack: a night under way is paused,
+ * nothing is sent while it is, releases go on, and after resume every webhook is delivered once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OperatorError } from '../../src/errors.js';
+import { pauseSends, resumeSends, sendsStatus } from '../../src/ops/send-pauses.js';
+import type { OpsContext } from '../../src/ops/operations.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight, type Night } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+
+let harness: Harness;
+let us: TestRegion;
+let ops: OpsContext;
+
+beforeAll(async () => {
+  harness = await openHarness();
+  us = await harness.region('us');
+  await harness.startWorker(us);
+  ops = { region: us.config, pool: us.pool, client: us.client };
+});
+afterAll(async () => {
+  await harness?.close();
+});
+
+const count = async (sql: string, params: unknown[] = []) => (await us.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
+
+describe('sends pause and resume', () => {
+  let night: Night;
+  const holds = 60;
+
+  beforeAll(async () => {
+    night = await seedNight(us.pool, 'us', `${harness.id}p`, { expired: holds, merchants: 4 }, harness.merchants);
+    // 4 merchants at 2 req/s: the night takes several seconds to send, so a pause lands in the middle of it.
+    await us.pool.query('UPDATE merchants SET rate_per_second = 2 WHERE id = ANY($1::text[])', [night.merchantIds]);
+  });
+
+  it('nothing is sent while paused, releases go on, and every webhook is delivered once after resume', async () => {
+    await us.client.workflow.start(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-pause`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    const delivered = () => count(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'delivered'`);
+    await waitUntil(async () => (await delivered()) >= 8, 'the night under way (8 webhooks delivered)');
+
+    await pauseSends(ops, 'Alice', 'a bad payload release');
+    const pausedAt = Date.now();
+    expect((await sendsStatus(ops)).paused).toBe(true);
+    await expect(pauseSends(ops, 'Bob', 'again')).rejects.toMatchObject({ name: OperatorError.name, code: 'SendsAlreadyPaused' });
+
+    // Releases go on: every hold is released while sends are paused; every webhook not yet delivered waits, held.
+    await waitUntil(
+      async () =>
+        (await count(`SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'released' AND id LIKE $1`, [`h_${harness.id}p_%`])) === holds,
+      'every hold released while sends are paused',
+    );
+    const merchants = night.merchantIds.map((m) => `"${m}"`).join(', ');
+    const waiting = await count(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'pending'`);
+    expect(waiting).toBeGreaterThan(0);
+    await waitUntil(
+      async () =>
+        (await us.client.workflow.count(`DeliveryStatus = "held" AND ExecutionStatus = "Running" AND MerchantId IN (${merchants})`)).count ===
+        waiting,
+      `every undelivered webhook (${waiting}) held`,
+    );
+    const deliveredWhilePaused = await delivered();
+    expect(deliveredWhilePaused).toBe(holds - waiting);
+
+    // Nothing received after the pause but what was already on the wire when it returned (local requests: within
+    // milliseconds), and no more requests than webhooks delivered.
+    const receivedBeforeResume = harness.merchants.requests().filter((r) => night.merchantIds.includes(r.merchantId));
+    expect(receivedBeforeResume.filter((r) => r.receivedAt > pausedAt + 500)).toEqual([]);
+    expect(receivedBeforeResume).toHaveLength(holds - waiting);
+
+    const resumed = await resumeSends(ops, 'Bob', 'payload fixed');
+    expect(resumed.signalled).toBeGreaterThanOrEqual(waiting);
+    expect((await sendsStatus(ops)).paused).toBe(false);
+    await expect(resumeSends(ops, 'Bob', 'again')).rejects.toMatchObject({ code: 'SendsNotPaused' });
+
+    await waitUntil(async () => (await delivered()) === holds, 'every webhook delivered after resume');
+    const received = harness.merchants.requests().filter((r) => night.merchantIds.includes(r.merchantId));
+    expect(received).toHaveLength(holds);
+    expect(new Set(received.map((r) => r.webhookId)).size).toBe(holds);
+    // Each one's first and only attempt: the pause spent none.
+    expect(await count(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE attempt_count <> 1`)).toBe(0);
+    const { rows } = await us.pool.query(`SELECT paused_by, reason, resumed_by, resume_reason FROM send_pauses`);
+    expect(rows).toEqual([{ paused_by: 'Alice', reason: 'a bad payload release', resumed_by: 'Bob', resume_reason: 'payload fixed' }]);
+  });
+});
