@@ -21,6 +21,7 @@ import { startCodecServer } from '../../src/codec/codec-server.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { pauseSends, resumeSends } from '../../src/ops/send-pauses.js';
+import { recordReconciliation } from '../../src/sql/outbox.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
@@ -220,6 +221,36 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
       .toBeLessThan(86_400);
     expect(metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' })).toBeGreaterThanOrEqual(7200);
+  });
+
+  it('what the last outbox reconcile could not fix is exported, whichever worker ran it (the ledger holds it)', async () => {
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), { timeout: 10_000 })
+      .toBe(0);
+    // As the reconciler's activity records a run (src/sql/outbox.ts): two it could not start again, then one that could.
+    const details = {
+      restarted: [],
+      unfixable: [
+        { webhookId: 'wh_a', why: 'completed' },
+        { webhookId: 'wh_b', why: 'completed' },
+      ],
+      truncated: false,
+    };
+    await recordReconciliation(us.pool, { graceMs: 600_000, checked: 5, running: 3, restarted: 0, unfixable: 2, details });
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), { timeout: 10_000 })
+      .toBe(2);
+    await recordReconciliation(us.pool, {
+      graceMs: 600_000,
+      checked: 3,
+      running: 3,
+      restarted: 0,
+      unfixable: 0,
+      details: { ...details, unfixable: [] },
+    });
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), { timeout: 10_000 })
+      .toBe(0);
   });
 
   it('a pause of every send in the region (ops sends pause) is exported while it lasts', async () => {
