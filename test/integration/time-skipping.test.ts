@@ -18,6 +18,7 @@ import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
+import { startTimeSkippingServer } from '../support/workflow-env.js';
 
 let harness: Harness;
 let env: TestWorkflowEnvironment;
@@ -26,7 +27,7 @@ beforeAll(async () => {
   harness = await openHarness();
   const dev = loadDevConfig();
   const path = await resolveTestServerPath({ explicitPath: dev.temporalTestServerPath, cacheDir: dev.cacheDir });
-  env = await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } });
+  env = await startTimeSkippingServer(path);
   // The test server starts with no custom search attributes; the workflow upserts DeliveryStatus.
   await env.connection.operatorService.addSearchAttributes({
     namespace: env.namespace ?? 'default',

@@ -64,6 +64,24 @@ const fromHere = (relative: string) => fileURLToPath(new URL(relative, import.me
 /** The activity names a delivery workflow calls (the file's worker serves these). */
 const STUBBED: readonly (keyof DeliveryStubs)[] = ['releaseHold', 'deliverWebhook', 'quarantineDelivery', 'decideQuarantine', 'verifyReplayApproval'];
 
+/** Attempts at starting the time-skipping test server: the SDK gives it 5 s, which a loaded 2-core machine can miss. */
+const TEST_SERVER_START_ATTEMPTS = 3;
+
+/**
+ * Temporal's time-skipping test server, from the binary the local stack resolved. Its start is retried: a server that
+ * misses the SDK's fixed 5 s start deadline (the whole suite runs two files at a time on two cores) is infrastructure
+ * failing to start, not a test failing; the third miss is thrown.
+ */
+export async function startTimeSkippingServer(path: string): Promise<TestWorkflowEnvironment> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } });
+    } catch (err) {
+      if (attempt >= TEST_SERVER_START_ATTEMPTS || !/did not start within/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
 export async function openWorkflowEnv(): Promise<WorkflowEnv> {
   installQuietRuntime();
   const dev = loadDevConfig();
@@ -71,7 +89,7 @@ export async function openWorkflowEnv(): Promise<WorkflowEnv> {
   // Bundled once for the file, not per worker (Worker.create({ workflowsPath }) would bundle on every test): the same
   // entry point and workflow interceptors as production's bundle; its failure converter only matters for encryption.
   const [env, bundle] = await Promise.all([
-    TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } }),
+    startTimeSkippingServer(path),
     bundleWorkflowCode({
       workflowsPath: fromHere('../../src/workflows/index.ts'),
       workflowInterceptorModules: [fromHere('../../src/workflows/interceptors.ts')],
