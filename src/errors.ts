@@ -110,7 +110,9 @@ export class OperatorError extends Error {
       | 'DeliveryRunning'
       | 'SendsPaused'
       | 'SendsAlreadyPaused'
-      | 'SendsNotPaused',
+      | 'SendsNotPaused'
+      | 'NotAtAnEnd'
+      | 'ResendRefused',
     message: string,
   ) {
     super(message);

@@ -30,14 +30,14 @@ import {
   type Lane,
 } from '../contracts/delivery.js';
 import { DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT } from '../config.js';
-import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
-import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
+import { deliveryWorkflowId } from '../contracts/ids.js';
 import {
   classifyAttempt,
   InvalidDeliveryPolicyError,
   parseRetryAfter,
   resolveDeliveryPolicy,
   retryDelay,
+  retryHorizonFor,
   type DeliveryAction,
 } from '../delivery/policy.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
@@ -52,6 +52,8 @@ import type {
   QuarantineRecorded,
   ReplayApprovalCheck,
   ReplayApprovalClaim,
+  ResendClaim,
+  ResendOutcome,
 } from '../contracts/delivery.js';
 import * as deliveries from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
@@ -180,6 +182,7 @@ export function createDeliveryActivities({
 }: DeliveryDeps) {
   const budget = createMerchantBudget(pool);
   const metrics = deliveryMetrics(meter);
+  const resends = meter.createCounter('hold_sweeper_webhook_resends', '1', 'webhooks at an end reopened by a resend, by where they stood');
   const waited = (merchantId: string, lane: Lane, ms: number) => {
     metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });
     metrics.throttleWaitMs.add(Math.max(0, Math.round(ms)), { merchant_id: merchantId, lane });
@@ -207,10 +210,7 @@ export function createDeliveryActivities({
    * later webhooks meanwhile. Unsure (the server unreachable): it is taken as being delivered, and asked again later.
    */
   async function isBeingDelivered(earlier: deliveries.EarlierPending, holdId: string): Promise<boolean> {
-    const workflowId =
-      earlier.eventType === HOLD_RELEASED_EVENT
-        ? holdWorkflowId(region, holdId, earlier.holdExpiresAt)
-        : eventDeliveryWorkflowId(region, earlier.webhookId);
+    const workflowId = deliveryWorkflowId(region, { ...earlier, holdId });
     try {
       const { status } = await getClient().workflow.getHandle(workflowId).describe();
       if (status.name === 'RUNNING') return true;
@@ -484,6 +484,81 @@ export function createDeliveryActivities({
       if (!request.covers)
         return { ok: false, why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}` };
       return { ok: true };
+    },
+
+    /**
+     * The first step of a resend's workflow: checks its claim against the ledger and reopens the webhook as a new policy
+     * run, recording the resend (who, why, the request and its approver, this workflow) in the same statement. Refused,
+     * with why, for a webhook not at an end, a request that is not an approved resend request covering it (approved by
+     * the approver the claim names, never its requester), and, where four eyes rule, a resend without a request. A
+     * retried call finds its own resend recorded and answers as the first did.
+     */
+    async reopenForResend(claim: ResendClaim): Promise<ResendOutcome> {
+      const workflowId = activityInfo().workflowExecution?.workflowId;
+      if (!workflowId) throw ApplicationFailure.nonRetryable('reopenForResend runs only as a workflow activity', 'NotInAWorkflow');
+      const refused = (why: string): ResendOutcome => {
+        log.warn('resend refused', { region, webhookId: claim.webhookId, resendId: claim.resendId, why });
+        return { status: 'refused', why };
+      };
+      const answer = async (r: deliveries.Reopened): Promise<ResendOutcome> => {
+        const webhook = await deliveries.webhookToDeliver(pool, r.webhookId);
+        const retryHorizonMs = retryHorizonFor(r.merchantId, webhook?.deliveryPolicy);
+        return { status: 'reopened', holdId: r.holdId, merchantId: r.merchantId, policyRun: r.policyRun, fromStatus: r.fromStatus, retryHorizonMs };
+      };
+      const recorded = await deliveries.resendById(pool, claim.resendId);
+      if (recorded) {
+        if (recorded.workflowId !== workflowId) return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
+        return answer(recorded);
+      }
+      const text = (v: unknown) => typeof v === 'string' && v.trim() !== '';
+      if (!text(claim.requestedBy) || !text(claim.reason)) return refused('a resend names who asks for it and why');
+      let requestedBy = claim.requestedBy;
+      let frozenRun: number | undefined;
+      if (claim.requestId !== undefined) {
+        const request = await records.resendApprovalFor(pool, claim.requestId, claim.webhookId);
+        if (!request) return refused(`resend request ${claim.requestId} does not exist`);
+        if (request.status !== 'approved' || !request.approvedBy) return refused(`resend request ${claim.requestId} is not approved`);
+        if (samePerson(request.approvedBy, request.requestedBy))
+          return refused(`resend request ${claim.requestId} was approved by its own requester`);
+        if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy)) {
+          return refused(`resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}`);
+        }
+        if (request.frozenRun === null) return refused(`resend request ${claim.requestId} does not cover webhook ${claim.webhookId}`);
+        requestedBy = request.requestedBy;
+        frozenRun = request.frozenRun;
+      } else if (fourEyes) {
+        return refused('four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)');
+      }
+      const reopened = await deliveries.reopenForResend(pool, {
+        resendId: claim.resendId,
+        webhookId: claim.webhookId,
+        requestedBy,
+        reason: claim.reason,
+        ticket: claim.ticket,
+        requestId: claim.requestId,
+        approvedBy: claim.requestId === undefined ? undefined : claim.approvedBy,
+        workflowId,
+        frozenRun,
+      });
+      if (!reopened) {
+        const [now] = await deliveries.decisionTargetsOf(pool, [claim.webhookId]);
+        if (!now) return refused(`webhook ${claim.webhookId} does not exist in region ${region}`);
+        if (frozenRun !== undefined && now.policyRun !== frozenRun) {
+          return refused(`webhook ${claim.webhookId} is at policy run ${now.policyRun}, not the run ${frozenRun} the request froze`);
+        }
+        return refused(`webhook ${claim.webhookId} is ${now.status}: only a delivered, discarded or abandoned webhook is resent`);
+      }
+      resends.add(1, { region, from: reopened.fromStatus });
+      log.info('webhook reopened for resend', {
+        region,
+        webhookId: claim.webhookId,
+        resendId: claim.resendId,
+        policyRun: reopened.policyRun,
+        from: reopened.fromStatus,
+        requestedBy,
+        ...(claim.requestId ? { requestId: claim.requestId, approvedBy: claim.approvedBy } : {}),
+      });
+      return answer(reopened);
     },
 
     /**

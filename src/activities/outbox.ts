@@ -15,9 +15,10 @@ import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Clien
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
-import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
+import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
-import { startEventDelivery, startReleaseDelivery } from '../delivery/starts.js';
+import { retryHorizonFor } from '../delivery/policy.js';
+import { startEventDelivery, startReleaseDelivery, startResend } from '../delivery/starts.js';
 import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
 import * as outbox from '../sql/outbox.js';
 
@@ -40,8 +41,8 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
 
   /** Whether the webhook's workflow runs; if not, a new run of it. */
   async function reconcileOne(client: Client, taskQueue: string, c: outbox.OutboxCandidate, quarantineTimeoutMs?: number): Promise<Verdict> {
-    const release = c.eventType === HOLD_RELEASED_EVENT;
-    const workflowId = release ? holdWorkflowId(region, c.holdId, c.holdExpiresAt) : eventDeliveryWorkflowId(region, c.webhookId);
+    const kind = c.resend ? 'resend' : c.eventType === HOLD_RELEASED_EVENT ? 'release' : 'event';
+    const workflowId = deliveryWorkflowId(region, { ...c, drivenBy: c.resend?.workflowId });
     let previous = 'none';
     try {
       const { status } = await client.workflow.getHandle(workflowId).describe();
@@ -53,10 +54,17 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
     }
     try {
       const where = { region, taskQueue };
-      const started = release
-        ? await startReleaseDelivery(client, where, { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt }, quarantineTimeoutMs)
-        : await startEventDelivery(client, where, c);
-      restarts.add(1, { region, kind: release ? 'release' : 'event' });
+      const started = c.resend
+        ? await startResend(client, where, {
+            ...c,
+            claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
+            // Reopened already: the new run delivers the webhook's current run (a replay approved in the resend's included).
+            reopened: { holdId: c.holdId, policyRun: c.policyRun, retryHorizonMs: retryHorizonFor(c.merchantId, c.deliveryPolicy) },
+          })
+        : kind === 'release'
+          ? await startReleaseDelivery(client, where, { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt }, quarantineTimeoutMs)
+          : await startEventDelivery(client, where, c);
+      restarts.add(1, { region, kind });
       log.info('outbox: stranded webhook, its delivery started again', {
         region,
         holdId: c.holdId,

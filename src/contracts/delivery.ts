@@ -4,6 +4,9 @@
  */
 import type { DeliveryAttemptFailed } from './messages.js';
 
+/** The event type of the webhook each release sends (a processor event's webhooks have their own). */
+export const HOLD_RELEASED_EVENT = 'hold.released';
+
 export interface DeliveryPolicy {
   /** One HTTP attempt, connect to last byte; enforced by the activity itself. */
   readonly attemptTimeoutMs: number;
@@ -116,6 +119,34 @@ export interface ReplayApprovalClaim {
 }
 
 export type ReplayApprovalCheck = { ok: true } | { ok: false; why: string };
+
+/**
+ * What a resend's workflow claims when it reopens its webhook (`reopenForResend`). The worker checks it against the
+ * ledger: the webhook must be at an end; a request must be an approved resend request covering it, approved by
+ * `approvedBy` (never its requester), and where four eyes rule a resend needs one.
+ */
+export interface ResendClaim {
+  resendId: string;
+  webhookId: string;
+  requestedBy: string;
+  reason: string;
+  ticket?: string;
+  requestId?: string;
+  approvedBy?: string;
+}
+
+export type ResendOutcome =
+  | {
+      status: 'reopened';
+      holdId: string;
+      merchantId: string;
+      /** The policy run the resend is: the replay lane, and its own attempts. */
+      policyRun: number;
+      fromStatus: DeliveryStatus;
+      /** The merchant's delivery policy's horizon for this run. */
+      retryHorizonMs: number;
+    }
+  | { status: 'refused'; why: string };
 
 /** What `quarantineDelivery` answers: the rules a decision on this quarantine must meet, set by the worker. */
 export interface QuarantineRecorded {

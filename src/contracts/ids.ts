@@ -2,6 +2,7 @@
  * Workflow ids derived from the business action, never from a run: starting the same hold's workflow twice
  * (a second sweep, a late schedule, a re-run) collides on the id and is a no-op.
  */
+import { HOLD_RELEASED_EVENT } from './delivery.js';
 import { REGIONS, type Region } from './regions.js';
 
 /** One per hold and expiry: a hold re-authorised with a new expiry is a new business action. */
@@ -17,6 +18,34 @@ export function holdEventsWorkflowId(region: Region, holdId: string): string {
 /** One per webhook a processor event writes (its release's webhook is delivered by the hold's release workflow). */
 export function eventDeliveryWorkflowId(region: Region, webhookId: string): string {
   return `hold-event-delivery-${region}-${webhookId}`;
+}
+
+/**
+ * One per resend of a webhook (`resendWebhook`): the resend's id is chosen by whoever asks for it (the ops CLI: random
+ * for one webhook, derived from the request and the webhook for a bulk resend, so a resumed approval starts none twice).
+ */
+export function resendWorkflowId(region: Region, resendId: string): string {
+  return `hold-resend-${region}-${resendId}`;
+}
+
+/** What names the workflow delivering a webhook's current policy run. */
+export interface WebhookDriver {
+  webhookId: string;
+  holdId: string;
+  eventType: string;
+  /** The hold's expiry as its release workflow's id has it. */
+  holdExpiresAt: string;
+  /** The latest resend's workflow id, if the webhook was ever resent (the ledger's webhook_resends). */
+  drivenBy?: string | null;
+}
+
+/**
+ * The workflow delivering a webhook's current run: the latest resend's, if any; else a release's webhook is delivered
+ * by its hold's release workflow and a processor event's by its own delivery workflow.
+ */
+export function deliveryWorkflowId(region: Region, w: WebhookDriver): string {
+  if (w.drivenBy) return w.drivenBy;
+  return w.eventType === HOLD_RELEASED_EVENT ? holdWorkflowId(region, w.holdId, w.holdExpiresAt) : eventDeliveryWorkflowId(region, w.webhookId);
 }
 
 /** Base id for the outbox reconciler's runs; its schedule appends the nominal time. */

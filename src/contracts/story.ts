@@ -212,3 +212,27 @@ export const holdEventsLabels = {
   human: (expected: number) => `stopped: sequence ${expected} is missing; waiting for it or for skipMissingEvent`,
   skip: (sequence: number) => `record skip of sequence ${sequence}`,
 };
+
+/** The list view's one line for a resend of a webhook. */
+export function resendSummary(region: Region, webhookId: string, holdId: string, merchantId: string): string {
+  return `resend ${webhookId} · hold ${holdId} · merchant ${merchantId} · ${region}`;
+}
+
+/** The header's details for a resend: who asked, and what to run about it. */
+export function resendDetails(region: Region, webhookId: string, holdId: string, requestedBy: string, reason: string): string {
+  return [
+    `**Resend** of webhook \`${webhookId}\` about hold \`${holdId}\`, region ${region}, asked by ${oneLine(requestedBy)}: ${oneLine(reason)}.`,
+    '',
+    `- The hold, its webhooks and their resends: \`npm run ops -- status ${holdId} --region ${region}\``,
+    `- Quarantined again: \`npm run ops -- approve ${webhookId} --by <you> --reason <why>\` or \`discard\` (${RUNBOOK}#webhooksquarantined)`,
+  ].join('\n');
+}
+
+/** A resend the worker refused (its current details): why, and nothing was sent. */
+export function resendRefusedDetails(webhookId: string, why: string): string {
+  return [`### Resend refused`, '', `- Webhook: \`${webhookId}\``, `- Why: ${oneLine(why)}`, '- Nothing was reopened or sent.'].join('\n');
+}
+
+export const resendLabels = {
+  reopen: (webhookId: string) => `reopen ${webhookId} for resend`,
+};

@@ -10,7 +10,7 @@ DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
-    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, schema_migrations';
+    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
   -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
@@ -31,6 +31,8 @@ BEGIN
     GRANT SELECT ON send_pauses TO hold_sweeper_worker;
     -- The outbox reconciler's account of each run (and the gauges read the newest).
     GRANT SELECT, INSERT ON outbox_reconciliations TO hold_sweeper_worker;
+    -- A resend is recorded by its workflow's first activity, with the row it reopens.
+    GRANT SELECT, INSERT ON webhook_resends TO hold_sweeper_worker;
   END IF;
 
   -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,

@@ -1,8 +1,9 @@
 /**
- * A webhook's delivery workflow started again from outside a workflow: by the outbox reconciler's activity
- * (src/activities/outbox.ts) for a pending webhook nothing is driving, and by `npm run ops -- events redeliver`. Same
- * workflow id and webhook id as the run that ended; the ledger decides what is sent (the release is idempotent and
- * answers `already_released` with the webhook; the delivery re-reads its status before any request).
+ * A webhook's delivery workflow started from outside a workflow: again by the outbox reconciler's activity
+ * (src/activities/outbox.ts) for a pending webhook nothing is driving, and by `npm run ops -- events redeliver` (same
+ * workflow id and webhook id as the run that ended); and a resend's (`npm run ops -- resend`, src/ops/resends.ts). The
+ * ledger decides what is sent (the release is idempotent and answers `already_released` with the webhook; the delivery
+ * re-reads its status before any request; a resend's first step reopens its webhook only from an end).
  *
  * Reuse policy ALLOW_DUPLICATE_FAILED_ONLY: a run that ended without finishing (terminated, timed out, failed) may be
  * followed by a new one; a running one is never doubled, and a completed one is never repeated (the start fails with
@@ -10,10 +11,11 @@
  */
 import { WorkflowIdReusePolicy, type Client } from '@temporalio/client';
 import type { ReleaseExpiredHoldInput } from '../contracts/domain.js';
-import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
+import { eventDeliveryWorkflowId, holdWorkflowId, resendWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
 import { deliveryStartAttributes } from '../contracts/search-attributes.js';
-import { eventDeliveryDetails, eventDeliverySummary, holdDetails, holdSummary } from '../contracts/story.js';
+import { eventDeliveryDetails, eventDeliverySummary, holdDetails, holdSummary, resendDetails, resendSummary } from '../contracts/story.js';
+import type { ResendWebhookInput } from '../workflows/resend-webhook.js';
 import { retryHorizonFor } from './policy.js';
 
 export interface WhereToStart {
@@ -73,6 +75,40 @@ export async function startEventDelivery(
         retryHorizonMs: retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy),
       },
     ],
+  });
+  return { workflowId, runId: handle.firstExecutionRunId };
+}
+
+/** A webhook and a resend of it, as the resend's workflow start needs them. */
+export interface ResendToStart {
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  claim: ResendWebhookInput['claim'];
+  /** The outbox reconciler restarting a resend whose workflow ended: the ledger reopened the webhook already. */
+  reopened?: ResendWebhookInput['reopened'];
+}
+
+/**
+ * A resend's workflow (`resendWebhook`), id `resendWorkflowId(region, resendId)`: a resend id names one resend, so
+ * starting it twice is refused by the server (WorkflowExecutionAlreadyStartedError: the caller decides what that means);
+ * a run that ended without finishing (terminated) may be followed by a new one (the reconciler, with `reopened`).
+ */
+export async function startResend(
+  client: Client,
+  { region, taskQueue }: WhereToStart,
+  r: ResendToStart,
+): Promise<{ workflowId: string; runId: string }> {
+  const workflowId = resendWorkflowId(region, r.claim.resendId);
+  const input: ResendWebhookInput = { region, webhookId: r.webhookId, claim: r.claim, ...(r.reopened ? { reopened: r.reopened } : {}) };
+  const handle = await client.workflow.start('resendWebhook', {
+    taskQueue,
+    workflowId,
+    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    typedSearchAttributes: deliveryStartAttributes(region, r.holdId, r.merchantId),
+    staticSummary: resendSummary(region, r.webhookId, r.holdId, r.merchantId),
+    staticDetails: resendDetails(region, r.webhookId, r.holdId, r.claim.requestedBy, r.claim.reason),
+    args: [input],
   });
   return { workflowId, runId: handle.firstExecutionRunId };
 }

@@ -42,6 +42,7 @@ import {
   type OpsContext,
   type QuarantineFilters,
 } from './operations.js';
+import { approveResendRequest, previewResend, resendWebhookNow, type ResendFilters } from './resends.js';
 
 const HELP = `hold-sweeper operator commands
 
@@ -60,6 +61,15 @@ Usage: npm run ops -- <command> [options]
                                      production (four eyes): refused, use replay preview --webhook, then replay approve
   discard <hold id | webhook id> --by NAME --reason TEXT
                                      end one quarantined webhook without sending it
+  resend <webhook id> --by NAME --reason TEXT [--ticket T]
+                                     send a delivered, discarded or abandoned webhook again: same webhook id and
+                                     payload, a fresh signature, the replay lane; production (four eyes): refused,
+                                     use resend preview --webhook, then resend approve
+  resend preview --requested-by NAME [--merchant] [--since] [--until] [--webhook ID]
+                                     freeze the matching webhooks at an end (written in [since, until)) into a
+                                     resend request
+  resend approve <request id> --by NAME [--ticket T] [--rate 20]
+                                     resend exactly the frozen set (not by the requester), paced; resumable
 
   merchant add <id> --name NAME --url URL [--rate 5] [--burst 1] [--policy JSON]
                                      add a merchant; prints its new signing secret, once
@@ -124,6 +134,59 @@ function filtersFrom(values: Record<string, string | boolean | undefined>): Quar
     until: isoOption(values.until as string | undefined, 'until'),
     reason: reason as QuarantineReason | undefined,
   };
+}
+
+function resendFiltersFrom(values: Record<string, string | boolean | undefined>): ResendFilters {
+  return {
+    merchantId: values.merchant as string | undefined,
+    webhookId: values.webhook as string | undefined,
+    since: isoOption(values.since as string | undefined, 'since'),
+    until: isoOption(values.until as string | undefined, 'until'),
+  };
+}
+
+/** `resend <webhook id>`, `resend preview`, `resend approve`. */
+async function runResend(
+  ctx: OpsContext,
+  values: Record<string, string | boolean | undefined> & { by?: string; reason?: string; ticket?: string; rate?: string },
+  sub: string | undefined,
+  arg: string | undefined,
+  print: (human: string, data: unknown) => void,
+): Promise<number> {
+  const { region } = ctx.region;
+  if (sub === 'preview') {
+    const request = await previewResend(ctx.pool, resendFiltersFrom(values), required(values['requested-by'] as string | undefined, 'requested-by'));
+    print(
+      `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
+        `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
+      { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) },
+    );
+    return 0;
+  }
+  if (sub === 'approve') {
+    const rate = values.rate === undefined ? undefined : Number(values.rate);
+    if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate, 'resends started per second, > 0');
+    const result = await approveResendRequest(ctx, required(arg, 'request id'), required(values.by, 'by'), {
+      startsPerSecond: rate,
+      ticket: values.ticket,
+    });
+    print(
+      `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
+        (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
+        result.ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join(''),
+      result,
+    );
+    return 0;
+  }
+  const webhookId = required(sub, 'webhook id');
+  const started = await resendWebhookNow(ctx, webhookId, required(values.by, 'by'), required(values.reason, 'reason'), values.ticket);
+  print(
+    started.policyRun === undefined
+      ? `resend ${started.resendId} of ${webhookId} started (${started.workflowId}); the worker has not reopened it yet: npm run ops -- status <hold id>`
+      : `resend ${started.resendId} of ${webhookId}: policy run ${started.policyRun}, delivered by ${started.workflowId}`,
+    started,
+  );
+  return 0;
 }
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
@@ -274,6 +337,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
             '',
             'decisions:',
             table(report.decisions),
+            ...(report.resends.length ? ['', 'resends:', table(report.resends)] : []),
           ].join('\n'),
           report,
         );
@@ -312,6 +376,8 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
         }
         throw new ConfigError('replay', sub, '"preview" or "approve"');
       }
+      case 'resend':
+        return await runResend(ctx, values, sub, arg, print);
       case 'approve':
       case 'discard': {
         const holdId = required(sub, 'hold id');

@@ -13,7 +13,7 @@ import type { RegionConfig } from '../config.js';
 import { inTransaction } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
 import { identityKey, samePerson } from '../contracts/identity.js';
-import { eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
+import { deliveryWorkflowId, eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
 import { approveReplayUpdate, discardUpdate, statusQuery, type DecisionAnswer, type HoldStatus } from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
 import { HOLD_RELEASED_EVENT, type DecisionTarget, type QuarantineFilters, type QuarantinedDelivery } from '../sql/deliveries.js';
@@ -66,10 +66,7 @@ function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget
   return {
     webhookId: target.webhookId,
     holdId: target.holdId,
-    workflowId:
-      target.eventType === HOLD_RELEASED_EVENT
-        ? holdWorkflowId(ctx.region.region, target.holdId, target.holdExpiresAt)
-        : eventDeliveryWorkflowId(ctx.region.region, target.webhookId),
+    workflowId: deliveryWorkflowId(ctx.region.region, target),
     status: target.status,
     policyRun: target.policyRun,
   };
@@ -168,6 +165,36 @@ async function sendDecision(ctx: OpsContext, target: DeliveryTarget, decision: D
 }
 
 /**
+ * The second person's approval of a frozen request (a bulk replay, or a bulk resend): refused for its requester (by
+ * identity, `samePerson`), for a request of the other kind, and for a request another person approved; approved by this
+ * one, it may be run again by them (to resume an interrupted run). Returns the request as approved.
+ */
+export async function approveRequest(
+  ctx: OpsContext,
+  requestId: string,
+  approvedBy: string,
+  kind: records.RequestKind,
+): Promise<{ requestedBy: string; approvedBy: string }> {
+  const request = await records.replayRequest(ctx.pool, requestId);
+  if (!request || request.kind !== kind) {
+    const other = request ? ` (it is a ${request.kind} request: npm run ops -- ${request.kind} approve)` : '';
+    throw new OperatorError('ReplayRequestNotFound', `${kind} request ${requestId} does not exist in region ${ctx.region.region}${other}`);
+  }
+  if (samePerson(request.requestedBy, approvedBy)) {
+    throw new OperatorError(
+      'SelfApprovalRefused',
+      `${kind} request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`,
+    );
+  }
+  if (request.status === 'pending') await records.markReplayRequestApproved(ctx.pool, requestId, approvedBy);
+  const approver = (await records.replayRequest(ctx.pool, requestId))!.approvedBy;
+  if (approver === null || !samePerson(approver, approvedBy)) {
+    throw new OperatorError('ReplayAlreadyApproved', `${kind} request ${requestId} is already approved by ${approver}; only they can resume it`);
+  }
+  return { requestedBy: request.requestedBy, approvedBy: approver };
+}
+
+/**
  * Approves a frozen replay request: refused for the requester, and for a request another person approved; then
  * signals `approveReplay` to exactly the frozen deliveries still quarantined in the frozen run, at most
  * `signalsPerSecond` (each replay is then paced again by its merchant's budget, in the replay lane).
@@ -183,20 +210,7 @@ export async function approveReplayRequest(
   approvedBy: string,
   options: { signalsPerSecond?: number; ticket?: string } = {},
 ): Promise<{ id: string; applied: number; ignored: { webhookId: string; detail: string }[]; alreadyDone: number }> {
-  const request = await records.replayRequest(ctx.pool, requestId);
-  if (!request) throw new OperatorError('ReplayRequestNotFound', `replay request ${requestId} does not exist in region ${ctx.region.region}`);
-  if (samePerson(request.requestedBy, approvedBy)) {
-    throw new OperatorError(
-      'SelfApprovalRefused',
-      `replay request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`,
-    );
-  }
-  if (request.status === 'pending') await records.markReplayRequestApproved(ctx.pool, requestId, approvedBy);
-  const approver = (await records.replayRequest(ctx.pool, requestId))!.approvedBy;
-  if (approver === null || !samePerson(approver, approvedBy)) {
-    throw new OperatorError('ReplayAlreadyApproved', `replay request ${requestId} is already approved by ${approver}; only they can resume it`);
-  }
-
+  await approveRequest(ctx, requestId, approvedBy, 'replay');
   const items = await records.replayRequestItems(ctx.pool, requestId);
   const open = items.filter((i) => i.outcome === null);
   const frozenRun = new Map(open.map((i) => [i.webhookId, i.policyRun]));
@@ -270,6 +284,8 @@ export interface HoldReport {
   delivery: Record<string, unknown> | null;
   attempts: Record<string, unknown>[];
   decisions: Record<string, unknown>[];
+  /** Resends of the hold's webhooks: who asked, who approved, why, when, the policy run and its workflow. */
+  resends: Record<string, unknown>[];
   /** The processor's events about the hold, in sequence (`events show` has their workflow too). */
   processorEvents: Record<string, unknown>[];
   workflow: { workflowId: string; status: string; waiting: HoldStatus | null; retrying: RetryInProgress | null } | null;
@@ -318,6 +334,13 @@ export async function redeliverEventWebhook(ctx: OpsContext, webhookId: string):
     throw new OperatorError('NotAnEventWebhook', `webhook ${webhookId} is hold ${webhook.holdId}'s release: its hold's workflow delivers it`);
   }
   if (webhook.status !== 'pending') throw new OperatorError('NotPending', `webhook ${webhookId} is ${webhook.status}: nothing to deliver`);
+  const [target] = await deliveries.decisionTargetsOf(ctx.pool, [webhookId]);
+  if (target?.drivenBy) {
+    throw new OperatorError(
+      'NotAnEventWebhook',
+      `webhook ${webhookId} was resent: ${target.drivenBy} delivers it (the outbox reconciler starts it again if it ended)`,
+    );
+  }
   const workflowId = eventDeliveryWorkflowId(region, webhookId);
   try {
     const { status } = await ctx.client.workflow.getHandle(workflowId).describe();
@@ -334,11 +357,12 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
   const found = await holds.holdForReport(ctx.pool, holdId);
   if (!found) throw new OperatorError('HoldNotFound', `hold ${holdId} does not exist in region ${ctx.region.region}`);
   const { hold, expiresAt } = found;
-  const [ledgerEntry, delivery, attempts, decisions, processorEvents] = await Promise.all([
+  const [ledgerEntry, delivery, attempts, decisions, resends, processorEvents] = await Promise.all([
     holds.ledgerEntryOfHold(ctx.pool, holdId),
     deliveries.deliveryOfHold(ctx.pool, holdId),
     deliveries.attemptsOfHold(ctx.pool, holdId),
     records.decisionsOfHold(ctx.pool, holdId),
+    records.resendsOfHold(ctx.pool, holdId),
     events.eventsOfHold(ctx.pool, holdId),
   ]);
   let workflow: HoldReport['workflow'] = null;
@@ -353,5 +377,5 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }
   }
-  return { hold, ledgerEntry, delivery, attempts, decisions, processorEvents, workflow };
+  return { hold, ledgerEntry, delivery, attempts, decisions, resends, processorEvents, workflow };
 }

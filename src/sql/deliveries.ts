@@ -13,6 +13,8 @@
  *                                                  |
  *                                                  +----------decideQuarantine 'abandon'--> abandoned
  *
+ *   delivered | discarded | abandoned --reopenForResend--> pending (a new policy run, driven by a resend's workflow)
+ *
  *   transition                 function                      called from
  *   (none) -> pending          releasedWebhookEnqueued       releaseHold, in the release's one statement (outbox)
  *   pending -> delivered       recordAttempt 'delivered'     deliverWebhook, on a 2xx
@@ -20,25 +22,28 @@
  *   quarantined -> pending     decideQuarantine 'replay'     the hold workflow, on an approved replay
  *   quarantined -> discarded   decideQuarantine 'discard'    the hold workflow, on an operator's discard
  *   quarantined -> abandoned   decideQuarantine 'abandon'    the hold workflow, when nobody decided in time
+ *   (an end) -> pending        reopenForResend               the resend's workflow (`resendWebhook`), its first step
  *
- * delivered, discarded and abandoned are terminal. `quarantineDelivery` moves only a pending row and
- * `decideQuarantine` only a quarantined one: each names its from-state in its WHERE. `recordAttempt` does not; the
- * delivery activity sends only for a row it has just read as pending.
+ * delivered, discarded and abandoned are ends: nothing moves them but an operator's resend, which records itself
+ * (webhook_resends, migration 015) in the statement that reopens the row. `quarantineDelivery` moves only a pending
+ * row, `decideQuarantine` only a quarantined one and `reopenForResend` only one at an end: each names its from-state
+ * in its WHERE. `recordAttempt` does not; the delivery activity sends only for a row it has just read as pending.
  *
  * Writes that leave `status` alone: the send gate's one statement counts `attempt_count` on admission
  * (`attemptCountedOnAdmission`, composed into `acquire` in src/sql/merchant-budget.ts), and `recordAttempt` keeps
  * `last_status_code` and `last_error` of every attempt.
  *
- * A policy run is 1 + the replays approved so far (`POLICY_RUN_SQL`): each `decideQuarantine 'replay'` starts one.
+ * A policy run is 1 + the replays approved and the resends made so far (`POLICY_RUN_SQL`): each starts one. A run is
+ * delivered by the webhook's own workflow (its hold's release, or its event's delivery) until the first resend; from
+ * then on by the latest resend's workflow (`DRIVEN_BY_SQL`, `deliveryWorkflowId` in src/contracts/ids.ts).
  */
-import type { DeliveryStatus, QuarantineDecision } from '../contracts/delivery.js';
+import { HOLD_RELEASED_EVENT, type DeliveryStatus, type QuarantineDecision } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './merchants.js';
 
-/** The event type of the webhook each release sends. */
-export const HOLD_RELEASED_EVENT = 'hold.released';
+export { HOLD_RELEASED_EVENT };
 
 /**
  * pending: the outbox row of a committed release, fixed then (payload, webhook id) and never changed after. The
@@ -91,6 +96,8 @@ export interface EarlierPending {
   eventType: string;
   /** The hold's expiry as its release workflow's id has it (`holdWorkflowId`): a `hold.released` is delivered there. */
   holdExpiresAt: string;
+  /** The workflow of its latest resend, which delivers it if it has one (`DRIVEN_BY_SQL`). */
+  drivenBy: string | null;
 }
 
 /** A delivery with its merchant's endpoint, secrets (sealed) and policy, as one attempt needs them; undefined if none. */
@@ -110,6 +117,7 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
     earlier_pending: string | null;
     earlier_age_ms: number | null;
     earlier_event_type: string | null;
+    earlier_driven_by: string | null;
     hold_expires_at: string;
   }>(
     `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, d.hold_id, m.endpoint_url, m.signing_secret,
@@ -117,7 +125,7 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
             (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
               AS run_attempts,
             p.webhook_id AS earlier_pending, (extract(epoch FROM now() - p.created_at) * 1000)::float8 AS earlier_age_ms,
-            p.event_type AS earlier_event_type, ${isoUtc('h.expires_at')} AS hold_expires_at
+            p.event_type AS earlier_event_type, ${DRIVEN_BY_SQL('p')} AS earlier_driven_by, ${isoUtc('h.expires_at')} AS hold_expires_at
        FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id JOIN auth_holds h ON h.id = d.hold_id
        LEFT JOIN LATERAL (
          SELECT e.webhook_id, e.created_at, e.event_type FROM webhook_deliveries e
@@ -149,6 +157,7 @@ export async function deliveryForSending(db: Queryable, webhookId: string, polic
             ageMs: row.earlier_age_ms ?? 0,
             eventType: row.earlier_event_type ?? '',
             holdExpiresAt: row.hold_expires_at,
+            drivenBy: row.earlier_driven_by,
           },
   };
 }
@@ -262,6 +271,154 @@ export async function decideQuarantine(db: Queryable, input: QuarantineDecision)
   );
 }
 
+/** A resend as its workflow records it: who asked (and, for a request, who approved), why, and the workflow itself. */
+export interface ResendRecord {
+  resendId: string;
+  webhookId: string;
+  requestedBy: string;
+  reason: string;
+  ticket?: string;
+  /** An approved resend request (replay_requests, kind 'resend') this resend carries out, and its approver. */
+  requestId?: string;
+  approvedBy?: string;
+  /** The workflow that delivers it: recorded from the activity's own context, never from what a caller says. */
+  workflowId: string;
+  /** A request froze the webhook at this policy run: reopen only if it still stands there. */
+  frozenRun?: number;
+}
+
+export type Reopened = { resendId: string; webhookId: string; holdId: string; merchantId: string; policyRun: number; fromStatus: DeliveryStatus };
+
+/**
+ * delivered | discarded | abandoned -> pending, as a new policy run, with the resend recorded (webhook_resends): one
+ * statement, so a resend exists exactly when its row was reopened. The row forgets when it was delivered (the resend
+ * keeps it). Undefined when the row is not at an end (pending, quarantined: being delivered or waiting for a decision),
+ * not at the request's frozen run, or another resend took the run first.
+ */
+export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<Reopened | undefined> {
+  const { rows } = await db.query<{ hold_id: string; merchant_id: string; policy_run: number; from_status: DeliveryStatus }>(
+    `WITH target AS (
+       SELECT d.webhook_id, d.status, d.delivered_at, ${POLICY_RUN_SQL} AS run
+         FROM webhook_deliveries d
+        WHERE d.webhook_id = $2::text AND d.status IN ('delivered', 'discarded', 'abandoned')
+        FOR UPDATE
+     ), resent AS (
+       INSERT INTO webhook_resends (id, webhook_id, policy_run, from_status, from_delivered_at, requested_by, reason, ticket,
+                                    request_id, approved_by, workflow_id)
+       SELECT $1::text, t.webhook_id, t.run + 1, t.status, t.delivered_at, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text
+         FROM target t WHERE $9::integer IS NULL OR t.run = $9::integer
+       ON CONFLICT DO NOTHING
+       RETURNING webhook_id, policy_run, from_status
+     )
+     UPDATE webhook_deliveries d
+        SET status = 'pending', delivered_at = NULL, quarantine_reason = NULL, updated_at = now()
+       FROM resent
+      WHERE d.webhook_id = resent.webhook_id
+     RETURNING d.hold_id, d.merchant_id, resent.policy_run, resent.from_status`,
+    [
+      r.resendId,
+      r.webhookId,
+      r.requestedBy,
+      r.reason,
+      r.ticket ?? null,
+      r.requestId ?? null,
+      r.approvedBy ?? null,
+      r.workflowId,
+      r.frozenRun ?? null,
+    ],
+  );
+  const row = rows[0];
+  return (
+    row && {
+      resendId: r.resendId,
+      webhookId: r.webhookId,
+      holdId: row.hold_id,
+      merchantId: row.merchant_id,
+      policyRun: row.policy_run,
+      fromStatus: row.from_status,
+    }
+  );
+}
+
+/** The resend with this id as recorded (a retried activity finds its own), with its webhook's hold and merchant. */
+export async function resendById(db: Queryable, resendId: string): Promise<(Reopened & { workflowId: string }) | undefined> {
+  const { rows } = await db.query<{
+    webhook_id: string;
+    hold_id: string;
+    merchant_id: string;
+    policy_run: number;
+    from_status: DeliveryStatus;
+    workflow_id: string;
+  }>(
+    `SELECT r.webhook_id, d.hold_id, d.merchant_id, r.policy_run, r.from_status, r.workflow_id
+       FROM webhook_resends r JOIN webhook_deliveries d ON d.webhook_id = r.webhook_id WHERE r.id = $1::text`,
+    [resendId],
+  );
+  const row = rows[0];
+  return (
+    row && {
+      resendId,
+      webhookId: row.webhook_id,
+      holdId: row.hold_id,
+      merchantId: row.merchant_id,
+      policyRun: row.policy_run,
+      fromStatus: row.from_status,
+      workflowId: row.workflow_id,
+    }
+  );
+}
+
+export interface ResendFilters {
+  merchantId?: string;
+  /** ISO timestamps bounding when the webhook was written (its event). */
+  since?: string;
+  until?: string;
+  webhookId?: string;
+}
+
+/** A webhook that reached an end and may be resent, with the policy run it ended in. */
+export interface ResendableWebhook {
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  createdAt: string;
+  policyRun: number;
+}
+
+/** Webhooks at an end (delivered, discarded, abandoned) matching every given filter, oldest first. */
+export async function resendableWebhooks(db: Queryable, filters: ResendFilters): Promise<ResendableWebhook[]> {
+  const { rows } = await db.query<{
+    webhook_id: string;
+    hold_id: string;
+    merchant_id: string;
+    event_type: string;
+    status: DeliveryStatus;
+    created_at: Date;
+    policy_run: number;
+  }>(
+    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.status, d.created_at, ${POLICY_RUN_SQL} AS policy_run
+       FROM webhook_deliveries d
+      WHERE d.status IN ('delivered', 'discarded', 'abandoned')
+        AND ($1::text IS NULL OR d.merchant_id = $1::text)
+        AND ($2::timestamptz IS NULL OR d.created_at >= $2::timestamptz)
+        AND ($3::timestamptz IS NULL OR d.created_at < $3::timestamptz)
+        AND ($4::text IS NULL OR d.webhook_id = $4::text)
+      ORDER BY d.created_at, d.webhook_id`,
+    [filters.merchantId ?? null, filters.since ?? null, filters.until ?? null, filters.webhookId ?? null],
+  );
+  return rows.map((r) => ({
+    webhookId: r.webhook_id,
+    holdId: r.hold_id,
+    merchantId: r.merchant_id,
+    eventType: r.event_type,
+    status: r.status,
+    createdAt: r.created_at.toISOString(),
+    policyRun: r.policy_run,
+  }));
+}
+
 /** The latest decision recorded on a webhook (its quarantined run, what, by whom), or undefined. */
 export async function latestDecision(
   db: Queryable,
@@ -275,8 +432,13 @@ export async function latestDecision(
   return row && { policyRun: row.policy_run, decision: row.decision, decidedBy: row.decided_by };
 }
 
-/** 1 + approved replays so far: the run a quarantine belongs to. Needs `d` (webhook_deliveries) in scope. */
-const POLICY_RUN_SQL = `1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')::integer`;
+/** 1 + approved replays + resends so far: the webhook's current policy run. Needs `d` (webhook_deliveries) in scope. */
+export const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')
+                          + (SELECT count(*) FROM webhook_resends r WHERE r.webhook_id = d.webhook_id))::integer`;
+
+/** The workflow of the webhook's latest resend (it drives every run since), or NULL: its own. Needs `alias` in scope. */
+export const DRIVEN_BY_SQL = (alias: string) =>
+  `(SELECT r.workflow_id FROM webhook_resends r WHERE r.webhook_id = ${alias}.webhook_id ORDER BY r.policy_run DESC LIMIT 1)`;
 
 export interface QuarantineFilters {
   merchantId?: string;
@@ -352,16 +514,19 @@ export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFi
 export interface DecisionTarget {
   webhookId: string;
   holdId: string;
+  merchantId: string;
   holdExpiresAt: string;
   /** hold.released (the hold's release workflow delivers it) or a processor event's (its own delivery workflow). */
   eventType: string;
   status: DeliveryStatus;
   policyRun: number;
+  /** The workflow of its latest resend, which delivers its current run if it has one. */
+  drivenBy: string | null;
 }
 
 const DECISION_TARGET_SQL = `
-  SELECT d.webhook_id, d.hold_id, d.event_type, d.status, ${POLICY_RUN_SQL} AS policy_run,
-         ${isoUtc('h.expires_at')} AS expires_at
+  SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.status, ${POLICY_RUN_SQL} AS policy_run,
+         ${isoUtc('h.expires_at')} AS expires_at, ${DRIVEN_BY_SQL('d')} AS driven_by
     FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id`;
 
 /** `where` is one of the two constant conditions below, never a value. */
@@ -369,10 +534,12 @@ async function decisionTargetsWhere(db: Queryable, where: string, params: unknow
   const { rows } = await db.query<{
     webhook_id: string;
     hold_id: string;
+    merchant_id: string;
     event_type: string;
     expires_at: string;
     status: DeliveryStatus;
     policy_run: number;
+    driven_by: string | null;
   }>(
     `${DECISION_TARGET_SQL}
       WHERE ${where}`,
@@ -381,10 +548,12 @@ async function decisionTargetsWhere(db: Queryable, where: string, params: unknow
   return rows.map((r) => ({
     webhookId: r.webhook_id,
     holdId: r.hold_id,
+    merchantId: r.merchant_id,
     holdExpiresAt: r.expires_at,
     eventType: r.event_type,
     status: r.status,
     policyRun: r.policy_run,
+    drivenBy: r.driven_by,
   }));
 }
 

@@ -7,7 +7,7 @@
  */
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
-import { HOLD_RELEASED_EVENT, type QuarantineFilters } from './deliveries.js';
+import { HOLD_RELEASED_EVENT, type QuarantineFilters, type ResendFilters } from './deliveries.js';
 
 /** What the ledger says of a replay request, for one hold's quarantined run: whether it is approved, by whom, and covers it. */
 export async function replayApprovalFor(
@@ -20,24 +20,43 @@ export async function replayApprovalFor(
     `SELECT r.status, r.requested_by, r.approved_by,
             EXISTS (SELECT 1 FROM replay_request_items i JOIN webhook_deliveries d ON d.webhook_id = i.webhook_id
                      WHERE i.request_id = r.id AND d.hold_id = $2::text AND i.policy_run = $3::integer) AS covers
-       FROM replay_requests r WHERE r.id = $1::text`,
+       FROM replay_requests r WHERE r.id = $1::text AND r.kind = 'replay'`,
     [requestId, holdId, policyRun],
   );
   const row = rows[0];
   return row && { status: row.status, requestedBy: row.requested_by, approvedBy: row.approved_by, covers: row.covers };
 }
 
-/** A replay request awaiting approval, with the filters that selected its items. */
+/** What the ledger says of a resend request for one webhook: approved, by whom, and the run it froze the webhook at. */
+export async function resendApprovalFor(
+  db: Queryable,
+  requestId: string,
+  webhookId: string,
+): Promise<{ status: string; requestedBy: string; approvedBy: string | null; frozenRun: number | null } | undefined> {
+  const { rows } = await db.query<{ status: string; requested_by: string; approved_by: string | null; frozen_run: number | null }>(
+    `SELECT r.status, r.requested_by, r.approved_by,
+            (SELECT i.policy_run FROM replay_request_items i WHERE i.request_id = r.id AND i.webhook_id = $2::text) AS frozen_run
+       FROM replay_requests r WHERE r.id = $1::text AND r.kind = 'resend'`,
+    [requestId, webhookId],
+  );
+  const row = rows[0];
+  return row && { status: row.status, requestedBy: row.requested_by, approvedBy: row.approved_by, frozenRun: row.frozen_run };
+}
+
+export type RequestKind = 'replay' | 'resend';
+
+/**
+ * A request awaiting approval, with the filters that selected its items: a replay of quarantined webhooks, or a resend
+ * of webhooks at an end.
+ */
 export async function insertReplayRequest(
   tx: pg.PoolClient,
-  request: { id: string; requestedBy: string; filters: QuarantineFilters; itemCount: number },
+  request: { id: string; requestedBy: string; filters: QuarantineFilters | ResendFilters; itemCount: number; kind?: RequestKind },
 ): Promise<void> {
-  await tx.query('INSERT INTO replay_requests (id, requested_by, filters, item_count) VALUES ($1::text, $2::text, $3::jsonb, $4::integer)', [
-    request.id,
-    request.requestedBy,
-    JSON.stringify(request.filters),
-    request.itemCount,
-  ]);
+  await tx.query(
+    'INSERT INTO replay_requests (id, requested_by, filters, item_count, kind) VALUES ($1::text, $2::text, $3::jsonb, $4::integer, $5::text)',
+    [request.id, request.requestedBy, JSON.stringify(request.filters), request.itemCount, request.kind ?? 'replay'],
+  );
 }
 
 /** The deliveries a replay request froze, each with the policy run it was quarantined in. */
@@ -56,13 +75,13 @@ export async function insertReplayRequestItems(
 export async function replayRequest(
   db: Queryable,
   requestId: string,
-): Promise<{ requestedBy: string; status: string; approvedBy: string | null } | undefined> {
-  const { rows } = await db.query<{ requested_by: string; status: string; approved_by: string | null }>(
-    'SELECT requested_by, status, approved_by FROM replay_requests WHERE id = $1::text',
+): Promise<{ requestedBy: string; status: string; approvedBy: string | null; kind: RequestKind } | undefined> {
+  const { rows } = await db.query<{ requested_by: string; status: string; approved_by: string | null; kind: RequestKind }>(
+    'SELECT requested_by, status, approved_by, kind FROM replay_requests WHERE id = $1::text',
     [requestId],
   );
   const row = rows[0];
-  return row && { requestedBy: row.requested_by, status: row.status, approvedBy: row.approved_by };
+  return row && { requestedBy: row.requested_by, status: row.status, approvedBy: row.approved_by, kind: row.kind };
 }
 
 /** pending -> approved; false when the request was not pending (already approved). */
@@ -81,9 +100,11 @@ export async function replayRequestItems(
   requestId: string,
 ): Promise<{ webhookId: string; policyRun: number; outcome: 'applied' | 'ignored' | null; decidedRun: boolean }[]> {
   const { rows } = await db.query<{ webhook_id: string; policy_run: number; outcome: 'applied' | 'ignored' | null; decided_run: boolean }>(
+    // Decided: the replay of the frozen run recorded (a replay request), or the resend carrying out the request (a resend request).
     `SELECT i.webhook_id, i.policy_run, i.outcome,
             EXISTS (SELECT 1 FROM delivery_decisions x
-                     WHERE x.webhook_id = i.webhook_id AND x.policy_run = i.policy_run AND x.decision = 'replay') AS decided_run
+                     WHERE x.webhook_id = i.webhook_id AND x.policy_run = i.policy_run AND x.decision = 'replay')
+            OR EXISTS (SELECT 1 FROM webhook_resends s WHERE s.request_id = i.request_id AND s.webhook_id = i.webhook_id) AS decided_run
        FROM replay_request_items i WHERE i.request_id = $1::text ORDER BY i.webhook_id`,
     [requestId],
   );
@@ -115,6 +136,18 @@ export async function recordOperatorSignal(db: Queryable, s: OperatorSignalRecor
      VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text)`,
     [s.webhookId, s.signal, s.sentBy, s.reason, s.outcome, s.detail],
   );
+}
+
+/** The resends of a hold's webhooks (its release's and its events'), oldest first: who, why, when, and what delivers them. */
+export async function resendsOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT r.id, r.webhook_id, r.policy_run, r.from_status, r.from_delivered_at, r.requested_by, r.approved_by, r.request_id,
+            r.reason, r.ticket, r.workflow_id, r.created_at
+       FROM webhook_resends r JOIN webhook_deliveries d ON d.webhook_id = r.webhook_id
+      WHERE d.hold_id = $1::text ORDER BY r.created_at, r.id`,
+    [holdId],
+  );
+  return rows;
 }
 
 /** The decisions recorded on a hold's delivery, oldest first. */

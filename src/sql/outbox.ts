@@ -1,8 +1,10 @@
 /**
- * SQL of the outbox reconciler (migration 014): pending webhooks nothing may be driving, and each run's account.
+ * SQL of the outbox reconciler (migration 014): pending webhooks nothing may be driving (with their latest resend,
+ * migration 015, whose workflow drives a resent one), and each run's account.
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import { POLICY_RUN_SQL } from './deliveries.js';
 
 /** A pending webhook old enough to be looked at: what naming and restarting its delivery workflow needs. */
 export interface OutboxCandidate {
@@ -14,6 +16,10 @@ export interface OutboxCandidate {
   holdExpiresAt: string;
   deliveryPolicy: unknown;
   createdAt: string;
+  /** The webhook's current policy run. */
+  policyRun: number;
+  /** Its latest resend, whose workflow delivers it (src/contracts/ids.ts, `deliveryWorkflowId`), if it was resent. */
+  resend: { resendId: string; workflowId: string; requestedBy: string; reason: string } | null;
 }
 
 /** Where a page of candidates ended: the next page starts after it. */
@@ -36,10 +42,20 @@ export async function outboxCandidates(db: Queryable, graceMs: number, limit: nu
     hold_expires_at: string;
     delivery_policy: unknown;
     created_at: string;
+    policy_run: number;
+    resend_id: string | null;
+    resend_workflow_id: string | null;
+    resend_requested_by: string | null;
+    resend_reason: string | null;
   }>(
     `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, ${isoUtc('h.expires_at')} AS hold_expires_at, m.delivery_policy,
-            ${isoUtc('d.created_at')} AS created_at
+            ${isoUtc('d.created_at')} AS created_at, ${POLICY_RUN_SQL} AS policy_run,
+            r.id AS resend_id, r.workflow_id AS resend_workflow_id, r.requested_by AS resend_requested_by, r.reason AS resend_reason
        FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id JOIN merchants m ON m.id = d.merchant_id
+       LEFT JOIN LATERAL (
+         SELECT x.id, x.workflow_id, x.requested_by, x.reason FROM webhook_resends x
+          WHERE x.webhook_id = d.webhook_id ORDER BY x.policy_run DESC LIMIT 1
+       ) r ON true
       WHERE d.status = 'pending'
         AND d.created_at <= now() - make_interval(secs => $1::double precision / 1000)
         AND d.updated_at <= now() - make_interval(secs => $1::double precision / 1000)
@@ -56,6 +72,11 @@ export async function outboxCandidates(db: Queryable, graceMs: number, limit: nu
     holdExpiresAt: r.hold_expires_at,
     deliveryPolicy: r.delivery_policy,
     createdAt: r.created_at,
+    policyRun: r.policy_run,
+    resend:
+      r.resend_id === null
+        ? null
+        : { resendId: r.resend_id, workflowId: r.resend_workflow_id!, requestedBy: r.resend_requested_by!, reason: r.resend_reason! },
   }));
 }
 

@@ -18,11 +18,12 @@
  * cannot have one (`unrecordable`).
  */
 
-export type WorkflowType = 'sweepExpiredHolds' | 'startHoldBatch' | 'releaseExpiredHold' | 'applyHoldEvents' | 'deliverHoldEvent' | 'reconcileOutbox';
+export type WorkflowType =
+  'sweepExpiredHolds' | 'startHoldBatch' | 'releaseExpiredHold' | 'applyHoldEvents' | 'deliverHoldEvent' | 'reconcileOutbox' | 'resendWebhook';
 
 /**
- * `delivery`: the points of `deliverUntilDecided`, one function both `releaseExpiredHold` and `deliverHoldEvent` run
- * (a release's webhook and a processor event's): a recording of either workflow covers the cell.
+ * `delivery`: the points of `deliverUntilDecided`, one function `releaseExpiredHold`, `deliverHoldEvent` and
+ * `resendWebhook` run (a release's webhook, a processor event's, a resend's): a recording of any of them covers the cell.
  */
 export type PointOwner = WorkflowType | 'delivery';
 
@@ -34,7 +35,8 @@ export const WORKFLOWS_OF: Readonly<Record<PointOwner, readonly WorkflowType[]>>
   applyHoldEvents: ['applyHoldEvents'],
   deliverHoldEvent: ['deliverHoldEvent'],
   reconcileOutbox: ['reconcileOutbox'],
-  delivery: ['releaseExpiredHold', 'deliverHoldEvent'],
+  resendWebhook: ['resendWebhook'],
+  delivery: ['releaseExpiredHold', 'deliverHoldEvent', 'resendWebhook'],
 };
 
 export type WaitOn =
@@ -169,6 +171,12 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
   { workflow: 'applyHoldEvents', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
   { workflow: 'applyHoldEvents', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
   { workflow: 'reconcileOutbox', point: 'reconcile', on: { activity: 'reconcileStrandedWebhooks' }, exits: ['completed'] },
+  {
+    workflow: 'resendWebhook',
+    point: 'reopen',
+    on: { activity: 'reopenForResend', labels: ['resendLabels.reopen'] },
+    exits: ['completed:reopened', 'completed:refused'],
+  },
 ];
 
 /** `<workflow>.<point>.<exit>`: one cell of the coverage matrix. */

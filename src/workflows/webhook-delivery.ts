@@ -81,12 +81,14 @@ export interface Delivery {
   ctx: Record<string, string>;
   quarantineTimeoutMs: number;
   continueAs: (carry: DeliveryResume) => Promise<never>;
+  /** The policy run a first run starts at when nothing is resumed: 1, or a resend's run (the ledger's answer). */
+  firstPolicyRun?: number;
 }
 
 /** The webhook's policy runs and quarantines, until delivered, discarded, abandoned, or owned by another workflow. */
 export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> {
   const { webhookId, tracker, resume, ctx } = d;
-  for (let policyRun = resume?.policyRun ?? 1; ; policyRun++) {
+  for (let policyRun = resume?.policyRun ?? d.firstPolicyRun ?? 1; ; policyRun++) {
     const carried = policyRun === resume?.policyRun ? resume : undefined;
     let quarantine = carried?.quarantine;
     if (quarantine) {

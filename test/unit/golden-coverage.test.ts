@@ -46,7 +46,7 @@ describe('golden coverage', () => {
     const declaredLabels = new Set(
       WAITING_POINTS.flatMap((p) => ('timer' in p.on ? [p.on.timer] : 'labels' in p.on ? [...(p.on.labels ?? [])] : [])),
     );
-    const usedLabels = new Set([...source.matchAll(/\b(holdLabels|holdEventsLabels)\.(\w+)/g)].map((m) => `${m[1]}.${m[2]}`));
+    const usedLabels = new Set([...source.matchAll(/\b(holdLabels|holdEventsLabels|resendLabels)\.(\w+)/g)].map((m) => `${m[1]}.${m[2]}`));
     expect([...usedLabels].filter((l) => !declaredLabels.has(l))).toEqual([]);
     expect([...declaredLabels].filter((l) => !usedLabels.has(l))).toEqual([]);
 

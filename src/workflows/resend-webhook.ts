@@ -1,0 +1,66 @@
+/**
+ * A resend: a webhook that reached an end (delivered, discarded, abandoned) sent again, with its original id and
+ * payload and a fresh signature, as a new policy run in the merchant's replay lane. Started by `npm run ops -- resend`
+ * (src/ops/resends.ts), one workflow per resend (`resendWorkflowId`).
+ *
+ * Its first step reopens the webhook in the ledger (`reopenForResend`): the worker checks the claim (who, why, and a
+ * request approved by a second person where one is needed) and records the resend, with this workflow as the one that
+ * delivers it, in the statement that moves the row back to pending; a refused claim ends the workflow with why, and
+ * nothing is sent. From there it is a delivery like any other (`deliverUntilDecided`): the budget, retries, a
+ * quarantine and its decisions, continue-as-new.
+ *
+ * Every change to what this sends Temporal goes behind `patched()`; the golden-history gate replays its recordings.
+ */
+import { continueAsNew, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import type { ResendClaim } from '../contracts/delivery.js';
+import { resendLabels, resendRefusedDetails } from '../contracts/story.js';
+import { ledgerActivity } from './activity-profiles.js';
+import { registerDeliveryHandlers } from './delivery-handlers.js';
+import { DeliveryTracker } from './delivery-tracker.js';
+import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, type DeliveryResult, type DeliveryResume } from './webhook-delivery.js';
+
+export interface ResendWebhookInput {
+  region: string;
+  webhookId: string;
+  claim: Omit<ResendClaim, 'webhookId'>;
+  /** Set on a continued run, and by the outbox reconciler restarting an ended one: the ledger reopened it already. */
+  reopened?: { holdId: string; policyRun: number; retryHorizonMs: number };
+  resume?: DeliveryResume;
+}
+
+export type ResendWebhookResult =
+  | { webhookId: string; resendId: string; status: 'refused'; why: string }
+  | { webhookId: string; resendId: string; status: 'resent'; policyRun: number; delivery: DeliveryResult };
+
+export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWebhookResult> {
+  const { webhookId, claim } = input;
+  const { resendId } = claim;
+  let reopened = input.reopened;
+  if (!reopened) {
+    const outcome = await proxyActivities<Activities>({ ...ledgerActivity, summary: resendLabels.reopen(webhookId) }).reopenForResend({
+      ...claim,
+      webhookId,
+    });
+    if (outcome.status === 'refused') {
+      log.warn('resend refused', { webhookId, resendId, why: outcome.why });
+      setCurrentDetails(resendRefusedDetails(webhookId, outcome.why));
+      return { webhookId, resendId, status: 'refused', why: outcome.why };
+    }
+    reopened = { holdId: outcome.holdId, policyRun: outcome.policyRun, retryHorizonMs: outcome.retryHorizonMs };
+  }
+  const { holdId, policyRun, retryHorizonMs } = reopened;
+  const tracker = new DeliveryTracker(holdId, { stage: 'delivering', policyRun: input.resume?.policyRun ?? policyRun }, input.resume);
+  registerDeliveryHandlers(tracker);
+  const delivery = await deliverUntilDecided({
+    webhookId,
+    retryHorizonMs,
+    tracker,
+    resume: input.resume,
+    firstPolicyRun: policyRun,
+    ctx: { region: input.region, holdId, webhookId, resendId },
+    quarantineTimeoutMs: DEFAULT_QUARANTINE_TIMEOUT_MS,
+    continueAs: (carry: DeliveryResume) => continueAsNew<typeof resendWebhook>({ ...input, reopened, resume: carry }),
+  });
+  return { webhookId, resendId, status: 'resent', policyRun, delivery };
+}
