@@ -12,12 +12,14 @@ import { latestMigrationVersion } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
+import type { DeliveryStatus } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { sweepNow } from '../schedules.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
+import { webhooksInStatus } from '../sql/deliveries.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from './processor-events.js';
 import { pauseSends, resumeSends, sendsStatus } from './send-pauses.js';
@@ -51,6 +53,8 @@ Usage: npm run ops -- <command> [options]
   sweep-now                          trigger the region's sweep now (a running sweep is not doubled)
   status <hold id>                   ledger, webhook, attempt log, decisions and "why is it waiting?"
   quarantine list                    quarantined webhooks            [--merchant] [--since] [--until] [--reason]
+  webhooks list --status S           webhooks in one status (pending, quarantined, delivered, discarded, abandoned),
+                                     oldest first                    [--merchant] [--since] [--until] [--limit 20]
   replay preview --requested-by NAME freeze the matching quarantined webhooks into a replay request
                                      [--merchant] [--since] [--until] [--reason] [--hold ID] [--webhook ID]
   replay approve <request id> --by NAME [--ticket T] [--rate 20]
@@ -107,6 +111,8 @@ HOLD_SWEEPER_MODE must be set: production (four eyes, the SSRF guard) or dev (a 
 Identities (--by, --requested-by) are compared case- and width-insensitively: "Alice" and "alice" are one person.
 Policy overrides: e.g. --policy '{"retryHorizonMs": 86400000}' (keys in docs/webhooks.md). Durations: 30s, 15m, 24h, 7d.
 Reasons: rejected, exhausted, endpoint_gone, bad_url, missing_secret, invalid_policy. Times: ISO 8601.`;
+
+const WEBHOOK_STATUSES: readonly DeliveryStatus[] = ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'];
 
 const REASONS: readonly QuarantineReason[] = ['rejected', 'exhausted', 'endpoint_gone', 'bad_url', 'missing_secret', 'invalid_policy'];
 
@@ -288,6 +294,8 @@ function parseCommandLineStrictly(argv: string[]) {
       policy: { type: 'string' },
       overlap: { type: 'string' },
       sequence: { type: 'string' },
+      status: { type: 'string' },
+      limit: { type: 'string' },
       all: { type: 'boolean', default: false },
     },
   });
@@ -378,6 +386,16 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
       }
       case 'resend':
         return await runResend(ctx, values, sub, arg, print);
+      case 'webhooks': {
+        if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
+        const status = required(values.status as string | undefined, 'status');
+        if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus)) throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
+        const limit = values.limit === undefined ? 20 : Number(values.limit);
+        if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit, 'a whole number of webhooks, >= 1');
+        const rows = await webhooksInStatus(ctx.pool, status as DeliveryStatus, { ...resendFiltersFrom(values), limit });
+        print(`${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`, rows);
+        return 0;
+      }
       case 'approve':
       case 'discard': {
         const holdId = required(sub, 'hold id');

@@ -419,6 +419,27 @@ export async function resendableWebhooks(db: Queryable, filters: ResendFilters):
   }));
 }
 
+/** Webhooks in one status, oldest first (written in [since, until) where given), with their hold, attempts and runs. */
+export async function webhooksInStatus(
+  db: Queryable,
+  status: DeliveryStatus,
+  filters: { merchantId?: string; since?: string; until?: string; limit: number },
+): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.created_at, d.updated_at, d.attempt_count,
+            ${POLICY_RUN_SQL} AS policy_run, d.quarantine_reason, d.last_error
+       FROM webhook_deliveries d
+      WHERE d.status = $1::text
+        AND ($2::text IS NULL OR d.merchant_id = $2::text)
+        AND ($3::timestamptz IS NULL OR d.created_at >= $3::timestamptz)
+        AND ($4::timestamptz IS NULL OR d.created_at < $4::timestamptz)
+      ORDER BY d.created_at, d.webhook_id
+      LIMIT $5::integer`,
+    [status, filters.merchantId ?? null, filters.since ?? null, filters.until ?? null, filters.limit],
+  );
+  return rows;
+}
+
 /** The latest decision recorded on a webhook (its quarantined run, what, by whom), or undefined. */
 export async function latestDecision(
   db: Queryable,

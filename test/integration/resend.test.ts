@@ -135,6 +135,9 @@ describe('resend', () => {
     harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 200 }] });
 
     await withOps(us, 'dev', async (run, lines) => {
+      expect(await run('webhooks', 'list', '--status', 'abandoned', '--merchant', merchantId, '--json')).toBe(0);
+      expect(JSON.parse(lines.pop()!)).toMatchObject([{ hold_id: abandoned, quarantine_reason: 'rejected', attempt_count: 1 }]);
+      await expect(run('webhooks', 'list', '--status', 'lost')).rejects.toThrow(/--status/);
       expect(await run('resend', 'preview', '--merchant', merchantId, '--requested-by', 'dana')).toBe(0);
       const id = /^resend request (rq_\w+): 2 webhook\(s\) at an end frozen/.exec(lines.pop()!)![1]!;
       await expect(run('resend', 'approve', id, '--by', 'DANA')).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
