@@ -28,7 +28,12 @@ export interface TrafficSummary {
   byMerchant: Record<string, MerchantTraffic>;
 }
 
-type Request = { op: 'start' } | { op: 'script'; scripts: [string, MerchantScript][] } | { op: 'summary' } | { op: 'dump'; path: string };
+type Request =
+  | { op: 'start' }
+  | { op: 'script'; scripts: [string, MerchantScript][] }
+  | { op: 'endpoints'; merchantIds: string[] }
+  | { op: 'summary' }
+  | { op: 'dump'; path: string };
 
 export function summarise(received: readonly ReceivedWebhook[]): TrafficSummary {
   const byMerchant: Record<string, MerchantTraffic & { times: number[] }> = {};
@@ -87,8 +92,9 @@ export class FakeMerchantsProcess {
     return this.base;
   }
 
-  endpointFor(merchantId: string): string {
-    return `${this.base}/webhooks/${encodeURIComponent(merchantId)}`;
+  /** Each merchant's endpoint, on a loopback address of its own (its own destination), listened on before this answers. */
+  async endpointsFor(merchantIds: readonly string[]): Promise<Map<string, string>> {
+    return new Map((await this.call({ op: 'endpoints', merchantIds: [...merchantIds] })) as [string, string][]);
   }
 
   async script(scripts: ReadonlyMap<string, MerchantScript>): Promise<void> {
@@ -136,6 +142,11 @@ async function serve() {
         case 'script':
           for (const [id, script] of message.scripts) merchants.script(id, script);
           return reply(message.id, undefined);
+        case 'endpoints':
+          return reply(
+            message.id,
+            message.merchantIds.map((id) => [id, merchants.endpointFor(id)]),
+          );
         case 'summary':
           return reply(message.id, summarise(merchants.requests()));
         case 'dump':

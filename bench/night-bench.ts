@@ -271,12 +271,13 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       const regionMerchants = workload.merchants.filter((m) => m.region === region.region);
       const secrets = regionMerchants.map(() => generateSigningSecret());
       regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random)));
+      const endpoints = await merchants.endpointsFor(regionMerchants.map((m) => m.id));
       await insertMerchants(
         region.pool,
         { region: region.region, sealer },
         regionMerchants.map((m, i) => ({
           id: m.id,
-          endpointUrl: merchants.endpointFor(m.id),
+          endpointUrl: endpoints.get(m.id)!,
           signingSecret: secrets[i]!,
           ratePerSecond: m.ratePerSecond,
           burst: m.burst,

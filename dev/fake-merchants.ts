@@ -1,6 +1,8 @@
 /**
  * Fake merchants: a real HTTP server on loopback, one endpoint per merchant (`/webhooks/<merchant id>`), used
- * by the tests, `npm start`'s demo and the benchmark. Each merchant follows a script (status sequence,
+ * by the tests, `npm start`'s demo and the benchmark. Each merchant is a destination of its own, as real merchants
+ * are (the workers pace each endpoint origin: docs/webhooks.md#pacing-per-destination): over plain http its endpoint
+ * is on a loopback address of its own (127.1.x.y, same port), unless it is asked to share the main one. Each merchant follows a script (status sequence,
  * Retry-After, latency, hang, close the connection after reading the request), verifies every request with
  * the Standard Webhooks reference verifier, and records it. Scripts can change mid-test.
  */
@@ -55,6 +57,10 @@ export class FakeMerchants {
   private readonly peaks = new Map<string, OpenRequestsPeak>();
   private server: http.Server | undefined;
   private base = '';
+  /** Each merchant's own loopback host (plain http), and the listeners on them. */
+  private readonly hosts = new Map<string, string>();
+  private readonly extraServers: http.Server[] = [];
+  private tls = false;
 
   /** Listens on loopback: plain http, or https with `tls` (production mode refuses http endpoints). */
   async start(port = 0, tls?: { key: string; cert: string }): Promise<string> {
@@ -67,6 +73,7 @@ export class FakeMerchants {
     });
     await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     this.server = server;
+    this.tls = tls !== undefined;
     this.base = `${tls ? 'https' : 'http'}://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
     return this.base;
   }
@@ -76,8 +83,36 @@ export class FakeMerchants {
     return (this.server!.address() as net.AddressInfo).port;
   }
 
-  endpointFor(merchantId: string): string {
-    return `${this.base}/webhooks/${encodeURIComponent(merchantId)}`;
+  /**
+   * The merchant's endpoint. Plain http: on a loopback address of its own (its own origin, so its own budget), listened
+   * on from this call; `sharedOrigin` (and https, whose certificate names 127.0.0.1): on the main address, one
+   * destination with every other merchant there.
+   */
+  endpointFor(merchantId: string, { sharedOrigin = false }: { sharedOrigin?: boolean } = {}): string {
+    const path = `/webhooks/${encodeURIComponent(merchantId)}`;
+    if (sharedOrigin || this.tls) return `${this.base}${path}`;
+    let host = this.hosts.get(merchantId);
+    if (host === undefined) {
+      const i = this.hosts.size;
+      if (i >= 250 * 256) throw new Error('fake merchants: no loopback address left for another merchant');
+      host = `127.1.${Math.floor(i / 250)}.${(i % 250) + 2}`;
+      this.hosts.set(merchantId, host);
+      this.listenOn(host);
+    }
+    return `http://${host}:${this.port}${path}`;
+  }
+
+  /** One more listener, same handler and port, on another loopback address: bound before any request can reach it. */
+  private listenOn(host: string): void {
+    const server = http.createServer((req, res) => void this.handle(req, res));
+    server.keepAliveTimeout = 30_000;
+    server.on('connection', (socket: net.Socket) => {
+      this.sockets.add(socket);
+      socket.on('close', () => this.sockets.delete(socket));
+    });
+    server.on('error', (err) => console.error(`[fake merchants] ${host}:${this.port}: ${err.message}`));
+    server.listen(this.port, host);
+    this.extraServers.push(server);
   }
 
   script(merchantId: string, script: MerchantScript): void {
@@ -101,6 +136,7 @@ export class FakeMerchants {
 
   async stop(): Promise<void> {
     for (const socket of this.sockets) socket.destroy();
+    await Promise.all(this.extraServers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
   }
 

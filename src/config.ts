@@ -94,6 +94,12 @@ export interface WebhookConfig {
    * (the rate limit bounds how often they start; this, how many a merchant that hangs holds open).
    */
   readonly maxInFlightPerMerchant?: number;
+  /**
+   * DESTINATION_RATE_SHARE: the share of each destination's published rate this region's workers use (0 < share <= 1).
+   * Regions keep separate ledgers, so each paces a destination alone: with merchants of both regions on one endpoint,
+   * set shares that add up to 1 at most (0.5 in each); 1, the default, is right for a destination only one region sends to.
+   */
+  readonly destinationRateShare?: number;
 }
 
 /** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
@@ -230,6 +236,7 @@ export const CONFIG_VARIABLES = [
   'WEBHOOK_TRUSTED_NETWORKS',
   'WEBHOOK_ALLOWED_PORTS',
   'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
+  'DESTINATION_RATE_SHARE',
   'PROCESSOR_RECEIVER_ADDRESS',
   'PROCESSOR_SIGNING_SECRET_US',
   'PROCESSOR_SIGNING_SECRET_EU',
@@ -296,6 +303,16 @@ export function readInt(env: Env, variable: string, fallback: number, min: numbe
   if (!/^\d+$/.test(raw.trim())) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
+  return value;
+}
+
+/** A share of something, 0 < share <= 1: `0.5`, or `50%`. Unset: 1. */
+function readShare(env: Env, variable: string): number {
+  const raw = env[variable];
+  if (raw === undefined || raw === '') return 1;
+  const percent = raw.trim().endsWith('%');
+  const value = Number(percent ? raw.trim().slice(0, -1) : raw) / (percent ? 100 : 1);
+  if (!Number.isFinite(value) || value <= 0 || value > 1) throw new ConfigError(variable, raw, 'a share of the rate, > 0 and <= 1 (e.g. 0.5 or 50%)');
   return value;
 }
 
@@ -561,6 +578,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
     allowedPorts: readPorts(env, 'WEBHOOK_ALLOWED_PORTS', mode === 'production' ? [443] : undefined),
     maxInFlightPerMerchant: readInt(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT', DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000),
+    destinationRateShare: readShare(env, 'DESTINATION_RATE_SHARE'),
   };
 
   const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();

@@ -76,6 +76,8 @@ export interface DeliveryDeps {
   fourEyes?: boolean;
   /** At most this many of one merchant's requests open at once, across every worker (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT). */
   maxInFlightPerMerchant?: number;
+  /** The share of each destination's rate this region uses (DESTINATION_RATE_SHARE). */
+  destinationRateShare?: number;
   /** Injected for tests; Date.now and Math.random otherwise. */
   clock?: () => number;
   random?: () => number;
@@ -179,8 +181,9 @@ export function createDeliveryActivities({
   random = Math.random,
   meter = noopMetricMeter,
   maxInFlightPerMerchant = DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
+  destinationRateShare = 1,
 }: DeliveryDeps) {
-  const budget = createMerchantBudget(pool);
+  const budget = createMerchantBudget(pool, { rateShare: destinationRateShare });
   const metrics = deliveryMetrics(meter);
   const resends = meter.createCounter('hold_sweeper_webhook_resends', '1', 'webhooks at an end reopened by a resend, by where they stood');
   const waited = (merchantId: string, lane: Lane, ms: number) => {

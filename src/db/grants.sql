@@ -10,7 +10,7 @@ DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
-    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, schema_migrations';
+    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, destination_budgets, schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
   -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
@@ -33,6 +33,8 @@ BEGIN
     GRANT SELECT, INSERT ON outbox_reconciliations TO hold_sweeper_worker;
     -- A resend is recorded by its workflow's first activity, with the row it reopens.
     GRANT SELECT, INSERT ON webhook_resends TO hold_sweeper_worker;
+    -- Each destination's budget (migration 016): made by the first admission, written by every one.
+    GRANT SELECT, INSERT, UPDATE ON destination_budgets TO hold_sweeper_worker;
   END IF;
 
   -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,
@@ -57,6 +59,8 @@ BEGIN
       send_pauses TO hold_sweeper_ops;
     -- A new merchant's rate-limit row is written by the merchants trigger, as the inserting role.
     GRANT INSERT ON merchant_rate_limits TO hold_sweeper_ops;
+    -- `merchant ping` takes a turn in the destination's budget like a delivery (and a 429 pushes it back).
+    GRANT INSERT, UPDATE ON destination_budgets TO hold_sweeper_ops;
     GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;
   END IF;
 END

@@ -1,7 +1,9 @@
 /**
- * The per-merchant sending budget shared by every worker process (GCRA in Postgres, see
+ * The sending budget of each destination, shared by every worker process (GCRA in Postgres, see
  * migrations/003_merchant_rate_limits.sql: a queue that orders waiting deliveries and a gate that admits the
- * actual sends), with three lanes inside one merchant's budget.
+ * actual sends), with three lanes inside it. A destination is an endpoint's origin (scheme, host, port): every merchant
+ * row pointing there shares one budget at the strictest rate any of them publishes (migrations/016_pace_per_destination.sql);
+ * a merchant is named here, and its destination found by the statement.
  *
  * A lane is how far ahead it may reserve: first attempts may queue up to an hour of the merchant's slots, so a
  * big backlog reserves once and sleeps to its slot instead of polling; retries and approved replays may only
@@ -56,7 +58,19 @@ export interface InFlightLease {
   leaseMs: number;
 }
 
-export function createMerchantBudget(pool: pg.Pool) {
+/**
+ * The safety margin that also leaves a region only `rateShare` of each destination's rate: regions keep separate
+ * ledgers, so a destination both regions send to is paced by each region alone (DESTINATION_RATE_SHARE).
+ */
+export function marginFor(rateShare: number): number {
+  return (1 + RATE_SAFETY_MARGIN) / rateShare - 1;
+}
+
+/** The budget one destination's row sits in, by a merchant pointing there. */
+const DESTINATION_OF = `(SELECT m.endpoint_origin FROM merchants m WHERE m.id = $1::text)`;
+
+export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateShare?: number } = {}) {
+  const margin = marginFor(rateShare);
   return {
     /**
      * Takes this caller's turn in the merchant's budget: a place in the queue (unless it already holds one:
@@ -87,7 +101,7 @@ export function createMerchantBudget(pool: pg.Pool) {
         [
           merchantId,
           LANE_HORIZON_MS[lane],
-          RATE_SAFETY_MARGIN,
+          margin,
           reserved,
           webhookId ?? null,
           webhookId !== undefined && lease ? lease.cap : null,
@@ -108,25 +122,28 @@ export function createMerchantBudget(pool: pg.Pool) {
       await pool.query(`DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text`, [webhookId]);
     },
 
-    /** The merchant-wide pause a 429 set, if it is still running. */
+    /** The destination-wide pause a 429 set, if it is still running (the merchant's destination). */
     async pause(merchantId: string): Promise<{ pausedUntilMs: number; nowMs: number }> {
       const { rows } = await pool.query<{ paused_until_ms: number; now_ms: number }>(
-        `SELECT extract(epoch FROM greatest(paused_until, 'epoch')) * 1000 AS paused_until_ms,
+        `SELECT extract(epoch FROM greatest(coalesce(max(b.paused_until), 'epoch'), 'epoch')) * 1000 AS paused_until_ms,
                 extract(epoch FROM clock_timestamp()) * 1000 AS now_ms
-           FROM merchant_rate_limits WHERE merchant_id = $1::text`,
+           FROM destination_budgets b WHERE b.origin = ${DESTINATION_OF}`,
         [merchantId],
       );
       const row = rows[0]!;
       return { pausedUntilMs: Number(row.paused_until_ms), nowMs: Number(row.now_ms) };
     },
 
-    /** Pushes the whole merchant back: no worker gets a slot, or uses one it holds, before now + delay. */
+    /**
+     * Pushes the merchant's whole destination back (every merchant row pointing there): no worker gets a slot, or uses
+     * one it holds, before now + delay.
+     */
     async pushBack(merchantId: string, delayMs: number, reason: string): Promise<void> {
       await pool.query(
-        `UPDATE merchant_rate_limits
-            SET paused_until = greatest(paused_until, clock_timestamp() + make_interval(secs => $2::double precision / 1000)),
-                pause_reason = $3::text
-          WHERE merchant_id = $1::text`,
+        `INSERT INTO destination_budgets AS b (origin, paused_until, pause_reason)
+         SELECT ${DESTINATION_OF}, clock_timestamp() + make_interval(secs => $2::double precision / 1000), $3::text
+         ON CONFLICT (origin) DO UPDATE
+            SET paused_until = greatest(b.paused_until, excluded.paused_until), pause_reason = excluded.pause_reason`,
         [merchantId, delayMs, reason],
       );
     },

@@ -154,6 +154,7 @@ export function createRegionWorker({
       pool,
       endpointRules: webhooks,
       maxInFlightPerMerchant: webhooks.maxInFlightPerMerchant,
+      destinationRateShare: webhooks.destinationRateShare,
       sealer,
       fourEyes,
       maxWorkflowIdLength,
