@@ -49,6 +49,11 @@ export interface ChaosOptions {
   historiesToScan: number;
   /** The Temporal under test: the dev server (default) or the production server with N shards on PostgreSQL. */
   temporal?: TemporalBackend;
+  /**
+   * The cluster's history hosts (cluster only): 2 runs a second server process with the history service alone, same
+   * persistence and membership, and a fault SIGKILLs it mid-night (its shards move to the other host).
+   */
+  historyHosts?: 1 | 2;
   /** The share of holds the processor calls back about (captures, reversals, increments); 0.15 unless said. */
   callbackShare?: number;
   cacheDir: string;
@@ -81,6 +86,50 @@ export interface ChaosReport {
    */
   serverFailedWorkflowTasks: Record<string, number>;
   quiescenceSeconds: number;
+  /** With two history hosts: when one was killed, and how the releases of both regions went on around it. */
+  historyHostKill?: ReleasePause;
+}
+
+/** Releases around a moment (a history host's kill): per second, and the longest time none happened. */
+export interface ReleasePause {
+  atSeconds: number;
+  /** Releases in each second from 10 s before the moment to 60 s after it (index 10: the second it began). */
+  releasesPerSecond: number[];
+  /** The longest run of whole seconds without a release, from the moment on, while releases were still to come. */
+  longestPauseSeconds: number;
+  /** The longest gap between two consecutive releases that spans or follows the moment (ms). */
+  longestGapMs: number;
+  /** The median gap between consecutive releases in the 10 s before the moment (ms), for comparison. */
+  medianGapBeforeMs: number;
+}
+
+/** `releasedAt` (ms), all regions: how releases went on around `atMs`. */
+export function releasePause(releasedAt: readonly number[], atMs: number, startedAtMs: number): ReleasePause {
+  const times = [...releasedAt].sort((a, b) => a - b);
+  const releasesPerSecond = Array.from({ length: 70 }, (_, i) => {
+    const from = atMs + (i - 10) * 1000;
+    return times.filter((t) => t >= from && t < from + 1000).length;
+  });
+  const last = times.at(-1) ?? atMs;
+  let longestPauseSeconds = 0;
+  for (let i = 10, run = 0; i < releasesPerSecond.length && atMs + (i - 10) * 1000 < last; i++) {
+    run = releasesPerSecond[i] === 0 ? run + 1 : 0;
+    longestPauseSeconds = Math.max(longestPauseSeconds, run);
+  }
+  let longestGapMs = 0;
+  for (let i = 1; i < times.length; i++) if (times[i]! > atMs) longestGapMs = Math.max(longestGapMs, times[i]! - Math.max(times[i - 1]!, atMs));
+  const before = times.filter((t) => t >= atMs - 10_000 && t < atMs);
+  const gaps = before
+    .slice(1)
+    .map((t, i) => t - before[i]!)
+    .sort((a, b) => a - b);
+  return {
+    atSeconds: Math.round((atMs - startedAtMs) / 100) / 10,
+    releasesPerSecond,
+    longestPauseSeconds,
+    longestGapMs: Math.round(longestGapMs),
+    medianGapBeforeMs: gaps.length ? Math.round(gaps[Math.floor(gaps.length / 2)]!) : 0,
+  };
 }
 
 const REGION_SHARE: Record<Region, number> = { us: 0.6, eu: 0.4 };
@@ -149,6 +198,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['chaos_us', 'chaos_eu'], durable: true });
   // A restart comes back on the same port (workers and clients reconnect there), with the same state.
   let temporalPort = backend.kind === 'dev' ? await freePort() : undefined;
+  if (options.historyHosts === 2 && backend.kind !== 'cluster') throw new Error('two history hosts need the cluster backend (--temporal cluster)');
+  let historyHost: { pid: number; kill(): Promise<void> } | undefined;
   const startTemporal = async (): Promise<{ address: string; stop(): Promise<void> }> => {
     if (backend.kind === 'dev') {
       return startDevServer({
@@ -170,6 +221,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       synchronousCommit: backend.synchronousCommit,
     });
     temporalPort = Number(cluster.address.split(':').pop());
+    if (options.historyHosts === 2) historyHost = await cluster.addHistoryHost();
     return cluster;
   };
   let server = await startTemporal();
@@ -196,6 +248,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   let workerChanges = Promise.resolve();
   const exclusively = (change: () => Promise<void>) => (workerChanges = workerChanges.then(change));
   let startedAt = Date.now();
+  let historyHostKilledAt: number | undefined;
   const fault = (kind: string, detail: string) => {
     faults.push({ atSeconds: Math.round((Date.now() - startedAt) / 100) / 10, kind, detail });
     log(`[chaos] +${faults.at(-1)!.atSeconds}s ${kind}: ${detail}`);
@@ -339,6 +392,19 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           fault('receiver restart', `the ${regions[index]!.region} receiver is running again; its relay hands over what is left`);
         },
       },
+      ...(options.historyHosts === 2
+        ? [
+            {
+              // Before the Temporal restart's range: the restart brings up a new pair of hosts.
+              atMs: at(0.1 * window, 0.25 * window),
+              run: async () => {
+                fault('history host kill', `SIGKILL history host 2 (pid ${historyHost!.pid}); its shards move to the other host`);
+                historyHostKilledAt = Date.now();
+                await historyHost!.kill();
+              },
+            },
+          ]
+        : []),
       {
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
@@ -470,9 +536,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     log(
       `[chaos] tightest receiver-side second: ${tightest ? `${tightest.merchantId} (limit ${tightest.limit}), ${tightest.headroomMs} ms of headroom` : 'none'}`,
     );
+    let historyHostKill: ReleasePause | undefined;
+    if (historyHostKilledAt !== undefined) {
+      const releasedAt: number[] = [];
+      for (const region of regions) {
+        const { rows } = await region.pool.query<{ ms: number }>(
+          `SELECT extract(epoch FROM released_at) * 1000 AS ms FROM auth_holds WHERE released_at IS NOT NULL`,
+        );
+        releasedAt.push(...rows.map((r) => Number(r.ms)));
+      }
+      historyHostKill = releasePause(releasedAt, historyHostKilledAt, startedAt);
+      log(
+        `[chaos] history host killed at +${historyHostKill.atSeconds}s: releases paused at most ${historyHostKill.longestPauseSeconds} whole s ` +
+          `(longest gap ${historyHostKill.longestGapMs} ms; median gap before ${historyHostKill.medianGapBeforeMs} ms); per second from -10 s: ` +
+          historyHostKill.releasesPerSecond.join(' '),
+      );
+    }
     return {
       seed: options.seed,
       holds: options.holds,
+      historyHostKill,
       faults,
       deliveries,
       requests: merchants.requests().length,

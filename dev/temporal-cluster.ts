@@ -14,6 +14,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
+import pg from 'pg';
 import { EmbeddedServiceError } from '../src/errors.js';
 import { CLUSTER_SERVER_NAME, type CertificateFiles, type ClusterPki } from './pki.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
@@ -24,6 +25,7 @@ const REPO = path.resolve(import.meta.dirname, '..');
 /** The files every Temporal cluster of this project runs with; compose mounts the same ones. */
 export const TEMPORAL_DEPLOY_DIR = path.join(REPO, 'deploy/temporal');
 const SERVICE = 'Temporal cluster';
+const pgClient = pg.Client;
 /** A cold start on PostgreSQL (membership, shard ownership, the system workflows) takes ~15 s on 2 cores. */
 const START_TIMEOUT_MS = 120_000;
 
@@ -196,6 +198,11 @@ export interface TemporalCluster {
   readonly metricsUrl: string;
   readonly shards: number;
   readonly pid: number;
+  /**
+   * A second history host: another server process running the history service alone, on the same persistence and
+   * membership (frontend port + 4, metrics + 21); shards are spread over both hosts, and move when one dies.
+   */
+  addHistoryHost(): Promise<{ pid: number; kill(): Promise<void>; stop(): Promise<void> }>;
   stop(): Promise<void>;
 }
 
@@ -207,14 +214,14 @@ const portFree = (port: number) =>
   });
 
 /**
- * A frontend port whose siblings (config.yaml: +1, +2, +3 (internal-frontend), +6, each −1000 for membership, +10 and
- * +13 HTTP, +20 metrics) are free too.
+ * A frontend port whose siblings (config.yaml: +1, +2, +3 (internal-frontend), +4 (a second history host), +6, each
+ * −1000 for membership, +10 and +13 HTTP, +20 and +21 metrics) are free too.
  */
 async function freeClusterPort(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     // Below Linux's ephemeral range (32768+), where outgoing connections would take a checked port back.
     const base = 11_000 + 30 * Math.floor(Math.random() * 700);
-    const ports = [0, 1, 2, 3, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 13, base + 20]);
+    const ports = [0, 1, 2, 3, 4, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 13, base + 20, base + 21]);
     if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base;
   }
   throw new EmbeddedServiceError(SERVICE, 'no free range of ports found', 'free some ports or pass one');
@@ -255,7 +262,6 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   const port = options.port ?? (await freeClusterPort());
   await fs.mkdir(options.dataDir, { recursive: true });
   const logFile = path.join(options.dataDir, 'temporal-server.log');
-  const output = createWriteStream(logFile, { flags: 'a' });
   const security = options.security;
   const securityEnv = security
     ? {
@@ -270,48 +276,68 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
       }
     : {};
   // A locked cluster runs an internal-frontend for its own system workers (config.yaml).
-  const services = security ? ['frontend', 'internal-frontend', 'history', 'matching', 'worker'].flatMap((s) => ['--service', s]) : [];
-  // Unlocked (the bench, npm start's cluster): no authorizer, said explicitly (the flag only silences the warning).
-  const args = ['--root', REPO, '--config', 'deploy/temporal', '--env', 'config', ...(security ? [] : ['--allow-no-auth']), 'start', ...services];
-  const child: ChildProcess = spawn(binaries.server, args, {
-    cwd: REPO,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      ...dbEnv,
-      ...securityEnv,
-      NUM_HISTORY_SHARDS: String(options.shards),
-      TEMPORAL_FRONTEND_PORT: String(port),
-      TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 20}`,
-      TEMPORAL_DYNAMIC_CONFIG: path.join(TEMPORAL_DEPLOY_DIR, 'dynamicconfig.yaml'),
-      // config.yaml's tuning knobs, when the caller's environment sets them.
-      ...Object.fromEntries(TUNING_VARIABLES.filter((v) => process.env[v]).map((v) => [v, process.env[v]!])),
-      ...(options.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {}),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  child.stdout!.pipe(output);
-  child.stderr!.pipe(output);
-  let exited: string | undefined;
-  const exit = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exited = `exited (${signal ?? code})`;
-      resolve();
-    });
-    child.once('error', (err) => {
-      exited = err.message;
-      resolve();
-    });
-  });
-  const stop = async () => {
-    if (!exited) {
-      child.kill('SIGTERM');
-      const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
-      await exit;
-      clearTimeout(kill);
-    }
-    output.end();
+  const services = security ? ['frontend', 'internal-frontend', 'history', 'matching', 'worker'] : [];
+  const serverEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    ...dbEnv,
+    ...securityEnv,
+    NUM_HISTORY_SHARDS: String(options.shards),
+    TEMPORAL_FRONTEND_PORT: String(port),
+    TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 20}`,
+    TEMPORAL_DYNAMIC_CONFIG: path.join(TEMPORAL_DEPLOY_DIR, 'dynamicconfig.yaml'),
+    // config.yaml's tuning knobs, when the caller's environment sets them.
+    ...Object.fromEntries(TUNING_VARIABLES.filter((v) => process.env[v]).map((v) => [v, process.env[v]!])),
+    ...(options.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {}),
   };
+  /** One server process running `services` (none: every service config.yaml names), its output appended to `logFile`. */
+  const spawnServer = (processServices: readonly string[], extraEnv: Record<string, string>, file: string) => {
+    // Unlocked (the bench, npm start's cluster): no authorizer, said explicitly (the flag only silences the warning).
+    const args = [
+      '--root',
+      REPO,
+      '--config',
+      'deploy/temporal',
+      '--env',
+      'config',
+      ...(security ? [] : ['--allow-no-auth']),
+      'start',
+      ...processServices.flatMap((service) => ['--service', service]),
+    ];
+    const output = createWriteStream(file, { flags: 'a' });
+    const child: ChildProcess = spawn(binaries.server, args, { cwd: REPO, env: { ...serverEnv, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout!.pipe(output);
+    child.stderr!.pipe(output);
+    const state: { exited: string | undefined } = { exited: undefined };
+    const exit = new Promise<void>((resolve) => {
+      child.once('exit', (code, signal) => {
+        state.exited = `exited (${signal ?? code})`;
+        resolve();
+      });
+      child.once('error', (err) => {
+        state.exited = err.message;
+        resolve();
+      });
+    });
+    const stopProcess = async (signal: NodeJS.Signals = 'SIGTERM') => {
+      if (!state.exited) {
+        child.kill(signal);
+        const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+        await exit;
+        clearTimeout(kill);
+      }
+      output.end();
+    };
+    return { child, state, stop: stopProcess };
+  };
+  const main = spawnServer(services, {}, logFile);
+  const { child } = main;
+  const historyHosts: { stop(signal?: NodeJS.Signals): Promise<void> }[] = [];
+  const stop = async () => {
+    await Promise.all(historyHosts.map((h) => h.stop()));
+    await main.stop();
+  };
+  const exitedAs = () => main.state.exited;
   const address = `127.0.0.1:${port}`;
   const adminTls = security ? await lockedClusterTls(security.pki, await security.pki.client('cluster-admin')) : undefined;
   const adminConnection = { address, ...(security ? { tls: adminTls, apiKey: security.adminToken } : {}) };
@@ -328,7 +354,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
 
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    if (exited) throw await failed(exited);
+    if (exitedAs()) throw await failed(exitedAs()!);
     const serving = await Connection.connect({ ...adminConnection, connectTimeout: 2_000 })
       .then(async (connection) => {
         try {
@@ -391,6 +417,39 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     metricsUrl: `http://127.0.0.1:${port + 20}/metrics`,
     shards: options.shards,
     pid: child.pid!,
+    async addHistoryHost() {
+      const n = historyHosts.length + 1;
+      if (n > 1) throw new EmbeddedServiceError(SERVICE, 'one extra history host at most', 'its ports are frontend + 4 and frontend + 21');
+      const hostLog = path.join(options.dataDir, `temporal-history-${n}.log`);
+      const host = spawnServer(['history'], { TEMPORAL_HISTORY_PORT: String(port + 4), TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 21}` }, hostLog);
+      historyHosts.push(host);
+      // Joined when the membership table lists it: the shards are then spread over both hosts.
+      const membership = new URL(options.postgresUrl);
+      membership.pathname = `/${prefix}`;
+      const joined = async () => {
+        const db = new pgClient({ connectionString: membership.toString() });
+        try {
+          await db.connect();
+          const { rows } = await db.query<{ n: number }>(
+            'SELECT count(*)::integer AS n FROM cluster_membership WHERE rpc_port = $1 AND record_expiry > now()',
+            [port + 4],
+          );
+          return rows[0]!.n > 0;
+        } catch {
+          return false;
+        } finally {
+          await db.end().catch(() => undefined);
+        }
+      };
+      for (const deadline = Date.now() + START_TIMEOUT_MS; !(await joined());) {
+        if (host.state.exited) throw new EmbeddedServiceError(SERVICE, `history host ${n} ${host.state.exited}`, `see ${hostLog}`);
+        if (Date.now() > deadline)
+          throw new EmbeddedServiceError(SERVICE, `history host ${n} did not join in ${START_TIMEOUT_MS / 1000} s`, `see ${hostLog}`);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      log(`Temporal history host ${n} (pid ${host.child.pid}) joined the cluster on 127.0.0.1:${port + 4} (log: ${hostLog})`);
+      return { pid: host.child.pid!, kill: () => host.stop('SIGKILL'), stop: () => host.stop() };
+    },
     async stop() {
       await ui?.stop();
       await stop();

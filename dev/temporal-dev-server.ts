@@ -40,7 +40,23 @@ export function devServerArgs(options: DevServerOptions): string[] {
   return args;
 }
 
+/**
+ * The SDK gives the server a fixed 5 s to answer; on a loaded 2-core machine a cold start misses that now and then
+ * (the server did not fail: it was slow). Such a start is tried again, up to three times in all.
+ */
+const START_TRIES = 3;
+
 async function startWith(executable: TemporalExecutable, options: DevServerOptions): Promise<TestWorkflowEnvironment> {
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startOnce(executable, options);
+    } catch (err) {
+      if (tries >= START_TRIES || !/did not start within/.test((err as Error).message)) throw err;
+    }
+  }
+}
+
+async function startOnce(executable: TemporalExecutable, options: DevServerOptions): Promise<TestWorkflowEnvironment> {
   return TestWorkflowEnvironment.createLocal({
     server: {
       executable,

@@ -1,6 +1,7 @@
 /**
- * `npm run chaos [-- --seed 7 --holds 3000 --workers 3 --temporal cluster --shards 4]`: the chaos run
- * (bench/chaos-run.ts) with its report printed and written to bench/results/chaos-<seed>[-cluster-<shards>].json.
+ * `npm run chaos [-- --seed 7 --holds 3000 --workers 3 --temporal cluster --shards 4 --history-hosts 2]`: the chaos run
+ * (bench/chaos-run.ts) with its report printed and written to bench/results/chaos-<seed>[-cluster-<shards>[-2hosts]].json.
+ * `--history-hosts 2` (cluster only) runs a second history host and SIGKILLs it mid-night.
  * Exit code 0 only when every invariant holds and no workflow task failed in the workers.
  */
 import fs from 'node:fs/promises';
@@ -19,8 +20,11 @@ const { values } = parseArgs({
     'fault-window-seconds': { type: 'string', default: '60' },
     temporal: { type: 'string', default: 'dev' },
     shards: { type: 'string', default: '4' },
+    'history-hosts': { type: 'string', default: '1' },
   },
 });
+const historyHosts = Number(values['history-hosts']);
+if (historyHosts !== 1 && historyHosts !== 2) throw new Error(`--history-hosts ${values['history-hosts']}: 1 or 2`);
 const temporal = parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!]);
 const report = await runChaos({
   seed: Number(values.seed),
@@ -33,15 +37,17 @@ const report = await runChaos({
   quiescenceTimeoutMs: 15 * 60_000,
   historiesToScan: 2000,
   temporal,
+  historyHosts,
   cacheDir: loadDevConfig().cacheDir,
   log: (line) => console.log(line),
 });
 console.log(JSON.stringify({ ...report, violations: report.violations.length }, null, 2));
 for (const v of report.violations) console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
 await fs.mkdir('bench/results', { recursive: true });
-const suffix = temporal.kind === 'cluster' ? `-cluster-${temporal.shards}` : '';
+const suffix = temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${historyHosts === 2 ? '-2hosts' : ''}` : '';
 await fs.writeFile(`bench/results/chaos-${report.seed}${suffix}.json`, JSON.stringify(report, null, 2));
 console.log(
-  `reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}${suffix ? ` --temporal cluster --shards ${temporal.shards}` : ''}`,
+  `reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}` +
+    (temporal.kind === 'cluster' ? ` --temporal cluster --shards ${temporal.shards}${historyHosts === 2 ? ' --history-hosts 2' : ''}` : ''),
 );
 process.exit(report.violations.length === 0 && report.workflowTaskFailures.length === 0 ? 0 : 1);

@@ -137,10 +137,11 @@ describe('merchant ping and rotate-secret', () => {
 
     const down = await pingMerchant(us.pool, DEV_RULES, secrets, id);
     expect(down).toMatchObject({ statusCode: 503, policyAction: 'retry', policyRule: '5xx', responseExcerpt: 'down for a moment' });
-    // The budget was used: the merchant's gate moved.
-    const gate = await us.pool.query<{ moved: boolean }>(`SELECT gate_tat > '-infinity' AS moved FROM merchant_rate_limits WHERE merchant_id = $1`, [
-      id,
-    ]);
+    // The budget was used: the gate of the merchant's destination (its endpoint's origin) moved.
+    const gate = await us.pool.query<{ moved: boolean }>(
+      `SELECT b.gate_tat > '-infinity' AS moved FROM destination_budgets b JOIN merchants m ON m.endpoint_origin = b.origin WHERE m.id = $1`,
+      [id],
+    );
     expect(gate.rows[0]!.moved).toBe(true);
   });
 
@@ -254,7 +255,7 @@ describe('the CLI', () => {
       harness.merchants.script(id, { secrets: [added.signingSecret] });
 
       expect(await ops('ping', id)).toBe(0);
-      expect(lines.pop()).toMatch(/^ping ping_\S+ to http:\/\/127\.0\.0\.1:\d+\/webhooks\/\S+: HTTP 200 in \d+ ms \(signed with 1 key\(s\)/m);
+      expect(lines.pop()).toMatch(/^ping ping_\S+ to http:\/\/127\.\d+\.\d+\.\d+:\d+\/webhooks\/\S+: HTTP 200 in \d+ ms \(signed with 1 key\(s\)/m);
       expect(await ops('rotate-secret', id, '--overlap', '2h')).toBe(0);
       const rotatedLine = lines.pop()!;
       expect(rotatedLine).toMatch(/signing secret \(shown once.*\): whsec_\S+\nevery webhook is signed with both secrets until \d{4}-/);
