@@ -33,6 +33,19 @@ import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 
+/** The faults a run injects (all of them unless `only` names some). */
+export const FAULT_KINDS = [
+  'second-sweep',
+  'freeze',
+  'worker-kill',
+  'receiver-kill',
+  'history-host-kill',
+  'temporal-restart',
+  'deploy',
+  'postgres-restart',
+] as const;
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
 export interface ChaosOptions {
   seed: number;
   holds: number;
@@ -54,6 +67,8 @@ export interface ChaosOptions {
    * persistence and membership, and a fault SIGKILLs it mid-night (its shards move to the other host).
    */
   historyHosts?: 1 | 2;
+  /** Only these faults (e.g. one, to measure what it alone does); every one unless said. */
+  only?: readonly FaultKind[];
   /** The share of holds the processor calls back about (captures, reversals, increments); 0.15 unless said. */
   callbackShare?: number;
   cacheDir: string;
@@ -221,7 +236,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       synchronousCommit: backend.synchronousCommit,
     });
     temporalPort = Number(cluster.address.split(':').pop());
-    if (options.historyHosts === 2) historyHost = await cluster.addHistoryHost();
+    if (options.historyHosts === 2) {
+      try {
+        historyHost = await cluster.addHistoryHost();
+      } catch (err) {
+        await cluster.stop();
+        throw err;
+      }
+    }
     return cluster;
   };
   let server = await startTemporal();
@@ -327,8 +349,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // The faults, at seeded random times inside the window.
     const at = (fromMs: number, toMs: number) => fromMs + random() * (toMs - fromMs);
     const window = options.faultWindowMs;
-    const plan: { atMs: number; run: () => Promise<void> }[] = [
+    const planned: { kind: FaultKind; atMs: number; run: () => Promise<void> }[] = [
       {
+        kind: 'second-sweep' as const,
         atMs: at(0.05 * window, 0.2 * window),
         run: async () => {
           const region = regions[Math.floor(random() * regions.length)]!;
@@ -344,6 +367,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       },
       {
+        kind: 'freeze' as const,
         atMs: at(0.05 * window, 0.3 * window),
         run: async () => {
           fault('freeze', `m_us_0 and m_eu_0 accept connections and never answer for ${options.freezeMs / 1000} s`);
@@ -365,6 +389,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       },
       ...Array.from({ length: options.kills }, () => ({
+        kind: 'worker-kill' as const,
         atMs: at(0.1 * window, window),
         run: async () => {
           const index = Math.floor(random() * options.workers);
@@ -379,6 +404,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       })),
       {
+        kind: 'receiver-kill' as const,
         atMs: at(0.1 * window, 0.5 * window),
         run: async () => {
           const index = Math.floor(random() * receivers.length);
@@ -396,6 +422,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         ? [
             {
               // Before the Temporal restart's range: the restart brings up a new pair of hosts.
+              kind: 'history-host-kill' as const,
               atMs: at(0.1 * window, 0.25 * window),
               run: async () => {
                 fault('history host kill', `SIGKILL history host 2 (pid ${historyHost!.pid}); its shards move to the other host`);
@@ -406,6 +433,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           ]
         : []),
       {
+        kind: 'temporal-restart' as const,
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
           fault('temporal restart', `${temporalName} stopped (its state survives, in SQLite or PostgreSQL)`);
@@ -416,6 +444,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       },
       {
+        kind: 'deploy' as const,
         atMs: at(0.2 * window, 0.7 * window),
         run: async () => {
           // A rolling deploy (docs/deploys.md): each worker process in turn drains and comes back as build B, the
@@ -439,6 +468,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       },
       {
+        kind: 'postgres-restart' as const,
         atMs: at(0.5 * window, 0.9 * window),
         run: async () => {
           fault('postgres restart', 'ledger database stopped');
@@ -446,7 +476,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           fault('postgres restart', 'ledger database running again');
         },
       },
-    ].sort((a, b) => a.atMs - b.atMs);
+    ];
+    const plan = planned.filter((step) => !options.only || options.only.includes(step.kind)).sort((a, b) => a.atMs - b.atMs);
     // Faults overlap in time the way they would in life: each runs when its moment comes.
     await Promise.all(
       plan.map(async (step) => {

@@ -431,8 +431,9 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
         try {
           await db.connect();
           const { rows } = await db.query<{ n: number }>(
-            'SELECT count(*)::integer AS n FROM cluster_membership WHERE rpc_port = $1 AND record_expiry > now()',
-            [port + 4],
+            // Role 2 is history; a host is listed by its membership (ringpop) port.
+            'SELECT count(*)::integer AS n FROM cluster_membership WHERE role = 2 AND rpc_port = ANY($1::integer[]) AND record_expiry > now()',
+            [[port + 4, port + 4 - 1000]],
           );
           return rows[0]!.n > 0;
         } catch {
