@@ -16,6 +16,7 @@ import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import pg from 'pg';
 import { EmbeddedServiceError } from '../src/errors.js';
+import { goCommand } from './go-tools.js';
 import { CLUSTER_SERVER_NAME, type CertificateFiles, type ClusterPki } from './pki.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
 import { TEMPORAL_AUDIENCE } from './token-issuer.js';
@@ -82,7 +83,8 @@ export async function obtainTemporalServer(cacheDir: string, log: (line: string)
   const building = `${dir}.building-${process.pid}`;
   await fs.rm(building, { recursive: true, force: true });
   await fs.mkdir(building, { recursive: true });
-  const go = (args: string[], cwd?: string) => goCommand(args, { cwd, GOBIN: building });
+  const go = (args: string[], cwd?: string) =>
+    goCommand(SERVICE, args, { cwd, GOBIN: building, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
   const started = Date.now();
   const goMod = await fs.readFile(path.join(TEMPORAL_SERVER_MODULE, 'go.mod'), 'utf8');
   if (!goMod.includes(`go.temporal.io/server v${version}\n`)) {
@@ -123,7 +125,8 @@ export async function obtainTemporalUi(cacheDir: string, log: (line: string) => 
   const building = `${dir}.building-${process.pid}`;
   await fs.rm(building, { recursive: true, force: true });
   await fs.mkdir(building, { recursive: true });
-  const go = (args: string[], cwd?: string) => goCommand(args, { cwd, GOBIN: building });
+  const go = (args: string[], cwd?: string) =>
+    goCommand(SERVICE, args, { cwd, GOBIN: building, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
   const module = JSON.parse(await go(['mod', 'download', '-json', `github.com/temporalio/ui-server/v2@v${version}`])) as { Dir: string };
   const source = path.join(building, 'src');
   await fs.cp(module.Dir, source, { recursive: true });
@@ -133,26 +136,6 @@ export async function obtainTemporalUi(cacheDir: string, log: (line: string) => 
   await fs.rm(dir, { recursive: true, force: true });
   await fs.rename(building, dir);
   return binary;
-}
-
-/** Runs `go`, failing with a named error that says what to install. */
-async function goCommand(args: string[], options: { cwd?: string; GOBIN: string }): Promise<string> {
-  try {
-    return (
-      await exec('go', args, {
-        cwd: options.cwd,
-        env: { ...process.env, GOBIN: options.GOBIN, GOFLAGS: '-mod=mod' },
-        maxBuffer: 64 * 1024 * 1024,
-      })
-    ).stdout;
-  } catch (err) {
-    throw new EmbeddedServiceError(
-      SERVICE,
-      `go ${args.join(' ')}: ${(err as Error).message.split('\n').slice(0, 12).join('\n')}`,
-      'install Go (https://go.dev/dl/) with access to the Go module proxy, or set TEMPORAL_ADDRESS to a cluster you run',
-      { cause: err },
-    );
-  }
 }
 
 export interface ClusterOptions {
