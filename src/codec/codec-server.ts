@@ -10,6 +10,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { ConfigError } from '../errors.js';
+import { CounterRegistry } from '../observability/prometheus-text.js';
 
 export interface CodecServerOptions {
   /** Codec per Temporal namespace. */
@@ -56,7 +57,14 @@ function authorized(header: string | undefined, token: string): boolean {
 export async function startCodecServer(options: CodecServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
   // An empty list would leave no origin to answer with (config.ts refuses it too): a named error, not a crash later.
   if (options.corsOrigins.length === 0) throw new ConfigError('CODEC_CORS_ORIGIN', '', 'at least one Web UI origin, e.g. http://localhost:8080');
+  // Its /metrics: scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert (CodecServerDown).
+  const metrics = new CounterRegistry();
+  const requestsTotal = metrics.counter('hold_sweeper_codec_requests_total', 'codec requests answered, by route and status', ['route', 'status']);
   const server = http.createServer((req, res) => {
+    res.once('finish', () => {
+      const route = new URL(req.url ?? '/', 'http://codec').pathname;
+      requestsTotal.inc({ route: ['/encode', '/decode', '/metrics'].includes(route) ? route : 'other', status: String(res.statusCode) });
+    });
     handle(req, res).catch((err: unknown) => {
       // Never an unhandled rejection: answer (if we still can) and go on serving.
       if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'application/json' });
@@ -79,6 +87,11 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
       res.end(body === undefined ? undefined : JSON.stringify(body));
     };
     if (req.method === 'OPTIONS') return reply(200);
+    if (req.method === 'GET' && new URL(req.url ?? '/', 'http://codec').pathname === '/metrics') {
+      res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4' });
+      res.end(metrics.render());
+      return;
+    }
     // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
     const route = /^\/(encode|decode)$/.exec(new URL(req.url ?? '/', 'http://codec').pathname);
     if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });

@@ -591,31 +591,54 @@ describe('deployment files', () => {
     }
   });
 
-  it('Prometheus scrapes each worker on its metrics port and each receiver on its own, with the alert rules', async () => {
+  it('Prometheus scrapes each worker, receiver (with its region), the codec endpoint and Temporal, with the alert rules and Alertmanager', async () => {
     const prometheus = parse(await read('deploy/prometheus/prometheus.yml')) as {
-      scrape_configs: { static_configs: { targets: string[] }[] }[];
+      scrape_configs: { job_name: string; static_configs: { targets: string[]; labels?: { region?: string } }[] }[];
       rule_files: string[];
+      alerting: { alertmanagers: { static_configs: { targets: string[] }[] }[] };
     };
-    expect(prometheus.scrape_configs[0]!.static_configs[0]!.targets).toEqual(['worker-us:9464', 'worker-eu:9464']);
-    expect(prometheus.scrape_configs[1]!.static_configs[0]!.targets).toEqual(['receiver-us:8090', 'receiver-eu:8090']);
-    const compose = parse(await read('docker-compose.yml')) as { services: Record<string, { volumes?: string[] }> };
+    const targets = Object.fromEntries(
+      prometheus.scrape_configs.map((c) => [
+        c.job_name,
+        c.static_configs.flatMap((s) => s.targets.map((t) => `${t}${s.labels?.region ? ` ${s.labels.region}` : ''}`)),
+      ]),
+    );
+    expect(targets).toEqual({
+      'hold-sweeper-workers': ['worker-us:9464 us', 'worker-eu:9464 eu'],
+      'hold-sweeper-receivers': ['receiver-us:8090 us', 'receiver-eu:8090 eu'],
+      'hold-sweeper-codec': ['codec:8888'],
+      temporal: ['temporal:8000'],
+    });
+    const compose = parse(await read('docker-compose.yml')) as {
+      services: Record<string, { image?: string; volumes?: string[]; environment?: Record<string, string> }>;
+    };
     expect(compose.services.prometheus!.volumes).toEqual(expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']));
     expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
+    // The versions compose runs are the ones the tests build and run (dev/prometheus-tools.ts).
+    expect(compose.services.prometheus!.image).toBe(`prom/prometheus:v${(await read('deploy/prometheus/prometheus-version')).trim()}`);
+    expect(compose.services.alertmanager!.image).toBe(`prom/alertmanager:v${(await read('deploy/alertmanager/alertmanager-version')).trim()}`);
+    expect(prometheus.alerting.alertmanagers[0]!.static_configs[0]!.targets).toEqual(['alertmanager:9093']);
+    expect(compose.services.temporal!.environment!.TEMPORAL_METRICS_ADDRESS).toBe('0.0.0.0:8000');
   });
 
-  it('alert rules parse, page on exported metrics, and each links a runbook section', async () => {
+  it('alert rules parse, page on exported metrics, and each links its runbook section by an absolute URL', async () => {
     const rules = (
       parse(await read('deploy/prometheus/alerts.yml')) as {
-        groups: { rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook: string } }[] }[];
+        groups: { rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook_url: string } }[] }[];
       }
     ).groups.flatMap((g) => g.rules);
     const runbook = await read('docs/runbook.md');
-    // The workers' metrics and the receivers' counters.
-    const exported = (await Promise.all(['src/observability/metrics.ts', 'src/processor/receiver.ts'].map(read)))
+    const { repository } = JSON.parse(await read('package.json')) as { repository: { url: string } };
+    // The workers' metrics, the receivers' and the codec endpoint's counters.
+    const exported = (await Promise.all(['src/observability/metrics.ts', 'src/processor/receiver.ts', 'src/codec/codec-server.ts'].map(read)))
       .join('\n')
       .match(/'hold_sweeper_\w+'/g)!
       .map((m) => m.slice(1, -1));
     expect(rules.map((r) => r.alert)).toEqual([
+      'WorkersDown',
+      'ReceiversDown',
+      'TemporalDown',
+      'CodecServerDown',
       'HoldReleaseBehind',
       'WebhookDeliveryBehind',
       'WebhooksQuarantined',
@@ -632,7 +655,7 @@ describe('deployment files', () => {
     for (const rule of rules) {
       expect(['page', 'ticket']).toContain(rule.labels.severity);
       expect(runbook).toContain(`## ${rule.alert}`);
-      expect(rule.annotations.runbook).toBe(`docs/runbook.md#${rule.alert.toLowerCase()}`);
+      expect(rule.annotations.runbook_url).toBe(`${repository.url}/blob/main/docs/runbook.md#${rule.alert.toLowerCase()}`);
       for (const metric of rule.expr.match(/hold_sweeper_\w+/g) ?? []) expect(exported).toContain(metric);
     }
   });
