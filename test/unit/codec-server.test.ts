@@ -57,6 +57,14 @@ describe('case 9, fail closed: the codec endpoint', () => {
     expect(await decoded.json()).toEqual(payloads);
   });
 
+  it('serves its request counts on /metrics (scraped: its silence is an alert), and nothing of a payload', async () => {
+    await post('/decode', {});
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toContain('# TYPE hold_sweeper_codec_requests_total counter');
+    expect(metrics).toMatch(/hold_sweeper_codec_requests_total\{route="\/decode",status="401"\} [1-9]/);
+    expect(metrics).not.toContain('h_1');
+  });
+
   it('grants CORS to listed origins only, and a malformed request leaves it serving', async () => {
     const listed = await post('/decode', { Authorization: `Bearer ${TOKEN}`, Origin: UI });
     expect(listed.headers.get('access-control-allow-origin')).toBe(UI);
