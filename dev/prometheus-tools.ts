@@ -12,7 +12,6 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { goCommand } from './go-tools.js';
 
-const SERVICE = 'promtool';
 const DEPLOY_DIR = path.resolve(import.meta.dirname, '../deploy/prometheus');
 const ALERTMANAGER_DIR = path.resolve(import.meta.dirname, '../deploy/alertmanager');
 
@@ -34,22 +33,31 @@ const exists = (file: string) =>
   );
 
 /** promtool of the compose version, from the cache or built once (minutes on 2 cores). */
-export async function obtainPromtool(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
+export function obtainPromtool(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
+  return obtainPrometheusCommand('promtool', cacheDir, log);
+}
+
+/** The Prometheus server of the compose version (for the live alert test), from the cache or built once. */
+export function obtainPrometheus(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
+  return obtainPrometheusCommand('prometheus', cacheDir, log);
+}
+
+async function obtainPrometheusCommand(command: 'promtool' | 'prometheus', cacheDir: string, log: (line: string) => void): Promise<string> {
   const version = await prometheusVersion();
   const dir = path.join(cacheDir, 'prometheus', version);
-  const binary = path.join(dir, 'promtool');
+  const binary = path.join(dir, command);
   if (await exists(binary)) return binary;
-  log(`Building promtool ${version} from the Go module proxy (once; cached in ${dir})...`);
-  const building = `${dir}.building-${process.pid}`;
-  await fs.rm(building, { recursive: true, force: true });
-  await fs.mkdir(building, { recursive: true });
-  const go = (args: string[], cwd?: string) => goCommand(SERVICE, args, { cwd, GOBIN: building, env: { GOWORK: 'off' } });
+  log(`Building ${command} ${version} from the Go module proxy (once; cached in ${dir})...`);
+  await fs.mkdir(dir, { recursive: true });
+  const building = `${binary}.building-${process.pid}`;
+  const go = (args: string[], cwd?: string) => goCommand(command, args, { cwd, GOBIN: dir, env: { GOWORK: 'off' } });
   const module = JSON.parse(await go(['mod', 'download', '-json', `github.com/prometheus/prometheus@${prometheusModuleVersion(version)}`])) as {
     Dir: string;
   };
-  await go(['build', '-o', path.join(building, 'promtool'), './cmd/promtool'], module.Dir);
-  await fs.rm(dir, { recursive: true, force: true });
-  await fs.rename(building, dir);
+  // The server's web UI is not built: without the `builtinassets` tag it serves its pages from disk, and the tests
+  // use only its API.
+  await go(['build', '-o', building, `./cmd/${command}`], module.Dir);
+  await fs.rename(building, binary);
   return binary;
 }
 
