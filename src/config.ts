@@ -115,6 +115,11 @@ export interface ObservabilityConfig {
   /** QUARANTINE_PAGE_AFTER: a quarantined webhook older than this pages (a merchant not told for that long). */
   readonly quarantinePageAfterMs: number;
   /**
+   * DUPLICATE_SENDS_ALERT_RATIO: requests per distinct webhook sent over the last 15 minutes (first policy runs:
+   * replays and resends are declared, not counted) above which DuplicateSends fires. 1.5 by default.
+   */
+  readonly duplicateSendsAlertRatio: number;
+  /**
    * merchant_id on the delivery metrics (attempts, throttle waits, Retry-After): `all` (the default) counts every
    * merchant under merchant_id="all", so the series stay a handful whatever the number of merchants; `per-merchant`
    * gives each merchant its own, for deployments with a few thousand merchants at most.
@@ -220,6 +225,7 @@ export const CONFIG_VARIABLES = [
   'METRICS_GAUGE_INTERVAL',
   'METRICS_MERCHANT_LABEL',
   'QUARANTINE_PAGE_AFTER',
+  'DUPLICATE_SENDS_ALERT_RATIO',
   'LOG_LEVEL',
   'WORKFLOW_BUNDLE_PATH',
   'PAYLOAD_KEYS_US',
@@ -303,6 +309,15 @@ export function readInt(env: Env, variable: string, fallback: number, min: numbe
   if (!/^\d+$/.test(raw.trim())) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
+  return value;
+}
+
+/** A ratio of requests to webhooks, at least 1 (one request per webhook is the least there can be). */
+function readRatio(env: Env, variable: string, fallback: number): number {
+  const raw = env[variable];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 1) throw new ConfigError(variable, raw, 'a ratio of requests to webhooks, >= 1 (e.g. 1.5)');
   return value;
 }
 
@@ -590,6 +605,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     logLevel: logLevel as ObservabilityConfig['logLevel'],
     gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
     quarantinePageAfterMs: readDuration(env, 'QUARANTINE_PAGE_AFTER', '1h', 60_000),
+    duplicateSendsAlertRatio: readRatio(env, 'DUPLICATE_SENDS_ALERT_RATIO', 1.5),
     merchantLabel: (env.METRICS_MERCHANT_LABEL || 'all') as MerchantLabel,
   };
   if (!(MERCHANT_LABELS as readonly string[]).includes(observability.merchantLabel)) {

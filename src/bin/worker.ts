@@ -127,6 +127,7 @@ async function main() {
       meter,
       intervalMs: config.observability.gaugeIntervalMs,
       quarantinePageAfterMs: config.observability.quarantinePageAfterMs,
+      duplicateSendsAlertRatio: config.observability.duplicateSendsAlertRatio,
       sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
     });
     await gauges.refresh();

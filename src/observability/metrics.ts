@@ -97,8 +97,10 @@ export function startLedgerGauges(options: {
   sweep: SweepGaugeSource;
   /** QUARANTINE_PAGE_AFTER: a quarantine older than this pages (exported beside the count, so the rule reads it). */
   quarantinePageAfterMs: number;
+  /** DUPLICATE_SENDS_ALERT_RATIO, exported beside the ratio for the rule; 1.5 unless said. */
+  duplicateSendsAlertRatio?: number;
 }): LedgerGauges {
-  const { region, pool, meter, sweep, quarantinePageAfterMs } = options;
+  const { region, pool, meter, sweep, quarantinePageAfterMs, duplicateSendsAlertRatio = 1.5 } = options;
   const gauge = (name: string, unit: string, description: string) => meter.createGauge(name, 'float', unit, description);
   const oldestUnreleased = gauge('hold_sweeper_oldest_unreleased_hold_age_seconds', 's', 'age past expiry of the oldest expired, still active hold');
   const oldestUndelivered = gauge('hold_sweeper_oldest_undelivered_webhook_age_seconds', 's', 'age of the oldest pending webhook');
@@ -140,10 +142,24 @@ export function startLedgerGauges(options: {
     '1',
     'ledger reviews nobody has resolved (late captures, events that could not apply)',
   );
+  // What the delivery literature calls worth alerting on: how many requests each webhook took, over a window. First
+  // policy runs only: a replay or a resend is declared (a human asked for it), a retry or a second sender is not.
+  const windowRequests = gauge('hold_sweeper_webhook_requests_15m', '1', 'webhook requests sent in the last 15 minutes (first policy runs)');
+  const windowWebhooks = gauge('hold_sweeper_webhooks_sent_15m', '1', 'distinct webhooks those requests carried');
+  const requestsPerWebhook = gauge(
+    'hold_sweeper_requests_per_webhook',
+    '1',
+    'requests per distinct webhook over the last 15 minutes, first policy runs (1: each sent once; 0: none sent)',
+  );
+  const requestsPerWebhookAlert = gauge(
+    'hold_sweeper_requests_per_webhook_alert_above',
+    '1',
+    'the ratio above which DuplicateSends fires (DUPLICATE_SENDS_ALERT_RATIO)',
+  );
   const tags = { region };
 
   async function refresh() {
-    const [holds, pending, quarantine, other, requests, sweepAge, processor] = await Promise.all([
+    const [holds, pending, quarantine, other, requests, sweepAge, processor, sent] = await Promise.all([
       pool.query<{ age: number | null }>(
         `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,
       ),
@@ -169,6 +185,10 @@ export function startLedgerGauges(options: {
         `SELECT (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM processor_events WHERE applied_at IS NULL) AS age,
                 (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews`,
       ),
+      pool.query<{ requests: number; webhooks: number }>(
+        `SELECT count(*)::integer AS requests, count(DISTINCT webhook_id)::integer AS webhooks
+           FROM delivery_attempts WHERE started_at > now() - interval '15 minutes' AND policy_run = 1`,
+      ),
     ]);
     oldestUnreleased.set(holds.rows[0]?.age ?? 0, tags);
     oldestUndelivered.set(pending.rows[0]?.age ?? 0, tags);
@@ -193,6 +213,11 @@ export function startLedgerGauges(options: {
     sweepInterval.set(sweep.intervalMs / 1000, tags);
     oldestUnapplied.set(processor.rows[0]!.age ?? 0, tags);
     openReviews.set(processor.rows[0]!.reviews, tags);
+    const { requests: sentRequests, webhooks: sentWebhooks } = sent.rows[0]!;
+    windowRequests.set(sentRequests, tags);
+    windowWebhooks.set(sentWebhooks, tags);
+    requestsPerWebhook.set(sentWebhooks === 0 ? 0 : sentRequests / sentWebhooks, tags);
+    requestsPerWebhookAlert.set(duplicateSendsAlertRatio, tags);
   }
 
   let stopped = false;

@@ -262,6 +262,23 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(0);
   });
 
+  it('requests per webhook over the last 15 minutes (first policy runs) are exported beside the ratio that alerts', async () => {
+    const { rows } = await us.pool.query<{ requests: number; webhooks: number }>(
+      `SELECT count(*)::integer AS requests, count(DISTINCT webhook_id)::integer AS webhooks
+         FROM delivery_attempts WHERE started_at > now() - interval '15 minutes' AND policy_run = 1`,
+    );
+    const { requests, webhooks } = rows[0]!;
+    // This night's faulty merchants (503s, a 429) took more than one request for some webhooks.
+    expect(requests).toBeGreaterThan(webhooks);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_webhook_requests_15m', { region: 'us' }), { timeout: 10_000 })
+      .toBe(requests);
+    const metrics = await scrape();
+    expect(metricValue(metrics, 'hold_sweeper_webhooks_sent_15m', { region: 'us' })).toBe(webhooks);
+    expect(metricValue(metrics, 'hold_sweeper_requests_per_webhook', { region: 'us' })).toBeCloseTo(requests / webhooks, 6);
+    expect(metricValue(metrics, 'hold_sweeper_requests_per_webhook_alert_above', { region: 'us' })).toBe(1.5);
+  });
+
   it('log lines for one hold join by hold id from the sweep to its terminal state, with no secret in them', async () => {
     const lines = worker
       .output()
@@ -646,6 +663,7 @@ describe('deployment files', () => {
       'QuarantineAbandoned',
       'MerchantEndpointDisabled',
       'MerchantRateLimited',
+      'DuplicateSends',
       'SweepNotCompleting',
       'WorkflowTaskFailures',
       'ProcessorEventGap',
