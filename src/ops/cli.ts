@@ -562,6 +562,14 @@ function merchantLines(m: MerchantView): string {
     `delivery policy overrides: ${JSON.stringify(m.deliveryPolicy)}`,
     `signing secret: ${m.hasSigningSecret ? 'set' : 'NOT SET (deliveries quarantine as missing_secret)'}` +
       (m.hasPreviousSecret ? `; the previous one also signs until ${m.previousSecretSignsUntil ?? 'replaced'}` : ''),
+    `budget: destination ${m.budget.destination} at ${m.budget.destinationRatePerSecond}/s` +
+      (m.budget.sharedWith > 0 ? ` (shared with ${m.budget.sharedWith} other merchant row(s) on it)` : '') +
+      `; next free slot ${m.budget.nextSlotAt ?? 'now'}` +
+      (m.budget.pausedUntil ? `; pushed back until ${m.budget.pausedUntil} (${m.budget.pauseReason ?? 'no reason recorded'})` : ''),
+    `backlog: ${m.budget.backlog} pending` +
+      (m.budget.backlog > 0
+        ? `, oldest ${m.budget.oldestPendingSeconds} s old, about ${m.budget.drainSeconds} s to drain at the destination's pace`
+        : ''),
   ].join('\n');
 }
 

@@ -7,6 +7,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import { RATE_SAFETY_MARGIN } from './merchant-budget.js';
 
 /**
  * The merchant's previous signing secret while its rotation's overlap runs (`previous_signing_secret_until`,
@@ -35,6 +36,27 @@ export interface MerchantView {
   hasPreviousSecret: boolean;
   createdAt: string;
   updatedAt: string;
+  /** Where its sends stand in its destination's budget (migration 016), and what is waiting to go. */
+  budget: MerchantBudgetState;
+}
+
+/** A merchant's budget, as `merchant show` prints it: the destination's, shared with every row on its origin. */
+export interface MerchantBudgetState {
+  /** The endpoint's origin: the budget's key. */
+  destination: string;
+  /** Other merchant rows on the same origin, sharing the budget. */
+  sharedWith: number;
+  /** The strictest published rate on the origin: what the destination is paced at. */
+  destinationRatePerSecond: number;
+  /** When the next first attempt could go (the queue's next free slot), ISO 8601; null: now. */
+  nextSlotAt: string | null;
+  /** A 429's (or 503's) push-back of the destination still running: until when and why; null: none. */
+  pausedUntil: string | null;
+  pauseReason: string | null;
+  /** Its pending webhooks, the oldest's age, and how long the backlog takes at the destination's pace. */
+  backlog: number;
+  oldestPendingSeconds: number | null;
+  drainSeconds: number;
 }
 
 export interface NewMerchant {
@@ -75,17 +97,35 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     previous_until: string | null;
     created_at: string;
     updated_at: string;
+    destination: string;
+    shared_with: number;
+    destination_rate: string;
+    next_slot_at: string | null;
+    paused_until: string | null;
+    pause_reason: string | null;
+    backlog: number;
+    oldest_pending_seconds: number | null;
   }>(
     `SELECT m.id, m.name, m.endpoint_url, m.rate_per_second, m.burst, m.status, m.disabled_reason,
+            m.endpoint_origin AS destination,
+            (SELECT count(*) - 1 FROM merchants o WHERE o.endpoint_origin = m.endpoint_origin)::integer AS shared_with,
+            (SELECT min(o.rate_per_second) FROM merchants o WHERE o.endpoint_origin = m.endpoint_origin) AS destination_rate,
+            CASE WHEN b.tat > now() THEN ${isoUtc('b.tat')} END AS next_slot_at,
+            CASE WHEN b.paused_until > now() THEN ${isoUtc('b.paused_until')} END AS paused_until,
+            CASE WHEN b.paused_until > now() THEN b.pause_reason END AS pause_reason,
+            (SELECT count(*) FROM webhook_deliveries d WHERE d.merchant_id = m.id AND d.status = 'pending')::integer AS backlog,
+            (SELECT extract(epoch FROM now() - min(d.created_at))::float8 FROM webhook_deliveries d
+              WHERE d.merchant_id = m.id AND d.status = 'pending') AS oldest_pending_seconds,
             ${isoUtc('m.disabled_at')} AS disabled_at, m.delivery_policy,
             m.signing_secret IS NOT NULL AS has_secret, ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS has_previous,
             ${isoUtc('m.previous_signing_secret_until')} AS previous_until,
             ${isoUtc('m.created_at')} AS created_at, ${isoUtc('m.updated_at')} AS updated_at
-       FROM merchants m WHERE m.id = $1::text`,
+       FROM merchants m LEFT JOIN destination_budgets b ON b.origin = m.endpoint_origin WHERE m.id = $1::text`,
     [merchantId],
   );
   const r = rows[0];
   if (!r) return undefined;
+  const destinationRate = Number(r.destination_rate);
   return {
     id: r.id,
     name: r.name,
@@ -101,6 +141,18 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     previousSecretSignsUntil: r.has_previous ? r.previous_until : null,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
+    budget: {
+      destination: r.destination,
+      sharedWith: r.shared_with,
+      destinationRatePerSecond: destinationRate,
+      nextSlotAt: r.next_slot_at,
+      pausedUntil: r.paused_until,
+      pauseReason: r.pause_reason,
+      backlog: r.backlog,
+      oldestPendingSeconds: r.oldest_pending_seconds === null ? null : Math.round(r.oldest_pending_seconds),
+      // Sends go one emission interval apart, RATE_SAFETY_MARGIN under the rate (src/sql/merchant-budget.ts).
+      drainSeconds: Math.ceil((r.backlog * (1 + RATE_SAFETY_MARGIN)) / destinationRate),
+    },
   };
 }
 

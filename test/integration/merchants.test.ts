@@ -9,6 +9,7 @@ import { InvalidMerchantSetting } from '../../src/errors.js';
 import { runOps } from '../../src/ops/cli.js';
 import { addMerchant, pauseMerchant, pingMerchant, resumeMerchant, rotateSigningSecret, setMerchant, showMerchant } from '../../src/ops/merchants.js';
 import { disableMerchant } from '../../src/sql/merchants.js';
+import { createMerchantBudget } from '../../src/sql/merchant-budget.js';
 import { localKeyRing, type SecretsAtRest } from '../../src/delivery/secret-box.js';
 import { keyRingVariable } from '../../dev/worker-processes.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -232,6 +233,22 @@ describe('merchant secrets at rest', () => {
         /merchants_signing_secrets_sealed/,
       );
     }
+  });
+});
+
+describe('merchant show: the budget', () => {
+  it('says which destination paces the merchant, with whom it shares it, a push-back still running, and its backlog', async () => {
+    const [a, b] = [`m_${harness.id}_bud_a`, `m_${harness.id}_bud_b`];
+    const url = harness.merchants.endpointFor(a, { sharedOrigin: true });
+    await addMerchant(us.pool, DEV_RULES, secrets, { id: a, name: a, endpointUrl: url, ratePerSecond: 10 });
+    await addMerchant(us.pool, DEV_RULES, secrets, { id: b, name: b, endpointUrl: url.replace(a, b), ratePerSecond: 4 });
+    const before = (await showMerchant(us.pool, a)).budget;
+    expect(before).toMatchObject({ destination: new URL(url).origin, destinationRatePerSecond: 4, pausedUntil: null, backlog: 0, drainSeconds: 0 });
+    expect(before.sharedWith).toBeGreaterThanOrEqual(1);
+    await createMerchantBudget(us.pool).pushBack(b, 60_000, 'HTTP 429 on wh_test');
+    const after = (await showMerchant(us.pool, a)).budget;
+    expect(after.pauseReason).toBe('HTTP 429 on wh_test');
+    expect(Date.parse(after.pausedUntil!)).toBeGreaterThan(Date.now() + 50_000);
   });
 });
 
