@@ -125,6 +125,12 @@ export interface ObservabilityConfig {
    * gives each merchant its own, for deployments with a few thousand merchants at most.
    */
   readonly merchantLabel: MerchantLabel;
+  /**
+   * METRICS_WORST_MERCHANTS: per-merchant signals without per-merchant series: the workers export, from the ledger, the
+   * N merchants with the highest 429 share, error share and backlog age (each signal its own N), whatever
+   * METRICS_MERCHANT_LABEL says. 10 by default.
+   */
+  readonly worstMerchants: number;
 }
 
 export interface WorkerTuningConfig {
@@ -224,6 +230,7 @@ export const CONFIG_VARIABLES = [
   'METRICS_ADDRESS',
   'METRICS_GAUGE_INTERVAL',
   'METRICS_MERCHANT_LABEL',
+  'METRICS_WORST_MERCHANTS',
   'QUARANTINE_PAGE_AFTER',
   'DUPLICATE_SENDS_ALERT_RATIO',
   'LOG_LEVEL',
@@ -607,6 +614,7 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     quarantinePageAfterMs: readDuration(env, 'QUARANTINE_PAGE_AFTER', '1h', 60_000),
     duplicateSendsAlertRatio: readRatio(env, 'DUPLICATE_SENDS_ALERT_RATIO', 1.5),
     merchantLabel: (env.METRICS_MERCHANT_LABEL || 'all') as MerchantLabel,
+    worstMerchants: readInt(env, 'METRICS_WORST_MERCHANTS', 10, 1, 100),
   };
   if (!(MERCHANT_LABELS as readonly string[]).includes(observability.merchantLabel)) {
     throw new ConfigError(

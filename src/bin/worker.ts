@@ -128,6 +128,7 @@ async function main() {
       intervalMs: config.observability.gaugeIntervalMs,
       quarantinePageAfterMs: config.observability.quarantinePageAfterMs,
       duplicateSendsAlertRatio: config.observability.duplicateSendsAlertRatio,
+      worstMerchants: config.observability.worstMerchants,
       sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
     });
     await gauges.refresh();

@@ -88,6 +88,75 @@ export interface SweepGaugeSource {
   lastCompletedAgeSeconds(): Promise<number>;
 }
 
+/** Attempts in the window below which a merchant's shares say nothing (one failure of two is not a failing merchant). */
+const WORST_MERCHANT_MIN_ATTEMPTS = 10;
+
+/**
+ * Per-merchant signals without per-merchant series: from the ledger, the `n` merchants with the highest 429 share and
+ * error share (5xx, timeouts, connection errors) over the last 15 minutes (at least WORST_MERCHANT_MIN_ATTEMPTS
+ * attempts), and the oldest backlog, each labelled with its merchant_id. A merchant that leaves a signal's worst n
+ * reads 0 there (a gauge's series cannot be withdrawn): the series are the merchants that were among the worst since
+ * the worker started, never one per merchant of the region.
+ */
+function worstMerchantGauges(meter: MetricMeter, region: Region, n: number) {
+  const signals = {
+    share429: meter.createGauge(
+      'hold_sweeper_worst_merchant_429_share',
+      'float',
+      '1',
+      `share of attempts answered 429 over 15 min, the ${n} worst merchants`,
+    ),
+    errorShare: meter.createGauge(
+      'hold_sweeper_worst_merchant_error_share',
+      'float',
+      '1',
+      `share of attempts failed by a 5xx, a timeout or a connection error over 15 min, the ${n} worst merchants`,
+    ),
+    backlogAge: meter.createGauge(
+      'hold_sweeper_worst_merchant_backlog_age_seconds',
+      'float',
+      's',
+      `age of the oldest pending webhook, the ${n} worst merchants`,
+    ),
+  };
+  const shown = { share429: new Set<string>(), errorShare: new Set<string>(), backlogAge: new Set<string>() };
+  const publish = (signal: keyof typeof signals, rows: { merchant_id: string; value: number }[]) => {
+    const now = new Set(rows.map((r) => r.merchant_id));
+    for (const gone of shown[signal]) if (!now.has(gone)) signals[signal].set(0, { region, merchant_id: gone });
+    for (const r of rows) signals[signal].set(r.value, { region, merchant_id: r.merchant_id });
+    shown[signal] = new Set([...shown[signal], ...now]);
+  };
+  return {
+    async refresh(pool: pg.Pool) {
+      const [shares, backlog] = await Promise.all([
+        pool.query<{ merchant_id: string; share429: number; error_share: number }>(
+          `SELECT d.merchant_id,
+                  (count(*) FILTER (WHERE a.status_code = 429))::float8 / count(*) AS share429,
+                  (count(*) FILTER (WHERE a.status_code >= 500 OR a.status_code IS NULL))::float8 / count(*) AS error_share
+             FROM delivery_attempts a JOIN webhook_deliveries d ON d.webhook_id = a.webhook_id
+            WHERE a.started_at > now() - interval '15 minutes'
+            GROUP BY d.merchant_id HAVING count(*) >= $1::integer`,
+          [WORST_MERCHANT_MIN_ATTEMPTS],
+        ),
+        pool.query<{ merchant_id: string; value: number }>(
+          `SELECT merchant_id, extract(epoch FROM now() - min(created_at))::float8 AS value
+             FROM webhook_deliveries WHERE status = 'pending' GROUP BY 1 ORDER BY 2 DESC LIMIT $1::integer`,
+          [n],
+        ),
+      ]);
+      const top = (key: 'share429' | 'error_share') =>
+        shares.rows
+          .filter((r) => r[key] > 0)
+          .sort((a, b) => b[key] - a[key] || a.merchant_id.localeCompare(b.merchant_id))
+          .slice(0, n)
+          .map((r) => ({ merchant_id: r.merchant_id, value: r[key] }));
+      publish('share429', top('share429'));
+      publish('errorShare', top('error_share'));
+      publish('backlogAge', backlog.rows);
+    },
+  };
+}
+
 /** Polls the region's ledger and sets the age and depth gauges. */
 export function startLedgerGauges(options: {
   region: Region;
@@ -99,8 +168,10 @@ export function startLedgerGauges(options: {
   quarantinePageAfterMs: number;
   /** DUPLICATE_SENDS_ALERT_RATIO, exported beside the ratio for the rule; 1.5 unless said. */
   duplicateSendsAlertRatio?: number;
+  /** METRICS_WORST_MERCHANTS: how many merchants each worst-merchant signal names; 10 unless said. */
+  worstMerchants?: number;
 }): LedgerGauges {
-  const { region, pool, meter, sweep, quarantinePageAfterMs, duplicateSendsAlertRatio = 1.5 } = options;
+  const { region, pool, meter, sweep, quarantinePageAfterMs, duplicateSendsAlertRatio = 1.5, worstMerchants = 10 } = options;
   const gauge = (name: string, unit: string, description: string) => meter.createGauge(name, 'float', unit, description);
   const oldestUnreleased = gauge('hold_sweeper_oldest_unreleased_hold_age_seconds', 's', 'age past expiry of the oldest expired, still active hold');
   const oldestUndelivered = gauge('hold_sweeper_oldest_undelivered_webhook_age_seconds', 's', 'age of the oldest pending webhook');
@@ -156,9 +227,11 @@ export function startLedgerGauges(options: {
     '1',
     'the ratio above which DuplicateSends fires (DUPLICATE_SENDS_ALERT_RATIO)',
   );
+  const worst = worstMerchantGauges(meter, region, worstMerchants);
   const tags = { region };
 
   async function refresh() {
+    await worst.refresh(pool);
     const [holds, pending, quarantine, other, requests, sweepAge, processor, sent] = await Promise.all([
       pool.query<{ age: number | null }>(
         `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,

@@ -663,6 +663,7 @@ describe('deployment files', () => {
       'QuarantineAbandoned',
       'MerchantEndpointDisabled',
       'MerchantRateLimited',
+      'MerchantFailing',
       'DuplicateSends',
       'SweepNotCompleting',
       'WorkflowTaskFailures',
