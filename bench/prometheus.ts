@@ -12,16 +12,18 @@ const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
  * The series of `text` whose name is in `keep` (name → the labels that tell its series apart; the rest are summed).
  * A series key is `name` or `name{label=value,...}` in the order the labels were asked for.
  */
-export function parsePrometheus(text: string, keep: ReadonlyMap<string, readonly string[]>): Scrape {
+export function parsePrometheus(text: string, keep: ReadonlyMap<string, readonly string[]>, aliases: ReadonlyMap<string, Alias> = new Map()): Scrape {
   const out: Scrape = new Map();
   for (const line of text.split('\n')) {
     if (line.startsWith('#') || line === '') continue;
     const m = LINE.exec(line);
     if (!m) continue;
-    const [, name, labelText, valueText] = m;
+    const [, exported, labelText, valueText] = m;
+    const alias = aliases.get(exported!);
+    const name = alias?.name ?? exported;
     const labels = keep.get(name!);
     if (labels === undefined) continue;
-    const value = Number(valueText);
+    const value = Number(valueText) * (alias?.scale ?? 1);
     if (!Number.isFinite(value)) continue;
     const found = new Map<string, string>();
     for (const l of (labelText ?? '').matchAll(LABEL)) found.set(l[1]!, l[2]!);
@@ -31,11 +33,21 @@ export function parsePrometheus(text: string, keep: ReadonlyMap<string, readonly
   return out;
 }
 
-export async function scrape(url: string, keep: ReadonlyMap<string, readonly string[]>): Promise<Scrape | undefined> {
+/** A series exported under another name than the report's key (e.g. in seconds where the report keeps milliseconds). */
+export interface Alias {
+  name: string;
+  scale: number;
+}
+
+export async function scrape(
+  url: string,
+  keep: ReadonlyMap<string, readonly string[]>,
+  aliases?: ReadonlyMap<string, Alias>,
+): Promise<Scrape | undefined> {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
     if (!response.ok) return undefined;
-    return parsePrometheus(await response.text(), keep);
+    return parsePrometheus(await response.text(), keep, aliases);
   } catch {
     // A scrape that fails (the server busy, a worker restarting) is a gap in the series, not a failed benchmark.
     return undefined;

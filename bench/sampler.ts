@@ -4,7 +4,7 @@
  * workers say about themselves (their Prometheus endpoints). The report derives rates, latencies and charts from it.
  */
 import { cpuSeconds, rssBytes } from './proc-stats.js';
-import { scrape, sumScrapes, type Scrape } from './prometheus.js';
+import { scrape, sumScrapes, type Alias, type Scrape } from './prometheus.js';
 
 export type Phase = 'ceiling' | 'product';
 
@@ -77,6 +77,31 @@ export const SDK_METRICS: ReadonlyMap<string, readonly string[]> = new Map([
   ['temporal_workflow_task_queue_poll_empty', []],
 ]);
 
+/**
+ * The workers export the SDK's metrics with Prometheus's conventions (src/observability/metrics.ts, PROMETHEUS_EXPORT):
+ * latencies in seconds (`_seconds_sum`), counters with `_total`. The report keeps its keys (milliseconds, no suffix),
+ * so reports of every release read alike: each exported name maps back to its key here.
+ */
+export const SDK_EXPORTED_AS: ReadonlyMap<string, Alias> = new Map([
+  ...[
+    'workflow_task_schedule_to_start',
+    'workflow_task_execution',
+    'workflow_task_replay',
+    'activity_schedule_to_start',
+    'local_activity_execution',
+  ].flatMap((latency): [string, Alias][] => [
+    [`temporal_${latency}_latency_seconds_sum`, { name: `temporal_${latency}_latency_sum`, scale: 1000 }],
+    [`temporal_${latency}_latency_seconds_count`, { name: `temporal_${latency}_latency_count`, scale: 1 }],
+  ]),
+  ...[
+    'sticky_cache_hit',
+    'sticky_cache_miss',
+    'sticky_cache_total_forced_eviction',
+    'workflow_task_queue_poll_succeed',
+    'workflow_task_queue_poll_empty',
+  ].map((counter): [string, Alias] => [`temporal_${counter}_total`, { name: `temporal_${counter}`, scale: 1 }]),
+]);
+
 export interface SamplerOptions {
   processes: () => readonly SampledProcess[];
   serverMetricsUrl: string | undefined;
@@ -135,7 +160,7 @@ export class Sampler {
           .map(async (p) => [p.name, round(((await rssBytes(p.pid!)) ?? 0) / 2 ** 20, 0)] as const),
       ),
       this.options.serverMetricsUrl ? scrape(this.options.serverMetricsUrl, SERVER_METRICS) : Promise.resolve(undefined),
-      Promise.all(this.options.workerMetricsUrls.map((url) => scrape(url, SDK_METRICS))).then(sumScrapes),
+      Promise.all(this.options.workerMetricsUrls.map((url) => scrape(url, SDK_METRICS, SDK_EXPORTED_AS))).then(sumScrapes),
     ]);
     this.samples.push({
       phase,

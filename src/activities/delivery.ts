@@ -188,7 +188,7 @@ export function createDeliveryActivities({
   const resends = meter.createCounter('hold_sweeper_webhook_resends', '1', 'webhooks at an end reopened by a resend, by where they stood');
   const waited = (merchantId: string, lane: Lane, ms: number) => {
     metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });
-    metrics.throttleWaitMs.add(Math.max(0, Math.round(ms)), { merchant_id: merchantId, lane });
+    metrics.limiterWaitSeconds.record(Math.max(0, ms) / 1000, { merchant_id: merchantId, lane });
   };
 
   /** The delivery, if it is to be sent now; see `sendableDelivery` for what makes it fail instead. */
@@ -299,7 +299,9 @@ export function createDeliveryActivities({
 
   /** The attempt's metric and log line. */
   function noteAttempt({ webhookId, policyRun, attemptNumber, sendable: { delivery }, attempt }: SentAttempt, action: DeliveryAction): void {
-    metrics.attempts.add(1, { merchant_id: delivery.merchantId, status_class: statusClass(attempt.result) });
+    const status_class = statusClass(attempt.result);
+    metrics.attempts.add(1, { merchant_id: delivery.merchantId, status_class });
+    metrics.attemptSeconds.record(attempt.durationMs / 1000, { merchant_id: delivery.merchantId, status_class });
     log.info('webhook attempt', {
       region,
       holdId: delivery.holdId,

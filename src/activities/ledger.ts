@@ -76,6 +76,7 @@ export interface FinishSweepInput {
 
 export function createLedgerActivities({ region, pool, meter = noopMetricMeter, maxWorkflowIdLength }: LedgerDeps) {
   const { duplicateSuppressions } = deliveryMetrics(meter);
+  const releaseLag = meter.createHistogram('hold_sweeper_release_lag_seconds', 'float', '', 'from a hold’s expiry to its release in the ledger');
   const holdIdBytes = maxHoldIdBytes(maxWorkflowIdLength);
   return {
     /**
@@ -105,7 +106,8 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
 
     /** Releases one hold exactly once; see the module comment. */
     async releaseHold({ holdId, expiresAt, cutoff }: ReleaseHoldInput): Promise<ReleaseOutcome> {
-      return inTransaction(
+      let releasedExpiry: string | undefined;
+      const outcome = await inTransaction<ReleaseOutcome>(
         pool,
         async (tx) => {
           const hold = await holds.lockHoldForRelease(tx, holdId, cutoff === undefined ? undefined : { cutoff, expiresAt });
@@ -134,6 +136,7 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
 
           try {
             const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold));
+            releasedExpiry = hold.expiresAt;
             log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
             return { status: 'released', ...released };
           } catch (err) {
@@ -146,6 +149,9 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
         },
         RELEASE_LIMITS(),
       );
+      // Committed: how long after its expiry the hold was released (a sweep's interval, plus the night's queue).
+      if (outcome.status === 'released' && releasedExpiry) releaseLag.record(Math.max(0, Date.now() - Date.parse(releasedExpiry)) / 1000, { region });
+      return outcome;
     },
 
     /**

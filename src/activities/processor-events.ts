@@ -47,6 +47,12 @@ export function createProcessorEventActivities({
   fourEyes = false,
 }: LedgerDeps & Pick<DeliveryDeps, 'fourEyes'>) {
   const applied = meter.createCounter('hold_sweeper_processor_events_applied', '1', 'processor events applied, by outcome');
+  const applyLag = meter.createHistogram(
+    'hold_sweeper_processor_event_apply_lag_seconds',
+    'float',
+    '',
+    'from an event recorded by the receiver to applied in the ledger',
+  );
   return {
     /** Applies the event if it is its hold's next; see `applyRecordedEvent`. Idempotent: a retry finds it applied. */
     async applyProcessorEvent({ eventId }: { eventId: string }): Promise<ApplyProcessorEventResult> {
@@ -67,6 +73,8 @@ export function createProcessorEventActivities({
       }
       if (result.status === 'applied') {
         applied.add(1, { outcome: result.outcome });
+        const lag = await events.applyLagSeconds(pool, eventId);
+        if (lag !== undefined) applyLag.record(lag, { region });
         log.info('processor event applied', { region, eventId, holdId: result.holdId, sequence: result.sequence, outcome: result.outcome });
       }
       const webhook = result.webhook && {

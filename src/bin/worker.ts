@@ -21,7 +21,7 @@ import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { jsonLogger } from '../observability/logging.js';
-import { startLedgerGauges } from '../observability/metrics.js';
+import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { ensureOutboxSchedule, ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
@@ -54,7 +54,12 @@ async function main() {
   Runtime.install({
     logger: jsonLogger(config.observability.logLevel),
     telemetryOptions: config.observability.metricsAddress
-      ? { metrics: { prometheus: { bindAddress: config.observability.metricsAddress } } }
+      ? {
+          metrics: {
+            // Prometheus's conventions: counters end in _total, durations are seconds (PROMETHEUS_EXPORT).
+            prometheus: { bindAddress: config.observability.metricsAddress, ...PROMETHEUS_EXPORT, histogramBucketOverrides: LATENCY_BUCKETS },
+          },
+        }
       : undefined,
   });
   const meter = Runtime.instance().metricMeter;

@@ -23,12 +23,33 @@ export function statusClass(result: AttemptResult): string {
   return `${Math.floor(result.status / 100)}xx`;
 }
 
-/** Counters recorded where the events happen (activities, workflows); see the runbook for their alerts. */
+/**
+ * The Prometheus exporter's naming (src/bin/worker.ts): counters get `_total` appended by the exporter (so a counter's
+ * name here never ends in it), durations are seconds, and a histogram's unit is left empty because the exporter
+ * appends a histogram's unit verbatim (`_s`): its name says `_seconds` itself.
+ */
+export const PROMETHEUS_EXPORT = { countersTotalSuffix: true, unitSuffix: true, useSecondsForDurations: true } as const;
+
+/** Bucket bounds (seconds) of the product's latency histograms, from a fast attempt to a release a sweep late. */
+export const LATENCY_BUCKETS: Readonly<Record<string, number[]>> = {
+  hold_sweeper_webhook_attempt_duration_seconds: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  hold_sweeper_release_lag_seconds: [1, 5, 15, 60, 300, 900, 1800, 2700, 3600, 7200, 21600],
+  hold_sweeper_limiter_wait_seconds: [0.01, 0.1, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600],
+  hold_sweeper_processor_event_apply_lag_seconds: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600],
+};
+
+/** Counters and histograms recorded where the events happen (activities, workflows); see the runbook for their alerts. */
 export function deliveryMetrics(meter: MetricMeter) {
   return {
     attempts: meter.createCounter('hold_sweeper_webhook_attempts', '1', 'HTTP attempts by merchant and status class'),
+    attemptSeconds: meter.createHistogram(
+      'hold_sweeper_webhook_attempt_duration_seconds',
+      'float',
+      '',
+      'one HTTP attempt, connect to last byte, by status class',
+    ),
     throttleWaits: meter.createCounter('hold_sweeper_throttle_waits', '1', 'times a delivery waited for its merchant budget'),
-    throttleWaitMs: meter.createCounter('hold_sweeper_throttle_wait_milliseconds', 'ms', 'total time deliveries waited for budget'),
+    limiterWaitSeconds: meter.createHistogram('hold_sweeper_limiter_wait_seconds', 'float', '', 'each wait for the destination budget, by lane'),
     retryAfterHonoured: meter.createCounter('hold_sweeper_retry_after_honoured', '1', 'retries delayed by a merchant Retry-After'),
     duplicateSuppressions: meter.createCounter(
       'hold_sweeper_duplicate_suppressions',

@@ -360,3 +360,12 @@ export async function merchantOfHold(db: Queryable, holdId: string): Promise<str
   const { rows } = await db.query<{ merchant_id: string }>('SELECT merchant_id FROM auth_holds WHERE id = $1::text', [holdId]);
   return rows[0]?.merchant_id;
 }
+
+/** How long an applied event took from recorded (received) to applied, in seconds; undefined if it is not applied. */
+export async function applyLagSeconds(db: Queryable, eventId: string): Promise<number | undefined> {
+  const { rows } = await db.query<{ lag: number | null }>(
+    'SELECT extract(epoch FROM applied_at - received_at)::float8 AS lag FROM processor_events WHERE event_id = $1::text',
+    [eventId],
+  );
+  return rows[0]?.lag ?? undefined;
+}

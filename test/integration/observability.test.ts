@@ -106,13 +106,26 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       'SELECT status_code, count(*)::integer AS n FROM delivery_attempts GROUP BY 1',
     );
     const byCode = new Map(attempts.rows.map((r) => [r.status_code, r.n]));
-    expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '2xx' })).toBe(byCode.get(200));
-    expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '4xx' })).toBe(byCode.get(400));
-    expect(metricValue(text, 'hold_sweeper_webhook_attempts', { status_class: '429', merchant_id: night.merchantIds[1]! })).toBe(byCode.get(429));
-    expect(metricValue(text, 'hold_sweeper_retry_after_honoured', { merchant_id: night.merchantIds[1]! })).toBe(byCode.get(429));
+    expect(metricValue(text, 'hold_sweeper_webhook_attempts_total', { status_class: '2xx' })).toBe(byCode.get(200));
+    expect(metricValue(text, 'hold_sweeper_webhook_attempts_total', { status_class: '4xx' })).toBe(byCode.get(400));
+    expect(metricValue(text, 'hold_sweeper_webhook_attempts_total', { status_class: '429', merchant_id: night.merchantIds[1]! })).toBe(
+      byCode.get(429),
+    );
+    expect(metricValue(text, 'hold_sweeper_retry_after_honoured_total', { merchant_id: night.merchantIds[1]! })).toBe(byCode.get(429));
     expect(metricValue(text, 'hold_sweeper_oldest_unreleased_hold_age_seconds', { region: 'us' })).toBe(0);
     // The SDK's own metrics share the endpoint.
     expect(text).toMatch(/^temporal_\w+/m);
+    // Prometheus's conventions: every counter ends in _total (the SDK's too), latencies are histograms in seconds.
+    const counters = [...text.matchAll(/^# TYPE (\S+) counter$/gm)].map((m) => m[1]!);
+    expect(counters.length).toBeGreaterThan(5);
+    expect(counters.filter((c) => !c.endsWith('_total'))).toEqual([]);
+    // (The SDK's own temporal_local_activity_total comes out as ..._total_total: its name, not ours.)
+    expect(counters.filter((c) => c.startsWith('hold_sweeper_') && c.endsWith('_total_total'))).toEqual([]);
+    expect(text).toMatch(/^temporal_workflow_task_schedule_to_start_latency_seconds_bucket\{/m);
+    expect(metricValue(text, 'hold_sweeper_webhook_attempt_duration_seconds_count')).toBe(attempts.rows.reduce((n, r) => n + r.n, 0));
+    const released = (await us.pool.query<{ n: number }>(`SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'released'`)).rows[0]!.n;
+    expect(metricValue(text, 'hold_sweeper_release_lag_seconds_count', { region: 'us' })).toBe(released);
+    expect(text).toMatch(/^hold_sweeper_release_lag_seconds_bucket\{[^}]*le="2700"/m);
   });
 
   it('a quarantine older than QUARANTINE_PAGE_AFTER (1 h by default) is counted where its page looks, with the oldest age', async () => {
@@ -163,7 +176,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(metricValue(text, 'hold_sweeper_open_ledger_reviews', { region: 'us' })).toBe(1);
   });
 
-  it('a failing workflow task is counted where the WorkflowTaskFailures alert looks (temporal_workflow_task_execution_failed)', async () => {
+  it('a failing workflow task is counted where the WorkflowTaskFailures alert looks (temporal_workflow_task_execution_failed_total)', async () => {
     // A workflow type this worker does not have fails every workflow task, as a non-deterministic deploy would.
     const handle = await us.client.workflow.start('workflowFromAnotherRelease', {
       taskQueue: us.config.taskQueue,
@@ -172,9 +185,12 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     });
     try {
       await expect
-        .poll(async () => metricValue(await scrape(), 'temporal_workflow_task_execution_failed', { workflow_type: 'workflowFromAnotherRelease' }), {
-          timeout: 30_000,
-        })
+        .poll(
+          async () => metricValue(await scrape(), 'temporal_workflow_task_execution_failed_total', { workflow_type: 'workflowFromAnotherRelease' }),
+          {
+            timeout: 30_000,
+          },
+        )
         .toBeGreaterThanOrEqual(1);
     } finally {
       await handle.terminate('test done');

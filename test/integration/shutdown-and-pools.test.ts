@@ -117,7 +117,7 @@ describe('case 10, the production entry point with its defaults', () => {
   it('case 10, merchant_id is "all" on every delivery metric: six merchants, one series per status class', async () => {
     const { rows } = await us.pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM delivery_attempts');
     const attemptLines = async () =>
-      (await (await fetch(metricsUrl)).text()).split('\n').filter((l) => l.startsWith('hold_sweeper_webhook_attempts{'));
+      (await (await fetch(metricsUrl)).text()).split('\n').filter((l) => l.startsWith('hold_sweeper_webhook_attempts_total{'));
     // Counters are exported as they are recorded; the last attempt may be a moment behind the ledger.
     await expect
       .poll(async () => (await attemptLines()).reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0), { timeout: 10_000 })
