@@ -37,7 +37,7 @@
  * delivered by the webhook's own workflow (its hold's release, or its event's delivery) until the first resend; from
  * then on by the latest resend's workflow (`DRIVEN_BY_SQL`, `deliveryWorkflowId` in src/contracts/ids.ts).
  */
-import { HOLD_RELEASED_EVENT, type DeliveryStatus, type QuarantineDecision } from '../contracts/delivery.js';
+import { HOLD_RELEASED_EVENT, type DeliveryStatus, type QuarantineDecision, type ResendClaim } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
@@ -271,17 +271,11 @@ export async function decideQuarantine(db: Queryable, input: QuarantineDecision)
   );
 }
 
-/** A resend as its workflow records it: who asked (and, for a request, who approved), why, and the workflow itself. */
-export interface ResendRecord {
-  resendId: string;
-  webhookId: string;
-  requestedBy: string;
-  reason: string;
-  ticket?: string;
-  /** An approved resend request (replay_requests, kind 'resend') this resend carries out, and its approver. */
-  requestId?: string;
-  approvedBy?: string;
-  /** The workflow that delivers it: recorded from the activity's own context, never from what a caller says. */
+/**
+ * A resend as its workflow records it: the claim (who asked, why, a request and its approver) as the worker checked it,
+ * and the workflow that delivers it, recorded from the activity's own context, never from what a caller says.
+ */
+export interface ResendRecord extends ResendClaim {
   workflowId: string;
   /** A request froze the webhook at this policy run: reopen only if it still stands there. */
   frozenRun?: number;

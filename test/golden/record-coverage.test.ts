@@ -14,7 +14,6 @@
  * Faults the night needs and a merchant cannot cause (the ledger failing one hold's writes) are injected with a
  * trigger in this recorder's own ledger database, never in the product.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,14 +32,14 @@ import { skipMissingEvent } from '../../src/ops/processor-events.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { addRecordings } from '../support/golden.js';
+import { addRecordings, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
 import { TEST_NAMESPACES } from '../integration/global-setup.js';
 
-const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+const RELEASE = goldenRelease();
+const OUT = goldenSetDir(RELEASE);
 
 let harness: Harness;
 let ownServer: DevServer | undefined;

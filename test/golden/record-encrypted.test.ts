@@ -7,7 +7,6 @@
  * test/integration/encryption.test.ts decodes every payload of every committed set with the current codec and
  * replays the histories: a codec change (the namespace binding, a new cipher) must keep old ciphertext readable.
  */
-import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -15,13 +14,13 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { ENCRYPTED_KEY_FILE, historyFileContent, WORKFLOW_IDS_FILE } from '../support/golden.js';
+import { ENCRYPTED_KEY_FILE, goldenRelease, goldenSetDir, historyFileContent, WORKFLOW_IDS_FILE } from '../support/golden.js';
 import { captureThroughReceiver } from '../support/processor.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 
-const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const OUT = path.join(import.meta.dirname, 'encrypted', RELEASE);
+const RELEASE = goldenRelease();
+const OUT = goldenSetDir(RELEASE, 'encrypted');
 
 let harness: Harness;
 beforeAll(async () => {

@@ -10,7 +10,6 @@
  *
  * Each workflow then goes idle and completes (a short idle wait), so its whole story is in one history.
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,15 +19,15 @@ import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal, type HoldEventsStage } from '../../src/contracts/processor.js';
 import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
-import { addRecording } from '../support/golden.js';
+import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
 import { bundleOfRevision } from '../support/variant.js';
 
 const BUILD = process.env.GOLDEN_BUILD;
-const RELEASE = process.env.GOLDEN_RELEASE ?? BUILD ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+const RELEASE = goldenRelease(BUILD);
+const OUT = goldenSetDir(RELEASE);
 /** Short enough to record in seconds, long enough that a signal sent at once lands inside the wait. */
 const GAP_WAIT_MS = 4_000;
 

@@ -3,19 +3,18 @@
  * (`npm run golden:record`): one run that finds a stranded webhook (its hold's workflow terminated after the release)
  * and starts its delivery again. Its only waiting point is its activity (src/workflows/waiting-points.ts).
  */
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
 import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { addRecording } from '../support/golden.js';
+import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
-const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+const RELEASE = goldenRelease();
+const OUT = goldenSetDir(RELEASE);
 
 let harness: Harness;
 beforeAll(async () => {

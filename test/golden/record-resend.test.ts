@@ -4,19 +4,18 @@
  * not exist). Its own waiting point is its first activity (src/workflows/waiting-points.ts, `resendWebhook.reopen`);
  * the delivery's points it shares with the hold and event workflows, whose recordings cover them.
  */
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { resendWorkflowId } from '../../src/contracts/ids.js';
 import { resendWebhookNow } from '../../src/ops/resends.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { addRecording } from '../support/golden.js';
+import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
-const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+const RELEASE = goldenRelease();
+const OUT = goldenSetDir(RELEASE);
 
 let harness: Harness;
 beforeAll(async () => {

@@ -5,7 +5,6 @@
  * `temporal workflow show --output json` does) to test/golden/histories/<release>/, named after its state.
  * test/integration/golden-histories.test.ts replays every committed set against the current code.
  */
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
@@ -18,13 +17,13 @@ import type { ProcessorEvent } from '../../dev/fake-processor.js';
 import { startTestReceiver } from '../support/processor.js';
 import type { HoldSeed } from '../../dev/seed.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { addRecording } from '../support/golden.js';
+import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 
 /** The release these histories belong to: the git revision they were recorded from (or GOLDEN_RELEASE). */
-const RELEASE = process.env.GOLDEN_RELEASE ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
-const OUT = path.join(import.meta.dirname, 'histories', RELEASE);
+const RELEASE = goldenRelease();
+const OUT = goldenSetDir(RELEASE);
 
 let harness: Harness;
 beforeAll(async () => {

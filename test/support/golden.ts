@@ -1,4 +1,5 @@
 /** The committed golden histories (test/golden/histories/<release>/*.json), recorded by `npm run golden:record`. */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -7,6 +8,19 @@ import type { Client } from '@temporalio/client';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { coverageOf } from './coverage.js';
+
+/**
+ * The release a recording run writes for: GOLDEN_RELEASE, else `build` (a recording made from an earlier build's
+ * code), else the git revision it runs at. Its set is `test/golden/<kind>/<release>/`.
+ */
+export function goldenRelease(build?: string): string {
+  return process.env.GOLDEN_RELEASE ?? build ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+}
+
+/** Where `release`'s recordings of `kind` go: test/golden/histories/<release>/ or test/golden/encrypted/<release>/. */
+export function goldenSetDir(release: string, kind: 'histories' | 'encrypted' = 'histories'): string {
+  return path.resolve(import.meta.dirname, '../golden', kind, release);
+}
 
 const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
 
