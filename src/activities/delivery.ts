@@ -513,7 +513,10 @@ export function createDeliveryActivities({
       const recorded = await deliveries.resendById(pool, claim.resendId);
       if (recorded) {
         if (recorded.workflowId !== workflowId) return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
-        return answer(recorded);
+        // This workflow's own resend (a retried call, or a run started again by the outbox reconciler): it delivers the
+        // webhook's current run, a replay approved since included.
+        const [now] = await deliveries.decisionTargetsOf(pool, [recorded.webhookId]);
+        return answer({ ...recorded, policyRun: now?.policyRun ?? recorded.policyRun });
       }
       const text = (v: unknown) => typeof v === 'string' && v.trim() !== '';
       if (!text(claim.requestedBy) || !text(claim.reason)) return refused('a resend names who asks for it and why');

@@ -17,7 +17,6 @@ import type pg from 'pg';
 import type { OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
 import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
-import { retryHorizonFor } from '../delivery/policy.js';
 import { startEventDelivery, startReleaseDelivery, startResend } from '../delivery/starts.js';
 import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
 import * as outbox from '../sql/outbox.js';
@@ -55,11 +54,10 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
     try {
       const where = { region, taskQueue };
       const started = c.resend
-        ? await startResend(client, where, {
+        ? // The new run asks the worker, which finds the resend recorded by this workflow id and answers its current run.
+          await startResend(client, where, {
             ...c,
             claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
-            // Reopened already: the new run delivers the webhook's current run (a replay approved in the resend's included).
-            reopened: { holdId: c.holdId, policyRun: c.policyRun, retryHorizonMs: retryHorizonFor(c.merchantId, c.deliveryPolicy) },
           })
         : kind === 'release'
           ? await startReleaseDelivery(client, where, { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt }, quarantineTimeoutMs)

@@ -85,14 +85,13 @@ export interface ResendToStart {
   holdId: string;
   merchantId: string;
   claim: ResendWebhookInput['claim'];
-  /** The outbox reconciler restarting a resend whose workflow ended: the ledger reopened the webhook already. */
-  reopened?: ResendWebhookInput['reopened'];
 }
 
 /**
  * A resend's workflow (`resendWebhook`), id `resendWorkflowId(region, resendId)`: a resend id names one resend, so
  * starting it twice is refused by the server (WorkflowExecutionAlreadyStartedError: the caller decides what that means);
- * a run that ended without finishing (terminated) may be followed by a new one (the reconciler, with `reopened`).
+ * a run that ended without finishing (terminated) may be followed by a new one (the reconciler: the worker finds the
+ * resend recorded by this workflow id and answers the webhook's current run).
  */
 export async function startResend(
   client: Client,
@@ -100,7 +99,7 @@ export async function startResend(
   r: ResendToStart,
 ): Promise<{ workflowId: string; runId: string }> {
   const workflowId = resendWorkflowId(region, r.claim.resendId);
-  const input: ResendWebhookInput = { region, webhookId: r.webhookId, claim: r.claim, ...(r.reopened ? { reopened: r.reopened } : {}) };
+  const input: ResendWebhookInput = { region, webhookId: r.webhookId, claim: r.claim };
   const handle = await client.workflow.start('resendWebhook', {
     taskQueue,
     workflowId,

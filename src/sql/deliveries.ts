@@ -448,7 +448,7 @@ export async function latestDecision(
 }
 
 /** 1 + approved replays + resends so far: the webhook's current policy run. Needs `d` (webhook_deliveries) in scope. */
-export const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')
+const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')
                           + (SELECT count(*) FROM webhook_resends r WHERE r.webhook_id = d.webhook_id))::integer`;
 
 /** The workflow of the webhook's latest resend (it drives every run since), or NULL: its own. Needs `alias` in scope. */

@@ -4,7 +4,6 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-import { POLICY_RUN_SQL } from './deliveries.js';
 
 /** A pending webhook old enough to be looked at: what naming and restarting its delivery workflow needs. */
 export interface OutboxCandidate {
@@ -16,8 +15,6 @@ export interface OutboxCandidate {
   holdExpiresAt: string;
   deliveryPolicy: unknown;
   createdAt: string;
-  /** The webhook's current policy run. */
-  policyRun: number;
   /** Its latest resend, whose workflow delivers it (src/contracts/ids.ts, `deliveryWorkflowId`), if it was resent. */
   resend: { resendId: string; workflowId: string; requestedBy: string; reason: string } | null;
 }
@@ -42,14 +39,13 @@ export async function outboxCandidates(db: Queryable, graceMs: number, limit: nu
     hold_expires_at: string;
     delivery_policy: unknown;
     created_at: string;
-    policy_run: number;
     resend_id: string | null;
     resend_workflow_id: string | null;
     resend_requested_by: string | null;
     resend_reason: string | null;
   }>(
     `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, ${isoUtc('h.expires_at')} AS hold_expires_at, m.delivery_policy,
-            ${isoUtc('d.created_at')} AS created_at, ${POLICY_RUN_SQL} AS policy_run,
+            ${isoUtc('d.created_at')} AS created_at,
             r.id AS resend_id, r.workflow_id AS resend_workflow_id, r.requested_by AS resend_requested_by, r.reason AS resend_reason
        FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id JOIN merchants m ON m.id = d.merchant_id
        LEFT JOIN LATERAL (
@@ -72,7 +68,6 @@ export async function outboxCandidates(db: Queryable, graceMs: number, limit: nu
     holdExpiresAt: r.hold_expires_at,
     deliveryPolicy: r.delivery_policy,
     createdAt: r.created_at,
-    policyRun: r.policy_run,
     resend:
       r.resend_id === null
         ? null

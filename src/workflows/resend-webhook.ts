@@ -11,7 +11,7 @@
  *
  * Every change to what this sends Temporal goes behind `patched()`; the golden-history gate replays its recordings.
  */
-import { continueAsNew, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { continueAsNew, log, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { ResendClaim } from '../contracts/delivery.js';
 import { resendLabels, resendRefusedDetails } from '../contracts/story.js';
@@ -24,7 +24,7 @@ export interface ResendWebhookInput {
   region: string;
   webhookId: string;
   claim: Omit<ResendClaim, 'webhookId'>;
-  /** Set on a continued run, and by the outbox reconciler restarting an ended one: the ledger reopened it already. */
+  /** Set on a continued run (with `resume`): what the first run's check answered. Any other run asks the worker again. */
   reopened?: { holdId: string; policyRun: number; retryHorizonMs: number };
   resume?: DeliveryResume;
 }
@@ -33,10 +33,18 @@ export type ResendWebhookResult =
   | { webhookId: string; resendId: string; status: 'refused'; why: string }
   | { webhookId: string; resendId: string; status: 'resent'; policyRun: number; delivery: DeliveryResult };
 
+/**
+ * A first run asks the worker even when its input says the webhook was reopened already: only a continued run (with
+ * `resume`) carries its own first run's answer. Runs begun by earlier builds with `reopened` in their input (the outbox
+ * reconciler's restarts) trusted it, and keep doing so on replay.
+ */
+const RECHECK_FIRST_RUN_PATCH = 'resend-rechecks-every-first-run';
+
 export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWebhookResult> {
   const { webhookId, claim } = input;
   const { resendId } = claim;
-  let reopened = input.reopened;
+  const carried = input.resume !== undefined || (input.reopened !== undefined && !patched(RECHECK_FIRST_RUN_PATCH));
+  let reopened = carried ? input.reopened : undefined;
   if (!reopened) {
     const outcome = await proxyActivities<Activities>({ ...ledgerActivity, summary: resendLabels.reopen(webhookId) }).reopenForResend({
       ...claim,

@@ -223,6 +223,21 @@ describe('resend', () => {
       status: 'refused',
       why: expect.stringMatching(/^four eyes: a resend needs a request approved by a second person/),
     });
+    // Nor does an input that claims the webhook was reopened already: a first run asks the worker whatever it says.
+    const claimedId = `rs_${harness.id}_claims_reopened`;
+    const claimed = await eu.client.workflow.execute('resendWebhook', {
+      taskQueue: eu.config.taskQueue,
+      workflowId: resendWorkflowId('eu', claimedId),
+      args: [
+        {
+          region: 'eu',
+          webhookId,
+          claim: { resendId: claimedId, requestedBy: 'mallory', reason: 'says it is reopened' },
+          reopened: { holdId: n.expired[0]!.id, policyRun: 2, retryHorizonMs: 60_000 },
+        },
+      ],
+    });
+    expect(claimed).toMatchObject({ status: 'refused', why: expect.stringMatching(/^four eyes/) });
     expect(harness.merchants.requests(merchantId)).toHaveLength(1);
     expect((await delivered()).length).toBe(1);
   });
