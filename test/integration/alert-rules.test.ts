@@ -3,15 +3,17 @@
  * `promtool test rules` runs deploy/prometheus/alerts.test.yml (each alert once firing, with its labels and text, and
  * once kept quiet), every alert has both cases, and the tests bite: a rule loosened in a copy fails them.
  * Alertmanager's routing passes `amtool check-config`, and pages and tickets go where it says. Both tools are built once
- * from the Go module proxy at compose's versions and cached (dev/prometheus-tools.ts).
+ * from the Go module proxy at compose's versions and cached (dev/prometheus-tools.ts). promtool also parses every query of
+ * the on-call dashboard (deploy/perses/provisioning/dashboard-on-call.json).
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { interpolate, readDashboard } from '../../bench/dashboard.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { obtainAmtool, obtainPromtool } from '../../dev/prometheus-tools.js';
 
@@ -82,5 +84,28 @@ describe('alert rules, by promtool', () => {
     const route = async (...labels: string[]) => (await exec(amtool, ['config', 'routes', 'test', '--config.file', config, ...labels])).stdout.trim();
     expect(await route('alertname=WorkersDown', 'severity=page', 'region=us')).toBe('page');
     expect(await route('alertname=WebhooksQuarantined', 'severity=ticket', 'region=us')).toBe('ticket');
+  });
+});
+
+describe('the on-call dashboard, by promtool', () => {
+  it('check rules parses every panel query (as a recording rule, its variables filled as Perses fills them)', async () => {
+    const dashboard = await readDashboard();
+    const rules = Object.entries(dashboard.spec.panels).flatMap(([id, panel]) =>
+      panel.spec.queries.map((q, i) => ({ record: `dashboard:${id}:${i}`, expr: interpolate(q.spec.plugin.spec.query, '1m') })),
+    );
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-dashboard-'));
+    try {
+      await fs.writeFile(path.join(dir, 'dashboard.yml'), stringify({ groups: [{ name: 'dashboard', rules }] }));
+      const { stdout } = await exec(promtool, ['check', 'rules', path.join(dir, 'dashboard.yml')]);
+      expect(stdout).toContain(`SUCCESS: ${rules.length} rules found`);
+      // promtool bites: a query with a syntax error is refused.
+      await fs.writeFile(
+        path.join(dir, 'broken.yml'),
+        stringify({ groups: [{ name: 'broken', rules: [{ ...rules[0]!, expr: `${rules[0]!.expr})` }] }] }),
+      );
+      await expect(exec(promtool, ['check', 'rules', path.join(dir, 'broken.yml')])).rejects.toMatchObject({ code: 1 });
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });

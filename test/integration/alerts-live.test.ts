@@ -2,16 +2,17 @@
  * An alert seen firing for real: a real Prometheus (compose's version, built once: dev/prometheus-tools.ts) scrapes a
  * real worker process's metrics endpoint every second and evaluates the production WorkersDown rule, its `for:`
  * shortened to 5 s (the one change from deploy/prometheus/alerts.yml). Killing the worker fires it within a minute;
- * starting the worker again resolves it.
+ * starting the worker again resolves it. The same Prometheus answers the on-call dashboard's queries of the worker's
+ * gauges (deploy/perses/provisioning/dashboard-on-call.json) with the worker's series.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { parse, stringify } from 'yaml';
+import { parse } from 'yaml';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { interpolate, readDashboard, seriesName } from '../../bench/dashboard.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
+import { startPrometheus, type PrometheusServer } from '../../dev/prometheus-server.js';
 import { obtainPrometheus } from '../../dev/prometheus-tools.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { openHarness, type Harness } from '../support/harness.js';
@@ -21,8 +22,7 @@ const ALERTS = path.resolve(import.meta.dirname, '../../deploy/prometheus/alerts
 
 let harness: Harness;
 let workers: WorkerProcesses | undefined;
-let prometheus: ChildProcess | undefined;
-let dir: string;
+let prometheus: PrometheusServer | undefined;
 let api: string;
 
 interface Rule {
@@ -37,7 +37,6 @@ beforeAll(async () => {
   const binary = await obtainPrometheus(loadDevConfig().cacheDir, (line) => console.log(line));
   harness = await openHarness();
   const us = await harness.region('us');
-  dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-prometheus-'));
   const metricsPort = await freePort();
   workers = await startWorkerProcesses(1, {
     ...workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
@@ -47,34 +46,21 @@ beforeAll(async () => {
   // The production rule, waiting 5 s instead of 2 min.
   const production = (parse(await fs.readFile(ALERTS, 'utf8')) as { groups: { rules: Rule[] }[] }).groups.flatMap((g) => g.rules);
   const workersDown = production.find((r) => r.alert === 'WorkersDown')!;
-  await fs.writeFile(path.join(dir, 'rules.yml'), stringify({ groups: [{ name: 'live', rules: [{ ...workersDown, for: '5s' }] }] }));
-  await fs.writeFile(
-    path.join(dir, 'prometheus.yml'),
-    stringify({
-      global: { scrape_interval: '1s', evaluation_interval: '1s', scrape_timeout: '900ms' },
-      rule_files: ['rules.yml'],
-      scrape_configs: [{ job_name: 'hold-sweeper-workers', static_configs: [{ targets: [`127.0.0.1:${metricsPort}`], labels: { region: 'us' } }] }],
-    }),
-  );
-  const port = await freePort();
-  api = `http://127.0.0.1:${port}/api/v1`;
-  prometheus = spawn(
+  prometheus = await startPrometheus({
     binary,
-    [
-      `--config.file=${path.join(dir, 'prometheus.yml')}`,
-      `--storage.tsdb.path=${path.join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`,
-      '--log.level=warn',
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+    rules: { groups: [{ name: 'live', rules: [{ ...workersDown, for: '5s' }] }] },
+    config: {
+      global: { scrape_interval: '1s', evaluation_interval: '1s', scrape_timeout: '900ms' },
+      scrape_configs: [{ job_name: 'hold-sweeper-workers', static_configs: [{ targets: [`127.0.0.1:${metricsPort}`], labels: { region: 'us' } }] }],
+    },
+  });
+  api = prometheus.api;
 }, 900_000);
 
 afterAll(async () => {
-  prometheus?.kill('SIGTERM');
+  await prometheus?.stop();
   await workers?.stop();
   await harness?.close();
-  if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 
 async function get<T>(route: string): Promise<T | undefined> {
@@ -88,6 +74,32 @@ async function usWorkersDown(): Promise<string> {
   const data = await get<{ alerts: { labels: Record<string, string>; state: string }[] }>('/alerts');
   return data?.alerts.find((a) => a.labels.alertname === 'WorkersDown' && a.labels.region === 'us')?.state ?? 'none';
 }
+
+it('the on-call dashboard’s panels of gauges read the worker, each series named for its region', async () => {
+  const dashboard = await readDashboard();
+  // The panels a worker fills before it has done anything (the others need releases, attempts or a merchant in trouble).
+  const idle = ['oldestAges', 'sweepCompletion', 'duplicates', 'backlog', 'targetsUp'];
+  const queries = idle.flatMap((id) => dashboard.spec.panels[id]!.spec.queries.map((q) => ({ id, ...q.spec.plugin.spec })));
+  // One not about the workers: Temporal and the codec endpoint are not scraped here.
+  const read = queries.filter((q) => !q.query.includes('temporal|hold-sweeper-codec'));
+  expect(read.length).toBe(queries.length - 1);
+  for (const q of read) {
+    const query = interpolate(q.query, '1m');
+    let result: { metric: Record<string, string> }[] = [];
+    await waitUntil(
+      async () => {
+        result = (await get<{ result: { metric: Record<string, string> }[] }>(`/query?query=${encodeURIComponent(query)}`))?.result ?? [];
+        return result.length > 0;
+      },
+      `${q.id}: ${query} answers`,
+      60_000,
+    );
+    expect(
+      result.map((r) => seriesName(q.seriesNameFormat, r.metric).split(' ')[0]),
+      `${q.id}: ${query}`,
+    ).toEqual(['us']);
+  }
+}, 120_000);
 
 it('WorkersDown fires within a minute of the workers dying, and resolves once they are back', async () => {
   const up = async () =>

@@ -564,6 +564,8 @@ describe('deployment files', () => {
     const oneShots = ['temporal-schema', 'temporal-setup', 'ledger-migrate'];
     // Run by a person when needed (`docker compose run --rm ops ...`), never by `up`.
     const tools = ['ops'];
+    // Its image has nothing to run a check with (Perses's binary alone: no shell, no HTTP client), and nothing waits on it.
+    const unchecked = ['perses'];
     for (const [name, service] of Object.entries(services)) {
       expect(service.read_only, `${name} is read-only`).toBe(true);
       expect(service.tmpfs, `${name} writes temporary files to a tmpfs`).toContain('/tmp');
@@ -582,6 +584,12 @@ describe('deployment files', () => {
         expect(service.restart, name).toBe('no');
         expect(check, name).toBeUndefined();
         if (tools.includes(name)) expect(service.profiles, name).toEqual(['ops']);
+      } else if (unchecked.includes(name)) {
+        expect(check, name).toBeUndefined();
+        expect(
+          Object.values(services).filter((s) => Object.keys((s.depends_on as object | undefined) ?? {}).includes(name)),
+          `nothing waits on ${name}`,
+        ).toEqual([]);
       } else {
         expect(check?.[0], `${name} has a health check`).toMatch(/^CMD(-SHELL)?$/);
       }
@@ -652,6 +660,42 @@ describe('deployment files', () => {
     expect(compose.services.alertmanager!.image).toBe(`prom/alertmanager:v${(await read('deploy/alertmanager/alertmanager-version')).trim()}`);
     expect(prometheus.alerting.alertmanagers[0]!.static_configs[0]!.targets).toEqual(['alertmanager:9093']);
     expect(compose.services.temporal!.environment!.TEMPORAL_METRICS_ADDRESS).toBe('0.0.0.0:8000');
+  });
+
+  it('Perses serves the on-call dashboard: provisioned from deploy/perses, read-only, on compose’s Prometheus, at the tested version', async () => {
+    const compose = parse(await read('docker-compose.yml'), { merge: true }) as {
+      services: Record<
+        string,
+        { image?: string; volumes?: string[]; environment?: Record<string, string>; depends_on?: object; ports?: string[]; tmpfs?: string[] }
+      >;
+    };
+    const perses = compose.services.perses!;
+    expect(perses.image).toBe(`persesdev/perses:v${(await read('deploy/perses/perses-version')).trim()}`);
+    // The provisioning folder Perses reads is the one mounted from the repository, and it holds the dashboard.
+    const folder = perses.environment!.PERSES_PROVISIONING_FOLDERS_0!;
+    expect(perses.volumes).toContain(`./deploy/perses/provisioning:${folder}:ro`);
+    expect((await fs.readdir(path.join(REPO, 'deploy/perses/provisioning'))).sort()).toEqual([
+      'dashboard-on-call.json',
+      'datasource-prometheus.json',
+      'project.json',
+    ]);
+    // The files are the dashboard's source: the UI cannot edit what the next provisioning pass would overwrite.
+    expect(perses.environment!.PERSES_SECURITY_READONLY).toBe('true');
+    // Its database is a volume, and the plugins it unpacks at start land on a tmpfs (the root filesystem is read-only).
+    expect(perses.volumes).toContain('perses:/perses');
+    expect(perses.tmpfs).toEqual(expect.arrayContaining(['/tmp', '/etc/perses/plugins']));
+    // The datasource's URL is compose's Prometheus, on the port it listens on.
+    const datasource = JSON.parse(await read('deploy/perses/provisioning/datasource-prometheus.json')) as {
+      spec: { plugin: { spec: { proxy: { spec: { url: string } } } } };
+    };
+    const url = new URL(datasource.spec.plugin.spec.proxy.spec.url);
+    expect(Object.keys(compose.services)).toContain(url.hostname);
+    expect(compose.services[url.hostname]!.ports).toContain(`127.0.0.1:${url.port}:${url.port}`);
+    expect(Object.keys(perses.depends_on!)).toEqual([url.hostname]);
+    // Published on loopback only, like every port, on one no other service takes.
+    const published = Object.values(compose.services).flatMap((s) => s.ports ?? []);
+    expect(perses.ports).toEqual(['127.0.0.1:8081:8080']);
+    expect(published.filter((p) => p.startsWith('127.0.0.1:8081:'))).toHaveLength(1);
   });
 
   it('alert rules parse, page on exported metrics, and each links its runbook section by an absolute URL', async () => {
