@@ -7,6 +7,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
+import { dashboardSpec } from './dashboard.js';
 import type { NightReport } from './night-bench.js';
 import type { Phase, Sample } from './sampler.js';
 
@@ -183,6 +184,11 @@ export async function writeCharts(report: NightReport, dir: string, name: string
     ['cpu', 'CPU per process over time', cpuSpec(report)],
     ['waits', 'What the run waited on', serverSpec(report)],
     ['merchants', 'The busiest merchants, receiver side, against their limit', report.merchantSeries.length > 0 ? merchantsSpec(report) : undefined],
+    [
+      'on-call',
+      'The on-call dashboard (deploy/perses), drawn from this night by its own queries',
+      report.dashboard ? dashboardSpec(report.dashboard, `The on-call dashboard over this night (${report.workload.holds} holds)`) : undefined,
+    ],
   ];
   await fs.mkdir(path.join(dir, 'charts'), { recursive: true });
   const charts: Chart[] = [];

@@ -30,6 +30,8 @@ import { startDevServer } from '../dev/temporal-dev-server.js';
 import { startTemporalCluster } from '../dev/temporal-cluster.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
+import { startPrometheus, type PrometheusServer } from '../dev/prometheus-server.js';
+import { obtainPrometheus } from '../dev/prometheus-tools.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
@@ -42,6 +44,7 @@ import { cpuSeconds, findProcess, peakRssBytes } from './proc-stats.js';
 import { pageRuns, phaseSignals, type PageRuns, type PhaseSignals } from './analysis.js';
 import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } from './actions.js';
 import { Sampler, type Sample } from './sampler.js';
+import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
 import type { temporal } from '@temporalio/proto';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
@@ -72,6 +75,11 @@ export interface NightBenchOptions {
   regionPerProcess: boolean;
   /** Node flags for the worker processes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them). */
   workerNodeArgs?: readonly string[];
+  /**
+   * Run a real Prometheus beside the stack and draw the on-call dashboard's panels from it (bench/dashboard.ts).
+   * Prometheus is built once from the Go module proxy (dev/prometheus-tools.ts).
+   */
+  dashboard: boolean;
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -125,6 +133,8 @@ export interface NightReport {
   series: Sample[];
   /** Receiver side: requests per second over the product phase for the busiest merchants, against their limit. */
   merchantSeries: MerchantSeries[];
+  /** The on-call dashboard's panels over the product phase, as the night's Prometheus answered them. */
+  dashboard?: DashboardNight;
   violations: Violation[];
 }
 
@@ -261,6 +271,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     poolMax: 4,
   });
   const workerGroups: { regions: string; processes: WorkerProcesses }[] = [];
+  let prometheus: PrometheusServer | undefined;
   try {
     // Seed: merchants (scripted in the merchants' process with the secret each one verifies), accounts, holds.
     const random = seededRandom(options.seed ^ 0x5eed);
@@ -301,13 +312,21 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     }
     await merchants.script(scripts);
 
-    // Each worker process exports its SDK metrics (METRICS_ADDRESS) for the sampler.
+    // Each worker process exports its metrics (METRICS_ADDRESS) for the sampler and the night's Prometheus, its
+    // ledger gauges refreshed every scrape interval of that Prometheus.
     const workerMetricsUrls: string[] = [];
+    const workerTargets: { targets: string[]; labels?: { region: string } }[] = [];
     for (const group of options.regionPerProcess ? regions.map((r) => [r]) : [regions]) {
       const workerEnv = workerEnvironment(group, server.address, bundlePath);
       if (options.maxCachedWorkflows !== undefined) workerEnv.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
+      workerEnv.METRICS_GAUGE_INTERVAL = `${DASHBOARD_SCRAPE_SECONDS}s`;
       const ports = await Promise.all(Array.from({ length: options.workers }, () => freePort()));
       workerMetricsUrls.push(...ports.map((port) => `http://127.0.0.1:${port}/metrics`));
+      // As compose's prometheus.yml labels them: by region where a process serves one.
+      workerTargets.push({
+        targets: ports.map((port) => `127.0.0.1:${port}`),
+        ...(group.length === 1 ? { labels: { region: group[0]!.region } } : {}),
+      });
       const names = group.map((r) => r.region).join('+');
       workerGroups.push({
         regions: names,
@@ -330,6 +349,19 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       `[bench] ${workerPids().length} worker process(es) running (${workerGroups.map((g) => `${g.processes.pids.length} for ${g.regions}`).join(', ')}); Temporal pid ${processes.temporal}, PostgreSQL pid ${processes.postgres}`,
     );
     const holdsTotal = workload.holds.length;
+    const temporalMetrics = new URL(devServer ? `http://127.0.0.1:${devMetricsPort}/metrics` : (server as { metricsUrl: string }).metricsUrl);
+    prometheus = options.dashboard
+      ? await startPrometheus({
+          binary: await obtainPrometheus(options.cacheDir, log),
+          config: {
+            global: { scrape_interval: `${DASHBOARD_SCRAPE_SECONDS}s`, scrape_timeout: `${DASHBOARD_SCRAPE_SECONDS - 1}s` },
+            scrape_configs: [
+              { job_name: 'hold-sweeper-workers', static_configs: workerTargets },
+              { job_name: 'temporal', metrics_path: temporalMetrics.pathname, static_configs: [{ targets: [temporalMetrics.host] }] },
+            ],
+          },
+        })
+      : undefined;
     const sampler = new Sampler({
       processes: () => [
         { name: 'temporal', pid: processes.temporal },
@@ -529,6 +561,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const violations = await checkInvariants({ regions, requests, texts });
     const actions = await actionsReport(regions, sampledChildren, sweepHistories, holdsTotal);
     const merchantSeries = busiestMerchants(requests, workload, startedAt, 4);
+    const dashboard = prometheus && (await nightDashboard(prometheus.api, startedAt, log));
     const { log: _log, cacheDir: _cacheDir, ...reportedOptions } = options;
     const faultyMerchants: Record<string, number> = {};
     for (const m of workload.merchants) if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
@@ -556,9 +589,11 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       actions,
       series: sampler.samples,
       merchantSeries,
+      dashboard,
       violations,
     };
   } finally {
+    await prometheus?.stop();
     await Promise.all(workerGroups.map((g) => g.processes.stop()));
     await merchants.stop();
     await Promise.all(regions.map((r) => r.pool.end()));
@@ -567,6 +602,28 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     await postgres.stop();
     await fs.rm(dataDir, { recursive: true, force: true });
   }
+}
+
+/** The night's Prometheus scrapes every 5 s (the workers refresh their ledger gauges as often): a panel's step. */
+const DASHBOARD_SCRAPE_SECONDS = 5;
+
+/**
+ * The on-call dashboard over the product phase (from 10 s before the trigger until now), each panel's PromQL as
+ * committed. `$__rate_interval` is what Perses gives it at this scrape interval and step: four scrape intervals.
+ */
+async function nightDashboard(api: string, startedAt: number, log: (line: string) => void): Promise<DashboardNight> {
+  const night = await queryDashboard(api, await readDashboard(), {
+    origin: startedAt,
+    start: startedAt - 10_000,
+    end: Date.now(),
+    stepSeconds: DASHBOARD_SCRAPE_SECONDS,
+    rateInterval: `${4 * DASHBOARD_SCRAPE_SECONDS}s`,
+  });
+  const empty = emptyPanels(night);
+  log(
+    `[bench] on-call dashboard: ${Object.keys(night.panels).length} panels queried${empty.length ? `; no series this night: ${empty.join(', ')}` : ''}`,
+  );
+  return night;
 }
 
 /** Every run's history of a parent workflow type (the sweep's or the ceiling's), in both regions. */

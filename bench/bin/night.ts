@@ -31,6 +31,8 @@ const { values } = parseArgs({
     'retry-horizon-seconds': { type: 'string', default: '180' },
     'fault-free': { type: 'boolean', default: false },
     'no-ceiling': { type: 'boolean', default: false },
+    /** Skip the night's Prometheus and the on-call dashboard drawn from it. */
+    'no-dashboard': { type: 'boolean', default: false },
     /** One region per worker process (as compose runs them), --workers of them per region. */
     'region-per-process': { type: 'boolean', default: false },
     /** Node flags for the worker processes, space-separated: "--worker-node-args=--cpu-prof --cpu-prof-dir=/tmp/prof". */
@@ -78,6 +80,7 @@ for (const temporal of backends) {
       batchSize: number('batch-size'),
       retryHorizonMs: number('retry-horizon-seconds') * 1000,
       ceiling: !values['no-ceiling'],
+      dashboard: !values['no-dashboard'],
       regionPerProcess: values['region-per-process'],
       ...(values['worker-node-args'] === undefined ? {} : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
       ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
