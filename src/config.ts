@@ -6,7 +6,7 @@
  */
 import net from 'node:net';
 import { ConfigError } from './errors.js';
-import { REGIONS, type Region } from './contracts/regions.js';
+import { isRegion, REGIONS, type Region } from './contracts/regions.js';
 import { keyOfSecret } from './delivery/signing.js';
 import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
 import { loadTemporalConnectionSettings, requireTls, TEMPORAL_CONNECTION_VARIABLES, type TemporalConnectionSettings } from './temporal-connection.js';
@@ -255,6 +255,15 @@ export const CONFIG_VARIABLES = [
   'PROCESSOR_SIGNING_SECRET_EU',
   'PROCESSOR_GAP_WAIT',
   'PROCESSOR_REFUSED_RETENTION',
+  'API_ADDRESS',
+  'API_REGION',
+  'API_OIDC_ISSUER',
+  'API_OIDC_AUDIENCE',
+  'API_OIDC_ROLES_CLAIM',
+  'API_CLOCK_TOLERANCE',
+  'API_TLS_CERT_FILE',
+  'API_TLS_KEY_FILE',
+  'API_BEHIND_TLS_PROXY',
 ] as const;
 
 /**
@@ -504,6 +513,7 @@ export interface LoadConfigOptions {
 export const ENTRY_POINTS = {
   worker: {},
   ops: {},
+  api: {},
   receiver: { merchantSecrets: 'dev-only' },
   codec: { merchantSecrets: 'not-held', connections: 'not-used' },
   migrate: { connections: 'ledger-only' },
@@ -699,5 +709,70 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode): Proce
     signingKey,
     gapWaitMs: readDuration(env, 'PROCESSOR_GAP_WAIT', '15m', 1000),
     refusedRetentionMs: readDuration(env, 'PROCESSOR_REFUSED_RETENTION', '30d', 3_600_000),
+  });
+}
+
+/** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
+export interface ApiConfig {
+  readonly region: Region;
+  readonly host: string;
+  readonly port: number;
+  /** API_OIDC_ISSUER: the issuer whose access tokens it accepts (its discovery document names the keys). */
+  readonly issuer: string;
+  /** API_OIDC_AUDIENCE: the `aud` a token must carry (hold-sweeper-admin). */
+  readonly audience: string;
+  /** API_OIDC_ROLES_CLAIM: the claim with the caller's roles (roles). */
+  readonly rolesClaim: string;
+  readonly clockToleranceSeconds: number;
+  /** API_TLS_CERT_FILE and API_TLS_KEY_FILE: the listener's certificate and key (PEM files). */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
+  /** API_BEHIND_TLS_PROXY=true: plain HTTP on a listener only a TLS-terminating proxy reaches. */
+  readonly behindTlsProxy: boolean;
+}
+
+/**
+ * The admin API's settings for one of the configured regions (API_REGION, or the only one). Production refuses to
+ * start it without TLS (its own, or API_BEHIND_TLS_PROXY=true said explicitly) and without an https issuer: bearer
+ * tokens cross this listener, and nothing but a verified token says who is calling.
+ */
+export function loadApiConfig(env: Env, config: Config): ApiConfig {
+  const regions = config.regions.map((r) => r.region);
+  const regionRaw = env.API_REGION || (regions.length === 1 ? regions[0] : undefined);
+  if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
+    throw new ConfigError('API_REGION', regionRaw, `the region this API serves, one of the configured regions: ${regions.join(', ')}`);
+  }
+  const production = config.mode === 'production';
+  const addressRaw = env.API_ADDRESS || (production ? '0.0.0.0:8443' : '127.0.0.1:8443');
+  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port > 65_535) throw new ConfigError('API_ADDRESS', addressRaw, 'host:port to listen on, e.g. 0.0.0.0:8443');
+  const issuer = readUrl(env, 'API_OIDC_ISSUER', production ? ['https:'] : ['https:', 'http:']);
+  if (!issuer) throw new ConfigError('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
+  const [certFile, keyFile] = [env.API_TLS_CERT_FILE || undefined, env.API_TLS_KEY_FILE || undefined];
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError(certFile ? 'API_TLS_KEY_FILE' : 'API_TLS_CERT_FILE', undefined, 'both API_TLS_CERT_FILE and API_TLS_KEY_FILE, or neither');
+  }
+  const proxyRaw = env.API_BEHIND_TLS_PROXY || 'false';
+  if (proxyRaw !== 'true' && proxyRaw !== 'false') throw new ConfigError('API_BEHIND_TLS_PROXY', proxyRaw, 'true or false');
+  const behindTlsProxy = proxyRaw === 'true';
+  if (production && !certFile && !behindTlsProxy) {
+    throw new ConfigError(
+      'API_TLS_CERT_FILE',
+      undefined,
+      'a certificate for the admin API (and API_TLS_KEY_FILE), or API_BEHIND_TLS_PROXY=true: production sends no token in clear',
+    );
+  }
+  const audience = env.API_OIDC_AUDIENCE || 'hold-sweeper-admin';
+  const rolesClaim = env.API_OIDC_ROLES_CLAIM || 'roles';
+  return Object.freeze({
+    region: regionRaw,
+    host: match[1]!.replace(/^\[|\]$/g, ''),
+    port,
+    issuer,
+    audience,
+    rolesClaim,
+    clockToleranceSeconds: readDuration(env, 'API_CLOCK_TOLERANCE', '30s', 0) / 1000,
+    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
+    behindTlsProxy,
   });
 }

@@ -6,10 +6,19 @@ import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/signing.js';
 import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js';
+import { AdminApiError } from '../ops/admin-client.js';
 import { runOps } from '../ops/cli.js';
 
 /** Errors that name what was wrong with the operator's input or the ledger's row: their message is the answer. */
-const NAMED = [OperatorError, ConfigError, InvalidMerchantSetting, InvalidEndpointUrl, InvalidDeliveryPolicyError, MissingSigningSecret];
+const NAMED = [
+  OperatorError,
+  ConfigError,
+  InvalidMerchantSetting,
+  InvalidEndpointUrl,
+  InvalidDeliveryPolicyError,
+  MissingSigningSecret,
+  AdminApiError,
+];
 
 runOps(process.argv.slice(2)).then(
   (code) => process.exit(code),

@@ -10,7 +10,8 @@ DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
-    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, destination_budgets, schema_migrations';
+    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, destination_budgets, api_audit, '
+    'schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
   -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
@@ -62,6 +63,8 @@ BEGIN
     -- `merchant ping` takes a turn in the destination's budget like a delivery (and a 429 pushes it back).
     GRANT INSERT, UPDATE ON destination_budgets TO hold_sweeper_ops;
     GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;
+    -- The admin API (src/api/, the operators' CLI behind it) runs as this role: it appends its audit and reads it back.
+    GRANT INSERT ON api_audit TO hold_sweeper_ops;
   END IF;
 END
 $grants$;

@@ -1,7 +1,9 @@
 /**
  * The operator CLI: `npm run ops -- <command> [options]`. See HELP below, or `npm run ops -- --help`.
- * Talks to the region's ledger and Temporal namespace as configured (.env.example); in dev, with nothing
- * configured, to the stack a running `npm start` advertises.
+ * Each command calls one verb of src/api/admin-verbs.ts: through the region's admin API when one is configured
+ * (admin-client.ts: a token, nothing else), or itself against the region's ledger and Temporal namespace as
+ * configured (.env.example); in dev, with nothing configured, the stack a running `npm start` advertises. Either way
+ * the same answer prints the same.
  */
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
@@ -17,34 +19,10 @@ import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
-import { sweepNow } from '../schedules.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
-import { webhooksInStatus } from '../sql/deliveries.js';
-import { refusedRequests, reviews } from '../sql/processor-events.js';
-import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from './processor-events.js';
-import { pauseSends, resumeSends, sendsStatus } from './send-pauses.js';
-import {
-  addMerchant,
-  pauseMerchant,
-  pingMerchant,
-  resumeMerchant,
-  rotateSigningSecret,
-  setMerchant,
-  showMerchant,
-  type MerchantView,
-} from './merchants.js';
-import {
-  approveHold,
-  approveReplayRequest,
-  discardHold,
-  holdStatus,
-  listQuarantined,
-  previewReplay,
-  redeliverEventWebhook,
-  type OpsContext,
-  type QuarantineFilters,
-} from './operations.js';
-import { approveResendRequest, previewResend, resendWebhookNow, type ResendFilters } from './resends.js';
+import { verbById, type AdminContext, type VerbInput } from '../api/admin-verbs.js';
+import { adminApiFromEnv, type Verbs } from './admin-client.js';
+import type { MerchantView } from './merchants.js';
 
 const HELP = `hold-sweeper operator commands
 
@@ -105,7 +83,12 @@ Usage: npm run ops -- <command> [options]
   reviews list [--all]               ledger entries flagged for a human (late captures, events that could not apply)
   reviews resolve <event id> --by NAME
                                      close one
+  audit [--since T] [--subject S] [--limit 50]
+                                     the admin API's audit: every call, by whom (verified), what it did, newest first
 
+Through the admin API (HOLD_SWEEPER_API_URL_<REGION> and HOLD_SWEEPER_API_TOKEN or HOLD_SWEEPER_API_TOKEN_FILE set):
+no database URL or key on this machine, and --by / --requested-by are not given: who acts is the token's subject.
+Without them the commands run here, against the region's ledger and Temporal (dev, break-glass).
 Options: --region us|eu (required when several are configured), --json (machine-readable output), --help
 HOLD_SWEEPER_MODE must be set: production (four eyes, the SSRF guard) or dev (a local stack, said explicitly).
 Identities (--by, --requested-by) are compared case- and width-insensitively: "Alice" and "alice" are one person.
@@ -127,72 +110,23 @@ function isoOption(value: string | undefined, option: string): string | undefine
   return value;
 }
 
-function filtersFrom(values: Record<string, string | boolean | undefined>): QuarantineFilters {
+/** The selection options of `quarantine list` and `replay preview`, checked. */
+function filtersFrom(values: Values): VerbInput {
   const reason = values.reason as string | undefined;
   if (reason !== undefined && !REASONS.includes(reason as QuarantineReason)) {
     throw new ConfigError('--reason', reason, REASONS.join(', '));
   }
-  return {
-    merchantId: values.merchant as string | undefined,
-    holdId: values.hold as string | undefined,
-    webhookId: values.webhook as string | undefined,
-    since: isoOption(values.since as string | undefined, 'since'),
-    until: isoOption(values.until as string | undefined, 'until'),
-    reason: reason as QuarantineReason | undefined,
-  };
+  return { ...resendFiltersFrom(values), hold: values.hold as string | undefined, reason };
 }
 
-function resendFiltersFrom(values: Record<string, string | boolean | undefined>): ResendFilters {
+/** The selection options of `resend preview` and `webhooks list`, checked. */
+function resendFiltersFrom(values: Values): VerbInput {
   return {
-    merchantId: values.merchant as string | undefined,
-    webhookId: values.webhook as string | undefined,
+    merchant: values.merchant as string | undefined,
+    webhook: values.webhook as string | undefined,
     since: isoOption(values.since as string | undefined, 'since'),
     until: isoOption(values.until as string | undefined, 'until'),
   };
-}
-
-/** `resend <webhook id>`, `resend preview`, `resend approve`. */
-async function runResend(
-  ctx: OpsContext,
-  values: Record<string, string | boolean | undefined> & { by?: string; reason?: string; ticket?: string; rate?: string },
-  sub: string | undefined,
-  arg: string | undefined,
-  print: (human: string, data: unknown) => void,
-): Promise<number> {
-  const { region } = ctx.region;
-  if (sub === 'preview') {
-    const request = await previewResend(ctx.pool, resendFiltersFrom(values), required(values['requested-by'] as string | undefined, 'requested-by'));
-    print(
-      `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
-        `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
-      { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) },
-    );
-    return 0;
-  }
-  if (sub === 'approve') {
-    const rate = values.rate === undefined ? undefined : Number(values.rate);
-    if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate, 'resends started per second, > 0');
-    const result = await approveResendRequest(ctx, required(arg, 'request id'), required(values.by, 'by'), {
-      startsPerSecond: rate,
-      ticket: values.ticket,
-    });
-    print(
-      `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
-        (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
-        result.ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join(''),
-      result,
-    );
-    return 0;
-  }
-  const webhookId = required(sub, 'webhook id');
-  const started = await resendWebhookNow(ctx, webhookId, required(values.by, 'by'), required(values.reason, 'reason'), values.ticket);
-  print(
-    started.policyRun === undefined
-      ? `resend ${started.resendId} of ${webhookId} started (${started.workflowId}); the worker has not reopened it yet: npm run ops -- status <hold id>`
-      : `resend ${started.resendId} of ${webhookId}: policy run ${started.policyRun}, delivered by ${started.workflowId}`,
-    started,
-  );
-  return 0;
 }
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
@@ -233,19 +167,39 @@ async function ledgerPool(config: Config, region: RegionConfig, databaseUrl: str
   return pool;
 }
 
-async function connect(config: Config, regionOption: string | undefined): Promise<OpsContext & { close(): Promise<void> }> {
+/**
+ * The verbs run here, against the region's ledger and Temporal (no admin API configured: dev, or break-glass). Temporal
+ * is connected only for a verb that needs it; the payload and merchant-secret keys are this machine's configuration.
+ */
+async function localVerbs(config: Config, regionOption: string | undefined): Promise<Verbs> {
   const { regionConfig, databaseUrl, address } = await regionFor(config, regionOption);
-  if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`, undefined, 'host:port (or a running `npm start`)');
   const pool = await ledgerPool(config, regionConfig, databaseUrl, 4);
-  const connection = await connectClient(regionConfig.temporal ?? PLAINTEXT, address);
-  return {
-    region: { ...regionConfig, databaseUrl, temporalAddress: address },
-    fourEyes: config.decisions.fourEyes,
+  let connection: Awaited<ReturnType<typeof connectClient>> | undefined;
+  const region = { ...regionConfig, databaseUrl, temporalAddress: address };
+  const context: AdminContext = {
+    region,
     pool,
-    client: new Client({ connection, namespace: regionConfig.namespace, dataConverter: dataConverterFor(regionConfig) }),
+    fourEyes: config.decisions.fourEyes,
+    webhooks: config.webhooks,
+    // The same key ring as the region's workers (MERCHANT_SECRET_KEYS_<R>): what `add` and `rotate-secret` seal, they open.
+    secrets: { region: regionConfig.region, sealer: localKeyRing(regionConfig.secretKeys) },
+  };
+  return {
+    region: regionConfig.region,
+    remote: false,
+    async call(verbId, input) {
+      const verb = verbById(verbId);
+      if (verb.temporal && !context.client) {
+        if (!address)
+          throw new ConfigError(`TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`, undefined, 'host:port (or a running `npm start`)');
+        connection = await connectClient(regionConfig.temporal ?? PLAINTEXT, address);
+        context.client = new Client({ connection, namespace: regionConfig.namespace, dataConverter: dataConverterFor(regionConfig) });
+      }
+      return verb.run(context, input);
+    },
     async close() {
       await pool.end();
-      await connection.close();
+      await connection?.close();
     },
   };
 }
@@ -296,12 +250,13 @@ function parseCommandLineStrictly(argv: string[]) {
       sequence: { type: 'string' },
       status: { type: 'string' },
       limit: { type: 'string' },
+      subject: { type: 'string' },
       all: { type: 'boolean', default: false },
     },
   });
 }
 
-export async function runOps(argv: string[], out: (line: string) => void = console.log): Promise<number> {
+export async function runOps(argv: string[], out: (line: string) => void = console.log, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values, positionals } = parseCommandLine(argv);
   const [command, sub, arg] = positionals;
   if (values.help || !command) {
@@ -309,229 +264,331 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
     return values.help ? 0 : 2;
   }
   const print = (human: string, data: unknown) => out(values.json ? JSON.stringify(data, null, 2) : human);
-  // Never dev by accident: dev means no four eyes and no SSRF guard for `merchant ping`.
-  requireExplicitMode();
-  const config = loadConfig();
-  if (command === 'merchant') return runMerchant(config, values, sub, arg, print);
-  const ctx = await connect(config, values.region);
+  // Through the admin API when one is configured: this machine then holds a token, no database URL and no key.
+  let verbs = adminApiFromEnv(env, values.region);
+  if (!verbs) {
+    // Never dev by accident: dev means no four eyes and no SSRF guard for `merchant ping`.
+    requireExplicitMode(env);
+    verbs = await localVerbs(loadConfig(env), values.region);
+  }
   try {
-    switch (command) {
-      case 'sweep-now': {
-        const workflowId = await sweepNow(ctx.client, ctx.region);
-        print(`sweep ${workflowId} is answering for now (region ${ctx.region.region})`, { workflowId });
-        return 0;
-      }
-      case 'status': {
-        const report = await holdStatus(ctx, required(sub, 'hold id'));
-        const waiting = report.workflow?.waiting;
+    return await runCommand(verbs, command, sub, arg, values, print);
+  } finally {
+    await verbs.close();
+  }
+}
+
+/** One command: its input from the command line, the verb called, its answer printed as it always was. */
+async function runCommand(
+  verbs: Verbs,
+  command: string,
+  sub: string | undefined,
+  arg: string | undefined,
+  values: Values,
+  print: (human: string, data: unknown) => void,
+): Promise<number> {
+  const { region } = verbs;
+  const call = verbs.call;
+  /**
+   * Who acts (--by, --requested-by): on the command line when the verbs run here; through the admin API the caller's
+   * verified subject, so a name given there is refused rather than silently replaced.
+   */
+  const actor = (option: 'by' | 'requested-by'): string | undefined => {
+    const given = values[option] as string | undefined;
+    if (!verbs.remote) return required(given, option);
+    if (given !== undefined) throw new ConfigError(`--${option}`, given, 'nothing: through the admin API, who acts is your token’s subject');
+    return undefined;
+  };
+  const rateOption = (what: string) => {
+    const rate = values.rate === undefined ? undefined : Number(values.rate);
+    if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate as string, `${what} per second, > 0`);
+    return rate;
+  };
+  switch (command) {
+    case 'sweep-now': {
+      const { workflowId } = await call('sweep.now', {});
+      print(`sweep ${workflowId} is answering for now (region ${region})`, { workflowId });
+      return 0;
+    }
+    case 'status': {
+      const report = await call('hold.status', { holdId: required(sub, 'hold id') });
+      const waiting = report.workflow?.waiting;
+      print(
+        [
+          `hold ${report.hold.id}: ${report.hold.state}${report.hold.reject_code ? ` (${report.hold.reject_code})` : ''}, ` +
+            `${report.hold.amount_minor} ${report.hold.currency}, merchant ${report.hold.merchant_id}`,
+          `ledger entry: ${report.ledgerEntry ? `#${report.ledgerEntry.id}` : 'none'}`,
+          `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
+          `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
+          `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
+          ...(report.workflow?.retrying
+            ? [
+                `retrying: Temporal's attempt ${report.workflow.retrying.attempt}, next at ${report.workflow.retrying.nextAttemptAt ?? 'n/a'}` +
+                  ` after: ${report.workflow.retrying.lastFailure ?? 'n/a'}`,
+              ]
+            : []),
+          `processor events: ${report.processorEvents.length === 0 ? 'none' : `${(report.processorEvents as { sequence: number; event_type: string; outcome: string | null }[]).map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
+          '',
+          'attempts:',
+          table(report.attempts),
+          '',
+          'decisions:',
+          table(report.decisions),
+          ...(report.resends.length ? ['', 'resends:', table(report.resends)] : []),
+        ].join('\n'),
+        report,
+      );
+      return 0;
+    }
+    case 'quarantine': {
+      if (sub !== 'list') throw new ConfigError('quarantine', sub, '"list"');
+      const rows = await call('quarantine.list', filtersFrom(values));
+      print(`${table(rows)}\n${rows.length} quarantined`, rows);
+      return 0;
+    }
+    case 'replay': {
+      if (sub === 'preview') {
+        const request = await call('replay.preview', { ...filtersFrom(values), requestedBy: actor('requested-by') });
         print(
-          [
-            `hold ${report.hold.id}: ${report.hold.state}${report.hold.reject_code ? ` (${report.hold.reject_code})` : ''}, ` +
-              `${report.hold.amount_minor} ${report.hold.currency}, merchant ${report.hold.merchant_id}`,
-            `ledger entry: ${report.ledgerEntry ? `#${report.ledgerEntry.id}` : 'none'}`,
-            `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
-            `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
-            `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
-            ...(report.workflow?.retrying
-              ? [
-                  `retrying: Temporal's attempt ${report.workflow.retrying.attempt}, next at ${report.workflow.retrying.nextAttemptAt ?? 'n/a'}` +
-                    ` after: ${report.workflow.retrying.lastFailure ?? 'n/a'}`,
-                ]
-              : []),
-            `processor events: ${report.processorEvents.length === 0 ? 'none' : `${report.processorEvents.map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
-            '',
-            'attempts:',
-            table(report.attempts),
-            '',
-            'decisions:',
-            table(report.decisions),
-            ...(report.resends.length ? ['', 'resends:', table(report.resends)] : []),
-          ].join('\n'),
-          report,
+          `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
+            `approve with: npm run ops -- replay approve ${request.id} --region ${region} --by <someone else>`,
+          request,
         );
         return 0;
       }
-      case 'quarantine': {
-        if (sub !== 'list') throw new ConfigError('quarantine', sub, '"list"');
-        const rows = await listQuarantined(ctx.pool, filtersFrom(values));
-        print(`${table(rows as unknown as Record<string, unknown>[])}\n${rows.length} quarantined`, rows);
-        return 0;
-      }
-      case 'replay': {
-        if (sub === 'preview') {
-          const request = await previewReplay(ctx.pool, filtersFrom(values), required(values['requested-by'], 'requested-by'));
-          print(
-            `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
-              `approve with: npm run ops -- replay approve ${request.id} --region ${ctx.region.region} --by <someone else>`,
-            { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) },
-          );
-          return 0;
-        }
-        if (sub === 'approve') {
-          const rate = values.rate === undefined ? undefined : Number(values.rate);
-          if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate, 'signals per second, > 0');
-          const result = await approveReplayRequest(ctx, required(arg, 'request id'), required(values.by, 'by'), {
-            signalsPerSecond: rate,
-            ticket: values.ticket,
-          });
-          print(
-            `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
-              (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
-              result.ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join(''),
-            result,
-          );
-          return 0;
-        }
-        throw new ConfigError('replay', sub, '"preview" or "approve"');
-      }
-      case 'resend':
-        return await runResend(ctx, values, sub, arg, print);
-      case 'webhooks': {
-        if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
-        const status = required(values.status as string | undefined, 'status');
-        if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus)) throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
-        const limit = values.limit === undefined ? 20 : Number(values.limit);
-        if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit, 'a whole number of webhooks, >= 1');
-        const rows = await webhooksInStatus(ctx.pool, status as DeliveryStatus, { ...resendFiltersFrom(values), limit });
-        print(`${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`, rows);
-        return 0;
-      }
-      case 'approve':
-      case 'discard': {
-        const holdId = required(sub, 'hold id');
-        const by = required(values.by, 'by');
-        const reason = required(values.reason, 'reason');
-        const result = command === 'approve' ? await approveHold(ctx, holdId, by, reason, values.ticket) : await discardHold(ctx, holdId, by, reason);
+      if (sub === 'approve') {
+        const result = await call('replay.approve', {
+          requestId: required(arg, 'request id'),
+          by: actor('by'),
+          rate: rateOption('signals'),
+          ticket: values.ticket as string | undefined,
+        });
         print(
-          result.outcome === 'applied'
-            ? `${command} applied to hold ${holdId}: the workflow answered ${result.answer.decision} of policy run ${result.answer.policyRun}, now ${result.answer.stage}`
-            : `${command} not applied to hold ${holdId}: ${result.detail}`,
+          `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
+            (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
+            ignoredLines(result.ignored),
           result,
         );
-        return result.outcome === 'applied' ? 0 : 3;
+        return 0;
       }
-      case 'events': {
-        if (sub === 'show') {
-          const report = await holdEvents(ctx, required(arg, 'hold id'));
-          const account = report.workflow?.account;
-          print(
-            [
-              `hold ${report.holdId}: ${report.events.length} processor event(s)`,
-              table(
-                report.events.map(({ sequence, event_id, event_type, amount_minor, outcome, webhook_id, webhook_status }) => ({
-                  sequence,
-                  event_id,
-                  event_type,
-                  amount_minor,
-                  outcome,
-                  webhook_id,
-                  webhook_status,
-                })),
-              ),
-              '',
-              `skipped: ${report.skips.length === 0 ? 'none' : table(report.skips)}`,
-              `reviews: ${report.reviews.length === 0 ? 'none' : table(report.reviews)}`,
-              `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}${account ? `, ${JSON.stringify(account.stage)}` : ''}` : 'none'}`,
-            ].join('\n'),
-            report,
-          );
-          return 0;
-        }
-        if (sub === 'skip') {
-          const holdId = required(arg, 'hold id');
-          const sequence = numberOption(values, 'sequence');
-          if (sequence === undefined || !Number.isInteger(sequence) || sequence < 1)
-            throw new ConfigError('--sequence', values.sequence, 'the missing sequence, a positive integer');
-          const by = required(values.by, 'by');
-          const reason = required(values.reason, 'reason');
-          if (ctx.fourEyes) {
-            const { requestId } = await requestSkip(ctx, holdId, sequence, by, reason);
-            print(
-              `skip request ${requestId} recorded for sequence ${sequence} of hold ${holdId}; ` +
-                `approve with: npm run ops -- events approve-skip ${requestId} --region ${ctx.region.region} --by <someone else>`,
-              { requestId, holdId, sequence },
-            );
-            return 0;
-          }
-          const result = await skipMissingEvent(ctx, holdId, sequence, by, reason);
-          print(`sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.workflowId}); what follows it applies now`, result);
-          return 0;
-        }
-        if (sub === 'approve-skip') {
-          const requestId = required(arg, 'request id');
-          const result = await approveSkip(ctx, requestId, required(values.by, 'by'));
-          print(`skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`, result);
-          return 0;
-        }
-        if (sub === 'redeliver') {
-          const webhookId = required(arg, 'webhook id');
-          const result = await redeliverEventWebhook(ctx, webhookId);
-          print(`webhook ${webhookId}: a new delivery run ${result.runId} of ${result.workflowId} started`, result);
-          return 0;
-        }
-        if (sub === 'refused') {
-          const rows = await refusedRequests(ctx.pool, isoOption(values.since, 'since'));
-          print(`${table(rows)}\n${rows.length} refused`, rows);
-          return 0;
-        }
-        throw new ConfigError('events', sub, '"show", "skip", "approve-skip", "redeliver" or "refused"');
-      }
-      case 'sends': {
-        if (sub === 'pause') {
-          const pause = await pauseSends(ctx, required(values.by, 'by'), required(values.reason, 'reason'));
-          print(
-            `sends in region ${ctx.region.region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
-              `npm run ops -- sends resume --region ${ctx.region.region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
-            pause,
-          );
-          return 0;
-        }
-        if (sub === 'resume') {
-          const result = await resumeSends(ctx, required(values.by, 'by'), required(values.reason, 'reason'));
-          print(
-            `sends in region ${ctx.region.region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
-              `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
-            result,
-          );
-          return 0;
-        }
-        if (sub === 'status') {
-          const status = await sendsStatus(ctx);
-          print(
-            [
-              `sends in region ${ctx.region.region}: ${status.paused ? 'PAUSED' : 'running'}; ${status.held} deliveries held (by this or a merchant's pause)`,
-              status.pauses.length === 0 ? 'never paused' : table(status.pauses.map((p) => ({ ...p }))),
-            ].join('\n'),
-            status,
-          );
-          return 0;
-        }
-        throw new ConfigError('sends', sub, '"pause", "resume" or "status"');
-      }
-      case 'reviews': {
-        if (sub === 'list') {
-          const rows = await reviews(ctx.pool, { all: values.all });
-          print(`${table(rows)}\n${rows.length} ${values.all ? '' : 'open '}review(s)`, rows);
-          return 0;
-        }
-        if (sub === 'resolve') {
-          const eventId = required(arg, 'event id');
-          const result = await resolveReview(ctx, eventId, required(values.by, 'by'));
-          print(`review of ${eventId} resolved`, result);
-          return 0;
-        }
-        throw new ConfigError('reviews', sub, '"list" or "resolve"');
-      }
-      default:
-        throw new ConfigError(
-          'command',
-          command,
-          'one of sweep-now, status, quarantine, replay, approve, discard, merchant, events, sends, reviews (see --help)',
-        );
+      throw new ConfigError('replay', sub, '"preview" or "approve"');
     }
-  } finally {
-    await ctx.close();
+    case 'resend': {
+      if (sub === 'preview') {
+        const request = await call('resend.preview', { ...resendFiltersFrom(values), requestedBy: actor('requested-by') });
+        print(
+          `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
+            `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
+          request,
+        );
+        return 0;
+      }
+      if (sub === 'approve') {
+        const result = await call('resend.approve', {
+          requestId: required(arg, 'request id'),
+          by: actor('by'),
+          rate: rateOption('resends started'),
+          ticket: values.ticket as string | undefined,
+        });
+        print(
+          `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
+            (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
+            ignoredLines(result.ignored),
+          result,
+        );
+        return 0;
+      }
+      const webhookId = required(sub, 'webhook id');
+      const started = await call('webhook.resend', {
+        webhookId,
+        by: actor('by'),
+        reason: required(values.reason as string | undefined, 'reason'),
+        ticket: values.ticket as string | undefined,
+      });
+      print(
+        started.policyRun === undefined || started.policyRun === null
+          ? `resend ${started.resendId} of ${webhookId} started (${started.workflowId}); the worker has not reopened it yet: npm run ops -- status <hold id>`
+          : `resend ${started.resendId} of ${webhookId}: policy run ${started.policyRun}, delivered by ${started.workflowId}`,
+        started,
+      );
+      return 0;
+    }
+    case 'webhooks': {
+      if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
+      const status = required(values.status as string | undefined, 'status');
+      if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus)) throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
+      const limit = values.limit === undefined ? 20 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
+      const f = resendFiltersFrom(values);
+      const rows = await call('webhooks.list', { status, limit, merchant: f.merchant, since: f.since, until: f.until });
+      print(`${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`, rows);
+      return 0;
+    }
+    case 'approve':
+    case 'discard': {
+      const holdId = required(sub, 'hold id');
+      const by = actor('by');
+      const reason = required(values.reason as string | undefined, 'reason');
+      const result =
+        command === 'approve'
+          ? await call('quarantine.approve', { id: holdId, by, reason, ticket: values.ticket as string | undefined })
+          : await call('quarantine.discard', { id: holdId, by, reason });
+      print(
+        result.outcome === 'applied'
+          ? `${command} applied to hold ${holdId}: the workflow answered ${result.answer.decision} of policy run ${result.answer.policyRun}, now ${result.answer.stage}`
+          : `${command} not applied to hold ${holdId}: ${result.detail}`,
+        result,
+      );
+      return result.outcome === 'applied' ? 0 : 3;
+    }
+    case 'merchant':
+      return runMerchant(call, values, sub, arg, print);
+    case 'events':
+      return runEvents(verbs, actor, values, sub, arg, print);
+    case 'sends': {
+      if (sub === 'pause') {
+        const pause = await call('sends.pause', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
+        print(
+          `sends in region ${region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
+            `npm run ops -- sends resume --region ${region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
+          pause,
+        );
+        return 0;
+      }
+      if (sub === 'resume') {
+        const result = await call('sends.resume', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
+        print(
+          `sends in region ${region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
+            `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
+          result,
+        );
+        return 0;
+      }
+      if (sub === 'status') {
+        const status = await call('sends.status', {});
+        print(
+          [
+            `sends in region ${region}: ${status.paused ? 'PAUSED' : 'running'}; ${status.held} deliveries held (by this or a merchant's pause)`,
+            status.pauses.length === 0 ? 'never paused' : table(status.pauses),
+          ].join('\n'),
+          status,
+        );
+        return 0;
+      }
+      throw new ConfigError('sends', sub, '"pause", "resume" or "status"');
+    }
+    case 'reviews': {
+      if (sub === 'list') {
+        const rows = await call('reviews.list', { all: values.all === true });
+        print(`${table(rows)}\n${rows.length} ${values.all ? '' : 'open '}review(s)`, rows);
+        return 0;
+      }
+      if (sub === 'resolve') {
+        const eventId = required(arg, 'event id');
+        const result = await call('reviews.resolve', { eventId, by: actor('by') });
+        print(`review of ${eventId} resolved`, result);
+        return 0;
+      }
+      throw new ConfigError('reviews', sub, '"list" or "resolve"');
+    }
+    case 'audit': {
+      const limit = values.limit === undefined ? 50 : Number(values.limit);
+      if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of entries, >= 1');
+      const rows = await call('audit.list', {
+        since: isoOption(values.since as string | undefined, 'since'),
+        subject: values.subject as string | undefined,
+        limit,
+      });
+      print(`${table(rows)}\n${rows.length} call(s), newest first`, rows);
+      return 0;
+    }
+    default:
+      throw new ConfigError(
+        'command',
+        command,
+        'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, events, sends, reviews, audit (see --help)',
+      );
   }
+}
+
+const ignoredLines = (ignored: { webhookId: string; detail: string }[]) => ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join('');
+
+/** `events show|skip|approve-skip|redeliver|refused`. */
+async function runEvents(
+  verbs: Verbs,
+  actor: (option: 'by' | 'requested-by') => string | undefined,
+  values: Values,
+  sub: string | undefined,
+  arg: string | undefined,
+  print: (human: string, data: unknown) => void,
+): Promise<number> {
+  const { region, call } = verbs;
+  if (sub === 'show') {
+    const report = await call('events.show', { holdId: required(arg, 'hold id') });
+    const account = report.workflow?.account;
+    print(
+      [
+        `hold ${report.holdId}: ${report.events.length} processor event(s)`,
+        table(
+          (report.events as Record<string, unknown>[]).map(
+            ({ sequence, event_id, event_type, amount_minor, outcome, webhook_id, webhook_status }) => ({
+              sequence,
+              event_id,
+              event_type,
+              amount_minor,
+              outcome,
+              webhook_id,
+              webhook_status,
+            }),
+          ),
+        ),
+        '',
+        `skipped: ${report.skips.length === 0 ? 'none' : table(report.skips)}`,
+        `reviews: ${report.reviews.length === 0 ? 'none' : table(report.reviews)}`,
+        `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}${account ? `, ${JSON.stringify(account.stage)}` : ''}` : 'none'}`,
+      ].join('\n'),
+      report,
+    );
+    return 0;
+  }
+  if (sub === 'skip') {
+    const holdId = required(arg, 'hold id');
+    const sequence = numberOption(values, 'sequence');
+    if (sequence === undefined || !Number.isInteger(sequence) || sequence < 1)
+      throw new ConfigError('--sequence', values.sequence as string, 'the missing sequence, a positive integer');
+    const by = actor('by');
+    const reason = required(values.reason as string | undefined, 'reason');
+    const result = await call('events.skip', { holdId, sequence, by, reason });
+    if (result.requested) {
+      const { requestId } = result.requested;
+      print(
+        `skip request ${requestId} recorded for sequence ${sequence} of hold ${holdId}; ` +
+          `approve with: npm run ops -- events approve-skip ${requestId} --region ${region} --by <someone else>`,
+        { requestId, holdId, sequence },
+      );
+      return 0;
+    }
+    print(`sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.skipped.workflowId}); what follows it applies now`, result.skipped);
+    return 0;
+  }
+  if (sub === 'approve-skip') {
+    const requestId = required(arg, 'request id');
+    const result = await call('events.approve-skip', { requestId, by: actor('by') });
+    print(`skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`, result);
+    return 0;
+  }
+  if (sub === 'redeliver') {
+    const webhookId = required(arg, 'webhook id');
+    const result = await call('events.redeliver', { webhookId });
+    print(`webhook ${webhookId}: a new delivery run ${result.runId} of ${result.workflowId} started`, result);
+    return 0;
+  }
+  if (sub === 'refused') {
+    const rows = await call('events.refused', { since: isoOption(values.since as string | undefined, 'since') });
+    print(`${table(rows)}\n${rows.length} refused`, rows);
+    return 0;
+  }
+  throw new ConfigError('events', sub, '"show", "skip", "approve-skip", "redeliver" or "refused"');
 }
 
 type Values = Record<string, string | boolean | undefined>;
@@ -575,92 +632,81 @@ function merchantLines(m: MerchantView): string {
 
 /** `merchant <sub> <id>`: the ledger only, no Temporal connection needed. */
 async function runMerchant(
-  config: Config,
+  call: Verbs['call'],
   values: Values,
   sub: string | undefined,
   id: string | undefined,
   print: (human: string, data: unknown) => void,
 ): Promise<number> {
-  const { regionConfig, databaseUrl } = await regionFor(config, values.region as string | undefined);
-  const pool = await ledgerPool(config, regionConfig, databaseUrl, 2);
-  const rules = config.webhooks;
-  // The same key ring as the region's workers (MERCHANT_SECRET_KEYS_<R>): what `add` and `rotate-secret` seal, they open.
-  const secrets = { region: regionConfig.region, sealer: localKeyRing(regionConfig.secretKeys) };
   const merchantId = () => required(id, 'merchant id');
   const settings = () => ({
     name: values.name as string | undefined,
-    endpointUrl: values.url as string | undefined,
-    ratePerSecond: numberOption(values, 'rate'),
+    url: values.url as string | undefined,
+    rate: numberOption(values, 'rate'),
     burst: numberOption(values, 'burst'),
-    deliveryPolicy: policyOption(values),
+    policy: policyOption(values) as VerbInput[string],
   });
   const secretOnce = (secret: string) => `signing secret (shown once, give it to the merchant; it verifies with it): ${secret}`;
-  try {
-    switch (sub) {
-      case 'add': {
-        const given = settings();
-        const { merchant, signingSecret } = await addMerchant(pool, rules, secrets, {
-          ...given,
-          id: merchantId(),
-          name: required(given.name, 'name'),
-          endpointUrl: required(given.endpointUrl, 'url'),
-        });
-        print(`${merchantLines(merchant)}\n${secretOnce(signingSecret)}`, { merchant, signingSecret });
-        return 0;
-      }
-      case 'show': {
-        const merchant = await showMerchant(pool, merchantId());
-        print(merchantLines(merchant), merchant);
-        return 0;
-      }
-      case 'set': {
-        const merchant = await setMerchant(pool, rules, merchantId(), settings());
-        print(merchantLines(merchant), merchant);
-        return 0;
-      }
-      case 'pause':
-      case 'resume': {
-        const result =
-          sub === 'pause'
-            ? await pauseMerchant(pool, merchantId(), required(values.reason as string | undefined, 'reason'))
-            : await resumeMerchant(pool, merchantId());
-        print(`${result.changed ? '' : `nothing to do: already ${result.merchant.status}\n`}${merchantLines(result.merchant)}`, result);
-        return result.changed ? 0 : 3;
-      }
-      case 'rotate-secret': {
-        const overlap = values.overlap as string | undefined;
-        const result = await rotateSigningSecret(
-          pool,
-          secrets,
-          merchantId(),
-          overlap === undefined ? undefined : parseDuration('--overlap', overlap),
-        );
-        print(
-          `${merchantLines(result.merchant)}\n${secretOnce(result.signingSecret)}\n` +
-            `every webhook is signed with both secrets until ${result.previousSignsUntil}, then with the new one only`,
-          result,
-        );
-        return 0;
-      }
-      case 'ping': {
-        const ping = await pingMerchant(pool, rules, secrets, merchantId());
-        const answer = ping.statusCode === null ? ping.errorClass : `HTTP ${ping.statusCode}`;
-        print(
-          [
-            `ping ${ping.webhookId} to ${ping.url}: ${answer} in ${ping.durationMs} ms (signed with ${ping.signatures} key(s); waited ${ping.waitedMs} ms for the merchant's budget)`,
-            `the delivery policy would: ${ping.policyAction} (${ping.policyRule})`,
-            ping.responseExcerpt ? `response: ${ping.responseExcerpt}` : '',
-          ]
-            .filter(Boolean)
-            .join('\n'),
-          ping,
-        );
-        return ping.policyAction === 'delivered' ? 0 : 3;
-      }
-      default:
-        throw new ConfigError('merchant', sub, 'one of add, show, set, pause, resume, rotate-secret, ping (see --help)');
+  switch (sub) {
+    case 'add': {
+      const given = settings();
+      const { merchant, signingSecret } = await call('merchant.add', {
+        ...given,
+        merchantId: merchantId(),
+        name: required(given.name, 'name'),
+        url: required(given.url, 'url'),
+      });
+      print(`${merchantLines(merchant)}\n${secretOnce(signingSecret)}`, { merchant, signingSecret });
+      return 0;
     }
-  } finally {
-    await pool.end();
+    case 'show': {
+      const merchant = await call('merchant.show', { merchantId: merchantId() });
+      print(merchantLines(merchant), merchant);
+      return 0;
+    }
+    case 'set': {
+      const merchant = await call('merchant.set', { merchantId: merchantId(), ...settings() });
+      print(merchantLines(merchant), merchant);
+      return 0;
+    }
+    case 'pause':
+    case 'resume': {
+      const result =
+        sub === 'pause'
+          ? await call('merchant.pause', { merchantId: merchantId(), reason: required(values.reason as string | undefined, 'reason') })
+          : await call('merchant.resume', { merchantId: merchantId() });
+      print(`${result.changed ? '' : `nothing to do: already ${result.merchant.status}\n`}${merchantLines(result.merchant)}`, result);
+      return result.changed ? 0 : 3;
+    }
+    case 'rotate-secret': {
+      const overlap = values.overlap as string | undefined;
+      const result = await call('merchant.rotate-secret', {
+        merchantId: merchantId(),
+        overlapMs: overlap === undefined ? undefined : parseDuration('--overlap', overlap),
+      });
+      print(
+        `${merchantLines(result.merchant)}\n${secretOnce(result.signingSecret)}\n` +
+          `every webhook is signed with both secrets until ${result.previousSignsUntil}, then with the new one only`,
+        result,
+      );
+      return 0;
+    }
+    case 'ping': {
+      const ping = await call('merchant.ping', { merchantId: merchantId() });
+      const answer = ping.statusCode === null ? ping.errorClass : `HTTP ${ping.statusCode}`;
+      print(
+        [
+          `ping ${ping.webhookId} to ${ping.url}: ${answer} in ${ping.durationMs} ms (signed with ${ping.signatures} key(s); waited ${ping.waitedMs} ms for the merchant's budget)`,
+          `the delivery policy would: ${ping.policyAction} (${ping.policyRule})`,
+          ping.responseExcerpt ? `response: ${ping.responseExcerpt}` : '',
+        ]
+          .filter(Boolean)
+          .join('\n'),
+        ping,
+      );
+      return ping.policyAction === 'delivered' ? 0 : 3;
+    }
+    default:
+      throw new ConfigError('merchant', sub, 'one of add, show, set, pause, resume, rotate-secret, ping (see --help)');
   }
 }

@@ -74,6 +74,12 @@ describe('each role is refused what it must not do', () => {
     ['ops', `UPDATE auth_holds SET state = 'released'`, 'permission denied for'],
     ['ops', 'DELETE FROM merchants', 'permission denied for'],
     ['ops', `INSERT INTO ledger_entries (hold_id) VALUES ('x')`, 'permission denied for'],
+    // The admin API's audit (it runs as ops): appended, never changed; no other service reads it.
+    ['ops', `UPDATE api_audit SET subject = 'someone else'`, 'permission denied for'],
+    ['ops', 'DELETE FROM api_audit', 'permission denied for'],
+    ['ops', 'TRUNCATE api_audit', 'permission denied for'],
+    ['worker', 'SELECT * FROM api_audit', 'permission denied for'],
+    ['receiver', 'SELECT * FROM api_audit', 'permission denied for'],
   ] as const)('%s: %s', async (service, sql, refusal) => {
     expect(await attempt(service, sql)).toBe(refusal);
   });
@@ -83,6 +89,22 @@ describe('each role is refused what it must not do', () => {
     expect(await attempt('receiver', 'SELECT id, merchant_id FROM auth_holds LIMIT 1')).toBe('ok');
     expect(await attempt('worker', 'SELECT signing_secret FROM merchants LIMIT 1')).toBe('ok');
     expect(await attempt('ops', 'SELECT signing_secret FROM merchants LIMIT 1')).toBe('ok');
+    expect(
+      await attempt(
+        'ops',
+        `INSERT INTO api_audit (request_id, verb, method, path, outcome, status) VALUES ('r1', 'sends.status', 'GET', '/v1/sends', 'ok', 200)`,
+      ),
+    ).toBe('ok');
+    expect(await attempt('ops', `SELECT subject, verb FROM api_audit WHERE request_id = 'r1'`)).toBe('ok');
+  });
+
+  it('nobody edits the audit, not even a superuser: a trigger refuses UPDATE, DELETE and TRUNCATE', async () => {
+    await us.pool.query(
+      `INSERT INTO api_audit (request_id, verb, method, path, outcome, status) VALUES ('r2', 'sends.status', 'GET', '/v1/sends', 'ok', 200)`,
+    );
+    for (const sql of [`UPDATE api_audit SET subject = 'someone else'`, 'DELETE FROM api_audit', 'TRUNCATE api_audit'])
+      await expect(us.pool.query(sql), sql).rejects.toThrow(/api_audit is append-only: (UPDATE|DELETE|TRUNCATE) refused/);
+    expect((await us.pool.query(`SELECT count(*)::int AS n FROM api_audit WHERE request_id = 'r2' AND subject IS NULL`)).rows[0].n).toBe(1);
   });
 });
 

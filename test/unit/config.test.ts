@@ -1,6 +1,14 @@
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SWEEP_TIMEOUT_MS, loadConfig, loadProcessorConfig, parseDuration, redactUrl, SWEEP_RELEASE_WAIT_MS } from '../../src/config.js';
+import {
+  DEFAULT_SWEEP_TIMEOUT_MS,
+  loadApiConfig,
+  loadConfig,
+  loadProcessorConfig,
+  parseDuration,
+  redactUrl,
+  SWEEP_RELEASE_WAIT_MS,
+} from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { DEV_SECRET_KEYS } from '../../src/delivery/secret-box.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
@@ -297,5 +305,64 @@ describe('the processor-event receiver’s config', () => {
       variable: 'PROCESSOR_RECEIVER_ADDRESS',
     });
     expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_GAP_WAIT: 'soon' })).toMatchObject({ variable: 'PROCESSOR_GAP_WAIT' });
+  });
+});
+
+describe('the admin API’s config', () => {
+  const production = {
+    HOLD_SWEEPER_MODE: 'production',
+    HOLD_SWEEPER_REGIONS: 'us',
+    DATABASE_URL_US: 'postgres://h/us',
+    TEMPORAL_ADDRESS: 't:7233',
+    TEMPORAL_TLS: 'true',
+    PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
+    MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
+    API_OIDC_ISSUER: 'https://login.example.com/realms/ops',
+  };
+  const apiError = (env: Record<string, string>) => {
+    try {
+      loadApiConfig(env, loadConfig(env));
+    } catch (err) {
+      if (err instanceof ConfigError) return err;
+      throw err;
+    }
+    throw new Error('expected a ConfigError');
+  };
+
+  it('production: with its own TLS, or explicitly behind a TLS proxy; the issuer, audience and roles claim', () => {
+    const tls = loadApiConfig({ ...production, API_TLS_CERT_FILE: '/c.pem', API_TLS_KEY_FILE: '/k.pem' }, loadConfig(production));
+    expect(tls).toMatchObject({
+      region: 'us',
+      host: '0.0.0.0',
+      port: 8443,
+      issuer: 'https://login.example.com/realms/ops',
+      audience: 'hold-sweeper-admin',
+      rolesClaim: 'roles',
+      clockToleranceSeconds: 30,
+      tls: { certFile: '/c.pem', keyFile: '/k.pem' },
+      behindTlsProxy: false,
+    });
+    expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toMatchObject({ behindTlsProxy: true });
+    expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'us' }, loadConfig(production)).region).toBe('us');
+  });
+
+  it('production refuses no TLS, no issuer, an http issuer, half a certificate, another region; dev takes plain http', () => {
+    expect(apiError(production)).toMatchObject({ variable: 'API_TLS_CERT_FILE' });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_OIDC_ISSUER: '' })).toMatchObject({ variable: 'API_OIDC_ISSUER' });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_OIDC_ISSUER: 'http://login.example.com' })).toMatchObject({
+      variable: 'API_OIDC_ISSUER',
+    });
+    expect(apiError({ ...production, API_TLS_CERT_FILE: '/c.pem' })).toMatchObject({ variable: 'API_TLS_KEY_FILE' });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'yes' })).toMatchObject({ variable: 'API_BEHIND_TLS_PROXY' });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'eu' })).toMatchObject({ variable: 'API_REGION' });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_ADDRESS: 'everywhere' })).toMatchObject({ variable: 'API_ADDRESS' });
+    // Two regions: which one is said.
+    expect(apiError({ API_OIDC_ISSUER: 'http://127.0.0.1:9000' })).toMatchObject({ variable: 'API_REGION' });
+    expect(loadApiConfig({ API_OIDC_ISSUER: 'http://127.0.0.1:9000', API_REGION: 'eu' }, loadConfig({}))).toMatchObject({
+      region: 'eu',
+      host: '127.0.0.1',
+      issuer: 'http://127.0.0.1:9000',
+      behindTlsProxy: false,
+    });
   });
 });

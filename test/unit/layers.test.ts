@@ -25,7 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ],
   ['src/sql/'],
   ['src/activities/'],
-  ['src/schedules.ts', 'src/workers/', 'src/ops/', 'src/processor/'],
+  ['src/schedules.ts', 'src/workers/', 'src/ops/', 'src/api/', 'src/processor/'],
   ['src/bin/'],
   ['dev/'],
   ['bench/'],

@@ -1,0 +1,130 @@
+/**
+ * A full OpenID Connect provider on loopback (the `oidc-provider` package: discovery, JWKS, the token endpoint) for
+ * the admin API in dev and in the tests, so neither needs anything external. Operators and services are its clients:
+ * each gets access tokens by the client-credentials grant, as JWTs for the admin API's audience, with the client's
+ * id as `sub` and its roles in the `roles` claim.
+ *
+ * Its signing key is generated here, so a test can also mint what a real provider would refuse to: an expired token,
+ * one for another audience (`mint`), and one signed by a key the provider never published (`mintForeign`).
+ * Production points API_OIDC_ISSUER at the organisation's provider instead (docs/api.md).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
+import Provider from 'oidc-provider';
+import type { Role } from '../src/api/identity.js';
+import { freePort } from './embedded-postgres.js';
+
+export const ADMIN_AUDIENCE = 'hold-sweeper-admin';
+/** The resource indicator (RFC 8707) the admin API's tokens are issued for. */
+const ADMIN_RESOURCE = 'urn:hold-sweeper:admin-api';
+
+export interface OidcClientSpec {
+  clientId: string;
+  roles: readonly Role[];
+}
+
+export interface MintOptions {
+  subject: string;
+  roles: readonly string[];
+  /** Seconds since the epoch, or a jose span ('1h'); one in the past makes an expired token. */
+  expiresAt?: number | string;
+  audience?: string;
+}
+
+export interface DevOidcProvider {
+  readonly issuer: string;
+  /** Each client's secret (generated at start). */
+  readonly secrets: ReadonlyMap<string, string>;
+  /** An access token for the client, by the client-credentials grant at the token endpoint (the real flow). */
+  token(clientId: string): Promise<string>;
+  /** A token signed with the provider's own key, claims as given (for tests of what the API must refuse). */
+  mint(options: MintOptions): Promise<string>;
+  /** The same, signed by a key the provider never published. */
+  mintForeign(options: MintOptions): Promise<string>;
+  stop(): Promise<void>;
+}
+
+type PrivateKey = Awaited<ReturnType<typeof generateKeyPair>>['privateKey'];
+
+async function signingKey(): Promise<{ privateJwk: JWK; key: PrivateKey; kid: string }> {
+  const { privateKey } = await generateKeyPair('ES256', { extractable: true });
+  const kid = randomUUID();
+  return { privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES256', use: 'sig' }, key: privateKey, kid };
+}
+
+export async function startDevOidcProvider(clients: readonly OidcClientSpec[], { port }: { port?: number } = {}): Promise<DevOidcProvider> {
+  const listenPort = port ?? (await freePort());
+  const issuer = `http://127.0.0.1:${listenPort}`;
+  const own = await signingKey();
+  const foreign = await signingKey();
+  const secrets = new Map(clients.map((c) => [c.clientId, randomBytes(24).toString('base64url')]));
+  const rolesOf = new Map(clients.map((c) => [c.clientId, [...c.roles]]));
+  const provider = new Provider(issuer, {
+    clients: clients.map((c) => ({
+      client_id: c.clientId,
+      client_secret: secrets.get(c.clientId)!,
+      grant_types: ['client_credentials'],
+      redirect_uris: [],
+      response_types: [],
+      token_endpoint_auth_method: 'client_secret_basic',
+      id_token_signed_response_alg: 'ES256',
+    })),
+    jwks: { keys: [own.privateJwk] },
+    ttl: { ClientCredentials: 3600 },
+    features: {
+      devInteractions: { enabled: false },
+      clientCredentials: { enabled: true },
+      resourceIndicators: {
+        enabled: true,
+        defaultResource: () => ADMIN_RESOURCE,
+        useGrantedResource: () => true,
+        getResourceServerInfo: (_ctx, resource) => {
+          if (resource !== ADMIN_RESOURCE) throw new Error(`unknown resource ${resource}`);
+          return { scope: 'api', audience: ADMIN_AUDIENCE, accessTokenTTL: 3600, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } };
+        },
+      },
+    },
+    // The client's roles, as an organisation's provider puts its groups or app roles in a claim.
+    extraTokenClaims: (_ctx, token) => ({ roles: rolesOf.get(token.clientId ?? '') ?? [] }),
+  });
+  const server: Server = await new Promise((resolve) => {
+    const s = provider.listen(listenPort, '127.0.0.1', () => resolve(s));
+  });
+
+  const mintWith = (key: PrivateKey, kid: string) => async (o: MintOptions) =>
+    new SignJWT({ roles: [...o.roles] })
+      .setProtectedHeader({ alg: 'ES256', kid, typ: 'at+jwt' })
+      .setIssuer(issuer)
+      .setSubject(o.subject)
+      .setAudience(o.audience ?? ADMIN_AUDIENCE)
+      .setIssuedAt()
+      .setJti(randomUUID())
+      .setExpirationTime(o.expiresAt ?? '1h')
+      .sign(key);
+
+  return {
+    issuer,
+    secrets,
+    async token(clientId) {
+      const secret = secrets.get(clientId);
+      if (!secret) throw new Error(`no client ${clientId}`);
+      const response = await fetch(`${issuer}/token`, {
+        method: 'POST',
+        headers: {
+          authorization: `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
+        body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api', resource: ADMIN_RESOURCE }),
+      });
+      const body = (await response.json()) as { access_token?: string; error?: string; error_description?: string };
+      if (!response.ok || !body.access_token) throw new Error(`token for ${clientId}: ${body.error}: ${body.error_description}`);
+      return body.access_token;
+    },
+    mint: mintWith(own.key, own.kid),
+    mintForeign: mintWith(foreign.key, own.kid),
+    async stop() {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,198 @@
+/**
+ * The admin API of one region (`npm run api`, src/bin/api.ts): every operator verb of admin-verbs.ts as an HTTP
+ * endpoint, on Fastify, its input validated by the verb's JSON schema and described in an OpenAPI document
+ * (`GET /openapi.json`, by @fastify/swagger). It holds what operators no longer need on their machines: the ledger's
+ * operator role and the payload and merchant-secret keys.
+ *
+ * Every call but the health check and the OpenAPI document carries an OIDC access token (identity.ts): no token, or
+ * one that does not verify, is 401; a verified caller without one of the verb's roles is 403. The verb's actor
+ * (`by`, `requestedBy`) is the token's subject: four eyes compare subjects the issuer vouches for, and the API refuses
+ * a body that names one. Every call is appended to the audit (api_audit): who, what, on what, the outcome, the
+ * request id (also the `x-request-id` response header).
+ */
+import { randomUUID } from 'node:crypto';
+import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import type pg from 'pg';
+import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js';
+import { InvalidEndpointUrl } from '../delivery/endpoint.js';
+import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
+import { MissingSigningSecret } from '../delivery/signing.js';
+import { insertAudit, type AuditRecord } from '../sql/audit.js';
+import { ADMIN_VERBS, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
+import { Forbidden, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
+
+export interface AdminServerOptions {
+  context: AdminContext;
+  verifier: TokenVerifier;
+  /** The audit's pool (the operators' role: it may insert into api_audit, never change a row). */
+  auditPool: pg.Pool;
+  /** TLS for the listener; absent behind a TLS-terminating proxy, or in dev. */
+  https?: { cert: string | Buffer; key: string | Buffer };
+  log?: (line: string, fields: Record<string, unknown>) => void;
+}
+
+/** Errors that say what was wrong with the request or what the ledger refused: the caller reads their name and message. */
+const REJECTIONS = [OperatorError, ConfigError, InvalidMerchantSetting, InvalidEndpointUrl, InvalidDeliveryPolicyError, MissingSigningSecret];
+
+/** An OperatorError's answer: what does not exist is 404, a decision the state refuses is 409. */
+function statusOf(err: unknown): number {
+  if (err instanceof Unauthenticated) return 401;
+  if (err instanceof Forbidden) return 403;
+  if (err instanceof OperatorError) {
+    if (/NotFound$/.test(err.code)) return 404;
+    if (err.code === 'SelfApprovalRefused' || err.code === 'FourEyesRequired') return 403;
+    return 409;
+  }
+  if (REJECTIONS.some((type) => err instanceof type)) return 400;
+  const fastifyStatus = (err as FastifyError).statusCode;
+  return typeof fastifyStatus === 'number' && fastifyStatus >= 400 && fastifyStatus < 500 ? fastifyStatus : 500;
+}
+
+/** The JSON error body: the error's name (an OperatorError's code beside it) and message; a 5xx says only that. */
+function errorBody(err: unknown, status: number, requestId: string) {
+  if (status >= 500) return { error: 'InternalError', message: `the request failed; its request id is ${requestId}`, requestId };
+  const e = err as Error & { code?: string; validation?: unknown };
+  const name = e.validation ? 'InvalidRequest' : e.name;
+  return { error: name, ...(err instanceof OperatorError ? { code: err.code } : {}), message: e.message, requestId };
+}
+
+const outcomeOf = (status: number): AuditRecord['outcome'] =>
+  status < 400 ? 'ok' : status === 401 || status === 403 ? 'refused' : status < 500 ? 'rejected' : 'failed';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    identity?: Identity;
+    verb?: AdminVerb;
+  }
+  interface FastifyContextConfig {
+    verb?: AdminVerb;
+  }
+}
+
+export async function buildAdminServer(options: AdminServerOptions): Promise<FastifyInstance> {
+  const { context, verifier, auditPool } = options;
+  const app = fastify({
+    ...(options.https ? { https: options.https } : {}),
+    logger: false,
+    genReqId: () => randomUUID(),
+    // Bodies are small JSON objects; nothing an operator sends is large.
+    bodyLimit: 64 * 1024,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: `hold-sweeper admin API (${context.region.region})`,
+        version: '1',
+        description: 'Every operator verb of one region. Bearer tokens: OIDC access tokens of the configured issuer and audience.',
+      },
+      components: { securitySchemes: { oidc: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
+      security: [{ oidc: [] }],
+    },
+  });
+
+  const audit = async (request: FastifyRequest, status: number, detail: string | undefined) => {
+    const verb = request.verb;
+    const input = { ...(request.params as object), ...(request.query as object), ...(request.body as object) } as VerbInput;
+    await insertAudit(auditPool, {
+      requestId: request.id,
+      subject: request.identity?.subject,
+      roles: request.identity?.roles ?? [],
+      verb: verb?.id ?? 'unknown',
+      method: request.method,
+      path: request.url.split('?')[0]!,
+      target: verb?.target ? (input[verb.target] as string | undefined) : undefined,
+      outcome: outcomeOf(status),
+      status,
+      detail,
+    }).catch((err: unknown) => options.log?.('audit write failed', { requestId: request.id, error: String(err) }));
+  };
+
+  app.addSchema({
+    $id: 'AdminError',
+    type: 'object',
+    required: ['error', 'message', 'requestId'],
+    properties: { error: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' }, requestId: { type: 'string' } },
+  });
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    request.verb = request.routeOptions.config.verb;
+    if (request.url === '/healthz' || request.url === '/openapi.json') return;
+    request.identity = await verifier.verify(request.headers.authorization);
+  });
+
+  app.setErrorHandler(async (err: FastifyError, request, reply) => {
+    const status = statusOf(err);
+    const body = errorBody(err, status, request.id);
+    await audit(request, status, `${body.error}: ${(err as Error).message}`.slice(0, 2000));
+    if (status >= 500) options.log?.('admin API request failed', { requestId: request.id, verb: request.verb?.id, error: String(err) });
+    return reply.status(status).send(body);
+  });
+
+  app.setNotFoundHandler(async (request, reply) => {
+    // Authenticated by the hook before it reached here: an unknown route is audited like any call.
+    await audit(request, 404, 'NotFound');
+    return reply.status(404).send({ error: 'NotFound', message: `no route ${request.method} ${request.url.split('?')[0]}`, requestId: request.id });
+  });
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  for (const verb of ADMIN_VERBS) {
+    const params = pathParams(verb);
+    const fields = { type: 'object', additionalProperties: false, properties: verb.fields, ...(verb.required ? { required: verb.required } : {}) };
+    app.route({
+      method: verb.method,
+      url: verb.path,
+      config: { verb },
+      schema: {
+        operationId: verb.id,
+        summary: verb.summary,
+        description: `Roles: ${verb.roles.join(', ')}. CLI: npm run ops -- ${verb.command}.${verb.actor ? ` The ${verb.actor} is the caller's verified subject.` : ''}`,
+        tags: [verb.id.split('.')[0]!],
+        ...(params.length
+          ? {
+              params: {
+                type: 'object',
+                properties: Object.fromEntries(params.map((p) => [p, { type: 'string', minLength: 1, maxLength: 200 }])),
+                required: params,
+              },
+            }
+          : {}),
+        ...(verb.method === 'GET' ? { querystring: fields } : { body: fields }),
+        response: {
+          200: { description: 'Done: what the verb returned.', type: 'object', additionalProperties: true },
+          ...Object.fromEntries(
+            [
+              [400, 'The input is invalid, or names a setting that cannot be used.'],
+              [401, 'No token, or one that does not verify (issuer, audience, expiry, signature).'],
+              [403, 'The caller lacks the role, or four eyes refuse (the requester approving).'],
+              [404, 'What it names does not exist.'],
+              [409, 'The state refuses it (already approved, not quarantined, sends already paused, ...).'],
+            ].map(([status, description]) => [status, { description, $ref: 'AdminError#' }]),
+          ),
+        },
+      },
+      preValidation: async (request) => {
+        const identity = request.identity!;
+        if (!verb.roles.some((role) => identity.roles.includes(role))) {
+          throw new Forbidden(
+            `${verb.id} needs one of the roles ${verb.roles.join(', ')}; ${identity.subject} has ${identity.roles.join(', ') || 'none'}`,
+          );
+        }
+      },
+      handler: async (request: FastifyRequest, reply: FastifyReply) => {
+        const input = { ...(request.query as object), ...(request.body as object), ...(request.params as object) } as VerbInput;
+        if (verb.actor) input[verb.actor] = request.identity!.subject;
+        const result = await verb.run(context, input);
+        await audit(request, 200, undefined);
+        // Every answer is an object (arrays are wrapped): the OpenAPI document says so, and a client reads `.items`.
+        return reply.send(Array.isArray(result) ? { items: result } : result);
+      },
+    });
+  }
+  return app;
+}

@@ -1,0 +1,86 @@
+/**
+ * Who is calling: an OIDC access token (a JWT) verified against the issuer's published keys (its JWKS, found through
+ * its discovery document) for issuer, audience, expiry and signature, with a clock tolerance. The roles come from a
+ * claim of the token (`roles` unless configured): the identity provider decides who may do what, and the subject it
+ * vouches for is the name four eyes compare, never a name the caller types.
+ */
+import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
+
+export const ROLES = ['viewer', 'operator', 'approver', 'merchant-admin'] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface Identity {
+  /** The token's `sub`, as the issuer vouches for it. */
+  subject: string;
+  roles: Role[];
+}
+
+export interface VerifierOptions {
+  /** The issuer's URL (its `iss`); `<issuer>/.well-known/openid-configuration` names its JWKS. */
+  issuer: string;
+  /** The audience this API requires (`aud`): a token minted for another service does not pass. */
+  audience: string;
+  /** The claim holding the roles (an array of strings, or one space-separated string). */
+  rolesClaim: string;
+  /** Seconds of clock difference tolerated on `exp` and `nbf`. */
+  clockToleranceSeconds: number;
+}
+
+/** A call refused before any verb ran: no token, or one that does not verify. Answered 401. */
+export class Unauthenticated extends Error {
+  override readonly name = 'Unauthenticated';
+}
+
+/** A verified caller without a role the verb requires. Answered 403. */
+export class Forbidden extends Error {
+  override readonly name = 'Forbidden';
+}
+
+export interface TokenVerifier {
+  verify(authorization: string | undefined): Promise<Identity>;
+}
+
+/** Reads the issuer's discovery document once, then verifies tokens against its JWKS (refetched as keys rotate). */
+export async function createTokenVerifier(options: VerifierOptions): Promise<TokenVerifier> {
+  const discovery = `${options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+  const response = await fetch(discovery, { signal: AbortSignal.timeout(10_000) });
+  if (!response.ok) throw new Error(`the OIDC issuer's discovery document ${discovery} answered ${response.status}`);
+  const metadata = (await response.json()) as { issuer?: string; jwks_uri?: string };
+  if (metadata.issuer !== options.issuer) {
+    throw new Error(`the OIDC discovery document at ${discovery} names issuer ${metadata.issuer}, not ${options.issuer}`);
+  }
+  if (!metadata.jwks_uri) throw new Error(`the OIDC discovery document at ${discovery} names no jwks_uri`);
+  const keys = createRemoteJWKSet(new URL(metadata.jwks_uri));
+  return {
+    async verify(authorization) {
+      const token = /^Bearer ([A-Za-z0-9_.~+/=-]+)$/.exec(authorization ?? '')?.[1];
+      if (!token) throw new Unauthenticated('a bearer token is required (Authorization: Bearer <token>)');
+      let payload: JWTPayload;
+      try {
+        ({ payload } = await jwtVerify(token, keys, {
+          issuer: options.issuer,
+          audience: options.audience,
+          clockTolerance: options.clockToleranceSeconds,
+          requiredClaims: ['sub', 'exp'],
+        }));
+      } catch (err) {
+        throw new Unauthenticated(`the token does not verify: ${describe(err)}`);
+      }
+      return { subject: payload.sub!, roles: rolesOf(payload[options.rolesClaim]) };
+    },
+  };
+}
+
+function describe(err: unknown): string {
+  if (err instanceof errors.JWTExpired) return 'expired';
+  if (err instanceof errors.JWTClaimValidationFailed) return `${err.claim} ${err.reason === 'check_failed' ? 'is not the expected one' : err.reason}`;
+  if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWSSignatureVerificationFailed) return 'not signed by the issuer';
+  if (err instanceof errors.JOSEError) return err.code;
+  return 'malformed';
+}
+
+/** Known roles from the claim; anything else in it grants nothing. */
+function rolesOf(claim: unknown): Role[] {
+  const values = Array.isArray(claim) ? claim : typeof claim === 'string' ? claim.split(' ') : [];
+  return ROLES.filter((role) => values.includes(role));
+}

@@ -1,0 +1,88 @@
+/**
+ * The admin API of one region (src/api/admin-server.ts): every operator verb over HTTPS, for callers with an OIDC
+ * access token of the configured issuer.
+ *
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us TEMPORAL_ADDRESS=temporal:7233 \
+ *   DATABASE_URL_US=postgres://hold_sweeper_ops@... PAYLOAD_KEYS_US=k1:<base64> MERCHANT_SECRET_KEYS_US=k1:<base64> \
+ *   API_OIDC_ISSUER=https://login.example.com API_TLS_CERT_FILE=... API_TLS_KEY_FILE=... npm run api
+ *
+ * It holds the operators' database role and the payload and merchant-secret keys, so an operator's machine holds a
+ * token only (`npm run ops` with HOLD_SWEEPER_API_URL_<R>). In dev mode, unset addresses are a running `npm start`'s.
+ */
+import fs from 'node:fs/promises';
+import { Client } from '@temporalio/client';
+import { ENTRY_POINTS, loadApiConfig, loadConfig, requireExplicitMode } from '../config.js';
+import { dataConverterFor } from '../codec/encryption-codec.js';
+import { readyLedger } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { localKeyRing } from '../delivery/secret-box.js';
+import { ConfigError } from '../errors.js';
+import { buildAdminServer } from '../api/admin-server.js';
+import { createTokenVerifier } from '../api/identity.js';
+import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
+
+const log = (level: string, msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ level, msg, ...fields }));
+
+async function main() {
+  requireExplicitMode();
+  const config = loadConfig(process.env, ENTRY_POINTS.api);
+  const api = loadApiConfig(process.env, config);
+  const region = config.regions.find((r) => r.region === api.region)!;
+  const up = region.region.toUpperCase();
+  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
+  const temporalAddress = region.temporalAddress ?? devStack?.temporalAddress[region.region];
+  if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the operators’ role');
+  if (!temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
+
+  const secrets = { region: region.region, sealer: localKeyRing(region.secretKeys) };
+  const pool = createPool(databaseUrl, { max: 8 });
+  // Production: the operators' own role (not a superuser, not the owner) and the schema current.
+  await readyLedger(pool, { mode: config.mode, service: 'ops', variable: `DATABASE_URL_${up}`, secrets: () => secrets });
+  const verifier = await createTokenVerifier(api);
+  const connection = lazyClientConnection(region.temporal ?? PLAINTEXT, temporalAddress);
+  const stopRefreshing = keepApiKeyFresh(region.temporal ?? PLAINTEXT, [connection], (err) =>
+    log('warn', 'Temporal API key not refreshed', { error: `${err.name}: ${err.message}` }),
+  );
+  const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
+  const https = api.tls ? { cert: await fs.readFile(api.tls.certFile), key: await fs.readFile(api.tls.keyFile) } : undefined;
+  const app = await buildAdminServer({
+    context: {
+      region: { ...region, databaseUrl, temporalAddress },
+      pool,
+      client,
+      fourEyes: config.decisions.fourEyes,
+      webhooks: config.webhooks,
+      secrets,
+    },
+    verifier,
+    auditPool: pool,
+    https,
+    log: (msg, fields) => log('error', msg, fields),
+  });
+  await app.listen({ host: api.host, port: api.port });
+  const address = app.server.address() as { address: string; port: number };
+  log('info', 'admin API listening', {
+    region: region.region,
+    url: `${https ? 'https' : 'http'}://${address.address}:${address.port}`,
+    issuer: api.issuer,
+    audience: api.audience,
+    tls: https ? 'own' : api.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
+    pid: process.pid,
+  });
+  const stop = async () => {
+    stopRefreshing();
+    await app.close();
+    await connection.close();
+    await pool.end();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop());
+  process.once('SIGINT', () => void stop());
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});

@@ -1,0 +1,112 @@
+/**
+ * The operators' CLI as a client of the admin API (src/api/admin-server.ts): the region's URL
+ * (HOLD_SWEEPER_API_URL_<REGION>, or HOLD_SWEEPER_API_URL for one region) and a token (HOLD_SWEEPER_API_TOKEN, or the
+ * file HOLD_SWEEPER_API_TOKEN_FILE names: an OIDC access token of the API's issuer). Nothing else: no database URL,
+ * no payload or merchant-secret key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node client.
+ */
+import fs from 'node:fs';
+import { isRegion, REGIONS, type Region } from '../contracts/regions.js';
+import { ConfigError } from '../errors.js';
+import { pathParams, verbById, type VerbInput } from '../api/admin-verbs.js';
+
+/** How the CLI reaches the verbs: through the admin API, or itself against the region's ledger and Temporal. */
+export interface Verbs {
+  region: Region;
+  /** Through the API: who acts is the token's subject, never an option. */
+  remote: boolean;
+  /**
+   * The verb's answer. Untyped on purpose: it crosses HTTP as JSON, and the CLI reads it as JSON (a Date of the local
+   * path prints as the ISO string the API sends).
+   */
+  call(verbId: string, input: VerbInput): Promise<any>;
+  close(): Promise<void>;
+}
+
+/** The API answered with an error: its name, code and message as the server said them, with its request id. */
+export class AdminApiError extends Error {
+  override readonly name = 'AdminApiError';
+  constructor(
+    readonly status: number,
+    readonly error: string,
+    readonly code: string | undefined,
+    message: string,
+    readonly requestId: string | undefined,
+  ) {
+    super(`${error}${code ? `(${code})` : ''}: ${message}${requestId ? ` [request ${requestId}]` : ''}`);
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** The admin API of the region asked for, when one is configured; undefined: the CLI runs the verbs itself. */
+export function adminApiFromEnv(env: Env, regionOption: string | undefined): Verbs | undefined {
+  const configured = REGIONS.filter((r) => env[`HOLD_SWEEPER_API_URL_${r.toUpperCase()}`]);
+  const single = env.HOLD_SWEEPER_API_URL;
+  if (configured.length === 0 && !single) return undefined;
+  let region: Region;
+  if (regionOption !== undefined) {
+    if (!isRegion(regionOption)) throw new ConfigError('--region', regionOption, REGIONS.join(' or '));
+    region = regionOption;
+  } else if (configured.length === 1 && !single) {
+    region = configured[0]!;
+  } else if (single && configured.length === 0) {
+    throw new ConfigError('--region', undefined, 'the region HOLD_SWEEPER_API_URL serves (us or eu)');
+  } else {
+    throw new ConfigError('--region', undefined, `one of ${configured.join(', ')}`);
+  }
+  const variable = env[`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`] ? `HOLD_SWEEPER_API_URL_${region.toUpperCase()}` : 'HOLD_SWEEPER_API_URL';
+  const raw = env[variable];
+  if (!raw) throw new ConfigError(`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`, undefined, `the admin API of region ${region}`);
+  let base: URL;
+  try {
+    base = new URL(raw);
+  } catch {
+    throw new ConfigError(variable, raw, 'the admin API’s URL, e.g. https://ops-api.us.example.com');
+  }
+  if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new ConfigError(variable, raw, 'an https:// URL');
+  const token = tokenFrom(env);
+  return {
+    region,
+    remote: true,
+    call: (verbId, input) => callApi(base, token, verbId, input),
+    close: async () => undefined,
+  };
+}
+
+function tokenFrom(env: Env): string {
+  if (env.HOLD_SWEEPER_API_TOKEN) return env.HOLD_SWEEPER_API_TOKEN.trim();
+  const file = env.HOLD_SWEEPER_API_TOKEN_FILE;
+  if (!file) throw new ConfigError('HOLD_SWEEPER_API_TOKEN', undefined, 'an access token for the admin API (or HOLD_SWEEPER_API_TOKEN_FILE)');
+  try {
+    return fs.readFileSync(file, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError('HOLD_SWEEPER_API_TOKEN_FILE', file, `a readable file holding the token (${(err as Error).message})`);
+  }
+}
+
+async function callApi(base: URL, token: string, verbId: string, input: VerbInput): Promise<unknown> {
+  const verb = verbById(verbId);
+  const params = new Set(pathParams(verb));
+  const path = verb.path.replace(/:([A-Za-z]+)/g, (_, name: string) => encodeURIComponent(String(input[name])));
+  const rest = Object.fromEntries(Object.entries(input).filter(([k, v]) => !params.has(k) && v !== undefined));
+  const url = new URL(path.replace(/^\//, ''), base.href.endsWith('/') ? base : new URL(`${base.href}/`));
+  if (verb.method === 'GET') for (const [k, v] of Object.entries(rest)) url.searchParams.set(k, String(v));
+  const response = await fetch(url, {
+    method: verb.method,
+    headers: { authorization: `Bearer ${token}`, ...(verb.method === 'POST' ? { 'content-type': 'application/json' } : {}) },
+    ...(verb.method === 'POST' ? { body: JSON.stringify(rest) } : {}),
+    signal: AbortSignal.timeout(10 * 60_000),
+  });
+  const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined;
+  if (!response.ok) {
+    throw new AdminApiError(
+      response.status,
+      String(body?.error ?? `HTTP ${response.status}`),
+      body?.code as string | undefined,
+      String(body?.message ?? response.statusText),
+      (body?.requestId as string | undefined) ?? response.headers.get('x-request-id') ?? undefined,
+    );
+  }
+  // A list comes wrapped ({ items }), so every answer is an object.
+  return body && Object.keys(body).length === 1 && Array.isArray(body.items) ? body.items : body;
+}

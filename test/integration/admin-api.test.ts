@@ -1,0 +1,314 @@
+/**
+ * The admin API (src/api/) on a real stack: a real OIDC provider on loopback (dev/oidc-provider.ts: discovery, JWKS,
+ * client-credentials tokens), the API itself as its entry point runs it (Fastify over HTTP), the region's ledger and
+ * Temporal, and a worker with four eyes on. Every endpoint: its roles pass, another role is 403, no token, an expired
+ * one, one for another audience and one signed by a foreign key are 401, and each call is in the audit. Four eyes
+ * compare verified subjects. The ops CLI, as a process holding a token and nothing else, takes a quarantined webhook
+ * to delivered; and its output through the API is the output it prints running the verbs itself.
+ */
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildAdminServer } from '../../src/api/admin-server.js';
+import { ADMIN_VERBS, pathParams, type AdminVerb } from '../../src/api/admin-verbs.js';
+import { createTokenVerifier, ROLES, type Role } from '../../src/api/identity.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { runOps } from '../../src/ops/cli.js';
+import { ensureSweepSchedule } from '../../src/schedules.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { ADMIN_AUDIENCE, startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight } from '../support/ledger.js';
+import { TEST_SECRET_KEYS } from '../support/secrets.js';
+
+const run = promisify(execFile);
+const REPO = path.resolve(import.meta.dirname, '../..');
+
+let harness: Harness;
+let us: TestRegion;
+let oidc: DevOidcProvider;
+let app: FastifyInstance;
+let api: string;
+/** One client per role, and a second approver; `olga` operates and approves. */
+const CLIENTS: { clientId: string; roles: Role[] }[] = [
+  { clientId: 'vera', roles: ['viewer'] },
+  { clientId: 'oscar', roles: ['operator'] },
+  { clientId: 'april', roles: ['approver'] },
+  { clientId: 'mia', roles: ['merchant-admin'] },
+  { clientId: 'olga', roles: ['operator', 'approver'] },
+];
+const tokens = new Map<string, string>();
+const clientWith = (role: Role) => CLIENTS.find((c) => c.roles.length === 1 && c.roles[0] === role)!.clientId;
+
+beforeAll(async () => {
+  harness = await openHarness();
+  us = await harness.region('us');
+  await harness.startWorker(us, undefined, undefined, { fourEyes: true });
+  await ensureSweepSchedule(us.client, us.config, {
+    intervalMs: 86_400_000,
+    catchupWindowMs: 60_000,
+    pageSize: 100,
+    batchSize: 50,
+    quarantineTimeoutMs: 86_400_000,
+    timeoutMs: 600_000,
+  });
+  oidc = await startDevOidcProvider(CLIENTS);
+  for (const c of CLIENTS) tokens.set(c.clientId, await oidc.token(c.clientId));
+  app = await buildAdminServer({
+    context: {
+      region: us.config,
+      pool: us.pool,
+      client: us.client,
+      fourEyes: true,
+      webhooks: { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] },
+      secrets: { region: 'us', sealer: localKeyRing(TEST_SECRET_KEYS) },
+    },
+    verifier: await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 5 }),
+    auditPool: us.pool,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+}, 120_000);
+
+afterAll(async () => {
+  await app?.close();
+  await oidc?.stop();
+  await harness?.close();
+});
+
+/** A request a verb accepts: placeholders for its path, its required fields filled by type. */
+function requestFor(verb: AdminVerb): { url: string; init: RequestInit } {
+  const url = verb.path.replace(/:([A-Za-z]+)/g, (_, name: string) => `missing_${name}`);
+  const body = Object.fromEntries(
+    (verb.required ?? []).map((field) => {
+      const type = verb.fields[field]!.type;
+      const enums = verb.fields[field]!.enum as string[] | undefined;
+      return [field, enums ? enums[0] : type === 'integer' || type === 'number' ? 1 : type === 'boolean' ? true : `placeholder ${field}`];
+    }),
+  );
+  if (verb.method === 'GET') return { url: `${url}?${new URLSearchParams(body as Record<string, string>)}`, init: { method: 'GET' } };
+  return { url, init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } };
+}
+
+async function call(verb: AdminVerb, token: string | undefined): Promise<{ status: number; body: Record<string, unknown>; requestId: string }> {
+  const { url, init } = requestFor(verb);
+  const response = await fetch(`${api}${url}`, {
+    ...init,
+    headers: { ...(init.headers as Record<string, string>), ...(token ? { authorization: `Bearer ${token}` } : {}) },
+  });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown>, requestId: response.headers.get('x-request-id')! };
+}
+
+const auditOf = async (requestId: string) =>
+  (await us.pool.query('SELECT subject, verb, outcome, status FROM api_audit WHERE request_id = $1', [requestId])).rows[0];
+
+describe('every endpoint of the admin API', () => {
+  it('lets its roles through, refuses another role with 403, and audits both', async () => {
+    expect(ADMIN_VERBS.length).toBeGreaterThanOrEqual(28);
+    for (const verb of ADMIN_VERBS) {
+      const allowed = await call(verb, tokens.get(clientWith(verb.roles[0]!)));
+      // Past authorization: done, or refused by the input, the ledger (a placeholder id) or four eyes, never a crash.
+      const what = `${verb.id} as ${verb.roles[0]}: ${allowed.status} ${JSON.stringify(allowed.body)}`;
+      expect(allowed.status, what).toBeLessThan(500);
+      expect(['Forbidden', 'Unauthenticated'], what).not.toContain(allowed.body.error);
+      expect(await auditOf(allowed.requestId), verb.id).toMatchObject({ subject: clientWith(verb.roles[0]!), verb: verb.id, status: allowed.status });
+      const other = ROLES.find((r) => !verb.roles.includes(r));
+      if (!other) continue;
+      const refused = await call(verb, tokens.get(clientWith(other)));
+      expect(refused.status, `${verb.id} as ${other}`).toBe(403);
+      expect(refused.body).toMatchObject({ error: 'Forbidden' });
+      expect(await auditOf(refused.requestId)).toMatchObject({ subject: clientWith(other), verb: verb.id, outcome: 'refused', status: 403 });
+    }
+    // sends.pause ran (as an operator), and sends.resume after it: the region sends again for the tests below.
+    expect((await us.pool.query(`SELECT count(*)::int AS n FROM send_pauses WHERE resumed_at IS NULL`)).rows[0].n).toBe(0);
+  }, 120_000);
+
+  it('answers 401 to no token, an expired one, one for another audience and one signed by a key the issuer never published', async () => {
+    const roles = [...ROLES];
+    const bad = {
+      none: undefined,
+      expired: await oidc.mint({ subject: 'olga', roles, expiresAt: Math.floor(Date.now() / 1000) - 120 }),
+      'wrong audience': await oidc.mint({ subject: 'olga', roles, audience: 'temporal-frontend' }),
+      'foreign key': await oidc.mintForeign({ subject: 'olga', roles }),
+      'not a JWT': 'not-a-token',
+    };
+    // The provider's own key signs a token the API accepts: what the bad ones lack is only what their name says.
+    expect(
+      (
+        await call(
+          ADMIN_VERBS.find((v) => v.id === 'sends.status')!,
+          await oidc.mint({ subject: 'olga', roles }),
+        )
+      ).status,
+    ).toBe(200);
+    for (const verb of ADMIN_VERBS) {
+      for (const [kind, token] of Object.entries(bad)) {
+        const answer = await call(verb, token);
+        expect(answer.status, `${verb.id} with ${kind}`).toBe(401);
+        expect(answer.body).toMatchObject({ error: 'Unauthenticated' });
+      }
+    }
+    const audited = await us.pool.query(`SELECT count(*)::int AS n FROM api_audit WHERE outcome = 'refused' AND status = 401 AND subject IS NULL`);
+    expect(audited.rows[0].n).toBeGreaterThanOrEqual(ADMIN_VERBS.length * Object.keys(bad).length);
+  }, 120_000);
+
+  it('refuses an actor named in the request: who acts is the verified subject', async () => {
+    const response = await fetch(`${api}/v1/sends/pause`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens.get('oscar')}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ reason: 'drill', by: 'somebody else' }),
+    });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ error: 'InvalidRequest' });
+  });
+
+  it('describes every verb in its OpenAPI document, with its roles', async () => {
+    const doc = (await (await fetch(`${api}/openapi.json`)).json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, { operationId: string; description: string }>>;
+    };
+    expect(doc.openapi).toBe('3.1.0');
+    for (const verb of ADMIN_VERBS) {
+      const openapiPath = verb.path.replace(/:([A-Za-z]+)/g, '{$1}');
+      const operation = doc.paths[openapiPath]?.[verb.method.toLowerCase()];
+      expect(operation?.operationId, `${verb.method} ${openapiPath}`).toBe(verb.id);
+      expect(operation!.description).toContain(`Roles: ${verb.roles.join(', ')}`);
+      for (const param of pathParams(verb)) expect(JSON.stringify(operation)).toContain(`"name":"${param}"`);
+    }
+  });
+});
+
+describe('four eyes, on verified subjects, through the API', () => {
+  let n = 0;
+  async function quarantinedNight(count: number) {
+    const night = await seedNight(us.pool, 'us', `${harness.id}a${++n}`, { expired: count, merchants: 1 }, harness.merchants);
+    const merchantId = night.merchantIds[0]!;
+    // Each first attempt is refused (400: quarantined at once); what comes after, a replay, is taken.
+    harness.merchants.script(merchantId, {
+      secrets: [night.secrets.get(merchantId)!],
+      responses: [...Array.from({ length: count }, () => ({ status: 400 })), { status: 200 }],
+    });
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-api-${n}`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    await expect
+      .poll(
+        async () =>
+          (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'quarantined'`, [merchantId]))
+            .rows[0].n,
+        {
+          timeout: 30_000,
+        },
+      )
+      .toBe(count);
+    return { night, merchantId };
+  }
+
+  const post = async (route: string, clientId: string, body: object = {}) => {
+    const response = await fetch(`${api}${route}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens.get(clientId)}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+  };
+
+  it('the requester cannot approve, another subject can; the audit shows both', async () => {
+    const { merchantId } = await quarantinedNight(2);
+    const preview = await post('/v1/replay-requests', 'olga', { merchant: merchantId });
+    expect(preview.status).toBe(200);
+    const requestId = preview.body.id as string;
+    expect(preview.body.count).toBe(2);
+    // olga holds the approver role too: four eyes are about who, not what the token allows.
+    const self = await post(`/v1/replay-requests/${requestId}/approve`, 'olga');
+    expect(self).toMatchObject({ status: 403, body: { error: 'OperatorError', code: 'SelfApprovalRefused' } });
+    const approved = await post(`/v1/replay-requests/${requestId}/approve`, 'april', { ticket: 'OPS-1' });
+    expect(approved.status).toBe(200);
+    expect(approved.body).toMatchObject({ id: requestId, applied: 2 });
+    await expect
+      .poll(
+        async () =>
+          (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'delivered'`, [merchantId]))
+            .rows[0].n,
+        {
+          timeout: 30_000,
+        },
+      )
+      .toBe(2);
+    const { rows } = await us.pool.query(`SELECT requested_by, approved_by FROM replay_requests WHERE id = $1`, [requestId]);
+    expect(rows[0]).toEqual({ requested_by: 'olga', approved_by: 'april' });
+    const audit = await us.pool.query(
+      `SELECT subject, verb, outcome FROM api_audit WHERE target = $1 OR (verb = 'replay.preview' AND subject = 'olga') ORDER BY id`,
+      [requestId],
+    );
+    expect(audit.rows).toEqual([
+      { subject: 'olga', verb: 'replay.preview', outcome: 'ok' },
+      { subject: 'olga', verb: 'replay.approve', outcome: 'refused' },
+      { subject: 'april', verb: 'replay.approve', outcome: 'ok' },
+    ]);
+  }, 120_000);
+
+  it('the ops CLI, holding a token and nothing else, takes a quarantined webhook to delivered; `ops audit` lists who did', async () => {
+    const { night, merchantId } = await quarantinedNight(1);
+    const webhookId = (await us.pool.query(`SELECT webhook_id FROM webhook_deliveries WHERE merchant_id = $1`, [merchantId])).rows[0]
+      .webhook_id as string;
+    // The CLI process's whole environment: no DATABASE_URL, no PAYLOAD_KEYS, no MERCHANT_SECRET_KEYS, no mode.
+    const ops = async (clientId: string, ...args: string[]) =>
+      (
+        await run(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', ...args], {
+          cwd: REPO,
+          env: { PATH: process.env.PATH, HOME: process.env.HOME, HOLD_SWEEPER_API_URL_US: api, HOLD_SWEEPER_API_TOKEN: tokens.get(clientId) },
+        })
+      ).stdout.trim();
+    const preview = await ops('oscar', 'replay', 'preview', '--webhook', webhookId);
+    const requestId = /replay request (rr_\w+): 1 quarantined webhook\(s\) frozen/.exec(preview)![1]!;
+    // Naming someone on the command line is refused: the token says who.
+    await expect(ops('april', 'replay', 'approve', requestId, '--by', 'april')).rejects.toMatchObject({
+      stderr: expect.stringMatching(/ConfigError.*--by/),
+    });
+    expect(await ops('april', 'replay', 'approve', requestId)).toMatch(new RegExp(`replay request ${requestId} approved: 1 replay\\(s\\) applied`));
+    await expect
+      .poll(async () => (await ops('vera', 'status', night.expired[0]!.id)).split('\n')[2], { timeout: 30_000 })
+      .toMatch(/webhook: wh_\S+ delivered/);
+    const audit = await ops('vera', 'audit', '--limit', '10');
+    expect(audit).toMatch(/april\s+approver\s+replay\.approve\s+rr_\w+\s+ok/);
+    expect(audit).toMatch(/oscar\s+operator\s+replay\.preview/);
+  }, 120_000);
+
+  it('prints through the API what it prints running the verbs itself', async () => {
+    const { night, merchantId } = await quarantinedNight(1);
+    const local = async (...args: string[]) => {
+      const lines: string[] = [];
+      const env = {
+        HOLD_SWEEPER_MODE: 'dev',
+        HOLD_SWEEPER_REGIONS: 'us',
+        DATABASE_URL_US: us.databaseUrl,
+        TEMPORAL_ADDRESS: harness.address,
+        TASK_QUEUE_US: us.config.taskQueue,
+        SCHEDULE_ID_US: us.config.scheduleId,
+      };
+      expect(await runOps(args, (l) => lines.push(l), env)).toBe(0);
+      return lines.join('\n');
+    };
+    const remote = async (...args: string[]) => {
+      const lines: string[] = [];
+      expect(await runOps(args, (l) => lines.push(l), { HOLD_SWEEPER_API_URL_US: api, HOLD_SWEEPER_API_TOKEN: tokens.get('vera') })).toBe(0);
+      return lines.join('\n');
+    };
+    for (const args of [
+      ['status', night.expired[0]!.id],
+      ['quarantine', 'list', '--merchant', merchantId],
+      ['webhooks', 'list', '--status', 'quarantined', '--merchant', merchantId],
+      ['merchant', 'show', merchantId],
+      ['sends', 'status'],
+      ['reviews', 'list', '--all'],
+      ['status', night.expired[0]!.id, '--json'],
+    ]) {
+      expect(await remote(...args), args.join(' ')).toBe(await local(...args));
+    }
+  }, 120_000);
+});
