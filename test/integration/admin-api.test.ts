@@ -6,7 +6,9 @@
  * compare verified subjects. The ops CLI, as a process holding a token and nothing else, takes a quarantined webhook
  * to delivered; and its output through the API is the output it prints running the verbs itself.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
@@ -18,7 +20,9 @@ import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { runOps } from '../../src/ops/cli.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { freePort } from '../../dev/embedded-postgres.js';
 import { ADMIN_AUDIENCE, startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
+import { createClusterPki } from '../../dev/pki.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
@@ -311,4 +315,77 @@ describe('four eyes, on verified subjects, through the API', () => {
       expect(await remote(...args), args.join(' ')).toBe(await local(...args));
     }
   }, 120_000);
+});
+
+describe('npm run api (src/bin/api.ts)', () => {
+  it('serves over its own TLS, and the CLI reaches it with the CA it trusts and a token', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-api-'));
+    const pki = await createClusterPki(dir);
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/api.ts'], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        HOLD_SWEEPER_MODE: 'dev',
+        HOLD_SWEEPER_REGIONS: 'us',
+        DATABASE_URL_US: us.databaseUrl,
+        TEMPORAL_ADDRESS: harness.address,
+        TASK_QUEUE_US: us.config.taskQueue,
+        SCHEDULE_ID_US: us.config.scheduleId,
+        API_ADDRESS: `127.0.0.1:${port}`,
+        API_OIDC_ISSUER: oidc.issuer,
+        API_TLS_CERT_FILE: pki.frontend.cert,
+        API_TLS_KEY_FILE: pki.frontend.key,
+      },
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    try {
+      await expect.poll(() => output, { timeout: 60_000 }).toContain('"msg":"admin API listening"');
+      expect(output).toContain(`"url":"https://127.0.0.1:${port}"`);
+      const cli = (...args: string[]) =>
+        run(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', ...args], {
+          cwd: REPO,
+          env: {
+            PATH: process.env.PATH,
+            HOME: process.env.HOME,
+            HOLD_SWEEPER_API_URL_US: `https://127.0.0.1:${port}`,
+            HOLD_SWEEPER_API_TOKEN: tokens.get('vera'),
+            NODE_EXTRA_CA_CERTS: pki.ca,
+          },
+        });
+      expect((await cli('sends', 'status')).stdout).toMatch(/^sends in region us: running/);
+      // Plain HTTP to the TLS listener gets nowhere.
+      await expect(fetch(`http://127.0.0.1:${port}/v1/sends`, { headers: { authorization: `Bearer ${tokens.get('vera')}` } })).rejects.toThrow();
+    } finally {
+      child.kill('SIGTERM');
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
+  it('production refuses to start without TLS, and says which setting', async () => {
+    const refused = await run(process.execPath, ['--import', 'tsx', 'src/bin/api.ts'], {
+      cwd: REPO,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        HOLD_SWEEPER_MODE: 'production',
+        HOLD_SWEEPER_REGIONS: 'us',
+        DATABASE_URL_US: us.databaseUrl,
+        TEMPORAL_ADDRESS: harness.address,
+        TEMPORAL_TLS: 'true',
+        PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
+        MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
+        API_OIDC_ISSUER: 'https://login.example.com',
+      },
+    }).then(
+      () => undefined,
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(refused?.code).toBe(1);
+    expect(refused?.stderr).toMatch(/ConfigError: API_TLS_CERT_FILE/);
+  }, 60_000);
 });
