@@ -7,16 +7,18 @@
 set -eu
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres \
   -v migrator="$LEDGER_MIGRATOR_PASSWORD" -v worker="$LEDGER_WORKER_PASSWORD" \
-  -v receiver="$LEDGER_RECEIVER_PASSWORD" -v ops="$LEDGER_OPS_PASSWORD" <<'SQL'
+  -v receiver="$LEDGER_RECEIVER_PASSWORD" -v ops="$LEDGER_OPS_PASSWORD" \
+  -v merchant_api="$LEDGER_MERCHANT_API_PASSWORD" <<'SQL'
 CREATE ROLE hold_sweeper_migrator LOGIN PASSWORD :'migrator';
 CREATE ROLE hold_sweeper_worker LOGIN PASSWORD :'worker';
 CREATE ROLE hold_sweeper_receiver LOGIN PASSWORD :'receiver';
 CREATE ROLE hold_sweeper_ops LOGIN PASSWORD :'ops';
+CREATE ROLE hold_sweeper_merchant_api LOGIN PASSWORD :'merchant_api';
 SQL
 for database in hold_sweeper_us hold_sweeper_eu; do
   psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres <<SQL
 CREATE DATABASE $database OWNER hold_sweeper_migrator;
 REVOKE ALL ON DATABASE $database FROM PUBLIC;
-GRANT CONNECT ON DATABASE $database TO hold_sweeper_worker, hold_sweeper_receiver, hold_sweeper_ops;
+GRANT CONNECT ON DATABASE $database TO hold_sweeper_worker, hold_sweeper_receiver, hold_sweeper_ops, hold_sweeper_merchant_api;
 SQL
 done

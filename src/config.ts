@@ -264,6 +264,11 @@ export const CONFIG_VARIABLES = [
   'API_TLS_CERT_FILE',
   'API_TLS_KEY_FILE',
   'API_BEHIND_TLS_PROXY',
+  'MERCHANT_API_ADDRESS',
+  'MERCHANT_API_REGION',
+  'MERCHANT_API_TLS_CERT_FILE',
+  'MERCHANT_API_TLS_KEY_FILE',
+  'MERCHANT_API_BEHIND_TLS_PROXY',
 ] as const;
 
 /**
@@ -514,6 +519,8 @@ export const ENTRY_POINTS = {
   worker: {},
   ops: {},
   api: {},
+  // Faces the internet: no Temporal access, no payload key, no merchant secret (the dev ring in dev, to migrate).
+  'merchant-api': { merchantSecrets: 'dev-only', connections: 'ledger-only' },
   receiver: { merchantSecrets: 'dev-only' },
   codec: { merchantSecrets: 'not-held', connections: 'not-used' },
   migrate: { connections: 'ledger-only' },
@@ -712,11 +719,62 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode): Proce
   });
 }
 
-/** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
-export interface ApiConfig {
+/** An HTTP API of one region: where it listens and how TLS reaches it (the admin API's and the merchant API's). */
+export interface ListenerConfig {
   readonly region: Region;
   readonly host: string;
   readonly port: number;
+  /** <PREFIX>_TLS_CERT_FILE and <PREFIX>_TLS_KEY_FILE: the listener's certificate and key (PEM files). */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
+  /** <PREFIX>_BEHIND_TLS_PROXY=true: plain HTTP on a listener only a TLS-terminating proxy reaches. */
+  readonly behindTlsProxy: boolean;
+}
+
+/**
+ * `<prefix>_REGION` (or the only configured region), `<prefix>_ADDRESS` (dev: 127.0.0.1, production: 0.0.0.0, on
+ * `port`), and TLS. Production refuses a listener without TLS (its own, or `<prefix>_BEHIND_TLS_PROXY=true` said
+ * explicitly): credentials cross it.
+ */
+function readListener(env: Env, config: Config, prefix: string, port: number): ListenerConfig {
+  const regions = config.regions.map((r) => r.region);
+  const regionRaw = env[`${prefix}_REGION`] || (regions.length === 1 ? regions[0] : undefined);
+  if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
+    throw new ConfigError(`${prefix}_REGION`, regionRaw, `the region it serves, one of the configured regions: ${regions.join(', ')}`);
+  }
+  const production = config.mode === 'production';
+  const addressRaw = env[`${prefix}_ADDRESS`] || `${production ? '0.0.0.0' : '127.0.0.1'}:${port}`;
+  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
+  const listenPort = match ? Number(match[2]) : NaN;
+  if (!match || listenPort > 65_535) throw new ConfigError(`${prefix}_ADDRESS`, addressRaw, `host:port to listen on, e.g. 0.0.0.0:${port}`);
+  const [certFile, keyFile] = [env[`${prefix}_TLS_CERT_FILE`] || undefined, env[`${prefix}_TLS_KEY_FILE`] || undefined];
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError(
+      certFile ? `${prefix}_TLS_KEY_FILE` : `${prefix}_TLS_CERT_FILE`,
+      undefined,
+      `both ${prefix}_TLS_CERT_FILE and ${prefix}_TLS_KEY_FILE, or neither`,
+    );
+  }
+  const proxyRaw = env[`${prefix}_BEHIND_TLS_PROXY`] || 'false';
+  if (proxyRaw !== 'true' && proxyRaw !== 'false') throw new ConfigError(`${prefix}_BEHIND_TLS_PROXY`, proxyRaw, 'true or false');
+  const behindTlsProxy = proxyRaw === 'true';
+  if (production && !certFile && !behindTlsProxy) {
+    throw new ConfigError(
+      `${prefix}_TLS_CERT_FILE`,
+      undefined,
+      `a certificate for the listener (and ${prefix}_TLS_KEY_FILE), or ${prefix}_BEHIND_TLS_PROXY=true: production sends no credential in clear`,
+    );
+  }
+  return Object.freeze({
+    region: regionRaw,
+    host: match[1]!.replace(/^\[|\]$/g, ''),
+    port: listenPort,
+    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
+    behindTlsProxy,
+  });
+}
+
+/** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
+export interface ApiConfig extends ListenerConfig {
   /** API_OIDC_ISSUER: the issuer whose access tokens it accepts (its discovery document names the keys). */
   readonly issuer: string;
   /** API_OIDC_AUDIENCE: the `aud` a token must carry (hold-sweeper-admin). */
@@ -724,10 +782,6 @@ export interface ApiConfig {
   /** API_OIDC_ROLES_CLAIM: the claim with the caller's roles (roles). */
   readonly rolesClaim: string;
   readonly clockToleranceSeconds: number;
-  /** API_TLS_CERT_FILE and API_TLS_KEY_FILE: the listener's certificate and key (PEM files). */
-  readonly tls?: { readonly certFile: string; readonly keyFile: string };
-  /** API_BEHIND_TLS_PROXY=true: plain HTTP on a listener only a TLS-terminating proxy reaches. */
-  readonly behindTlsProxy: boolean;
 }
 
 /**
@@ -736,43 +790,19 @@ export interface ApiConfig {
  * tokens cross this listener, and nothing but a verified token says who is calling.
  */
 export function loadApiConfig(env: Env, config: Config): ApiConfig {
-  const regions = config.regions.map((r) => r.region);
-  const regionRaw = env.API_REGION || (regions.length === 1 ? regions[0] : undefined);
-  if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
-    throw new ConfigError('API_REGION', regionRaw, `the region this API serves, one of the configured regions: ${regions.join(', ')}`);
-  }
-  const production = config.mode === 'production';
-  const addressRaw = env.API_ADDRESS || (production ? '0.0.0.0:8443' : '127.0.0.1:8443');
-  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
-  const port = match ? Number(match[2]) : NaN;
-  if (!match || port > 65_535) throw new ConfigError('API_ADDRESS', addressRaw, 'host:port to listen on, e.g. 0.0.0.0:8443');
-  const issuer = readUrl(env, 'API_OIDC_ISSUER', production ? ['https:'] : ['https:', 'http:']);
+  const listener = readListener(env, config, 'API', 8443);
+  const issuer = readUrl(env, 'API_OIDC_ISSUER', config.mode === 'production' ? ['https:'] : ['https:', 'http:']);
   if (!issuer) throw new ConfigError('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
-  const [certFile, keyFile] = [env.API_TLS_CERT_FILE || undefined, env.API_TLS_KEY_FILE || undefined];
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new ConfigError(certFile ? 'API_TLS_KEY_FILE' : 'API_TLS_CERT_FILE', undefined, 'both API_TLS_CERT_FILE and API_TLS_KEY_FILE, or neither');
-  }
-  const proxyRaw = env.API_BEHIND_TLS_PROXY || 'false';
-  if (proxyRaw !== 'true' && proxyRaw !== 'false') throw new ConfigError('API_BEHIND_TLS_PROXY', proxyRaw, 'true or false');
-  const behindTlsProxy = proxyRaw === 'true';
-  if (production && !certFile && !behindTlsProxy) {
-    throw new ConfigError(
-      'API_TLS_CERT_FILE',
-      undefined,
-      'a certificate for the admin API (and API_TLS_KEY_FILE), or API_BEHIND_TLS_PROXY=true: production sends no token in clear',
-    );
-  }
-  const audience = env.API_OIDC_AUDIENCE || 'hold-sweeper-admin';
-  const rolesClaim = env.API_OIDC_ROLES_CLAIM || 'roles';
   return Object.freeze({
-    region: regionRaw,
-    host: match[1]!.replace(/^\[|\]$/g, ''),
-    port,
+    ...listener,
     issuer,
-    audience,
-    rolesClaim,
+    audience: env.API_OIDC_AUDIENCE || 'hold-sweeper-admin',
+    rolesClaim: env.API_OIDC_ROLES_CLAIM || 'roles',
     clockToleranceSeconds: readDuration(env, 'API_CLOCK_TOLERANCE', '30s', 0) / 1000,
-    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
-    behindTlsProxy,
   });
+}
+
+/** The merchant API of one region (src/bin/merchant-api.ts): MERCHANT_API_REGION, _ADDRESS (8444) and TLS, as the admin API's. */
+export function loadMerchantApiConfig(env: Env, config: Config): ListenerConfig {
+  return readListener(env, config, 'MERCHANT_API', 8444);
 }

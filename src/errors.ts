@@ -112,7 +112,8 @@ export class OperatorError extends Error {
       | 'SendsAlreadyPaused'
       | 'SendsNotPaused'
       | 'NotAtAnEnd'
-      | 'ResendRefused',
+      | 'ResendRefused'
+      | 'ApiKeyNotFound',
     message: string,
   ) {
     super(message);

@@ -57,6 +57,7 @@ import type {
 } from '../contracts/delivery.js';
 import * as deliveries from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
+import * as merchantApi from '../sql/merchant-api.js';
 import { samePerson } from '../contracts/identity.js';
 import { disableMerchant } from '../sql/merchants.js';
 
@@ -534,6 +535,18 @@ export function createDeliveryActivities({
         if (request.frozenRun === null) return refused(`resend request ${claim.requestId} does not cover webhook ${claim.webhookId}`);
         requestedBy = request.requestedBy;
         frozenRun = request.frozenRun;
+      } else if (claim.merchantRequestId !== undefined) {
+        const request = await merchantApi.merchantResendForClaim(pool, claim.merchantRequestId);
+        if (!request) return refused(`merchant resend request ${claim.merchantRequestId} does not exist`);
+        if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId) {
+          return refused(`merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one`);
+        }
+        if (request.webhookMerchantId !== request.merchantId) {
+          return refused(`webhook ${claim.webhookId} is not merchant ${request.merchantId}'s`);
+        }
+        if (!request.keyLiveAtRequest)
+          return refused(`API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}`);
+        requestedBy = `merchant ${request.merchantId} (API key ${request.keyId})`;
       } else if (fourEyes) {
         return refused('four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)');
       }
@@ -565,6 +578,7 @@ export function createDeliveryActivities({
         from: reopened.fromStatus,
         requestedBy,
         ...(claim.requestId ? { requestId: claim.requestId, approvedBy: claim.approvedBy } : {}),
+        ...(claim.merchantRequestId ? { merchantRequestId: claim.merchantRequestId } : {}),
       });
       return answer(reopened);
     },

@@ -19,6 +19,7 @@ import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
 import { startEventDelivery, startReleaseDelivery, startResend } from '../delivery/starts.js';
 import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
+import * as merchantApi from '../sql/merchant-api.js';
 import * as outbox from '../sql/outbox.js';
 
 /** Pending webhooks read per page, and asked about at once (describe calls in flight). */
@@ -87,11 +88,52 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
     }
   }
 
+  /**
+   * Merchants' resend requests (the merchant API records them and holds no Temporal access): each one's resend
+   * workflow started here, its first step checking the request. Already started (a run before this one crashed
+   * between starting and marking): marked, nothing doubled.
+   */
+  async function startMerchantResends(client: Client, taskQueue: string): Promise<void> {
+    for (const r of await merchantApi.unstartedMerchantResends(pool, PAGE_SIZE)) {
+      try {
+        await startResend(
+          client,
+          { region, taskQueue },
+          {
+            webhookId: r.webhookId,
+            holdId: r.holdId,
+            merchantId: r.merchantId,
+            claim: {
+              resendId: r.resendId,
+              requestedBy: `merchant ${r.merchantId} (API key ${r.keyId})`,
+              reason: 'asked for by the merchant (merchant API)',
+              merchantRequestId: r.id,
+            },
+          },
+        );
+      } catch (err) {
+        if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {
+          log.warn('outbox: a merchant resend request not started', {
+            region,
+            requestId: r.id,
+            webhookId: r.webhookId,
+            error: (err as Error).message,
+          });
+          continue;
+        }
+      }
+      await merchantApi.markMerchantResendStarted(pool, r.id);
+      restarts.add(1, { region, kind: 'merchant_resend' });
+      log.info('outbox: merchant resend started', { region, requestId: r.id, webhookId: r.webhookId, resendId: r.resendId, keyId: r.keyId });
+    }
+  }
+
   return {
     /** One reconcile run (the `reconcileOutbox` workflow's only step): see the module comment. */
     async reconcileStrandedWebhooks({ graceMs, quarantineTimeoutMs }: ReconcileOutboxInput): Promise<OutboxReport> {
       const client = getClient();
       const { taskQueue } = activityInfo();
+      await startMerchantResends(client, taskQueue);
       const report: OutboxReport = {
         checked: 0,
         running: 0,

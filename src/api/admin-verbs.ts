@@ -16,6 +16,8 @@ import { sweepNow } from '../schedules.js';
 import { webhooksInStatus } from '../sql/deliveries.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { auditEntries } from '../sql/audit.js';
+import { apiKeysOf } from '../sql/merchant-api.js';
+import { createApiKey, revokeApiKey } from './merchant-keys.js';
 import { addMerchant, pauseMerchant, pingMerchant, resumeMerchant, rotateSigningSecret, setMerchant, showMerchant } from '../ops/merchants.js';
 import {
   approveHold,
@@ -360,6 +362,53 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'merchantId',
     temporal: false,
     run: (ctx, input) => pingMerchant(ctx.pool, ctx.webhooks, ctx.secrets, str(input, 'merchantId')!),
+  },
+  {
+    id: 'merchant.api-key.create',
+    command: 'merchant api-key create',
+    summary: 'A new API key for the merchant API, for this merchant; the key is in the answer, once.',
+    method: 'POST',
+    path: '/v1/merchants/:merchantId/api-keys',
+    roles: MERCHANT_ADMINS,
+    actor: 'by',
+    fields: {
+      label: text('what the key is for'),
+      rate: { type: 'number', exclusiveMinimum: 0, maximum: 1000, description: 'requests per second the key may make (5)' },
+      burst: { type: 'integer', minimum: 1, maximum: 10000, description: 'requests at once above the rate (10)' },
+    },
+    target: 'merchantId',
+    temporal: false,
+    run: (ctx, input) =>
+      createApiKey(ctx.pool, str(input, 'merchantId')!, str(input, 'by')!, {
+        label: str(input, 'label'),
+        ratePerSecond: num(input, 'rate'),
+        burst: num(input, 'burst'),
+      }),
+  },
+  {
+    id: 'merchant.api-key.revoke',
+    command: 'merchant api-key revoke',
+    summary: 'Revoke an API key: from now on it is refused (401).',
+    method: 'POST',
+    path: '/v1/api-keys/:keyId/revoke',
+    roles: MERCHANT_ADMINS,
+    actor: 'by',
+    fields: {},
+    target: 'keyId',
+    temporal: false,
+    run: (ctx, input) => revokeApiKey(ctx.pool, str(input, 'keyId')!, str(input, 'by')!),
+  },
+  {
+    id: 'merchant.api-keys',
+    command: 'merchant api-keys',
+    summary: "A merchant's API keys (never their secret): label, budget, made and revoked by whom, last used.",
+    method: 'GET',
+    path: '/v1/merchants/:merchantId/api-keys',
+    roles: EVERYONE,
+    fields: {},
+    target: 'merchantId',
+    temporal: false,
+    run: (ctx, input) => apiKeysOf(ctx.pool, str(input, 'merchantId')!),
   },
   {
     id: 'events.show',

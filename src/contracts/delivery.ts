@@ -133,6 +133,12 @@ export interface ResendClaim {
   ticket?: string;
   requestId?: string;
   approvedBy?: string;
+  /**
+   * A merchant's own request through the merchant API (merchant_resend_requests): the worker checks it names this
+   * webhook, of that merchant, asked with a key that was live, and this resend. No second person: the merchant asks
+   * for its own webhook again.
+   */
+  merchantRequestId?: string;
 }
 
 export type ResendOutcome =

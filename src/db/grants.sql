@@ -11,7 +11,7 @@ DECLARE
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
     'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, destination_budgets, api_audit, '
-    'schema_migrations';
+    'merchant_api_keys, merchant_resend_requests, schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
   -- events, records sweeps, reads what its gauges export, erases previous secrets past their overlap, disables a
@@ -36,6 +36,10 @@ BEGIN
     GRANT SELECT, INSERT ON webhook_resends TO hold_sweeper_worker;
     -- Each destination's budget (migration 016): made by the first admission, written by every one.
     GRANT SELECT, INSERT, UPDATE ON destination_budgets TO hold_sweeper_worker;
+    -- Merchants' resend requests (migration 019): the reconciler starts them; a resend's first step checks the
+    -- request and whether its key was live. Never a key's secret hash.
+    GRANT SELECT, UPDATE (started_at) ON merchant_resend_requests TO hold_sweeper_worker;
+    GRANT SELECT (id, merchant_id, revoked_at) ON merchant_api_keys TO hold_sweeper_worker;
   END IF;
 
   -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,
@@ -65,6 +69,24 @@ BEGIN
     GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;
     -- The admin API (src/api/, the operators' CLI behind it) runs as this role: it appends its audit and reads it back.
     GRANT INSERT ON api_audit TO hold_sweeper_ops;
+    -- Merchants' API keys: made and revoked by merchant admins (their secret's hash is written once, never read back).
+    GRANT INSERT, UPDATE (revoked_at, revoked_by) ON merchant_api_keys TO hold_sweeper_ops;
+  END IF;
+
+  -- The merchant API: faces the internet, on behalf of merchants. Reads a merchant's own webhooks and their attempts
+  -- (every query names the merchant its key belongs to), records resends they ask for, appends its audit. Nothing of
+  -- merchant secrets, accounts, holds or the ledger; no Temporal access and no key.
+  IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_merchant_api') THEN
+    EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_merchant_api', product_tables);
+    GRANT SELECT (id, merchant_id, secret_sha256, rate_per_second, burst, revoked_at, last_used_at), UPDATE (last_used_at)
+      ON merchant_api_keys TO hold_sweeper_merchant_api;
+    GRANT SELECT (id, status) ON merchants TO hold_sweeper_merchant_api;
+    GRANT SELECT (webhook_id, hold_id, merchant_id, event_type, payload, status, quarantine_reason, attempt_count,
+      created_at, updated_at, delivered_at) ON webhook_deliveries TO hold_sweeper_merchant_api;
+    GRANT SELECT ON delivery_attempts, webhook_resends TO hold_sweeper_merchant_api;
+    GRANT SELECT, INSERT ON merchant_resend_requests TO hold_sweeper_merchant_api;
+    GRANT INSERT ON api_audit TO hold_sweeper_merchant_api;
+    GRANT SELECT ON schema_migrations TO hold_sweeper_merchant_api;
   END IF;
 END
 $grants$;

@@ -16,6 +16,7 @@ export const SERVICE_ROLES = {
   worker: 'hold_sweeper_worker',
   receiver: 'hold_sweeper_receiver',
   ops: 'hold_sweeper_ops',
+  merchantApi: 'hold_sweeper_merchant_api',
 } as const;
 export type Service = Exclude<keyof typeof SERVICE_ROLES, 'migrator'>;
 

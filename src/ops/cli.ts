@@ -63,6 +63,11 @@ Usage: npm run ops -- <command> [options]
   merchant rotate-secret <id> [--overlap 24h]
                                      a new secret (printed once); the old one also signs until the overlap ends
   merchant ping <id>                 one signed merchant.ping, in the merchant's rate budget; shows the answer
+  merchant api-key create <id> --by NAME [--label L] [--rate 5] [--burst 10]
+                                     a key for the merchant API (printed once; stored hashed)
+  merchant api-key revoke <key id> --by NAME
+                                     refuse it from now on
+  merchant api-keys <id>             the merchant's keys: label, budget, made and revoked by whom, last used
 
   events show <hold id>              the processor's events for a hold: sequence, outcome, webhook; skips; its workflow
   events skip <hold id> --sequence N --by NAME --reason TEXT
@@ -251,6 +256,7 @@ function parseCommandLineStrictly(argv: string[]) {
       status: { type: 'string' },
       limit: { type: 'string' },
       subject: { type: 'string' },
+      label: { type: 'string' },
       all: { type: 'boolean', default: false },
     },
   });
@@ -258,7 +264,7 @@ function parseCommandLineStrictly(argv: string[]) {
 
 export async function runOps(argv: string[], out: (line: string) => void = console.log, env: NodeJS.ProcessEnv = process.env): Promise<number> {
   const { values, positionals } = parseCommandLine(argv);
-  const [command, sub, arg] = positionals;
+  const [command, sub, arg, fourth] = positionals;
   if (values.help || !command) {
     out(HELP);
     return values.help ? 0 : 2;
@@ -272,7 +278,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
     verbs = await localVerbs(loadConfig(env), values.region);
   }
   try {
-    return await runCommand(verbs, command, sub, arg, values, print);
+    return await runCommand(verbs, [command, sub, arg, fourth], values, print);
   } finally {
     await verbs.close();
   }
@@ -281,9 +287,7 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
 /** One command: its input from the command line, the verb called, its answer printed as it always was. */
 async function runCommand(
   verbs: Verbs,
-  command: string,
-  sub: string | undefined,
-  arg: string | undefined,
+  [command, sub, arg, fourth]: [string, string | undefined, string | undefined, string | undefined],
   values: Values,
   print: (human: string, data: unknown) => void,
 ): Promise<number> {
@@ -442,6 +446,7 @@ async function runCommand(
       return result.outcome === 'applied' ? 0 : 3;
     }
     case 'merchant':
+      if (sub === 'api-key' || sub === 'api-keys') return runApiKeys(call, actor, values, sub, arg, fourth, print);
       return runMerchant(call, values, sub, arg, print);
     case 'events':
       return runEvents(verbs, actor, values, sub, arg, print);
@@ -509,6 +514,43 @@ async function runCommand(
         'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, events, sends, reviews, audit (see --help)',
       );
   }
+}
+
+/** `merchant api-key create <merchant id>`, `merchant api-key revoke <key id>`, `merchant api-keys <merchant id>`. */
+async function runApiKeys(
+  call: Verbs['call'],
+  actor: (option: 'by' | 'requested-by') => string | undefined,
+  values: Values,
+  sub: 'api-key' | 'api-keys',
+  action: string | undefined,
+  id: string | undefined,
+  print: (human: string, data: unknown) => void,
+): Promise<number> {
+  if (sub === 'api-keys') {
+    const rows = await call('merchant.api-keys', { merchantId: required(action, 'merchant id') });
+    print(`${table(rows)}\n${rows.length} key(s)`, rows);
+    return 0;
+  }
+  if (action === 'create') {
+    const key = await call('merchant.api-key.create', {
+      merchantId: required(id, 'merchant id'),
+      by: actor('by'),
+      label: values.label as string | undefined,
+      rate: numberOption(values, 'rate'),
+      burst: numberOption(values, 'burst'),
+    });
+    print(
+      `API key ${key.id} for merchant ${key.merchantId} (${key.ratePerSecond}/s, burst ${key.burst}); the key (shown once, give it to the merchant): ${key.apiKey}`,
+      key,
+    );
+    return 0;
+  }
+  if (action === 'revoke') {
+    const result = await call('merchant.api-key.revoke', { keyId: required(id, 'key id'), by: actor('by') });
+    print(`API key ${result.id} revoked by ${result.revokedBy}: it is refused from now on`, result);
+    return 0;
+  }
+  throw new ConfigError('merchant api-key', action, '"create" or "revoke"');
 }
 
 const ignoredLines = (ignored: { webhookId: string; detail: string }[]) => ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join('');

@@ -80,6 +80,16 @@ describe('each role is refused what it must not do', () => {
     ['ops', 'TRUNCATE api_audit', 'permission denied for'],
     ['worker', 'SELECT * FROM api_audit', 'permission denied for'],
     ['receiver', 'SELECT * FROM api_audit', 'permission denied for'],
+    // The merchant API faces the internet: a merchant's webhooks and its own keys' budget, nothing else.
+    ['merchantApi', 'SELECT signing_secret FROM merchants', 'permission denied for'],
+    ['merchantApi', 'SELECT endpoint_url FROM merchants', 'permission denied for'],
+    ['merchantApi', 'SELECT * FROM accounts', 'permission denied for'],
+    ['merchantApi', 'SELECT * FROM auth_holds', 'permission denied for'],
+    ['merchantApi', `UPDATE webhook_deliveries SET status = 'pending'`, 'permission denied for'],
+    ['merchantApi', `UPDATE merchant_api_keys SET revoked_at = NULL`, 'permission denied for'],
+    ['merchantApi', 'SELECT created_by FROM merchant_api_keys', 'permission denied for'],
+    ['merchantApi', 'SELECT * FROM api_audit', 'permission denied for'],
+    ['merchantApi', 'DELETE FROM merchant_resend_requests', 'permission denied for'],
   ] as const)('%s: %s', async (service, sql, refusal) => {
     expect(await attempt(service, sql)).toBe(refusal);
   });

@@ -4,6 +4,7 @@ import {
   DEFAULT_SWEEP_TIMEOUT_MS,
   loadApiConfig,
   loadConfig,
+  loadMerchantApiConfig,
   loadProcessorConfig,
   parseDuration,
   redactUrl,
@@ -344,6 +345,25 @@ describe('the admin API’s config', () => {
     });
     expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toMatchObject({ behindTlsProxy: true });
     expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'us' }, loadConfig(production)).region).toBe('us');
+  });
+
+  it('the merchant API: its own address and TLS settings, the same refusal without TLS in production', () => {
+    expect(loadMerchantApiConfig({ ...production, MERCHANT_API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toMatchObject({
+      region: 'us',
+      host: '0.0.0.0',
+      port: 8444,
+      behindTlsProxy: true,
+    });
+    expect(() => loadMerchantApiConfig(production, loadConfig(production))).toThrow(/MERCHANT_API_TLS_CERT_FILE/);
+    // The admin API's TLS does not cover it: each listener says its own.
+    expect(() => loadMerchantApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toThrow(
+      /MERCHANT_API_TLS_CERT_FILE/,
+    );
+    expect(loadMerchantApiConfig({ HOLD_SWEEPER_REGIONS: 'eu' }, loadConfig({ HOLD_SWEEPER_REGIONS: 'eu' }))).toMatchObject({
+      region: 'eu',
+      host: '127.0.0.1',
+      port: 8444,
+    });
   });
 
   it('production refuses no TLS, no issuer, an http issuer, half a certificate, another region; dev takes plain http', () => {

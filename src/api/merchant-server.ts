@@ -1,0 +1,388 @@
+/**
+ * The merchant API of one region (`npm run merchant-api`, src/bin/merchant-api.ts): internet-facing, apart from the
+ * admin API (its own process and listener, its own database role). A merchant, with one of its API keys
+ * (merchant-keys.ts), lists its webhooks by time and status with every attempt (time, HTTP status, latency, error
+ * class, response excerpt), fetches one webhook's exact payload, and asks for one webhook or a range to be sent again.
+ *
+ * It holds no Temporal access, no payload key and no merchant secret: a resend is a row (merchant_resend_requests)
+ * that the worker's outbox reconciler turns into a resend workflow within OUTBOX_RECONCILE_INTERVAL, whose first step
+ * checks it; the merchant follows it at `GET /v1/resends/{requestId}`. Another merchant's webhook is "not found".
+ * Each key has its own rate budget (429 with Retry-After past it); every call is in the audit (api_audit, subject
+ * `merchant:<id>`, the key's id beside it).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import swagger from '@fastify/swagger';
+import type pg from 'pg';
+import type { Region } from '../contracts/regions.js';
+import { insertAudit } from '../sql/audit.js';
+import * as ledger from '../sql/merchant-api.js';
+import { parseApiKey, secretMatches } from './merchant-keys.js';
+
+export interface MerchantServerOptions {
+  region: Region;
+  /** The merchant API's own role (hold_sweeper_merchant_api). */
+  pool: pg.Pool;
+  https?: { cert: string | Buffer; key: string | Buffer };
+  log?: (line: string, fields: Record<string, unknown>) => void;
+  /** How often the reconciler starts waiting resends (OUTBOX_RECONCILE_INTERVAL), said to the merchant. */
+  resendsStartWithinMs?: number;
+}
+
+/** A call the merchant API refuses, with its HTTP status and a name the merchant can act on. */
+class Refusal extends Error {
+  constructor(
+    readonly status: number,
+    override readonly name: string,
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
+}
+
+/** Resends asked for in one call at most (a range beyond it: ask again from where it stopped). */
+const RANGE_MAX = 100;
+
+/** A token bucket per key: `rate` per second, up to `burst` at once. In memory, per process. */
+function keyBudgets(now: () => number) {
+  const buckets = new Map<string, { tokens: number; at: number }>();
+  return {
+    /** Takes a token, or says how many seconds until one is there. */
+    take(keyId: string, rate: number, burst: number): number | undefined {
+      const t = now();
+      const b = buckets.get(keyId) ?? { tokens: burst, at: t };
+      b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
+      b.at = t;
+      buckets.set(keyId, b);
+      if (b.tokens >= 1) {
+        b.tokens -= 1;
+        return undefined;
+      }
+      return Math.max(1, Math.ceil((1 - b.tokens) / rate));
+    },
+  };
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    merchant?: { merchantId: string; keyId: string };
+  }
+}
+
+const webhookSchema = {
+  type: 'object',
+  properties: {
+    webhookId: { type: 'string' },
+    eventType: { type: 'string' },
+    status: { type: 'string', enum: ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'] },
+    quarantineReason: { type: ['string', 'null'] },
+    createdAt: { type: 'string', format: 'date-time' },
+    deliveredAt: { type: ['string', 'null'], format: 'date-time' },
+    attemptCount: { type: 'integer' },
+    attempts: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          attempt: { type: 'integer' },
+          policyRun: { type: 'integer' },
+          startedAt: { type: 'string', format: 'date-time' },
+          durationMs: { type: 'integer' },
+          statusCode: { type: ['integer', 'null'] },
+          errorClass: { type: ['string', 'null'] },
+          responseExcerpt: { type: ['string', 'null'] },
+        },
+      },
+    },
+  },
+};
+
+const errorSchema = {
+  type: 'object',
+  required: ['error', 'message', 'requestId'],
+  properties: { error: { type: 'string' }, message: { type: 'string' }, requestId: { type: 'string' } },
+};
+const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, errorSchema]));
+const webhookIdParam = {
+  type: 'object',
+  required: ['webhookId'],
+  properties: { webhookId: { type: 'string', minLength: 1, maxLength: 200 } },
+};
+
+export async function buildMerchantServer(options: MerchantServerOptions, now: () => number = Date.now): Promise<FastifyInstance> {
+  const { pool } = options;
+  const budgets = keyBudgets(now);
+  const startsWithinSeconds = Math.round((options.resendsStartWithinMs ?? 5 * 60_000) / 1000);
+  const app = fastify({
+    ...(options.https ? { https: options.https } : {}),
+    logger: false,
+    genReqId: () => randomUUID(),
+    bodyLimit: 16 * 1024,
+    // Slow or idle clients are dropped: it faces the internet.
+    connectionTimeout: 10_000,
+    requestTimeout: 15_000,
+    ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } },
+  });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: `hold-sweeper merchant API (${options.region})`,
+        version: '1',
+        description: 'Your webhooks, their attempts and payloads, and resends. Authorization: Bearer hsk_<key id>_<secret>.',
+      },
+      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } } },
+      security: [{ apiKey: [] }],
+    },
+  });
+
+  const audit = async (request: FastifyRequest, status: number, detail?: string) => {
+    const params = request.params as { webhookId?: string; requestId?: string } | undefined;
+    await insertAudit(pool, {
+      requestId: request.id,
+      subject: request.merchant ? `merchant:${request.merchant.merchantId}` : undefined,
+      roles: request.merchant ? [`key:${request.merchant.keyId}`] : [],
+      verb: `merchant-api.${request.routeOptions.config.operation ?? 'unknown'}`,
+      method: request.method,
+      path: request.url.split('?')[0]!,
+      target: params?.webhookId ?? params?.requestId,
+      outcome: status < 400 ? 'ok' : status === 401 || status === 403 || status === 429 ? 'refused' : status < 500 ? 'rejected' : 'failed',
+      status,
+      detail,
+    }).catch((err: unknown) => options.log?.('audit write failed', { requestId: request.id, error: String(err) }));
+  };
+
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+    if (request.url === '/healthz' || request.url === '/openapi.json') return;
+    const presented = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1];
+    const parsed = presented === undefined ? undefined : parseApiKey(presented);
+    if (!parsed) throw new Refusal(401, 'Unauthenticated', 'an API key is required: Authorization: Bearer hsk_<key id>_<secret>');
+    const key = await ledger.keyForAuth(pool, parsed.id);
+    // One answer for an unknown key, a wrong secret and a revoked key: which it was is not the caller's to learn.
+    if (!key || key.revoked || !secretMatches(parsed.secret, key.secretSha256)) throw new Refusal(401, 'Unauthenticated', 'the API key is not valid');
+    request.merchant = { merchantId: key.merchantId, keyId: key.id };
+    const wait = budgets.take(key.id, key.ratePerSecond, key.burst);
+    if (wait !== undefined) throw new Refusal(429, 'RateLimited', `this key makes at most ${key.ratePerSecond} requests per second`, wait);
+    await ledger.touchApiKey(pool, key.id);
+  });
+
+  app.setErrorHandler(async (err: FastifyError | Refusal, request, reply) => {
+    const validation = (err as FastifyError).validation !== undefined;
+    const status = err instanceof Refusal ? err.status : validation ? 400 : 500;
+    const name = err instanceof Refusal ? err.name : validation ? 'InvalidRequest' : 'InternalError';
+    const message = status >= 500 ? `the request failed; its request id is ${request.id}` : err.message;
+    if (status >= 500) options.log?.('merchant API request failed', { requestId: request.id, error: String(err) });
+    if (err instanceof Refusal && err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
+    await audit(request, status, `${name}: ${message}`.slice(0, 2000));
+    return reply.status(status).send({ error: name, message, requestId: request.id });
+  });
+  app.setNotFoundHandler(async (request, reply) => {
+    await audit(request, 404, 'NotFound');
+    return reply.status(404).send({ error: 'NotFound', message: `no route ${request.method} ${request.url.split('?')[0]}`, requestId: request.id });
+  });
+
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  const merchantOf = (request: FastifyRequest) => request.merchant!.merchantId;
+  const notFound = (webhookId: string) => new Refusal(404, 'NotFound', `no webhook ${webhookId}`);
+
+  app.get(
+    '/v1/webhooks',
+    {
+      config: { operation: 'webhooks.list' },
+      schema: {
+        operationId: 'webhooks.list',
+        summary: 'Your webhooks written in [since, until), newest first, each with its attempts.',
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: {
+            since: { type: 'string', format: 'date-time' },
+            until: { type: 'string', format: 'date-time' },
+            status: { type: 'string', enum: ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'] },
+            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
+          },
+        },
+        response: {
+          200: { type: 'object', required: ['items'], properties: { items: { type: 'array', items: webhookSchema } } },
+          ...errors(400, 401, 429),
+        },
+      },
+    },
+    async (request) => {
+      const q = request.query as { since?: string; until?: string; status?: string; limit: number };
+      const items = await ledger.merchantWebhooks(pool, merchantOf(request), q);
+      await audit(request, 200);
+      return { items };
+    },
+  );
+
+  app.get(
+    '/v1/webhooks/:webhookId',
+    {
+      config: { operation: 'webhooks.get' },
+      schema: {
+        operationId: 'webhooks.get',
+        summary: 'One of your webhooks: the exact payload it is sent with (sign-checked bytes), its attempts and resends.',
+        params: webhookIdParam,
+        response: {
+          200: {
+            ...webhookSchema,
+            properties: {
+              ...webhookSchema.properties,
+              payload: { type: 'string', description: 'the request body, byte for byte' },
+              resends: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: { resendId: { type: 'string' }, policyRun: { type: 'integer' }, requestedAt: { type: 'string' } },
+                },
+              },
+            },
+          },
+          ...errors(401, 404, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { webhookId } = request.params as { webhookId: string };
+      const webhook = await ledger.merchantWebhook(pool, merchantOf(request), webhookId);
+      if (!webhook) throw notFound(webhookId);
+      await audit(request, 200);
+      return webhook;
+    },
+  );
+
+  const requestSchema = {
+    type: 'object',
+    properties: {
+      requestId: { type: 'string' },
+      webhookId: { type: 'string' },
+      resendId: { type: 'string' },
+      state: { type: 'string', description: 'waiting (to start), started, sending, delivered, quarantined, discarded, abandoned' },
+      startsWithinSeconds: { type: 'integer' },
+    },
+  };
+
+  /** Records one resend; throws the refusal a single-webhook call answers with. */
+  async function askResend(request: FastifyRequest, webhookId: string) {
+    const { merchantId, keyId } = request.merchant!;
+    const requestId = `mr_${randomBytes(10).toString('hex')}`;
+    const resendId = `rs_${randomBytes(10).toString('hex')}`;
+    const result = await ledger.insertMerchantResendRequest(pool, { id: requestId, merchantId, webhookId, keyId, resendId });
+    if (result.recorded) return { requestId, webhookId, resendId, state: 'waiting', startsWithinSeconds };
+    if (result.why === 'not-found') throw notFound(webhookId);
+    if (result.why === 'already-waiting') throw new Refusal(409, 'ResendWaiting', `a resend of ${webhookId} you asked for is waiting to start`);
+    throw new Refusal(409, 'NotAtAnEnd', `webhook ${webhookId} is ${result.status}: only a delivered, discarded or abandoned webhook is sent again`);
+  }
+
+  app.post(
+    '/v1/webhooks/:webhookId/resend',
+    {
+      config: { operation: 'webhooks.resend' },
+      schema: {
+        operationId: 'webhooks.resend',
+        summary: 'Send a webhook at an end again: same webhook id and payload, a fresh signature. Starts within the answer’s seconds.',
+        params: webhookIdParam,
+        response: { 202: requestSchema, ...errors(401, 404, 409, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { webhookId } = request.params as { webhookId: string };
+      const asked = await askResend(request, webhookId);
+      await audit(request, 202);
+      return reply.status(202).send(asked);
+    },
+  );
+
+  app.post(
+    '/v1/resends',
+    {
+      config: { operation: 'resends.range' },
+      schema: {
+        operationId: 'resends.range',
+        summary: `Send again every webhook of yours at an end written in [since, until), oldest first, at most ${RANGE_MAX} per call.`,
+        body: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['since', 'until'],
+          properties: { since: { type: 'string', format: 'date-time' }, until: { type: 'string', format: 'date-time' } },
+        },
+        response: {
+          202: {
+            type: 'object',
+            properties: {
+              requested: { type: 'array', items: requestSchema },
+              skipped: { type: 'array', items: { type: 'object', properties: { webhookId: { type: 'string' }, why: { type: 'string' } } } },
+              more: { type: 'boolean', description: 'more webhooks match: ask again with since = the last one’s createdAt' },
+            },
+          },
+          ...errors(400, 401, 429),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { since, until } = request.body as { since: string; until: string };
+      const matching = await ledger.merchantWebhooks(pool, merchantOf(request), { since, until, limit: RANGE_MAX + 1 });
+      const oldestFirst = matching.slice(0, RANGE_MAX).reverse();
+      const requested: unknown[] = [];
+      const skipped: { webhookId: string; why: string }[] = [];
+      for (const w of oldestFirst) {
+        const webhookId = w.webhookId as string;
+        try {
+          requested.push(await askResend(request, webhookId));
+        } catch (err) {
+          if (!(err instanceof Refusal)) throw err;
+          skipped.push({ webhookId, why: err.message });
+        }
+      }
+      await audit(request, 202, `${requested.length} requested, ${skipped.length} skipped`);
+      return reply.status(202).send({ requested, skipped, more: matching.length > RANGE_MAX });
+    },
+  );
+
+  app.get(
+    '/v1/resends/:requestId',
+    {
+      config: { operation: 'resends.get' },
+      schema: {
+        operationId: 'resends.get',
+        summary: 'Where a resend you asked for stands.',
+        params: { type: 'object', required: ['requestId'], properties: { requestId: { type: 'string', minLength: 1, maxLength: 100 } } },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              id: { type: 'string' },
+              webhookId: { type: 'string' },
+              resendId: { type: 'string' },
+              requestedAt: { type: 'string' },
+              startedAt: { type: ['string', 'null'] },
+              policyRun: { type: ['integer', 'null'] },
+              webhookStatus: { type: 'string' },
+              state: { type: 'string' },
+            },
+          },
+          ...errors(401, 404, 429),
+        },
+      },
+    },
+    async (request) => {
+      const { requestId } = request.params as { requestId: string };
+      const found = await ledger.merchantResendRequest(pool, merchantOf(request), requestId);
+      if (!found) throw new Refusal(404, 'NotFound', `no resend request ${requestId}`);
+      await audit(request, 200);
+      return found;
+    },
+  );
+  return app;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    operation?: string;
+  }
+}

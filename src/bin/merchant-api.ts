@@ -1,0 +1,66 @@
+/**
+ * The merchant API of one region (src/api/merchant-server.ts): internet-facing, on its own database role.
+ *
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us \
+ *   DATABASE_URL_US=postgres://hold_sweeper_merchant_api@... MERCHANT_API_TLS_CERT_FILE=... MERCHANT_API_TLS_KEY_FILE=... \
+ *   npm run merchant-api
+ *
+ * It holds no Temporal address, payload key or merchant secret: a resend a merchant asks for is started by the
+ * workers' outbox reconciler. In dev mode, an unset database URL is a running `npm start`'s.
+ */
+import fs from 'node:fs/promises';
+import { ENTRY_POINTS, loadConfig, loadMerchantApiConfig, requireExplicitMode } from '../config.js';
+import { readyLedger } from '../db/migrate.js';
+import { createPool } from '../db/pool.js';
+import { localKeyRing } from '../delivery/secret-box.js';
+import { ConfigError } from '../errors.js';
+import { buildMerchantServer } from '../api/merchant-server.js';
+import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+
+const log = (level: string, msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ level, msg, ...fields }));
+
+async function main() {
+  requireExplicitMode();
+  const config = loadConfig(process.env, ENTRY_POINTS['merchant-api']);
+  const listener = loadMerchantApiConfig(process.env, config);
+  const region = config.regions.find((r) => r.region === listener.region)!;
+  const up = region.region.toUpperCase();
+  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
+  if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the merchant API’s role');
+  const pool = createPool(databaseUrl, { max: 8 });
+  await readyLedger(pool, {
+    mode: config.mode,
+    service: 'merchantApi',
+    variable: `DATABASE_URL_${up}`,
+    secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
+  });
+  const https = listener.tls ? { cert: await fs.readFile(listener.tls.certFile), key: await fs.readFile(listener.tls.keyFile) } : undefined;
+  const app = await buildMerchantServer({
+    region: region.region,
+    pool,
+    https,
+    resendsStartWithinMs: config.outbox.intervalMs,
+    log: (msg, fields) => log('error', msg, fields),
+  });
+  await app.listen({ host: listener.host, port: listener.port });
+  const address = app.server.address() as { address: string; port: number };
+  log('info', 'merchant API listening', {
+    region: region.region,
+    url: `${https ? 'https' : 'http'}://${address.address}:${address.port}`,
+    tls: https ? 'own' : listener.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
+    pid: process.pid,
+  });
+  const stop = async () => {
+    await app.close();
+    await pool.end();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop());
+  process.once('SIGINT', () => void stop());
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
+  process.exit(1);
+});

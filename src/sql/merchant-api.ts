@@ -1,0 +1,215 @@
+/**
+ * The merchant API's ledger (migration 019): API keys, a merchant's own webhooks with their attempts, and the resends
+ * merchants ask for. Every read here that a merchant's call makes names the merchant its key belongs to: a webhook of
+ * another merchant is not found, never forbidden.
+ */
+import type { Queryable } from '../db/pool.js';
+
+export interface ApiKeyRecord {
+  id: string;
+  merchantId: string;
+  secretSha256: Buffer;
+  label: string | undefined;
+  ratePerSecond: number;
+  burst: number;
+  createdBy: string;
+}
+
+export async function insertApiKey(db: Queryable, k: ApiKeyRecord): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `INSERT INTO merchant_api_keys (id, merchant_id, secret_sha256, label, rate_per_second, burst, created_by)
+     SELECT $1, m.id, $3, $4, $5, $6, $7 FROM merchants m WHERE m.id = $2`,
+    [k.id, k.merchantId, k.secretSha256, k.label ?? null, k.ratePerSecond, k.burst, k.createdBy],
+  );
+  return rowCount === 1;
+}
+
+/** Revokes a live key; false if there is none by that id (or it is revoked already). */
+export async function revokeApiKey(db: Queryable, keyId: string, by: string): Promise<boolean> {
+  const { rowCount } = await db.query(`UPDATE merchant_api_keys SET revoked_at = now(), revoked_by = $2 WHERE id = $1 AND revoked_at IS NULL`, [
+    keyId,
+    by,
+  ]);
+  return rowCount === 1;
+}
+
+/** A merchant's keys, newest first: never the secret's hash. */
+export async function apiKeysOf(db: Queryable, merchantId: string): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT id, label, rate_per_second::float8 AS rate_per_second, burst, created_at, created_by, revoked_at, revoked_by, last_used_at
+       FROM merchant_api_keys WHERE merchant_id = $1 ORDER BY created_at DESC, id`,
+    [merchantId],
+  );
+  return rows;
+}
+
+export interface KeyForAuth {
+  id: string;
+  merchantId: string;
+  secretSha256: Buffer;
+  ratePerSecond: number;
+  burst: number;
+  revoked: boolean;
+  merchantStatus: string;
+}
+
+export async function keyForAuth(db: Queryable, keyId: string): Promise<KeyForAuth | undefined> {
+  const { rows } = await db.query<{
+    id: string;
+    merchant_id: string;
+    secret_sha256: Buffer;
+    rate_per_second: number;
+    burst: number;
+    revoked: boolean;
+    merchant_status: string;
+  }>(
+    `SELECT k.id, k.merchant_id, k.secret_sha256, k.rate_per_second::float8 AS rate_per_second, k.burst,
+            k.revoked_at IS NOT NULL AS revoked, m.status AS merchant_status
+       FROM merchant_api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.id = $1`,
+    [keyId],
+  );
+  const r = rows[0];
+  return (
+    r && {
+      id: r.id,
+      merchantId: r.merchant_id,
+      secretSha256: r.secret_sha256,
+      ratePerSecond: r.rate_per_second,
+      burst: r.burst,
+      revoked: r.revoked,
+      merchantStatus: r.merchant_status,
+    }
+  );
+}
+
+/** Marks the key used now (at most once a minute per key: a busy key does not write on every call). */
+export async function touchApiKey(db: Queryable, keyId: string): Promise<void> {
+  await db.query(
+    `UPDATE merchant_api_keys SET last_used_at = now() WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`,
+    [keyId],
+  );
+}
+
+/** Each attempt as a merchant sees it: when, the HTTP status or the error, how long, what it answered. */
+const ATTEMPTS = `COALESCE((SELECT json_agg(json_build_object(
+           'attempt', a.attempt_number, 'policyRun', a.policy_run, 'startedAt', a.started_at, 'durationMs', a.duration_ms,
+           'statusCode', a.status_code, 'errorClass', a.error_class, 'responseExcerpt', a.response_excerpt)
+         ORDER BY a.attempt_number) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id), '[]'::json)`;
+
+export interface WebhookQuery {
+  since?: string;
+  until?: string;
+  status?: string;
+  limit: number;
+}
+
+/** The merchant's webhooks written in [since, until), in one status if given, newest first, with their attempts. */
+export async function merchantWebhooks(db: Queryable, merchantId: string, q: WebhookQuery): Promise<Record<string, unknown>[]> {
+  const { rows } = await db.query(
+    `SELECT d.webhook_id AS "webhookId", d.event_type AS "eventType", d.status, d.quarantine_reason AS "quarantineReason",
+            d.created_at AS "createdAt", d.delivered_at AS "deliveredAt", d.attempt_count AS "attemptCount", ${ATTEMPTS} AS attempts
+       FROM webhook_deliveries d
+      WHERE d.merchant_id = $1
+        AND ($2::timestamptz IS NULL OR d.created_at >= $2::timestamptz)
+        AND ($3::timestamptz IS NULL OR d.created_at < $3::timestamptz)
+        AND ($4::text IS NULL OR d.status = $4::text)
+      ORDER BY d.created_at DESC, d.webhook_id DESC
+      LIMIT $5::integer`,
+    [merchantId, q.since ?? null, q.until ?? null, q.status ?? null, q.limit],
+  );
+  return rows;
+}
+
+/** One of the merchant's webhooks with the exact payload it was (and is) sent with, its attempts and resends. */
+export async function merchantWebhook(db: Queryable, merchantId: string, webhookId: string): Promise<Record<string, unknown> | undefined> {
+  const { rows } = await db.query(
+    `SELECT d.webhook_id AS "webhookId", d.event_type AS "eventType", d.status, d.quarantine_reason AS "quarantineReason",
+            d.created_at AS "createdAt", d.delivered_at AS "deliveredAt", d.attempt_count AS "attemptCount", d.payload,
+            ${ATTEMPTS} AS attempts,
+            COALESCE((SELECT json_agg(json_build_object('resendId', r.id, 'policyRun', r.policy_run, 'requestedAt', r.created_at)
+                      ORDER BY r.policy_run) FROM webhook_resends r WHERE r.webhook_id = d.webhook_id), '[]'::json) AS resends
+       FROM webhook_deliveries d WHERE d.merchant_id = $1 AND d.webhook_id = $2`,
+    [merchantId, webhookId],
+  );
+  return rows[0];
+}
+
+/**
+ * Records a merchant's resend of its own webhook, if that webhook is at an end (delivered, discarded, abandoned) and
+ * no resend this merchant asked for is waiting to start for it. Returns the request, or why not.
+ */
+export async function insertMerchantResendRequest(
+  db: Queryable,
+  r: { id: string; merchantId: string; webhookId: string; keyId: string; resendId: string },
+): Promise<{ recorded: true } | { recorded: false; why: 'not-found' | 'not-at-an-end' | 'already-waiting'; status?: string }> {
+  const { rows } = await db.query<{ recorded: boolean; status: string | null; waiting: boolean }>(
+    `WITH target AS (SELECT status FROM webhook_deliveries WHERE webhook_id = $3 AND merchant_id = $2),
+          waiting AS (SELECT 1 FROM merchant_resend_requests WHERE webhook_id = $3 AND started_at IS NULL),
+          ins AS (
+            INSERT INTO merchant_resend_requests (id, merchant_id, webhook_id, key_id, resend_id)
+            SELECT $1, $2, $3, $4, $5 FROM target
+             WHERE target.status IN ('delivered', 'discarded', 'abandoned') AND NOT EXISTS (SELECT 1 FROM waiting)
+            RETURNING 1)
+     SELECT EXISTS (SELECT 1 FROM ins) AS recorded, (SELECT status FROM target) AS status, EXISTS (SELECT 1 FROM waiting) AS waiting`,
+    [r.id, r.merchantId, r.webhookId, r.keyId, r.resendId],
+  );
+  const row = rows[0]!;
+  if (row.recorded) return { recorded: true };
+  if (row.status === null) return { recorded: false, why: 'not-found' };
+  if (row.waiting) return { recorded: false, why: 'already-waiting', status: row.status };
+  return { recorded: false, why: 'not-at-an-end', status: row.status };
+}
+
+/** A resend request of the merchant's, with where it stands: waiting, started, and the resend it became. */
+export async function merchantResendRequest(db: Queryable, merchantId: string, requestId: string): Promise<Record<string, unknown> | undefined> {
+  const { rows } = await db.query(
+    `SELECT q.id, q.webhook_id AS "webhookId", q.resend_id AS "resendId", q.requested_at AS "requestedAt", q.started_at AS "startedAt",
+            r.policy_run AS "policyRun", d.status AS "webhookStatus",
+            CASE WHEN q.started_at IS NULL THEN 'waiting' WHEN r.id IS NULL THEN 'started'
+                 WHEN d.status = 'pending' THEN 'sending' ELSE d.status END AS state
+       FROM merchant_resend_requests q
+       JOIN webhook_deliveries d ON d.webhook_id = q.webhook_id
+       LEFT JOIN webhook_resends r ON r.id = q.resend_id
+      WHERE q.merchant_id = $1 AND q.id = $2`,
+    [merchantId, requestId],
+  );
+  return rows[0];
+}
+
+/** The worker's side: requests no reconciler has started yet, oldest first. */
+export async function unstartedMerchantResends(
+  db: Queryable,
+  limit: number,
+): Promise<{ id: string; merchantId: string; webhookId: string; holdId: string; keyId: string; resendId: string }[]> {
+  const { rows } = await db.query(
+    `SELECT q.id, q.merchant_id AS "merchantId", q.webhook_id AS "webhookId", d.hold_id AS "holdId", q.key_id AS "keyId", q.resend_id AS "resendId"
+       FROM merchant_resend_requests q JOIN webhook_deliveries d ON d.webhook_id = q.webhook_id
+      WHERE q.started_at IS NULL ORDER BY q.requested_at, q.id LIMIT $1::integer`,
+    [limit],
+  );
+  return rows;
+}
+
+export async function markMerchantResendStarted(db: Queryable, requestId: string): Promise<void> {
+  await db.query(`UPDATE merchant_resend_requests SET started_at = now() WHERE id = $1 AND started_at IS NULL`, [requestId]);
+}
+
+/** What a resend's first step checks of a merchant's request: whose webhook, which key, and whether it was live. */
+export async function merchantResendForClaim(
+  db: Queryable,
+  requestId: string,
+): Promise<
+  { merchantId: string; webhookId: string; keyId: string; resendId: string; webhookMerchantId: string; keyLiveAtRequest: boolean } | undefined
+> {
+  const { rows } = await db.query(
+    `SELECT q.merchant_id AS "merchantId", q.webhook_id AS "webhookId", q.key_id AS "keyId", q.resend_id AS "resendId",
+            d.merchant_id AS "webhookMerchantId",
+            (k.merchant_id = q.merchant_id AND (k.revoked_at IS NULL OR k.revoked_at > q.requested_at)) AS "keyLiveAtRequest"
+       FROM merchant_resend_requests q
+       JOIN webhook_deliveries d ON d.webhook_id = q.webhook_id
+       JOIN merchant_api_keys k ON k.id = q.key_id
+      WHERE q.id = $1`,
+    [requestId],
+  );
+  return rows[0];
+}

@@ -1,0 +1,213 @@
+/**
+ * The merchant API on a real stack, on its own database role (hold_sweeper_merchant_api, exactly its grants): a
+ * merchant's key lists its webhooks with each attempt and fetches one's exact payload; another merchant's webhooks are
+ * "not found" to it, to read and to resend; a resend it asks for is started by the workers' outbox reconciler (the
+ * merchant API holds no Temporal access) and arrives under the original webhook id, verified by the Standard Webhooks
+ * reference library; a range too. Keys: shown once, stored hashed, revocable; a wrong, malformed or revoked key is
+ * 401; each key's rate budget answers 429 with Retry-After; every call is audited. And the worker refuses a resend
+ * claiming a merchant request it does not match.
+ */
+import { createHash } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildMerchantServer } from '../../src/api/merchant-server.js';
+import { createApiKey, revokeApiKey } from '../../src/api/merchant-keys.js';
+import { startResend } from '../../src/delivery/starts.js';
+import { ensureOutboxSchedule } from '../../src/schedules.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight, type Night } from '../support/ledger.js';
+import { waitUntil } from '../support/wait.js';
+
+let harness: Harness;
+let us: TestRegion;
+let night: Night;
+let rolePool: pg.Pool;
+let app: FastifyInstance;
+let api: string;
+let keyA: string;
+let keyB: string;
+const [A, B] = [0, 1];
+const merchant = (i: number) => night.merchantIds[i]!;
+
+beforeAll(async () => {
+  harness = await openHarness();
+  us = await harness.region('us');
+  await harness.startWorker(us, undefined, undefined, { fourEyes: true });
+  night = await seedNight(us.pool, 'us', `${harness.id}m`, { expired: 6, merchants: 2 }, harness.merchants);
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: us.config.taskQueue,
+    workflowId: `sweep-us-${harness.id}-merchant-api`,
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
+  });
+  await waitUntil(
+    async () => (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered'`)).rows[0].n === 6,
+    'every webhook delivered',
+    30_000,
+  );
+  // The outbox reconciler as production runs it (its schedule), quick: it starts the resends merchants ask for.
+  await ensureOutboxSchedule(us.client, us.config, { intervalMs: 1_000, graceMs: 60_000 }, { quarantineTimeoutMs: 60_000 });
+  const database = new URL(us.databaseUrl).pathname.slice(1);
+  rolePool = new pg.Pool({ connectionString: `${inject('ledgerRoleUrls').merchantApi}${database}`, max: 4 });
+  app = await buildMerchantServer({ region: 'us', pool: rolePool, resendsStartWithinMs: 1_000, log: (line, fields) => console.error(line, fields) });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  keyA = (await createApiKey(us.pool, merchant(A), 'mia', { label: 'A support tooling' })).apiKey;
+  keyB = (await createApiKey(us.pool, merchant(B), 'mia')).apiKey;
+}, 120_000);
+
+afterAll(async () => {
+  await app?.close();
+  await rolePool?.end();
+  await harness?.close();
+});
+
+async function call(key: string | undefined, route: string, init: RequestInit = {}) {
+  const response = await fetch(`${api}${route}`, {
+    ...init,
+    headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(init.body ? { 'content-type': 'application/json' } : {}) },
+  });
+  return {
+    status: response.status,
+    headers: response.headers,
+    body: (await response.json()) as Record<string, unknown> & { items?: Record<string, unknown>[] },
+  };
+}
+
+const webhooksOf = async (i: number) =>
+  (
+    await us.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_deliveries WHERE merchant_id = $1 ORDER BY webhook_id', [merchant(i)])
+  ).rows.map((r) => r.webhook_id);
+
+describe('the merchant API', () => {
+  it('lists a merchant’s own webhooks with every attempt, and fetches one’s exact payload; another merchant’s are not found', async () => {
+    const listed = await call(keyA, '/v1/webhooks?status=delivered&limit=50');
+    expect(listed.status).toBe(200);
+    expect(listed.body.items!.map((w) => w.webhookId).sort()).toEqual(await webhooksOf(A));
+    for (const w of listed.body.items!) {
+      expect(w).toMatchObject({ status: 'delivered', eventType: 'hold.released', attemptCount: 1 });
+      expect(w.attempts).toEqual([
+        expect.objectContaining({ attempt: 1, policyRun: 1, statusCode: 200, errorClass: null, durationMs: expect.any(Number) }),
+      ]);
+    }
+    const [mine] = await webhooksOf(A);
+    const one = await call(keyA, `/v1/webhooks/${mine}`);
+    expect(one.status).toBe(200);
+    const received = harness.merchants.requests(merchant(A)).find((r) => r.webhookId === mine)!;
+    // Byte for byte what the merchant received (and verified).
+    expect(one.body.payload).toBe(received.body);
+    expect(received.verified).toBe(true);
+
+    const [theirs] = await webhooksOf(B);
+    expect(await call(keyA, `/v1/webhooks/${theirs}`)).toMatchObject({ status: 404, body: { error: 'NotFound' } });
+    expect(await call(keyA, `/v1/webhooks/${theirs}/resend`, { method: 'POST' })).toMatchObject({ status: 404, body: { error: 'NotFound' } });
+    expect((await call(keyB, '/v1/webhooks')).body.items!.map((w) => w.webhookId).sort()).toEqual(await webhooksOf(B));
+  });
+
+  it('a resend asked for by the merchant is started by the reconciler and arrives under the original id, signed afresh', async () => {
+    const [webhookId] = await webhooksOf(A);
+    const before = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId);
+    const asked = await call(keyA, `/v1/webhooks/${webhookId}/resend`, { method: 'POST' });
+    expect(asked.status).toBe(202);
+    expect(asked.body).toMatchObject({ webhookId, state: 'waiting', startsWithinSeconds: 1 });
+    // Asked again while it waits: one resend, not two.
+    expect(await call(keyA, `/v1/webhooks/${webhookId}/resend`, { method: 'POST' })).toMatchObject({ status: 409, body: { error: 'ResendWaiting' } });
+    const requestId = asked.body.requestId as string;
+    await waitUntil(async () => (await call(keyA, `/v1/resends/${requestId}`)).body.state === 'delivered', 'the resend delivered', 30_000);
+    const status = await call(keyA, `/v1/resends/${requestId}`);
+    expect(status.body).toMatchObject({ webhookId, resendId: asked.body.resendId, policyRun: 2, webhookStatus: 'delivered' });
+    const after = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId);
+    expect(after).toHaveLength(before.length + 1);
+    const resent = after.at(-1)!;
+    // The reference verifier (standardwebhooks) accepted it with the merchant's secret; same id and body, new signature.
+    expect(resent.verified).toBe(true);
+    expect(resent.body).toBe(before[0]!.body);
+    expect(resent.signature).not.toBe(before[0]!.signature);
+    // The ledger says who asked: the merchant, by its key.
+    const { rows } = await us.pool.query('SELECT requested_by FROM webhook_resends WHERE id = $1', [asked.body.resendId]);
+    expect(rows[0].requested_by).toMatch(new RegExp(`^merchant ${merchant(A)} \\(API key mk_[0-9a-f]{16}\\)$`));
+    // Its attempt is listed like any other, in the replay lane's run.
+    const one = await call(keyA, `/v1/webhooks/${webhookId}`);
+    expect((one.body.attempts as { policyRun: number }[]).map((a) => a.policyRun)).toEqual([1, 2]);
+  }, 60_000);
+
+  it('a range: every webhook at an end in [since, until), each resent once', async () => {
+    const since = new Date(Date.now() - 3_600_000).toISOString();
+    const until = new Date(Date.now() + 60_000).toISOString();
+    const asked = await call(keyB, '/v1/resends', { method: 'POST', body: JSON.stringify({ since, until }) });
+    expect(asked.status).toBe(202);
+    const requested = asked.body.requested as { requestId: string; webhookId: string }[];
+    expect(requested.map((r) => r.webhookId).sort()).toEqual(await webhooksOf(B));
+    expect(asked.body).toMatchObject({ skipped: [], more: false });
+    for (const r of requested) {
+      await waitUntil(async () => (await call(keyB, `/v1/resends/${r.requestId}`)).body.state === 'delivered', `${r.webhookId} resent`, 30_000);
+    }
+    const counts = new Map<string, number>();
+    for (const r of harness.merchants.requests(merchant(B))) counts.set(r.webhookId!, (counts.get(r.webhookId!) ?? 0) + 1);
+    expect([...counts.values()]).toEqual(requested.map(() => 2));
+  }, 90_000);
+
+  it('keys: stored hashed; a wrong, malformed, revoked or missing key is 401; each key has its own rate budget', async () => {
+    const made = await createApiKey(us.pool, merchant(A), 'mia', { ratePerSecond: 1, burst: 2 });
+    const { rows } = await us.pool.query('SELECT secret_sha256 FROM merchant_api_keys WHERE id = $1', [made.id]);
+    const secret = made.apiKey.split('_').slice(3).join('_');
+    expect(rows[0].secret_sha256).toEqual(createHash('sha256').update(secret).digest());
+    expect(JSON.stringify(rows)).not.toContain(secret);
+
+    expect((await call(made.apiKey, '/v1/webhooks')).status).toBe(200);
+    expect((await call(made.apiKey, '/v1/webhooks')).status).toBe(200);
+    const limited = await call(made.apiKey, '/v1/webhooks');
+    expect(limited).toMatchObject({ status: 429, body: { error: 'RateLimited' } });
+    expect(Number(limited.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // Another key of the same merchant has its own budget.
+    expect((await call(keyA, '/v1/webhooks')).status).toBe(200);
+
+    const wrongSecret = made.apiKey.slice(0, -4) + (made.apiKey.endsWith('AAAA') ? 'BBBB' : 'AAAA');
+    for (const bad of [undefined, 'hsk_nonsense', wrongSecret, `hsk_mk_0000000000000000_${'A'.repeat(43)}`]) {
+      expect(await call(bad, '/v1/webhooks'), String(bad)).toMatchObject({ status: 401, body: { error: 'Unauthenticated' } });
+    }
+    await revokeApiKey(us.pool, made.id, 'mia');
+    await new Promise((resolve) => setTimeout(resolve, 1_100)); // its budget refills: the 401 is the revocation's
+    expect(await call(made.apiKey, '/v1/webhooks')).toMatchObject({ status: 401, body: { error: 'Unauthenticated' } });
+  });
+
+  it('audits every call with the merchant and its key', async () => {
+    const [webhookId] = await webhooksOf(A);
+    const asked = await fetch(`${api}/v1/webhooks/${webhookId}`, { headers: { authorization: `Bearer ${keyA}` } });
+    const requestId = asked.headers.get('x-request-id')!;
+    const { rows } = await us.pool.query('SELECT subject, roles, verb, target, outcome, status FROM api_audit WHERE request_id = $1', [requestId]);
+    expect(rows[0]).toMatchObject({
+      subject: `merchant:${merchant(A)}`,
+      verb: 'merchant-api.webhooks.get',
+      target: webhookId,
+      outcome: 'ok',
+      status: 200,
+    });
+    expect(rows[0].roles[0]).toMatch(/^key:mk_[0-9a-f]{16}$/);
+    const refused = await us.pool.query(
+      `SELECT count(*)::int AS n FROM api_audit WHERE verb LIKE 'merchant-api.%' AND status = 401 AND subject IS NULL`,
+    );
+    expect(refused.rows[0].n).toBeGreaterThanOrEqual(4);
+  });
+
+  it('the worker refuses a resend whose merchant request does not match it: nothing is sent', async () => {
+    const [webhookId, other] = await webhooksOf(A);
+    const asked = await call(keyA, `/v1/webhooks/${webhookId}/resend`, { method: 'POST' });
+    const requestId = asked.body.requestId as string;
+    // A caller with Temporal access claims that request for another webhook, before the reconciler starts it.
+    const forged = await startResend(
+      us.client,
+      { region: 'us', taskQueue: us.config.taskQueue },
+      {
+        webhookId: other!,
+        holdId: (await us.pool.query('SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1', [other])).rows[0].hold_id,
+        merchantId: merchant(A),
+        claim: { resendId: asked.body.resendId as string, requestedBy: 'forger', reason: 'forged', merchantRequestId: requestId },
+      },
+    );
+    const result = (await us.client.workflow.getHandle(forged.workflowId).result()) as { status: string; why?: string };
+    expect(result).toMatchObject({ status: 'refused', why: expect.stringMatching(/not this one/) });
+    expect(harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === other)).toHaveLength(1);
+  }, 60_000);
+});
