@@ -70,6 +70,8 @@ export interface AdminVerb {
   target?: string;
   /** Whether it needs Temporal (the rest read or write the ledger only). */
   temporal: boolean;
+  /** The JSON schema of its answer (200), published in the OpenAPI document; an object with any properties if unsaid. */
+  response?: Field;
   run(ctx: AdminContext, input: VerbInput): Promise<unknown>;
 }
 
@@ -89,6 +91,32 @@ const selection = {
   until: time('written before'),
 };
 const quarantineSelection = { ...selection, reason: { type: 'string', enum: REASONS, description: 'only this quarantine reason' } };
+
+/** An object with these properties required (more allowed: the answer is the verb's whole result). */
+const shape = (properties: Record<string, Field>, required = Object.keys(properties)): Field => ({
+  type: 'object',
+  additionalProperties: true,
+  required,
+  properties,
+});
+const anyObject: Field = { type: 'object', additionalProperties: true };
+const list = (item: Record<string, Field> = {}): Field => shape({ items: { type: 'array', items: shape(item) } });
+const frozen = shape({ id: { type: 'string' }, count: { type: 'integer', minimum: 0 }, webhookIds: { type: 'array', items: { type: 'string' } } });
+const approval = shape(
+  {
+    id: { type: 'string' },
+    applied: { type: 'integer', minimum: 0 },
+    ignored: { type: 'array', items: shape({ webhookId: { type: 'string' }, detail: { type: 'string' } }) },
+    alreadyDone: { type: 'integer', minimum: 0 },
+  },
+  ['id', 'applied', 'ignored'],
+);
+const decision = shape({ outcome: { type: 'string', enum: ['applied', 'ignored', 'rejected', 'unavailable'] } });
+const merchantView = shape(
+  { id: { type: 'string' }, name: { type: 'string' }, status: { type: 'string' }, endpointUrl: { type: 'string' }, budget: anyObject },
+  ['id', 'name', 'status', 'endpointUrl', 'budget'],
+);
+const merchantChange = shape({ changed: { type: 'boolean' }, merchant: merchantView });
 
 const str = (input: VerbInput, key: string) => input[key] as string | undefined;
 const num = (input: VerbInput, key: string) => input[key] as number | undefined;
@@ -117,6 +145,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     fields: {},
     temporal: true,
+    response: shape({ workflowId: { type: 'string', minLength: 1 } }),
     run: async (ctx) => ({ workflowId: await sweepNow(ops(ctx).client, ctx.region) }),
   },
   {
@@ -129,6 +158,13 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'holdId',
     temporal: true,
+    response: shape({
+      hold: anyObject,
+      attempts: { type: 'array' },
+      decisions: { type: 'array' },
+      resends: { type: 'array' },
+      processorEvents: { type: 'array' },
+    }),
     run: (ctx, input) => holdStatus(ops(ctx), str(input, 'holdId')!),
   },
   {
@@ -140,6 +176,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: { ...quarantineSelection, hold: id('only this hold'), webhook: id('only this webhook') },
     temporal: false,
+    response: list(),
     run: (ctx, input) => listQuarantined(ctx.pool, filters(input)),
   },
   {
@@ -152,6 +189,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { ...selection, status: { type: 'string', enum: STATUSES }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 } },
     required: ['status'],
     temporal: false,
+    response: list(),
     run: (ctx, input) =>
       webhooksInStatus(ctx.pool, str(input, 'status') as DeliveryStatus, {
         merchantId: str(input, 'merchant'),
@@ -170,6 +208,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     actor: 'requestedBy',
     fields: { ...quarantineSelection, hold: id('only this hold'), webhook: id('only this webhook') },
     temporal: false,
+    response: frozen,
     run: async (ctx, input) => {
       const request = await previewReplay(ctx.pool, filters(input), str(input, 'requestedBy')!);
       return { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) };
@@ -186,6 +225,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { ticket: text('the change ticket'), rate: { type: 'number', exclusiveMinimum: 0, description: 'signals per second' } },
     target: 'requestId',
     temporal: true,
+    response: approval,
     run: (ctx, input) =>
       approveReplayRequest(ops(ctx), str(input, 'requestId')!, str(input, 'by')!, {
         signalsPerSecond: num(input, 'rate'),
@@ -204,6 +244,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     required: ['reason'],
     target: 'id',
     temporal: true,
+    response: decision,
     run: (ctx, input) => approveHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
   },
   {
@@ -218,6 +259,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     required: ['reason'],
     target: 'id',
     temporal: true,
+    response: decision,
     run: (ctx, input) => discardHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!),
   },
   {
@@ -232,6 +274,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     required: ['reason'],
     target: 'webhookId',
     temporal: true,
+    response: shape({ resendId: { type: 'string' }, workflowId: { type: 'string' }, webhookId: { type: 'string' } }),
     run: (ctx, input) => resendWebhookNow(ops(ctx), str(input, 'webhookId')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
   },
   {
@@ -244,6 +287,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     actor: 'requestedBy',
     fields: { ...selection, webhook: id('only this webhook') },
     temporal: false,
+    response: frozen,
     run: async (ctx, input) => {
       const f = filters(input);
       const request = await previewResend(
@@ -265,6 +309,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { ticket: text('the change ticket'), rate: { type: 'number', exclusiveMinimum: 0, description: 'resends started per second' } },
     target: 'requestId',
     temporal: true,
+    response: approval,
     run: (ctx, input) =>
       approveResendRequest(ops(ctx), str(input, 'requestId')!, str(input, 'by')!, {
         startsPerSecond: num(input, 'rate'),
@@ -282,6 +327,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     required: ['merchantId', 'name', 'url'],
     target: 'merchantId',
     temporal: false,
+    response: shape({ merchant: merchantView, signingSecret: { type: 'string', pattern: '^whsec_' } }),
     run: (ctx, input) =>
       addMerchant(ctx.pool, ctx.webhooks, ctx.secrets, {
         ...merchantSettings(input),
@@ -300,6 +346,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
+    response: merchantView,
     run: (ctx, input) => showMerchant(ctx.pool, str(input, 'merchantId')!),
   },
   {
@@ -312,6 +359,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: merchantFields(false),
     target: 'merchantId',
     temporal: false,
+    response: merchantView,
     run: (ctx, input) => setMerchant(ctx.pool, ctx.webhooks, str(input, 'merchantId')!, merchantSettings(input)),
   },
   {
@@ -325,6 +373,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     required: ['reason'],
     target: 'merchantId',
     temporal: false,
+    response: merchantChange,
     run: (ctx, input) => pauseMerchant(ctx.pool, str(input, 'merchantId')!, str(input, 'reason')!),
   },
   {
@@ -337,6 +386,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
+    response: merchantChange,
     run: (ctx, input) => resumeMerchant(ctx.pool, str(input, 'merchantId')!),
   },
   {
@@ -349,6 +399,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { overlapMs: { type: 'integer', minimum: 0, description: 'how long the old secret also signs, ms (24 h unless given)' } },
     target: 'merchantId',
     temporal: false,
+    response: shape({ merchant: merchantView, signingSecret: { type: 'string', pattern: '^whsec_' }, previousSignsUntil: { type: 'string' } }),
     run: (ctx, input) => rotateSigningSecret(ctx.pool, ctx.secrets, str(input, 'merchantId')!, num(input, 'overlapMs')),
   },
   {
@@ -378,6 +429,13 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     },
     target: 'merchantId',
     temporal: false,
+    response: shape({
+      id: { type: 'string', pattern: '^mk_[0-9a-f]{16}$' },
+      merchantId: { type: 'string' },
+      apiKey: { type: 'string', pattern: '^hsk_mk_' },
+      ratePerSecond: { type: 'number' },
+      burst: { type: 'integer' },
+    }),
     run: (ctx, input) =>
       createApiKey(ctx.pool, str(input, 'merchantId')!, str(input, 'by')!, {
         label: str(input, 'label'),
@@ -396,6 +454,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'keyId',
     temporal: false,
+    response: shape({ id: { type: 'string' }, revokedBy: { type: 'string' } }),
     run: (ctx, input) => revokeApiKey(ctx.pool, str(input, 'keyId')!, str(input, 'by')!),
   },
   {
@@ -408,6 +467,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
+    response: list({ id: { type: 'string' }, created_by: { type: 'string' } }),
     run: (ctx, input) => apiKeysOf(ctx.pool, str(input, 'merchantId')!),
   },
   {
@@ -420,6 +480,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'holdId',
     temporal: true,
+    response: shape({ holdId: { type: 'string' }, events: { type: 'array' }, skips: { type: 'array' }, reviews: { type: 'array' } }),
     run: (ctx, input) => holdEvents(ops(ctx), str(input, 'holdId')!),
   },
   {
@@ -474,6 +535,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: { since: time('refused at or after') },
     temporal: false,
+    response: list(),
     run: (ctx, input) => refusedRequests(ctx.pool, str(input, 'since')),
   },
   {
@@ -487,6 +549,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { reason: text('why') },
     required: ['reason'],
     temporal: true,
+    response: shape({ pausedAt: {}, pausedBy: { type: 'string' } }),
     run: (ctx, input) => pauseSends(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
   },
   {
@@ -500,6 +563,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { reason: text('why') },
     required: ['reason'],
     temporal: true,
+    response: shape({ pause: anyObject, signalled: { type: 'integer', minimum: 0 } }),
     run: (ctx, input) => resumeSends(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
   },
   {
@@ -511,6 +575,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: {},
     temporal: true,
+    response: shape({ paused: { type: 'boolean' }, held: { type: 'integer', minimum: 0 }, pauses: { type: 'array' } }),
     run: (ctx) => sendsStatus(ops(ctx)),
   },
   {
@@ -522,6 +587,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: { all: { type: 'boolean', default: false } },
     temporal: false,
+    response: list(),
     run: (ctx, input) => reviews(ctx.pool, { all: input.all === true }),
   },
   {
@@ -550,6 +616,17 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
       limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
     },
     temporal: false,
+    // In the order of the query's columns: the CLI's table prints them in the order they come.
+    response: list({
+      id: { type: 'string' },
+      at: {},
+      subject: { type: ['string', 'null'] },
+      roles: { type: 'string' },
+      verb: { type: 'string' },
+      target: { type: ['string', 'null'] },
+      outcome: { type: 'string', enum: ['ok', 'refused', 'rejected', 'failed'] },
+      status: { type: 'integer' },
+    }),
     run: (ctx, input) => auditEntries(ctx.pool, { since: str(input, 'since'), subject: str(input, 'subject'), limit: num(input, 'limit') ?? 50 }),
   },
 ];

@@ -124,6 +124,9 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
     requestTimeout: 15_000,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true } },
   });
+  // Answers are serialized as they are (JSON.stringify): the response schemas document them (OpenAPI) and the tests
+  // validate real answers against them, rather than a schema-driven serializer reshaping or dropping fields to fit.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',

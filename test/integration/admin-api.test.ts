@@ -25,6 +25,7 @@ import { ADMIN_AUDIENCE, startDevOidcProvider, type DevOidcProvider } from '../.
 import { createClusterPki } from '../../dev/pki.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
+import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
 
 const run = promisify(execFile);
@@ -44,6 +45,10 @@ const CLIENTS: { clientId: string; roles: Role[] }[] = [
   { clientId: 'olga', roles: ['operator', 'approver'] },
 ];
 const tokens = new Map<string, string>();
+let openapi: ReturnType<typeof openApiValidator>;
+/** Every answer of the API read in this file (the tests' requests and the in-process CLI's), checked against its document. */
+const violations: string[] = [];
+const realFetch = globalThis.fetch;
 const clientWith = (role: Role) => CLIENTS.find((c) => c.roles.length === 1 && c.roles[0] === role)!.clientId;
 
 beforeAll(async () => {
@@ -74,9 +79,19 @@ beforeAll(async () => {
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  openapi = openApiValidator((await (await fetch(`${api}/openapi.json`)).json()) as OpenApiDocument);
+  globalThis.fetch = async (input, init) => {
+    const response = await realFetch(input, init);
+    const url = new URL(input instanceof Request ? input.url : String(input));
+    if (url.origin === api && url.pathname.startsWith('/v1/')) {
+      violations.push(...openapi.check(init?.method ?? 'GET', url.pathname, response.status, await response.clone().json()));
+    }
+    return response;
+  };
 }, 120_000);
 
 afterAll(async () => {
+  globalThis.fetch = realFetch;
   await app?.close();
   await oidc?.stop();
   await harness?.close();
@@ -388,4 +403,15 @@ describe('npm run api (src/bin/api.ts)', () => {
     expect(refused?.code).toBe(1);
     expect(refused?.stderr).toMatch(/ConfigError: API_TLS_CERT_FILE/);
   }, 60_000);
+});
+
+describe('the OpenAPI document', () => {
+  it('every answer read above is what the document says: its status listed, its body valid against its schema', () => {
+    expect(violations).toEqual([]);
+    expect(openapi.checked).toBeGreaterThan(ADMIN_VERBS.length * 6);
+    // The check bites: a body unlike the schema, and a status the operation does not list.
+    expect(openapi.check('GET', '/v1/sends', 200, { paused: 'no', held: 1, pauses: [] })).toHaveLength(1);
+    expect(openapi.check('POST', '/v1/sweeps', 200, {})).toHaveLength(1);
+    expect(openapi.check('GET', '/v1/sends', 418, {})).toEqual(['GET /v1/sends does not document status 418']);
+  });
 });

@@ -18,6 +18,7 @@ import { ensureOutboxSchedule } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
+import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { waitUntil } from '../support/wait.js';
 
 let harness: Harness;
@@ -28,6 +29,7 @@ let app: FastifyInstance;
 let api: string;
 let keyA: string;
 let keyB: string;
+let openapi: ReturnType<typeof openApiValidator>;
 const [A, B] = [0, 1];
 const merchant = (i: number) => night.merchantIds[i]!;
 
@@ -53,11 +55,14 @@ beforeAll(async () => {
   app = await buildMerchantServer({ region: 'us', pool: rolePool, resendsStartWithinMs: 1_000, log: (line, fields) => console.error(line, fields) });
   await app.listen({ host: '127.0.0.1', port: 0 });
   api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+  openapi = openApiValidator((await (await fetch(`${api}/openapi.json`)).json()) as OpenApiDocument);
   keyA = (await createApiKey(us.pool, merchant(A), 'mia', { label: 'A support tooling' })).apiKey;
   keyB = (await createApiKey(us.pool, merchant(B), 'mia')).apiKey;
 }, 120_000);
 
 afterAll(async () => {
+  // Every response the tests read was checked against the published document (call() below).
+  expect(openapi.checked).toBeGreaterThan(0);
   await app?.close();
   await rolePool?.end();
   await harness?.close();
@@ -68,11 +73,10 @@ async function call(key: string | undefined, route: string, init: RequestInit = 
     ...init,
     headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(init.body ? { 'content-type': 'application/json' } : {}) },
   });
-  return {
-    status: response.status,
-    headers: response.headers,
-    body: (await response.json()) as Record<string, unknown> & { items?: Record<string, unknown>[] },
-  };
+  const body = (await response.json()) as Record<string, unknown> & { items?: Record<string, unknown>[] };
+  // What the server answered is what its OpenAPI document says it answers.
+  expect(openapi.check(init.method ?? 'GET', route, response.status, body), `${init.method ?? 'GET'} ${route}`).toEqual([]);
+  return { status: response.status, headers: response.headers, body };
 }
 
 const webhooksOf = async (i: number) =>
@@ -103,6 +107,9 @@ describe('the merchant API', () => {
     expect(await call(keyA, `/v1/webhooks/${theirs}`)).toMatchObject({ status: 404, body: { error: 'NotFound' } });
     expect(await call(keyA, `/v1/webhooks/${theirs}/resend`, { method: 'POST' })).toMatchObject({ status: 404, body: { error: 'NotFound' } });
     expect((await call(keyB, '/v1/webhooks')).body.items!.map((w) => w.webhookId).sort()).toEqual(await webhooksOf(B));
+    // The document's check bites: a body unlike the schema, or a status it does not list, is named.
+    expect(openapi.check('GET', '/v1/webhooks', 200, { items: [{ webhookId: 7, status: 'lost' }] })).toHaveLength(2);
+    expect(openapi.check('GET', '/v1/webhooks/wh_1', 409, {})).toEqual(['GET /v1/webhooks/{webhookId} does not document status 409']);
   });
 
   it('a resend asked for by the merchant is started by the reconciler and arrives under the original id, signed afresh', async () => {
