@@ -36,12 +36,16 @@ import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
 import { signature } from '../delivery/signing.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
+import { receiverOpenApi } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
 export const PROCESSOR_EVENTS_PATH = '/processor/events';
 
 export const HEALTH_PATH = '/healthz';
 export const METRICS_PATH = '/metrics';
+/** Its OpenAPI document (src/processor/openapi.ts). */
+export const OPENAPI_PATH = '/openapi.json';
+const OPENAPI_DOCUMENT = receiverOpenApi({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_PATH });
 
 /** Standard Webhooks' replay window: a signed request older (or newer) than this is refused. */
 const TIMESTAMP_TOLERANCE_SECONDS = 5 * 60;
@@ -261,6 +265,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && path === HEALTH_PATH) return send(res, 200, { status: 'ok', region });
+    if (req.method === 'GET' && path === OPENAPI_PATH) return send(res, 200, OPENAPI_DOCUMENT);
     if (req.method === 'GET' && path === METRICS_PATH) {
       res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       res.end(metrics.render());

@@ -13,6 +13,8 @@ import { openHarness, type Harness, type TestRegion } from '../support/harness.j
 import { seedNight } from '../support/ledger.js';
 import { startFlood } from '../support/flood.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
+import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
+import { FakeProcessor as Processor } from '../../dev/fake-processor.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -49,6 +51,72 @@ function rawExchange(port: number, text: string, { end = true } = {}): Promise<{
     socket.on('error', reject);
   });
 }
+
+describe('the receiver’s OpenAPI document', () => {
+  it('describes every answer the receiver gives: recorded, duplicate, each refusal, the health check', async () => {
+    const document = (await (await fetch(`${base()}/openapi.json`)).json()) as OpenApiDocument;
+    const openapi = openApiValidator(document);
+    const night = await seedNight(us.pool, 'us', `${harness.id}oa`, { expired: 0, future: 1, merchants: 1 }, harness.merchants);
+    const holdId = night.future[0]!.id;
+    const event = { eventId: `evt_${holdId}_oa1`, holdId, sequence: 1, type: 'hold.incremented' as const, amountMinor: 100, currency: 'USD' };
+    const body = Processor.body(event);
+    const bodyOf = (e: { type: string }) =>
+      JSON.stringify({ type: e.type, timestamp: '2026-12-01T00:00:00Z', data: { hold_id: holdId, sequence: 2, ...e } });
+    const answers: { what: string; method: string; path: string; status: number; text: string }[] = [];
+    const post = async (what: string, eventId: string, text: string, headers: Record<string, string | undefined> = {}) => {
+      const answer = await receiver.processor.post(eventId, text, headers);
+      answers.push({ what, method: 'POST', path: '/processor/events', status: answer.status, text: answer.body });
+    };
+    await post('recorded', event.eventId, body);
+    await post('duplicate', event.eventId, body);
+    await post('conflict', event.eventId, body.replace('"amount_minor":100', '"amount_minor":101'));
+    await post('unknown type', 'evt_oa2', bodyOf({ type: 'hold.exploded' }));
+    await post(
+      'negative amount',
+      'evt_oa3',
+      JSON.stringify({
+        type: 'hold.captured',
+        timestamp: '2026-12-01T00:00:00Z',
+        data: { hold_id: holdId, sequence: 2, amount_minor: -5, currency: 'USD' },
+      }),
+    );
+    await post('not JSON', 'evt_oa4', '{');
+    await post('unsigned', 'evt_oa5', body, { 'webhook-signature': undefined });
+    await post('badly signed', 'evt_oa6', body, { 'webhook-signature': 'v1,AAAA' });
+    await post('stale', 'evt_oa7', body, { 'webhook-timestamp': '1000' });
+    await post('too large', 'evt_oa8', 'x'.repeat(70 * 1024));
+    for (const [what, method, path] of [
+      ['wrong method', 'GET', '/processor/events'],
+      ['wrong path', 'POST', '/elsewhere'],
+      ['health', 'GET', '/healthz'],
+    ] as const) {
+      const response = await fetch(`${base()}${path}`, { method });
+      answers.push({ what, method, path, status: response.status, text: await response.text() });
+    }
+    expect(answers.map((a) => `${a.what} ${a.status}`)).toEqual([
+      'recorded 202',
+      'duplicate 200',
+      'conflict 409',
+      'unknown type 400',
+      'negative amount 400',
+      'not JSON 400',
+      'unsigned 401',
+      'badly signed 401',
+      'stale 401',
+      'too large 413',
+      'wrong method 405',
+      'wrong path 404',
+      'health 200',
+    ]);
+    for (const a of answers) {
+      // Another method or path is refused with the body the document gives POST /processor/events for 405 and 404.
+      const off = a.what === 'wrong method' || a.what === 'wrong path';
+      expect(openapi.check(off ? 'POST' : a.method, off ? '/processor/events' : a.path, a.status, JSON.parse(a.text)), a.what).toEqual([]);
+    }
+    // It bites: a refusal code the document does not list for that status.
+    expect(openapi.check('POST', '/processor/events', 401, { error: 'NotFound', message: 'x' })).toHaveLength(1);
+  });
+});
 
 describe('the receiver at its edge', () => {
   it('answers /healthz, and /metrics counts each refusal by reason', async () => {
