@@ -24,6 +24,8 @@ export const COMPOSE_CALLERS: readonly Caller[] = [
   { name: 'worker-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU worker' },
   { name: 'receiver-us', permissions: ['hold-sweeper-us:write'], who: 'the US processor receiver' },
   { name: 'receiver-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU processor receiver' },
+  { name: 'api-us', permissions: ['hold-sweeper-us:write'], who: 'the US admin API (operators’ verbs on their verified behalf)' },
+  { name: 'api-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU admin API (operators’ verbs on their verified behalf)' },
   { name: 'operator', permissions: ['hold-sweeper-us:admin', 'hold-sweeper-eu:admin'], who: 'an operator: the ops CLI, the temporal CLI' },
   { name: 'on-call', permissions: ['hold-sweeper-us:read', 'hold-sweeper-eu:read'], who: 'on-call, reading: the Web UI, the temporal CLI' },
   { name: 'web-ui', permissions: [], who: 'the Web UI server (its certificate; each request carries its user token)' },

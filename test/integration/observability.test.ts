@@ -11,7 +11,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
-import { CONFIG_VARIABLES, ENTRY_POINTS, loadConfig, loadProcessorConfig } from '../../src/config.js';
+import { CONFIG_VARIABLES, ENTRY_POINTS, loadApiConfig, loadConfig, loadMerchantApiConfig, loadProcessorConfig } from '../../src/config.js';
 import { SERVICE_ROLES } from '../../src/db/roles.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { writeComposeCredentials } from '../../dev/credentials.js';
@@ -406,6 +406,35 @@ describe('deployment files', () => {
       expect(Object.keys(receiverEnv).filter((k) => k.startsWith('MERCHANT_SECRET_KEYS'))).toEqual([]);
       expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({ host: '0.0.0.0', port: 8090, gapWaitMs: 15 * 60_000 });
       expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
+
+      // The region's admin API: the operators' role and the region's keys, its own Temporal identity, an https issuer.
+      const substituted = (service: Record<string, unknown>) =>
+        inContainer(
+          service,
+          Object.fromEntries(
+            Object.entries(service.environment as Record<string, string>).map(([k, v]) => [
+              k,
+              v.replace(/^\$\{API_OIDC_ISSUER:\?[^}]*\}$/, 'https://login.example.com').replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key),
+            ]),
+          ),
+        );
+      const apiService = services[`api-${region}`]!;
+      expect(apiService.command).toEqual(['node', 'dist/bin/api.js']);
+      const apiEnv = substituted(apiService);
+      for (const variable of Object.keys(apiEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
+      const apiConfig = loadConfig(apiEnv, ENTRY_POINTS.api);
+      expect(roleIn(apiConfig.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.ops);
+      expect(loadApiConfig(apiEnv, apiConfig)).toMatchObject({ region, port: 8443, issuer: 'https://login.example.com', behindTlsProxy: true });
+      expect(permissionsIn(await fs.readFile(apiConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
+      // The region's merchant API: its own role, and nothing else: no Temporal, no payload or merchant-secret key.
+      const merchantApi = services[`merchant-api-${region}`]!;
+      expect(merchantApi.command).toEqual(['node', 'dist/bin/merchant-api.js']);
+      const merchantEnv = substituted(merchantApi);
+      for (const variable of Object.keys(merchantEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
+      const merchantConfig = loadConfig(merchantEnv, ENTRY_POINTS['merchant-api']);
+      expect(roleIn(merchantConfig.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.merchantApi);
+      expect(Object.keys(merchantEnv).filter((k) => /^(TEMPORAL_|PAYLOAD_KEYS|MERCHANT_SECRET_KEYS)/.test(k))).toEqual([]);
+      expect(loadMerchantApiConfig(merchantEnv, merchantConfig)).toMatchObject({ region, port: 8444, behindTlsProxy: true });
     }
     // The codec endpoint calls neither the ledger nor Temporal: it holds none of their credentials, nor the merchant-secret
     // key ring (src/bin/codec-server.ts).
