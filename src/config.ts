@@ -167,10 +167,19 @@ export interface DeploymentConfig {
 export interface CodecServerConfig {
   /** host:port of the codec endpoint the Web UI decodes through; none when undefined. */
   readonly address: string | undefined;
-  /** Bearer token the endpoint requires (required in production mode). */
+  /** A static bearer token the endpoint requires: dev only (production refuses it and verifies each user instead). */
   readonly authToken: string | undefined;
   /** The Web UI's origins, allowed by CORS. */
   readonly corsOrigins: readonly string[];
+  /**
+   * CODEC_OIDC_ISSUER (and _AUDIENCE, _ROLES_CLAIM): each request carries the signed-in user's OIDC access token (the
+   * Web UI passes it), verified like the admin API's; required in production.
+   */
+  readonly oidc?: { readonly issuer: string; readonly audience: string; readonly rolesClaim: string; readonly clockToleranceSeconds: number };
+  /** CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE: the UI sends a user's token only to an https endpoint. */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
+  /** CODEC_BEHIND_TLS_PROXY=true: plain HTTP, reached only through a TLS-terminating proxy. */
+  readonly behindTlsProxy: boolean;
 }
 
 /** What operator decisions need before a worker carries them out. */
@@ -242,6 +251,12 @@ export const CONFIG_VARIABLES = [
   'CODEC_SERVER_ADDRESS',
   'CODEC_AUTH_TOKEN',
   'CODEC_CORS_ORIGIN',
+  'CODEC_OIDC_ISSUER',
+  'CODEC_OIDC_AUDIENCE',
+  'CODEC_OIDC_ROLES_CLAIM',
+  'CODEC_TLS_CERT_FILE',
+  'CODEC_TLS_KEY_FILE',
+  'CODEC_BEHIND_TLS_PROXY',
   'WORKER_MAX_CACHED_WORKFLOWS',
   'WORKER_DEPLOYMENT_NAME',
   'WORKER_BUILD_ID',
@@ -415,6 +430,35 @@ function readPorts(env: Env, variable: string, fallback: readonly number[] | und
     }
     return Number(port);
   });
+}
+
+/** The codec endpoint's OIDC verification and TLS (CODEC_OIDC_*, CODEC_TLS_*, CODEC_BEHIND_TLS_PROXY). */
+function readCodecIdentity(env: Env, mode: Mode): Pick<CodecServerConfig, 'oidc' | 'tls' | 'behindTlsProxy'> {
+  const issuer = readUrl(env, 'CODEC_OIDC_ISSUER', mode === 'production' ? ['https:'] : ['https:', 'http:']);
+  const [certFile, keyFile] = [env.CODEC_TLS_CERT_FILE || undefined, env.CODEC_TLS_KEY_FILE || undefined];
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError(
+      certFile ? 'CODEC_TLS_KEY_FILE' : 'CODEC_TLS_CERT_FILE',
+      undefined,
+      'both CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE, or neither',
+    );
+  }
+  const proxyRaw = env.CODEC_BEHIND_TLS_PROXY || 'false';
+  if (proxyRaw !== 'true' && proxyRaw !== 'false') throw new ConfigError('CODEC_BEHIND_TLS_PROXY', proxyRaw, 'true or false');
+  return {
+    ...(issuer
+      ? {
+          oidc: Object.freeze({
+            issuer,
+            audience: env.CODEC_OIDC_AUDIENCE || 'hold-sweeper-admin',
+            rolesClaim: env.CODEC_OIDC_ROLES_CLAIM || 'roles',
+            clockToleranceSeconds: 30,
+          }),
+        }
+      : {}),
+    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
+    behindTlsProxy: proxyRaw === 'true',
+  };
 }
 
 /** Host:port, as the Temporal client expects it. */
@@ -665,9 +709,30 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
     authToken: env.CODEC_AUTH_TOKEN || undefined,
     corsOrigins: readOrigins(env, 'CODEC_CORS_ORIGIN', DEFAULT_CODEC_CORS_ORIGIN),
+    ...readCodecIdentity(env, mode),
   };
-  if (mode === 'production' && codecServer.address && !codecServer.authToken) {
-    throw new ConfigError('CODEC_AUTH_TOKEN', undefined, 'a token: the codec endpoint decrypts payloads and must not be open');
+  if (mode === 'production' && codecServer.address) {
+    if (codecServer.authToken) {
+      throw new ConfigError(
+        'CODEC_AUTH_TOKEN',
+        '(redacted)',
+        'nothing in production: the codec endpoint verifies each user’s OIDC token (CODEC_OIDC_ISSUER); a static token is for dev only',
+      );
+    }
+    if (!codecServer.oidc) {
+      throw new ConfigError(
+        'CODEC_OIDC_ISSUER',
+        undefined,
+        'the https URL of the OIDC issuer whose users’ tokens the Web UI passes to the codec endpoint',
+      );
+    }
+    if (!codecServer.tls && !codecServer.behindTlsProxy) {
+      throw new ConfigError(
+        'CODEC_TLS_CERT_FILE',
+        undefined,
+        'a certificate for the codec endpoint (and CODEC_TLS_KEY_FILE), or CODEC_BEHIND_TLS_PROXY=true: the Web UI sends a user’s token only to https',
+      );
+    }
   }
 
   return Object.freeze({

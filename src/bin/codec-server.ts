@@ -1,9 +1,13 @@
 /**
  * The codec endpoint as its own process (operator tooling): `npm run codec-server`. Serves every configured
  * region's namespace with that region's keys, on CODEC_SERVER_ADDRESS, for the Web UI's origin
- * (CODEC_CORS_ORIGIN), requiring CODEC_AUTH_TOKEN when set (always, in production). HOLD_SWEEPER_MODE must be set.
+ * (CODEC_CORS_ORIGIN). Production: each request carries the signed-in user's OIDC token (CODEC_OIDC_ISSUER),
+ * verified like the admin API's, over TLS (CODEC_TLS_* or CODEC_BEHIND_TLS_PROXY); in dev CODEC_AUTH_TOKEN may stand
+ * in. HOLD_SWEEPER_MODE must be set.
  */
+import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
+import { createTokenVerifier, ROLES } from '../api/identity.js';
 import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
@@ -26,6 +30,12 @@ const server = await startCodecServer({
   codecs,
   corsOrigins: config.codecServer.corsOrigins,
   authToken: config.codecServer.authToken,
+  // Anyone with a role may read what they can see in the Web UI (Temporal decides what that is, per namespace).
+  ...(config.codecServer.oidc ? { identity: { authenticate: (await createTokenVerifier(config.codecServer.oidc)).verify, roles: ROLES } } : {}),
+  ...(config.codecServer.tls
+    ? { https: { cert: await fs.readFile(config.codecServer.tls.certFile), key: await fs.readFile(config.codecServer.tls.keyFile) } }
+    : {}),
+  log: (entry) => console.log(JSON.stringify(entry)),
   host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
   port: Number(address.slice(separator + 1)),
 });

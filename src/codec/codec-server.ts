@@ -2,11 +2,16 @@
  * The codec endpoint the Temporal Web UI (and `temporal --codec-endpoint`) decodes payloads through, so an
  * operator can read encrypted histories without the server ever seeing a key. Temporal's remote codec contract:
  * POST /encode and /decode with `{"payloads": [{"metadata": {k: base64}, "data": base64}]}`, the namespace in
- * `X-Namespace` (each namespace is a region, with that region's keys). CORS admits the UI's origin only; with
- * a token configured, requests must carry `Authorization: Bearer <token>`.
+ * `X-Namespace` (each namespace is a region, with that region's keys). CORS admits the UI's origin only.
+ *
+ * Who may decode: with `identity`, every request carries the signed-in user's OIDC access token (the Web UI passes it,
+ * `TEMPORAL_CODEC_PASS_ACCESS_TOKEN`), verified like the admin API's; the caller's subject is logged with what it
+ * decoded (the namespace and how many payloads: the UI does not say which workflow). In dev, a static token
+ * (`authToken`) may stand in; production refuses one (src/config.ts).
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import type net from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { ConfigError } from '../errors.js';
@@ -24,6 +29,19 @@ export interface CodecServerOptions {
   /** The Web UI's origins (a browser sends one; it is echoed back when listed). */
   corsOrigins: readonly string[];
   authToken: string | undefined;
+  /**
+   * Verifies the request's `Authorization` header (an OIDC access token): the caller, or a thrown error named
+   * `Unauthenticated` (401). Given by the entry point (src/api/identity.ts): the codec layer knows no issuer.
+   */
+  identity?: {
+    authenticate(authorization: string | undefined): Promise<{ subject: string; roles: readonly string[] }>;
+    /** A caller holding none of these is refused (403). */
+    roles: readonly string[];
+  };
+  /** TLS for the listener: the Web UI sends a user's token only to an https endpoint. */
+  https?: { cert: string | Buffer; key: string | Buffer };
+  /** Where the decode log goes (one JSON line each: who, what). */
+  log?: (entry: Record<string, unknown>) => void;
   host?: string;
   port?: number;
 }
@@ -60,7 +78,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
   // Its /metrics: scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert (CodecServerDown).
   const metrics = new CounterRegistry();
   const requestsTotal = metrics.counter('hold_sweeper_codec_requests_total', 'codec requests answered, by route and status', ['route', 'status']);
-  const server = http.createServer((req, res) => {
+  const listener = (req: http.IncomingMessage, res: http.ServerResponse) => {
     res.once('finish', () => {
       const route = new URL(req.url ?? '/', 'http://codec').pathname;
       requestsTotal.inc({ route: ['/encode', '/decode', '/metrics'].includes(route) ? route : 'other', status: String(res.statusCode) });
@@ -70,13 +88,15 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
       if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify({ error: `${(err as Error).name}: ${(err as Error).message}` }));
     });
-  });
+  };
+  const server = options.https ? https.createServer(options.https, listener) : http.createServer(listener);
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
     const origin = req.headers.origin;
     const headers: Record<string, string> = {
       'Access-Control-Allow-Methods': 'POST, OPTIONS',
-      'Access-Control-Allow-Headers': 'Content-Type, X-Namespace, Authorization',
+      // authorization-extras: the Web UI sends the user's ID token in it beside the access token.
+      'Access-Control-Allow-Headers': 'Content-Type, X-Namespace, Authorization, Authorization-Extras',
       'Access-Control-Allow-Credentials': 'true',
       Vary: 'Origin',
     };
@@ -96,7 +116,20 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     const route = /^\/(encode|decode)$/.exec(new URL(req.url ?? '/', 'http://codec').pathname);
     if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
     // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key.
-    if (options.authToken && !authorized(req.headers.authorization, options.authToken)) return reply(401, { error: 'missing or wrong bearer token' });
+    let caller: { subject: string; roles: readonly string[] } | undefined;
+    if (options.identity) {
+      try {
+        caller = await options.identity.authenticate(req.headers.authorization);
+      } catch (err) {
+        if ((err as Error).name !== 'Unauthenticated') throw err;
+        return reply(401, { error: (err as Error).message });
+      }
+      if (!options.identity.roles.some((role) => caller!.roles.includes(role))) {
+        return reply(403, { error: `${caller.subject} holds none of the roles ${options.identity.roles.join(', ')}` });
+      }
+    } else if (options.authToken && !authorized(req.headers.authorization, options.authToken)) {
+      return reply(401, { error: 'missing or wrong bearer token' });
+    }
     const namespace = req.headers['x-namespace'];
     const plain = typeof namespace === 'string' && (options.plainNamespaces ?? []).includes(namespace);
     const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
@@ -114,6 +147,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
       const payloads = (body.payloads ?? []).map(toPayload);
       const result = !codec ? payloads : route[1] === 'encode' ? await codec.encode(payloads) : await codec.decode(payloads);
       reply(200, { payloads: result.map(toJson) });
+      if (caller) options.log?.({ level: 'info', msg: `payloads ${route[1]}d`, subject: caller.subject, namespace, payloads: payloads.length });
     } catch (err) {
       reply(400, { error: `${(err as Error).name}: ${(err as Error).message}` });
     }
@@ -122,7 +156,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
   await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
   const { address, port } = server.address() as net.AddressInfo;
   return {
-    url: `http://${address}:${port}`,
+    url: `${options.https ? 'https' : 'http'}://${address}:${port}`,
     stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -7,6 +7,8 @@
  * to delivered; and its output through the API is the output it prints running the verbs itself.
  */
 import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import https from 'node:https';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,6 +16,8 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminServer } from '../../src/api/admin-server.js';
+import { startCodecServer } from '../../src/codec/codec-server.js';
+import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { ADMIN_VERBS, pathParams, type AdminVerb } from '../../src/api/admin-verbs.js';
 import { createTokenVerifier, ROLES, type Role } from '../../src/api/identity.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
@@ -403,6 +407,75 @@ describe('npm run api (src/bin/api.ts)', () => {
     expect(refused?.code).toBe(1);
     expect(refused?.stderr).toMatch(/ConfigError: API_TLS_CERT_FILE/);
   }, 60_000);
+});
+
+/** A JSON request over TLS trusting `ca` (Node's fetch takes no CA of its own). */
+function httpsJson(url: string, ca: Buffer, init: { method: string; headers?: Record<string, string>; body?: unknown }) {
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: unknown }>((resolve, reject) => {
+    const request = https.request(url, { method: init.method, headers: { 'content-type': 'application/json', ...init.headers }, ca }, (response) => {
+      let text = '';
+      response.on('data', (d: Buffer) => (text += d.toString()));
+      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: text ? JSON.parse(text) : undefined }));
+    });
+    request.on('error', reject);
+    request.end(init.body === undefined ? undefined : JSON.stringify(init.body));
+  });
+}
+
+describe('the codec endpoint behind the same identity', () => {
+  it('over TLS, decodes for a verified user with a role and logs who; refuses no token, a foreign one, and a user with no role', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-codec-'));
+    const pki = await createClusterPki(dir);
+    const ca = await fs.readFile(pki.ca);
+    const verifier = await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 5 });
+    const logged: Record<string, unknown>[] = [];
+    const namespace = 'hold-sweeper-us';
+    const codec = await startCodecServer({
+      codecs: new Map([[namespace, new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace, unencrypted: 'refuse' })]]),
+      corsOrigins: ['https://ui.example.com'],
+      authToken: undefined,
+      identity: { authenticate: verifier.verify, roles: ROLES },
+      https: { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) },
+      log: (entry) => logged.push(entry),
+    });
+    try {
+      expect(codec.url).toMatch(/^https:/);
+      const payloads = [
+        { metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from('{"holdId":"h_1"}').toString('base64') },
+      ];
+      const as = (token: string | undefined, route: string, body: unknown) =>
+        httpsJson(`${codec.url}${route}`, ca, {
+          method: 'POST',
+          headers: { 'x-namespace': namespace, ...(token ? { authorization: `Bearer ${token}` } : {}) },
+          body,
+        });
+      // The browser's preflight: the Web UI sends the access token and the ID token (authorization-extras).
+      const preflight = await httpsJson(`${codec.url}/decode`, ca, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://ui.example.com', 'access-control-request-headers': 'authorization,authorization-extras,x-namespace' },
+      });
+      expect(preflight.status).toBe(200);
+      expect(String(preflight.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization-extras');
+      expect(preflight.headers['access-control-allow-origin']).toBe('https://ui.example.com');
+
+      const encoded = await as(tokens.get('vera'), '/encode', { payloads });
+      expect(encoded.status).toBe(200);
+      const decoded = await as(tokens.get('vera'), '/decode', encoded.body);
+      expect(decoded).toMatchObject({ status: 200, body: { payloads } });
+      expect(logged).toEqual([
+        { level: 'info', msg: 'payloads encoded', subject: 'vera', namespace, payloads: 1 },
+        { level: 'info', msg: 'payloads decoded', subject: 'vera', namespace, payloads: 1 },
+      ]);
+      expect((await as(undefined, '/decode', encoded.body)).status).toBe(401);
+      expect((await as(await oidc.mintForeign({ subject: 'vera', roles: ['viewer'] }), '/decode', encoded.body)).status).toBe(401);
+      expect((await as(await oidc.mint({ subject: 'eve', roles: [] }), '/decode', encoded.body)).status).toBe(403);
+      // Nothing was decoded for the refused ones.
+      expect(logged).toHaveLength(2);
+    } finally {
+      await codec.stop();
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe('the OpenAPI document', () => {

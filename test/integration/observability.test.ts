@@ -441,7 +441,12 @@ describe('deployment files', () => {
     const codec = services.codec!;
     const codecEnv = inContainer(
       codec,
-      Object.fromEntries(Object.entries(codec.environment as Record<string, string>).map(([k, v]) => [k, v.replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, 'x')])),
+      Object.fromEntries(
+        Object.entries(codec.environment as Record<string, string>).map(([k, v]) => [
+          k,
+          v.replace(/^\$\{API_OIDC_ISSUER:\?[^}]*\}$/, 'https://login.example.com').replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, 'x'),
+        ]),
+      ),
     );
     expect(() =>
       loadConfig(

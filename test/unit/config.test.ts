@@ -189,7 +189,23 @@ describe('config', () => {
     const keyed = { ...payloadKeyed, MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 5).toString('base64')}` };
     expect(configError(keyed).variable).toBe('TEMPORAL_TLS');
     const tls = { ...keyed, TEMPORAL_TLS: 'true' };
-    expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_AUTH_TOKEN');
+    // The codec endpoint in production: each user's token verified, over TLS; a static token is refused.
+    expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_OIDC_ISSUER');
+    expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_AUTH_TOKEN: 'secret' })).toMatchObject({
+      variable: 'CODEC_AUTH_TOKEN',
+      value: '(redacted)',
+    });
+    expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'https://login.example.com' }).variable).toBe(
+      'CODEC_TLS_CERT_FILE',
+    );
+    expect(
+      configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'http://login.example.com', CODEC_BEHIND_TLS_PROXY: 'true' })
+        .variable,
+    ).toBe('CODEC_OIDC_ISSUER');
+    expect(
+      loadConfig({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'https://login.example.com', CODEC_BEHIND_TLS_PROXY: 'true' })
+        .codecServer,
+    ).toMatchObject({ oidc: { issuer: 'https://login.example.com', audience: 'hold-sweeper-admin' }, behindTlsProxy: true });
   });
 
   it('reads the merchant-secret key ring per region, the dev ring when unset in dev; production requires its own and never echoes it', () => {
