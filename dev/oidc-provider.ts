@@ -11,7 +11,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
-import Provider from 'oidc-provider';
+import Provider, { type ClientMetadata } from 'oidc-provider';
 import type { Role } from '../src/api/identity.js';
 import { freePort } from './embedded-postgres.js';
 
@@ -22,6 +22,23 @@ const ADMIN_RESOURCE = 'urn:hold-sweeper:admin-api';
 export interface OidcClientSpec {
   clientId: string;
   roles: readonly Role[];
+}
+
+/**
+ * A browser application signing people in (the Web UI server): the authorization-code flow, with the provider's own
+ * login and consent pages (any account name signs in; its roles are `accounts`'). Its access tokens are for the admin
+ * API's audience too, so the codec endpoint verifies them like the API does.
+ */
+export interface OidcWebClientSpec {
+  clientId: string;
+  redirectUris: readonly string[];
+}
+
+export interface DevOidcOptions {
+  port?: number;
+  webClients?: readonly OidcWebClientSpec[];
+  /** People who sign in through a web client, and their roles (anyone else signs in with none). */
+  accounts?: Readonly<Record<string, readonly Role[]>>;
 }
 
 export interface MintOptions {
@@ -53,27 +70,46 @@ async function signingKey(): Promise<{ privateJwk: JWK; key: PrivateKey; kid: st
   return { privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES256', use: 'sig' }, key: privateKey, kid };
 }
 
-export async function startDevOidcProvider(clients: readonly OidcClientSpec[], { port }: { port?: number } = {}): Promise<DevOidcProvider> {
+export async function startDevOidcProvider(clients: readonly OidcClientSpec[], options: DevOidcOptions = {}): Promise<DevOidcProvider> {
+  const { port, webClients = [], accounts = {} } = options;
   const listenPort = port ?? (await freePort());
   const issuer = `http://127.0.0.1:${listenPort}`;
   const own = await signingKey();
   const foreign = await signingKey();
-  const secrets = new Map(clients.map((c) => [c.clientId, randomBytes(24).toString('base64url')]));
+  const secrets = new Map([...clients, ...webClients].map((c) => [c.clientId, randomBytes(24).toString('base64url')]));
   const rolesOf = new Map(clients.map((c) => [c.clientId, [...c.roles]]));
   const provider = new Provider(issuer, {
-    clients: clients.map((c) => ({
-      client_id: c.clientId,
-      client_secret: secrets.get(c.clientId)!,
-      grant_types: ['client_credentials'],
-      redirect_uris: [],
-      response_types: [],
-      token_endpoint_auth_method: 'client_secret_basic',
-      id_token_signed_response_alg: 'ES256',
-    })),
+    clients: clients
+      .map((c): ClientMetadata => ({
+        client_id: c.clientId,
+        client_secret: secrets.get(c.clientId)!,
+        grant_types: ['client_credentials'],
+        redirect_uris: [],
+        response_types: [],
+        token_endpoint_auth_method: 'client_secret_basic',
+        id_token_signed_response_alg: 'ES256',
+      }))
+      .concat(
+        webClients.map((c): ClientMetadata => ({
+          client_id: c.clientId,
+          client_secret: secrets.get(c.clientId)!,
+          grant_types: ['authorization_code', 'refresh_token'],
+          redirect_uris: [...c.redirectUris],
+          response_types: ['code'],
+          token_endpoint_auth_method: 'client_secret_basic',
+          id_token_signed_response_alg: 'ES256',
+        })),
+      ),
+    findAccount: (_ctx, accountId) => ({
+      accountId,
+      claims: () => ({ sub: accountId, email: `${accountId}@hold-sweeper.invalid`, name: accountId }),
+    }),
+    claims: { openid: ['sub'], email: ['email'], profile: ['name'] },
     jwks: { keys: [own.privateJwk] },
     ttl: { ClientCredentials: 3600 },
     features: {
-      devInteractions: { enabled: false },
+      // Its own login and consent pages, for web clients (the tests' browser fills them).
+      devInteractions: { enabled: webClients.length > 0 },
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
@@ -86,7 +122,9 @@ export async function startDevOidcProvider(clients: readonly OidcClientSpec[], {
       },
     },
     // The client's roles, as an organisation's provider puts its groups or app roles in a claim.
-    extraTokenClaims: (_ctx, token) => ({ roles: rolesOf.get(token.clientId ?? '') ?? [] }),
+    extraTokenClaims: (_ctx, token) => ({
+      roles: 'accountId' in token && token.accountId ? [...(accounts[token.accountId as string] ?? [])] : (rolesOf.get(token.clientId ?? '') ?? []),
+    }),
   });
   const server: Server = await new Promise((resolve) => {
     const s = provider.listen(listenPort, '127.0.0.1', () => resolve(s));

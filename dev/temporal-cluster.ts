@@ -441,12 +441,23 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   };
 }
 
-/** The Web UI server against `address`, with a config of its own (it reads plain YAML, no environment). */
-async function startUi(
+/** The Web UI server's own OIDC sign-in (its `auth` settings): the authorization-code flow against `issuer`. */
+export interface UiSignIn {
+  issuer: string;
+  clientId: string;
+  clientSecret: string;
+  scopes: readonly string[];
+}
+
+/**
+ * The Web UI server against `address`, with a config of its own (it reads plain YAML, no environment). With `signIn`,
+ * people sign in at the issuer and the UI passes each one's access token to the codec endpoint (`passAccessToken`).
+ */
+export async function startUi(
   binary: string,
   address: string,
   namespace: string,
-  options: { port: number; codecEndpoint?: string; tls?: { ca: string; client: CertificateFiles } },
+  options: { port: number; codecEndpoint?: string; tls?: { ca: string; client: CertificateFiles }; signIn?: UiSignIn },
   dataDir: string,
 ): Promise<{ url: string; stop(): Promise<void> }> {
   const root = path.join(dataDir, 'ui');
@@ -460,6 +471,23 @@ async function startUi(
     '  allowOrigins: []',
     'codec:',
     `  endpoint: ${options.codecEndpoint ?? ''}`,
+    ...(options.signIn
+      ? [
+          '  passAccessToken: true',
+          'auth:',
+          '  enabled: true',
+          '  providers:',
+          '    - label: hold-sweeper',
+          '      type: oidc',
+          `      providerUrl: ${options.signIn.issuer}`,
+          `      issuerUrl: ${options.signIn.issuer}`,
+          `      clientId: ${options.signIn.clientId}`,
+          `      clientSecret: ${options.signIn.clientSecret}`,
+          `      callbackUrl: http://127.0.0.1:${options.port}/auth/sso/callback`,
+          '      scopes:',
+          ...options.signIn.scopes.map((scope) => `        - ${scope}`),
+        ]
+      : []),
     // Against a locked cluster: its own client certificate; every call it forwards carries the user's token, which the
     // cluster authorizes (a user whose token does not allow a namespace sees nothing of it).
     ...(options.tls
