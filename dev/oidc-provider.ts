@@ -39,6 +39,8 @@ export interface DevOidcOptions {
   webClients?: readonly OidcWebClientSpec[];
   /** People who sign in through a web client, and their roles (anyone else signs in with none). */
   accounts?: Readonly<Record<string, readonly Role[]>>;
+  /** How long an access token lives (3600 s unless said; `npm start` gives its operators a day). */
+  tokenTtlSeconds?: number;
 }
 
 export interface MintOptions {
@@ -71,7 +73,7 @@ async function signingKey(): Promise<{ privateJwk: JWK; key: PrivateKey; kid: st
 }
 
 export async function startDevOidcProvider(clients: readonly OidcClientSpec[], options: DevOidcOptions = {}): Promise<DevOidcProvider> {
-  const { port, webClients = [], accounts = {} } = options;
+  const { port, webClients = [], accounts = {}, tokenTtlSeconds = 3600 } = options;
   const listenPort = port ?? (await freePort());
   const issuer = `http://127.0.0.1:${listenPort}`;
   const own = await signingKey();
@@ -106,7 +108,7 @@ export async function startDevOidcProvider(clients: readonly OidcClientSpec[], o
     }),
     claims: { openid: ['sub'], email: ['email'], profile: ['name'] },
     jwks: { keys: [own.privateJwk] },
-    ttl: { ClientCredentials: 3600 },
+    ttl: { ClientCredentials: tokenTtlSeconds },
     features: {
       // Its own login and consent pages, for web clients (the tests' browser fills them).
       devInteractions: { enabled: webClients.length > 0 },
@@ -117,7 +119,13 @@ export async function startDevOidcProvider(clients: readonly OidcClientSpec[], o
         useGrantedResource: () => true,
         getResourceServerInfo: (_ctx, resource) => {
           if (resource !== ADMIN_RESOURCE) throw new Error(`unknown resource ${resource}`);
-          return { scope: 'api', audience: ADMIN_AUDIENCE, accessTokenTTL: 3600, accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } };
+          return {
+            scope: 'api',
+            audience: ADMIN_AUDIENCE,
+            accessTokenTTL: tokenTtlSeconds,
+            accessTokenFormat: 'jwt',
+            jwt: { sign: { alg: 'ES256' } },
+          };
         },
       },
     },

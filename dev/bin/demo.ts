@@ -12,7 +12,15 @@
  */
 import { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
-import { loadConfig, type RegionConfig } from '../../src/config.js';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { loadConfig, type Config, type RegionConfig } from '../../src/config.js';
+import { buildAdminServer } from '../../src/api/admin-server.js';
+import { createTokenVerifier } from '../../src/api/identity.js';
+import { buildMerchantServer } from '../../src/api/merchant-server.js';
+import { ADMIN_AUDIENCE, startDevOidcProvider } from '../oidc-provider.js';
+import { runOps } from '../../src/ops/cli.js';
 import { loadDevConfig } from '../dev-config.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { migrate } from '../../src/db/migrate.js';
@@ -152,6 +160,7 @@ async function main() {
   const erasures: { stop(): void }[] = [];
   const workerRuns: Promise<void>[] = [];
   let shuttingDown = false;
+  let stopApis = async () => undefined as void;
 
   const shutdown = async (code: number) => {
     if (shuttingDown) return;
@@ -163,6 +172,7 @@ async function main() {
     await Promise.allSettled(workerRuns);
     await Promise.all(runs.map((r) => r.pool.end()));
     await Promise.all(refusalPools.map((p) => p.end()));
+    await stopApis();
     await merchants.stop();
     for (const stop of stopRefreshing) stop();
     for (const c of connections) await c.close();
@@ -241,6 +251,8 @@ async function main() {
     log(`${region.region.toUpperCase()} processor-event receiver on ${receiverUrl}`);
     runs.push({ config: region, pool, client, night, nightId, worker, receiver, receiverUrl });
   }
+  const apis = await startDemoApis(runs, config, dev.cacheDir);
+  stopApis = apis.stop;
 
   for (const run of runs) {
     run.sweepId = await sweepNow(run.client, run.config);
@@ -326,9 +338,70 @@ async function main() {
   }
   log(`Total start-up and night: ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
 
+  for (const line of apis.howTo) log(line);
+  log(await apis.check());
   if (once) return shutdown(0);
   log('\nWorkers keep running (the schedules sweep again on their interval). Ctrl-C to stop.');
   await Promise.all(workerRuns);
+}
+
+/**
+ * The admin API and the merchant API of each region, as production runs them (docs/api.md), with a real OIDC provider
+ * on loopback (dev/oidc-provider.ts): nothing external. Two operators' tokens (a day each) go to the cache directory:
+ * `operator` (every role; dev mode has no four eyes) and `on-call` (viewer).
+ */
+async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDir: string) {
+  const oidc = await startDevOidcProvider(
+    [
+      { clientId: 'operator', roles: ['viewer', 'operator', 'approver', 'merchant-admin'] },
+      { clientId: 'on-call', roles: ['viewer'] },
+    ],
+    { tokenTtlSeconds: 86_400 },
+  );
+  const verifier = await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 30 });
+  const servers: FastifyInstance[] = [];
+  const urls: { region: string; admin: string; merchant: string }[] = [];
+  for (const run of runs) {
+    const secrets = { region: run.config.region, sealer: localKeyRing(run.config.secretKeys) };
+    const admin = await buildAdminServer({
+      context: { region: run.config, pool: run.pool, client: run.client, fourEyes: config.decisions.fourEyes, webhooks: config.webhooks, secrets },
+      verifier,
+      auditPool: run.pool,
+    });
+    const merchant = await buildMerchantServer({ region: run.config.region, pool: run.pool, resendsStartWithinMs: config.outbox.intervalMs });
+    await admin.listen({ host: '127.0.0.1', port: 0 });
+    await merchant.listen({ host: '127.0.0.1', port: 0 });
+    servers.push(admin, merchant);
+    const port = (app: FastifyInstance) => (app.server.address() as { port: number }).port;
+    urls.push({ region: run.config.region, admin: `http://127.0.0.1:${port(admin)}`, merchant: `http://127.0.0.1:${port(merchant)}` });
+  }
+  const tokens = path.join(cacheDir, 'dev-tokens');
+  await fs.mkdir(tokens, { recursive: true, mode: 0o700 });
+  for (const clientId of ['operator', 'on-call'])
+    await fs.writeFile(path.join(tokens, `${clientId}.token`), await oidc.token(clientId), { mode: 0o600 });
+  return {
+    /** One call through the first region's admin API as the operator, as the printed commands make it: what it answered. */
+    async check(): Promise<string> {
+      const lines: string[] = [];
+      const { region, admin } = urls[0]!;
+      await runOps(['quarantine', 'list', '--json'], (l) => lines.push(l), {
+        [`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`]: admin,
+        HOLD_SWEEPER_API_TOKEN_FILE: path.join(tokens, 'operator.token'),
+      });
+      return `  checked: npm run ops -- quarantine list through the ${region.toUpperCase()} admin API as operator: ${(JSON.parse(lines.join('\n')) as unknown[]).length} quarantined`;
+    },
+    howTo: [
+      `\nAdmin API (docs/api.md), tokens from a local OIDC provider (${oidc.issuer}), a day each:`,
+      `  export ${urls.map((u) => `HOLD_SWEEPER_API_URL_${u.region.toUpperCase()}=${u.admin}`).join(' ')}`,
+      `  export HOLD_SWEEPER_API_TOKEN_FILE=${path.join(tokens, 'operator.token')}   # on-call.token: read only`,
+      `  npm run ops -- quarantine list --region ${urls[0]!.region}`,
+      `Merchant API: ${urls.map((u) => `${u.region.toUpperCase()} ${u.merchant}`).join(', ')} (a key: npm run ops -- merchant api-key create <merchant> --region <r>)`,
+    ],
+    async stop() {
+      for (const server of servers) await server.close();
+      await oidc.stop();
+    },
+  };
 }
 
 main().catch((err) => {

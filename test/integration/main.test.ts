@@ -57,5 +57,8 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
     expect(Number(line![1])).toBeGreaterThan(0);
   }
   expect(output).toContain(`Temporal Web UI: http://127.0.0.1:${uiPort}`);
+  // The admin API of each region with a local OIDC provider, and one call through it as the printed commands make it.
+  expect(output).toMatch(/export HOLD_SWEEPER_API_URL_US=http:\/\/127\.0\.0\.1:\d+ HOLD_SWEEPER_API_URL_EU=http:\/\/127\.0\.0\.1:\d+/);
+  expect(output).toMatch(/checked: npm run ops -- quarantine list through the US admin API as operator: [1-9]\d* quarantined/);
   expect(output).toMatch(/holds released \(ledger count\) in [\d.]+ s: [\d.]+ holds\/s/);
 }, 180_000);
