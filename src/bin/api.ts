@@ -9,7 +9,6 @@
  * It holds the operators' database role and the payload and merchant-secret keys, so an operator's machine holds a
  * token only (`npm run ops` with HOLD_SWEEPER_API_URL_<R>). In dev mode, unset addresses are a running `npm start`'s.
  */
-import fs from 'node:fs/promises';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadApiConfig, loadConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
@@ -19,10 +18,9 @@ import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { buildAdminServer } from '../api/admin-server.js';
 import { createTokenVerifier } from '../api/identity.js';
+import { logLine as log, serveUntilSignal, tlsOf } from '../api/serve.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
-
-const log = (level: string, msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ level, msg, ...fields }));
 
 async function main() {
   requireExplicitMode();
@@ -46,7 +44,7 @@ async function main() {
     log('warn', 'Temporal API key not refreshed', { error: `${err.name}: ${err.message}` }),
   );
   const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
-  const https = api.tls ? { cert: await fs.readFile(api.tls.certFile), key: await fs.readFile(api.tls.keyFile) } : undefined;
+  const https = await tlsOf(api);
   const app = await buildAdminServer({
     context: {
       region: { ...region, databaseUrl, temporalAddress },
@@ -61,25 +59,11 @@ async function main() {
     https,
     log: (msg, fields) => log('error', msg, fields),
   });
-  await app.listen({ host: api.host, port: api.port });
-  const address = app.server.address() as { address: string; port: number };
-  log('info', 'admin API listening', {
-    region: region.region,
-    url: `${https ? 'https' : 'http'}://${address.address}:${address.port}`,
-    issuer: api.issuer,
-    audience: api.audience,
-    tls: https ? 'own' : api.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
-    pid: process.pid,
-  });
-  const stop = async () => {
+  await serveUntilSignal(app, api, 'admin API', { issuer: api.issuer, audience: api.audience }, async () => {
     stopRefreshing();
-    await app.close();
     await connection.close();
     await pool.end();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop());
-  process.once('SIGINT', () => void stop());
+  });
 }
 
 main().catch((err) => {

@@ -8,16 +8,14 @@
  * It holds no Temporal address, payload key or merchant secret: a resend a merchant asks for is started by the
  * workers' outbox reconciler. In dev mode, an unset database URL is a running `npm start`'s.
  */
-import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, loadMerchantApiConfig, requireExplicitMode } from '../config.js';
 import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { buildMerchantServer } from '../api/merchant-server.js';
+import { logLine as log, serveUntilSignal, tlsOf } from '../api/serve.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
-
-const log = (level: string, msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ level, msg, ...fields }));
 
 async function main() {
   requireExplicitMode();
@@ -35,7 +33,7 @@ async function main() {
     variable: `DATABASE_URL_${up}`,
     secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
   });
-  const https = listener.tls ? { cert: await fs.readFile(listener.tls.certFile), key: await fs.readFile(listener.tls.keyFile) } : undefined;
+  const https = await tlsOf(listener);
   const app = await buildMerchantServer({
     region: region.region,
     pool,
@@ -43,21 +41,7 @@ async function main() {
     resendsStartWithinMs: config.outbox.intervalMs,
     log: (msg, fields) => log('error', msg, fields),
   });
-  await app.listen({ host: listener.host, port: listener.port });
-  const address = app.server.address() as { address: string; port: number };
-  log('info', 'merchant API listening', {
-    region: region.region,
-    url: `${https ? 'https' : 'http'}://${address.address}:${address.port}`,
-    tls: https ? 'own' : listener.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
-    pid: process.pid,
-  });
-  const stop = async () => {
-    await app.close();
-    await pool.end();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop());
-  process.once('SIGINT', () => void stop());
+  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end());
 }
 
 main().catch((err) => {

@@ -203,6 +203,15 @@ describe('every endpoint of the admin API', () => {
   });
 });
 
+/** How many of the merchant's webhooks are in `status`. */
+const webhooksIn = async (merchantId: string, status: string) =>
+  (
+    await us.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = $2', [
+      merchantId,
+      status,
+    ])
+  ).rows[0]!.n;
+
 describe('four eyes, on verified subjects, through the API', () => {
   let n = 0;
   async function quarantinedNight(count: number) {
@@ -218,16 +227,7 @@ describe('four eyes, on verified subjects, through the API', () => {
       workflowId: `sweep-us-${harness.id}-api-${n}`,
       args: [{ region: 'us', releaseWaitMs: 60_000 }],
     });
-    await expect
-      .poll(
-        async () =>
-          (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'quarantined'`, [merchantId]))
-            .rows[0].n,
-        {
-          timeout: 30_000,
-        },
-      )
-      .toBe(count);
+    await expect.poll(() => webhooksIn(merchantId, 'quarantined'), { timeout: 30_000 }).toBe(count);
     return { night, merchantId };
   }
 
@@ -252,16 +252,7 @@ describe('four eyes, on verified subjects, through the API', () => {
     const approved = await post(`/v1/replay-requests/${requestId}/approve`, 'april', { ticket: 'OPS-1' });
     expect(approved.status).toBe(200);
     expect(approved.body).toMatchObject({ id: requestId, applied: 2 });
-    await expect
-      .poll(
-        async () =>
-          (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'delivered'`, [merchantId]))
-            .rows[0].n,
-        {
-          timeout: 30_000,
-        },
-      )
-      .toBe(2);
+    await expect.poll(() => webhooksIn(merchantId, 'delivered'), { timeout: 30_000 }).toBe(2);
     const { rows } = await us.pool.query(`SELECT requested_by, approved_by FROM replay_requests WHERE id = $1`, [requestId]);
     expect(rows[0]).toEqual({ requested_by: 'olga', approved_by: 'april' });
     const audit = await us.pool.query(

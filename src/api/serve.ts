@@ -1,0 +1,42 @@
+/**
+ * How the admin API and the merchant API come up as processes (src/bin/api.ts, src/bin/merchant-api.ts): their TLS
+ * read from the listener's files, listening where it says, one JSON line saying where and how TLS reaches them, and a
+ * clean stop (the server first, then what the caller holds) on SIGTERM or SIGINT.
+ */
+import fs from 'node:fs/promises';
+import type { FastifyInstance } from 'fastify';
+import type { ListenerConfig } from '../config.js';
+
+export const logLine = (level: string, msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ level, msg, ...fields }));
+
+/** The listener's certificate and key, when it has its own TLS. */
+export async function tlsOf(listener: ListenerConfig): Promise<{ cert: Buffer; key: Buffer } | undefined> {
+  return listener.tls ? { cert: await fs.readFile(listener.tls.certFile), key: await fs.readFile(listener.tls.keyFile) } : undefined;
+}
+
+/** Listens, says so (`what listening`, with `fields`), and stops on a signal: the app, then `release`. */
+export async function serveUntilSignal(
+  app: FastifyInstance,
+  listener: ListenerConfig,
+  what: string,
+  fields: Record<string, unknown>,
+  release: () => Promise<void>,
+): Promise<void> {
+  await app.listen({ host: listener.host, port: listener.port });
+  const address = app.server.address() as { address: string; port: number };
+  const own = listener.tls !== undefined;
+  logLine('info', `${what} listening`, {
+    region: listener.region,
+    url: `${own ? 'https' : 'http'}://${address.address}:${address.port}`,
+    ...fields,
+    tls: own ? 'own' : listener.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
+    pid: process.pid,
+  });
+  const stop = async () => {
+    await app.close();
+    await release();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void stop());
+  process.once('SIGINT', () => void stop());
+}
