@@ -29,10 +29,11 @@ export class AdminApiError extends Error {
     readonly status: number,
     readonly error: string,
     readonly code: string | undefined,
-    message: string,
+    /** The server's own message. */
+    readonly detail: string,
     readonly requestId: string | undefined,
   ) {
-    super(`${error}${code ? `(${code})` : ''}: ${message}${requestId ? ` [request ${requestId}]` : ''}`);
+    super(`${error}${code ? `(${code})` : ''}: ${detail}${requestId ? ` [request ${requestId}]` : ''}`);
   }
 }
 

@@ -21,7 +21,11 @@ import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { verbById, type AdminContext, type VerbInput } from '../api/admin-verbs.js';
-import { adminApiFromEnv, type Verbs } from './admin-client.js';
+import { InvalidEndpointUrl } from '../delivery/endpoint.js';
+import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
+import { MissingSigningSecret } from '../delivery/signing.js';
+import { InvalidMerchantSetting, OperatorError } from '../errors.js';
+import { AdminApiError, adminApiFromEnv, type Verbs } from './admin-client.js';
 import type { MerchantView } from './merchants.js';
 
 const HELP = `hold-sweeper operator commands
@@ -751,4 +755,35 @@ async function runMerchant(
     default:
       throw new ConfigError('merchant', sub, 'one of add, show, set, pause, resume, rotate-secret, ping (see --help)');
   }
+}
+
+/** Errors that name what was wrong with the operator's input or the ledger's row: their message is the answer. */
+const NAMED = [
+  OperatorError,
+  ConfigError,
+  InvalidMerchantSetting,
+  InvalidEndpointUrl,
+  InvalidDeliveryPolicyError,
+  MissingSigningSecret,
+  AdminApiError,
+];
+
+/**
+ * What the CLI prints for a named error (exit 2): `Name(code): message`, or with --json one JSON object (`error`,
+ * `code`, `message`, and through the admin API its `status` and `requestId`). Undefined for anything else (exit 1).
+ */
+export function operatorErrorText(err: unknown, json: boolean): string | undefined {
+  if (!NAMED.some((type) => err instanceof type)) return undefined;
+  const e = err as Error;
+  if (!json) return `${e.name}${err instanceof OperatorError ? `(${err.code})` : ''}: ${e.message}`;
+  if (err instanceof AdminApiError) {
+    return JSON.stringify({
+      error: err.error,
+      ...(err.code ? { code: err.code } : {}),
+      message: err.detail,
+      status: err.status,
+      requestId: err.requestId,
+    });
+  }
+  return JSON.stringify({ error: e.name, ...(err instanceof OperatorError ? { code: err.code } : {}), message: e.message });
 }
