@@ -333,7 +333,8 @@ describe('four eyes, on verified subjects, through the API', () => {
       expect(printed, args.join(' ')).toBe(await local(...args));
       // And what it prints is held (ids, times, numbers and column widths made run-independent): a change to the
       // operators' output is a change to test/integration/__snapshots__/admin-api.test.ts.snap, seen in review.
-      if (!args.includes('--json'))
+      // Only what this test's own night decides (sends and reviews are the region's: other tests change them).
+      if (!args.includes('--json') && !['sends', 'reviews'].includes(args[0]!))
         expect(runIndependent(printed, night.expired[0]!.id, merchantId)).toMatchSnapshot(
           args[0] === 'status' ? 'status' : args.slice(0, 2).join(' '),
         );
