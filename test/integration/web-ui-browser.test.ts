@@ -20,6 +20,7 @@ import { startTestReceiver } from '../support/processor.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
+import { visibleText } from '../support/browser.js';
 import { waitUntil } from '../support/wait.js';
 
 /** Where the screenshots go: test-results/ (ignored) on every run; `npm run screenshots` refreshes the README's. */
@@ -58,22 +59,11 @@ async function nightWithQuarantine(region: TestRegion, prefix: string): Promise<
   return night;
 }
 
-/** Everything the page shows, frames included (the UI renders Markdown details in frames), on one line. */
-async function visibleText(): Promise<string> {
-  const texts = await Promise.all(
-    page.frames().map((f) =>
-      f
-        .locator('body')
-        .innerText()
-        .catch(() => ''),
-    ),
-  );
-  return texts.join(' ').replace(/\s+/g, ' ');
-}
+const pageText = () => visibleText(page);
 const shows = (expected: string | RegExp) =>
   typeof expected === 'string'
-    ? expect.poll(visibleText, { timeout: 30_000 }).toContain(expected)
-    : expect.poll(visibleText, { timeout: 30_000 }).toMatch(expected);
+    ? expect.poll(pageText, { timeout: 30_000 }).toContain(expected)
+    : expect.poll(pageText, { timeout: 30_000 }).toMatch(expected);
 
 async function openWorkflow(region: TestRegion, holdId: string, tab: 'user-metadata' | 'timeline' | 'history') {
   const workflowId = await holdWorkflowIdOf(region.pool, region.config.region, holdId);

@@ -24,6 +24,7 @@ import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { visibleText } from '../support/browser.js';
 import { waitUntil } from '../support/wait.js';
 
 let harness: Harness;
@@ -132,18 +133,7 @@ async function openWorkflow(page: Page): Promise<void> {
   await page.locator(`a:has-text("${workflowId}")`).first().click({ timeout: 30_000 });
 }
 
-/** Everything the page shows, frames included (the UI renders Markdown summaries in frames), on one line. */
-async function text(page: Page): Promise<string> {
-  const texts = await Promise.all(
-    page.frames().map((f) =>
-      f
-        .locator('body')
-        .innerText()
-        .catch(() => ''),
-    ),
-  );
-  return texts.join(' ').replace(/\s+/g, ' ');
-}
+const text = visibleText;
 
 /** What the page shows of the workflow's input decoded: its hold id as JSON (the server holds it encrypted). */
 const decodedInput = () => `"holdId": "${holdId}"`;
