@@ -203,6 +203,16 @@ describe('every endpoint of the admin API', () => {
   });
 });
 
+/** The US region of this file as a dev-mode entry point reads it: its ledger and Temporal, no API. */
+const devRegionEnv = () => ({
+  HOLD_SWEEPER_MODE: 'dev',
+  HOLD_SWEEPER_REGIONS: 'us',
+  DATABASE_URL_US: us.databaseUrl,
+  TEMPORAL_ADDRESS: harness.address,
+  TASK_QUEUE_US: us.config.taskQueue,
+  SCHEDULE_ID_US: us.config.scheduleId,
+});
+
 /** How many of the merchant's webhooks are in `status`. */
 const webhooksIn = async (merchantId: string, status: string) =>
   (
@@ -304,15 +314,7 @@ describe('four eyes, on verified subjects, through the API', () => {
     const { night, merchantId } = await quarantinedNight(1);
     const local = async (...args: string[]) => {
       const lines: string[] = [];
-      const env = {
-        HOLD_SWEEPER_MODE: 'dev',
-        HOLD_SWEEPER_REGIONS: 'us',
-        DATABASE_URL_US: us.databaseUrl,
-        TEMPORAL_ADDRESS: harness.address,
-        TASK_QUEUE_US: us.config.taskQueue,
-        SCHEDULE_ID_US: us.config.scheduleId,
-      };
-      expect(await runOps(args, (l) => lines.push(l), env)).toBe(0);
+      expect(await runOps(args, (l) => lines.push(l), devRegionEnv())).toBe(0);
       return lines.join('\n');
     };
     const remote = async (...args: string[]) => {
@@ -371,12 +373,7 @@ describe('npm run api (src/bin/api.ts)', () => {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
-        HOLD_SWEEPER_MODE: 'dev',
-        HOLD_SWEEPER_REGIONS: 'us',
-        DATABASE_URL_US: us.databaseUrl,
-        TEMPORAL_ADDRESS: harness.address,
-        TASK_QUEUE_US: us.config.taskQueue,
-        SCHEDULE_ID_US: us.config.scheduleId,
+        ...devRegionEnv(),
         API_ADDRESS: `127.0.0.1:${port}`,
         API_OIDC_ISSUER: oidc.issuer,
         API_TLS_CERT_FILE: pki.frontend.cert,

@@ -15,6 +15,17 @@ import { DEV_SECRET_KEYS } from '../../src/delivery/secret-box.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
 
+/** A production configuration of the US region that loads (TLS to Temporal, its payload and merchant-secret keys). */
+const PRODUCTION_US = {
+  HOLD_SWEEPER_MODE: 'production',
+  HOLD_SWEEPER_REGIONS: 'us',
+  DATABASE_URL_US: 'postgres://h/us',
+  TEMPORAL_ADDRESS: 't:7233',
+  TEMPORAL_TLS: 'true',
+  PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
+  MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
+};
+
 /** The error the production loader or the local stack's own loader (dev/dev-config.ts) raises for `env`. */
 function configError(env: Record<string, string>): ConfigError {
   try {
@@ -147,15 +158,7 @@ describe('config', () => {
   });
 
   it('allows merchant endpoints port 443 alone in production, any port in dev, and the ports WEBHOOK_ALLOWED_PORTS names', () => {
-    const production = {
-      HOLD_SWEEPER_MODE: 'production',
-      HOLD_SWEEPER_REGIONS: 'us',
-      DATABASE_URL_US: 'postgres://h/us',
-      TEMPORAL_ADDRESS: 't:7233',
-      TEMPORAL_TLS: 'true',
-      PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
-      MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
-    };
+    const production = PRODUCTION_US;
     expect(loadConfig(production).webhooks.allowedPorts).toEqual([443]);
     expect(loadConfig({ ...production, WEBHOOK_ALLOWED_PORTS: '443, 8443' }).webhooks.allowedPorts).toEqual([443, 8443]);
     expect(loadConfig({}).webhooks.allowedPorts).toBeUndefined();
@@ -326,16 +329,7 @@ describe('the processor-event receiver’s config', () => {
 });
 
 describe('the admin API’s config', () => {
-  const production = {
-    HOLD_SWEEPER_MODE: 'production',
-    HOLD_SWEEPER_REGIONS: 'us',
-    DATABASE_URL_US: 'postgres://h/us',
-    TEMPORAL_ADDRESS: 't:7233',
-    TEMPORAL_TLS: 'true',
-    PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
-    MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 4).toString('base64')}`,
-    API_OIDC_ISSUER: 'https://login.example.com/realms/ops',
-  };
+  const production = { ...PRODUCTION_US, API_OIDC_ISSUER: 'https://login.example.com/realms/ops' };
   const apiError = (env: Record<string, string>) => {
     try {
       loadApiConfig(env, loadConfig(env));
