@@ -46,7 +46,8 @@ import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } fr
 import { Sampler, type Sample } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
+const EventType = temporal.api.enums.v1.EventType;
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 
 export interface NightBenchOptions {
@@ -92,6 +93,12 @@ export interface PhaseMeasure {
   historyEvents: { parentPerHold: number; childPerHold: number; totalPerHold: number; parentRuns: number };
 }
 
+/**
+ * Every event of every history of the night's workflow types, counted by workflow type and event type: two nights of
+ * the same workload whose censuses are equal wrote the same events (a refactor's "no behaviour change", measured).
+ */
+export type EventCensus = Record<string, Record<string, number>>;
+
 export interface NightReport {
   command: string;
   date: string;
@@ -106,6 +113,7 @@ export interface NightReport {
   };
   ceiling?: PhaseMeasure;
   product: PhaseMeasure & {
+    eventCensus?: EventCensus;
     /** Seconds from the trigger until the last hold was released. */
     releasedBySeconds: number;
     ratioToCeiling?: number;
@@ -200,6 +208,30 @@ function cpuDelta(before: Awaited<ReturnType<typeof cpuNow>>, after: Awaited<Ret
 /** History events of every execution of the parent and child workflow types, per hold (from visibility). */
 /** The workflow types that start the holds' children: the page runs and their batches (the ceiling's, or the sweep's). */
 const typesQuery = (types: readonly string[]) => types.map((t) => `WorkflowType = '${t}'`).join(' OR ');
+
+async function eventCensus(clients: Client[], types: readonly string[]): Promise<EventCensus> {
+  const census: EventCensus = {};
+  for (const client of clients) {
+    const ids: { workflowId: string; runId: string; type: string }[] = [];
+    for await (const wf of client.workflow.list({ query: typesQuery(types) }))
+      ids.push({ workflowId: wf.workflowId, runId: wf.runId, type: wf.type });
+    for (let i = 0; i < ids.length; i += 32) {
+      await Promise.all(
+        ids.slice(i, i + 32).map(async ({ workflowId, runId, type }) => {
+          const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+          const byType = (census[type] ??= {});
+          for (const e of history.events ?? []) {
+            const name = String(EventType[e.eventType ?? 0] ?? e.eventType).replace(/^EVENT_TYPE_/, '');
+            byType[name] = (byType[name] ?? 0) + 1;
+          }
+        }),
+      );
+    }
+  }
+  for (const [type, counts] of Object.entries(census))
+    census[type] = Object.fromEntries(Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)));
+  return census;
+}
 
 async function historyEvents(
   clients: Client[],
@@ -511,6 +543,10 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         ['sweepExpiredHolds', 'startHoldBatch'],
         'releaseExpiredHold',
         holdsTotal,
+      ),
+      eventCensus: await eventCensus(
+        regions.map((r) => r.client),
+        ['sweepExpiredHolds', 'startHoldBatch', 'releaseExpiredHold'],
       ),
       deliveries,
       quarantinedByReason,

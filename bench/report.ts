@@ -8,6 +8,10 @@ const cpu = (c: PhaseMeasure['cpu']) =>
   `Temporal ${c.temporal} s · PostgreSQL ${c.postgres} s · workers ${c.workers} s · merchants ${c.merchants} s (total ${c.total} s)`;
 const events = (e: PhaseMeasure['historyEvents']) =>
   `${e.totalPerHold} (parent ${e.parentPerHold} + child ${e.childPerHold}; ${e.parentRuns} parent runs)`;
+const census = (c: NonNullable<NightReport['product']['eventCensus']>) =>
+  Object.entries(c)
+    .map(([type, byEvent]) => `${type}: ${counts(byEvent)}`)
+    .join('<br>');
 const counts = (r: Record<string, number>) =>
   Object.entries(r)
     .map(([k, v]) => `${k} ${v}`)
@@ -36,6 +40,7 @@ export function markdownReport(report: NightReport, charts: readonly Chart[] = [
     p.ratioToCeiling !== undefined ? `| **Ratio to the ceiling** | **${p.ratioToCeiling}×** |` : '',
     `| Makespan ÷ merchant bound | ${p.makespanVsMerchantBound}× |`,
     `| History events per hold, product | ${events(p.historyEvents)} |`,
+    p.eventCensus ? `| Event census, product (workflow type: event type × count) | ${census(p.eventCensus)} |` : '',
     c ? `| History events per hold, ceiling | ${events(c.historyEvents)} |` : '',
     `| Requests per delivered webhook | ${p.requestsPerDelivered} (${p.requests} requests, ${p.deliveredWebhooks} delivered) |`,
     `| Receiver-side max per merchant in any 1 s | worst ${p.worstMerchantRate.maxPerSecond} at ${p.worstMerchantRate.merchantId} (limit ${p.worstMerchantRate.ratePerSecond}/s + burst = ${p.worstMerchantRate.limit}); over the limit: ${p.merchantsOverLimit.length === 0 ? 'none' : p.merchantsOverLimit.join(', ')} |`,
