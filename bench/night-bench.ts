@@ -46,8 +46,8 @@ import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } fr
 import { Sampler, type Sample } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
-import { temporal } from '@temporalio/proto';
-const EventType = temporal.api.enums.v1.EventType;
+import proto, { type temporal } from '@temporalio/proto';
+const EventType = proto.temporal.api.enums.v1.EventType;
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 
 export interface NightBenchOptions {
