@@ -2,9 +2,9 @@
  * Ledger activities: the only code that reads or writes a region's holds, accounts and ledger entries (their
  * statements are in src/sql/holds.ts; the release's outbox row in src/sql/deliveries.ts).
  *
- * Exactly-once release rests on the database, not on Temporal: the hold row is locked, its state checked
- * and flipped in the same transaction that writes the one ledger entry (unique idempotency key) and moves
- * the amount from held to available. A second call, from a retry or a duplicate workflow, finds the row
+ * Exactly-once release rests on the database, not on Temporal: the hold row is locked, what to do is decided by the
+ * rulebook (`decideRelease` in src/ledger/hold-rules.ts), and the hold is flipped in the same transaction that writes
+ * the one ledger entry (unique idempotency key) and moves the amount from held to available. A second call, from a retry or a duplicate workflow, finds the row
  * released and reports "already released" without writing anything.
  *
  * A release that can never succeed (RELEASE_FAILURE_TYPES in src/contracts/failures.ts) is not retried: the release
@@ -21,6 +21,7 @@ import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
 import * as holds from '../sql/holds.js';
 import { maxHoldIdBytes } from '../contracts/ids.js';
+import { decideRelease, RELEASE_SHORT_BALANCE } from '../ledger/hold-rules.js';
 
 /** Before every row in (expires_at, id) order. */
 const START_CURSOR: HoldCursor = { expiresAt: '-infinity', id: '' };
@@ -111,40 +112,45 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
         pool,
         async (tx) => {
           const hold = await holds.lockHoldForRelease(tx, holdId, cutoff === undefined ? undefined : { cutoff, expiresAt });
-          if (!hold) return { status: 'not_found', holdId };
-          if (hold.state === 'released') {
-            duplicateSuppressions.add(1, { kind: 'already_released' });
-            log.info('hold already released: nothing written', { region, holdId });
-            try {
-              return { status: 'already_released', ...withHorizon(holdId, await holds.releasedEntry(tx, holdId)) };
-            } catch (err) {
-              if (!(err instanceof ReleasedWithoutWebhook)) throw err;
-              log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
-              return { status: 'rejected', holdId, code: err.name };
-            }
+          const decision = decideRelease(hold);
+          switch (decision.action) {
+            case 'not_found':
+              return { status: 'not_found', holdId };
+            case 'already_released':
+              duplicateSuppressions.add(1, { kind: 'already_released' });
+              log.info('hold already released: nothing written', { region, holdId });
+              try {
+                return { status: 'already_released', ...withHorizon(holdId, await holds.releasedEntry(tx, holdId)) };
+              } catch (err) {
+                if (!(err instanceof ReleasedWithoutWebhook)) throw err;
+                log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
+                return { status: 'rejected', holdId, code: err.name };
+              }
+            case 'rejected':
+              return { status: 'rejected', holdId, code: decision.code };
+            case 'settled':
+              log.info('hold settled by the processor: nothing to release', { region, holdId, state: decision.state });
+              return { status: 'settled', holdId, state: decision.state };
+            case 'reject':
+              await holds.markRejected(tx, [{ holdId, code: decision.code }]);
+              return { status: 'rejected', holdId, code: decision.code };
+            case 'not_expired':
+              return { status: 'not_expired', holdId, expiresAt: decision.expiresAt };
+            case 'release':
+              break;
           }
-          if (hold.state === 'rejected') return { status: 'rejected', holdId, code: hold.rejectCode! };
-          if (hold.state === 'captured' || hold.state === 'reversed') {
-            log.info('hold settled by the processor: nothing to release', { region, holdId, state: hold.state });
-            return { status: 'settled', holdId, state: hold.state };
-          }
-          if (hold.defect) {
-            await holds.markRejected(tx, [{ holdId, code: hold.defect }]);
-            return { status: 'rejected', holdId, code: hold.defect };
-          }
-          if (!hold.expired) return { status: 'not_expired', holdId, expiresAt: hold.expiresAt };
-
           try {
-            const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold));
-            releasedExpiry = hold.expiresAt;
+            const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold!));
+            releasedExpiry = hold!.expiresAt;
             log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
             return { status: 'released', ...released };
           } catch (err) {
             if (!(err instanceof InsufficientHeldBalance)) throw err;
             // Nothing was written and the hold is still locked: it is marked in the same transaction.
-            await holds.markRejected(tx, [{ holdId, code: err.name }]);
-            log.warn('hold rejected: cannot be released as written', { region, holdId, code: err.name, error: err.message });
-            return { status: 'rejected', holdId, code: err.name };
+            const { code } = RELEASE_SHORT_BALANCE;
+            await holds.markRejected(tx, [{ holdId, code }]);
+            log.warn('hold rejected: cannot be released as written', { region, holdId, code, error: err.message });
+            return { status: 'rejected', holdId, code };
           }
         },
         RELEASE_LIMITS(),

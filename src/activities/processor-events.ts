@@ -1,11 +1,13 @@
 /**
- * Processor-event activities: apply one recorded event to its hold (src/sql/processor-events.ts, under the hold's
- * row lock, in one transaction), and record a human's skip of a missing one. Called by each hold's event workflow
+ * Processor-event activities: apply one recorded event to its hold (`applyRecordedEvent`: the rulebook decides,
+ * src/sql/processor-events.ts writes, under the hold's row lock, in one transaction), and record a human's skip of a missing one. Called by each hold's event workflow
  * (src/workflows/hold-events.ts) in the hold's sequence.
  */
 import { log } from '@temporalio/activity';
 import { noopMetricMeter } from '@temporalio/common';
-import type { ApplyProcessorEventResult } from '../contracts/processor.js';
+import type pg from 'pg';
+import type { ApplyProcessorEventResult, ProcessorEventOutcome } from '../contracts/processor.js';
+import { decideEvent, eventShortBalance, type EventApplication } from '../ledger/hold-rules.js';
 import { inTransaction } from '../db/pool.js';
 import * as events from '../sql/processor-events.js';
 import { samePerson } from '../contracts/identity.js';
@@ -40,6 +42,48 @@ async function skipRequestRefusal(
   return undefined;
 }
 
+export type AppliedEvent =
+  | {
+      status: 'applied' | 'already_applied';
+      holdId: string;
+      sequence: number;
+      outcome: ProcessorEventOutcome;
+      webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown };
+    }
+  | { status: 'waiting'; holdId: string; sequence: number; expected: number }
+  | { status: 'unknown_event' };
+
+/**
+ * Applies one recorded event, in the caller's transaction: locks its hold (as the release does), asks the rulebook
+ * (`decideEvent`) and writes what it decided: the account's balances and one ledger entry (keyed by the event id),
+ * the hold's state, amount and sequence, the webhook telling the merchant (the outbox row), a review flag, and the
+ * event's outcome. An entry the held balance does not cover is the rulebook's `eventShortBalance` instead. An event
+ * already applied changes nothing.
+ */
+export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Promise<AppliedEvent> {
+  const found = await events.lockEventToApply(tx, eventId);
+  if (!found) return { status: 'unknown_event' };
+  const { holdId, event, hold } = found;
+  if (event.outcome !== null) {
+    return { status: 'already_applied', holdId, sequence: event.sequence, outcome: event.outcome, ...(await events.webhookOf(tx, event.webhookId)) };
+  }
+  const decided = decideEvent(hold, event, event.skipped);
+  if (decided.action === 'wait') return { status: 'waiting', holdId, sequence: event.sequence, expected: decided.expected };
+  let decision: EventApplication = decided;
+
+  let ledgerEntryId: string | null = null;
+  if (decision.entry && hold) {
+    ledgerEntryId = await events.writeEventEntry(tx, eventId, { holdId, accountId: hold.accountId, currency: hold.currency }, decision.entry);
+    if (ledgerEntryId === null) decision = eventShortBalance(event, hold.accountId);
+  }
+  if (hold) await events.updateHoldForEvent(tx, holdId, event.sequence, decision);
+  const webhookId =
+    decision.webhookType && hold ? await events.enqueueEventWebhook(tx, eventId, decision.webhookType, ledgerEntryId, decision.outcome) : null;
+  if (decision.review) await events.openReview(tx, eventId, holdId, decision.review);
+  await events.recordEventOutcome(tx, eventId, decision, ledgerEntryId, webhookId);
+  return { status: 'applied', holdId, sequence: event.sequence, outcome: decision.outcome, ...(await events.webhookOf(tx, webhookId)) };
+}
+
 export function createProcessorEventActivities({
   region,
   pool,
@@ -56,7 +100,7 @@ export function createProcessorEventActivities({
   return {
     /** Applies the event if it is its hold's next; see `applyRecordedEvent`. Idempotent: a retry finds it applied. */
     async applyProcessorEvent({ eventId }: { eventId: string }): Promise<ApplyProcessorEventResult> {
-      const result = await inTransaction(pool, (tx) => events.applyRecordedEvent(tx, eventId));
+      const result = await inTransaction(pool, (tx) => applyRecordedEvent(tx, eventId));
       if (result.status === 'unknown_event') {
         log.warn('processor event not recorded: nothing to apply', { region, eventId });
         return { status: 'unknown_event', eventId };

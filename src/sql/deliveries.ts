@@ -5,7 +5,7 @@
  * Every statement in the product that inserts or updates webhook_deliveries is in this file, so that its state
  * machine (`status`; the CHECKs are in migrations/002_webhook_deliveries.sql) reads here whole:
  *
- *   (release commits) --releasedWebhookEnqueued-> pending --recordAttempt 'delivered'--> delivered
+ *   (a ledger change commits) --enqueueWebhook--> pending --recordAttempt 'delivered'--> delivered
  *                                                  |   ^
  *                               quarantineDelivery |   | decideQuarantine 'replay' (a new policy run)
  *                                                  v   |
@@ -16,7 +16,8 @@
  *   delivered | discarded | abandoned --reopenForResend--> pending (a new policy run, driven by a resend's workflow)
  *
  *   transition                 function                      called from
- *   (none) -> pending          releasedWebhookEnqueued       releaseHold, in the release's one statement (outbox)
+ *   (none) -> pending          enqueueWebhook                releaseHold, in the release's one statement (outbox);
+ *                                                            applyProcessorEvent, in the event's transaction
  *   pending -> delivered       recordAttempt 'delivered'     deliverWebhook, on a 2xx
  *   pending -> quarantined     quarantineDelivery            the hold workflow, when a policy run gives up
  *   quarantined -> pending     decideQuarantine 'replay'     the hold workflow, on an approved replay
@@ -46,25 +47,63 @@ import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './merchants.js';
 export { HOLD_RELEASED_EVENT };
 
 /**
- * pending: the outbox row of a committed release, fixed then (payload, webhook id) and never changed after. The
- * `webhook` step of the release's one statement (`releaseLockedHold` in src/sql/holds.ts), so it exists if and only
- * if the release committed. Needs the released hold row (as RETURNING gives it) as the CTE `released` in scope.
+ * A webhook about a hold, as the statement that enqueues it sees it: SQL expressions over the source rows (`from`).
+ * The payload is `{type, timestamp, data}` with `data`'s keys in this order; its `sequence` is the hold's ordinal.
  */
-export const releasedWebhookEnqueued = () => `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
-         SELECT 'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS'), h.id, h.merchant_id,
-                '${HOLD_RELEASED_EVENT}',
-                json_build_object(
-                  'type', '${HOLD_RELEASED_EVENT}',
-                  'timestamp', ${isoUtc('h.released_at')},
-                  'data', json_build_object(
-                    'hold_id', h.id, 'amount_minor', h.amount_minor, 'currency', h.currency, 'merchant_id', h.merchant_id,
-                    'released_at', ${isoUtc('h.released_at')}, 'ledger_entry_id', h.ledger_entry_id::text,
-                    'sequence', o.ordinal))::text,
-                o.ordinal
-           FROM released h
-           -- The n-th webhook about this hold (processor events may have written earlier ones): the hold is locked.
-           CROSS JOIN LATERAL (SELECT coalesce(max(w.hold_ordinal), 0) + 1 AS ordinal FROM webhook_deliveries w WHERE w.hold_id = h.id) o
-         RETURNING webhook_id`;
+export interface WebhookToEnqueue {
+  /** The FROM clause the expressions read (a CTE of the statement that composes this one). */
+  from: string;
+  holdId: string;
+  merchantId: string;
+  webhookId: string;
+  eventType: string;
+  timestamp: string;
+  /** `data`'s keys and SQL values, in order; `sequence` (the ordinal) is added where `SEQUENCE` stands. */
+  data: readonly (readonly [key: string, value: string] | typeof SEQUENCE)[];
+}
+
+/** Where a payload's `data` carries the webhook's ordinal among its hold's webhooks. */
+export const SEQUENCE = Symbol('sequence');
+
+/**
+ * The one outbox writer: a webhook row, pending, fixed when written (payload, webhook id) and never changed after.
+ * It is composed into the statement of the ledger change it tells of (the release's, an applied processor event's),
+ * so it exists if and only if that change committed. Its `hold_ordinal` numbers it after the hold's earlier webhooks,
+ * which is what `sequence` says to the merchant: the hold's row is locked by the change, so the numbering cannot race.
+ */
+export const enqueueWebhook = (w: WebhookToEnqueue) => {
+  const data = w.data.map((entry) => (entry === SEQUENCE ? `'sequence', o.ordinal` : `'${entry[0]}', ${entry[1]}`)).join(', ');
+  return `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
+     SELECT ${w.webhookId}, ${w.holdId}, ${w.merchantId}, ${w.eventType},
+            json_build_object('type', ${w.eventType}, 'timestamp', ${w.timestamp}, 'data', json_build_object(${data}))::text,
+            o.ordinal
+       FROM ${w.from}
+      CROSS JOIN LATERAL (SELECT coalesce(max(w.hold_ordinal), 0) + 1 AS ordinal FROM webhook_deliveries w WHERE w.hold_id = ${w.holdId}) o
+     RETURNING webhook_id`;
+};
+
+/**
+ * A release's webhook (`hold.released`): the `webhook` step of the release's one statement (`releaseLockedHold` in
+ * src/sql/holds.ts). Needs the released hold row (as RETURNING gives it) as the CTE `released` in scope.
+ */
+export const releasedWebhookEnqueued = () =>
+  enqueueWebhook({
+    from: 'released h',
+    holdId: 'h.id',
+    merchantId: 'h.merchant_id',
+    webhookId: `'wh_' || h.id || '_' || to_char(h.expires_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS')`,
+    eventType: `'${HOLD_RELEASED_EVENT}'`,
+    timestamp: isoUtc('h.released_at'),
+    data: [
+      ['hold_id', 'h.id'],
+      ['amount_minor', 'h.amount_minor'],
+      ['currency', 'h.currency'],
+      ['merchant_id', 'h.merchant_id'],
+      ['released_at', isoUtc('h.released_at')],
+      ['ledger_entry_id', 'h.ledger_entry_id::text'],
+      SEQUENCE,
+    ],
+  });
 
 export interface DeliveryForSending {
   status: DeliveryStatus;

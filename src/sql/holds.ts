@@ -13,6 +13,7 @@ import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 import { HOLD_RELEASED_EVENT, releasedWebhookEnqueued } from './deliveries.js';
+import type { HoldAtRelease } from '../ledger/hold-rules.js';
 
 /**
  * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
@@ -101,13 +102,8 @@ export async function markRejected(db: Queryable, rejected: readonly RejectedHol
   );
 }
 
-export interface HoldForRelease {
-  state: 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
-  rejectCode: InvalidHoldCode | null;
-  defect: InvalidHoldCode | null;
-  /** By the sweep's cutoff bounded by the database clock when there is one (see `lockHoldForRelease`), else by the database clock. */
-  expired: boolean;
-  expiresAt: string;
+/** The hold as the release locked it: what the rulebook decides by (`HoldAtRelease`), and what the release writes. */
+export interface HoldForRelease extends HoldAtRelease {
   accountId: string;
   merchantId: string;
   amountMinor: string;

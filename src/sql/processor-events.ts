@@ -1,15 +1,17 @@
 /**
  * SQL of the processor's events: processor_events (each accepted event, recorded before the receiver answers),
- * processor_requests_refused (each refused request), processor_sequence_skips, ledger_reviews, and the application
- * of one event to its hold (src/processor/rules.ts decides; `applyRecordedEvent` carries it out under the hold's
- * row lock, the same lock the release takes first).
+ * processor_requests_refused (each refused request), processor_sequence_skips, ledger_reviews, and the statements
+ * that apply one event to its hold: `lockEventToApply` takes the hold's row lock (the lock the release takes first),
+ * the rulebook decides (`decideEvent` in src/ledger/hold-rules.ts), and `applyRecordedEvent` in
+ * src/activities/processor-events.ts carries the decision out with the writers below, in the same transaction.
  */
 import type pg from 'pg';
 import type { ProcessorEventOutcome, ProcessorEventRef, ProcessorEventType } from '../contracts/processor.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-import { decideEvent, type LockedHold } from '../processor/rules.js';
+import type { EventApplication, LockedHold, RecordedEvent } from '../ledger/hold-rules.js';
 import { HOLD_DEFECT_SQL } from './holds.js';
+import { enqueueWebhook, SEQUENCE } from './deliveries.js';
 
 /** An event as the receiver accepted it: verified and well-formed. */
 export interface AcceptedEvent {
@@ -93,27 +95,25 @@ export async function undispatchedEvents(db: Queryable, olderThanMs: number, lim
   return rows.map((r) => ({ eventId: r.event_id, holdId: r.hold_id, sequence: r.sequence }));
 }
 
-export type AppliedEvent =
-  | {
-      status: 'applied' | 'already_applied';
-      holdId: string;
-      sequence: number;
-      outcome: ProcessorEventOutcome;
-      webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown };
-    }
-  | { status: 'waiting'; holdId: string; sequence: number; expected: number }
-  | { status: 'unknown_event' };
+/** A recorded event and its hold, locked (FOR UPDATE, as the release locks it) for applying the event. */
+export interface EventToApply {
+  holdId: string;
+  event: RecordedEvent & {
+    /** Set once applied: an event is applied once. */
+    outcome: ProcessorEventOutcome | null;
+    webhookId: string | null;
+    /** A human skipped this event's sequence on this hold. */
+    skipped: boolean;
+  };
+  /** Undefined when the ledger has no such hold. */
+  hold?: LockedHold & { accountId: string; merchantId: string };
+}
 
-/**
- * Applies one recorded event, in the caller's transaction: locks its hold (FOR UPDATE, as the release does), decides
- * (`decideEvent`) and writes what it decided: the account's balances and one ledger entry (keyed by the event id),
- * the hold's state, amount and sequence, the webhook telling the merchant (the outbox row, numbered after the
- * hold's earlier ones), a review flag, and the event's outcome. An event already applied changes nothing.
- */
-export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Promise<AppliedEvent> {
+/** The event and its hold, the hold's row locked until the end of the caller's transaction; undefined if no such event. */
+export async function lockEventToApply(tx: pg.PoolClient, eventId: string): Promise<EventToApply | undefined> {
   const found = await tx.query<{ hold_id: string }>('SELECT hold_id FROM processor_events WHERE event_id = $1::text', [eventId]);
   const holdId = found.rows[0]?.hold_id;
-  if (holdId === undefined) return { status: 'unknown_event' };
+  if (holdId === undefined) return undefined;
 
   const locked = await tx.query<{
     state: LockedHold['state'];
@@ -147,129 +147,156 @@ export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Pr
        FROM processor_events e WHERE e.event_id = $1::text`,
     [eventId],
   );
-  const event = eventRows[0]!;
-  if (event.outcome !== null) {
-    return { status: 'already_applied', holdId, sequence: event.sequence, outcome: event.outcome, ...(await webhookOf(tx, event.webhook_id)) };
-  }
-
-  const hold: LockedHold | undefined = holdRow && {
-    state: holdRow.state,
-    eventSeq: holdRow.event_seq,
-    amountMinor: BigInt(holdRow.amount_minor),
-    currency: holdRow.currency,
-    defect: holdRow.defect,
-  };
-  let decision = decideEvent(
-    hold,
-    {
-      eventType: event.event_type,
-      sequence: event.sequence,
-      amountMinor: event.amount_minor === null ? null : BigInt(event.amount_minor),
-      currency: event.currency,
+  const e = eventRows[0]!;
+  return {
+    holdId,
+    event: {
+      eventType: e.event_type,
+      sequence: e.sequence,
+      amountMinor: e.amount_minor === null ? null : BigInt(e.amount_minor),
+      currency: e.currency,
+      outcome: e.outcome,
+      webhookId: e.webhook_id,
+      skipped: e.skipped,
     },
-    event.skipped,
-  );
-  if (decision.action === 'wait') return { status: 'waiting', holdId, sequence: event.sequence, expected: decision.expected };
+    ...(holdRow && {
+      hold: {
+        state: holdRow.state,
+        eventSeq: holdRow.event_seq,
+        amountMinor: BigInt(holdRow.amount_minor),
+        currency: holdRow.currency,
+        defect: holdRow.defect,
+        accountId: holdRow.account_id,
+        merchantId: holdRow.merchant_id,
+      },
+    }),
+  };
+}
 
-  let ledgerEntryId: string | null = null;
-  if (decision.entry && holdRow) {
-    const { entry } = decision;
-    const { rows } = await tx.query<{ id: string }>(
-      `WITH moved AS (
-         UPDATE accounts
-            SET held_minor = held_minor + $3::bigint, available_minor = available_minor + $4::bigint, updated_at = now()
-          WHERE id = $2::text AND held_minor + $3::bigint >= 0
-          RETURNING id
-       )
-       INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency, processor_event_id)
-       SELECT 'processor-event:' || $1::text, $5::text, moved.id, $6::text, $7::bigint, $8::char(3), $1::text FROM moved
-       RETURNING id`,
-      [
-        eventId,
-        holdRow.account_id,
-        entry.heldDelta.toString(),
-        entry.availableDelta.toString(),
-        entry.kind,
-        holdId,
-        entry.amountMinor.toString(),
-        holdRow.currency,
-      ],
-    );
-    ledgerEntryId = rows[0]?.id ?? null;
-    // The account's held balance does not cover the hold: nothing moved, and a human looks at why.
-    if (ledgerEntryId === null) {
-      decision = {
-        action: 'apply',
-        outcome: 'ignored',
-        detail: `account ${holdRow.account_id} held balance does not cover the hold`,
-        advances: true,
-        review: `${event.event_type} not applied: the account's held balance does not cover the hold`,
-      };
-    }
-  }
-
-  if (holdRow) {
-    await tx.query(
-      `UPDATE auth_holds
-          SET state = coalesce($2::text, state),
-              settled_at = CASE WHEN $2::text IS NULL THEN settled_at ELSE now() END,
-              amount_minor = amount_minor + $3::bigint,
-              event_seq = CASE WHEN $4::boolean THEN $5::integer ELSE event_seq END
-        WHERE id = $1::text`,
-      [holdId, decision.state ?? null, (decision.amountDelta ?? 0n).toString(), decision.advances, event.sequence],
-    );
-  }
-
-  let webhookId: string | null = null;
-  if (decision.webhookType && holdRow) {
-    const { rows } = await tx.query<{ webhook_id: string }>(eventWebhookEnqueued, [eventId, decision.webhookType, ledgerEntryId, decision.outcome]);
-    webhookId = rows[0]!.webhook_id;
-  }
-  if (decision.review) {
-    await tx.query('INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ($1::text, $2::text, $3::text) ON CONFLICT DO NOTHING', [
+/**
+ * The event's ledger entry (keyed by the event id) and the account's balances it moves, in one statement; the entry's
+ * id, or null when the account's held balance does not cover it (nothing written).
+ */
+export async function writeEventEntry(
+  tx: pg.PoolClient,
+  eventId: string,
+  hold: { holdId: string; accountId: string; currency: string },
+  entry: NonNullable<EventApplication['entry']>,
+): Promise<string | null> {
+  const { rows } = await tx.query<{ id: string }>(
+    `WITH moved AS (
+       UPDATE accounts
+          SET held_minor = held_minor + $3::bigint, available_minor = available_minor + $4::bigint, updated_at = now()
+        WHERE id = $2::text AND held_minor + $3::bigint >= 0
+        RETURNING id
+     )
+     INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency, processor_event_id)
+     SELECT 'processor-event:' || $1::text, $5::text, moved.id, $6::text, $7::bigint, $8::char(3), $1::text FROM moved
+     RETURNING id`,
+    [
       eventId,
-      holdId,
-      decision.review,
-    ]);
-  }
+      hold.accountId,
+      entry.heldDelta.toString(),
+      entry.availableDelta.toString(),
+      entry.kind,
+      hold.holdId,
+      entry.amountMinor.toString(),
+      hold.currency,
+    ],
+  );
+  return rows[0]?.id ?? null;
+}
+
+/** The hold as an applied event leaves it: its final state if it gets one, its amount, its sequence. */
+export async function updateHoldForEvent(
+  tx: pg.PoolClient,
+  holdId: string,
+  sequence: number,
+  decision: Pick<EventApplication, 'state' | 'amountDelta' | 'advances'>,
+): Promise<void> {
+  await tx.query(
+    `UPDATE auth_holds
+        SET state = coalesce($2::text, state),
+            settled_at = CASE WHEN $2::text IS NULL THEN settled_at ELSE now() END,
+            amount_minor = amount_minor + $3::bigint,
+            event_seq = CASE WHEN $4::boolean THEN $5::integer ELSE event_seq END
+      WHERE id = $1::text`,
+    [holdId, decision.state ?? null, (decision.amountDelta ?? 0n).toString(), decision.advances, sequence],
+  );
+}
+
+/**
+ * The webhook an applied event sends (`enqueueWebhook`, the outbox writer every webhook goes through): its id names
+ * the hold and the processor's sequence. Returns its id.
+ */
+export async function enqueueEventWebhook(
+  tx: pg.PoolClient,
+  eventId: string,
+  webhookType: string,
+  ledgerEntryId: string | null,
+  outcome: ProcessorEventOutcome,
+): Promise<string> {
+  const { rows } = await tx.query<{ webhook_id: string }>(
+    `WITH e AS (
+       SELECT e.event_id, e.hold_id, e.sequence, e.amount_minor, e.occurred_at, h.merchant_id, h.currency,
+              h.amount_minor AS hold_amount_minor, h.state
+         FROM processor_events e JOIN auth_holds h ON h.id = e.hold_id
+        WHERE e.event_id = $1::text
+     )
+     ${enqueueWebhook({
+       from: 'e',
+       holdId: 'e.hold_id',
+       merchantId: 'e.merchant_id',
+       webhookId: `'wh_' || e.hold_id || '_ev' || e.sequence`,
+       eventType: '$2::text',
+       timestamp: isoUtc('now()'),
+       data: [
+         ['hold_id', 'e.hold_id'],
+         ['merchant_id', 'e.merchant_id'],
+         SEQUENCE,
+         ['processor_event_id', 'e.event_id'],
+         ['processor_sequence', 'e.sequence'],
+         ['amount_minor', 'e.amount_minor'],
+         ['hold_amount_minor', 'e.hold_amount_minor'],
+         ['currency', 'e.currency'],
+         ['hold_state', 'e.state'],
+         ['outcome', '$4::text'],
+         ['occurred_at', isoUtc('e.occurred_at')],
+         ['ledger_entry_id', '$3::bigint::text'],
+       ],
+     })}`,
+    [eventId, webhookType, ledgerEntryId, outcome],
+  );
+  return rows[0]!.webhook_id;
+}
+
+/** Flags the event for a human (ledger_reviews), once. */
+export async function openReview(tx: pg.PoolClient, eventId: string, holdId: string, reason: string): Promise<void> {
+  await tx.query('INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ($1::text, $2::text, $3::text) ON CONFLICT DO NOTHING', [
+    eventId,
+    holdId,
+    reason,
+  ]);
+}
+
+/** The event's outcome, which marks it applied, with what applying it wrote. */
+export async function recordEventOutcome(
+  tx: pg.PoolClient,
+  eventId: string,
+  outcome: { outcome: ProcessorEventOutcome; detail?: string },
+  ledgerEntryId: string | null,
+  webhookId: string | null,
+): Promise<void> {
   await tx.query(
     `UPDATE processor_events
         SET applied_at = now(), outcome = $2::text, outcome_detail = $3::text, ledger_entry_id = $4::bigint, webhook_id = $5::text
       WHERE event_id = $1::text`,
-    [eventId, decision.outcome, decision.detail ?? null, ledgerEntryId, webhookId],
+    [eventId, outcome.outcome, outcome.detail ?? null, ledgerEntryId, webhookId],
   );
-  return { status: 'applied', holdId, sequence: event.sequence, outcome: decision.outcome, ...(await webhookOf(tx, webhookId)) };
 }
 
-/**
- * The webhook an applied event sends, written in the event's transaction (an outbox row like the release's): its
- * id names the hold and the processor's sequence; `hold_ordinal` numbers it after the hold's earlier webhooks (the
- * hold's row lock is held, so the numbering cannot race). $1 event id, $2 webhook type, $3 ledger entry id, $4 outcome.
- */
-const eventWebhookEnqueued = `
-  WITH e AS (
-    SELECT e.event_id, e.hold_id, e.sequence, e.amount_minor, e.occurred_at, h.merchant_id, h.currency,
-           h.amount_minor AS hold_amount_minor, h.state,
-           coalesce((SELECT max(w.hold_ordinal) FROM webhook_deliveries w WHERE w.hold_id = e.hold_id), 0) + 1 AS ordinal
-      FROM processor_events e JOIN auth_holds h ON h.id = e.hold_id
-     WHERE e.event_id = $1::text
-  )
-  INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
-  SELECT 'wh_' || e.hold_id || '_ev' || e.sequence, e.hold_id, e.merchant_id, $2::text,
-         json_build_object(
-           'type', $2::text,
-           'timestamp', ${isoUtc('now()')},
-           'data', json_build_object(
-             'hold_id', e.hold_id, 'merchant_id', e.merchant_id, 'sequence', e.ordinal,
-             'processor_event_id', e.event_id, 'processor_sequence', e.sequence,
-             'amount_minor', e.amount_minor, 'hold_amount_minor', e.hold_amount_minor, 'currency', e.currency,
-             'hold_state', e.state, 'outcome', $4::text, 'occurred_at', ${isoUtc('e.occurred_at')},
-             'ledger_entry_id', $3::bigint::text))::text,
-         e.ordinal
-    FROM e
-  RETURNING webhook_id`;
-
-async function webhookOf(
+/** The webhook an applied event wrote, with its merchant's policy overrides (for the retry horizon). */
+export async function webhookOf(
   tx: pg.PoolClient,
   webhookId: string | null,
 ): Promise<{ webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown } }> {

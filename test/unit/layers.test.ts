@@ -13,16 +13,8 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const LAYERS: readonly (readonly string[])[] = [
   ['src/contracts/'],
   ['src/workflows/'],
-  [
-    'src/errors.ts',
-    'src/config.ts',
-    'src/temporal-connection.ts',
-    'src/db/',
-    'src/delivery/',
-    'src/codec/',
-    'src/observability/',
-    'src/processor/rules.ts',
-  ],
+  ['src/errors.ts', 'src/config.ts', 'src/temporal-connection.ts', 'src/db/', 'src/delivery/', 'src/codec/', 'src/observability/'],
+  ['src/ledger/'],
   ['src/sql/'],
   ['src/activities/'],
   ['src/schedules.ts', 'src/workers/', 'src/ops/', 'src/api/', 'src/processor/'],
@@ -100,6 +92,12 @@ describe('import layers', () => {
     expect(outside).toEqual([]);
     // Contracts are the bottom: they import no workflow either.
     expect(sandboxed.filter((i) => i.from.startsWith('src/contracts/') && i.to.startsWith('src/workflows/'))).toEqual([]);
+  });
+
+  it('the hold rulebook is pure: it imports only the contracts (no database, no clock, no Temporal)', () => {
+    const rulebook = imports.filter((i) => i.from.startsWith('src/ledger/'));
+    expect(rulebook.length).toBeGreaterThan(0);
+    expect(rulebook.filter((i) => !i.to.startsWith('src/contracts/')).map((i) => `${i.from} -> ${i.to}`)).toEqual([]);
   });
 
   it('the product never imports the local stack, the benchmark or the tests', () => {

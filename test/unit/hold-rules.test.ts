@@ -1,6 +1,65 @@
-/** The one place the race between the processor and the expiry release is decided: every state by every event. */
+/**
+ * The hold rulebook as a table: the release in every state, and the one place the race between the processor and the
+ * expiry release is decided, every state by every event.
+ */
 import { describe, expect, it } from 'vitest';
-import { decideEvent, type LockedHold, type RecordedEvent } from '../../src/processor/rules.js';
+import {
+  decideEvent,
+  decideRelease,
+  eventShortBalance,
+  RELEASE_SHORT_BALANCE,
+  type HoldAtRelease,
+  type LockedHold,
+  type RecordedEvent,
+  type ReleaseDecision,
+} from '../../src/ledger/hold-rules.js';
+
+describe('the release', () => {
+  const at = (state: HoldAtRelease['state'], over: Partial<HoldAtRelease> = {}): HoldAtRelease => ({
+    state,
+    rejectCode: null,
+    defect: null,
+    expired: true,
+    expiresAt: '2026-01-01T00:00:00.000000Z',
+    ...over,
+  });
+  it.each<[string, HoldAtRelease | undefined, ReleaseDecision]>([
+    ['no row', undefined, { action: 'not_found' }],
+    ['active and expired', at('active'), { action: 'release' }],
+    [
+      'active, not expired by the clock that decides',
+      at('active', { expired: false }),
+      { action: 'not_expired', expiresAt: '2026-01-01T00:00:00.000000Z' },
+    ],
+    [
+      'active with a defect, expired or not',
+      at('active', { defect: 'UnknownMerchant', expired: false }),
+      { action: 'reject', code: 'UnknownMerchant' },
+    ],
+    ['released before', at('released', { defect: 'NonPositiveAmount' }), { action: 'already_released' }],
+    ['rejected before', at('rejected', { rejectCode: 'CurrencyMismatch' }), { action: 'rejected', code: 'CurrencyMismatch' }],
+    ['captured by the processor first', at('captured'), { action: 'settled', state: 'captured' }],
+    ['reversed by the processor first', at('reversed', { expired: false }), { action: 'settled', state: 'reversed' }],
+  ])('%s', (_, hold, decision) => {
+    expect(decideRelease(hold)).toEqual(decision);
+  });
+
+  it('a held balance short of the hold: marked rejected, with the name operators see', () => {
+    expect(RELEASE_SHORT_BALANCE).toEqual({ action: 'reject', code: 'InsufficientHeldBalance' });
+  });
+});
+
+describe('an event whose entry the held balance does not cover', () => {
+  it('moves nothing, advances the sequence, and is reviewed', () => {
+    expect(eventShortBalance({ eventType: 'hold.captured' }, 'acct_1')).toEqual({
+      action: 'apply',
+      outcome: 'ignored',
+      detail: 'account acct_1 held balance does not cover the hold',
+      advances: true,
+      review: "hold.captured not applied: the account's held balance does not cover the hold",
+    });
+  });
+});
 
 const hold = (state: LockedHold['state'], eventSeq = 0, defect: string | null = null): LockedHold => ({
   state,

@@ -1,8 +1,20 @@
 /**
- * What a processor event does to its hold, decided from the hold as locked (its state, its last applied sequence)
- * and the event: the one place the race with the expiry sweep is decided. Pure, so every combination is a unit test
- * (test/unit/processor-rules.test.ts); src/sql/processor-events.ts carries the decision out in the same transaction
- * that took the hold's row lock.
+ * The hold rulebook: every decision about what happens to a hold's money, as pure functions of the hold as locked
+ * and what asks to move it. The SQL layer (src/sql/holds.ts, src/sql/processor-events.ts) reads and writes; the
+ * activities (src/activities/ledger.ts, src/activities/processor-events.ts) lock the row, ask here, and carry the
+ * answer out in the same transaction. Nothing here touches a database, so every combination is a unit test
+ * (test/unit/hold-rules.test.ts).
+ *
+ * What "expired" and "defective" mean is decided by the database, by the ledger's clock (`BOUNDED_CUTOFF` and
+ * `HOLD_DEFECT_SQL` in src/sql/holds.ts: one expression for the sweep's page and the release, so the two cannot
+ * disagree); the rulebook takes both as facts of the locked hold.
+ *
+ * The release (`decideRelease`), in order: no row -> not found; released -> already released (nothing written);
+ * rejected -> rejected with its code; captured or reversed by the processor first -> settled; a defect -> mark it
+ * rejected; not expired by the clock that decides -> nothing; else release. A release the held balance does not cover
+ * -> mark it rejected (`RELEASE_SHORT_BALANCE`).
+ *
+ * A processor event (`decideEvent`), by hold state:
  *
  *   hold state      hold.captured                 hold.reversed             hold.incremented
  *   active          capture (held -> out)         reversal (like release)   increment (available -> held)
@@ -12,15 +24,63 @@
  *   rejected        ignored, reviewed             ignored                   ignored, reviewed
  *
  * An event applies only as the hold's next sequence; one ahead of it waits (nothing is written), one behind it was
- * skipped over by a human and is recorded, not applied.
+ * skipped over by a human and is recorded, not applied. An entry the account's held balance does not cover moves
+ * nothing and is reviewed (`eventShortBalance`).
  */
 import type { ProcessorEventOutcome, ProcessorEventType } from '../contracts/processor.js';
 import { HOLD_EVENT_WEBHOOK_TYPES } from '../contracts/processor.js';
 
+import type { InvalidHoldCode } from '../contracts/failures.js';
+
+export type HoldState = 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
+
+/** A hold as the release finds it under its row lock. */
+export interface HoldAtRelease {
+  state: HoldState;
+  rejectCode: InvalidHoldCode | null;
+  /** Why the row cannot move money at all (HOLD_DEFECT_SQL), or null. */
+  defect: InvalidHoldCode | null;
+  /** By the clock that decides (the sweep's cutoff bounded by the ledger's, or the ledger's). */
+  expired: boolean;
+  expiresAt: string;
+}
+
+export type ReleaseDecision =
+  | { action: 'not_found' }
+  /** Released before: nothing is written, the release's own entry and webhook are reported again. */
+  | { action: 'already_released' }
+  | { action: 'rejected'; code: InvalidHoldCode }
+  | { action: 'settled'; state: 'captured' | 'reversed' }
+  /** Marked rejected (still active, locked), so it leaves the active set for good. */
+  | { action: 'reject'; code: InvalidHoldCode }
+  | { action: 'not_expired'; expiresAt: string }
+  | { action: 'release' };
+
+/** What the release does to `hold` (undefined: the row is gone). */
+export function decideRelease(hold: HoldAtRelease | undefined): ReleaseDecision {
+  if (!hold) return { action: 'not_found' };
+  switch (hold.state) {
+    case 'released':
+      return { action: 'already_released' };
+    case 'rejected':
+      return { action: 'rejected', code: hold.rejectCode! };
+    case 'captured':
+    case 'reversed':
+      return { action: 'settled', state: hold.state };
+    case 'active':
+      if (hold.defect) return { action: 'reject', code: hold.defect };
+      if (!hold.expired) return { action: 'not_expired', expiresAt: hold.expiresAt };
+      return { action: 'release' };
+  }
+}
+
+/** The release found the account's held balance short of the hold: it can never be released as written. */
+export const RELEASE_SHORT_BALANCE = { action: 'reject', code: 'InsufficientHeldBalance' } as const satisfies ReleaseDecision;
+
 export type LedgerEntryKind = 'hold_capture' | 'hold_reversal' | 'hold_increment' | 'late_capture';
 
 export interface LockedHold {
-  state: 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
+  state: HoldState;
   /** The last sequence applied (0: none). */
   eventSeq: number;
   amountMinor: bigint;
@@ -54,6 +114,9 @@ export type EventDecision =
       /** Why a human should look at it (ledger_reviews). */
       review?: string;
     };
+
+/** A decision to apply the event (everything but waiting for its predecessor). */
+export type EventApplication = Extract<EventDecision, { action: 'apply' }>;
 
 const MONEY_EVENTS: readonly ProcessorEventType[] = ['hold.captured', 'hold.incremented'];
 
@@ -144,4 +207,18 @@ export function decideEvent(hold: LockedHold | undefined, event: RecordedEvent, 
       return ignored(event, `the hold is ${hold.state}`);
   }
   throw new Error(`unreachable: ${hold.state} / ${event.eventType}`);
+}
+
+/**
+ * The decision for an event whose entry the account's held balance does not cover (the ledger refused to move it):
+ * nothing moved, the sequence advances, and a human looks at why.
+ */
+export function eventShortBalance(event: Pick<RecordedEvent, 'eventType'>, accountId: string): EventApplication {
+  return {
+    action: 'apply',
+    outcome: 'ignored',
+    detail: `account ${accountId} held balance does not cover the hold`,
+    advances: true,
+    review: `${event.eventType} not applied: the account's held balance does not cover the hold`,
+  };
 }
