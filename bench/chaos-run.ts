@@ -13,7 +13,7 @@ import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import { migrate } from '../src/db/migrate.js';
 import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
-import { generateSigningSecret } from '../src/delivery/signing.js';
+import { generateSigningSecret } from '../src/delivery/standard-webhooks.js';
 import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';

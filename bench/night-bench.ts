@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { Connection, type Client } from '@temporalio/client';
 import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { migrate } from '../src/db/migrate.js';
-import { generateSigningSecret } from '../src/delivery/signing.js';
+import { generateSigningSecret } from '../src/delivery/standard-webhooks.js';
 import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchantsProcess, type TrafficSummary } from './fake-merchants-process.js';
 import type { MerchantScript, ReceivedWebhook } from '../dev/fake-merchants.js';

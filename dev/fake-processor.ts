@@ -7,7 +7,7 @@
 import { Webhook } from 'standardwebhooks';
 import type { ProcessorEventType } from '../src/contracts/processor.js';
 import type { HoldSeed } from './seed.js';
-import { keyOfSecret } from '../src/delivery/signing.js';
+import { keyOfSecret } from '../src/delivery/standard-webhooks.js';
 
 export interface ProcessorEvent {
   /** The processor's own event id (`webhook-id`). */

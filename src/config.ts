@@ -7,7 +7,7 @@
 import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { isRegion, REGIONS, type Region } from './contracts/regions.js';
-import { keyOfSecret } from './delivery/signing.js';
+import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
 import { loadTemporalConnectionSettings, requireTls, TEMPORAL_CONNECTION_VARIABLES, type TemporalConnectionSettings } from './temporal-connection.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';

@@ -28,7 +28,7 @@ import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSe
 import { startDevServer } from '../../dev/temporal-dev-server.js';
 import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { migrate } from '../../src/db/migrate.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS } from '../../src/processor/receiver.js';

@@ -30,7 +30,7 @@ import type pg from 'pg';
 import { parseTemporalBackend, startLocalStack } from '../local-stack.js';
 import { seedDemoNight, type DemoNight } from '../seed.js';
 import type { SweepResult } from '../../src/contracts/domain.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
 import { ensureOutboxSchedule, ensureSweepSchedule, outboxScheduleId, sweepNow } from '../../src/schedules.js';
 import { buildIdOf } from '../../src/workers/deployment.js';

@@ -41,7 +41,7 @@ import {
   type DeliveryAction,
 } from '../delivery/policy.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
-import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/signing.js';
+import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/standard-webhooks.js';
 import type { SecretSealer, SecretsAtRest } from '../delivery/secret-box.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
 import type {

@@ -17,7 +17,7 @@ import type pg from 'pg';
 import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
-import { MissingSigningSecret } from '../delivery/signing.js';
+import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { insertAudit, type AuditRecord } from '../sql/audit.js';
 import { ADMIN_VERBS, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
 import { Forbidden, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';

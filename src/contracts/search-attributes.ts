@@ -13,23 +13,10 @@ export const DeliveryStatusKey = defineSearchAttributeKey('DeliveryStatus', Sear
 export const SEARCH_ATTRIBUTES = [RegionKey, MerchantIdKey, HoldIdKey, DeliveryStatusKey] as const;
 
 /**
- * What a webhook's delivery workflow is started with (a hold's release by its sweep or the outbox reconciler, an
- * event's by its hold's event workflow or an operator): who and where, and DeliveryStatus `pending`, set at the start
- * rather than upserted by the workflow (one event less per hold on the hot path).
- */
-export function deliveryStartAttributes(region: string, holdId: string, merchantId: string) {
-  return [
-    { key: RegionKey, value: region },
-    { key: HoldIdKey, value: holdId },
-    { key: MerchantIdKey, value: merchantId },
-    { key: DeliveryStatusKey, value: 'pending' },
-  ];
-}
-
-/**
- * The values of `DeliveryStatus`, the operator's filter for "where is this hold's webhook":
- * - `pending`: being released or delivered (set by the sweep when it starts the hold's workflow; again after a replay
- *   is approved and after a held merchant's re-check);
+ * The values of `DeliveryStatus` on a webhook's delivery workflow (a hold's release, an event's or a resend's
+ * delivery), the operator's filter for "where is this hold's webhook":
+ * - `pending`: being released or delivered (set when the workflow starts; again after a replay is approved and after a
+ *   held merchant's re-check);
  * - `held`: the merchant is paused or disabled; its backlog waits and drains when it is active again;
  * - `quarantined`: the policy gave up; waiting for a human (approveReplay / discard);
  * - `delivered`, `discarded`, `abandoned` (no decision within the quarantine timeout): terminal;
@@ -37,3 +24,35 @@ export function deliveryStartAttributes(region: string, holdId: string, merchant
  */
 export const DELIVERY_STATUS_VALUES = ['pending', 'held', 'quarantined', 'delivered', 'discarded', 'abandoned', 'none'] as const;
 export type DeliveryStatusValue = (typeof DELIVERY_STATUS_VALUES)[number];
+
+/**
+ * The values of `DeliveryStatus` on a hold's event workflow (holdEvents), which delivers nothing itself (each applied
+ * event's webhook has its own delivery workflow): `event_gap` while it is stopped for a human at a missing sequence,
+ * `none` once the gap is closed. Started without one.
+ */
+export const EVENT_WORKFLOW_STATUS_VALUES = ['event_gap', 'none'] as const;
+export type EventWorkflowStatusValue = (typeof EVENT_WORKFLOW_STATUS_VALUES)[number];
+
+/** Every value any workflow writes to `DeliveryStatus`: a closed set, enforced by `deliveryStatusUpdate`'s type. */
+export type DeliveryStatusAttribute = DeliveryStatusValue | EventWorkflowStatusValue;
+
+/**
+ * The one builder of a hold workflow's search attributes at its start: who and where, and for a delivery workflow
+ * DeliveryStatus `pending`, set at the start rather than upserted by the workflow (one event less per hold on the
+ * hot path). A hold's event workflow is started without a status, and without a merchant when its hold is unknown.
+ */
+export function holdSearchAttributes(a: { region: string; holdId: string; merchantId?: string; deliveryStatus?: 'pending' }) {
+  return [
+    { key: RegionKey, value: a.region },
+    { key: HoldIdKey, value: a.holdId },
+    ...(a.merchantId === undefined ? [] : [{ key: MerchantIdKey, value: a.merchantId }]),
+    ...(a.deliveryStatus === undefined ? [] : [{ key: DeliveryStatusKey, value: a.deliveryStatus }]),
+  ];
+}
+
+/** What a delivery workflow is started with (a hold's release, an event's, a resend's): `holdSearchAttributes`, pending. */
+export const deliveryStartAttributes = (region: string, holdId: string, merchantId: string) =>
+  holdSearchAttributes({ region, holdId, merchantId, deliveryStatus: 'pending' });
+
+/** The upsert that moves a workflow's `DeliveryStatus`: only a value of the closed set compiles. */
+export const deliveryStatusUpdate = (status: DeliveryStatusAttribute) => [{ key: DeliveryStatusKey, value: status }];

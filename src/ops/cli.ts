@@ -23,7 +23,7 @@ import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { verbById, type AdminContext, type VerbInput } from '../api/admin-verbs.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
-import { MissingSigningSecret } from '../delivery/signing.js';
+import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, type Verbs } from './admin-client.js';
 import type { MerchantView } from './merchants.js';

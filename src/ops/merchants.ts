@@ -14,7 +14,7 @@ import { parseEndpoint, guardedLookup, type EndpointRules } from '../delivery/en
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import { classifyAttempt, parseRetryAfter, resolveDeliveryPolicy, type DeliveryAction } from '../delivery/policy.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
-import { generateSigningSecret, openSigningKeys, signedHeaders } from '../delivery/signing.js';
+import { generateSigningSecret, openSigningKeys, signedHeaders } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { createMerchantBudget, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
 import * as merchants from '../sql/merchants.js';

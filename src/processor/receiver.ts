@@ -23,7 +23,7 @@
  * receiver of the region) hands over what is older than `relayAfterMs`. A second hand-over is harmless: the hold's
  * workflow keeps one event per sequence, and the ledger applies each event id once.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
@@ -31,9 +31,9 @@ import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
 import { PROCESSOR_EVENT_TYPES, processorEventSignal, type ProcessorEventRef, type ProcessorEventType } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
-import { HoldIdKey, MerchantIdKey, RegionKey } from '../contracts/search-attributes.js';
+import { holdSearchAttributes } from '../contracts/search-attributes.js';
 import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
-import { signature } from '../delivery/signing.js';
+import { checkWebhookHeaders, verifySignature, WebhookUnverified, type WebhookHeaders } from '../delivery/standard-webhooks.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
 import { receiverOpenApi } from './openapi.js';
@@ -47,8 +47,6 @@ export const METRICS_PATH = '/metrics';
 export const OPENAPI_PATH = '/openapi.json';
 const OPENAPI_DOCUMENT = receiverOpenApi({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_PATH });
 
-/** Standard Webhooks' replay window: a signed request older (or newer) than this is refused. */
-const TIMESTAMP_TOLERANCE_SECONDS = 5 * 60;
 /** A hold event is a few hundred bytes; anything near this is not one. */
 const MAX_BODY_BYTES = 64 * 1024;
 /** What a refused request keeps of its body, for the operator reading processor_requests_refused. */
@@ -213,11 +211,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
         ],
         signal: processorEventSignal,
         signalArgs: [{ eventId: ref.eventId, sequence: ref.sequence }],
-        typedSearchAttributes: [
-          { key: RegionKey, value: region },
-          { key: HoldIdKey, value: ref.holdId },
-          ...(merchantId === undefined ? [] : [{ key: MerchantIdKey, value: merchantId }]),
-        ],
+        typedSearchAttributes: holdSearchAttributes({ region, holdId: ref.holdId, ...(merchantId === undefined ? {} : { merchantId }) }),
         staticSummary: holdEventsSummary(region, ref.holdId),
         staticDetails: holdEventsDetails(region, ref.holdId),
       });
@@ -279,29 +273,28 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     if (req.method !== 'POST') return early(new Refusal(405, 'MethodNotAllowed', `${req.method} is not allowed; use POST`));
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > MAX_BODY_BYTES) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
-    const eventId = header(req, 'webhook-id');
-    const timestamp = header(req, 'webhook-timestamp');
-    const signatures = header(req, 'webhook-signature');
+    let signed: WebhookHeaders;
     try {
-      checkSignatureHeaders(eventId, timestamp, signatures);
+      signed = checkWebhookHeaders(header(req, 'webhook-id'), header(req, 'webhook-timestamp'), header(req, 'webhook-signature'), nowSeconds());
     } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
-      return early(err);
+      if (!(err instanceof WebhookUnverified)) throw err;
+      return early(new Refusal(401, err.reason, err.message));
     }
+    const eventId = signed.id;
     const body = await readBody(req);
     if (body === undefined) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
     let accepted: AcceptedEvent;
     try {
-      verifySignature(eventId!, Number(timestamp), signatures!, body);
+      verifySignature(processorKey, signed, body, 'the processor secret');
     } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
-      return refuse(res, err, null, null);
+      if (!(err instanceof WebhookUnverified)) throw err;
+      return refuse(res, new Refusal(401, err.reason, err.message), null, null);
     }
     try {
-      accepted = parseEvent(eventId!, body);
+      accepted = parseEvent(eventId, body);
     } catch (err) {
       if (!(err instanceof Refusal)) throw err;
-      return refuse(res, err, EVENT_ID_PATTERN.test(eventId!) ? eventId! : null, body);
+      return refuse(res, err, EVENT_ID_PATTERN.test(eventId) ? eventId : null, body);
     }
 
     let outcome: events.RecordOutcome;
@@ -323,29 +316,6 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       type: accepted.eventType,
     });
     if (outcome.status === 'recorded' || !outcome.dispatched) track(handOver(accepted));
-  }
-
-  /** What can be refused from the headers alone, before a byte of the body is read. */
-  function checkSignatureHeaders(id: string | undefined, timestamp: string | undefined, signatures: string | undefined): void {
-    if (!id || !timestamp || !signatures) {
-      throw new Refusal(401, 'MissingSignature', 'webhook-id, webhook-timestamp and webhook-signature are required (Standard Webhooks)');
-    }
-    if (!/^\d{1,12}$/.test(timestamp)) throw new Refusal(401, 'InvalidTimestamp', 'webhook-timestamp must be seconds since the epoch');
-    if (Math.abs(nowSeconds() - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS) {
-      throw new Refusal(401, 'StaleTimestamp', `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`);
-    }
-  }
-
-  function verifySignature(id: string, timestamp: number, signatures: string, body: string): void {
-    const expected = Buffer.from(signature(processorKey, id, timestamp, body).slice('v1,'.length), 'base64');
-    const matches = signatures
-      .split(' ')
-      .filter((s) => s.startsWith('v1,'))
-      .some((s) => {
-        const given = Buffer.from(s.slice('v1,'.length), 'base64');
-        return given.length === expected.length && timingSafeEqual(given, expected);
-      });
-    if (!matches) throw new Refusal(401, 'BadSignature', 'no v1 signature in webhook-signature matches the processor secret');
   }
 
   // A processor holds connections open between callbacks; close() must not wait for them. A request that trickles in

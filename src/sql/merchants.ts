@@ -158,7 +158,7 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
 
 /**
  * The secrets (sealed) and endpoint one signed request needs (a ping); the previous secret only while it still signs.
- * The caller opens them right before it signs (openSigningKeys in src/delivery/signing.ts).
+ * The caller opens them right before it signs (openSigningKeys in src/delivery/standard-webhooks.ts).
  */
 export async function merchantForSending(
   db: Queryable,

@@ -10,7 +10,7 @@ import { condition, setCurrentDetails, upsertSearchAttributes } from '@temporali
 import type { HoldResume } from '../contracts/domain.js';
 import type { QuarantineDecision } from '../contracts/delivery.js';
 import type { HoldStage, HoldStatus, IgnoredSignal } from '../contracts/messages.js';
-import { DeliveryStatusKey, type DeliveryStatusValue } from '../contracts/search-attributes.js';
+import { deliveryStatusUpdate, type DeliveryStatusValue } from '../contracts/search-attributes.js';
 import { holdCurrentDetails, holdLabels } from '../contracts/story.js';
 
 /** The human decision on a quarantined delivery, as `decideQuarantine` records it. */
@@ -99,7 +99,7 @@ export class DeliveryTracker {
     this.publish();
     if (status) {
       this.status = status;
-      upsertSearchAttributes([{ key: DeliveryStatusKey, value: status }]);
+      upsertSearchAttributes(deliveryStatusUpdate(status));
     }
   }
 

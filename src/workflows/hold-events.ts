@@ -11,7 +11,6 @@ import {
   setHandler,
   startChild,
   upsertSearchAttributes,
-  workflowInfo,
   WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
@@ -31,9 +30,10 @@ import {
 } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unencrypted.js';
-import { DeliveryStatusKey, deliveryStartAttributes } from '../contracts/search-attributes.js';
+import { deliveryStartAttributes, deliveryStatusUpdate } from '../contracts/search-attributes.js';
 import { eventDeliveryDetails, eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
+import { runHistoryIsLong } from './history-budget.js';
 import { registerDeliveryHandlers } from './delivery-handlers.js';
 import { DeliveryTracker } from './delivery-tracker.js';
 import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, type DeliveryResult, type DeliveryResume } from './webhook-delivery.js';
@@ -42,17 +42,12 @@ import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, type DeliveryResult
 const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
 /** With nothing left to apply the run stays open this long, then completes; the next event starts a new run. */
 const DEFAULT_IDLE_MS = 60_000;
-/** A hold sees a handful of events; a run that somehow takes in thousands continues as new far below the limit. */
-const HISTORY_BUDGET = 2_000;
 
 /**
  * The patch that lets an operator's skip end the wait for a missing event before the workflow stops (the build before
  * honoured only a skip sent after the stop). Recorded at the start of each gap wait written since.
  */
 export const SKIP_ENDS_GAP_WAIT_PATCH = 'skip-ends-gap-wait';
-
-/** The DeliveryStatus this workflow sets while it is stopped at a gap (operators filter on it), and after. */
-const EVENT_GAP_STATUS = 'event_gap';
 
 const withSummary = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
 
@@ -173,8 +168,7 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     status.applied.push({ sequence, eventId, outcome: result.outcome });
     if (result.webhook) await startDelivery(region, holdId, result.webhook);
 
-    const { historyLength, continueAsNewSuggested } = workflowInfo();
-    if (historyLength >= HISTORY_BUDGET || continueAsNewSuggested) {
+    if (runHistoryIsLong()) {
       await condition(allHandlersFinished);
       return continueAsNew<typeof applyHoldEvents>({ ...input, pending: [...pending].map(([s, id]) => ({ sequence: s, eventId: id })) });
     }
@@ -202,7 +196,7 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     if (stopped) {
       const since = new Date().toISOString();
       log.warn('processor event gap: stopped for a human', { holdId, expected, waitingBehind: waitingBehind() });
-      upsertSearchAttributes([{ key: DeliveryStatusKey, value: EVENT_GAP_STATUS }]);
+      upsertSearchAttributes(deliveryStatusUpdate('event_gap'));
       enter({ stage: 'stopped_for_human', expected, since, pending: waitingBehind() });
       if (!skipEndsWait) skip = undefined;
       await condition(decided, { summary: holdEventsLabels.human(expected) });
@@ -222,7 +216,7 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
       skipOutcomes.set(expected, false);
     }
     skip = undefined;
-    if (stopped) upsertSearchAttributes([{ key: DeliveryStatusKey, value: 'none' }]);
+    if (stopped) upsertSearchAttributes(deliveryStatusUpdate('none'));
   }
 }
 

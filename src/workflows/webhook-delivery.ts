@@ -24,7 +24,6 @@ import {
   proxyActivities,
   proxyLocalActivities,
   sleep,
-  workflowInfo,
 } from '@temporalio/workflow';
 import { TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
@@ -35,6 +34,7 @@ import type { DeliveryAttemptFailed, HoldStage } from '../contracts/messages.js'
 import { DELIVERY_STATUS_VALUES, type DeliveryStatusValue } from '../contracts/search-attributes.js';
 import { holdLabels } from '../contracts/story.js';
 import { ledgerActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
+import { runHistoryIsLong } from './history-budget.js';
 import type { DeliveryTracker } from './delivery-tracker.js';
 
 /** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
@@ -47,8 +47,6 @@ const PAUSED_RECHECK_MAX_MS = 5 * 60_000;
 /** After an hour paused, the pause is no blip: re-check every 30 minutes, and count on `merchantResumed` for a prompt drain. */
 const PAUSED_LONG_AFTER_MS = 60 * 60_000;
 const PAUSED_LONG_RECHECK_MS = 30 * 60_000;
-/** ~6 events per re-check or ~4 per ignored signal: a run continues as new far below Temporal's 51,200-event limit. */
-const RUN_HISTORY_BUDGET = 2_000;
 
 /**
  * A paused merchant's re-check keeps DeliveryStatus `held` and continues as new when the run's history reaches the
@@ -153,12 +151,6 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
         tracker.enter({ stage: 'delivering', policyRun: policyRun + 1 }, 'pending');
     }
   }
-}
-
-/** The run's history is long enough that it should end (its budget, or the server's suggestion). */
-function runHistoryIsLong(): boolean {
-  const { historyLength, continueAsNewSuggested } = workflowInfo();
-  return historyLength >= RUN_HISTORY_BUDGET || continueAsNewSuggested;
 }
 
 /** The policy gave up: the delivery is marked quarantined (the worker's answer says what a decision needs: four eyes). */

@@ -24,7 +24,7 @@ import { accountTotals, checkBalanced, checkInvariants } from '../../bench/invar
 import { FakeProcessor, planCallbacks, sendCallbacks } from '../../dev/fake-processor.js';
 import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-process.js';
 import { insertHolds, seededRandom } from '../../dev/seed.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';

@@ -15,7 +15,7 @@ import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-p
 import { keyRingVariable, startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { latestMigrationVersion } from '../../src/db/migrate.js';
 import { checkServiceConnection, SchemaBehind, SERVICE_ROLES } from '../../src/db/roles.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { ConfigError } from '../../src/errors.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';

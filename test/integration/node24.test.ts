@@ -15,7 +15,7 @@ import { FakeProcessor } from '../../dev/fake-processor.js';
 import { NODE24_VERSION, resolveNode24 } from '../../dev/node24.js';
 import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-process.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdStates, seedNight } from '../support/ledger.js';

@@ -10,7 +10,7 @@ import { freePort } from '../../dev/embedded-postgres.js';
 import { startReceiverProcess } from '../../dev/receiver-process.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeProcessor } from '../../dev/fake-processor.js';
 import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-process.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { startFlood } from '../support/flood.js';

@@ -9,7 +9,7 @@ import type { SweepResult } from '../../src/contracts/domain.js';
 import type { MerchantScript } from '../../dev/fake-merchants.js';
 import { checkLedgerInvariants } from '../../bench/invariants.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';

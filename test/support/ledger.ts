@@ -1,7 +1,7 @@
 /** Ledger fixtures and read-backs for tests. */
 import type pg from 'pg';
 import { isoUtc } from '../../src/db/sql.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import type { FakeMerchants } from '../../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../dev/seed.js';
 import type { Region } from '../../src/contracts/regions.js';

@@ -1,6 +1,6 @@
 /** A region's processor-event receiver on loopback for a test, and a fake processor signing for it. */
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
-import { generateSigningSecret } from '../../src/delivery/signing.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver, type ReceiverOptions } from '../../src/processor/receiver.js';
 import { expect } from 'vitest';

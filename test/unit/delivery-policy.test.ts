@@ -24,7 +24,7 @@ import {
   type AttemptResult,
 } from '../../src/delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
-import { decodeSigningSecret, MissingSigningSecret, signature, signedHeaders } from '../../src/delivery/signing.js';
+import { decodeSigningSecret, MissingSigningSecret, signature, signedHeaders } from '../../src/delivery/standard-webhooks.js';
 
 // The Standard Webhooks / Svix published test vector.
 const VECTOR = {

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { DEV_SECRET_KEYS, isSealed, localKeyRing, SecretUnsealFailed } from '../../src/delivery/secret-box.js';
-import { generateSigningSecret, MissingSigningSecret, openSigningKeys, signedHeaders } from '../../src/delivery/signing.js';
+import { generateSigningSecret, MissingSigningSecret, openSigningKeys, signedHeaders } from '../../src/delivery/standard-webhooks.js';
 
 const k1 = { id: 'k1', key: randomBytes(32) };
 const k2 = { id: 'k2', key: randomBytes(32) };

@@ -1,9 +1,12 @@
 /**
- * Standard Webhooks signing (https://www.standardwebhooks.com/): `webhook-signature` carries
- * `v1,<base64 HMAC-SHA256(secret, "<id>.<timestamp>.<body>")>`, several space-separated while a merchant
- * rotates secrets. Secrets are `whsec_<base64>` (the prefix is optional on input).
+ * Standard Webhooks (https://www.standardwebhooks.com/), both sides, in one place: signing what we send merchants
+ * (the delivery activity, `merchant ping`) and verifying what the processor sends us (src/processor/receiver.ts).
+ * A request carries `webhook-id`, `webhook-timestamp` (seconds) and `webhook-signature`:
+ * `v1,<base64 HMAC-SHA256(key, "<id>.<timestamp>.<body>")>`, several space-separated while a secret rotates.
+ * Secrets are `whsec_<base64>` (the prefix is optional on input). Tested both ways against the reference library
+ * (test/unit/standard-webhooks.test.ts).
  */
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { SecretUnsealFailed, type SecretsAtRest } from './secret-box.js';
 
 /**
@@ -97,6 +100,64 @@ export function signedHeaders(keys: readonly Buffer[], webhookId: string, timest
     'webhook-signature': keys.map((key) => signature(key, webhookId, timestampSeconds, body)).join(' '),
     'idempotency-key': webhookId,
   };
+}
+
+/** Standard Webhooks' replay window: a signed request older (or newer) than this is refused (the reference's too). */
+export const TIMESTAMP_TOLERANCE_SECONDS = 5 * 60;
+
+/** Why a request's signature headers are refused, with what the sender is told. */
+export type UnverifiedReason = 'MissingSignature' | 'InvalidTimestamp' | 'StaleTimestamp' | 'BadSignature';
+
+export class WebhookUnverified extends Error {
+  override readonly name = 'WebhookUnverified';
+  constructor(
+    readonly reason: UnverifiedReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface WebhookHeaders {
+  id: string;
+  timestampSeconds: number;
+  signatures: string;
+}
+
+/**
+ * What can be checked from the headers alone, before a byte of the body is read: all three present, the timestamp
+ * seconds since the epoch and within the tolerance of `nowSeconds`. Throws WebhookUnverified.
+ */
+export function checkWebhookHeaders(
+  id: string | undefined,
+  timestamp: string | undefined,
+  signatures: string | undefined,
+  nowSeconds: number,
+): WebhookHeaders {
+  if (!id || !timestamp || !signatures) {
+    throw new WebhookUnverified('MissingSignature', 'webhook-id, webhook-timestamp and webhook-signature are required (Standard Webhooks)');
+  }
+  if (!/^\d{1,12}$/.test(timestamp)) throw new WebhookUnverified('InvalidTimestamp', 'webhook-timestamp must be seconds since the epoch');
+  if (Math.abs(nowSeconds - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS) {
+    throw new WebhookUnverified('StaleTimestamp', `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`);
+  }
+  return { id, timestampSeconds: Number(timestamp), signatures };
+}
+
+/**
+ * Whether one `v1` signature in the header is `key`'s over exactly these bytes, compared in constant time. Throws
+ * WebhookUnverified (`BadSignature`) when none is; `whose` names the key in the message.
+ */
+export function verifySignature(key: Buffer, { id, timestampSeconds, signatures }: WebhookHeaders, body: string, whose: string): void {
+  const expected = Buffer.from(signature(key, id, timestampSeconds, body).slice('v1,'.length), 'base64');
+  const matches = signatures
+    .split(' ')
+    .filter((s) => s.startsWith('v1,'))
+    .some((s) => {
+      const given = Buffer.from(s.slice('v1,'.length), 'base64');
+      return given.length === expected.length && timingSafeEqual(given, expected);
+    });
+  if (!matches) throw new WebhookUnverified('BadSignature', `no v1 signature in webhook-signature matches ${whose}`);
 }
 
 /** A new merchant secret in the Standard Webhooks format: 24 random bytes, base64, `whsec_` prefix. */
