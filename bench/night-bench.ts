@@ -17,35 +17,30 @@ import { gunzipSync } from 'node:zlib';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Connection, type Client } from '@temporalio/client';
-import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
-import { migrate } from '../src/db/migrate.js';
+import type { Client } from '@temporalio/client';
+import { freePort } from '../dev/embedded-postgres.js';
 import { generateSigningSecret } from '../src/delivery/standard-webhooks.js';
-import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchantsProcess, type TrafficSummary } from './fake-merchants-process.js';
 import type { MerchantScript, ReceivedWebhook } from '../dev/fake-merchants.js';
 import type pg from 'pg';
-import { insertAccounts, insertHolds, insertMerchants, seededRandom } from '../dev/seed.js';
-import { startDevServer } from '../dev/temporal-dev-server.js';
-import { startTemporalCluster } from '../dev/temporal-cluster.js';
+import { seededRandom } from '../dev/seed.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
-import { localRegions } from '../dev/local-regions.js';
 import { startPrometheus, type PrometheusServer } from '../dev/prometheus-server.js';
 import { obtainPrometheus } from '../dev/prometheus-tools.js';
-import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../dev/worker-processes.js';
+import type { WorkerProcesses } from '../dev/worker-processes.js';
 import { checkInvariants, type Violation } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
 import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
-import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { bareFanOut } from './bare-fan-out.js';
 import { merchantScript, nightWorkload, type NightWorkload } from './night-workload.js';
-import { cpuSeconds, findProcess, peakRssBytes } from './proc-stats.js';
+import { cpuSeconds, peakRssBytes } from './proc-stats.js';
 import { pageRuns, phaseSignals, type PageRuns, type PhaseSignals } from './analysis.js';
 import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } from './actions.js';
 import { Sampler, type Sample } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
+import { seedLedger, startBenchStack } from './stack.js';
 import proto, { type temporal } from '@temporalio/proto';
 const EventType = proto.temporal.api.enums.v1.EventType;
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
@@ -99,7 +94,11 @@ export interface PhaseMeasure {
  */
 export type EventCensus = Record<string, Record<string, number>>;
 
-export interface NightReport {
+/**
+ * What a night's report says: bench/results/<name>.json, committed. The raw series its charts are drawn from are
+ * `NightSeries`, kept apart (bench/results-archive.ts): megabytes a night, and no statement of their own.
+ */
+export interface NightSummary {
   command: string;
   date: string;
   machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string };
@@ -137,14 +136,20 @@ export interface NightReport {
   analysis: BenchAnalysis;
   /** Temporal Cloud Actions per hold (bench/actions.ts), by how the hold went, and for the whole night. */
   actions: ActionsReport;
+  violations: Violation[];
+}
+
+/** A night's raw series, what its charts are drawn from: bench/results/<name>.series.json.gz, not committed. */
+export interface NightSeries {
   /** The time series behind the charts (bench/sampler.ts), both phases. */
   series: Sample[];
   /** Receiver side: requests per second over the product phase for the busiest merchants, against their limit. */
   merchantSeries: MerchantSeries[];
   /** The on-call dashboard's panels over the product phase, as the night's Prometheus answered them. */
   dashboard?: DashboardNight;
-  violations: Violation[];
 }
+
+export type NightReport = NightSummary & NightSeries;
 
 export interface BenchAnalysis {
   ceiling?: PhaseSignals;
@@ -255,93 +260,52 @@ async function historyEvents(
 export async function runNightBench(options: NightBenchOptions, command: string): Promise<NightReport> {
   const { log } = options;
   const workload = nightWorkload(options);
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-bench-'));
-  await fs.chmod(dataDir, 0o777);
-  const temporalDir = path.join(dataDir, 'temporal');
-  const pgDir = path.join(dataDir, 'pg');
+  const merchants = new FakeMerchantsProcess();
+  // The product's own task queue and schedule names: the benchmark runs on a stack of its own.
+  const stack = await startBenchStack({
+    tmpPrefix: 'hold-sweeper-bench-',
+    databasePrefix: 'bench',
+    temporal: options.temporal,
+    devServerMetrics: true,
+    concurrentStart: true,
+    merchants,
+    workflowsPath: BENCH_WORKFLOWS,
+    regionNames: { taskQueuePrefix: 'hold-sweeper', schedulePrefix: 'hold-sweep', poolMax: 4 },
+    cacheDir: options.cacheDir,
+    log,
+  });
+  const { dataDir, regions } = stack;
   log(
     `[bench] ${workload.holds.length} holds over ${workload.merchants.length} merchants (seed ${options.seed}, faults ${options.faults ? 'on' : 'off'}); data in ${dataDir}`,
   );
-  const merchants = new FakeMerchantsProcess();
-  const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
-  const cluster = options.temporal.kind === 'cluster';
-  const devMetricsPort = await freePort();
-  const [devServer, postgres] = await Promise.all([
-    cluster
-      ? undefined
-      : startDevServer({
-          namespaces,
-          dataDir: temporalDir,
-          explicitCliPath: process.env.TEMPORAL_CLI_PATH,
-          cacheDir: options.cacheDir,
-          port: await freePort(),
-          extraArgs: ['--metrics-port', String(devMetricsPort)],
-        }),
-    startEmbeddedPostgres({ dataDir: pgDir, databases: ['bench_us', 'bench_eu'], durable: true }),
-    merchants.start(),
-  ]);
-  // The cluster keeps its state in the same PostgreSQL as the ledgers (its own two databases): one machine.
-  const server =
-    devServer ??
-    (await startTemporalCluster({
-      shards: options.temporal.shards,
-      postgresUrl: postgres.urlFor('postgres'),
-      namespaces,
-      cacheDir: options.cacheDir,
-      dataDir: temporalDir,
-      synchronousCommit: options.temporal.synchronousCommit,
-      log,
-    }));
-  const bundlePath = path.join(dataDir, 'workflow-bundle.js');
-  await fs.writeFile(bundlePath, (await bundleWorkflows(BENCH_WORKFLOWS)).code);
-  const connection = await Connection.connect({ address: server.address });
-  // The product's own task queue and schedule names: the benchmark runs on a stack of its own.
-  const regions = localRegions(connection, server.address, {
-    databaseUrl: (region) => postgres.urlFor(`bench_${region}`),
-    taskQueuePrefix: 'hold-sweeper',
-    schedulePrefix: 'hold-sweep',
-    poolMax: 4,
-  });
   const workerGroups: { regions: string; processes: WorkerProcesses }[] = [];
   let prometheus: PrometheusServer | undefined;
   try {
     // Seed: merchants (scripted in the merchants' process with the secret each one verifies), accounts, holds.
     const random = seededRandom(options.seed ^ 0x5eed);
     const scripts = new Map<string, MerchantScript>();
-    for (const region of regions) {
-      const sealer = localKeyRing(region.secretKeys);
-      await migrate(region.pool, { region: region.region, sealer });
+    await stack.prepareLedgers(async (region, sealer) => {
       const regionMerchants = workload.merchants.filter((m) => m.region === region.region);
       const secrets = regionMerchants.map(() => generateSigningSecret());
       regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random)));
       const endpoints = await merchants.endpointsFor(regionMerchants.map((m) => m.id));
-      await insertMerchants(
-        region.pool,
-        { region: region.region, sealer },
-        regionMerchants.map((m, i) => ({
+      const holds = workload.holds.filter((h) => h.region === region.region);
+      const currency = region.region === 'us' ? 'USD' : 'EUR';
+      await seedLedger(region, sealer, {
+        merchants: regionMerchants.map((m, i) => ({
           id: m.id,
           endpointUrl: endpoints.get(m.id)!,
           signingSecret: secrets[i]!,
           ratePerSecond: m.ratePerSecond,
           burst: m.burst,
         })),
-      );
-      await region.pool.query(`UPDATE merchants SET delivery_policy = $1::jsonb`, [JSON.stringify({ retryHorizonMs: options.retryHorizonMs })]);
-      const holds = workload.holds.filter((h) => h.region === region.region);
-      const currency = region.region === 'us' ? 'USD' : 'EUR';
-      const accounts = [...new Set(holds.map((h) => h.accountId))];
-      await insertAccounts(
-        region.pool,
-        accounts.map((id) => ({ id, currency, availableMinor: 1_000_000 })),
-      );
-      for (let i = 0; i < holds.length; i += 5000) {
-        await insertHolds(
-          region.pool,
-          holds.slice(i, i + 5000).map((h) => ({ ...h, currency })),
-        );
-      }
-      await region.pool.query('ANALYZE');
-    }
+        deliveryPolicy: { retryHorizonMs: options.retryHorizonMs },
+        accounts: [...new Set(holds.map((h) => h.accountId))].map((id) => ({ id, currency, availableMinor: 1_000_000 })),
+        holds: holds.map((h) => ({ ...h, currency })),
+        holdsPerInsert: 5000,
+        analyze: true,
+      });
+    });
     await merchants.script(scripts);
 
     // Each worker process exports its metrics (METRICS_ADDRESS) for the sampler and the night's Prometheus, its
@@ -349,9 +313,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const workerMetricsUrls: string[] = [];
     const workerTargets: { targets: string[]; labels?: { region: string } }[] = [];
     for (const group of options.regionPerProcess ? regions.map((r) => [r]) : [regions]) {
-      const workerEnv = workerEnvironment(group, server.address, bundlePath);
-      if (options.maxCachedWorkflows !== undefined) workerEnv.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
-      workerEnv.METRICS_GAUGE_INTERVAL = `${DASHBOARD_SCRAPE_SECONDS}s`;
+      const env: Record<string, string> = {};
+      if (options.maxCachedWorkflows !== undefined) env.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
+      env.METRICS_GAUGE_INTERVAL = `${DASHBOARD_SCRAPE_SECONDS}s`;
       const ports = await Promise.all(Array.from({ length: options.workers }, () => freePort()));
       workerMetricsUrls.push(...ports.map((port) => `http://127.0.0.1:${port}/metrics`));
       // As compose's prometheus.yml labels them: by region where a process serves one.
@@ -362,7 +326,8 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       const names = group.map((r) => r.region).join('+');
       workerGroups.push({
         regions: names,
-        processes: await startWorkerProcesses(options.workers, workerEnv, {
+        processes: await stack.startWorkers(group, options.workers, {
+          env,
           logDir: dataDir,
           logName: `worker-${names}`,
           extraEnv: (index) => ({ METRICS_ADDRESS: `127.0.0.1:${ports[index]}` }),
@@ -371,17 +336,12 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       });
     }
     const workerPids = () => workerGroups.flatMap((g) => g.processes.pids);
-    const processes: Processes = {
-      temporal: 'pid' in server ? server.pid : await findProcess(path.join(temporalDir, 'temporal.sqlite')),
-      postgres: await findProcess(pgDir),
-      workers: workerPids(),
-      merchants: merchants.pid,
-    };
+    const processes: Processes = { ...(await stack.pids()), workers: workerPids(), merchants: merchants.pid };
     log(
       `[bench] ${workerPids().length} worker process(es) running (${workerGroups.map((g) => `${g.processes.pids.length} for ${g.regions}`).join(', ')}); Temporal pid ${processes.temporal}, PostgreSQL pid ${processes.postgres}`,
     );
     const holdsTotal = workload.holds.length;
-    const temporalMetrics = new URL(devServer ? `http://127.0.0.1:${devMetricsPort}/metrics` : (server as { metricsUrl: string }).metricsUrl);
+    const temporalMetrics = new URL(stack.temporalMetricsUrl!);
     prometheus = options.dashboard
       ? await startPrometheus({
           binary: await obtainPrometheus(options.cacheDir, log),
@@ -401,7 +361,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         ...workerGroups.flatMap((g) => g.processes.pids.map((pid, i) => ({ name: `worker ${g.regions} ${i}`, pid, rss: true }))),
         { name: 'merchants', pid: processes.merchants },
       ],
-      serverMetricsUrl: devServer ? `http://127.0.0.1:${devMetricsPort}/metrics` : 'metricsUrl' in server ? server.metricsUrl : undefined,
+      serverMetricsUrl: stack.temporalMetricsUrl,
       workerMetricsUrls,
       // About 600 samples a phase at most: enough to see a page's rhythm, small enough to keep in the report.
       intervalMs: holdsTotal > 10_000 ? 5_000 : 2_000,
@@ -630,13 +590,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     };
   } finally {
     await prometheus?.stop();
-    await Promise.all(workerGroups.map((g) => g.processes.stop()));
-    await merchants.stop();
-    await Promise.all(regions.map((r) => r.pool.end()));
-    await connection.close();
-    await server.stop();
-    await postgres.stop();
-    await fs.rm(dataDir, { recursive: true, force: true });
+    await stack.stop();
   }
 }
 

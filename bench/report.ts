@@ -1,5 +1,5 @@
 /** The night report as Markdown: what `npm run bench` prints and writes next to the JSON. */
-import type { NightReport, PhaseMeasure } from './night-bench.js';
+import type { NightSummary, PhaseMeasure } from './night-bench.js';
 import type { PageRuns, PhaseSignals } from './analysis.js';
 import type { ActionCount } from './actions.js';
 import type { Chart } from './charts.js';
@@ -8,7 +8,7 @@ const cpu = (c: PhaseMeasure['cpu']) =>
   `Temporal ${c.temporal} s · PostgreSQL ${c.postgres} s · workers ${c.workers} s · merchants ${c.merchants} s (total ${c.total} s)`;
 const events = (e: PhaseMeasure['historyEvents']) =>
   `${e.totalPerHold} (parent ${e.parentPerHold} + child ${e.childPerHold}; ${e.parentRuns} parent runs)`;
-const census = (c: NonNullable<NightReport['product']['eventCensus']>) =>
+const census = (c: NonNullable<NightSummary['product']['eventCensus']>) =>
   Object.entries(c)
     .map(([type, byEvent]) => `${type}: ${counts(byEvent)}`)
     .join('<br>');
@@ -17,7 +17,8 @@ const counts = (r: Record<string, number>) =>
     .map(([k, v]) => `${k} ${v}`)
     .join(', ') || 'none';
 
-export function markdownReport(report: NightReport, charts: readonly Chart[] = []): string {
+/** `chartsNote`: what stands where the charts would (bench/results-archive.ts) when the night's series are not at hand. */
+export function markdownReport(report: NightSummary, charts: readonly Chart[] = [], chartsNote?: string): string {
   const { workload: w, product: p, ceiling: c } = report;
   const minutes = (s: number) => `${s} s (${(s / 60).toFixed(1)} min)`;
   const lines = [
@@ -59,7 +60,9 @@ export function markdownReport(report: NightReport, charts: readonly Chart[] = [
     c ? ratioRow(ratioDecomposition(report)!, report.machine.cpus) : '',
     `| Invariant violations | ${report.violations.length === 0 ? 'none (all seven checked)' : report.violations.map((v) => `#${v.invariant} ${v.message}`).join('; ')} |`,
   ];
-  return [lines.filter((l) => l !== '').join('\n'), ...chartSection(charts), whatBinds(report), actionsSection(report)].join('\n\n') + '\n';
+  return (
+    [lines.filter((l) => l !== '').join('\n'), ...chartSection(charts, chartsNote), whatBinds(report), actionsSection(report)].join('\n\n') + '\n'
+  );
 }
 
 /**
@@ -69,7 +72,7 @@ export function markdownReport(report: NightReport, charts: readonly Chart[] = [
  * costs; on a machine the whole stack shares, the second also bounds what removing every wait could reach:
  * `bestRatio` (every core busy at this CPU per hold), and the cores the target ratio would need.
  */
-export function ratioDecomposition(report: NightReport, target = 0.8) {
+export function ratioDecomposition(report: NightSummary, target = 0.8) {
   const { product: p, ceiling: c } = report;
   if (!c) return undefined;
   const productCores = p.cpu.total / p.seconds;
@@ -97,8 +100,8 @@ function ratioRow(d: NonNullable<ReturnType<typeof ratioDecomposition>>, cpus: n
   );
 }
 
-function chartSection(charts: readonly Chart[]): string[] {
-  return charts.map((c) => `**${c.title}**\n\n![${c.title}](${c.file})`);
+function chartSection(charts: readonly Chart[], note: string | undefined): string[] {
+  return charts.length === 0 && note ? [note] : charts.map((c) => `**${c.title}**\n\n![${c.title}](${c.file})`);
 }
 
 const ms = (n: number | undefined) => (n === undefined ? '—' : `${n} ms`);
@@ -108,7 +111,7 @@ const record = (r: Record<string, number>) =>
     .join(', ') || '—';
 
 /** The sampled signals, ceiling beside product, and the page runs: the evidence for what binds. */
-function whatBinds(report: NightReport): string {
+function whatBinds(report: NightSummary): string {
   const { ceiling: c, product: p } = report.analysis;
   const row = (label: string, f: (s: PhaseSignals) => string) => `| ${label} | ${c ? f(c) : '—'} | ${p ? f(p) : '—'} |`;
   const pages = (label: string, f: (r: PageRuns) => string) =>
@@ -157,7 +160,7 @@ const kinds = (a: ActionCount) =>
     .join(', ');
 
 /** Temporal Cloud Actions per hold by outcome, the sweep's share, and the night's total. */
-function actionsSection(report: NightReport): string {
+function actionsSection(report: NightSummary): string {
   const a = report.actions;
   const sweep = a.sweepPerHold;
   return [
@@ -180,17 +183,17 @@ function actionsSection(report: NightReport): string {
 }
 
 /** Which Temporal a report ran on, in words. */
-export function backendName(report: NightReport): string {
+export function backendName(report: NightSummary): string {
   const t = report.options.temporal;
   if (t.kind === 'dev') return 'dev server (SQLite)';
   return `cluster, ${t.shards} shard${t.shards === 1 ? '' : 's'} (PostgreSQL${t.synchronousCommit === false ? ', synchronous_commit off' : ''})`;
 }
 
 /** The same night on several Temporal backends, side by side (`npm run bench -- --backends ...`). */
-export function backendsReport(reports: readonly NightReport[], command: string): string {
+export function backendsReport(reports: readonly NightSummary[], command: string): string {
   const [first] = reports;
   const dev = reports.find((r) => r.options.temporal.kind === 'dev');
-  const perHold = (seconds: number, r: NightReport) => `${Math.round((seconds * 1000) / r.workload.holds)}`;
+  const perHold = (seconds: number, r: NightSummary) => `${Math.round((seconds * 1000) / r.workload.holds)}`;
   const lines = [
     `# The night on each Temporal backend: ${first!.workload.holds} holds, seed ${first!.options.seed}${first!.options.faults ? '' : ', fault-free'}`,
     '',

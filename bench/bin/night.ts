@@ -1,7 +1,9 @@
 /**
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the night benchmark
  * (bench/night-bench.ts). Prints the report and writes it to
- * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-cluster-<shards>].{json,md}.
+ * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-cluster-<shards>].{json,md}: the JSON without the
+ * raw series, which go to `.series.json.gz` beside it (not committed: bench/results-archive.ts), the charts to
+ * bench/results/charts/.
  *
  * `--temporal cluster --shards 4` runs it on the production Temporal server (PostgreSQL, 4 history shards) instead of
  * the dev server (`--synchronous-commit off`: PostgreSQL's, for Temporal's sessions). `--backends
@@ -13,6 +15,7 @@ import { parseArgs } from 'node:util';
 import { runNightBench, type NightReport } from '../night-bench.js';
 import { backendsReport, markdownReport } from '../report.js';
 import { writeCharts } from '../charts.js';
+import { splitReport, writeNightReport } from '../results-archive.js';
 import path from 'node:path';
 import { parseTemporalBackend, type TemporalBackend } from '../../dev/local-stack.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
@@ -96,16 +99,18 @@ for (const temporal of backends) {
   const charts = await writeCharts(report, 'bench/results', path.basename(name));
   const markdown = markdownReport(report, charts);
   console.log(`\n${markdown}`);
-  await fs.writeFile(`${name}.json`, JSON.stringify(report) + '\n');
+  await writeNightReport(`${name}.json`, report);
   await fs.writeFile(`${name}.md`, markdown);
-  console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
+  console.log(`written: ${name}.json, ${name}.series.json.gz, ${name}.md\nreproduce: ${command}`);
 }
 if (reports.length > 1) {
   const markdown = backendsReport(reports, command);
   console.log(`\n${markdown}`);
   const specs = backends.map((b) => (b.kind === 'dev' ? 'dev' : `cluster${b.shards}${b.synchronousCommit === false ? 'async' : ''}`));
   const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}-${specs.join('_')}`;
-  await fs.writeFile(`${name}.json`, JSON.stringify(reports, null, 2) + '\n');
+  // Summaries only: each night's series are in its own report's series file.
+  const summaries = reports.map((r) => splitReport(r).summary);
+  await fs.writeFile(`${name}.json`, JSON.stringify(summaries, null, 2) + '\n');
   await fs.writeFile(`${name}.md`, markdown);
   console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
 }

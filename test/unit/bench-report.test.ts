@@ -2,12 +2,16 @@
  * The benchmark's evidence: the Prometheus text it samples is read into the series the analysis needs, and the
  * charts are real Vega-Lite rendered to SVG by Vega.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parsePrometheus } from '../../bench/prometheus.js';
 import { phaseSignals } from '../../bench/analysis.js';
 import { renderSvg, throughputSpec } from '../../bench/charts.js';
-import type { NightReport } from '../../bench/night-bench.js';
-import { ratioDecomposition } from '../../bench/report.js';
+import type { NightReport, NightSummary } from '../../bench/night-bench.js';
+import { markdownReport, ratioDecomposition } from '../../bench/report.js';
+import { chartsNote, hasSeries, readSeries, RESULTS_DIR, seriesFile, splitReport, writeNightReport } from '../../bench/results-archive.js';
 import type { Sample } from '../../bench/sampler.js';
 import { SERVER_METRICS } from '../../bench/sampler.js';
 
@@ -91,5 +95,61 @@ describe('ratioDecomposition', () => {
 
   it('has nothing to decompose without a ceiling', () => {
     expect(ratioDecomposition({ ...report, ceiling: undefined } as NightReport)).toBeUndefined();
+  });
+});
+
+describe('a report apart from its series', () => {
+  const report = {
+    command: 'npm run bench -- --holds 600',
+    workload: { holds: 600 },
+    series: [sample('product', 0, 0, ''), sample('product', 2, 60, '')],
+    merchantSeries: [{ merchantId: 'm_us_001', ratePerSecond: 5, limit: 6, perSecond: [[0, 5]] }],
+    violations: [],
+  } as unknown as NightReport;
+
+  it('writes the summary as the JSON and the series beside it, gzipped, and reads them back', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-report-'));
+    try {
+      const file = path.join(dir, 'night-600.json');
+      await writeNightReport(file, report);
+      const summary = JSON.parse(fs.readFileSync(file, 'utf8')) as NightSummary;
+      expect(hasSeries(summary)).toBe(false);
+      expect(summary).toEqual(splitReport(report).summary);
+      expect(seriesFile(file)).toBe(path.join(dir, 'night-600.series.json.gz'));
+      const found = await readSeries(file);
+      expect({ ...summary, ...found!.series }).toEqual(report);
+      // Outside bench/results/ there is no archive to look in: no series, no error.
+      fs.rmSync(seriesFile(file));
+      expect(await readSeries(file)).toBeUndefined();
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('renders the Markdown without charts, saying where the series are and how to draw them', () => {
+    const file = path.join(RESULTS_DIR, 'night-600.json');
+    const note = chartsNote(file, { titles: ['What the run waited on', 'CPU per process over time'], tarball: 'charts-2026-12-02.tar.gz' });
+    expect(note).toContain('(what the run waited on; CPU per process over time)');
+    expect(note).toContain('`night-600.series.json.gz` on the `bench-archive` branch (`git fetch origin bench-archive`)');
+    expect(note).toContain('`npm run bench:report -- bench/results/night-600.json`');
+    expect(note).toContain('`charts-2026-12-02.tar.gz`');
+    // No link a checkout could not resolve.
+    expect(note).not.toMatch(/\]\(/);
+
+    // A committed night renders from its JSON alone, the note where its charts would stand.
+    const committed = path.join(RESULTS_DIR, 'night-5000-fault-free.json');
+    const markdown = markdownReport(JSON.parse(fs.readFileSync(committed, 'utf8')) as NightSummary, [], chartsNote(committed));
+    expect(markdown).toContain(`| Invariant violations | none (all seven checked) |\n\n${chartsNote(committed)}\n\n## What binds`);
+    expect(markdown).not.toContain('.svg');
+  });
+
+  it('no committed report under bench/results/ carries raw series', () => {
+    const files = fs.readdirSync(RESULTS_DIR, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.json'));
+    expect(files.length).toBeGreaterThan(10);
+    const withSeries = files.filter((f) => {
+      const json = JSON.parse(fs.readFileSync(path.join(RESULTS_DIR, f), 'utf8')) as object | object[];
+      return (Array.isArray(json) ? json : [json]).some(hasSeries);
+    });
+    expect(withSeries).toEqual([]);
   });
 });
