@@ -1,5 +1,5 @@
 /**
- * Checks the seven invariants of shared/DESIGN.md against the regions' ledgers, the fake merchants' request
+ * Checks the invariants of docs/invariants.md (by number) against the regions' ledgers, the fake merchants' request
  * logs, and any text that must not carry a secret (histories, logs), and reports every violation with the
  * offending ids. Used by the tests and the chaos run.
  */
@@ -226,7 +226,7 @@ export async function checkBalanced(pool: pg.Pool, opening: ReadonlyMap<string, 
   return off.length > 0 ? [{ invariant: 1, message: 'account money changed by more than its captures', ids: first(off) }] : [];
 }
 
-/** All seven invariants; an empty list means every one holds. */
+/** Every invariant of docs/invariants.md; an empty list means every one holds. */
 export async function checkInvariants(input: InvariantInput): Promise<Violation[]> {
   const violations: Violation[] = [];
   const add = (invariant: number, message: string, ids: string[]) => {

@@ -1,5 +1,5 @@
 /**
- * The night workload of shared/DESIGN.md, generated from a seed: 50,000 holds (US 60 % / EU 40 %) over ~400
+ * The benchmark's night workload (bench/README.md), generated from a seed: 50,000 holds (US 60 % / EU 40 %) over ~400
  * merchants with a skewed (Zipf) share of the holds; rates mostly 5 req/s, some 1 and some 50; and, unless
  * fault-free, ~2 % of merchants answering 429 with Retry-After, ~1 % answering 503 for a while then recovering,
  * ~0.5 % answering 400, a few 410, a few slow past the attempt timeout and one that hangs.

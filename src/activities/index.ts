@@ -1,6 +1,6 @@
 /**
  * All activities of one region's worker, built from that region's dependencies only: a regional worker
- * holds one ledger pool and so can never touch another region's ledger (DESIGN invariant 6).
+ * holds one ledger pool and so can never touch another region's ledger (invariant 6, docs/invariants.md).
  */
 import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';

@@ -1,5 +1,5 @@
 /**
- * What the Temporal Web UI shows of each workflow (user metadata, issue 19): the static summary and details a hold
+ * What the Temporal Web UI shows of each workflow (its user metadata): the static summary and details a hold
  * workflow starts with (list view and header), its current details (the same facts as the `status` query, as
  * Markdown), the sweep's progress, and the one-line labels of every timer and activity on the timeline. Pure text
  * from ids, stages and times: workflow code calls it, tests read it. No amount and no secret ever enters it, and

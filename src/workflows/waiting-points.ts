@@ -1,6 +1,6 @@
 /**
  * Every place a workflow of this product waits, and every way it leaves it: the list the golden-history gate holds the
- * recordings to (test/integration/golden-coverage.test.ts). A deploy meets a workflow at one of these points, and the
+ * recordings to (test/unit/golden-coverage.test.ts). A deploy meets a workflow at one of these points, and the
  * new code then replays what the old code wrote up to there and past it; a change to what happens at a point is safe
  * only when a recording of an earlier build, at that point and leaving it that way, replays on the new code.
  *

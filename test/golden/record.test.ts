@@ -121,7 +121,7 @@ it('records the golden histories of this release in every waiting state', async 
     })
     .toBeGreaterThanOrEqual(2);
 
-  // Processor events (issue 20): a hold's event workflow up to date and one stopped at a gap; the webhooks they write,
+  // Processor events (docs/processor-events.md): a hold's event workflow up to date and one stopped at a gap; the webhooks they write,
   // delivered and quarantined (m7 answers 422); a late capture of a released hold.
   const { processor, close: closeReceiver } = await startTestReceiver(us, { gapWaitMs: 2_000 });
   const [upToDate, gapped, , , , , , quarantinedEvent] = night.future as HoldSeed[];

@@ -3,7 +3,7 @@
  * and a sweep mid-pages. Build B (its hold workflow changed behind `patched()`, its sweep changed outright) starts,
  * and the operator makes it current with `temporal worker deployment set-current-version`. A's sweep finishes on A
  * (PINNED: on B's code it would fail with a non-determinism error), a new sweep runs B's; A is stopped once nothing
- * is pinned to it, while holds still wait; every workflow completes on B, all seven invariants hold, and not one
+ * is pinned to it, while holds still wait; every workflow completes on B, every invariant of docs/invariants.md holds, and not one
  * workflow task failed.
  */
 import { execFile } from 'node:child_process';

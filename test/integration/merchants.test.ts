@@ -1,5 +1,5 @@
 /**
- * Merchant endpoints managed from the ops CLI (issue 19): onboarded, changed, paused, rotated and pinged against a
+ * Merchant endpoints managed from the ops CLI (docs/webhooks.md): onboarded, changed, paused, rotated and pinged against a
  * real ledger and a real HTTP receiver that verifies every request with the Standard Webhooks reference verifier.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * The card processor's callbacks end to end (issue 20): the receiver over real HTTP, signed by the Standard Webhooks
+ * The card processor's callbacks end to end (docs/processor-events.md): the receiver over real HTTP, signed by the Standard Webhooks
  * reference library; events recorded in the real ledger and applied by real hold-event workflows on the shared dev
  * server; the merchants told by the real delivery machinery; and the race with the expiry release, many times.
  */

@@ -1,5 +1,5 @@
 /**
- * The processor receiver at its edge (issue 29, "the receiver writes what anyone sends"): what anyone can send without
+ * The processor receiver at its edge (docs/security.md; it once wrote whatever anyone sent): what anyone can send without
  * the secret costs the database nothing and does not slow the processor's own callbacks; signed refusals go through
  * a pool of their own and are kept for a bounded time; a body is refused on its declared length before it is read;
  * slow headers and too many connections are cut off; /healthz and /metrics answer.

@@ -1,5 +1,5 @@
 /**
- * The Temporal Web UI in a real browser (issue 19): headless Chromium (Debian's, installed by dev/chromium.ts when
+ * The Temporal Web UI in a real browser (docs/operating-quarantines.md): headless Chromium (Debian's, installed by dev/chromium.ts when
  * missing; a machine where it cannot be fails here with the reason) driven by playwright-core opens the shared dev
  * server's UI (test/integration/global-setup.ts: UI on, codec endpoint as `npm start` runs it) after a small night
  * with a quarantined merchant, and checks what a person sees. Screenshots go to test-results/screenshots/;

@@ -1,5 +1,5 @@
 /**
- * What the Temporal Web UI shows (issue 19), read through the same APIs the UI reads: each hold workflow's static
+ * What the Temporal Web UI shows (its user metadata: src/contracts/story.ts), read through the same APIs the UI reads: each hold workflow's static
  * summary and details, its current details at every stage, the labels of its timers and activities on the
  * timeline, and the sweep's progress, with the holds it started findable from it.
  */

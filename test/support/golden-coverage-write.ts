@@ -1,6 +1,6 @@
 /**
  * `npm run golden:coverage`: rewrites each committed set's coverage.json from its histories (after a change to the
- * waiting points or to how a history is read); test/integration/golden-coverage.test.ts fails while one is stale.
+ * waiting points or to how a history is read); test/unit/golden-coverage.test.ts fails while one is stale.
  */
 import fs from 'node:fs';
 import path from 'node:path';

@@ -127,11 +127,11 @@ describe('a report apart from its series', () => {
   });
 
   it('renders the Markdown without charts, saying where the series are and how to draw them', () => {
-    const file = path.join(RESULTS_DIR, 'night-600.json');
+    const file = path.join(RESULTS_DIR, 'night-5000-fault-free.json');
     const note = chartsNote(file, { titles: ['What the run waited on', 'CPU per process over time'], tarball: 'charts-2026-12-02.tar.gz' });
     expect(note).toContain('(what the run waited on; CPU per process over time)');
-    expect(note).toContain('`night-600.series.json.gz` on the `bench-archive` branch (`git fetch origin bench-archive`)');
-    expect(note).toContain('`npm run bench:report -- bench/results/night-600.json`');
+    expect(note).toContain('`night-5000-fault-free.series.json.gz` on the `bench-archive` branch (`git fetch origin bench-archive`)');
+    expect(note).toContain('`npm run bench:report -- bench/results/night-5000-fault-free.json`');
     expect(note).toContain('`charts-2026-12-02.tar.gz`');
     // No link a checkout could not resolve.
     expect(note).not.toMatch(/\]\(/);

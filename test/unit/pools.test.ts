@@ -1,6 +1,6 @@
 /**
  * Every pool the product opens bounds how long a query waits for a connection: pg's own default is to wait for ever,
- * which turned a burst of refused requests into a receiver that could not record a valid event (issue 29).
+ * which turned a burst of refused requests into a receiver that could not record a valid event (test/integration/receiver-edges.test.ts).
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';

@@ -8,7 +8,7 @@ CREATE TABLE merchants (
   id                      text PRIMARY KEY,
   name                    text NOT NULL,
   endpoint_url            text NOT NULL,
-  -- Signing secrets are read only inside activities (never passed through Temporal); see DESIGN invariant 7.
+  -- Signing secrets are read only inside activities (never passed through Temporal); see invariant 7 in docs/invariants.md.
   signing_secret          text,
   previous_signing_secret text,
   rate_per_second         numeric NOT NULL DEFAULT 5 CHECK (rate_per_second > 0),
