@@ -15,7 +15,7 @@
  */
 import { activityInfo, ApplicationFailure, cancellationSignal, getClient, log, sleep } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
+import { noopMetricMeter, type MetricCounter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
@@ -171,6 +171,22 @@ function attemptTimeoutOf(policy: DeliveryPolicy): number {
   return activityInfo().isLocal ? Math.min(policy.attemptTimeoutMs, FAST_PATH_ATTEMPT_TIMEOUT_MS) : policy.attemptTimeoutMs;
 }
 
+/** What the delivery activities share, resolved once per worker from its DeliveryDeps. */
+interface DeliveryContext {
+  region: Region;
+  pool: pg.Pool;
+  endpointRules: EndpointRules;
+  sealer: SecretSealer;
+  agents: ReturnType<typeof createAgents>;
+  fourEyes: boolean;
+  clock: () => number;
+  random: () => number;
+  maxInFlightPerMerchant: number;
+  budget: ReturnType<typeof createMerchantBudget>;
+  metrics: ReturnType<typeof deliveryMetrics>;
+  resends: MetricCounter;
+}
+
 export function createDeliveryActivities({
   region,
   pool,
@@ -184,285 +200,23 @@ export function createDeliveryActivities({
   maxInFlightPerMerchant = DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
   destinationRateShare = 1,
 }: DeliveryDeps) {
-  const budget = createMerchantBudget(pool, { rateShare: destinationRateShare });
-  const metrics = deliveryMetrics(meter);
-  const resends = meter.createCounter('hold_sweeper_webhook_resends', '1', 'webhooks at an end reopened by a resend, by where they stood');
-  const waited = (merchantId: string, lane: Lane, ms: number) => {
-    metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });
-    metrics.limiterWaitSeconds.record(Math.max(0, ms) / 1000, { merchant_id: merchantId, lane });
+  const ctx: DeliveryContext = {
+    region,
+    pool,
+    endpointRules,
+    sealer,
+    agents,
+    fourEyes,
+    clock,
+    random,
+    maxInFlightPerMerchant,
+    budget: createMerchantBudget(pool, { rateShare: destinationRateShare }),
+    metrics: deliveryMetrics(meter),
+    resends: meter.createCounter('hold_sweeper_webhook_resends', '1', 'webhooks at an end reopened by a resend, by where they stood'),
   };
-
-  /** The delivery, if it is to be sent now; see `sendableDelivery` for what makes it fail instead. */
-  async function loadDelivery(webhookId: string, policyRun: number): Promise<Sendable | NotSendable> {
-    const delivery = await deliveries.deliveryForSending(pool, webhookId, policyRun);
-    if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
-    if (delivery.status !== 'pending') return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attemptCount };
-    if (delivery.merchantStatus !== 'active') return { status: 'held', merchantStatus: delivery.merchantStatus };
-    if (delivery.earlierPending && (await isBeingDelivered(delivery.earlierPending, delivery.holdId))) {
-      // The hold's earlier webhook goes first. Re-check soon after a young one, seldom after one long in retries.
-      const { webhookId: after, ageMs } = delivery.earlierPending;
-      const waitMs = Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS);
-      return { status: 'throttled', lane: laneOf(policyRun, delivery.runAttempts), retryAt: clock() + waitMs, after };
-    }
-    return sendableDelivery(delivery, endpointRules, { region, sealer });
-  }
-
-  /**
-   * Whether an earlier pending webhook of the hold is being delivered: its workflow (the hold's release for a
-   * `hold.released`, its own for an event's) is running. One whose workflow was terminated or timed out is orphaned: it
-   * stays pending until a new delivery run is started for it (`ops events redeliver`), and must not hold back the hold's
-   * later webhooks meanwhile. Unsure (the server unreachable): it is taken as being delivered, and asked again later.
-   */
-  async function isBeingDelivered(earlier: deliveries.EarlierPending, holdId: string): Promise<boolean> {
-    const workflowId = deliveryWorkflowId(region, { ...earlier, holdId });
-    try {
-      const { status } = await getClient().workflow.getHandle(workflowId).describe();
-      if (status.name === 'RUNNING') return true;
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) return true;
-    }
-    log.warn('earlier webhook orphaned: its delivery workflow is not running; not waiting for it', {
-      region,
-      holdId,
-      webhookId: earlier.webhookId,
-      workflowId,
-    });
-    return false;
-  }
-
-  /**
-   * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here (1 s on the fast path)
-   * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
-   * calls again holding its queue place (`reservedSlotMs`).
-   */
-  async function awaitSendSlot(
-    webhookId: string,
-    merchantId: string,
-    lane: Lane,
-    reservedSlotMs: number | undefined,
-    policy: DeliveryPolicy,
-  ): Promise<{ attemptNumber: number } | Throttle> {
-    let reserved = reservedSlotMs !== undefined;
-    // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded: the
-    // merchant's own cap (its policy), else the workers'.
-    const lease = { cap: policy.maxInFlight ?? maxInFlightPerMerchant, leaseMs: attemptTimeoutOf(policy) + ATTEMPT_LEDGER_SLACK_MS };
-    for (;;) {
-      const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
-      if (decision.outcome === 'send') {
-        if (decision.attemptNumber === undefined) throw new Error(`webhook ${webhookId} has no delivery record`);
-        return { attemptNumber: decision.attemptNumber };
-      }
-      if (decision.outcome === 'paused') {
-        // An operator paused every send of the region: wait, held, like a paused merchant (nothing sent, nothing spent).
-        return { status: 'held', merchantStatus: 'sends_paused' };
-      }
-      if (decision.outcome === 'busy') {
-        // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing spent.
-        const retryAt = decision.nowMs + IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
-        waited(merchantId, lane, retryAt - decision.nowMs);
-        return { status: 'throttled', lane, retryAt };
-      }
-      if (decision.outcome === 'denied') {
-        // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
-        const retryAt = Math.max(decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]), decision.nowMs + 1);
-        waited(merchantId, lane, retryAt - decision.nowMs);
-        return { status: 'throttled', lane, retryAt };
-      }
-      reserved = true;
-      const waitMs = decision.atMs - decision.nowMs;
-      waited(merchantId, lane, waitMs);
-      if (waitMs > (activityInfo().isLocal ? FAST_PATH_WAIT_MAX_MS : IN_ACTIVITY_WAIT_MAX_MS))
-        return { status: 'scheduled', lane, sendAt: decision.atMs };
-      await sleep(waitMs);
-    }
-  }
-
-  /** One signed HTTP request: the payload as fixed at release, signed with every current key. */
-  async function sendSignedAttempt(webhookId: string, policyRun: number, attemptNumber: number, sendable: Sendable): Promise<SentAttempt> {
-    const { delivery, policy, url, keys } = sendable;
-    const startedAt = clock();
-    try {
-      const attempt = await sendWebhookRequest({
-        url,
-        body: delivery.payload,
-        headers: { ...signedHeaders(keys, webhookId, Math.floor(startedAt / 1000), delivery.payload) },
-        timeoutMs: attemptTimeoutOf(policy),
-        lookup: guardedLookup(delivery.merchantId, endpointRules),
-        agents,
-        signal: cancellationSignal(),
-      });
-      return { webhookId, policyRun, attemptNumber, startedAt, sendable, attempt };
-    } catch (err) {
-      if (err instanceof InvalidEndpointUrl) throw failure(err.name, err.message, { merchantId: delivery.merchantId });
-      throw err;
-    }
-  }
-
-  /** The attempt's metric and log line. */
-  function noteAttempt({ webhookId, policyRun, attemptNumber, sendable: { delivery }, attempt }: SentAttempt, action: DeliveryAction): void {
-    const status_class = statusClass(attempt.result);
-    metrics.attempts.add(1, { merchant_id: delivery.merchantId, status_class });
-    metrics.attemptSeconds.record(attempt.durationMs / 1000, { merchant_id: delivery.merchantId, status_class });
-    log.info('webhook attempt', {
-      region,
-      holdId: delivery.holdId,
-      webhookId,
-      merchantId: delivery.merchantId,
-      attemptNumber,
-      policyRun,
-      outcome: action,
-      statusClass: statusClass(attempt.result),
-      durationMs: attempt.durationMs,
-    });
-  }
-
-  /** The attempt in the attempt log and on its delivery (see src/sql/deliveries.ts). */
-  async function recordAttempt(sent: SentAttempt, outcome: 'delivered' | 'retry' | 'quarantine', next?: { delayMs: number; reason: string }) {
-    const { webhookId, attemptNumber, policyRun, startedAt, attempt } = sent;
-    await deliveries.recordAttempt(pool, {
-      webhookId,
-      attemptNumber,
-      policyRun,
-      scheduledAtMs: activityInfo().currentAttemptScheduledTimestampMs,
-      startedAtMs: startedAt,
-      durationMs: attempt.durationMs,
-      statusCode: statusCodeOf(attempt),
-      errorClass: attempt.result.kind === 'error' ? attempt.result.errorClass : null,
-      responseExcerpt: attempt.responseExcerpt,
-      outcome,
-      next,
-    });
-    sent.leaseReturned = true;
-  }
-
-  /** The policy table's action for the attempt's result: record it, then answer, fail, or fail to be retried. */
-  async function applyPolicyAction(sent: SentAttempt, action: DeliveryAction): Promise<DeliverWebhookResult> {
-    switch (action) {
-      case 'delivered':
-        await recordAttempt(sent, 'delivered');
-        return { status: 'delivered', attempts: sent.attemptNumber, statusCode: (sent.attempt.result as { status: number }).status };
-      case 'retry':
-        return retryLater(sent);
-      case 'disable_endpoint':
-        return disableEndpoint(sent);
-      case 'reject':
-        return reject(sent);
-    }
-  }
-
-  /**
-   * A retryable failure: the next attempt's delay (backoff, Retry-After as a floor), a merchant-wide push-back on
-   * 429 (or 503 with Retry-After), then the failure that carries the delay to Temporal's retry policy.
-   */
-  async function retryLater(sent: SentAttempt): Promise<never> {
-    const {
-      webhookId,
-      attemptNumber,
-      attempt,
-      sendable: { delivery, policy },
-    } = sent;
-    const { merchantId } = delivery;
-    const what = describeAttempt(attempt);
-    const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
-    // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
-    // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
-    // Cut short on the fast path (the merchant is slower than a workflow task may wait): sent again at once, in full.
-    const tooSlowForFastPath =
-      attempt.result.kind === 'error' && attempt.result.errorClass === 'AttemptTimeout' && attemptTimeoutOf(policy) < policy.attemptTimeoutMs;
-    const next = tooSlowForFastPath
-      ? { delayMs: 0, reason: `slower than the fast path's ${FAST_PATH_ATTEMPT_TIMEOUT_MS} ms: sent again with the policy's timeout` }
-      : retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
-    // Honoured either way: as the delay itself, or under a longer backoff step (it is a floor).
-    if (retryAfterMs !== undefined) metrics.retryAfterHonoured.add(1, { merchant_id: merchantId });
-    await recordAttempt(sent, 'retry', next);
-    const status = attempt.result.kind === 'response' ? attempt.result.status : 0;
-    if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {
-      // The merchant is telling every worker to slow down, not just this one.
-      const pushBackMs =
-        retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
-      await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
-    }
-    throw ApplicationFailure.create({
-      type: RETRYABLE_DELIVERY_FAILURE,
-      message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,
-      // A local attempt is never retried by Temporal (one attempt): the workflow waits out `nextAttemptAt` itself.
-      ...(next.delayMs > 0 && !activityInfo().isLocal ? { nextRetryDelay: next.delayMs } : {}),
-      details: [
-        {
-          merchantId,
-          attemptNumber,
-          statusCode: statusCodeOf(attempt),
-          retryReason: next.reason,
-          outcome: what,
-          nextAttemptAt: new Date(clock() + next.delayMs).toISOString(),
-          reason: next.reason,
-          delayMs: next.delayMs,
-        } satisfies AttemptFailedDetails,
-      ],
-    });
-  }
-
-  /** 410 Gone: the merchant said the endpoint is gone, so stop sending to it at all. Its backlog waits (held), intact. */
-  async function disableEndpoint(sent: SentAttempt): Promise<never> {
-    const {
-      webhookId,
-      attemptNumber,
-      attempt,
-      sendable: { delivery },
-    } = sent;
-    const { merchantId } = delivery;
-    await recordAttempt(sent, 'quarantine');
-    await disableMerchant(pool, merchantId, `410 Gone on webhook ${webhookId}`);
-    throw failure('EndpointGone', `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled; ${excerptOf(attempt)}`, {
-      merchantId,
-      statusCode: 410,
-      attemptNumber,
-    });
-  }
-
-  /** Anything else the policy table does not retry: quarantine at once. */
-  async function reject(sent: SentAttempt): Promise<never> {
-    const {
-      attemptNumber,
-      attempt,
-      sendable: { delivery },
-    } = sent;
-    const { merchantId } = delivery;
-    await recordAttempt(sent, 'quarantine');
-    throw failure('WebhookRejected', `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable): ${excerptOf(attempt)}`, {
-      merchantId,
-      statusCode: statusCodeOf(attempt),
-      attemptNumber,
-    });
-  }
-
   return {
     /** One signed HTTP attempt under the delivery policy; see the module comment. */
-    async deliverWebhook({ webhookId, policyRun, reservedSlotMs }: DeliverWebhookInput): Promise<DeliverWebhookResult> {
-      const sendable = await loadDelivery(webhookId, policyRun);
-      if ('status' in sendable) return sendable;
-      const { merchantId, runAttempts } = sendable.delivery;
-      // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
-      // input, attempt > 1) is a new turn and queues again in the retry lane.
-      const turn = await awaitSendSlot(
-        webhookId,
-        merchantId,
-        laneOf(policyRun, runAttempts),
-        activityInfo().attempt === 1 ? reservedSlotMs : undefined,
-        sendable.policy,
-      );
-      if (!('attemptNumber' in turn)) return turn;
-      let sent: SentAttempt | undefined;
-      try {
-        sent = await sendSignedAttempt(webhookId, policyRun, turn.attemptNumber, sendable);
-        const { action } = classifyAttempt(sent.attempt.result);
-        noteAttempt(sent, action);
-        return await applyPolicyAction(sent, action);
-      } finally {
-        // Not recorded (the request threw, or the ledger did): the lease goes back here, or expires on its own.
-        if (!sent?.leaseReturned) await budget.releaseLease(webhookId).catch(() => undefined);
-      }
-    },
+    deliverWebhook: (input: DeliverWebhookInput): Promise<DeliverWebhookResult> => deliverWebhook(ctx, input),
 
     /**
      * Records the decision on a quarantined delivery and moves it on: `replay` back to pending (same webhook id,
@@ -473,115 +227,9 @@ export function createDeliveryActivities({
       await deliveries.decideQuarantine(pool, input);
     },
 
-    /**
-     * Four eyes, checked: an approval naming a replay request stands only if that request is approved, by the
-     * approver the approval names (never its requester: the ledger refuses that), and froze this hold's
-     * quarantined policy run.
-     */
-    async verifyReplayApproval({ holdId, policyRun, replayRequestId, approvedBy }: ReplayApprovalClaim): Promise<ReplayApprovalCheck> {
-      const request = await records.replayApprovalFor(pool, replayRequestId, holdId, policyRun);
-      if (!request) return { ok: false, why: `replay request ${replayRequestId} does not exist` };
-      if (request.status !== 'approved' || !request.approvedBy) return { ok: false, why: `replay request ${replayRequestId} is not approved` };
-      if (samePerson(request.approvedBy, request.requestedBy))
-        return { ok: false, why: `replay request ${replayRequestId} was approved by its own requester` };
-      if (!samePerson(request.approvedBy, approvedBy)) {
-        return { ok: false, why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}` };
-      }
-      if (!request.covers)
-        return { ok: false, why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}` };
-      return { ok: true };
-    },
+    verifyReplayApproval: (claim: ReplayApprovalClaim): Promise<ReplayApprovalCheck> => verifyReplayApproval(pool, claim),
 
-    /**
-     * The first step of a resend's workflow: checks its claim against the ledger and reopens the webhook as a new policy
-     * run, recording the resend (who, why, the request and its approver, this workflow) in the same statement. Refused,
-     * with why, for a webhook not at an end, a request that is not an approved resend request covering it (approved by
-     * the approver the claim names, never its requester), and, where four eyes rule, a resend without a request. A
-     * retried call finds its own resend recorded and answers as the first did.
-     */
-    async reopenForResend(claim: ResendClaim): Promise<ResendOutcome> {
-      const workflowId = activityInfo().workflowExecution?.workflowId;
-      if (!workflowId) throw ApplicationFailure.nonRetryable('reopenForResend runs only as a workflow activity', 'NotInAWorkflow');
-      const refused = (why: string): ResendOutcome => {
-        log.warn('resend refused', { region, webhookId: claim.webhookId, resendId: claim.resendId, why });
-        return { status: 'refused', why };
-      };
-      const answer = async (r: deliveries.Reopened): Promise<ResendOutcome> => {
-        const webhook = await deliveries.webhookToDeliver(pool, r.webhookId);
-        const retryHorizonMs = retryHorizonFor(r.merchantId, webhook?.deliveryPolicy);
-        return { status: 'reopened', holdId: r.holdId, merchantId: r.merchantId, policyRun: r.policyRun, fromStatus: r.fromStatus, retryHorizonMs };
-      };
-      const recorded = await deliveries.resendById(pool, claim.resendId);
-      if (recorded) {
-        if (recorded.workflowId !== workflowId) return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
-        // This workflow's own resend (a retried call, or a run started again by the outbox reconciler): it delivers the
-        // webhook's current run, a replay approved since included.
-        const [now] = await deliveries.decisionTargetsOf(pool, [recorded.webhookId]);
-        return answer({ ...recorded, policyRun: now?.policyRun ?? recorded.policyRun });
-      }
-      const text = (v: unknown) => typeof v === 'string' && v.trim() !== '';
-      if (!text(claim.requestedBy) || !text(claim.reason)) return refused('a resend names who asks for it and why');
-      let requestedBy = claim.requestedBy;
-      let frozenRun: number | undefined;
-      if (claim.requestId !== undefined) {
-        const request = await records.resendApprovalFor(pool, claim.requestId, claim.webhookId);
-        if (!request) return refused(`resend request ${claim.requestId} does not exist`);
-        if (request.status !== 'approved' || !request.approvedBy) return refused(`resend request ${claim.requestId} is not approved`);
-        if (samePerson(request.approvedBy, request.requestedBy))
-          return refused(`resend request ${claim.requestId} was approved by its own requester`);
-        if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy)) {
-          return refused(`resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}`);
-        }
-        if (request.frozenRun === null) return refused(`resend request ${claim.requestId} does not cover webhook ${claim.webhookId}`);
-        requestedBy = request.requestedBy;
-        frozenRun = request.frozenRun;
-      } else if (claim.merchantRequestId !== undefined) {
-        const request = await merchantApi.merchantResendForClaim(pool, claim.merchantRequestId);
-        if (!request) return refused(`merchant resend request ${claim.merchantRequestId} does not exist`);
-        if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId) {
-          return refused(`merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one`);
-        }
-        if (request.webhookMerchantId !== request.merchantId) {
-          return refused(`webhook ${claim.webhookId} is not merchant ${request.merchantId}'s`);
-        }
-        if (!request.keyLiveAtRequest)
-          return refused(`API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}`);
-        requestedBy = `merchant ${request.merchantId} (API key ${request.keyId})`;
-      } else if (fourEyes) {
-        return refused('four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)');
-      }
-      const reopened = await deliveries.reopenForResend(pool, {
-        resendId: claim.resendId,
-        webhookId: claim.webhookId,
-        requestedBy,
-        reason: claim.reason,
-        ticket: claim.ticket,
-        requestId: claim.requestId,
-        approvedBy: claim.requestId === undefined ? undefined : claim.approvedBy,
-        workflowId,
-        frozenRun,
-      });
-      if (!reopened) {
-        const [now] = await deliveries.decisionTargetsOf(pool, [claim.webhookId]);
-        if (!now) return refused(`webhook ${claim.webhookId} does not exist in region ${region}`);
-        if (frozenRun !== undefined && now.policyRun !== frozenRun) {
-          return refused(`webhook ${claim.webhookId} is at policy run ${now.policyRun}, not the run ${frozenRun} the request froze`);
-        }
-        return refused(`webhook ${claim.webhookId} is ${now.status}: only a delivered, discarded or abandoned webhook is resent`);
-      }
-      resends.add(1, { region, from: reopened.fromStatus });
-      log.info('webhook reopened for resend', {
-        region,
-        webhookId: claim.webhookId,
-        resendId: claim.resendId,
-        policyRun: reopened.policyRun,
-        from: reopened.fromStatus,
-        requestedBy,
-        ...(claim.requestId ? { requestId: claim.requestId, approvedBy: claim.approvedBy } : {}),
-        ...(claim.merchantRequestId ? { merchantRequestId: claim.merchantRequestId } : {}),
-      });
-      return answer(reopened);
-    },
+    reopenForResend: (claim: ResendClaim): Promise<ResendOutcome> => reopenForResend(ctx, claim),
 
     /**
      * Marks a pending delivery quarantined with its reason (a no-op for one already terminal), and tells the workflow
@@ -603,3 +251,434 @@ export function createDeliveryActivities({
 }
 
 export type DeliveryActivities = ReturnType<typeof createDeliveryActivities>;
+
+/** A wait for the merchant's budget, in its metrics. */
+function waited({ metrics }: DeliveryContext, merchantId: string, lane: Lane, ms: number): void {
+  metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });
+  metrics.limiterWaitSeconds.record(Math.max(0, ms) / 1000, { merchant_id: merchantId, lane });
+}
+
+/** One signed HTTP attempt under the delivery policy; see the module comment. */
+async function deliverWebhook(ctx: DeliveryContext, { webhookId, policyRun, reservedSlotMs }: DeliverWebhookInput): Promise<DeliverWebhookResult> {
+  const sendable = await loadDelivery(ctx, webhookId, policyRun);
+  if ('status' in sendable) return sendable;
+  const { merchantId, runAttempts } = sendable.delivery;
+  // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
+  // input, attempt > 1) is a new turn and queues again in the retry lane.
+  const turn = await awaitSendSlot(
+    ctx,
+    webhookId,
+    merchantId,
+    laneOf(policyRun, runAttempts),
+    activityInfo().attempt === 1 ? reservedSlotMs : undefined,
+    sendable.policy,
+  );
+  if (!('attemptNumber' in turn)) return turn;
+  let sent: SentAttempt | undefined;
+  try {
+    sent = await sendSignedAttempt(ctx, webhookId, policyRun, turn.attemptNumber, sendable);
+    const { action } = classifyAttempt(sent.attempt.result);
+    noteAttempt(ctx, sent, action);
+    return await applyPolicyAction(ctx, sent, action);
+  } finally {
+    // Not recorded (the request threw, or the ledger did): the lease goes back here, or expires on its own.
+    if (!sent?.leaseReturned) await ctx.budget.releaseLease(webhookId).catch(() => undefined);
+  }
+}
+
+/** The delivery, if it is to be sent now; see `sendableDelivery` for what makes it fail instead. */
+async function loadDelivery(ctx: DeliveryContext, webhookId: string, policyRun: number): Promise<Sendable | NotSendable> {
+  const { region, pool, endpointRules, sealer, clock } = ctx;
+  const delivery = await deliveries.deliveryForSending(pool, webhookId, policyRun);
+  if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
+  if (delivery.status !== 'pending') return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attemptCount };
+  if (delivery.merchantStatus !== 'active') return { status: 'held', merchantStatus: delivery.merchantStatus };
+  if (delivery.earlierPending && (await isBeingDelivered(ctx, delivery.earlierPending, delivery.holdId))) {
+    // The hold's earlier webhook goes first. Re-check soon after a young one, seldom after one long in retries.
+    const { webhookId: after, ageMs } = delivery.earlierPending;
+    const waitMs = Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS);
+    return { status: 'throttled', lane: laneOf(policyRun, delivery.runAttempts), retryAt: clock() + waitMs, after };
+  }
+  return sendableDelivery(delivery, endpointRules, { region, sealer });
+}
+
+/**
+ * Whether an earlier pending webhook of the hold is being delivered: its workflow (the hold's release for a
+ * `hold.released`, its own for an event's) is running. One whose workflow was terminated or timed out is orphaned: it
+ * stays pending until a new delivery run is started for it (`ops events redeliver`), and must not hold back the hold's
+ * later webhooks meanwhile. Unsure (the server unreachable): it is taken as being delivered, and asked again later.
+ */
+async function isBeingDelivered(ctx: DeliveryContext, earlier: deliveries.EarlierPending, holdId: string): Promise<boolean> {
+  const { region } = ctx;
+  const workflowId = deliveryWorkflowId(region, { ...earlier, holdId });
+  try {
+    const { status } = await getClient().workflow.getHandle(workflowId).describe();
+    if (status.name === 'RUNNING') return true;
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) return true;
+  }
+  log.warn('earlier webhook orphaned: its delivery workflow is not running; not waiting for it', {
+    region,
+    holdId,
+    webhookId: earlier.webhookId,
+    workflowId,
+  });
+  return false;
+}
+
+/**
+ * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here (1 s on the fast path)
+ * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
+ * calls again holding its queue place (`reservedSlotMs`).
+ */
+async function awaitSendSlot(
+  ctx: DeliveryContext,
+  webhookId: string,
+  merchantId: string,
+  lane: Lane,
+  reservedSlotMs: number | undefined,
+  policy: DeliveryPolicy,
+): Promise<{ attemptNumber: number } | Throttle> {
+  const { random, maxInFlightPerMerchant, budget } = ctx;
+  let reserved = reservedSlotMs !== undefined;
+  // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded: the
+  // merchant's own cap (its policy), else the workers'.
+  const lease = { cap: policy.maxInFlight ?? maxInFlightPerMerchant, leaseMs: attemptTimeoutOf(policy) + ATTEMPT_LEDGER_SLACK_MS };
+  for (;;) {
+    const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
+    if (decision.outcome === 'send') {
+      if (decision.attemptNumber === undefined) throw new Error(`webhook ${webhookId} has no delivery record`);
+      return { attemptNumber: decision.attemptNumber };
+    }
+    if (decision.outcome === 'paused') {
+      // An operator paused every send of the region: wait, held, like a paused merchant (nothing sent, nothing spent).
+      return { status: 'held', merchantStatus: 'sends_paused' };
+    }
+    if (decision.outcome === 'busy') {
+      // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing spent.
+      const retryAt = decision.nowMs + IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
+      waited(ctx, merchantId, lane, retryAt - decision.nowMs);
+      return { status: 'throttled', lane, retryAt };
+    }
+    if (decision.outcome === 'denied') {
+      // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
+      const retryAt = Math.max(decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]), decision.nowMs + 1);
+      waited(ctx, merchantId, lane, retryAt - decision.nowMs);
+      return { status: 'throttled', lane, retryAt };
+    }
+    reserved = true;
+    const waitMs = decision.atMs - decision.nowMs;
+    waited(ctx, merchantId, lane, waitMs);
+    if (waitMs > (activityInfo().isLocal ? FAST_PATH_WAIT_MAX_MS : IN_ACTIVITY_WAIT_MAX_MS))
+      return { status: 'scheduled', lane, sendAt: decision.atMs };
+    await sleep(waitMs);
+  }
+}
+
+/** One signed HTTP request: the payload as fixed at release, signed with every current key. */
+async function sendSignedAttempt(
+  ctx: DeliveryContext,
+  webhookId: string,
+  policyRun: number,
+  attemptNumber: number,
+  sendable: Sendable,
+): Promise<SentAttempt> {
+  const { endpointRules, agents, clock } = ctx;
+  const { delivery, policy, url, keys } = sendable;
+  const startedAt = clock();
+  try {
+    const attempt = await sendWebhookRequest({
+      url,
+      body: delivery.payload,
+      headers: { ...signedHeaders(keys, webhookId, Math.floor(startedAt / 1000), delivery.payload) },
+      timeoutMs: attemptTimeoutOf(policy),
+      lookup: guardedLookup(delivery.merchantId, endpointRules),
+      agents,
+      signal: cancellationSignal(),
+    });
+    return { webhookId, policyRun, attemptNumber, startedAt, sendable, attempt };
+  } catch (err) {
+    if (err instanceof InvalidEndpointUrl) throw failure(err.name, err.message, { merchantId: delivery.merchantId });
+    throw err;
+  }
+}
+
+/** The attempt's metric and log line. */
+function noteAttempt(
+  ctx: DeliveryContext,
+  { webhookId, policyRun, attemptNumber, sendable: { delivery }, attempt }: SentAttempt,
+  action: DeliveryAction,
+): void {
+  const { region, metrics } = ctx;
+  const status_class = statusClass(attempt.result);
+  metrics.attempts.add(1, { merchant_id: delivery.merchantId, status_class });
+  metrics.attemptSeconds.record(attempt.durationMs / 1000, { merchant_id: delivery.merchantId, status_class });
+  log.info('webhook attempt', {
+    region,
+    holdId: delivery.holdId,
+    webhookId,
+    merchantId: delivery.merchantId,
+    attemptNumber,
+    policyRun,
+    outcome: action,
+    statusClass: statusClass(attempt.result),
+    durationMs: attempt.durationMs,
+  });
+}
+
+/** The attempt in the attempt log and on its delivery (see src/sql/deliveries.ts). */
+async function recordAttempt(
+  ctx: DeliveryContext,
+  sent: SentAttempt,
+  outcome: 'delivered' | 'retry' | 'quarantine',
+  next?: { delayMs: number; reason: string },
+) {
+  const { pool } = ctx;
+  const { webhookId, attemptNumber, policyRun, startedAt, attempt } = sent;
+  await deliveries.recordAttempt(pool, {
+    webhookId,
+    attemptNumber,
+    policyRun,
+    scheduledAtMs: activityInfo().currentAttemptScheduledTimestampMs,
+    startedAtMs: startedAt,
+    durationMs: attempt.durationMs,
+    statusCode: statusCodeOf(attempt),
+    errorClass: attempt.result.kind === 'error' ? attempt.result.errorClass : null,
+    responseExcerpt: attempt.responseExcerpt,
+    outcome,
+    next,
+  });
+  sent.leaseReturned = true;
+}
+
+/** The policy table's action for the attempt's result: record it, then answer, fail, or fail to be retried. */
+async function applyPolicyAction(ctx: DeliveryContext, sent: SentAttempt, action: DeliveryAction): Promise<DeliverWebhookResult> {
+  switch (action) {
+    case 'delivered':
+      await recordAttempt(ctx, sent, 'delivered');
+      return { status: 'delivered', attempts: sent.attemptNumber, statusCode: (sent.attempt.result as { status: number }).status };
+    case 'retry':
+      return retryLater(ctx, sent);
+    case 'disable_endpoint':
+      return disableEndpoint(ctx, sent);
+    case 'reject':
+      return reject(ctx, sent);
+  }
+}
+
+/**
+ * A retryable failure: the next attempt's delay (backoff, Retry-After as a floor), a merchant-wide push-back on
+ * 429 (or 503 with Retry-After), then the failure that carries the delay to Temporal's retry policy.
+ */
+async function retryLater(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
+  const { clock, random, budget, metrics } = ctx;
+  const {
+    webhookId,
+    attemptNumber,
+    attempt,
+    sendable: { delivery, policy },
+  } = sent;
+  const { merchantId } = delivery;
+  const what = describeAttempt(attempt);
+  const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
+  // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
+  // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
+  // Cut short on the fast path (the merchant is slower than a workflow task may wait): sent again at once, in full.
+  const tooSlowForFastPath =
+    attempt.result.kind === 'error' && attempt.result.errorClass === 'AttemptTimeout' && attemptTimeoutOf(policy) < policy.attemptTimeoutMs;
+  const next = tooSlowForFastPath
+    ? { delayMs: 0, reason: `slower than the fast path's ${FAST_PATH_ATTEMPT_TIMEOUT_MS} ms: sent again with the policy's timeout` }
+    : retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
+  // Honoured either way: as the delay itself, or under a longer backoff step (it is a floor).
+  if (retryAfterMs !== undefined) metrics.retryAfterHonoured.add(1, { merchant_id: merchantId });
+  await recordAttempt(ctx, sent, 'retry', next);
+  const status = attempt.result.kind === 'response' ? attempt.result.status : 0;
+  if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {
+    // The merchant is telling every worker to slow down, not just this one.
+    const pushBackMs =
+      retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
+    await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
+  }
+  throw ApplicationFailure.create({
+    type: RETRYABLE_DELIVERY_FAILURE,
+    message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,
+    // A local attempt is never retried by Temporal (one attempt): the workflow waits out `nextAttemptAt` itself.
+    ...(next.delayMs > 0 && !activityInfo().isLocal ? { nextRetryDelay: next.delayMs } : {}),
+    details: [
+      {
+        merchantId,
+        attemptNumber,
+        statusCode: statusCodeOf(attempt),
+        retryReason: next.reason,
+        outcome: what,
+        nextAttemptAt: new Date(clock() + next.delayMs).toISOString(),
+        reason: next.reason,
+        delayMs: next.delayMs,
+      } satisfies AttemptFailedDetails,
+    ],
+  });
+}
+
+/** 410 Gone: the merchant said the endpoint is gone, so stop sending to it at all. Its backlog waits (held), intact. */
+async function disableEndpoint(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
+  const { pool } = ctx;
+  const {
+    webhookId,
+    attemptNumber,
+    attempt,
+    sendable: { delivery },
+  } = sent;
+  const { merchantId } = delivery;
+  await recordAttempt(ctx, sent, 'quarantine');
+  await disableMerchant(pool, merchantId, `410 Gone on webhook ${webhookId}`);
+  throw failure('EndpointGone', `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled; ${excerptOf(attempt)}`, {
+    merchantId,
+    statusCode: 410,
+    attemptNumber,
+  });
+}
+
+/** Anything else the policy table does not retry: quarantine at once. */
+async function reject(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
+  const {
+    attemptNumber,
+    attempt,
+    sendable: { delivery },
+  } = sent;
+  const { merchantId } = delivery;
+  await recordAttempt(ctx, sent, 'quarantine');
+  throw failure('WebhookRejected', `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable): ${excerptOf(attempt)}`, {
+    merchantId,
+    statusCode: statusCodeOf(attempt),
+    attemptNumber,
+  });
+}
+
+/**
+ * Four eyes, checked: an approval naming a replay request stands only if that request is approved, by the
+ * approver the approval names (never its requester: the ledger refuses that), and froze this hold's
+ * quarantined policy run.
+ */
+async function verifyReplayApproval(
+  pool: pg.Pool,
+  { holdId, policyRun, replayRequestId, approvedBy }: ReplayApprovalClaim,
+): Promise<ReplayApprovalCheck> {
+  const request = await records.replayApprovalFor(pool, replayRequestId, holdId, policyRun);
+  if (!request) return { ok: false, why: `replay request ${replayRequestId} does not exist` };
+  if (request.status !== 'approved' || !request.approvedBy) return { ok: false, why: `replay request ${replayRequestId} is not approved` };
+  if (samePerson(request.approvedBy, request.requestedBy))
+    return { ok: false, why: `replay request ${replayRequestId} was approved by its own requester` };
+  if (!samePerson(request.approvedBy, approvedBy)) {
+    return { ok: false, why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}` };
+  }
+  if (!request.covers) return { ok: false, why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}` };
+  return { ok: true };
+}
+
+/**
+ * The first step of a resend's workflow: checks its claim against the ledger and reopens the webhook as a new policy
+ * run, recording the resend (who, why, the request and its approver, this workflow) in the same statement. Refused,
+ * with why, for a webhook not at an end, a request that is not an approved resend request covering it (approved by
+ * the approver the claim names, never its requester), and, where four eyes rule, a resend without a request. A
+ * retried call finds its own resend recorded and answers as the first did.
+ */
+async function reopenForResend(ctx: DeliveryContext, claim: ResendClaim): Promise<ResendOutcome> {
+  const { region, pool } = ctx;
+  const workflowId = activityInfo().workflowExecution?.workflowId;
+  if (!workflowId) throw ApplicationFailure.nonRetryable('reopenForResend runs only as a workflow activity', 'NotInAWorkflow');
+  const refused = (why: string): ResendOutcome => {
+    log.warn('resend refused', { region, webhookId: claim.webhookId, resendId: claim.resendId, why });
+    return { status: 'refused', why };
+  };
+  const recorded = await deliveries.resendById(pool, claim.resendId);
+  if (recorded) {
+    if (recorded.workflowId !== workflowId) return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
+    // This workflow's own resend (a retried call, or a run started again by the outbox reconciler): it delivers the
+    // webhook's current run, a replay approved since included.
+    const [now] = await deliveries.decisionTargetsOf(pool, [recorded.webhookId]);
+    return reopenedAnswer(pool, { ...recorded, policyRun: now?.policyRun ?? recorded.policyRun });
+  }
+  const text = (v: unknown) => typeof v === 'string' && v.trim() !== '';
+  if (!text(claim.requestedBy) || !text(claim.reason)) return refused('a resend names who asks for it and why');
+  const allowed = await resendAllowed(ctx, claim);
+  if ('refused' in allowed) return refused(allowed.refused);
+  const { requestedBy, frozenRun } = allowed;
+  const reopened = await deliveries.reopenForResend(pool, {
+    resendId: claim.resendId,
+    webhookId: claim.webhookId,
+    requestedBy,
+    reason: claim.reason,
+    ticket: claim.ticket,
+    requestId: claim.requestId,
+    approvedBy: claim.requestId === undefined ? undefined : claim.approvedBy,
+    workflowId,
+    frozenRun,
+  });
+  if (!reopened) return refused(await notReopenedWhy(ctx, claim.webhookId, frozenRun));
+  ctx.resends.add(1, { region, from: reopened.fromStatus });
+  log.info('webhook reopened for resend', {
+    region,
+    webhookId: claim.webhookId,
+    resendId: claim.resendId,
+    policyRun: reopened.policyRun,
+    from: reopened.fromStatus,
+    requestedBy,
+    ...(claim.requestId ? { requestId: claim.requestId, approvedBy: claim.approvedBy } : {}),
+    ...(claim.merchantRequestId ? { merchantRequestId: claim.merchantRequestId } : {}),
+  });
+  return reopenedAnswer(pool, reopened);
+}
+
+/** A reopened webhook as the resend's workflow delivers it: its run and the horizon its merchant's policy gives it. */
+async function reopenedAnswer(pool: pg.Pool, r: deliveries.Reopened): Promise<ResendOutcome> {
+  const webhook = await deliveries.webhookToDeliver(pool, r.webhookId);
+  const retryHorizonMs = retryHorizonFor(r.merchantId, webhook?.deliveryPolicy);
+  return { status: 'reopened', holdId: r.holdId, merchantId: r.merchantId, policyRun: r.policyRun, fromStatus: r.fromStatus, retryHorizonMs };
+}
+
+/**
+ * Who a resend is recorded as asked by, and the policy run its request froze, from what the claim stands on: an
+ * operator's approved resend request, a merchant's resend request (through its API key), or neither (refused where
+ * four eyes rule).
+ */
+async function resendAllowed(
+  { pool, fourEyes }: DeliveryContext,
+  claim: ResendClaim,
+): Promise<{ requestedBy: string; frozenRun: number | undefined } | { refused: string }> {
+  if (claim.requestId !== undefined) {
+    const request = await records.resendApprovalFor(pool, claim.requestId, claim.webhookId);
+    if (!request) return { refused: `resend request ${claim.requestId} does not exist` };
+    if (request.status !== 'approved' || !request.approvedBy) return { refused: `resend request ${claim.requestId} is not approved` };
+    if (samePerson(request.approvedBy, request.requestedBy))
+      return { refused: `resend request ${claim.requestId} was approved by its own requester` };
+    if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy)) {
+      return { refused: `resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}` };
+    }
+    if (request.frozenRun === null) return { refused: `resend request ${claim.requestId} does not cover webhook ${claim.webhookId}` };
+    return { requestedBy: request.requestedBy, frozenRun: request.frozenRun };
+  }
+  if (claim.merchantRequestId !== undefined) {
+    const request = await merchantApi.merchantResendForClaim(pool, claim.merchantRequestId);
+    if (!request) return { refused: `merchant resend request ${claim.merchantRequestId} does not exist` };
+    if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId) {
+      return { refused: `merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one` };
+    }
+    if (request.webhookMerchantId !== request.merchantId) return { refused: `webhook ${claim.webhookId} is not merchant ${request.merchantId}'s` };
+    if (!request.keyLiveAtRequest) {
+      return { refused: `API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}` };
+    }
+    return { requestedBy: `merchant ${request.merchantId} (API key ${request.keyId})`, frozenRun: undefined };
+  }
+  if (fourEyes) return { refused: 'four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)' };
+  return { requestedBy: claim.requestedBy, frozenRun: undefined };
+}
+
+/** Why the ledger did not reopen the webhook: gone, moved past the run the request froze, or not at an end. */
+async function notReopenedWhy({ region, pool }: DeliveryContext, webhookId: string, frozenRun: number | undefined): Promise<string> {
+  const [now] = await deliveries.decisionTargetsOf(pool, [webhookId]);
+  if (!now) return `webhook ${webhookId} does not exist in region ${region}`;
+  if (frozenRun !== undefined && now.policyRun !== frozenRun) {
+    return `webhook ${webhookId} is at policy run ${now.policyRun}, not the run ${frozenRun} the request froze`;
+  }
+  return `webhook ${webhookId} is ${now.status}: only a delivered, discarded or abandoned webhook is resent`;
+}
