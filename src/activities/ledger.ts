@@ -120,7 +120,7 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
               duplicateSuppressions.add(1, { kind: 'already_released' });
               log.info('hold already released: nothing written', { region, holdId });
               try {
-                return { status: 'already_released', ...withHorizon(holdId, await holds.releasedEntry(tx, holdId)) };
+                return { status: 'already_released', ...withHorizon(await holds.releasedEntry(tx, holdId)) };
               } catch (err) {
                 if (!(err instanceof ReleasedWithoutWebhook)) throw err;
                 log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
@@ -140,7 +140,7 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
               break;
           }
           try {
-            const released = withHorizon(holdId, await holds.releaseLockedHold(tx, holdId, hold!));
+            const released = withHorizon(await holds.releaseLockedHold(tx, holdId, hold!));
             releasedExpiry = hold!.expiresAt;
             log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
             return { status: 'released', ...released };
@@ -185,20 +185,8 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
 }
 
 /** A released hold's entry and webhook, with the retry horizon its delivery runs under. */
-function withHorizon(
-  holdId: string,
-  { ledgerEntryId, amountMinor, currency, merchantId, releasedAt, webhookId, deliveryPolicy }: holds.ReleasedEntry,
-) {
-  return {
-    holdId,
-    ledgerEntryId,
-    amountMinor,
-    currency,
-    merchantId,
-    releasedAt,
-    webhookId,
-    retryHorizonMs: retryHorizonFor(merchantId, deliveryPolicy),
-  };
+function withHorizon({ deliveryPolicy, ...released }: holds.ReleasedEntry) {
+  return { ...released, retryHorizonMs: retryHorizonFor(released.merchantId, deliveryPolicy) };
 }
 
 export type LedgerActivities = ReturnType<typeof createLedgerActivities>;

@@ -38,20 +38,23 @@ export interface ExpiredHoldsPage {
   next?: HoldCursor;
 }
 
+/** What a hold's release wrote: its one ledger entry and its webhook (the outbox row), fixed from then on. */
+export interface ReleasedHold {
+  holdId: string;
+  ledgerEntryId: string;
+  amountMinor: string;
+  currency: string;
+  merchantId: string;
+  releasedAt: string;
+  /** The webhook fixed by this release: same id on every attempt and replay. */
+  webhookId: string;
+}
+
 export type ReleaseOutcome =
-  | {
-      status: 'released' | 'already_released';
-      holdId: string;
-      ledgerEntryId: string;
-      amountMinor: string;
-      currency: string;
-      merchantId: string;
-      releasedAt: string;
-      /** The webhook fixed by this release: same id on every attempt and replay. */
-      webhookId: string;
-      /** How long the delivery policy keeps retrying for this merchant. */
-      retryHorizonMs: number;
-    }
+  | ({ status: 'released' | 'already_released' } & ReleasedHold & {
+        /** How long the delivery policy keeps retrying for this merchant. */
+        retryHorizonMs: number;
+      })
   /** A bad row (marked `rejected` with its code), or a release that can never succeed (see RELEASE_FAILURE_TYPES). */
   | { status: 'rejected'; holdId: string; code: InvalidHoldCode | ReleaseFailureType }
   /**

@@ -7,7 +7,7 @@
  * or active -> rejected (`markRejected`); both are final here.
  */
 import type pg from 'pg';
-import type { HoldCursor, RejectedHold, SweepTotals } from '../contracts/domain.js';
+import type { HoldCursor, RejectedHold, ReleasedHold, SweepTotals } from '../contracts/domain.js';
 import type { InvalidHoldCode } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
@@ -202,19 +202,11 @@ export async function releaseLockedHold(tx: pg.PoolClient, holdId: string, hold:
   );
   const row = rows[0];
   if (!row) throw new InsufficientHeldBalance(holdId, hold.accountId, hold.amountMinor);
-  return releasedEntryOf(row);
+  return releasedEntryOf(holdId, row);
 }
 
-export interface ReleasedEntry {
-  ledgerEntryId: string;
-  amountMinor: string;
-  currency: string;
-  merchantId: string;
-  releasedAt: string;
-  webhookId: string;
-  /** The merchant's raw `delivery_policy` overrides, unvalidated. */
-  deliveryPolicy: unknown;
-}
+/** A released hold's entry and webhook (ReleasedHold), with its merchant's raw `delivery_policy` overrides, unvalidated. */
+export type ReleasedEntry = ReleasedHold & { deliveryPolicy: unknown };
 
 /**
  * What a released hold's release wrote: its ledger entry and its webhook (the outbox row). Throws
@@ -233,7 +225,7 @@ export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<
   );
   const row = rows[0];
   if (!row?.webhook_id) throw new ReleasedWithoutWebhook(holdId);
-  return releasedEntryOf(row);
+  return releasedEntryOf(holdId, row);
 }
 
 interface ReleasedEntryRow {
@@ -246,8 +238,9 @@ interface ReleasedEntryRow {
   delivery_policy: unknown;
 }
 
-function releasedEntryOf(row: ReleasedEntryRow): ReleasedEntry {
+function releasedEntryOf(holdId: string, row: ReleasedEntryRow): ReleasedEntry {
   return {
+    holdId,
     ledgerEntryId: row.ledger_entry_id,
     amountMinor: row.amount_minor,
     currency: row.currency,
