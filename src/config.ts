@@ -590,54 +590,73 @@ function readSecretKeys(env: Env, mode: Mode, up: string): EncryptionKey[] | und
   return keys;
 }
 
-export function loadConfig(env: Env = process.env, { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {}): Config {
-  const mode = readMode(env);
-  const names = readRegions(env);
-  const regions = names.map((region): RegionConfig => {
-    const up = region.toUpperCase();
-    const temporal = loadTemporalConnectionSettings(env, region, { servesOneRegion: names.length === 1 });
-    const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
-    const secretKeys = held ? readSecretKeys(env, mode, up) : [];
-    const regionConfig: RegionConfig = {
-      region,
-      databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
-      temporalAddress: temporal.address,
-      temporal,
-      namespace: readName({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace }, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
-      taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
-      scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
-      payloadKeys: env[`PAYLOAD_KEYS_${up}`]
-        ? parseEncryptionKeys(env[`PAYLOAD_KEYS_${up}`]!, (expected) => {
-            // The value is a secret: the error names the variable, never its content.
-            throw new ConfigError(`PAYLOAD_KEYS_${up}`, '(redacted)', expected);
-          })
-        : undefined,
-      secretKeys: secretKeys ?? [],
-    };
-    if (mode === 'production') {
-      // Production never falls back to embedded services: a missing address is a deployment mistake.
-      if (!regionConfig.databaseUrl && connections !== 'not-used') {
-        throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
-      }
-      if (!regionConfig.temporalAddress && connections === 'used') {
-        throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
-      }
-      if (!regionConfig.payloadKeys && connections === 'used') {
-        throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
-      }
-      if (!secretKeys) {
-        throw new ConfigError(
-          `MERCHANT_SECRET_KEYS_${up}`,
-          undefined,
-          'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
-        );
-      }
-      if (connections === 'used') requireTls(temporal, env, region);
-    }
-    return Object.freeze(regionConfig);
-  });
+/** One region's ledger, Temporal connection, names and keys (`<VARIABLE>_<REGION>`), and what production requires of them. */
+function readRegionConfig(
+  env: Env,
+  mode: Mode,
+  region: Region,
+  servesOneRegion: boolean,
+  { merchantSecrets, connections }: Required<LoadConfigOptions>,
+): RegionConfig {
+  const up = region.toUpperCase();
+  const temporal = loadTemporalConnectionSettings(env, region, { servesOneRegion });
+  const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
+  const secretKeys = held ? readSecretKeys(env, mode, up) : [];
+  const regionConfig: RegionConfig = {
+    region,
+    databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
+    temporalAddress: temporal.address,
+    temporal,
+    namespace: readName({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace }, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
+    taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
+    scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
+    payloadKeys: env[`PAYLOAD_KEYS_${up}`]
+      ? parseEncryptionKeys(env[`PAYLOAD_KEYS_${up}`]!, (expected) => {
+          // The value is a secret: the error names the variable, never its content.
+          throw new ConfigError(`PAYLOAD_KEYS_${up}`, '(redacted)', expected);
+        })
+      : undefined,
+    secretKeys: secretKeys ?? [],
+  };
+  if (mode === 'production') requireProductionRegion(env, regionConfig, temporal, secretKeys, connections);
+  return Object.freeze(regionConfig);
+}
 
-  const sweep: SweepConfig = {
+/**
+ * Production never falls back to embedded services: a missing address is a deployment mistake. It requires of a
+ * region what this process uses of it: the ledger, Temporal over TLS, encrypted payloads, sealed merchant secrets.
+ */
+function requireProductionRegion(
+  env: Env,
+  regionConfig: RegionConfig,
+  temporal: TemporalConnectionSettings,
+  secretKeys: readonly EncryptionKey[] | undefined,
+  connections: Required<LoadConfigOptions>['connections'],
+): void {
+  const { region } = regionConfig;
+  const up = region.toUpperCase();
+  if (!regionConfig.databaseUrl && connections !== 'not-used') {
+    throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
+  }
+  if (!regionConfig.temporalAddress && connections === 'used') {
+    throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
+  }
+  if (!regionConfig.payloadKeys && connections === 'used') {
+    throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
+  }
+  if (!secretKeys) {
+    throw new ConfigError(
+      `MERCHANT_SECRET_KEYS_${up}`,
+      undefined,
+      'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
+    );
+  }
+  if (connections === 'used') requireTls(temporal, env, region);
+}
+
+/** The sweep's schedule, paging and timeouts (SWEEP_*, QUARANTINE_DECISION_TIMEOUT). */
+function readSweep(env: Env): SweepConfig {
+  return {
     intervalMs: readDuration(env, 'SWEEP_INTERVAL', '15m', 1000),
     catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
     pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
@@ -645,16 +664,27 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
     timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };
-  const outbox: OutboxConfig = {
+}
+
+/** The outbox reconciler's schedule (OUTBOX_*). */
+function readOutbox(env: Env): OutboxConfig {
+  return {
     intervalMs: readDuration(env, 'OUTBOX_RECONCILE_INTERVAL', '5m', 1000),
     graceMs: readDuration(env, 'OUTBOX_GRACE', '10m', 1000),
   };
-  const temporalLimits: TemporalLimitsConfig = {
+}
+
+/** What the Temporal server allows (TEMPORAL_MAX_ID_LENGTH). */
+function readTemporalLimits(env: Env): TemporalLimitsConfig {
+  return {
     // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
     maxWorkflowIdLength: readInt(env, 'TEMPORAL_MAX_ID_LENGTH', DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000),
   };
+}
 
-  const webhooks: WebhookConfig = {
+/** Where webhooks may go and how hard each destination is pressed (WEBHOOK_*, DESTINATION_RATE_SHARE). */
+function readWebhooks(env: Env, mode: Mode): WebhookConfig {
+  return {
     allowInsecureHttp: mode === 'dev',
     allowPrivateAddresses: mode === 'dev',
     trustedNetworks: readNetworks(env, 'WEBHOOK_TRUSTED_NETWORKS'),
@@ -663,7 +693,10 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
     maxInFlightPerMerchant: readInt(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT', DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000),
     destinationRateShare: readShare(env, 'DESTINATION_RATE_SHARE'),
   };
+}
 
+/** Logs, metrics and alert thresholds (LOG_LEVEL, METRICS_*, QUARANTINE_PAGE_AFTER, DUPLICATE_SENDS_ALERT_RATIO). */
+function readObservability(env: Env): ObservabilityConfig {
   const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();
   if (!['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'].includes(logLevel)) {
     throw new ConfigError('LOG_LEVEL', env.LOG_LEVEL, 'one of TRACE, DEBUG, INFO, WARN, ERROR');
@@ -684,11 +717,18 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
       '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
     );
   }
+  return observability;
+}
 
-  const worker: WorkerTuningConfig = {
+/** The regional workers' own tuning (WORKER_MAX_CACHED_WORKFLOWS). */
+function readWorkerTuning(env: Env): WorkerTuningConfig {
+  return {
     maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000) : undefined,
   };
+}
 
+/** Worker Deployment Versioning (WORKER_DEPLOYMENT_NAME, WORKER_BUILD_ID, WORKER_SET_CURRENT). */
+function readDeployment(env: Env, mode: Mode): DeploymentConfig {
   const deployment: DeploymentConfig = {
     deploymentName: env.WORKER_DEPLOYMENT_NAME || DEFAULT_DEPLOYMENT_NAME,
     buildId: env.WORKER_BUILD_ID || undefined,
@@ -704,7 +744,11 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
   if (!(SET_CURRENT_MODES as readonly string[]).includes(deployment.setCurrent)) {
     throw new ConfigError('WORKER_SET_CURRENT', env.WORKER_SET_CURRENT, SET_CURRENT_MODES.join(', '));
   }
+  return deployment;
+}
 
+/** The codec endpoint the Web UI decodes through (CODEC_*); production requires OIDC and TLS of it and refuses a static token. */
+function readCodecServer(env: Env, mode: Mode): CodecServerConfig {
   const codecServer: CodecServerConfig = {
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
     authToken: env.CODEC_AUTH_TOKEN || undefined,
@@ -734,7 +778,26 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
       );
     }
   }
+  return codecServer;
+}
 
+/**
+ * The whole configuration, each concept read in turn (the order decides which of several errors is reported): the
+ * mode and the regions, then each region's ledger and Temporal, the sweep, the outbox, Temporal's limits, webhooks,
+ * observability, worker tuning, the deployment, the codec endpoint.
+ */
+export function loadConfig(env: Env = process.env, { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {}): Config {
+  const mode = readMode(env);
+  const names = readRegions(env);
+  const regions = names.map((region) => readRegionConfig(env, mode, region, names.length === 1, { merchantSecrets, connections }));
+  const sweep = readSweep(env);
+  const outbox = readOutbox(env);
+  const temporalLimits = readTemporalLimits(env);
+  const webhooks = readWebhooks(env, mode);
+  const observability = readObservability(env);
+  const worker = readWorkerTuning(env);
+  const deployment = readDeployment(env, mode);
+  const codecServer = readCodecServer(env, mode);
   return Object.freeze({
     mode,
     decisions: Object.freeze({ fourEyes: mode === 'production' }),

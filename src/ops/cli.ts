@@ -288,19 +288,53 @@ export async function runOps(argv: string[], out: (line: string) => void = conso
   }
 }
 
+type Print = (human: string, data: unknown) => void;
+
+/** What a command family's handler gets: the region's verbs, the command line, and how it prints. */
+interface CommandContext {
+  readonly region: Region;
+  readonly call: Verbs['call'];
+  readonly command: string;
+  readonly sub: string | undefined;
+  readonly arg: string | undefined;
+  readonly fourth: string | undefined;
+  readonly values: Values;
+  readonly print: Print;
+  /**
+   * Who acts (--by, --requested-by): on the command line when the verbs run here; through the admin API the caller's
+   * verified subject, so a name given there is refused rather than silently replaced.
+   */
+  readonly actor: (option: 'by' | 'requested-by') => string | undefined;
+  /** --rate of a paced approval, checked (`what` it counts per second). */
+  readonly rateOption: (what: string) => number | undefined;
+}
+
+type CommandHandler = (context: CommandContext) => Promise<number>;
+
+/** Each command family's handler, by the command's first word. */
+const COMMANDS: ReadonlyMap<string, CommandHandler> = new Map<string, CommandHandler>([
+  ['sweep-now', runSweepNow],
+  ['status', runStatus],
+  ['quarantine', runQuarantine],
+  ['replay', runReplay],
+  ['resend', runResend],
+  ['webhooks', runWebhooks],
+  ['approve', runDecision],
+  ['discard', runDecision],
+  ['merchant', (context) => (context.sub === 'api-key' || context.sub === 'api-keys' ? runApiKeys(context) : runMerchant(context))],
+  ['events', runEvents],
+  ['sends', runSends],
+  ['reviews', runReviews],
+  ['audit', runAudit],
+]);
+
 /** One command: its input from the command line, the verb called, its answer printed as it always was. */
 async function runCommand(
   verbs: Verbs,
   [command, sub, arg, fourth]: [string, string | undefined, string | undefined, string | undefined],
   values: Values,
-  print: (human: string, data: unknown) => void,
+  print: Print,
 ): Promise<number> {
-  const { region } = verbs;
-  const call = verbs.call;
-  /**
-   * Who acts (--by, --requested-by): on the command line when the verbs run here; through the admin API the caller's
-   * verified subject, so a name given there is refused rather than silently replaced.
-   */
   const actor = (option: 'by' | 'requested-by'): string | undefined => {
     const given = values[option] as string | undefined;
     if (!verbs.remote) return required(given, option);
@@ -312,224 +346,231 @@ async function runCommand(
     if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate as string, `${what} per second, > 0`);
     return rate;
   };
-  switch (command) {
-    case 'sweep-now': {
-      const { workflowId } = await call('sweep.now', {});
-      print(`sweep ${workflowId} is answering for now (region ${region})`, { workflowId });
-      return 0;
-    }
-    case 'status': {
-      const report = await call('hold.status', { holdId: required(sub, 'hold id') });
-      const waiting = report.workflow?.waiting;
-      print(
-        [
-          `hold ${report.hold.id}: ${report.hold.state}${report.hold.reject_code ? ` (${report.hold.reject_code})` : ''}, ` +
-            `${report.hold.amount_minor} ${report.hold.currency}, merchant ${report.hold.merchant_id}`,
-          `ledger entry: ${report.ledgerEntry ? `#${report.ledgerEntry.id}` : 'none'}`,
-          `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
-          `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
-          `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
-          ...(report.workflow?.retrying
-            ? [
-                `retrying: Temporal's attempt ${report.workflow.retrying.attempt}, next at ${report.workflow.retrying.nextAttemptAt ?? 'n/a'}` +
-                  ` after: ${report.workflow.retrying.lastFailure ?? 'n/a'}`,
-              ]
-            : []),
-          `processor events: ${report.processorEvents.length === 0 ? 'none' : `${(report.processorEvents as { sequence: number; event_type: string; outcome: string | null }[]).map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
-          '',
-          'attempts:',
-          table(report.attempts),
-          '',
-          'decisions:',
-          table(report.decisions),
-          ...(report.resends.length ? ['', 'resends:', table(report.resends)] : []),
-        ].join('\n'),
-        report,
-      );
-      return 0;
-    }
-    case 'quarantine': {
-      if (sub !== 'list') throw new ConfigError('quarantine', sub, '"list"');
-      const rows = await call('quarantine.list', filtersFrom(values));
-      print(`${table(rows)}\n${rows.length} quarantined`, rows);
-      return 0;
-    }
-    case 'replay': {
-      if (sub === 'preview') {
-        const request = await call('replay.preview', { ...filtersFrom(values), requestedBy: actor('requested-by') });
-        print(
-          `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
-            `approve with: npm run ops -- replay approve ${request.id} --region ${region} --by <someone else>`,
-          request,
-        );
-        return 0;
-      }
-      if (sub === 'approve') {
-        const result = await call('replay.approve', {
-          requestId: required(arg, 'request id'),
-          by: actor('by'),
-          rate: rateOption('signals'),
-          ticket: values.ticket as string | undefined,
-        });
-        print(
-          `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
-            (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
-            ignoredLines(result.ignored),
-          result,
-        );
-        return 0;
-      }
-      throw new ConfigError('replay', sub, '"preview" or "approve"');
-    }
-    case 'resend': {
-      if (sub === 'preview') {
-        const request = await call('resend.preview', { ...resendFiltersFrom(values), requestedBy: actor('requested-by') });
-        print(
-          `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
-            `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
-          request,
-        );
-        return 0;
-      }
-      if (sub === 'approve') {
-        const result = await call('resend.approve', {
-          requestId: required(arg, 'request id'),
-          by: actor('by'),
-          rate: rateOption('resends started'),
-          ticket: values.ticket as string | undefined,
-        });
-        print(
-          `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
-            (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
-            ignoredLines(result.ignored),
-          result,
-        );
-        return 0;
-      }
-      const webhookId = required(sub, 'webhook id');
-      const started = await call('webhook.resend', {
-        webhookId,
-        by: actor('by'),
-        reason: required(values.reason as string | undefined, 'reason'),
-        ticket: values.ticket as string | undefined,
-      });
-      print(
-        started.policyRun === undefined || started.policyRun === null
-          ? `resend ${started.resendId} of ${webhookId} started (${started.workflowId}); the worker has not reopened it yet: npm run ops -- status <hold id>`
-          : `resend ${started.resendId} of ${webhookId}: policy run ${started.policyRun}, delivered by ${started.workflowId}`,
-        started,
-      );
-      return 0;
-    }
-    case 'webhooks': {
-      if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
-      const status = required(values.status as string | undefined, 'status');
-      if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus)) throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
-      const limit = values.limit === undefined ? 20 : Number(values.limit);
-      if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
-      const f = resendFiltersFrom(values);
-      const rows = await call('webhooks.list', { status, limit, merchant: f.merchant, since: f.since, until: f.until });
-      print(`${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`, rows);
-      return 0;
-    }
-    case 'approve':
-    case 'discard': {
-      const holdId = required(sub, 'hold id');
-      const by = actor('by');
-      const reason = required(values.reason as string | undefined, 'reason');
-      const result =
-        command === 'approve'
-          ? await call('quarantine.approve', { id: holdId, by, reason, ticket: values.ticket as string | undefined })
-          : await call('quarantine.discard', { id: holdId, by, reason });
-      print(
-        result.outcome === 'applied'
-          ? `${command} applied to hold ${holdId}: the workflow answered ${result.answer.decision} of policy run ${result.answer.policyRun}, now ${result.answer.stage}`
-          : `${command} not applied to hold ${holdId}: ${result.detail}`,
-        result,
-      );
-      return result.outcome === 'applied' ? 0 : 3;
-    }
-    case 'merchant':
-      if (sub === 'api-key' || sub === 'api-keys') return runApiKeys(call, actor, values, sub, arg, fourth, print);
-      return runMerchant(call, values, sub, arg, print);
-    case 'events':
-      return runEvents(verbs, actor, values, sub, arg, print);
-    case 'sends': {
-      if (sub === 'pause') {
-        const pause = await call('sends.pause', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
-        print(
-          `sends in region ${region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
-            `npm run ops -- sends resume --region ${region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
-          pause,
-        );
-        return 0;
-      }
-      if (sub === 'resume') {
-        const result = await call('sends.resume', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
-        print(
-          `sends in region ${region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
-            `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
-          result,
-        );
-        return 0;
-      }
-      if (sub === 'status') {
-        const status = await call('sends.status', {});
-        print(
-          [
-            `sends in region ${region}: ${status.paused ? 'PAUSED' : 'running'}; ${status.held} deliveries held (by this or a merchant's pause)`,
-            status.pauses.length === 0 ? 'never paused' : table(status.pauses),
-          ].join('\n'),
-          status,
-        );
-        return 0;
-      }
-      throw new ConfigError('sends', sub, '"pause", "resume" or "status"');
-    }
-    case 'reviews': {
-      if (sub === 'list') {
-        const rows = await call('reviews.list', { all: values.all === true });
-        print(`${table(rows)}\n${rows.length} ${values.all ? '' : 'open '}review(s)`, rows);
-        return 0;
-      }
-      if (sub === 'resolve') {
-        const eventId = required(arg, 'event id');
-        const result = await call('reviews.resolve', { eventId, by: actor('by') });
-        print(`review of ${eventId} resolved`, result);
-        return 0;
-      }
-      throw new ConfigError('reviews', sub, '"list" or "resolve"');
-    }
-    case 'audit': {
-      const limit = values.limit === undefined ? 50 : Number(values.limit);
-      if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of entries, >= 1');
-      const rows = await call('audit.list', {
-        since: isoOption(values.since as string | undefined, 'since'),
-        subject: values.subject as string | undefined,
-        limit,
-      });
-      print(`${table(rows)}\n${rows.length} call(s), newest first`, rows);
-      return 0;
-    }
-    default:
-      throw new ConfigError(
-        'command',
-        command,
-        'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, events, sends, reviews, audit (see --help)',
-      );
+  const handler = COMMANDS.get(command);
+  if (!handler) {
+    throw new ConfigError(
+      'command',
+      command,
+      'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, events, sends, reviews, audit (see --help)',
+    );
   }
+  return handler({ region: verbs.region, call: verbs.call, command, sub, arg, fourth, values, print, actor, rateOption });
+}
+
+/** `sweep-now`. */
+async function runSweepNow({ call, region, print }: CommandContext): Promise<number> {
+  const { workflowId } = await call('sweep.now', {});
+  print(`sweep ${workflowId} is answering for now (region ${region})`, { workflowId });
+  return 0;
+}
+
+/** `status <hold id>`: ledger, webhook, attempts, decisions and why it waits. */
+async function runStatus({ call, sub, print }: CommandContext): Promise<number> {
+  const report = await call('hold.status', { holdId: required(sub, 'hold id') });
+  const waiting = report.workflow?.waiting;
+  print(
+    [
+      `hold ${report.hold.id}: ${report.hold.state}${report.hold.reject_code ? ` (${report.hold.reject_code})` : ''}, ` +
+        `${report.hold.amount_minor} ${report.hold.currency}, merchant ${report.hold.merchant_id}`,
+      `ledger entry: ${report.ledgerEntry ? `#${report.ledgerEntry.id}` : 'none'}`,
+      `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
+      `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
+      `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
+      ...(report.workflow?.retrying
+        ? [
+            `retrying: Temporal's attempt ${report.workflow.retrying.attempt}, next at ${report.workflow.retrying.nextAttemptAt ?? 'n/a'}` +
+              ` after: ${report.workflow.retrying.lastFailure ?? 'n/a'}`,
+          ]
+        : []),
+      `processor events: ${report.processorEvents.length === 0 ? 'none' : `${(report.processorEvents as { sequence: number; event_type: string; outcome: string | null }[]).map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
+      '',
+      'attempts:',
+      table(report.attempts),
+      '',
+      'decisions:',
+      table(report.decisions),
+      ...(report.resends.length ? ['', 'resends:', table(report.resends)] : []),
+    ].join('\n'),
+    report,
+  );
+  return 0;
+}
+
+/** `quarantine list`. */
+async function runQuarantine({ call, sub, values, print }: CommandContext): Promise<number> {
+  if (sub !== 'list') throw new ConfigError('quarantine', sub, '"list"');
+  const rows = await call('quarantine.list', filtersFrom(values));
+  print(`${table(rows)}\n${rows.length} quarantined`, rows);
+  return 0;
+}
+
+/** `replay preview|approve`: quarantined webhooks replayed in bulk, four eyes. */
+async function runReplay({ call, region, sub, arg, values, print, actor, rateOption }: CommandContext): Promise<number> {
+  if (sub === 'preview') {
+    const request = await call('replay.preview', { ...filtersFrom(values), requestedBy: actor('requested-by') });
+    print(
+      `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
+        `approve with: npm run ops -- replay approve ${request.id} --region ${region} --by <someone else>`,
+      request,
+    );
+    return 0;
+  }
+  if (sub === 'approve') {
+    const result = await call('replay.approve', {
+      requestId: required(arg, 'request id'),
+      by: actor('by'),
+      rate: rateOption('signals'),
+      ticket: values.ticket as string | undefined,
+    });
+    print(
+      `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
+        (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
+        ignoredLines(result.ignored),
+      result,
+    );
+    return 0;
+  }
+  throw new ConfigError('replay', sub, '"preview" or "approve"');
+}
+
+/** `resend preview|approve` (in bulk, four eyes), or `resend <webhook id>` (one). */
+async function runResend({ call, region, sub, arg, values, print, actor, rateOption }: CommandContext): Promise<number> {
+  if (sub === 'preview') {
+    const request = await call('resend.preview', { ...resendFiltersFrom(values), requestedBy: actor('requested-by') });
+    print(
+      `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
+        `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
+      request,
+    );
+    return 0;
+  }
+  if (sub === 'approve') {
+    const result = await call('resend.approve', {
+      requestId: required(arg, 'request id'),
+      by: actor('by'),
+      rate: rateOption('resends started'),
+      ticket: values.ticket as string | undefined,
+    });
+    print(
+      `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
+        (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
+        ignoredLines(result.ignored),
+      result,
+    );
+    return 0;
+  }
+  const webhookId = required(sub, 'webhook id');
+  const started = await call('webhook.resend', {
+    webhookId,
+    by: actor('by'),
+    reason: required(values.reason as string | undefined, 'reason'),
+    ticket: values.ticket as string | undefined,
+  });
+  print(
+    started.policyRun === undefined || started.policyRun === null
+      ? `resend ${started.resendId} of ${webhookId} started (${started.workflowId}); the worker has not reopened it yet: npm run ops -- status <hold id>`
+      : `resend ${started.resendId} of ${webhookId}: policy run ${started.policyRun}, delivered by ${started.workflowId}`,
+    started,
+  );
+  return 0;
+}
+
+/** `webhooks list --status S`. */
+async function runWebhooks({ call, sub, values, print }: CommandContext): Promise<number> {
+  if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
+  const status = required(values.status as string | undefined, 'status');
+  if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus)) throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
+  const limit = values.limit === undefined ? 20 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
+  const f = resendFiltersFrom(values);
+  const rows = await call('webhooks.list', { status, limit, merchant: f.merchant, since: f.since, until: f.until });
+  print(`${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`, rows);
+  return 0;
+}
+
+/** `approve|discard <hold id | webhook id>`: one quarantined webhook decided. */
+async function runDecision({ call, command, sub, values, print, actor }: CommandContext): Promise<number> {
+  const holdId = required(sub, 'hold id');
+  const by = actor('by');
+  const reason = required(values.reason as string | undefined, 'reason');
+  const result =
+    command === 'approve'
+      ? await call('quarantine.approve', { id: holdId, by, reason, ticket: values.ticket as string | undefined })
+      : await call('quarantine.discard', { id: holdId, by, reason });
+  print(
+    result.outcome === 'applied'
+      ? `${command} applied to hold ${holdId}: the workflow answered ${result.answer.decision} of policy run ${result.answer.policyRun}, now ${result.answer.stage}`
+      : `${command} not applied to hold ${holdId}: ${result.detail}`,
+    result,
+  );
+  return result.outcome === 'applied' ? 0 : 3;
+}
+
+/** `sends pause|resume|status`: the region's big red button. */
+async function runSends({ call, region, sub, values, print, actor }: CommandContext): Promise<number> {
+  if (sub === 'pause') {
+    const pause = await call('sends.pause', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
+    print(
+      `sends in region ${region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
+        `npm run ops -- sends resume --region ${region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
+      pause,
+    );
+    return 0;
+  }
+  if (sub === 'resume') {
+    const result = await call('sends.resume', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
+    print(
+      `sends in region ${region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
+        `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
+      result,
+    );
+    return 0;
+  }
+  if (sub === 'status') {
+    const status = await call('sends.status', {});
+    print(
+      [
+        `sends in region ${region}: ${status.paused ? 'PAUSED' : 'running'}; ${status.held} deliveries held (by this or a merchant's pause)`,
+        status.pauses.length === 0 ? 'never paused' : table(status.pauses),
+      ].join('\n'),
+      status,
+    );
+    return 0;
+  }
+  throw new ConfigError('sends', sub, '"pause", "resume" or "status"');
+}
+
+/** `reviews list|resolve`. */
+async function runReviews({ call, sub, arg, values, print, actor }: CommandContext): Promise<number> {
+  if (sub === 'list') {
+    const rows = await call('reviews.list', { all: values.all === true });
+    print(`${table(rows)}\n${rows.length} ${values.all ? '' : 'open '}review(s)`, rows);
+    return 0;
+  }
+  if (sub === 'resolve') {
+    const eventId = required(arg, 'event id');
+    const result = await call('reviews.resolve', { eventId, by: actor('by') });
+    print(`review of ${eventId} resolved`, result);
+    return 0;
+  }
+  throw new ConfigError('reviews', sub, '"list" or "resolve"');
+}
+
+/** `audit`: the admin API's audit, newest first. */
+async function runAudit({ call, values, print }: CommandContext): Promise<number> {
+  const limit = values.limit === undefined ? 50 : Number(values.limit);
+  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of entries, >= 1');
+  const rows = await call('audit.list', {
+    since: isoOption(values.since as string | undefined, 'since'),
+    subject: values.subject as string | undefined,
+    limit,
+  });
+  print(`${table(rows)}\n${rows.length} call(s), newest first`, rows);
+  return 0;
 }
 
 /** `merchant api-key create <merchant id>`, `merchant api-key revoke <key id>`, `merchant api-keys <merchant id>`. */
-async function runApiKeys(
-  call: Verbs['call'],
-  actor: (option: 'by' | 'requested-by') => string | undefined,
-  values: Values,
-  sub: 'api-key' | 'api-keys',
-  action: string | undefined,
-  id: string | undefined,
-  print: (human: string, data: unknown) => void,
-): Promise<number> {
+async function runApiKeys({ call, actor, values, sub, arg: action, fourth: id, print }: CommandContext): Promise<number> {
   if (sub === 'api-keys') {
     const rows = await call('merchant.api-keys', { merchantId: required(action, 'merchant id') });
     print(`${table(rows)}\n${rows.length} key(s)`, rows);
@@ -560,15 +601,7 @@ async function runApiKeys(
 const ignoredLines = (ignored: { webhookId: string; detail: string }[]) => ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join('');
 
 /** `events show|skip|approve-skip|redeliver|refused`. */
-async function runEvents(
-  verbs: Verbs,
-  actor: (option: 'by' | 'requested-by') => string | undefined,
-  values: Values,
-  sub: string | undefined,
-  arg: string | undefined,
-  print: (human: string, data: unknown) => void,
-): Promise<number> {
-  const { region, call } = verbs;
+async function runEvents({ region, call, actor, values, sub, arg, print }: CommandContext): Promise<number> {
   if (sub === 'show') {
     const report = await call('events.show', { holdId: required(arg, 'hold id') });
     const account = report.workflow?.account;
@@ -677,13 +710,7 @@ function merchantLines(m: MerchantView): string {
 }
 
 /** `merchant <sub> <id>`: the ledger only, no Temporal connection needed. */
-async function runMerchant(
-  call: Verbs['call'],
-  values: Values,
-  sub: string | undefined,
-  id: string | undefined,
-  print: (human: string, data: unknown) => void,
-): Promise<number> {
+async function runMerchant({ call, values, sub, arg: id, print }: CommandContext): Promise<number> {
   const merchantId = () => required(id, 'merchant id');
   const settings = () => ({
     name: values.name as string | undefined,
