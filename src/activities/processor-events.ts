@@ -10,6 +10,7 @@ import type { ApplyProcessorEventResult, ProcessorEventOutcome } from '../contra
 import { decideEvent, eventShortBalance, type EventApplication } from '../ledger/hold-rules.js';
 import { inTransaction } from '../db/pool.js';
 import * as events from '../sql/processor-events.js';
+import * as holds from '../sql/holds.js';
 import { samePerson } from '../contracts/identity.js';
 import * as records from '../sql/operator-records.js';
 import type { DeliveryDeps } from './delivery.js';
@@ -73,10 +74,10 @@ export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Pr
 
   let ledgerEntryId: string | null = null;
   if (decision.entry && hold) {
-    ledgerEntryId = await events.writeEventEntry(tx, eventId, { holdId, accountId: hold.accountId, currency: hold.currency }, decision.entry);
+    ledgerEntryId = await holds.writeEventEntry(tx, eventId, { holdId, accountId: hold.accountId, currency: hold.currency }, decision.entry);
     if (ledgerEntryId === null) decision = eventShortBalance(event, hold.accountId);
   }
-  if (hold) await events.updateHoldForEvent(tx, holdId, event.sequence, decision);
+  if (hold) await holds.updateHoldForEvent(tx, holdId, event.sequence, decision);
   const webhookId =
     decision.webhookType && hold ? await events.enqueueEventWebhook(tx, eventId, decision.webhookType, ledgerEntryId, decision.outcome) : null;
   if (decision.review) await events.openReview(tx, eventId, holdId, decision.review);
@@ -143,7 +144,11 @@ export function createProcessorEventActivities({
           return false;
         }
       }
-      const skipped = await inTransaction(pool, (tx) => events.skipSequence(tx, holdId, sequence, by, reason));
+      const skipped = await inTransaction(pool, async (tx) => {
+        if (!(await holds.skipHoldSequence(tx, holdId, sequence))) return false;
+        await events.recordSkip(tx, holdId, sequence, by, reason);
+        return true;
+      });
       log.warn(skipped ? 'processor sequence skipped by an operator' : 'processor sequence skip did not apply', { region, holdId, sequence, by });
       return skipped;
     },

@@ -1,7 +1,8 @@
 /**
- * SQL of the holds ledger: auth_holds, accounts, ledger_entries and sweep_runs. Small query functions, positional
- * cast parameters, no value ever interpolated; the callers (src/activities/ledger.ts, src/ops/operations.ts, the
- * worker's ledger gauges) own the transactions and decide what to do with the rows.
+ * SQL of the holds ledger: auth_holds, accounts, ledger_entries and sweep_runs, and their only writer (the release's,
+ * and an applied processor event's). Small query functions, positional cast parameters, no value ever interpolated;
+ * the callers (src/activities/ledger.ts, src/activities/processor-events.ts, src/ops/operations.ts, the worker's
+ * ledger gauges) own the transactions, and the rulebook (src/ledger/hold-rules.ts) decides what to write.
  *
  * A hold moves active -> released (the release: `lockHoldForRelease`, then `releaseLockedHold`, in one transaction)
  * or active -> rejected (`markRejected`); both are final here.
@@ -13,7 +14,7 @@ import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 import { HOLD_RELEASED_EVENT, releasedWebhookEnqueued } from './deliveries.js';
-import type { HoldAtRelease } from '../ledger/hold-rules.js';
+import type { EventApplication, HoldAtRelease } from '../ledger/hold-rules.js';
 
 /**
  * Why a hold row cannot be released, or NULL when it can. One SQL expression used by both the sweep's page
@@ -317,4 +318,68 @@ export async function ledgerEntryOfHold(db: Queryable, holdId: string): Promise<
     [holdId],
   );
   return rows[0] ?? null;
+}
+
+/**
+ * The event's ledger entry (keyed by the event id) and the account's balances it moves, in one statement; the entry's
+ * id, or null when the account's held balance does not cover it (nothing written).
+ */
+export async function writeEventEntry(
+  tx: pg.PoolClient,
+  eventId: string,
+  hold: { holdId: string; accountId: string; currency: string },
+  entry: NonNullable<EventApplication['entry']>,
+): Promise<string | null> {
+  const { rows } = await tx.query<{ id: string }>(
+    `WITH moved AS (
+       UPDATE accounts
+          SET held_minor = held_minor + $3::bigint, available_minor = available_minor + $4::bigint, updated_at = now()
+        WHERE id = $2::text AND held_minor + $3::bigint >= 0
+        RETURNING id
+     )
+     INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency, processor_event_id)
+     SELECT 'processor-event:' || $1::text, $5::text, moved.id, $6::text, $7::bigint, $8::char(3), $1::text FROM moved
+     RETURNING id`,
+    [
+      eventId,
+      hold.accountId,
+      entry.heldDelta.toString(),
+      entry.availableDelta.toString(),
+      entry.kind,
+      hold.holdId,
+      entry.amountMinor.toString(),
+      hold.currency,
+    ],
+  );
+  return rows[0]?.id ?? null;
+}
+
+/** The hold as an applied event leaves it: its final state if it gets one, its amount, its sequence. */
+export async function updateHoldForEvent(
+  tx: pg.PoolClient,
+  holdId: string,
+  sequence: number,
+  decision: Pick<EventApplication, 'state' | 'amountDelta' | 'advances'>,
+): Promise<void> {
+  await tx.query(
+    `UPDATE auth_holds
+        SET state = coalesce($2::text, state),
+            settled_at = CASE WHEN $2::text IS NULL THEN settled_at ELSE now() END,
+            amount_minor = amount_minor + $3::bigint,
+            event_seq = CASE WHEN $4::boolean THEN $5::integer ELSE event_seq END
+      WHERE id = $1::text`,
+    [holdId, decision.state ?? null, (decision.amountDelta ?? 0n).toString(), decision.advances, sequence],
+  );
+}
+
+/**
+ * A human closes a gap in a hold's processor events: its sequence moves past `sequence` if that is the one missing.
+ * False when it is not (applied meanwhile, or another gap).
+ */
+export async function skipHoldSequence(tx: pg.PoolClient, holdId: string, sequence: number): Promise<boolean> {
+  const { rowCount } = await tx.query('UPDATE auth_holds SET event_seq = $2::integer WHERE id = $1::text AND event_seq = $2::integer - 1', [
+    holdId,
+    sequence,
+  ]);
+  return rowCount === 1;
 }

@@ -9,7 +9,7 @@ import type pg from 'pg';
 import type { ProcessorEventOutcome, ProcessorEventRef, ProcessorEventType } from '../contracts/processor.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-import type { EventApplication, LockedHold, RecordedEvent } from '../ledger/hold-rules.js';
+import type { LockedHold, RecordedEvent } from '../ledger/hold-rules.js';
 import { HOLD_DEFECT_SQL } from './holds.js';
 import { enqueueWebhook, SEQUENCE } from './deliveries.js';
 
@@ -174,58 +174,6 @@ export async function lockEventToApply(tx: pg.PoolClient, eventId: string): Prom
 }
 
 /**
- * The event's ledger entry (keyed by the event id) and the account's balances it moves, in one statement; the entry's
- * id, or null when the account's held balance does not cover it (nothing written).
- */
-export async function writeEventEntry(
-  tx: pg.PoolClient,
-  eventId: string,
-  hold: { holdId: string; accountId: string; currency: string },
-  entry: NonNullable<EventApplication['entry']>,
-): Promise<string | null> {
-  const { rows } = await tx.query<{ id: string }>(
-    `WITH moved AS (
-       UPDATE accounts
-          SET held_minor = held_minor + $3::bigint, available_minor = available_minor + $4::bigint, updated_at = now()
-        WHERE id = $2::text AND held_minor + $3::bigint >= 0
-        RETURNING id
-     )
-     INSERT INTO ledger_entries (idempotency_key, kind, account_id, hold_id, amount_minor, currency, processor_event_id)
-     SELECT 'processor-event:' || $1::text, $5::text, moved.id, $6::text, $7::bigint, $8::char(3), $1::text FROM moved
-     RETURNING id`,
-    [
-      eventId,
-      hold.accountId,
-      entry.heldDelta.toString(),
-      entry.availableDelta.toString(),
-      entry.kind,
-      hold.holdId,
-      entry.amountMinor.toString(),
-      hold.currency,
-    ],
-  );
-  return rows[0]?.id ?? null;
-}
-
-/** The hold as an applied event leaves it: its final state if it gets one, its amount, its sequence. */
-export async function updateHoldForEvent(
-  tx: pg.PoolClient,
-  holdId: string,
-  sequence: number,
-  decision: Pick<EventApplication, 'state' | 'amountDelta' | 'advances'>,
-): Promise<void> {
-  await tx.query(
-    `UPDATE auth_holds
-        SET state = coalesce($2::text, state),
-            settled_at = CASE WHEN $2::text IS NULL THEN settled_at ELSE now() END,
-            amount_minor = amount_minor + $3::bigint,
-            event_seq = CASE WHEN $4::boolean THEN $5::integer ELSE event_seq END
-      WHERE id = $1::text`,
-    [holdId, decision.state ?? null, (decision.amountDelta ?? 0n).toString(), decision.advances, sequence],
-  );
-}
-
-/**
  * The webhook an applied event sends (`enqueueWebhook`, the outbox writer every webhook goes through): its id names
  * the hold and the processor's sequence. Returns its id.
  */
@@ -309,23 +257,14 @@ export async function webhookOf(
   return { webhook: { webhookId, eventType: row.event_type, merchantId: row.merchant_id, deliveryPolicy: row.delivery_policy } };
 }
 
-/**
- * A human closes a gap: the hold's sequence moves past `sequence` if it is the one missing, recorded with who and
- * why. False when it is not the missing one (applied meanwhile, or another gap).
- */
-export async function skipSequence(tx: pg.PoolClient, holdId: string, sequence: number, by: string, reason: string): Promise<boolean> {
-  const { rowCount } = await tx.query('UPDATE auth_holds SET event_seq = $2::integer WHERE id = $1::text AND event_seq = $2::integer - 1', [
-    holdId,
-    sequence,
-  ]);
-  if (rowCount !== 1) return false;
+/** A human's skip of a hold's missing sequence, recorded with who and why (the hold moved past it: `skipHoldSequence`). */
+export async function recordSkip(tx: pg.PoolClient, holdId: string, sequence: number, by: string, reason: string): Promise<void> {
   await tx.query('INSERT INTO processor_sequence_skips (hold_id, sequence, skipped_by, reason) VALUES ($1::text, $2::integer, $3::text, $4::text)', [
     holdId,
     sequence,
     by,
     reason,
   ]);
-  return true;
 }
 
 /** A hold's processor events in sequence, each with what applying it did and the state of the webhook it wrote. */
