@@ -23,7 +23,13 @@ const SANDBOX_MESSAGE =
 const bareBuiltins = builtinModules.filter((name) => !name.startsWith('_') && !name.startsWith('node:'));
 
 /** Packages that belong to the worker, the client or the activities, never to the workflow bundle. */
-const workerSidePackages = ['pg', '@temporalio/activity', '@temporalio/client', '@temporalio/worker', '@temporalio/testing'];
+const workerSidePackages = [
+  'pg',
+  '@temporalio/activity',
+  '@temporalio/client',
+  '@temporalio/worker',
+  '@temporalio/testing',
+];
 
 /** no-restricted-imports options for a sandboxed folder; `allowActivityTypes` for the workflows. */
 function sandboxImports({ allowActivityTypes }) {
@@ -82,7 +88,10 @@ export default defineConfig(
       // The core rule does not understand types (it flags parameter names in function types); this one does.
       'no-unused-vars': 'off',
       // `_name` marks an unused parameter; `const { dropped, ...rest } = x` drops a field on purpose.
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', ignoreRestSiblings: true, caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', ignoreRestSiblings: true, caughtErrors: 'none' },
+      ],
     },
   },
 

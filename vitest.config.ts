@@ -16,7 +16,8 @@ export default defineConfig({
       {
         extends: true,
         test: {
-          // Workflow code against Temporal's time-skipping test server, activities stubbed: no Postgres, no HTTP, no dev
+          // Workflow code against Temporal's time-skipping test server, activities stubbed: no Postgres, no HTTP, no
+          // dev
           // server (test/support/workflow-env.ts). Each file starts its own test server.
           name: 'workflow',
           include: ['test/workflow/**/*.test.ts'],
@@ -30,7 +31,8 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          // One shared Temporal dev server and one embedded PostgreSQL for the whole run (test/integration/global-setup.ts).
+          // One shared Temporal dev server and one embedded PostgreSQL for the whole run
+          // (test/integration/global-setup.ts).
           globalSetup: ['test/integration/global-setup.ts'],
           // Tests wait for real workflows on a real server; these bound a hung test, they do not pace anything.
           testTimeout: 120_000,
@@ -43,7 +45,8 @@ export default defineConfig({
           // `npm run golden:record` only: records this release's golden histories (test/golden/record.test.ts).
           name: 'golden',
           include: ['test/golden/**/*.test.ts'],
-          // One recorder at a time: each drives timers and merchants' pace, which two at once on two cores would stretch.
+          // One recorder at a time: each drives timers and merchants' pace, which two at once on two cores would
+          // stretch.
           fileParallelism: false,
           globalSetup: ['test/integration/global-setup.ts'],
           testTimeout: 180_000,

@@ -24,7 +24,8 @@ export interface ActionCount {
   byKind: Record<ActionKind, number>;
 }
 
-export type ActionKind = 'workflowStarted' | 'childWorkflow' | 'timer' | 'upsert' | 'signal' | 'activity' | 'localActivities' | 'other';
+export type ActionKind =
+  'workflowStarted' | 'childWorkflow' | 'timer' | 'upsert' | 'signal' | 'activity' | 'localActivities' | 'other';
 
 const CHANGE_VERSION = 'TemporalChangeVersion';
 
@@ -57,7 +58,9 @@ export function billableActions(history: temporal.api.history.v1.IHistory): Acti
         byKind.timer++;
         break;
       case EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES: {
-        const fields = Object.keys(event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {});
+        const fields = Object.keys(
+          event.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {},
+        );
         if (fields.some((f) => f !== CHANGE_VERSION)) byKind.upsert++;
         break;
       }

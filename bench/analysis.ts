@@ -42,7 +42,12 @@ export interface PhaseSignals {
 }
 
 /** Seconds → ms for a histogram's sum/count difference, in whatever unit the endpoint exports it. */
-function meanOf(first: Record<string, number>, last: Record<string, number>, base: string, scale: number): number | undefined {
+function meanOf(
+  first: Record<string, number>,
+  last: Record<string, number>,
+  base: string,
+  scale: number,
+): number | undefined {
   const count = (last[`${base}_count`] ?? 0) - (first[`${base}_count`] ?? 0);
   const sum = (last[`${base}_sum`] ?? 0) - (first[`${base}_sum`] ?? 0);
   return count > 0 ? round((sum / count) * scale, 1) : undefined;
@@ -89,7 +94,8 @@ export function phaseSignals(samples: readonly Sample[], phase: Phase): PhaseSig
   const last = ofPhase[ofPhase.length - 1]!;
   const seconds = last.t - first.t;
   const coresByProcess: Record<string, number> = {};
-  for (const name of Object.keys(last.cpu)) coresByProcess[name] = round(((last.cpu[name] ?? 0) - (first.cpu[name] ?? 0)) / seconds);
+  for (const name of Object.keys(last.cpu))
+    coresByProcess[name] = round(((last.cpu[name] ?? 0) - (first.cpu[name] ?? 0)) / seconds);
 
   const operations = histogramByLabel(first.server, last.server, 'persistence_latency').map(({ label, n, total }) => ({
     operation: label,
@@ -99,18 +105,32 @@ export function phaseSignals(samples: readonly Sample[], phase: Phase): PhaseSig
   const queue = histogramByLabel(first.server, last.server, 'task_latency_queue')
     .sort((a, b) => b.total - a.total)
     .slice(0, 5)
-    .map(({ label, n, total }) => ({ task: label, perSecond: round(n / seconds, 1), meanMs: n > 0 ? round((total / n) * SERVER_SCALE, 1) : 0 }));
+    .map(({ label, n, total }) => ({
+      task: label,
+      perSecond: round(n / seconds, 1),
+      meanMs: n > 0 ? round((total / n) * SERVER_SCALE, 1) : 0,
+    }));
   const lockWait = histogramByLabel(first.server, last.server, 'cache_latency').find(
     (h) => h.label === 'mutablestate,operation=HistoryCacheGetOrCreate',
   );
   const calls = operations.reduce((a, o) => a + o.n, 0);
   const time = operations.reduce((a, o) => a + o.total, 0);
   const scheduleToStartMs: Record<string, number> = {};
-  const stsCount = [byLabel(first.server, 'task_schedule_to_start_latency_count'), byLabel(last.server, 'task_schedule_to_start_latency_count')];
-  const stsSum = [byLabel(first.server, 'task_schedule_to_start_latency_sum'), byLabel(last.server, 'task_schedule_to_start_latency_sum')];
+  const stsCount = [
+    byLabel(first.server, 'task_schedule_to_start_latency_count'),
+    byLabel(last.server, 'task_schedule_to_start_latency_count'),
+  ];
+  const stsSum = [
+    byLabel(first.server, 'task_schedule_to_start_latency_sum'),
+    byLabel(last.server, 'task_schedule_to_start_latency_sum'),
+  ];
   for (const [type, n] of stsCount[1]!) {
     const d = n - (stsCount[0]!.get(type) ?? 0);
-    if (d > 0) scheduleToStartMs[type || 'all'] = round((((stsSum[1]!.get(type) ?? 0) - (stsSum[0]!.get(type) ?? 0)) / d) * SERVER_SCALE, 1);
+    if (d > 0)
+      scheduleToStartMs[type || 'all'] = round(
+        (((stsSum[1]!.get(type) ?? 0) - (stsSum[0]!.get(type) ?? 0)) / d) * SERVER_SCALE,
+        1,
+      );
   }
 
   const slotsUsed: Record<string, number> = {};
@@ -121,7 +141,9 @@ export function phaseSignals(samples: readonly Sample[], phase: Phase): PhaseSig
   const hits = (last.sdk.temporal_sticky_cache_hit ?? 0) - (first.sdk.temporal_sticky_cache_hit ?? 0);
   const misses = (last.sdk.temporal_sticky_cache_miss ?? 0) - (first.sdk.temporal_sticky_cache_miss ?? 0);
   const sizes = ofPhase.map((s) => s.sdk.temporal_sticky_cache_size).filter((v): v is number => v !== undefined);
-  const wfts = (last.sdk.temporal_workflow_task_execution_latency_count ?? 0) - (first.sdk.temporal_workflow_task_execution_latency_count ?? 0);
+  const wfts =
+    (last.sdk.temporal_workflow_task_execution_latency_count ?? 0) -
+    (first.sdk.temporal_workflow_task_execution_latency_count ?? 0);
   return {
     seconds: round(seconds, 1),
     coresByProcess,
@@ -131,16 +153,34 @@ export function phaseSignals(samples: readonly Sample[], phase: Phase): PhaseSig
       persistenceByOperation: operations
         .sort((a, b) => b.total - a.total)
         .slice(0, 6)
-        .map((o) => ({ operation: o.operation, perSecond: round(o.n / seconds, 0), meanMs: o.n > 0 ? round((o.total / o.n) * SERVER_SCALE, 2) : 0 })),
+        .map((o) => ({
+          operation: o.operation,
+          perSecond: round(o.n / seconds, 0),
+          meanMs: o.n > 0 ? round((o.total / o.n) * SERVER_SCALE, 2) : 0,
+        })),
       scheduleToStartMs,
       queueByTask: queue,
-      executionLockWaitMs: lockWait && lockWait.n > 0 ? round((lockWait.total / lockWait.n) * SERVER_SCALE, 1) : undefined,
-      executionLockHoldMs: meanOf(first.server, last.server, 'history_workflow_execution_cache_lock_hold_duration', SERVER_SCALE),
-      executionLockFailuresPerSecond: round(((last.server.acquire_lock_failed ?? 0) - (first.server.acquire_lock_failed ?? 0)) / seconds, 1),
+      executionLockWaitMs:
+        lockWait && lockWait.n > 0 ? round((lockWait.total / lockWait.n) * SERVER_SCALE, 1) : undefined,
+      executionLockHoldMs: meanOf(
+        first.server,
+        last.server,
+        'history_workflow_execution_cache_lock_hold_duration',
+        SERVER_SCALE,
+      ),
+      executionLockFailuresPerSecond: round(
+        ((last.server.acquire_lock_failed ?? 0) - (first.server.acquire_lock_failed ?? 0)) / seconds,
+        1,
+      ),
       shardLockMs: meanOf(first.server, last.server, 'lock_latency', SERVER_SCALE),
     },
     sdk: {
-      workflowTaskScheduleToStartMs: meanOf(first.sdk, last.sdk, 'temporal_workflow_task_schedule_to_start_latency', SDK_SCALE),
+      workflowTaskScheduleToStartMs: meanOf(
+        first.sdk,
+        last.sdk,
+        'temporal_workflow_task_schedule_to_start_latency',
+        SDK_SCALE,
+      ),
       workflowTaskExecutionMs: meanOf(first.sdk, last.sdk, 'temporal_workflow_task_execution_latency', SDK_SCALE),
       workflowTasksPerSecond: round(wfts / seconds, 1),
       localActivityExecutionMs: meanOf(first.sdk, last.sdk, 'temporal_local_activity_execution_latency', SDK_SCALE),
@@ -164,7 +204,8 @@ export interface PageRuns {
   failedWorkflowTasks: Record<string, number>;
 }
 
-const seconds = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) => Number(t?.seconds ?? 0) + (t?.nanos ?? 0) / 1e9;
+const seconds = (t: temporal.api.history.v1.IHistoryEvent['eventTime']) =>
+  Number(t?.seconds ?? 0) + (t?.nanos ?? 0) / 1e9;
 
 /**
  * How the runs that start the holds' children went (the page's batches; a page run itself before batches), from
@@ -178,16 +219,21 @@ export function pageRuns(histories: readonly temporal.api.history.v1.IHistory[],
   const failed: Record<string, number> = {};
   for (const history of histories) {
     const events = history.events ?? [];
-    const started = events.filter((e) => e.childWorkflowExecutionStartedEventAttributes?.workflowType?.name === childType);
+    const started = events.filter(
+      (e) => e.childWorkflowExecutionStartedEventAttributes?.workflowType?.name === childType,
+    );
     if (started.length === 0) continue;
     const duration = seconds(started[started.length - 1]!.eventTime) - seconds(events[0]!.eventTime);
     durations.push(duration);
     rates.push(started.length / Math.max(duration, 0.001));
-    completions += events.filter((e) => e.childWorkflowExecutionCompletedEventAttributes?.workflowType?.name === childType).length;
+    completions += events.filter(
+      (e) => e.childWorkflowExecutionCompletedEventAttributes?.workflowType?.name === childType,
+    ).length;
     tasks += events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED).length;
     for (const e of events) {
       if (e.eventType !== EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED) continue;
-      const cause = Cause[e.workflowTaskFailedEventAttributes?.cause ?? 0]?.replace('WORKFLOW_TASK_FAILED_CAUSE_', '') ?? '?';
+      const cause =
+        Cause[e.workflowTaskFailedEventAttributes?.cause ?? 0]?.replace('WORKFLOW_TASK_FAILED_CAUSE_', '') ?? '?';
       failed[cause] = (failed[cause] ?? 0) + 1;
     }
   }

@@ -2,7 +2,8 @@
  * The benchmark's ceiling: the sweep's fan-out with nothing inside. `bareFanOut` pages through the same ledger
  * query (`listExpiredHolds`, same page size, continue-as-new per page) and starts one child per hold with the
  * same options (ABANDON, id reuse, the four search attributes); `noopHold` returns at once. Like the sweep, a page's
- * children are started by batch workflows of `batchSize` holds. The product can only approach this: it is what the server does for a child per hold when the child does no work.
+ * children are started by batch workflows of `batchSize` holds. The product can only approach this: it is what the
+ * server does for a child per hold when the child does no work.
  */
 import { continueAsNew, executeChild, proxyActivities, startChild, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../src/activities/index.js';
@@ -25,7 +26,11 @@ const ledger = proxyActivities<Activities>(ledgerActivity);
 export async function noopHold(): Promise<void> {}
 
 export async function bareBatch(region: Region, holds: HoldRef[]): Promise<void> {
-  await Promise.all(holds.map((hold) => startChild(noopHold, { ...holdChildOptions(region, hold), workflowId: `bare-${region}-${hold.holdId}` })));
+  await Promise.all(
+    holds.map((hold) =>
+      startChild(noopHold, { ...holdChildOptions(region, hold), workflowId: `bare-${region}-${hold.holdId}` }),
+    ),
+  );
 }
 
 export async function bareFanOut(input: BareFanOutInput): Promise<number> {
@@ -34,7 +39,10 @@ export async function bareFanOut(input: BareFanOutInput): Promise<number> {
   const pageNumber = Math.floor((input.started ?? 0) / input.pageSize) + 1;
   await Promise.all(
     batchesOf(page.holds, input.batchSize).map((holds, i) =>
-      executeChild(bareBatch, { workflowId: `${workflowInfo().workflowId}/page-${pageNumber}/batch-${i + 1}`, args: [region, holds] }),
+      executeChild(bareBatch, {
+        workflowId: `${workflowInfo().workflowId}/page-${pageNumber}/batch-${i + 1}`,
+        args: [region, holds],
+      }),
     ),
   );
   const started = (input.started ?? 0) + page.holds.length;

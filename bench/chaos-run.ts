@@ -13,8 +13,21 @@ import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
 import { seededRandom, type HoldSeed } from '../dev/seed.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import type { WorkerProcesses } from '../dev/worker-processes.js';
-import { accountTotals, checkBalanced, checkInvariants, tightestMerchantWindow, type MerchantWindow, type Violation } from './invariants.js';
-import { FakeProcessor, planCallbacks, sendCallbacks, type CallbackPlan, type CallbackTally } from '../dev/fake-processor.js';
+import {
+  accountTotals,
+  checkBalanced,
+  checkInvariants,
+  tightestMerchantWindow,
+  type MerchantWindow,
+  type Violation,
+} from './invariants.js';
+import {
+  FakeProcessor,
+  planCallbacks,
+  sendCallbacks,
+  type CallbackPlan,
+  type CallbackTally,
+} from '../dev/fake-processor.js';
 import { startReceiverProcess, type ReceiverProcess } from '../dev/receiver-process.js';
 import type { Region } from '../src/contracts/regions.js';
 import proto, { type temporal } from '@temporalio/proto';
@@ -73,7 +86,11 @@ export interface ChaosReport {
   deliveries: Record<string, number>;
   requests: number;
   /** The processor's callbacks: what was sent (per region, summed) and what applying them did, by outcome. */
-  processorCallbacks: Omit<CallbackTally, 'refused'> & { holds: number; refused: string[]; outcomes: Record<string, number> };
+  processorCallbacks: Omit<CallbackTally, 'refused'> & {
+    holds: number;
+    refused: string[];
+    outcomes: Record<string, number>;
+  };
   /**
    * The merchant that came closest to receiving more than rate + burst in one second: how much later than its
    * neighbours one of its requests could have arrived without doing so (negative: invariant 4 is broken).
@@ -123,7 +140,8 @@ export function releasePause(releasedAt: readonly number[], atMs: number, starte
     longestPauseSeconds = Math.max(longestPauseSeconds, run);
   }
   let longestGapMs = 0;
-  for (let i = 1; i < times.length; i++) if (times[i]! > atMs) longestGapMs = Math.max(longestGapMs, times[i]! - Math.max(times[i - 1]!, atMs));
+  for (let i = 1; i < times.length; i++)
+    if (times[i]! > atMs) longestGapMs = Math.max(longestGapMs, times[i]! - Math.max(times[i - 1]!, atMs));
   const before = times.filter((t) => t >= atMs - 10_000 && t < atMs);
   const gaps = before
     .slice(1)
@@ -150,7 +168,14 @@ function scriptFor(n: number, secret: string): MerchantScript {
     case 2: // rate-limits hard now and then
       return {
         secrets,
-        responses: [{ status: 200 }, { status: 429, retryAfter: '1' }, { status: 200 }, { status: 200 }, { status: 429 }, { status: 200 }],
+        responses: [
+          { status: 200 },
+          { status: 429, retryAfter: '1' },
+          { status: 200 },
+          { status: 200 },
+          { status: 429 },
+          { status: 200 },
+        ],
       };
     case 3: // a short 503 outage
       return { secrets, responses: [{ status: 503 }, { status: 503 }, { status: 503 }, { status: 200 }] };
@@ -173,13 +198,21 @@ const SERVER_SIDE_CAUSES: ReadonlySet<number> = new Set([
   Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_UPDATE,
 ]);
 
-/** Every failed workflow task in `history`: its cause, whether the server failed it itself, and the failure's message. */
+/**
+ * Every failed workflow task in `history`: its cause, whether the server failed it itself, and the failure's message.
+ */
 export function failedWorkflowTasks(history: History): { cause: string; serverSide: boolean; message: string }[] {
   return (history.events ?? []).flatMap((e) => {
     const failed = e.workflowTaskFailedEventAttributes;
     if (!failed) return [];
     const cause = failed.cause ?? 0;
-    return [{ cause: Cause[cause] ?? String(cause), serverSide: SERVER_SIDE_CAUSES.has(cause), message: failed.failure?.message ?? '' }];
+    return [
+      {
+        cause: Cause[cause] ?? String(cause),
+        serverSide: SERVER_SIDE_CAUSES.has(cause),
+        message: failed.failure?.message ?? '',
+      },
+    ];
   });
 }
 
@@ -234,7 +267,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const secrets = ids.map(() => generateSigningSecret());
       ids.forEach((id, i) => merchants.script(id, scriptFor(i, secrets[i]!)));
       const currency = region.region === 'us' ? 'USD' : 'EUR';
-      const accounts = Array.from({ length: Math.ceil(n / 5) }, (_, i) => ({ id: `a_${region.region}_${i}`, currency, availableMinor: 1_000_000 }));
+      const accounts = Array.from({ length: Math.ceil(n / 5) }, (_, i) => ({
+        id: `a_${region.region}_${i}`,
+        currency,
+        availableMinor: 1_000_000,
+      }));
       const holds: HoldSeed[] = Array.from({ length: n }, (_, i) => ({
         id: `h_${region.region}_${i}`,
         accountId: accounts[Math.floor(random() * accounts.length)]!.id,
@@ -289,7 +326,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     // The processor calls back while the sweeps run: captures race the releases of the same holds.
     const callbacks = Promise.all(
       regions.map((region, i) =>
-        sendCallbacks(new FakeProcessor(receivers[i]!.url, processorSecret), callbackPlans.get(region.region)!, 0.6 * options.faultWindowMs, random),
+        sendCallbacks(
+          new FakeProcessor(receivers[i]!.url, processorSecret),
+          callbackPlans.get(region.region)!,
+          0.6 * options.faultWindowMs,
+          random,
+        ),
       ),
     );
 
@@ -323,7 +365,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           const secrets = await Promise.all(
             regions.map(async (r, i) =>
               localKeyRing(r.secretKeys).open(
-                (await r.pool.query('SELECT signing_secret FROM merchants WHERE id = $1', [frozen[i]])).rows[0].signing_secret as string,
+                (await r.pool.query('SELECT signing_secret FROM merchants WHERE id = $1', [frozen[i]])).rows[0]
+                  .signing_secret as string,
                 { region: r.region, merchantId: frozen[i]! },
               ),
             ),
@@ -362,7 +405,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           await receivers[index]!.kill();
           await sleep(1000 + random() * 1000);
           await receivers[index]!.restart();
-          fault('receiver restart', `the ${regions[index]!.region} receiver is running again; its relay hands over what is left`);
+          fault(
+            'receiver restart',
+            `the ${regions[index]!.region} receiver is running again; its relay hands over what is left`,
+          );
         },
       },
       ...(options.historyHosts === 2
@@ -373,7 +419,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               atMs: at(0.1 * window, 0.25 * window),
               run: async () => {
                 const historyHost = stack.historyHost!;
-                fault('history host kill', `SIGKILL history host 2 (pid ${historyHost.pid}); its shards move to the other host`);
+                fault(
+                  'history host kill',
+                  `SIGKILL history host 2 (pid ${historyHost.pid}); its shards move to the other host`,
+                );
                 historyHostKilledAt = Date.now();
                 await historyHost.kill();
               },
@@ -403,7 +452,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             if (index === options.workers - 1 && index > 0) {
               const pinned = async () => {
                 let n = 0;
-                for (const region of regions) n += (await retrying(() => region.client.workflow.count(pinnedToVersionQuery(from)))).count;
+                for (const region of regions)
+                  n += (await retrying(() => region.client.workflow.count(pinnedToVersionQuery(from)))).count;
                 return n;
               };
               while ((await pinned()) > 0) await sleep(500);
@@ -423,7 +473,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         },
       },
     ];
-    const plan = planned.filter((step) => !options.only || options.only.includes(step.kind)).sort((a, b) => a.atMs - b.atMs);
+    const plan = planned
+      .filter((step) => !options.only || options.only.includes(step.kind))
+      .sort((a, b) => a.atMs - b.atMs);
     // Faults overlap in time the way they would in life: each runs when its moment comes.
     await Promise.all(
       plan.map(async (step) => {
@@ -453,7 +505,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       const left = await retrying(pending);
       if (left === 0) break;
       if (Date.now() > deadline)
-        throw new Error(`no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds, events or webhooks still pending`);
+        throw new Error(
+          `no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds, events or webhooks still pending`,
+        );
       await sleep(1000);
     }
     const quiescenceSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
@@ -467,7 +521,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     ];
     for (const region of regions) {
       let scanned = 0;
-      for await (const { workflowId, history } of region.client.workflow.list({ query: `TaskQueue = '${region.taskQueue}'` }).intoHistories()) {
+      for await (const { workflowId, history } of region.client.workflow
+        .list({ query: `TaskQueue = '${region.taskQueue}'` })
+        .intoHistories()) {
         texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
         for (const { serverSide, ...failed } of failedWorkflowTasks(history as History)) {
           if (serverSide) serverFailedWorkflowTasks[failed.cause] = (serverFailedWorkflowTasks[failed.cause] ?? 0) + 1;
@@ -476,7 +532,12 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         if (++scanned >= options.historiesToScan) break;
       }
     }
-    const violations = await checkInvariants({ regions, requests: merchants.requests(), texts, secrets: [processorSecret] });
+    const violations = await checkInvariants({
+      regions,
+      requests: merchants.requests(),
+      texts,
+      secrets: [processorSecret],
+    });
     for (const region of regions) {
       for (const v of await checkBalanced(region.pool, openingTotals.get(region.region)!))
         violations.push({ ...v, message: `${region.region}: ${v.message}` });
@@ -501,7 +562,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       `[chaos] processor callbacks: ${processorCallbacks.events} events about ${processorCallbacks.holds} holds, ${processorCallbacks.requests} requests (${processorCallbacks.duplicates} duplicates, ${processorCallbacks.reordered} out of order); applied: ${JSON.stringify(outcomes)}`,
     );
     if (processorCallbacks.refused.length > 0)
-      violations.push({ invariant: 8, message: 'processor callback refused by the receiver', ids: processorCallbacks.refused.slice(0, 20) });
+      violations.push({
+        invariant: 8,
+        message: 'processor callback refused by the receiver',
+        ids: processorCallbacks.refused.slice(0, 20),
+      });
     const deliveries: Record<string, number> = {};
     for (const region of regions) {
       const { rows } = await region.pool.query<{ status: string; n: number }>(

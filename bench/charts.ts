@@ -21,7 +21,11 @@ const WIDTH = 640;
 const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 
 /** Per-second rates of cumulative values between consecutive samples of a phase (the value at the interval's end). */
-function rates(samples: readonly Sample[], phase: Phase, read: (s: Sample) => number | undefined): { t: number; rate: number }[] {
+function rates(
+  samples: readonly Sample[],
+  phase: Phase,
+  read: (s: Sample) => number | undefined,
+): { t: number; rate: number }[] {
   const ofPhase = samples.filter((s) => s.phase === phase);
   const out: { t: number; rate: number }[] = [];
   for (let i = 1; i < ofPhase.length; i++) {
@@ -60,9 +64,18 @@ const seriesKey = (record: Record<string, number>, prefix: string) =>
 
 export function throughputSpec(report: NightReport): TopLevelSpec {
   const values = [
-    ...rates(report.series, 'ceiling', (s) => s.progress.completed).map((r) => ({ ...r, series: 'ceiling: no-op children completed' })),
-    ...rates(report.series, 'product', (s) => s.progress.released).map((r) => ({ ...r, series: 'product: holds released' })),
-    ...rates(report.series, 'product', (s) => s.progress.delivered).map((r) => ({ ...r, series: 'product: webhooks delivered' })),
+    ...rates(report.series, 'ceiling', (s) => s.progress.completed).map((r) => ({
+      ...r,
+      series: 'ceiling: no-op children completed',
+    })),
+    ...rates(report.series, 'product', (s) => s.progress.released).map((r) => ({
+      ...r,
+      series: 'product: holds released',
+    })),
+    ...rates(report.series, 'product', (s) => s.progress.delivered).map((r) => ({
+      ...r,
+      series: 'product: webhooks delivered',
+    })),
   ];
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
@@ -71,12 +84,24 @@ export function throughputSpec(report: NightReport): TopLevelSpec {
     height: 260,
     data: { values },
     // A rolling mean over five sampling intervals: a page's rhythm stays visible, a single interval's noise does not.
-    transform: [{ window: [{ op: 'mean', field: 'rate', as: 'smoothed' }], frame: [-2, 2], groupby: ['series'], sort: [{ field: 't' }] }],
+    transform: [
+      {
+        window: [{ op: 'mean', field: 'rate', as: 'smoothed' }],
+        frame: [-2, 2],
+        groupby: ['series'],
+        sort: [{ field: 't' }],
+      },
+    ],
     mark: { type: 'line', interpolate: 'monotone' },
     encoding: {
       x: { field: 't', type: 'quantitative', title: 'seconds since the phase started' },
       y: { field: 'smoothed', type: 'quantitative', title: 'per second (rolling mean of 5 samples)' },
-      color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom', columns: 3, labelLimit: 400 } },
+      color: {
+        field: 'series',
+        type: 'nominal',
+        title: null,
+        legend: { orient: 'bottom', columns: 3, labelLimit: 400 },
+      },
     },
   };
 }
@@ -84,7 +109,9 @@ export function throughputSpec(report: NightReport): TopLevelSpec {
 export function cpuSpec(report: NightReport): TopLevelSpec {
   const names = Object.keys(report.series[0]?.cpu ?? {});
   const values = (['ceiling', 'product'] as const).flatMap((phase) =>
-    names.flatMap((name) => rates(report.series, phase, (s) => s.cpu[name]).map((r) => ({ t: r.t, cores: r.rate, process: name, phase }))),
+    names.flatMap((name) =>
+      rates(report.series, phase, (s) => s.cpu[name]).map((r) => ({ t: r.t, cores: r.rate, process: name, phase })),
+    ),
   );
   return phaseLines('CPU per process over the run (cores; the machine has ' + report.machine.cpus + ')', values, {
     y: { field: 'cores', type: 'quantitative', title: 'cores' },
@@ -101,7 +128,14 @@ export function merchantsSpec(report: NightReport): TopLevelSpec {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: 'Requests each second at the merchants closest to their limit (receiver side), against rate + burst (red)',
     data: { values },
-    facet: { row: { field: 'merchant', type: 'nominal', title: null, header: { labelAngle: 0, labelOrient: 'top', labelAlign: 'left' } } },
+    facet: {
+      row: {
+        field: 'merchant',
+        type: 'nominal',
+        title: null,
+        header: { labelAngle: 0, labelOrient: 'top', labelAlign: 'left' },
+      },
+    },
     spec: {
       width: WIDTH,
       height: 90,
@@ -113,7 +147,10 @@ export function merchantsSpec(report: NightReport): TopLevelSpec {
             y: { field: 'n', type: 'quantitative', title: 'requests' },
           },
         },
-        { mark: { type: 'rule', color: 'red' }, encoding: { y: { field: 'limit', aggregate: 'max', type: 'quantitative' } } },
+        {
+          mark: { type: 'rule', color: 'red' },
+          encoding: { y: { field: 'limit', aggregate: 'max', type: 'quantitative' } },
+        },
       ],
     },
     resolve: { scale: { y: 'independent' } },
@@ -122,10 +159,13 @@ export function merchantsSpec(report: NightReport): TopLevelSpec {
 
 /** What binds, over time: the wait for a workflow execution's lock and the child-start tasks' time in their queue. */
 export function serverSpec(report: NightReport): TopLevelSpec {
-  const lockSum = (s: Sample) => s.server['cache_latency_sum{cache_type=mutablestate,operation=HistoryCacheGetOrCreate}'];
-  const lockCount = (s: Sample) => s.server['cache_latency_count{cache_type=mutablestate,operation=HistoryCacheGetOrCreate}'];
+  const lockSum = (s: Sample) =>
+    s.server['cache_latency_sum{cache_type=mutablestate,operation=HistoryCacheGetOrCreate}'];
+  const lockCount = (s: Sample) =>
+    s.server['cache_latency_count{cache_type=mutablestate,operation=HistoryCacheGetOrCreate}'];
   const startSum = (s: Sample) => s.server['task_latency_queue_sum{operation=TransferActiveTaskStartChildExecution}'];
-  const startCount = (s: Sample) => s.server['task_latency_queue_count{operation=TransferActiveTaskStartChildExecution}'];
+  const startCount = (s: Sample) =>
+    s.server['task_latency_queue_count{operation=TransferActiveTaskStartChildExecution}'];
   const wftSum = (s: Sample) => seriesKey(s.sdk, 'temporal_workflow_task_schedule_to_start_latency_sum');
   const wftCount = (s: Sample) => seriesKey(s.sdk, 'temporal_workflow_task_schedule_to_start_latency_count');
   const values = (['ceiling', 'product'] as const).flatMap((phase) => [
@@ -134,8 +174,16 @@ export function serverSpec(report: NightReport): TopLevelSpec {
       phase,
       signal: 'server: wait for a workflow execution lock',
     })),
-    ...intervalMeans(report.series, phase, startSum, startCount, 1000).map((r) => ({ ...r, phase, signal: 'server: child-start task in its queue' })),
-    ...intervalMeans(report.series, phase, wftSum, wftCount, 1).map((r) => ({ ...r, phase, signal: 'SDK: workflow task schedule-to-start' })),
+    ...intervalMeans(report.series, phase, startSum, startCount, 1000).map((r) => ({
+      ...r,
+      phase,
+      signal: 'server: child-start task in its queue',
+    })),
+    ...intervalMeans(report.series, phase, wftSum, wftCount, 1).map((r) => ({
+      ...r,
+      phase,
+      signal: 'SDK: workflow task schedule-to-start',
+    })),
   ]);
   return phaseLines('What the run waited on (mean per sampling interval, ms, log scale)', values, {
     y: { field: 'ms', type: 'quantitative', title: 'ms', scale: { type: 'log' } },
@@ -148,7 +196,15 @@ export function serverSpec(report: NightReport): TopLevelSpec {
 function phaseLines(
   title: string,
   values: readonly Record<string, unknown>[],
-  { y, color, columns }: { y: { field: string; type: 'quantitative'; title: string; scale?: { type: 'log' } }; color: string; columns: number },
+  {
+    y,
+    color,
+    columns,
+  }: {
+    y: { field: string; type: 'quantitative'; title: string; scale?: { type: 'log' } };
+    color: string;
+    columns: number;
+  },
 ): TopLevelSpec {
   return {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
@@ -183,11 +239,17 @@ export async function writeCharts(report: NightReport, dir: string, name: string
     ['throughput', 'Holds released and webhooks delivered per second, product and ceiling', throughputSpec(report)],
     ['cpu', 'CPU per process over time', cpuSpec(report)],
     ['waits', 'What the run waited on', serverSpec(report)],
-    ['merchants', 'The busiest merchants, receiver side, against their limit', report.merchantSeries.length > 0 ? merchantsSpec(report) : undefined],
+    [
+      'merchants',
+      'The busiest merchants, receiver side, against their limit',
+      report.merchantSeries.length > 0 ? merchantsSpec(report) : undefined,
+    ],
     [
       'on-call',
       'The on-call dashboard (deploy/perses), drawn from this night by its own queries',
-      report.dashboard ? dashboardSpec(report.dashboard, `The on-call dashboard over this night (${report.workload.holds} holds)`) : undefined,
+      report.dashboard
+        ? dashboardSpec(report.dashboard, `The on-call dashboard over this night (${report.workload.holds} holds)`)
+        : undefined,
     ],
   ];
   await fs.mkdir(path.join(dir, 'charts'), { recursive: true });

@@ -50,7 +50,8 @@ export async function readDashboard(file = DASHBOARD_FILE): Promise<PersesDashbo
 }
 
 /** A grid item's panel id (`#/spec/panels/<id>`), or undefined for a reference to anything else. */
-export const panelId = (item: GridItem): string | undefined => /^#\/spec\/panels\/([^/]+)$/.exec(item.content.$ref)?.[1];
+export const panelId = (item: GridItem): string | undefined =>
+  /^#\/spec\/panels\/([^/]+)$/.exec(item.content.$ref)?.[1];
 
 /** The dashboard's grids, each as rows of panel ids, top to bottom and left to right, as Perses places them. */
 export function layoutRows(dashboard: PersesDashboard): { title: string; rows: { id: string; width: number }[][] }[] {
@@ -94,7 +95,13 @@ export interface DashboardNight {
 export async function queryDashboard(
   api: string,
   dashboard: PersesDashboard,
-  { origin, start, end, stepSeconds, rateInterval }: { origin: number; start: number; end: number; stepSeconds: number; rateInterval: string },
+  {
+    origin,
+    start,
+    end,
+    stepSeconds,
+    rateInterval,
+  }: { origin: number; start: number; end: number; stepSeconds: number; rateInterval: string },
 ): Promise<DashboardNight> {
   const panels: DashboardNight['panels'] = {};
   for (const [id, panel] of Object.entries(dashboard.spec.panels)) {
@@ -102,7 +109,12 @@ export async function queryDashboard(
     for (const q of panel.spec.queries) {
       const { query: raw, seriesNameFormat } = q.spec.plugin.spec;
       const query = interpolate(raw, rateInterval);
-      const params = new URLSearchParams({ query, start: String(start / 1000), end: String(end / 1000), step: String(stepSeconds) });
+      const params = new URLSearchParams({
+        query,
+        start: String(start / 1000),
+        end: String(end / 1000),
+        step: String(stepSeconds),
+      });
       const response = await fetch(`${api}/query_range?${params}`);
       const body = (await response.json()) as {
         status: string;
@@ -148,13 +160,17 @@ function axisFor(unit: string | undefined): { title: string; format: string } {
 
 /** One time axis for every panel, as on the dashboard: the night's first and last point. */
 function timeDomain(night: DashboardNight): [number, number] {
-  const ts = Object.values(night.panels).flatMap((qs) => qs.flatMap((q) => q.series.flatMap((s) => s.points.map(([t]) => t))));
+  const ts = Object.values(night.panels).flatMap((qs) =>
+    qs.flatMap((q) => q.series.flatMap((s) => s.points.map(([t]) => t))),
+  );
   return ts.length === 0 ? [0, 1] : [Math.min(...ts), Math.max(...ts)];
 }
 
 function panelSpec(night: DashboardNight, id: string, width: number, domain: [number, number]): NonNormalizedSpec {
   const panel = night.dashboard.spec.panels[id]!;
-  const values = (night.panels[id] ?? []).flatMap((q) => q.series.flatMap((s) => s.points.map(([t, v]) => ({ t, v, series: s.name }))));
+  const values = (night.panels[id] ?? []).flatMap((q) =>
+    q.series.flatMap((s) => s.points.map(([t, v]) => ({ t, v, series: s.name }))),
+  );
   const title = { text: panel.spec.display.name, anchor: 'start' as const, fontSize: 12 };
   const chartWidth = Math.round((DASHBOARD_WIDTH * width) / 24) - 40;
   if (values.length === 0) {
@@ -169,7 +185,10 @@ function panelSpec(night: DashboardNight, id: string, width: number, domain: [nu
   const yAxis = panel.spec.plugin.spec.yAxis;
   const axis = axisFor(yAxis?.format?.unit);
   // A long list of series (merchants that passed through the worst) in columns, so the legend stays short.
-  const columns = Math.min(Math.max(1, Math.floor(chartWidth / 150)), Math.ceil(new Set(values.map((v) => v.series)).size / 6));
+  const columns = Math.min(
+    Math.max(1, Math.floor(chartWidth / 150)),
+    Math.ceil(new Set(values.map((v) => v.series)).size / 6),
+  );
   return {
     title,
     width: chartWidth,
@@ -195,7 +214,10 @@ function panelSpec(night: DashboardNight, id: string, width: number, domain: [nu
   };
 }
 
-const independent: Resolve = { scale: { color: 'independent', x: 'independent', y: 'independent' }, legend: { color: 'independent' } };
+const independent: Resolve = {
+  scale: { color: 'independent', x: 'independent', y: 'independent' },
+  legend: { color: 'independent' },
+};
 
 /** The dashboard's grids as titled blocks of rows, each panel as wide as its grid item. */
 export function dashboardSpec(night: DashboardNight, title: string): TopLevelSpec {
@@ -205,7 +227,10 @@ export function dashboardSpec(night: DashboardNight, title: string): TopLevelSpe
     title: { text: title, anchor: 'start', fontSize: 15 },
     vconcat: layoutRows(night.dashboard).map((grid) => ({
       title: { text: grid.title, anchor: 'start', fontSize: 13 },
-      vconcat: grid.rows.map((row) => ({ hconcat: row.map((p) => panelSpec(night, p.id, p.width, domain)), resolve: independent })),
+      vconcat: grid.rows.map((row) => ({
+        hconcat: row.map((p) => panelSpec(night, p.id, p.width, domain)),
+        resolve: independent,
+      })),
       resolve: independent,
     })),
     resolve: independent,

@@ -52,7 +52,8 @@ export function summarise(received: readonly ReceivedWebhook[]): TrafficSummary 
       delivered.set(r.webhookId ?? '', (delivered.get(r.webhookId ?? '') ?? 0) + 1);
   }
   const merchants: Record<string, MerchantTraffic> = {};
-  for (const [id, { times, ...traffic }] of Object.entries(byMerchant)) merchants[id] = { ...traffic, maxPerSecond: maxInAnyWindow(times) };
+  for (const [id, { times, ...traffic }] of Object.entries(byMerchant))
+    merchants[id] = { ...traffic, maxPerSecond: maxInAnyWindow(times) };
   return {
     requests: received.length,
     unverified,
@@ -75,7 +76,11 @@ export class FakeMerchantsProcess {
   }
 
   async start(): Promise<string> {
-    const child = fork(SCRIPT, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+    const child = fork(SCRIPT, [], {
+      execArgv: ['--import', 'tsx'],
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      serialization: 'advanced',
+    });
     this.child = child;
     child.on('message', (message: { id?: number; base?: string; result?: unknown; error?: string }) => {
       if (message.id === undefined) return;
@@ -92,7 +97,9 @@ export class FakeMerchantsProcess {
     return this.base;
   }
 
-  /** Each merchant's endpoint, on a loopback address of its own (its own destination), listened on before this answers. */
+  /**
+   * Each merchant's endpoint, on a loopback address of its own (its own destination), listened on before this answers.
+   */
   async endpointsFor(merchantIds: readonly string[]): Promise<Map<string, string>> {
     return new Map((await this.call({ op: 'endpoints', merchantIds: [...merchantIds] })) as [string, string][]);
   }
@@ -133,7 +140,9 @@ export class FakeMerchantsProcess {
 async function serve() {
   const merchants = new FakeMerchants();
   const reply = (id: number, result: unknown, error?: unknown) =>
-    process.send!(error === undefined ? { id, result } : { id, error: error instanceof Error ? error.message : String(error) });
+    process.send!(
+      error === undefined ? { id, result } : { id, error: error instanceof Error ? error.message : String(error) },
+    );
   const answer = async (message: Request & { id: number }) => {
     try {
       switch (message.op) {

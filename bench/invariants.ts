@@ -121,7 +121,8 @@ function arrivalsByMerchant(requests: readonly ReceivedWebhook[]): Map<string, n
 }
 
 /** What invariant 4 allows a merchant in one second. */
-const receiverLimit = (merchant: { rate_per_second: string; burst: number }) => Number(merchant.rate_per_second) + merchant.burst;
+const receiverLimit = (merchant: { rate_per_second: string; burst: number }) =>
+  Number(merchant.rate_per_second) + merchant.burst;
 
 export interface MerchantWindow {
   merchantId: string;
@@ -137,11 +138,14 @@ export async function tightestMerchantWindow(
   const arrivals = arrivalsByMerchant(requests);
   let tightest: MerchantWindow | undefined;
   for (const { pool } of regions) {
-    const { rows } = await pool.query<{ id: string; rate_per_second: string; burst: number }>('SELECT id, rate_per_second, burst FROM merchants');
+    const { rows } = await pool.query<{ id: string; rate_per_second: string; burst: number }>(
+      'SELECT id, rate_per_second, burst FROM merchants',
+    );
     for (const m of rows) {
       const limit = receiverLimit(m);
       const headroomMs = windowHeadroomMs(arrivals.get(m.id) ?? [], limit);
-      if (!tightest || headroomMs < tightest.headroomMs) tightest = { merchantId: m.id, limit, headroomMs: Math.round(headroomMs) };
+      if (!tightest || headroomMs < tightest.headroomMs)
+        tightest = { merchantId: m.id, limit, headroomMs: Math.round(headroomMs) };
     }
   }
   return tightest;
@@ -208,7 +212,9 @@ export async function checkProcessorEventInvariants(pool: pg.Pool, { quiescent =
 
 /** Each account's money (available + held), to compare across a run with `checkBalanced`. */
 export async function accountTotals(pool: pg.Pool): Promise<Map<string, bigint>> {
-  const { rows } = await pool.query<{ id: string; total: string }>('SELECT id, (available_minor + held_minor)::text AS total FROM accounts');
+  const { rows } = await pool.query<{ id: string; total: string }>(
+    'SELECT id, (available_minor + held_minor)::text AS total FROM accounts',
+  );
   return new Map(rows.map((r) => [r.id, BigInt(r.total)]));
 }
 
@@ -222,8 +228,12 @@ export async function checkBalanced(pool: pg.Pool, opening: ReadonlyMap<string, 
     `SELECT account_id, sum(amount_minor)::text AS captured FROM ledger_entries WHERE kind IN ('hold_capture', 'late_capture') GROUP BY account_id`,
   );
   const captured = new Map(rows.map((r) => [r.account_id, BigInt(r.captured)]));
-  const off = [...opening].filter(([id, total]) => (now.get(id) ?? 0n) + (captured.get(id) ?? 0n) !== total).map(([id]) => id);
-  return off.length > 0 ? [{ invariant: 1, message: 'account money changed by more than its captures', ids: first(off) }] : [];
+  const off = [...opening]
+    .filter(([id, total]) => (now.get(id) ?? 0n) + (captured.get(id) ?? 0n) !== total)
+    .map(([id]) => id);
+  return off.length > 0
+    ? [{ invariant: 1, message: 'account money changed by more than its captures', ids: first(off) }]
+    : [];
 }
 
 /** Every invariant of docs/invariants.md; an empty list means every one holds. */
@@ -232,7 +242,10 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
   const add = (invariant: number, message: string, ids: string[]) => {
     if (ids.length > 0) violations.push({ invariant, message, ids: first(ids) });
   };
-  const deliveries = new Map<string, { region: Region; payload: string; status: string; committed: boolean; merchantId: string }>();
+  const deliveries = new Map<
+    string,
+    { region: Region; payload: string; status: string; committed: boolean; merchantId: string }
+  >();
   const merchantRegion = new Map<string, Region>();
   const secrets: string[] = [...(input.secrets ?? [])];
   const limits = new Map<string, number>();
@@ -241,9 +254,14 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
   for (const { region, pool, secretKeys } of input.regions) {
     const sealer = localKeyRing(secretKeys);
     for (const v of await checkLedgerInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
-    for (const v of await checkProcessorEventInvariants(pool)) violations.push({ ...v, message: `${region}: ${v.message}` });
+    for (const v of await checkProcessorEventInvariants(pool))
+      violations.push({ ...v, message: `${region}: ${v.message}` });
     // 2. No loss: after quiescence no expired, active hold may remain (rejected rows leave the active set).
-    add(2, `${region}: expired hold still active`, await ids(pool, `SELECT id FROM auth_holds WHERE state = 'active' AND expires_at <= now()`));
+    add(
+      2,
+      `${region}: expired hold still active`,
+      await ids(pool, `SELECT id FROM auth_holds WHERE state = 'active' AND expires_at <= now()`),
+    );
     // 3. One webhook per released hold, fixed at release.
     add(
       3,
@@ -263,7 +281,13 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
       ),
     );
     // A webhook's transaction committed: a release's, if its hold is released; an event's, if the event is applied.
-    const { rows } = await pool.query<{ webhook_id: string; payload: string; status: string; committed: boolean; merchant_id: string }>(
+    const { rows } = await pool.query<{
+      webhook_id: string;
+      payload: string;
+      status: string;
+      committed: boolean;
+      merchant_id: string;
+    }>(
       `SELECT d.webhook_id, d.payload, d.status, d.merchant_id,
               CASE WHEN d.event_type = 'hold.released' THEN h.state = 'released'
                    ELSE EXISTS (SELECT 1 FROM processor_events e WHERE e.webhook_id = d.webhook_id AND e.applied_at IS NOT NULL) END AS committed
@@ -271,7 +295,13 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
     );
     for (const r of rows) {
       if (deliveries.has(r.webhook_id)) add(6, 'webhook id present in two regions', [r.webhook_id]);
-      deliveries.set(r.webhook_id, { region, payload: r.payload, status: r.status, committed: r.committed, merchantId: r.merchant_id });
+      deliveries.set(r.webhook_id, {
+        region,
+        payload: r.payload,
+        status: r.status,
+        committed: r.committed,
+        merchantId: r.merchant_id,
+      });
     }
     const merchants = await pool.query<{
       id: string;
@@ -321,7 +351,9 @@ export async function checkInvariants(input: InvariantInput): Promise<Violation[
       continue;
     }
     if (requests.some((r) => r.body !== delivery.payload)) changed.push(webhookId);
-    if (requests.some((r) => merchantRegion.get(r.merchantId) !== delivery.region || r.merchantId !== delivery.merchantId))
+    if (
+      requests.some((r) => merchantRegion.get(r.merchantId) !== delivery.region || r.merchantId !== delivery.merchantId)
+    )
       wrongRegion.push(webhookId);
   }
   add(5, 'webhook sent for a release that did not commit', uncommitted);

@@ -180,7 +180,9 @@ export interface MerchantSeries {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
-const BENCH_WORKFLOWS = fileURLToPath(new URL(`./workflows${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+const BENCH_WORKFLOWS = fileURLToPath(
+  new URL(`./workflows${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
+);
 /**
  * How often completion is polled, in both phases; the measured end is the poll that saw it (so at most this
  * late). The ceiling's poll is a visibility count on the server under test: once a second keeps it negligible.
@@ -197,10 +199,18 @@ interface Processes {
 async function cpuNow(p: Processes) {
   const of = async (pid: number | undefined, tree = false) => (pid === undefined ? 0 : cpuSeconds(pid, tree));
   const workers = (await Promise.all(p.workers.map((pid) => cpuSeconds(pid)))).reduce((a, b) => a + b, 0);
-  return { temporal: await of(p.temporal), postgres: await of(p.postgres, true), workers, merchants: await of(p.merchants) };
+  return {
+    temporal: await of(p.temporal),
+    postgres: await of(p.postgres, true),
+    workers,
+    merchants: await of(p.merchants),
+  };
 }
 
-function cpuDelta(before: Awaited<ReturnType<typeof cpuNow>>, after: Awaited<ReturnType<typeof cpuNow>>): PhaseMeasure['cpu'] {
+function cpuDelta(
+  before: Awaited<ReturnType<typeof cpuNow>>,
+  after: Awaited<ReturnType<typeof cpuNow>>,
+): PhaseMeasure['cpu'] {
   const d = {
     temporal: round(after.temporal - before.temporal, 1),
     postgres: round(after.postgres - before.postgres, 1),
@@ -211,7 +221,9 @@ function cpuDelta(before: Awaited<ReturnType<typeof cpuNow>>, after: Awaited<Ret
 }
 
 /** History events of every execution of the parent and child workflow types, per hold (from visibility). */
-/** The workflow types that start the holds' children: the page runs and their batches (the ceiling's, or the sweep's). */
+/**
+ * The workflow types that start the holds' children: the page runs and their batches (the ceiling's, or the sweep's).
+ */
 const typesQuery = (types: readonly string[]) => types.map((t) => `WorkflowType = '${t}'`).join(' OR ');
 
 async function eventCensus(clients: Client[], types: readonly string[]): Promise<EventCensus> {
@@ -254,7 +266,12 @@ async function historyEvents(
     }
     for await (const wf of client.workflow.list({ query: `WorkflowType = '${childType}'` })) child += wf.historyLength;
   }
-  return { parentPerHold: round(parent / holds), childPerHold: round(child / holds), totalPerHold: round((parent + child) / holds), parentRuns };
+  return {
+    parentPerHold: round(parent / holds),
+    childPerHold: round(child / holds),
+    totalPerHold: round((parent + child) / holds),
+    parentRuns,
+  };
 }
 
 export async function runNightBench(options: NightBenchOptions, command: string): Promise<NightReport> {
@@ -300,7 +317,11 @@ export async function runNightBench(options: NightBenchOptions, command: string)
           burst: m.burst,
         })),
         deliveryPolicy: { retryHorizonMs: options.retryHorizonMs },
-        accounts: [...new Set(holds.map((h) => h.accountId))].map((id) => ({ id, currency, availableMinor: 1_000_000 })),
+        accounts: [...new Set(holds.map((h) => h.accountId))].map((id) => ({
+          id,
+          currency,
+          availableMinor: 1_000_000,
+        })),
         holds: holds.map((h) => ({ ...h, currency })),
         holdsPerInsert: 5000,
         analyze: true,
@@ -314,7 +335,8 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const workerTargets: { targets: string[]; labels?: { region: string } }[] = [];
     for (const group of options.regionPerProcess ? regions.map((r) => [r]) : [regions]) {
       const env: Record<string, string> = {};
-      if (options.maxCachedWorkflows !== undefined) env.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
+      if (options.maxCachedWorkflows !== undefined)
+        env.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
       env.METRICS_GAUGE_INTERVAL = `${DASHBOARD_SCRAPE_SECONDS}s`;
       const ports = await Promise.all(Array.from({ length: options.workers }, () => freePort()));
       workerMetricsUrls.push(...ports.map((port) => `http://127.0.0.1:${port}/metrics`));
@@ -346,10 +368,17 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       ? await startPrometheus({
           binary: await obtainPrometheus(options.cacheDir, log),
           config: {
-            global: { scrape_interval: `${DASHBOARD_SCRAPE_SECONDS}s`, scrape_timeout: `${DASHBOARD_SCRAPE_SECONDS - 1}s` },
+            global: {
+              scrape_interval: `${DASHBOARD_SCRAPE_SECONDS}s`,
+              scrape_timeout: `${DASHBOARD_SCRAPE_SECONDS - 1}s`,
+            },
             scrape_configs: [
               { job_name: 'hold-sweeper-workers', static_configs: workerTargets },
-              { job_name: 'temporal', metrics_path: temporalMetrics.pathname, static_configs: [{ targets: [temporalMetrics.host] }] },
+              {
+                job_name: 'temporal',
+                metrics_path: temporalMetrics.pathname,
+                static_configs: [{ targets: [temporalMetrics.host] }],
+              },
             ],
           },
         })
@@ -358,7 +387,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       processes: () => [
         { name: 'temporal', pid: processes.temporal },
         { name: 'postgres', pid: processes.postgres, tree: true },
-        ...workerGroups.flatMap((g) => g.processes.pids.map((pid, i) => ({ name: `worker ${g.regions} ${i}`, pid, rss: true }))),
+        ...workerGroups.flatMap((g) =>
+          g.processes.pids.map((pid, i) => ({ name: `worker ${g.regions} ${i}`, pid, rss: true })),
+        ),
         { name: 'merchants', pid: processes.merchants },
       ],
       serverMetricsUrl: stack.temporalMetricsUrl,
@@ -387,12 +418,15 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       let lastLog = startedAt;
       for (;;) {
         let done = 0;
-        for (const r of regions) done += (await r.client.workflow.count(`WorkflowType = 'noopHold' AND ExecutionStatus = 'Completed'`)).count;
+        for (const r of regions)
+          done += (await r.client.workflow.count(`WorkflowType = 'noopHold' AND ExecutionStatus = 'Completed'`)).count;
         sampler.report({ completed: done });
         if (done >= holdsTotal) break;
         if (Date.now() - lastLog >= 10_000) {
           lastLog = Date.now();
-          log(`[bench] ceiling: ${done}/${holdsTotal} no-op children completed after ${round((Date.now() - startedAt) / 1000, 0)} s`);
+          log(
+            `[bench] ceiling: ${done}/${holdsTotal} no-op children completed after ${round((Date.now() - startedAt) / 1000, 0)} s`,
+          );
         }
         await sleep(POLL_MS);
       }
@@ -464,7 +498,9 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
     let releasedBySeconds = 0;
     for (const r of regions) {
-      const { rows } = await r.pool.query<{ s: number }>(`SELECT extract(epoch FROM max(released_at)) * 1000 AS s FROM auth_holds`);
+      const { rows } = await r.pool.query<{ s: number }>(
+        `SELECT extract(epoch FROM max(released_at)) * 1000 AS s FROM auth_holds`,
+      );
       releasedBySeconds = Math.max(releasedBySeconds, (Number(rows[0]!.s) - startedAt) / 1000);
     }
     log(`[bench] product: ${holdsTotal} holds released and settled in ${round(seconds, 1)} s; measuring`);
@@ -479,7 +515,8 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       );
       for (const row of rows) {
         deliveries[row.status] = (deliveries[row.status] ?? 0) + row.n;
-        if (row.status === 'quarantined') quarantinedByReason[row.reason ?? '?'] = (quarantinedByReason[row.reason ?? '?'] ?? 0) + row.n;
+        if (row.status === 'quarantined')
+          quarantinedByReason[row.reason ?? '?'] = (quarantinedByReason[row.reason ?? '?'] ?? 0) + row.n;
         if (row.status === 'pending' && row.disabled) heldForDisabledMerchants += row.n;
       }
     }
@@ -487,7 +524,12 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const limits = new Map(workload.merchants.map((m) => [m.id, m]));
     const rates = Object.entries(traffic.byMerchant).map(([merchantId, t]) => {
       const m = limits.get(merchantId)!;
-      return { merchantId, maxPerSecond: t.maxPerSecond, limit: m.ratePerSecond + m.burst, ratePerSecond: m.ratePerSecond };
+      return {
+        merchantId,
+        maxPerSecond: t.maxPerSecond,
+        limit: m.ratePerSecond + m.burst,
+        ratePerSecond: m.ratePerSecond,
+      };
     });
     const worst = rates.reduce((a, b) => (b.maxPerSecond / b.limit > a.maxPerSecond / a.limit ? b : a), rates[0]!);
     const delivered = deliveries.delivered ?? 0;
@@ -518,17 +560,25 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       unverifiedRequests: traffic.unverified,
       deliveredTwice: traffic.deliveredTwice,
       worstMerchantRate: worst,
-      merchantsOverLimit: rates.filter((r) => r.maxPerSecond > r.limit).map((r) => `${r.merchantId} (${r.maxPerSecond} > ${r.limit})`),
+      merchantsOverLimit: rates
+        .filter((r) => r.maxPerSecond > r.limit)
+        .map((r) => `${r.merchantId} (${r.maxPerSecond} > ${r.limit})`),
     };
     const workerRss = await Promise.all(
       workerGroups.flatMap((g) =>
-        g.processes.pids.map(async (pid, index) => ({ index, regions: g.regions, peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0) })),
+        g.processes.pids.map(async (pid, index) => ({
+          index,
+          regions: g.regions,
+          peakRssMiB: round(((await peakRssBytes(pid)) ?? 0) / 2 ** 20, 0),
+        })),
       ),
     );
 
     // Every invariant, on the whole night: ledgers, every request received, parents' and sampled children's
     // histories, and the workers' logs. The same histories give the page runs and the Actions per hold.
-    const texts = workerGroups.flatMap((g) => g.processes.output().map((text, i) => ({ source: `worker ${g.regions} ${i} logs`, text })));
+    const texts = workerGroups.flatMap((g) =>
+      g.processes.output().map((text, i) => ({ source: `worker ${g.regions} ${i} logs`, text })),
+    );
     for (const w of workerRss) {
       const text = texts.find((t) => t.source === `worker ${w.regions} ${w.index} logs`)?.text ?? '';
       const running = text
@@ -538,7 +588,8 @@ export async function runNightBench(options: NightBenchOptions, command: string)
       Object.assign(w, { maxCachedWorkflows: running?.maxCachedWorkflows, heapLimitMiB: running?.heapLimitMiB });
     }
     const sweepHistories = await parentHistories(regions, ['sweepExpiredHolds', 'startHoldBatch']);
-    for (const history of sweepHistories) texts.push({ source: `history of a sweep run`, text: JSON.stringify(history) });
+    for (const history of sweepHistories)
+      texts.push({ source: `history of a sweep run`, text: JSON.stringify(history) });
     const sampledChildren: { region: Region; holdId: string; history: temporal.api.history.v1.IHistory }[] = [];
     for (const r of regions) {
       // A sample of the children (every n-th), fetched one by one: leaving intoHistories() early would leave
@@ -560,16 +611,25 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const dashboard = prometheus && (await nightDashboard(prometheus.api, startedAt, log));
     const { log: _log, cacheDir: _cacheDir, ...reportedOptions } = options;
     const faultyMerchants: Record<string, number> = {};
-    for (const m of workload.merchants) if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
+    for (const m of workload.merchants)
+      if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
     return {
       command,
       date: new Date().toISOString(),
-      machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? '?', memoryGiB: round(os.totalmem() / 2 ** 30, 0), node: process.version },
+      machine: {
+        cpus: os.cpus().length,
+        cpuModel: os.cpus()[0]?.model ?? '?',
+        memoryGiB: round(os.totalmem() / 2 ** 30, 0),
+        node: process.version,
+      },
       options: reportedOptions,
       workload: {
         holds: holdsTotal,
         merchants: workload.merchants.length,
-        byRegion: { us: workload.holds.filter((h) => h.region === 'us').length, eu: workload.holds.filter((h) => h.region === 'eu').length },
+        byRegion: {
+          us: workload.holds.filter((h) => h.region === 'us').length,
+          eu: workload.holds.filter((h) => h.region === 'eu').length,
+        },
         faultyMerchants,
         merchantBound: { ...workload.merchantBound, seconds: round(workload.merchantBound.seconds, 1) },
       },
@@ -617,7 +677,10 @@ async function nightDashboard(api: string, startedAt: number, log: (line: string
 }
 
 /** Every run's history of a parent workflow type (the sweep's or the ceiling's), in both regions. */
-async function parentHistories(regions: readonly { client: Client }[], types: readonly string[]): Promise<temporal.api.history.v1.IHistory[]> {
+async function parentHistories(
+  regions: readonly { client: Client }[],
+  types: readonly string[],
+): Promise<temporal.api.history.v1.IHistory[]> {
   const out: temporal.api.history.v1.IHistory[] = [];
   for (const r of regions)
     for await (const { history } of r.client.workflow.list({ query: typesQuery(types) }).intoHistories())
@@ -649,9 +712,15 @@ async function actionsReport(
   const holdsByOutcome = new Map<string, number>();
   for (const r of regions) {
     const ids = sampled.filter((c) => c.region === r.region).map((c) => c.holdId);
-    const { rows } = await r.pool.query(`SELECT d.hold_id, ${outcomeSql} AS outcome FROM webhook_deliveries d WHERE d.hold_id = ANY($1)`, [ids]);
-    for (const row of rows as { hold_id: string; outcome: string }[]) outcomeOf.set(`${r.region}/${row.hold_id}`, row.outcome);
-    const counts = await r.pool.query(`SELECT ${outcomeSql} AS outcome, count(*)::integer AS n FROM webhook_deliveries d GROUP BY 1`);
+    const { rows } = await r.pool.query(
+      `SELECT d.hold_id, ${outcomeSql} AS outcome FROM webhook_deliveries d WHERE d.hold_id = ANY($1)`,
+      [ids],
+    );
+    for (const row of rows as { hold_id: string; outcome: string }[])
+      outcomeOf.set(`${r.region}/${row.hold_id}`, row.outcome);
+    const counts = await r.pool.query(
+      `SELECT ${outcomeSql} AS outcome, count(*)::integer AS n FROM webhook_deliveries d GROUP BY 1`,
+    );
     for (const row of counts.rows as { outcome: string; n: number }[])
       holdsByOutcome.set(row.outcome, (holdsByOutcome.get(row.outcome) ?? 0) + row.n);
   }
@@ -685,7 +754,9 @@ async function actionsReport(
   const scheduleActions = 2 * firstRuns;
   const sweepTotal = sweep.total + scheduleActions + heartbeats;
   const childTotal = byOutcome.reduce((a, o) => a + o.perHold.total * o.holds, 0);
-  const replayed = billableActions(historyFromJSON(JSON.parse(gunzipSync(await fs.readFile(GOLDEN_REPLAYED)).toString('utf8'))));
+  const replayed = billableActions(
+    historyFromJSON(JSON.parse(gunzipSync(await fs.readFile(GOLDEN_REPLAYED)).toString('utf8'))),
+  );
   return {
     byOutcome,
     quarantinedThenReplayed: { source: GOLDEN_REPLAYED, perHold: replayed },
@@ -699,7 +770,12 @@ async function actionsReport(
  * Requests each second since the trigger at the `n` merchants that came closest to their limit (their busiest
  * second against rate + burst; the busier one first on a tie), receiver side, with their limits.
  */
-function busiestMerchants(requests: readonly ReceivedWebhook[], workload: NightWorkload, startedAt: number, n: number): MerchantSeries[] {
+function busiestMerchants(
+  requests: readonly ReceivedWebhook[],
+  workload: NightWorkload,
+  startedAt: number,
+  n: number,
+): MerchantSeries[] {
   const bins = new Map<string, Map<number, number>>();
   for (const r of requests) {
     const second = Math.floor((r.receivedAt - startedAt) / 1000);
@@ -716,7 +792,8 @@ function busiestMerchants(requests: readonly ReceivedWebhook[], workload: NightW
   ranked.sort((a, b) => b.closeness - a.closeness || b.total - a.total);
   return ranked.slice(0, n).map(({ merchantId, m, seconds }) => {
     const perSecond: [number, number][] = [];
-    for (let t = Math.min(...seconds.keys()); t <= Math.max(...seconds.keys()); t++) perSecond.push([t, seconds.get(t) ?? 0]);
+    for (let t = Math.min(...seconds.keys()); t <= Math.max(...seconds.keys()); t++)
+      perSecond.push([t, seconds.get(t) ?? 0]);
     return { merchantId, ratePerSecond: m.ratePerSecond, limit: m.ratePerSecond + m.burst, perSecond };
   });
 }

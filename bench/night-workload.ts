@@ -79,7 +79,13 @@ export function merchantScript(fault: MerchantFault, secret: string, random: () 
     case 'gone':
       return { secrets, responses: [{ status: 410, body: 'endpoint removed' }] };
     case 'slow': // three answers past the 15 s attempt timeout, then slow but in time
-      return { secrets, responses: [...Array.from({ length: 3 }, () => ({ status: 200, delayMs: 20_000 })), { status: 200, delayMs: 300 }] };
+      return {
+        secrets,
+        responses: [
+          ...Array.from({ length: 3 }, () => ({ status: 200, delayMs: 20_000 })),
+          { status: 200, delayMs: 300 },
+        ],
+      };
     case 'hangs':
       return { secrets, responses: [{ hang: true }] };
   }
@@ -111,7 +117,8 @@ export function nightWorkload({ holds, merchants, seed, faults }: NightOptions):
       const candidates = regionMerchants.filter((m) => m.ratePerSecond !== 50);
       for (const [fault, perThousand] of FAULTS) {
         const n = Math.max(1, Math.round((count * perThousand) / 1000));
-        for (let i = 0; i < n && candidates.length > 0; i++) candidates.splice(Math.floor(random() * candidates.length), 1)[0]!.fault = fault;
+        for (let i = 0; i < n && candidates.length > 0; i++)
+          candidates.splice(Math.floor(random() * candidates.length), 1)[0]!.fault = fault;
       }
     }
     const cumulative: number[] = [];
@@ -135,12 +142,20 @@ export function nightWorkload({ holds, merchants, seed, faults }: NightOptions):
     allMerchants.push(...regionMerchants);
   }
   const delivering = allMerchants.filter((m) => !['rejects', 'gone', 'hangs'].includes(m.fault) && m.holds > 0);
-  const bound = delivering.reduce((worst, m) => (m.holds / m.ratePerSecond > worst.holds / worst.ratePerSecond ? m : worst), delivering[0]!);
+  const bound = delivering.reduce(
+    (worst, m) => (m.holds / m.ratePerSecond > worst.holds / worst.ratePerSecond ? m : worst),
+    delivering[0]!,
+  );
   return {
     seed,
     faults,
     merchants: allMerchants,
     holds: allHolds,
-    merchantBound: { seconds: bound.holds / bound.ratePerSecond, merchantId: bound.id, holds: bound.holds, ratePerSecond: bound.ratePerSecond },
+    merchantBound: {
+      seconds: bound.holds / bound.ratePerSecond,
+      merchantId: bound.id,
+      holds: bound.holds,
+      ratePerSecond: bound.ratePerSecond,
+    },
   };
 }

@@ -22,7 +22,12 @@ async function stat(pid: number): Promise<Stat | undefined> {
     // The command name (field 2) may hold spaces; the fields after its closing parenthesis are plain.
     const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
     const n = (i: number) => Number(fields[i - 3]);
-    return { pid, ppid: n(4), own: (n(14) + n(15)) / TICKS_PER_SECOND, reapedChildren: (n(16) + n(17)) / TICKS_PER_SECOND };
+    return {
+      pid,
+      ppid: n(4),
+      own: (n(14) + n(15)) / TICKS_PER_SECOND,
+      reapedChildren: (n(16) + n(17)) / TICKS_PER_SECOND,
+    };
   } catch {
     return undefined;
   }

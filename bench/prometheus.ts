@@ -12,7 +12,11 @@ const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
  * The series of `text` whose name is in `keep` (name → the labels that tell its series apart; the rest are summed).
  * A series key is `name` or `name{label=value,...}` in the order the labels were asked for.
  */
-export function parsePrometheus(text: string, keep: ReadonlyMap<string, readonly string[]>, aliases: ReadonlyMap<string, Alias> = new Map()): Scrape {
+export function parsePrometheus(
+  text: string,
+  keep: ReadonlyMap<string, readonly string[]>,
+  aliases: ReadonlyMap<string, Alias> = new Map(),
+): Scrape {
   const out: Scrape = new Map();
   for (const line of text.split('\n')) {
     if (line.startsWith('#') || line === '') continue;

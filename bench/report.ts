@@ -17,7 +17,9 @@ const counts = (r: Record<string, number>) =>
     .map(([k, v]) => `${k} ${v}`)
     .join(', ') || 'none';
 
-/** `chartsNote`: what stands where the charts would (bench/results-archive.ts) when the night's series are not at hand. */
+/**
+ * `chartsNote`: what stands where the charts would (bench/results-archive.ts) when the night's series are not at hand.
+ */
 export function markdownReport(report: NightSummary, charts: readonly Chart[] = [], chartsNote?: string): string {
   const { workload: w, product: p, ceiling: c } = report;
   const minutes = (s: number) => `${s} s (${(s / 60).toFixed(1)} min)`;
@@ -61,7 +63,12 @@ export function markdownReport(report: NightSummary, charts: readonly Chart[] = 
     `| Invariant violations | ${report.violations.length === 0 ? 'none (all seven checked)' : report.violations.map((v) => `#${v.invariant} ${v.message}`).join('; ')} |`,
   ];
   return (
-    [lines.filter((l) => l !== '').join('\n'), ...chartSection(charts, chartsNote), whatBinds(report), actionsSection(report)].join('\n\n') + '\n'
+    [
+      lines.filter((l) => l !== '').join('\n'),
+      ...chartSection(charts, chartsNote),
+      whatBinds(report),
+      actionsSection(report),
+    ].join('\n\n') + '\n'
   );
 }
 
@@ -122,33 +129,46 @@ function whatBinds(report: NightSummary): string {
     '| | ceiling | product |',
     '|---|---|---|',
     row('Cores used, by process', (s) => record(s.coresByProcess)),
-    row('Persistence calls/s, mean latency', (s) => `${s.server.persistenceRequestsPerSecond}/s, ${s.server.persistenceMeanMs} ms`),
+    row(
+      'Persistence calls/s, mean latency',
+      (s) => `${s.server.persistenceRequestsPerSecond}/s, ${s.server.persistenceMeanMs} ms`,
+    ),
     row('Busiest persistence operations (calls/s, mean)', (s) =>
       s.server.persistenceByOperation.map((o) => `${o.operation} ${o.perSecond}/s ${o.meanMs} ms`).join('; '),
     ),
     row('History tasks: time in queue, retries included (tasks/s, mean)', (s) =>
-      s.server.queueByTask.map((q) => `${q.task.replace(/^(Transfer|Timer)ActiveTask/, '')} ${q.perSecond}/s ${q.meanMs} ms`).join('; '),
+      s.server.queueByTask
+        .map((q) => `${q.task.replace(/^(Transfer|Timer)ActiveTask/, '')} ${q.perSecond}/s ${q.meanMs} ms`)
+        .join('; '),
     ),
     row(
       'Workflow execution lock: wait / hold / gave up per second',
-      (s) => `${ms(s.server.executionLockWaitMs)} / ${ms(s.server.executionLockHoldMs)} / ${s.server.executionLockFailuresPerSecond}/s`,
+      (s) =>
+        `${ms(s.server.executionLockWaitMs)} / ${ms(s.server.executionLockHoldMs)} / ${s.server.executionLockFailuresPerSecond}/s`,
     ),
     row('Shard lock wait', (s) => ms(s.server.shardLockMs)),
     row('Matching schedule-to-start', (s) => record(s.server.scheduleToStartMs) + ' ms'),
     row(
       'SDK: workflow task schedule-to-start / execution',
-      (s) => `${ms(s.sdk.workflowTaskScheduleToStartMs)} / ${ms(s.sdk.workflowTaskExecutionMs)} (${s.sdk.workflowTasksPerSecond} tasks/s)`,
+      (s) =>
+        `${ms(s.sdk.workflowTaskScheduleToStartMs)} / ${ms(s.sdk.workflowTaskExecutionMs)} (${s.sdk.workflowTasksPerSecond} tasks/s)`,
     ),
     row('SDK: local activity execution', (s) => ms(s.sdk.localActivityExecutionMs)),
     row('SDK: slots in use (mean, all workers)', (s) => record(s.sdk.slotsUsed)),
-    row('SDK: sticky cache hit ratio / size', (s) => `${s.sdk.stickyCacheHitRatio ?? '—'} / ${s.sdk.stickyCacheSize ?? '—'}`),
+    row(
+      'SDK: sticky cache hit ratio / size',
+      (s) => `${s.sdk.stickyCacheHitRatio ?? '—'} / ${s.sdk.stickyCacheSize ?? '—'}`,
+    ),
     pages('Runs that started hold children (page runs, or their batches)', (r) => String(r.pages)),
     pages(
       "Such a run's children all started within (mean / p50 / max)",
       (r) => `${r.startChildrenSeconds.mean} / ${r.startChildrenSeconds.p50} / ${r.startChildrenSeconds.max} s`,
     ),
     pages('Child starts per second within such a run', (r) => String(r.childStartsPerSecond)),
-    pages('Per such run: child completions landed in it, its workflow tasks', (r) => `${r.completionsPerPage}, ${r.workflowTasksPerPage}`),
+    pages(
+      'Per such run: child completions landed in it, its workflow tasks',
+      (r) => `${r.completionsPerPage}, ${r.workflowTasksPerPage}`,
+    ),
     pages('Failed workflow tasks in such runs (server-side causes)', (r) => record(r.failedWorkflowTasks)),
   ].join('\n');
 }
@@ -173,7 +193,9 @@ function actionsSection(report: NightSummary): string {
     '',
     '| hold | holds tonight | histories read | Actions per hold (its workflow) | by kind |',
     '|---|---|---|---|---|',
-    ...a.byOutcome.map((o) => `| ${o.outcome} | ${o.holds} | ${o.sampled} | ${o.perHold.total} | ${kinds(o.perHold)} |`),
+    ...a.byOutcome.map(
+      (o) => `| ${o.outcome} | ${o.holds} | ${o.sampled} | ${o.perHold.total} | ${kinds(o.perHold)} |`,
+    ),
     `| quarantined, then replayed by a human (${a.quarantinedThenReplayed.source}) | — | 1 | ${a.quarantinedThenReplayed.perHold.total} | ${kinds(a.quarantinedThenReplayed.perHold)} |`,
     `| **the sweep's share per hold** (its runs, batches, child starts) | | | ${sweep.total} | ${kinds(sweep)}; plus ${sweep.scheduleActions} for the schedule and ~${sweep.finishHeartbeats} finish heartbeats in all |`,
     '',

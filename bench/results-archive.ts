@@ -18,7 +18,11 @@ export const ARCHIVE_BRANCH = 'bench-archive';
 const ARCHIVE_REFS = [ARCHIVE_BRANCH, `origin/${ARCHIVE_BRANCH}`];
 
 /** The fields of a night report that are raw series: per-sample and per-second values, read only by the charts. */
-export const SERIES_FIELDS = ['series', 'merchantSeries', 'dashboard'] as const satisfies readonly (keyof NightSeries)[];
+export const SERIES_FIELDS = [
+  'series',
+  'merchantSeries',
+  'dashboard',
+] as const satisfies readonly (keyof NightSeries)[];
 
 const exec = promisify(execFile);
 
@@ -40,7 +44,10 @@ export function archivePath(jsonFile: string): string | undefined {
 export const hasSeries = (report: object): boolean => SERIES_FIELDS.some((field) => field in report);
 
 /** The report without its series, and the series (a field the night did not record stays absent). */
-export function splitReport(report: NightSummary & Partial<NightSeries>): { summary: NightSummary; series: NightSeries } {
+export function splitReport(report: NightSummary & Partial<NightSeries>): {
+  summary: NightSummary;
+  series: NightSeries;
+} {
   const { series = [], merchantSeries = [], dashboard, ...summary } = report;
   return { summary, series: { series, merchantSeries, ...(dashboard === undefined ? {} : { dashboard }) } };
 }
@@ -61,7 +68,10 @@ export const gzipSeries = (series: NightSeries): Buffer => gzipSync(JSON.stringi
 export async function readSeries(jsonFile: string): Promise<{ series: NightSeries; from: string } | undefined> {
   const local = seriesFile(jsonFile);
   try {
-    return { series: JSON.parse(gunzipSync(await fs.readFile(local)).toString('utf8')) as NightSeries, from: repoPath(local) };
+    return {
+      series: JSON.parse(gunzipSync(await fs.readFile(local)).toString('utf8')) as NightSeries,
+      from: repoPath(local),
+    };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
@@ -70,7 +80,11 @@ export async function readSeries(jsonFile: string): Promise<{ series: NightSerie
   for (const ref of ARCHIVE_REFS) {
     let gz: Buffer;
     try {
-      ({ stdout: gz } = await exec('git', ['show', `${ref}:${archived}`], { cwd: REPO_ROOT, encoding: 'buffer', maxBuffer: 1 << 30 }));
+      ({ stdout: gz } = await exec('git', ['show', `${ref}:${archived}`], {
+        cwd: REPO_ROOT,
+        encoding: 'buffer',
+        maxBuffer: 1 << 30,
+      }));
     } catch {
       continue; // no such branch, or no such file on it
     }
@@ -83,7 +97,10 @@ export async function readSeries(jsonFile: string): Promise<{ series: NightSerie
  * What a report says in place of charts it does not carry: where the series are and how to draw them again. `titles`:
  * the charts left out; `tarball`: the archive file holding them as first drawn.
  */
-export function chartsNote(jsonFile: string, { titles, tarball }: { titles?: readonly string[]; tarball?: string } = {}): string {
+export function chartsNote(
+  jsonFile: string,
+  { titles, tarball }: { titles?: readonly string[]; tarball?: string } = {},
+): string {
   const archived = archivePath(jsonFile) ?? path.basename(seriesFile(jsonFile));
   // Titles read as a list inside the sentence: "What the run waited on" lower-cased, "CPU per process" as it is.
   const listed = titles?.map((t) => (/^[A-Z][a-z]/.test(t) ? t[0]!.toLowerCase() + t.slice(1) : t));

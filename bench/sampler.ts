@@ -153,14 +153,22 @@ export class Sampler {
     const t = (Date.now() - this.startedAt) / 1000;
     const processes = this.options.processes();
     const [cpu, rss, server, sdk] = await Promise.all([
-      Promise.all(processes.map(async (p) => [p.name, p.pid === undefined ? 0 : round(await cpuSeconds(p.pid, p.tree), 2)] as const)),
+      Promise.all(
+        processes.map(
+          async (p) => [p.name, p.pid === undefined ? 0 : round(await cpuSeconds(p.pid, p.tree), 2)] as const,
+        ),
+      ),
       Promise.all(
         processes
           .filter((p) => p.rss && p.pid !== undefined)
           .map(async (p) => [p.name, round(((await rssBytes(p.pid!)) ?? 0) / 2 ** 20, 0)] as const),
       ),
-      this.options.serverMetricsUrl ? scrape(this.options.serverMetricsUrl, SERVER_METRICS) : Promise.resolve(undefined),
-      Promise.all(this.options.workerMetricsUrls.map((url) => scrape(url, SDK_METRICS, SDK_EXPORTED_AS))).then(sumScrapes),
+      this.options.serverMetricsUrl
+        ? scrape(this.options.serverMetricsUrl, SERVER_METRICS)
+        : Promise.resolve(undefined),
+      Promise.all(this.options.workerMetricsUrls.map((url) => scrape(url, SDK_METRICS, SDK_EXPORTED_AS))).then(
+        sumScrapes,
+      ),
     ]);
     this.samples.push({
       phase,

@@ -12,10 +12,22 @@ import { Connection } from '@temporalio/client';
 import { freePort, startEmbeddedPostgres, type RunningPostgres } from '../dev/embedded-postgres.js';
 import { localRegions, type LocalRegion, type LocalRegionNames } from '../dev/local-regions.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
-import { insertAccounts, insertHolds, insertMerchants, type AccountSeed, type HoldSeed, type MerchantSeed } from '../dev/seed.js';
+import {
+  insertAccounts,
+  insertHolds,
+  insertMerchants,
+  type AccountSeed,
+  type HoldSeed,
+  type MerchantSeed,
+} from '../dev/seed.js';
 import { startDevServer, type DevServer } from '../dev/temporal-dev-server.js';
 import { startTemporalCluster, type TemporalCluster } from '../dev/temporal-cluster.js';
-import { startWorkerProcesses, workerEnvironment, type WorkerProcesses, type WorkerProcessOptions } from '../dev/worker-processes.js';
+import {
+  startWorkerProcesses,
+  workerEnvironment,
+  type WorkerProcesses,
+  type WorkerProcessOptions,
+} from '../dev/worker-processes.js';
 import { migrate } from '../src/db/migrate.js';
 import { localKeyRing, type SecretSealer } from '../src/delivery/secret-box.js';
 import { bundleWorkflows } from '../src/workers/region-worker.js';
@@ -79,7 +91,8 @@ const NAMESPACES = ['hold-sweeper-us', 'hold-sweeper-eu'];
 
 export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
   const backend = options.temporal;
-  if (options.historyHosts === 2 && backend.kind !== 'cluster') throw new Error('two history hosts need the cluster backend (--temporal cluster)');
+  if (options.historyHosts === 2 && backend.kind !== 'cluster')
+    throw new Error('two history hosts need the cluster backend (--temporal cluster)');
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), options.tmpPrefix));
   // embedded-postgres runs as the `postgres` user when we are root: it must be able to reach its directory.
   await fs.chmod(dataDir, 0o777);
@@ -109,7 +122,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         ...(devMetricsPort === undefined ? {} : { extraArgs: ['--metrics-port', String(devMetricsPort)] }),
       });
     }
-    // The cluster keeps its state in the same PostgreSQL as the ledgers (its own two databases): a database restart hits it too.
+    // The cluster keeps its state in the same PostgreSQL as the ledgers (its own two databases): a database restart
+    // hits it too.
     const cluster = await startTemporalCluster({
       shards: backend.shards,
       postgresUrl: postgres!.urlFor('postgres'),
@@ -156,7 +170,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   try {
     if (options.concurrentStart) {
       // Settled, not raced: a service that did start is known to stop() when another failed.
-      const [dev, ...others] = await Promise.allSettled([backend.kind === 'dev' ? startTemporal() : undefined, startPostgres(), startMerchants()]);
+      const [dev, ...others] = await Promise.allSettled([
+        backend.kind === 'dev' ? startTemporal() : undefined,
+        startPostgres(),
+        startMerchants(),
+      ]);
       if (dev.status === 'fulfilled') server = dev.value;
       for (const result of [dev, ...others]) if (result.status === 'rejected') throw result.reason;
       server ??= await startTemporal();
@@ -192,7 +210,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       },
       async pids() {
         return {
-          temporal: server && 'pid' in server ? server.pid : await findProcess(path.join(temporalDir, 'temporal.sqlite')),
+          temporal:
+            server && 'pid' in server ? server.pid : await findProcess(path.join(temporalDir, 'temporal.sqlite')),
           postgres: await findProcess(pgDir),
         };
       },
@@ -204,7 +223,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
         }
       },
       async startWorkers(group, count, { env = {}, ...processOptions } = {}) {
-        const processes = await startWorkerProcesses(count, { ...workerEnvironment(group, server!.address, bundlePath), ...env }, processOptions);
+        const processes = await startWorkerProcesses(
+          count,
+          { ...workerEnvironment(group, server!.address, bundlePath), ...env },
+          processOptions,
+        );
         workers.push(processes);
         return processes;
       },

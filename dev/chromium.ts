@@ -25,7 +25,10 @@ const runnable = (file: string) => {
   }
 };
 
-export async function ensureChromium(env: NodeJS.ProcessEnv = process.env, log: (line: string) => void = console.log): Promise<string> {
+export async function ensureChromium(
+  env: NodeJS.ProcessEnv = process.env,
+  log: (line: string) => void = console.log,
+): Promise<string> {
   if (env.CHROMIUM_PATH) {
     if (runnable(env.CHROMIUM_PATH)) return env.CHROMIUM_PATH;
     throw new ChromiumUnavailable(`CHROMIUM_PATH=${env.CHROMIUM_PATH} is not an executable file`);
@@ -39,7 +42,9 @@ export async function ensureChromium(env: NodeJS.ProcessEnv = process.env, log: 
     );
   }
   if (!runnable('/usr/bin/apt-get'))
-    throw new ChromiumUnavailable('no Chromium and no apt-get to install it with: set CHROMIUM_PATH to a Chromium binary');
+    throw new ChromiumUnavailable(
+      'no Chromium and no apt-get to install it with: set CHROMIUM_PATH to a Chromium binary',
+    );
   const install = () =>
     exec('apt-get', ['install', '-y', '-q', '--no-install-recommends', 'chromium'], {
       env: { ...env, DEBIAN_FRONTEND: 'noninteractive' },
@@ -51,13 +56,20 @@ export async function ensureChromium(env: NodeJS.ProcessEnv = process.env, log: 
   } catch {
     // A fresh machine may have no package lists yet.
     try {
-      await exec('apt-get', ['update', '-q'], { env: { ...env, DEBIAN_FRONTEND: 'noninteractive' }, maxBuffer: 64 * 1024 * 1024 });
+      await exec('apt-get', ['update', '-q'], {
+        env: { ...env, DEBIAN_FRONTEND: 'noninteractive' },
+        maxBuffer: 64 * 1024 * 1024,
+      });
       await install();
     } catch (err) {
-      throw new ChromiumUnavailable(`apt-get could not install chromium: ${(err as Error).message.split('\n').slice(-3).join(' ')}`, { cause: err });
+      throw new ChromiumUnavailable(
+        `apt-get could not install chromium: ${(err as Error).message.split('\n').slice(-3).join(' ')}`,
+        { cause: err },
+      );
     }
   }
   const installed = DEBIAN_BINARIES.find(runnable);
-  if (!installed) throw new ChromiumUnavailable('apt-get installed chromium, but no binary is at /usr/lib/chromium/chromium');
+  if (!installed)
+    throw new ChromiumUnavailable('apt-get installed chromium, but no binary is at /usr/lib/chromium/chromium');
   return installed;
 }

@@ -19,21 +19,42 @@ export interface Caller {
 
 /** Every caller of the compose stack's Temporal and what it may do there. */
 export const COMPOSE_CALLERS: readonly Caller[] = [
-  { name: 'temporal-setup', permissions: ['temporal-system:admin'], who: 'the one-shot setup: namespaces, search attributes' },
+  {
+    name: 'temporal-setup',
+    permissions: ['temporal-system:admin'],
+    who: 'the one-shot setup: namespaces, search attributes',
+  },
   { name: 'worker-us', permissions: ['hold-sweeper-us:write'], who: 'the US worker' },
   { name: 'worker-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU worker' },
   { name: 'receiver-us', permissions: ['hold-sweeper-us:write'], who: 'the US processor receiver' },
   { name: 'receiver-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU processor receiver' },
-  { name: 'api-us', permissions: ['hold-sweeper-us:write'], who: 'the US admin API (operators’ verbs on their verified behalf)' },
-  { name: 'api-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU admin API (operators’ verbs on their verified behalf)' },
-  { name: 'operator', permissions: ['hold-sweeper-us:admin', 'hold-sweeper-eu:admin'], who: 'an operator: the ops CLI, the temporal CLI' },
-  { name: 'on-call', permissions: ['hold-sweeper-us:read', 'hold-sweeper-eu:read'], who: 'on-call, reading: the Web UI, the temporal CLI' },
+  {
+    name: 'api-us',
+    permissions: ['hold-sweeper-us:write'],
+    who: 'the US admin API (operators’ verbs on their verified behalf)',
+  },
+  {
+    name: 'api-eu',
+    permissions: ['hold-sweeper-eu:write'],
+    who: 'the EU admin API (operators’ verbs on their verified behalf)',
+  },
+  {
+    name: 'operator',
+    permissions: ['hold-sweeper-us:admin', 'hold-sweeper-eu:admin'],
+    who: 'an operator: the ops CLI, the temporal CLI',
+  },
+  {
+    name: 'on-call',
+    permissions: ['hold-sweeper-us:read', 'hold-sweeper-eu:read'],
+    who: 'on-call, reading: the Web UI, the temporal CLI',
+  },
   { name: 'web-ui', permissions: [], who: 'the Web UI server (its certificate; each request carries its user token)' },
 ];
 
 /**
  * Writes the compose stack's credentials into `dir` (which must not hold any yet): pki/ (CA, frontend, internode,
- * client-<caller> certificates), jwks/.well-known/jwks.json (what the stack's jwks service serves), tokens/<caller>.token.
+ * client-<caller> certificates), jwks/.well-known/jwks.json (what the stack's jwks service serves),
+ * tokens/<caller>.token.
  * Certificates and tokens are valid for `validDays`; the signing key is not kept: run it again to renew everything.
  */
 export async function writeComposeCredentials(dir: string, validDays: number): Promise<{ callers: readonly Caller[] }> {

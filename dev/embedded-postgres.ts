@@ -49,7 +49,10 @@ const SERVICE = 'embedded PostgreSQL';
 const USER = 'postgres';
 /** Local-only cluster on 127.0.0.1; the password exists because initdb requires an auth method. */
 const PASSWORD = 'hold-sweeper-dev';
-/** A cold start takes seconds even on a loaded 2-core machine (crash recovery after a kill a few more): a minute is stuck. */
+/**
+ * A cold start takes seconds even on a loaded 2-core machine (crash recovery after a kill a few more): a minute is
+ * stuck.
+ */
 const START_TIMEOUT_MS = 60_000;
 /** How often a start re-reads postmaster.pid, whose status line is pg_ctl's own readiness signal. */
 const READY_POLL_MS = 50;
@@ -123,7 +126,9 @@ async function packagedNativeTree(): Promise<{ dir: string; version: string }> {
     );
   }
   const dir = path.dirname(path.dirname(binaries.postgres));
-  const { version } = JSON.parse(await fs.readFile(path.join(dir, '..', 'package.json'), 'utf8')) as { version: string };
+  const { version } = JSON.parse(await fs.readFile(path.join(dir, '..', 'package.json'), 'utf8')) as {
+    version: string;
+  };
   return { dir, version };
 }
 
@@ -204,7 +209,9 @@ async function unenterableAncestor(target: string, runAs: RunAs): Promise<string
     const dir = path.sep + parts.slice(0, i).join(path.sep);
     const stat = await fs.stat(dir).catch(() => undefined);
     if (!stat) return undefined;
-    const enterable = (stat.uid === runAs.uid ? stat.mode & 0o100 : stat.gid === runAs.gid ? stat.mode & 0o010 : stat.mode & 0o001) !== 0;
+    const enterable =
+      (stat.uid === runAs.uid ? stat.mode & 0o100 : stat.gid === runAs.gid ? stat.mode & 0o010 : stat.mode & 0o001) !==
+      0;
     if (!enterable)
       return `${dir} (mode ${(stat.mode & 0o777).toString(8).padStart(4, '0')}, owner uid ${stat.uid}) cannot be entered by user ${USER}`;
   }
@@ -214,7 +221,11 @@ async function unenterableAncestor(target: string, runAs: RunAs): Promise<string
 /** A binary as `runAs`, its output drained (a full pipe would block the server) into the last lines kept. */
 function spawnBinary(file: string, args: string[], runAs: RunAs | undefined, log: string[]): ChildProcess {
   // LC_MESSAGES=C: the log lines an error message quotes are the ones the docs and search engines know.
-  const child = spawn(file, args, { ...runAs, env: { ...process.env, LC_MESSAGES: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(file, args, {
+    ...runAs,
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const keep = (chunk: Buffer) => {
     log.push(...chunk.toString('utf8').split('\n').filter(Boolean));
     log.splice(0, Math.max(0, log.length - LOG_LINES_KEPT));
@@ -247,12 +258,21 @@ async function initdb(bin: string, dataDir: string, runAs: RunAs | undefined): P
   try {
     if (runAs) await fs.chown(passwordFile, runAs.uid, runAs.gid);
     const file = path.join(bin, 'initdb');
-    const args = [`--pgdata=${dataDir}`, '--auth=password', `--username=${USER}`, `--pwfile=${passwordFile}`, '--encoding=UTF8', '--no-instructions'];
+    const args = [
+      `--pgdata=${dataDir}`,
+      '--auth=password',
+      `--username=${USER}`,
+      `--pwfile=${passwordFile}`,
+      '--encoding=UTF8',
+      '--no-instructions',
+    ];
     const child = spawnBinary(file, args, runAs, log);
-    const outcome = await new Promise<{ error: Error } | { code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-      child.once('error', (error) => resolve({ error }));
-      child.once('close', (code, signal) => resolve({ code, signal }));
-    });
+    const outcome = await new Promise<{ error: Error } | { code: number | null; signal: NodeJS.Signals | null }>(
+      (resolve) => {
+        child.once('error', (error) => resolve({ error }));
+        child.once('close', (code, signal) => resolve({ code, signal }));
+      },
+    );
     if ('error' in outcome) throw await notRunnable(file, outcome.error, runAs);
     if (outcome.code !== 0) {
       const blocked = runAs ? await unenterableAncestor(dataDir, runAs) : undefined;
@@ -270,7 +290,13 @@ async function initdb(bin: string, dataDir: string, runAs: RunAs | undefined): P
 }
 
 /** The server started and ready for connections; rejects with what its log said if it exits or hangs first. */
-async function startServer(bin: string, dataDir: string, port: number, flags: string[], runAs: RunAs | undefined): Promise<ChildProcess> {
+async function startServer(
+  bin: string,
+  dataDir: string,
+  port: number,
+  flags: string[],
+  runAs: RunAs | undefined,
+): Promise<ChildProcess> {
   const file = path.join(bin, 'postgres');
   const log: string[] = [];
   const child = spawnBinary(file, ['-D', dataDir, '-p', String(port), ...flags], runAs, log);
@@ -300,7 +326,9 @@ async function startServer(bin: string, dataDir: string, port: number, flags: st
   }
 }
 
-/** postmaster.pid names this server's pid on its first line and says "ready" on its eighth once it accepts connections. */
+/**
+ * postmaster.pid names this server's pid on its first line and says "ready" on its eighth once it accepts connections.
+ */
 async function isReady(dataDir: string, pid: number | undefined): Promise<boolean> {
   const lines = (await fs.readFile(path.join(dataDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n');
   return lines[0] === String(pid) && lines[7]?.trim() === 'ready';

@@ -2,7 +2,8 @@
  * Fake merchants: a real HTTP server on loopback, one endpoint per merchant (`/webhooks/<merchant id>`), used
  * by the tests, `npm start`'s demo and the benchmark. Each merchant is a destination of its own, as real merchants
  * are (the workers pace each endpoint origin: docs/webhooks.md#pacing-per-destination): over plain http its endpoint
- * is on a loopback address of its own (127.1.x.y, same port), unless it is asked to share the main one. Each merchant follows a script (status sequence,
+ * is on a loopback address of its own (127.1.x.y, same port), unless it is asked to share the main one. Each merchant
+ * follows a script (status sequence,
  * Retry-After, latency, hang, close the connection after reading the request), verifies every request with
  * the Standard Webhooks reference verifier, and records it. Scripts can change mid-test.
  */
@@ -19,7 +20,9 @@ export type ScriptedResponse =
   | { close: true };
 
 export interface MerchantScript {
-  /** The n-th request gets responses[n], the last one repeating (or all of them, with `cycle`). Empty or absent: 200. */
+  /**
+   * The n-th request gets responses[n], the last one repeating (or all of them, with `cycle`). Empty or absent: 200.
+   */
   responses?: ScriptedResponse[];
   cycle?: boolean;
   /** Signing secrets the receiver accepts (whsec_...). A request verified by none is recorded as unverified. */
@@ -53,7 +56,10 @@ export class FakeMerchants {
   private readonly scripts = new Map<string, MerchantScript>();
   private readonly received: ReceivedWebhook[] = [];
   private readonly sockets = new Set<net.Socket>();
-  private readonly open = new Map<string, { requests: Set<ReceivedWebhook>; perWebhook: Map<string | undefined, number> }>();
+  private readonly open = new Map<
+    string,
+    { requests: Set<ReceivedWebhook>; perWebhook: Map<string | undefined, number> }
+  >();
   private readonly peaks = new Map<string, OpenRequestsPeak>();
   private server: http.Server | undefined;
   private base = '';
@@ -143,14 +149,20 @@ export class FakeMerchants {
   /** Counts the request open until its response is finished or its connection closes, whichever comes first. */
   private opened(received: ReceivedWebhook, res: http.ServerResponse) {
     const { merchantId, webhookId } = received;
-    const open = this.open.get(merchantId) ?? { requests: new Set<ReceivedWebhook>(), perWebhook: new Map<string | undefined, number>() };
+    const open = this.open.get(merchantId) ?? {
+      requests: new Set<ReceivedWebhook>(),
+      perWebhook: new Map<string | undefined, number>(),
+    };
     this.open.set(merchantId, open);
     open.requests.add(received);
     const sameWebhook = (open.perWebhook.get(webhookId) ?? 0) + 1;
     open.perWebhook.set(webhookId, sameWebhook);
     const peak = this.peaks.get(merchantId) ?? { requests: 0, perWebhook: 0 };
     if (open.requests.size > peak.requests || sameWebhook > peak.perWebhook) {
-      this.peaks.set(merchantId, { requests: Math.max(peak.requests, open.requests.size), perWebhook: Math.max(peak.perWebhook, sameWebhook) });
+      this.peaks.set(merchantId, {
+        requests: Math.max(peak.requests, open.requests.size),
+        perWebhook: Math.max(peak.perWebhook, sameWebhook),
+      });
     }
     res.once('close', () => {
       received.closedAt = now();
@@ -177,7 +189,8 @@ export class FakeMerchants {
     const index = this.received.filter((r) => r.merchantId === merchantId).length;
     const responses = script.responses?.length ? script.responses : [{ status: 200 }];
     const response = responses[script.cycle ? index % responses.length : Math.min(index, responses.length - 1)]!;
-    const header = (name: string) => (typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined);
+    const header = (name: string) =>
+      typeof req.headers[name] === 'string' ? (req.headers[name] as string) : undefined;
     const verified = (script.secrets ?? []).some((secret) => {
       try {
         new Webhook(secret).verify(body, {

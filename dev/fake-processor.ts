@@ -47,7 +47,11 @@ export class FakeProcessor {
   }
 
   /** One signed attempt; `headers` override or add to the signed ones (a test's tampering). */
-  async post(eventId: string, body: string, headers: Record<string, string | undefined> = {}): Promise<{ status: number; body: string }> {
+  async post(
+    eventId: string,
+    body: string,
+    headers: Record<string, string | undefined> = {},
+  ): Promise<{ status: number; body: string }> {
     const now = new Date();
     const signed: Record<string, string | undefined> = {
       'content-type': 'application/json',
@@ -59,13 +63,17 @@ export class FakeProcessor {
     const res = await fetch(this.url, {
       method: 'POST',
       body,
-      headers: Object.fromEntries(Object.entries(signed).filter((entry): entry is [string, string] => entry[1] !== undefined)),
+      headers: Object.fromEntries(
+        Object.entries(signed).filter((entry): entry is [string, string] => entry[1] !== undefined),
+      ),
       signal: AbortSignal.timeout(10_000),
     });
     return { status: res.status, body: await res.text() };
   }
 
-  /** Sends `e` until it is acknowledged (2xx) or refused (4xx), retrying the rest every `retryMs`, up to `maxAttempts`. */
+  /**
+   * Sends `e` until it is acknowledged (2xx) or refused (4xx), retrying the rest every `retryMs`, up to `maxAttempts`.
+   */
   async send(e: ProcessorEvent, { maxAttempts = 200, retryMs = 250 } = {}): Promise<CallbackResult> {
     const body = FakeProcessor.body(e);
     let last: { status: number; body: string } = { status: 0, body: '' };
@@ -94,7 +102,9 @@ function scriptFor(pick: number, random: () => number): ProcessorEvent['type'][]
   if (pick < 0.4) return ['hold.captured'];
   if (pick < 0.6) return ['hold.incremented', 'hold.captured'];
   if (pick < 0.8) return ['hold.reversed'];
-  return random() < 0.5 ? ['hold.incremented', 'hold.incremented', 'hold.reversed'] : ['hold.incremented', 'hold.reversed'];
+  return random() < 0.5
+    ? ['hold.incremented', 'hold.incremented', 'hold.reversed']
+    : ['hold.incremented', 'hold.reversed'];
 }
 
 export interface CallbackPlan {
@@ -144,7 +154,12 @@ export interface CallbackTally {
  * first), a third of the events duplicated (sent two or three times at once), each request retried until the
  * receiver acknowledges it (a killed receiver, a restarting database: 503 or no answer, tried again).
  */
-export async function sendCallbacks(processor: FakeProcessor, plan: CallbackPlan, spreadMs: number, random: () => number): Promise<CallbackTally> {
+export async function sendCallbacks(
+  processor: FakeProcessor,
+  plan: CallbackPlan,
+  spreadMs: number,
+  random: () => number,
+): Promise<CallbackTally> {
   const tally: CallbackTally = { events: plan.events.length, requests: 0, duplicates: 0, reordered: 0, refused: [] };
   const order = [...plan.events].map((e) => ({ e, key: random() })).sort((a, b) => a.key - b.key);
   const highest = new Map<string, number>();
@@ -159,7 +174,9 @@ export async function sendCallbacks(processor: FakeProcessor, plan: CallbackPlan
       order.slice(i, i + batch).map(async ({ e }) => {
         const copies = random() < 0.33 ? 2 + Math.floor(random() * 2) : 1;
         tally.duplicates += copies - 1;
-        const answers = await Promise.all(Array.from({ length: copies }, () => processor.send(e, { maxAttempts: 2_000, retryMs: 250 })));
+        const answers = await Promise.all(
+          Array.from({ length: copies }, () => processor.send(e, { maxAttempts: 2_000, retryMs: 250 })),
+        );
         for (const a of answers) {
           tally.requests += a.attempts;
           if (a.status < 200 || a.status >= 300) tally.refused.push(`${e.eventId}: ${a.status} ${a.body}`);

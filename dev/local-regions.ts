@@ -31,7 +31,8 @@ export function localRegions(connection: Connection, temporalAddress: string, na
       taskQueue: `${names.taskQueuePrefix}-${region}`,
       scheduleId: `${names.schedulePrefix}-${region}`,
       payloadKeys: undefined,
-      // The dev ring: its worker processes get it as MERCHANT_SECRET_KEYS_<R> (workerEnvironment), its seeders seal with it.
+      // The dev ring: its worker processes get it as MERCHANT_SECRET_KEYS_<R> (workerEnvironment), its seeders seal
+      // with it.
       secretKeys: DEV_SECRET_KEYS,
       pool: createPool(databaseUrl, { max: names.poolMax }),
       client: new Client({ connection, namespace: `hold-sweeper-${region}` }),

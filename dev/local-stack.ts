@@ -25,7 +25,8 @@ export interface TemporalBackend {
   kind: 'dev' | 'cluster';
   shards: number;
   /**
-   * Cluster only: PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's TEMPORAL_DB_SYNCHRONOUS_COMMIT).
+   * Cluster only: PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's
+   * TEMPORAL_DB_SYNCHRONOUS_COMMIT).
    * Off, a commit returns before its WAL reaches the disk (a crash may lose the last fraction of a second of
    * acknowledged writes, never corrupt): docs/cluster.md measures what it buys.
    */
@@ -39,10 +40,12 @@ export function parseTemporalBackend(argv: readonly string[]): TemporalBackend {
     return i >= 0 ? argv[i + 1] : undefined;
   };
   const kind = value('--temporal') ?? 'dev';
-  if (kind !== 'dev' && kind !== 'cluster') throw new Error(`--temporal ${kind}: expected "dev" (the dev server) or "cluster" (PostgreSQL, sharded)`);
+  if (kind !== 'dev' && kind !== 'cluster')
+    throw new Error(`--temporal ${kind}: expected "dev" (the dev server) or "cluster" (PostgreSQL, sharded)`);
   const rawShards = value('--shards') ?? '4';
   const shards = Number(rawShards);
-  if (!Number.isInteger(shards) || shards < 1 || shards > 1024) throw new Error(`--shards ${rawShards}: expected an integer from 1 to 1024`);
+  if (!Number.isInteger(shards) || shards < 1 || shards > 1024)
+    throw new Error(`--shards ${rawShards}: expected an integer from 1 to 1024`);
   const commit = value('--synchronous-commit') ?? 'on';
   if (commit !== 'on' && commit !== 'off') throw new Error(`--synchronous-commit ${commit}: expected "on" or "off"`);
   return { kind, shards, synchronousCommit: commit === 'on' };
@@ -82,7 +85,12 @@ export async function startLocalStack(
   if (encrypted.length > 0) {
     // The dev server's Web UI decodes encrypted payloads through this endpoint (--ui-codec-endpoint).
     codec = await startCodecServer({
-      codecs: new Map(encrypted.map((r) => [r.namespace, new EncryptionCodec(r.payloadKeys!, { namespace: r.namespace, unencrypted: 'pass' })])),
+      codecs: new Map(
+        encrypted.map((r) => [
+          r.namespace,
+          new EncryptionCodec(r.payloadKeys!, { namespace: r.namespace, unencrypted: 'pass' }),
+        ]),
+      ),
       plainNamespaces: config.regions.filter((r) => !r.payloadKeys).map((r) => r.namespace),
       // The dev server's UI is on this stack's own port unless CODEC_CORS_ORIGIN says otherwise.
       corsOrigins: process.env.CODEC_CORS_ORIGIN
@@ -90,14 +98,20 @@ export async function startLocalStack(
         : ['127.0.0.1', 'localhost'].map((host) => `http://${host}:${dev.temporalUiPort}`),
       authToken: config.codecServer.authToken,
     });
-    options.log(`Payloads encrypted (AES-256-GCM) in ${encrypted.map((r) => r.region).join(', ')}; the Web UI decodes through ${codec.url}`);
+    options.log(
+      `Payloads encrypted (AES-256-GCM) in ${encrypted.map((r) => r.region).join(', ')}; the Web UI decodes through ${codec.url}`,
+    );
   }
   for (const region of config.regions.filter((r) => !r.payloadKeys)) {
-    options.log(`Payloads are NOT encrypted in ${region.region}: no PAYLOAD_KEYS_${region.region.toUpperCase()} (allowed in dev mode only)`);
+    options.log(
+      `Payloads are NOT encrypted in ${region.region}: no PAYLOAD_KEYS_${region.region.toUpperCase()} (allowed in dev mode only)`,
+    );
   }
   for (const region of config.regions.filter((r) => r.secretKeys.some((k) => k.id === DEV_SECRET_KEY_ID))) {
     const variable = `MERCHANT_SECRET_KEYS_${region.region.toUpperCase()}`;
-    options.log(`Merchant secrets in ${region.region} are sealed with the built-in dev key, which protects nothing (${variable} sets your own)`);
+    options.log(
+      `Merchant secrets in ${region.region} are sealed with the built-in dev key, which protects nothing (${variable} sets your own)`,
+    );
   }
   const cluster = needTemporal && backend.kind === 'cluster';
   try {
@@ -154,7 +168,8 @@ export async function startLocalStack(
     return found;
   };
   const temporalAddress = (region: Region) => regionConfig(region).temporalAddress ?? server!.address;
-  const databaseUrl = (region: Region) => regionConfig(region).databaseUrl ?? postgres!.urlFor(ledgerDatabaseName(region));
+  const databaseUrl = (region: Region) =>
+    regionConfig(region).databaseUrl ?? postgres!.urlFor(ledgerDatabaseName(region));
   const stackFile: DevStackFile = {
     pid: process.pid,
     temporalAddress: Object.fromEntries(config.regions.map((r) => [r.region, temporalAddress(r.region)])),

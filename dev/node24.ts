@@ -19,12 +19,16 @@ import { describe, installIntoCache, isExecutable, type RouteAttempt } from './t
 
 const run = promisify(execFile);
 
-/** Node 24 "Krypton", the LTS line the image's `node:24-bookworm-slim` follows; pinned so every run tests the same build. */
+/**
+ * Node 24 "Krypton", the LTS line the image's `node:24-bookworm-slim` follows; pinned so every run tests the same
+ * build.
+ */
 export const NODE24_VERSION = '24.22.3';
 
 const PACKAGE = `node-${process.platform}-${process.arch}`;
 
-export const cachedNode24Path = (cacheDir: string) => path.join(cacheDir, 'node', `v${NODE24_VERSION}-${process.platform}-${process.arch}`, 'node');
+export const cachedNode24Path = (cacheDir: string) =>
+  path.join(cacheDir, 'node', `v${NODE24_VERSION}-${process.platform}-${process.arch}`, 'node');
 
 /** The binary answers `--version` with the version it was obtained as, or it is not used. */
 async function checkVersion(binary: string): Promise<string> {
@@ -38,23 +42,37 @@ async function fromNpmRegistry(cacheDir: string): Promise<string> {
   const work = await fs.mkdtemp(path.join(cacheDir, 'node-'));
   try {
     const spec = `${PACKAGE}@${NODE24_VERSION}`;
-    const stated = JSON.parse((await run('npm', ['view', spec, 'dist.integrity', '--json'], { cwd: work, timeout: 120_000 })).stdout) as string;
+    const stated = JSON.parse(
+      (await run('npm', ['view', spec, 'dist.integrity', '--json'], { cwd: work, timeout: 120_000 })).stdout,
+    ) as string;
     const [packed] = JSON.parse(
-      (await run('npm', ['pack', spec, '--json', '--pack-destination', work], { cwd: work, timeout: 600_000, maxBuffer: 16 * 1024 * 1024 })).stdout,
+      (
+        await run('npm', ['pack', spec, '--json', '--pack-destination', work], {
+          cwd: work,
+          timeout: 600_000,
+          maxBuffer: 16 * 1024 * 1024,
+        })
+      ).stdout,
     ) as { filename: string }[];
     const tarball = path.join(work, packed!.filename);
     const actual = `sha512-${createHash('sha512')
       .update(await fs.readFile(tarball))
       .digest('base64')}`;
-    if (actual !== stated) throw new Error(`${spec}: the tarball's integrity ${actual} is not the registry's ${stated}`);
+    if (actual !== stated)
+      throw new Error(`${spec}: the tarball's integrity ${actual} is not the registry's ${stated}`);
     await run('tar', ['-xzf', tarball, '-C', work, 'package/bin/node'], { timeout: 120_000 });
-    return await checkVersion(await installIntoCache(path.join(work, 'package', 'bin', 'node'), cachedNode24Path(cacheDir)));
+    return await checkVersion(
+      await installIntoCache(path.join(work, 'package', 'bin', 'node'), cachedNode24Path(cacheDir)),
+    );
   } finally {
     await fs.rm(work, { recursive: true, force: true });
   }
 }
 
-/** The path of a Node.js NODE24_VERSION binary; a NodeBinaryNotFoundError naming each route's outcome when there is none. */
+/**
+ * The path of a Node.js NODE24_VERSION binary; a NodeBinaryNotFoundError naming each route's outcome when there is
+ * none.
+ */
 export async function resolveNode24(cacheDir: string): Promise<string> {
   const attempts: RouteAttempt[] = [];
   const cached = cachedNode24Path(cacheDir);

@@ -72,7 +72,10 @@ async function signingKey(): Promise<{ privateJwk: JWK; key: PrivateKey; kid: st
   return { privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES256', use: 'sig' }, key: privateKey, kid };
 }
 
-export async function startDevOidcProvider(clients: readonly OidcClientSpec[], options: DevOidcOptions = {}): Promise<DevOidcProvider> {
+export async function startDevOidcProvider(
+  clients: readonly OidcClientSpec[],
+  options: DevOidcOptions = {},
+): Promise<DevOidcProvider> {
   const { port, webClients = [], accounts = {}, tokenTtlSeconds = 3600 } = options;
   const listenPort = port ?? (await freePort());
   const issuer = `http://127.0.0.1:${listenPort}`;
@@ -131,7 +134,10 @@ export async function startDevOidcProvider(clients: readonly OidcClientSpec[], o
     },
     // The client's roles, as an organisation's provider puts its groups or app roles in a claim.
     extraTokenClaims: (_ctx, token) => ({
-      roles: 'accountId' in token && token.accountId ? [...(accounts[token.accountId as string] ?? [])] : (rolesOf.get(token.clientId ?? '') ?? []),
+      roles:
+        'accountId' in token && token.accountId
+          ? [...(accounts[token.accountId as string] ?? [])]
+          : (rolesOf.get(token.clientId ?? '') ?? []),
     }),
   });
   const server: Server = await new Promise((resolve) => {
@@ -164,7 +170,8 @@ export async function startDevOidcProvider(clients: readonly OidcClientSpec[], o
         body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api', resource: ADMIN_RESOURCE }),
       });
       const body = (await response.json()) as { access_token?: string; error?: string; error_description?: string };
-      if (!response.ok || !body.access_token) throw new Error(`token for ${clientId}: ${body.error}: ${body.error_description}`);
+      if (!response.ok || !body.access_token)
+        throw new Error(`token for ${clientId}: ${body.error}: ${body.error_description}`);
       return body.access_token;
     },
     mint: mintWith(own.key, own.kid),

@@ -86,10 +86,13 @@ export async function createClusterPki(dir: string, options: { validDays?: numbe
     frontend,
     internode,
     client(name) {
-      if (!/^[a-z0-9-]+$/.test(name)) throw new Error(`client certificate name ${name}: lower-case letters, digits and -`);
+      if (!/^[a-z0-9-]+$/.test(name))
+        throw new Error(`client certificate name ${name}: lower-case letters, digits and -`);
       let files = clients.get(name);
       if (!files) {
-        files = issue(`${name}.clients.hold.internal`, { clientAuth: true }).then((pem) => write(`client-${name}`, pem));
+        files = issue(`${name}.clients.hold.internal`, { clientAuth: true }).then((pem) =>
+          write(`client-${name}`, pem),
+        );
         clients.set(name, files);
       }
       return files;

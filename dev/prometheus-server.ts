@@ -28,10 +28,18 @@ export interface PrometheusServerOptions {
 }
 
 /** Starts Prometheus and returns once `/-/ready` answers; fails with the server's exit if it dies first. */
-export async function startPrometheus({ binary, config, rules, readyTimeoutMs = 60_000 }: PrometheusServerOptions): Promise<PrometheusServer> {
+export async function startPrometheus({
+  binary,
+  config,
+  rules,
+  readyTimeoutMs = 60_000,
+}: PrometheusServerOptions): Promise<PrometheusServer> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-prometheus-'));
   if (rules) await fs.writeFile(path.join(dir, 'rules.yml'), stringify(rules));
-  await fs.writeFile(path.join(dir, 'prometheus.yml'), stringify(rules ? { ...config, rule_files: ['rules.yml'] } : config));
+  await fs.writeFile(
+    path.join(dir, 'prometheus.yml'),
+    stringify(rules ? { ...config, rule_files: ['rules.yml'] } : config),
+  );
   const port = await freePort();
   const child = spawn(
     binary,
@@ -43,7 +51,9 @@ export async function startPrometheus({ binary, config, rules, readyTimeoutMs = 
     ],
     { stdio: ['ignore', 'ignore', 'inherit'] },
   );
-  const exited = new Promise<string>((resolve) => child.once('exit', (code, signal) => resolve(`exited (${signal ?? code})`)));
+  const exited = new Promise<string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(`exited (${signal ?? code})`)),
+  );
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGTERM');
@@ -63,7 +73,9 @@ export async function startPrometheus({ binary, config, rules, readyTimeoutMs = 
     if (ready) return { api: `${base}/api/v1`, stop };
     if (failure !== undefined || Date.now() > deadline) {
       await stop();
-      throw new Error(`Prometheus (${binary}) did not become ready: ${failure ?? `no answer within ${readyTimeoutMs} ms`}`);
+      throw new Error(
+        `Prometheus (${binary}) did not become ready: ${failure ?? `no answer within ${readyTimeoutMs} ms`}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 200));
   }

@@ -42,7 +42,11 @@ export function obtainPrometheus(cacheDir: string, log: (line: string) => void =
   return obtainPrometheusCommand('prometheus', cacheDir, log);
 }
 
-async function obtainPrometheusCommand(command: 'promtool' | 'prometheus', cacheDir: string, log: (line: string) => void): Promise<string> {
+async function obtainPrometheusCommand(
+  command: 'promtool' | 'prometheus',
+  cacheDir: string,
+  log: (line: string) => void,
+): Promise<string> {
   const version = await prometheusVersion();
   const dir = path.join(cacheDir, 'prometheus', version);
   const binary = path.join(dir, command);
@@ -51,7 +55,9 @@ async function obtainPrometheusCommand(command: 'promtool' | 'prometheus', cache
   await fs.mkdir(dir, { recursive: true });
   const building = `${binary}.building-${process.pid}`;
   const go = (args: string[], cwd?: string) => goCommand(command, args, { cwd, GOBIN: dir, env: { GOWORK: 'off' } });
-  const module = JSON.parse(await go(['mod', 'download', '-json', `github.com/prometheus/prometheus@${prometheusModuleVersion(version)}`])) as {
+  const module = JSON.parse(
+    await go(['mod', 'download', '-json', `github.com/prometheus/prometheus@${prometheusModuleVersion(version)}`]),
+  ) as {
     Dir: string;
   };
   // The server's web UI is not built: without the `builtinassets` tag it serves its pages from disk, and the tests
@@ -74,7 +80,9 @@ export async function obtainAmtool(cacheDir: string, log: (line: string) => void
   const building = `${dir}.building-${process.pid}`;
   await fs.rm(building, { recursive: true, force: true });
   await fs.mkdir(building, { recursive: true });
-  await goCommand('amtool', ['install', `github.com/prometheus/alertmanager/cmd/amtool@v${version}`], { GOBIN: building });
+  await goCommand('amtool', ['install', `github.com/prometheus/alertmanager/cmd/amtool@v${version}`], {
+    GOBIN: building,
+  });
   await fs.rm(dir, { recursive: true, force: true });
   await fs.rename(building, dir);
   return binary;

@@ -29,11 +29,17 @@ export interface ReceiverProcessOptions {
   /** whsec_...: the processor's signing secret. */
   secret: string;
   gapWait?: string;
-  /** More of the receiver's environment, e.g. `HOLD_SWEEPER_MODE: 'production'` and `PAYLOAD_KEYS_US` (dev mode otherwise). */
+  /**
+   * More of the receiver's environment, e.g. `HOLD_SWEEPER_MODE: 'production'` and `PAYLOAD_KEYS_US` (dev mode
+   * otherwise).
+   */
   env?: Record<string, string>;
   /** The Node.js binary to run it with (another version than this process's, e.g. the image's: dev/node24.ts). */
   nodeBinary?: string;
-  /** Its entry point: the source through tsx unless said, or the compiled `dist/bin/receiver.js` (npm run build), run as it is. */
+  /**
+   * Its entry point: the source through tsx unless said, or the compiled `dist/bin/receiver.js` (npm run build), run as
+   * it is.
+   */
   entry?: string;
 }
 
@@ -60,7 +66,10 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
   let child: ChildProcess;
   const start = async () => {
     const started = output.length;
-    child = spawn(nodeBinary, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child = spawn(nodeBinary, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout!.on('data', (d) => (output += d));
     child.stderr!.on('data', (d) => (output += d));
     const deadline = Date.now() + 60_000;

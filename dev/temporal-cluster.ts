@@ -30,7 +30,9 @@ const pgClient = pg.Client;
 /** A cold start on PostgreSQL (membership, shard ownership, the system workflows) takes ~15 s on 2 cores. */
 const START_TIMEOUT_MS = 120_000;
 
-/** The server version: deploy/temporal/server-version, which docker-compose.yml's image tags must equal (a test checks). */
+/**
+ * The server version: deploy/temporal/server-version, which docker-compose.yml's image tags must equal (a test checks).
+ */
 export async function temporalServerVersion(): Promise<string> {
   return (await fs.readFile(path.join(TEMPORAL_DEPLOY_DIR, 'server-version'), 'utf8')).trim();
 }
@@ -44,7 +46,12 @@ export interface TemporalServerBinaries {
 }
 
 /** config.yaml's tuning variables, passed through from the environment (docs/cluster.md). */
-const TUNING_VARIABLES = ['TEMPORAL_DB_MAX_CONNS', 'TEMPORAL_VISIBILITY_DB_MAX_CONNS', 'TEMPORAL_DB_SYNCHRONOUS_COMMIT', 'TEMPORAL_LOG_LEVEL'];
+const TUNING_VARIABLES = [
+  'TEMPORAL_DB_MAX_CONNS',
+  'TEMPORAL_VISIBILITY_DB_MAX_CONNS',
+  'TEMPORAL_DB_SYNCHRONOUS_COMMIT',
+  'TEMPORAL_LOG_LEVEL',
+];
 
 const exists = (file: string) =>
   fs.access(file).then(
@@ -73,13 +80,24 @@ async function serverSourceHash(): Promise<string> {
  * The server (built from deploy/temporal/server: the stock server of `version` with hold-sweeper's authorizer) and
  * the stock sql tool, from the cache or built once from the Go module proxy (then cached, keyed by the sources).
  */
-export async function obtainTemporalServer(cacheDir: string, log: (line: string) => void = () => undefined): Promise<TemporalServerBinaries> {
+export async function obtainTemporalServer(
+  cacheDir: string,
+  log: (line: string) => void = () => undefined,
+): Promise<TemporalServerBinaries> {
   const version = await temporalServerVersion();
   const dir = path.join(cacheDir, 'temporal-server', `${version}-${await serverSourceHash()}`);
-  const binaries = { version, server: path.join(dir, 'server'), sql: path.join(dir, 'sql'), schemaDir: path.join(dir, 'schema') };
-  if ((await exists(binaries.server)) && (await exists(binaries.sql)) && (await exists(binaries.schemaDir))) return binaries;
+  const binaries = {
+    version,
+    server: path.join(dir, 'server'),
+    sql: path.join(dir, 'sql'),
+    schemaDir: path.join(dir, 'schema'),
+  };
+  if ((await exists(binaries.server)) && (await exists(binaries.sql)) && (await exists(binaries.schemaDir)))
+    return binaries;
 
-  log(`Building Temporal server ${version} (deploy/temporal/server) and its sql tool from the Go module proxy (once; cached in ${dir})...`);
+  log(
+    `Building Temporal server ${version} (deploy/temporal/server) and its sql tool from the Go module proxy (once; cached in ${dir})...`,
+  );
   const building = `${dir}.building-${process.pid}`;
   await fs.rm(building, { recursive: true, force: true });
   await fs.mkdir(building, { recursive: true });
@@ -96,7 +114,9 @@ export async function obtainTemporalServer(cacheDir: string, log: (line: string)
   }
   await go(['build', '-o', path.join(building, 'server'), '.'], TEMPORAL_SERVER_MODULE);
   await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
-  const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as { Dir: string };
+  const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as {
+    Dir: string;
+  };
   await fs.cp(path.join(module.Dir, 'schema'), path.join(building, 'schema'), { recursive: true });
   // The module cache's files are read-only; the copy must be removable by the next rebuild.
   await exec('chmod', ['-R', 'u+w', path.join(building, 'schema')]);
@@ -116,7 +136,10 @@ export async function temporalUiVersion(): Promise<string> {
  * go.mod has a replace directive), so it is built inside a copy of the module, as its own Makefile does; the UI's
  * assets are embedded in the module.
  */
-export async function obtainTemporalUi(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
+export async function obtainTemporalUi(
+  cacheDir: string,
+  log: (line: string) => void = () => undefined,
+): Promise<string> {
   const version = await temporalUiVersion();
   const dir = path.join(cacheDir, 'temporal-ui', version);
   const binary = path.join(dir, 'ui-server');
@@ -127,7 +150,9 @@ export async function obtainTemporalUi(cacheDir: string, log: (line: string) => 
   await fs.mkdir(building, { recursive: true });
   const go = (args: string[], cwd?: string) =>
     goCommand(SERVICE, args, { cwd, GOBIN: building, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
-  const module = JSON.parse(await go(['mod', 'download', '-json', `github.com/temporalio/ui-server/v2@v${version}`])) as { Dir: string };
+  const module = JSON.parse(
+    await go(['mod', 'download', '-json', `github.com/temporalio/ui-server/v2@v${version}`]),
+  ) as { Dir: string };
   const source = path.join(building, 'src');
   await fs.cp(module.Dir, source, { recursive: true });
   await exec('chmod', ['-R', 'u+w', source]);
@@ -146,21 +171,28 @@ export interface ClusterOptions {
   /** Prefix of those two databases (`<prefix>` and `<prefix>_visibility`); one per shard count. */
   databasePrefix?: string;
   namespaces: readonly string[];
-  /** The `temporal` CLI, for setup-namespaces.sh; found like the local stack finds it (dev/temporal-cli.ts) when undefined. */
+  /**
+   * The `temporal` CLI, for setup-namespaces.sh; found like the local stack finds it (dev/temporal-cli.ts) when
+   * undefined.
+   */
   cliPath?: string;
   cacheDir: string;
   /** Where the server's log goes. */
   dataDir: string;
   /** Frontend gRPC port; history, matching and worker take the next ones. Random free ports when undefined. */
   port?: number;
-  /** PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's TEMPORAL_DB_SYNCHRONOUS_COMMIT); on by default. */
+  /**
+   * PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's TEMPORAL_DB_SYNCHRONOUS_COMMIT); on by
+   * default.
+   */
   synchronousCommit?: boolean;
   /** Start the Web UI server on this port too (built once, like the server). */
   ui?: { port: number; codecEndpoint?: string };
   /**
    * Lock it (docs/cluster.md#a-locked-cluster): TLS with client certificates on the frontend and between its nodes,
    * and every call authorized by a token from `jwksUrl` (audience TEMPORAL_AUDIENCE). `adminToken` carries
-   * `temporal-system:admin`, for the setup and the health check; the Web UI server gets a client certificate of its own.
+   * `temporal-system:admin`, for the setup and the health check; the Web UI server gets a client certificate of its
+   * own.
    */
   security?: { pki: ClusterPki; jwksUrl: string; adminToken: string };
   log?: (line: string) => void;
@@ -204,7 +236,9 @@ async function freeClusterPort(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
     // Below Linux's ephemeral range (32768+), where outgoing connections would take a checked port back.
     const base = 11_000 + 30 * Math.floor(Math.random() * 700);
-    const ports = [0, 1, 2, 3, 4, 6].flatMap((offset) => [base + offset, base + offset - 1000]).concat([base + 10, base + 13, base + 20, base + 21]);
+    const ports = [0, 1, 2, 3, 4, 6]
+      .flatMap((offset) => [base + offset, base + offset - 1000])
+      .concat([base + 10, base + 13, base + 20, base + 21]);
     if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base;
   }
   throw new EmbeddedServiceError(SERVICE, 'no free range of ports found', 'free some ports or pass one');
@@ -212,7 +246,9 @@ async function freeClusterPort(): Promise<number> {
 
 async function runScript(script: string, env: Record<string, string>, what: string): Promise<void> {
   try {
-    await exec('sh', [path.join(TEMPORAL_DEPLOY_DIR, script)], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env } });
+    await exec('sh', [path.join(TEMPORAL_DEPLOY_DIR, script)], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    });
   } catch (err) {
     const { stderr, stdout } = err as { stderr?: string; stdout?: string };
     throw new EmbeddedServiceError(
@@ -226,7 +262,9 @@ async function runScript(script: string, env: Record<string, string>, what: stri
   }
 }
 
-/** Creates or upgrades the schema, starts the server, waits until it serves, registers namespaces and search attributes. */
+/**
+ * Creates or upgrades the schema, starts the server, waits until it serves, registers namespaces and search attributes.
+ */
 export async function startTemporalCluster(options: ClusterOptions): Promise<TemporalCluster> {
   const log = options.log ?? (() => undefined);
   const binaries = await obtainTemporalServer(options.cacheDir, log);
@@ -240,7 +278,11 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     TEMPORAL_DB_NAME: prefix,
     TEMPORAL_VISIBILITY_DB_NAME: `${prefix}_visibility`,
   };
-  await runScript('setup-schema.sh', { ...dbEnv, SQL_TOOL: binaries.sql, TEMPORAL_SCHEMA_DIR: binaries.schemaDir }, 'schema setup');
+  await runScript(
+    'setup-schema.sh',
+    { ...dbEnv, SQL_TOOL: binaries.sql, TEMPORAL_SCHEMA_DIR: binaries.schemaDir },
+    'schema setup',
+  );
 
   const port = options.port ?? (await freeClusterPort());
   await fs.mkdir(options.dataDir, { recursive: true });
@@ -273,7 +315,9 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     ...Object.fromEntries(TUNING_VARIABLES.filter((v) => process.env[v]).map((v) => [v, process.env[v]!])),
     ...(options.synchronousCommit === false ? { TEMPORAL_DB_SYNCHRONOUS_COMMIT: 'off' } : {}),
   };
-  /** One server process running `services` (none: every service config.yaml names), its output appended to `logFile`. */
+  /**
+   * One server process running `services` (none: every service config.yaml names), its output appended to `logFile`.
+   */
   const spawnServer = (processServices: readonly string[], extraEnv: Record<string, string>, file: string) => {
     // Unlocked (the bench, npm start's cluster): no authorizer, said explicitly (the flag only silences the warning).
     const args = [
@@ -288,7 +332,11 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
       ...processServices.flatMap((service) => ['--service', service]),
     ];
     const output = createWriteStream(file, { flags: 'a' });
-    const child: ChildProcess = spawn(binaries.server, args, { cwd: REPO, env: { ...serverEnv, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child: ChildProcess = spawn(binaries.server, args, {
+      cwd: REPO,
+      env: { ...serverEnv, ...extraEnv },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     child.stdout!.pipe(output);
     child.stderr!.pipe(output);
     const state: { exited: string | undefined } = { exited: undefined };
@@ -322,7 +370,9 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   };
   const exitedAs = () => main.state.exited;
   const address = `127.0.0.1:${port}`;
-  const adminTls = security ? await lockedClusterTls(security.pki, await security.pki.client('cluster-admin')) : undefined;
+  const adminTls = security
+    ? await lockedClusterTls(security.pki, await security.pki.client('cluster-admin'))
+    : undefined;
   const adminConnection = { address, ...(security ? { tls: adminTls, apiKey: security.adminToken } : {}) };
   const failed = async (what: string) => {
     await stop();
@@ -332,7 +382,11 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
       .slice(-10)
       .map((line) => (line.length > 400 ? `${line.slice(0, 400)}…` : line))
       .join('\n');
-    return new EmbeddedServiceError(SERVICE, `server ${binaries.version} on ${address}: ${what}\n${tail}`, `see ${logFile}`);
+    return new EmbeddedServiceError(
+      SERVICE,
+      `server ${binaries.version} on ${address}: ${what}\n${tail}`,
+      `see ${logFile}`,
+    );
   };
 
   const deadline = Date.now() + START_TIMEOUT_MS;
@@ -356,10 +410,13 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     await runScript(
       'setup-namespaces.sh',
       {
-        TEMPORAL_CLI: options.cliPath ?? (await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir })),
+        TEMPORAL_CLI:
+          options.cliPath ??
+          (await resolveTemporalCliPath({ explicitPath: process.env.TEMPORAL_CLI_PATH, cacheDir: options.cacheDir })),
         TEMPORAL_ADDRESS: address,
         NAMESPACES: options.namespaces.join(' '),
-        // The CLI reads the same variables as the product (src/temporal-connection.ts): the admin's certificate and token.
+        // The CLI reads the same variables as the product (src/temporal-connection.ts): the admin's certificate and
+        // token.
         ...(security
           ? {
               TEMPORAL_TLS_SERVER_CA_CERT_PATH: security.pki.ca,
@@ -376,7 +433,9 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     await stop();
     throw err;
   }
-  log(`Temporal ${binaries.version} cluster on ${address}: ${options.shards} history shards on PostgreSQL ${pg.host} (log: ${logFile})`);
+  log(
+    `Temporal ${binaries.version} cluster on ${address}: ${options.shards} history shards on PostgreSQL ${pg.host} (log: ${logFile})`,
+  );
   let ui: { url: string; stop(): Promise<void> } | undefined;
   if (options.ui) {
     try {
@@ -402,9 +461,18 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
     pid: child.pid!,
     async addHistoryHost() {
       const n = historyHosts.length + 1;
-      if (n > 1) throw new EmbeddedServiceError(SERVICE, 'one extra history host at most', 'its ports are frontend + 4 and frontend + 21');
+      if (n > 1)
+        throw new EmbeddedServiceError(
+          SERVICE,
+          'one extra history host at most',
+          'its ports are frontend + 4 and frontend + 21',
+        );
       const hostLog = path.join(options.dataDir, `temporal-history-${n}.log`);
-      const host = spawnServer(['history'], { TEMPORAL_HISTORY_PORT: String(port + 4), TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 21}` }, hostLog);
+      const host = spawnServer(
+        ['history'],
+        { TEMPORAL_HISTORY_PORT: String(port + 4), TEMPORAL_METRICS_ADDRESS: `127.0.0.1:${port + 21}` },
+        hostLog,
+      );
       historyHosts.push(host);
       // Joined when the membership table lists it: the shards are then spread over both hosts.
       const membership = new URL(options.postgresUrl);
@@ -426,12 +494,19 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
         }
       };
       for (const deadline = Date.now() + START_TIMEOUT_MS; !(await joined());) {
-        if (host.state.exited) throw new EmbeddedServiceError(SERVICE, `history host ${n} ${host.state.exited}`, `see ${hostLog}`);
+        if (host.state.exited)
+          throw new EmbeddedServiceError(SERVICE, `history host ${n} ${host.state.exited}`, `see ${hostLog}`);
         if (Date.now() > deadline)
-          throw new EmbeddedServiceError(SERVICE, `history host ${n} did not join in ${START_TIMEOUT_MS / 1000} s`, `see ${hostLog}`);
+          throw new EmbeddedServiceError(
+            SERVICE,
+            `history host ${n} did not join in ${START_TIMEOUT_MS / 1000} s`,
+            `see ${hostLog}`,
+          );
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
-      log(`Temporal history host ${n} (pid ${host.child.pid}) joined the cluster on 127.0.0.1:${port + 4} (log: ${hostLog})`);
+      log(
+        `Temporal history host ${n} (pid ${host.child.pid}) joined the cluster on 127.0.0.1:${port + 4} (log: ${hostLog})`,
+      );
       return { pid: host.child.pid!, kill: () => host.stop('SIGKILL'), stop: () => host.stop() };
     },
     async stop() {
@@ -504,7 +579,9 @@ export async function startUi(
   ].join('\n');
   await fs.writeFile(path.join(root, 'config', 'cluster.yaml'), config);
   const output = createWriteStream(path.join(dataDir, 'temporal-ui.log'), { flags: 'a' });
-  const child = spawn(binary, ['--root', root, '--config', 'config', '--env', 'cluster', 'start'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(binary, ['--root', root, '--config', 'config', '--env', 'cluster', 'start'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout!.pipe(output);
   child.stderr!.pipe(output);
   const exit = new Promise<void>((resolve) => child.once('exit', () => resolve()));

@@ -78,7 +78,10 @@ async function startOnce(executable: TemporalExecutable, options: DevServerOptio
 export async function startDevServer(options: DevServerOptions): Promise<DevServer> {
   await fs.mkdir(options.dataDir, { recursive: true });
   const attempts: RouteAttempt[] = [];
-  for await (const executable of temporalExecutables({ explicitPath: options.explicitCliPath, cacheDir: options.cacheDir }, attempts)) {
+  for await (const executable of temporalExecutables(
+    { explicitPath: options.explicitCliPath, cacheDir: options.cacheDir },
+    attempts,
+  )) {
     let env: TestWorkflowEnvironment;
     try {
       env = await startWith(executable, options);
@@ -89,7 +92,10 @@ export async function startDevServer(options: DevServerOptions): Promise<DevServ
         attempts[attempts.length - 1]!.outcome = `failed: ${(err as Error).message.split('\n')[0]}`;
         continue;
       }
-      const ports = options.uiPort === undefined ? `port ${options.port ?? '(random)'}` : `ports ${options.port ?? '(random)'} and ${options.uiPort}`;
+      const ports =
+        options.uiPort === undefined
+          ? `port ${options.port ?? '(random)'}`
+          : `ports ${options.port ?? '(random)'} and ${options.uiPort}`;
       throw new EmbeddedServiceError(
         'Temporal dev server',
         `${executable.path} on ${ports} with data in ${options.dataDir}: ${(err as Error).message}`,

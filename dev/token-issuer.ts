@@ -13,7 +13,10 @@ import http from 'node:http';
 import type net from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 
-/** The audience a cluster of this project requires (config.yaml's TEMPORAL_AUTH_AUDIENCE): tokens for other services do not pass. */
+/**
+ * The audience a cluster of this project requires (config.yaml's TEMPORAL_AUTH_AUDIENCE): tokens for other services do
+ * not pass.
+ */
 export const TEMPORAL_AUDIENCE = 'temporal-frontend';
 
 export interface TokenOptions {

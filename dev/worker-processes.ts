@@ -32,7 +32,11 @@ export function keyRingVariable(keys: readonly EncryptionKey[]): string {
  * The environment a worker process needs for `regions` (dev rules: loopback http merchants allowed), with each
  * region's merchant-secret key ring: the processes open what the caller's seeders sealed.
  */
-export function workerEnvironment(regions: readonly RegionConfig[], address: string, workflowBundlePath: string): Record<string, string> {
+export function workerEnvironment(
+  regions: readonly RegionConfig[],
+  address: string,
+  workflowBundlePath: string,
+): Record<string, string> {
   const env: Record<string, string> = {
     HOLD_SWEEPER_MODE: 'dev',
     HOLD_SWEEPER_REGIONS: regions.map((r) => r.region).join(','),
@@ -65,7 +69,10 @@ export interface WorkerProcessOptions {
   nodeArgs?: readonly string[];
   /** The Node.js binary to run them with (another version than this process's, e.g. the image's: dev/node24.ts). */
   nodeBinary?: string;
-  /** The worker's entry point: the source through tsx unless said, or the compiled `dist/bin/worker.js` (npm run build), run as it is. */
+  /**
+   * The worker's entry point: the source through tsx unless said, or the compiled `dist/bin/worker.js` (npm run build),
+   * run as it is.
+   */
   entry?: string;
 }
 
@@ -100,7 +107,13 @@ export async function startWorkerProcesses(
   const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
   const start = (index: number) => {
     const child = spawn(nodeBinary, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...environment, ...extraEnv(index), ...deployed[index] } as NodeJS.ProcessEnv,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ...environment,
+        ...extraEnv(index),
+        ...deployed[index],
+      } as NodeJS.ProcessEnv,
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     children[index] = child;
@@ -121,7 +134,9 @@ export async function startWorkerProcesses(
         }
       });
       child.stderr!.on('data', keep);
-      child.on('exit', (code) => reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`)));
+      child.on('exit', (code) =>
+        reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`)),
+      );
     });
   };
   await Promise.all(Array.from({ length: count }, (_, index) => start(index)));

@@ -9,12 +9,20 @@ import { ConfigError } from './errors.js';
 import { isRegion, REGIONS, type Region } from './contracts/regions.js';
 import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
-import { loadTemporalConnectionSettings, requireTls, TEMPORAL_CONNECTION_VARIABLES, type TemporalConnectionSettings } from './temporal-connection.js';
+import {
+  loadTemporalConnectionSettings,
+  requireTls,
+  TEMPORAL_CONNECTION_VARIABLES,
+  type TemporalConnectionSettings,
+} from './temporal-connection.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
 export type Mode = 'dev' | 'production';
 
-/** One encryption key of a region: of its payloads (src/codec/encryption-codec.ts) or its merchants' secrets (src/delivery/secret-box.ts). */
+/**
+ * One encryption key of a region: of its payloads (src/codec/encryption-codec.ts) or its merchants' secrets
+ * (src/delivery/secret-box.ts).
+ */
 export interface EncryptionKey {
   id: string;
   /** 32 bytes. */
@@ -87,7 +95,10 @@ export interface WebhookConfig {
   readonly allowPrivateAddresses: boolean;
   /** WEBHOOK_TRUSTED_NETWORKS: private networks (CIDRs) merchants may be on all the same (a private link). */
   readonly trustedNetworks: readonly string[];
-  /** WEBHOOK_ALLOWED_PORTS: the ports merchant endpoints may use; production's default is 443 alone, dev's any port (undefined). */
+  /**
+   * WEBHOOK_ALLOWED_PORTS: the ports merchant endpoints may use; production's default is 443 alone, dev's any port
+   * (undefined).
+   */
   readonly allowedPorts?: readonly number[];
   /**
    * WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: at most this many of one merchant's requests open at once, across every worker
@@ -97,7 +108,8 @@ export interface WebhookConfig {
   /**
    * DESTINATION_RATE_SHARE: the share of each destination's published rate this region's workers use (0 < share <= 1).
    * Regions keep separate ledgers, so each paces a destination alone: with merchants of both regions on one endpoint,
-   * set shares that add up to 1 at most (0.5 in each); 1, the default, is right for a destination only one region sends to.
+   * set shares that add up to 1 at most (0.5 in each); 1, the default, is right for a destination only one region sends
+   * to.
    */
   readonly destinationRateShare?: number;
 }
@@ -175,7 +187,12 @@ export interface CodecServerConfig {
    * CODEC_OIDC_ISSUER (and _AUDIENCE, _ROLES_CLAIM): each request carries the signed-in user's OIDC access token (the
    * Web UI passes it), verified like the admin API's; required in production.
    */
-  readonly oidc?: { readonly issuer: string; readonly audience: string; readonly rolesClaim: string; readonly clockToleranceSeconds: number };
+  readonly oidc?: {
+    readonly issuer: string;
+    readonly audience: string;
+    readonly rolesClaim: string;
+    readonly clockToleranceSeconds: number;
+  };
   /** CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE: the UI sends a user's token only to an https endpoint. */
   readonly tls?: { readonly certFile: string; readonly keyFile: string };
   /** CODEC_BEHIND_TLS_PROXY=true: plain HTTP, reached only through a TLS-terminating proxy. */
@@ -307,7 +324,10 @@ const MIN_CATCHUP_WINDOW_MS = 10_000;
 const SWEEP_SIZED_FOR_PAGES = 100;
 /** The 50,000-hold benchmark paged the US's 60 pages in ~40 min on the 2-core dev server (~40 s a page): 1.5× that. */
 const SWEEP_PAGE_BUDGET_MS = 60_000;
-/** The last run's wait for releases: DEFAULT_RELEASE_WAIT_MS in src/workflows/sweep-expired-holds.ts (a unit test keeps them equal). */
+/**
+ * The last run's wait for releases: DEFAULT_RELEASE_WAIT_MS in src/workflows/sweep-expired-holds.ts (a unit test keeps
+ * them equal).
+ */
 export const SWEEP_RELEASE_WAIT_MS = 10 * 60_000;
 /** Workflow-task retries, a worker restart mid-sweep, finishSweep's own minute of slack, a short ledger failover. */
 const SWEEP_SLACK_MS = 10 * 60_000;
@@ -316,7 +336,8 @@ const SWEEP_SLACK_MS = 10 * 60_000;
  * next scheduled sweep pages from the start again, released holds are no longer active, and a hold whose child
  * is already running collides on its id (hold + expiry), so it is counted, not started twice.
  */
-export const DEFAULT_SWEEP_TIMEOUT_MS = SWEEP_SIZED_FOR_PAGES * SWEEP_PAGE_BUDGET_MS + SWEEP_RELEASE_WAIT_MS + SWEEP_SLACK_MS;
+export const DEFAULT_SWEEP_TIMEOUT_MS =
+  SWEEP_SIZED_FOR_PAGES * SWEEP_PAGE_BUDGET_MS + SWEEP_RELEASE_WAIT_MS + SWEEP_SLACK_MS;
 /**
  * Shorter, a sweep whose children are still releasing would always be ended in its final wait (plus that
  * activity's minute of slack), never record a completed run, and keep the no-completed-sweep alert firing.
@@ -353,7 +374,8 @@ function readRatio(env: Env, variable: string, fallback: number): number {
   const raw = env[variable];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < 1) throw new ConfigError(variable, raw, 'a ratio of requests to webhooks, >= 1 (e.g. 1.5)');
+  if (!Number.isFinite(value) || value < 1)
+    throw new ConfigError(variable, raw, 'a ratio of requests to webhooks, >= 1 (e.g. 1.5)');
   return value;
 }
 
@@ -363,7 +385,8 @@ function readShare(env: Env, variable: string): number {
   if (raw === undefined || raw === '') return 1;
   const percent = raw.trim().endsWith('%');
   const value = Number(percent ? raw.trim().slice(0, -1) : raw) / (percent ? 100 : 1);
-  if (!Number.isFinite(value) || value <= 0 || value > 1) throw new ConfigError(variable, raw, 'a share of the rate, > 0 and <= 1 (e.g. 0.5 or 50%)');
+  if (!Number.isFinite(value) || value <= 0 || value > 1)
+    throw new ConfigError(variable, raw, 'a share of the rate, > 0 and <= 1 (e.g. 0.5 or 50%)');
   return value;
 }
 
@@ -398,7 +421,8 @@ function readOrigins(env: Env, variable: string, fallback: string): string[] {
     } catch {
       throw new ConfigError(variable, raw, expected);
     }
-    if (parsed.origin !== origin || !['http:', 'https:'].includes(parsed.protocol)) throw new ConfigError(variable, raw, expected);
+    if (parsed.origin !== origin || !['http:', 'https:'].includes(parsed.protocol))
+      throw new ConfigError(variable, raw, expected);
   }
   return origins;
 }
@@ -444,7 +468,8 @@ function readCodecIdentity(env: Env, mode: Mode): Pick<CodecServerConfig, 'oidc'
     );
   }
   const proxyRaw = env.CODEC_BEHIND_TLS_PROXY || 'false';
-  if (proxyRaw !== 'true' && proxyRaw !== 'false') throw new ConfigError('CODEC_BEHIND_TLS_PROXY', proxyRaw, 'true or false');
+  if (proxyRaw !== 'true' && proxyRaw !== 'false')
+    throw new ConfigError('CODEC_BEHIND_TLS_PROXY', proxyRaw, 'true or false');
   return {
     ...(issuer
       ? {
@@ -482,7 +507,8 @@ function readName(env: Env, variable: string, fallback: string): string {
 export function parseEncryptionKeys(raw: string, onError: (expected: string) => never): EncryptionKey[] {
   const keys = raw.split(',').map((entry) => {
     const [id, encoded] = entry.trim().split(':');
-    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id)) onError('comma-separated id:base64key pairs, current key first');
+    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id))
+      onError('comma-separated id:base64key pairs, current key first');
     const key = Buffer.from(encoded!, 'base64');
     if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded!.replace(/=+$/, '')) {
       onError(`key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`);
@@ -558,7 +584,9 @@ export interface LoadConfigOptions {
   connections?: 'used' | 'ledger-only' | 'not-used';
 }
 
-/** What each entry point loads: what it holds and what it connects to (src/bin/*.ts; the compose test loads the same). */
+/**
+ * What each entry point loads: what it holds and what it connects to (src/bin/*.ts; the compose test loads the same).
+ */
 export const ENTRY_POINTS = {
   worker: {},
   ops: {},
@@ -585,12 +613,19 @@ function readSecretKeys(env: Env, mode: Mode, up: string): EncryptionKey[] | und
   });
   const dev = DEV_SECRET_KEYS[0]!.key;
   if (mode === 'production' && keys.some((k) => k.id === DEV_SECRET_KEY_ID || k.key.equals(dev))) {
-    throw new ConfigError(variable, '(redacted)', `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`);
+    throw new ConfigError(
+      variable,
+      '(redacted)',
+      `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`,
+    );
   }
   return keys;
 }
 
-/** One region's ledger, Temporal connection, names and keys (`<VARIABLE>_<REGION>`), and what production requires of them. */
+/**
+ * One region's ledger, Temporal connection, names and keys (`<VARIABLE>_<REGION>`), and what production requires of
+ * them.
+ */
 function readRegionConfig(
   env: Env,
   mode: Mode,
@@ -607,7 +642,11 @@ function readRegionConfig(
     databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
     temporalAddress: temporal.address,
     temporal,
-    namespace: readName({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace }, `TEMPORAL_NAMESPACE_${up}`, `hold-sweeper-${region}`),
+    namespace: readName(
+      { [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace },
+      `TEMPORAL_NAMESPACE_${up}`,
+      `hold-sweeper-${region}`,
+    ),
     taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
     scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
     payloadKeys: env[`PAYLOAD_KEYS_${up}`]
@@ -642,7 +681,11 @@ function requireProductionRegion(
     throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
   }
   if (!regionConfig.payloadKeys && connections === 'used') {
-    throw new ConfigError(`PAYLOAD_KEYS_${up}`, undefined, 'id:base64key (32 bytes): production payloads are always encrypted');
+    throw new ConfigError(
+      `PAYLOAD_KEYS_${up}`,
+      undefined,
+      'id:base64key (32 bytes): production payloads are always encrypted',
+    );
   }
   if (!secretKeys) {
     throw new ConfigError(
@@ -678,7 +721,13 @@ function readOutbox(env: Env): OutboxConfig {
 function readTemporalLimits(env: Env): TemporalLimitsConfig {
   return {
     // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
-    maxWorkflowIdLength: readInt(env, 'TEMPORAL_MAX_ID_LENGTH', DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000),
+    maxWorkflowIdLength: readInt(
+      env,
+      'TEMPORAL_MAX_ID_LENGTH',
+      DEFAULT_MAX_WORKFLOW_ID_LENGTH,
+      longestHoldIdAffix() + 32,
+      100_000,
+    ),
   };
 }
 
@@ -690,7 +739,13 @@ function readWebhooks(env: Env, mode: Mode): WebhookConfig {
     trustedNetworks: readNetworks(env, 'WEBHOOK_TRUSTED_NETWORKS'),
     // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
     allowedPorts: readPorts(env, 'WEBHOOK_ALLOWED_PORTS', mode === 'production' ? [443] : undefined),
-    maxInFlightPerMerchant: readInt(env, 'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT', DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000),
+    maxInFlightPerMerchant: readInt(
+      env,
+      'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
+      DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
+      1,
+      1_000,
+    ),
     destinationRateShare: readShare(env, 'DESTINATION_RATE_SHARE'),
   };
 }
@@ -723,7 +778,9 @@ function readObservability(env: Env): ObservabilityConfig {
 /** The regional workers' own tuning (WORKER_MAX_CACHED_WORKFLOWS). */
 function readWorkerTuning(env: Env): WorkerTuningConfig {
   return {
-    maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000) : undefined,
+    maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS
+      ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000)
+      : undefined,
   };
 }
 
@@ -736,10 +793,18 @@ function readDeployment(env: Env, mode: Mode): DeploymentConfig {
   };
   // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
   if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(deployment.deploymentName)) {
-    throw new ConfigError('WORKER_DEPLOYMENT_NAME', env.WORKER_DEPLOYMENT_NAME, 'letters, digits, "_" or "-" (at most 100 characters, no ".")');
+    throw new ConfigError(
+      'WORKER_DEPLOYMENT_NAME',
+      env.WORKER_DEPLOYMENT_NAME,
+      'letters, digits, "_" or "-" (at most 100 characters, no ".")',
+    );
   }
   if (deployment.buildId !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(deployment.buildId)) {
-    throw new ConfigError('WORKER_BUILD_ID', env.WORKER_BUILD_ID, 'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision');
+    throw new ConfigError(
+      'WORKER_BUILD_ID',
+      env.WORKER_BUILD_ID,
+      'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision',
+    );
   }
   if (!(SET_CURRENT_MODES as readonly string[]).includes(deployment.setCurrent)) {
     throw new ConfigError('WORKER_SET_CURRENT', env.WORKER_SET_CURRENT, SET_CURRENT_MODES.join(', '));
@@ -747,7 +812,10 @@ function readDeployment(env: Env, mode: Mode): DeploymentConfig {
   return deployment;
 }
 
-/** The codec endpoint the Web UI decodes through (CODEC_*); production requires OIDC and TLS of it and refuses a static token. */
+/**
+ * The codec endpoint the Web UI decodes through (CODEC_*); production requires OIDC and TLS of it and refuses a static
+ * token.
+ */
 function readCodecServer(env: Env, mode: Mode): CodecServerConfig {
   const codecServer: CodecServerConfig = {
     address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
@@ -786,10 +854,15 @@ function readCodecServer(env: Env, mode: Mode): CodecServerConfig {
  * mode and the regions, then each region's ledger and Temporal, the sweep, the outbox, Temporal's limits, webhooks,
  * observability, worker tuning, the deployment, the codec endpoint.
  */
-export function loadConfig(env: Env = process.env, { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {}): Config {
+export function loadConfig(
+  env: Env = process.env,
+  { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {},
+): Config {
   const mode = readMode(env);
   const names = readRegions(env);
-  const regions = names.map((region) => readRegionConfig(env, mode, region, names.length === 1, { merchantSecrets, connections }));
+  const regions = names.map((region) =>
+    readRegionConfig(env, mode, region, names.length === 1, { merchantSecrets, connections }),
+  );
   const sweep = readSweep(env);
   const outbox = readOutbox(env);
   const temporalLimits = readTemporalLimits(env);
@@ -813,7 +886,9 @@ export function loadConfig(env: Env = process.env, { merchantSecrets = 'required
   });
 }
 
-/** The processor-event receiver of one region (src/bin/receiver.ts): where it listens and whose signatures it accepts. */
+/**
+ * The processor-event receiver of one region (src/bin/receiver.ts): where it listens and whose signatures it accepts.
+ */
 export interface ProcessorConfig {
   readonly host: string;
   readonly port: number;
@@ -837,7 +912,8 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode): Proce
   const addressRaw = env.PROCESSOR_RECEIVER_ADDRESS || (mode === 'dev' ? '127.0.0.1:8090' : '0.0.0.0:8090');
   const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
   const port = match ? Number(match[2]) : NaN;
-  if (!match || port > 65_535) throw new ConfigError('PROCESSOR_RECEIVER_ADDRESS', addressRaw, 'host:port to listen on, e.g. 0.0.0.0:8090');
+  if (!match || port > 65_535)
+    throw new ConfigError('PROCESSOR_RECEIVER_ADDRESS', addressRaw, 'host:port to listen on, e.g. 0.0.0.0:8090');
   return Object.freeze({
     host: match[1]!.replace(/^\[|\]$/g, ''),
     port,
@@ -867,13 +943,18 @@ function readListener(env: Env, config: Config, prefix: string, port: number): L
   const regions = config.regions.map((r) => r.region);
   const regionRaw = env[`${prefix}_REGION`] || (regions.length === 1 ? regions[0] : undefined);
   if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
-    throw new ConfigError(`${prefix}_REGION`, regionRaw, `the region it serves, one of the configured regions: ${regions.join(', ')}`);
+    throw new ConfigError(
+      `${prefix}_REGION`,
+      regionRaw,
+      `the region it serves, one of the configured regions: ${regions.join(', ')}`,
+    );
   }
   const production = config.mode === 'production';
   const addressRaw = env[`${prefix}_ADDRESS`] || `${production ? '0.0.0.0' : '127.0.0.1'}:${port}`;
   const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
   const listenPort = match ? Number(match[2]) : NaN;
-  if (!match || listenPort > 65_535) throw new ConfigError(`${prefix}_ADDRESS`, addressRaw, `host:port to listen on, e.g. 0.0.0.0:${port}`);
+  if (!match || listenPort > 65_535)
+    throw new ConfigError(`${prefix}_ADDRESS`, addressRaw, `host:port to listen on, e.g. 0.0.0.0:${port}`);
   const [certFile, keyFile] = [env[`${prefix}_TLS_CERT_FILE`] || undefined, env[`${prefix}_TLS_KEY_FILE`] || undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new ConfigError(
@@ -883,7 +964,8 @@ function readListener(env: Env, config: Config, prefix: string, port: number): L
     );
   }
   const proxyRaw = env[`${prefix}_BEHIND_TLS_PROXY`] || 'false';
-  if (proxyRaw !== 'true' && proxyRaw !== 'false') throw new ConfigError(`${prefix}_BEHIND_TLS_PROXY`, proxyRaw, 'true or false');
+  if (proxyRaw !== 'true' && proxyRaw !== 'false')
+    throw new ConfigError(`${prefix}_BEHIND_TLS_PROXY`, proxyRaw, 'true or false');
   const behindTlsProxy = proxyRaw === 'true';
   if (production && !certFile && !behindTlsProxy) {
     throw new ConfigError(
@@ -920,7 +1002,12 @@ export interface ApiConfig extends ListenerConfig {
 export function loadApiConfig(env: Env, config: Config): ApiConfig {
   const listener = readListener(env, config, 'API', 8443);
   const issuer = readUrl(env, 'API_OIDC_ISSUER', config.mode === 'production' ? ['https:'] : ['https:', 'http:']);
-  if (!issuer) throw new ConfigError('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
+  if (!issuer)
+    throw new ConfigError(
+      'API_OIDC_ISSUER',
+      undefined,
+      'the URL of the OIDC issuer whose access tokens the API accepts',
+    );
   return Object.freeze({
     ...listener,
     issuer,
@@ -930,7 +1017,10 @@ export function loadApiConfig(env: Env, config: Config): ApiConfig {
   });
 }
 
-/** The merchant API of one region (src/bin/merchant-api.ts): MERCHANT_API_REGION, _ADDRESS (8444) and TLS, as the admin API's. */
+/**
+ * The merchant API of one region (src/bin/merchant-api.ts): MERCHANT_API_REGION, _ADDRESS (8444) and TLS, as the admin
+ * API's.
+ */
 export function loadMerchantApiConfig(env: Env, config: Config): ListenerConfig {
   return readListener(env, config, 'MERCHANT_API', 8444);
 }

@@ -15,7 +15,9 @@ export class ConfigError extends Error {
     readonly expected: string,
   ) {
     super(
-      value === undefined ? `${variable} is not set: expected ${expected}` : `${variable}=${JSON.stringify(value)} is invalid: expected ${expected}`,
+      value === undefined
+        ? `${variable} is not set: expected ${expected}`
+        : `${variable}=${JSON.stringify(value)} is invalid: expected ${expected}`,
     );
   }
 }

@@ -11,7 +11,12 @@ import type { ReconcileOutboxWorkflowInput } from './contracts/outbox.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
   const args: [SweepInput] = [
-    { region: region.region, pageSize: sweep.pageSize, batchSize: sweep.batchSize, quarantineTimeoutMs: sweep.quarantineTimeoutMs },
+    {
+      region: region.region,
+      pageSize: sweep.pageSize,
+      batchSize: sweep.batchSize,
+      quarantineTimeoutMs: sweep.quarantineTimeoutMs,
+    },
   ];
   return {
     scheduleId: region.scheduleId,
@@ -37,15 +42,25 @@ export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): 
   };
 }
 
-export async function ensureSweepSchedule(client: Client, region: RegionConfig, sweep: SweepConfig): Promise<'created' | 'updated'> {
+export async function ensureSweepSchedule(
+  client: Client,
+  region: RegionConfig,
+  sweep: SweepConfig,
+): Promise<'created' | 'updated'> {
   return ensureSchedule(client, sweepScheduleOptions(region, sweep));
 }
 
 /** The region's outbox reconciler schedule: `<SCHEDULE_ID>-outbox`. */
 export const outboxScheduleId = (region: RegionConfig) => `${region.scheduleId}-outbox`;
 
-export function outboxScheduleOptions(region: RegionConfig, outbox: OutboxConfig, sweep: Pick<SweepConfig, 'quarantineTimeoutMs'>): ScheduleOptions {
-  const args: [ReconcileOutboxWorkflowInput] = [{ region: region.region, graceMs: outbox.graceMs, quarantineTimeoutMs: sweep.quarantineTimeoutMs }];
+export function outboxScheduleOptions(
+  region: RegionConfig,
+  outbox: OutboxConfig,
+  sweep: Pick<SweepConfig, 'quarantineTimeoutMs'>,
+): ScheduleOptions {
+  const args: [ReconcileOutboxWorkflowInput] = [
+    { region: region.region, graceMs: outbox.graceMs, quarantineTimeoutMs: sweep.quarantineTimeoutMs },
+  ];
   return {
     scheduleId: outboxScheduleId(region),
     spec: { intervals: [{ every: outbox.intervalMs }] },

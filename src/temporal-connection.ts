@@ -8,7 +8,8 @@
  * Stricter than envconfig where envconfig is silent: it reads only `1`/`true` as true, so `TEMPORAL_TLS=TRUE` would
  * quietly turn TLS off; here any value but `true`, `false`, `1`, `0` is a ConfigError. Production refuses a plaintext
  * connection unless TLS is disabled explicitly (`TEMPORAL_TLS=false`, e.g. behind a TLS-terminating proxy on the same
- * host). An API key can come from a file (TEMPORAL_API_KEY_FILE) and is re-read while the process runs: rotated without a
+ * host). An API key can come from a file (TEMPORAL_API_KEY_FILE) and is re-read while the process runs: rotated without
+ * a
  * restart (`setApiKey` on every open connection).
  */
 import fs from 'node:fs';
@@ -48,7 +49,10 @@ export interface TemporalConnectionSettings {
   readonly address: string | undefined;
   /** From TEMPORAL_NAMESPACE_<R>, else the profile's or TEMPORAL_NAMESPACE (one region only), else undefined. */
   readonly namespace: string | undefined;
-  /** TLS to the frontend: `undefined`/`false` plaintext, `true` system roots, or a server CA / client pair / server name. */
+  /**
+   * TLS to the frontend: `undefined`/`false` plaintext, `true` system roots, or a server CA / client pair / server
+   * name.
+   */
   readonly tls: TLSConfig | boolean | undefined;
   readonly apiKey: string | undefined;
   /** A file holding the API key, re-read every `apiKeyRefreshMs` (TEMPORAL_API_KEY_FILE). */
@@ -79,7 +83,11 @@ function regionEnvironment(env: Env, region: Region): Record<string, string> {
   const up = region.toUpperCase();
   const out: Record<string, string> = {};
   for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && name.startsWith('TEMPORAL_') && !PER_REGION_VARIABLES.some((v) => name === `${v}_US` || name === `${v}_EU`))
+    if (
+      value !== undefined &&
+      name.startsWith('TEMPORAL_') &&
+      !PER_REGION_VARIABLES.some((v) => name === `${v}_US` || name === `${v}_EU`)
+    )
       out[name] = value;
   }
   for (const variable of PER_REGION_VARIABLES) {
@@ -100,12 +108,20 @@ const variableOf = (env: Env, region: Region, variable: string) =>
  * TEMPORAL_NAMESPACE (or a profile's namespace) applies only to a process serving one region. Whether production
  * accepts them is `requireTls`'s.
  */
-export function loadTemporalConnectionSettings(env: Env, region: Region, options: { servesOneRegion: boolean }): TemporalConnectionSettings {
+export function loadTemporalConnectionSettings(
+  env: Env,
+  region: Region,
+  options: { servesOneRegion: boolean },
+): TemporalConnectionSettings {
   const view = regionEnvironment(env, region);
   for (const variable of ['TEMPORAL_TLS', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION']) {
     const value = view[variable];
     if (value !== undefined && !BOOLEAN.test(value)) {
-      throw new ConfigError(variableOf(env, region, variable), value, 'true, false, 1 or 0 (envconfig would read anything else as false)');
+      throw new ConfigError(
+        variableOf(env, region, variable),
+        value,
+        'true, false, 1 or 0 (envconfig would read anything else as false)',
+      );
     }
   }
   if (view.TEMPORAL_TLS_DISABLE_HOST_VERIFICATION === 'true' || view.TEMPORAL_TLS_DISABLE_HOST_VERIFICATION === '1') {
@@ -121,7 +137,9 @@ export function loadTemporalConnectionSettings(env: Env, region: Region, options
   try {
     loaded = loadClientConnectConfig({ overrideEnvVars: view });
   } catch (err) {
-    const variable = view.TEMPORAL_PROFILE ? variableOf(env, region, 'TEMPORAL_PROFILE') : variableOf(env, region, 'TEMPORAL_CONFIG_FILE');
+    const variable = view.TEMPORAL_PROFILE
+      ? variableOf(env, region, 'TEMPORAL_PROFILE')
+      : variableOf(env, region, 'TEMPORAL_CONFIG_FILE');
     throw new ConfigError(
       variable,
       view.TEMPORAL_PROFILE ?? view.TEMPORAL_CONFIG_FILE,
@@ -143,11 +161,20 @@ export function loadTemporalConnectionSettings(env: Env, region: Region, options
   }
   const tlsDisabledExplicitly = view.TEMPORAL_TLS === 'false' || view.TEMPORAL_TLS === '0';
   // The SDK turns TLS on for an API key when TLS is left unset; so does this.
-  const tls = tlsDisabledExplicitly ? false : (connectionOptions.tls ?? (apiKey !== undefined || apiKeyFile !== undefined ? true : undefined));
+  const tls = tlsDisabledExplicitly
+    ? false
+    : (connectionOptions.tls ?? (apiKey !== undefined || apiKeyFile !== undefined ? true : undefined));
   const refresh = env.TEMPORAL_API_KEY_REFRESH ?? '60';
   if (!/^\d+$/.test(refresh) || Number(refresh) < 1)
-    throw new ConfigError('TEMPORAL_API_KEY_REFRESH', refresh, 'seconds between re-reads of TEMPORAL_API_KEY_FILE, at least 1');
-  const namespace = env[`TEMPORAL_NAMESPACE_${region.toUpperCase()}`] || (options.servesOneRegion ? loaded.namespace : undefined) || undefined;
+    throw new ConfigError(
+      'TEMPORAL_API_KEY_REFRESH',
+      refresh,
+      'seconds between re-reads of TEMPORAL_API_KEY_FILE, at least 1',
+    );
+  const namespace =
+    env[`TEMPORAL_NAMESPACE_${region.toUpperCase()}`] ||
+    (options.servesOneRegion ? loaded.namespace : undefined) ||
+    undefined;
   return Object.freeze({
     address,
     namespace,
@@ -174,7 +201,9 @@ export function requireTls(settings: TemporalConnectionSettings, env: Env, regio
   );
 }
 
-/** The API key in `file`, trimmed; a named error when it cannot be read or is empty (the file's content never shown). */
+/**
+ * The API key in `file`, trimmed; a named error when it cannot be read or is empty (the file's content never shown).
+ */
 function readApiKeyFile(file: string): string {
   let key: string;
   try {
@@ -211,7 +240,11 @@ interface Rekeyable {
  * expires is replaced by writing its successor into the file, no restart. A file that cannot be read keeps the last key
  * (and says so on `onError`). Returns the function that stops it.
  */
-export function keepApiKeyFresh(settings: TemporalConnectionSettings, connections: readonly Rekeyable[], onError: (err: Error) => void): () => void {
+export function keepApiKeyFresh(
+  settings: TemporalConnectionSettings,
+  connections: readonly Rekeyable[],
+  onError: (err: Error) => void,
+): () => void {
   const file = settings.apiKeyFile;
   if (!file) return () => undefined;
   let current = readApiKeyFile(file);
@@ -234,7 +267,11 @@ export function keepApiKeyFresh(settings: TemporalConnectionSettings, connection
 }
 
 /** A client connection to the region's Temporal, with its settings (TLS, mTLS, API key, metadata). */
-export function connectClient(settings: TemporalConnectionSettings, address: string, options: { connectTimeout?: number } = {}): Promise<Connection> {
+export function connectClient(
+  settings: TemporalConnectionSettings,
+  address: string,
+  options: { connectTimeout?: number } = {},
+): Promise<Connection> {
   return Connection.connect({ ...connectionOptionsOf(settings, address), ...options });
 }
 

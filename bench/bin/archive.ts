@@ -15,7 +15,15 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { NightReport } from '../night-bench.js';
-import { archivePath, chartsNote, gzipSeries, hasSeries, REPO_ROOT, RESULTS_DIR, splitReport } from '../results-archive.js';
+import {
+  archivePath,
+  chartsNote,
+  gzipSeries,
+  hasSeries,
+  REPO_ROOT,
+  RESULTS_DIR,
+  splitReport,
+} from '../results-archive.js';
 
 const { values } = parseArgs({
   options: {
@@ -24,7 +32,10 @@ const { values } = parseArgs({
     'dry-run': { type: 'boolean', default: false },
   },
 });
-if (!values.out) throw new Error('usage: npm run bench:archive -- --out <a checkout of the bench-archive branch> [--date YYYY-MM-DD] [--dry-run]');
+if (!values.out)
+  throw new Error(
+    'usage: npm run bench:archive -- --out <a checkout of the bench-archive branch> [--date YYYY-MM-DD] [--dry-run]',
+  );
 const out = path.resolve(values.out);
 const dryRun = values['dry-run'];
 const exec = promisify(execFile);
@@ -51,7 +62,8 @@ const write = async (file: string, data: string | Buffer) => {
 
 const results = await walk(RESULTS_DIR);
 
-// 1. Raw series out of the committed JSONs (a backends comparison holds several nights: their series are each night's own).
+// 1. Raw series out of the committed JSONs (a backends comparison holds several nights: their series are each night's
+//    own).
 for (const file of results.filter((f) => f.endsWith('.json'))) {
   const json = JSON.parse(await fs.readFile(file, 'utf8')) as NightReport | NightReport[] | Record<string, unknown>;
   if (Array.isArray(json)) {
@@ -78,13 +90,17 @@ for (const file of results.filter((f) => f.endsWith('.series.json.gz'))) {
 }
 
 // 2. Charts no page links.
-const pages = (await walk(REPO_ROOT, (dir) => NOT_PAGES.has(path.basename(dir)) || dir === RESULTS_DIR)).filter((f) => /\.(md|ts)$/.test(f));
+const pages = (await walk(REPO_ROOT, (dir) => NOT_PAGES.has(path.basename(dir)) || dir === RESULTS_DIR)).filter((f) =>
+  /\.(md|ts)$/.test(f),
+);
 const linked = new Set<string>();
 for (const page of pages) {
   for (const [, target] of (await fs.readFile(page, 'utf8')).matchAll(/\]\(([^)\s]+\.svg)\)|src="([^"]+\.svg)"/g))
     if (target && !/^[a-z]+:/.test(target)) linked.add(path.resolve(path.dirname(page), target));
 }
-const archived = results.filter((f) => f.endsWith('.svg') && path.basename(path.dirname(f)) === 'charts' && !linked.has(f));
+const archived = results.filter(
+  (f) => f.endsWith('.svg') && path.basename(path.dirname(f)) === 'charts' && !linked.has(f),
+);
 let tarball: string | undefined;
 if (archived.length > 0) {
   tarball = `charts-${values.date}.tar.gz`;
@@ -102,7 +118,8 @@ if (archived.length > 0) {
   );
 }
 
-// 3. The reports' Markdown: each chart that is not here any more (archived now, or never committed) gives way to a note.
+// 3. The reports' Markdown: each chart that is not here any more (archived now, or never committed) gives way to a
+//    note.
 const gone = new Set(archived);
 const CHART = /\*\*([^*\n]+)\*\*\n\n!\[[^\]\n]*\]\(([^)\s]+\.svg)\)(\n\n)?/g;
 for (const file of results.filter((f) => f.endsWith('.md'))) {

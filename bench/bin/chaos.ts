@@ -1,6 +1,7 @@
 /**
  * `npm run chaos [-- --seed 7 --holds 3000 --workers 3 --temporal cluster --shards 4 --history-hosts 2]`: the chaos run
- * (bench/chaos-run.ts) with its report printed and written to bench/results/chaos-<seed>[-cluster-<shards>[-2hosts]].json.
+ * (bench/chaos-run.ts) with its report printed and written to
+ * bench/results/chaos-<seed>[-cluster-<shards>[-2hosts]].json.
  * `--history-hosts 2` (cluster only) runs a second history host and SIGKILLs it mid-night; `--only history-host-kill`
  * (a comma-separated list of FAULT_KINDS) injects only those faults, to see what one does alone.
  * Exit code 0 only when every invariant holds and no workflow task failed in the workers.
@@ -26,7 +27,8 @@ const { values } = parseArgs({
   },
 });
 const only = values.only?.split(',').map((k) => k.trim()) as FaultKind[] | undefined;
-for (const kind of only ?? []) if (!FAULT_KINDS.includes(kind)) throw new Error(`--only ${kind}: one of ${FAULT_KINDS.join(', ')}`);
+for (const kind of only ?? [])
+  if (!FAULT_KINDS.includes(kind)) throw new Error(`--only ${kind}: one of ${FAULT_KINDS.join(', ')}`);
 const historyHosts = Number(values['history-hosts']);
 if (historyHosts !== 1 && historyHosts !== 2) throw new Error(`--history-hosts ${values['history-hosts']}: 1 or 2`);
 const temporal = parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!]);
@@ -50,11 +52,14 @@ console.log(JSON.stringify({ ...report, violations: report.violations.length }, 
 for (const v of report.violations) console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
 await fs.mkdir('bench/results', { recursive: true });
 const suffix =
-  (temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${historyHosts === 2 ? '-2hosts' : ''}` : '') + (only ? `-only-${only.join('+')}` : '');
+  (temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${historyHosts === 2 ? '-2hosts' : ''}` : '') +
+  (only ? `-only-${only.join('+')}` : '');
 await fs.writeFile(`bench/results/chaos-${report.seed}${suffix}.json`, JSON.stringify(report, null, 2));
 console.log(
   `reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}` +
-    (temporal.kind === 'cluster' ? ` --temporal cluster --shards ${temporal.shards}${historyHosts === 2 ? ' --history-hosts 2' : ''}` : '') +
+    (temporal.kind === 'cluster'
+      ? ` --temporal cluster --shards ${temporal.shards}${historyHosts === 2 ? ' --history-hosts 2' : ''}`
+      : '') +
     (only ? ` --only ${only.join(',')}` : ''),
 );
 process.exit(report.violations.length === 0 && report.workflowTaskFailures.length === 0 ? 0 : 1);

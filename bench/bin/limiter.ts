@@ -16,7 +16,11 @@ import { insertMerchants } from '../../dev/seed.js';
 import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 
 const { values } = parseArgs({
-  options: { seconds: { type: 'string', default: '10' }, clients: { type: 'string', default: '8' }, merchants: { type: 'string', default: '500' } },
+  options: {
+    seconds: { type: 'string', default: '10' },
+    clients: { type: 'string', default: '8' },
+    merchants: { type: 'string', default: '500' },
+  },
 });
 const seconds = Number(values.seconds);
 const clients = Number(values.clients);
@@ -24,7 +28,11 @@ const merchantCount = Number(values.merchants);
 
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-limiter-'));
 await fs.chmod(dataDir, 0o777);
-const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['limiter'], durable: true });
+const postgres = await startEmbeddedPostgres({
+  dataDir: path.join(dataDir, 'pg'),
+  databases: ['limiter'],
+  durable: true,
+});
 const pool = new pg.Pool({ connectionString: postgres.urlFor('limiter'), max: clients });
 // Its merchants have no secrets (the limiter never signs): the dev ring, for the migration's sealing step.
 const secrets = { region: 'us' as const, sealer: localKeyRing(DEV_SECRET_KEYS) };
@@ -62,7 +70,9 @@ try {
 
   await run(`${merchantCount} merchants, random`, () => ids[Math.floor(Math.random() * ids.length)]!);
   await run('1 hot merchant', () => ids[0]!);
-  console.log(`reproduce: npm run bench:limiter -- --seconds ${seconds} --clients ${clients} --merchants ${merchantCount}`);
+  console.log(
+    `reproduce: npm run bench:limiter -- --seconds ${seconds} --clients ${clients} --merchants ${merchantCount}`,
+  );
 } finally {
   await pool.end();
   await postgres.stop();

@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the night benchmark
+ * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the
+ * night benchmark
  * (bench/night-bench.ts). Prints the report and writes it to
  * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-cluster-<shards>].{json,md}: the JSON without the
  * raw series, which go to `.series.json.gz` beside it (not committed: bench/results-archive.ts), the charts to
@@ -38,7 +39,9 @@ const { values } = parseArgs({
     'no-dashboard': { type: 'boolean', default: false },
     /** One region per worker process (as compose runs them), --workers of them per region. */
     'region-per-process': { type: 'boolean', default: false },
-    /** Node flags for the worker processes, space-separated: "--worker-node-args=--cpu-prof --cpu-prof-dir=/tmp/prof". */
+    /**
+     * Node flags for the worker processes, space-separated: "--worker-node-args=--cpu-prof --cpu-prof-dir=/tmp/prof".
+     */
     'worker-node-args': { type: 'string' },
     /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
     'max-cached-workflows': { type: 'string' },
@@ -51,7 +54,8 @@ const { values } = parseArgs({
 });
 const number = (name: keyof typeof values) => {
   const n = Number(values[name]);
-  if (!Number.isInteger(n) || n <= 0) throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(values[name])}`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(values[name])}`);
   return n;
 };
 const args = process.argv.slice(2).join(' ');
@@ -60,7 +64,8 @@ const backends: TemporalBackend[] = values.backends
   ? values.backends.split(',').map((spec) => {
       // dev | cluster:<shards>[:async] (async: synchronous_commit off for Temporal's sessions)
       const [kind, shards, commit] = spec.trim().split(':');
-      if (commit !== undefined && commit !== 'async') throw new Error(`--backends ${spec}: expected dev, cluster:<shards> or cluster:<shards>:async`);
+      if (commit !== undefined && commit !== 'async')
+        throw new Error(`--backends ${spec}: expected dev, cluster:<shards> or cluster:<shards>:async`);
       return parseTemporalBackend([
         '--temporal',
         kind ?? '',
@@ -68,7 +73,16 @@ const backends: TemporalBackend[] = values.backends
         ...(commit ? ['--synchronous-commit', 'off'] : []),
       ]);
     })
-  : [parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!, '--synchronous-commit', values['synchronous-commit']!])];
+  : [
+      parseTemporalBackend([
+        '--temporal',
+        values.temporal!,
+        '--shards',
+        values.shards!,
+        '--synchronous-commit',
+        values['synchronous-commit']!,
+      ]),
+    ];
 await fs.mkdir('bench/results', { recursive: true });
 const reports: NightReport[] = [];
 for (const temporal of backends) {
@@ -85,7 +99,9 @@ for (const temporal of backends) {
       ceiling: !values['no-ceiling'],
       dashboard: !values['no-dashboard'],
       regionPerProcess: values['region-per-process'],
-      ...(values['worker-node-args'] === undefined ? {} : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
+      ...(values['worker-node-args'] === undefined
+        ? {}
+        : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
       ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
       historiesToScan: 500,
       temporal,
@@ -106,7 +122,9 @@ for (const temporal of backends) {
 if (reports.length > 1) {
   const markdown = backendsReport(reports, command);
   console.log(`\n${markdown}`);
-  const specs = backends.map((b) => (b.kind === 'dev' ? 'dev' : `cluster${b.shards}${b.synchronousCommit === false ? 'async' : ''}`));
+  const specs = backends.map((b) =>
+    b.kind === 'dev' ? 'dev' : `cluster${b.shards}${b.synchronousCommit === false ? 'async' : ''}`,
+  );
   const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}-${specs.join('_')}`;
   // Summaries only: each night's series are in its own report's series file.
   const summaries = reports.map((r) => splitReport(r).summary);

@@ -50,7 +50,11 @@ const log = (line: string) => console.log(line);
 Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
 const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-receiver-'));
 await fs.chmod(dataDir, 0o777);
-const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['receiver_us', 'receiver_eu'], durable: true });
+const postgres = await startEmbeddedPostgres({
+  dataDir: path.join(dataDir, 'pg'),
+  databases: ['receiver_us', 'receiver_eu'],
+  durable: true,
+});
 const server = await startDevServer({
   namespaces: ['hold-sweeper-us', 'hold-sweeper-eu'],
   dataDir: path.join(dataDir, 'temporal'),
@@ -82,7 +86,13 @@ try {
     merchantIds.map((id) => {
       const merchantSecret = generateSigningSecret();
       merchants.script(id, { secrets: [merchantSecret], responses: [{ status: 200 }] });
-      return { id, endpointUrl: merchants.endpointFor(id), signingSecret: merchantSecret, ratePerSecond: 200, burst: 20 };
+      return {
+        id,
+        endpointUrl: merchants.endpointFor(id),
+        signingSecret: merchantSecret,
+        ratePerSecond: 200,
+        burst: 20,
+      };
     }),
   );
   await insertAccounts(
@@ -128,17 +138,28 @@ try {
   const results: Record<string, unknown> = {};
   for (const [phase, holds] of Object.entries(phases)) {
     const events: ProcessorEvent[] = holds.flatMap((h) => [
-      { eventId: `evt_${h.id}_1`, holdId: h.id, sequence: 1, type: 'hold.incremented', amountMinor: 100, currency: 'USD' },
+      {
+        eventId: `evt_${h.id}_1`,
+        holdId: h.id,
+        sequence: 1,
+        type: 'hold.incremented',
+        amountMinor: 100,
+        currency: 'USD',
+      },
       { eventId: `evt_${h.id}_2`, holdId: h.id, sequence: 2, type: 'hold.captured', amountMinor: 500, currency: 'USD' },
     ]);
-    const requests = [...events, ...events.filter(() => random() < 0.2)].map((e) => ({ e, key: random() })).sort((a, b) => a.key - b.key);
+    const requests = [...events, ...events.filter(() => random() < 0.2)]
+      .map((e) => ({ e, key: random() }))
+      .sort((a, b) => a.key - b.key);
     let blocker: pg.PoolClient | undefined;
     let burner: Promise<unknown> | undefined;
     if (phase === 'slow') {
       blocker = await region.pool.connect();
       await blocker.query('BEGIN');
       await blocker.query(`SELECT 1 FROM auth_holds WHERE id LIKE 'h\\_slow\\_%' FOR UPDATE`);
-      burner = region.pool.query(`SELECT count(*) FROM generate_series(1, 1e9::bigint) g WHERE g % 7 = 3`).catch(() => undefined);
+      burner = region.pool
+        .query(`SELECT count(*) FROM generate_series(1, 1e9::bigint) g WHERE g % 7 = 3`)
+        .catch(() => undefined);
     }
     const latencies: number[] = [];
     const statuses = new Map<number, number>();
@@ -157,9 +178,10 @@ try {
     );
     const sentMs = performance.now() - started;
     const appliedDuringLock = (
-      await region.pool.query<{ n: number }>(`SELECT count(*)::integer AS n FROM processor_events WHERE hold_id LIKE $1 AND applied_at IS NOT NULL`, [
-        `h\\_${phase}\\_%`,
-      ])
+      await region.pool.query<{ n: number }>(
+        `SELECT count(*)::integer AS n FROM processor_events WHERE hold_id LIKE $1 AND applied_at IS NOT NULL`,
+        [`h\\_${phase}\\_%`],
+      )
     ).rows[0]!.n;
     if (blocker) {
       const held = lockSeconds * 1000 - sentMs;
@@ -182,7 +204,8 @@ try {
     }
     const appliedMs = performance.now() - (blocker ? released : started);
     latencies.sort((a, b) => a - b);
-    const q = (p: number) => Math.round(latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]! * 10) / 10;
+    const q = (p: number) =>
+      Math.round(latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))]! * 10) / 10;
     const summary = {
       events: events.length,
       requests: requests.length,
@@ -208,7 +231,10 @@ try {
   log(`reproduce: ${reproduce}`);
   await fs.mkdir('bench/results', { recursive: true });
   const file = `bench/results/receiver-${new Date().toISOString().slice(0, 10)}.json`;
-  await fs.writeFile(file, `${JSON.stringify({ command: reproduce, cpus: os.cpus().length, cpu: os.cpus()[0]?.model, ...results }, null, 2)}\n`);
+  await fs.writeFile(
+    file,
+    `${JSON.stringify({ command: reproduce, cpus: os.cpus().length, cpu: os.cpus()[0]?.model, ...results }, null, 2)}\n`,
+  );
   log(`written: ${file}`);
   await receiver.close();
   await refusalPool.end();

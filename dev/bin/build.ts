@@ -20,7 +20,9 @@ await fs.rm(DIST, { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 execFileSync(process.execPath, [tsc, '-p', path.join(REPO, 'tsconfig.build.json')], { cwd: REPO, stdio: 'inherit' });
 
-const assets = (await fs.readdir(SRC, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile() && !entry.name.endsWith('.ts'));
+const assets = (await fs.readdir(SRC, { recursive: true, withFileTypes: true })).filter(
+  (entry) => entry.isFile() && !entry.name.endsWith('.ts'),
+);
 for (const asset of assets) {
   const target = path.join(DIST, path.relative(SRC, path.join(asset.parentPath, asset.name)));
   await fs.mkdir(path.dirname(target), { recursive: true });
@@ -28,4 +30,7 @@ for (const asset of assets) {
 }
 console.log(`compiled src/ into dist/, with ${assets.length} files that are not TypeScript`);
 
-execFileSync(process.execPath, [path.join(DIST, 'bin/build-bundle.js'), path.join(DIST, 'workflow-bundle.js')], { cwd: REPO, stdio: 'inherit' });
+execFileSync(process.execPath, [path.join(DIST, 'bin/build-bundle.js'), path.join(DIST, 'workflow-bundle.js')], {
+  cwd: REPO,
+  stdio: 'inherit',
+});

@@ -7,7 +7,9 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { writeComposeCredentials } from '../credentials.js';
 
-const { values } = parseArgs({ options: { out: { type: 'string', default: 'deploy/secrets' }, days: { type: 'string', default: '30' } } });
+const { values } = parseArgs({
+  options: { out: { type: 'string', default: 'deploy/secrets' }, days: { type: 'string', default: '30' } },
+});
 const days = Number(values.days);
 if (!Number.isInteger(days) || days < 1 || days > 397) {
   console.error(`--days ${values.days}: a whole number of days, 1 to 397`);
@@ -18,7 +20,9 @@ try {
   const { callers } = await writeComposeCredentials(dir, days);
   console.log(`Credentials for the locked Temporal in ${dir}, valid ${days} days:`);
   for (const caller of callers) {
-    console.log(`  ${caller.name.padEnd(15)} ${(caller.permissions.join(', ') || 'certificate only').padEnd(45)} ${caller.who}`);
+    console.log(
+      `  ${caller.name.padEnd(15)} ${(caller.permissions.join(', ') || 'certificate only').padEnd(45)} ${caller.who}`,
+    );
   }
 } catch (err) {
   console.error((err as Error).message);

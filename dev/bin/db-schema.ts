@@ -30,7 +30,9 @@ try {
     const schema = await dumpSchema(pool);
     await fs.writeFile(SCHEMA_FILE, schema);
     const lines = schema.split('\n').length - 1;
-    console.log(`wrote ${path.relative(process.cwd(), SCHEMA_FILE)} (${lines} lines) after ${applied.length} migrations`);
+    console.log(
+      `wrote ${path.relative(process.cwd(), SCHEMA_FILE)} (${lines} lines) after ${applied.length} migrations`,
+    );
   } finally {
     await pool.end();
   }

@@ -34,7 +34,12 @@ import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { FakeMerchants, type MerchantScript } from '../fake-merchants.js';
 import { ensureOutboxSchedule, ensureSweepSchedule, outboxScheduleId, sweepNow } from '../../src/schedules.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
-import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker } from '../../src/workers/region-worker.js';
+import {
+  bundleWorkflows,
+  createRegionWorker,
+  ledgerPoolOptions,
+  runRegionWorker,
+} from '../../src/workers/region-worker.js';
 import { startSecretErasure } from '../../src/workers/secret-erasure.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver } from '../../src/processor/receiver.js';
 import { FakeProcessor, planCallbacks, processorKeyOf, sendCallbacks, type CallbackTally } from '../fake-processor.js';
@@ -91,7 +96,9 @@ interface RegionRun {
   callbacksSent?: boolean;
 }
 
-async function progressLine(runs: readonly RegionRun[]): Promise<{ line: string; done: boolean; allReleased: boolean; released: number }> {
+async function progressLine(
+  runs: readonly RegionRun[],
+): Promise<{ line: string; done: boolean; allReleased: boolean; released: number }> {
   const parts: string[] = [];
   let done = true;
   let allReleased = true;
@@ -186,7 +193,8 @@ async function main() {
     const address = stack.temporalAddress(region.region);
     // Sized like the production worker's: a connection per activity and local-activity slot.
     const pool = createPool(stack.databaseUrl(region.region), ledgerPoolOptions());
-    // The dev ring unless MERCHANT_SECRET_KEYS_<R> says otherwise: a `npm run worker` joining the demo opens with it too.
+    // The dev ring unless MERCHANT_SECRET_KEYS_<R> says otherwise: a `npm run worker` joining the demo opens with it
+    // too.
     const sealer = localKeyRing(region.secretKeys);
     const applied = await migrate(pool, { region: region.region, sealer });
     if (applied.length) log(`${region.region.toUpperCase()} ledger: applied ${applied.join(', ')}`);
@@ -214,9 +222,14 @@ async function main() {
     const connection = await connectClient(settings, address);
     const nativeConnection = await connectWorker(settings, address);
     connections.push(connection, nativeConnection);
-    stopRefreshing.push(keepApiKeyFresh(settings, [connection, nativeConnection], (err) => log(`Temporal API key: ${err.message}`)));
+    stopRefreshing.push(
+      keepApiKeyFresh(settings, [connection, nativeConnection], (err) => log(`Temporal API key: ${err.message}`)),
+    );
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
-    const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
+    const version = {
+      deploymentName: config.deployment.deploymentName,
+      buildId: buildIdOf(workflowBundle, config.deployment.buildId),
+    };
     const worker = await createRegionWorker({
       connection: nativeConnection,
       region,
@@ -229,7 +242,9 @@ async function main() {
     workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);
     erasures.push(startSecretErasure({ region: region.region, pool }));
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
-    log(`${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`);
+    log(
+      `${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`,
+    );
     const outbox = await ensureOutboxSchedule(client, region, config.outbox, config.sweep);
     log(
       `${region.region.toUpperCase()} schedule ${outboxScheduleId(region)}: ${outbox}, every ${config.outbox.intervalMs / 60_000} min ` +
@@ -301,7 +316,13 @@ async function main() {
     );
   }
   for (const run of runs) {
-    const { rows } = await run.pool.query<{ delivered: number; retried: number; quarantined: number; reasons: string | null; attempts: number }>(
+    const { rows } = await run.pool.query<{
+      delivered: number;
+      retried: number;
+      quarantined: number;
+      reasons: string | null;
+      attempts: number;
+    }>(
       `SELECT count(*) FILTER (WHERE status = 'delivered')::integer AS delivered,
               count(*) FILTER (WHERE attempt_count > 1)::integer AS retried,
               count(*) FILTER (WHERE status = 'quarantined')::integer AS quarantined,
@@ -334,7 +355,8 @@ async function main() {
   );
   if (stack.uiUrl) {
     log(`\nTemporal Web UI: ${stack.uiUrl}`);
-    for (const run of runs) log(`  ${run.config.region.toUpperCase()}: ${stack.uiUrl}/namespaces/${run.config.namespace}/workflows`);
+    for (const run of runs)
+      log(`  ${run.config.region.toUpperCase()}: ${stack.uiUrl}/namespaces/${run.config.namespace}/workflows`);
   }
   log(`Total start-up and night: ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
 
@@ -358,29 +380,51 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
     ],
     { tokenTtlSeconds: 86_400 },
   );
-  const verifier = await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 30 });
+  const verifier = await createTokenVerifier({
+    issuer: oidc.issuer,
+    audience: ADMIN_AUDIENCE,
+    rolesClaim: 'roles',
+    clockToleranceSeconds: 30,
+  });
   const servers: FastifyInstance[] = [];
   const urls: { region: string; admin: string; merchant: string }[] = [];
   for (const run of runs) {
     const secrets = { region: run.config.region, sealer: localKeyRing(run.config.secretKeys) };
     const admin = await buildAdminServer({
-      context: { region: run.config, pool: run.pool, client: run.client, fourEyes: config.decisions.fourEyes, webhooks: config.webhooks, secrets },
+      context: {
+        region: run.config,
+        pool: run.pool,
+        client: run.client,
+        fourEyes: config.decisions.fourEyes,
+        webhooks: config.webhooks,
+        secrets,
+      },
       verifier,
       auditPool: run.pool,
     });
-    const merchant = await buildMerchantServer({ region: run.config.region, pool: run.pool, resendsStartWithinMs: config.outbox.intervalMs });
+    const merchant = await buildMerchantServer({
+      region: run.config.region,
+      pool: run.pool,
+      resendsStartWithinMs: config.outbox.intervalMs,
+    });
     await admin.listen({ host: '127.0.0.1', port: 0 });
     await merchant.listen({ host: '127.0.0.1', port: 0 });
     servers.push(admin, merchant);
     const port = (app: FastifyInstance) => (app.server.address() as { port: number }).port;
-    urls.push({ region: run.config.region, admin: `http://127.0.0.1:${port(admin)}`, merchant: `http://127.0.0.1:${port(merchant)}` });
+    urls.push({
+      region: run.config.region,
+      admin: `http://127.0.0.1:${port(admin)}`,
+      merchant: `http://127.0.0.1:${port(merchant)}`,
+    });
   }
   const tokens = path.join(cacheDir, 'dev-tokens');
   await fs.mkdir(tokens, { recursive: true, mode: 0o700 });
   for (const clientId of ['operator', 'on-call'])
     await fs.writeFile(path.join(tokens, `${clientId}.token`), await oidc.token(clientId), { mode: 0o600 });
   return {
-    /** One call through the first region's admin API as the operator, as the printed commands make it: what it answered. */
+    /**
+     * One call through the first region's admin API as the operator, as the printed commands make it: what it answered.
+     */
     async check(): Promise<string> {
       const lines: string[] = [];
       const { region, admin } = urls[0]!;

@@ -75,7 +75,10 @@ export interface DeliveryDeps {
    * (`replayRequestId`). The workflow learns it from `quarantineDelivery`'s answer, so a caller cannot say otherwise.
    */
   fourEyes?: boolean;
-  /** At most this many of one merchant's requests open at once, across every worker (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT). */
+  /**
+   * At most this many of one merchant's requests open at once, across every worker
+   * (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT).
+   */
   maxInFlightPerMerchant?: number;
   /** The share of each destination's rate this region uses (DESTINATION_RATE_SHARE). */
   destinationRateShare?: number;
@@ -93,7 +96,9 @@ const MESSAGE_EXCERPT_CHARS = 200;
  */
 const EARLIER_RECHECK_MIN_MS = 1_000;
 const EARLIER_RECHECK_MAX_MS = 10 * 60_000;
-/** A merchant with every request in flight taken is asked again after 1 to 5 s (spread, so the waiting do not stampede). */
+/**
+ * A merchant with every request in flight taken is asked again after 1 to 5 s (spread, so the waiting do not stampede).
+ */
 const IN_FLIGHT_RECHECK_MIN_MS = 1_000;
 const IN_FLIGHT_RECHECK_SPREAD_MS = 4_000;
 
@@ -132,15 +137,28 @@ interface SentAttempt {
  * the region's key ring is MissingSigningSecret); a bad one is a named, non-retryable failure (quarantine), before
  * anything is sent or a turn in the budget is taken.
  */
-async function sendableDelivery(delivery: deliveries.DeliveryForSending, endpointRules: EndpointRules, secrets: SecretsAtRest): Promise<Sendable> {
+async function sendableDelivery(
+  delivery: deliveries.DeliveryForSending,
+  endpointRules: EndpointRules,
+  secrets: SecretsAtRest,
+): Promise<Sendable> {
   const { merchantId } = delivery;
   try {
     const policy = resolveDeliveryPolicy(merchantId, delivery.deliveryPolicy);
     const url = parseEndpoint(merchantId, delivery.endpointUrl, endpointRules);
-    const keys = await openSigningKeys(secrets, merchantId, delivery.sealedSigningSecret, delivery.sealedPreviousSigningSecret);
+    const keys = await openSigningKeys(
+      secrets,
+      merchantId,
+      delivery.sealedSigningSecret,
+      delivery.sealedPreviousSigningSecret,
+    );
     return { delivery, policy, url, keys };
   } catch (err) {
-    if (err instanceof InvalidDeliveryPolicyError || err instanceof InvalidEndpointUrl || err instanceof MissingSigningSecret) {
+    if (
+      err instanceof InvalidDeliveryPolicyError ||
+      err instanceof InvalidEndpointUrl ||
+      err instanceof MissingSigningSecret
+    ) {
       throw failure(err.name, err.message, { merchantId });
     }
     throw err;
@@ -168,7 +186,9 @@ const statusCodeOf = (attempt: HttpAttempt) => (attempt.result.kind === 'respons
 
 /** The attempt's own timeout: the policy's, cut to the fast path's bound when it runs inside a workflow task. */
 function attemptTimeoutOf(policy: DeliveryPolicy): number {
-  return activityInfo().isLocal ? Math.min(policy.attemptTimeoutMs, FAST_PATH_ATTEMPT_TIMEOUT_MS) : policy.attemptTimeoutMs;
+  return activityInfo().isLocal
+    ? Math.min(policy.attemptTimeoutMs, FAST_PATH_ATTEMPT_TIMEOUT_MS)
+    : policy.attemptTimeoutMs;
 }
 
 /** What the delivery activities share, resolved once per worker from its DeliveryDeps. */
@@ -212,7 +232,11 @@ export function createDeliveryActivities({
     maxInFlightPerMerchant,
     budget: createMerchantBudget(pool, { rateShare: destinationRateShare }),
     metrics: deliveryMetrics(meter),
-    resends: meter.createCounter('hold_sweeper_webhook_resends', '1', 'webhooks at an end reopened by a resend, by where they stood'),
+    resends: meter.createCounter(
+      'hold_sweeper_webhook_resends',
+      '1',
+      'webhooks at an end reopened by a resend, by where they stood',
+    ),
   };
   return {
     /** One signed HTTP attempt under the delivery policy; see the module comment. */
@@ -227,7 +251,8 @@ export function createDeliveryActivities({
       await deliveries.decideQuarantine(pool, input);
     },
 
-    verifyReplayApproval: (claim: ReplayApprovalClaim): Promise<ReplayApprovalCheck> => verifyReplayApproval(pool, claim),
+    verifyReplayApproval: (claim: ReplayApprovalClaim): Promise<ReplayApprovalCheck> =>
+      verifyReplayApproval(pool, claim),
 
     reopenForResend: (claim: ResendClaim): Promise<ResendOutcome> => reopenForResend(ctx, claim),
 
@@ -259,7 +284,10 @@ function waited({ metrics }: DeliveryContext, merchantId: string, lane: Lane, ms
 }
 
 /** One signed HTTP attempt under the delivery policy; see the module comment. */
-async function deliverWebhook(ctx: DeliveryContext, { webhookId, policyRun, reservedSlotMs }: DeliverWebhookInput): Promise<DeliverWebhookResult> {
+async function deliverWebhook(
+  ctx: DeliveryContext,
+  { webhookId, policyRun, reservedSlotMs }: DeliverWebhookInput,
+): Promise<DeliverWebhookResult> {
   const sendable = await loadDelivery(ctx, webhookId, policyRun);
   if ('status' in sendable) return sendable;
   const { merchantId, runAttempts } = sendable.delivery;
@@ -287,11 +315,16 @@ async function deliverWebhook(ctx: DeliveryContext, { webhookId, policyRun, rese
 }
 
 /** The delivery, if it is to be sent now; see `sendableDelivery` for what makes it fail instead. */
-async function loadDelivery(ctx: DeliveryContext, webhookId: string, policyRun: number): Promise<Sendable | NotSendable> {
+async function loadDelivery(
+  ctx: DeliveryContext,
+  webhookId: string,
+  policyRun: number,
+): Promise<Sendable | NotSendable> {
   const { region, pool, endpointRules, sealer, clock } = ctx;
   const delivery = await deliveries.deliveryForSending(pool, webhookId, policyRun);
   if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
-  if (delivery.status !== 'pending') return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attemptCount };
+  if (delivery.status !== 'pending')
+    return { status: 'already_terminal', deliveryStatus: delivery.status, attempts: delivery.attemptCount };
   if (delivery.merchantStatus !== 'active') return { status: 'held', merchantStatus: delivery.merchantStatus };
   if (delivery.earlierPending && (await isBeingDelivered(ctx, delivery.earlierPending, delivery.holdId))) {
     // The hold's earlier webhook goes first. Re-check soon after a young one, seldom after one long in retries.
@@ -308,7 +341,11 @@ async function loadDelivery(ctx: DeliveryContext, webhookId: string, policyRun: 
  * stays pending until a new delivery run is started for it (`ops events redeliver`), and must not hold back the hold's
  * later webhooks meanwhile. Unsure (the server unreachable): it is taken as being delivered, and asked again later.
  */
-async function isBeingDelivered(ctx: DeliveryContext, earlier: deliveries.EarlierPending, holdId: string): Promise<boolean> {
+async function isBeingDelivered(
+  ctx: DeliveryContext,
+  earlier: deliveries.EarlierPending,
+  holdId: string,
+): Promise<boolean> {
   const { region } = ctx;
   const workflowId = deliveryWorkflowId(region, { ...earlier, holdId });
   try {
@@ -327,7 +364,8 @@ async function isBeingDelivered(ctx: DeliveryContext, earlier: deliveries.Earlie
 }
 
 /**
- * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here (1 s on the fast path)
+ * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here (1 s on the fast
+ * path)
  * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
  * calls again holding its queue place (`reservedSlotMs`).
  */
@@ -343,7 +381,10 @@ async function awaitSendSlot(
   let reserved = reservedSlotMs !== undefined;
   // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded: the
   // merchant's own cap (its policy), else the workers'.
-  const lease = { cap: policy.maxInFlight ?? maxInFlightPerMerchant, leaseMs: attemptTimeoutOf(policy) + ATTEMPT_LEDGER_SLACK_MS };
+  const lease = {
+    cap: policy.maxInFlight ?? maxInFlightPerMerchant,
+    leaseMs: attemptTimeoutOf(policy) + ATTEMPT_LEDGER_SLACK_MS,
+  };
   for (;;) {
     const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
     if (decision.outcome === 'send') {
@@ -355,14 +396,18 @@ async function awaitSendSlot(
       return { status: 'held', merchantStatus: 'sends_paused' };
     }
     if (decision.outcome === 'busy') {
-      // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing spent.
+      // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing
+      // spent.
       const retryAt = decision.nowMs + IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
       waited(ctx, merchantId, lane, retryAt - decision.nowMs);
       return { status: 'throttled', lane, retryAt };
     }
     if (decision.outcome === 'denied') {
       // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
-      const retryAt = Math.max(decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]), decision.nowMs + 1);
+      const retryAt = Math.max(
+        decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]),
+        decision.nowMs + 1,
+      );
       waited(ctx, merchantId, lane, retryAt - decision.nowMs);
       return { status: 'throttled', lane, retryAt };
     }
@@ -452,11 +497,19 @@ async function recordAttempt(
 }
 
 /** The policy table's action for the attempt's result: record it, then answer, fail, or fail to be retried. */
-async function applyPolicyAction(ctx: DeliveryContext, sent: SentAttempt, action: DeliveryAction): Promise<DeliverWebhookResult> {
+async function applyPolicyAction(
+  ctx: DeliveryContext,
+  sent: SentAttempt,
+  action: DeliveryAction,
+): Promise<DeliverWebhookResult> {
   switch (action) {
     case 'delivered':
       await recordAttempt(ctx, sent, 'delivered');
-      return { status: 'delivered', attempts: sent.attemptNumber, statusCode: (sent.attempt.result as { status: number }).status };
+      return {
+        status: 'delivered',
+        attempts: sent.attemptNumber,
+        statusCode: (sent.attempt.result as { status: number }).status,
+      };
     case 'retry':
       return retryLater(ctx, sent);
     case 'disable_endpoint':
@@ -480,14 +533,20 @@ async function retryLater(ctx: DeliveryContext, sent: SentAttempt): Promise<neve
   } = sent;
   const { merchantId } = delivery;
   const what = describeAttempt(attempt);
-  const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
+  const retryAfterMs =
+    attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
   // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
   // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
   // Cut short on the fast path (the merchant is slower than a workflow task may wait): sent again at once, in full.
   const tooSlowForFastPath =
-    attempt.result.kind === 'error' && attempt.result.errorClass === 'AttemptTimeout' && attemptTimeoutOf(policy) < policy.attemptTimeoutMs;
+    attempt.result.kind === 'error' &&
+    attempt.result.errorClass === 'AttemptTimeout' &&
+    attemptTimeoutOf(policy) < policy.attemptTimeoutMs;
   const next = tooSlowForFastPath
-    ? { delayMs: 0, reason: `slower than the fast path's ${FAST_PATH_ATTEMPT_TIMEOUT_MS} ms: sent again with the policy's timeout` }
+    ? {
+        delayMs: 0,
+        reason: `slower than the fast path's ${FAST_PATH_ATTEMPT_TIMEOUT_MS} ms: sent again with the policy's timeout`,
+      }
     : retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
   // Honoured either way: as the delay itself, or under a longer backoff step (it is a floor).
   if (retryAfterMs !== undefined) metrics.retryAfterHonoured.add(1, { merchant_id: merchantId });
@@ -496,7 +555,9 @@ async function retryLater(ctx: DeliveryContext, sent: SentAttempt): Promise<neve
   if (status === 429 || (status === 503 && retryAfterMs !== undefined)) {
     // The merchant is telling every worker to slow down, not just this one.
     const pushBackMs =
-      retryAfterMs !== undefined ? Math.min(retryAfterMs, policy.retryAfterCapMs) : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
+      retryAfterMs !== undefined
+        ? Math.min(retryAfterMs, policy.retryAfterCapMs)
+        : Math.min(next.delayMs, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS);
     await budget.pushBack(merchantId, pushBackMs, `HTTP ${status} on webhook ${webhookId}`);
   }
   throw ApplicationFailure.create({
@@ -531,11 +592,15 @@ async function disableEndpoint(ctx: DeliveryContext, sent: SentAttempt): Promise
   const { merchantId } = delivery;
   await recordAttempt(ctx, sent, 'quarantine');
   await disableMerchant(pool, merchantId, `410 Gone on webhook ${webhookId}`);
-  throw failure('EndpointGone', `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled; ${excerptOf(attempt)}`, {
-    merchantId,
-    statusCode: 410,
-    attemptNumber,
-  });
+  throw failure(
+    'EndpointGone',
+    `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled; ${excerptOf(attempt)}`,
+    {
+      merchantId,
+      statusCode: 410,
+      attemptNumber,
+    },
+  );
 }
 
 /** Anything else the policy table does not retry: quarantine at once. */
@@ -547,11 +612,15 @@ async function reject(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
   } = sent;
   const { merchantId } = delivery;
   await recordAttempt(ctx, sent, 'quarantine');
-  throw failure('WebhookRejected', `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable): ${excerptOf(attempt)}`, {
-    merchantId,
-    statusCode: statusCodeOf(attempt),
-    attemptNumber,
-  });
+  throw failure(
+    'WebhookRejected',
+    `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable): ${excerptOf(attempt)}`,
+    {
+      merchantId,
+      statusCode: statusCodeOf(attempt),
+      attemptNumber,
+    },
+  );
 }
 
 /**
@@ -565,13 +634,21 @@ async function verifyReplayApproval(
 ): Promise<ReplayApprovalCheck> {
   const request = await records.replayApprovalFor(pool, replayRequestId, holdId, policyRun);
   if (!request) return { ok: false, why: `replay request ${replayRequestId} does not exist` };
-  if (request.status !== 'approved' || !request.approvedBy) return { ok: false, why: `replay request ${replayRequestId} is not approved` };
+  if (request.status !== 'approved' || !request.approvedBy)
+    return { ok: false, why: `replay request ${replayRequestId} is not approved` };
   if (samePerson(request.approvedBy, request.requestedBy))
     return { ok: false, why: `replay request ${replayRequestId} was approved by its own requester` };
   if (!samePerson(request.approvedBy, approvedBy)) {
-    return { ok: false, why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}` };
+    return {
+      ok: false,
+      why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}`,
+    };
   }
-  if (!request.covers) return { ok: false, why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}` };
+  if (!request.covers)
+    return {
+      ok: false,
+      why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}`,
+    };
   return { ok: true };
 }
 
@@ -585,14 +662,16 @@ async function verifyReplayApproval(
 async function reopenForResend(ctx: DeliveryContext, claim: ResendClaim): Promise<ResendOutcome> {
   const { region, pool } = ctx;
   const workflowId = activityInfo().workflowExecution?.workflowId;
-  if (!workflowId) throw ApplicationFailure.nonRetryable('reopenForResend runs only as a workflow activity', 'NotInAWorkflow');
+  if (!workflowId)
+    throw ApplicationFailure.nonRetryable('reopenForResend runs only as a workflow activity', 'NotInAWorkflow');
   const refused = (why: string): ResendOutcome => {
     log.warn('resend refused', { region, webhookId: claim.webhookId, resendId: claim.resendId, why });
     return { status: 'refused', why };
   };
   const recorded = await deliveries.resendById(pool, claim.resendId);
   if (recorded) {
-    if (recorded.workflowId !== workflowId) return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
+    if (recorded.workflowId !== workflowId)
+      return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
     // This workflow's own resend (a retried call, or a run started again by the outbox reconciler): it delivers the
     // webhook's current run, a replay approved since included.
     const [now] = await deliveries.decisionTargetsOf(pool, [recorded.webhookId]);
@@ -633,7 +712,14 @@ async function reopenForResend(ctx: DeliveryContext, claim: ResendClaim): Promis
 async function reopenedAnswer(pool: pg.Pool, r: deliveries.Reopened): Promise<ResendOutcome> {
   const webhook = await deliveries.webhookToDeliver(pool, r.webhookId);
   const retryHorizonMs = retryHorizonFor(r.merchantId, webhook?.deliveryPolicy);
-  return { status: 'reopened', holdId: r.holdId, merchantId: r.merchantId, policyRun: r.policyRun, fromStatus: r.fromStatus, retryHorizonMs };
+  return {
+    status: 'reopened',
+    holdId: r.holdId,
+    merchantId: r.merchantId,
+    policyRun: r.policyRun,
+    fromStatus: r.fromStatus,
+    retryHorizonMs,
+  };
 }
 
 /**
@@ -648,33 +734,49 @@ async function resendAllowed(
   if (claim.requestId !== undefined) {
     const request = await records.resendApprovalFor(pool, claim.requestId, claim.webhookId);
     if (!request) return { refused: `resend request ${claim.requestId} does not exist` };
-    if (request.status !== 'approved' || !request.approvedBy) return { refused: `resend request ${claim.requestId} is not approved` };
+    if (request.status !== 'approved' || !request.approvedBy)
+      return { refused: `resend request ${claim.requestId} is not approved` };
     if (samePerson(request.approvedBy, request.requestedBy))
       return { refused: `resend request ${claim.requestId} was approved by its own requester` };
     if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy)) {
-      return { refused: `resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}` };
+      return {
+        refused: `resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}`,
+      };
     }
-    if (request.frozenRun === null) return { refused: `resend request ${claim.requestId} does not cover webhook ${claim.webhookId}` };
+    if (request.frozenRun === null)
+      return { refused: `resend request ${claim.requestId} does not cover webhook ${claim.webhookId}` };
     return { requestedBy: request.requestedBy, frozenRun: request.frozenRun };
   }
   if (claim.merchantRequestId !== undefined) {
     const request = await merchantApi.merchantResendForClaim(pool, claim.merchantRequestId);
     if (!request) return { refused: `merchant resend request ${claim.merchantRequestId} does not exist` };
     if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId) {
-      return { refused: `merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one` };
+      return {
+        refused: `merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one`,
+      };
     }
-    if (request.webhookMerchantId !== request.merchantId) return { refused: `webhook ${claim.webhookId} is not merchant ${request.merchantId}'s` };
+    if (request.webhookMerchantId !== request.merchantId)
+      return { refused: `webhook ${claim.webhookId} is not merchant ${request.merchantId}'s` };
     if (!request.keyLiveAtRequest) {
-      return { refused: `API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}` };
+      return {
+        refused: `API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}`,
+      };
     }
     return { requestedBy: `merchant ${request.merchantId} (API key ${request.keyId})`, frozenRun: undefined };
   }
-  if (fourEyes) return { refused: 'four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)' };
+  if (fourEyes)
+    return {
+      refused: 'four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)',
+    };
   return { requestedBy: claim.requestedBy, frozenRun: undefined };
 }
 
 /** Why the ledger did not reopen the webhook: gone, moved past the run the request froze, or not at an end. */
-async function notReopenedWhy({ region, pool }: DeliveryContext, webhookId: string, frozenRun: number | undefined): Promise<string> {
+async function notReopenedWhy(
+  { region, pool }: DeliveryContext,
+  webhookId: string,
+  frozenRun: number | undefined,
+): Promise<string> {
   const [now] = await deliveries.decisionTargetsOf(pool, [webhookId]);
   if (!now) return `webhook ${webhookId} does not exist in region ${region}`;
   if (frozenRun !== undefined && now.policyRun !== frozenRun) {

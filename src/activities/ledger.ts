@@ -4,7 +4,8 @@
  *
  * Exactly-once release rests on the database, not on Temporal: the hold row is locked, what to do is decided by the
  * rulebook (`decideRelease` in src/ledger/hold-rules.ts), and the hold is flipped in the same transaction that writes
- * the one ledger entry (unique idempotency key) and moves the amount from held to available. A second call, from a retry or a duplicate workflow, finds the row
+ * the one ledger entry (unique idempotency key) and moves the amount from held to available. A second call, from a
+ * retry or a duplicate workflow, finds the row
  * released and reports "already released" without writing anything.
  *
  * A release that can never succeed (RELEASE_FAILURE_TYPES in src/contracts/failures.ts) is not retried: the release
@@ -13,7 +14,15 @@
 import { cancellationSignal, heartbeat, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import type { ExpiredHoldsPage, HoldCursor, HoldRef, RejectedHold, ReleaseOutcome, SweepResult, SweepTotals } from '../contracts/domain.js';
+import type {
+  ExpiredHoldsPage,
+  HoldCursor,
+  HoldRef,
+  RejectedHold,
+  ReleaseOutcome,
+  SweepResult,
+  SweepTotals,
+} from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 import { retryHorizonFor } from '../delivery/policy.js';
@@ -41,7 +50,9 @@ export interface LedgerDeps {
   pool: pg.Pool;
   /** Where product metrics go (the runtime's Prometheus meter in workers); a no-op by default. */
   meter?: MetricMeter;
-  /** The server's workflow id limit (`limit.maxIDLength`); a hold whose ids would exceed it is rejected. Default 255. */
+  /**
+   * The server's workflow id limit (`limit.maxIDLength`); a hold whose ids would exceed it is rejected. Default 255.
+   */
   maxWorkflowIdLength?: number;
 }
 
@@ -77,7 +88,12 @@ export interface FinishSweepInput {
 
 export function createLedgerActivities({ region, pool, meter = noopMetricMeter, maxWorkflowIdLength }: LedgerDeps) {
   const { duplicateSuppressions } = deliveryMetrics(meter);
-  const releaseLag = meter.createHistogram('hold_sweeper_release_lag_seconds', 'float', '', 'from a hold’s expiry to its release in the ledger');
+  const releaseLag = meter.createHistogram(
+    'hold_sweeper_release_lag_seconds',
+    'float',
+    '',
+    'from a hold’s expiry to its release in the ledger',
+  );
   const holdIdBytes = maxHoldIdBytes(maxWorkflowIdLength);
   return {
     /**
@@ -111,7 +127,11 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
       const outcome = await inTransaction<ReleaseOutcome>(
         pool,
         async (tx) => {
-          const hold = await holds.lockHoldForRelease(tx, holdId, cutoff === undefined ? undefined : { cutoff, expiresAt });
+          const hold = await holds.lockHoldForRelease(
+            tx,
+            holdId,
+            cutoff === undefined ? undefined : { cutoff, expiresAt },
+          );
           const decision = decideRelease(hold);
           switch (decision.action) {
             case 'not_found':
@@ -123,7 +143,11 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
                 return { status: 'already_released', ...withHorizon(await holds.releasedEntry(tx, holdId)) };
               } catch (err) {
                 if (!(err instanceof ReleasedWithoutWebhook)) throw err;
-                log.warn('released hold without its webhook: nothing to deliver', { region, holdId, error: err.message });
+                log.warn('released hold without its webhook: nothing to deliver', {
+                  region,
+                  holdId,
+                  error: err.message,
+                });
                 return { status: 'rejected', holdId, code: err.name };
               }
             case 'rejected':
@@ -142,7 +166,12 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
           try {
             const released = withHorizon(await holds.releaseLockedHold(tx, holdId, hold!));
             releasedExpiry = hold!.expiresAt;
-            log.info('hold released', { region, holdId, ledgerEntryId: released.ledgerEntryId, webhookId: released.webhookId });
+            log.info('hold released', {
+              region,
+              holdId,
+              ledgerEntryId: released.ledgerEntryId,
+              webhookId: released.webhookId,
+            });
             return { status: 'released', ...released };
           } catch (err) {
             if (!(err instanceof InsufficientHeldBalance)) throw err;
@@ -156,7 +185,8 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
         RELEASE_LIMITS(),
       );
       // Committed: how long after its expiry the hold was released (a sweep's interval, plus the night's queue).
-      if (outcome.status === 'released' && releasedExpiry) releaseLag.record(Math.max(0, Date.now() - Date.parse(releasedExpiry)) / 1000, { region });
+      if (outcome.status === 'released' && releasedExpiry)
+        releaseLag.record(Math.max(0, Date.now() - Date.parse(releasedExpiry)) / 1000, { region });
       return outcome;
     },
 
@@ -164,7 +194,13 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
      * Waits (bounded) until no expired active hold at or before the cutoff is left, then records the sweep.
      * What is still unreleased at the end is reported, not failed: the next sweep picks it up.
      */
-    async finishSweep({ sweepId, cutoff, totals, releaseWaitMs, sweepExpiresAt }: FinishSweepInput): Promise<SweepResult> {
+    async finishSweep({
+      sweepId,
+      cutoff,
+      totals,
+      releaseWaitMs,
+      sweepExpiresAt,
+    }: FinishSweepInput): Promise<SweepResult> {
       const expires = sweepExpiresAt === undefined ? Infinity : Date.parse(sweepExpiresAt);
       const deadline = Math.min(Date.now() + releaseWaitMs, expires);
       let unreleased: number;

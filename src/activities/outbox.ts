@@ -37,10 +37,19 @@ export interface OutboxDeps {
 type Verdict = { kind: 'running' } | { kind: 'restarted'; workflowId: string } | { kind: 'unfixable'; why: string };
 
 export function createOutboxActivities({ region, pool, meter = noopMetricMeter }: OutboxDeps) {
-  const restarts = meter.createCounter('hold_sweeper_outbox_restarts', '1', 'pending webhooks whose delivery workflow the reconciler started again');
+  const restarts = meter.createCounter(
+    'hold_sweeper_outbox_restarts',
+    '1',
+    'pending webhooks whose delivery workflow the reconciler started again',
+  );
 
   /** Whether the webhook's workflow runs; if not, a new run of it. */
-  async function reconcileOne(client: Client, taskQueue: string, c: outbox.OutboxCandidate, quarantineTimeoutMs?: number): Promise<Verdict> {
+  async function reconcileOne(
+    client: Client,
+    taskQueue: string,
+    c: outbox.OutboxCandidate,
+    quarantineTimeoutMs?: number,
+  ): Promise<Verdict> {
     const kind = c.resend ? 'resend' : c.eventType === HOLD_RELEASED_EVENT ? 'release' : 'event';
     const workflowId = deliveryWorkflowId(region, { ...c, drivenBy: c.resend?.workflowId });
     let previous = 'none';
@@ -61,7 +70,12 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
             claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
           })
         : kind === 'release'
-          ? await startReleaseDelivery(client, where, { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt }, quarantineTimeoutMs)
+          ? await startReleaseDelivery(
+              client,
+              where,
+              { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt },
+              quarantineTimeoutMs,
+            )
           : await startEventDelivery(client, where, c);
       restarts.add(1, { region, kind });
       log.info('outbox: stranded webhook, its delivery started again', {
@@ -82,7 +96,10 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
           .describe()
           .catch(() => ({ status: { name: 'UNKNOWN' } }));
         if (status.name === 'RUNNING') return { kind: 'running' };
-        return { kind: 'unfixable', why: `${workflowId} is ${status.name} and its webhook still pending: not started again` };
+        return {
+          kind: 'unfixable',
+          why: `${workflowId} is ${status.name} and its webhook still pending: not started again`,
+        };
       }
       return { kind: 'unfixable', why: `starting ${workflowId} failed: ${(err as Error).message}` };
     }
@@ -124,7 +141,13 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
       }
       await merchantApi.markMerchantResendStarted(pool, r.id);
       restarts.add(1, { region, kind: 'merchant_resend' });
-      log.info('outbox: merchant resend started', { region, requestId: r.id, webhookId: r.webhookId, resendId: r.resendId, keyId: r.keyId });
+      log.info('outbox: merchant resend started', {
+        region,
+        requestId: r.id,
+        webhookId: r.webhookId,
+        resendId: r.resendId,
+        keyId: r.keyId,
+      });
     }
   }
 
@@ -159,7 +182,8 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
             } else {
               report.unfixable++;
               log.warn('outbox: stranded webhook not fixed', { region, webhookId, why: v.why });
-              if (report.unfixableWebhooks.length < LISTED_MAX) report.unfixableWebhooks.push({ webhookId, why: v.why });
+              if (report.unfixableWebhooks.length < LISTED_MAX)
+                report.unfixableWebhooks.push({ webhookId, why: v.why });
               else report.truncated = true;
             }
           });
@@ -175,7 +199,11 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
         running: report.running,
         restarted: report.restarted,
         unfixable: report.unfixable,
-        details: { restarted: report.restartedWebhooks, unfixable: report.unfixableWebhooks, truncated: report.truncated },
+        details: {
+          restarted: report.restartedWebhooks,
+          unfixable: report.unfixableWebhooks,
+          truncated: report.truncated,
+        },
       });
       log.info('outbox reconciled', {
         region,

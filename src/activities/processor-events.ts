@@ -1,6 +1,7 @@
 /**
  * Processor-event activities: apply one recorded event to its hold (`applyRecordedEvent`: the rulebook decides,
- * src/sql/processor-events.ts writes, under the hold's row lock, in one transaction), and record a human's skip of a missing one. Called by each hold's event workflow
+ * src/sql/processor-events.ts writes, under the hold's row lock, in one transaction), and record a human's skip of a
+ * missing one. Called by each hold's event workflow
  * (src/workflows/hold-events.ts) in the hold's sequence.
  */
 import { log } from '@temporalio/activity';
@@ -38,8 +39,10 @@ async function skipRequestRefusal(
   if (request.holdId !== holdId || request.sequence !== sequence)
     return `skip request ${requestId} is for hold ${request.holdId} sequence ${request.sequence}, not hold ${holdId} sequence ${sequence}`;
   if (request.status !== 'approved' || !request.approvedBy) return `skip request ${requestId} is not approved`;
-  if (samePerson(request.approvedBy, request.requestedBy)) return `skip request ${requestId} was approved by its own requester`;
-  if (!samePerson(request.approvedBy, by)) return `skip request ${requestId} was approved by ${request.approvedBy}, not ${by}`;
+  if (samePerson(request.approvedBy, request.requestedBy))
+    return `skip request ${requestId} was approved by its own requester`;
+  if (!samePerson(request.approvedBy, by))
+    return `skip request ${requestId} was approved by ${request.approvedBy}, not ${by}`;
   return undefined;
 }
 
@@ -66,23 +69,43 @@ export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Pr
   if (!found) return { status: 'unknown_event' };
   const { holdId, event, hold } = found;
   if (event.outcome !== null) {
-    return { status: 'already_applied', holdId, sequence: event.sequence, outcome: event.outcome, ...(await events.webhookOf(tx, event.webhookId)) };
+    return {
+      status: 'already_applied',
+      holdId,
+      sequence: event.sequence,
+      outcome: event.outcome,
+      ...(await events.webhookOf(tx, event.webhookId)),
+    };
   }
   const decided = decideEvent(hold, event, event.skipped);
-  if (decided.action === 'wait') return { status: 'waiting', holdId, sequence: event.sequence, expected: decided.expected };
+  if (decided.action === 'wait')
+    return { status: 'waiting', holdId, sequence: event.sequence, expected: decided.expected };
   let decision: EventApplication = decided;
 
   let ledgerEntryId: string | null = null;
   if (decision.entry && hold) {
-    ledgerEntryId = await holds.writeEventEntry(tx, eventId, { holdId, accountId: hold.accountId, currency: hold.currency }, decision.entry);
+    ledgerEntryId = await holds.writeEventEntry(
+      tx,
+      eventId,
+      { holdId, accountId: hold.accountId, currency: hold.currency },
+      decision.entry,
+    );
     if (ledgerEntryId === null) decision = eventShortBalance(event, hold.accountId);
   }
   if (hold) await holds.updateHoldForEvent(tx, holdId, event.sequence, decision);
   const webhookId =
-    decision.webhookType && hold ? await events.enqueueEventWebhook(tx, eventId, decision.webhookType, ledgerEntryId, decision.outcome) : null;
+    decision.webhookType && hold
+      ? await events.enqueueEventWebhook(tx, eventId, decision.webhookType, ledgerEntryId, decision.outcome)
+      : null;
   if (decision.review) await events.openReview(tx, eventId, holdId, decision.review);
   await events.recordEventOutcome(tx, eventId, decision, ledgerEntryId, webhookId);
-  return { status: 'applied', holdId, sequence: event.sequence, outcome: decision.outcome, ...(await events.webhookOf(tx, webhookId)) };
+  return {
+    status: 'applied',
+    holdId,
+    sequence: event.sequence,
+    outcome: decision.outcome,
+    ...(await events.webhookOf(tx, webhookId)),
+  };
 }
 
 export function createProcessorEventActivities({
@@ -91,7 +114,11 @@ export function createProcessorEventActivities({
   meter = noopMetricMeter,
   fourEyes = false,
 }: LedgerDeps & Pick<DeliveryDeps, 'fourEyes'>) {
-  const applied = meter.createCounter('hold_sweeper_processor_events_applied', '1', 'processor events applied, by outcome');
+  const applied = meter.createCounter(
+    'hold_sweeper_processor_events_applied',
+    '1',
+    'processor events applied, by outcome',
+  );
   const applyLag = meter.createHistogram(
     'hold_sweeper_processor_event_apply_lag_seconds',
     'float',
@@ -120,7 +147,13 @@ export function createProcessorEventActivities({
         applied.add(1, { outcome: result.outcome });
         const lag = await events.applyLagSeconds(pool, eventId);
         if (lag !== undefined) applyLag.record(lag, { region });
-        log.info('processor event applied', { region, eventId, holdId: result.holdId, sequence: result.sequence, outcome: result.outcome });
+        log.info('processor event applied', {
+          region,
+          eventId,
+          holdId: result.holdId,
+          sequence: result.sequence,
+          outcome: result.outcome,
+        });
       }
       const webhook = result.webhook && {
         webhookId: result.webhook.webhookId,
@@ -128,7 +161,13 @@ export function createProcessorEventActivities({
         merchantId: result.webhook.merchantId,
         retryHorizonMs: retryHorizonFor(result.webhook.merchantId, result.webhook.deliveryPolicy),
       };
-      return { status: result.status, eventId, sequence: result.sequence, outcome: result.outcome, ...(webhook ? { webhook } : {}) };
+      return {
+        status: result.status,
+        eventId,
+        sequence: result.sequence,
+        outcome: result.outcome,
+        ...(webhook ? { webhook } : {}),
+      };
     },
 
     /**
@@ -136,11 +175,24 @@ export function createProcessorEventActivities({
      * eyes, only as the approver of a skip request for exactly this hold and sequence, approved by someone other than
      * its requester (the ledger's record, not what the signal says); otherwise false, nothing written, and why logged.
      */
-    async skipProcessorSequence({ holdId, sequence, by, reason, requestId }: SkipProcessorSequenceInput): Promise<boolean> {
+    async skipProcessorSequence({
+      holdId,
+      sequence,
+      by,
+      reason,
+      requestId,
+    }: SkipProcessorSequenceInput): Promise<boolean> {
       if (fourEyes) {
         const refused = await skipRequestRefusal(pool, { holdId, sequence, by, requestId });
         if (refused) {
-          log.warn('processor sequence skip refused: four eyes', { region, holdId, sequence, by, requestId, why: refused });
+          log.warn('processor sequence skip refused: four eyes', {
+            region,
+            holdId,
+            sequence,
+            by,
+            requestId,
+            why: refused,
+          });
           return false;
         }
       }
@@ -149,7 +201,12 @@ export function createProcessorEventActivities({
         await events.recordSkip(tx, holdId, sequence, by, reason);
         return true;
       });
-      log.warn(skipped ? 'processor sequence skipped by an operator' : 'processor sequence skip did not apply', { region, holdId, sequence, by });
+      log.warn(skipped ? 'processor sequence skipped by an operator' : 'processor sequence skip did not apply', {
+        region,
+        holdId,
+        sequence,
+        by,
+      });
       return skipped;
     },
   };

@@ -32,8 +32,17 @@ export interface AdminServerOptions {
   log?: (line: string, fields: Record<string, unknown>) => void;
 }
 
-/** Errors that say what was wrong with the request or what the ledger refused: the caller reads their name and message. */
-const REJECTIONS = [OperatorError, ConfigError, InvalidMerchantSetting, InvalidEndpointUrl, InvalidDeliveryPolicyError, MissingSigningSecret];
+/**
+ * Errors that say what was wrong with the request or what the ledger refused: the caller reads their name and message.
+ */
+const REJECTIONS = [
+  OperatorError,
+  ConfigError,
+  InvalidMerchantSetting,
+  InvalidEndpointUrl,
+  InvalidDeliveryPolicyError,
+  MissingSigningSecret,
+];
 
 /** An OperatorError's answer: what does not exist is 404, a decision the state refuses is 409. */
 function statusOf(err: unknown): number {
@@ -51,7 +60,8 @@ function statusOf(err: unknown): number {
 
 /** The JSON error body: the error's name (an OperatorError's code beside it) and message; a 5xx says only that. */
 function errorBody(err: unknown, status: number, requestId: string) {
-  if (status >= 500) return { error: 'InternalError', message: `the request failed; its request id is ${requestId}`, requestId };
+  if (status >= 500)
+    return { error: 'InternalError', message: `the request failed; its request id is ${requestId}`, requestId };
   const e = err as Error & { code?: string; validation?: unknown };
   const name = e.validation ? 'InvalidRequest' : e.name;
   return { error: name, ...(err instanceof OperatorError ? { code: err.code } : {}), message: e.message, requestId };
@@ -89,7 +99,8 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
       info: {
         title: `hold-sweeper admin API (${context.region.region})`,
         version: '1',
-        description: 'Every operator verb of one region. Bearer tokens: OIDC access tokens of the configured issuer and audience.',
+        description:
+          'Every operator verb of one region. Bearer tokens: OIDC access tokens of the configured issuer and audience.',
       },
       components: { securitySchemes: { oidc: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' } } },
       security: [{ oidc: [] }],
@@ -98,7 +109,11 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
 
   const audit = async (request: FastifyRequest, status: number, detail: string | undefined) => {
     const verb = request.verb;
-    const input = { ...(request.params as object), ...(request.query as object), ...(request.body as object) } as VerbInput;
+    const input = {
+      ...(request.params as object),
+      ...(request.query as object),
+      ...(request.body as object),
+    } as VerbInput;
     await insertAudit(auditPool, {
       requestId: request.id,
       subject: request.identity?.subject,
@@ -117,7 +132,12 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
     $id: 'AdminError',
     type: 'object',
     required: ['error', 'message', 'requestId'],
-    properties: { error: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' }, requestId: { type: 'string' } },
+    properties: {
+      error: { type: 'string' },
+      code: { type: 'string' },
+      message: { type: 'string' },
+      requestId: { type: 'string' },
+    },
   });
 
   app.addHook('onRequest', async (request, reply) => {
@@ -131,14 +151,19 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
     const status = statusOf(err);
     const body = errorBody(err, status, request.id);
     await audit(request, status, `${body.error}: ${(err as Error).message}`.slice(0, 2000));
-    if (status >= 500) options.log?.('admin API request failed', { requestId: request.id, verb: request.verb?.id, error: String(err) });
+    if (status >= 500)
+      options.log?.('admin API request failed', { requestId: request.id, verb: request.verb?.id, error: String(err) });
     return reply.status(status).send(body);
   });
 
   app.setNotFoundHandler(async (request, reply) => {
     // Authenticated by the hook before it reached here: an unknown route is audited like any call.
     await audit(request, 404, 'NotFound');
-    return reply.status(404).send({ error: 'NotFound', message: `no route ${request.method} ${request.url.split('?')[0]}`, requestId: request.id });
+    return reply.status(404).send({
+      error: 'NotFound',
+      message: `no route ${request.method} ${request.url.split('?')[0]}`,
+      requestId: request.id,
+    });
   });
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
@@ -146,7 +171,12 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
 
   for (const verb of ADMIN_VERBS) {
     const params = pathParams(verb);
-    const fields = { type: 'object', additionalProperties: false, properties: verb.fields, ...(verb.required ? { required: verb.required } : {}) };
+    const fields = {
+      type: 'object',
+      additionalProperties: false,
+      properties: verb.fields,
+      ...(verb.required ? { required: verb.required } : {}),
+    };
     app.route({
       method: verb.method,
       url: verb.path,
@@ -160,14 +190,19 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
           ? {
               params: {
                 type: 'object',
-                properties: Object.fromEntries(params.map((p) => [p, { type: 'string', minLength: 1, maxLength: 200 }])),
+                properties: Object.fromEntries(
+                  params.map((p) => [p, { type: 'string', minLength: 1, maxLength: 200 }]),
+                ),
                 required: params,
               },
             }
           : {}),
         ...(verb.method === 'GET' ? { querystring: fields } : { body: fields }),
         response: {
-          200: { description: 'Done: what the verb returned.', ...(verb.response ?? { type: 'object', additionalProperties: true }) },
+          200: {
+            description: 'Done: what the verb returned.',
+            ...(verb.response ?? { type: 'object', additionalProperties: true }),
+          },
           ...Object.fromEntries(
             [
               [400, 'The input is invalid, or names a setting that cannot be used.'],
@@ -188,7 +223,11 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
         }
       },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const input = { ...(request.query as object), ...(request.body as object), ...(request.params as object) } as VerbInput;
+        const input = {
+          ...(request.query as object),
+          ...(request.body as object),
+          ...(request.params as object),
+        } as VerbInput;
         if (verb.actor) input[verb.actor] = request.identity!.subject;
         const result = await verb.run(context, input);
         await audit(request, 200, undefined);

@@ -18,7 +18,15 @@ import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { auditEntries } from '../sql/audit.js';
 import { apiKeysOf } from '../sql/merchant-api.js';
 import { createApiKey, revokeApiKey } from './merchant-keys.js';
-import { addMerchant, pauseMerchant, pingMerchant, resumeMerchant, rotateSigningSecret, setMerchant, showMerchant } from '../ops/merchants.js';
+import {
+  addMerchant,
+  pauseMerchant,
+  pingMerchant,
+  resumeMerchant,
+  rotateSigningSecret,
+  setMerchant,
+  showMerchant,
+} from '../ops/merchants.js';
 import {
   approveHold,
   approveReplayRequest,
@@ -34,14 +42,19 @@ import { approveResendRequest, previewResend, resendWebhookNow } from '../ops/re
 import { pauseSends, resumeSends, sendsStatus } from '../ops/send-pauses.js';
 import type { Role } from './identity.js';
 
-/** What a verb runs with: the region's ledger (the operators' role), its Temporal client, and the merchant secrets' keys. */
+/**
+ * What a verb runs with: the region's ledger (the operators' role), its Temporal client, and the merchant secrets'
+ * keys.
+ */
 export interface AdminContext {
   region: RegionConfig;
   pool: pg.Pool;
   /** Absent where only the ledger is reached (the CLI's merchant verbs, run locally). */
   client?: Client;
   fourEyes?: boolean;
-  /** Where a merchant endpoint may point (WEBHOOK_* of the configuration): `merchant add`, `set` and `ping` check it. */
+  /**
+   * Where a merchant endpoint may point (WEBHOOK_* of the configuration): `merchant add`, `set` and `ping` check it.
+   */
   webhooks: EndpointRules;
   secrets: SecretsAtRest;
 }
@@ -70,7 +83,9 @@ export interface AdminVerb {
   target?: string;
   /** Whether it needs Temporal (the rest read or write the ledger only). */
   temporal: boolean;
-  /** The JSON schema of its answer (200), published in the OpenAPI document; an object with any properties if unsaid. */
+  /**
+   * The JSON schema of its answer (200), published in the OpenAPI document; an object with any properties if unsaid.
+   */
   response?: Field;
   run(ctx: AdminContext, input: VerbInput): Promise<unknown>;
 }
@@ -80,17 +95,39 @@ const OPERATORS: readonly Role[] = ['operator'];
 const APPROVERS: readonly Role[] = ['approver'];
 const MERCHANT_ADMINS: readonly Role[] = ['merchant-admin'];
 
-const text = (description: string, extra: Field = {}): Field => ({ type: 'string', minLength: 1, maxLength: 2000, description, ...extra });
+const text = (description: string, extra: Field = {}): Field => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: 2000,
+  description,
+  ...extra,
+});
 const time = (description: string): Field => ({ type: 'string', format: 'date-time', description });
-const id = (description: string): Field => ({ type: 'string', minLength: 1, maxLength: 200, pattern: '^[A-Za-z0-9_.:-]+$', description });
-const REASONS: readonly QuarantineReason[] = ['rejected', 'exhausted', 'endpoint_gone', 'bad_url', 'missing_secret', 'invalid_policy'];
+const id = (description: string): Field => ({
+  type: 'string',
+  minLength: 1,
+  maxLength: 200,
+  pattern: '^[A-Za-z0-9_.:-]+$',
+  description,
+});
+const REASONS: readonly QuarantineReason[] = [
+  'rejected',
+  'exhausted',
+  'endpoint_gone',
+  'bad_url',
+  'missing_secret',
+  'invalid_policy',
+];
 const STATUSES: readonly DeliveryStatus[] = ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'];
 const selection = {
   merchant: id('only this merchant'),
   since: time('written at or after'),
   until: time('written before'),
 };
-const quarantineSelection = { ...selection, reason: { type: 'string', enum: REASONS, description: 'only this quarantine reason' } };
+const quarantineSelection = {
+  ...selection,
+  reason: { type: 'string', enum: REASONS, description: 'only this quarantine reason' },
+};
 
 /** An object with these properties required (more allowed: the answer is the verb's whole result). */
 const shape = (properties: Record<string, Field>, required = Object.keys(properties)): Field => ({
@@ -101,7 +138,11 @@ const shape = (properties: Record<string, Field>, required = Object.keys(propert
 });
 const anyObject: Field = { type: 'object', additionalProperties: true };
 const list = (item: Record<string, Field> = {}): Field => shape({ items: { type: 'array', items: shape(item) } });
-const frozen = shape({ id: { type: 'string' }, count: { type: 'integer', minimum: 0 }, webhookIds: { type: 'array', items: { type: 'string' } } });
+const frozen = shape({
+  id: { type: 'string' },
+  count: { type: 'integer', minimum: 0 },
+  webhookIds: { type: 'array', items: { type: 'string' } },
+});
 const approval = shape(
   {
     id: { type: 'string' },
@@ -113,7 +154,13 @@ const approval = shape(
 );
 const decision = shape({ outcome: { type: 'string', enum: ['applied', 'ignored', 'rejected', 'unavailable'] } });
 const merchantView = shape(
-  { id: { type: 'string' }, name: { type: 'string' }, status: { type: 'string' }, endpointUrl: { type: 'string' }, budget: anyObject },
+  {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    status: { type: 'string' },
+    endpointUrl: { type: 'string' },
+    budget: anyObject,
+  },
   ['id', 'name', 'status', 'endpointUrl', 'budget'],
 );
 const merchantChange = shape({ changed: { type: 'boolean' }, merchant: merchantView });
@@ -186,7 +233,11 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     method: 'GET',
     path: '/v1/webhooks',
     roles: EVERYONE,
-    fields: { ...selection, status: { type: 'string', enum: STATUSES }, limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 } },
+    fields: {
+      ...selection,
+      status: { type: 'string', enum: STATUSES },
+      limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 },
+    },
     required: ['status'],
     temporal: false,
     response: list(),
@@ -222,7 +273,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/replay-requests/:requestId/approve',
     roles: APPROVERS,
     actor: 'by',
-    fields: { ticket: text('the change ticket'), rate: { type: 'number', exclusiveMinimum: 0, description: 'signals per second' } },
+    fields: {
+      ticket: text('the change ticket'),
+      rate: { type: 'number', exclusiveMinimum: 0, description: 'signals per second' },
+    },
     target: 'requestId',
     temporal: true,
     response: approval,
@@ -245,7 +299,8 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'id',
     temporal: true,
     response: decision,
-    run: (ctx, input) => approveHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
+    run: (ctx, input) =>
+      approveHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
   },
   {
     id: 'quarantine.discard',
@@ -265,7 +320,8 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
   {
     id: 'webhook.resend',
     command: 'resend',
-    summary: 'Send a webhook at an end again (same id and payload, fresh signature). Four eyes: refused; use a resend request.',
+    summary:
+      'Send a webhook at an end again (same id and payload, fresh signature). Four eyes: refused; use a resend request.',
     method: 'POST',
     path: '/v1/webhooks/:webhookId/resend',
     roles: APPROVERS,
@@ -275,7 +331,14 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'webhookId',
     temporal: true,
     response: shape({ resendId: { type: 'string' }, workflowId: { type: 'string' }, webhookId: { type: 'string' } }),
-    run: (ctx, input) => resendWebhookNow(ops(ctx), str(input, 'webhookId')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
+    run: (ctx, input) =>
+      resendWebhookNow(
+        ops(ctx),
+        str(input, 'webhookId')!,
+        str(input, 'by')!,
+        str(input, 'reason')!,
+        str(input, 'ticket'),
+      ),
   },
   {
     id: 'resend.preview',
@@ -306,7 +369,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/resend-requests/:requestId/approve',
     roles: APPROVERS,
     actor: 'by',
-    fields: { ticket: text('the change ticket'), rate: { type: 'number', exclusiveMinimum: 0, description: 'resends started per second' } },
+    fields: {
+      ticket: text('the change ticket'),
+      rate: { type: 'number', exclusiveMinimum: 0, description: 'resends started per second' },
+    },
     target: 'requestId',
     temporal: true,
     response: approval,
@@ -396,10 +462,20 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     method: 'POST',
     path: '/v1/merchants/:merchantId/rotate-secret',
     roles: MERCHANT_ADMINS,
-    fields: { overlapMs: { type: 'integer', minimum: 0, description: 'how long the old secret also signs, ms (24 h unless given)' } },
+    fields: {
+      overlapMs: {
+        type: 'integer',
+        minimum: 0,
+        description: 'how long the old secret also signs, ms (24 h unless given)',
+      },
+    },
     target: 'merchantId',
     temporal: false,
-    response: shape({ merchant: merchantView, signingSecret: { type: 'string', pattern: '^whsec_' }, previousSignsUntil: { type: 'string' } }),
+    response: shape({
+      merchant: merchantView,
+      signingSecret: { type: 'string', pattern: '^whsec_' },
+      previousSignsUntil: { type: 'string' },
+    }),
     run: (ctx, input) => rotateSigningSecret(ctx.pool, ctx.secrets, str(input, 'merchantId')!, num(input, 'overlapMs')),
   },
   {
@@ -424,7 +500,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     actor: 'by',
     fields: {
       label: text('what the key is for'),
-      rate: { type: 'number', exclusiveMinimum: 0, maximum: 1000, description: 'requests per second the key may make (5)' },
+      rate: {
+        type: 'number',
+        exclusiveMinimum: 0,
+        maximum: 1000,
+        description: 'requests per second the key may make (5)',
+      },
       burst: { type: 'integer', minimum: 1, maximum: 10000, description: 'requests at once above the rate (10)' },
     },
     target: 'merchantId',
@@ -480,7 +561,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'holdId',
     temporal: true,
-    response: shape({ holdId: { type: 'string' }, events: { type: 'array' }, skips: { type: 'array' }, reviews: { type: 'array' } }),
+    response: shape({
+      holdId: { type: 'string' },
+      events: { type: 'array' },
+      skips: { type: 'array' },
+      reviews: { type: 'array' },
+    }),
     run: (ctx, input) => holdEvents(ops(ctx), str(input, 'holdId')!),
   },
   {
@@ -496,7 +582,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'holdId',
     temporal: true,
     run: async (ctx, input) => {
-      const [holdId, sequence, by, reason] = [str(input, 'holdId')!, num(input, 'sequence')!, str(input, 'by')!, str(input, 'reason')!];
+      const [holdId, sequence, by, reason] = [
+        str(input, 'holdId')!,
+        num(input, 'sequence')!,
+        str(input, 'by')!,
+        str(input, 'reason')!,
+      ];
       if (ctx.fourEyes) return { requested: await requestSkip(ops(ctx), holdId, sequence, by, reason) };
       return { skipped: await skipMissingEvent(ops(ctx), holdId, sequence, by, reason) };
     },
@@ -627,7 +718,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
       outcome: { type: 'string', enum: ['ok', 'refused', 'rejected', 'failed'] },
       status: { type: 'integer' },
     }),
-    run: (ctx, input) => auditEntries(ctx.pool, { since: str(input, 'since'), subject: str(input, 'subject'), limit: num(input, 'limit') ?? 50 }),
+    run: (ctx, input) =>
+      auditEntries(ctx.pool, {
+        since: str(input, 'since'),
+        subject: str(input, 'subject'),
+        limit: num(input, 'limit') ?? 50,
+      }),
   },
 ];
 

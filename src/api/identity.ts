@@ -47,7 +47,9 @@ export async function createTokenVerifier(options: VerifierOptions): Promise<Tok
   if (!response.ok) throw new Error(`the OIDC issuer's discovery document ${discovery} answered ${response.status}`);
   const metadata = (await response.json()) as { issuer?: string; jwks_uri?: string };
   if (metadata.issuer !== options.issuer) {
-    throw new Error(`the OIDC discovery document at ${discovery} names issuer ${metadata.issuer}, not ${options.issuer}`);
+    throw new Error(
+      `the OIDC discovery document at ${discovery} names issuer ${metadata.issuer}, not ${options.issuer}`,
+    );
   }
   if (!metadata.jwks_uri) throw new Error(`the OIDC discovery document at ${discovery} names no jwks_uri`);
   const keys = createRemoteJWKSet(new URL(metadata.jwks_uri));
@@ -73,8 +75,10 @@ export async function createTokenVerifier(options: VerifierOptions): Promise<Tok
 
 function describe(err: unknown): string {
   if (err instanceof errors.JWTExpired) return 'expired';
-  if (err instanceof errors.JWTClaimValidationFailed) return `${err.claim} ${err.reason === 'check_failed' ? 'is not the expected one' : err.reason}`;
-  if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWSSignatureVerificationFailed) return 'not signed by the issuer';
+  if (err instanceof errors.JWTClaimValidationFailed)
+    return `${err.claim} ${err.reason === 'check_failed' ? 'is not the expected one' : err.reason}`;
+  if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWSSignatureVerificationFailed)
+    return 'not signed by the issuer';
   if (err instanceof errors.JOSEError) return err.code;
   return 'malformed';
 }

@@ -19,7 +19,8 @@ export function parseApiKey(presented: string): { id: string; secret: string } |
 }
 
 /** Whether `secret` is the one whose hash the ledger keeps (constant time). */
-export const secretMatches = (secret: string, stored: Buffer) => stored.length === 32 && timingSafeEqual(sha256(secret), stored);
+export const secretMatches = (secret: string, stored: Buffer) =>
+  stored.length === 32 && timingSafeEqual(sha256(secret), stored);
 
 export interface CreatedKey {
   id: string;
@@ -41,7 +42,8 @@ export async function createApiKey(
   const burst = options.burst ?? 10;
   if (!(ratePerSecond > 0 && ratePerSecond <= 1000))
     throw new InvalidMerchantSetting('rate', ratePerSecond, 'requests per second for this key, > 0 and <= 1000');
-  if (!Number.isInteger(burst) || burst < 1 || burst > 10_000) throw new InvalidMerchantSetting('burst', burst, 'a whole number of requests, >= 1');
+  if (!Number.isInteger(burst) || burst < 1 || burst > 10_000)
+    throw new InvalidMerchantSetting('burst', burst, 'a whole number of requests, >= 1');
   const id = `mk_${randomBytes(8).toString('hex')}`;
   const secret = randomBytes(32).toString('base64url');
   const added = await keys.insertApiKey(pool, {
@@ -57,7 +59,12 @@ export async function createApiKey(
   return { id, merchantId, apiKey: `hsk_${id}_${secret}`, ratePerSecond, burst };
 }
 
-export async function revokeApiKey(pool: pg.Pool, keyId: string, by: string): Promise<{ id: string; revokedBy: string }> {
-  if (!(await keys.revokeApiKey(pool, keyId, by))) throw new OperatorError('ApiKeyNotFound', `no live API key ${keyId} in this region`);
+export async function revokeApiKey(
+  pool: pg.Pool,
+  keyId: string,
+  by: string,
+): Promise<{ id: string; revokedBy: string }> {
+  if (!(await keys.revokeApiKey(pool, keyId, by)))
+    throw new OperatorError('ApiKeyNotFound', `no live API key ${keyId} in this region`);
   return { id: keyId, revokedBy: by };
 }

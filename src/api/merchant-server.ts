@@ -110,7 +110,10 @@ const webhookIdParam = {
   properties: { webhookId: { type: 'string', minLength: 1, maxLength: 200 } },
 };
 
-export async function buildMerchantServer(options: MerchantServerOptions, now: () => number = Date.now): Promise<FastifyInstance> {
+export async function buildMerchantServer(
+  options: MerchantServerOptions,
+  now: () => number = Date.now,
+): Promise<FastifyInstance> {
   const { pool } = options;
   const budgets = keyBudgets(now);
   const startsWithinSeconds = Math.round((options.resendsStartWithinMs ?? 5 * 60_000) / 1000);
@@ -133,7 +136,8 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
       info: {
         title: `hold-sweeper merchant API (${options.region})`,
         version: '1',
-        description: 'Your webhooks, their attempts and payloads, and resends. Authorization: Bearer hsk_<key id>_<secret>.',
+        description:
+          'Your webhooks, their attempts and payloads, and resends. Authorization: Bearer hsk_<key id>_<secret>.',
       },
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } } },
       security: [{ apiKey: [] }],
@@ -150,7 +154,14 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
       method: request.method,
       path: request.url.split('?')[0]!,
       target: params?.webhookId ?? params?.requestId,
-      outcome: status < 400 ? 'ok' : status === 401 || status === 403 || status === 429 ? 'refused' : status < 500 ? 'rejected' : 'failed',
+      outcome:
+        status < 400
+          ? 'ok'
+          : status === 401 || status === 403 || status === 429
+            ? 'refused'
+            : status < 500
+              ? 'rejected'
+              : 'failed',
       status,
       detail,
     }).catch((err: unknown) => options.log?.('audit write failed', { requestId: request.id, error: String(err) }));
@@ -161,13 +172,16 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
     if (request.url === '/healthz' || request.url === '/openapi.json') return;
     const presented = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1];
     const parsed = presented === undefined ? undefined : parseApiKey(presented);
-    if (!parsed) throw new Refusal(401, 'Unauthenticated', 'an API key is required: Authorization: Bearer hsk_<key id>_<secret>');
+    if (!parsed)
+      throw new Refusal(401, 'Unauthenticated', 'an API key is required: Authorization: Bearer hsk_<key id>_<secret>');
     const key = await ledger.keyForAuth(pool, parsed.id);
     // One answer for an unknown key, a wrong secret and a revoked key: which it was is not the caller's to learn.
-    if (!key || key.revoked || !secretMatches(parsed.secret, key.secretSha256)) throw new Refusal(401, 'Unauthenticated', 'the API key is not valid');
+    if (!key || key.revoked || !secretMatches(parsed.secret, key.secretSha256))
+      throw new Refusal(401, 'Unauthenticated', 'the API key is not valid');
     request.merchant = { merchantId: key.merchantId, keyId: key.id };
     const wait = budgets.take(key.id, key.ratePerSecond, key.burst);
-    if (wait !== undefined) throw new Refusal(429, 'RateLimited', `this key makes at most ${key.ratePerSecond} requests per second`, wait);
+    if (wait !== undefined)
+      throw new Refusal(429, 'RateLimited', `this key makes at most ${key.ratePerSecond} requests per second`, wait);
     await ledger.touchApiKey(pool, key.id);
   });
 
@@ -177,13 +191,18 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
     const name = err instanceof Refusal ? err.name : validation ? 'InvalidRequest' : 'InternalError';
     const message = status >= 500 ? `the request failed; its request id is ${request.id}` : err.message;
     if (status >= 500) options.log?.('merchant API request failed', { requestId: request.id, error: String(err) });
-    if (err instanceof Refusal && err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
+    if (err instanceof Refusal && err.retryAfterSeconds !== undefined)
+      reply.header('retry-after', String(err.retryAfterSeconds));
     await audit(request, status, `${name}: ${message}`.slice(0, 2000));
     return reply.status(status).send({ error: name, message, requestId: request.id });
   });
   app.setNotFoundHandler(async (request, reply) => {
     await audit(request, 404, 'NotFound');
-    return reply.status(404).send({ error: 'NotFound', message: `no route ${request.method} ${request.url.split('?')[0]}`, requestId: request.id });
+    return reply.status(404).send({
+      error: 'NotFound',
+      message: `no route ${request.method} ${request.url.split('?')[0]}`,
+      requestId: request.id,
+    });
   });
 
   app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
@@ -229,7 +248,8 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
       config: { operation: 'webhooks.get' },
       schema: {
         operationId: 'webhooks.get',
-        summary: 'One of your webhooks: the exact payload it is sent with (sign-checked bytes), its attempts and resends.',
+        summary:
+          'One of your webhooks: the exact payload it is sent with (sign-checked bytes), its attempts and resends.',
         params: webhookIdParam,
         response: {
           200: {
@@ -241,7 +261,11 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
                 type: 'array',
                 items: {
                   type: 'object',
-                  properties: { resendId: { type: 'string' }, policyRun: { type: 'integer' }, requestedAt: { type: 'string' } },
+                  properties: {
+                    resendId: { type: 'string' },
+                    policyRun: { type: 'integer' },
+                    requestedAt: { type: 'string' },
+                  },
                 },
               },
             },
@@ -265,7 +289,10 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
       requestId: { type: 'string' },
       webhookId: { type: 'string' },
       resendId: { type: 'string' },
-      state: { type: 'string', description: 'waiting (to start), started, sending, delivered, quarantined, discarded, abandoned' },
+      state: {
+        type: 'string',
+        description: 'waiting (to start), started, sending, delivered, quarantined, discarded, abandoned',
+      },
       startsWithinSeconds: { type: 'integer' },
     },
   };
@@ -275,11 +302,22 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
     const { merchantId, keyId } = request.merchant!;
     const requestId = `mr_${randomBytes(10).toString('hex')}`;
     const resendId = `rs_${randomBytes(10).toString('hex')}`;
-    const result = await ledger.insertMerchantResendRequest(pool, { id: requestId, merchantId, webhookId, keyId, resendId });
+    const result = await ledger.insertMerchantResendRequest(pool, {
+      id: requestId,
+      merchantId,
+      webhookId,
+      keyId,
+      resendId,
+    });
     if (result.recorded) return { requestId, webhookId, resendId, state: 'waiting', startsWithinSeconds };
     if (result.why === 'not-found') throw notFound(webhookId);
-    if (result.why === 'already-waiting') throw new Refusal(409, 'ResendWaiting', `a resend of ${webhookId} you asked for is waiting to start`);
-    throw new Refusal(409, 'NotAtAnEnd', `webhook ${webhookId} is ${result.status}: only a delivered, discarded or abandoned webhook is sent again`);
+    if (result.why === 'already-waiting')
+      throw new Refusal(409, 'ResendWaiting', `a resend of ${webhookId} you asked for is waiting to start`);
+    throw new Refusal(
+      409,
+      'NotAtAnEnd',
+      `webhook ${webhookId} is ${result.status}: only a delivered, discarded or abandoned webhook is sent again`,
+    );
   }
 
   app.post(
@@ -288,7 +326,8 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
       config: { operation: 'webhooks.resend' },
       schema: {
         operationId: 'webhooks.resend',
-        summary: 'Send a webhook at an end again: same webhook id and payload, a fresh signature. Starts within the answer’s seconds.',
+        summary:
+          'Send a webhook at an end again: same webhook id and payload, a fresh signature. Starts within the answer’s seconds.',
         params: webhookIdParam,
         response: { 202: requestSchema, ...errors(401, 404, 409, 429) },
       },
@@ -312,15 +351,24 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
           type: 'object',
           additionalProperties: false,
           required: ['since', 'until'],
-          properties: { since: { type: 'string', format: 'date-time' }, until: { type: 'string', format: 'date-time' } },
+          properties: {
+            since: { type: 'string', format: 'date-time' },
+            until: { type: 'string', format: 'date-time' },
+          },
         },
         response: {
           202: {
             type: 'object',
             properties: {
               requested: { type: 'array', items: requestSchema },
-              skipped: { type: 'array', items: { type: 'object', properties: { webhookId: { type: 'string' }, why: { type: 'string' } } } },
-              more: { type: 'boolean', description: 'more webhooks match: ask again with since = the last one’s createdAt' },
+              skipped: {
+                type: 'array',
+                items: { type: 'object', properties: { webhookId: { type: 'string' }, why: { type: 'string' } } },
+              },
+              more: {
+                type: 'boolean',
+                description: 'more webhooks match: ask again with since = the last one’s createdAt',
+              },
             },
           },
           ...errors(400, 401, 429),
@@ -354,7 +402,11 @@ export async function buildMerchantServer(options: MerchantServerOptions, now: (
       schema: {
         operationId: 'resends.get',
         summary: 'Where a resend you asked for stands.',
-        params: { type: 'object', required: ['requestId'], properties: { requestId: { type: 'string', minLength: 1, maxLength: 100 } } },
+        params: {
+          type: 'object',
+          required: ['requestId'],
+          properties: { requestId: { type: 'string', minLength: 1, maxLength: 100 } },
+        },
         response: {
           200: {
             type: 'object',

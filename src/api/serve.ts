@@ -7,11 +7,14 @@ import fs from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { ListenerConfig } from '../config.js';
 
-export const logLine = (level: string, msg: string, fields: Record<string, unknown> = {}) => console.log(JSON.stringify({ level, msg, ...fields }));
+export const logLine = (level: string, msg: string, fields: Record<string, unknown> = {}) =>
+  console.log(JSON.stringify({ level, msg, ...fields }));
 
 /** The listener's certificate and key, when it has its own TLS. */
 export async function tlsOf(listener: ListenerConfig): Promise<{ cert: Buffer; key: Buffer } | undefined> {
-  return listener.tls ? { cert: await fs.readFile(listener.tls.certFile), key: await fs.readFile(listener.tls.keyFile) } : undefined;
+  return listener.tls
+    ? { cert: await fs.readFile(listener.tls.certFile), key: await fs.readFile(listener.tls.keyFile) }
+    : undefined;
 }
 
 /** Listens, says so (`what listening`, with `fields`), and stops on a signal: the app, then `release`. */

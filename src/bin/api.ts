@@ -37,7 +37,12 @@ async function main() {
   const secrets = { region: region.region, sealer: localKeyRing(region.secretKeys) };
   const pool = createPool(databaseUrl, { max: 8 });
   // Production: the operators' own role (not a superuser, not the owner) and the schema current.
-  await readyLedger(pool, { mode: config.mode, service: 'ops', variable: `DATABASE_URL_${up}`, secrets: () => secrets });
+  await readyLedger(pool, {
+    mode: config.mode,
+    service: 'ops',
+    variable: `DATABASE_URL_${up}`,
+    secrets: () => secrets,
+  });
   const verifier = await createTokenVerifier(api);
   const connection = lazyClientConnection(region.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(region.temporal ?? PLAINTEXT, [connection], (err) =>

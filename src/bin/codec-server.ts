@@ -21,8 +21,12 @@ const address = config.codecServer.address;
 if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
 const codecs = new Map(
   config.regions.map((region) => {
-    if (!region.payloadKeys) throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, "the region's keys");
-    return [region.namespace, new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted: 'pass' })] as const;
+    if (!region.payloadKeys)
+      throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, "the region's keys");
+    return [
+      region.namespace,
+      new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted: 'pass' }),
+    ] as const;
   }),
 );
 const separator = address.lastIndexOf(':');
@@ -31,13 +35,23 @@ const server = await startCodecServer({
   corsOrigins: config.codecServer.corsOrigins,
   authToken: config.codecServer.authToken,
   // Anyone with a role may read what they can see in the Web UI (Temporal decides what that is, per namespace).
-  ...(config.codecServer.oidc ? { identity: { authenticate: (await createTokenVerifier(config.codecServer.oidc)).verify, roles: ROLES } } : {}),
+  ...(config.codecServer.oidc
+    ? { identity: { authenticate: (await createTokenVerifier(config.codecServer.oidc)).verify, roles: ROLES } }
+    : {}),
   ...(config.codecServer.tls
-    ? { https: { cert: await fs.readFile(config.codecServer.tls.certFile), key: await fs.readFile(config.codecServer.tls.keyFile) } }
+    ? {
+        https: {
+          cert: await fs.readFile(config.codecServer.tls.certFile),
+          key: await fs.readFile(config.codecServer.tls.keyFile),
+        },
+      }
     : {}),
   log: (entry) => console.log(JSON.stringify(entry)),
   host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
   port: Number(address.slice(separator + 1)),
 });
-console.log(JSON.stringify({ level: 'info', msg: 'codec endpoint serving', url: server.url, namespaces: [...codecs.keys()] }));
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void server.stop().then(() => process.exit(0)));
+console.log(
+  JSON.stringify({ level: 'info', msg: 'codec endpoint serving', url: server.url, namespaces: [...codecs.keys()] }),
+);
+for (const signal of ['SIGINT', 'SIGTERM'] as const)
+  process.once(signal, () => void server.stop().then(() => process.exit(0)));

@@ -2,7 +2,8 @@
  * The merchant API of one region (src/api/merchant-server.ts): internet-facing, on its own database role.
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us \
- *   DATABASE_URL_US=postgres://hold_sweeper_merchant_api@... MERCHANT_API_TLS_CERT_FILE=... MERCHANT_API_TLS_KEY_FILE=... \
+ *   DATABASE_URL_US=postgres://hold_sweeper_merchant_api@... MERCHANT_API_TLS_CERT_FILE=...
+ *   MERCHANT_API_TLS_KEY_FILE=... \
  *   npm run merchant-api
  *
  * It holds no Temporal address, payload key or merchant secret: a resend a merchant asks for is started by the
@@ -25,7 +26,8 @@ async function main() {
   const up = region.region.toUpperCase();
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
-  if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the merchant API’s role');
+  if (!databaseUrl)
+    throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the merchant API’s role');
   const pool = createPool(databaseUrl, { max: 8 });
   await readyLedger(pool, {
     mode: config.mode,

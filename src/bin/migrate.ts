@@ -4,7 +4,8 @@
  * with the region's current key (MERCHANT_SECRET_KEYS_<R>), every service role's privileges (src/db/grants.sql).
  * Production services never migrate: they check the schema is current and refuse to start otherwise.
  *
- *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us DATABASE_URL_US=postgres://hold_sweeper_migrator:...@.../hold_sweeper_us \
+ *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us
+ *   DATABASE_URL_US=postgres://hold_sweeper_migrator:...@.../hold_sweeper_us \
  *   MERCHANT_SECRET_KEYS_US=k1:<base64> npm run migrate            (in the image: node dist/bin/migrate.js)
  *
  * Exit codes: 0 done (or nothing to do), 2 a configuration error, 1 a migration failed (nothing of it applied).
@@ -24,13 +25,24 @@ async function main(): Promise<number> {
   for (const region of config.regions) {
     const up = region.region.toUpperCase();
     const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
-    if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL of the schema owner (hold_sweeper_migrator)');
+    if (!databaseUrl)
+      throw new ConfigError(
+        `DATABASE_URL_${up}`,
+        undefined,
+        'a postgres:// URL of the schema owner (hold_sweeper_migrator)',
+      );
     const pool = createPool(databaseUrl, { max: 1 });
     try {
       if (config.mode === 'production') {
-        const { rows } = await pool.query<{ superuser: boolean }>('SELECT rolsuper AS superuser FROM pg_roles WHERE rolname = current_user');
+        const { rows } = await pool.query<{ superuser: boolean }>(
+          'SELECT rolsuper AS superuser FROM pg_roles WHERE rolname = current_user',
+        );
         if (rows[0]?.superuser) {
-          throw new ConfigError(`DATABASE_URL_${up}`, '(redacted: a superuser)', 'the schema owner, hold_sweeper_migrator, which is no superuser');
+          throw new ConfigError(
+            `DATABASE_URL_${up}`,
+            '(redacted: a superuser)',
+            'the schema owner, hold_sweeper_migrator, which is no superuser',
+          );
         }
       }
       const applied = await migrate(pool, { region: region.region, sealer: localKeyRing(region.secretKeys) });

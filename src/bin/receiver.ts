@@ -25,7 +25,11 @@ async function main() {
   // Its role may not read a merchant secret, so in production it does not hold their key ring either.
   const config = loadConfig(process.env, ENTRY_POINTS.receiver);
   if (config.regions.length !== 1) {
-    throw new ConfigError('HOLD_SWEEPER_REGIONS', config.regions.map((r) => r.region).join(','), 'exactly one region: one receiver per region');
+    throw new ConfigError(
+      'HOLD_SWEEPER_REGIONS',
+      config.regions.map((r) => r.region).join(','),
+      'exactly one region: one receiver per region',
+    );
   }
   const configured = config.regions[0]!;
   const processor = loadProcessorConfig(process.env, configured.region, config.mode);
@@ -49,9 +53,15 @@ async function main() {
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>
-    console.error(JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', error: `${err.name}: ${err.message}` })),
+    console.error(
+      JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', error: `${err.name}: ${err.message}` }),
+    ),
   );
-  const client = new Client({ connection, namespace: configured.namespace, dataConverter: dataConverterFor(configured) });
+  const client = new Client({
+    connection,
+    namespace: configured.namespace,
+    dataConverter: dataConverterFor(configured),
+  });
   const receiver = createProcessorReceiver({
     region: configured.region,
     pool,

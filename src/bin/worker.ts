@@ -5,7 +5,8 @@
  * advisory lock, so replicas starting together are safe) and the region's schedule is ensured.
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=eu TEMPORAL_ADDRESS=temporal:7233 \
- *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> MERCHANT_SECRET_KEYS_EU=k1:<base64> npm run worker
+ *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> MERCHANT_SECRET_KEYS_EU=k1:<base64> npm run
+ *   worker
  *
  * Each region's worker also erases rotated-out merchant secrets past their overlap, on an interval beside its gauges.
  */
@@ -26,7 +27,13 @@ import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { ensureOutboxSchedule, ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
 import { buildIdOf } from '../workers/deployment.js';
-import { bundleWorkflows, createRegionWorker, ledgerPoolOptions, runRegionWorker, SHUTDOWN_GRACE_MS } from '../workers/region-worker.js';
+import {
+  bundleWorkflows,
+  createRegionWorker,
+  ledgerPoolOptions,
+  runRegionWorker,
+  SHUTDOWN_GRACE_MS,
+} from '../workers/region-worker.js';
 import { startSecretErasure } from '../workers/secret-erasure.js';
 
 /** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
@@ -57,7 +64,11 @@ async function main() {
       ? {
           metrics: {
             // Prometheus's conventions: counters end in _total, durations are seconds (PROMETHEUS_EXPORT).
-            prometheus: { bindAddress: config.observability.metricsAddress, ...PROMETHEUS_EXPORT, histogramBucketOverrides: LATENCY_BUCKETS },
+            prometheus: {
+              bindAddress: config.observability.metricsAddress,
+              ...PROMETHEUS_EXPORT,
+              histogramBucketOverrides: LATENCY_BUCKETS,
+            },
           },
         }
       : undefined,
@@ -75,12 +86,18 @@ async function main() {
         }),
       }
     : await bundleWorkflows();
-  const version = { deploymentName: config.deployment.deploymentName, buildId: buildIdOf(workflowBundle, config.deployment.buildId) };
+  const version = {
+    deploymentName: config.deployment.deploymentName,
+    buildId: buildIdOf(workflowBundle, config.deployment.buildId),
+  };
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
   // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const tuning = config.worker.maxCachedWorkflows === undefined ? undefined : { maxCachedWorkflows: config.worker.maxCachedWorkflows };
+  const tuning =
+    config.worker.maxCachedWorkflows === undefined
+      ? undefined
+      : { maxCachedWorkflows: config.worker.maxCachedWorkflows };
   // A connection for each of the worker's activity and local-activity slots (see ledgerPoolOptions).
   const poolOptions = ledgerPoolOptions(tuning);
   for (const configured of config.regions) {
@@ -91,13 +108,20 @@ async function main() {
       databaseUrl: configured.databaseUrl ?? devStack?.databaseUrl[configured.region],
     };
     const orRunningStack = config.mode === 'dev' ? ', or a running `npm start` to join' : '';
-    if (!region.temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);
-    if (!region.databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, `a postgres:// URL${orRunningStack}`);
+    if (!region.temporalAddress)
+      throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);
+    if (!region.databaseUrl)
+      throw new ConfigError(`DATABASE_URL_${up}`, undefined, `a postgres:// URL${orRunningStack}`);
     const pool = createPool(region.databaseUrl, poolOptions);
     // MERCHANT_SECRET_KEYS_<R>: migrate seals and re-seals with it, the delivery activities open with it.
     const sealer = localKeyRing(region.secretKeys);
     await whenReachable('ledger database', () =>
-      readyLedger(pool, { mode: config.mode, service: 'worker', variable: `DATABASE_URL_${up}`, secrets: () => ({ region: region.region, sealer }) }),
+      readyLedger(pool, {
+        mode: config.mode,
+        service: 'worker',
+        variable: `DATABASE_URL_${up}`,
+        secrets: () => ({ region: region.region, sealer }),
+      }),
     );
     const address = region.temporalAddress;
     const settings = region.temporal ?? PLAINTEXT;
@@ -109,7 +133,12 @@ async function main() {
     // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
     const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>
       console.error(
-        JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', region: region.region, error: `${err.name}: ${err.message}` }),
+        JSON.stringify({
+          level: 'warn',
+          msg: 'Temporal API key not refreshed',
+          region: region.region,
+          error: `${err.name}: ${err.message}`,
+        }),
       ),
     );
     const worker = await createRegionWorker({
@@ -147,7 +176,8 @@ async function main() {
       deployment: version.deploymentName,
       buildId: version.buildId,
       setCurrent: config.deployment.setCurrent,
-      currentVersion: running.setCurrent.status === 'left' ? (running.setCurrent.current ?? 'none') : running.setCurrent.status,
+      currentVersion:
+        running.setCurrent.status === 'left' ? (running.setCurrent.current ?? 'none') : running.setCurrent.status,
       metrics: config.observability.metricsAddress,
       merchantLabel: config.observability.merchantLabel,
       ledgerPoolMax: poolOptions.max,

@@ -60,7 +60,9 @@ const toPayload = (p: JsonPayload): Payload => ({
 });
 
 const toJson = (p: Payload): JsonPayload => ({
-  metadata: Object.fromEntries(Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+  metadata: Object.fromEntries(
+    Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+  ),
   data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
 });
 
@@ -74,14 +76,23 @@ function authorized(header: string | undefined, token: string): boolean {
 
 export async function startCodecServer(options: CodecServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
   // An empty list would leave no origin to answer with (config.ts refuses it too): a named error, not a crash later.
-  if (options.corsOrigins.length === 0) throw new ConfigError('CODEC_CORS_ORIGIN', '', 'at least one Web UI origin, e.g. http://localhost:8080');
-  // Its /metrics: scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert (CodecServerDown).
+  if (options.corsOrigins.length === 0)
+    throw new ConfigError('CODEC_CORS_ORIGIN', '', 'at least one Web UI origin, e.g. http://localhost:8080');
+  // Its /metrics: scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert
+  // (CodecServerDown).
   const metrics = new CounterRegistry();
-  const requestsTotal = metrics.counter('hold_sweeper_codec_requests_total', 'codec requests answered, by route and status', ['route', 'status']);
+  const requestsTotal = metrics.counter(
+    'hold_sweeper_codec_requests_total',
+    'codec requests answered, by route and status',
+    ['route', 'status'],
+  );
   const listener = (req: http.IncomingMessage, res: http.ServerResponse) => {
     res.once('finish', () => {
       const route = new URL(req.url ?? '/', 'http://codec').pathname;
-      requestsTotal.inc({ route: ['/encode', '/decode', '/metrics'].includes(route) ? route : 'other', status: String(res.statusCode) });
+      requestsTotal.inc({
+        route: ['/encode', '/decode', '/metrics'].includes(route) ? route : 'other',
+        status: String(res.statusCode),
+      });
     });
     handle(req, res).catch((err: unknown) => {
       // Never an unhandled rejection: answer (if we still can) and go on serving.
@@ -133,7 +144,8 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     const namespace = req.headers['x-namespace'];
     const plain = typeof namespace === 'string' && (options.plainNamespaces ?? []).includes(namespace);
     const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
-    if (!codec && !plain) return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
+    if (!codec && !plain)
+      return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
 
     const chunks: Buffer[] = [];
     let size = 0;
@@ -145,9 +157,20 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     try {
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { payloads?: JsonPayload[] };
       const payloads = (body.payloads ?? []).map(toPayload);
-      const result = !codec ? payloads : route[1] === 'encode' ? await codec.encode(payloads) : await codec.decode(payloads);
+      const result = !codec
+        ? payloads
+        : route[1] === 'encode'
+          ? await codec.encode(payloads)
+          : await codec.decode(payloads);
       reply(200, { payloads: result.map(toJson) });
-      if (caller) options.log?.({ level: 'info', msg: `payloads ${route[1]}d`, subject: caller.subject, namespace, payloads: payloads.length });
+      if (caller)
+        options.log?.({
+          level: 'info',
+          msg: `payloads ${route[1]}d`,
+          subject: caller.subject,
+          namespace,
+          payloads: payloads.length,
+        });
     } catch (err) {
       reply(400, { error: `${(err as Error).name}: ${(err as Error).message}` });
     }

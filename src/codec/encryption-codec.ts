@@ -38,11 +38,16 @@ const TAG_BYTES = 16;
 export class UnknownEncryptionKey extends Error {
   override readonly name = 'UnknownEncryptionKey';
   constructor(readonly keyId: string) {
-    super(`payload was encrypted with key "${keyId}", which is not configured here; keep old keys configured until their histories are gone`);
+    super(
+      `payload was encrypted with key "${keyId}", which is not configured here; keep old keys configured until their histories are gone`,
+    );
   }
 }
 
-/** Ciphertext that does not authenticate: tampered with, truncated, encrypted under another key or for another namespace. */
+/**
+ * Ciphertext that does not authenticate: tampered with, truncated, encrypted under another key or for another
+ * namespace.
+ */
 export class PayloadDecryptionFailed extends Error {
   override readonly name = 'PayloadDecryptionFailed';
   constructor(
@@ -77,7 +82,8 @@ export class EncryptionCodec implements PayloadCodec {
   /** `keys[0]` encrypts; every key decrypts. */
   constructor(keys: readonly EncryptionKey[], { namespace, unencrypted }: EncryptionCodecOptions) {
     if (keys.length === 0) throw new Error('EncryptionCodec needs at least one key');
-    for (const k of keys) if (k.key.length !== 32) throw new Error(`encryption key "${k.id}" must be 32 bytes (AES-256)`);
+    for (const k of keys)
+      if (k.key.length !== 32) throw new Error(`encryption key "${k.id}" must be 32 bytes (AES-256)`);
     if (!namespace) throw new Error('EncryptionCodec needs the namespace its payloads are bound to');
     this.current = keys[0]!;
     this.byId = new Map(keys.map((k) => [k.id, k.key]));
@@ -112,7 +118,9 @@ export class EncryptionCodec implements PayloadCodec {
   async decode(payloads: Payload[]): Promise<Payload[]> {
     return payloads.map((payload) => {
       if (fromText(payload.metadata?.encoding) !== ENCRYPTED_ENCODING) {
-        return this.unencrypted === 'pass' ? payload : defaultPayloadConverter.toPayload(refusedUnencrypted(this.namespace, payload));
+        return this.unencrypted === 'pass'
+          ? payload
+          : defaultPayloadConverter.toPayload(refusedUnencrypted(this.namespace, payload));
       }
       const keyId = fromText(payload.metadata?.[KEY_ID_METADATA]) ?? '';
       const key = this.byId.get(keyId);
@@ -127,7 +135,10 @@ export class EncryptionCodec implements PayloadCodec {
       decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
       let plain: Buffer;
       try {
-        plain = Buffer.concat([decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)), decipher.final()]);
+        plain = Buffer.concat([
+          decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)),
+          decipher.final(),
+        ]);
       } catch {
         throw new PayloadDecryptionFailed(keyId, this.namespace);
       }
@@ -149,7 +160,9 @@ export function dataConverterFor(
   unencrypted: EncryptionCodecOptions['unencrypted'] = 'pass',
 ): { payloadCodecs: PayloadCodec[]; failureConverterPath: string } {
   return {
-    payloadCodecs: region.payloadKeys ? [new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted })] : [],
+    payloadCodecs: region.payloadKeys
+      ? [new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted })]
+      : [],
     failureConverterPath: FAILURE_CONVERTER_PATH,
   };
 }

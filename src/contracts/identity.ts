@@ -5,7 +5,8 @@
  */
 
 /** What `trim` removes: ASCII whitespace and the Unicode spaces NFKC does not already turn into U+0020. */
-const SURROUNDING_SPACE = /^[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+|[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+$/g;
+const SURROUNDING_SPACE =
+  /^[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+|[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+$/g;
 
 /**
  * The comparison key of an identity: Unicode NFKC, surrounding whitespace removed, lower case. The ledger's

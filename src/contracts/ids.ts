@@ -22,7 +22,8 @@ export function eventDeliveryWorkflowId(region: Region, webhookId: string): stri
 
 /**
  * One per resend of a webhook (`resendWebhook`): the resend's id is chosen by whoever asks for it (the ops CLI: random
- * for one webhook, derived from the request and the webhook for a bulk resend, so a resumed approval starts none twice).
+ * for one webhook, derived from the request and the webhook for a bulk resend, so a resumed approval starts none
+ * twice).
  */
 export function resendWorkflowId(region: Region, resendId: string): string {
   return `hold-resend-${region}-${resendId}`;
@@ -45,7 +46,9 @@ export interface WebhookDriver {
  */
 export function deliveryWorkflowId(region: Region, w: WebhookDriver): string {
   if (w.drivenBy) return w.drivenBy;
-  return w.eventType === HOLD_RELEASED_EVENT ? holdWorkflowId(region, w.holdId, w.holdExpiresAt) : eventDeliveryWorkflowId(region, w.webhookId);
+  return w.eventType === HOLD_RELEASED_EVENT
+    ? holdWorkflowId(region, w.holdId, w.holdExpiresAt)
+    : eventDeliveryWorkflowId(region, w.webhookId);
 }
 
 /** Base id for the outbox reconciler's runs; its schedule appends the nominal time. */

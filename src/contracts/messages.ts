@@ -45,26 +45,43 @@ export interface DecisionAnswer {
 /** Operator-supplied text is kept short: it lands in history, the ledger and the status query. */
 const MAX_DECISION_TEXT = 500;
 
-const nonEmptyText = (value: unknown): value is string => typeof value === 'string' && value.trim() !== '' && value.length <= MAX_DECISION_TEXT;
+const nonEmptyText = (value: unknown): value is string =>
+  typeof value === 'string' && value.trim() !== '' && value.length <= MAX_DECISION_TEXT;
 
 /**
  * Checks a decision's payload as it arrives from any client (the `temporal` CLI sends whatever it is given:
  * nothing, `null`, `{}`). Pure: the workflow runs it on every signal and update, the ops CLI before sending.
  */
-export function parseDecision(kind: 'approveReplay', payload: unknown): { ok: true; value: ApproveReplay } | { ok: false; why: string };
-export function parseDecision(kind: 'discard', payload: unknown): { ok: true; value: Discard } | { ok: false; why: string };
-export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string };
-export function parseDecision(kind: DecisionKind, payload: unknown): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string } {
+export function parseDecision(
+  kind: 'approveReplay',
+  payload: unknown,
+): { ok: true; value: ApproveReplay } | { ok: false; why: string };
+export function parseDecision(
+  kind: 'discard',
+  payload: unknown,
+): { ok: true; value: Discard } | { ok: false; why: string };
+export function parseDecision(
+  kind: DecisionKind,
+  payload: unknown,
+): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string };
+export function parseDecision(
+  kind: DecisionKind,
+  payload: unknown,
+): { ok: true; value: ApproveReplay | Discard } | { ok: false; why: string } {
   if (isRefusedUnencrypted(payload)) return { ok: false, why: `${kind} ${UNENCRYPTED_REFUSED_WHY}` };
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
-    return { ok: false, why: `malformed ${kind}: expected a JSON object, got ${payload === undefined ? 'no input' : JSON.stringify(payload)}` };
+    return {
+      ok: false,
+      why: `malformed ${kind}: expected a JSON object, got ${payload === undefined ? 'no input' : JSON.stringify(payload)}`,
+    };
   }
   const p = payload as Record<string, unknown>;
   const who = kind === 'approveReplay' ? 'approvedBy' : 'by';
   const text = `a non-empty string of at most ${MAX_DECISION_TEXT} characters`;
   if (!nonEmptyText(p[who])) return { ok: false, why: `malformed ${kind}: "${who}" must be ${text}` };
   if (!nonEmptyText(p.reason)) return { ok: false, why: `malformed ${kind}: "reason" must be ${text}` };
-  if (p.ticket !== undefined && !nonEmptyText(p.ticket)) return { ok: false, why: `malformed ${kind}: "ticket", when given, must be ${text}` };
+  if (p.ticket !== undefined && !nonEmptyText(p.ticket))
+    return { ok: false, why: `malformed ${kind}: "ticket", when given, must be ${text}` };
   if (kind === 'approveReplay' && p.replayRequestId !== undefined && !nonEmptyText(p.replayRequestId)) {
     return { ok: false, why: `malformed ${kind}: "replayRequestId", when given, must be ${text}` };
   }
@@ -99,9 +116,22 @@ export type HoldStage =
   | { stage: 'releasing' }
   | { stage: 'delivering'; policyRun: number }
   /** No slot in the merchant's shared budget yet (or one reserved for later): waiting, not failing. */
-  | { stage: 'waiting_for_budget'; policyRun: number; lane: 'first' | 'retry' | 'replay'; until: string; reserved: boolean; after?: string }
+  | {
+      stage: 'waiting_for_budget';
+      policyRun: number;
+      lane: 'first' | 'retry' | 'replay';
+      until: string;
+      reserved: boolean;
+      after?: string;
+    }
   /** The last attempt failed; Temporal retries it at `until`, honouring the merchant's Retry-After or backing off. */
-  | { stage: 'honouring_retry_after' | 'backing_off'; policyRun: number; attempt: number; until: string; reason: string }
+  | {
+      stage: 'honouring_retry_after' | 'backing_off';
+      policyRun: number;
+      attempt: number;
+      until: string;
+      reason: string;
+    }
   | { stage: 'held'; policyRun: number; merchantStatus: HeldBy; until: string }
   | { stage: 'quarantined'; policyRun: number; reason: QuarantineReason; since: string; detail: string }
   | { stage: 'delivered'; attempts: number }

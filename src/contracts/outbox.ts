@@ -2,7 +2,9 @@
 import type { Region } from './regions.js';
 
 export interface ReconcileOutboxInput {
-  /** Pending webhooks younger than this (since created, and since last touched) are left alone: their workflow is at it. */
+  /**
+   * Pending webhooks younger than this (since created, and since last touched) are left alone: their workflow is at it.
+   */
   graceMs: number;
   /** What a restarted release's quarantine waits for a decision (the sweep's setting); 14 days by default. */
   quarantineTimeoutMs?: number;

@@ -17,7 +17,8 @@ export const HOLD_EVENT_WEBHOOK_TYPES = {
 } as const;
 
 /** What applying an event did (processor_events.outcome). */
-export type ProcessorEventOutcome = 'captured' | 'reversed' | 'incremented' | 'late_captured' | 'ignored' | 'skipped_over';
+export type ProcessorEventOutcome =
+  'captured' | 'reversed' | 'incremented' | 'late_captured' | 'ignored' | 'skipped_over';
 
 /** The signal that hands an event to its hold's workflow: ids only, the ledger has the rest. */
 export interface ProcessorEventRef {
@@ -85,13 +86,18 @@ export interface HoldEventsResult {
 
 /** The receiver (and its relay) hands each recorded event to its hold's workflow with this, by signal-with-start. */
 export const processorEventSignal = defineSignal<[ProcessorEventRef]>('processorEvent');
-/** An operator closes a gap: `{ sequence, by, reason }` (validated by the workflow; a bad one is logged and ignored). */
+/**
+ * An operator closes a gap: `{ sequence, by, reason }` (validated by the workflow; a bad one is logged and ignored).
+ */
 export const skipMissingEventSignal = defineSignal<[unknown]>('skipMissingEvent');
 
 /** The workflow's answer to an accepted `skipMissingEvent` Update, once the skip was tried in the ledger. */
 export interface SkipAnswer {
   sequence: number;
-  /** Recorded in the ledger; false when the ledger refused it (four eyes: no approved request for it; or filled meanwhile). */
+  /**
+   * Recorded in the ledger; false when the ledger refused it (four eyes: no approved request for it; or filled
+   * meanwhile).
+   */
   skipped: boolean;
 }
 

@@ -22,7 +22,15 @@ export const SEARCH_ATTRIBUTES = [RegionKey, MerchantIdKey, HoldIdKey, DeliveryS
  * - `delivered`, `discarded`, `abandoned` (no decision within the quarantine timeout): terminal;
  * - `none`: this workflow released nothing (the hold was rejected, not expired any more, or gone).
  */
-export const DELIVERY_STATUS_VALUES = ['pending', 'held', 'quarantined', 'delivered', 'discarded', 'abandoned', 'none'] as const;
+export const DELIVERY_STATUS_VALUES = [
+  'pending',
+  'held',
+  'quarantined',
+  'delivered',
+  'discarded',
+  'abandoned',
+  'none',
+] as const;
 export type DeliveryStatusValue = (typeof DELIVERY_STATUS_VALUES)[number];
 
 /**
@@ -41,7 +49,12 @@ export type DeliveryStatusAttribute = DeliveryStatusValue | EventWorkflowStatusV
  * DeliveryStatus `pending`, set at the start rather than upserted by the workflow (one event less per hold on the
  * hot path). A hold's event workflow is started without a status, and without a merchant when its hold is unknown.
  */
-export function holdSearchAttributes(a: { region: string; holdId: string; merchantId?: string; deliveryStatus?: 'pending' }) {
+export function holdSearchAttributes(a: {
+  region: string;
+  holdId: string;
+  merchantId?: string;
+  deliveryStatus?: 'pending';
+}) {
   return [
     { key: RegionKey, value: a.region },
     { key: HoldIdKey, value: a.holdId },
@@ -50,7 +63,9 @@ export function holdSearchAttributes(a: { region: string; holdId: string; mercha
   ];
 }
 
-/** What a delivery workflow is started with (a hold's release, an event's, a resend's): `holdSearchAttributes`, pending. */
+/**
+ * What a delivery workflow is started with (a hold's release, an event's, a resend's): `holdSearchAttributes`, pending.
+ */
 export const deliveryStartAttributes = (region: string, holdId: string, merchantId: string) =>
   holdSearchAttributes({ region, holdId, merchantId, deliveryStatus: 'pending' });
 

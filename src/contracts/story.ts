@@ -91,11 +91,16 @@ export function holdCurrentDetails(s: HoldStatus): string {
       lines.push(`- Release: ${s.status}`);
       break;
   }
-  if (s.lastAttempt) lines.push(`- Last attempt: #${s.lastAttempt.attemptNumber}, ${oneLine(s.lastAttempt.outcome)} at ${s.lastAttempt.at}`);
+  if (s.lastAttempt)
+    lines.push(
+      `- Last attempt: #${s.lastAttempt.attemptNumber}, ${oneLine(s.lastAttempt.outcome)} at ${s.lastAttempt.at}`,
+    );
   if (s.ignoredSignals.length > 0) {
     lines.push(`- Ignored signals: ${s.ignoredSignals.length}`);
     for (const ignored of s.ignoredSignals.slice(-3))
-      lines.push(`  - ${ignored.signal}${ignored.by ? ` by ${oneLine(ignored.by)}` : ''} at ${ignored.at}: ${oneLine(ignored.why)}`);
+      lines.push(
+        `  - ${ignored.signal}${ignored.by ? ` by ${oneLine(ignored.by)}` : ''} at ${ignored.at}: ${oneLine(ignored.why)}`,
+      );
   }
   const runbook = RUNBOOK_FOR[s.stage];
   if (runbook) lines.push('', `Runbook: ${RUNBOOK}#${runbook}`);
@@ -106,11 +111,15 @@ export function holdCurrentDetails(s: HoldStatus): string {
 export const holdLabels = {
   release: (holdId: string) => `release hold ${holdId}`,
   deliver: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt})`,
-  deliverWithRetries: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt} on, Temporal retries)`,
+  deliverWithRetries: (webhookId: string, attempt: number) =>
+    `deliver ${webhookId} (attempt ${attempt} on, Temporal retries)`,
   budget: (lane: string, until: string) => `merchant budget, ${lane} lane, until ${until}`,
-  afterEarlier: (earlierWebhookId: string, until: string) => `after ${earlierWebhookId} (earlier webhook of this hold), re-check at ${until}`,
+  afterEarlier: (earlierWebhookId: string, until: string) =>
+    `after ${earlierWebhookId} (earlier webhook of this hold), re-check at ${until}`,
   retryWait: (reason: string, outcome: string, attempt: number) =>
-    reason.startsWith('Retry-After') ? `${reason} (after ${outcome}, attempt ${attempt})` : `backoff after ${outcome} (attempt ${attempt})`,
+    reason.startsWith('Retry-After')
+      ? `${reason} (after ${outcome}, attempt ${attempt})`
+      : `backoff after ${outcome} (attempt ${attempt})`,
   held: (merchantStatus: string, until: string) => `merchant ${merchantStatus}: re-check at ${until}`,
   human: (abandonsAt: string) => `waiting for a human: approveReplay or discard, abandons at ${abandonsAt}`,
   quarantine: (webhookId: string, reason: string) => `quarantine ${webhookId} (${reason})`,
@@ -219,7 +228,13 @@ export function resendSummary(region: Region, webhookId: string, holdId: string,
 }
 
 /** The header's details for a resend: who asked, and what to run about it. */
-export function resendDetails(region: Region, webhookId: string, holdId: string, requestedBy: string, reason: string): string {
+export function resendDetails(
+  region: Region,
+  webhookId: string,
+  holdId: string,
+  requestedBy: string,
+  reason: string,
+): string {
   return [
     `**Resend** of webhook \`${webhookId}\` about hold \`${holdId}\`, region ${region}, asked by ${oneLine(requestedBy)}: ${oneLine(reason)}.`,
     '',
@@ -230,7 +245,13 @@ export function resendDetails(region: Region, webhookId: string, holdId: string,
 
 /** A resend the worker refused (its current details): why, and nothing was sent. */
 export function resendRefusedDetails(webhookId: string, why: string): string {
-  return [`### Resend refused`, '', `- Webhook: \`${webhookId}\``, `- Why: ${oneLine(why)}`, '- Nothing was reopened or sent.'].join('\n');
+  return [
+    `### Resend refused`,
+    '',
+    `- Webhook: \`${webhookId}\``,
+    `- Why: ${oneLine(why)}`,
+    '- Nothing was reopened or sent.',
+  ].join('\n');
 }
 
 export const resendLabels = {

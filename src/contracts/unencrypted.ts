@@ -21,7 +21,10 @@ export interface RefusedUnencrypted {
   };
 }
 
-export function refusedUnencrypted(namespace: string, payload: { metadata?: Record<string, Uint8Array> | null }): RefusedUnencrypted {
+export function refusedUnencrypted(
+  namespace: string,
+  payload: { metadata?: Record<string, Uint8Array> | null },
+): RefusedUnencrypted {
   const encoding = payload.metadata?.encoding;
   return { [UNENCRYPTED_REFUSED]: { namespace, encoding: encoding ? new TextDecoder().decode(encoding) : '(none)' } };
 }

@@ -62,7 +62,10 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
       await client.query('BEGIN');
       try {
         await client.query(migration.sql);
-        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [migration.version, migration.name]);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [
+          migration.version,
+          migration.name,
+        ]);
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK');
@@ -74,12 +77,29 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
     const region = secrets.region;
     if (sealing.sealed + sealing.resealed + sealing.erased > 0) {
       const { sealed, resealed, erased } = sealing;
-      console.log(JSON.stringify({ level: 'info', msg: 'merchant secrets sealed with the current key', region, sealed, resealed, erased }));
+      console.log(
+        JSON.stringify({
+          level: 'info',
+          msg: 'merchant secrets sealed with the current key',
+          region,
+          sealed,
+          resealed,
+          erased,
+        }),
+      );
     }
     if (sealing.unopenable.length > 0) {
       // Their deliveries quarantine as missing_secret until the key is back in the ring or the secret is rotated.
       const [count, merchants] = [sealing.unopenable.length, sealing.unopenable.slice(0, 20)];
-      console.error(JSON.stringify({ level: 'warn', msg: 'merchant secrets that do not open with this key ring', region, count, merchants }));
+      console.error(
+        JSON.stringify({
+          level: 'warn',
+          msg: 'merchant secrets that do not open with this key ring',
+          region,
+          count,
+          merchants,
+        }),
+      );
     }
     await applyGrants(client);
     return done;

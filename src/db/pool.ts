@@ -11,7 +11,9 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 10_000;
  */
 export function createPool(connectionString: string, options: Omit<pg.PoolConfig, 'connectionString'> = {}): pg.Pool {
   const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: DEFAULT_CONNECTION_TIMEOUT_MS, ...options });
-  pool.on('error', (err) => console.error(JSON.stringify({ level: 'warn', msg: 'idle database connection lost', error: err.message })));
+  pool.on('error', (err) =>
+    console.error(JSON.stringify({ level: 'warn', msg: 'idle database connection lost', error: err.message })),
+  );
   return pool;
 }
 
@@ -35,18 +37,24 @@ export interface TransactionLimits {
  * Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws; within `limits`
  * (each below the calling activity's start-to-close), and cancelled on the server when `limits.signal` aborts.
  */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>, limits: TransactionLimits = {}): Promise<T> {
+export async function inTransaction<T>(
+  pool: pg.Pool,
+  work: (client: pg.PoolClient) => Promise<T>,
+  limits: TransactionLimits = {},
+): Promise<T> {
   limits.signal?.throwIfAborted();
   const client = await pool.connect();
   const backend = (client as unknown as { processID?: number }).processID;
   const cancel = () => {
-    if (backend !== undefined) void pool.query('SELECT pg_cancel_backend($1::integer)', [backend]).catch(() => undefined);
+    if (backend !== undefined)
+      void pool.query('SELECT pg_cancel_backend($1::integer)', [backend]).catch(() => undefined);
   };
   limits.signal?.addEventListener('abort', cancel, { once: true });
   try {
     // One round trip: BEGIN and the limits as one simple query.
     const begin = ['BEGIN'];
-    if (limits.statementTimeoutMs !== undefined) begin.push(`SET LOCAL statement_timeout = ${Math.round(limits.statementTimeoutMs)}`);
+    if (limits.statementTimeoutMs !== undefined)
+      begin.push(`SET LOCAL statement_timeout = ${Math.round(limits.statementTimeoutMs)}`);
     if (limits.lockTimeoutMs !== undefined) begin.push(`SET LOCAL lock_timeout = ${Math.round(limits.lockTimeoutMs)}`);
     await client.query(begin.join('; '));
     const result = await work(client);

@@ -45,7 +45,12 @@ export class SchemaBehind extends Error {
  * (the migrator), and the schema at `expectedVersion` or later (a newer schema is the next release's, migrated
  * before its rollout: this release's code still runs on it). `variable` names the URL in errors.
  */
-export async function checkServiceConnection(pool: pg.Pool, service: Service, variable: string, expectedVersion: number): Promise<void> {
+export async function checkServiceConnection(
+  pool: pg.Pool,
+  service: Service,
+  variable: string,
+  expectedVersion: number,
+): Promise<void> {
   const { rows } = await pool.query<{ role: string; superuser: boolean; owns: boolean; migrated: boolean }>(
     `SELECT current_user AS role, r.rolsuper AS superuser,
             EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = 'public' AND tableowner = current_user) AS owns,
@@ -54,10 +59,12 @@ export async function checkServiceConnection(pool: pg.Pool, service: Service, va
   );
   const row = rows[0]!;
   const version = row.migrated
-    ? ((await pool.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations')).rows[0]!.version ?? 0)
+    ? ((await pool.query<{ version: number | null }>('SELECT max(version) AS version FROM schema_migrations')).rows[0]!
+        .version ?? 0)
     : 0;
   const expected = `a role of its own without ownership or superuser rights (${SERVICE_ROLES[service]}; docs/security.md#one-role-per-service)`;
   if (row.superuser) throw new ConfigError(variable, `(redacted: connects as ${row.role}, a superuser)`, expected);
-  if (row.owns) throw new ConfigError(variable, `(redacted: connects as ${row.role}, which owns the schema's tables)`, expected);
+  if (row.owns)
+    throw new ConfigError(variable, `(redacted: connects as ${row.role}, which owns the schema's tables)`, expected);
   if (version < expectedVersion) throw new SchemaBehind(version, expectedVersion);
 }

@@ -26,7 +26,10 @@ export const SCHEMA_HEADER = [
   '-- The public schema’s objects only: no rows, roles, grants (src/db/grants.sql) or owners.',
 ].join('\n');
 
-/** The schema holds objects of a kind `dumpSchema` does not write: it must learn to before the dump can stand for the schema. */
+/**
+ * The schema holds objects of a kind `dumpSchema` does not write: it must learn to before the dump can stand for the
+ * schema.
+ */
 export class UnrenderedSchemaObjects extends Error {
   override readonly name = 'UnrenderedSchemaObjects';
   constructor(readonly objects: readonly string[]) {
@@ -74,17 +77,27 @@ async function render(client: pg.ClientBase): Promise<string> {
   const constraints = await query<Definition>(CONSTRAINTS);
   const indexes = await query<Definition>(INDEXES);
   const triggers = await query<Definition & { enabled: string }>(TRIGGERS);
-  const views = await query<Commented & { name: string; materialized: boolean; def: string; options: string | null }>(VIEWS);
+  const views = await query<Commented & { name: string; materialized: boolean; def: string; options: string | null }>(
+    VIEWS,
+  );
   const byTable = <T extends { tbl: string }>(rows: T[]) => {
     const map = new Map<string, T[]>();
     for (const row of rows) map.set(row.tbl, [...(map.get(row.tbl) ?? []), row]);
     return map;
   };
-  const [columnsOf, constraintsOf, indexesOf, triggersOf] = [byTable(columns), byTable(constraints), byTable(indexes), byTable(triggers)];
+  const [columnsOf, constraintsOf, indexesOf, triggersOf] = [
+    byTable(columns),
+    byTable(constraints),
+    byTable(indexes),
+    byTable(triggers),
+  ];
 
   const sections: [string, string[]][] = [
     ['Extensions', extensions.map((e) => `CREATE EXTENSION ${e.name} WITH SCHEMA ${e.schema};`)],
-    ['Types', enums.map((t) => withComment(`CREATE TYPE ${t.name} AS ENUM (${t.labels});`, `TYPE ${t.name}`, t.comment))],
+    [
+      'Types',
+      enums.map((t) => withComment(`CREATE TYPE ${t.name} AS ENUM (${t.labels});`, `TYPE ${t.name}`, t.comment)),
+    ],
     ['Sequences', sequences.map(renderSequence)],
     ['Functions', functions.map((f) => withComment(`${f.def.trimEnd()};`, `FUNCTION ${f.signature}`, f.comment))],
     [
@@ -113,7 +126,9 @@ async function render(client: pg.ClientBase): Promise<string> {
       }),
     ],
   ];
-  const body = sections.filter(([, blocks]) => blocks.length > 0).map(([title, blocks]) => `-- ${title}\n\n${blocks.join('\n\n')}`);
+  const body = sections
+    .filter(([, blocks]) => blocks.length > 0)
+    .map(([title, blocks]) => `-- ${title}\n\n${blocks.join('\n\n')}`);
   return `${[SCHEMA_HEADER, ...body].join('\n\n')}\n`;
 }
 
@@ -169,7 +184,9 @@ function withComment(def: string, target: string, comment: string | null): strin
 function renderTable(t: Commented & TableRow, columns: (Commented & ColumnRow)[], constraints: Definition[]): string {
   const lines = [
     ...columns.map((c) => {
-      const generated = c.generated ? ` GENERATED ALWAYS AS (${c.expr}) ${c.generated === 's' ? 'STORED' : 'VIRTUAL'}` : '';
+      const generated = c.generated
+        ? ` GENERATED ALWAYS AS (${c.expr}) ${c.generated === 's' ? 'STORED' : 'VIRTUAL'}`
+        : '';
       const identity = c.identity ? ` GENERATED ${c.identity === 'a' ? 'ALWAYS' : 'BY DEFAULT'} AS IDENTITY` : '';
       const fallback = !c.generated && c.expr !== null ? ` DEFAULT ${c.expr}` : '';
       const collation = c.collation ? ` COLLATE ${c.collation}` : '';
@@ -181,7 +198,9 @@ function renderTable(t: Commented & TableRow, columns: (Commented & ColumnRow)[]
   const comments = [
     ...(t.comment === null ? [] : [`COMMENT ON TABLE ${t.name} IS ${t.comment};`]),
     ...columns.filter((c) => c.comment !== null).map((c) => `COMMENT ON COLUMN ${t.name}.${c.name} IS ${c.comment};`),
-    ...constraints.filter((c) => c.comment !== null).map((c) => `COMMENT ON CONSTRAINT ${c.name} ON ${t.name} IS ${c.comment};`),
+    ...constraints
+      .filter((c) => c.comment !== null)
+      .map((c) => `COMMENT ON CONSTRAINT ${c.name} ON ${t.name} IS ${c.comment};`),
   ];
   return [create, ...comments].join('\n');
 }
@@ -198,11 +217,19 @@ function renderSequence(s: Commented & SequenceRow): string {
 }
 
 /** pg_trigger.tgenabled: 'O' fires in origin and local sessions, the default; anything else was set by ALTER TABLE. */
-const TRIGGER_STATES: Record<string, string> = { D: 'DISABLE TRIGGER', R: 'ENABLE REPLICA TRIGGER', A: 'ENABLE ALWAYS TRIGGER' };
+const TRIGGER_STATES: Record<string, string> = {
+  D: 'DISABLE TRIGGER',
+  R: 'ENABLE REPLICA TRIGGER',
+  A: 'ENABLE ALWAYS TRIGGER',
+};
 
 function renderTrigger(table: string, g: Definition & { enabled: string }): string {
   const state = TRIGGER_STATES[g.enabled];
-  return withComment(`${g.def};${state ? `\nALTER TABLE ${table} ${state} ${g.name};` : ''}`, `TRIGGER ${g.name} ON ${table}`, g.comment);
+  return withComment(
+    `${g.def};${state ? `\nALTER TABLE ${table} ${state} ${g.name};` : ''}`,
+    `TRIGGER ${g.name} ON ${table}`,
+    g.comment,
+  );
 }
 
 // The queries. `public` by oid; names quoted where SQL would need it (quote_ident), sorted as bytes (COLLATE "C").

@@ -30,7 +30,8 @@ export interface SealingReport {
 }
 
 /**
- * Erases every previous secret whose rotation overlap has ended (it stopped signing then: PREVIOUS_SECRET_IN_OVERLAP_SQL
+ * Erases every previous secret whose rotation overlap has ended (it stopped signing then:
+ * PREVIOUS_SECRET_IN_OVERLAP_SQL
  * in src/sql/merchants.ts); a previous secret without an end (set by hand before migration 007) stays until replaced.
  * Returns how many were erased. Every worker runs it periodically (src/workers/secret-erasure.ts).
  */
@@ -42,7 +43,10 @@ export async function erasePreviousSecretsPastOverlap(db: Queryable): Promise<nu
   return rowCount ?? 0;
 }
 
-/** `value` under the current key: undefined if it needs nothing (NULL, or already there), else the new value, or 'unopenable'. */
+/**
+ * `value` under the current key: undefined if it needs nothing (NULL, or already there), else the new value, or
+ * 'unopenable'.
+ */
 async function reseal(
   { sealer }: SecretsAtRest,
   value: string | null,
@@ -62,7 +66,11 @@ async function reseal(
 export async function sealMerchantSecrets(db: Queryable, atRest: SecretsAtRest): Promise<SealingReport> {
   const report: SealingReport = { sealed: 0, resealed: 0, unopenable: [], erased: 0 };
   for (let after = ''; ;) {
-    const { rows } = await db.query<{ id: string; signing_secret: string | null; previous_signing_secret: string | null }>(
+    const { rows } = await db.query<{
+      id: string;
+      signing_secret: string | null;
+      previous_signing_secret: string | null;
+    }>(
       `SELECT id, signing_secret, previous_signing_secret FROM merchants
         WHERE id > $1::text AND (signing_secret IS NOT NULL OR previous_signing_secret IS NOT NULL)
         ORDER BY id LIMIT $2::integer`,
@@ -95,13 +103,15 @@ export async function sealMerchantSecrets(db: Queryable, atRest: SecretsAtRest):
     if (rows.length < PAGE_SIZE) break;
     after = rows.at(-1)!.id;
   }
-  // After sealing: 010 checks every row an UPDATE writes, so erasing beside a current secret still in clear text would fail.
+  // After sealing: 010 checks every row an UPDATE writes, so erasing beside a current secret still in clear text would
+  // fail.
   report.erased = await erasePreviousSecretsPastOverlap(db);
   const { rows } = await db.query<{ convalidated: boolean }>(
     `SELECT convalidated FROM pg_constraint WHERE conrelid = 'merchants'::regclass AND conname = $1::text`,
     [SEALED_SECRETS_CONSTRAINT],
   );
   // Every row is sealed now, and 010 has refused clear text since its commit: validating scans the table once.
-  if (rows[0] && !rows[0].convalidated) await db.query(`ALTER TABLE merchants VALIDATE CONSTRAINT ${SEALED_SECRETS_CONSTRAINT}`);
+  if (rows[0] && !rows[0].convalidated)
+    await db.query(`ALTER TABLE merchants VALIDATE CONSTRAINT ${SEALED_SECRETS_CONSTRAINT}`);
   return report;
 }

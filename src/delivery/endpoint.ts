@@ -27,7 +27,12 @@
  */
 import dns from 'node:dns';
 import net from 'node:net';
-import { IPV4_MULTICAST, IPV4_SPECIAL_PURPOSE, IPV6_GLOBAL_UNICAST, IPV6_SPECIAL_PURPOSE } from './iana-special-purpose.js';
+import {
+  IPV4_MULTICAST,
+  IPV4_SPECIAL_PURPOSE,
+  IPV6_GLOBAL_UNICAST,
+  IPV6_SPECIAL_PURPOSE,
+} from './iana-special-purpose.js';
 
 export class InvalidEndpointUrl extends Error {
   override readonly name = 'InvalidEndpointUrl';
@@ -89,7 +94,8 @@ export function parseNetwork(cidr: string): Network {
   const [network, prefix] = cidr.split('/');
   const address = addressOf(network ?? '');
   const bits = Number(prefix);
-  if (!address || !/^\d{1,3}$/.test(prefix ?? '') || bits > WIDTH[address.family]) throw new Error(`not a network in CIDR notation: ${cidr}`);
+  if (!address || !/^\d{1,3}$/.test(prefix ?? '') || bits > WIDTH[address.family])
+    throw new Error(`not a network in CIDR notation: ${cidr}`);
   return { ...address, bits };
 }
 
@@ -103,7 +109,9 @@ const specialPurpose = [...IPV4_SPECIAL_PURPOSE, ...IPV6_SPECIAL_PURPOSE].map((b
 const ipv4Multicast = parseNetwork(IPV4_MULTICAST);
 const ipv6GlobalUnicast = parseNetwork(IPV6_GLOBAL_UNICAST);
 
-/** Whether an IP address is anything but global unicast (the module comment says exactly what that is); a name is not. */
+/**
+ * Whether an IP address is anything but global unicast (the module comment says exactly what that is); a name is not.
+ */
 export function isForbiddenAddress(text: string): boolean {
   const address = addressOf(text);
   if (!address) return false;
@@ -140,7 +148,8 @@ export function parseEndpoint(merchantId: string, raw: string, rules: EndpointRu
     throw new InvalidEndpointUrl(merchantId, 'not a valid URL');
   }
   const allowed = rules.allowInsecureHttp ? ['https:', 'http:'] : ['https:'];
-  if (!allowed.includes(url.protocol)) throw new InvalidEndpointUrl(merchantId, `scheme ${url.protocol} is not allowed (${allowed.join(' or ')})`);
+  if (!allowed.includes(url.protocol))
+    throw new InvalidEndpointUrl(merchantId, `scheme ${url.protocol} is not allowed (${allowed.join(' or ')})`);
   if (url.username || url.password) throw new InvalidEndpointUrl(merchantId, 'credentials in the URL are not allowed');
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (refused(host, rules) || (host === 'localhost' && !rules.allowPrivateAddresses)) {
@@ -166,12 +175,16 @@ export function guardedLookup(merchantId: string, rules: EndpointRules): net.Loo
       const bad = list.find((a) => refused(a.address, rules));
       if (bad) {
         return callback(
-          new InvalidEndpointUrl(merchantId, `${hostname} resolves to ${bad.address}, a private, loopback or reserved address, not global unicast`),
+          new InvalidEndpointUrl(
+            merchantId,
+            `${hostname} resolves to ${bad.address}, a private, loopback or reserved address, not global unicast`,
+          ),
           '',
           4,
         );
       }
-      if ((options as dns.LookupOptions).all) return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
+      if ((options as dns.LookupOptions).all)
+        return (callback as unknown as (e: null, a: dns.LookupAddress[]) => void)(null, list);
       const first = list[0]!;
       callback(null, first.address, first.family);
     });

@@ -2,7 +2,8 @@
  * One HTTP attempt: POST the body with its headers, never follow a redirect, give up after the attempt
  * timeout (enforced here, not by Temporal, so the timeout is classified and gets jittered backoff like any
  * other retryable failure), keep at most 16 KiB of the response and drain the rest. On the timeout, and when the
- * caller's signal aborts (the activity cancelled), the request is destroyed: the merchant sees its connection close, and
+ * caller's signal aborts (the activity cancelled), the request is destroyed: the merchant sees its connection close,
+ * and
  * never one webhook's attempt still open while the next one is sent.
  */
 import http from 'node:http';
@@ -81,7 +82,8 @@ export function sendWebhookRequest(options: SendOptions): Promise<HttpAttempt> {
           result: {
             kind: 'response',
             status: response.statusCode ?? 0,
-            retryAfter: typeof response.headers['retry-after'] === 'string' ? response.headers['retry-after'] : undefined,
+            retryAfter:
+              typeof response.headers['retry-after'] === 'string' ? response.headers['retry-after'] : undefined,
           },
           durationMs: elapsed(),
           responseExcerpt: Buffer.concat(chunks).toString('utf8'),
@@ -112,7 +114,11 @@ export function sendWebhookRequest(options: SendOptions): Promise<HttpAttempt> {
         reject(err);
         return;
       }
-      finish({ result: { kind: 'error', errorClass: 'ConnectionError' }, durationMs: elapsed(), errorDetail: err.code ?? err.message });
+      finish({
+        result: { kind: 'error', errorClass: 'ConnectionError' },
+        durationMs: elapsed(),
+        errorDetail: err.code ?? err.message,
+      });
     });
     request.end(options.body);
   });

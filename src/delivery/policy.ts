@@ -12,7 +12,12 @@
  * | 3xx, other 4xx, anything else                   | reject: quarantine at once, no retry                |
  * | bad URL, forbidden address, missing secret      | quarantine at once (checked before any request)     |
  */
-import { DEFAULT_DELIVERY_POLICY, MAX_ATTEMPT_TIMEOUT_MS, MAX_IN_FLIGHT_LIMIT, type DeliveryPolicy } from '../contracts/delivery.js';
+import {
+  DEFAULT_DELIVERY_POLICY,
+  MAX_ATTEMPT_TIMEOUT_MS,
+  MAX_IN_FLIGHT_LIMIT,
+  type DeliveryPolicy,
+} from '../contracts/delivery.js';
 
 export type AttemptResult =
   | { kind: 'response'; status: number; retryAfter?: string }
@@ -33,9 +38,17 @@ const status = (test: (code: number) => boolean) => (r: AttemptResult) => r.kind
 /** First match wins; the last rule catches everything else. */
 export const RESPONSE_RULES: readonly ResponseRule[] = [
   { when: '2xx', matches: status((s) => s >= 200 && s < 300), action: 'delivered' },
-  { when: '408 Request Timeout, 425 Too Early, 429 Too Many Requests', matches: status((s) => [408, 425, 429].includes(s)), action: 'retry' },
+  {
+    when: '408 Request Timeout, 425 Too Early, 429 Too Many Requests',
+    matches: status((s) => [408, 425, 429].includes(s)),
+    action: 'retry',
+  },
   { when: '5xx', matches: status((s) => s >= 500 && s < 600), action: 'retry' },
-  { when: 'connection error', matches: (r) => r.kind === 'error' && r.errorClass === 'ConnectionError', action: 'retry' },
+  {
+    when: 'connection error',
+    matches: (r) => r.kind === 'error' && r.errorClass === 'ConnectionError',
+    action: 'retry',
+  },
   { when: 'attempt timeout', matches: (r) => r.kind === 'error' && r.errorClass === 'AttemptTimeout', action: 'retry' },
   { when: 'attempt cancelled', matches: (r) => r.kind === 'error' && r.errorClass === 'Cancelled', action: 'retry' },
   { when: '410 Gone', matches: status((s) => s === 410), action: 'disable_endpoint' },
@@ -60,14 +73,17 @@ export class InvalidDeliveryPolicyError extends Error {
         : key === 'maxInFlight'
           ? `a whole number of requests from 1 to ${MAX_IN_FLIGHT_LIMIT}`
           : 'a positive number (multiplier >= 1)';
-    super(`merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected ${expected}; fix merchants.delivery_policy`);
+    super(
+      `merchant ${merchantId}: delivery_policy.${key}=${JSON.stringify(value)} is invalid; expected ${expected}; fix merchants.delivery_policy`,
+    );
   }
 }
 
 /** The default policy with a merchant's overrides applied; every key and value is checked. */
 export function resolveDeliveryPolicy(merchantId: string, overrides: unknown): DeliveryPolicy {
   if (overrides === null || overrides === undefined) return DEFAULT_DELIVERY_POLICY;
-  if (typeof overrides !== 'object' || Array.isArray(overrides)) throw new InvalidDeliveryPolicyError(merchantId, '(root)', overrides);
+  if (typeof overrides !== 'object' || Array.isArray(overrides))
+    throw new InvalidDeliveryPolicyError(merchantId, '(root)', overrides);
   const policy: Record<string, number> = { ...DEFAULT_DELIVERY_POLICY };
   for (const [key, value] of Object.entries(overrides)) {
     if (key === 'maxInFlight') {
@@ -79,8 +95,10 @@ export function resolveDeliveryPolicy(merchantId: string, overrides: unknown): D
     }
     if (!(key in DEFAULT_DELIVERY_POLICY)) throw new InvalidDeliveryPolicyError(merchantId, key, value);
     const min = key === 'backoffMultiplier' ? 1 : 1e-9;
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < min) throw new InvalidDeliveryPolicyError(merchantId, key, value);
-    if (key === 'attemptTimeoutMs' && value > MAX_ATTEMPT_TIMEOUT_MS) throw new InvalidDeliveryPolicyError(merchantId, key, value);
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < min)
+      throw new InvalidDeliveryPolicyError(merchantId, key, value);
+    if (key === 'attemptTimeoutMs' && value > MAX_ATTEMPT_TIMEOUT_MS)
+      throw new InvalidDeliveryPolicyError(merchantId, key, value);
     policy[key] = value;
   }
   return Object.freeze(policy) as unknown as DeliveryPolicy;
@@ -95,7 +113,8 @@ export function parseRetryAfter(header: string | undefined, nowMs: number): numb
   const value = header.trim();
   if (/^\d+$/.test(value)) return Number(value) * 1000;
   // An HTTP-date always names a weekday and "GMT"; Date.parse alone accepts too much ("1", "2026").
-  if (!/^[A-Za-z]{3},? .*GMT$/.test(value) && !/^[A-Za-z]+, \d{2}-[A-Za-z]{3}-\d{2} .*GMT$/.test(value)) return undefined;
+  if (!/^[A-Za-z]{3},? .*GMT$/.test(value) && !/^[A-Za-z]+, \d{2}-[A-Za-z]{3}-\d{2} .*GMT$/.test(value))
+    return undefined;
   const at = Date.parse(value);
   if (Number.isNaN(at)) return undefined;
   return Math.max(0, at - nowMs);
@@ -112,13 +131,19 @@ export interface RetryDecision {
  * the step, so retries from many holds spread out but never come back sooner than half the step), raised to
  * the merchant's Retry-After when that is longer (capped). The server adds no jitter of its own.
  */
-export function retryDelay(policy: DeliveryPolicy, attempt: number, random: () => number, retryAfterMs?: number): RetryDecision {
+export function retryDelay(
+  policy: DeliveryPolicy,
+  attempt: number,
+  random: () => number,
+  retryAfterMs?: number,
+): RetryDecision {
   const step = Math.min(policy.maxBackoffMs, policy.initialBackoffMs * policy.backoffMultiplier ** (attempt - 1));
   const backoff = Math.round(step / 2 + random() * (step / 2));
   if (retryAfterMs !== undefined) {
     const floor = Math.min(retryAfterMs, policy.retryAfterCapMs);
     if (floor >= backoff) {
-      const capped = retryAfterMs > policy.retryAfterCapMs ? ` (asked ${Math.round(retryAfterMs / 1000)} s, capped)` : '';
+      const capped =
+        retryAfterMs > policy.retryAfterCapMs ? ` (asked ${Math.round(retryAfterMs / 1000)} s, capped)` : '';
       return { delayMs: floor, reason: `Retry-After ${Math.round(floor / 1000)} s${capped}` };
     }
   }

@@ -86,7 +86,10 @@ export class SecretUnsealFailed extends Error {
  */
 export const DEV_SECRET_KEY_ID = 'dev';
 export const DEV_SECRET_KEYS: readonly EncryptionKey[] = Object.freeze([
-  { id: DEV_SECRET_KEY_ID, key: createHash('sha256').update('hold-sweeper dev merchant-secret key: protects nothing').digest() },
+  {
+    id: DEV_SECRET_KEY_ID,
+    key: createHash('sha256').update('hold-sweeper dev merchant-secret key: protects nothing').digest(),
+  },
 ]);
 
 const VERSION = 'v1';
@@ -96,13 +99,17 @@ const SEALED_V1 = /^sealed:v1:([A-Za-z0-9_.-]+):([A-Za-z0-9_-]+)$/;
 
 /** The associated data of a v1 value (authenticated, not stored); NUL cannot occur in a region or a Postgres text. */
 function associatedData(context: SecretContext, keyId: string): Buffer {
-  return Buffer.from(`hold-sweeper merchant signing secret\0${VERSION}\0${context.region}\0${context.merchantId}\0${keyId}`, 'utf8');
+  return Buffer.from(
+    `hold-sweeper merchant signing secret\0${VERSION}\0${context.region}\0${context.merchantId}\0${keyId}`,
+    'utf8',
+  );
 }
 
 /** A sealer over `keys` (MERCHANT_SECRET_KEYS_<REGION>): `keys[0]` seals, every key opens. */
 export function localKeyRing(keys: readonly EncryptionKey[]): SecretSealer {
   if (keys.length === 0) throw new Error('a merchant-secret key ring needs at least one key');
-  for (const k of keys) if (k.key.length !== 32) throw new Error(`merchant-secret key "${k.id}" must be 32 bytes (AES-256)`);
+  for (const k of keys)
+    if (k.key.length !== 32) throw new Error(`merchant-secret key "${k.id}" must be 32 bytes (AES-256)`);
   const current = keys[0]!;
   const byId = new Map(keys.map((k) => [k.id, k.key]));
   return {
@@ -118,14 +125,18 @@ export function localKeyRing(keys: readonly EncryptionKey[]): SecretSealer {
       const match = SEALED_V1.exec(sealed);
       const keyId = match?.[1] ?? sealed.split(':')[2];
       const body = match ? Buffer.from(match[2]!, 'base64url') : undefined;
-      if (!body || body.length < IV_BYTES + TAG_BYTES) throw new SecretUnsealFailed(context.merchantId, keyId, 'malformed');
+      if (!body || body.length < IV_BYTES + TAG_BYTES)
+        throw new SecretUnsealFailed(context.merchantId, keyId, 'malformed');
       const key = byId.get(keyId!);
       if (!key) throw new SecretUnsealFailed(context.merchantId, keyId, 'unknown_key');
       const decipher = createDecipheriv('aes-256-gcm', key, body.subarray(0, IV_BYTES));
       decipher.setAAD(associatedData(context, keyId!));
       decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
       try {
-        return Buffer.concat([decipher.update(body.subarray(IV_BYTES, body.length - TAG_BYTES)), decipher.final()]).toString('utf8');
+        return Buffer.concat([
+          decipher.update(body.subarray(IV_BYTES, body.length - TAG_BYTES)),
+          decipher.final(),
+        ]).toString('utf8');
       } catch {
         throw new SecretUnsealFailed(context.merchantId, keyId, 'not_authentic');
       }

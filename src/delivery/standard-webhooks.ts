@@ -52,7 +52,11 @@ export function decodeSigningSecret(merchantId: string, secret: string | null | 
 }
 
 /** The keys a request is signed with: the current secret's, then the previous one's while it still signs. */
-function signingKeys(merchantId: string, current: string | null | undefined, previous: string | null | undefined): Buffer[] {
+function signingKeys(
+  merchantId: string,
+  current: string | null | undefined,
+  previous: string | null | undefined,
+): Buffer[] {
   const keys = [decodeSigningSecret(merchantId, current)];
   if (previous) keys.push(decodeSigningSecret(merchantId, previous));
   return keys;
@@ -93,7 +97,12 @@ export interface SignedHeaders {
 }
 
 /** Headers for one attempt: a fresh timestamp and signature each time, the same id and idempotency key. */
-export function signedHeaders(keys: readonly Buffer[], webhookId: string, timestampSeconds: number, body: string): SignedHeaders {
+export function signedHeaders(
+  keys: readonly Buffer[],
+  webhookId: string,
+  timestampSeconds: number,
+  body: string,
+): SignedHeaders {
   return {
     'webhook-id': webhookId,
     'webhook-timestamp': String(timestampSeconds),
@@ -135,11 +144,18 @@ export function checkWebhookHeaders(
   nowSeconds: number,
 ): WebhookHeaders {
   if (!id || !timestamp || !signatures) {
-    throw new WebhookUnverified('MissingSignature', 'webhook-id, webhook-timestamp and webhook-signature are required (Standard Webhooks)');
+    throw new WebhookUnverified(
+      'MissingSignature',
+      'webhook-id, webhook-timestamp and webhook-signature are required (Standard Webhooks)',
+    );
   }
-  if (!/^\d{1,12}$/.test(timestamp)) throw new WebhookUnverified('InvalidTimestamp', 'webhook-timestamp must be seconds since the epoch');
+  if (!/^\d{1,12}$/.test(timestamp))
+    throw new WebhookUnverified('InvalidTimestamp', 'webhook-timestamp must be seconds since the epoch');
   if (Math.abs(nowSeconds - Number(timestamp)) > TIMESTAMP_TOLERANCE_SECONDS) {
-    throw new WebhookUnverified('StaleTimestamp', `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`);
+    throw new WebhookUnverified(
+      'StaleTimestamp',
+      `webhook-timestamp is more than ${TIMESTAMP_TOLERANCE_SECONDS} s from now`,
+    );
   }
   return { id, timestampSeconds: Number(timestamp), signatures };
 }
@@ -148,7 +164,12 @@ export function checkWebhookHeaders(
  * Whether one `v1` signature in the header is `key`'s over exactly these bytes, compared in constant time. Throws
  * WebhookUnverified (`BadSignature`) when none is; `whose` names the key in the message.
  */
-export function verifySignature(key: Buffer, { id, timestampSeconds, signatures }: WebhookHeaders, body: string, whose: string): void {
+export function verifySignature(
+  key: Buffer,
+  { id, timestampSeconds, signatures }: WebhookHeaders,
+  body: string,
+  whose: string,
+): void {
   const expected = Buffer.from(signature(key, id, timestampSeconds, body).slice('v1,'.length), 'base64');
   const matches = signatures
     .split(' ')

@@ -14,7 +14,14 @@ import type { ReleaseExpiredHoldInput } from '../contracts/domain.js';
 import { eventDeliveryWorkflowId, holdWorkflowId, resendWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
 import { deliveryStartAttributes } from '../contracts/search-attributes.js';
-import { eventDeliveryDetails, eventDeliverySummary, holdDetails, holdSummary, resendDetails, resendSummary } from '../contracts/story.js';
+import {
+  eventDeliveryDetails,
+  eventDeliverySummary,
+  holdDetails,
+  holdSummary,
+  resendDetails,
+  resendSummary,
+} from '../contracts/story.js';
 import type { ResendWebhookInput } from '../workflows/resend-webhook.js';
 import { retryHorizonFor } from './policy.js';
 
@@ -40,7 +47,13 @@ export async function startReleaseDelivery(
   quarantineTimeoutMs?: number,
 ): Promise<{ workflowId: string; runId: string }> {
   const workflowId = holdWorkflowId(region, hold.holdId, hold.expiresAt);
-  const input: ReleaseExpiredHoldInput = { region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, quarantineTimeoutMs };
+  const input: ReleaseExpiredHoldInput = {
+    region,
+    holdId: hold.holdId,
+    expiresAt: hold.expiresAt,
+    merchantId: hold.merchantId,
+    quarantineTimeoutMs,
+  };
   const handle = await client.workflow.start('releaseExpiredHold', {
     taskQueue,
     workflowId,
@@ -89,7 +102,8 @@ export interface ResendToStart {
 
 /**
  * A resend's workflow (`resendWebhook`), id `resendWorkflowId(region, resendId)`: a resend id names one resend, so
- * starting it twice is refused by the server (WorkflowExecutionAlreadyStartedError: the caller decides what that means);
+ * starting it twice is refused by the server (WorkflowExecutionAlreadyStartedError: the caller decides what that
+ * means);
  * a run that ended without finishing (terminated) may be followed by a new one (the reconciler: the worker finds the
  * resend recorded by this workflow id and answers the webhook's current run).
  */

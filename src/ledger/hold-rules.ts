@@ -75,7 +75,10 @@ export function decideRelease(hold: HoldAtRelease | undefined): ReleaseDecision 
 }
 
 /** The release found the account's held balance short of the hold: it can never be released as written. */
-export const RELEASE_SHORT_BALANCE = { action: 'reject', code: 'InsufficientHeldBalance' } as const satisfies ReleaseDecision;
+export const RELEASE_SHORT_BALANCE = {
+  action: 'reject',
+  code: 'InsufficientHeldBalance',
+} as const satisfies ReleaseDecision;
 
 export type LedgerEntryKind = 'hold_capture' | 'hold_reversal' | 'hold_increment' | 'late_capture';
 
@@ -144,7 +147,13 @@ export function decideEvent(hold: LockedHold | undefined, event: RecordedEvent, 
     const detail = skipped
       ? `sequence ${event.sequence} was skipped by an operator`
       : `sequence ${event.sequence} is behind the hold's ${hold.eventSeq}`;
-    return { action: 'apply', outcome: 'skipped_over', detail, advances: false, review: `${event.eventType} arrived after ${detail}` };
+    return {
+      action: 'apply',
+      outcome: 'skipped_over',
+      detail,
+      advances: false,
+      review: `${event.eventType} arrived after ${detail}`,
+    };
   }
   if (event.sequence > hold.eventSeq + 1) return { action: 'wait', expected: hold.eventSeq + 1 };
 

@@ -6,7 +6,10 @@
  */
 import { DefaultLogger, type LogLevel } from '@temporalio/worker';
 
-export function jsonLogger(level: LogLevel, write: (line: string) => void = (line) => process.stdout.write(line)): DefaultLogger {
+export function jsonLogger(
+  level: LogLevel,
+  write: (line: string) => void = (line) => process.stdout.write(line),
+): DefaultLogger {
   return new DefaultLogger(level, ({ level: severity, message, meta, timestampNanos }) => {
     const ts = new Date(Number(timestampNanos / 1_000_000n)).toISOString();
     // The task token identifies nothing an operator needs and is a kilobyte of base64 per line.

@@ -18,7 +18,11 @@ export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'ex
 /** 2xx, 3xx, 4xx, 429, 5xx, timeout, connection: the classes an operator reads attempts by. */
 export function statusClass(result: AttemptResult): string {
   if (result.kind === 'error')
-    return result.errorClass === 'AttemptTimeout' ? 'timeout' : result.errorClass === 'Cancelled' ? 'cancelled' : 'connection_error';
+    return result.errorClass === 'AttemptTimeout'
+      ? 'timeout'
+      : result.errorClass === 'Cancelled'
+        ? 'cancelled'
+        : 'connection_error';
   if (result.status === 429) return '429';
   return `${Math.floor(result.status / 100)}xx`;
 }
@@ -38,7 +42,9 @@ export const LATENCY_BUCKETS: Readonly<Record<string, number[]>> = {
   hold_sweeper_processor_event_apply_lag_seconds: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600],
 };
 
-/** Counters and histograms recorded where the events happen (activities, workflows); see the runbook for their alerts. */
+/**
+ * Counters and histograms recorded where the events happen (activities, workflows); see the runbook for their alerts.
+ */
 export function deliveryMetrics(meter: MetricMeter) {
   return {
     attempts: meter.createCounter('hold_sweeper_webhook_attempts', '1', 'HTTP attempts by merchant and status class'),
@@ -48,9 +54,22 @@ export function deliveryMetrics(meter: MetricMeter) {
       '',
       'one HTTP attempt, connect to last byte, by status class',
     ),
-    throttleWaits: meter.createCounter('hold_sweeper_throttle_waits', '1', 'times a delivery waited for its merchant budget'),
-    limiterWaitSeconds: meter.createHistogram('hold_sweeper_limiter_wait_seconds', 'float', '', 'each wait for the destination budget, by lane'),
-    retryAfterHonoured: meter.createCounter('hold_sweeper_retry_after_honoured', '1', 'retries delayed by a merchant Retry-After'),
+    throttleWaits: meter.createCounter(
+      'hold_sweeper_throttle_waits',
+      '1',
+      'times a delivery waited for its merchant budget',
+    ),
+    limiterWaitSeconds: meter.createHistogram(
+      'hold_sweeper_limiter_wait_seconds',
+      'float',
+      '',
+      'each wait for the destination budget, by lane',
+    ),
+    retryAfterHonoured: meter.createCounter(
+      'hold_sweeper_retry_after_honoured',
+      '1',
+      'retries delayed by a merchant Retry-After',
+    ),
     duplicateSuppressions: meter.createCounter(
       'hold_sweeper_duplicate_suppressions',
       '1',
@@ -83,9 +102,13 @@ function allMerchants<T extends MetricTags | undefined>(tags: T): T {
   return tags && 'merchant_id' in tags ? { ...tags, merchant_id: ALL_MERCHANTS } : tags;
 }
 
-/** `metric`, its recording method (`add`, `record` or `set`) and `withTags` rewriting merchant_id; the rest delegated. */
+/**
+ * `metric`, its recording method (`add`, `record` or `set`) and `withTags` rewriting merchant_id; the rest delegated.
+ */
 function boundMerchant<M extends { withTags(tags: MetricTags): M }>(metric: M, method: 'add' | 'record' | 'set'): M {
-  const record = (metric as unknown as Record<typeof method, (value: number, tags?: MetricTags) => void>)[method].bind(metric);
+  const record = (metric as unknown as Record<typeof method, (value: number, tags?: MetricTags) => void>)[method].bind(
+    metric,
+  );
   return Object.assign(Object.create(metric) as M, {
     [method]: (value: number, tags?: MetricTags) => record(value, allMerchants(tags)),
     withTags: (tags: MetricTags) => boundMerchant(metric.withTags(allMerchants(tags)), method),
@@ -104,12 +127,15 @@ export interface SweepGaugeSource {
   intervalMs: number;
   /**
    * Seconds since the region's last completed sweep. Passed in (the worker gives `lastCompletedSweepAgeSeconds` of
-   * src/sql/holds.ts): that query belongs next to the code that writes `sweep_runs`, and src/sql is a layer above this one.
+   * src/sql/holds.ts): that query belongs next to the code that writes `sweep_runs`, and src/sql is a layer above this
+   * one.
    */
   lastCompletedAgeSeconds(): Promise<number>;
 }
 
-/** Attempts in the window below which a merchant's shares say nothing (one failure of two is not a failing merchant). */
+/**
+ * Attempts in the window below which a merchant's shares say nothing (one failure of two is not a failing merchant).
+ */
 const WORST_MERCHANT_MIN_ATTEMPTS = 10;
 
 /**
@@ -192,11 +218,32 @@ export function startLedgerGauges(options: {
   /** METRICS_WORST_MERCHANTS: how many merchants each worst-merchant signal names; 10 unless said. */
   worstMerchants?: number;
 }): LedgerGauges {
-  const { region, pool, meter, sweep, quarantinePageAfterMs, duplicateSendsAlertRatio = 1.5, worstMerchants = 10 } = options;
-  const gauge = (name: string, unit: string, description: string) => meter.createGauge(name, 'float', unit, description);
-  const oldestUnreleased = gauge('hold_sweeper_oldest_unreleased_hold_age_seconds', 's', 'age past expiry of the oldest expired, still active hold');
-  const oldestUndelivered = gauge('hold_sweeper_oldest_undelivered_webhook_age_seconds', 's', 'age of the oldest pending webhook');
-  const undelivered = gauge('hold_sweeper_undelivered_webhooks', '1', 'pending webhooks (depth; page on the age instead)');
+  const {
+    region,
+    pool,
+    meter,
+    sweep,
+    quarantinePageAfterMs,
+    duplicateSendsAlertRatio = 1.5,
+    worstMerchants = 10,
+  } = options;
+  const gauge = (name: string, unit: string, description: string) =>
+    meter.createGauge(name, 'float', unit, description);
+  const oldestUnreleased = gauge(
+    'hold_sweeper_oldest_unreleased_hold_age_seconds',
+    's',
+    'age past expiry of the oldest expired, still active hold',
+  );
+  const oldestUndelivered = gauge(
+    'hold_sweeper_oldest_undelivered_webhook_age_seconds',
+    's',
+    'age of the oldest pending webhook',
+  );
+  const undelivered = gauge(
+    'hold_sweeper_undelivered_webhooks',
+    '1',
+    'pending webhooks (depth; page on the age instead)',
+  );
   const quarantined = gauge('hold_sweeper_quarantine_depth', '1', 'quarantined webhooks by reason');
   const abandoned = gauge('hold_sweeper_abandoned_quarantines', '1', 'quarantines nobody decided in time');
   const oldestQuarantine = gauge(
@@ -209,21 +256,37 @@ export function startLedgerGauges(options: {
     '1',
     'quarantined webhooks older than QUARANTINE_PAGE_AFTER: each one pages',
   );
-  const quarantinePageAfter = gauge('hold_sweeper_quarantine_page_after_seconds', 's', 'the age at which a quarantine pages (QUARANTINE_PAGE_AFTER)');
+  const quarantinePageAfter = gauge(
+    'hold_sweeper_quarantine_page_after_seconds',
+    's',
+    'the age at which a quarantine pages (QUARANTINE_PAGE_AFTER)',
+  );
   const disabled = gauge('hold_sweeper_disabled_merchants', '1', 'merchants disabled (e.g. by a 410)');
   const outboxUnfixable = gauge(
     'hold_sweeper_outbox_unfixable_webhooks',
     '1',
     'pending webhooks the last outbox reconcile found with no running workflow and could not start again (a human looks)',
   );
-  const sendsPaused = gauge('hold_sweeper_sends_paused', '1', '1 while an operator has paused every send of the region (ops sends pause), else 0');
-  const replays = gauge('hold_sweeper_replay_requests', '1', 'replay requests by status (requested = pending, approved)');
+  const sendsPaused = gauge(
+    'hold_sweeper_sends_paused',
+    '1',
+    '1 while an operator has paused every send of the region (ops sends pause), else 0',
+  );
+  const replays = gauge(
+    'hold_sweeper_replay_requests',
+    '1',
+    'replay requests by status (requested = pending, approved)',
+  );
   const lastCompletedSweep = gauge(
     'hold_sweeper_last_completed_sweep_age_seconds',
     's',
     'time since the last sweep that completed and recorded itself',
   );
-  const sweepInterval = gauge('hold_sweeper_sweep_interval_seconds', 's', 'the schedule’s sweep interval (SWEEP_INTERVAL)');
+  const sweepInterval = gauge(
+    'hold_sweeper_sweep_interval_seconds',
+    's',
+    'the schedule’s sweep interval (SWEEP_INTERVAL)',
+  );
   const oldestUnapplied = gauge(
     'hold_sweeper_oldest_unapplied_processor_event_age_seconds',
     's',
@@ -236,7 +299,11 @@ export function startLedgerGauges(options: {
   );
   // What the delivery literature calls worth alerting on: how many requests each webhook took, over a window. First
   // policy runs only: a replay or a resend is declared (a human asked for it), a retry or a second sender is not.
-  const windowRequests = gauge('hold_sweeper_webhook_requests_15m', '1', 'webhook requests sent in the last 15 minutes (first policy runs)');
+  const windowRequests = gauge(
+    'hold_sweeper_webhook_requests_15m',
+    '1',
+    'webhook requests sent in the last 15 minutes (first policy runs)',
+  );
   const windowWebhooks = gauge('hold_sweeper_webhooks_sent_15m', '1', 'distinct webhooks those requests carried');
   const requestsPerWebhook = gauge(
     'hold_sweeper_requests_per_webhook',
@@ -273,7 +340,9 @@ export function startLedgerGauges(options: {
                 EXISTS (SELECT 1 FROM send_pauses WHERE resumed_at IS NULL) AS sends_paused,
                 coalesce((SELECT unfixable FROM outbox_reconciliations ORDER BY id DESC LIMIT 1), 0) AS outbox_unfixable`,
       ),
-      pool.query<{ status: string; n: number }>(`SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`),
+      pool.query<{ status: string; n: number }>(
+        `SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`,
+      ),
       sweep.lastCompletedAgeSeconds(),
       pool.query<{ age: number | null; reviews: number }>(
         `SELECT (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM processor_events WHERE applied_at IS NULL) AS age,
@@ -317,7 +386,10 @@ export function startLedgerGauges(options: {
   let stopped = false;
   const timer = setInterval(() => {
     refresh().catch((err: Error) => {
-      if (!stopped) console.error(JSON.stringify({ level: 'warn', msg: 'ledger gauges not refreshed', region, error: err.message }));
+      if (!stopped)
+        console.error(
+          JSON.stringify({ level: 'warn', msg: 'ledger gauges not refreshed', region, error: err.message }),
+        );
     });
   }, options.intervalMs);
   timer.unref();

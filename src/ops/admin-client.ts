@@ -2,7 +2,8 @@
  * The operators' CLI as a client of the admin API (src/api/admin-server.ts): the region's URL
  * (HOLD_SWEEPER_API_URL_<REGION>, or HOLD_SWEEPER_API_URL for one region) and a token (HOLD_SWEEPER_API_TOKEN, or the
  * file HOLD_SWEEPER_API_TOKEN_FILE names: an OIDC access token of the API's issuer). Nothing else: no database URL,
- * no payload or merchant-secret key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node client.
+ * no payload or merchant-secret key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node
+ * client.
  */
 import fs from 'node:fs';
 import { isRegion, REGIONS, type Region } from '../contracts/regions.js';
@@ -55,9 +56,16 @@ export function adminApiFromEnv(env: Env, regionOption: string | undefined): Ver
   } else {
     throw new ConfigError('--region', undefined, `one of ${configured.join(', ')}`);
   }
-  const variable = env[`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`] ? `HOLD_SWEEPER_API_URL_${region.toUpperCase()}` : 'HOLD_SWEEPER_API_URL';
+  const variable = env[`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`]
+    ? `HOLD_SWEEPER_API_URL_${region.toUpperCase()}`
+    : 'HOLD_SWEEPER_API_URL';
   const raw = env[variable];
-  if (!raw) throw new ConfigError(`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`, undefined, `the admin API of region ${region}`);
+  if (!raw)
+    throw new ConfigError(
+      `HOLD_SWEEPER_API_URL_${region.toUpperCase()}`,
+      undefined,
+      `the admin API of region ${region}`,
+    );
   let base: URL;
   try {
     base = new URL(raw);
@@ -77,11 +85,20 @@ export function adminApiFromEnv(env: Env, regionOption: string | undefined): Ver
 function tokenFrom(env: Env): string {
   if (env.HOLD_SWEEPER_API_TOKEN) return env.HOLD_SWEEPER_API_TOKEN.trim();
   const file = env.HOLD_SWEEPER_API_TOKEN_FILE;
-  if (!file) throw new ConfigError('HOLD_SWEEPER_API_TOKEN', undefined, 'an access token for the admin API (or HOLD_SWEEPER_API_TOKEN_FILE)');
+  if (!file)
+    throw new ConfigError(
+      'HOLD_SWEEPER_API_TOKEN',
+      undefined,
+      'an access token for the admin API (or HOLD_SWEEPER_API_TOKEN_FILE)',
+    );
   try {
     return fs.readFileSync(file, 'utf8').trim();
   } catch (err) {
-    throw new ConfigError('HOLD_SWEEPER_API_TOKEN_FILE', file, `a readable file holding the token (${(err as Error).message})`);
+    throw new ConfigError(
+      'HOLD_SWEEPER_API_TOKEN_FILE',
+      file,
+      `a readable file holding the token (${(err as Error).message})`,
+    );
   }
 }
 
@@ -94,7 +111,10 @@ async function callApi(base: URL, token: string, verbId: string, input: VerbInpu
   if (verb.method === 'GET') for (const [k, v] of Object.entries(rest)) url.searchParams.set(k, String(v));
   const response = await fetch(url, {
     method: verb.method,
-    headers: { authorization: `Bearer ${token}`, ...(verb.method === 'POST' ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(verb.method === 'POST' ? { 'content-type': 'application/json' } : {}),
+    },
     ...(verb.method === 'POST' ? { body: JSON.stringify(rest) } : {}),
     signal: AbortSignal.timeout(10 * 60_000),
   });

@@ -106,7 +106,14 @@ Reasons: rejected, exhausted, endpoint_gone, bad_url, missing_secret, invalid_po
 
 const WEBHOOK_STATUSES: readonly DeliveryStatus[] = ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'];
 
-const REASONS: readonly QuarantineReason[] = ['rejected', 'exhausted', 'endpoint_gone', 'bad_url', 'missing_secret', 'invalid_policy'];
+const REASONS: readonly QuarantineReason[] = [
+  'rejected',
+  'exhausted',
+  'endpoint_gone',
+  'bad_url',
+  'missing_secret',
+  'invalid_policy',
+];
 
 function required(value: string | undefined, option: string): string {
   if (!value) throw new ConfigError(`--${option}`, undefined, 'a value (see --help)');
@@ -115,7 +122,8 @@ function required(value: string | undefined, option: string): string {
 
 function isoOption(value: string | undefined, option: string): string | undefined {
   if (value === undefined) return undefined;
-  if (Number.isNaN(Date.parse(value))) throw new ConfigError(`--${option}`, value, 'an ISO 8601 time, e.g. 2026-11-30T00:00:00Z');
+  if (Number.isNaN(Date.parse(value)))
+    throw new ConfigError(`--${option}`, value, 'an ISO 8601 time, e.g. 2026-11-30T00:00:00Z');
   return value;
 }
 
@@ -143,7 +151,11 @@ async function regionFor(config: Config, regionOption: string | undefined) {
   let region: Region;
   if (regionOption !== undefined) {
     if (!isRegion(regionOption) || !config.regions.some((r) => r.region === regionOption)) {
-      throw new ConfigError('--region', regionOption, `one of the configured regions: ${config.regions.map((r) => r.region).join(', ')}`);
+      throw new ConfigError(
+        '--region',
+        regionOption,
+        `one of the configured regions: ${config.regions.map((r) => r.region).join(', ')}`,
+      );
     }
     region = regionOption;
   } else if (config.regions.length === 1) {
@@ -155,7 +167,8 @@ async function regionFor(config: Config, regionOption: string | undefined) {
   const stack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const up = region.toUpperCase();
   const databaseUrl = regionConfig.databaseUrl ?? stack?.databaseUrl[region];
-  if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
+  if (!databaseUrl)
+    throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
   return { regionConfig, databaseUrl, address: regionConfig.temporalAddress ?? stack?.temporalAddress[region] };
 }
 
@@ -167,7 +180,12 @@ async function ledgerPool(config: Config, region: RegionConfig, databaseUrl: str
   const pool = createPool(databaseUrl, { max });
   if (config.mode === 'production') {
     try {
-      await checkServiceConnection(pool, 'ops', `DATABASE_URL_${region.region.toUpperCase()}`, await latestMigrationVersion());
+      await checkServiceConnection(
+        pool,
+        'ops',
+        `DATABASE_URL_${region.region.toUpperCase()}`,
+        await latestMigrationVersion(),
+      );
     } catch (err) {
       await pool.end();
       throw err;
@@ -190,7 +208,8 @@ async function localVerbs(config: Config, regionOption: string | undefined): Pro
     pool,
     fourEyes: config.decisions.fourEyes,
     webhooks: config.webhooks,
-    // The same key ring as the region's workers (MERCHANT_SECRET_KEYS_<R>): what `add` and `rotate-secret` seal, they open.
+    // The same key ring as the region's workers (MERCHANT_SECRET_KEYS_<R>): what `add` and `rotate-secret` seal, they
+    // open.
     secrets: { region: regionConfig.region, sealer: localKeyRing(regionConfig.secretKeys) },
   };
   return {
@@ -200,9 +219,17 @@ async function localVerbs(config: Config, regionOption: string | undefined): Pro
       const verb = verbById(verbId);
       if (verb.temporal && !context.client) {
         if (!address)
-          throw new ConfigError(`TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`, undefined, 'host:port (or a running `npm start`)');
+          throw new ConfigError(
+            `TEMPORAL_ADDRESS_${regionConfig.region.toUpperCase()}`,
+            undefined,
+            'host:port (or a running `npm start`)',
+          );
         connection = await connectClient(regionConfig.temporal ?? PLAINTEXT, address);
-        context.client = new Client({ connection, namespace: regionConfig.namespace, dataConverter: dataConverterFor(regionConfig) });
+        context.client = new Client({
+          connection,
+          namespace: regionConfig.namespace,
+          dataConverter: dataConverterFor(regionConfig),
+        });
       }
       return verb.run(context, input);
     },
@@ -219,7 +246,11 @@ function table(rows: Record<string, unknown>[]): string {
   const cell = (v: unknown) => (v instanceof Date ? v.toISOString() : v === null || v === undefined ? '' : String(v));
   const widths = columns.map((c) => Math.min(60, Math.max(c.length, ...rows.map((r) => cell(r[c]).length))));
   const line = (values: string[]) => values.map((v, i) => v.slice(0, widths[i]).padEnd(widths[i]!)).join('  ');
-  return [line(columns), line(widths.map((w) => '-'.repeat(w))), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join('\n');
+  return [
+    line(columns),
+    line(widths.map((w) => '-'.repeat(w))),
+    ...rows.map((r) => line(columns.map((c) => cell(r[c])))),
+  ].join('\n');
 }
 
 /** The command line, parsed; what node's parser refuses (an unknown option, `--rate -5`) is a ConfigError naming it. */
@@ -266,7 +297,11 @@ function parseCommandLineStrictly(argv: string[]) {
   });
 }
 
-export async function runOps(argv: string[], out: (line: string) => void = console.log, env: NodeJS.ProcessEnv = process.env): Promise<number> {
+export async function runOps(
+  argv: string[],
+  out: (line: string) => void = console.log,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
   const { values, positionals } = parseCommandLine(argv);
   const [command, sub, arg, fourth] = positionals;
   if (values.help || !command) {
@@ -321,7 +356,10 @@ const COMMANDS: ReadonlyMap<string, CommandHandler> = new Map<string, CommandHan
   ['webhooks', runWebhooks],
   ['approve', runDecision],
   ['discard', runDecision],
-  ['merchant', (context) => (context.sub === 'api-key' || context.sub === 'api-keys' ? runApiKeys(context) : runMerchant(context))],
+  [
+    'merchant',
+    (context) => (context.sub === 'api-key' || context.sub === 'api-keys' ? runApiKeys(context) : runMerchant(context)),
+  ],
   ['events', runEvents],
   ['sends', runSends],
   ['reviews', runReviews],
@@ -338,12 +376,14 @@ async function runCommand(
   const actor = (option: 'by' | 'requested-by'): string | undefined => {
     const given = values[option] as string | undefined;
     if (!verbs.remote) return required(given, option);
-    if (given !== undefined) throw new ConfigError(`--${option}`, given, 'nothing: through the admin API, who acts is your token’s subject');
+    if (given !== undefined)
+      throw new ConfigError(`--${option}`, given, 'nothing: through the admin API, who acts is your token’s subject');
     return undefined;
   };
   const rateOption = (what: string) => {
     const rate = values.rate === undefined ? undefined : Number(values.rate);
-    if (rate !== undefined && !(rate > 0)) throw new ConfigError('--rate', values.rate as string, `${what} per second, > 0`);
+    if (rate !== undefined && !(rate > 0))
+      throw new ConfigError('--rate', values.rate as string, `${what} per second, > 0`);
     return rate;
   };
   const handler = COMMANDS.get(command);
@@ -354,7 +394,18 @@ async function runCommand(
       'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, events, sends, reviews, audit (see --help)',
     );
   }
-  return handler({ region: verbs.region, call: verbs.call, command, sub, arg, fourth, values, print, actor, rateOption });
+  return handler({
+    region: verbs.region,
+    call: verbs.call,
+    command,
+    sub,
+    arg,
+    fourth,
+    values,
+    print,
+    actor,
+    rateOption,
+  });
 }
 
 /** `sweep-now`. */
@@ -405,7 +456,16 @@ async function runQuarantine({ call, sub, values, print }: CommandContext): Prom
 }
 
 /** `replay preview|approve`: quarantined webhooks replayed in bulk, four eyes. */
-async function runReplay({ call, region, sub, arg, values, print, actor, rateOption }: CommandContext): Promise<number> {
+async function runReplay({
+  call,
+  region,
+  sub,
+  arg,
+  values,
+  print,
+  actor,
+  rateOption,
+}: CommandContext): Promise<number> {
   if (sub === 'preview') {
     const request = await call('replay.preview', { ...filtersFrom(values), requestedBy: actor('requested-by') });
     print(
@@ -434,7 +494,16 @@ async function runReplay({ call, region, sub, arg, values, print, actor, rateOpt
 }
 
 /** `resend preview|approve` (in bulk, four eyes), or `resend <webhook id>` (one). */
-async function runResend({ call, region, sub, arg, values, print, actor, rateOption }: CommandContext): Promise<number> {
+async function runResend({
+  call,
+  region,
+  sub,
+  arg,
+  values,
+  print,
+  actor,
+  rateOption,
+}: CommandContext): Promise<number> {
   if (sub === 'preview') {
     const request = await call('resend.preview', { ...resendFiltersFrom(values), requestedBy: actor('requested-by') });
     print(
@@ -479,9 +548,11 @@ async function runResend({ call, region, sub, arg, values, print, actor, rateOpt
 async function runWebhooks({ call, sub, values, print }: CommandContext): Promise<number> {
   if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
   const status = required(values.status as string | undefined, 'status');
-  if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus)) throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
+  if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus))
+    throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
   const limit = values.limit === undefined ? 20 : Number(values.limit);
-  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
   const f = resendFiltersFrom(values);
   const rows = await call('webhooks.list', { status, limit, merchant: f.merchant, since: f.since, until: f.until });
   print(`${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`, rows);
@@ -509,7 +580,10 @@ async function runDecision({ call, command, sub, values, print, actor }: Command
 /** `sends pause|resume|status`: the region's big red button. */
 async function runSends({ call, region, sub, values, print, actor }: CommandContext): Promise<number> {
   if (sub === 'pause') {
-    const pause = await call('sends.pause', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
+    const pause = await call('sends.pause', {
+      by: actor('by'),
+      reason: required(values.reason as string | undefined, 'reason'),
+    });
     print(
       `sends in region ${region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
         `npm run ops -- sends resume --region ${region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
@@ -518,7 +592,10 @@ async function runSends({ call, region, sub, values, print, actor }: CommandCont
     return 0;
   }
   if (sub === 'resume') {
-    const result = await call('sends.resume', { by: actor('by'), reason: required(values.reason as string | undefined, 'reason') });
+    const result = await call('sends.resume', {
+      by: actor('by'),
+      reason: required(values.reason as string | undefined, 'reason'),
+    });
     print(
       `sends in region ${region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
         `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
@@ -559,7 +636,8 @@ async function runReviews({ call, sub, arg, values, print, actor }: CommandConte
 /** `audit`: the admin API's audit, newest first. */
 async function runAudit({ call, values, print }: CommandContext): Promise<number> {
   const limit = values.limit === undefined ? 50 : Number(values.limit);
-  if (!Number.isInteger(limit) || limit < 1) throw new ConfigError('--limit', values.limit as string, 'a whole number of entries, >= 1');
+  if (!Number.isInteger(limit) || limit < 1)
+    throw new ConfigError('--limit', values.limit as string, 'a whole number of entries, >= 1');
   const rows = await call('audit.list', {
     since: isoOption(values.since as string | undefined, 'since'),
     subject: values.subject as string | undefined,
@@ -570,7 +648,15 @@ async function runAudit({ call, values, print }: CommandContext): Promise<number
 }
 
 /** `merchant api-key create <merchant id>`, `merchant api-key revoke <key id>`, `merchant api-keys <merchant id>`. */
-async function runApiKeys({ call, actor, values, sub, arg: action, fourth: id, print }: CommandContext): Promise<number> {
+async function runApiKeys({
+  call,
+  actor,
+  values,
+  sub,
+  arg: action,
+  fourth: id,
+  print,
+}: CommandContext): Promise<number> {
   if (sub === 'api-keys') {
     const rows = await call('merchant.api-keys', { merchantId: required(action, 'merchant id') });
     print(`${table(rows)}\n${rows.length} key(s)`, rows);
@@ -598,7 +684,8 @@ async function runApiKeys({ call, actor, values, sub, arg: action, fourth: id, p
   throw new ConfigError('merchant api-key', action, '"create" or "revoke"');
 }
 
-const ignoredLines = (ignored: { webhookId: string; detail: string }[]) => ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join('');
+const ignoredLines = (ignored: { webhookId: string; detail: string }[]) =>
+  ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join('');
 
 /** `events show|skip|approve-skip|redeliver|refused`. */
 async function runEvents({ region, call, actor, values, sub, arg, print }: CommandContext): Promise<number> {
@@ -647,13 +734,19 @@ async function runEvents({ region, call, actor, values, sub, arg, print }: Comma
       );
       return 0;
     }
-    print(`sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.skipped.workflowId}); what follows it applies now`, result.skipped);
+    print(
+      `sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.skipped.workflowId}); what follows it applies now`,
+      result.skipped,
+    );
     return 0;
   }
   if (sub === 'approve-skip') {
     const requestId = required(arg, 'request id');
     const result = await call('events.approve-skip', { requestId, by: actor('by') });
-    print(`skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`, result);
+    print(
+      `skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`,
+      result,
+    );
     return 0;
   }
   if (sub === 'redeliver') {
@@ -701,7 +794,9 @@ function merchantLines(m: MerchantView): string {
     `budget: destination ${m.budget.destination} at ${m.budget.destinationRatePerSecond}/s` +
       (m.budget.sharedWith > 0 ? ` (shared with ${m.budget.sharedWith} other merchant row(s) on it)` : '') +
       `; next free slot ${m.budget.nextSlotAt ?? 'now'}` +
-      (m.budget.pausedUntil ? `; pushed back until ${m.budget.pausedUntil} (${m.budget.pauseReason ?? 'no reason recorded'})` : ''),
+      (m.budget.pausedUntil
+        ? `; pushed back until ${m.budget.pausedUntil} (${m.budget.pauseReason ?? 'no reason recorded'})`
+        : ''),
     `backlog: ${m.budget.backlog} pending` +
       (m.budget.backlog > 0
         ? `, oldest ${m.budget.oldestPendingSeconds} s old, about ${m.budget.drainSeconds} s to drain at the destination's pace`
@@ -719,7 +814,8 @@ async function runMerchant({ call, values, sub, arg: id, print }: CommandContext
     burst: numberOption(values, 'burst'),
     policy: policyOption(values) as VerbInput[string],
   });
-  const secretOnce = (secret: string) => `signing secret (shown once, give it to the merchant; it verifies with it): ${secret}`;
+  const secretOnce = (secret: string) =>
+    `signing secret (shown once, give it to the merchant; it verifies with it): ${secret}`;
   switch (sub) {
     case 'add': {
       const given = settings();
@@ -746,9 +842,15 @@ async function runMerchant({ call, values, sub, arg: id, print }: CommandContext
     case 'resume': {
       const result =
         sub === 'pause'
-          ? await call('merchant.pause', { merchantId: merchantId(), reason: required(values.reason as string | undefined, 'reason') })
+          ? await call('merchant.pause', {
+              merchantId: merchantId(),
+              reason: required(values.reason as string | undefined, 'reason'),
+            })
           : await call('merchant.resume', { merchantId: merchantId() });
-      print(`${result.changed ? '' : `nothing to do: already ${result.merchant.status}\n`}${merchantLines(result.merchant)}`, result);
+      print(
+        `${result.changed ? '' : `nothing to do: already ${result.merchant.status}\n`}${merchantLines(result.merchant)}`,
+        result,
+      );
       return result.changed ? 0 : 3;
     }
     case 'rotate-secret': {
@@ -812,5 +914,9 @@ export function operatorErrorText(err: unknown, json: boolean): string | undefin
       requestId: err.requestId,
     });
   }
-  return JSON.stringify({ error: e.name, ...(err instanceof OperatorError ? { code: err.code } : {}), message: e.message });
+  return JSON.stringify({
+    error: e.name,
+    ...(err instanceof OperatorError ? { code: err.code } : {}),
+    message: e.message,
+  });
 }

@@ -23,7 +23,9 @@ export function devCacheDir(env: Readonly<Record<string, string | undefined>> = 
 
 export const devStackFilePath = (cacheDir: string) => path.join(cacheDir, 'dev-stack.json');
 
-/** The running stack's addresses, or undefined when no `npm start` is running (a file left by a dead one is ignored). */
+/**
+ * The running stack's addresses, or undefined when no `npm start` is running (a file left by a dead one is ignored).
+ */
 export async function readDevStackFile(cacheDir: string): Promise<DevStackFile | undefined> {
   try {
     const file = JSON.parse(await fs.readFile(devStackFilePath(cacheDir), 'utf8')) as DevStackFile;

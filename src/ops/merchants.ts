@@ -46,8 +46,15 @@ export interface MerchantSettings {
 export function checkMerchantSettings(merchantId: string, s: MerchantSettings, rules: EndpointRules): void {
   if (s.name !== undefined && !s.name.trim()) throw new InvalidMerchantSetting('name', s.name, 'a non-empty name');
   if (s.endpointUrl !== undefined) parseEndpoint(merchantId, s.endpointUrl, rules);
-  if (s.ratePerSecond !== undefined && !(Number.isFinite(s.ratePerSecond) && s.ratePerSecond > 0 && s.ratePerSecond <= MAX_RATE_PER_SECOND)) {
-    throw new InvalidMerchantSetting('rate', s.ratePerSecond, `requests per second, > 0 and at most ${MAX_RATE_PER_SECOND}`);
+  if (
+    s.ratePerSecond !== undefined &&
+    !(Number.isFinite(s.ratePerSecond) && s.ratePerSecond > 0 && s.ratePerSecond <= MAX_RATE_PER_SECOND)
+  ) {
+    throw new InvalidMerchantSetting(
+      'rate',
+      s.ratePerSecond,
+      `requests per second, > 0 and at most ${MAX_RATE_PER_SECOND}`,
+    );
   }
   if (s.burst !== undefined && !(Number.isInteger(s.burst) && s.burst >= 0 && s.burst <= MAX_BURST)) {
     throw new InvalidMerchantSetting('burst', s.burst, `a whole number of requests, 0 to ${MAX_BURST}`);
@@ -73,7 +80,12 @@ export async function addMerchant(
   secrets: SecretsAtRest,
   m: { id: string; name: string; endpointUrl: string } & Omit<MerchantSettings, 'name' | 'endpointUrl'>,
 ): Promise<{ merchant: MerchantView; signingSecret: string }> {
-  if (!MERCHANT_ID.test(m.id)) throw new InvalidMerchantSetting('id', m.id, 'letters, digits, _ . - (at most 64, starting with a letter or digit)');
+  if (!MERCHANT_ID.test(m.id))
+    throw new InvalidMerchantSetting(
+      'id',
+      m.id,
+      'letters, digits, _ . - (at most 64, starting with a letter or digit)',
+    );
   // A setting given as undefined (an option the CLI did not get) takes its default.
   const given = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as typeof m;
   const settings = { ratePerSecond: 5, burst: 1, deliveryPolicy: {}, ...given };
@@ -81,7 +93,8 @@ export async function addMerchant(
   const signingSecret = generateSigningSecret();
   const sealedSigningSecret = await secrets.sealer.seal(signingSecret, { region: secrets.region, merchantId: m.id });
   const added = await merchants.insertMerchant(pool, { ...settings, name: settings.name.trim(), sealedSigningSecret });
-  if (!added) throw new OperatorError('MerchantExists', `merchant ${m.id} already exists; change it with \`merchant set\``);
+  if (!added)
+    throw new OperatorError('MerchantExists', `merchant ${m.id} already exists; change it with \`merchant set\``);
   return { merchant: await viewOf(pool, m.id), signingSecret };
 }
 
@@ -90,24 +103,37 @@ export async function showMerchant(pool: pg.Pool, merchantId: string): Promise<M
 }
 
 /** Changes the given settings, checked first; the others stay as they are. */
-export async function setMerchant(pool: pg.Pool, rules: EndpointRules, merchantId: string, changes: MerchantSettings): Promise<MerchantView> {
+export async function setMerchant(
+  pool: pg.Pool,
+  rules: EndpointRules,
+  merchantId: string,
+  changes: MerchantSettings,
+): Promise<MerchantView> {
   if (Object.values(changes).every((v) => v === undefined)) {
     throw new InvalidMerchantSetting('changes', changes, 'at least one of --name, --url, --rate, --burst, --policy');
   }
   checkMerchantSettings(merchantId, changes, rules);
-  if (!(await merchants.updateMerchant(pool, merchantId, { ...changes, name: changes.name?.trim() }))) await viewOf(pool, merchantId);
+  if (!(await merchants.updateMerchant(pool, merchantId, { ...changes, name: changes.name?.trim() })))
+    await viewOf(pool, merchantId);
   return viewOf(pool, merchantId);
 }
 
 /** Stops sending to the merchant; its webhooks wait, held, and go out after `resume`. */
-export async function pauseMerchant(pool: pg.Pool, merchantId: string, reason: string): Promise<{ changed: boolean; merchant: MerchantView }> {
+export async function pauseMerchant(
+  pool: pg.Pool,
+  merchantId: string,
+  reason: string,
+): Promise<{ changed: boolean; merchant: MerchantView }> {
   if (!reason.trim()) throw new InvalidMerchantSetting('reason', reason, 'why sending stops, for the next operator');
   const changed = await merchants.pauseMerchant(pool, merchantId, reason.trim());
   return { changed, merchant: await viewOf(pool, merchantId) };
 }
 
 /** Sends again to a paused merchant, or to one disabled after a 410 Gone. */
-export async function resumeMerchant(pool: pg.Pool, merchantId: string): Promise<{ changed: boolean; merchant: MerchantView }> {
+export async function resumeMerchant(
+  pool: pg.Pool,
+  merchantId: string,
+): Promise<{ changed: boolean; merchant: MerchantView }> {
   const changed = await merchants.resumeMerchant(pool, merchantId);
   return { changed, merchant: await viewOf(pool, merchantId) };
 }
@@ -129,7 +155,8 @@ export async function rotateSigningSecret(
   const signingSecret = generateSigningSecret();
   const sealed = await secrets.sealer.seal(signingSecret, { region: secrets.region, merchantId });
   const previousSignsUntil = await merchants.rotateSigningSecret(pool, merchantId, sealed, overlapMs);
-  if (previousSignsUntil === undefined) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
+  if (previousSignsUntil === undefined)
+    throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
   return { merchant: await viewOf(pool, merchantId), signingSecret, previousSignsUntil };
 }
 
@@ -178,7 +205,10 @@ export async function pingMerchant(
     const turn = await budget.acquire(merchantId, 'replay', reserved);
     if (turn.outcome === 'send') break;
     if (turn.outcome === 'paused') {
-      throw new OperatorError('SendsPaused', `the region's sends are paused (npm run ops -- sends status): nothing is sent, a ping neither`);
+      throw new OperatorError(
+        'SendsPaused',
+        `the region's sends are paused (npm run ops -- sends status): nothing is sent, a ping neither`,
+      );
     }
     const waitMs = turn.atMs - turn.nowMs;
     if (turn.outcome === 'denied' || waitedMs + waitMs > PING_MAX_WAIT_MS) {
@@ -216,8 +246,10 @@ export async function pingMerchant(
   const rule = classifyAttempt(attempt.result);
   const status = attempt.result.kind === 'response' ? attempt.result.status : null;
   if (status === 429) {
-    const retryAfterMs = attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
-    const pushBackMs = retryAfterMs === undefined ? MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS : Math.min(retryAfterMs, policy.retryAfterCapMs);
+    const retryAfterMs =
+      attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
+    const pushBackMs =
+      retryAfterMs === undefined ? MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS : Math.min(retryAfterMs, policy.retryAfterCapMs);
     await budget.pushBack(merchantId, pushBackMs, `HTTP 429 on ping ${webhookId}`);
   }
   return {

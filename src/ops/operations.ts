@@ -14,9 +14,20 @@ import { inTransaction } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
 import { identityKey, samePerson } from '../contracts/identity.js';
 import { deliveryWorkflowId, eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
-import { approveReplayUpdate, discardUpdate, statusQuery, type DecisionAnswer, type HoldStatus } from '../contracts/messages.js';
+import {
+  approveReplayUpdate,
+  discardUpdate,
+  statusQuery,
+  type DecisionAnswer,
+  type HoldStatus,
+} from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
-import { HOLD_RELEASED_EVENT, type DecisionTarget, type QuarantineFilters, type QuarantinedDelivery } from '../sql/deliveries.js';
+import {
+  HOLD_RELEASED_EVENT,
+  type DecisionTarget,
+  type QuarantineFilters,
+  type QuarantinedDelivery,
+} from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
@@ -44,7 +55,8 @@ export async function previewReplay(
   requestedBy: string,
 ): Promise<{ id: string; count: number; items: QuarantinedDelivery[] }> {
   const items = await listQuarantined(pool, filters);
-  if (items.length === 0) throw new OperatorError('EmptySelection', 'no quarantined delivery matches these filters; nothing to replay');
+  if (items.length === 0)
+    throw new OperatorError('EmptySelection', 'no quarantined delivery matches these filters; nothing to replay');
   const id = `rr_${randomUUID().slice(0, 8)}`;
   await inTransaction(pool, async (tx) => {
     await records.insertReplayRequest(tx, { id, requestedBy, filters, itemCount: items.length });
@@ -79,7 +91,10 @@ function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget
  * decided`. (An Update the validator refused leaves no outcome: the same id may be sent again.)
  */
 function decisionUpdateId(target: DeliveryTarget, decision: Decision): string {
-  const who = decision.signal === 'approveReplay' ? (decision.replayRequestId ?? identityKey(decision.approvedBy)) : identityKey(decision.by);
+  const who =
+    decision.signal === 'approveReplay'
+      ? (decision.replayRequestId ?? identityKey(decision.approvedBy))
+      : identityKey(decision.by);
   return `${decision.signal}/${who}/${target.webhookId}/run-${target.policyRun}`;
 }
 
@@ -103,7 +118,8 @@ async function sameDecisionAlreadyRecorded(
   const who = decision.signal === 'approveReplay' ? decision.approvedBy : decision.by;
   if (!latest || latest.decision !== kind || !samePerson(latest.decidedBy, who)) return undefined;
   if (expectedRun !== undefined && latest.policyRun !== expectedRun) return undefined;
-  const stage = target.status === 'discarded' ? 'discarded' : target.status === 'delivered' ? 'delivered' : 'delivering';
+  const stage =
+    target.status === 'discarded' ? 'discarded' : target.status === 'delivered' ? 'delivered' : 'delivering';
   return { outcome: 'applied', answer: { decision: kind, policyRun: latest.policyRun, stage } };
 }
 
@@ -116,14 +132,25 @@ type DecisionOutcome = { outcome: 'applied'; answer: DecisionAnswer } | { outcom
  * its validator refuses a decision it is not waiting for (e.g. the ledger is a moment ahead of the workflow's
  * stage). Either way the attempt is logged.
  */
-async function sendDecision(ctx: OpsContext, target: DeliveryTarget, decision: Decision, expectedRun?: number): Promise<DecisionOutcome> {
+async function sendDecision(
+  ctx: OpsContext,
+  target: DeliveryTarget,
+  decision: Decision,
+  expectedRun?: number,
+): Promise<DecisionOutcome> {
   let result: DecisionOutcome;
   const earlier =
-    target.status === 'quarantined' && expectedRun === undefined ? undefined : await sameDecisionAlreadyRecorded(ctx, target, decision, expectedRun);
+    target.status === 'quarantined' && expectedRun === undefined
+      ? undefined
+      : await sameDecisionAlreadyRecorded(ctx, target, decision, expectedRun);
   if (earlier) result = earlier;
-  else if (target.status !== 'quarantined') result = { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` };
+  else if (target.status !== 'quarantined')
+    result = { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` };
   else if (expectedRun !== undefined && target.policyRun !== expectedRun) {
-    result = { outcome: 'ignored', detail: `quarantined again in run ${target.policyRun} after the preview froze run ${expectedRun}` };
+    result = {
+      outcome: 'ignored',
+      detail: `quarantined again in run ${target.policyRun} after the preview froze run ${expectedRun}`,
+    };
   } else {
     const handle = ctx.client.workflow.getHandle(target.workflowId);
     const { policyRun } = target;
@@ -143,12 +170,16 @@ async function sendDecision(ctx: OpsContext, target: DeliveryTarget, decision: D
                 },
               ],
             })
-          : await handle.executeUpdate(discardUpdate, { updateId, args: [{ by: decision.by, reason: decision.reason, policyRun }] });
+          : await handle.executeUpdate(discardUpdate, {
+              updateId,
+              args: [{ by: decision.by, reason: decision.reason, policyRun }],
+            });
       result = { outcome: 'applied', answer };
     } catch (err) {
       if (err instanceof WorkflowUpdateFailedError)
         result = { outcome: 'ignored', detail: `refused by the workflow: ${err.cause?.message ?? err.message}` };
-      else if (err instanceof WorkflowNotFoundError) result = { outcome: 'ignored', detail: `workflow ${target.workflowId} is not running` };
+      else if (err instanceof WorkflowNotFoundError)
+        result = { outcome: 'ignored', detail: `workflow ${target.workflowId} is not running` };
       else throw err;
     }
   }
@@ -159,7 +190,9 @@ async function sendDecision(ctx: OpsContext, target: DeliveryTarget, decision: D
     reason: decision.reason,
     outcome: result.outcome,
     detail:
-      result.outcome === 'ignored' ? result.detail : `${result.answer.decision} of policy run ${result.answer.policyRun}; now ${result.answer.stage}`,
+      result.outcome === 'ignored'
+        ? result.detail
+        : `${result.answer.decision} of policy run ${result.answer.policyRun}; now ${result.answer.stage}`,
   });
   return result;
 }
@@ -178,7 +211,10 @@ export async function approveRequest(
   const request = await records.replayRequest(ctx.pool, requestId);
   if (!request || request.kind !== kind) {
     const other = request ? ` (it is a ${request.kind} request: npm run ops -- ${request.kind} approve)` : '';
-    throw new OperatorError('ReplayRequestNotFound', `${kind} request ${requestId} does not exist in region ${ctx.region.region}${other}`);
+    throw new OperatorError(
+      'ReplayRequestNotFound',
+      `${kind} request ${requestId} does not exist in region ${ctx.region.region}${other}`,
+    );
   }
   if (samePerson(request.requestedBy, approvedBy)) {
     throw new OperatorError(
@@ -189,7 +225,10 @@ export async function approveRequest(
   if (request.status === 'pending') await records.markReplayRequestApproved(ctx.pool, requestId, approvedBy);
   const approver = (await records.replayRequest(ctx.pool, requestId))!.approvedBy;
   if (approver === null || !samePerson(approver, approvedBy)) {
-    throw new OperatorError('ReplayAlreadyApproved', `${kind} request ${requestId} is already approved by ${approver}; only they can resume it`);
+    throw new OperatorError(
+      'ReplayAlreadyApproved',
+      `${kind} request ${requestId} is already approved by ${approver}; only they can resume it`,
+    );
   }
   return { requestedBy: request.requestedBy, approvedBy: approver };
 }
@@ -215,7 +254,9 @@ export async function approveReplayRequest(
   const open = items.filter((i) => i.outcome === null);
   const frozenRun = new Map(open.map((i) => [i.webhookId, i.policyRun]));
   const decidedRun = new Set(open.filter((i) => i.decidedRun).map((i) => i.webhookId));
-  const targets = (await deliveries.decisionTargetsOf(ctx.pool, [...frozenRun.keys()])).map((t) => deliveryTarget(ctx, t));
+  const targets = (await deliveries.decisionTargetsOf(ctx.pool, [...frozenRun.keys()])).map((t) =>
+    deliveryTarget(ctx, t),
+  );
   const pauseMs = 1000 / (options.signalsPerSecond ?? 20);
   let applied = 0;
   const ignored: { webhookId: string; detail: string }[] = [];
@@ -229,7 +270,13 @@ export async function approveReplayRequest(
       ctx,
       target,
       // The workflow checks the request itself (approved, by this approver, not its requester, covering the run).
-      { signal: 'approveReplay', approvedBy, reason: `replay request ${requestId}`, ticket: options.ticket, replayRequestId: requestId },
+      {
+        signal: 'approveReplay',
+        approvedBy,
+        reason: `replay request ${requestId}`,
+        ticket: options.ticket,
+        replayRequestId: requestId,
+      },
       frozenRun.get(target.webhookId),
     );
     await records.recordReplayItemOutcome(ctx.pool, requestId, target.webhookId, result.outcome);
@@ -247,17 +294,24 @@ export async function approveReplayRequest(
 async function targetForHold(ctx: OpsContext, holdId: string): Promise<DeliveryTarget> {
   if (holdId.startsWith('wh_')) {
     const [byWebhook] = await deliveries.decisionTargetsOf(ctx.pool, [holdId]);
-    if (!byWebhook) throw new OperatorError('NoDelivery', `webhook ${holdId} does not exist in region ${ctx.region.region}`);
+    if (!byWebhook)
+      throw new OperatorError('NoDelivery', `webhook ${holdId} does not exist in region ${ctx.region.region}`);
     return deliveryTarget(ctx, byWebhook);
   }
   const target = await deliveries.decisionTargetOfHold(ctx.pool, holdId);
   if (target) return deliveryTarget(ctx, target);
   const state = await holds.holdState(ctx.pool, holdId);
-  if (state === undefined) throw new OperatorError('HoldNotFound', `hold ${holdId} does not exist in region ${ctx.region.region}`);
+  if (state === undefined)
+    throw new OperatorError('HoldNotFound', `hold ${holdId} does not exist in region ${ctx.region.region}`);
   throw new OperatorError('NoDelivery', `hold ${holdId} has no webhook (state ${state}); nothing to decide`);
 }
 
-export async function discardHold(ctx: OpsContext, holdId: string, by: string, reason: string): Promise<DecisionOutcome> {
+export async function discardHold(
+  ctx: OpsContext,
+  holdId: string,
+  by: string,
+  reason: string,
+): Promise<DecisionOutcome> {
   return sendDecision(ctx, await targetForHold(ctx, holdId), { signal: 'discard', by, reason });
 }
 
@@ -266,7 +320,13 @@ export async function discardHold(ctx: OpsContext, holdId: string, by: string, r
  * sent: a replay needs a request by one person and an approval by another (`replay preview --webhook`, `replay
  * approve`). The workers refuse it too, whatever a client sends.
  */
-export async function approveHold(ctx: OpsContext, holdId: string, approvedBy: string, reason: string, ticket?: string): Promise<DecisionOutcome> {
+export async function approveHold(
+  ctx: OpsContext,
+  holdId: string,
+  approvedBy: string,
+  reason: string,
+  ticket?: string,
+): Promise<DecisionOutcome> {
   const target = await targetForHold(ctx, holdId);
   if (ctx.fourEyes) {
     throw new OperatorError(
@@ -310,9 +370,10 @@ async function retryInProgress(
   if (!pending || (pending.attempt ?? 1) <= 1) return null;
   const seconds = pending.nextAttemptScheduleTime?.seconds;
   // In an encrypted region the failure's message is encrypted too ("Encoded failure"): decoded with the region's keys.
-  const lastFailure = await decodeOptionalFailureToOptionalError(client.workflow.options.loadedDataConverter, pending.lastFailure).catch(
-    () => undefined,
-  );
+  const lastFailure = await decodeOptionalFailureToOptionalError(
+    client.workflow.options.loadedDataConverter,
+    pending.lastFailure,
+  ).catch(() => undefined);
   return {
     attempt: pending.attempt ?? 1,
     lastFailure: lastFailure?.message ?? pending.lastFailure?.message ?? null,
@@ -326,14 +387,21 @@ async function retryInProgress(
  * refused while a run is open, for a webhook no longer pending, and for a release's webhook (its hold's workflow
  * delivers it).
  */
-export async function redeliverEventWebhook(ctx: OpsContext, webhookId: string): Promise<{ workflowId: string; runId: string }> {
+export async function redeliverEventWebhook(
+  ctx: OpsContext,
+  webhookId: string,
+): Promise<{ workflowId: string; runId: string }> {
   const { region } = ctx.region;
   const webhook = await deliveries.webhookToDeliver(ctx.pool, webhookId);
   if (!webhook) throw new OperatorError('NoDelivery', `webhook ${webhookId} does not exist in region ${region}`);
   if (webhook.eventType === HOLD_RELEASED_EVENT) {
-    throw new OperatorError('NotAnEventWebhook', `webhook ${webhookId} is hold ${webhook.holdId}'s release: its hold's workflow delivers it`);
+    throw new OperatorError(
+      'NotAnEventWebhook',
+      `webhook ${webhookId} is hold ${webhook.holdId}'s release: its hold's workflow delivers it`,
+    );
   }
-  if (webhook.status !== 'pending') throw new OperatorError('NotPending', `webhook ${webhookId} is ${webhook.status}: nothing to deliver`);
+  if (webhook.status !== 'pending')
+    throw new OperatorError('NotPending', `webhook ${webhookId} is ${webhook.status}: nothing to deliver`);
   const [target] = await deliveries.decisionTargetsOf(ctx.pool, [webhookId]);
   if (target?.drivenBy) {
     throw new OperatorError(
@@ -344,7 +412,8 @@ export async function redeliverEventWebhook(ctx: OpsContext, webhookId: string):
   const workflowId = eventDeliveryWorkflowId(region, webhookId);
   try {
     const { status } = await ctx.client.workflow.getHandle(workflowId).describe();
-    if (status.name === 'RUNNING') throw new OperatorError('DeliveryRunning', `webhook ${webhookId} is being delivered by ${workflowId}`);
+    if (status.name === 'RUNNING')
+      throw new OperatorError('DeliveryRunning', `webhook ${webhookId} is being delivered by ${workflowId}`);
   } catch (err) {
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
@@ -372,7 +441,12 @@ export async function holdStatus(ctx: OpsContext, holdId: string): Promise<HoldR
     try {
       const description = await handle.describe();
       const waiting = await handle.query(statusQuery).catch(() => null);
-      workflow = { workflowId, status: description.status.name, waiting, retrying: await retryInProgress(ctx.client, description) };
+      workflow = {
+        workflowId,
+        status: description.status.name,
+        waiting,
+        retrying: await retryInProgress(ctx.client, description),
+      };
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
     }

@@ -7,7 +7,12 @@ import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { identityKey, samePerson } from '../contracts/identity.js';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
-import { holdEventsStatusQuery, skipMissingEventUpdate, type HoldEventsStatus, type SkipAnswer } from '../contracts/processor.js';
+import {
+  holdEventsStatusQuery,
+  skipMissingEventUpdate,
+  type HoldEventsStatus,
+  type SkipAnswer,
+} from '../contracts/processor.js';
 import { OperatorError } from '../errors.js';
 import * as events from '../sql/processor-events.js';
 import * as records from '../sql/operator-records.js';
@@ -28,7 +33,8 @@ export async function holdEvents(ctx: OpsContext, holdId: string): Promise<HoldE
     events.skipsOfHold(ctx.pool, holdId),
     events.reviews(ctx.pool, { all: true, holdId }),
   ]);
-  if (log.length === 0) throw new OperatorError('NoHoldEvents', `hold ${holdId} has no processor events in region ${ctx.region.region}`);
+  if (log.length === 0)
+    throw new OperatorError('NoHoldEvents', `hold ${holdId} has no processor events in region ${ctx.region.region}`);
   const workflowId = holdEventsWorkflowId(ctx.region.region, holdId);
   const handle = ctx.client.workflow.getHandle(workflowId);
   let workflow: HoldEventsReport['workflow'] = null;
@@ -49,11 +55,13 @@ async function assertWaitingFor(ctx: OpsContext, holdId: string, sequence: numbe
   try {
     account = await handle.query(holdEventsStatusQuery);
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new OperatorError('NotWaitingForSequence', `hold ${holdId} has no running event workflow`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new OperatorError('NotWaitingForSequence', `hold ${holdId} has no running event workflow`);
     throw err;
   }
   const { stage } = account;
-  const waitingFor = stage.stage === 'stopped_for_human' || stage.stage === 'waiting_for_predecessor' ? stage.expected : undefined;
+  const waitingFor =
+    stage.stage === 'stopped_for_human' || stage.stage === 'waiting_for_predecessor' ? stage.expected : undefined;
   if (waitingFor !== sequence) {
     throw new OperatorError(
       'NotWaitingForSequence',
@@ -85,9 +93,13 @@ export async function skipMissingEvent(
       args: [{ sequence, by, reason, ...(requestId === undefined ? {} : { requestId }) }],
     });
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new OperatorError('NotWaitingForSequence', `hold ${holdId} has no running event workflow`);
+    if (err instanceof WorkflowNotFoundError)
+      throw new OperatorError('NotWaitingForSequence', `hold ${holdId} has no running event workflow`);
     if (err instanceof WorkflowUpdateFailedError) {
-      throw new OperatorError('NotWaitingForSequence', `hold ${holdId}'s event workflow refused the skip: ${err.cause?.message ?? err.message}`);
+      throw new OperatorError(
+        'NotWaitingForSequence',
+        `hold ${holdId}'s event workflow refused the skip: ${err.cause?.message ?? err.message}`,
+      );
     }
     throw err;
   }
@@ -95,7 +107,9 @@ export async function skipMissingEvent(
     throw new OperatorError(
       'SkipNotRecorded',
       `the workflow tried the skip of sequence ${sequence} and the ledger did not record it` +
-        (requestId === undefined ? ' (a production worker needs an approved skip request: events skip, then events approve-skip)' : ''),
+        (requestId === undefined
+          ? ' (a production worker needs an approved skip request: events skip, then events approve-skip)'
+          : ''),
     );
   }
   return { skipped: true, workflowId: handle.workflowId };
@@ -122,11 +136,22 @@ export async function requestSkip(
  * Four eyes, second half: approves a skip request (never its requester: refused here and by the ledger), then
  * carries it out as its approver; the worker checks the request against the ledger before it records the skip.
  */
-export async function approveSkip(ctx: OpsContext, requestId: string, approvedBy: string): Promise<{ skipped: true; workflowId: string }> {
+export async function approveSkip(
+  ctx: OpsContext,
+  requestId: string,
+  approvedBy: string,
+): Promise<{ skipped: true; workflowId: string }> {
   const request = await records.skipRequest(ctx.pool, requestId);
-  if (!request) throw new OperatorError('SkipRequestNotFound', `skip request ${requestId} does not exist in region ${ctx.region.region}`);
+  if (!request)
+    throw new OperatorError(
+      'SkipRequestNotFound',
+      `skip request ${requestId} does not exist in region ${ctx.region.region}`,
+    );
   if (samePerson(request.requestedBy, approvedBy)) {
-    throw new OperatorError('SelfApprovalRefused', `skip request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`);
+    throw new OperatorError(
+      'SelfApprovalRefused',
+      `skip request ${requestId} was requested by ${request.requestedBy}; someone else must approve it`,
+    );
   }
   if (request.status === 'pending' && !(await records.markSkipRequestApproved(ctx.pool, requestId, approvedBy))) {
     throw new OperatorError('SkipAlreadyApproved', `skip request ${requestId} was approved by someone else meanwhile`);
@@ -138,7 +163,12 @@ export async function approveSkip(ctx: OpsContext, requestId: string, approvedBy
   return skipMissingEvent(ctx, request.holdId, request.sequence, approvedBy, request.reason, requestId);
 }
 
-export async function resolveReview(ctx: Pick<OpsContext, 'pool'>, eventId: string, by: string): Promise<{ resolved: true }> {
-  if (!(await events.resolveReview(ctx.pool, eventId, by))) throw new OperatorError('ReviewNotOpen', `no open review for event ${eventId}`);
+export async function resolveReview(
+  ctx: Pick<OpsContext, 'pool'>,
+  eventId: string,
+  by: string,
+): Promise<{ resolved: true }> {
+  if (!(await events.resolveReview(ctx.pool, eventId, by)))
+    throw new OperatorError('ReviewNotOpen', `no open review for event ${eventId}`);
   return { resolved: true };
 }

@@ -36,14 +36,22 @@ export interface ResendStarted {
   policyRun?: number;
 }
 
-function refuseUnlessAtAnEnd(ctx: OpsContext, webhookId: string, target: DecisionTarget | undefined): asserts target is DecisionTarget {
-  if (!target) throw new OperatorError('NoDelivery', `webhook ${webhookId} does not exist in region ${ctx.region.region}`);
+function refuseUnlessAtAnEnd(
+  ctx: OpsContext,
+  webhookId: string,
+  target: DecisionTarget | undefined,
+): asserts target is DecisionTarget {
+  if (!target)
+    throw new OperatorError('NoDelivery', `webhook ${webhookId} does not exist in region ${ctx.region.region}`);
   if (!ENDS.includes(target.status)) {
     const what =
       target.status === 'quarantined'
         ? `quarantined: approve its replay (npm run ops -- approve ${webhookId}) or discard it`
         : 'pending: it is being delivered';
-    throw new OperatorError('NotAtAnEnd', `webhook ${webhookId} is ${what}; only a delivered, discarded or abandoned webhook is resent`);
+    throw new OperatorError(
+      'NotAtAnEnd',
+      `webhook ${webhookId} is ${what}; only a delivered, discarded or abandoned webhook is resent`,
+    );
   }
 }
 
@@ -51,7 +59,13 @@ function refuseUnlessAtAnEnd(ctx: OpsContext, webhookId: string, target: Decisio
  * One webhook resent by one person (where four eyes rule: refused before anything is sent, with the commands that do
  * it). Waits for the worker to reopen it, and throws `ResendRefused` with the worker's reason if it refused.
  */
-export async function resendWebhookNow(ctx: OpsContext, webhookId: string, by: string, reason: string, ticket?: string): Promise<ResendStarted> {
+export async function resendWebhookNow(
+  ctx: OpsContext,
+  webhookId: string,
+  by: string,
+  reason: string,
+  ticket?: string,
+): Promise<ResendStarted> {
   const [target] = await deliveries.decisionTargetsOf(ctx.pool, [webhookId]);
   refuseUnlessAtAnEnd(ctx, webhookId, target);
   if (ctx.fourEyes) {
@@ -82,7 +96,9 @@ async function awaitReopened(ctx: OpsContext, started: ResendStarted): Promise<R
     if (recorded) return { ...started, policyRun: recorded.policyRun };
     const { status } = await handle.describe();
     if (status.name !== 'RUNNING') {
-      const result = (await handle.result().catch((err: Error) => ({ status: 'refused', why: err.message }))) as ResendWebhookResult;
+      const result = (await handle
+        .result()
+        .catch((err: Error) => ({ status: 'refused', why: err.message }))) as ResendWebhookResult;
       if (result.status === 'refused')
         throw new OperatorError('ResendRefused', `resend of ${started.webhookId} refused by the worker: ${result.why}`);
       return { ...started, policyRun: result.policyRun };
@@ -100,7 +116,10 @@ export async function previewResend(
 ): Promise<{ id: string; count: number; items: ResendableWebhook[] }> {
   const items = await deliveries.resendableWebhooks(pool, filters);
   if (items.length === 0) {
-    throw new OperatorError('EmptySelection', 'no delivered, discarded or abandoned webhook matches these filters; nothing to resend');
+    throw new OperatorError(
+      'EmptySelection',
+      'no delivered, discarded or abandoned webhook matches these filters; nothing to resend',
+    );
   }
   const id = `rq_${randomUUID().slice(0, 8)}`;
   await inTransaction(pool, async (tx) => {
@@ -163,7 +182,12 @@ export async function approveResendRequest(
       }
       await new Promise((resolve) => setTimeout(resolve, pauseMs));
     }
-    await records.recordReplayItemOutcome(ctx.pool, requestId, item.webhookId, detail === undefined ? 'applied' : 'ignored');
+    await records.recordReplayItemOutcome(
+      ctx.pool,
+      requestId,
+      item.webhookId,
+      detail === undefined ? 'applied' : 'ignored',
+    );
     if (detail === undefined) applied++;
     else ignored.push({ webhookId: item.webhookId, detail });
   }

@@ -3,7 +3,8 @@
  * (src/sql/send-pauses.ts), read by every admission to a merchant's budget in the admission's own statement: from the
  * moment `pause` returns, no webhook of the region is sent. Deliveries wait as for a paused merchant (DeliveryStatus
  * `held`, durable re-checks, no attempt spent); releases go on. `resume` closes the pause and tells every held delivery
- * to re-check at once (`merchantResumed`), so the backlog drains at each merchant's rate instead of at the next re-check.
+ * to re-check at once (`merchantResumed`), so the backlog drains at each merchant's rate instead of at the next
+ * re-check.
  */
 import { merchantResumedSignal } from '../contracts/messages.js';
 import { DeliveryStatusKey } from '../contracts/search-attributes.js';
@@ -28,13 +29,19 @@ export async function pauseSends(ctx: OpsContext, by: string, reason: string): P
   return opened;
 }
 
-export async function resumeSends(ctx: OpsContext, by: string, reason: string): Promise<{ pause: pauses.SendPause; signalled: number }> {
+export async function resumeSends(
+  ctx: OpsContext,
+  by: string,
+  reason: string,
+): Promise<{ pause: pauses.SendPause; signalled: number }> {
   const pause = await pauses.closeSendPause(ctx.pool, by.trim(), reason.trim());
   if (!pause) throw new OperatorError('SendsNotPaused', `sends in region ${ctx.region.region} are not paused`);
   return { pause, signalled: await signalHeldDeliveries(ctx) };
 }
 
-export async function sendsStatus(ctx: OpsContext): Promise<{ paused: boolean; pauses: pauses.SendPause[]; held: number }> {
+export async function sendsStatus(
+  ctx: OpsContext,
+): Promise<{ paused: boolean; pauses: pauses.SendPause[]; held: number }> {
   const recent = await pauses.recentSendPauses(ctx.pool);
   const { count } = await ctx.client.workflow.count(HELD_QUERY);
   return { paused: recent[0]?.resumedAt === null, pauses: recent, held: count };

@@ -42,7 +42,13 @@ const signatureHeader = (name: string, description: string, pattern: string) => 
 });
 
 /** The document for the receiver's paths (its constants: receiver.ts passes them, so the two cannot drift). */
-export const receiverOpenApi = ({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_PATH }: { events: string; health: string }) => ({
+export const receiverOpenApi = ({
+  events: PROCESSOR_EVENTS_PATH,
+  health: HEALTH_PATH,
+}: {
+  events: string;
+  health: string;
+}) => ({
   openapi: '3.1.0',
   info: {
     title: 'hold-sweeper processor receiver',
@@ -57,8 +63,16 @@ export const receiverOpenApi = ({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_
         operationId: 'processorEvents.record',
         summary: 'One processor event about a hold.',
         parameters: [
-          signatureHeader('webhook-id', 'the event id (1-128 of [A-Za-z0-9_.:-]); a resend of the same event carries the same id', '^.{1,256}$'),
-          signatureHeader('webhook-timestamp', 'seconds since the epoch, within 5 minutes of the receiver’s clock', '^\\d{1,12}$'),
+          signatureHeader(
+            'webhook-id',
+            'the event id (1-128 of [A-Za-z0-9_.:-]); a resend of the same event carries the same id',
+            '^.{1,256}$',
+          ),
+          signatureHeader(
+            'webhook-timestamp',
+            'seconds since the epoch, within 5 minutes of the receiver’s clock',
+            '^\\d{1,12}$',
+          ),
           signatureHeader('webhook-signature', 'v1,<base64 HMAC-SHA256 of id.timestamp.body>, space-separated', '^.+$'),
         ],
         requestBody: {
@@ -70,13 +84,22 @@ export const receiverOpenApi = ({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_
                 required: ['type', 'timestamp', 'data'],
                 properties: {
                   type: { type: 'string', enum: PROCESSOR_EVENT_TYPES },
-                  timestamp: { type: 'string', format: 'date-time', description: 'when it happened at the processor (RFC 3339)' },
+                  timestamp: {
+                    type: 'string',
+                    format: 'date-time',
+                    description: 'when it happened at the processor (RFC 3339)',
+                  },
                   data: {
                     type: 'object',
                     required: ['hold_id', 'sequence'],
                     properties: {
                       hold_id: { type: 'string', pattern: '^[A-Za-z0-9_.:-]{1,128}$' },
-                      sequence: { type: 'integer', minimum: 1, maximum: 2147483647, description: 'per hold, from 1, no gaps' },
+                      sequence: {
+                        type: 'integer',
+                        minimum: 1,
+                        maximum: 2147483647,
+                        description: 'per hold, from 1, no gaps',
+                      },
                       amount_minor: {
                         oneOf: [
                           { type: 'integer', minimum: 1 },
@@ -84,7 +107,11 @@ export const receiverOpenApi = ({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_
                         ],
                         description: 'minor units; captures and increments only',
                       },
-                      currency: { type: 'string', pattern: '^[A-Z]{3}$', description: 'ISO 4217; captures and increments only' },
+                      currency: {
+                        type: 'string',
+                        pattern: '^[A-Z]{3}$',
+                        description: 'ISO 4217; captures and increments only',
+                      },
                     },
                   },
                 },
@@ -115,7 +142,10 @@ export const receiverOpenApi = ({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_
           ),
           '404': refusal(['NotFound'], `Only POST ${PROCESSOR_EVENTS_PATH} is served.`),
           '405': refusal(['MethodNotAllowed'], 'Only POST.'),
-          '409': refusal(['EventConflict'], 'This event id was recorded before with another body, or the hold’s sequence says otherwise.'),
+          '409': refusal(
+            ['EventConflict'],
+            'This event id was recorded before with another body, or the hold’s sequence says otherwise.',
+          ),
           '413': refusal(['PayloadTooLarge'], 'Over 64 KiB.'),
           '500': refusal(['Internal'], 'Not recorded: retry.'),
           '503': refusal(['NotRecorded'], 'The ledger did not record it in time: retry.'),
@@ -131,7 +161,11 @@ export const receiverOpenApi = ({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_
             description: 'Serving.',
             content: {
               'application/json': {
-                schema: { type: 'object', required: ['status', 'region'], properties: { status: { const: 'ok' }, region: { type: 'string' } } },
+                schema: {
+                  type: 'object',
+                  required: ['status', 'region'],
+                  properties: { status: { const: 'ok' }, region: { type: 'string' } },
+                },
               },
             },
           },

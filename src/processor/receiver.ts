@@ -29,11 +29,21 @@ import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
-import { PROCESSOR_EVENT_TYPES, processorEventSignal, type ProcessorEventRef, type ProcessorEventType } from '../contracts/processor.js';
+import {
+  PROCESSOR_EVENT_TYPES,
+  processorEventSignal,
+  type ProcessorEventRef,
+  type ProcessorEventType,
+} from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
 import { holdSearchAttributes } from '../contracts/search-attributes.js';
 import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
-import { checkWebhookHeaders, verifySignature, WebhookUnverified, type WebhookHeaders } from '../delivery/standard-webhooks.js';
+import {
+  checkWebhookHeaders,
+  verifySignature,
+  WebhookUnverified,
+  type WebhookHeaders,
+} from '../delivery/standard-webhooks.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
 import { receiverOpenApi } from './openapi.js';
@@ -129,7 +139,9 @@ export interface ReceiverOptions {
   processorKey: Buffer;
   /** Passed to each hold's event workflow it starts (PROCESSOR_GAP_WAIT); the workflow's default otherwise. */
   gapWaitMs?: number;
-  /** How long a started hold-event workflow stays open with nothing to apply; the workflow's default (1 min) otherwise. */
+  /**
+   * How long a started hold-event workflow stays open with nothing to apply; the workflow's default (1 min) otherwise.
+   */
   workflowIdleMs?: number;
   recordTimeoutMs?: number;
   relayIntervalMs?: number;
@@ -211,7 +223,11 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
         ],
         signal: processorEventSignal,
         signalArgs: [{ eventId: ref.eventId, sequence: ref.sequence }],
-        typedSearchAttributes: holdSearchAttributes({ region, holdId: ref.holdId, ...(merchantId === undefined ? {} : { merchantId }) }),
+        typedSearchAttributes: holdSearchAttributes({
+          region,
+          holdId: ref.holdId,
+          ...(merchantId === undefined ? {} : { merchantId }),
+        }),
         staticSummary: holdEventsSummary(region, ref.holdId),
         staticDetails: holdEventsDetails(region, ref.holdId),
       });
@@ -234,7 +250,13 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   };
 
   /** Answers a refusal; a signed one is also written (its own pool, bounded in time), an unsigned one only counted. */
-  async function refuse(res: http.ServerResponse, refusal: Refusal, eventId: string | null, body: string | null, close = false): Promise<void> {
+  async function refuse(
+    res: http.ServerResponse,
+    refusal: Refusal,
+    eventId: string | null,
+    body: string | null,
+    close = false,
+  ): Promise<void> {
     if (close) res.setHeader('connection', 'close');
     send(res, refusal.statusCode, { error: refusal.code, message: refusal.message });
     refusedTotal.inc({ region, reason: refusal.code });
@@ -269,20 +291,29 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     // for as long as the request timeout allows, so its connection is closed instead of drained.
     const unread = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] !== undefined;
     const early = (refusal: Refusal) => refuse(res, refusal, null, null, unread);
-    if (path !== PROCESSOR_EVENTS_PATH) return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
-    if (req.method !== 'POST') return early(new Refusal(405, 'MethodNotAllowed', `${req.method} is not allowed; use POST`));
+    if (path !== PROCESSOR_EVENTS_PATH)
+      return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
+    if (req.method !== 'POST')
+      return early(new Refusal(405, 'MethodNotAllowed', `${req.method} is not allowed; use POST`));
     const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > MAX_BODY_BYTES) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
+    if (declared > MAX_BODY_BYTES)
+      return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
     let signed: WebhookHeaders;
     try {
-      signed = checkWebhookHeaders(header(req, 'webhook-id'), header(req, 'webhook-timestamp'), header(req, 'webhook-signature'), nowSeconds());
+      signed = checkWebhookHeaders(
+        header(req, 'webhook-id'),
+        header(req, 'webhook-timestamp'),
+        header(req, 'webhook-signature'),
+        nowSeconds(),
+      );
     } catch (err) {
       if (!(err instanceof WebhookUnverified)) throw err;
       return early(new Refusal(401, err.reason, err.message));
     }
     const eventId = signed.id;
     const body = await readBody(req);
-    if (body === undefined) return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
+    if (body === undefined)
+      return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
     let accepted: AcceptedEvent;
     try {
       verifySignature(processorKey, signed, body, 'the processor secret');
@@ -302,19 +333,28 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       outcome = await withTimeout(events.recordEvent(pool, accepted), recordTimeoutMs);
     } catch (err) {
       eventsTotal.inc({ region, outcome: 'not_recorded' });
-      report('warn', 'processor event not recorded: answered 503, the processor retries', { region, eventId, error: (err as Error).message });
+      report('warn', 'processor event not recorded: answered 503, the processor retries', {
+        region,
+        eventId,
+        error: (err as Error).message,
+      });
       return send(res, 503, { error: 'NotRecorded', message: 'the event could not be recorded in time; retry' });
     }
-    if (outcome.status === 'conflict') return refuse(res, new Refusal(409, 'EventConflict', outcome.why), accepted.eventId, body);
+    if (outcome.status === 'conflict')
+      return refuse(res, new Refusal(409, 'EventConflict', outcome.why), accepted.eventId, body);
     eventsTotal.inc({ region, outcome: outcome.status });
     send(res, outcome.status === 'recorded' ? 202 : 200, { status: outcome.status, eventId: accepted.eventId });
-    report('info', outcome.status === 'recorded' ? 'processor event recorded' : 'processor event duplicate: nothing changed', {
-      region,
-      eventId: accepted.eventId,
-      holdId: accepted.holdId,
-      sequence: accepted.sequence,
-      type: accepted.eventType,
-    });
+    report(
+      'info',
+      outcome.status === 'recorded' ? 'processor event recorded' : 'processor event duplicate: nothing changed',
+      {
+        region,
+        eventId: accepted.eventId,
+        holdId: accepted.holdId,
+        sequence: accepted.sequence,
+        type: accepted.eventType,
+      },
+    );
     if (outcome.status === 'recorded' || !outcome.dispatched) track(handOver(accepted));
   }
 
@@ -360,7 +400,9 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     }
   }
   const pruneTimer = setInterval(() => {
-    pruneRefused().catch((err) => report('warn', 'refused-request retention failed', { region, error: (err as Error).message }));
+    pruneRefused().catch((err) =>
+      report('warn', 'refused-request retention failed', { region, error: (err as Error).message }),
+    );
   }, options.pruneIntervalMs ?? 3_600_000);
   pruneTimer.unref();
 
@@ -435,7 +477,8 @@ async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
  * currency } }`, where a capture and an increment carry a positive amount and a currency, and a reversal neither.
  */
 export function parseEvent(eventId: string, body: string): AcceptedEvent {
-  if (!EVENT_ID_PATTERN.test(eventId)) throw new Refusal(400, 'InvalidEventId', 'webhook-id must be 1-128 of [A-Za-z0-9_.:-]');
+  if (!EVENT_ID_PATTERN.test(eventId))
+    throw new Refusal(400, 'InvalidEventId', 'webhook-id must be 1-128 of [A-Za-z0-9_.:-]');
   let parsed: unknown;
   try {
     parsed = JSON.parse(body);
@@ -464,10 +507,24 @@ export function parseEvent(eventId: string, body: string): AcceptedEvent {
   let currency: string | null = null;
   if (type !== 'hold.reversed') {
     const amount = data.amount_minor;
-    const text = typeof amount === 'number' && Number.isSafeInteger(amount) ? String(amount) : typeof amount === 'string' ? amount : '';
-    if (/^-\d+$/.test(text)) throw new Refusal(400, 'NegativeAmount', `data.amount_minor is negative (${text}); a ${type} carries a positive amount`);
+    const text =
+      typeof amount === 'number' && Number.isSafeInteger(amount)
+        ? String(amount)
+        : typeof amount === 'string'
+          ? amount
+          : '';
+    if (/^-\d+$/.test(text))
+      throw new Refusal(
+        400,
+        'NegativeAmount',
+        `data.amount_minor is negative (${text}); a ${type} carries a positive amount`,
+      );
     if (!/^\d{1,18}$/.test(text) || BigInt(text) === 0n) {
-      throw new Refusal(400, 'InvalidAmount', `data.amount_minor must be a positive integer of minor units for ${type}`);
+      throw new Refusal(
+        400,
+        'InvalidAmount',
+        `data.amount_minor must be a positive integer of minor units for ${type}`,
+      );
     }
     amountMinor = text;
     if (typeof data.currency !== 'string' || !/^[A-Z]{3}$/.test(data.currency))
@@ -497,8 +554,25 @@ const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?
 export function isRfc3339(text: string): boolean {
   const m = RFC3339.exec(text);
   if (!m) return false;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   const daysInMonth = new Date(Date.UTC(2000 + (year % 400), month, 0)).getUTCDate();
   const offsetOk = m[8] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59);
-  return year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysInMonth && hour <= 23 && minute <= 59 && second <= 60 && offsetOk;
+  return (
+    year >= 1 &&
+    month >= 1 &&
+    month <= 12 &&
+    day >= 1 &&
+    day <= daysInMonth &&
+    hour <= 23 &&
+    minute <= 59 &&
+    second <= 60 &&
+    offsetOk
+  );
 }

@@ -20,7 +20,18 @@ export async function insertAudit(db: Queryable, r: AuditRecord): Promise<void> 
   await db.query(
     `INSERT INTO api_audit (request_id, subject, roles, verb, method, path, target, outcome, status, detail)
      VALUES ($1, $2, $3::text[], $4, $5, $6, $7, $8, $9, $10)`,
-    [r.requestId, r.subject ?? null, [...r.roles], r.verb, r.method, r.path, r.target ?? null, r.outcome, r.status, r.detail ?? null],
+    [
+      r.requestId,
+      r.subject ?? null,
+      [...r.roles],
+      r.verb,
+      r.method,
+      r.path,
+      r.target ?? null,
+      r.outcome,
+      r.status,
+      r.detail ?? null,
+    ],
   );
 }
 

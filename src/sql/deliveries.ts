@@ -38,7 +38,12 @@
  * delivered by the webhook's own workflow (its hold's release, or its event's delivery) until the first resend; from
  * then on by the latest resend's workflow (`DRIVEN_BY_SQL`, `deliveryWorkflowId` in src/contracts/ids.ts).
  */
-import { HOLD_RELEASED_EVENT, type DeliveryStatus, type QuarantineDecision, type ResendClaim } from '../contracts/delivery.js';
+import {
+  HOLD_RELEASED_EVENT,
+  type DeliveryStatus,
+  type QuarantineDecision,
+  type ResendClaim,
+} from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
@@ -72,7 +77,9 @@ export const SEQUENCE = Symbol('sequence');
  * which is what `sequence` says to the merchant: the hold's row is locked by the change, so the numbering cannot race.
  */
 export const enqueueWebhook = (w: WebhookToEnqueue) => {
-  const data = w.data.map((entry) => (entry === SEQUENCE ? `'sequence', o.ordinal` : `'${entry[0]}', ${entry[1]}`)).join(', ');
+  const data = w.data
+    .map((entry) => (entry === SEQUENCE ? `'sequence', o.ordinal` : `'${entry[0]}', ${entry[1]}`))
+    .join(', ');
   return `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
      SELECT ${w.webhookId}, ${w.holdId}, ${w.merchantId}, ${w.eventType},
             json_build_object('type', ${w.eventType}, 'timestamp', ${w.timestamp}, 'data', json_build_object(${data}))::text,
@@ -139,8 +146,14 @@ export interface EarlierPending {
   drivenBy: string | null;
 }
 
-/** A delivery with its merchant's endpoint, secrets (sealed) and policy, as one attempt needs them; undefined if none. */
-export async function deliveryForSending(db: Queryable, webhookId: string, policyRun: number): Promise<DeliveryForSending | undefined> {
+/**
+ * A delivery with its merchant's endpoint, secrets (sealed) and policy, as one attempt needs them; undefined if none.
+ */
+export async function deliveryForSending(
+  db: Queryable,
+  webhookId: string,
+  policyRun: number,
+): Promise<DeliveryForSending | undefined> {
   const { rows } = await db.query<{
     status: DeliveryStatus;
     attempt_count: number;
@@ -272,7 +285,12 @@ export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<vo
 }
 
 /** pending -> quarantined, with its reason; a no-op for a delivery no longer pending. */
-export async function quarantineDelivery(db: Queryable, webhookId: string, reason: QuarantineReason, detail: string): Promise<void> {
+export async function quarantineDelivery(
+  db: Queryable,
+  webhookId: string,
+  reason: QuarantineReason,
+  detail: string,
+): Promise<void> {
   await db.query(
     `UPDATE webhook_deliveries
         SET status = 'quarantined', quarantine_reason = $2::text, quarantined_at = now(),
@@ -306,7 +324,15 @@ export async function decideQuarantine(db: Queryable, input: QuarantineDecision)
             quarantine_reason = CASE WHEN $7::text = 'pending' THEN NULL ELSE quarantine_reason END,
             updated_at = now()
       WHERE webhook_id IN (SELECT webhook_id FROM decided) AND status = 'quarantined'`,
-    [input.webhookId, input.policyRun, input.decision, input.by, input.reason, input.ticket ?? null, DECIDED_STATUS[input.decision]],
+    [
+      input.webhookId,
+      input.policyRun,
+      input.decision,
+      input.by,
+      input.reason,
+      input.ticket ?? null,
+      DECIDED_STATUS[input.decision],
+    ],
   );
 }
 
@@ -320,7 +346,14 @@ export interface ResendRecord extends ResendClaim {
   frozenRun?: number;
 }
 
-export type Reopened = { resendId: string; webhookId: string; holdId: string; merchantId: string; policyRun: number; fromStatus: DeliveryStatus };
+export type Reopened = {
+  resendId: string;
+  webhookId: string;
+  holdId: string;
+  merchantId: string;
+  policyRun: number;
+  fromStatus: DeliveryStatus;
+};
 
 /**
  * delivered | discarded | abandoned -> pending, as a new policy run, with the resend recorded (webhook_resends): one
@@ -329,7 +362,12 @@ export type Reopened = { resendId: string; webhookId: string; holdId: string; me
  * not at the request's frozen run, or another resend took the run first.
  */
 export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<Reopened | undefined> {
-  const { rows } = await db.query<{ hold_id: string; merchant_id: string; policy_run: number; from_status: DeliveryStatus }>(
+  const { rows } = await db.query<{
+    hold_id: string;
+    merchant_id: string;
+    policy_run: number;
+    from_status: DeliveryStatus;
+  }>(
     `WITH target AS (
        SELECT d.webhook_id, d.status, d.delivered_at, ${POLICY_RUN_SQL} AS run
          FROM webhook_deliveries d
@@ -374,7 +412,10 @@ export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<R
 }
 
 /** The resend with this id as recorded (a retried activity finds its own), with its webhook's hold and merchant. */
-export async function resendById(db: Queryable, resendId: string): Promise<(Reopened & { workflowId: string }) | undefined> {
+export async function resendById(
+  db: Queryable,
+  resendId: string,
+): Promise<(Reopened & { workflowId: string }) | undefined> {
   const { rows } = await db.query<{
     webhook_id: string;
     hold_id: string;
@@ -490,7 +531,9 @@ export async function latestDecision(
 const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')
                           + (SELECT count(*) FROM webhook_resends r WHERE r.webhook_id = d.webhook_id))::integer`;
 
-/** The workflow of the webhook's latest resend (it drives every run since), or NULL: its own. Needs `alias` in scope. */
+/**
+ * The workflow of the webhook's latest resend (it drives every run since), or NULL: its own. Needs `alias` in scope.
+ */
 export const DRIVEN_BY_SQL = (alias: string) =>
   `(SELECT r.workflow_id FROM webhook_resends r WHERE r.webhook_id = ${alias}.webhook_id ORDER BY r.policy_run DESC LIMIT 1)`;
 
@@ -564,7 +607,9 @@ export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFi
   }));
 }
 
-/** A delivery as an operator's decision needs it: where it stands, and its hold's exact expiry (naming the workflow). */
+/**
+ * A delivery as an operator's decision needs it: where it stands, and its hold's exact expiry (naming the workflow).
+ */
 export interface DecisionTarget {
   webhookId: string;
   holdId: string;
@@ -618,7 +663,9 @@ export function decisionTargetsOf(db: Queryable, webhookIds: readonly string[]):
 
 /** A hold's delivery, or undefined when it has none (not released, or no such hold). */
 export async function decisionTargetOfHold(db: Queryable, holdId: string): Promise<DecisionTarget | undefined> {
-  const [target] = await decisionTargetsWhere(db, `d.hold_id = $1::text AND d.event_type = '${HOLD_RELEASED_EVENT}'`, [holdId]);
+  const [target] = await decisionTargetsWhere(db, `d.hold_id = $1::text AND d.event_type = '${HOLD_RELEASED_EVENT}'`, [
+    holdId,
+  ]);
   return target;
 }
 

@@ -47,7 +47,8 @@ export interface ExpiredHoldRow {
 /**
  * The cutoff a caller gives, bounded by the database clock: a sweep's cutoff may be earlier than the ledger's now
  * (a workflow clock a little behind, a sweep that started an hour ago), never later. Whatever a workflow input,
- * signal or a bug says, a hold is expired only when the ledger's own clock has passed its expiry. Nothing a caller says moves money.
+ * signal or a bug says, a hold is expired only when the ledger's own clock has passed its expiry. Nothing a caller says
+ * moves money.
  * Every query that decides or records "expired" goes through it. Within one sweep the bound only grows (now()
  * advances), so a hold a page listed as expired is still expired when its child releases it.
  */
@@ -68,7 +69,13 @@ export async function expiredHoldsPage(
   limit: number,
   maxHoldIdBytes: number,
 ): Promise<ExpiredHoldRow[]> {
-  const { rows } = await db.query<{ id: string; expires_at: string; merchant_id: string; defect: InvalidHoldCode | null; left_active: boolean }>(
+  const { rows } = await db.query<{
+    id: string;
+    expires_at: string;
+    merchant_id: string;
+    defect: InvalidHoldCode | null;
+    left_active: boolean;
+  }>(
     `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id,
             coalesce(${HOLD_DEFECT_SQL}, ${UNUSABLE_ID_SQL('$5')}) AS defect,
             coalesce(h.expires_at <= (SELECT max(least(s.cutoff, s.finished_at)) FROM sweep_runs s), false) AS left_active
@@ -125,7 +132,11 @@ export interface SweptAs {
  * the one the sweep saw (a re-authorised hold is a new business action for a later sweep). Without it (a workflow
  * started by hand), by the database clock alone. A cutoff in the future moves nothing.
  */
-export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string, sweptAs?: SweptAs): Promise<HoldForRelease | undefined> {
+export async function lockHoldForRelease(
+  tx: pg.PoolClient,
+  holdId: string,
+  sweptAs?: SweptAs,
+): Promise<HoldForRelease | undefined> {
   const { rows } = await tx.query<{
     state: HoldForRelease['state'];
     reject_code: InvalidHoldCode | null;
@@ -175,7 +186,11 @@ export async function lockHoldForRelease(tx: pg.PoolClient, holdId: string, swep
  * account's `held_minor >= 0` would refuse it, and will by any retry): the transaction stays usable, so the caller
  * can mark the hold rejected in it.
  */
-export async function releaseLockedHold(tx: pg.PoolClient, holdId: string, hold: HoldForRelease): Promise<ReleasedEntry> {
+export async function releaseLockedHold(
+  tx: pg.PoolClient,
+  holdId: string,
+  hold: HoldForRelease,
+): Promise<ReleasedEntry> {
   const { rows } = await tx.query<ReleasedEntryRow>(
     `WITH moved AS (
        UPDATE accounts
@@ -206,7 +221,9 @@ export async function releaseLockedHold(tx: pg.PoolClient, holdId: string, hold:
   return releasedEntryOf(holdId, row);
 }
 
-/** A released hold's entry and webhook (ReleasedHold), with its merchant's raw `delivery_policy` overrides, unvalidated. */
+/**
+ * A released hold's entry and webhook (ReleasedHold), with its merchant's raw `delivery_policy` overrides, unvalidated.
+ */
 export type ReleasedEntry = ReleasedHold & { deliveryPolicy: unknown };
 
 /**
@@ -266,12 +283,27 @@ export async function countUnreleased(db: Queryable, cutoff: string): Promise<nu
  * cutoff recorded is bounded by the ledger's clock (the table refuses one after `finished_at`): a later sweep's
  * `left_active` reads it.
  */
-export async function recordSweepRun(db: Queryable, sweepId: string, cutoff: string, totals: SweepTotals, unreleasedAtEnd: number): Promise<void> {
+export async function recordSweepRun(
+  db: Queryable,
+  sweepId: string,
+  cutoff: string,
+  totals: SweepTotals,
+  unreleasedAtEnd: number,
+): Promise<void> {
   await db.query(
     `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
      VALUES ($1::text, ${BOUNDED_CUTOFF('$2')}, $3::integer, $4::integer, $5::integer, $6::integer, $7::integer, $8::integer)
      ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end, finished_at = now()`,
-    [sweepId, cutoff, totals.pages, totals.found, totals.started, totals.alreadyStarted, totals.rejected, unreleasedAtEnd],
+    [
+      sweepId,
+      cutoff,
+      totals.pages,
+      totals.found,
+      totals.started,
+      totals.alreadyStarted,
+      totals.rejected,
+      unreleasedAtEnd,
+    ],
   );
 }
 
@@ -377,9 +409,9 @@ export async function updateHoldForEvent(
  * False when it is not (applied meanwhile, or another gap).
  */
 export async function skipHoldSequence(tx: pg.PoolClient, holdId: string, sequence: number): Promise<boolean> {
-  const { rowCount } = await tx.query('UPDATE auth_holds SET event_seq = $2::integer WHERE id = $1::text AND event_seq = $2::integer - 1', [
-    holdId,
-    sequence,
-  ]);
+  const { rowCount } = await tx.query(
+    'UPDATE auth_holds SET event_seq = $2::integer WHERE id = $1::text AND event_seq = $2::integer - 1',
+    [holdId, sequence],
+  );
   return rowCount === 1;
 }

@@ -26,10 +26,10 @@ export async function insertApiKey(db: Queryable, k: ApiKeyRecord): Promise<bool
 
 /** Revokes a live key; false if there is none by that id (or it is revoked already). */
 export async function revokeApiKey(db: Queryable, keyId: string, by: string): Promise<boolean> {
-  const { rowCount } = await db.query(`UPDATE merchant_api_keys SET revoked_at = now(), revoked_by = $2 WHERE id = $1 AND revoked_at IS NULL`, [
-    keyId,
-    by,
-  ]);
+  const { rowCount } = await db.query(
+    `UPDATE merchant_api_keys SET revoked_at = now(), revoked_by = $2 WHERE id = $1 AND revoked_at IS NULL`,
+    [keyId, by],
+  );
   return rowCount === 1;
 }
 
@@ -104,7 +104,11 @@ export interface WebhookQuery {
 }
 
 /** The merchant's webhooks written in [since, until), in one status if given, newest first, with their attempts. */
-export async function merchantWebhooks(db: Queryable, merchantId: string, q: WebhookQuery): Promise<Record<string, unknown>[]> {
+export async function merchantWebhooks(
+  db: Queryable,
+  merchantId: string,
+  q: WebhookQuery,
+): Promise<Record<string, unknown>[]> {
   const { rows } = await db.query(
     `SELECT d.webhook_id AS "webhookId", d.event_type AS "eventType", d.status, d.quarantine_reason AS "quarantineReason",
             d.created_at AS "createdAt", d.delivered_at AS "deliveredAt", d.attempt_count AS "attemptCount", ${ATTEMPTS} AS attempts
@@ -121,7 +125,11 @@ export async function merchantWebhooks(db: Queryable, merchantId: string, q: Web
 }
 
 /** One of the merchant's webhooks with the exact payload it was (and is) sent with, its attempts and resends. */
-export async function merchantWebhook(db: Queryable, merchantId: string, webhookId: string): Promise<Record<string, unknown> | undefined> {
+export async function merchantWebhook(
+  db: Queryable,
+  merchantId: string,
+  webhookId: string,
+): Promise<Record<string, unknown> | undefined> {
   const { rows } = await db.query(
     `SELECT d.webhook_id AS "webhookId", d.event_type AS "eventType", d.status, d.quarantine_reason AS "quarantineReason",
             d.created_at AS "createdAt", d.delivered_at AS "deliveredAt", d.attempt_count AS "attemptCount", d.payload,
@@ -141,7 +149,9 @@ export async function merchantWebhook(db: Queryable, merchantId: string, webhook
 export async function insertMerchantResendRequest(
   db: Queryable,
   r: { id: string; merchantId: string; webhookId: string; keyId: string; resendId: string },
-): Promise<{ recorded: true } | { recorded: false; why: 'not-found' | 'not-at-an-end' | 'already-waiting'; status?: string }> {
+): Promise<
+  { recorded: true } | { recorded: false; why: 'not-found' | 'not-at-an-end' | 'already-waiting'; status?: string }
+> {
   const { rows } = await db.query<{ recorded: boolean; status: string | null; waiting: boolean }>(
     `WITH target AS (SELECT status FROM webhook_deliveries WHERE webhook_id = $3 AND merchant_id = $2),
           waiting AS (SELECT 1 FROM merchant_resend_requests WHERE webhook_id = $3 AND started_at IS NULL),
@@ -161,7 +171,11 @@ export async function insertMerchantResendRequest(
 }
 
 /** A resend request of the merchant's, with where it stands: waiting, started, and the resend it became. */
-export async function merchantResendRequest(db: Queryable, merchantId: string, requestId: string): Promise<Record<string, unknown> | undefined> {
+export async function merchantResendRequest(
+  db: Queryable,
+  merchantId: string,
+  requestId: string,
+): Promise<Record<string, unknown> | undefined> {
   const { rows } = await db.query(
     `SELECT q.id, q.webhook_id AS "webhookId", q.resend_id AS "resendId", q.requested_at AS "requestedAt", q.started_at AS "startedAt",
             r.policy_run AS "policyRun", d.status AS "webhookStatus",
@@ -191,7 +205,9 @@ export async function unstartedMerchantResends(
 }
 
 export async function markMerchantResendStarted(db: Queryable, requestId: string): Promise<void> {
-  await db.query(`UPDATE merchant_resend_requests SET started_at = now() WHERE id = $1 AND started_at IS NULL`, [requestId]);
+  await db.query(`UPDATE merchant_resend_requests SET started_at = now() WHERE id = $1 AND started_at IS NULL`, [
+    requestId,
+  ]);
 }
 
 /** What a resend's first step checks of a merchant's request: whose webhook, which key, and whether it was live. */
@@ -199,7 +215,15 @@ export async function merchantResendForClaim(
   db: Queryable,
   requestId: string,
 ): Promise<
-  { merchantId: string; webhookId: string; keyId: string; resendId: string; webhookMerchantId: string; keyLiveAtRequest: boolean } | undefined
+  | {
+      merchantId: string;
+      webhookId: string;
+      keyId: string;
+      resendId: string;
+      webhookMerchantId: string;
+      keyLiveAtRequest: boolean;
+    }
+  | undefined
 > {
   const { rows } = await db.query(
     `SELECT q.merchant_id AS "merchantId", q.webhook_id AS "webhookId", q.key_id AS "keyId", q.resend_id AS "resendId",

@@ -2,7 +2,8 @@
  * The sending budget of each destination, shared by every worker process (GCRA in Postgres, see
  * migrations/003_merchant_rate_limits.sql: a queue that orders waiting deliveries and a gate that admits the
  * actual sends), with three lanes inside it. A destination is an endpoint's origin (scheme, host, port): every merchant
- * row pointing there shares one budget at the strictest rate any of them publishes (migrations/016_pace_per_destination.sql);
+ * row pointing there shares one budget at the strictest rate any of them publishes
+ * (migrations/016_pace_per_destination.sql);
  * a merchant is named here, and its destination found by the statement.
  *
  * A lane is how far ahead it may reserve: first attempts may queue up to an hour of the merchant's slots, so a
@@ -83,8 +84,19 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
      * admission takes the lease in the same call (`admit_attempt`, migrations/012_one_admission.sql: the budget row
      * locked once, written once per send); `releaseLease` (or the attempt's record) gives it back.
      */
-    async acquire(merchantId: string, lane: Lane, reserved = false, webhookId?: string, lease?: InFlightLease): Promise<SlotDecision> {
-      const { rows } = await pool.query<{ outcome: SlotDecision['outcome']; at_ms: number; now_ms: number; attempt_number: number | null }>(
+    async acquire(
+      merchantId: string,
+      lane: Lane,
+      reserved = false,
+      webhookId?: string,
+      lease?: InFlightLease,
+    ): Promise<SlotDecision> {
+      const { rows } = await pool.query<{
+        outcome: SlotDecision['outcome'];
+        at_ms: number;
+        now_ms: number;
+        attempt_number: number | null;
+      }>(
         `WITH paused AS MATERIALIZED (
            SELECT ${SENDS_PAUSED_SQL} AS paused
          ), slot AS MATERIALIZED (

@@ -9,14 +9,22 @@ import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
 import { HOLD_RELEASED_EVENT, type QuarantineFilters, type ResendFilters } from './deliveries.js';
 
-/** What the ledger says of a replay request, for one hold's quarantined run: whether it is approved, by whom, and covers it. */
+/**
+ * What the ledger says of a replay request, for one hold's quarantined run: whether it is approved, by whom, and covers
+ * it.
+ */
 export async function replayApprovalFor(
   db: Queryable,
   requestId: string,
   holdId: string,
   policyRun: number,
 ): Promise<{ status: string; requestedBy: string; approvedBy: string | null; covers: boolean } | undefined> {
-  const { rows } = await db.query<{ status: string; requested_by: string; approved_by: string | null; covers: boolean }>(
+  const { rows } = await db.query<{
+    status: string;
+    requested_by: string;
+    approved_by: string | null;
+    covers: boolean;
+  }>(
     `SELECT r.status, r.requested_by, r.approved_by,
             EXISTS (SELECT 1 FROM replay_request_items i JOIN webhook_deliveries d ON d.webhook_id = i.webhook_id
                      WHERE i.request_id = r.id AND d.hold_id = $2::text AND i.policy_run = $3::integer) AS covers
@@ -33,14 +41,21 @@ export async function resendApprovalFor(
   requestId: string,
   webhookId: string,
 ): Promise<{ status: string; requestedBy: string; approvedBy: string | null; frozenRun: number | null } | undefined> {
-  const { rows } = await db.query<{ status: string; requested_by: string; approved_by: string | null; frozen_run: number | null }>(
+  const { rows } = await db.query<{
+    status: string;
+    requested_by: string;
+    approved_by: string | null;
+    frozen_run: number | null;
+  }>(
     `SELECT r.status, r.requested_by, r.approved_by,
             (SELECT i.policy_run FROM replay_request_items i WHERE i.request_id = r.id AND i.webhook_id = $2::text) AS frozen_run
        FROM replay_requests r WHERE r.id = $1::text AND r.kind = 'resend'`,
     [requestId, webhookId],
   );
   const row = rows[0];
-  return row && { status: row.status, requestedBy: row.requested_by, approvedBy: row.approved_by, frozenRun: row.frozen_run };
+  return (
+    row && { status: row.status, requestedBy: row.requested_by, approvedBy: row.approved_by, frozenRun: row.frozen_run }
+  );
 }
 
 export type RequestKind = 'replay' | 'resend';
@@ -51,7 +66,13 @@ export type RequestKind = 'replay' | 'resend';
  */
 export async function insertReplayRequest(
   tx: pg.PoolClient,
-  request: { id: string; requestedBy: string; filters: QuarantineFilters | ResendFilters; itemCount: number; kind?: RequestKind },
+  request: {
+    id: string;
+    requestedBy: string;
+    filters: QuarantineFilters | ResendFilters;
+    itemCount: number;
+    kind?: RequestKind;
+  },
 ): Promise<void> {
   await tx.query(
     'INSERT INTO replay_requests (id, requested_by, filters, item_count, kind) VALUES ($1::text, $2::text, $3::jsonb, $4::integer, $5::text)',
@@ -76,16 +97,22 @@ export async function replayRequest(
   db: Queryable,
   requestId: string,
 ): Promise<{ requestedBy: string; status: string; approvedBy: string | null; kind: RequestKind } | undefined> {
-  const { rows } = await db.query<{ requested_by: string; status: string; approved_by: string | null; kind: RequestKind }>(
-    'SELECT requested_by, status, approved_by, kind FROM replay_requests WHERE id = $1::text',
-    [requestId],
-  );
+  const { rows } = await db.query<{
+    requested_by: string;
+    status: string;
+    approved_by: string | null;
+    kind: RequestKind;
+  }>('SELECT requested_by, status, approved_by, kind FROM replay_requests WHERE id = $1::text', [requestId]);
   const row = rows[0];
   return row && { requestedBy: row.requested_by, status: row.status, approvedBy: row.approved_by, kind: row.kind };
 }
 
 /** pending -> approved; false when the request was not pending (already approved). */
-export async function markReplayRequestApproved(db: Queryable, requestId: string, approvedBy: string): Promise<boolean> {
+export async function markReplayRequestApproved(
+  db: Queryable,
+  requestId: string,
+  approvedBy: string,
+): Promise<boolean> {
   const approved = await db.query(
     `UPDATE replay_requests SET status = 'approved', approved_by = $2::text, approved_at = now()
       WHERE id = $1::text AND status = 'pending'`,
@@ -99,8 +126,14 @@ export async function replayRequestItems(
   db: Queryable,
   requestId: string,
 ): Promise<{ webhookId: string; policyRun: number; outcome: 'applied' | 'ignored' | null; decidedRun: boolean }[]> {
-  const { rows } = await db.query<{ webhook_id: string; policy_run: number; outcome: 'applied' | 'ignored' | null; decided_run: boolean }>(
-    // Decided: the replay of the frozen run recorded (a replay request), or the resend carrying out the request (a resend request).
+  const { rows } = await db.query<{
+    webhook_id: string;
+    policy_run: number;
+    outcome: 'applied' | 'ignored' | null;
+    decided_run: boolean;
+  }>(
+    // Decided: the replay of the frozen run recorded (a replay request), or the resend carrying out the request (a
+    // resend request).
     `SELECT i.webhook_id, i.policy_run, i.outcome,
             EXISTS (SELECT 1 FROM delivery_decisions x
                      WHERE x.webhook_id = i.webhook_id AND x.policy_run = i.policy_run AND x.decision = 'replay')
@@ -108,15 +141,24 @@ export async function replayRequestItems(
        FROM replay_request_items i WHERE i.request_id = $1::text ORDER BY i.webhook_id`,
     [requestId],
   );
-  return rows.map((r) => ({ webhookId: r.webhook_id, policyRun: r.policy_run, outcome: r.outcome, decidedRun: r.decided_run }));
+  return rows.map((r) => ({
+    webhookId: r.webhook_id,
+    policyRun: r.policy_run,
+    outcome: r.outcome,
+    decidedRun: r.decided_run,
+  }));
 }
 
-export async function recordReplayItemOutcome(db: Queryable, requestId: string, webhookId: string, outcome: 'applied' | 'ignored'): Promise<void> {
-  await db.query('UPDATE replay_request_items SET outcome = $3::text, signalled_at = now() WHERE request_id = $1::text AND webhook_id = $2::text', [
-    requestId,
-    webhookId,
-    outcome,
-  ]);
+export async function recordReplayItemOutcome(
+  db: Queryable,
+  requestId: string,
+  webhookId: string,
+  outcome: 'applied' | 'ignored',
+): Promise<void> {
+  await db.query(
+    'UPDATE replay_request_items SET outcome = $3::text, signalled_at = now() WHERE request_id = $1::text AND webhook_id = $2::text',
+    [requestId, webhookId, outcome],
+  );
 }
 
 export interface OperatorSignalRecord {
@@ -138,7 +180,10 @@ export async function recordOperatorSignal(db: Queryable, s: OperatorSignalRecor
   );
 }
 
-/** The resends of a hold's webhooks (its release's and its events'), oldest first: who, why, when, and what delivers them. */
+/**
+ * The resends of a hold's webhooks (its release's and its events'), oldest first: who, why, when, and what delivers
+ * them.
+ */
 export async function resendsOfHold(db: Queryable, holdId: string): Promise<Record<string, unknown>[]> {
   const { rows } = await db.query(
     `SELECT r.id, r.webhook_id, r.policy_run, r.from_status, r.from_delivered_at, r.requested_by, r.approved_by, r.request_id,
@@ -191,7 +236,10 @@ export async function skipRequest(db: Queryable, requestId: string): Promise<Ski
     reason: string;
     status: SkipRequest['status'];
     approved_by: string | null;
-  }>('SELECT id, hold_id, sequence, requested_by, reason, status, approved_by FROM processor_skip_requests WHERE id = $1::text', [requestId]);
+  }>(
+    'SELECT id, hold_id, sequence, requested_by, reason, status, approved_by FROM processor_skip_requests WHERE id = $1::text',
+    [requestId],
+  );
   const row = rows[0];
   return (
     row && {

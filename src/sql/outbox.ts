@@ -30,7 +30,12 @@ export interface OutboxCursor {
  * after `cursor`. A delivery being attempted touches its row with each attempt; one waiting on a merchant's pause or a
  * long backoff does not, and is looked at too (its workflow is found running).
  */
-export async function outboxCandidates(db: Queryable, graceMs: number, limit: number, cursor?: OutboxCursor): Promise<OutboxCandidate[]> {
+export async function outboxCandidates(
+  db: Queryable,
+  graceMs: number,
+  limit: number,
+  cursor?: OutboxCursor,
+): Promise<OutboxCandidate[]> {
   const { rows } = await db.query<{
     webhook_id: string;
     hold_id: string;
@@ -71,7 +76,12 @@ export async function outboxCandidates(db: Queryable, graceMs: number, limit: nu
     resend:
       r.resend_id === null
         ? null
-        : { resendId: r.resend_id, workflowId: r.resend_workflow_id!, requestedBy: r.resend_requested_by!, reason: r.resend_reason! },
+        : {
+            resendId: r.resend_id,
+            workflowId: r.resend_workflow_id!,
+            requestedBy: r.resend_requested_by!,
+            reason: r.resend_reason!,
+          },
   }));
 }
 

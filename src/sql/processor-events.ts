@@ -47,8 +47,10 @@ export async function recordEvent(db: Queryable, e: AcceptedEvent): Promise<Reco
     [e.eventId],
   );
   const same = rows[0];
-  if (!same) return { status: 'conflict', why: `hold ${e.holdId} already has another event with sequence ${e.sequence}` };
-  if (same.body_sha256 !== e.bodySha256) return { status: 'conflict', why: `event ${e.eventId} was recorded with a different body` };
+  if (!same)
+    return { status: 'conflict', why: `hold ${e.holdId} already has another event with sequence ${e.sequence}` };
+  if (same.body_sha256 !== e.bodySha256)
+    return { status: 'conflict', why: `event ${e.eventId} was recorded with a different body` };
   return { status: 'duplicate', dispatched: same.dispatched };
 }
 
@@ -81,11 +83,18 @@ export async function deleteRefusedBefore(db: Queryable, olderThanMs: number, li
 
 /** The event has been handed to its hold's workflow. */
 export async function markDispatched(db: Queryable, eventIds: readonly string[]): Promise<void> {
-  await db.query('UPDATE processor_events SET dispatched_at = now() WHERE event_id = ANY($1::text[]) AND dispatched_at IS NULL', [eventIds]);
+  await db.query(
+    'UPDATE processor_events SET dispatched_at = now() WHERE event_id = ANY($1::text[]) AND dispatched_at IS NULL',
+    [eventIds],
+  );
 }
 
 /** Recorded events not handed over yet, received at least `olderThanMs` ago: the relay's work, oldest first. */
-export async function undispatchedEvents(db: Queryable, olderThanMs: number, limit: number): Promise<(ProcessorEventRef & { holdId: string })[]> {
+export async function undispatchedEvents(
+  db: Queryable,
+  olderThanMs: number,
+  limit: number,
+): Promise<(ProcessorEventRef & { holdId: string })[]> {
   const { rows } = await db.query<{ event_id: string; hold_id: string; sequence: number }>(
     `SELECT event_id, hold_id, sequence FROM processor_events
       WHERE dispatched_at IS NULL AND received_at <= now() - make_interval(secs => $1::double precision / 1000)
@@ -109,9 +118,13 @@ export interface EventToApply {
   hold?: LockedHold & { accountId: string; merchantId: string };
 }
 
-/** The event and its hold, the hold's row locked until the end of the caller's transaction; undefined if no such event. */
+/**
+ * The event and its hold, the hold's row locked until the end of the caller's transaction; undefined if no such event.
+ */
 export async function lockEventToApply(tx: pg.PoolClient, eventId: string): Promise<EventToApply | undefined> {
-  const found = await tx.query<{ hold_id: string }>('SELECT hold_id FROM processor_events WHERE event_id = $1::text', [eventId]);
+  const found = await tx.query<{ hold_id: string }>('SELECT hold_id FROM processor_events WHERE event_id = $1::text', [
+    eventId,
+  ]);
   const holdId = found.rows[0]?.hold_id;
   if (holdId === undefined) return undefined;
 
@@ -220,11 +233,10 @@ export async function enqueueEventWebhook(
 
 /** Flags the event for a human (ledger_reviews), once. */
 export async function openReview(tx: pg.PoolClient, eventId: string, holdId: string, reason: string): Promise<void> {
-  await tx.query('INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ($1::text, $2::text, $3::text) ON CONFLICT DO NOTHING', [
-    eventId,
-    holdId,
-    reason,
-  ]);
+  await tx.query(
+    'INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ($1::text, $2::text, $3::text) ON CONFLICT DO NOTHING',
+    [eventId, holdId, reason],
+  );
 }
 
 /** The event's outcome, which marks it applied, with what applying it wrote. */
@@ -254,17 +266,25 @@ export async function webhookOf(
     [webhookId],
   );
   const row = rows[0]!;
-  return { webhook: { webhookId, eventType: row.event_type, merchantId: row.merchant_id, deliveryPolicy: row.delivery_policy } };
+  return {
+    webhook: { webhookId, eventType: row.event_type, merchantId: row.merchant_id, deliveryPolicy: row.delivery_policy },
+  };
 }
 
-/** A human's skip of a hold's missing sequence, recorded with who and why (the hold moved past it: `skipHoldSequence`). */
-export async function recordSkip(tx: pg.PoolClient, holdId: string, sequence: number, by: string, reason: string): Promise<void> {
-  await tx.query('INSERT INTO processor_sequence_skips (hold_id, sequence, skipped_by, reason) VALUES ($1::text, $2::integer, $3::text, $4::text)', [
-    holdId,
-    sequence,
-    by,
-    reason,
-  ]);
+/**
+ * A human's skip of a hold's missing sequence, recorded with who and why (the hold moved past it: `skipHoldSequence`).
+ */
+export async function recordSkip(
+  tx: pg.PoolClient,
+  holdId: string,
+  sequence: number,
+  by: string,
+  reason: string,
+): Promise<void> {
+  await tx.query(
+    'INSERT INTO processor_sequence_skips (hold_id, sequence, skipped_by, reason) VALUES ($1::text, $2::integer, $3::text, $4::text)',
+    [holdId, sequence, by, reason],
+  );
 }
 
 /** A hold's processor events in sequence, each with what applying it did and the state of the webhook it wrote. */
@@ -289,7 +309,10 @@ export async function skipsOfHold(db: Queryable, holdId: string): Promise<Record
 }
 
 /** Ledger reviews (open ones only unless `all`), oldest first; with the event and its ledger entry. */
-export async function reviews(db: Queryable, { all = false, holdId }: { all?: boolean; holdId?: string } = {}): Promise<Record<string, unknown>[]> {
+export async function reviews(
+  db: Queryable,
+  { all = false, holdId }: { all?: boolean; holdId?: string } = {},
+): Promise<Record<string, unknown>[]> {
   const { rows } = await db.query(
     `SELECT r.event_id, r.hold_id, r.reason, r.opened_at, r.resolved_by, r.resolved_at, e.event_type, e.outcome, l.kind AS entry_kind,
             l.amount_minor AS entry_amount_minor
@@ -312,7 +335,11 @@ export async function resolveReview(db: Queryable, eventId: string, by: string):
 }
 
 /** Requests the receiver refused, newest first. */
-export async function refusedRequests(db: Queryable, since: string | undefined, limit = 100): Promise<Record<string, unknown>[]> {
+export async function refusedRequests(
+  db: Queryable,
+  since: string | undefined,
+  limit = 100,
+): Promise<Record<string, unknown>[]> {
   const { rows } = await db.query(
     `SELECT id, received_at, status_code, error_code, message, event_id FROM processor_requests_refused
       WHERE $1::timestamptz IS NULL OR received_at >= $1::timestamptz ORDER BY id DESC LIMIT $2::integer`,
@@ -323,7 +350,9 @@ export async function refusedRequests(db: Queryable, since: string | undefined, 
 
 /** The merchant of a hold, or undefined when the ledger has no such hold. */
 export async function merchantOfHold(db: Queryable, holdId: string): Promise<string | undefined> {
-  const { rows } = await db.query<{ merchant_id: string }>('SELECT merchant_id FROM auth_holds WHERE id = $1::text', [holdId]);
+  const { rows } = await db.query<{ merchant_id: string }>('SELECT merchant_id FROM auth_holds WHERE id = $1::text', [
+    holdId,
+  ]);
   return rows[0]?.merchant_id;
 }
 

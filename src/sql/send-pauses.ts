@@ -63,6 +63,8 @@ export async function closeSendPause(db: Queryable, by: string, reason: string):
 
 /** The open pause, if any, and the last few before it, newest first. */
 export async function recentSendPauses(db: Queryable, limit = 5): Promise<SendPause[]> {
-  const { rows } = await db.query<Row>(`SELECT ${COLUMNS} FROM send_pauses ORDER BY id DESC LIMIT $1::integer`, [limit]);
+  const { rows } = await db.query<Row>(`SELECT ${COLUMNS} FROM send_pauses ORDER BY id DESC LIMIT $1::integer`, [
+    limit,
+  ]);
   return rows.map(pauseOf);
 }

@@ -42,7 +42,11 @@ export async function setCurrentVersionIfWanted(
   mode: SetCurrentMode,
   deadlineMs = SET_CURRENT_DEADLINE_MS,
 ): Promise<SetCurrentOutcome> {
-  if (mode === 'never') return { status: 'left', current: await currentBuildId(client, namespace, version.deploymentName).catch(() => undefined) };
+  if (mode === 'never')
+    return {
+      status: 'left',
+      current: await currentBuildId(client, namespace, version.deploymentName).catch(() => undefined),
+    };
   const deadline = Date.now() + deadlineMs;
   for (;;) {
     try {
@@ -60,7 +64,10 @@ export async function setCurrentVersionIfWanted(
       return { status: 'made-current' };
     } catch (err) {
       if (Date.now() > deadline) {
-        throw new DeploymentError(`${version.deploymentName}.${version.buildId}`, `could not be made current: ${(err as Error).message}`);
+        throw new DeploymentError(
+          `${version.deploymentName}.${version.buildId}`,
+          `could not be made current: ${(err as Error).message}`,
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, SET_CURRENT_RETRY_MS));
     }
@@ -68,7 +75,11 @@ export async function setCurrentVersionIfWanted(
 }
 
 /** The deployment's current build id; undefined when it has none (or does not exist yet). */
-export async function currentBuildId(client: Client, namespace: string, deploymentName: string): Promise<string | undefined> {
+export async function currentBuildId(
+  client: Client,
+  namespace: string,
+  deploymentName: string,
+): Promise<string | undefined> {
   const described = await describe(client, namespace, deploymentName);
   return described?.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId || undefined;
 }

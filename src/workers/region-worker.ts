@@ -23,9 +23,14 @@ import { withMerchantLabel } from '../observability/metrics.js';
 import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
-export const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url));
+export const WORKFLOWS_PATH = fileURLToPath(
+  new URL(`../workflows/index${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
+);
 
-/** The workflow interceptors (src/workflows/interceptors.ts): a workflow started with unencrypted input in an encrypted region fails. */
+/**
+ * The workflow interceptors (src/workflows/interceptors.ts): a workflow started with unencrypted input in an encrypted
+ * region fails.
+ */
 export const WORKFLOW_INTERCEPTORS_PATH = fileURLToPath(
   new URL(`../workflows/interceptors${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
 );
@@ -45,7 +50,9 @@ export interface RegionWorkerOptions {
   connection: NativeConnection;
   region: RegionConfig;
   pool: pg.Pool;
-  /** Opens the merchants' sealed signing secrets where a webhook is signed: localKeyRing(region.secretKeys), or a KMS. */
+  /**
+   * Opens the merchants' sealed signing secrets where a webhook is signed: localKeyRing(region.secretKeys), or a KMS.
+   */
   sealer: SecretSealer;
   /** The bundle's code is hashed into the default build id (buildIdOf). */
   workflowBundle: { code: string };
@@ -64,7 +71,10 @@ export interface RegionWorkerOptions {
   tuning?: Partial<
     Pick<
       WorkerOptions,
-      'maxConcurrentActivityTaskExecutions' | 'maxConcurrentLocalActivityExecutions' | 'maxConcurrentWorkflowTaskExecutions' | 'maxCachedWorkflows'
+      | 'maxConcurrentActivityTaskExecutions'
+      | 'maxConcurrentLocalActivityExecutions'
+      | 'maxConcurrentWorkflowTaskExecutions'
+      | 'maxCachedWorkflows'
     >
   >;
 }
@@ -98,7 +108,8 @@ export const SHUTDOWN_GRACE_MS = 30_000;
 export const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
 /**
  * Every statement of the worker's ledger work ends within 10 s, and waits at most 5 s for a lock: well inside the
- * ledger activities' 30 s start-to-close, so a slow or locked ledger fails the attempt (and frees its connection) before
+ * ledger activities' 30 s start-to-close, so a slow or locked ledger fails the attempt (and frees its connection)
+ * before
  * Temporal gives up on it and starts the next. Transactions that must be shorter say so (`inTransaction`'s limits).
  */
 export const LEDGER_STATEMENT_TIMEOUT_MS = 10_000;
@@ -114,7 +125,8 @@ export const LEDGER_LOCK_TIMEOUT_MS = 5_000;
  */
 export function ledgerPoolOptions(tuning: RegionWorkerOptions['tuning'] = {}) {
   const activities = tuning.maxConcurrentActivityTaskExecutions ?? TASK_SLOTS.maxConcurrentActivityTaskExecutions;
-  const localActivities = tuning.maxConcurrentLocalActivityExecutions ?? TASK_SLOTS.maxConcurrentLocalActivityExecutions;
+  const localActivities =
+    tuning.maxConcurrentLocalActivityExecutions ?? TASK_SLOTS.maxConcurrentLocalActivityExecutions;
   return {
     max: activities + localActivities,
     connectionTimeoutMillis: LEDGER_CONNECTION_TIMEOUT_MS,
@@ -178,7 +190,11 @@ export interface RunningRegionWorker {
  * deployment's current version as `setCurrent` says (WORKER_SET_CURRENT). A worker that cannot be promoted when
  * it should be is shut down and the DeploymentError thrown: left running, it would poll a version nothing routes to.
  */
-export async function runRegionWorker(worker: Worker, client: Client, setCurrent: SetCurrentMode): Promise<RunningRegionWorker> {
+export async function runRegionWorker(
+  worker: Worker,
+  client: Client,
+  setCurrent: SetCurrentMode,
+): Promise<RunningRegionWorker> {
   const run = worker.run();
   const { version } = worker.options.workerDeploymentOptions!;
   try {

@@ -26,7 +26,10 @@ export function startSecretErasure({
   const timer = setInterval(() => {
     erasePreviousSecretsPastOverlap(pool).catch((err: Error) => {
       // The next round tries again; a secret past its overlap no longer signs meanwhile.
-      if (!stopped) console.error(JSON.stringify({ level: 'warn', msg: 'previous signing secrets not erased', region, error: err.message }));
+      if (!stopped)
+        console.error(
+          JSON.stringify({ level: 'warn', msg: 'previous signing secrets not erased', region, error: err.message }),
+        );
     });
   }, intervalMs);
   timer.unref();

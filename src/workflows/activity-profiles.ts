@@ -17,7 +17,8 @@ import {
 import { NON_RETRYABLE_DELIVERY_ERRORS, NON_RETRYABLE_LEDGER_ERRORS } from '../contracts/failures.js';
 
 export const ledgerActivity: ActivityOptions = {
-  // One short transaction; the ledger pool's statement timeout (10 s, src/workers/region-worker.ts) ends it well before.
+  // One short transaction; the ledger pool's statement timeout (10 s, src/workers/region-worker.ts) ends it well
+  // before.
   startToCloseTimeout: '30s',
   retry: {
     // First retry soon (a failover or a dropped connection heals in seconds), then back off to once a minute.
@@ -46,7 +47,8 @@ export const ledgerActivity: ActivityOptions = {
  */
 export const ledgerLocalActivity: LocalActivityOptions = {
   // A few seconds at most, retries included: the release's transaction gives up a row lock after 1 s and a statement
-  // after 2 s (src/activities/ledger.ts); whatever still runs 3 s after the first attempt started (the SDK core counts a
+  // after 2 s (src/activities/ledger.ts); whatever still runs 3 s after the first attempt started (the SDK core counts
+  // a
   // local activity's start-to-close across its in-worker retries) is cancelled, its statement with it, and retried on a
   // durable timer. The workflow task waits 3 s for the release at the very worst.
   startToCloseTimeout: '3s',

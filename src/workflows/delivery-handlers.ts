@@ -3,7 +3,8 @@
  * (`approveReplay`, `discard`, as signals and as Updates), `merchantResumed`, and `deliveryAttemptFailed` (sent by the
  * delivery activity of builds before the attempt contract; still read in the histories they wrote).
  *
- * One rule decides whether a decision applies, whatever way it comes (`judge`): an Update that does not apply is refused
+ * One rule decides whether a decision applies, whatever way it comes (`judge`): an Update that does not apply is
+ * refused
  * by its validator and never enters history; a signal that does not apply is kept, with why, in the status.
  */
 import { ApplicationFailure, log, patched, proxyActivities, setHandler } from '@temporalio/workflow';
@@ -33,7 +34,8 @@ const FOUR_EYES_WHY =
 /** Of two decisions settled in one workflow task, the first stands; before, the later one overwrote it. */
 const FIRST_DECISION_STANDS_PATCH = 'first-decision-stands';
 
-type Verdict = { ok: true; decision: HumanDecision; policyRun: number; replayRequestId?: string } | { ok: false; why: string };
+type Verdict =
+  { ok: true; decision: HumanDecision; policyRun: number; replayRequestId?: string } | { ok: false; why: string };
 
 export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
   /** The one rule for decisions: does this one apply now? */
@@ -46,14 +48,27 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
     if (decided) return { ok: false, why: `already decided: ${decided.decision} by ${decided.by}` };
     const { value } = parsed;
     if (value.policyRun !== undefined && value.policyRun !== stage.policyRun) {
-      return { ok: false, why: `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${stage.policyRun}` };
+      return {
+        ok: false,
+        why: `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${stage.policyRun}`,
+      };
     }
-    if ('approvedBy' in value && tracker.fourEyes && value.replayRequestId === undefined) return { ok: false, why: FOUR_EYES_WHY };
+    if ('approvedBy' in value && tracker.fourEyes && value.replayRequestId === undefined)
+      return { ok: false, why: FOUR_EYES_WHY };
     if ('approvedBy' in value) {
-      const replay: HumanDecision = { decision: 'replay', by: value.approvedBy, reason: value.reason, ticket: value.ticket };
+      const replay: HumanDecision = {
+        decision: 'replay',
+        by: value.approvedBy,
+        reason: value.reason,
+        ticket: value.ticket,
+      };
       return { ok: true, policyRun: stage.policyRun, decision: replay, replayRequestId: value.replayRequestId };
     }
-    return { ok: true, policyRun: stage.policyRun, decision: { decision: 'discard', by: value.by, reason: value.reason } };
+    return {
+      ok: true,
+      policyRun: stage.policyRun,
+      decision: { decision: 'discard', by: value.by, reason: value.reason },
+    };
   };
 
   /**
@@ -74,7 +89,10 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
     // The check was for this quarantine's run: if another run is quarantined by now, the approval is stale.
     const again = judge(kind, payload);
     return again.ok && again.policyRun !== verdict.policyRun
-      ? { ok: false, why: `stale: checked for policy run ${verdict.policyRun}, but the quarantine is policy run ${again.policyRun}` }
+      ? {
+          ok: false,
+          why: `stale: checked for policy run ${verdict.policyRun}, but the quarantine is policy run ${again.policyRun}`,
+        }
       : again;
   };
 
@@ -89,12 +107,14 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
 
   /**
    * Settles a decision that applied when judged; another may have settled while this one was judged (the handlers are
-   * async: two decisions in one workflow task both pass `judge`), and then the first stands and this one does not apply.
+   * async: two decisions in one workflow task both pass `judge`), and then the first stands and this one does not
+   * apply.
    * Histories written before this rule let the later one overwrite the earlier (no patch marker: they replay so).
    */
   const settle = (verdict: Extract<Verdict, { ok: true }>): Verdict => {
     const decided = tracker.openDecision;
-    if (decided && patched(FIRST_DECISION_STANDS_PATCH)) return { ok: false, why: `already decided: ${decided.decision} by ${decided.by}` };
+    if (decided && patched(FIRST_DECISION_STANDS_PATCH))
+      return { ok: false, why: `already decided: ${decided.decision} by ${decided.by}` };
     tracker.settle(verdict.decision);
     return verdict;
   };
@@ -111,9 +131,14 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
       async (payload: unknown): Promise<DecisionAnswer> => {
         const judged = await decide(kind, payload);
         const verdict = judged.ok ? settle(judged) : judged;
-        if (!verdict.ok) throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
+        if (!verdict.ok)
+          throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
         await tracker.recorded(verdict.policyRun);
-        return { decision: verdict.decision.decision as DecisionAnswer['decision'], policyRun: verdict.policyRun, stage: tracker.current.stage };
+        return {
+          decision: verdict.decision.decision as DecisionAnswer['decision'],
+          policyRun: verdict.policyRun,
+          stage: tracker.current.stage,
+        };
       },
       {
         validator: (payload: unknown) => {
@@ -129,12 +154,17 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
   setHandler(approveReplayUpdate, ...decideByUpdate('approveReplay'));
   setHandler(discardUpdate, ...decideByUpdate('discard'));
   setHandler(deliveryAttemptFailedSignal, (failed) => {
-    // Sent by the delivery activity of earlier builds; anything else (a client's malformed or unencrypted signal) is dropped.
+    // Sent by the delivery activity of earlier builds; anything else (a client's malformed or unencrypted signal) is
+    // dropped.
     if (typeof failed?.attemptNumber !== 'number' || typeof failed.nextAttemptAt !== 'string') {
       log.warn('deliveryAttemptFailed signal ignored: not an attempt report', { holdId: tracker.subjectId });
       return;
     }
-    tracker.noteAttempt({ attemptNumber: failed.attemptNumber, outcome: failed.outcome, retry: { at: failed.nextAttemptAt, reason: failed.reason } });
+    tracker.noteAttempt({
+      attemptNumber: failed.attemptNumber,
+      outcome: failed.outcome,
+      retry: { at: failed.nextAttemptAt, reason: failed.reason },
+    });
   });
   setHandler(merchantResumedSignal, () => tracker.merchantIsBack());
 }

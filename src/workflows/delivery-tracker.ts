@@ -4,7 +4,8 @@
  * a quarantine while one is open. The `status` query and the Web UI's current details answer from it
  * (./delivery-handlers.ts registers them); ./webhook-delivery.ts moves it from stage to stage.
  *
- * State only: it sends no command but the search attribute `enter` upserts, in the order the delivery enters its stages.
+ * State only: it sends no command but the search attribute `enter` upserts, in the order the delivery enters its
+ * stages.
  */
 import { condition, setCurrentDetails, upsertSearchAttributes } from '@temporalio/workflow';
 import type { HoldResume } from '../contracts/domain.js';
@@ -62,7 +63,8 @@ export class DeliveryTracker {
   private recordedRun = 0;
 
   /**
-   * `initial`: the stage before the delivery's first step (`releasing` for a hold, `delivering` for an event's webhook).
+   * `initial`: the stage before the delivery's first step (`releasing` for a hold, `delivering` for an event's
+   * webhook).
    * A run continued while its merchant was paused starts as paused (a query may come before its first task runs).
    */
   constructor(
@@ -72,7 +74,12 @@ export class DeliveryTracker {
   ) {
     this.stage =
       resume?.deliveryStatus === 'held' && resume.heldMerchantStatus && resume.policyRun
-        ? { stage: 'held', policyRun: resume.policyRun, merchantStatus: resume.heldMerchantStatus, until: new Date().toISOString() }
+        ? {
+            stage: 'held',
+            policyRun: resume.policyRun,
+            merchantStatus: resume.heldMerchantStatus,
+            until: new Date().toISOString(),
+          }
         : initial;
     this.lastAttempt = resume?.lastAttempt;
     this.ignoredSignals = [...(resume?.ignoredSignals ?? [])];
@@ -107,7 +114,10 @@ export class DeliveryTracker {
   noteAttempt(report: AttemptReport): void {
     this.lastAttempt = { attemptNumber: report.attemptNumber, outcome: report.outcome, at: new Date().toISOString() };
     const { stage } = this;
-    if (report.retry && (stage.stage === 'delivering' || stage.stage === 'honouring_retry_after' || stage.stage === 'backing_off')) {
+    if (
+      report.retry &&
+      (stage.stage === 'delivering' || stage.stage === 'honouring_retry_after' || stage.stage === 'backing_off')
+    ) {
       this.stage = {
         stage: report.retry.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
         policyRun: stage.policyRun,
@@ -122,7 +132,8 @@ export class DeliveryTracker {
   /** A decision signal that did not apply, kept with why (the newest KEPT_IGNORED_SIGNALS). */
   ignore(signal: IgnoredSignal): void {
     this.ignoredSignals.push(signal);
-    if (this.ignoredSignals.length > KEPT_IGNORED_SIGNALS) this.ignoredSignals.splice(0, this.ignoredSignals.length - KEPT_IGNORED_SIGNALS);
+    if (this.ignoredSignals.length > KEPT_IGNORED_SIGNALS)
+      this.ignoredSignals.splice(0, this.ignoredSignals.length - KEPT_IGNORED_SIGNALS);
     this.publish();
   }
 
@@ -195,7 +206,11 @@ export class DeliveryTracker {
     const decided = await condition(() => this.decision !== undefined || leave(), timeoutMs, { summary });
     if (this.decision !== undefined && (decided || rules.decisionWinsTies())) return this.decision;
     if (decided) return undefined;
-    this.decision = { decision: 'abandon', by: 'hold-sweeper', reason: `no decision within ${durationText(rules.timeoutMs)}` };
+    this.decision = {
+      decision: 'abandon',
+      by: 'hold-sweeper',
+      reason: `no decision within ${durationText(rules.timeoutMs)}`,
+    };
     return this.decision;
   }
 

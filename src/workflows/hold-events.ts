@@ -31,14 +31,26 @@ import {
 import type { Region } from '../contracts/regions.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unencrypted.js';
 import { deliveryStartAttributes, deliveryStatusUpdate } from '../contracts/search-attributes.js';
-import { eventDeliveryDetails, eventDeliverySummary, holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
+import {
+  eventDeliveryDetails,
+  eventDeliverySummary,
+  holdEventsCurrentDetails,
+  holdEventsLabels,
+} from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { runHistoryIsLong } from './history-budget.js';
 import { registerDeliveryHandlers } from './delivery-handlers.js';
 import { DeliveryTracker } from './delivery-tracker.js';
-import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, type DeliveryResult, type DeliveryResume } from './webhook-delivery.js';
+import {
+  DEFAULT_QUARANTINE_TIMEOUT_MS,
+  deliverUntilDecided,
+  type DeliveryResult,
+  type DeliveryResume,
+} from './webhook-delivery.js';
 
-/** A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked. */
+/**
+ * A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked.
+ */
 const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
 /** With nothing left to apply the run stays open this long, then completes; the next event starts a new run. */
 const DEFAULT_IDLE_MS = 60_000;
@@ -95,7 +107,9 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     if (isRefusedUnencrypted(raw)) return { ok: false, why: UNENCRYPTED_REFUSED_WHY };
     const p = (raw ?? {}) as Partial<SkipMissingEvent>;
     const waitingFor =
-      status.stage.stage === 'stopped_for_human' || status.stage.stage === 'waiting_for_predecessor' ? status.stage.expected : undefined;
+      status.stage.stage === 'stopped_for_human' || status.stage.stage === 'waiting_for_predecessor'
+        ? status.stage.expected
+        : undefined;
     if (
       typeof p.by !== 'string' ||
       !p.by.trim() ||
@@ -103,7 +117,10 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
       !p.reason.trim() ||
       (p.requestId !== undefined && typeof p.requestId !== 'string')
     ) {
-      return { ok: false, why: 'malformed skipMissingEvent: needs { sequence: the missing one, by, reason, requestId? }' };
+      return {
+        ok: false,
+        why: 'malformed skipMissingEvent: needs { sequence: the missing one, by, reason, requestId? }',
+      };
     }
     if (waitingFor === undefined || p.sequence !== waitingFor) {
       return {
@@ -111,9 +128,18 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
         why: `not waiting for sequence ${String(p.sequence)} (stage ${status.stage.stage}${waitingFor ? `, waiting for ${waitingFor}` : ''})`,
       };
     }
-    if (skip) return { ok: false, why: `a skip of sequence ${skip.sequence} by ${skip.by} is already being carried out` };
+    if (skip)
+      return { ok: false, why: `a skip of sequence ${skip.sequence} by ${skip.by} is already being carried out` };
     // The request, if any, is checked against the ledger by the activity that records the skip.
-    return { ok: true, skip: { sequence: waitingFor, by: p.by, reason: p.reason, ...(p.requestId === undefined ? {} : { requestId: p.requestId }) } };
+    return {
+      ok: true,
+      skip: {
+        sequence: waitingFor,
+        by: p.by,
+        reason: p.reason,
+        ...(p.requestId === undefined ? {} : { requestId: p.requestId }),
+      },
+    };
   };
   setHandler(skipMissingEventSignal, (raw) => {
     const verdict = judgeSkip(raw);
@@ -124,7 +150,8 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     skipMissingEventUpdate,
     async (request) => {
       const verdict = judgeSkip(request);
-      if (!verdict.ok) throw ApplicationFailure.create({ type: 'SkipRefused', message: verdict.why, nonRetryable: true });
+      if (!verdict.ok)
+        throw ApplicationFailure.create({ type: 'SkipRefused', message: verdict.why, nonRetryable: true });
       const { sequence } = verdict.skip;
       // This skip's outcome, not an earlier refused one's.
       skipOutcomes.delete(sequence);
@@ -138,7 +165,9 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
         if (!verdict.ok) throw new Error(verdict.why);
         // A wait begun by an earlier build keeps its rule: a skip applies once the workflow has stopped.
         if (status.stage.stage === 'waiting_for_predecessor' && !waitHonoursSkip) {
-          throw new Error('this gap wait began on an earlier build, which applies a skip only once it has stopped for a human: try again then');
+          throw new Error(
+            'this gap wait began on an earlier build, which applies a skip only once it has stopped for a human: try again then',
+          );
         }
       },
     },
@@ -157,7 +186,9 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     const sequence = Math.min(...pending.keys());
     const eventId = pending.get(sequence)!;
     enter({ stage: 'applying', sequence });
-    const result: ApplyProcessorEventResult = await withSummary(holdEventsLabels.apply(eventId, sequence)).applyProcessorEvent({ eventId });
+    const result: ApplyProcessorEventResult = await withSummary(
+      holdEventsLabels.apply(eventId, sequence),
+    ).applyProcessorEvent({ eventId });
 
     if (result.status === 'waiting') {
       await awaitPredecessor(result.expected, sequence);
@@ -170,7 +201,10 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
 
     if (runHistoryIsLong()) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof applyHoldEvents>({ ...input, pending: [...pending].map(([s, id]) => ({ sequence: s, eventId: id })) });
+      return continueAsNew<typeof applyHoldEvents>({
+        ...input,
+        pending: [...pending].map(([s, id]) => ({ sequence: s, eventId: id })),
+      });
     }
   }
   return { holdId, applied: status.applied.length };
@@ -191,7 +225,9 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
     const decided = () => filled() || skip?.sequence === expected;
     const until = new Date(Date.now() + gapWaitMs).toISOString();
     enter({ stage: 'waiting_for_predecessor', expected, until, pending: waitingBehind() });
-    const stopped = !(await condition(skipEndsWait ? decided : filled, gapWaitMs, { summary: holdEventsLabels.predecessor(expected, until) }));
+    const stopped = !(await condition(skipEndsWait ? decided : filled, gapWaitMs, {
+      summary: holdEventsLabels.predecessor(expected, until),
+    }));
     if (!stopped && !skipEndsWait) return;
     if (stopped) {
       const since = new Date().toISOString();
@@ -256,9 +292,15 @@ export interface DeliverHoldEventInput {
  * quarantine and operator decisions as a release's webhook (`deliverUntilDecided`). The send gate sends it only
  * after the hold's earlier webhooks have left `pending`, so the merchant hears of a hold's events in order.
  */
-export async function deliverHoldEvent(input: DeliverHoldEventInput): Promise<{ webhookId: string; delivery: DeliveryResult }> {
+export async function deliverHoldEvent(
+  input: DeliverHoldEventInput,
+): Promise<{ webhookId: string; delivery: DeliveryResult }> {
   // An event's webhook is delivered from its workflow's first moment: there is no release in this story.
-  const tracker = new DeliveryTracker(input.holdId, { stage: 'delivering', policyRun: input.resume?.policyRun ?? 1 }, input.resume);
+  const tracker = new DeliveryTracker(
+    input.holdId,
+    { stage: 'delivering', policyRun: input.resume?.policyRun ?? 1 },
+    input.resume,
+  );
   registerDeliveryHandlers(tracker);
   const delivery = await deliverUntilDecided({
     webhookId: input.webhookId,

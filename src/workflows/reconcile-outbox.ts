@@ -13,7 +13,11 @@ import { outboxActivity } from './activity-profiles.js';
 
 const { reconcileStrandedWebhooks } = proxyActivities<Activities>(outboxActivity);
 
-export async function reconcileOutbox({ region, graceMs, quarantineTimeoutMs }: ReconcileOutboxWorkflowInput): Promise<OutboxReport> {
+export async function reconcileOutbox({
+  region,
+  graceMs,
+  quarantineTimeoutMs,
+}: ReconcileOutboxWorkflowInput): Promise<OutboxReport> {
   const report = await reconcileStrandedWebhooks({ graceMs, quarantineTimeoutMs });
   setCurrentDetails(
     [

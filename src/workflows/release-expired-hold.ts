@@ -30,9 +30,15 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   registerDeliveryHandlers(tracker);
   const ctx = { region: input.region, holdId };
 
-  // 1. Release. A continued run was released by its first run: it carries the outcome instead of asking the ledger again.
+  // 1. Release. A continued run was released by its first run: it carries the outcome instead of asking the ledger
+  //    again.
   const release =
-    resume?.release ?? (await releaseWith(holdLabels.release(holdId)).releaseHold({ holdId, expiresAt: input.expiresAt, cutoff: input.cutoff }));
+    resume?.release ??
+    (await releaseWith(holdLabels.release(holdId)).releaseHold({
+      holdId,
+      expiresAt: input.expiresAt,
+      cutoff: input.cutoff,
+    }));
   if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     tracker.enter({ stage: 'not_released', status: release.status }, 'none');

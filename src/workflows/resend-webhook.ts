@@ -18,13 +18,20 @@ import { resendLabels, resendRefusedDetails } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { registerDeliveryHandlers } from './delivery-handlers.js';
 import { DeliveryTracker } from './delivery-tracker.js';
-import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided, type DeliveryResult, type DeliveryResume } from './webhook-delivery.js';
+import {
+  DEFAULT_QUARANTINE_TIMEOUT_MS,
+  deliverUntilDecided,
+  type DeliveryResult,
+  type DeliveryResume,
+} from './webhook-delivery.js';
 
 export interface ResendWebhookInput {
   region: string;
   webhookId: string;
   claim: Omit<ResendClaim, 'webhookId'>;
-  /** Set on a continued run (with `resume`): what the first run's check answered. Any other run asks the worker again. */
+  /**
+   * Set on a continued run (with `resume`): what the first run's check answered. Any other run asks the worker again.
+   */
   reopened?: { holdId: string; policyRun: number; retryHorizonMs: number };
   resume?: DeliveryResume;
 }
@@ -46,7 +53,10 @@ export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWe
   const carried = input.resume !== undefined || (input.reopened !== undefined && !patched(RECHECK_FIRST_RUN_PATCH));
   let reopened = carried ? input.reopened : undefined;
   if (!reopened) {
-    const outcome = await proxyActivities<Activities>({ ...ledgerActivity, summary: resendLabels.reopen(webhookId) }).reopenForResend({
+    const outcome = await proxyActivities<Activities>({
+      ...ledgerActivity,
+      summary: resendLabels.reopen(webhookId),
+    }).reopenForResend({
       ...claim,
       webhookId,
     });
@@ -58,7 +68,11 @@ export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWe
     reopened = { holdId: outcome.holdId, policyRun: outcome.policyRun, retryHorizonMs: outcome.retryHorizonMs };
   }
   const { holdId, policyRun, retryHorizonMs } = reopened;
-  const tracker = new DeliveryTracker(holdId, { stage: 'delivering', policyRun: input.resume?.policyRun ?? policyRun }, input.resume);
+  const tracker = new DeliveryTracker(
+    holdId,
+    { stage: 'delivering', policyRun: input.resume?.policyRun ?? policyRun },
+    input.resume,
+  );
   registerDeliveryHandlers(tracker);
   const delivery = await deliverUntilDecided({
     webhookId,

@@ -14,7 +14,14 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
-import type { HoldBatchInput, HoldBatchResult, HoldRef, SweepInput, SweepResult, SweepTotals } from '../contracts/domain.js';
+import type {
+  HoldBatchInput,
+  HoldBatchResult,
+  HoldRef,
+  SweepInput,
+  SweepResult,
+  SweepTotals,
+} from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
 import { deliveryStartAttributes } from '../contracts/search-attributes.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
@@ -84,7 +91,9 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
     summary: `list page ${pageNumber}: up to ${pageSize} expired holds`,
   });
   const page = await listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
-  setCurrentDetails(sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { page: pageNumber, listed: page.holds.length }));
+  setCurrentDetails(
+    sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { page: pageNumber, listed: page.holds.length }),
+  );
   let started: number;
   let alreadyStarted: number;
   if (patched(HOLD_BATCHES_PATCH)) {
@@ -101,13 +110,21 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
     started = batches.reduce((n, b) => n + b.started, 0);
     alreadyStarted = batches.reduce((n, b) => n + b.alreadyStarted, 0);
   } else {
-    const starts = await Promise.all(page.holds.map((hold) => startHoldWorkflow(region, hold, progress.cutoff, input.quarantineTimeoutMs)));
+    const starts = await Promise.all(
+      page.holds.map((hold) => startHoldWorkflow(region, hold, progress.cutoff, input.quarantineTimeoutMs)),
+    );
     started = starts.filter((s) => s === 'started').length;
     alreadyStarted = starts.length - started;
   }
   for (const rejected of page.rejected)
     log.warn('hold rejected: cannot be released as written', { region, holdId: rejected.holdId, code: rejected.code });
-  log.info('sweep page', { region, page: pageNumber, holds: page.holds.length, started, rejected: page.rejected.length });
+  log.info('sweep page', {
+    region,
+    page: pageNumber,
+    holds: page.holds.length,
+    started,
+    rejected: page.rejected.length,
+  });
   const totals: SweepTotals = {
     found: progress.totals.found + page.holds.length + page.rejected.length,
     started: progress.totals.started + started,
@@ -117,11 +134,17 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   };
 
   if (page.next) {
-    await continueAsNew<typeof sweepExpiredHolds>({ ...input, progress: { cutoff: progress.cutoff, after: page.next, totals } });
+    await continueAsNew<typeof sweepExpiredHolds>({
+      ...input,
+      progress: { cutoff: progress.cutoff, after: page.next, totals },
+    });
   }
   // The wait for releases gets a run of its own: children report their completion to the run that started
   // them while it is open, an event (and often a workflow task) each, for nothing this sweep needs.
-  return continueAsNew<typeof sweepExpiredHolds>({ ...input, progress: { cutoff: progress.cutoff, totals, finishing: true } });
+  return continueAsNew<typeof sweepExpiredHolds>({
+    ...input,
+    progress: { cutoff: progress.cutoff, totals, finishing: true },
+  });
 }
 
 // A sweep finishes on the build that started it: a deploy changes the sweep freely, with no patch, and a new build's
@@ -141,7 +164,9 @@ setWorkflowOptions({ versioningBehavior: 'PINNED' }, sweepExpiredHolds);
  * the 1.29 cluster). A change to the batch therefore goes behind `patched()`, like a hold's.
  */
 export async function startHoldBatch(input: HoldBatchInput): Promise<HoldBatchResult> {
-  const starts = await Promise.all(input.holds.map((hold) => startHoldWorkflow(input.region, hold, input.cutoff, input.quarantineTimeoutMs)));
+  const starts = await Promise.all(
+    input.holds.map((hold) => startHoldWorkflow(input.region, hold, input.cutoff, input.quarantineTimeoutMs)),
+  );
   const started = starts.filter((s) => s === 'started').length;
   return { started, alreadyStarted: starts.length - started };
 }
@@ -164,7 +189,9 @@ export function holdChildOptions(region: Region, hold: HoldRef) {
     // was judged by, or rejected and fixed upstream since), so a new run is started rather than the hold stranded.
     // Two concurrent sweeps may then both start it; the ledger's row lock and idempotency key keep the release
     // exactly-once, and the later run finds it released and its webhook's state in the ledger.
-    workflowIdReusePolicy: hold.leftActiveByEarlierSweep ? WorkflowIdReusePolicy.ALLOW_DUPLICATE : WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    workflowIdReusePolicy: hold.leftActiveByEarlierSweep
+      ? WorkflowIdReusePolicy.ALLOW_DUPLICATE
+      : WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
     typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
   };
 }
@@ -182,7 +209,16 @@ async function startHoldWorkflow(
       // The Web UI's list view and header: who and where, and what to run (never an amount).
       staticSummary: holdSummary(region, hold.holdId, hold.merchantId),
       staticDetails: holdDetails(region, hold.holdId, hold.merchantId),
-      args: [{ region, holdId: hold.holdId, expiresAt: hold.expiresAt, merchantId: hold.merchantId, cutoff, quarantineTimeoutMs }],
+      args: [
+        {
+          region,
+          holdId: hold.holdId,
+          expiresAt: hold.expiresAt,
+          merchantId: hold.merchantId,
+          cutoff,
+          quarantineTimeoutMs,
+        },
+      ],
     });
     log.info('hold workflow started', { region, holdId: hold.holdId, merchantId: hold.merchantId });
     return 'started';

@@ -19,11 +19,18 @@
  */
 
 export type WorkflowType =
-  'sweepExpiredHolds' | 'startHoldBatch' | 'releaseExpiredHold' | 'applyHoldEvents' | 'deliverHoldEvent' | 'reconcileOutbox' | 'resendWebhook';
+  | 'sweepExpiredHolds'
+  | 'startHoldBatch'
+  | 'releaseExpiredHold'
+  | 'applyHoldEvents'
+  | 'deliverHoldEvent'
+  | 'reconcileOutbox'
+  | 'resendWebhook';
 
 /**
  * `delivery`: the points of `deliverUntilDecided`, one function `releaseExpiredHold`, `deliverHoldEvent` and
- * `resendWebhook` run (a release's webhook, a processor event's, a resend's): a recording of any of them covers the cell.
+ * `resendWebhook` run (a release's webhook, a processor event's, a resend's): a recording of any of them covers the
+ * cell.
  */
 export type PointOwner = WorkflowType | 'delivery';
 
@@ -41,7 +48,10 @@ export const WORKFLOWS_OF: Readonly<Record<PointOwner, readonly WorkflowType[]>>
 
 export type WaitOn =
   | { timer: `holdLabels.${string}` | `holdEventsLabels.${string}` }
-  /** A wait with no timer: recognised by the search attribute the workflow sets as it enters it (its label names no timer). */
+  /**
+   * A wait with no timer: recognised by the search attribute the workflow sets as it enters it (its label names no
+   * timer).
+   */
   | { untimed: { deliveryStatus: string }; labels?: readonly string[] }
   | { activity: string; labels?: readonly string[] }
   | { localActivity: string; labels?: readonly string[] }
@@ -59,7 +69,10 @@ export interface WaitingPoint {
   unrecordable?: Readonly<Record<string, string>>;
 }
 
-/** The delivery of one webhook (src/workflows/webhook-delivery.ts, `deliverUntilDecided`), in either workflow that runs it. */
+/**
+ * The delivery of one webhook (src/workflows/webhook-delivery.ts, `deliverUntilDecided`), in either workflow that runs
+ * it.
+ */
 function deliveryPoints(): WaitingPoint[] {
   const workflow = 'delivery';
   return [
@@ -90,8 +103,18 @@ function deliveryPoints(): WaitingPoint[] {
     { workflow, point: 'after-earlier', on: { timer: 'holdLabels.afterEarlier' }, exits: ['timer'] },
     { workflow, point: 'retry-wait', on: { timer: 'holdLabels.retryWait' }, exits: ['timer'] },
     // continued: resumed by the signal in a task that also ended the run (its history long): the next run sends.
-    { workflow, point: 'held', on: { timer: 'holdLabels.held' }, exits: ['timer', 'signal:merchantResumed', 'continued'] },
-    { workflow, point: 'quarantine', on: { activity: 'quarantineDelivery', labels: ['holdLabels.quarantine'] }, exits: ['completed'] },
+    {
+      workflow,
+      point: 'held',
+      on: { timer: 'holdLabels.held' },
+      exits: ['timer', 'signal:merchantResumed', 'continued'],
+    },
+    {
+      workflow,
+      point: 'quarantine',
+      on: { activity: 'quarantineDelivery', labels: ['holdLabels.quarantine'] },
+      exits: ['completed'],
+    },
     {
       workflow,
       point: 'human',
@@ -108,7 +131,12 @@ function deliveryPoints(): WaitingPoint[] {
       ],
     },
     { workflow, point: 'verify-request', on: { activity: 'verifyReplayApproval' }, exits: ['completed'] },
-    { workflow, point: 'decide', on: { activity: 'decideQuarantine', labels: ['holdLabels.decision'] }, exits: ['completed'] },
+    {
+      workflow,
+      point: 'decide',
+      on: { activity: 'decideQuarantine', labels: ['holdLabels.decision'] },
+      exits: ['completed'],
+    },
     { workflow, point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
     { workflow, point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
   ];
@@ -120,7 +148,12 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
   { workflow: 'sweepExpiredHolds', point: 'finish', on: { activity: 'finishSweep' }, exits: ['completed'] },
   { workflow: 'sweepExpiredHolds', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
   { workflow: 'sweepExpiredHolds', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
-  { workflow: 'startHoldBatch', point: 'start-holds', on: { child: 'releaseExpiredHold' }, exits: ['started', 'already-started'] },
+  {
+    workflow: 'startHoldBatch',
+    point: 'start-holds',
+    on: { child: 'releaseExpiredHold' },
+    exits: ['started', 'already-started'],
+  },
   {
     workflow: 'releaseExpiredHold',
     point: 'release',
@@ -137,7 +170,12 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     ],
   },
   ...deliveryPoints(),
-  { workflow: 'applyHoldEvents', point: 'idle', on: { timer: 'holdEventsLabels.idle' }, exits: ['timer', 'signal:processorEvent'] },
+  {
+    workflow: 'applyHoldEvents',
+    point: 'idle',
+    on: { timer: 'holdEventsLabels.idle' },
+    exits: ['timer', 'signal:processorEvent'],
+  },
   {
     workflow: 'applyHoldEvents',
     point: 'apply',
@@ -153,7 +191,13 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     point: 'gap',
     on: { timer: 'holdEventsLabels.predecessor' },
     // kept-waiting:skipMissingEvent: a wait begun by 24b3de0's build, which honours a skip only once it stops.
-    exits: ['timer', 'signal:processorEvent', 'signal:skipMissingEvent', 'update:skipMissingEvent', 'kept-waiting:skipMissingEvent'],
+    exits: [
+      'timer',
+      'signal:processorEvent',
+      'signal:skipMissingEvent',
+      'update:skipMissingEvent',
+      'kept-waiting:skipMissingEvent',
+    ],
   },
   {
     workflow: 'applyHoldEvents',
@@ -170,7 +214,12 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
   { workflow: 'applyHoldEvents', point: 'deliveries', on: { child: 'deliverHoldEvent' }, exits: ['started'] },
   { workflow: 'applyHoldEvents', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
   { workflow: 'applyHoldEvents', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
-  { workflow: 'reconcileOutbox', point: 'reconcile', on: { activity: 'reconcileStrandedWebhooks' }, exits: ['completed'] },
+  {
+    workflow: 'reconcileOutbox',
+    point: 'reconcile',
+    on: { activity: 'reconcileStrandedWebhooks' },
+    exits: ['completed'],
+  },
   {
     workflow: 'resendWebhook',
     point: 'reopen',

@@ -44,7 +44,10 @@ export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
 const PAUSED_RECHECK_FIRST_MS = 5_000;
 /** Five minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
 const PAUSED_RECHECK_MAX_MS = 5 * 60_000;
-/** After an hour paused, the pause is no blip: re-check every 30 minutes, and count on `merchantResumed` for a prompt drain. */
+/**
+ * After an hour paused, the pause is no blip: re-check every 30 minutes, and count on `merchantResumed` for a prompt
+ * drain.
+ */
 const PAUSED_LONG_AFTER_MS = 60 * 60_000;
 const PAUSED_LONG_RECHECK_MS = 30 * 60_000;
 
@@ -63,7 +66,8 @@ const HANDLED_ELSEWHERE_STATUS_PATCH = 'handled-elsewhere-sets-status';
 /** Activities with their label on the timeline (user metadata: a summary per call). */
 const ledgerWith = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
 const fastPathWith = (summary: string) => proxyLocalActivities<Activities>({ ...webhookLocalActivity, summary });
-const withRetriesWith = (remainingMs: number, summary: string) => proxyActivities<Activities>({ ...webhookActivity(remainingMs), summary });
+const withRetriesWith = (remainingMs: number, summary: string) =>
+  proxyActivities<Activities>({ ...webhookActivity(remainingMs), summary });
 
 /** Where a delivery's story goes on in its next run (continue-as-new): the policy run and what it carries. */
 export type DeliveryResume = Omit<HoldResume, 'release'>;
@@ -93,7 +97,13 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
       const { reason, since, detail } = quarantine;
       tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail });
     } else {
-      const outcome = await runDeliveryPolicy(webhookId, policyRun, carried?.remainingHorizonMs ?? d.retryHorizonMs, tracker, carried);
+      const outcome = await runDeliveryPolicy(
+        webhookId,
+        policyRun,
+        carried?.remainingHorizonMs ?? d.retryHorizonMs,
+        tracker,
+        carried,
+      );
       if (outcome.status === 'continue_as_new') {
         await condition(allHandlersFinished);
         return d.continueAs({ policyRun, ...outcome.carry, ...tracker.carry() });
@@ -108,7 +118,10 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
         const known = (DELIVERY_STATUS_VALUES as readonly string[]).includes(outcome.deliveryStatus);
         const finished = known ? (outcome.deliveryStatus as DeliveryStatusValue) : 'none';
         const status = patched(HANDLED_ELSEWHERE_STATUS_PATCH) ? finished : undefined;
-        tracker.enter({ stage: 'not_released', status: `delivery ${outcome.deliveryStatus} by another workflow` }, status);
+        tracker.enter(
+          { stage: 'not_released', status: `delivery ${outcome.deliveryStatus} by another workflow` },
+          status,
+        );
         return outcome;
       }
       quarantine = await quarantineDelivery(webhookId, policyRun, outcome, d);
@@ -133,7 +146,11 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
         ...tracker.carry(),
       });
     }
-    await ledgerWith(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({ webhookId, policyRun, ...decision });
+    await ledgerWith(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({
+      webhookId,
+      policyRun,
+      ...decision,
+    });
     tracker.decisionRecorded(policyRun);
     switch (decision.decision) {
       case 'abandon':
@@ -153,17 +170,34 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
   }
 }
 
-/** The policy gave up: the delivery is marked quarantined (the worker's answer says what a decision needs: four eyes). */
-async function quarantineDelivery(webhookId: string, policyRun: number, gaveUp: GaveUp, d: Delivery): Promise<OpenQuarantine> {
+/**
+ * The policy gave up: the delivery is marked quarantined (the worker's answer says what a decision needs: four eyes).
+ */
+async function quarantineDelivery(
+  webhookId: string,
+  policyRun: number,
+  gaveUp: GaveUp,
+  d: Delivery,
+): Promise<OpenQuarantine> {
   const { reason, detail } = gaveUp;
   // Exhausted: the last retryable failure was reported during the run; rejected and gone carry their own number.
   d.tracker.noteAttempt({ attemptNumber: gaveUp.attemptNumber ?? d.tracker.lastAttemptNumber ?? 0, outcome: detail });
-  const recorded = await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail });
+  const recorded = await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({
+    webhookId,
+    reason,
+    detail,
+  });
   log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
   const since = new Date().toISOString();
   d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
   // A history from before the worker answered says nothing: no four eyes.
-  return { reason, since, detail, fourEyes: recorded?.fourEyes === true, abandonsAt: Date.now() + d.quarantineTimeoutMs };
+  return {
+    reason,
+    since,
+    detail,
+    fourEyes: recorded?.fourEyes === true,
+    abandonsAt: Date.now() + d.quarantineTimeoutMs,
+  };
 }
 
 type GaveUp = { status: 'gave_up'; reason: QuarantineReason; detail: string; attemptNumber?: number };
@@ -171,7 +205,10 @@ type GaveUp = { status: 'gave_up'; reason: QuarantineReason; detail: string; att
 type PolicyRunOutcome =
   | { status: 'delivered'; attempts: number }
   /** Paused long enough that this run's history should end: the next run picks up from `carry`. */
-  | { status: 'continue_as_new'; carry: Pick<HoldResume, 'remainingHorizonMs' | 'heldRecheckMs' | 'heldSince' | 'heldMerchantStatus'> }
+  | {
+      status: 'continue_as_new';
+      carry: Pick<HoldResume, 'remainingHorizonMs' | 'heldRecheckMs' | 'heldSince' | 'heldMerchantStatus'>;
+    }
   | { status: 'handled_elsewhere'; deliveryStatus: string }
   | GaveUp;
 
@@ -182,7 +219,9 @@ type AttemptEnd =
   | { end: 'quarantine'; gaveUp: GaveUp }
   /** The fast path's attempt failed and may be tried again after `delayMs`, by the regular activity. */
   | { end: 'retry'; failed: DeliveryAttemptFailed; delayMs?: number }
-  /** Anything else on the fast path (the ledger down, a crash): the regular activity and its retries take it from here. */
+  /**
+   * Anything else on the fast path (the ledger down, a crash): the regular activity and its retries take it from here.
+   */
   | { end: 'hand_over'; error: Error };
 
 /** The one mapping from a failed call to what the delivery does next. */
@@ -190,7 +229,10 @@ function attemptEndOf(err: unknown, local: boolean): AttemptEnd {
   // A local activity's failure reaches the workflow as the ApplicationFailure itself, a regular one's as its cause.
   const failure = err instanceof ActivityFailure ? err.cause : err;
   const type = failure instanceof ApplicationFailure ? failure.type : undefined;
-  const details = failure instanceof ApplicationFailure ? (failure.details?.[0] as Partial<AttemptFailedDetails> | undefined) : undefined;
+  const details =
+    failure instanceof ApplicationFailure
+      ? (failure.details?.[0] as Partial<AttemptFailedDetails> | undefined)
+      : undefined;
   const gaveUp = (reason: QuarantineReason): AttemptEnd => ({
     end: 'quarantine',
     gaveUp: {
@@ -200,13 +242,23 @@ function attemptEndOf(err: unknown, local: boolean): AttemptEnd {
       attemptNumber: details?.attemptNumber,
     },
   });
-  if (type != null && type in DELIVERY_FAILURE_TYPES) return gaveUp(DELIVERY_FAILURE_TYPES[type as keyof typeof DELIVERY_FAILURE_TYPES]);
+  if (type != null && type in DELIVERY_FAILURE_TYPES)
+    return gaveUp(DELIVERY_FAILURE_TYPES[type as keyof typeof DELIVERY_FAILURE_TYPES]);
   if (local) {
-    if (type === RETRYABLE_DELIVERY_FAILURE && details?.attemptNumber !== undefined && details.nextAttemptAt !== undefined) {
+    if (
+      type === RETRYABLE_DELIVERY_FAILURE &&
+      details?.attemptNumber !== undefined &&
+      details.nextAttemptAt !== undefined
+    ) {
       const { attemptNumber, nextAttemptAt } = details;
       return {
         end: 'retry',
-        failed: { attemptNumber, nextAttemptAt, outcome: details.outcome ?? (failure as ApplicationFailure).message, reason: details.reason ?? '' },
+        failed: {
+          attemptNumber,
+          nextAttemptAt,
+          outcome: details.outcome ?? (failure as ApplicationFailure).message,
+          reason: details.reason ?? '',
+        },
         ...(typeof details.delayMs === 'number' ? { delayMs: details.delayMs } : {}),
       };
     }
@@ -241,7 +293,8 @@ async function runDeliveryPolicy(
   let local = true;
   for (;;) {
     const remainingMs = deadline - Date.now();
-    if (remainingMs <= 0) return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
+    if (remainingMs <= 0)
+      return { status: 'gave_up', reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' };
     if (pausedAs && tracker.deliveryStatus === 'held') {
       tracker.enter({ stage: 'held', policyRun, merchantStatus: pausedAs, until: new Date().toISOString() });
     } else {
@@ -259,15 +312,20 @@ async function runDeliveryPolicy(
     }
     if (end.end === 'quarantine') return end.gaveUp;
     if (end.end === 'hand_over') {
-      log.warn('delivery fast path failed unexpectedly: retrying as a regular activity', { webhookId, error: end.error.message });
+      log.warn('delivery fast path failed unexpectedly: retrying as a regular activity', {
+        webhookId,
+        error: end.error.message,
+      });
       local = false;
       continue;
     }
-    const result: DeliverWebhookResult = end.end === 'retry' ? { status: 'failed_attempt', failed: end.failed } : end.result;
+    const result: DeliverWebhookResult =
+      end.end === 'retry' ? { status: 'failed_attempt', failed: end.failed } : end.result;
     reservedSlotMs = undefined;
     // Back from a pause (DeliveryStatus stays `held` while it re-checks): operators see it moving.
     if (result.status !== 'held') pausedSince = pausedAs = undefined;
-    if (result.status !== 'held' && tracker.deliveryStatus === 'held') tracker.enter({ stage: 'delivering', policyRun }, 'pending');
+    if (result.status !== 'held' && tracker.deliveryStatus === 'held')
+      tracker.enter({ stage: 'delivering', policyRun }, 'pending');
     switch (result.status) {
       case 'failed_attempt': {
         // The fast path's attempt failed (thrown by this build, returned as a result by earlier ones): wait out its
@@ -278,11 +336,17 @@ async function runDeliveryPolicy(
           outcome: failed.outcome,
           retry: { at: failed.nextAttemptAt, reason: failed.reason },
         });
-        // The delay the activity chose; from its `nextAttemptAt` where a failure does not say (the workflow's clock stood
+        // The delay the activity chose; from its `nextAttemptAt` where a failure does not say (the workflow's clock
+        // stood
         // still while the local activity ran, so that reads the attempt's own duration as a wait).
-        const waitMs = end.end === 'retry' && end.delayMs !== undefined ? end.delayMs : Date.parse(failed.nextAttemptAt) - Date.now();
+        const waitMs =
+          end.end === 'retry' && end.delayMs !== undefined
+            ? end.delayMs
+            : Date.parse(failed.nextAttemptAt) - Date.now();
         if (end.end === 'result' || waitMs > 0) {
-          await sleep(Math.max(1, waitMs), { summary: holdLabels.retryWait(failed.reason, failed.outcome, failed.attemptNumber) });
+          await sleep(Math.max(1, waitMs), {
+            summary: holdLabels.retryWait(failed.reason, failed.outcome, failed.attemptNumber),
+          });
         }
         local = false;
         break;
@@ -330,7 +394,10 @@ async function runDeliveryPolicy(
         pausedAs = result.merchantStatus;
         const pausedFrom = Date.now();
         pausedSince ??= pausedFrom;
-        const resumed = await tracker.awaitMerchantResumed(pausedRecheckMs, holdLabels.held(stage.merchantStatus, stage.until));
+        const resumed = await tracker.awaitMerchantResumed(
+          pausedRecheckMs,
+          holdLabels.held(stage.merchantStatus, stage.until),
+        );
         // A pause is the merchant's decision, not a failure: its time is added back to the horizon.
         deadline += Date.now() - pausedFrom;
         const longPaused = Date.now() - pausedSince >= PAUSED_LONG_AFTER_MS;

@@ -24,10 +24,22 @@ import type { ProcessorEvent } from '../../dev/fake-processor.js';
 import { startDevServer, type DevServer } from '../../dev/temporal-dev-server.js';
 import type { HoldSeed } from '../../dev/seed.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
-import { approveReplaySignal, discardSignal, merchantResumedSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
+import {
+  approveReplaySignal,
+  discardSignal,
+  merchantResumedSignal,
+  statusQuery,
+  type HoldStage,
+} from '../../src/contracts/messages.js';
 import { holdEventsStatusQuery, processorEventSignal, type HoldEventsStage } from '../../src/contracts/processor.js';
 import { isoUtc } from '../../src/db/sql.js';
-import { approveHold, approveReplayRequest, discardHold, previewReplay, type OpsContext } from '../../src/ops/operations.js';
+import {
+  approveHold,
+  approveReplayRequest,
+  discardHold,
+  previewReplay,
+  type OpsContext,
+} from '../../src/ops/operations.js';
 import { skipMissingEvent } from '../../src/ops/processor-events.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
@@ -76,7 +88,8 @@ async function installFaults(region: TestRegion) {
   return {
     fail: async (holdId: string, table: 'auth_holds' | 'webhook_deliveries') =>
       void (await region.pool.query('INSERT INTO golden_faults VALUES ($1, $2)', [holdId, table])),
-    heal: async (holdId: string) => void (await region.pool.query('DELETE FROM golden_faults WHERE hold_id = $1', [holdId])),
+    heal: async (holdId: string) =>
+      void (await region.pool.query('DELETE FROM golden_faults WHERE hold_id = $1', [holdId])),
   };
 }
 
@@ -85,18 +98,35 @@ it('records every waiting point the night does not reach, each way out of it', a
   const ctx: OpsContext = { region: us.config, pool: us.pool, client: us.client };
   await harness.startWorker(us);
   const faults = await installFaults(us);
-  const night = await seedNight(us.pool, 'us', `${harness.id}cov`, { expired: 24, future: 8, merchants: 8, defective: true }, harness.merchants);
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}cov`,
+    { expired: 24, future: 8, merchants: 8, defective: true },
+    harness.merchants,
+  );
   const m = night.merchantIds;
   const script = (merchant: string, responses: Responses) =>
     harness.merchants.script(merchant, { secrets: [night.secrets.get(merchant)!], responses });
-  const setMerchant = (merchant: string, sql: string) => us.pool.query(`UPDATE merchants SET ${sql} WHERE id = $1`, [merchant]);
-  const holdsOf = (merchant: string, list: HoldSeed[]) => list.filter((h) => h.merchantId === merchant).map((h) => h.id);
+  const setMerchant = (merchant: string, sql: string) =>
+    us.pool.query(`UPDATE merchants SET ${sql} WHERE id = $1`, [merchant]);
+  const holdsOf = (merchant: string, list: HoldSeed[]) =>
+    list.filter((h) => h.merchantId === merchant).map((h) => h.id);
   const expiryOf = async (holdId: string) =>
-    (await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId])).rows[0]!.e;
-  const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
+    (await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId]))
+      .rows[0]!.e;
+  const handleOf = async (holdId: string) =>
+    us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
   const stageOf = async (holdId: string) => (await (await handleOf(holdId)).query(statusQuery)).stage;
-  const reaches = async (holdId: string, stage: HoldStage['stage']) => expect.poll(() => stageOf(holdId), { timeout: 60_000 }).toBe(stage);
-  const byHand = (holdId: string, merchantId: string, expiresAt: string, suffix: string, quarantineTimeoutMs?: number) =>
+  const reaches = async (holdId: string, stage: HoldStage['stage']) =>
+    expect.poll(() => stageOf(holdId), { timeout: 60_000 }).toBe(stage);
+  const byHand = (
+    holdId: string,
+    merchantId: string,
+    expiresAt: string,
+    suffix: string,
+    quarantineTimeoutMs?: number,
+  ) =>
     us.client.workflow.execute(releaseExpiredHold, {
       taskQueue: us.config.taskQueue,
       workflowId: `hold-by-hand-${suffix}-${harness.id}`,
@@ -134,7 +164,12 @@ it('records every waiting point the night does not reach, each way out of it', a
   // behind it (after-earlier) until it is delivered.
   const receiver = await startTestReceiver(us, { gapWaitMs: 60_000, workflowIdleMs: 3_000 });
   const [behind] = holdsOf(m[5]!, night.expired) as [string];
-  const event = (holdId: string, sequence: number, type: ProcessorEvent['type'], amountMinor?: number): ProcessorEvent => ({
+  const event = (
+    holdId: string,
+    sequence: number,
+    type: ProcessorEvent['type'],
+    amountMinor?: number,
+  ): ProcessorEvent => ({
     eventId: `evt_${holdId}_${sequence}`,
     holdId,
     sequence,
@@ -144,9 +179,14 @@ it('records every waiting point the night does not reach, each way out of it', a
   try {
     expect((await receiver.processor.send(event(behind, 1, 'hold.incremented', 5))).status).toBe(202);
     await expect
-      .poll(async () => (await us.pool.query(`SELECT attempt_count FROM webhook_deliveries WHERE hold_id = $1`, [behind])).rows[0]?.attempt_count, {
-        timeout: 30_000,
-      })
+      .poll(
+        async () =>
+          (await us.pool.query(`SELECT attempt_count FROM webhook_deliveries WHERE hold_id = $1`, [behind])).rows[0]
+            ?.attempt_count,
+        {
+          timeout: 30_000,
+        },
+      )
       .toBe(1);
 
     // m4: paused while its first retry waits (10 s): the regular activity answers held; resumed, and told so by signal.
@@ -167,11 +207,15 @@ it('records every waiting point the night does not reach, each way out of it', a
     })();
     await sweep(1);
     const historyShows = async (holdId: string, test: (events: temporal.api.history.v1.IHistoryEvent[]) => boolean) =>
-      expect.poll(async () => test((await (await handleOf(holdId)).fetchHistory()).events ?? []), { timeout: 30_000 }).toBe(true);
+      expect
+        .poll(async () => test((await (await handleOf(holdId)).fetchHistory()).events ?? []), { timeout: 30_000 })
+        .toBe(true);
     await historyShows(faulty, (events) => events.some((e) => e.timerStartedEventAttributes));
     await faults.heal(faulty);
     for (const id of slow)
-      await historyShows(id, (events) => events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverWebhook'));
+      await historyShows(id, (events) =>
+        events.some((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverWebhook'),
+      );
     for (const id of slow) await faults.heal(id);
 
     const paused = await pausing;
@@ -180,28 +224,44 @@ it('records every waiting point the night does not reach, each way out of it', a
     await (await handleOf(paused)).signal(merchantResumedSignal);
 
     // m1: quarantined; decided by Update (approve, discard), one by a reviewed request, one ignored signal first.
-    const [approvedByUpdate, discardedByUpdate, approvedByRequest] = holdsOf(m[1]!, night.expired) as [string, string, string];
+    const [approvedByUpdate, discardedByUpdate, approvedByRequest] = holdsOf(m[1]!, night.expired) as [
+      string,
+      string,
+      string,
+    ];
     for (const id of [approvedByUpdate, discardedByUpdate, approvedByRequest]) await reaches(id, 'quarantined');
-    await (await handleOf(approvedByUpdate)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'stale', policyRun: 9 });
+    await (
+      await handleOf(approvedByUpdate)
+    ).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'stale', policyRun: 9 });
     script(m[1]!, [{ status: 200 }]);
-    expect(await approveHold(ctx, approvedByUpdate, 'alice', 'merchant fixed its parser')).toMatchObject({ outcome: 'applied' });
-    expect(await discardHold(ctx, discardedByUpdate, 'bob', 'merchant offboarded')).toMatchObject({ outcome: 'applied' });
+    expect(await approveHold(ctx, approvedByUpdate, 'alice', 'merchant fixed its parser')).toMatchObject({
+      outcome: 'applied',
+    });
+    expect(await discardHold(ctx, discardedByUpdate, 'bob', 'merchant offboarded')).toMatchObject({
+      outcome: 'applied',
+    });
     const request = await previewReplay(us.pool, { holdId: approvedByRequest }, 'carol');
     expect(await approveReplayRequest(ctx, request.id, 'dave')).toMatchObject({ applied: 1 });
 
     // The release answering each way but `released`: started by hand, as an operator or a later run would.
     const future = night.future;
-    expect(await byHand(future[0]!.id, future[0]!.merchantId, await expiryOf(future[0]!.id), 'not-expired')).toMatchObject({
+    expect(
+      await byHand(future[0]!.id, future[0]!.merchantId, await expiryOf(future[0]!.id), 'not-expired'),
+    ).toMatchObject({
       release: { status: 'not_expired' },
     });
-    expect(await byHand(`h_${harness.id}_gone`, m[0]!, new Date().toISOString(), 'not-found')).toMatchObject({ release: { status: 'not_found' } });
+    expect(await byHand(`h_${harness.id}_gone`, m[0]!, new Date().toISOString(), 'not-found')).toMatchObject({
+      release: { status: 'not_found' },
+    });
     const defective = night.defective[0]!;
     expect(await byHand(defective.id, defective.merchantId, await expiryOf(defective.id), 'rejected')).toMatchObject({
       release: { status: 'rejected' },
     });
     expect((await receiver.processor.send(event(future[1]!.id, 1, 'hold.captured', 10))).status).toBe(202);
     await expect
-      .poll(async () => (await us.pool.query('SELECT state FROM auth_holds WHERE id = $1', [future[1]!.id])).rows[0].state)
+      .poll(
+        async () => (await us.pool.query('SELECT state FROM auth_holds WHERE id = $1', [future[1]!.id])).rows[0].state,
+      )
       .toBe('captured');
     expect(await byHand(future[1]!.id, future[1]!.merchantId, await expiryOf(future[1]!.id), 'settled')).toMatchObject({
       release: { status: 'settled' },
@@ -213,7 +273,9 @@ it('records every waiting point the night does not reach, each way out of it', a
       delivery: { status: 'delivered' },
     });
     await (await handleOf(discardedByUpdate)).result();
-    expect(await byHand(discardedByUpdate, m[1]!, await expiryOf(discardedByUpdate), 'discarded-elsewhere')).toMatchObject({
+    expect(
+      await byHand(discardedByUpdate, m[1]!, await expiryOf(discardedByUpdate), 'discarded-elsewhere'),
+    ).toMatchObject({
       delivery: { status: 'handled_elsewhere' },
     });
 
@@ -240,7 +302,9 @@ it('records every waiting point the night does not reach, each way out of it', a
     const gapWaiting = future[3]!.id;
     expect((await receiver.processor.send(event(gapWaiting, 2, 'hold.incremented', 2))).status).toBe(202);
     await expect.poll(() => eventStage(gapWaiting), { timeout: 30_000 }).toBe('waiting_for_predecessor');
-    expect(await skipMissingEvent(ctx, gapWaiting, 1, 'ops@example.com', 'never issued')).toMatchObject({ skipped: true });
+    expect(await skipMissingEvent(ctx, gapWaiting, 1, 'ops@example.com', 'never issued')).toMatchObject({
+      skipped: true,
+    });
   } finally {
     await receiver.close();
   }
@@ -250,14 +314,22 @@ it('records every waiting point the night does not reach, each way out of it', a
     expect((await stopping.processor.send(event(gapStopped, 2, 'hold.incremented', 2))).status).toBe(202);
     const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', gapStopped));
     await expect
-      .poll(async () => (await handle.query(holdEventsStatusQuery).catch(() => undefined))?.stage.stage, { timeout: 30_000 })
+      .poll(async () => (await handle.query(holdEventsStatusQuery).catch(() => undefined))?.stage.stage, {
+        timeout: 30_000,
+      })
       .toBe('stopped_for_human');
-    expect(await skipMissingEvent(ctx, gapStopped, 1, 'ops@example.com', 'never issued')).toMatchObject({ skipped: true });
+    expect(await skipMissingEvent(ctx, gapStopped, 1, 'ops@example.com', 'never issued')).toMatchObject({
+      skipped: true,
+    });
     // Every event workflow idles out and completes, every delivery settles.
     await expect
-      .poll(async () => (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`)).rows[0].n, {
-        timeout: 90_000,
-      })
+      .poll(
+        async () =>
+          (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`)).rows[0].n,
+        {
+          timeout: 90_000,
+        },
+      )
       .toBe(0);
   } finally {
     await stopping.close();
@@ -278,11 +350,19 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
   ownHarness = await openHarness({ address: ownServer.address });
   const us = await ownHarness.region('us');
   await ownHarness.startWorker(us);
-  const night = await seedNight(us.pool, 'us', `${ownHarness.id}can`, { expired: 2, future: 1, merchants: 2 }, ownHarness.merchants);
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${ownHarness.id}can`,
+    { expired: 2, future: 1, merchants: 2 },
+    ownHarness.merchants,
+  );
   const merchant = night.merchantIds[0]!;
   await pauseMerchant(us.pool, merchant, 'maintenance');
   const held = night.expired[0]!.id;
-  const expiresAt = (await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [held])).rows[0]!.e;
+  const expiresAt = (
+    await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [held])
+  ).rows[0]!.e;
   const handle = await us.client.workflow.start(releaseExpiredHold, {
     taskQueue: us.config.taskQueue,
     workflowId: await holdWorkflowIdOf(us.pool, 'us', held),
@@ -308,8 +388,9 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
   const rejecting = night.merchantIds[1]!;
   ownHarness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400 }] });
   const flooded = night.expired[1]!.id;
-  const floodedExpiry = (await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [flooded])).rows[0]!
-    .e;
+  const floodedExpiry = (
+    await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [flooded])
+  ).rows[0]!.e;
   const quarantined = await us.client.workflow.start(releaseExpiredHold, {
     taskQueue: us.config.taskQueue,
     workflowId: await holdWorkflowIdOf(us.pool, 'us', flooded),
@@ -320,7 +401,9 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
   await expect
     .poll(
       async () => {
-        await quarantined.signal(approveReplaySignal, { approvedBy: '', reason: 'not a decision' } as never).catch(() => undefined);
+        await quarantined
+          .signal(approveReplaySignal, { approvedBy: '', reason: 'not a decision' } as never)
+          .catch(() => undefined);
         return floodedRuns();
       },
       { timeout: 120_000, interval: 200 },
@@ -348,16 +431,25 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
     await expect
       .poll(
         async () =>
-          (await us.pool.query(`SELECT count(*)::int AS n FROM processor_events WHERE hold_id = $1 AND applied_at IS NOT NULL`, [busy])).rows[0].n,
+          (
+            await us.pool.query(
+              `SELECT count(*)::int AS n FROM processor_events WHERE hold_id = $1 AND applied_at IS NOT NULL`,
+              [busy],
+            )
+          ).rows[0].n,
         {
           timeout: 60_000,
         },
       )
       .toBe(12);
     await expect
-      .poll(async () => (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`)).rows[0].n, {
-        timeout: 60_000,
-      })
+      .poll(
+        async () =>
+          (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'pending'`)).rows[0].n,
+        {
+          timeout: 60_000,
+        },
+      )
       .toBe(0);
     const events = us.client.workflow.getHandle(holdEventsWorkflowId('us', busy));
     await expect.poll(async () => (await events.describe()).status.name, { timeout: 30_000 }).toBe('COMPLETED');

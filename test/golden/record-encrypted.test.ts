@@ -14,7 +14,13 @@ import { Client, Connection } from '@temporalio/client';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { approveReplaySignal, discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { ENCRYPTED_KEY_FILE, goldenRelease, goldenSetDir, historyFileContent, WORKFLOW_IDS_FILE } from '../support/golden.js';
+import {
+  ENCRYPTED_KEY_FILE,
+  goldenRelease,
+  goldenSetDir,
+  historyFileContent,
+  WORKFLOW_IDS_FILE,
+} from '../support/golden.js';
 import { captureThroughReceiver } from '../support/processor.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
@@ -34,9 +40,18 @@ it('records encrypted histories of this release: delivered, approved, discarded,
   const key = { id: `golden-${RELEASE}`, key: randomBytes(32) };
   const eu = await harness.region('eu', { payloadKeys: [key] });
   await harness.startWorker(eu);
-  const night = await seedNight(eu.pool, 'eu', `${harness.id}ge`, { expired: 4, future: 1, merchants: 2 }, harness.merchants);
+  const night = await seedNight(
+    eu.pool,
+    'eu',
+    `${harness.id}ge`,
+    { expired: 4, future: 1, merchants: 2 },
+    harness.merchants,
+  );
   const [ok, rejecting] = night.merchantIds as [string, string];
-  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: '{"error":"unknown"}' }] });
+  harness.merchants.script(rejecting, {
+    secrets: [night.secrets.get(rejecting)!],
+    responses: [{ status: 400, body: '{"error":"unknown"}' }],
+  });
   const sweepId = `sweep-eu-${harness.id}-golden-encrypted`;
   await eu.client.workflow.execute(sweepExpiredHolds, {
     taskQueue: eu.config.taskQueue,
@@ -46,15 +61,23 @@ it('records encrypted histories of this release: delivered, approved, discarded,
 
   const holdsOf = async (merchantId: string) =>
     (
-      await eu.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 AND expires_at <= now() ORDER BY id', [merchantId])
+      await eu.pool.query<{ id: string }>(
+        'SELECT id FROM auth_holds WHERE merchant_id = $1 AND expires_at <= now() ORDER BY id',
+        [merchantId],
+      )
     ).rows.map((r) => r.id);
   const [approved, discarded] = (await holdsOf(rejecting)) as [string, string];
-  const handleOf = async (holdId: string) => eu.client.workflow.getHandle(await holdWorkflowIdOf(eu.pool, 'eu', holdId));
+  const handleOf = async (holdId: string) =>
+    eu.client.workflow.getHandle(await holdWorkflowIdOf(eu.pool, 'eu', holdId));
   for (const id of [approved, discarded]) {
-    await expect.poll(async () => (await (await handleOf(id)).query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+    await expect
+      .poll(async () => (await (await handleOf(id)).query(statusQuery)).stage, { timeout: 30_000 })
+      .toBe('quarantined');
   }
   harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 200 }] });
-  await (await handleOf(approved)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
+  await (
+    await handleOf(approved)
+  ).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
   await (await handleOf(discarded)).signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
   await (await handleOf(approved)).result();
   await (await handleOf(discarded)).result();

@@ -41,14 +41,24 @@ afterAll(async () => {
 
 it(`records applyHoldEvents leaving each gap wait, as build ${BUILD ?? 'HEAD (working tree)'} writes it`, async () => {
   const us = await harness.region('us');
-  const bundle = BUILD ? await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), BUILD) : undefined;
+  const bundle = BUILD
+    ? await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), BUILD)
+    : undefined;
   await harness.startWorker(
     us,
     undefined,
     undefined,
-    bundle ? { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } } : {},
+    bundle
+      ? { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } }
+      : {},
   );
-  const night = await seedNight(us.pool, 'us', `${harness.id}gap`, { expired: 0, future: 5, merchants: 1 }, harness.merchants);
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}gap`,
+    { expired: 0, future: 5, merchants: 1 },
+    harness.merchants,
+  );
   const { processor, close } = await startTestReceiver(us, { gapWaitMs: GAP_WAIT_MS, workflowIdleMs: 1_000 });
   const event = (holdId: string, sequence: number): ProcessorEvent => ({
     eventId: `evt_${holdId}_${sequence}`,
@@ -71,14 +81,12 @@ it(`records applyHoldEvents leaving each gap wait, as build ${BUILD ?? 'HEAD (wo
         { timeout: 30_000 },
       )
       .toBe(stage);
-  const skip = (holdId: string) => handleOf(holdId).signal(skipMissingEventSignal, { sequence: 1, by: 'ops@example.com', reason: 'never issued' });
+  const skip = (holdId: string) =>
+    handleOf(holdId).signal(skipMissingEventSignal, { sequence: 1, by: 'ops@example.com', reason: 'never issued' });
 
-  const [filledWhileWaiting, skippedWhileWaiting, filledAfterStop, skippedAfterStop] = night.future.map((h) => h.id) as [
-    string,
-    string,
-    string,
-    string,
-  ];
+  const [filledWhileWaiting, skippedWhileWaiting, filledAfterStop, skippedAfterStop] = night.future.map(
+    (h) => h.id,
+  ) as [string, string, string, string];
   const scenarios: [string, string][] = [
     [filledWhileWaiting, 'applyHoldEvents-waiting_for_predecessor-filled'],
     [skippedWhileWaiting, 'applyHoldEvents-waiting_for_predecessor-skip'],
@@ -109,9 +117,13 @@ it(`records applyHoldEvents leaving each gap wait, as build ${BUILD ?? 'HEAD (wo
       return stage.stage;
     };
     await expect.poll(skipWhenStopped, { timeout: 30_000 }).toBe('COMPLETED');
-    console.log(`[golden] a skip sent during the wait was ${skippedAgain ? 'dropped: skipped again after the stop' : 'honoured'}`);
+    console.log(
+      `[golden] a skip sent during the wait was ${skippedAgain ? 'dropped: skipped again after the stop' : 'honoured'}`,
+    );
     for (const [holdId] of scenarios)
-      await expect.poll(async () => (await handleOf(holdId).describe()).status.name, { timeout: 30_000 }).toBe('COMPLETED');
+      await expect
+        .poll(async () => (await handleOf(holdId).describe()).status.name, { timeout: 30_000 })
+        .toBe('COMPLETED');
   } finally {
     await close();
   }
@@ -120,5 +132,7 @@ it(`records applyHoldEvents leaving each gap wait, as build ${BUILD ?? 'HEAD (wo
     const handle = handleOf(holdId);
     await addRecording(OUT, name, handle.workflowId, await handle.fetchHistory());
   }
-  console.log(`[golden] ${scenarios.length} gap histories of build ${BUILD ?? 'HEAD'} in ${path.relative(process.cwd(), OUT)}`);
+  console.log(
+    `[golden] ${scenarios.length} gap histories of build ${BUILD ?? 'HEAD'} in ${path.relative(process.cwd(), OUT)}`,
+  );
 });

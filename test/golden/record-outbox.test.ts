@@ -58,6 +58,11 @@ it('records an outbox reconcile that starts a stranded webhook’s delivery agai
     async () => (await us.pool.query(`SELECT 1 FROM webhook_deliveries WHERE status = 'delivered'`)).rowCount === 1,
     'the stranded webhook delivered',
   );
-  const written = await addRecording(OUT, 'reconcileOutbox-outbox', workflowId, await us.client.workflow.getHandle(workflowId).fetchHistory());
+  const written = await addRecording(
+    OUT,
+    'reconcileOutbox-outbox',
+    workflowId,
+    await us.client.workflow.getHandle(workflowId).fetchHistory(),
+  );
   console.log(`[golden] ${written} in ${path.relative(process.cwd(), OUT)}`);
 }, 180_000);

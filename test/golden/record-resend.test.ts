@@ -35,23 +35,42 @@ it('records a resend that delivers again, and one the worker refuses', async () 
     args: [{ region: 'us', releaseWaitMs: 60_000 }],
   });
   const delivered = async () =>
-    (await us.pool.query<{ webhook_id: string }>(`SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered'`)).rows;
+    (
+      await us.pool.query<{ webhook_id: string }>(
+        `SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered'`,
+      )
+    ).rows;
   await waitUntil(async () => (await delivered()).length === 1, 'the release webhook delivered');
   const [{ webhook_id: webhookId }] = (await delivered()) as [{ webhook_id: string }];
 
-  const resent = await resendWebhookNow({ region: us.config, pool: us.pool, client: us.client }, webhookId, 'golden', 'record a resend');
+  const resent = await resendWebhookNow(
+    { region: us.config, pool: us.pool, client: us.client },
+    webhookId,
+    'golden',
+    'record a resend',
+  );
   const handle = us.client.workflow.getHandle(resent.workflowId);
   expect(await handle.result()).toMatchObject({ status: 'resent', delivery: { status: 'delivered' } });
-  console.log(`[golden] ${await addRecording(OUT, 'resendWebhook-resent', resent.workflowId, await handle.fetchHistory())}`);
+  console.log(
+    `[golden] ${await addRecording(OUT, 'resendWebhook-resent', resent.workflowId, await handle.fetchHistory())}`,
+  );
 
   const resendId = `rs_${harness.id}_refused`;
   const refusedId = resendWorkflowId('us', resendId);
   const refused = await us.client.workflow.execute('resendWebhook', {
     taskQueue: us.config.taskQueue,
     workflowId: refusedId,
-    args: [{ region: 'us', webhookId, claim: { resendId, requestedBy: 'golden', reason: 'x', requestId: 'rq_nope', approvedBy: 'other' } }],
+    args: [
+      {
+        region: 'us',
+        webhookId,
+        claim: { resendId, requestedBy: 'golden', reason: 'x', requestId: 'rq_nope', approvedBy: 'other' },
+      },
+    ],
   });
   expect(refused).toMatchObject({ status: 'refused' });
   const history = await us.client.workflow.getHandle(refusedId).fetchHistory();
-  console.log(`[golden] ${await addRecording(OUT, 'resendWebhook-refused', refusedId, history)} in ${path.relative(process.cwd(), OUT)}`);
+  console.log(
+    `[golden] ${await addRecording(OUT, 'resendWebhook-refused', refusedId, history)} in ${path.relative(process.cwd(), OUT)}`,
+  );
 }, 180_000);

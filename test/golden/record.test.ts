@@ -36,7 +36,13 @@ afterAll(async () => {
 it('records the golden histories of this release in every waiting state', async () => {
   const us = await harness.region('us');
   await harness.startWorker(us);
-  const night = await seedNight(us.pool, 'us', `${harness.id}g`, { expired: 24, future: 8, merchants: 8 }, harness.merchants);
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}g`,
+    { expired: 24, future: 8, merchants: 8 },
+    harness.merchants,
+  );
   const m = night.merchantIds;
   const script = (merchant: string, responses: Parameters<Harness['merchants']['script']>[1]['responses']) =>
     harness.merchants.script(merchant, { secrets: [night.secrets.get(merchant)!], responses });
@@ -62,26 +68,36 @@ it('records the golden histories of this release in every waiting state', async 
 
   const holdsOf = async (merchantId: string) =>
     (
-      await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 AND expires_at <= now() ORDER BY id', [merchantId])
+      await us.pool.query<{ id: string }>(
+        'SELECT id FROM auth_holds WHERE merchant_id = $1 AND expires_at <= now() ORDER BY id',
+        [merchantId],
+      )
     ).rows.map((r) => r.id);
-  const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
+  const handleOf = async (holdId: string) =>
+    us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
   const statusOf = async (holdId: string) => (await handleOf(holdId)).query(statusQuery);
   const reaches = async (holdIds: string[], stage: HoldStage['stage']) =>
     expect
-      .poll(async () => (await Promise.all(holdIds.map(async (id) => (await statusOf(id)).stage))).includes(stage), { timeout: 30_000 })
+      .poll(async () => (await Promise.all(holdIds.map(async (id) => (await statusOf(id)).stage))).includes(stage), {
+        timeout: 30_000,
+      })
       .toBe(true);
 
   const [approved, discarded, replayedAgain] = (await holdsOf(m[3]!)) as [string, string, string];
   for (const id of [approved, discarded, replayedAgain]) await reaches([id], 'quarantined');
   script(m[3]!, [{ status: 200 }]);
-  await (await handleOf(approved)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
+  await (
+    await handleOf(approved)
+  ).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
   await (await handleOf(discarded)).signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
   await (await handleOf(approved)).result();
   await (await handleOf(discarded)).result();
   script(m[3]!, [{ status: 503 }]);
   await (await handleOf(replayedAgain)).signal(approveReplaySignal, { approvedBy: 'carol', reason: 'try again' });
   await expect
-    .poll(async () => (await statusOf(replayedAgain)).stage === 'backing_off' && (await statusOf(replayedAgain)), { timeout: 30_000 })
+    .poll(async () => (await statusOf(replayedAgain)).stage === 'backing_off' && (await statusOf(replayedAgain)), {
+      timeout: 30_000,
+    })
     .toMatchObject({ policyRun: 2 });
 
   // Abandoned: a hold workflow started directly with a 2 s decision timeout (a 422 merchant quarantines it).
@@ -97,7 +113,9 @@ it('records the golden histories of this release in every waiting state', async 
     'UPDATE accounts SET held_minor = held_minor + h.amount_minor FROM auth_holds h WHERE h.id = $1 AND accounts.id = h.account_id',
     [copy],
   );
-  const expiresAt = (await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [copy])).rows[0]!.e;
+  const expiresAt = (
+    await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [copy])
+  ).rows[0]!.e;
   await us.client.workflow.execute(releaseExpiredHold, {
     taskQueue: us.config.taskQueue,
     workflowId: `hold-abandoned-${harness.id}`,
@@ -106,9 +124,13 @@ it('records the golden histories of this release in every waiting state', async 
 
   // Failed and retrying (m2): past the fast path's backoff, in Temporal's retries of the regular activity.
   await expect
-    .poll(async () => (await Promise.all((await holdsOf(m[2]!)).map(statusOf))).some((s) => s.lastAttempt?.outcome === 'HTTP 503'), {
-      timeout: 30_000,
-    })
+    .poll(
+      async () =>
+        (await Promise.all((await holdsOf(m[2]!)).map(statusOf))).some((s) => s.lastAttempt?.outcome === 'HTTP 503'),
+      {
+        timeout: 30_000,
+      },
+    )
     .toBe(true);
   await reaches(await holdsOf(m[5]!), 'honouring_retry_after');
   await reaches(await holdsOf(m[6]!), 'waiting_for_budget');
@@ -116,17 +138,27 @@ it('records the golden histories of this release in every waiting state', async 
   // Held, and re-checked at least twice (two fired timers) so the history shows the re-check loop.
   const [held] = (await holdsOf(m[4]!)) as [string];
   await expect
-    .poll(async () => ((await (await handleOf(held)).fetchHistory()).events ?? []).filter((e) => e.timerFiredEventAttributes).length, {
-      timeout: 30_000,
-    })
+    .poll(
+      async () =>
+        ((await (await handleOf(held)).fetchHistory()).events ?? []).filter((e) => e.timerFiredEventAttributes).length,
+      {
+        timeout: 30_000,
+      },
+    )
     .toBeGreaterThanOrEqual(2);
 
-  // Processor events (docs/processor-events.md): a hold's event workflow up to date and one stopped at a gap; the webhooks they write,
+  // Processor events (docs/processor-events.md): a hold's event workflow up to date and one stopped at a gap; the
+  // webhooks they write,
   // delivered and quarantined (m7 answers 422); a late capture of a released hold.
   const { processor, close: closeReceiver } = await startTestReceiver(us, { gapWaitMs: 2_000 });
   const [upToDate, gapped, , , , , , quarantinedEvent] = night.future as HoldSeed[];
   const lateCaptured = night.expired.find((h) => h.merchantId === m[0])!.id;
-  const event = (holdId: string, sequence: number, type: ProcessorEvent['type'], amountMinor?: number): ProcessorEvent => ({
+  const event = (
+    holdId: string,
+    sequence: number,
+    type: ProcessorEvent['type'],
+    amountMinor?: number,
+  ): ProcessorEvent => ({
     eventId: `evt_${holdId}_${sequence}`,
     holdId,
     sequence,
@@ -142,11 +174,18 @@ it('records the golden histories of this release in every waiting state', async 
   ])
     expect((await processor.send(e)).status).toBe(202);
   const eventsOf = (holdId: string) => us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
-  await expect.poll(async () => (await eventsOf(upToDate!.id).query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('idle');
-  await expect.poll(async () => (await eventsOf(gapped!.id).query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('stopped_for_human');
+  await expect
+    .poll(async () => (await eventsOf(upToDate!.id).query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 })
+    .toBe('idle');
+  await expect
+    .poll(async () => (await eventsOf(gapped!.id).query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 })
+    .toBe('stopped_for_human');
   const undelivered = async () =>
-    (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE event_type <> 'hold.released' AND status = 'pending'`)).rows[0]
-      .n;
+    (
+      await us.pool.query(
+        `SELECT count(*)::integer AS n FROM webhook_deliveries WHERE event_type <> 'hold.released' AND status = 'pending'`,
+      )
+    ).rows[0].n;
   await expect.poll(undelivered, { timeout: 30_000 }).toBe(0);
   await closeReceiver();
 
@@ -161,11 +200,16 @@ it('records the golden histories of this release in every waiting state', async 
         const status = await handle.query(statusQuery);
         state = `${status.stage}${'policyRun' in status && status.policyRun > 1 ? `-run-${status.policyRun}` : ''}`;
       } else {
-        const result = (await handle.result()) as { delivery?: ReleaseExpiredHoldResult['delivery']; release?: { status: string } };
+        const result = (await handle.result()) as {
+          delivery?: ReleaseExpiredHoldResult['delivery'];
+          release?: { status: string };
+        };
         state = `${state}-${result.delivery?.status ?? result.release?.status}${result.delivery && 'policyRuns' in result.delivery && result.delivery.policyRuns > 1 ? '-replayed' : ''}`;
       }
     }
-    written.push(await addRecording(OUT, `${execution.type}-${state}`, execution.workflowId, await handle.fetchHistory()));
+    written.push(
+      await addRecording(OUT, `${execution.type}-${state}`, execution.workflowId, await handle.fetchHistory()),
+    );
   }
   console.log(`[golden] ${written.length} histories of release ${RELEASE} in ${path.relative(process.cwd(), OUT)}`);
   expect(written.length).toBeGreaterThan(20);

@@ -50,7 +50,10 @@ const CLIENTS: { clientId: string; roles: Role[] }[] = [
 ];
 const tokens = new Map<string, string>();
 let openapi: ReturnType<typeof openApiValidator>;
-/** Every answer of the API read in this file (the tests' requests and the in-process CLI's), checked against its document. */
+/**
+ * Every answer of the API read in this file (the tests' requests and the in-process CLI's), checked against its
+ * document.
+ */
 const violations: string[] = [];
 const realFetch = globalThis.fetch;
 const clientWith = (role: Role) => CLIENTS.find((c) => c.roles.length === 1 && c.roles[0] === role)!.clientId;
@@ -78,7 +81,12 @@ beforeAll(async () => {
       webhooks: { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] },
       secrets: { region: 'us', sealer: localKeyRing(TEST_SECRET_KEYS) },
     },
-    verifier: await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 5 }),
+    verifier: await createTokenVerifier({
+      issuer: oidc.issuer,
+      audience: ADMIN_AUDIENCE,
+      rolesClaim: 'roles',
+      clockToleranceSeconds: 5,
+    }),
     auditPool: us.pool,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -88,7 +96,9 @@ beforeAll(async () => {
     const response = await realFetch(input, init);
     const url = new URL(input instanceof Request ? input.url : String(input));
     if (url.origin === api && url.pathname.startsWith('/v1/')) {
-      violations.push(...openapi.check(init?.method ?? 'GET', url.pathname, response.status, await response.clone().json()));
+      violations.push(
+        ...openapi.check(init?.method ?? 'GET', url.pathname, response.status, await response.clone().json()),
+      );
     }
     return response;
   };
@@ -108,24 +118,42 @@ function requestFor(verb: AdminVerb): { url: string; init: RequestInit } {
     (verb.required ?? []).map((field) => {
       const type = verb.fields[field]!.type;
       const enums = verb.fields[field]!.enum as string[] | undefined;
-      return [field, enums ? enums[0] : type === 'integer' || type === 'number' ? 1 : type === 'boolean' ? true : `placeholder ${field}`];
+      return [
+        field,
+        enums
+          ? enums[0]
+          : type === 'integer' || type === 'number'
+            ? 1
+            : type === 'boolean'
+              ? true
+              : `placeholder ${field}`,
+      ];
     }),
   );
-  if (verb.method === 'GET') return { url: `${url}?${new URLSearchParams(body as Record<string, string>)}`, init: { method: 'GET' } };
+  if (verb.method === 'GET')
+    return { url: `${url}?${new URLSearchParams(body as Record<string, string>)}`, init: { method: 'GET' } };
   return { url, init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } };
 }
 
-async function call(verb: AdminVerb, token: string | undefined): Promise<{ status: number; body: Record<string, unknown>; requestId: string }> {
+async function call(
+  verb: AdminVerb,
+  token: string | undefined,
+): Promise<{ status: number; body: Record<string, unknown>; requestId: string }> {
   const { url, init } = requestFor(verb);
   const response = await fetch(`${api}${url}`, {
     ...init,
     headers: { ...(init.headers as Record<string, string>), ...(token ? { authorization: `Bearer ${token}` } : {}) },
   });
-  return { status: response.status, body: (await response.json()) as Record<string, unknown>, requestId: response.headers.get('x-request-id')! };
+  return {
+    status: response.status,
+    body: (await response.json()) as Record<string, unknown>,
+    requestId: response.headers.get('x-request-id')!,
+  };
 }
 
 const auditOf = async (requestId: string) =>
-  (await us.pool.query('SELECT subject, verb, outcome, status FROM api_audit WHERE request_id = $1', [requestId])).rows[0];
+  (await us.pool.query('SELECT subject, verb, outcome, status FROM api_audit WHERE request_id = $1', [requestId]))
+    .rows[0];
 
 describe('every endpoint of the admin API', () => {
   it('lets its roles through, refuses another role with 403, and audits both', async () => {
@@ -136,16 +164,27 @@ describe('every endpoint of the admin API', () => {
       const what = `${verb.id} as ${verb.roles[0]}: ${allowed.status} ${JSON.stringify(allowed.body)}`;
       expect(allowed.status, what).toBeLessThan(500);
       expect(['Forbidden', 'Unauthenticated'], what).not.toContain(allowed.body.error);
-      expect(await auditOf(allowed.requestId), verb.id).toMatchObject({ subject: clientWith(verb.roles[0]!), verb: verb.id, status: allowed.status });
+      expect(await auditOf(allowed.requestId), verb.id).toMatchObject({
+        subject: clientWith(verb.roles[0]!),
+        verb: verb.id,
+        status: allowed.status,
+      });
       const other = ROLES.find((r) => !verb.roles.includes(r));
       if (!other) continue;
       const refused = await call(verb, tokens.get(clientWith(other)));
       expect(refused.status, `${verb.id} as ${other}`).toBe(403);
       expect(refused.body).toMatchObject({ error: 'Forbidden' });
-      expect(await auditOf(refused.requestId)).toMatchObject({ subject: clientWith(other), verb: verb.id, outcome: 'refused', status: 403 });
+      expect(await auditOf(refused.requestId)).toMatchObject({
+        subject: clientWith(other),
+        verb: verb.id,
+        outcome: 'refused',
+        status: 403,
+      });
     }
     // sends.pause ran (as an operator), and sends.resume after it: the region sends again for the tests below.
-    expect((await us.pool.query(`SELECT count(*)::int AS n FROM send_pauses WHERE resumed_at IS NULL`)).rows[0].n).toBe(0);
+    expect((await us.pool.query(`SELECT count(*)::int AS n FROM send_pauses WHERE resumed_at IS NULL`)).rows[0].n).toBe(
+      0,
+    );
   }, 120_000);
 
   it('answers 401 to no token, an expired one, one for another audience and one signed by a key the issuer never published', async () => {
@@ -173,7 +212,9 @@ describe('every endpoint of the admin API', () => {
         expect(answer.body).toMatchObject({ error: 'Unauthenticated' });
       }
     }
-    const audited = await us.pool.query(`SELECT count(*)::int AS n FROM api_audit WHERE outcome = 'refused' AND status = 401 AND subject IS NULL`);
+    const audited = await us.pool.query(
+      `SELECT count(*)::int AS n FROM api_audit WHERE outcome = 'refused' AND status = 401 AND subject IS NULL`,
+    );
     expect(audited.rows[0].n).toBeGreaterThanOrEqual(ADMIN_VERBS.length * Object.keys(bad).length);
   }, 120_000);
 
@@ -216,16 +257,22 @@ const devRegionEnv = () => ({
 /** How many of the merchant's webhooks are in `status`. */
 const webhooksIn = async (merchantId: string, status: string) =>
   (
-    await us.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = $2', [
-      merchantId,
-      status,
-    ])
+    await us.pool.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = $2',
+      [merchantId, status],
+    )
   ).rows[0]!.n;
 
 describe('four eyes, on verified subjects, through the API', () => {
   let n = 0;
   async function quarantinedNight(count: number) {
-    const night = await seedNight(us.pool, 'us', `${harness.id}a${++n}`, { expired: count, merchants: 1 }, harness.merchants);
+    const night = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}a${++n}`,
+      { expired: count, merchants: 1 },
+      harness.merchants,
+    );
     const merchantId = night.merchantIds[0]!;
     // Each first attempt is refused (400: quarantined at once); what comes after, a replay, is taken.
     harness.merchants.script(merchantId, {
@@ -263,7 +310,9 @@ describe('four eyes, on verified subjects, through the API', () => {
     expect(approved.status).toBe(200);
     expect(approved.body).toMatchObject({ id: requestId, applied: 2 });
     await expect.poll(() => webhooksIn(merchantId, 'delivered'), { timeout: 30_000 }).toBe(2);
-    const { rows } = await us.pool.query(`SELECT requested_by, approved_by FROM replay_requests WHERE id = $1`, [requestId]);
+    const { rows } = await us.pool.query(`SELECT requested_by, approved_by FROM replay_requests WHERE id = $1`, [
+      requestId,
+    ]);
     expect(rows[0]).toEqual({ requested_by: 'olga', approved_by: 'april' });
     const audit = await us.pool.query(
       `SELECT subject, verb, outcome FROM api_audit WHERE target = $1 OR (verb = 'replay.preview' AND subject = 'olga') ORDER BY id`,
@@ -278,14 +327,20 @@ describe('four eyes, on verified subjects, through the API', () => {
 
   it('the ops CLI, holding a token and nothing else, takes a quarantined webhook to delivered; `ops audit` lists who did', async () => {
     const { night, merchantId } = await quarantinedNight(1);
-    const webhookId = (await us.pool.query(`SELECT webhook_id FROM webhook_deliveries WHERE merchant_id = $1`, [merchantId])).rows[0]
-      .webhook_id as string;
+    const webhookId = (
+      await us.pool.query(`SELECT webhook_id FROM webhook_deliveries WHERE merchant_id = $1`, [merchantId])
+    ).rows[0].webhook_id as string;
     // The CLI process's whole environment: no DATABASE_URL, no PAYLOAD_KEYS, no MERCHANT_SECRET_KEYS, no mode.
     const ops = async (clientId: string, ...args: string[]) =>
       (
         await run(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', ...args], {
           cwd: REPO,
-          env: { PATH: process.env.PATH, HOME: process.env.HOME, HOLD_SWEEPER_API_URL_US: api, HOLD_SWEEPER_API_TOKEN: tokens.get(clientId) },
+          env: {
+            PATH: process.env.PATH,
+            HOME: process.env.HOME,
+            HOLD_SWEEPER_API_URL_US: api,
+            HOLD_SWEEPER_API_TOKEN: tokens.get(clientId),
+          },
         })
       ).stdout.trim();
     const preview = await ops('oscar', 'replay', 'preview', '--webhook', webhookId);
@@ -296,12 +351,18 @@ describe('four eyes, on verified subjects, through the API', () => {
       (err: { code: number; stderr: string }) => err,
     );
     expect(refused?.code).toBe(2);
-    expect(JSON.parse(refused!.stderr)).toMatchObject({ error: 'Forbidden', status: 403, requestId: expect.any(String) });
+    expect(JSON.parse(refused!.stderr)).toMatchObject({
+      error: 'Forbidden',
+      status: 403,
+      requestId: expect.any(String),
+    });
     // Naming someone on the command line is refused: the token says who.
     await expect(ops('april', 'replay', 'approve', requestId, '--by', 'april')).rejects.toMatchObject({
       stderr: expect.stringMatching(/ConfigError.*--by/),
     });
-    expect(await ops('april', 'replay', 'approve', requestId)).toMatch(new RegExp(`replay request ${requestId} approved: 1 replay\\(s\\) applied`));
+    expect(await ops('april', 'replay', 'approve', requestId)).toMatch(
+      new RegExp(`replay request ${requestId} approved: 1 replay\\(s\\) applied`),
+    );
     await expect
       .poll(async () => (await ops('vera', 'status', night.expired[0]!.id)).split('\n')[2], { timeout: 30_000 })
       .toMatch(/webhook: wh_\S+ delivered/);
@@ -319,7 +380,12 @@ describe('four eyes, on verified subjects, through the API', () => {
     };
     const remote = async (...args: string[]) => {
       const lines: string[] = [];
-      expect(await runOps(args, (l) => lines.push(l), { HOLD_SWEEPER_API_URL_US: api, HOLD_SWEEPER_API_TOKEN: tokens.get('vera') })).toBe(0);
+      expect(
+        await runOps(args, (l) => lines.push(l), {
+          HOLD_SWEEPER_API_URL_US: api,
+          HOLD_SWEEPER_API_TOKEN: tokens.get('vera'),
+        }),
+      ).toBe(0);
       return lines.join('\n');
     };
     for (const args of [
@@ -344,7 +410,9 @@ describe('four eyes, on verified subjects, through the API', () => {
   }, 120_000);
 });
 
-/** An output with what differs from run to run replaced: this run's ids and names, times, ids, numbers, column widths. */
+/**
+ * An output with what differs from run to run replaced: this run's ids and names, times, ids, numbers, column widths.
+ */
 function runIndependent(text: string, holdId: string, merchantId: string): string {
   return (
     text
@@ -399,7 +467,9 @@ describe('npm run api (src/bin/api.ts)', () => {
         });
       expect((await cli('sends', 'status')).stdout).toMatch(/^sends in region us: running/);
       // Plain HTTP to the TLS listener gets nowhere.
-      await expect(fetch(`http://127.0.0.1:${port}/v1/sends`, { headers: { authorization: `Bearer ${tokens.get('vera')}` } })).rejects.toThrow();
+      await expect(
+        fetch(`http://127.0.0.1:${port}/v1/sends`, { headers: { authorization: `Bearer ${tokens.get('vera')}` } }),
+      ).rejects.toThrow();
     } finally {
       child.kill('SIGTERM');
       await fs.rm(dir, { recursive: true, force: true });
@@ -431,16 +501,32 @@ describe('npm run api (src/bin/api.ts)', () => {
 });
 
 /** A JSON request over TLS trusting `ca` (Node's fetch takes no CA of its own). */
-function httpsJson(url: string, ca: Buffer, init: { method: string; headers?: Record<string, string>; body?: unknown }) {
-  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: unknown }>((resolve, reject) => {
-    const request = https.request(url, { method: init.method, headers: { 'content-type': 'application/json', ...init.headers }, ca }, (response) => {
-      let text = '';
-      response.on('data', (d: Buffer) => (text += d.toString()));
-      response.on('end', () => resolve({ status: response.statusCode!, headers: response.headers, body: text ? JSON.parse(text) : undefined }));
-    });
-    request.on('error', reject);
-    request.end(init.body === undefined ? undefined : JSON.stringify(init.body));
-  });
+function httpsJson(
+  url: string,
+  ca: Buffer,
+  init: { method: string; headers?: Record<string, string>; body?: unknown },
+) {
+  return new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: unknown }>(
+    (resolve, reject) => {
+      const request = https.request(
+        url,
+        { method: init.method, headers: { 'content-type': 'application/json', ...init.headers }, ca },
+        (response) => {
+          let text = '';
+          response.on('data', (d: Buffer) => (text += d.toString()));
+          response.on('end', () =>
+            resolve({
+              status: response.statusCode!,
+              headers: response.headers,
+              body: text ? JSON.parse(text) : undefined,
+            }),
+          );
+        },
+      );
+      request.on('error', reject);
+      request.end(init.body === undefined ? undefined : JSON.stringify(init.body));
+    },
+  );
 }
 
 describe('the codec endpoint behind the same identity', () => {
@@ -448,11 +534,18 @@ describe('the codec endpoint behind the same identity', () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-codec-'));
     const pki = await createClusterPki(dir);
     const ca = await fs.readFile(pki.ca);
-    const verifier = await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 5 });
+    const verifier = await createTokenVerifier({
+      issuer: oidc.issuer,
+      audience: ADMIN_AUDIENCE,
+      rolesClaim: 'roles',
+      clockToleranceSeconds: 5,
+    });
     const logged: Record<string, unknown>[] = [];
     const namespace = 'hold-sweeper-us';
     const codec = await startCodecServer({
-      codecs: new Map([[namespace, new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace, unencrypted: 'refuse' })]]),
+      codecs: new Map([
+        [namespace, new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace, unencrypted: 'refuse' })],
+      ]),
       corsOrigins: ['https://ui.example.com'],
       authToken: undefined,
       identity: { authenticate: verifier.verify, roles: ROLES },
@@ -462,7 +555,10 @@ describe('the codec endpoint behind the same identity', () => {
     try {
       expect(codec.url).toMatch(/^https:/);
       const payloads = [
-        { metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from('{"holdId":"h_1"}').toString('base64') },
+        {
+          metadata: { encoding: Buffer.from('json/plain').toString('base64') },
+          data: Buffer.from('{"holdId":"h_1"}').toString('base64'),
+        },
       ];
       const as = (token: string | undefined, route: string, body: unknown) =>
         httpsJson(`${codec.url}${route}`, ca, {
@@ -473,7 +569,10 @@ describe('the codec endpoint behind the same identity', () => {
       // The browser's preflight: the Web UI sends the access token and the ID token (authorization-extras).
       const preflight = await httpsJson(`${codec.url}/decode`, ca, {
         method: 'OPTIONS',
-        headers: { origin: 'https://ui.example.com', 'access-control-request-headers': 'authorization,authorization-extras,x-namespace' },
+        headers: {
+          origin: 'https://ui.example.com',
+          'access-control-request-headers': 'authorization,authorization-extras,x-namespace',
+        },
       });
       expect(preflight.status).toBe(200);
       expect(String(preflight.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization-extras');
@@ -488,7 +587,9 @@ describe('the codec endpoint behind the same identity', () => {
         { level: 'info', msg: 'payloads decoded', subject: 'vera', namespace, payloads: 1 },
       ]);
       expect((await as(undefined, '/decode', encoded.body)).status).toBe(401);
-      expect((await as(await oidc.mintForeign({ subject: 'vera', roles: ['viewer'] }), '/decode', encoded.body)).status).toBe(401);
+      expect(
+        (await as(await oidc.mintForeign({ subject: 'vera', roles: ['viewer'] }), '/decode', encoded.body)).status,
+      ).toBe(401);
       expect((await as(await oidc.mint({ subject: 'eve', roles: [] }), '/decode', encoded.body)).status).toBe(403);
       // Nothing was decoded for the refused ones.
       expect(logged).toHaveLength(2);

@@ -2,8 +2,10 @@
  * The alert rules, proven by Prometheus's own tools: `promtool check rules` accepts deploy/prometheus/alerts.yml,
  * `promtool test rules` runs deploy/prometheus/alerts.test.yml (each alert once firing, with its labels and text, and
  * once kept quiet), every alert has both cases, and the tests bite: a rule loosened in a copy fails them.
- * Alertmanager's routing passes `amtool check-config`, and pages and tickets go where it says. Both tools are built once
- * from the Go module proxy at compose's versions and cached (dev/prometheus-tools.ts). promtool also parses every query of
+ * Alertmanager's routing passes `amtool check-config`, and pages and tickets go where it says. Both tools are built
+ * once
+ * from the Go module proxy at compose's versions and cached (dev/prometheus-tools.ts). promtool also parses every query
+ * of
  * the on-call dashboard (deploy/perses/provisioning/dashboard-on-call.json).
  */
 import { execFile } from 'node:child_process';
@@ -41,10 +43,14 @@ describe('alert rules, by promtool', () => {
   it('test rules passes: every alert fires where it should and stays quiet where it should', async () => {
     const { stdout } = await exec(promtool, ['test', 'rules', path.join(DEPLOY, 'alerts.test.yml')], { cwd: DEPLOY });
     expect(stdout).toMatch(/SUCCESS/);
-    const alerts = (parse(await fs.readFile(path.join(DEPLOY, 'alerts.yml'), 'utf8')) as { groups: { rules: { alert: string }[] }[] }).groups
+    const alerts = (
+      parse(await fs.readFile(path.join(DEPLOY, 'alerts.yml'), 'utf8')) as { groups: { rules: { alert: string }[] }[] }
+    ).groups
       .flatMap((g) => g.rules)
       .map((r) => r.alert);
-    const cases = (parse(await fs.readFile(path.join(DEPLOY, 'alerts.test.yml'), 'utf8')) as RuleTests).tests.flatMap((t) => t.alert_rule_test ?? []);
+    const cases = (parse(await fs.readFile(path.join(DEPLOY, 'alerts.test.yml'), 'utf8')) as RuleTests).tests.flatMap(
+      (t) => t.alert_rule_test ?? [],
+    );
     for (const alert of alerts) {
       const mine = cases.filter((c) => c.alertname === alert);
       expect(
@@ -81,7 +87,8 @@ describe('alert rules, by promtool', () => {
     const config = path.resolve(DEPLOY, '../alertmanager/alertmanager.yml');
     const { stdout } = await exec(amtool, ['check-config', config]);
     expect(stdout).toMatch(/SUCCESS/);
-    const route = async (...labels: string[]) => (await exec(amtool, ['config', 'routes', 'test', '--config.file', config, ...labels])).stdout.trim();
+    const route = async (...labels: string[]) =>
+      (await exec(amtool, ['config', 'routes', 'test', '--config.file', config, ...labels])).stdout.trim();
     expect(await route('alertname=WorkersDown', 'severity=page', 'region=us')).toBe('page');
     expect(await route('alertname=WebhooksQuarantined', 'severity=ticket', 'region=us')).toBe('ticket');
   });
@@ -91,7 +98,10 @@ describe('the on-call dashboard, by promtool', () => {
   it('check rules parses every panel query (as a recording rule, its variables filled as Perses fills them)', async () => {
     const dashboard = await readDashboard();
     const rules = Object.entries(dashboard.spec.panels).flatMap(([id, panel]) =>
-      panel.spec.queries.map((q, i) => ({ record: `dashboard:${id}:${i}`, expr: interpolate(q.spec.plugin.spec.query, '1m') })),
+      panel.spec.queries.map((q, i) => ({
+        record: `dashboard:${id}:${i}`,
+        expr: interpolate(q.spec.plugin.spec.query, '1m'),
+      })),
     );
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-dashboard-'));
     try {

@@ -44,14 +44,21 @@ beforeAll(async () => {
   });
 
   // The production rule, waiting 5 s instead of 2 min.
-  const production = (parse(await fs.readFile(ALERTS, 'utf8')) as { groups: { rules: Rule[] }[] }).groups.flatMap((g) => g.rules);
+  const production = (parse(await fs.readFile(ALERTS, 'utf8')) as { groups: { rules: Rule[] }[] }).groups.flatMap(
+    (g) => g.rules,
+  );
   const workersDown = production.find((r) => r.alert === 'WorkersDown')!;
   prometheus = await startPrometheus({
     binary,
     rules: { groups: [{ name: 'live', rules: [{ ...workersDown, for: '5s' }] }] },
     config: {
       global: { scrape_interval: '1s', evaluation_interval: '1s', scrape_timeout: '900ms' },
-      scrape_configs: [{ job_name: 'hold-sweeper-workers', static_configs: [{ targets: [`127.0.0.1:${metricsPort}`], labels: { region: 'us' } }] }],
+      scrape_configs: [
+        {
+          job_name: 'hold-sweeper-workers',
+          static_configs: [{ targets: [`127.0.0.1:${metricsPort}`], labels: { region: 'us' } }],
+        },
+      ],
     },
   });
   api = prometheus.api;
@@ -77,9 +84,12 @@ async function usWorkersDown(): Promise<string> {
 
 it('the on-call dashboard’s panels of gauges read the worker, each series named for its region', async () => {
   const dashboard = await readDashboard();
-  // The panels a worker fills before it has done anything (the others need releases, attempts or a merchant in trouble).
+  // The panels a worker fills before it has done anything (the others need releases, attempts or a merchant in
+  // trouble).
   const idle = ['oldestAges', 'sweepCompletion', 'duplicates', 'backlog', 'targetsUp'];
-  const queries = idle.flatMap((id) => dashboard.spec.panels[id]!.spec.queries.map((q) => ({ id, ...q.spec.plugin.spec })));
+  const queries = idle.flatMap((id) =>
+    dashboard.spec.panels[id]!.spec.queries.map((q) => ({ id, ...q.spec.plugin.spec })),
+  );
   // One not about the workers: Temporal and the codec endpoint are not scraped here.
   const read = queries.filter((q) => !q.query.includes('temporal|hold-sweeper-codec'));
   expect(read.length).toBe(queries.length - 1);
@@ -88,7 +98,9 @@ it('the on-call dashboard’s panels of gauges read the worker, each series name
     let result: { metric: Record<string, string> }[] = [];
     await waitUntil(
       async () => {
-        result = (await get<{ result: { metric: Record<string, string> }[] }>(`/query?query=${encodeURIComponent(query)}`))?.result ?? [];
+        result =
+          (await get<{ result: { metric: Record<string, string> }[] }>(`/query?query=${encodeURIComponent(query)}`))
+            ?.result ?? [];
         return result.length > 0;
       },
       `${q.id}: ${query} answers`,
@@ -103,17 +115,28 @@ it('the on-call dashboard’s panels of gauges read the worker, each series name
 
 it('WorkersDown fires within a minute of the workers dying, and resolves once they are back', async () => {
   const up = async () =>
-    (await get<{ result: { value: [number, string] }[] }>(`/query?query=${encodeURIComponent('up{job="hold-sweeper-workers",region="us"}')}`))
-      ?.result[0]?.value[1];
+    (
+      await get<{ result: { value: [number, string] }[] }>(
+        `/query?query=${encodeURIComponent('up{job="hold-sweeper-workers",region="us"}')}`,
+      )
+    )?.result[0]?.value[1];
   await waitUntil(async () => (await up()) === '1', 'Prometheus scraping the worker', 60_000);
   // Before the first scrape the region's series was absent, which is pending WorkersDown too: it clears once scraped.
   await waitUntil(async () => (await usWorkersDown()) === 'none', 'no WorkersDown while the worker answers', 30_000);
 
   workers!.kill(0);
   await waitUntil(async () => (await up()) === '0', 'the scrape failing', 30_000);
-  await waitUntil(async () => (await usWorkersDown()) === 'firing', 'WorkersDown firing for us within a minute', 60_000);
+  await waitUntil(
+    async () => (await usWorkersDown()) === 'firing',
+    'WorkersDown firing for us within a minute',
+    60_000,
+  );
 
   await workers!.restart(0);
-  await waitUntil(async () => (await usWorkersDown()) === 'none', 'WorkersDown resolved once the worker is back', 60_000);
+  await waitUntil(
+    async () => (await usWorkersDown()) === 'none',
+    'WorkersDown resolved once the worker is back',
+    60_000,
+  );
   expect(await up()).toBe('1');
 }, 240_000);

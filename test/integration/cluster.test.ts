@@ -30,7 +30,12 @@ import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import { ensureChromium } from '../../dev/chromium.js';
 import { CLUSTER_SERVER_NAME, createClusterPki, type CertificateFiles, type ClusterPki } from '../../dev/pki.js';
-import { lockedClusterTls, startTemporalCluster, temporalServerVersion, type TemporalCluster } from '../../dev/temporal-cluster.js';
+import {
+  lockedClusterTls,
+  startTemporalCluster,
+  temporalServerVersion,
+  type TemporalCluster,
+} from '../../dev/temporal-cluster.js';
 import { startTokenIssuer, type TokenIssuer } from '../../dev/token-issuer.js';
 import { keyRingVariable, startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
@@ -72,7 +77,9 @@ const encryptedClient = (conn: Connection) =>
   });
 let pki: ClusterPki;
 let issuer: TokenIssuer;
-/** Each caller's identity on the locked cluster: its client certificate and its token (a file, as production mounts it). */
+/**
+ * Each caller's identity on the locked cluster: its client certificate and its token (a file, as production mounts it).
+ */
 interface Identity {
   cert: CertificateFiles;
   token: string;
@@ -93,7 +100,9 @@ async function identity(name: string, permissions: readonly string[]): Promise<I
 const operator = () => identity('operator', [`${NAMESPACE}:admin`]);
 const worker = () => identity('worker', [`${NAMESPACE}:write`]);
 const onCall = () => identity('on-call', [`${NAMESPACE}:read`]);
-/** The TEMPORAL_* variables of a process with `who`'s identity (src/temporal-connection.ts reads them, so does the CLI). */
+/**
+ * The TEMPORAL_* variables of a process with `who`'s identity (src/temporal-connection.ts reads them, so does the CLI).
+ */
 const temporalEnv = (who: Identity): Record<string, string> => ({
   TEMPORAL_ADDRESS: cluster!.address,
   TEMPORAL_TLS_SERVER_CA_CERT_PATH: pki.ca,
@@ -135,7 +144,8 @@ const ops = (who: Identity, ...args: string[]) =>
       process.execPath,
       ['--import', 'tsx', path.join(REPO, 'src/bin/ops.ts'), ...args],
       { env: { ...process.env, ...workerEnv(who, 'ops') }, timeout: 60_000 },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
 let receiver: ReceiverProcess | undefined;
@@ -148,7 +158,11 @@ beforeAll(async () => {
   pki = await createClusterPki(path.join(dir, 'pki'));
   issuer = await startTokenIssuer();
   cluster = await startTemporalCluster({
-    security: { pki, jwksUrl: issuer.jwksUrl, adminToken: await issuer.token('cluster-admin@hold-sweeper', ['temporal-system:admin']) },
+    security: {
+      pki,
+      jwksUrl: issuer.jwksUrl,
+      adminToken: await issuer.token('cluster-admin@hold-sweeper', ['temporal-system:admin']),
+    },
     shards: 4,
     postgresUrl: `${inject('postgresUrlBase')}postgres`,
     databasePrefix: `temporal_c${id}`,
@@ -222,7 +236,10 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   });
   // A worker dies mid-night (no drain) and comes back.
   await expect
-    .poll(async () => (await ledger.query(`SELECT count(*)::int AS n FROM auth_holds WHERE state = 'released'`)).rows[0].n, { timeout: 60_000 })
+    .poll(
+      async () => (await ledger.query(`SELECT count(*)::int AS n FROM auth_holds WHERE state = 'released'`)).rows[0].n,
+      { timeout: 60_000 },
+    )
     .toBeGreaterThan(10);
   workers.kill(0);
   await workers.restart(0);
@@ -262,7 +279,15 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   const status = await ops(await operator(), 'status', quarantined!.id, '--json');
   expect(status, status.stderr).toMatchObject({ code: 0 });
   expect(status.stdout).toContain('quarantined');
-  const discarded = await ops(await operator(), 'discard', quarantined!.id, '--by', 'oncall-lead', '--reason', 'merchant confirmed it has the hold');
+  const discarded = await ops(
+    await operator(),
+    'discard',
+    quarantined!.id,
+    '--by',
+    'oncall-lead',
+    '--reason',
+    'merchant confirmed it has the hold',
+  );
   expect(discarded, discarded.stderr).toMatchObject({ code: 0 });
   const handle = client.workflow.getHandle(await holdWorkflowIdOf(ledger, 'us', quarantined!.id));
   expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded' } });
@@ -270,7 +295,9 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   // The Web UI server beside the cluster answers, and lists this night's workflows from it for on-call's read token.
   const query = encodeURIComponent(`TaskQueue="${TASK_QUEUE}" AND WorkflowType="releaseExpiredHold"`);
   const asOnCall = { headers: { Authorization: `Bearer ${(await onCall()).token}` } };
-  const listed = (await (await fetch(`${cluster!.uiUrl}/api/v1/namespaces/${NAMESPACE}/workflows?query=${query}`, asOnCall)).json()) as {
+  const listed = (await (
+    await fetch(`${cluster!.uiUrl}/api/v1/namespaces/${NAMESPACE}/workflows?query=${query}`, asOnCall)
+  ).json()) as {
     executions?: unknown[];
   };
   expect(listed.executions?.length).toBeGreaterThan(0);
@@ -292,7 +319,11 @@ it('the production receiver on the production Temporal: the processor calls back
     databaseUrl: ledgerAs('receiver'),
     temporalAddress: cluster!.address,
     secret,
-    env: { HOLD_SWEEPER_MODE: 'production', PAYLOAD_KEYS_US: PAYLOAD_KEY, ...temporalEnv(await identity('receiver', [`${NAMESPACE}:write`])) },
+    env: {
+      HOLD_SWEEPER_MODE: 'production',
+      PAYLOAD_KEYS_US: PAYLOAD_KEY,
+      ...temporalEnv(await identity('receiver', [`${NAMESPACE}:write`])),
+    },
   });
   workers ??= await startWorkerProcesses(2, workerEnv(await worker()));
   connection ??= await connectAs(await operator());
@@ -313,12 +344,19 @@ it('the production receiver on the production Temporal: the processor calls back
   const open = `SELECT (SELECT count(*) FROM processor_events WHERE applied_at IS NULL)::int
                      + (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')::int AS n`;
   await expect.poll(async () => (await ledger.query(open)).rows[0].n, { timeout: 120_000, interval: 500 }).toBe(0);
-  const outcomes = (await ledger.query<{ outcome: string; n: number }>('SELECT outcome, count(*)::int AS n FROM processor_events GROUP BY 1')).rows;
+  const outcomes = (
+    await ledger.query<{ outcome: string; n: number }>(
+      'SELECT outcome, count(*)::int AS n FROM processor_events GROUP BY 1',
+    )
+  ).rows;
   console.log(
     `[cluster] processor callbacks: ${tally.events} events, ${tally.requests} requests (${tally.duplicates} duplicates, ${tally.reordered} out of order); ${JSON.stringify(outcomes)}`,
   );
   expect(outcomes.reduce((n, r) => n + r.n, 0)).toBe(tally.events);
-  const texts = [...workers.output().map((text, i) => ({ source: `worker ${i}`, text })), { source: 'receiver', text: receiver.output() }];
+  const texts = [
+    ...workers.output().map((text, i) => ({ source: `worker ${i}`, text })),
+    { source: 'receiver', text: receiver.output() },
+  ];
   for await (const execution of client.workflow.list({ query: `TaskQueue = '${TASK_QUEUE}'` }).intoHistories()) {
     texts.push({ source: `history ${execution.workflowId}`, text: JSON.stringify(execution.history) });
   }
@@ -335,7 +373,8 @@ it('the production receiver on the production Temporal: the processor calls back
 
 /** Build B of the deploy below: the quarantine step reordered outright (no patch: a non-determinism storm for holds
  * A quarantined), and a one-millisecond timer before the wait for a human behind a patch (B's marker). */
-const QUARANTINE_CALL = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
+const QUARANTINE_CALL =
+  'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
 const BUILD_B: Edit[] = [
   {
     file: 'workflows/webhook-delivery.ts',
@@ -355,7 +394,11 @@ const BUILD_B: Edit[] = [
 it('a deploy on the cluster: holds started after the promotion run on the new build; a non-determinism storm rolled back (what B wrote pinned to B, A current again) fails nothing after', async () => {
   // The test's own workers and clients act as the namespace's operator (set-current-version, update-options are admin).
   const deployer = await operator();
-  const deployHarness = await openHarness({ address: cluster!.address, tls: await lockedClusterTls(pki, deployer.cert), apiKey: deployer.token });
+  const deployHarness = await openHarness({
+    address: cluster!.address,
+    tls: await lockedClusterTls(pki, deployer.cert),
+    apiKey: deployer.token,
+  });
   try {
     const us = await deployHarness.region('us');
     const deploymentName = `c-${id}-deploy`;
@@ -369,26 +412,40 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
 
     // Night 1, on A: m0 delivered, m1 quarantined (its quarantine written by A's code).
     const first = await seedNight(us.pool, 'us', `c${id}d1`, { expired: 6, merchants: 2 }, deployHarness.merchants);
-    deployHarness.merchants.script(first.merchantIds[1]!, { secrets: [first.secrets.get(first.merchantIds[1]!)!], responses: [{ status: 400 }] });
+    deployHarness.merchants.script(first.merchantIds[1]!, {
+      secrets: [first.secrets.get(first.merchantIds[1]!)!],
+      responses: [{ status: 400 }],
+    });
     await us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,
       workflowId: `sweep-${id}-d1`,
       args: [{ region: 'us', pageSize: 5, releaseWaitMs: 5_000 }],
     });
     const quarantinedByA = await Promise.all(
-      first.expired.filter((h) => h.merchantId === first.merchantIds[1]).map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
+      first.expired
+        .filter((h) => h.merchantId === first.merchantIds[1])
+        .map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
     );
     for (const workflowId of quarantinedByA) {
       await expect
-        .poll(async () => (await us.client.workflow.getHandle(workflowId).query(statusQuery)).stage, { timeout: 30_000 })
+        .poll(async () => (await us.client.workflow.getHandle(workflowId).query(statusQuery)).stage, {
+          timeout: 30_000,
+        })
         .toBe('quarantined');
     }
 
     // Build B polls; a sweep starts on A (the ledger locked, so its first page waits), then B is made current.
     const bundleB = await bundleVariant(path.join(dir, 'deploy-b'), BUILD_B);
-    await deployHarness.startWorker(us, undefined, undefined, { workflowBundle: bundleB, version: versionB, setCurrent: 'never' });
+    await deployHarness.startWorker(us, undefined, undefined, {
+      workflowBundle: bundleB,
+      version: versionB,
+      setCurrent: 'never',
+    });
     const second = await seedNight(us.pool, 'us', `c${id}d2`, { expired: 12, merchants: 2 }, deployHarness.merchants);
-    deployHarness.merchants.script(second.merchantIds[1]!, { secrets: [second.secrets.get(second.merchantIds[1]!)!], responses: [{ status: 400 }] });
+    deployHarness.merchants.script(second.merchantIds[1]!, {
+      secrets: [second.secrets.get(second.merchantIds[1]!)!],
+      responses: [{ status: 400 }],
+    });
     const lock = await us.pool.connect();
     let sweep;
     try {
@@ -400,7 +457,9 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
         args: [{ region: 'us', pageSize: 5, releaseWaitMs: 5_000 }],
       });
       const listing = sweep;
-      await expect.poll(async () => (await listing.describe()).raw.pendingActivities?.length ?? 0, { timeout: 30_000 }).toBe(1);
+      await expect
+        .poll(async () => (await listing.describe()).raw.pendingActivities?.length ?? 0, { timeout: 30_000 })
+        .toBe(1);
       // The server knows build B once its pollers have reached it: the operator's command succeeds from then on.
       const promote = () =>
         temporalCli(
@@ -426,24 +485,33 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     }
     await sweep.result();
 
-    // The sweep ran every page on A (pinned); each hold it started after the promotion inherited nothing from it and ran
+    // The sweep ran every page on A (pinned); each hold it started after the promotion inherited nothing from it and
+    // ran
     // its first task on B.
     const sweepTasks = (await sweep.fetchHistory()).events!.filter((e) => e.workflowTaskCompletedEventAttributes);
-    expect(new Set(sweepTasks.map((e) => e.workflowTaskCompletedEventAttributes!.deploymentVersion?.buildId))).toEqual(new Set(['build-a']));
+    expect(new Set(sweepTasks.map((e) => e.workflowTaskCompletedEventAttributes!.deploymentVersion?.buildId))).toEqual(
+      new Set(['build-a']),
+    );
     for (const hold of second.expired) {
       const history = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold.id)).fetchHistory();
       const started = history.events![0]!.workflowExecutionStartedEventAttributes!;
       expect(started.inheritedPinnedVersion ?? undefined, `hold ${hold.id}`).toBeUndefined();
-      const firstTask = history.events!.find((e) => e.workflowTaskCompletedEventAttributes)!.workflowTaskCompletedEventAttributes!;
+      const firstTask = history.events!.find(
+        (e) => e.workflowTaskCompletedEventAttributes,
+      )!.workflowTaskCompletedEventAttributes!;
       expect(firstTask.deploymentVersion?.buildId, `hold ${hold.id}`).toBe('build-b');
     }
     // Night 2's quarantined holds passed B's marker and wait on B.
     const quarantinedByB = await Promise.all(
-      second.expired.filter((h) => h.merchantId === second.merchantIds[1]).map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
+      second.expired
+        .filter((h) => h.merchantId === second.merchantIds[1])
+        .map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
     );
     for (const workflowId of quarantinedByB) {
       await expect
-        .poll(async () => (await us.client.workflow.getHandle(workflowId).query(statusQuery)).stage, { timeout: 30_000 })
+        .poll(async () => (await us.client.workflow.getHandle(workflowId).query(statusQuery)).stage, {
+          timeout: 30_000,
+        })
         .toBe('quarantined');
     }
 
@@ -484,9 +552,14 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     // The batch job applies the override workflow by workflow: wait until each of B's waiting holds has it.
     for (const workflowId of quarantinedByB) {
       await expect
-        .poll(async () => (await us.client.workflow.getHandle(workflowId).describe()).raw.workflowExecutionInfo?.versioningInfo?.versioningOverride, {
-          timeout: 30_000,
-        })
+        .poll(
+          async () =>
+            (await us.client.workflow.getHandle(workflowId).describe()).raw.workflowExecutionInfo?.versioningInfo
+              ?.versioningOverride,
+          {
+            timeout: 30_000,
+          },
+        )
         .toBeTruthy();
     }
     const back = await temporalCli(
@@ -508,7 +581,9 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     expect(back, back.stderr).toMatchObject({ code: 0 });
     const lastEventId = async (workflowId: string) =>
       Number(((await us.client.workflow.getHandle(workflowId).fetchHistory()).events ?? []).at(-1)?.eventId ?? 0);
-    const rollbackAt = new Map(await Promise.all([...quarantinedByA, ...quarantinedByB].map(async (w) => [w, await lastEventId(w)] as const)));
+    const rollbackAt = new Map(
+      await Promise.all([...quarantinedByA, ...quarantinedByB].map(async (w) => [w, await lastEventId(w)] as const)),
+    );
 
     // Every quarantined hold, A's and B's, is decided now and completes on the build that wrote it: no task fails after
     // the rollback (the stormed hold's retry in flight at that moment may still have met B once).
@@ -517,7 +592,10 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     }
     for (const workflowId of [...quarantinedByA, ...quarantinedByB]) {
       const handle = us.client.workflow.getHandle(workflowId);
-      const outcome = await Promise.race([handle.result(), new Promise((resolve) => setTimeout(() => resolve('timeout'), 60_000))]);
+      const outcome = await Promise.race([
+        handle.result(),
+        new Promise((resolve) => setTimeout(() => resolve('timeout'), 60_000)),
+      ]);
       if (outcome === 'timeout') {
         const d = await handle.describe();
         const h = await handle.fetchHistory();
@@ -544,7 +622,8 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
       expect(tasks.at(-1)!.workflowTaskCompletedEventAttributes!.deploymentVersion?.buildId, workflowId).toBe(
         quarantinedByA.includes(workflowId) ? 'build-a' : 'build-b',
       );
-      if (workflowId !== stormed) expect(await taskFailures(workflowId, rollbackAt.get(workflowId)), workflowId).toBe(0);
+      if (workflowId !== stormed)
+        expect(await taskFailures(workflowId, rollbackAt.get(workflowId)), workflowId).toBe(0);
     }
     expect(
       await checkInvariants({
@@ -581,30 +660,40 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
   const connect = async (who: { cert?: CertificateFiles; token?: string }) => {
     const connection = await Connection.connect({
       address: cluster!.address,
-      tls: who.cert ? await lockedClusterTls(pki, who.cert) : { serverRootCACertificate: ca, serverNameOverride: CLUSTER_SERVER_NAME },
+      tls: who.cert
+        ? await lockedClusterTls(pki, who.cert)
+        : { serverRootCACertificate: ca, serverNameOverride: CLUSTER_SERVER_NAME },
       ...(who.token ? { apiKey: who.token } : {}),
       connectTimeout: 5_000,
     });
     opened.push(connection);
     return connection;
   };
-  const list = (connection: Connection, namespace = NAMESPACE) => connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1 });
+  const list = (connection: Connection, namespace = NAMESPACE) =>
+    connection.workflowService.listWorkflowExecutions({ namespace, pageSize: 1 });
   try {
     // Transport: no client certificate, or no TLS at all, and there is no connection to speak of.
     await expect(connect({ token: operatorId.token })).rejects.toThrow();
-    await expect(Connection.connect({ address: cluster!.address, apiKey: operatorId.token, connectTimeout: 5_000 })).rejects.toThrow();
+    await expect(
+      Connection.connect({ address: cluster!.address, apiKey: operatorId.token, connectTimeout: 5_000 }),
+    ).rejects.toThrow();
     await expect(Connection.connect({ address: cluster!.address, connectTimeout: 5_000 })).rejects.toThrow();
 
     // A certificate proves which machine calls, not what it may do: without a token only the health check answers.
     const certOnly = await connect({ cert: operatorId.cert });
     expect(await outcomeOf(certOnly.workflowService.getSystemInfo({}))).toBe('allowed');
     expect(await outcomeOf(list(certOnly))).toBe('PermissionDenied');
-    // Tokens the cluster must not take: another region's, an expired one, one for another audience, one it did not sign.
+    // Tokens the cluster must not take: another region's, an expired one, one for another audience, one it did not
+    // sign.
     const stranger = await startTokenIssuer();
     const refusedTokens = {
       'hold-sweeper-eu:admin': euAdmin.token,
-      expired: await issuer.token('late@hold-sweeper', [`${NAMESPACE}:admin`], { expiresIn: Math.floor(Date.now() / 1000) - 60 }),
-      'audience codec-server': await issuer.token('confused@hold-sweeper', [`${NAMESPACE}:admin`], { audience: 'codec-server' }),
+      expired: await issuer.token('late@hold-sweeper', [`${NAMESPACE}:admin`], {
+        expiresIn: Math.floor(Date.now() / 1000) - 60,
+      }),
+      'audience codec-server': await issuer.token('confused@hold-sweeper', [`${NAMESPACE}:admin`], {
+        audience: 'codec-server',
+      }),
       'signed by another key': await stranger.token('forger@hold-sweeper', [`${NAMESPACE}:admin`]),
     };
     await stranger.stop();
@@ -613,7 +702,8 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
       expect(await outcomeOf(connect({ cert: operatorId.cert, token }).then(list)), what).toBe('PermissionDenied');
     }
 
-    // The worker's token (`:write`): it starts and signals workflows; ending, resetting, batch jobs and namespaces are not its to do.
+    // The worker's token (`:write`): it starts and signals workflows; ending, resetting, batch jobs and namespaces are
+    // not its to do.
     const asWorker = new Client({ connection: await connect(workerId), namespace: NAMESPACE });
     const probeId = `authz-probe-${id}`;
     const probe = await asWorker.workflow.start('authzProbe', { taskQueue: `c-${id}-nobody`, workflowId: probeId });
@@ -632,7 +722,12 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
       ),
     ).toBe('PermissionDenied');
     expect(
-      await outcomeOf(asWorker.workflowService.registerNamespace({ namespace: `c-${id}-rogue`, workflowExecutionRetentionPeriod: msToTs('1 day') })),
+      await outcomeOf(
+        asWorker.workflowService.registerNamespace({
+          namespace: `c-${id}-rogue`,
+          workflowExecutionRetentionPeriod: msToTs('1 day'),
+        }),
+      ),
     ).toBe('PermissionDenied');
     // On-call's token (`:read`) reads and changes nothing.
     const asOnCall = new Client({ connection: await connect(onCallId), namespace: NAMESPACE });
@@ -648,10 +743,14 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
     });
     try {
       const seenBy = async (token: string | undefined) => {
-        const context = await browser.newContext(token ? { extraHTTPHeaders: { Authorization: `Bearer ${token}` } } : {});
+        const context = await browser.newContext(
+          token ? { extraHTTPHeaders: { Authorization: `Bearer ${token}` } } : {},
+        );
         try {
           const page = await context.newPage();
-          await page.goto(`${cluster!.uiUrl}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(`WorkflowId="${probeId}"`)}`);
+          await page.goto(
+            `${cluster!.uiUrl}/namespaces/${NAMESPACE}/workflows?query=${encodeURIComponent(`WorkflowId="${probeId}"`)}`,
+          );
           // The UI renders either the list or its error page; wait for one of them, then read what it shows.
           await page
             .getByText(new RegExp(`${probeId}|Uh oh`))
@@ -700,7 +799,9 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
         '',
       ].join('\n'),
     );
-    const cloud = loadTemporalConnectionSettings({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'cloud' }, 'us', { servesOneRegion: true });
+    const cloud = loadTemporalConnectionSettings({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'cloud' }, 'us', {
+      servesOneRegion: true,
+    });
     expect(cloud).toMatchObject({ address: cluster!.address, namespace: NAMESPACE });
     const viaProfile = await connectClient(cloud, cloud.address!);
     opened.push(viaProfile);

@@ -42,11 +42,18 @@ afterAll(async () => {
 
 type Responses = NonNullable<Parameters<Harness['merchants']['script']>[1]['responses']>;
 
-async function night(counts: { expired?: number; future?: number; merchants?: number }, responses: Responses, policy = {}): Promise<Night> {
+async function night(
+  counts: { expired?: number; future?: number; merchants?: number },
+  responses: Responses,
+  policy = {},
+): Promise<Night> {
   const n = await seedNight(us.pool, 'us', `${harness.id}e${++nights}`, { expired: 0, ...counts }, harness.merchants);
   for (const merchantId of n.merchantIds) {
     harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses });
-    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [merchantId, JSON.stringify(policy)]);
+    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [
+      merchantId,
+      JSON.stringify(policy),
+    ]);
   }
   return n;
 }
@@ -56,7 +63,9 @@ async function sweep(options: { quarantineTimeoutMs?: number; wait?: boolean } =
   const start = {
     taskQueue: us.config.taskQueue,
     workflowId: `sweep-us-${harness.id}-e-${++nights}`,
-    args: [{ region: 'us' as const, releaseWaitMs: 60_000, quarantineTimeoutMs: options.quarantineTimeoutMs }] as [SweepInput],
+    args: [{ region: 'us' as const, releaseWaitMs: 60_000, quarantineTimeoutMs: options.quarantineTimeoutMs }] as [
+      SweepInput,
+    ],
   };
   if (options.wait === false) await us.client.workflow.start(sweepExpiredHolds, start);
   else await us.client.workflow.execute(sweepExpiredHolds, start);
@@ -106,9 +115,14 @@ describe('case 1: a decision while the abandon is being recorded', () => {
     await locker.connect();
     try {
       await locker.query('BEGIN');
-      await locker.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND event_type = 'hold.released' FOR UPDATE`, [holdId]);
+      await locker.query(
+        `SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND event_type = 'hold.released' FOR UPDATE`,
+        [holdId],
+      );
       // The timeout fires; recording the abandon waits on the lock (its retries too, each ended by the lock timeout).
-      await expect.poll(() => pendingActivities(holdId), { timeout: 30_000, interval: 250 }).toContain('decideQuarantine');
+      await expect
+        .poll(() => pendingActivities(holdId), { timeout: 30_000, interval: 250 })
+        .toContain('decideQuarantine');
 
       const answer = await (
         await handleOf(holdId)
@@ -139,7 +153,9 @@ describe('case 2: local activities stay within a few seconds', () => {
     const slowTasks = () => workerLog.filter((e) => e.message.includes('TMPRL1104'));
     const healthyNight = async () => {
       const n = await night({ expired: 32, merchants: 4 }, [{ status: 200 }]);
-      await us.pool.query('UPDATE merchants SET rate_per_second = 2, burst = 1 WHERE id = ANY($1::text[])', [n.merchantIds]);
+      await us.pool.query('UPDATE merchants SET rate_per_second = 2, burst = 1 WHERE id = ANY($1::text[])', [
+        n.merchantIds,
+      ]);
       return n;
     };
     // A night to warm the worker up (its first workflow tasks, its connections), then one without the slow merchant.
@@ -154,13 +170,21 @@ describe('case 2: local activities stay within a few seconds', () => {
     // The same, with a merchant that answers every webhook after 7 s in the same sweep.
     const healthy = await healthyNight();
     const slow = await night({ expired: 16, merchants: 1 }, [{ status: 200, delayMs: SLOW_ANSWER_MS }]);
-    await us.pool.query('UPDATE merchants SET rate_per_second = 10, burst = 1 WHERE id = ANY($1::text[])', [slow.merchantIds]);
+    await us.pool.query('UPDATE merchants SET rate_per_second = 10, burst = 1 WHERE id = ANY($1::text[])', [
+      slow.merchantIds,
+    ]);
     await sweep();
     await waitUntil(() => allDelivered(healthy.expired.map((h) => h.id)), 'the healthy holds are delivered');
     const p95WithSlow = await p95ReleaseToDelivery(healthy.expired.map((h) => h.id));
     // The slow merchant is served too: each of its webhooks once cut short on the fast path, then sent in full.
-    await waitUntil(() => allDelivered(slow.expired.map((h) => h.id)), "the slow merchant's holds are delivered", 90_000);
-    console.log(`[case 2] healthy release-to-delivery p95: ${Math.round(p95Alone)} ms alone, ${Math.round(p95WithSlow)} ms beside a 7 s merchant`);
+    await waitUntil(
+      () => allDelivered(slow.expired.map((h) => h.id)),
+      "the slow merchant's holds are delivered",
+      90_000,
+    );
+    console.log(
+      `[case 2] healthy release-to-delivery p95: ${Math.round(p95Alone)} ms alone, ${Math.round(p95WithSlow)} ms beside a 7 s merchant`,
+    );
 
     expect(slowTasks().map((e) => e.message)).toEqual([]);
     // A healthy webhook held behind the slow merchant (a slot, a workflow task, a connection) would wait its 7 s. The
@@ -192,7 +216,9 @@ describe('case 3: database timeouts and cancellation', () => {
         waitingOnLocks.push(rows[0]!.n);
         const history = await handle.fetchHistory().catch(() => undefined);
         return (history?.events ?? []).filter(
-          (e) => e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_MARKER_RECORDED && e.markerRecordedEventAttributes?.failure,
+          (e) =>
+            e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_MARKER_RECORDED &&
+            e.markerRecordedEventAttributes?.failure,
         );
       };
       await expect.poll(failedAttempts, { timeout: 8_000, interval: 100 }).not.toHaveLength(0);
@@ -214,11 +240,15 @@ describe('case 3: database timeouts and cancellation', () => {
 
   it('a transaction is bounded by its statement timeout, and cancelled on the server when its caller aborts', async () => {
     const started = Date.now();
-    await expect(inTransaction(us.pool, (c) => c.query('SELECT pg_sleep(10)'), { statementTimeoutMs: 300 })).rejects.toThrow(/statement timeout/);
+    await expect(
+      inTransaction(us.pool, (c) => c.query('SELECT pg_sleep(10)'), { statementTimeoutMs: 300 }),
+    ).rejects.toThrow(/statement timeout/);
     expect(Date.now() - started).toBeLessThan(5_000);
 
     const abort = new AbortController();
-    const sleeping = inTransaction(us.pool, (c) => c.query(`SELECT pg_sleep(10), 'abort-me'`), { signal: abort.signal });
+    const sleeping = inTransaction(us.pool, (c) => c.query(`SELECT pg_sleep(10), 'abort-me'`), {
+      signal: abort.signal,
+    });
     const running = async () =>
       (
         await us.pool.query<{ n: number }>(
@@ -236,38 +266,58 @@ describe('case 3: database timeouts and cancellation', () => {
 
 describe('cases 4 and 5: requests in flight', () => {
   it('a merchant that hangs: at most 4 of its requests open at once, never two for one webhook id, each closed at its timeout', async () => {
-    const n = await night({ expired: 12, merchants: 1 }, [{ hang: true }], { attemptTimeoutMs: 3_000, initialBackoffMs: 1_000 });
+    const n = await night({ expired: 12, merchants: 1 }, [{ hang: true }], {
+      attemptTimeoutMs: 3_000,
+      initialBackoffMs: 1_000,
+    });
     const [merchantId] = n.merchantIds;
     await us.pool.query('UPDATE merchants SET rate_per_second = 20, burst = 5 WHERE id = $1', [merchantId]);
     await sweep({ wait: false });
     // Enough attempts that every hold has been tried and several retried while others were still open.
-    await waitUntil(async () => harness.merchants.requests(merchantId).length >= 24, '24 requests reach the hanging merchant', 90_000);
+    await waitUntil(
+      async () => harness.merchants.requests(merchantId).length >= 24,
+      '24 requests reach the hanging merchant',
+      90_000,
+    );
     const peak = harness.merchants.peakOpen(merchantId!);
     // What Temporal's retries look like to an operator: its own pending-activity information, shown by `ops status`.
     const retryingShown = async () =>
       (await Promise.all(n.expired.map((h) => holdStatus(ops, h.id)))).some(
-        (r) => (r.workflow?.retrying?.attempt ?? 0) >= 2 && /AttemptTimeout from merchant/.test(r.workflow?.retrying?.lastFailure ?? ''),
+        (r) =>
+          (r.workflow?.retrying?.attempt ?? 0) >= 2 &&
+          /AttemptTimeout from merchant/.test(r.workflow?.retrying?.lastFailure ?? ''),
       );
     await expect.poll(retryingShown, { timeout: 30_000, interval: 250 }).toBe(true);
     harness.merchants.script(merchantId!, { secrets: [n.secrets.get(merchantId!)!], responses: [{ status: 200 }] });
     expect(peak).toEqual({ requests: 4, perWebhook: 1 });
-    for (const request of harness.merchants.requests(merchantId).filter((r) => r.closedAt !== undefined && r.answer === 'hang')) {
+    for (const request of harness.merchants
+      .requests(merchantId)
+      .filter((r) => r.closedAt !== undefined && r.answer === 'hang')) {
       // Closed by the sender at the attempt's timeout (2.5 s on the fast path, 3 s after), never left open.
       expect(request.closedAt! - request.receivedAt).toBeLessThan(3_000 + 1_500);
     }
-    await waitUntil(() => allDelivered(n.expired.map((h) => h.id)), 'the merchant, answering again, gets every webhook', 90_000);
+    await waitUntil(
+      () => allDelivered(n.expired.map((h) => h.id)),
+      'the merchant, answering again, gets every webhook',
+      90_000,
+    );
   });
 
   it('an attempt timeout past the bound is refused: by merchant set (named error, nothing written) and, written directly, by the delivery', async () => {
     const n = await night({ expired: 1, merchants: 1 }, [{ status: 200 }]);
     const [merchantId] = n.merchantIds;
     const rules = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] };
-    await expect(setMerchant(us.pool, rules, merchantId!, { deliveryPolicy: { attemptTimeoutMs: 600_000 } })).rejects.toThrow(
-      InvalidDeliveryPolicyError,
-    );
-    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [merchantId, '{"attemptTimeoutMs": 600000}']);
+    await expect(
+      setMerchant(us.pool, rules, merchantId!, { deliveryPolicy: { attemptTimeoutMs: 600_000 } }),
+    ).rejects.toThrow(InvalidDeliveryPolicyError);
+    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [
+      merchantId,
+      '{"attemptTimeoutMs": 600000}',
+    ]);
     await sweep();
-    await expect.poll(() => statusOf(n.expired[0]!.id), { timeout: 30_000 }).toEqual({ status: 'quarantined', quarantine_reason: 'invalid_policy' });
+    await expect
+      .poll(() => statusOf(n.expired[0]!.id), { timeout: 30_000 })
+      .toEqual({ status: 'quarantined', quarantine_reason: 'invalid_policy' });
     expect(harness.merchants.requests(merchantId)).toEqual([]);
   });
 });
@@ -289,12 +339,15 @@ describe("case 6: an orphaned event webhook never blocks its hold's later ones",
     expect((await receiver.processor.send(event(1))).status).toBe(202);
     const webhookOf = async (sequence: number) =>
       (
-        await us.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM processor_events WHERE hold_id = $1 AND sequence = $2', [
-          holdId,
-          sequence,
-        ])
+        await us.pool.query<{ webhook_id: string }>(
+          'SELECT webhook_id FROM processor_events WHERE hold_id = $1 AND sequence = $2',
+          [holdId, sequence],
+        )
       ).rows[0]?.webhook_id ?? undefined;
-    await waitUntil(async () => (await webhookOf(1)) !== undefined && harness.merchants.requests(merchantId).length >= 1, 'event 1 is tried');
+    await waitUntil(
+      async () => (await webhookOf(1)) !== undefined && harness.merchants.requests(merchantId).length >= 1,
+      'event 1 is tried',
+    );
     const first = (await webhookOf(1))!;
     // The orphan: its delivery run ends without finishing it (an operator terminated it, or it timed out).
     await us.client.workflow.getHandle(eventDeliveryWorkflowId('us', first)).terminate('test: orphan the webhook');

@@ -3,7 +3,8 @@
  * and a sweep mid-pages. Build B (its hold workflow changed behind `patched()`, its sweep changed outright) starts,
  * and the operator makes it current with `temporal worker deployment set-current-version`. A's sweep finishes on A
  * (PINNED: on B's code it would fail with a non-determinism error), a new sweep runs B's; A is stopped once nothing
- * is pinned to it, while holds still wait; every workflow completes on B, every invariant of docs/invariants.md holds, and not one
+ * is pinned to it, while holds still wait; every workflow completes on B, every invariant of docs/invariants.md holds,
+ * and not one
  * workflow task failed.
  */
 import { execFile } from 'node:child_process';
@@ -14,7 +15,12 @@ import { promisify } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { checkInvariants } from '../../bench/invariants.js';
-import { approveReplaySignal, merchantResumedSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
+import {
+  approveReplaySignal,
+  merchantResumedSignal,
+  statusQuery,
+  type HoldStage,
+} from '../../src/contracts/messages.js';
 import { DeploymentError } from '../../src/errors.js';
 import { pinnedToVersionQuery, setCurrentVersionIfWanted } from '../../src/workers/deployment.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
@@ -25,7 +31,10 @@ import { bundleVariant, type Edit } from '../support/variant.js';
 const SWEEP = 'workflows/sweep-expired-holds.ts';
 const HOLD = 'workflows/webhook-delivery.ts';
 const BUILD_B_PATCH = 'deploy-test-build-b';
-/** Build B: a sweep that starts with a timer (no patch: pinning keeps A's sweeps off it), a hold workflow with a timer after delivery behind a patch. */
+/**
+ * Build B: a sweep that starts with a timer (no patch: pinning keeps A's sweeps off it), a hold workflow with a timer
+ * after delivery behind a patch.
+ */
 const BUILD_B: Edit[] = [
   { file: SWEEP, from: '  setWorkflowOptions,\n', to: '  setWorkflowOptions,\n  sleep,\n' },
   {
@@ -55,7 +64,9 @@ afterAll(async () => {
 type History = temporal.api.history.v1.IHistory;
 const events = (history: History) => history.events ?? [];
 const firstCommandOf = (history: History) =>
-  events(history).find((e) => e.timerStartedEventAttributes || e.activityTaskScheduledEventAttributes || e.markerRecordedEventAttributes);
+  events(history).find(
+    (e) => e.timerStartedEventAttributes || e.activityTaskScheduledEventAttributes || e.markerRecordedEventAttributes,
+  );
 
 it('a deploy mid-night: the sweep finishes on its build, waiting holds move to the new one, nothing fails', async () => {
   const us = await harness.region('us');
@@ -78,11 +89,18 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   await us.pool.query(`UPDATE merchants SET status = 'paused' WHERE id = $1`, [m[4]]);
   await us.pool.query(`UPDATE merchants SET rate_per_second = 0.025, burst = 1 WHERE id = $1`, [m[5]]);
   const sweepInput = { region: 'us' as const, pageSize: 5, releaseWaitMs: 1000 };
-  await us.client.workflow.execute(sweepExpiredHolds, { taskQueue, workflowId: `sweep-${harness.id}-a`, args: [sweepInput] });
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue,
+    workflowId: `sweep-${harness.id}-a`,
+    args: [sweepInput],
+  });
 
   const holdsOf = async (merchantId: string) =>
-    (await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])).rows.map((r) => r.id);
-  const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
+    (
+      await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])
+    ).rows.map((r) => r.id);
+  const handleOf = async (holdId: string) =>
+    us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
   const stagesOf = async (merchantId: string) =>
     Promise.all((await holdsOf(merchantId)).map(async (id) => (await (await handleOf(id)).query(statusQuery)).stage));
   const reaches = (merchantId: string, stage: HoldStage['stage']) =>
@@ -114,17 +132,36 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
     workflowId: `sweep-${harness.id}-mid`,
     args: [{ ...sweepInput, pageSize: 3 }],
   });
-  await expect.poll(async () => (await sweepA.describe()).raw.pendingActivities?.length ?? 0, { timeout: 10_000 }).toBe(1);
-  const workerB = await harness.startWorker(us, undefined, undefined, { workflowBundle: bundleB, version: buildB, setCurrent: 'never' });
+  await expect
+    .poll(async () => (await sweepA.describe()).raw.pendingActivities?.length ?? 0, { timeout: 10_000 })
+    .toBe(1);
+  const workerB = await harness.startWorker(us, undefined, undefined, {
+    workflowBundle: bundleB,
+    version: buildB,
+    setCurrent: 'never',
+  });
   // A's build is current: a starting build in production's default mode leaves it so (the operator promotes).
-  expect(await setCurrentVersionIfWanted(us.client, namespace, buildB, 'if-none')).toEqual({ status: 'left', current: 'build-a' });
+  expect(await setCurrentVersionIfWanted(us.client, namespace, buildB, 'if-none')).toEqual({
+    status: 'left',
+    current: 'build-a',
+  });
   const cli = inject('temporalCliPath');
-  if (!cli) throw new Error('the global setup started the dev server through the SDK download: no temporal binary to run');
+  if (!cli)
+    throw new Error('the global setup started the dev server through the SDK download: no temporal binary to run');
   const connection = ['--address', harness.address, '--namespace', namespace];
   await expect
     .poll(
       async () => {
-        const args = ['worker', 'deployment', 'set-current-version', '--deployment-name', deploymentName, '--build-id', 'build-b', '--yes'];
+        const args = [
+          'worker',
+          'deployment',
+          'set-current-version',
+          '--deployment-name',
+          deploymentName,
+          '--build-id',
+          'build-b',
+          '--yes',
+        ];
         return run(cli, [...args, ...connection]).then(
           () => 'current',
           (err: Error) => err.message,
@@ -146,14 +183,23 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   await sweepA.result();
   // Every run of it, its continue-as-new runs included (they inherit the pin), began with A's first command.
   const closedRunsOfA = `WorkflowId = '${sweepA.workflowId}' AND ExecutionStatus != 'Running'`;
-  await expect.poll(async () => (await us.client.workflow.count(closedRunsOfA)).count, { timeout: 10_000 }).toBeGreaterThanOrEqual(4);
+  await expect
+    .poll(async () => (await us.client.workflow.count(closedRunsOfA)).count, { timeout: 10_000 })
+    .toBeGreaterThanOrEqual(4);
   const runsOfA: string[] = [];
   for await (const { runId } of us.client.workflow.list({ query: closedRunsOfA })) runsOfA.push(runId);
   for (const runId of runsOfA) {
     const history = await us.client.workflow.getHandle(sweepA.workflowId, runId).fetchHistory();
-    expect(firstCommandOf(history)?.activityTaskScheduledEventAttributes, `run ${runId} ran build A's sweep`).toBeTruthy();
+    expect(
+      firstCommandOf(history)?.activityTaskScheduledEventAttributes,
+      `run ${runId} ran build A's sweep`,
+    ).toBeTruthy();
   }
-  const sweepB = await us.client.workflow.start(sweepExpiredHolds, { taskQueue, workflowId: `sweep-${harness.id}-b`, args: [sweepInput] });
+  const sweepB = await us.client.workflow.start(sweepExpiredHolds, {
+    taskQueue,
+    workflowId: `sweep-${harness.id}-b`,
+    args: [sweepInput],
+  });
   await sweepB.result();
   expect(firstCommandOf(await sweepB.fetchHistory())?.timerStartedEventAttributes).toBeTruthy();
 
@@ -167,13 +213,18 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   // The merchants recover and the humans decide; every waiting hold finishes on B.
   script(m[1]!, [{ status: 200 }]);
   script(m[3]!, [{ status: 200 }]);
-  for (const id of await holdsOf(m[3]!)) await (await handleOf(id)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'parser fixed' });
+  for (const id of await holdsOf(m[3]!))
+    await (await handleOf(id)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'parser fixed' });
   await us.pool.query(`UPDATE merchants SET status = 'active' WHERE id = $1`, [m[4]]);
   for (const id of await holdsOf(m[4]!)) await (await handleOf(id)).signal(merchantResumedSignal);
   const running = `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
-  await expect.poll(async () => (await us.client.workflow.count(running)).count, { timeout: 120_000, interval: 1000 }).toBe(0);
+  await expect
+    .poll(async () => (await us.client.workflow.count(running)).count, { timeout: 120_000, interval: 1000 })
+    .toBe(0);
 
-  const { rows } = await us.pool.query<{ status: string; n: number }>('SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1');
+  const { rows } = await us.pool.query<{ status: string; n: number }>(
+    'SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1',
+  );
   expect(rows).toEqual([{ status: 'delivered', n: night.expired.length + late.expired.length }]);
   let workflowTaskFailures = 0;
   let finishedOnB = 0;
@@ -182,7 +233,9 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
     const { workflowId } = execution;
     const history = execution.history as History;
     workflowTaskFailures += events(history).filter((e) => e.workflowTaskFailedEventAttributes).length;
-    const patches = events(history).map((e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data);
+    const patches = events(history).map(
+      (e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data,
+    );
     if (patches.some((data) => data && Buffer.from(data).toString().includes(BUILD_B_PATCH))) finishedOnB++;
     texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
   }
@@ -201,7 +254,9 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
 it('a build no worker polls cannot be made current: a named error, not a worker polling a version nothing routes to', async () => {
   const us = await harness.region('us');
   const ghost = { deploymentName: `t-${harness.id}-ghost`, buildId: 'never-started' };
-  const err = await setCurrentVersionIfWanted(us.client, us.config.namespace, ghost, 'always', 1_000).catch((e: unknown) => e);
+  const err = await setCurrentVersionIfWanted(us.client, us.config.namespace, ghost, 'always', 1_000).catch(
+    (e: unknown) => e,
+  );
   expect(err).toBeInstanceOf(DeploymentError);
   expect((err as Error).message).toContain(`t-${harness.id}-ghost.never-started`);
   expect((err as Error).message).toContain('set-current-version');

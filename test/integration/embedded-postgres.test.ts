@@ -122,7 +122,11 @@ describe.skipIf(!isRoot)('case 11, root in a private directory', () => {
     const saved = process.env.TMPDIR;
     process.env.TMPDIR = privateTmp;
     try {
-      const error = await startEmbeddedPostgres({ dataDir: path.join(shared, 'pg'), databases: [], durable: false }).catch((err: unknown) => err);
+      const error = await startEmbeddedPostgres({
+        dataDir: path.join(shared, 'pg'),
+        databases: [],
+        durable: false,
+      }).catch((err: unknown) => err);
       expect(error).toBeInstanceOf(EmbeddedServiceError);
       expect((error as Error).message).toContain('EACCES');
       expect((error as Error).message).toContain(`${privateTmp} (mode 0700`);
@@ -140,7 +144,12 @@ it('case 11, a server that cannot start (its port taken) is an EmbeddedServiceEr
   await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));
   const dir = await sharedTempDir();
   try {
-    const error = await startEmbeddedPostgres({ dataDir: path.join(dir, 'pg'), port, databases: [], durable: false }).catch((err: unknown) => err);
+    const error = await startEmbeddedPostgres({
+      dataDir: path.join(dir, 'pg'),
+      port,
+      databases: [],
+      durable: false,
+    }).catch((err: unknown) => err);
     expect(error).toBeInstanceOf(EmbeddedServiceError);
     expect((error as Error).message).toMatch(/could not bind IPv4 address "127\.0\.0\.1": Address already in use/);
     expect((error as Error).message).toMatch(/What to do: .*port/);

@@ -50,11 +50,14 @@ async function storedPayloads(): Promise<Payload[]> {
     }
     for (const [key, child] of Object.entries(value)) {
       // A local activity's marker data, and a patch marker's (its patch id, written by the SDK's core): bookkeeping.
-      const bookkeeping = (key === 'data' || key === 'patch-data') && path.endsWith('markerRecordedEventAttributes.details');
+      const bookkeeping =
+        (key === 'data' || key === 'patch-data') && path.endsWith('markerRecordedEventAttributes.details');
       if (key !== 'searchAttributes' && !bookkeeping) collect(child, `${path}.${key}`);
     }
   };
-  for await (const { history } of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories()) {
+  for await (const { history } of raw.workflow
+    .list({ query: `TaskQueue = '${eu.config.taskQueue}'` })
+    .intoHistories()) {
     for (const event of (history as temporal.api.history.v1.IHistory).events ?? []) collect(event);
   }
   return payloads;
@@ -67,7 +70,10 @@ beforeAll(async () => {
   night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3, future: 1 }, harness.merchants);
   // One merchant rejects with a body: its excerpt lands in a failure message (case 7: it must not be in clear).
   const rejecting = night.merchantIds[1]!;
-  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: REJECTION_BODY }] });
+  harness.merchants.script(rejecting, {
+    secrets: [night.secrets.get(rejecting)!],
+    responses: [{ status: 400, body: REJECTION_BODY }],
+  });
   await eu.client.workflow.execute(sweepExpiredHolds, {
     taskQueue: eu.config.taskQueue,
     workflowId: `sweep-eu-${harness.id}-enc`,
@@ -77,7 +83,10 @@ beforeAll(async () => {
   // event workflow and its webhook's delivery workflow are payloads too.
   await captureThroughReceiver(eu, night.future[0]!.id, 'EUR');
   // A client with no codec sees exactly what the server stores.
-  raw = new Client({ connection: await Connection.connect({ address: harness.address }), namespace: eu.config.namespace });
+  raw = new Client({
+    connection: await Connection.connect({ address: harness.address }),
+    namespace: eu.config.namespace,
+  });
 });
 afterAll(async () => {
   await raw?.connection.close();
@@ -93,12 +102,15 @@ describe('payload encryption', () => {
         async () => {
           failures.length = 0;
           raw_json = '';
-          for await (const { history } of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }).intoHistories()) {
+          for await (const { history } of raw.workflow
+            .list({ query: `TaskQueue = '${eu.config.taskQueue}'` })
+            .intoHistories()) {
             raw_json += JSON.stringify(history);
             const visit = (value: unknown): void => {
               if (!value || typeof value !== 'object') return;
               for (const [key, child] of Object.entries(value)) {
-                if ((key === 'failure' || key === 'cause') && child && typeof child === 'object' && 'message' in child) failures.push(child);
+                if ((key === 'failure' || key === 'cause') && child && typeof child === 'object' && 'message' in child)
+                  failures.push(child);
                 visit(child);
               }
             };
@@ -140,15 +152,22 @@ describe('payload encryption', () => {
     }
     // The processor-event workflows were among them.
     const types = new Set<string>();
-    for await (const execution of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` })) types.add(execution.type);
+    for await (const execution of raw.workflow.list({ query: `TaskQueue = '${eu.config.taskQueue}'` }))
+      types.add(execution.type);
     expect([...types]).toEqual(expect.arrayContaining(['applyHoldEvents', 'deliverHoldEvent']));
 
     const codecs = new Map([[eu.config.namespace, new EncryptionCodec([key1], EU_READER)]]);
-    const server = await startCodecServer({ codecs, corsOrigins: ['http://127.0.0.1:8233'], authToken: 'secret-token' });
+    const server = await startCodecServer({
+      codecs,
+      corsOrigins: ['http://127.0.0.1:8233'],
+      authToken: 'secret-token',
+    });
     try {
       const body = JSON.stringify({
         payloads: payloads.map((p) => ({
-          metadata: Object.fromEntries(Object.entries(p.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+          metadata: Object.fromEntries(
+            Object.entries(p.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+          ),
           data: Buffer.from(p.data!).toString('base64'),
         })),
       });
@@ -199,7 +218,8 @@ describe('payload encryption', () => {
       const collect = (value: unknown): void => {
         if (!value || typeof value !== 'object') return;
         const metadata = (value as Payload).metadata;
-        if (metadata?.encoding && Buffer.from(metadata.encoding).toString() === ENCRYPTED_ENCODING) sealed.push(value as Payload);
+        if (metadata?.encoding && Buffer.from(metadata.encoding).toString() === ENCRYPTED_ENCODING)
+          sealed.push(value as Payload);
         else for (const child of Object.values(value)) collect(child);
       };
       for (const { history } of set.histories) collect(history);
@@ -218,17 +238,23 @@ describe('payload encryption', () => {
   it('after rotation, new payloads use the new key and histories written under the old one still decode', async () => {
     const old = await storedPayloads();
     const rotated = new EncryptionCodec([key2, key1], EU_READER);
-    const [fresh] = await rotated.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"x"') }]);
+    const [fresh] = await rotated.encode([
+      { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('"x"') },
+    ]);
     expect(Buffer.from(fresh!.metadata!['encryption-key-id']!).toString()).toBe('k2');
     const decoded = await rotated.decode(old);
     expect(decoded.some((p) => Buffer.from(p.data!).toString().includes(night.expired[0]!.id))).toBe(true);
     // Retire key 1 too early and the old histories cannot be read: a named error, not garbage.
-    await expect(new EncryptionCodec([key2], EU_READER).decode(old.slice(0, 1))).rejects.toBeInstanceOf(UnknownEncryptionKey);
+    await expect(new EncryptionCodec([key2], EU_READER).decode(old.slice(0, 1))).rejects.toBeInstanceOf(
+      UnknownEncryptionKey,
+    );
   });
 
   it('a tampered payload fails decoding with a clear error', async () => {
     const codec = new EncryptionCodec([key1], EU_READER);
-    const [sealed] = await codec.encode([{ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{"amountMinor":"1250"}') }]);
+    const [sealed] = await codec.encode([
+      { metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from('{"amountMinor":"1250"}') },
+    ]);
     const tampered = Buffer.from(sealed!.data!);
     tampered[20] = tampered[20]! ^ 0x01;
     await expect(codec.decode([{ ...sealed!, data: tampered }])).rejects.toThrow(PayloadDecryptionFailed);

@@ -7,7 +7,9 @@ import { expect, it } from 'vitest';
 
 it('a process that loaded the embedded PostgreSQL module keeps its own exit code', () => {
   const script = "await import('./dev/embedded-postgres.ts'); process.exitCode = 3;";
-  const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { encoding: 'utf8' });
+  const result = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+    encoding: 'utf8',
+  });
   expect(result.stderr).not.toMatch(/TypeError/);
   expect(result.status).toBe(3);
 });

@@ -37,7 +37,8 @@ declare module 'vitest' {
     /** The same bundle as a file, for worker processes (WORKFLOW_BUNDLE_PATH). */
     workflowBundlePath: string;
     /**
-     * Each service's database role, as production has them (src/db/roles.ts): `postgres://<role>:<password>@host:port/`,
+     * Each service's database role, as production has them (src/db/roles.ts):
+     * `postgres://<role>:<password>@host:port/`,
      * a database name to append. The template's grants are theirs, so every cloned ledger has them.
      */
     ledgerRoleUrls: Record<keyof typeof SERVICE_ROLES, string>;
@@ -56,7 +57,9 @@ export default async function setup(project: TestProject) {
   // The Web UI on, with a codec endpoint as `npm start` runs it, for the browser test.
   const uiPort = await freePort();
   const codec = await startCodecServer({
-    codecs: new Map([['hold-sweeper-eu', new EncryptionCodec([UI_PAYLOAD_KEY], { namespace: 'hold-sweeper-eu', unencrypted: 'pass' })]]),
+    codecs: new Map([
+      ['hold-sweeper-eu', new EncryptionCodec([UI_PAYLOAD_KEY], { namespace: 'hold-sweeper-eu', unencrypted: 'pass' })],
+    ]),
     plainNamespaces: ['hold-sweeper-us'],
     corsOrigins: [`http://127.0.0.1:${uiPort}`, `http://localhost:${uiPort}`],
     authToken: undefined,
@@ -82,13 +85,18 @@ export default async function setup(project: TestProject) {
   }
   await admin.end();
   const ledgerRoleUrls = Object.fromEntries(
-    Object.entries(SERVICE_ROLES).map(([service, role]) => [service, postgres.urlFor('').replace(/\/\/[^@]*@/, `//${role}:${rolePassword}@`)]),
+    Object.entries(SERVICE_ROLES).map(([service, role]) => [
+      service,
+      postgres.urlFor('').replace(/\/\/[^@]*@/, `//${role}:${rolePassword}@`),
+    ]),
   ) as Record<keyof typeof SERVICE_ROLES, string>;
   const pool = new pg.Pool({ connectionString: postgres.urlFor(TEMPLATE_DATABASE) });
   // The template holds no merchant: the sealing step has nothing to seal, whichever region and ring it is given.
   await migrate(pool, { region: 'us', sealer: localKeyRing(DEV_SECRET_KEYS) });
   await pool.end();
-  console.log(`[global-setup] Temporal ${server.address}, PostgreSQL :${postgres.port}, ready in ${Date.now() - started} ms`);
+  console.log(
+    `[global-setup] Temporal ${server.address}, PostgreSQL :${postgres.port}, ready in ${Date.now() - started} ms`,
+  );
 
   project.provide('temporalAddress', server.address);
   project.provide('temporalCliPath', server.executable.type === 'existing-path' ? server.executable.path : undefined);

@@ -25,13 +25,16 @@ it('reports a violation of each invariant with the offending ids', async () => {
   const night = await seedNight(us.pool, 'us', `${harness.id}inv`, { expired: 3, merchants: 1 }, harness.merchants);
   await seedNight(eu.pool, 'eu', `${harness.id}inve`, { expired: 1, merchants: 1 }, harness.merchants);
   const release = (holdId: string) =>
-    new MockActivityEnvironment().run(createLedgerActivities({ region: 'us', pool: us.pool }).releaseHold, { holdId }) as Promise<ReleaseOutcome>;
+    new MockActivityEnvironment().run(createLedgerActivities({ region: 'us', pool: us.pool }).releaseHold, {
+      holdId,
+    }) as Promise<ReleaseOutcome>;
   const released = await release(night.expired[0]!.id);
   if (released.status !== 'released') throw new Error('setup: expected a release');
   await release(night.expired[1]!.id);
   const merchantId = night.merchantIds[0]!;
-  const payload = (await us.pool.query('SELECT payload FROM webhook_deliveries WHERE webhook_id = $1', [released.webhookId])).rows[0]
-    .payload as string;
+  const payload = (
+    await us.pool.query('SELECT payload FROM webhook_deliveries WHERE webhook_id = $1', [released.webhookId])
+  ).rows[0].payload as string;
   const request = (over: Partial<ReceivedWebhook>): ReceivedWebhook => ({
     merchantId,
     receivedAt: 1_000_000,
@@ -70,7 +73,9 @@ it('reports a violation of each invariant with the offending ids', async () => {
   const byInvariant = (n: number) => violations.filter((v) => v.invariant === n);
   expect(byInvariant(1)).toMatchObject([{ ids: [night.expired[0]!.accountId] }]);
   expect(byInvariant(2).flatMap((v) => v.ids)).toEqual(expect.arrayContaining([night.expired[2]!.id]));
-  expect(byInvariant(3)).toMatchObject([{ message: 'webhook body differs from the payload fixed at release', ids: [released.webhookId] }]);
+  expect(byInvariant(3)).toMatchObject([
+    { message: 'webhook body differs from the payload fixed at release', ids: [released.webhookId] },
+  ]);
   expect(byInvariant(4)).toMatchObject([{ ids: [`${merchantId} (7 > 6)`] }]);
   expect(byInvariant(5)).toMatchObject([{ ids: ['wh_never_released'] }]);
   expect(byInvariant(6)).toMatchObject([{ ids: [released.webhookId] }]);

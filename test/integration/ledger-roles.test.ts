@@ -1,5 +1,6 @@
 /**
- * One database role per service, least privilege (docs/security.md; src/db/grants.sql, src/db/roles.ts): a night run by a
+ * One database role per service, least privilege (docs/security.md; src/db/grants.sql, src/db/roles.ts): a night run by
+ * a
  * worker, a receiver and the operators' CLI each connected as its own role proves the grants are enough; each role is
  * refused what it must not do; `npm run migrate` runs as the schema's owner, no superuser; and a production service
  * refuses a connection that could do more than its role (a superuser, the owner) or a schema older than its code.
@@ -12,7 +13,12 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { checkInvariants } from '../../bench/invariants.js';
 import { FakeProcessor } from '../../dev/fake-processor.js';
 import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-process.js';
-import { keyRingVariable, startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
+import {
+  keyRingVariable,
+  startWorkerProcesses,
+  workerEnvironment,
+  type WorkerProcesses,
+} from '../../dev/worker-processes.js';
 import { latestMigrationVersion } from '../../src/db/migrate.js';
 import { checkServiceConnection, SchemaBehind, SERVICE_ROLES } from '../../src/db/roles.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
@@ -25,7 +31,8 @@ import { waitUntil } from '../support/wait.js';
 
 const run = promisify(execFile);
 const REPO = path.resolve(import.meta.dirname, '../..');
-const roleUrl = (service: keyof typeof SERVICE_ROLES, database: string) => `${inject('ledgerRoleUrls')[service]}${database}`;
+const roleUrl = (service: keyof typeof SERVICE_ROLES, database: string) =>
+  `${inject('ledgerRoleUrls')[service]}${database}`;
 
 let harness: Harness;
 let us: TestRegion;
@@ -113,8 +120,13 @@ describe('each role is refused what it must not do', () => {
       `INSERT INTO api_audit (request_id, verb, method, path, outcome, status) VALUES ('r2', 'sends.status', 'GET', '/v1/sends', 'ok', 200)`,
     );
     for (const sql of [`UPDATE api_audit SET subject = 'someone else'`, 'DELETE FROM api_audit', 'TRUNCATE api_audit'])
-      await expect(us.pool.query(sql), sql).rejects.toThrow(/api_audit is append-only: (UPDATE|DELETE|TRUNCATE) refused/);
-    expect((await us.pool.query(`SELECT count(*)::int AS n FROM api_audit WHERE request_id = 'r2' AND subject IS NULL`)).rows[0].n).toBe(1);
+      await expect(us.pool.query(sql), sql).rejects.toThrow(
+        /api_audit is append-only: (UPDATE|DELETE|TRUNCATE) refused/,
+      );
+    expect(
+      (await us.pool.query(`SELECT count(*)::int AS n FROM api_audit WHERE request_id = 'r2' AND subject IS NULL`))
+        .rows[0].n,
+    ).toBe(1);
   });
 });
 
@@ -124,7 +136,9 @@ describe('connections a production service refuses', () => {
     const superuser = new pg.Pool({ connectionString: us.databaseUrl, max: 1 });
     pools.push(superuser);
     await expect(checkServiceConnection(superuser, 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(ConfigError);
-    await expect(checkServiceConnection(superuser, 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(/a superuser/);
+    await expect(checkServiceConnection(superuser, 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(
+      /a superuser/,
+    );
     await expect(checkServiceConnection(as('worker'), 'worker', 'DATABASE_URL_US', expected)).resolves.toBeUndefined();
 
     // A ledger the migrator owns, as production's: before `npm run migrate`, a service finds its schema behind; after,
@@ -134,7 +148,9 @@ describe('connections a production service refuses', () => {
     const owned = `${database}_owned`;
     await admin.query(`CREATE DATABASE ${owned} OWNER ${SERVICE_ROLES.migrator}`);
     await admin.end();
-    await expect(checkServiceConnection(as('worker', owned), 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(SchemaBehind);
+    await expect(checkServiceConnection(as('worker', owned), 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(
+      SchemaBehind,
+    );
     const migrateAs = (url: string) =>
       run(process.execPath, ['--import', 'tsx', path.join(REPO, 'src/bin/migrate.ts')], {
         env: {
@@ -154,8 +170,12 @@ describe('connections a production service refuses', () => {
     const migrated = await migrateAs(roleUrl('migrator', owned));
     expect(migrated, migrated.out).toMatchObject({ code: 0 });
     expect(migrated.out).toContain('"msg":"ledger migrated"');
-    await expect(checkServiceConnection(as('migrator', owned), 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(/owns the schema/);
-    await expect(checkServiceConnection(as('worker', owned), 'worker', 'DATABASE_URL_US', expected)).resolves.toBeUndefined();
+    await expect(checkServiceConnection(as('migrator', owned), 'worker', 'DATABASE_URL_US', expected)).rejects.toThrow(
+      /owns the schema/,
+    );
+    await expect(
+      checkServiceConnection(as('worker', owned), 'worker', 'DATABASE_URL_US', expected),
+    ).resolves.toBeUndefined();
     // The grants came with the migration, and nothing of the owner's reaches the receiver.
     expect(
       await as('receiver', owned)
@@ -177,13 +197,22 @@ describe('a night with every service on its own role', () => {
   });
 
   it('holds released, webhooks delivered or quarantined, a merchant disabled by 410, a processor capture applied, and the CLI’s replay, merchant and report commands', async () => {
-    const night = await seedNight(us.pool, 'us', `${harness.id}rl`, { expired: 12, future: 2, merchants: 4 }, harness.merchants);
+    const night = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}rl`,
+      { expired: 12, future: 2, merchants: 4 },
+      harness.merchants,
+    );
     const [, rejecting, gone] = night.merchantIds as [string, string, string, string];
     const secretOf = (m: string) => night.secrets.get(m)!;
     harness.merchants.script(rejecting, { secrets: [secretOf(rejecting)], responses: [{ status: 400 }] });
     harness.merchants.script(gone, { secrets: [secretOf(gone)], responses: [{ status: 410 }] });
 
-    const env = { ...workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), DATABASE_URL_US: roleUrl('worker', database) };
+    const env = {
+      ...workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
+      DATABASE_URL_US: roleUrl('worker', database),
+    };
     workers = await startWorkerProcesses(1, env);
     await us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,
@@ -224,7 +253,9 @@ describe('a night with every service on its own role', () => {
     };
     expect((await new FakeProcessor(receiver.url, secret).send(capture)).status).toBe(202);
     await waitUntil(
-      async () => (await us.pool.query('SELECT applied_at FROM processor_events WHERE event_id = $1', [capture.eventId])).rows[0]?.applied_at != null,
+      async () =>
+        (await us.pool.query('SELECT applied_at FROM processor_events WHERE event_id = $1', [capture.eventId])).rows[0]
+          ?.applied_at != null,
       'the capture is applied',
     );
     expect(receiver.output()).not.toMatch(/permission denied/);
@@ -243,7 +274,9 @@ describe('a night with every service on its own role', () => {
         const requestId = /replay request (rr_\w+)/.exec(lines.pop()!)![1]!;
         expect(await ops('replay', 'approve', requestId, '--by', 'ivo', '--rate', '50')).toBe(0);
         const added = `m_${harness.id}rl_new`;
-        expect(await ops('merchant', 'add', added, '--name', 'New', '--url', harness.merchants.endpointFor(added), '--json')).toBe(0);
+        expect(
+          await ops('merchant', 'add', added, '--name', 'New', '--url', harness.merchants.endpointFor(added), '--json'),
+        ).toBe(0);
         expect(await ops('merchant', 'rotate-secret', added, '--overlap', '1h')).toBe(0);
         expect(await ops('merchant', 'pause', added, '--reason', 'maintenance')).toBe(0);
         expect(await ops('merchant', 'resume', added)).toBe(0);
@@ -257,8 +290,12 @@ describe('a night with every service on its own role', () => {
     );
     await waitUntil(
       async () =>
-        (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status <> 'delivered'`, [rejecting]))
-          .rows[0].n === 0,
+        (
+          await us.pool.query(
+            `SELECT count(*)::int AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status <> 'delivered'`,
+            [rejecting],
+          )
+        ).rows[0].n === 0,
       "the rejecting merchant's replayed webhooks are delivered",
     );
     const holdWorkflow = await holdWorkflowIdOf(us.pool, 'us', night.expired[0]!.id);

@@ -17,7 +17,8 @@ function ledgerFor(region: 'us' | 'eu', pool: import('pg').Pool) {
   const env = () => new MockActivityEnvironment();
   return {
     releaseHold: (input: { holdId: string }): Promise<ReleaseOutcome> => env().run(activities.releaseHold, input),
-    listExpiredHolds: (input: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> => env().run(activities.listExpiredHolds, input),
+    listExpiredHolds: (input: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> =>
+      env().run(activities.listExpiredHolds, input),
   };
 }
 beforeAll(async () => {
@@ -60,7 +61,9 @@ describe('releaseHold', () => {
 
     expect(outcomes.filter((o) => o.status === 'released')).toHaveLength(1);
     expect(outcomes.filter((o) => o.status === 'already_released')).toHaveLength(7);
-    const entryIds = new Set(outcomes.map((o) => (o.status === 'released' || o.status === 'already_released' ? o.ledgerEntryId : '')));
+    const entryIds = new Set(
+      outcomes.map((o) => (o.status === 'released' || o.status === 'already_released' ? o.ledgerEntryId : '')),
+    );
     expect(entryIds.size).toBe(1);
     expect(await ledgerEntryCount(us.pool)).toBe(1);
     expect((await balances(us.pool)).get(hold.accountId)).toEqual({
@@ -72,10 +75,19 @@ describe('releaseHold', () => {
 
   it('reports unknown, not-yet-expired and defective holds without writing a ledger entry', async () => {
     const eu = await harness.region('eu');
-    const night = await seedNight(eu.pool, 'eu', `${harness.id}od`, { expired: 0, future: 1, defective: true }, harness.merchants);
+    const night = await seedNight(
+      eu.pool,
+      'eu',
+      `${harness.id}od`,
+      { expired: 0, future: 1, defective: true },
+      harness.merchants,
+    );
     const ledger = ledgerFor('eu', eu.pool);
 
-    expect(await ledger.releaseHold({ holdId: 'h_does_not_exist' })).toEqual({ status: 'not_found', holdId: 'h_does_not_exist' });
+    expect(await ledger.releaseHold({ holdId: 'h_does_not_exist' })).toEqual({
+      status: 'not_found',
+      holdId: 'h_does_not_exist',
+    });
     expect(await ledger.releaseHold({ holdId: night.future[0]!.id })).toMatchObject({ status: 'not_expired' });
     const defects = await Promise.all(night.defective.map((h) => ledger.releaseHold({ holdId: h.id })));
     expect(defects.map((d) => (d.status === 'rejected' ? d.code : d.status))).toEqual([

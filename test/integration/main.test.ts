@@ -37,9 +37,9 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
   }
   for (const region of ['US', 'EU']) {
     // The demo's merchant 4 answers 400 (quarantined), merchants 2 and 3 answer 429 and 503 before 200 (retried).
-    const line = new RegExp(`${region} webhooks: (\\d+) delivered, (\\d+) needed retries, (\\d+) quarantined \\(rejected\\); (\\d+) requests`).exec(
-      output,
-    );
+    const line = new RegExp(
+      `${region} webhooks: (\\d+) delivered, (\\d+) needed retries, (\\d+) quarantined \\(rejected\\); (\\d+) requests`,
+    ).exec(output);
     expect(line, output).not.toBeNull();
     const [delivered, retried, quarantined] = line!.slice(1, 4).map(Number);
     expect(delivered).toBeGreaterThan(0);
@@ -58,7 +58,11 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
   }
   expect(output).toContain(`Temporal Web UI: http://127.0.0.1:${uiPort}`);
   // The admin API of each region with a local OIDC provider, and one call through it as the printed commands make it.
-  expect(output).toMatch(/export HOLD_SWEEPER_API_URL_US=http:\/\/127\.0\.0\.1:\d+ HOLD_SWEEPER_API_URL_EU=http:\/\/127\.0\.0\.1:\d+/);
-  expect(output).toMatch(/checked: npm run ops -- quarantine list through the US admin API as operator: [1-9]\d* quarantined/);
+  expect(output).toMatch(
+    /export HOLD_SWEEPER_API_URL_US=http:\/\/127\.0\.0\.1:\d+ HOLD_SWEEPER_API_URL_EU=http:\/\/127\.0\.0\.1:\d+/,
+  );
+  expect(output).toMatch(
+    /checked: npm run ops -- quarantine list through the US admin API as operator: [1-9]\d* quarantined/,
+  );
   expect(output).toMatch(/holds released \(ledger count\) in [\d.]+ s: [\d.]+ holds\/s/);
 }, 180_000);

@@ -44,15 +44,27 @@ beforeAll(async () => {
     args: [{ region: 'us', releaseWaitMs: 60_000 }],
   });
   await waitUntil(
-    async () => (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered'`)).rows[0].n === 6,
+    async () =>
+      (await us.pool.query(`SELECT count(*)::int AS n FROM webhook_deliveries WHERE status = 'delivered'`)).rows[0]
+        .n === 6,
     'every webhook delivered',
     30_000,
   );
   // The outbox reconciler as production runs it (its schedule), quick: it starts the resends merchants ask for.
-  await ensureOutboxSchedule(us.client, us.config, { intervalMs: 1_000, graceMs: 60_000 }, { quarantineTimeoutMs: 60_000 });
+  await ensureOutboxSchedule(
+    us.client,
+    us.config,
+    { intervalMs: 1_000, graceMs: 60_000 },
+    { quarantineTimeoutMs: 60_000 },
+  );
   const database = new URL(us.databaseUrl).pathname.slice(1);
   rolePool = new pg.Pool({ connectionString: `${inject('ledgerRoleUrls').merchantApi}${database}`, max: 4 });
-  app = await buildMerchantServer({ region: 'us', pool: rolePool, resendsStartWithinMs: 1_000, log: (line, fields) => console.error(line, fields) });
+  app = await buildMerchantServer({
+    region: 'us',
+    pool: rolePool,
+    resendsStartWithinMs: 1_000,
+    log: (line, fields) => console.error(line, fields),
+  });
   await app.listen({ host: '127.0.0.1', port: 0 });
   api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
   openapi = openApiValidator((await (await fetch(`${api}/openapi.json`)).json()) as OpenApiDocument);
@@ -71,17 +83,25 @@ afterAll(async () => {
 async function call(key: string | undefined, route: string, init: RequestInit = {}) {
   const response = await fetch(`${api}${route}`, {
     ...init,
-    headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(init.body ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      ...(key ? { authorization: `Bearer ${key}` } : {}),
+      ...(init.body ? { 'content-type': 'application/json' } : {}),
+    },
   });
   const body = (await response.json()) as Record<string, unknown> & { items?: Record<string, unknown>[] };
   // What the server answered is what its OpenAPI document says it answers.
-  expect(openapi.check(init.method ?? 'GET', route, response.status, body), `${init.method ?? 'GET'} ${route}`).toEqual([]);
+  expect(openapi.check(init.method ?? 'GET', route, response.status, body), `${init.method ?? 'GET'} ${route}`).toEqual(
+    [],
+  );
   return { status: response.status, headers: response.headers, body };
 }
 
 const webhooksOf = async (i: number) =>
   (
-    await us.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_deliveries WHERE merchant_id = $1 ORDER BY webhook_id', [merchant(i)])
+    await us.pool.query<{ webhook_id: string }>(
+      'SELECT webhook_id FROM webhook_deliveries WHERE merchant_id = $1 ORDER BY webhook_id',
+      [merchant(i)],
+    )
   ).rows.map((r) => r.webhook_id);
 
 describe('the merchant API', () => {
@@ -92,7 +112,13 @@ describe('the merchant API', () => {
     for (const w of listed.body.items!) {
       expect(w).toMatchObject({ status: 'delivered', eventType: 'hold.released', attemptCount: 1 });
       expect(w.attempts).toEqual([
-        expect.objectContaining({ attempt: 1, policyRun: 1, statusCode: 200, errorClass: null, durationMs: expect.any(Number) }),
+        expect.objectContaining({
+          attempt: 1,
+          policyRun: 1,
+          statusCode: 200,
+          errorClass: null,
+          durationMs: expect.any(Number),
+        }),
       ]);
     }
     const [mine] = await webhooksOf(A);
@@ -105,11 +131,16 @@ describe('the merchant API', () => {
 
     const [theirs] = await webhooksOf(B);
     expect(await call(keyA, `/v1/webhooks/${theirs}`)).toMatchObject({ status: 404, body: { error: 'NotFound' } });
-    expect(await call(keyA, `/v1/webhooks/${theirs}/resend`, { method: 'POST' })).toMatchObject({ status: 404, body: { error: 'NotFound' } });
+    expect(await call(keyA, `/v1/webhooks/${theirs}/resend`, { method: 'POST' })).toMatchObject({
+      status: 404,
+      body: { error: 'NotFound' },
+    });
     expect((await call(keyB, '/v1/webhooks')).body.items!.map((w) => w.webhookId).sort()).toEqual(await webhooksOf(B));
     // The document's check bites: a body unlike the schema, or a status it does not list, is named.
     expect(openapi.check('GET', '/v1/webhooks', 200, { items: [{ webhookId: 7, status: 'lost' }] })).toHaveLength(2);
-    expect(openapi.check('GET', '/v1/webhooks/wh_1', 409, {})).toEqual(['GET /v1/webhooks/{webhookId} does not document status 409']);
+    expect(openapi.check('GET', '/v1/webhooks/wh_1', 409, {})).toEqual([
+      'GET /v1/webhooks/{webhookId} does not document status 409',
+    ]);
   });
 
   it('a resend asked for by the merchant is started by the reconciler and arrives under the original id, signed afresh', async () => {
@@ -119,20 +150,35 @@ describe('the merchant API', () => {
     expect(asked.status).toBe(202);
     expect(asked.body).toMatchObject({ webhookId, state: 'waiting', startsWithinSeconds: 1 });
     // Asked again while it waits: one resend, not two.
-    expect(await call(keyA, `/v1/webhooks/${webhookId}/resend`, { method: 'POST' })).toMatchObject({ status: 409, body: { error: 'ResendWaiting' } });
+    expect(await call(keyA, `/v1/webhooks/${webhookId}/resend`, { method: 'POST' })).toMatchObject({
+      status: 409,
+      body: { error: 'ResendWaiting' },
+    });
     const requestId = asked.body.requestId as string;
-    await waitUntil(async () => (await call(keyA, `/v1/resends/${requestId}`)).body.state === 'delivered', 'the resend delivered', 30_000);
+    await waitUntil(
+      async () => (await call(keyA, `/v1/resends/${requestId}`)).body.state === 'delivered',
+      'the resend delivered',
+      30_000,
+    );
     const status = await call(keyA, `/v1/resends/${requestId}`);
-    expect(status.body).toMatchObject({ webhookId, resendId: asked.body.resendId, policyRun: 2, webhookStatus: 'delivered' });
+    expect(status.body).toMatchObject({
+      webhookId,
+      resendId: asked.body.resendId,
+      policyRun: 2,
+      webhookStatus: 'delivered',
+    });
     const after = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId);
     expect(after).toHaveLength(before.length + 1);
     const resent = after.at(-1)!;
-    // The reference verifier (standardwebhooks) accepted it with the merchant's secret; same id and body, new signature.
+    // The reference verifier (standardwebhooks) accepted it with the merchant's secret; same id and body, new
+    // signature.
     expect(resent.verified).toBe(true);
     expect(resent.body).toBe(before[0]!.body);
     expect(resent.signature).not.toBe(before[0]!.signature);
     // The ledger says who asked: the merchant, by its key.
-    const { rows } = await us.pool.query('SELECT requested_by FROM webhook_resends WHERE id = $1', [asked.body.resendId]);
+    const { rows } = await us.pool.query('SELECT requested_by FROM webhook_resends WHERE id = $1', [
+      asked.body.resendId,
+    ]);
     expect(rows[0].requested_by).toMatch(new RegExp(`^merchant ${merchant(A)} \\(API key mk_[0-9a-f]{16}\\)$`));
     // Its attempt is listed like any other, in the replay lane's run.
     const one = await call(keyA, `/v1/webhooks/${webhookId}`);
@@ -148,10 +194,15 @@ describe('the merchant API', () => {
     expect(requested.map((r) => r.webhookId).sort()).toEqual(await webhooksOf(B));
     expect(asked.body).toMatchObject({ skipped: [], more: false });
     for (const r of requested) {
-      await waitUntil(async () => (await call(keyB, `/v1/resends/${r.requestId}`)).body.state === 'delivered', `${r.webhookId} resent`, 30_000);
+      await waitUntil(
+        async () => (await call(keyB, `/v1/resends/${r.requestId}`)).body.state === 'delivered',
+        `${r.webhookId} resent`,
+        30_000,
+      );
     }
     const counts = new Map<string, number>();
-    for (const r of harness.merchants.requests(merchant(B))) counts.set(r.webhookId!, (counts.get(r.webhookId!) ?? 0) + 1);
+    for (const r of harness.merchants.requests(merchant(B)))
+      counts.set(r.webhookId!, (counts.get(r.webhookId!) ?? 0) + 1);
     expect([...counts.values()]).toEqual(requested.map(() => 2));
   }, 90_000);
 
@@ -172,7 +223,10 @@ describe('the merchant API', () => {
 
     const wrongSecret = made.apiKey.slice(0, -4) + (made.apiKey.endsWith('AAAA') ? 'BBBB' : 'AAAA');
     for (const bad of [undefined, 'hsk_nonsense', wrongSecret, `hsk_mk_0000000000000000_${'A'.repeat(43)}`]) {
-      expect(await call(bad, '/v1/webhooks'), String(bad)).toMatchObject({ status: 401, body: { error: 'Unauthenticated' } });
+      expect(await call(bad, '/v1/webhooks'), String(bad)).toMatchObject({
+        status: 401,
+        body: { error: 'Unauthenticated' },
+      });
     }
     await revokeApiKey(us.pool, made.id, 'mia');
     await new Promise((resolve) => setTimeout(resolve, 1_100)); // its budget refills: the 401 is the revocation's
@@ -183,7 +237,10 @@ describe('the merchant API', () => {
     const [webhookId] = await webhooksOf(A);
     const asked = await fetch(`${api}/v1/webhooks/${webhookId}`, { headers: { authorization: `Bearer ${keyA}` } });
     const requestId = asked.headers.get('x-request-id')!;
-    const { rows } = await us.pool.query('SELECT subject, roles, verb, target, outcome, status FROM api_audit WHERE request_id = $1', [requestId]);
+    const { rows } = await us.pool.query(
+      'SELECT subject, roles, verb, target, outcome, status FROM api_audit WHERE request_id = $1',
+      [requestId],
+    );
     expect(rows[0]).toMatchObject({
       subject: `merchant:${merchant(A)}`,
       verb: 'merchant-api.webhooks.get',
@@ -208,9 +265,15 @@ describe('the merchant API', () => {
       { region: 'us', taskQueue: us.config.taskQueue },
       {
         webhookId: other!,
-        holdId: (await us.pool.query('SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1', [other])).rows[0].hold_id,
+        holdId: (await us.pool.query('SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1', [other])).rows[0]
+          .hold_id,
         merchantId: merchant(A),
-        claim: { resendId: asked.body.resendId as string, requestedBy: 'forger', reason: 'forged', merchantRequestId: requestId },
+        claim: {
+          resendId: asked.body.resendId as string,
+          requestedBy: 'forger',
+          reason: 'forged',
+          merchantRequestId: requestId,
+        },
       },
     );
     const result = (await us.client.workflow.getHandle(forged.workflowId).result()) as { status: string; why?: string };

@@ -1,5 +1,6 @@
 /**
- * Merchant endpoints managed from the ops CLI (docs/webhooks.md): onboarded, changed, paused, rotated and pinged against a
+ * Merchant endpoints managed from the ops CLI (docs/webhooks.md): onboarded, changed, paused, rotated and pinged
+ * against a
  * real ledger and a real HTTP receiver that verifies every request with the Standard Webhooks reference verifier.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,7 +8,15 @@ import { InvalidEndpointUrl } from '../../src/delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../../src/delivery/policy.js';
 import { InvalidMerchantSetting } from '../../src/errors.js';
 import { runOps } from '../../src/ops/cli.js';
-import { addMerchant, pauseMerchant, pingMerchant, resumeMerchant, rotateSigningSecret, setMerchant, showMerchant } from '../../src/ops/merchants.js';
+import {
+  addMerchant,
+  pauseMerchant,
+  pingMerchant,
+  resumeMerchant,
+  rotateSigningSecret,
+  setMerchant,
+  showMerchant,
+} from '../../src/ops/merchants.js';
 import { disableMerchant } from '../../src/sql/merchants.js';
 import { createMerchantBudget } from '../../src/sql/merchant-budget.js';
 import { localKeyRing, type SecretsAtRest } from '../../src/delivery/secret-box.js';
@@ -16,7 +25,12 @@ import { openHarness, type Harness, type TestRegion } from '../support/harness.j
 import { seedNight } from '../support/ledger.js';
 
 const DEV_RULES = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] };
-const PRODUCTION_RULES = { allowInsecureHttp: false, allowPrivateAddresses: false, trustedNetworks: [], allowedPorts: [443] };
+const PRODUCTION_RULES = {
+  allowInsecureHttp: false,
+  allowPrivateAddresses: false,
+  trustedNetworks: [],
+  allowedPorts: [443],
+};
 
 let harness: Harness;
 let us: TestRegion;
@@ -30,14 +44,17 @@ afterAll(async () => {
   await harness?.close();
 });
 
-const merchantCount = async () => Number((await us.pool.query<{ n: string }>('SELECT count(*) AS n FROM merchants')).rows[0]!.n);
+const merchantCount = async () =>
+  Number((await us.pool.query<{ n: string }>('SELECT count(*) AS n FROM merchants')).rows[0]!.n);
 
 /**
  * Asserts that a dump of the merchants table (every column of every row, as text) shows none of `handedOut` (the
  * whsec_ secrets handed to merchants): neither whole, nor their base64 key material, nor any whsec_ at all.
  */
 async function expectNoSecretInDump(handedOut: readonly string[]): Promise<void> {
-  const dump = (await us.pool.query<{ row: string }>('SELECT m::text AS row FROM merchants m')).rows.map((r) => r.row).join('\n');
+  const dump = (await us.pool.query<{ row: string }>('SELECT m::text AS row FROM merchants m')).rows
+    .map((r) => r.row)
+    .join('\n');
   expect(dump).toContain('sealed:v1:');
   expect(dump).not.toContain('whsec_');
   for (const secret of handedOut) {
@@ -75,7 +92,9 @@ describe('merchant add', () => {
     expect(JSON.stringify(await showMerchant(us.pool, id))).not.toContain(signingSecret.slice(6, 20));
     // Its rate-limit row exists (the budget every worker shares).
     expect((await us.pool.query('SELECT 1 FROM merchant_rate_limits WHERE merchant_id = $1', [id])).rowCount).toBe(1);
-    await expect(addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'again', endpointUrl: 'http://127.0.0.1:1/x' })).rejects.toMatchObject({
+    await expect(
+      addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'again', endpointUrl: 'http://127.0.0.1:1/x' }),
+    ).rejects.toMatchObject({
       code: 'MerchantExists',
     });
   });
@@ -83,12 +102,25 @@ describe('merchant add', () => {
   it('refuses bad input with a named error and writes nothing', async () => {
     const before = await merchantCount();
     const add = (overrides: Record<string, unknown>, rules = DEV_RULES) =>
-      addMerchant(us.pool, rules, secrets, { id: `m_${harness.id}_bad`, name: 'Bad', endpointUrl: 'https://merchant.example/hooks', ...overrides });
+      addMerchant(us.pool, rules, secrets, {
+        id: `m_${harness.id}_bad`,
+        name: 'Bad',
+        endpointUrl: 'https://merchant.example/hooks',
+        ...overrides,
+      });
     await expect(add({ endpointUrl: 'not a url' })).rejects.toBeInstanceOf(InvalidEndpointUrl);
-    await expect(add({ endpointUrl: 'http://merchant.example/hooks' }, PRODUCTION_RULES)).rejects.toThrow(/scheme http: is not allowed/);
-    await expect(add({ endpointUrl: 'https://10.0.0.7/hooks' }, PRODUCTION_RULES)).rejects.toThrow(/private, loopback or reserved/);
-    await expect(add({ endpointUrl: 'https://[2002:a9fe:a9fe::1]/hooks' }, PRODUCTION_RULES)).rejects.toThrow(/not global unicast/);
-    await expect(add({ endpointUrl: 'https://merchant.example:22/hooks' }, PRODUCTION_RULES)).rejects.toThrow(/port 22 is not allowed/);
+    await expect(add({ endpointUrl: 'http://merchant.example/hooks' }, PRODUCTION_RULES)).rejects.toThrow(
+      /scheme http: is not allowed/,
+    );
+    await expect(add({ endpointUrl: 'https://10.0.0.7/hooks' }, PRODUCTION_RULES)).rejects.toThrow(
+      /private, loopback or reserved/,
+    );
+    await expect(add({ endpointUrl: 'https://[2002:a9fe:a9fe::1]/hooks' }, PRODUCTION_RULES)).rejects.toThrow(
+      /not global unicast/,
+    );
+    await expect(add({ endpointUrl: 'https://merchant.example:22/hooks' }, PRODUCTION_RULES)).rejects.toThrow(
+      /port 22 is not allowed/,
+    );
     await expect(add({ endpointUrl: 'https://user:pw@merchant.example/' })).rejects.toThrow(/credentials/);
     await expect(add({ ratePerSecond: -5 })).rejects.toMatchObject({ name: 'InvalidMerchantSetting', setting: 'rate' });
     await expect(add({ ratePerSecond: Number.NaN })).rejects.toBeInstanceOf(InvalidMerchantSetting);
@@ -106,17 +138,31 @@ describe('merchant set, pause, resume', () => {
   it('changes only what is given, checked first; pause and resume move its status', async () => {
     const id = `m_${harness.id}_set`;
     await addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'Set Me', endpointUrl: 'https://merchant.example/a' });
-    expect(await setMerchant(us.pool, DEV_RULES, id, { ratePerSecond: 50 })).toMatchObject({ ratePerSecond: 50, burst: 1, name: 'Set Me' });
-    await expect(setMerchant(us.pool, PRODUCTION_RULES, id, { endpointUrl: 'https://127.0.0.1/x' })).rejects.toBeInstanceOf(InvalidEndpointUrl);
+    expect(await setMerchant(us.pool, DEV_RULES, id, { ratePerSecond: 50 })).toMatchObject({
+      ratePerSecond: 50,
+      burst: 1,
+      name: 'Set Me',
+    });
+    await expect(
+      setMerchant(us.pool, PRODUCTION_RULES, id, { endpointUrl: 'https://127.0.0.1/x' }),
+    ).rejects.toBeInstanceOf(InvalidEndpointUrl);
     await expect(setMerchant(us.pool, DEV_RULES, id, {})).rejects.toMatchObject({ setting: 'changes' });
-    await expect(setMerchant(us.pool, DEV_RULES, 'm_nobody', { burst: 2 })).rejects.toMatchObject({ code: 'MerchantNotFound' });
+    await expect(setMerchant(us.pool, DEV_RULES, 'm_nobody', { burst: 2 })).rejects.toMatchObject({
+      code: 'MerchantNotFound',
+    });
     expect((await showMerchant(us.pool, id)).endpointUrl).toBe('https://merchant.example/a');
 
     const paused = await pauseMerchant(us.pool, id, 'merchant asked: maintenance until 06:00');
-    expect(paused).toMatchObject({ changed: true, merchant: { status: 'paused', statusReason: 'merchant asked: maintenance until 06:00' } });
+    expect(paused).toMatchObject({
+      changed: true,
+      merchant: { status: 'paused', statusReason: 'merchant asked: maintenance until 06:00' },
+    });
     expect((await pauseMerchant(us.pool, id, 'again')).changed).toBe(false);
     await expect(pauseMerchant(us.pool, id, ' ')).rejects.toMatchObject({ setting: 'reason' });
-    expect(await resumeMerchant(us.pool, id)).toMatchObject({ changed: true, merchant: { status: 'active', statusReason: null } });
+    expect(await resumeMerchant(us.pool, id)).toMatchObject({
+      changed: true,
+      merchant: { status: 'active', statusReason: null },
+    });
     // A merchant disabled by a 410 Gone is re-enabled the same way.
     await disableMerchant(us.pool, id, '410 Gone on webhook wh_x');
     expect((await resumeMerchant(us.pool, id)).merchant.status).toBe('active');
@@ -126,18 +172,33 @@ describe('merchant set, pause, resume', () => {
 describe('merchant ping and rotate-secret', () => {
   it('pings with a signed event the reference verifier accepts, within the budget, and says what the policy would do', async () => {
     const id = `m_${harness.id}_ping`;
-    const { signingSecret } = await addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'Ping', endpointUrl: harness.merchants.endpointFor(id) });
-    harness.merchants.script(id, { secrets: [signingSecret], responses: [{ status: 204 }, { status: 503, body: 'down for a moment' }] });
+    const { signingSecret } = await addMerchant(us.pool, DEV_RULES, secrets, {
+      id,
+      name: 'Ping',
+      endpointUrl: harness.merchants.endpointFor(id),
+    });
+    harness.merchants.script(id, {
+      secrets: [signingSecret],
+      responses: [{ status: 204 }, { status: 503, body: 'down for a moment' }],
+    });
     const ok = await pingMerchant(us.pool, DEV_RULES, secrets, id);
     expect(ok).toMatchObject({ statusCode: 204, policyAction: 'delivered', signatures: 1 });
     const [received] = harness.merchants.requests(id);
     expect(received).toMatchObject({ verified: true, webhookId: ok.webhookId });
-    expect(JSON.parse(received!.body)).toMatchObject({ type: 'merchant.ping', data: { merchant_id: id, region: 'us' } });
+    expect(JSON.parse(received!.body)).toMatchObject({
+      type: 'merchant.ping',
+      data: { merchant_id: id, region: 'us' },
+    });
     // Nothing secret in what the operator sees.
     expect(JSON.stringify(ok)).not.toContain(signingSecret.slice(6));
 
     const down = await pingMerchant(us.pool, DEV_RULES, secrets, id);
-    expect(down).toMatchObject({ statusCode: 503, policyAction: 'retry', policyRule: '5xx', responseExcerpt: 'down for a moment' });
+    expect(down).toMatchObject({
+      statusCode: 503,
+      policyAction: 'retry',
+      policyRule: '5xx',
+      responseExcerpt: 'down for a moment',
+    });
     // The budget was used: the gate of the merchant's destination (its endpoint's origin) moved.
     const gate = await us.pool.query<{ moved: boolean }>(
       `SELECT b.gate_tat > '-infinity' AS moved FROM destination_budgets b JOIN merchants m ON m.endpoint_origin = b.origin WHERE m.id = $1`,
@@ -164,14 +225,23 @@ describe('merchant ping and rotate-secret', () => {
     const rotated = await rotateSigningSecret(us.pool, secrets, id, 3_600_000);
     // The current sealed value moved to previous as it was; the new one is sealed for this merchant too.
     expect(await sealedColumns()).toEqual({ current: expect.stringMatching(/^sealed:v1:test:/), previous: sealedOld });
-    expect(await secrets.sealer.open((await sealedColumns()).current, { region: 'us', merchantId: id })).toBe(rotated.signingSecret);
+    expect(await secrets.sealer.open((await sealedColumns()).current, { region: 'us', merchantId: id })).toBe(
+      rotated.signingSecret,
+    );
     expect(rotated.signingSecret).not.toBe(oldSecret);
-    expect(rotated.merchant).toMatchObject({ hasSigningSecret: true, hasPreviousSecret: true, previousSecretSignsUntil: rotated.previousSignsUntil });
+    expect(rotated.merchant).toMatchObject({
+      hasSigningSecret: true,
+      hasPreviousSecret: true,
+      previousSecretSignsUntil: rotated.previousSignsUntil,
+    });
     expect(Date.parse(rotated.previousSignsUntil) - Date.now()).toBeGreaterThan(3_500_000);
 
     // A receiver that still has only the old secret, and one that has only the new: both verify.
     harness.merchants.script(id, { secrets: [oldSecret] });
-    expect(await pingMerchant(us.pool, DEV_RULES, secrets, id)).toMatchObject({ signatures: 2, policyAction: 'delivered' });
+    expect(await pingMerchant(us.pool, DEV_RULES, secrets, id)).toMatchObject({
+      signatures: 2,
+      policyAction: 'delivered',
+    });
     harness.merchants.script(id, { secrets: [rotated.signingSecret] });
     expect(await pingMerchant(us.pool, DEV_RULES, secrets, id)).toMatchObject({ signatures: 2 });
     expect(harness.merchants.requests(id).map((r) => r.verified)).toEqual([true, true]);
@@ -194,11 +264,20 @@ describe('merchant ping and rotate-secret', () => {
 
   it('a secret sealed for another merchant does not open here: the ping fails with a named error, nothing is sent', async () => {
     const [a, b] = [`m_${harness.id}_copy_a`, `m_${harness.id}_copy_b`];
-    for (const id of [a, b]) await addMerchant(us.pool, DEV_RULES, secrets, { id, name: id, endpointUrl: harness.merchants.endpointFor(id) });
-    await us.pool.query('UPDATE merchants SET signing_secret = (SELECT signing_secret FROM merchants WHERE id = $1) WHERE id = $2', [a, b]);
+    for (const id of [a, b])
+      await addMerchant(us.pool, DEV_RULES, secrets, { id, name: id, endpointUrl: harness.merchants.endpointFor(id) });
+    await us.pool.query(
+      'UPDATE merchants SET signing_secret = (SELECT signing_secret FROM merchants WHERE id = $1) WHERE id = $2',
+      [a, b],
+    );
     const err = (await pingMerchant(us.pool, DEV_RULES, secrets, b).catch((e: unknown) => e)) as Error;
     expect(err).toMatchObject({ name: 'MissingSigningSecret', merchantId: b, problem: 'unopenable' });
-    expect(err.cause).toMatchObject({ name: 'SecretUnsealFailed', merchantId: b, keyId: 'test', problem: 'not_authentic' });
+    expect(err.cause).toMatchObject({
+      name: 'SecretUnsealFailed',
+      merchantId: b,
+      keyId: 'test',
+      problem: 'not_authentic',
+    });
     expect(err.message).toMatch(/does not open under key "test".*missing_secret/);
     expect(harness.merchants.requests(b)).toHaveLength(0);
   });
@@ -207,31 +286,52 @@ describe('merchant ping and rotate-secret', () => {
 describe('merchant secrets at rest', () => {
   it('no secret is readable in a dump of the table after merchant add, rotate-secret and seeding', async () => {
     const id = `m_${harness.id}_dump`;
-    const added = await addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'Dump', endpointUrl: 'https://merchant.example/dump' });
+    const added = await addMerchant(us.pool, DEV_RULES, secrets, {
+      id,
+      name: 'Dump',
+      endpointUrl: 'https://merchant.example/dump',
+    });
     const rotated = await rotateSigningSecret(us.pool, secrets, id, 3_600_000);
-    const night = await seedNight(us.pool, 'us', `${harness.id}dump`, { expired: 1, merchants: 3 }, harness.merchants, us.config.secretKeys);
+    const night = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}dump`,
+      { expired: 1, merchants: 3 },
+      harness.merchants,
+      us.config.secretKeys,
+    );
     const handedOut = [added.signingSecret, rotated.signingSecret, ...night.secrets.values()];
     await expectNoSecretInDump(handedOut);
     // Each stored value opens, with this region's ring and for its own merchant only, to what the merchant holds.
     const open = (sealed: string, merchantId: string) => secrets.sealer.open(sealed, { region: 'us', merchantId });
     const row = async (merchantId: string) =>
-      (await us.pool.query('SELECT signing_secret, previous_signing_secret FROM merchants WHERE id = $1', [merchantId])).rows[0];
+      (await us.pool.query('SELECT signing_secret, previous_signing_secret FROM merchants WHERE id = $1', [merchantId]))
+        .rows[0];
     expect(await open((await row(id)).signing_secret, id)).toBe(rotated.signingSecret);
     expect(await open((await row(id)).previous_signing_secret, id)).toBe(added.signingSecret);
-    for (const [merchantId, secret] of night.secrets) expect(await open((await row(merchantId)).signing_secret, merchantId)).toBe(secret);
-    await expect(open((await row(id)).signing_secret, night.merchantIds[0]!)).rejects.toMatchObject({ name: 'SecretUnsealFailed' });
-    await expect(localKeyRing(us.config.secretKeys).open((await row(id)).signing_secret, { region: 'eu', merchantId: id })).rejects.toMatchObject({
+    for (const [merchantId, secret] of night.secrets)
+      expect(await open((await row(merchantId)).signing_secret, merchantId)).toBe(secret);
+    await expect(open((await row(id)).signing_secret, night.merchantIds[0]!)).rejects.toMatchObject({
+      name: 'SecretUnsealFailed',
+    });
+    await expect(
+      localKeyRing(us.config.secretKeys).open((await row(id)).signing_secret, { region: 'eu', merchantId: id }),
+    ).rejects.toMatchObject({
       problem: 'not_authentic',
     });
   });
 
   it('the table refuses a secret in clear text, whoever writes it', async () => {
     const id = `m_${harness.id}_clear`;
-    await addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'Clear', endpointUrl: 'https://merchant.example/clear' });
+    await addMerchant(us.pool, DEV_RULES, secrets, {
+      id,
+      name: 'Clear',
+      endpointUrl: 'https://merchant.example/clear',
+    });
     for (const column of ['signing_secret', 'previous_signing_secret']) {
-      await expect(us.pool.query(`UPDATE merchants SET ${column} = $2 WHERE id = $1`, [id, 'whsec_' + 'A'.repeat(32)])).rejects.toThrow(
-        /merchants_signing_secrets_sealed/,
-      );
+      await expect(
+        us.pool.query(`UPDATE merchants SET ${column} = $2 WHERE id = $1`, [id, 'whsec_' + 'A'.repeat(32)]),
+      ).rejects.toThrow(/merchants_signing_secrets_sealed/);
     }
   });
 });
@@ -241,9 +341,20 @@ describe('merchant show: the budget', () => {
     const [a, b] = [`m_${harness.id}_bud_a`, `m_${harness.id}_bud_b`];
     const url = harness.merchants.endpointFor(a, { sharedOrigin: true });
     await addMerchant(us.pool, DEV_RULES, secrets, { id: a, name: a, endpointUrl: url, ratePerSecond: 10 });
-    await addMerchant(us.pool, DEV_RULES, secrets, { id: b, name: b, endpointUrl: url.replace(a, b), ratePerSecond: 4 });
+    await addMerchant(us.pool, DEV_RULES, secrets, {
+      id: b,
+      name: b,
+      endpointUrl: url.replace(a, b),
+      ratePerSecond: 4,
+    });
     const before = (await showMerchant(us.pool, a)).budget;
-    expect(before).toMatchObject({ destination: new URL(url).origin, destinationRatePerSecond: 4, pausedUntil: null, backlog: 0, drainSeconds: 0 });
+    expect(before).toMatchObject({
+      destination: new URL(url).origin,
+      destinationRatePerSecond: 4,
+      pausedUntil: null,
+      backlog: 0,
+      drainSeconds: 0,
+    });
     expect(before.sharedWith).toBeGreaterThanOrEqual(1);
     await createMerchantBudget(us.pool).pushBack(b, 60_000, 'HTTP 429 on wh_test');
     const after = (await showMerchant(us.pool, a)).budget;
@@ -266,16 +377,34 @@ describe('the CLI', () => {
       const id = `m_${harness.id}_cli`;
       const lines: string[] = [];
       const ops = (...args: string[]) => runOps(['merchant', ...args], (l) => lines.push(l));
-      expect(await ops('add', id, '--name', 'Cli Shop', '--url', harness.merchants.endpointFor(id), '--rate', '5', '--burst', '1', '--json')).toBe(0);
+      expect(
+        await ops(
+          'add',
+          id,
+          '--name',
+          'Cli Shop',
+          '--url',
+          harness.merchants.endpointFor(id),
+          '--rate',
+          '5',
+          '--burst',
+          '1',
+          '--json',
+        ),
+      ).toBe(0);
       const added = JSON.parse(lines.pop()!) as { signingSecret: string; merchant: { id: string } };
       expect(added.merchant.id).toBe(id);
       harness.merchants.script(id, { secrets: [added.signingSecret] });
 
       expect(await ops('ping', id)).toBe(0);
-      expect(lines.pop()).toMatch(/^ping ping_\S+ to http:\/\/127\.\d+\.\d+\.\d+:\d+\/webhooks\/\S+: HTTP 200 in \d+ ms \(signed with 1 key\(s\)/m);
+      expect(lines.pop()).toMatch(
+        /^ping ping_\S+ to http:\/\/127\.\d+\.\d+\.\d+:\d+\/webhooks\/\S+: HTTP 200 in \d+ ms \(signed with 1 key\(s\)/m,
+      );
       expect(await ops('rotate-secret', id, '--overlap', '2h')).toBe(0);
       const rotatedLine = lines.pop()!;
-      expect(rotatedLine).toMatch(/signing secret \(shown once.*\): whsec_\S+\nevery webhook is signed with both secrets until \d{4}-/);
+      expect(rotatedLine).toMatch(
+        /signing secret \(shown once.*\): whsec_\S+\nevery webhook is signed with both secrets until \d{4}-/,
+      );
       await expectNoSecretInDump([added.signingSecret, /(whsec_\S+)/.exec(rotatedLine)![1]!]);
       expect(await ops('ping', id, '--json')).toBe(0);
       expect(JSON.parse(lines.pop()!)).toMatchObject({ signatures: 2, statusCode: 200 });
@@ -288,10 +417,18 @@ describe('the CLI', () => {
 
       await expect(ops('set', id, '--rate', 'fast')).rejects.toThrow(/--rate="fast" is invalid/);
       // Node's parser reads "-5" as an option: a named error all the same, and the value itself is checked.
-      await expect(ops('set', id, '--rate', '-5')).rejects.toMatchObject({ name: 'ConfigError', message: expect.stringMatching(/--rate/) });
-      await expect(ops('set', id, '--rate=-5')).rejects.toMatchObject({ name: 'InvalidMerchantSetting', setting: 'rate' });
+      await expect(ops('set', id, '--rate', '-5')).rejects.toMatchObject({
+        name: 'ConfigError',
+        message: expect.stringMatching(/--rate/),
+      });
+      await expect(ops('set', id, '--rate=-5')).rejects.toMatchObject({
+        name: 'InvalidMerchantSetting',
+        setting: 'rate',
+      });
       await expect(ops('set', id, '--policy', '{oops')).rejects.toThrow(/--policy/);
-      await expect(ops('add', `${id}_2`, '--name', 'x', '--url', 'ftp://merchant.example/')).rejects.toThrow(/scheme ftp: is not allowed/);
+      await expect(ops('add', `${id}_2`, '--name', 'x', '--url', 'ftp://merchant.example/')).rejects.toThrow(
+        /scheme ftp: is not allowed/,
+      );
       await expect(ops('rotate-secret', id, '--overlap', 'a while')).rejects.toThrow(/--overlap/);
       await expect(ops('show', 'm_nobody')).rejects.toMatchObject({ code: 'MerchantNotFound' });
       await expect(ops('frobnicate', id)).rejects.toThrow(/one of add, show, set/);

@@ -33,15 +33,23 @@ let receiver: ReceiverProcess;
 
 beforeAll(async () => {
   // The build (tsc, then webpack for the bundle) and, on a machine's first run, the download, side by side.
-  [node24] = await Promise.all([resolveNode24(loadDevConfig().cacheDir), run('npm', ['run', 'build'], { cwd: REPO, timeout: 300_000 })]);
+  [node24] = await Promise.all([
+    resolveNode24(loadDevConfig().cacheDir),
+    run('npm', ['run', 'build'], { cwd: REPO, timeout: 300_000 }),
+  ]);
   harness = await openHarness();
   us = await harness.region('us');
-  workers = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, path.join(REPO, 'dist/workflow-bundle.js')), {
-    nodeBinary: node24,
-    entry: path.join(REPO, 'dist/bin/worker.js'),
-    // Its own deployment: the compiled bundle is another build, and must not become the current one of the shared namespace's.
-    extraEnv: () => ({ WORKER_DEPLOYMENT_NAME: `t-${harness.id}-node24` }),
-  });
+  workers = await startWorkerProcesses(
+    1,
+    workerEnvironment([us.config], harness.address, path.join(REPO, 'dist/workflow-bundle.js')),
+    {
+      nodeBinary: node24,
+      entry: path.join(REPO, 'dist/bin/worker.js'),
+      // Its own deployment: the compiled bundle is another build, and must not become the current one of the shared
+      // namespace's.
+      extraEnv: () => ({ WORKER_DEPLOYMENT_NAME: `t-${harness.id}-node24` }),
+    },
+  );
   receiver = await startReceiverProcess({
     region: us.config,
     databaseUrl: us.databaseUrl,
@@ -64,7 +72,13 @@ it('a night under Node 24, compiled: expired holds released, webhooks delivered 
   expect(workers.output()[0]).toContain(`"node":"v${NODE24_VERSION}"`);
   expect(process.version).not.toBe(`v${NODE24_VERSION}`);
 
-  const night = await seedNight(us.pool, 'us', `${harness.id}n`, { expired: 8, future: 1, merchants: 2 }, harness.merchants);
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}n`,
+    { expired: 8, future: 1, merchants: 2 },
+    harness.merchants,
+  );
   // The processor captures the hold that has not expired yet, through the compiled receiver.
   const captured = night.future[0]!;
   const processor = new FakeProcessor(receiver.url, PROCESSOR_SECRET);
@@ -84,12 +98,15 @@ it('a night under Node 24, compiled: expired holds released, webhooks delivered 
   });
   // A webhook for each release and one for the capture.
   await waitUntil(
-    async () => (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'delivered'`)).rows[0].n === 9,
+    async () =>
+      (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'delivered'`)).rows[0]
+        .n === 9,
     'every webhook of the night is delivered',
   );
 
   const states = await holdStates(us.pool);
-  for (const hold of night.expired) expect(states.get(hold.id), hold.id).toEqual({ state: 'released', rejectCode: null });
+  for (const hold of night.expired)
+    expect(states.get(hold.id), hold.id).toEqual({ state: 'released', rejectCode: null });
   const { rows: events } = await us.pool.query<{ outcome: string | null; applied: boolean }>(
     'SELECT outcome, applied_at IS NOT NULL AS applied FROM processor_events WHERE hold_id = $1',
     [captured.id],

@@ -11,7 +11,14 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
-import { CONFIG_VARIABLES, ENTRY_POINTS, loadApiConfig, loadConfig, loadMerchantApiConfig, loadProcessorConfig } from '../../src/config.js';
+import {
+  CONFIG_VARIABLES,
+  ENTRY_POINTS,
+  loadApiConfig,
+  loadConfig,
+  loadMerchantApiConfig,
+  loadProcessorConfig,
+} from '../../src/config.js';
 import { SERVICE_ROLES } from '../../src/db/roles.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
 import { writeComposeCredentials } from '../../dev/credentials.js';
@@ -32,9 +39,13 @@ const REPO = path.resolve(import.meta.dirname, '../..');
 const roleIn = (url: string) => decodeURIComponent(/^postgres(?:ql)?:\/\/([^:@/]+)/.exec(url)![1]!);
 /** The `permissions` claim of a JWT (its payload, not checked: the cluster checks it). */
 const permissionsIn = (token: string) =>
-  (JSON.parse(Buffer.from(token.trim().split('.')[1]!, 'base64url').toString()) as { permissions: string[] }).permissions;
+  (JSON.parse(Buffer.from(token.trim().split('.')[1]!, 'base64url').toString()) as { permissions: string[] })
+    .permissions;
 const read = (file: string) => fs.readFile(new URL(`../../${file}`, import.meta.url), 'utf8');
-/** The source `npm run build` compiles `dist/<X>.js` from (tsconfig.build.json: rootDir src, outDir dist); undefined for any other path. */
+/**
+ * The source `npm run build` compiles `dist/<X>.js` from (tsconfig.build.json: rootDir src, outDir dist); undefined for
+ * any other path.
+ */
 function sourceOf(compiled: string): string | undefined {
   const module = /^dist\/(.+)\.js$/.exec(compiled)?.[1];
   return module === undefined ? undefined : `src/${module}.ts`;
@@ -63,16 +74,27 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     us = await harness.region('us');
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    worker = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), {
-      // Per-merchant labels on: the assertions below name merchants (the default, "all", is case 10's test).
-      extraEnv: () => ({ METRICS_ADDRESS: `127.0.0.1:${port}`, METRICS_GAUGE_INTERVAL: '200ms', METRICS_MERCHANT_LABEL: 'per-merchant' }),
-    });
+    worker = await startWorkerProcesses(
+      1,
+      workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
+      {
+        // Per-merchant labels on: the assertions below name merchants (the default, "all", is case 10's test).
+        extraEnv: () => ({
+          METRICS_ADDRESS: `127.0.0.1:${port}`,
+          METRICS_GAUGE_INTERVAL: '200ms',
+          METRICS_MERCHANT_LABEL: 'per-merchant',
+        }),
+      },
+    );
     // A small night with faults: merchant 0 rejects (400), merchant 1 answers 429 once, merchant 2 hangs.
     night = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 12, merchants: 4 }, harness.merchants);
     const [m0, m1, m2] = night.merchantIds as [string, string, string];
     const secrets = (m: string) => [night.secrets.get(m)!];
     harness.merchants.script(m0, { secrets: secrets(m0), responses: [{ status: 400 }] });
-    harness.merchants.script(m1, { secrets: secrets(m1), responses: [{ status: 429, retryAfter: '1' }, { status: 200 }] });
+    harness.merchants.script(m1, {
+      secrets: secrets(m1),
+      responses: [{ status: 429, retryAfter: '1' }, { status: 200 }],
+    });
     harness.merchants.script(m2, { secrets: secrets(m2), responses: [{ hang: true }] });
     // The longest attempt a policy may set (30 s): the hanging merchant's webhooks stay pending through the file.
     await us.pool.query(`UPDATE merchants SET delivery_policy = '{"attemptTimeoutMs": 30000}' WHERE id = $1`, [m2]);
@@ -83,7 +105,9 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     });
     // Settled except for the hanging merchant's three, which stay pending.
     await waitUntil(
-      async () => (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status <> 'pending'`)).rows[0].n === 9,
+      async () =>
+        (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status <> 'pending'`)).rows[0]
+          .n === 9,
       "every webhook but the hanging merchant's is delivered or quarantined",
     );
   });
@@ -98,7 +122,11 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     );
     expect(rows).toEqual([{ reason: 'rejected', n: 3 }]);
     // Gauges are re-read every 200 ms here: wait for the reading that follows the last change.
-    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' }), { timeout: 10_000 }).toBe(3);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' }), {
+        timeout: 10_000,
+      })
+      .toBe(3);
     const text = await scrape();
     expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'rejected' })).toBe(3);
     expect(metricValue(text, 'hold_sweeper_quarantine_depth', { region: 'us', reason: 'exhausted' })).toBe(0);
@@ -108,10 +136,15 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     const byCode = new Map(attempts.rows.map((r) => [r.status_code, r.n]));
     expect(metricValue(text, 'hold_sweeper_webhook_attempts_total', { status_class: '2xx' })).toBe(byCode.get(200));
     expect(metricValue(text, 'hold_sweeper_webhook_attempts_total', { status_class: '4xx' })).toBe(byCode.get(400));
-    expect(metricValue(text, 'hold_sweeper_webhook_attempts_total', { status_class: '429', merchant_id: night.merchantIds[1]! })).toBe(
+    expect(
+      metricValue(text, 'hold_sweeper_webhook_attempts_total', {
+        status_class: '429',
+        merchant_id: night.merchantIds[1]!,
+      }),
+    ).toBe(byCode.get(429));
+    expect(metricValue(text, 'hold_sweeper_retry_after_honoured_total', { merchant_id: night.merchantIds[1]! })).toBe(
       byCode.get(429),
     );
-    expect(metricValue(text, 'hold_sweeper_retry_after_honoured_total', { merchant_id: night.merchantIds[1]! })).toBe(byCode.get(429));
     expect(metricValue(text, 'hold_sweeper_oldest_unreleased_hold_age_seconds', { region: 'us' })).toBe(0);
     // The SDK's own metrics share the endpoint.
     expect(text).toMatch(/^temporal_\w+/m);
@@ -122,28 +155,41 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     // (The SDK's own temporal_local_activity_total comes out as ..._total_total: its name, not ours.)
     expect(counters.filter((c) => c.startsWith('hold_sweeper_') && c.endsWith('_total_total'))).toEqual([]);
     expect(text).toMatch(/^temporal_workflow_task_schedule_to_start_latency_seconds_bucket\{/m);
-    expect(metricValue(text, 'hold_sweeper_webhook_attempt_duration_seconds_count')).toBe(attempts.rows.reduce((n, r) => n + r.n, 0));
-    const released = (await us.pool.query<{ n: number }>(`SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'released'`)).rows[0]!.n;
+    expect(metricValue(text, 'hold_sweeper_webhook_attempt_duration_seconds_count')).toBe(
+      attempts.rows.reduce((n, r) => n + r.n, 0),
+    );
+    const released = (
+      await us.pool.query<{ n: number }>(`SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'released'`)
+    ).rows[0]!.n;
     expect(metricValue(text, 'hold_sweeper_release_lag_seconds_count', { region: 'us' })).toBe(released);
     expect(text).toMatch(/^hold_sweeper_release_lag_seconds_bucket\{[^}]*le="2700"/m);
   });
 
   it('a quarantine older than QUARANTINE_PAGE_AFTER (1 h by default) is counted where its page looks, with the oldest age', async () => {
     const quarantined = (
-      await us.pool.query<{ webhook_id: string }>(`SELECT webhook_id FROM webhook_deliveries WHERE status = 'quarantined' ORDER BY webhook_id`)
+      await us.pool.query<{ webhook_id: string }>(
+        `SELECT webhook_id FROM webhook_deliveries WHERE status = 'quarantined' ORDER BY webhook_id`,
+      )
     ).rows.map((r) => r.webhook_id);
     expect(quarantined).toHaveLength(3);
     // Fresh quarantines page nobody yet.
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_quarantines_past_page_age', { region: 'us' }), { timeout: 10_000 })
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_quarantines_past_page_age', { region: 'us' }), {
+        timeout: 10_000,
+      })
       .toBe(0);
-    expect(metricValue(await scrape(), 'hold_sweeper_oldest_quarantine_age_seconds', { region: 'us' })).toBeLessThan(3600);
+    expect(metricValue(await scrape(), 'hold_sweeper_oldest_quarantine_age_seconds', { region: 'us' })).toBeLessThan(
+      3600,
+    );
     // Two of them quarantined two hours ago, as if nobody had looked since (the third stays fresh).
-    await us.pool.query(`UPDATE webhook_deliveries SET quarantined_at = now() - interval '2 hours' WHERE webhook_id = ANY($1::text[])`, [
-      quarantined.slice(0, 2),
-    ]);
+    await us.pool.query(
+      `UPDATE webhook_deliveries SET quarantined_at = now() - interval '2 hours' WHERE webhook_id = ANY($1::text[])`,
+      [quarantined.slice(0, 2)],
+    );
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_quarantines_past_page_age', { region: 'us' }), { timeout: 10_000 })
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_quarantines_past_page_age', { region: 'us' }), {
+        timeout: 10_000,
+      })
       .toBe(2);
     const text = await scrape();
     expect(metricValue(text, 'hold_sweeper_quarantine_page_after_seconds', { region: 'us' })).toBe(3600);
@@ -168,9 +214,13 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       `INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ('evt_obs_late', 'h_obs', 'hold.captured for an unknown hold')`,
     );
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_oldest_unapplied_processor_event_age_seconds', { region: 'us' }), {
-        timeout: 10_000,
-      })
+      .poll(
+        async () =>
+          metricValue(await scrape(), 'hold_sweeper_oldest_unapplied_processor_event_age_seconds', { region: 'us' }),
+        {
+          timeout: 10_000,
+        },
+      )
       .toBeGreaterThan(40 * 60 - 5);
     const text = await scrape();
     expect(metricValue(text, 'hold_sweeper_open_ledger_reviews', { region: 'us' })).toBe(1);
@@ -186,7 +236,10 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     try {
       await expect
         .poll(
-          async () => metricValue(await scrape(), 'temporal_workflow_task_execution_failed_total', { workflow_type: 'workflowFromAnotherRelease' }),
+          async () =>
+            metricValue(await scrape(), 'temporal_workflow_task_execution_failed_total', {
+              workflow_type: 'workflowFromAnotherRelease',
+            }),
           {
             timeout: 30_000,
           },
@@ -214,16 +267,25 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
   });
 
   it('case 4, no completed sweep: the worker exports the age of the region’s last completed sweep and the interval the alert compares it with', async () => {
-    // The sweep in beforeAll completed and recorded itself in sweep_runs moments ago; the workers run with a 24 h interval.
+    // The sweep in beforeAll completed and recorded itself in sweep_runs moments ago; the workers run with a 24 h
+    // interval.
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
+      .poll(
+        async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }),
+        { timeout: 10_000 },
+      )
       .toBeLessThan(600);
     expect(metricValue(await scrape(), 'hold_sweeper_sweep_interval_seconds', { region: 'us' })).toBe(86_400);
 
     // Backdated, as if the schedule had been blocked for three days: past 2 × the interval, the alert's threshold.
-    await us.pool.query(`UPDATE sweep_runs SET finished_at = finished_at - interval '3 days', cutoff = cutoff - interval '3 days'`);
+    await us.pool.query(
+      `UPDATE sweep_runs SET finished_at = finished_at - interval '3 days', cutoff = cutoff - interval '3 days'`,
+    );
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
+      .poll(
+        async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }),
+        { timeout: 10_000 },
+      )
       .toBeGreaterThan(3 * 86_400);
     const text = await scrape();
     const age = metricValue(text, 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' })!;
@@ -234,16 +296,24 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     await us.pool.query('DELETE FROM sweep_runs');
     await us.pool.query(`UPDATE schema_migrations SET applied_at = now() - interval '2 hours'`);
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }), { timeout: 10_000 })
+      .poll(
+        async () => metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }),
+        { timeout: 10_000 },
+      )
       .toBeLessThan(86_400);
-    expect(metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' })).toBeGreaterThanOrEqual(7200);
+    expect(
+      metricValue(await scrape(), 'hold_sweeper_last_completed_sweep_age_seconds', { region: 'us' }),
+    ).toBeGreaterThanOrEqual(7200);
   });
 
   it('what the last outbox reconcile could not fix is exported, whichever worker ran it (the ledger holds it)', async () => {
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), { timeout: 10_000 })
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), {
+        timeout: 10_000,
+      })
       .toBe(0);
-    // As the reconciler's activity records a run (src/sql/outbox.ts): two it could not start again, then one that could.
+    // As the reconciler's activity records a run (src/sql/outbox.ts): two it could not start again, then one that
+    // could.
     const details = {
       restarted: [],
       unfixable: [
@@ -252,9 +322,18 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       ],
       truncated: false,
     };
-    await recordReconciliation(us.pool, { graceMs: 600_000, checked: 5, running: 3, restarted: 0, unfixable: 2, details });
+    await recordReconciliation(us.pool, {
+      graceMs: 600_000,
+      checked: 5,
+      running: 3,
+      restarted: 0,
+      unfixable: 2,
+      details,
+    });
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), { timeout: 10_000 })
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), {
+        timeout: 10_000,
+      })
       .toBe(2);
     await recordReconciliation(us.pool, {
       graceMs: 600_000,
@@ -265,17 +344,25 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       details: { ...details, unfixable: [] },
     });
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), { timeout: 10_000 })
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_outbox_unfixable_webhooks', { region: 'us' }), {
+        timeout: 10_000,
+      })
       .toBe(0);
   });
 
   it('a pause of every send in the region (ops sends pause) is exported while it lasts', async () => {
     const ops = { region: us.config, pool: us.pool, client: us.client };
-    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(0);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 })
+      .toBe(0);
     await pauseSends(ops, 'Alice', 'observability test');
-    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(1);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 })
+      .toBe(1);
     await resumeSends(ops, 'Bob', 'observability test over');
-    await expect.poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 }).toBe(0);
+    await expect
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_sends_paused', { region: 'us' }), { timeout: 10_000 })
+      .toBe(0);
   });
 
   it('requests per webhook over the last 15 minutes (first policy runs) are exported beside the ratio that alerts', async () => {
@@ -287,11 +374,16 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     // This night's faulty merchants (503s, a 429) took more than one request for some webhooks.
     expect(requests).toBeGreaterThan(webhooks);
     await expect
-      .poll(async () => metricValue(await scrape(), 'hold_sweeper_webhook_requests_15m', { region: 'us' }), { timeout: 10_000 })
+      .poll(async () => metricValue(await scrape(), 'hold_sweeper_webhook_requests_15m', { region: 'us' }), {
+        timeout: 10_000,
+      })
       .toBe(requests);
     const metrics = await scrape();
     expect(metricValue(metrics, 'hold_sweeper_webhooks_sent_15m', { region: 'us' })).toBe(webhooks);
-    expect(metricValue(metrics, 'hold_sweeper_requests_per_webhook', { region: 'us' })).toBeCloseTo(requests / webhooks, 6);
+    expect(metricValue(metrics, 'hold_sweeper_requests_per_webhook', { region: 'us' })).toBeCloseTo(
+      requests / webhooks,
+      6,
+    );
     expect(metricValue(metrics, 'hold_sweeper_requests_per_webhook_alert_above', { region: 'us' })).toBe(1.5);
   });
 
@@ -302,10 +394,21 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const delivered = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'delivered' LIMIT 1`)).rows[0]!
-      .hold_id;
+    const delivered = (
+      await us.pool.query<{ hold_id: string }>(
+        `SELECT hold_id FROM webhook_deliveries WHERE status = 'delivered' LIMIT 1`,
+      )
+    ).rows[0]!.hold_id;
     const story = lines.filter((l) => l.holdId === delivered).map((l) => l.msg);
-    expect(story).toEqual(expect.arrayContaining(['hold workflow started', 'hold released', 'hold release', 'webhook attempt', 'webhook delivered']));
+    expect(story).toEqual(
+      expect.arrayContaining([
+        'hold workflow started',
+        'hold released',
+        'hold release',
+        'webhook attempt',
+        'webhook delivered',
+      ]),
+    );
     const ofOne = lines.filter((l) => l.holdId === delivered);
     expect(ofOne.find((l) => l.msg === 'webhook attempt')).toMatchObject({
       region: 'us',
@@ -313,9 +416,14 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       attemptNumber: 1,
       workflowId: expect.any(String),
     });
-    const quarantinedHold = (await us.pool.query<{ hold_id: string }>(`SELECT hold_id FROM webhook_deliveries WHERE status = 'quarantined' LIMIT 1`))
-      .rows[0]!.hold_id;
-    expect(lines.filter((l) => l.holdId === quarantinedHold).map((l) => l.msg)).toContain('webhook quarantined: waiting for a human');
+    const quarantinedHold = (
+      await us.pool.query<{ hold_id: string }>(
+        `SELECT hold_id FROM webhook_deliveries WHERE status = 'quarantined' LIMIT 1`,
+      )
+    ).rows[0]!.hold_id;
+    expect(lines.filter((l) => l.holdId === quarantinedHold).map((l) => l.msg)).toContain(
+      'webhook quarantined: waiting for a human',
+    );
     const all = worker.output().join('');
     for (const secret of night.secrets.values()) expect(all).not.toContain(secret.replace(/^whsec_/, ''));
   });
@@ -323,7 +431,9 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
 
 describe('deployment files', () => {
   it('docker-compose.yml: every dependency exists, the worker image runs a real entry point with variables the config loader reads', async () => {
-    const compose = parse(await read('docker-compose.yml'), { merge: true }) as { services: Record<string, Record<string, unknown>> };
+    const compose = parse(await read('docker-compose.yml'), { merge: true }) as {
+      services: Record<string, Record<string, unknown>>;
+    };
     const services = compose.services;
     // The files `npm run credentials` writes, where compose mounts them: each service's /run/secrets/temporal/* is
     // read from here, so its configuration loads as it would in its container (certificates and all).
@@ -331,7 +441,9 @@ describe('deployment files', () => {
     await writeComposeCredentials(secrets, 1);
     const inContainer = (service: Record<string, unknown>, env: Record<string, string>) => {
       const mounts = new Map(
-        ((service.volumes as string[] | undefined) ?? []).map((v) => v.split(':')).map(([host, container]) => [container!, host!] as const),
+        ((service.volumes as string[] | undefined) ?? [])
+          .map((v) => v.split(':'))
+          .map(([host, container]) => [container!, host!] as const),
       );
       return Object.fromEntries(
         Object.entries(env).map(([k, v]) => {
@@ -348,7 +460,10 @@ describe('deployment files', () => {
         // Compiled JavaScript the build makes from a source that exists.
         const command = (service.command as string[]).at(-1)!;
         expect(sourceOf(command), `${name} runs ${command}`).toBeDefined();
-        await expect(fs.access(path.join(REPO, sourceOf(command)!)), `${name} runs ${command}`).resolves.toBeUndefined();
+        await expect(
+          fs.access(path.join(REPO, sourceOf(command)!)),
+          `${name} runs ${command}`,
+        ).resolves.toBeUndefined();
       }
       for (const dependency of Object.keys((service.depends_on as Record<string, unknown>) ?? {})) {
         expect(Object.keys(services), `${name} depends on ${dependency}`).toContain(dependency);
@@ -378,14 +493,20 @@ describe('deployment files', () => {
       expect(config).toMatchObject({ mode: 'production', regions: [{ region, namespace: `hold-sweeper-${region}` }] });
       expect(roleIn(config.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.worker);
       // Locked: the cluster's CA and name, the worker's own certificate, and a token file granting its region's write.
-      expect(config.regions[0]!.temporal).toMatchObject({ address: 'temporal:7233', tls: { serverNameOverride: 'temporal.hold.internal' } });
+      expect(config.regions[0]!.temporal).toMatchObject({
+        address: 'temporal:7233',
+        tls: { serverNameOverride: 'temporal.hold.internal' },
+      });
       const tls = config.regions[0]!.temporal!.tls as { clientCertPair?: { crt: Buffer } };
       expect(new X509Certificate(tls.clientCertPair!.crt).subject).toContain(`worker-${region}.clients.hold.internal`);
-      expect(permissionsIn(await fs.readFile(config.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
+      expect(permissionsIn(await fs.readFile(config.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([
+        `hold-sweeper-${region}:write`,
+      ]);
       expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
       expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
 
-      // The region's processor-event receiver: the same image, its own entry point, a configuration both loaders accept.
+      // The region's processor-event receiver: the same image, its own entry point, a configuration both loaders
+      // accept.
       const receiver = services[`receiver-${region}`]!;
       expect(receiver.command).toEqual(['node', 'dist/bin/receiver.js']);
       const secret = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
@@ -398,14 +519,21 @@ describe('deployment files', () => {
           ]),
         ),
       );
-      for (const variable of Object.keys(receiverEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
+      for (const variable of Object.keys(receiverEnv))
+        expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
       const receiverConfig = loadConfig(receiverEnv, ENTRY_POINTS.receiver);
       expect(receiverConfig.regions.map((r) => r.region)).toEqual([region]);
       // Its own role, and no key to the merchants' secrets (it may not read them).
       expect(roleIn(receiverConfig.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.receiver);
       expect(Object.keys(receiverEnv).filter((k) => k.startsWith('MERCHANT_SECRET_KEYS'))).toEqual([]);
-      expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({ host: '0.0.0.0', port: 8090, gapWaitMs: 15 * 60_000 });
-      expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
+      expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({
+        host: '0.0.0.0',
+        port: 8090,
+        gapWaitMs: 15 * 60_000,
+      });
+      expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([
+        `hold-sweeper-${region}:write`,
+      ]);
 
       // The region's admin API: the operators' role and the region's keys, its own Temporal identity, an https issuer.
       const substituted = (service: Record<string, unknown>) =>
@@ -414,7 +542,9 @@ describe('deployment files', () => {
           Object.fromEntries(
             Object.entries(service.environment as Record<string, string>).map(([k, v]) => [
               k,
-              v.replace(/^\$\{API_OIDC_ISSUER:\?[^}]*\}$/, 'https://login.example.com').replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key),
+              v
+                .replace(/^\$\{API_OIDC_ISSUER:\?[^}]*\}$/, 'https://login.example.com')
+                .replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, key),
             ]),
           ),
         );
@@ -424,19 +554,34 @@ describe('deployment files', () => {
       for (const variable of Object.keys(apiEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
       const apiConfig = loadConfig(apiEnv, ENTRY_POINTS.api);
       expect(roleIn(apiConfig.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.ops);
-      expect(loadApiConfig(apiEnv, apiConfig)).toMatchObject({ region, port: 8443, issuer: 'https://login.example.com', behindTlsProxy: true });
-      expect(permissionsIn(await fs.readFile(apiConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([`hold-sweeper-${region}:write`]);
+      expect(loadApiConfig(apiEnv, apiConfig)).toMatchObject({
+        region,
+        port: 8443,
+        issuer: 'https://login.example.com',
+        behindTlsProxy: true,
+      });
+      expect(permissionsIn(await fs.readFile(apiConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([
+        `hold-sweeper-${region}:write`,
+      ]);
       // The region's merchant API: its own role, and nothing else: no Temporal, no payload or merchant-secret key.
       const merchantApi = services[`merchant-api-${region}`]!;
       expect(merchantApi.command).toEqual(['node', 'dist/bin/merchant-api.js']);
       const merchantEnv = substituted(merchantApi);
-      for (const variable of Object.keys(merchantEnv)) expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
+      for (const variable of Object.keys(merchantEnv))
+        expect(CONFIG_VARIABLES as readonly string[]).toContain(variable);
       const merchantConfig = loadConfig(merchantEnv, ENTRY_POINTS['merchant-api']);
       expect(roleIn(merchantConfig.regions[0]!.databaseUrl!)).toBe(SERVICE_ROLES.merchantApi);
-      expect(Object.keys(merchantEnv).filter((k) => /^(TEMPORAL_|PAYLOAD_KEYS|MERCHANT_SECRET_KEYS)/.test(k))).toEqual([]);
-      expect(loadMerchantApiConfig(merchantEnv, merchantConfig)).toMatchObject({ region, port: 8444, behindTlsProxy: true });
+      expect(Object.keys(merchantEnv).filter((k) => /^(TEMPORAL_|PAYLOAD_KEYS|MERCHANT_SECRET_KEYS)/.test(k))).toEqual(
+        [],
+      );
+      expect(loadMerchantApiConfig(merchantEnv, merchantConfig)).toMatchObject({
+        region,
+        port: 8444,
+        behindTlsProxy: true,
+      });
     }
-    // The codec endpoint calls neither the ledger nor Temporal: it holds none of their credentials, nor the merchant-secret
+    // The codec endpoint calls neither the ledger nor Temporal: it holds none of their credentials, nor the
+    // merchant-secret
     // key ring (src/bin/codec-server.ts).
     const codec = services.codec!;
     const codecEnv = inContainer(
@@ -444,7 +589,9 @@ describe('deployment files', () => {
       Object.fromEntries(
         Object.entries(codec.environment as Record<string, string>).map(([k, v]) => [
           k,
-          v.replace(/^\$\{API_OIDC_ISSUER:\?[^}]*\}$/, 'https://login.example.com').replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, 'x'),
+          v
+            .replace(/^\$\{API_OIDC_ISSUER:\?[^}]*\}$/, 'https://login.example.com')
+            .replace(/^\$\{[A-Z_]+:\?[^}]*\}$/, 'x'),
         ]),
       ),
     );
@@ -458,16 +605,21 @@ describe('deployment files', () => {
         ENTRY_POINTS.codec,
       ),
     ).not.toThrow();
-    expect(Object.keys(codec.environment as Record<string, string>).filter((k) => /^(MERCHANT_SECRET_KEYS|DATABASE_URL|TEMPORAL_)/.test(k))).toEqual(
-      [],
-    );
-    // The migrator owns the schema (ledger-init.sh makes it the databases' owner) and the operators' CLI has its own role;
+    expect(
+      Object.keys(codec.environment as Record<string, string>).filter((k) =>
+        /^(MERCHANT_SECRET_KEYS|DATABASE_URL|TEMPORAL_)/.test(k),
+      ),
+    ).toEqual([]);
+    // The migrator owns the schema (ledger-init.sh makes it the databases' owner) and the operators' CLI has its own
+    // role;
     // nothing of the product connects as the database's superuser.
     for (const [name, role] of [
       ['ledger-migrate', SERVICE_ROLES.migrator],
       ['ops', SERVICE_ROLES.ops],
     ] as const) {
-      const urls = Object.entries(services[name]!.environment as Record<string, string>).filter(([k]) => k.startsWith('DATABASE_URL_'));
+      const urls = Object.entries(services[name]!.environment as Record<string, string>).filter(([k]) =>
+        k.startsWith('DATABASE_URL_'),
+      );
       expect(
         urls.map(([, url]) => roleIn(url)),
         name,
@@ -475,31 +627,42 @@ describe('deployment files', () => {
     }
     expect(services['ledger-migrate']!.command).toEqual(['node', 'dist/bin/migrate.js']);
     for (const [name, service] of Object.entries(services)) {
-      for (const [variable, value] of Object.entries((service.environment as Record<string, string> | undefined) ?? {})) {
-        if (variable.startsWith('DATABASE_URL_')) expect(Object.values(SERVICE_ROLES), `${name} ${variable}`).toContain(roleIn(value));
+      for (const [variable, value] of Object.entries(
+        (service.environment as Record<string, string> | undefined) ?? {},
+      )) {
+        if (variable.startsWith('DATABASE_URL_'))
+          expect(Object.values(SERVICE_ROLES), `${name} ${variable}`).toContain(roleIn(value));
       }
     }
     const init = await read('deploy/ledger-init.sh');
     for (const role of Object.values(SERVICE_ROLES)) expect(init).toContain(`CREATE ROLE ${role} LOGIN`);
     expect(init).toContain('OWNER hold_sweeper_migrator');
-    expect(services['ledger-db']!.volumes).toContain('./deploy/ledger-init.sh:/docker-entrypoint-initdb.d/ledger-init.sh:ro');
+    expect(services['ledger-db']!.volumes).toContain(
+      './deploy/ledger-init.sh:/docker-entrypoint-initdb.d/ledger-init.sh:ro',
+    );
     // Nothing is published beyond this machine: whatever reaches a port from outside is decided in front of it.
     for (const [name, service] of Object.entries(services)) {
-      for (const port of (service.ports as string[] | undefined) ?? []) expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
+      for (const port of (service.ports as string[] | undefined) ?? [])
+        expect(port, name).toMatch(/^127\.0\.0\.1:\d+:\d+$/);
     }
     await fs.rm(secrets, { recursive: true, force: true });
   });
 
   it('docker-compose.yml runs the Temporal that dev/temporal-cluster.ts runs: same version, server build, config files and setup scripts, locked', async () => {
-    const compose = parse(await read('docker-compose.yml'), { merge: true }) as { services: Record<string, Record<string, unknown>> };
+    const compose = parse(await read('docker-compose.yml'), { merge: true }) as {
+      services: Record<string, Record<string, unknown>>;
+    };
     const services = compose.services;
     const version = await temporalServerVersion();
     // The server is deploy/temporal/server built against that version, on the official image of that version.
     expect(services.temporal!.build).toBe('./deploy/temporal/server');
     expect(services.temporal!.image).toBe(`hold-sweeper-temporal:${version}`);
-    expect(await read('deploy/temporal/server/Dockerfile')).toMatch(new RegExp(`^FROM temporalio/server:${version.replace(/\./g, '\\.')}$`, 'm'));
+    expect(await read('deploy/temporal/server/Dockerfile')).toMatch(
+      new RegExp(`^FROM temporalio/server:${version.replace(/\./g, '\\.')}$`, 'm'),
+    );
     expect(await read('deploy/temporal/server/go.mod')).toContain(`go.temporal.io/server v${version}\n`);
-    // Locked as the cluster test's cluster is: its TLS files, the JWKS and audience, the internal-frontend, no --allow-no-auth.
+    // Locked as the cluster test's cluster is: its TLS files, the JWKS and audience, the internal-frontend, no
+    // --allow-no-auth.
     const command = JSON.stringify(services.temporal!.command);
     expect(command).toContain('hold-sweeper-temporal');
     for (const service of ['frontend', 'internal-frontend', 'history', 'matching', 'worker'])
@@ -536,7 +699,9 @@ describe('deployment files', () => {
     }
     // The setup script registers exactly the product's namespaces and search attributes.
     const setup = await read('deploy/temporal/setup-namespaces.sh');
-    expect(/SEARCH_ATTRIBUTES="\$\{SEARCH_ATTRIBUTES:-([^}]*)\}"/.exec(setup)![1]!.split(' ')).toEqual(SEARCH_ATTRIBUTES.map((a) => a.name));
+    expect(/SEARCH_ATTRIBUTES="\$\{SEARCH_ATTRIBUTES:-([^}]*)\}"/.exec(setup)![1]!.split(' ')).toEqual(
+      SEARCH_ATTRIBUTES.map((a) => a.name),
+    );
     const namespaces = loadConfig({}).regions.map((r) => r.namespace);
     expect(/NAMESPACES="\$\{NAMESPACES:-([^}]*)\}"/.exec(setup)![1]!.split(' ')).toEqual(namespaces);
   });
@@ -548,7 +713,10 @@ describe('deployment files', () => {
       compilerOptions: { rootDir: 'src', outDir: 'dist' },
       include: ['src/**/*.ts'],
     });
-    const pkg = JSON.parse(await read('package.json')) as { scripts: Record<string, string>; dependencies: Record<string, string> };
+    const pkg = JSON.parse(await read('package.json')) as {
+      scripts: Record<string, string>;
+      dependencies: Record<string, string>;
+    };
     expect(pkg.scripts.build).toBe('tsx dev/bin/build.ts');
     expect(Object.keys(pkg.dependencies)).not.toContain('tsx');
 
@@ -558,9 +726,14 @@ describe('deployment files', () => {
       if (line.startsWith('FROM ')) stages.push([]);
       stages.at(-1)!.push(line);
     }
-    expect(stages.map((stage) => stage[0])).toEqual(['FROM node:24-bookworm-slim AS build', 'FROM node:24-bookworm-slim']);
+    expect(stages.map((stage) => stage[0])).toEqual([
+      'FROM node:24-bookworm-slim AS build',
+      'FROM node:24-bookworm-slim',
+    ]);
     const [build, runtime] = stages as [string[], string[]];
-    expect(build).toEqual(expect.arrayContaining(['WORKDIR /app', 'RUN npm ci --no-audit --no-fund', 'RUN npm run build']));
+    expect(build).toEqual(
+      expect.arrayContaining(['WORKDIR /app', 'RUN npm ci --no-audit --no-fund', 'RUN npm run build']),
+    );
     expect(runtime).toEqual(
       expect.arrayContaining([
         'WORKDIR /app',
@@ -598,7 +771,8 @@ describe('deployment files', () => {
     const oneShots = ['temporal-schema', 'temporal-setup', 'ledger-migrate'];
     // Run by a person when needed (`docker compose run --rm ops ...`), never by `up`.
     const tools = ['ops'];
-    // Its image has nothing to run a check with (Perses's binary alone: no shell, no HTTP client), and nothing waits on it.
+    // Its image has nothing to run a check with (Perses's binary alone: no shell, no HTTP client), and nothing waits on
+    // it.
     const unchecked = ['perses'];
     for (const [name, service] of Object.entries(services)) {
       expect(service.read_only, `${name} is read-only`).toBe(true);
@@ -627,16 +801,20 @@ describe('deployment files', () => {
       } else {
         expect(check?.[0], `${name} has a health check`).toMatch(/^CMD(-SHELL)?$/);
       }
-      // This repository's image (the Dockerfile): compiled JavaScript (its CMD, or another entry point of dist/), never tsx.
+      // This repository's image (the Dockerfile): compiled JavaScript (its CMD, or another entry point of dist/), never
+      // tsx.
       if (service.build === '.' || (service.build as { context?: string } | undefined)?.context === '.') {
         expect(JSON.stringify(service), name).not.toContain('tsx');
         // That its source exists: the first docker-compose test.
-        if (service.command) expect(service.command, name).toEqual(['node', expect.stringMatching(/^dist\/bin\/.+\.js$/)]);
+        if (service.command)
+          expect(service.command, name).toEqual(['node', expect.stringMatching(/^dist\/bin\/.+\.js$/)]);
       }
     }
     for (const oneShot of oneShots) {
       const dependents = Object.values(services).filter(
-        (s) => (s.depends_on as Record<string, { condition: string }> | undefined)?.[oneShot]?.condition === 'service_completed_successfully',
+        (s) =>
+          (s.depends_on as Record<string, { condition: string }> | undefined)?.[oneShot]?.condition ===
+          'service_completed_successfully',
       );
       expect(dependents.length, `something waits for ${oneShot} to complete`).toBeGreaterThan(0);
     }
@@ -646,16 +824,25 @@ describe('deployment files', () => {
       expect(services[db]!.tmpfs).toContain('/var/run/postgresql');
     }
     // Each Node service's health check asks its own port, from inside the container (the image has no curl).
-    const nodeCheckUrl = (name: string) => /fetch\('([^']+)'/.exec((services[name]!.healthcheck as { test: string[] }).test.at(-1)!)![1]!;
-    const portIn = (name: string, variable: string) => (services[name]!.environment as Record<string, string>)[variable]!.split(':').at(-1);
+    const nodeCheckUrl = (name: string) =>
+      /fetch\('([^']+)'/.exec((services[name]!.healthcheck as { test: string[] }).test.at(-1)!)![1]!;
+    const portIn = (name: string, variable: string) =>
+      (services[name]!.environment as Record<string, string>)[variable]!.split(':').at(-1);
     for (const region of ['us', 'eu']) {
       expect(new URL(nodeCheckUrl(`worker-${region}`)).port).toBe(portIn(`worker-${region}`, 'METRICS_ADDRESS'));
       const receiverCheck = new URL(nodeCheckUrl(`receiver-${region}`));
-      expect([receiverCheck.port, receiverCheck.pathname]).toEqual([portIn(`receiver-${region}`, 'PROCESSOR_RECEIVER_ADDRESS'), '/healthz']);
+      expect([receiverCheck.port, receiverCheck.pathname]).toEqual([
+        portIn(`receiver-${region}`, 'PROCESSOR_RECEIVER_ADDRESS'),
+        '/healthz',
+      ]);
     }
     expect(new URL(nodeCheckUrl('codec')).port).toBe(portIn('codec', 'CODEC_SERVER_ADDRESS'));
     // The codec endpoint passes its check without the token it requires of everything else: run the check against one.
-    const codec = await startCodecServer({ codecs: new Map(), corsOrigins: ['http://localhost:8080'], authToken: 'not-sent-by-the-check' });
+    const codec = await startCodecServer({
+      codecs: new Map(),
+      corsOrigins: ['http://localhost:8080'],
+      authToken: 'not-sent-by-the-check',
+    });
     try {
       const script = (services.codec!.healthcheck as { test: string[] }).test
         .at(-1)!
@@ -687,11 +874,17 @@ describe('deployment files', () => {
     const compose = parse(await read('docker-compose.yml')) as {
       services: Record<string, { image?: string; volumes?: string[]; environment?: Record<string, string> }>;
     };
-    expect(compose.services.prometheus!.volumes).toEqual(expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']));
+    expect(compose.services.prometheus!.volumes).toEqual(
+      expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']),
+    );
     expect(prometheus.rule_files).toEqual(['/etc/prometheus/alerts.yml']);
     // The versions compose runs are the ones the tests build and run (dev/prometheus-tools.ts).
-    expect(compose.services.prometheus!.image).toBe(`prom/prometheus:v${(await read('deploy/prometheus/prometheus-version')).trim()}`);
-    expect(compose.services.alertmanager!.image).toBe(`prom/alertmanager:v${(await read('deploy/alertmanager/alertmanager-version')).trim()}`);
+    expect(compose.services.prometheus!.image).toBe(
+      `prom/prometheus:v${(await read('deploy/prometheus/prometheus-version')).trim()}`,
+    );
+    expect(compose.services.alertmanager!.image).toBe(
+      `prom/alertmanager:v${(await read('deploy/alertmanager/alertmanager-version')).trim()}`,
+    );
     expect(prometheus.alerting.alertmanagers[0]!.static_configs[0]!.targets).toEqual(['alertmanager:9093']);
     expect(compose.services.temporal!.environment!.TEMPORAL_METRICS_ADDRESS).toBe('0.0.0.0:8000');
   });
@@ -700,7 +893,14 @@ describe('deployment files', () => {
     const compose = parse(await read('docker-compose.yml'), { merge: true }) as {
       services: Record<
         string,
-        { image?: string; volumes?: string[]; environment?: Record<string, string>; depends_on?: object; ports?: string[]; tmpfs?: string[] }
+        {
+          image?: string;
+          volumes?: string[];
+          environment?: Record<string, string>;
+          depends_on?: object;
+          ports?: string[];
+          tmpfs?: string[];
+        }
       >;
     };
     const perses = compose.services.perses!;
@@ -735,13 +935,19 @@ describe('deployment files', () => {
   it('alert rules parse, page on exported metrics, and each links its runbook section by an absolute URL', async () => {
     const rules = (
       parse(await read('deploy/prometheus/alerts.yml')) as {
-        groups: { rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook_url: string } }[] }[];
+        groups: {
+          rules: { alert: string; expr: string; labels: { severity: string }; annotations: { runbook_url: string } }[];
+        }[];
       }
     ).groups.flatMap((g) => g.rules);
     const runbook = await read('docs/runbook.md');
     const { repository } = JSON.parse(await read('package.json')) as { repository: { url: string } };
     // The workers' metrics, the receivers' and the codec endpoint's counters.
-    const exported = (await Promise.all(['src/observability/metrics.ts', 'src/processor/receiver.ts', 'src/codec/codec-server.ts'].map(read)))
+    const exported = (
+      await Promise.all(
+        ['src/observability/metrics.ts', 'src/processor/receiver.ts', 'src/codec/codec-server.ts'].map(read),
+      )
+    )
       .join('\n')
       .match(/'hold_sweeper_\w+'/g)!
       .map((m) => m.slice(1, -1));
@@ -768,7 +974,9 @@ describe('deployment files', () => {
     for (const rule of rules) {
       expect(['page', 'ticket']).toContain(rule.labels.severity);
       expect(runbook).toContain(`## ${rule.alert}`);
-      expect(rule.annotations.runbook_url).toBe(`${repository.url}/blob/main/docs/runbook.md#${rule.alert.toLowerCase()}`);
+      expect(rule.annotations.runbook_url).toBe(
+        `${repository.url}/blob/main/docs/runbook.md#${rule.alert.toLowerCase()}`,
+      );
       for (const metric of rule.expr.match(/hold_sweeper_\w+/g) ?? []) expect(exported).toContain(metric);
     }
   });

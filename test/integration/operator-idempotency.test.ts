@@ -35,7 +35,13 @@ afterAll(async () => {
 
 /** `holds` holds of one merchant that rejects them (400), swept, each quarantined by its workflow. */
 async function quarantined(holds: number): Promise<Night> {
-  const n = await seedNight(us.pool, 'us', `${harness.id}i${++nights}`, { expired: holds, merchants: 1 }, harness.merchants);
+  const n = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}i${++nights}`,
+    { expired: holds, merchants: 1 },
+    harness.merchants,
+  );
   const merchant = n.merchantIds[0]!;
   harness.merchants.script(merchant, { secrets: [n.secrets.get(merchant)!], responses: [{ status: 400 }] });
   await us.pool.query('UPDATE merchants SET rate_per_second = 500, burst = 50 WHERE id = $1', [merchant]);
@@ -52,7 +58,9 @@ async function quarantined(holds: number): Promise<Night> {
   return n;
 }
 
-async function decisionsOf(holdIds: readonly string[]): Promise<{ hold_id: string; policy_run: number; decision: string }[]> {
+async function decisionsOf(
+  holdIds: readonly string[],
+): Promise<{ hold_id: string; policy_run: number; decision: string }[]> {
   const { rows } = await us.pool.query(
     `SELECT d.hold_id, x.policy_run, x.decision FROM delivery_decisions x JOIN webhook_deliveries d ON d.webhook_id = x.webhook_id
       WHERE d.hold_id = ANY($1) ORDER BY d.hold_id, x.policy_run`,
@@ -70,7 +78,10 @@ describe('a decision sent again', () => {
     expect(first).toMatchObject({ outcome: 'applied', answer: { decision: 'replay', policyRun: 1 } });
     expect(again).toMatchObject({ outcome: 'applied', answer: { decision: 'replay', policyRun: 1 } });
     expect(await discardHold(ctx, discarded, 'grace', 'duplicate')).toMatchObject({ outcome: 'applied' });
-    expect(await discardHold(ctx, discarded, 'grace', 'duplicate')).toMatchObject({ outcome: 'applied', answer: { stage: 'discarded' } });
+    expect(await discardHold(ctx, discarded, 'grace', 'duplicate')).toMatchObject({
+      outcome: 'applied',
+      answer: { stage: 'discarded' },
+    });
     // Someone else's decision on the same webhook is not a retry: it is refused as already decided.
     expect(await discardHold(ctx, approved, 'mallory', 'late')).toMatchObject({ outcome: 'ignored' });
     expect(await decisionsOf([approved, discarded])).toEqual(
@@ -89,24 +100,29 @@ describe('a bulk replay', () => {
     const request = await previewReplay(us.pool, { merchantId: n.merchantIds[0]! }, 'alice');
     const outcomes = async () =>
       (
-        await us.pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM replay_request_items WHERE request_id = $1 AND outcome IS NOT NULL', [
-          request.id,
-        ])
+        await us.pool.query<{ n: number }>(
+          'SELECT count(*)::integer AS n FROM replay_request_items WHERE request_id = $1 AND outcome IS NOT NULL',
+          [request.id],
+        )
       ).rows[0]!.n;
 
     // The real CLI, paced at 2 approvals a second, killed once a few items are done.
-    const cli = spawn(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', 'replay', 'approve', request.id, '--by', 'bob', '--rate', '2'], {
-      cwd: path.resolve(import.meta.dirname, '../..'),
-      env: {
-        ...process.env,
-        HOLD_SWEEPER_MODE: 'dev',
-        HOLD_SWEEPER_REGIONS: 'us',
-        DATABASE_URL_US: us.databaseUrl,
-        TEMPORAL_ADDRESS: harness.address,
-        TASK_QUEUE_US: us.config.taskQueue,
+    const cli = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'src/bin/ops.ts', 'replay', 'approve', request.id, '--by', 'bob', '--rate', '2'],
+      {
+        cwd: path.resolve(import.meta.dirname, '../..'),
+        env: {
+          ...process.env,
+          HOLD_SWEEPER_MODE: 'dev',
+          HOLD_SWEEPER_REGIONS: 'us',
+          DATABASE_URL_US: us.databaseUrl,
+          TEMPORAL_ADDRESS: harness.address,
+          TASK_QUEUE_US: us.config.taskQueue,
+        },
+        stdio: 'ignore',
       },
-      stdio: 'ignore',
-    });
+    );
     const exited = new Promise<void>((resolve) => cli.once('exit', () => resolve()));
     await waitUntil(async () => (await outcomes()) >= 3, 'the first run has decided a few items', 60_000, 50);
     cli.kill('SIGKILL');
@@ -116,7 +132,9 @@ describe('a bulk replay', () => {
 
     // Someone else cannot take it over; its approver resumes it.
     await withOps(us, 'dev', async (ops) => {
-      await expect(ops('replay', 'approve', request.id, '--by', 'carol')).rejects.toMatchObject({ code: 'ReplayAlreadyApproved' });
+      await expect(ops('replay', 'approve', request.id, '--by', 'carol')).rejects.toMatchObject({
+        code: 'ReplayAlreadyApproved',
+      });
     });
     await withOps(us, 'dev', async (ops, lines) => {
       expect(await ops('replay', 'approve', request.id, '--by', 'Bob', '--json')).toBe(0);
@@ -131,9 +149,14 @@ describe('a bulk replay', () => {
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
     }
     expect(await decisionsOf(holdIds)).toEqual(
-      holdIds.map((hold_id) => ({ hold_id, policy_run: 1, decision: 'replay' })).sort((a, b) => a.hold_id.localeCompare(b.hold_id)),
+      holdIds
+        .map((hold_id) => ({ hold_id, policy_run: 1, decision: 'replay' }))
+        .sort((a, b) => a.hold_id.localeCompare(b.hold_id)),
     );
-    const { rows: items } = await us.pool.query('SELECT DISTINCT outcome FROM replay_request_items WHERE request_id = $1', [request.id]);
+    const { rows: items } = await us.pool.query(
+      'SELECT DISTINCT outcome FROM replay_request_items WHERE request_id = $1',
+      [request.id],
+    );
     expect(items).toEqual([{ outcome: 'applied' }]);
     // One 2xx per webhook after the replay: nothing was sent twice.
     const delivered = harness.merchants.requests(n.merchantIds[0]!).filter((r) => r.answer === 200);
@@ -144,7 +167,13 @@ describe('a bulk replay', () => {
 
 describe('a skip', () => {
   it('is an Update: refused with why when the workflow waits for another sequence, and a retry gets the first answer', async () => {
-    const n = await seedNight(us.pool, 'us', `${harness.id}sk`, { expired: 0, future: 1, merchants: 1 }, harness.merchants);
+    const n = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}sk`,
+      { expired: 0, future: 1, merchants: 1 },
+      harness.merchants,
+    );
     const holdId = n.future[0]!.id;
     const receiver = await startTestReceiver(us, { gapWaitMs: 60_000 });
     try {
@@ -152,17 +181,29 @@ describe('a skip', () => {
       expect((await receiver.processor.send(reversal)).status).toBe(202);
       const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
       await expect
-        .poll(async () => (await handle.query(holdEventsStatusQuery).catch(() => undefined))?.stage, { timeout: 30_000 })
+        .poll(async () => (await handle.query(holdEventsStatusQuery).catch(() => undefined))?.stage, {
+          timeout: 30_000,
+        })
         .toMatchObject({ stage: 'waiting_for_predecessor', expected: 1 });
       await expect(skipMissingEvent(ctx, holdId, 2, 'ops@example.com', 'wrong one')).rejects.toMatchObject({
         code: 'NotWaitingForSequence',
-        message: expect.stringMatching(/refused the skip: not waiting for sequence 2 \(stage waiting_for_predecessor, waiting for 1\)/),
+        message: expect.stringMatching(
+          /refused the skip: not waiting for sequence 2 \(stage waiting_for_predecessor, waiting for 1\)/,
+        ),
       });
-      expect(await skipMissingEvent(ctx, holdId, 1, 'ops@example.com', 'never issued')).toMatchObject({ skipped: true });
+      expect(await skipMissingEvent(ctx, holdId, 1, 'ops@example.com', 'never issued')).toMatchObject({
+        skipped: true,
+      });
       // Sequence 2 is missing too: the workflow waits for it now. The same skip of 1, sent again, is the same Update.
-      await expect.poll(async () => (await handle.query(holdEventsStatusQuery)).stage, { timeout: 30_000 }).toMatchObject({ expected: 2 });
-      expect(await skipMissingEvent(ctx, holdId, 1, 'ops@example.com', 'never issued')).toMatchObject({ skipped: true });
-      const { rows } = await us.pool.query('SELECT sequence FROM processor_sequence_skips WHERE hold_id = $1', [holdId]);
+      await expect
+        .poll(async () => (await handle.query(holdEventsStatusQuery)).stage, { timeout: 30_000 })
+        .toMatchObject({ expected: 2 });
+      expect(await skipMissingEvent(ctx, holdId, 1, 'ops@example.com', 'never issued')).toMatchObject({
+        skipped: true,
+      });
+      const { rows } = await us.pool.query('SELECT sequence FROM processor_sequence_skips WHERE hold_id = $1', [
+        holdId,
+      ]);
       expect(rows).toEqual([{ sequence: 1 }]);
     } finally {
       await receiver.close();

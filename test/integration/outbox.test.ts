@@ -1,7 +1,8 @@
 /**
  * The outbox reconciler on the real stack: webhooks whose delivery workflow was terminated after the release (a hold's
  * own, and a processor event's) are delivered once each, with their original ids, by the reconciler's schedule within
- * the grace period and one interval; a webhook whose workflow completed without delivering it is reported, not repeated.
+ * the grace period and one interval; a webhook whose workflow completed without delivering it is reported, not
+ * repeated.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventDeliveryWorkflowId } from '../../src/contracts/ids.js';
@@ -33,11 +34,18 @@ afterAll(async () => {
 });
 
 const statusOf = async (webhookId: string) =>
-  (await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE webhook_id = $1', [webhookId])).rows[0]?.status;
+  (await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE webhook_id = $1', [webhookId]))
+    .rows[0]?.status;
 
 describe('the outbox reconciler', () => {
   it('delivers stranded webhooks once, with their original ids, within the grace period and one interval; reports what it cannot fix', async () => {
-    const n = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 2, future: 1, merchants: 1 }, harness.merchants);
+    const n = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}o`,
+      { expired: 2, future: 1, merchants: 1 },
+      harness.merchants,
+    );
     const [merchantId] = n.merchantIds as [string];
     // The merchant paused: every delivery waits (held) after its release, so its workflow can be ended before it sends.
     await pauseMerchant(us.pool, merchantId, 'test: hold every delivery');
@@ -71,7 +79,9 @@ describe('the outbox reconciler', () => {
     // Their workflows ended without finishing them (an operator terminated them): nothing drives the webhooks now.
     const workflowIds = await Promise.all(
       stranded.map(async (w) =>
-        w.event_type === 'hold.released' ? holdWorkflowIdOf(us.pool, 'us', w.hold_id) : eventDeliveryWorkflowId('us', w.webhook_id),
+        w.event_type === 'hold.released'
+          ? holdWorkflowIdOf(us.pool, 'us', w.hold_id)
+          : eventDeliveryWorkflowId('us', w.webhook_id),
       ),
     );
     const terminatedRuns = new Map<string, string>();
@@ -114,9 +124,11 @@ describe('the outbox reconciler', () => {
       expect(run.runId).not.toBe(terminatedRuns.get(workflowId));
       expect(run.status.name).toBe('COMPLETED');
     }
-    const { rows: runs } = await us.pool.query<{ restarted: number; unfixable: number; details: { restarted: string[] } }>(
-      'SELECT restarted, unfixable, details FROM outbox_reconciliations ORDER BY id',
-    );
+    const { rows: runs } = await us.pool.query<{
+      restarted: number;
+      unfixable: number;
+      details: { restarted: string[] };
+    }>('SELECT restarted, unfixable, details FROM outbox_reconciliations ORDER BY id');
     expect(runs.flatMap((r) => r.details.restarted).sort()).toEqual(stranded.map((w) => w.webhook_id).sort());
     expect(runs.reduce((n, r) => n + r.unfixable, 0)).toBe(0);
 
@@ -126,9 +138,12 @@ describe('the outbox reconciler', () => {
       `UPDATE webhook_deliveries SET status = 'pending', delivered_at = NULL, updated_at = now() - interval '1 hour' WHERE webhook_id = $1`,
       [odd!.webhook_id],
     );
-    const lastRun = (await us.pool.query<{ id: string }>('SELECT max(id) AS id FROM outbox_reconciliations')).rows[0]!.id;
+    const lastRun = (await us.pool.query<{ id: string }>('SELECT max(id) AS id FROM outbox_reconciliations')).rows[0]!
+      .id;
     await waitUntil(
-      async () => (await us.pool.query('SELECT 1 FROM outbox_reconciliations WHERE id > $1::bigint AND unfixable = 1', [lastRun])).rowCount! > 0,
+      async () =>
+        (await us.pool.query('SELECT 1 FROM outbox_reconciliations WHERE id > $1::bigint AND unfixable = 1', [lastRun]))
+          .rowCount! > 0,
       'a reconcile reports it unfixable',
     );
     const { rows: latest } = await us.pool.query<{ details: { unfixable: { webhookId: string; why: string }[] } }>(
@@ -138,7 +153,10 @@ describe('the outbox reconciler', () => {
       { webhookId: odd!.webhook_id, why: expect.stringMatching(/is COMPLETED and its webhook still pending/) },
     ]);
     expect(harness.merchants.requests(merchantId)).toHaveLength(3);
-    await us.pool.query(`UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now() WHERE webhook_id = $1`, [odd!.webhook_id]);
+    await us.pool.query(
+      `UPDATE webhook_deliveries SET status = 'delivered', delivered_at = now() WHERE webhook_id = $1`,
+      [odd!.webhook_id],
+    );
     await us.client.schedule.getHandle(outboxScheduleId(us.config)).delete();
   });
 });

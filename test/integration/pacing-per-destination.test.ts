@@ -20,7 +20,13 @@ afterAll(async () => {
 });
 
 async function night(region: TestRegion, prefix: string, holds: number, merchants: number) {
-  const n = await seedNight(region.pool, region.config.region, `${harness.id}${prefix}`, { expired: holds, merchants }, harness.merchants);
+  const n = await seedNight(
+    region.pool,
+    region.config.region,
+    `${harness.id}${prefix}`,
+    { expired: holds, merchants },
+    harness.merchants,
+  );
   return n;
 }
 
@@ -31,7 +37,8 @@ async function sweepAndDeliver(region: TestRegion, holds: number): Promise<void>
     args: [{ region: region.config.region, releaseWaitMs: 60_000 }],
   });
   await waitUntil(
-    async () => (await region.pool.query(`SELECT 1 FROM webhook_deliveries WHERE status = 'delivered'`)).rowCount === holds,
+    async () =>
+      (await region.pool.query(`SELECT 1 FROM webhook_deliveries WHERE status = 'delivered'`)).rowCount === holds,
     `${holds} webhooks delivered`,
     120_000,
   );
@@ -85,9 +92,10 @@ describe('pacing per destination', () => {
     expect(times).toHaveLength(holds);
     // Per merchant, each would have been inside its own limit; together they are inside the strictest one.
     expect(maxInAnyWindow(times)).toBeLessThanOrEqual(6 + 1);
-    const { rows } = await us.pool.query<{ n: number }>(`SELECT count(DISTINCT endpoint_origin)::integer AS n FROM merchants WHERE id = ANY($1)`, [
-      [fast, slow],
-    ]);
+    const { rows } = await us.pool.query<{ n: number }>(
+      `SELECT count(DISTINCT endpoint_origin)::integer AS n FROM merchants WHERE id = ANY($1)`,
+      [[fast, slow]],
+    );
     expect(rows[0]!.n).toBe(1);
   });
 

@@ -1,10 +1,17 @@
 /**
- * The card processor's callbacks end to end (docs/processor-events.md): the receiver over real HTTP, signed by the Standard Webhooks
+ * The card processor's callbacks end to end (docs/processor-events.md): the receiver over real HTTP, signed by the
+ * Standard Webhooks
  * reference library; events recorded in the real ledger and applied by real hold-event workflows on the shared dev
  * server; the merchants told by the real delivery machinery; and the race with the expiry release, many times.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { accountTotals, checkBalanced, checkInvariants, checkLedgerInvariants, checkProcessorEventInvariants } from '../../bench/invariants.js';
+import {
+  accountTotals,
+  checkBalanced,
+  checkInvariants,
+  checkLedgerInvariants,
+  checkProcessorEventInvariants,
+} from '../../bench/invariants.js';
 import { FakeProcessor, type ProcessorEvent } from '../../dev/fake-processor.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { startReceiverProcess } from '../../dev/receiver-process.js';
@@ -62,7 +69,9 @@ async function night(counts: { expired?: number; future?: number }): Promise<Nig
     { expired: counts.expired ?? 0, future: counts.future ?? 0, merchants: 2 },
     harness.merchants,
   );
-  await us.pool.query('UPDATE merchants SET rate_per_second = 500, burst = 50 WHERE id = ANY($1::text[])', [n.merchantIds]);
+  await us.pool.query('UPDATE merchants SET rate_per_second = 500, burst = 50 WHERE id = ANY($1::text[])', [
+    n.merchantIds,
+  ]);
   // Each night's accounts as they open; accounts of earlier nights keep their own opening.
   opening = new Map([...(await accountTotals(us.pool)), ...(opening ?? new Map())]);
   return n;
@@ -83,7 +92,10 @@ async function eventRows(holdId: string) {
     outcome: string | null;
     applied_at: Date | null;
     webhook_id: string | null;
-  }>('SELECT event_id, sequence, outcome, applied_at, webhook_id FROM processor_events WHERE hold_id = $1 ORDER BY sequence', [holdId]);
+  }>(
+    'SELECT event_id, sequence, outcome, applied_at, webhook_id FROM processor_events WHERE hold_id = $1 ORDER BY sequence',
+    [holdId],
+  );
   return rows;
 }
 
@@ -96,7 +108,9 @@ async function hold(holdId: string) {
 }
 
 async function entries(holdId: string): Promise<{ kind: string; amount_minor: string }[]> {
-  const { rows } = await us.pool.query('SELECT kind, amount_minor FROM ledger_entries WHERE hold_id = $1 ORDER BY id', [holdId]);
+  const { rows } = await us.pool.query('SELECT kind, amount_minor FROM ledger_entries WHERE hold_id = $1 ORDER BY id', [
+    holdId,
+  ]);
   return rows;
 }
 
@@ -135,10 +149,18 @@ describe('the receiver', () => {
     expect(await hold(a)).toMatchObject({ state: 'captured', event_seq: 1 });
     expect(await entries(a)).toEqual([{ kind: 'hold_capture', amount_minor: String(amountA - 100) }]);
     expect(await hold(b)).toMatchObject({ state: 'reversed', event_seq: 1 });
-    expect(await hold(c)).toMatchObject({ state: 'active', event_seq: 1, amount_minor: String(n.future[2]!.amountMinor + 500) });
+    expect(await hold(c)).toMatchObject({
+      state: 'active',
+      event_seq: 1,
+      amount_minor: String(n.future[2]!.amountMinor + 500),
+    });
     // Each merchant got the event's webhook, signed (the fake merchant verifies with the reference library).
     const received = harness.merchants.requests().filter((r) => [a, b, c].some((id) => r.body.includes(`"${id}"`)));
-    expect(received.map((r) => JSON.parse(r.body).type).sort()).toEqual(['hold.captured', 'hold.incremented', 'hold.reversed']);
+    expect(received.map((r) => JSON.parse(r.body).type).sort()).toEqual([
+      'hold.captured',
+      'hold.incremented',
+      'hold.reversed',
+    ]);
     expect(received.every((r) => r.verified)).toBe(true);
     await allInvariants();
   });
@@ -149,16 +171,34 @@ describe('the receiver', () => {
     const good = FakeProcessor.body(ev(holdId, 1, 'hold.captured', 100));
     const cases: [string, Promise<{ status: number; body: string }>, number, string][] = [
       ['unsigned', processor.post('evt_r1', good, { 'webhook-signature': undefined }), 401, 'MissingSignature'],
-      ['wrong secret', new FakeProcessor(processor.url, generateSigningSecret()).post('evt_r2', good), 401, 'BadSignature'],
-      ['stale', processor.post('evt_r3', good, { 'webhook-timestamp': String(Math.floor(Date.now() / 1000) - 3600) }), 401, 'StaleTimestamp'],
+      [
+        'wrong secret',
+        new FakeProcessor(processor.url, generateSigningSecret()).post('evt_r2', good),
+        401,
+        'BadSignature',
+      ],
+      [
+        'stale',
+        processor.post('evt_r3', good, { 'webhook-timestamp': String(Math.floor(Date.now() / 1000) - 3600) }),
+        401,
+        'StaleTimestamp',
+      ],
       ['not JSON', processor.post('evt_r4', '{"type": "hold.captured",'), 400, 'MalformedJson'],
       [
         'negative amount',
-        processor.post('evt_r5', FakeProcessor.body({ ...ev(holdId, 1, 'hold.captured'), amountMinor: -5, currency: 'USD' })),
+        processor.post(
+          'evt_r5',
+          FakeProcessor.body({ ...ev(holdId, 1, 'hold.captured'), amountMinor: -5, currency: 'USD' }),
+        ),
         400,
         'NegativeAmount',
       ],
-      ['unknown type', processor.post('evt_r6', good.replace('hold.captured', 'hold.settled')), 400, 'UnknownEventType'],
+      [
+        'unknown type',
+        processor.post('evt_r6', good.replace('hold.captured', 'hold.settled')),
+        400,
+        'UnknownEventType',
+      ],
       ['no sequence', processor.post('evt_r7', good.replace('"sequence":1', '"sequence":0')), 400, 'InvalidSequence'],
       ['bad event id', processor.post('evt r8/../', good), 400, 'InvalidEventId'],
     ];
@@ -175,9 +215,13 @@ describe('the receiver', () => {
       expect(metrics).toContain(`hold_sweeper_processor_requests_refused_total{region="us",reason="${error}"} 1`);
     }
     const written = async () =>
-      (await us.pool.query<{ error_code: string }>('SELECT error_code FROM processor_requests_refused ORDER BY id')).rows.map((r) => r.error_code);
+      (
+        await us.pool.query<{ error_code: string }>('SELECT error_code FROM processor_requests_refused ORDER BY id')
+      ).rows.map((r) => r.error_code);
     await expect.poll(written).toEqual(expect.arrayContaining(cases.filter((c) => c[2] === 400).map((c) => c[3])));
-    expect((await written()).filter((code) => ['MissingSignature', 'BadSignature', 'StaleTimestamp'].includes(code))).toEqual([]);
+    expect(
+      (await written()).filter((code) => ['MissingSignature', 'BadSignature', 'StaleTimestamp'].includes(code)),
+    ).toEqual([]);
     expect((await us.pool.query('SELECT 1 FROM processor_events WHERE hold_id = $1', [holdId])).rowCount).toBe(0);
     expect(await hold(holdId)).toMatchObject({ state: 'active', event_seq: 0 });
   });
@@ -191,10 +235,16 @@ describe('the receiver', () => {
     expect(answers.filter((a) => a.status === 200)).toHaveLength(9);
     await waitUntil(() => settled([holdId]), 'the increment is applied and told');
     // Hours later, by the processor's clock, the same id again: still a duplicate (there is no window).
-    await us.pool.query(`UPDATE processor_events SET received_at = received_at - interval '30 days' WHERE hold_id = $1`, [holdId]);
+    await us.pool.query(
+      `UPDATE processor_events SET received_at = received_at - interval '30 days' WHERE hold_id = $1`,
+      [holdId],
+    );
     expect((await processor.send(event)).status).toBe(200);
     const conflict = await processor.send({ ...event, amountMinor: 999 });
-    expect({ status: conflict.status, error: JSON.parse(conflict.body).error }).toEqual({ status: 409, error: 'EventConflict' });
+    expect({ status: conflict.status, error: JSON.parse(conflict.body).error }).toEqual({
+      status: 409,
+      error: 'EventConflict',
+    });
 
     expect(await entries(holdId)).toEqual([{ kind: 'hold_increment', amount_minor: '250' }]);
     expect(await hold(holdId)).toMatchObject({ event_seq: 1, amount_minor: String(n.future[0]!.amountMinor + 250) });
@@ -216,7 +266,19 @@ describe('an operator', () => {
         .poll(async () => (await handle.query(holdEventsStatusQuery)).stage, { timeout: 30_000 })
         .toMatchObject({ stage: 'waiting_for_predecessor', expected: 1 });
       await withRegionOps(async (ops) => {
-        expect(await ops('events', 'skip', holdId, '--sequence', '1', '--by', 'ops@example.com', '--reason', 'processor: never issued')).toBe(0);
+        expect(
+          await ops(
+            'events',
+            'skip',
+            holdId,
+            '--sequence',
+            '1',
+            '--by',
+            'ops@example.com',
+            '--reason',
+            'processor: never issued',
+          ),
+        ).toBe(0);
       });
       await waitUntil(() => settled([holdId]), 'sequence 2 applies after the skip');
       expect(await hold(holdId)).toMatchObject({ state: 'active', event_seq: 2 });
@@ -245,7 +307,11 @@ describe('a slow ledger', () => {
       // Recorded, handed over, and waiting on the row lock: not applied while the ledger holds it.
       await waitUntil(
         async () =>
-          (await us.pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`)).rowCount! > 0,
+          (
+            await us.pool.query(
+              `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+            )
+          ).rowCount! > 0,
         'the apply waits on the lock',
       );
       expect((await eventRows(holdId))[0]).toMatchObject({ outcome: null });
@@ -272,7 +338,10 @@ describe('a slow ledger', () => {
       await blocker.query('ROLLBACK');
       blocker.release();
     }
-    expect({ status: first.status, error: JSON.parse(first.body).error }).toEqual({ status: 503, error: 'NotRecorded' });
+    expect({ status: first.status, error: JSON.parse(first.body).error }).toEqual({
+      status: 503,
+      error: 'NotRecorded',
+    });
     // The INSERT that timed out for the answer still lands once the lock goes: the retry finds it, a duplicate.
     const retry = await processor.send(event);
     expect([200, 202]).toContain(retry.status);
@@ -295,7 +364,8 @@ describe('order per hold', () => {
     let seed = 7;
     const random = () => (seed = (seed * 16807) % 2147483647) / 2147483647;
     const shuffled = [...events].sort(() => random() - 0.5);
-    for (let i = 0; i < shuffled.length; i += 6) await Promise.all(shuffled.slice(i, i + 6).map((e) => processor.send(e)));
+    for (let i = 0; i < shuffled.length; i += 6)
+      await Promise.all(shuffled.slice(i, i + 6).map((e) => processor.send(e)));
     const holdIds = n.future.map((h) => h.id);
     await waitUntil(() => settled(holdIds), 'every shuffled event is applied and told', 90_000);
 
@@ -325,12 +395,19 @@ describe('order per hold', () => {
       const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
       expect((await sender.send(ev(holdId, 1, 'hold.incremented', 5))).status).toBe(202);
       // The 202 comes before the hand-over: the workflow may not exist yet when the answer does.
-      const described = () => handle.describe().catch((err: unknown) => (err instanceof WorkflowNotFoundError ? undefined : Promise.reject(err)));
-      await waitUntil(async () => (await described())?.status.name === 'COMPLETED', 'the first run completes once idle');
+      const described = () =>
+        handle
+          .describe()
+          .catch((err: unknown) => (err instanceof WorkflowNotFoundError ? undefined : Promise.reject(err)));
+      await waitUntil(
+        async () => (await described())?.status.name === 'COMPLETED',
+        'the first run completes once idle',
+      );
       const firstRun = (await handle.describe()).runId;
       expect((await sender.send(ev(holdId, 2, 'hold.captured', 5))).status).toBe(202);
       await waitUntil(
-        async () => (await handle.describe()).runId !== firstRun && (await handle.describe()).status.name === 'COMPLETED',
+        async () =>
+          (await handle.describe()).runId !== firstRun && (await handle.describe()).status.name === 'COMPLETED',
         'a second run',
       );
       expect(await us.client.workflow.getHandle(handle.workflowId, firstRun).result()).toEqual({ holdId, applied: 1 });
@@ -365,35 +442,59 @@ describe('order per hold', () => {
     const holdId = n.future[0]!.id;
     expect((await processor.send(ev(holdId, 2, 'hold.reversed'))).status).toBe(202);
     const handle = us.client.workflow.getHandle(holdEventsWorkflowId('us', holdId));
-    await expect.poll(async () => (await handle.query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 }).toBe('stopped_for_human');
+    await expect
+      .poll(async () => (await handle.query(holdEventsStatusQuery)).stage.stage, { timeout: 30_000 })
+      .toBe('stopped_for_human');
     await withRegionOps(async (ops, lines) => {
       expect(await ops('events', 'show', holdId)).toBe(0);
       expect(lines.pop()).toMatch(
         /hold \S+: 1 processor event\(s\)[\s\S]*workflow: hold-events-us-\S+ RUNNING, \{"stage":"stopped_for_human","expected":1/,
       );
       // Refused without sending anything: not the sequence it waits for; a raw signal naming it is ignored too.
-      await expect(ops('events', 'skip', holdId, '--sequence', '5', '--by', 'ops@example.com', '--reason', 'wrong one')).rejects.toMatchObject({
+      await expect(
+        ops('events', 'skip', holdId, '--sequence', '5', '--by', 'ops@example.com', '--reason', 'wrong one'),
+      ).rejects.toMatchObject({
         code: 'NotWaitingForSequence',
       });
       await handle.signal(skipMissingEventSignal, { sequence: 5, by: 'ops@example.com', reason: 'wrong one' });
       expect(
-        await ops('events', 'skip', holdId, '--sequence', '1', '--by', 'ops@example.com', '--reason', 'processor confirmed seq 1 was never issued'),
+        await ops(
+          'events',
+          'skip',
+          holdId,
+          '--sequence',
+          '1',
+          '--by',
+          'ops@example.com',
+          '--reason',
+          'processor confirmed seq 1 was never issued',
+        ),
       ).toBe(0);
     });
     await waitUntil(() => settled([holdId]), 'the reversal is applied after the skip');
     expect(await hold(holdId)).toMatchObject({ state: 'reversed', event_seq: 2 });
 
     expect((await processor.send(ev(holdId, 1, 'hold.incremented', 10))).status).toBe(202);
-    await waitUntil(async () => (await eventRows(holdId))[0]?.outcome === 'skipped_over', 'the late event is recorded as skipped over');
+    await waitUntil(
+      async () => (await eventRows(holdId))[0]?.outcome === 'skipped_over',
+      'the late event is recorded as skipped over',
+    );
     expect(await entries(holdId)).toEqual([{ kind: 'hold_reversal', amount_minor: String(n.future[0]!.amountMinor) }]);
     await withRegionOps(async (ops, lines) => {
       expect(await ops('reviews', 'list', '--json')).toBe(0);
-      const open = (JSON.parse(lines.pop()!) as { event_id: string; hold_id: string; reason: string }[]).filter((r) => r.hold_id === holdId);
+      const open = (JSON.parse(lines.pop()!) as { event_id: string; hold_id: string; reason: string }[]).filter(
+        (r) => r.hold_id === holdId,
+      );
       expect(open).toEqual([
-        expect.objectContaining({ event_id: ev(holdId, 1, 'hold.incremented').eventId, reason: expect.stringMatching(/skipped by an operator/) }),
+        expect.objectContaining({
+          event_id: ev(holdId, 1, 'hold.incremented').eventId,
+          reason: expect.stringMatching(/skipped by an operator/),
+        }),
       ]);
       expect(await ops('reviews', 'resolve', open[0]!.event_id, '--by', 'ops@example.com')).toBe(0);
-      await expect(ops('reviews', 'resolve', open[0]!.event_id, '--by', 'ops@example.com')).rejects.toMatchObject({ code: 'ReviewNotOpen' });
+      await expect(ops('reviews', 'resolve', open[0]!.event_id, '--by', 'ops@example.com')).rejects.toMatchObject({
+        code: 'ReviewNotOpen',
+      });
     });
     await allInvariants();
   });
@@ -404,19 +505,28 @@ describe('the same delivery machinery', () => {
     const n = await night({ future: 1 });
     const { id: holdId, merchantId } = n.future[0]!;
     const secrets = [n.secrets.get(merchantId)!];
-    harness.merchants.script(merchantId, { secrets, responses: [{ status: 400, body: '{"error":"unknown event type"}' }] });
+    harness.merchants.script(merchantId, {
+      secrets,
+      responses: [{ status: 400, body: '{"error":"unknown event type"}' }],
+    });
     expect((await processor.send(ev(holdId, 1, 'hold.reversed'))).status).toBe(202);
     const webhookId = `wh_${holdId}_ev1`;
     await waitUntil(
       async () =>
-        (await us.pool.query(`SELECT 1 FROM webhook_deliveries WHERE webhook_id = $1 AND status = 'quarantined'`, [webhookId])).rowCount === 1,
+        (
+          await us.pool.query(`SELECT 1 FROM webhook_deliveries WHERE webhook_id = $1 AND status = 'quarantined'`, [
+            webhookId,
+          ])
+        ).rowCount === 1,
       'the hold.reversed webhook is quarantined',
     );
     harness.merchants.script(merchantId, { secrets, responses: [{ status: 200 }] });
     await withRegionOps(async (ops, lines) => {
       expect(await ops('quarantine', 'list', '--merchant', merchantId, '--json')).toBe(0);
       expect((JSON.parse(lines.pop()!) as { webhookId: string }[]).map((q) => q.webhookId)).toEqual([webhookId]);
-      expect(await ops('approve', webhookId, '--by', 'ops@example.com', '--reason', 'merchant added hold.reversed')).toBe(0);
+      expect(
+        await ops('approve', webhookId, '--by', 'ops@example.com', '--reason', 'merchant added hold.reversed'),
+      ).toBe(0);
       expect(lines.pop()).toMatch(/approve applied to hold wh_\S+: the workflow answered replay of policy run 1/);
     });
     await waitUntil(() => settled([holdId]), 'the replayed webhook is delivered');
@@ -427,7 +537,9 @@ describe('the same delivery machinery', () => {
     ]);
     await withRegionOps(async (ops, lines) => {
       expect(await ops('status', holdId)).toBe(0);
-      expect(lines.pop()).toMatch(/hold \S+: reversed[\s\S]*processor events: 1 hold.reversed reversed \(npm run ops -- events show/);
+      expect(lines.pop()).toMatch(
+        /hold \S+: reversed[\s\S]*processor events: 1 hold.reversed reversed \(npm run ops -- events show/,
+      );
     });
     await allInvariants();
   });
@@ -447,7 +559,14 @@ describe('the race with the expiry release', () => {
           us.client.workflow.execute(releaseExpiredHold, {
             taskQueue: us.config.taskQueue,
             workflowId: `race-${h.id}`,
-            args: [{ region: 'us', holdId: h.id, expiresAt: new Date(Date.now() - 1000).toISOString(), merchantId: h.merchantId }],
+            args: [
+              {
+                region: 'us',
+                holdId: h.id,
+                expiresAt: new Date(Date.now() - 1000).toISOString(),
+                merchantId: h.merchantId,
+              },
+            ],
           });
         if (mode === 'capture first') {
           await capture();
@@ -482,7 +601,12 @@ describe('the race with the expiry release', () => {
         .map((r) => JSON.parse(r.body).type as string);
       if (state === 'captured') {
         // The capture took the row lock first: the release found it settled and released nothing.
-        expect({ mode, release, kinds, told }).toEqual({ mode, release: 'settled', kinds: ['hold_capture'], told: ['hold.captured'] });
+        expect({ mode, release, kinds, told }).toEqual({
+          mode,
+          release: 'settled',
+          kinds: ['hold_capture'],
+          told: ['hold.captured'],
+        });
         seen.captured++;
       } else {
         expect({ mode, state, release, kinds, told }).toEqual({
@@ -497,7 +621,9 @@ describe('the race with the expiry release', () => {
       if (mode === 'capture first') expect(state).toBe('captured');
       if (mode === 'release first') expect(state).toBe('released');
     }
-    console.log(`[processor-events] race over ${ROUNDS} holds: ${seen.captured} captured before the release, ${seen.late} late-captured after it`);
+    console.log(
+      `[processor-events] race over ${ROUNDS} holds: ${seen.captured} captured before the release, ${seen.late} late-captured after it`,
+    );
     await allInvariants();
     // The merchant-facing invariants too: every webhook sent belongs to a committed release or applied event.
     expect(
@@ -525,9 +651,10 @@ describe('a receiver killed between recording and applying', () => {
     const events = n.future.flatMap((h) => [ev(h.id, 1, 'hold.incremented', 70), ev(h.id, 2, 'hold.captured', 20)]);
     for (const e of events) expect((await sender.send(e, { maxAttempts: 1 })).status).toBe(202);
     await doomed.kill();
-    const undispatched = await us.pool.query('SELECT event_id FROM processor_events WHERE hold_id = ANY($1::text[]) AND dispatched_at IS NULL', [
-      n.future.map((h) => h.id),
-    ]);
+    const undispatched = await us.pool.query(
+      'SELECT event_id FROM processor_events WHERE hold_id = ANY($1::text[]) AND dispatched_at IS NULL',
+      [n.future.map((h) => h.id)],
+    );
     expect(undispatched.rowCount).toBe(events.length);
 
     // The processor's retries would reach the surviving receiver as duplicates; its relay hands the rest over.

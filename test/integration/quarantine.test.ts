@@ -43,10 +43,19 @@ async function night(
   merchants = 1,
   policy = {},
 ): Promise<Night> {
-  const n = await seedNight(us.pool, 'us', `${harness.id}q${++nights}`, { expired: holds, merchants }, harness.merchants);
+  const n = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}q${++nights}`,
+    { expired: holds, merchants },
+    harness.merchants,
+  );
   for (const merchantId of n.merchantIds) {
     harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses });
-    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [merchantId, JSON.stringify(policy)]);
+    await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [
+      merchantId,
+      JSON.stringify(policy),
+    ]);
   }
   return n;
 }
@@ -61,16 +70,24 @@ async function sweep(quarantineTimeoutMs?: number): Promise<void> {
 
 const statuses = async (n: Night) =>
   (
-    await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1) ORDER BY hold_id', [
-      n.expired.map((h) => h.id),
-    ])
+    await us.pool.query<{ status: string }>(
+      'SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1) ORDER BY hold_id',
+      [n.expired.map((h) => h.id)],
+    )
   ).rows.map((r) => r.status);
 
 const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
 
-/** Each hold's stage as its workflow tells it (a moment behind the ledger: the workflow moves when the activity returns). */
+/**
+ * Each hold's stage as its workflow tells it (a moment behind the ledger: the workflow moves when the activity
+ * returns).
+ */
 const stages = async (n: Night) =>
-  Promise.all([...n.expired].sort((a, b) => a.id.localeCompare(b.id)).map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage));
+  Promise.all(
+    [...n.expired]
+      .sort((a, b) => a.id.localeCompare(b.id))
+      .map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage),
+  );
 
 describe('quarantine decisions', () => {
   it('a 400 quarantines; approveReplay after the merchant is fixed delivers once, same webhook id, approver recorded', async () => {
@@ -78,7 +95,10 @@ describe('quarantine decisions', () => {
     const holdId = n.expired[0]!.id;
     await sweep();
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['quarantined']);
-    harness.merchants.script(n.merchantIds[0]!, { secrets: [n.secrets.get(n.merchantIds[0]!)!], responses: [{ status: 200 }] });
+    harness.merchants.script(n.merchantIds[0]!, {
+      secrets: [n.secrets.get(n.merchantIds[0]!)!],
+      responses: [{ status: 200 }],
+    });
 
     expect(await approveHold(ops, holdId, 'alice', 'merchant fixed its schema', 'OPS-7')).toEqual({
       outcome: 'applied',
@@ -91,13 +111,19 @@ describe('quarantine decisions', () => {
     expect(new Set(requests.map((r) => r.webhookId)).size).toBe(1);
     expect(requests.every((r) => r.verified)).toBe(true);
     // The ledger says delivered as soon as the activity records it; the workflow completes right after.
-    expect((await (await handleOf(holdId)).result()).delivery).toEqual({ status: 'delivered', attempts: 2, policyRuns: 2 });
+    expect((await (await handleOf(holdId)).result()).delivery).toEqual({
+      status: 'delivered',
+      attempts: 2,
+      policyRuns: 2,
+    });
     const report = await holdStatus(ops, holdId);
     expect(report.attempts.map((a) => [a.attempt_number, a.policy_run, a.status_code, a.outcome])).toEqual([
       [1, 1, 400, 'quarantine'],
       [2, 2, 200, 'delivered'],
     ]);
-    expect(report.decisions).toMatchObject([{ policy_run: 1, decision: 'replay', decided_by: 'alice', ticket: 'OPS-7' }]);
+    expect(report.decisions).toMatchObject([
+      { policy_run: 1, decision: 'replay', decided_by: 'alice', ticket: 'OPS-7' },
+    ]);
     expect(report.workflow).toMatchObject({ status: 'COMPLETED', waiting: { stage: 'delivered', attempts: 2 } });
   });
 
@@ -123,7 +149,12 @@ describe('quarantine decisions', () => {
     );
     expect(log.rows).toEqual([
       { signal: 'discard', sent_by: 'bob', outcome: 'applied', detail: 'discard of policy run 1; now discarded' },
-      { signal: 'approveReplay', sent_by: 'carol', outcome: 'ignored', detail: 'delivery is discarded, not quarantined' },
+      {
+        signal: 'approveReplay',
+        sent_by: 'carol',
+        outcome: 'ignored',
+        detail: 'delivery is discarded, not quarantined',
+      },
     ]);
     expect(harness.merchants.requests(n.merchantIds[0])).toHaveLength(1);
   });
@@ -136,7 +167,14 @@ describe('quarantine decisions', () => {
     await handle.signal('approveReplay', { approvedBy: 'dave', reason: 'too eager' });
     await expect
       .poll(async () => (await handle.query(statusQuery)).ignoredSignals, { timeout: 10_000 })
-      .toMatchObject([{ signal: 'approveReplay', by: 'dave', stage: 'backing_off', why: 'not waiting for a decision (stage backing_off)' }]);
+      .toMatchObject([
+        {
+          signal: 'approveReplay',
+          by: 'dave',
+          stage: 'backing_off',
+          why: 'not waiting for a decision (stage backing_off)',
+        },
+      ]);
     expect((await handle.describe()).status.name).toBe('RUNNING');
   });
 
@@ -181,9 +219,11 @@ describe('quarantine decisions', () => {
     expect(await refusal(handle.executeUpdate('discard', { args: [{}] }))).toBe(
       'WorkflowUpdateFailedError: malformed discard: "by" must be a non-empty string of at most 500 characters',
     );
-    expect(await refusal(handle.executeUpdate('approveReplay', { args: [{ approvedBy: 'frank', reason: 'old', policyRun: 2 }] }))).toBe(
-      'WorkflowUpdateFailedError: stale: for policy run 2, but the quarantine is policy run 1',
-    );
+    expect(
+      await refusal(
+        handle.executeUpdate('approveReplay', { args: [{ approvedBy: 'frank', reason: 'old', policyRun: 2 }] }),
+      ),
+    ).toBe('WorkflowUpdateFailedError: stale: for policy run 2, but the quarantine is policy run 1');
     // Rejected by the validators: no trace in history, and the workflow still waits.
     const updateEvents = (await handle.fetchHistory()).events!.filter(
       (e) => e.workflowExecutionUpdateAcceptedEventAttributes || e.workflowExecutionUpdateCompletedEventAttributes,
@@ -201,12 +241,18 @@ describe('quarantine decisions', () => {
       TEMPORAL_ADDRESS: harness.address,
     });
     try {
-      expect(await runOps(['discard', holdId, '--by', 'grace', '--reason', 'merchant gone'], (line) => lines.push(line))).toBe(0);
+      expect(
+        await runOps(['discard', holdId, '--by', 'grace', '--reason', 'merchant gone'], (line) => lines.push(line)),
+      ).toBe(0);
     } finally {
       process.env = env;
     }
-    expect(lines.join('\n')).toContain(`discard applied to hold ${holdId}: the workflow answered discard of policy run 1, now discarded`);
-    expect(await refusal(handle.executeUpdate('discard', { args: [{ by: 'heidi', reason: 'again' }] }))).toMatch(/^WorkflowNotFoundError/);
+    expect(lines.join('\n')).toContain(
+      `discard applied to hold ${holdId}: the workflow answered discard of policy run 1, now discarded`,
+    );
+    expect(await refusal(handle.executeUpdate('discard', { args: [{ by: 'heidi', reason: 'again' }] }))).toMatch(
+      /^WorkflowNotFoundError/,
+    );
   });
 
   it('case 2, never "applied" when the workflow did not apply it: the ledger a moment ahead of the stage is refused by the workflow', async () => {
@@ -224,9 +270,10 @@ describe('quarantine decisions', () => {
       outcome: 'ignored',
       detail: 'refused by the workflow: not waiting for a decision (stage backing_off)',
     });
-    const log = await us.pool.query('SELECT outcome FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1', [
-      holdId,
-    ]);
+    const log = await us.pool.query(
+      'SELECT outcome FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1',
+      [holdId],
+    );
     expect(log.rows).toEqual([{ outcome: 'ignored' }]);
     await handle.terminate('test done');
   });
@@ -237,7 +284,9 @@ describe('quarantine decisions', () => {
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['abandoned']);
     const handle = await handleOf(n.expired[0]!.id);
     expect((await handle.result()).delivery).toEqual({ status: 'abandoned', policyRuns: 1 });
-    expect((await holdStatus(ops, n.expired[0]!.id)).decisions).toMatchObject([{ decision: 'abandon', decided_by: 'hold-sweeper' }]);
+    expect((await holdStatus(ops, n.expired[0]!.id)).decisions).toMatchObject([
+      { decision: 'abandon', decided_by: 'hold-sweeper' },
+    ]);
   });
 });
 
@@ -245,7 +294,9 @@ describe('bulk replay', () => {
   it('approves exactly the frozen set, never a requester approving their own request', async () => {
     const n = await night(20, [{ status: 422 }], 2);
     await sweep();
-    await expect.poll(async () => (await statuses(n)).filter((s) => s === 'quarantined').length, { timeout: 60_000 }).toBe(20);
+    await expect
+      .poll(async () => (await statuses(n)).filter((s) => s === 'quarantined').length, { timeout: 60_000 })
+      .toBe(20);
     const [m0, m1] = n.merchantIds as [string, string];
     const before = await listQuarantined(us.pool, { merchantId: m0 });
     expect(before).toHaveLength(10);
@@ -254,12 +305,24 @@ describe('bulk replay', () => {
     expect(request.count).toBe(10);
 
     // Three more of the same merchant are quarantined after the preview: not part of the request.
-    const later = await seedNight(us.pool, 'us', `${harness.id}q${++nights}`, { expired: 3, merchants: 1 }, harness.merchants);
-    await us.pool.query('UPDATE auth_holds SET merchant_id = $1 WHERE id = ANY($2)', [m0, later.expired.map((h) => h.id)]);
+    const later = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}q${++nights}`,
+      { expired: 3, merchants: 1 },
+      harness.merchants,
+    );
+    await us.pool.query('UPDATE auth_holds SET merchant_id = $1 WHERE id = ANY($2)', [
+      m0,
+      later.expired.map((h) => h.id),
+    ]);
     await sweep();
-    await expect.poll(async () => (await listQuarantined(us.pool, { merchantId: m0 })).length, { timeout: 60_000 }).toBe(13);
+    await expect
+      .poll(async () => (await listQuarantined(us.pool, { merchantId: m0 })).length, { timeout: 60_000 })
+      .toBe(13);
 
-    for (const merchantId of [m0, m1]) harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 200 }] });
+    for (const merchantId of [m0, m1])
+      harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 200 }] });
     await expect(approveReplayRequest(ops, request.id, 'erin')).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
     const approved = await approveReplayRequest(ops, request.id, 'frank', { signalsPerSecond: 50 });
     expect(approved).toMatchObject({ applied: 10, ignored: [] });
@@ -291,21 +354,37 @@ describe('case 8, four eyes is a check, not a convention', () => {
       [request.id, other],
     );
     const approve = async (holdId: string, approvedBy: string, replayRequestId: string) =>
-      (await handleOf(holdId)).executeUpdate('approveReplay', { args: [{ approvedBy, reason: 'reviewed', replayRequestId }] }).then(
-        (answer) => answer,
-        (err: Error & { cause?: Error }) => `refused: ${err.cause?.message}`,
-      );
+      (await handleOf(holdId))
+        .executeUpdate('approveReplay', { args: [{ approvedBy, reason: 'reviewed', replayRequestId }] })
+        .then(
+          (answer) => answer,
+          (err: Error & { cause?: Error }) => `refused: ${err.cause?.message}`,
+        );
 
     // Not approved yet: a direct approval that only claims the request is refused, and the workflow keeps waiting.
     expect(await approve(covered, 'lee', request.id)).toBe(`refused: replay request ${request.id} is not approved`);
     expect(await approve(covered, 'lee', 'rr_nope')).toBe('refused: replay request rr_nope does not exist');
-    await us.pool.query(`UPDATE replay_requests SET status = 'approved', approved_by = 'lee', approved_at = now() WHERE id = $1`, [request.id]);
-    expect(await approve(covered, 'mallory', request.id)).toBe(`refused: replay request ${request.id} was approved by lee, not mallory`);
-    expect(await approve(other, 'lee', request.id)).toBe(`refused: replay request ${request.id} does not cover this hold's quarantined policy run 1`);
+    await us.pool.query(
+      `UPDATE replay_requests SET status = 'approved', approved_by = 'lee', approved_at = now() WHERE id = $1`,
+      [request.id],
+    );
+    expect(await approve(covered, 'mallory', request.id)).toBe(
+      `refused: replay request ${request.id} was approved by lee, not mallory`,
+    );
+    expect(await approve(other, 'lee', request.id)).toBe(
+      `refused: replay request ${request.id} does not cover this hold's quarantined policy run 1`,
+    );
     expect(await statuses(n)).toEqual(['quarantined', 'quarantined']);
 
-    harness.merchants.script(n.merchantIds[0]!, { secrets: [n.secrets.get(n.merchantIds[0]!)!], responses: [{ status: 200 }] });
-    expect(await approve(covered, 'lee', request.id)).toEqual({ decision: 'replay', policyRun: 1, stage: 'delivering' });
+    harness.merchants.script(n.merchantIds[0]!, {
+      secrets: [n.secrets.get(n.merchantIds[0]!)!],
+      responses: [{ status: 200 }],
+    });
+    expect(await approve(covered, 'lee', request.id)).toEqual({
+      decision: 'replay',
+      policyRun: 1,
+      stage: 'delivering',
+    });
     await expect
       .poll(() => statuses(n), { timeout: 30_000 })
       .toEqual([covered, other].sort().map((id) => (id === covered ? 'delivered' : 'quarantined')));
@@ -322,7 +401,9 @@ describe('why is it waiting?', () => {
   it('the status query names each waiting stage with its deadline and the last attempt', async () => {
     // Budget: 1 request per 20 s, so the second hold waits for the merchant's budget.
     const budget = await night(2, [{ status: 200 }]);
-    await us.pool.query('UPDATE merchants SET rate_per_second = 0.05, burst = 0 WHERE id = $1', [budget.merchantIds[0]]);
+    await us.pool.query('UPDATE merchants SET rate_per_second = 0.05, burst = 0 WHERE id = $1', [
+      budget.merchantIds[0],
+    ]);
     const retryAfter = await night(1, [{ status: 429, retryAfter: '30' }, { status: 200 }]);
     const backoff = await night(1, [{ status: 500 }, { status: 200 }], 1, { initialBackoffMs: 60_000 });
     const rejected = await night(1, [{ status: 400 }]);
@@ -330,17 +411,25 @@ describe('why is it waiting?', () => {
 
     const waitingFor = async (n: Night) => await (await handleOf(n.expired[0]!.id)).query(statusQuery);
     const second = async () => {
-      const stages = await Promise.all(budget.expired.map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage));
+      const stages = await Promise.all(
+        budget.expired.map(async (h) => (await (await handleOf(h.id)).query(statusQuery)).stage),
+      );
       return stages.sort();
     };
     await expect.poll(second, { timeout: 30_000 }).toEqual(['delivered', 'waiting_for_budget']);
-    await expect.poll(async () => (await waitingFor(retryAfter)).stage, { timeout: 30_000 }).toBe('honouring_retry_after');
+    await expect
+      .poll(async () => (await waitingFor(retryAfter)).stage, { timeout: 30_000 })
+      .toBe('honouring_retry_after');
     await expect.poll(async () => (await waitingFor(backoff)).stage, { timeout: 30_000 }).toBe('backing_off');
     await expect.poll(async () => (await waitingFor(rejected)).stage, { timeout: 30_000 }).toBe('quarantined');
 
     const now = Date.now();
     const r = await waitingFor(retryAfter);
-    expect(r).toMatchObject({ reason: 'Retry-After 30 s', attempt: 1, lastAttempt: { attemptNumber: 1, outcome: 'HTTP 429' } });
+    expect(r).toMatchObject({
+      reason: 'Retry-After 30 s',
+      attempt: 1,
+      lastAttempt: { attemptNumber: 1, outcome: 'HTTP 429' },
+    });
     expect(Date.parse((r as { until: string }).until) - now).toBeGreaterThan(20_000);
     const b = await waitingFor(backoff);
     expect(b).toMatchObject({ reason: 'backoff attempt 1', lastAttempt: { outcome: 'HTTP 500' } });
@@ -350,9 +439,9 @@ describe('why is it waiting?', () => {
       lastAttempt: { attemptNumber: 1 },
       detail: expect.stringContaining('HTTP 400'),
     });
-    const waiting = (await Promise.all(budget.expired.map(async (h) => (await handleOf(h.id)).query(statusQuery)))).find(
-      (s) => s.stage === 'waiting_for_budget',
-    );
+    const waiting = (
+      await Promise.all(budget.expired.map(async (h) => (await handleOf(h.id)).query(statusQuery)))
+    ).find((s) => s.stage === 'waiting_for_budget');
     expect(waiting).toMatchObject({ lane: 'first', reserved: true });
     expect(Date.parse((waiting as { until: string }).until)).toBeGreaterThan(now);
   });
@@ -362,7 +451,9 @@ describe('operator surfaces', () => {
   it('`temporal workflow list --query` with the search attributes finds exactly the quarantined deliveries of a merchant', async () => {
     const n = await night(4, [{ status: 200 }, { status: 400 }], 2);
     await sweep();
-    await expect.poll(async () => (await statuses(n)).filter((s) => s !== 'pending').length, { timeout: 30_000 }).toBe(4);
+    await expect
+      .poll(async () => (await statuses(n)).filter((s) => s !== 'pending').length, { timeout: 30_000 })
+      .toBe(4);
     const m0 = n.merchantIds[0]!;
     const expected = (await listQuarantined(us.pool, { merchantId: m0 })).map((q) => q.holdId);
     const expectedIds = await Promise.all(expected.map((h) => holdWorkflowIdOf(us.pool, 'us', h)));
@@ -381,7 +472,9 @@ describe('operator surfaces', () => {
         '--query',
         `DeliveryStatus="quarantined" AND MerchantId="${m0}"`,
       ]);
-      return (JSON.parse(stdout || '[]') as { execution: { workflowId: string } }[]).map((e) => e.execution.workflowId).sort();
+      return (JSON.parse(stdout || '[]') as { execution: { workflowId: string } }[])
+        .map((e) => e.execution.workflowId)
+        .sort();
     };
     await expect.poll(list, { timeout: 15_000 }).toEqual(expectedIds.sort());
     expect(expectedIds.length).toBeGreaterThan(0);
@@ -400,11 +493,19 @@ describe('operator surfaces', () => {
     process.env.SCHEDULE_ID_US = us.config.scheduleId;
     try {
       const lines: string[] = [];
-      expect(await runOps(['quarantine', 'list', '--merchant', n.merchantIds[0]!, '--json'], (l) => lines.push(l))).toBe(0);
+      expect(
+        await runOps(['quarantine', 'list', '--merchant', n.merchantIds[0]!, '--json'], (l) => lines.push(l)),
+      ).toBe(0);
       expect(JSON.parse(lines.pop()!)).toHaveLength(2);
-      expect(await runOps(['replay', 'preview', '--merchant', n.merchantIds[0]!, '--requested-by', 'hana'], (l) => lines.push(l))).toBe(0);
+      expect(
+        await runOps(['replay', 'preview', '--merchant', n.merchantIds[0]!, '--requested-by', 'hana'], (l) =>
+          lines.push(l),
+        ),
+      ).toBe(0);
       const id = /replay request (rr_\w+): 2 quarantined/.exec(lines.pop()!)![1]!;
-      await expect(runOps(['replay', 'approve', id, '--by', 'hana'])).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
+      await expect(runOps(['replay', 'approve', id, '--by', 'hana'])).rejects.toMatchObject({
+        code: 'SelfApprovalRefused',
+      });
       await expect(runOps(['quarantine', 'list', '--reason', 'sad'])).rejects.toThrow(/--reason/);
       expect(await runOps(['status', n.expired[0]!.id], (l) => lines.push(l))).toBe(0);
       expect(lines.pop()).toMatch(/webhook: wh_\S+ quarantined \(rejected\), 1 attempt/);

@@ -20,24 +20,41 @@ let nights = 0;
 beforeAll(async () => {
   harness = await openHarness();
   us = await harness.region('us');
-  workers = await startWorkerProcesses(3, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')));
+  workers = await startWorkerProcesses(
+    3,
+    workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
+  );
 });
 afterAll(async () => {
   await workers?.stop();
   await harness?.close();
 });
 
-/** The region's merchant secrets as its workers hold them (these merchants have none; the seeder takes the ring all the same). */
-const secretsOf = (region: TestRegion) => ({ region: region.config.region, sealer: localKeyRing(region.config.secretKeys) });
+/**
+ * The region's merchant secrets as its workers hold them (these merchants have none; the seeder takes the ring all the
+ * same).
+ */
+const secretsOf = (region: TestRegion) => ({
+  region: region.config.region,
+  sealer: localKeyRing(region.config.secretKeys),
+});
 
-async function merchantNight(holds: number, limits: { rate: number; burst: number }, policy: Record<string, number> = {}): Promise<Night> {
-  const night = await seedNight(us.pool, 'us', `${harness.id}r${++nights}`, { expired: holds, merchants: 1 }, harness.merchants);
-  await us.pool.query('UPDATE merchants SET rate_per_second = $2, burst = $3, delivery_policy = $4::jsonb WHERE id = $1', [
-    night.merchantIds[0],
-    limits.rate,
-    limits.burst,
-    JSON.stringify(policy),
-  ]);
+async function merchantNight(
+  holds: number,
+  limits: { rate: number; burst: number },
+  policy: Record<string, number> = {},
+): Promise<Night> {
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}r${++nights}`,
+    { expired: holds, merchants: 1 },
+    harness.merchants,
+  );
+  await us.pool.query(
+    'UPDATE merchants SET rate_per_second = $2, burst = $3, delivery_policy = $4::jsonb WHERE id = $1',
+    [night.merchantIds[0], limits.rate, limits.burst, JSON.stringify(policy)],
+  );
   return night;
 }
 
@@ -61,7 +78,9 @@ async function deliveryCounts(night: Night) {
 describe('merchant budget (GCRA in Postgres)', () => {
   it('never over-admits under concurrent acquires, and a rate change applies to the next acquire', async () => {
     const region = await harness.region('us');
-    await insertMerchants(region.pool, secretsOf(region), [{ id: 'm_gcra', endpointUrl: 'https://m.example/h', ratePerSecond: 5, burst: 1 }]);
+    await insertMerchants(region.pool, secretsOf(region), [
+      { id: 'm_gcra', endpointUrl: 'https://m.example/h', ratePerSecond: 5, burst: 1 },
+    ]);
     const budget = createMerchantBudget(region.pool);
 
     // 200 callers at once: one is admitted now (sends are paced, never burst); every other caller gets its own
@@ -94,7 +113,9 @@ describe('merchant budget (GCRA in Postgres)', () => {
 
   it('a push-back holds every slot until it ends', async () => {
     const region = await harness.region('us');
-    await insertMerchants(region.pool, secretsOf(region), [{ id: 'm_pause', endpointUrl: 'https://m.example/h', ratePerSecond: 50, burst: 5 }]);
+    await insertMerchants(region.pool, secretsOf(region), [
+      { id: 'm_pause', endpointUrl: 'https://m.example/h', ratePerSecond: 50, burst: 5 },
+    ]);
     const budget = createMerchantBudget(region.pool);
     await budget.pushBack('m_pause', 3000, 'HTTP 429');
     const { pausedUntilMs, nowMs } = await budget.pause('m_pause');
@@ -112,7 +133,9 @@ describe('three worker processes, one merchant', () => {
     const night = await merchantNight(300, { rate: 5, burst: 1 });
     const started = Date.now();
     await sweep();
-    await expect.poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 180_000, interval: 500 }).toBe(300);
+    await expect
+      .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 180_000, interval: 500 })
+      .toBe(300);
     const wallS = (Date.now() - started) / 1000;
 
     const requests = harness.merchants.requests(night.merchantIds[0]);
@@ -139,15 +162,23 @@ describe('three worker processes, one merchant', () => {
     const merchantId = night.merchantIds[0]!;
     harness.merchants.script(merchantId, {
       secrets: [night.secrets.get(merchantId)!],
-      responses: [...Array.from({ length: 5 }, () => ({ status: 200 })), { status: 429, retryAfter: '3' }, { status: 200 }],
+      responses: [
+        ...Array.from({ length: 5 }, () => ({ status: 200 })),
+        { status: 429, retryAfter: '3' },
+        { status: 200 },
+      ],
     });
     await sweep();
-    await expect.poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 60_000, interval: 500 }).toBe(40);
+    await expect
+      .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 60_000, interval: 500 })
+      .toBe(40);
 
     const requests = harness.merchants.requests(merchantId);
     const refused = requests.find((r) => r.answer === 429)!;
     // Requests already on the wire when the 429 went out cannot be recalled: allow the round trip (100 ms).
-    const early = requests.filter((r) => r.receivedAt > refused.receivedAt + 100 && r.receivedAt < refused.receivedAt + 3000);
+    const early = requests.filter(
+      (r) => r.receivedAt > refused.receivedAt + 100 && r.receivedAt < refused.receivedAt + 3000,
+    );
     expect(early).toEqual([]);
     expect(requests.filter((r) => r.receivedAt >= refused.receivedAt + 3000).length).toBeGreaterThanOrEqual(40 - 6);
     expect(maxInAnyWindow(requests.map((r) => r.receivedAt))).toBeLessThanOrEqual(10 + 2);
@@ -163,7 +194,9 @@ describe('three worker processes, one merchant', () => {
       responses: [...Array.from({ length: 5 }, () => ({ status: 503 })), { status: 200 }],
     });
     await sweep();
-    await expect.poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 90_000, interval: 500 }).toBe(15);
+    await expect
+      .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 90_000, interval: 500 })
+      .toBe(15);
 
     const requests = harness.merchants.requests(merchantId);
     expect(requests).toHaveLength(20);
@@ -185,9 +218,10 @@ describe('three worker processes, one merchant', () => {
     await sweep();
     await expect
       .poll(async () => {
-        const { rows } = await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'pending'`, [
-          merchantId,
-        ]);
+        const { rows } = await us.pool.query(
+          `SELECT count(*)::integer AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'pending'`,
+          [merchantId],
+        );
         return rows[0].n;
       })
       .toBe(50);
@@ -198,7 +232,9 @@ describe('three worker processes, one merchant', () => {
 
     const enabledAt = Date.now();
     await us.pool.query(`UPDATE merchants SET status = 'active' WHERE id = $1`, [merchantId]);
-    await expect.poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 90_000, interval: 500 }).toBe(50);
+    await expect
+      .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 90_000, interval: 500 })
+      .toBe(50);
     const requests = harness.merchants.requests(merchantId);
     expect(requests).toHaveLength(50);
     expect(requests.every((r) => r.receivedAt >= enabledAt)).toBe(true);

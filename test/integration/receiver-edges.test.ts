@@ -1,5 +1,6 @@
 /**
- * The processor receiver at its edge (docs/security.md; it once wrote whatever anyone sent): what anyone can send without
+ * The processor receiver at its edge (docs/security.md; it once wrote whatever anyone sent): what anyone can send
+ * without
  * the secret costs the database nothing and does not slow the processor's own callbacks; signed refusals go through
  * a pool of their own and are kept for a bounded time; a body is refused on its declared length before it is read;
  * slow headers and too many connections are cut off; /healthz and /metrics answer.
@@ -30,7 +31,8 @@ afterAll(async () => {
   await harness?.close();
 });
 
-const refusedRows = async () => (await us.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM processor_requests_refused')).rows[0]!.n;
+const refusedRows = async () =>
+  (await us.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM processor_requests_refused')).rows[0]!.n;
 const base = () => receiver.processor.url.replace(/\/processor\/events$/, '');
 const percentile = (values: readonly number[], p: number) => {
   const sorted = [...values].sort((a, b) => a - b);
@@ -38,7 +40,11 @@ const percentile = (values: readonly number[], p: number) => {
 };
 
 /** Writes `text` on a raw connection and resolves with what came back once the server closed it. */
-function rawExchange(port: number, text: string, { end = true } = {}): Promise<{ response: string; closedAfterMs: number }> {
+function rawExchange(
+  port: number,
+  text: string,
+  { end = true } = {},
+): Promise<{ response: string; closedAfterMs: number }> {
   return new Promise((resolve, reject) => {
     const started = Date.now();
     let response = '';
@@ -56,14 +62,32 @@ describe('the receiver’s OpenAPI document', () => {
   it('describes every answer the receiver gives: recorded, duplicate, each refusal, the health check', async () => {
     const document = (await (await fetch(`${base()}/openapi.json`)).json()) as OpenApiDocument;
     const openapi = openApiValidator(document);
-    const night = await seedNight(us.pool, 'us', `${harness.id}oa`, { expired: 0, future: 1, merchants: 1 }, harness.merchants);
+    const night = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}oa`,
+      { expired: 0, future: 1, merchants: 1 },
+      harness.merchants,
+    );
     const holdId = night.future[0]!.id;
-    const event = { eventId: `evt_${holdId}_oa1`, holdId, sequence: 1, type: 'hold.incremented' as const, amountMinor: 100, currency: 'USD' };
+    const event = {
+      eventId: `evt_${holdId}_oa1`,
+      holdId,
+      sequence: 1,
+      type: 'hold.incremented' as const,
+      amountMinor: 100,
+      currency: 'USD',
+    };
     const body = Processor.body(event);
     const bodyOf = (e: { type: string }) =>
       JSON.stringify({ type: e.type, timestamp: '2026-12-01T00:00:00Z', data: { hold_id: holdId, sequence: 2, ...e } });
     const answers: { what: string; method: string; path: string; status: number; text: string }[] = [];
-    const post = async (what: string, eventId: string, text: string, headers: Record<string, string | undefined> = {}) => {
+    const post = async (
+      what: string,
+      eventId: string,
+      text: string,
+      headers: Record<string, string | undefined> = {},
+    ) => {
       const answer = await receiver.processor.post(eventId, text, headers);
       answers.push({ what, method: 'POST', path: '/processor/events', status: answer.status, text: answer.body });
     };
@@ -111,7 +135,10 @@ describe('the receiver’s OpenAPI document', () => {
     for (const a of answers) {
       // Another method or path is refused with the body the document gives POST /processor/events for 405 and 404.
       const off = a.what === 'wrong method' || a.what === 'wrong path';
-      expect(openapi.check(off ? 'POST' : a.method, off ? '/processor/events' : a.path, a.status, JSON.parse(a.text)), a.what).toEqual([]);
+      expect(
+        openapi.check(off ? 'POST' : a.method, off ? '/processor/events' : a.path, a.status, JSON.parse(a.text)),
+        a.what,
+      ).toEqual([]);
     }
     // It bites: a refusal code the document does not list for that status.
     expect(openapi.check('POST', '/processor/events', 401, { error: 'NotFound', message: 'x' })).toHaveLength(1);
@@ -121,11 +148,16 @@ describe('the receiver’s OpenAPI document', () => {
 describe('the receiver at its edge', () => {
   it('answers /healthz, and /metrics counts each refusal by reason', async () => {
     const health = await fetch(`${base()}/healthz`);
-    expect({ status: health.status, body: await health.json() }).toEqual({ status: 200, body: { status: 'ok', region: 'us' } });
+    expect({ status: health.status, body: await health.json() }).toEqual({
+      status: 200,
+      body: { status: 'ok', region: 'us' },
+    });
     expect((await receiver.processor.post('evt_m1', '{}', { 'webhook-signature': undefined })).status).toBe(401);
     const metrics = await (await fetch(`${base()}/metrics`)).text();
     expect(metrics).toContain('# TYPE hold_sweeper_processor_requests_refused_total counter');
-    expect(metrics).toMatch(/^hold_sweeper_processor_requests_refused_total\{region="us",reason="MissingSignature"\} [1-9]\d*$/m);
+    expect(metrics).toMatch(
+      /^hold_sweeper_processor_requests_refused_total\{region="us",reason="MissingSignature"\} [1-9]\d*$/m,
+    );
   });
 
   it('refuses a declared Content-Length over the limit before reading a byte of it, and cuts off a body that never ends', async () => {
@@ -192,13 +224,22 @@ describe('the receiver at its edge', () => {
     try {
       await lock.query('BEGIN');
       await lock.query('LOCK TABLE processor_requests_refused IN ACCESS EXCLUSIVE MODE');
-      const malformed = Array.from({ length: 40 }, (_, i) => receiver.processor.post(`evt_${harness.id}_bad_${i}`, '{"type": "hold.captured",'));
+      const malformed = Array.from({ length: 40 }, (_, i) =>
+        receiver.processor.post(`evt_${harness.id}_bad_${i}`, '{"type": "hold.captured",'),
+      );
       const unsigned = Array.from({ length: 40 }, (_, i) =>
         receiver.processor.post(`evt_${harness.id}_u_${i}`, '{}', { 'webhook-signature': undefined }),
       );
       const valid = await receiver.processor.post(
         `evt_${holdId}_1`,
-        FakeProcessor.body({ eventId: `evt_${holdId}_1`, holdId, sequence: 1, type: 'hold.incremented', amountMinor: 5, currency: 'USD' }),
+        FakeProcessor.body({
+          eventId: `evt_${holdId}_1`,
+          holdId,
+          sequence: 1,
+          type: 'hold.incremented',
+          amountMinor: 5,
+          currency: 'USD',
+        }),
       );
       expect(valid.status).toBe(202);
       expect((await Promise.all(malformed)).map((r) => r.status)).toEqual(Array(40).fill(400));
@@ -219,7 +260,9 @@ describe('the receiver at its edge', () => {
     await at('29 days');
     const deleted = await receiver.receiver.pruneRefused();
     expect(deleted).toBeGreaterThanOrEqual(1);
-    const { rows } = await us.pool.query<{ message: string }>(`SELECT message FROM processor_requests_refused WHERE message LIKE 'retention %'`);
+    const { rows } = await us.pool.query<{ message: string }>(
+      `SELECT message FROM processor_requests_refused WHERE message LIKE 'retention %'`,
+    );
     expect(rows.map((r) => r.message)).toEqual(['retention 29 days']);
   });
 });
@@ -235,11 +278,25 @@ describe('a flood of unsigned requests', () => {
     const rounds = 20;
     const perRound = 30;
     const warmUp = 20;
-    const night = await seedNight(us.pool, 'us', `${harness.id}fl`, { expired: 0, future: warmUp + 2 * rounds * perRound }, harness.merchants);
-    process_ = await startReceiverProcess({ region: us.config, databaseUrl: us.databaseUrl, temporalAddress: us.config.temporalAddress!, secret });
+    const night = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}fl`,
+      { expired: 0, future: warmUp + 2 * rounds * perRound },
+      harness.merchants,
+    );
+    process_ = await startReceiverProcess({
+      region: us.config,
+      databaseUrl: us.databaseUrl,
+      temporalAddress: us.config.temporalAddress!,
+      secret,
+    });
     const processor = new FakeProcessor(process_.url, secret);
     const holds = night.future.values();
-    /** Signed events, one hold each, in turn, each timed from request to acknowledgement: `count` of them, or until `until`. */
+    /**
+     * Signed events, one hold each, in turn, each timed from request to acknowledgement: `count` of them, or until
+     * `until`.
+     */
     const acknowledge = async (count: number, until?: () => boolean) => {
       const ms: number[] = [];
       for (let i = 0; i < count && !until?.(); i++) {
@@ -288,13 +345,19 @@ describe('a flood of unsigned requests', () => {
     // Every unsigned request refused and counted by reason, none written; every signed event recorded.
     expect(statuses).toEqual({ 401: 5_000 });
     expect(await refusedRows()).toBe(rowsBefore);
-    const recorded = await us.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM processor_events WHERE event_id LIKE $1`, [
-      `evt_h_${harness.id}fl_%`,
-    ]);
+    const recorded = await us.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM processor_events WHERE event_id LIKE $1`,
+      [`evt_h_${harness.id}fl_%`],
+    );
     expect(recorded.rows[0]!.n).toBe(warmUp + quiet.length + loud.length);
     const metrics = await (await fetch(process_.url.replace(/\/processor\/events$/, '/metrics'))).text();
-    const counted = [...metrics.matchAll(/^hold_sweeper_processor_requests_refused_total\{region="us",reason="(\w+)"\} (\d+)$/gm)];
-    expect(Object.fromEntries(counted.map((m) => [m[1], Number(m[2])]))).toEqual({ MissingSignature: 2_500, BadSignature: 2_500 });
+    const counted = [
+      ...metrics.matchAll(/^hold_sweeper_processor_requests_refused_total\{region="us",reason="(\w+)"\} (\d+)$/gm),
+    ];
+    expect(Object.fromEntries(counted.map((m) => [m[1], Number(m[2])]))).toEqual({
+      MissingSignature: 2_500,
+      BadSignature: 2_500,
+    });
 
     const p99 = { quiet: percentile(quiet, 99), loud: percentile(loud, 99) };
     console.log(

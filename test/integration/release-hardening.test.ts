@@ -11,7 +11,13 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import type pg from 'pg';
 import { checkLedgerInvariants } from '../../bench/invariants.js';
 import { createLedgerActivities, type ReleaseHoldInput } from '../../src/activities/ledger.js';
-import type { ReleaseExpiredHoldResult, ReleaseOutcome, SweepInput, SweepResult, SweepTotals } from '../../src/contracts/domain.js';
+import type {
+  ReleaseExpiredHoldResult,
+  ReleaseOutcome,
+  SweepInput,
+  SweepResult,
+  SweepTotals,
+} from '../../src/contracts/domain.js';
 import type { Region } from '../../src/contracts/regions.js';
 import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
 import { isoUtc } from '../../src/db/sql.js';
@@ -51,7 +57,14 @@ function runSweep(r: TestRegion, input: Partial<SweepInput> & { cutoff?: string 
   return r.client.workflow.execute(sweepExpiredHolds, {
     taskQueue: r.config.taskQueue,
     workflowId: `sweep-${r.config.region}-${harness.id}-${++sweeps}`,
-    args: [{ region: r.config.region, releaseWaitMs: 60_000, ...(cutoff ? { progress: { cutoff, totals: NO_TOTALS } } : {}), ...rest }],
+    args: [
+      {
+        region: r.config.region,
+        releaseWaitMs: 60_000,
+        ...(cutoff ? { progress: { cutoff, totals: NO_TOTALS } } : {}),
+        ...rest,
+      },
+    ],
   });
 }
 
@@ -63,7 +76,10 @@ async function dbClock(pool: pg.Pool, offsetMs = 0): Promise<string> {
 
 /** A hold's exact (microsecond) expiry, as the sweep's page reads it. */
 async function expiryOf(pool: pg.Pool, holdId: string): Promise<string> {
-  const { rows } = await pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId]);
+  const { rows } = await pool.query<{ e: string }>(
+    `SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`,
+    [holdId],
+  );
   return rows[0]!.e;
 }
 
@@ -85,7 +101,8 @@ const MINUTE = 60_000;
 /** The status of every run under `workflowId`. */
 async function runsOf(r: TestRegion, workflowId: string): Promise<string[]> {
   const runs: string[] = [];
-  for await (const execution of r.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) runs.push(execution.status.name);
+  for await (const execution of r.client.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
+    runs.push(execution.status.name);
   return runs;
 }
 
@@ -99,23 +116,35 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     // minutes from the database's now(), so by that cutoff they expired 5 minutes ago. The ledger's clock decides.
     await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '10 minutes'`);
     const cutoff = await dbClock(us.pool, 15 * MINUTE);
-    expect(await releaseHold({ holdId: ahead, expiresAt: await expiryOf(us.pool, ahead), cutoff })).toMatchObject({ status: 'not_expired' });
+    expect(await releaseHold({ holdId: ahead, expiresAt: await expiryOf(us.pool, ahead), cutoff })).toMatchObject({
+      status: 'not_expired',
+    });
 
     // Re-authorised after the sweep saw it (a new expiry is a new business action, for a later sweep): not released.
-    await us.pool.query(`UPDATE auth_holds SET expires_at = now() - interval '5 minutes' WHERE id = $1`, [reauthorised]);
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() - interval '5 minutes' WHERE id = $1`, [
+      reauthorised,
+    ]);
     const seen = await expiryOf(us.pool, reauthorised);
-    await us.pool.query(`UPDATE auth_holds SET expires_at = expires_at - interval '1 minute' WHERE id = $1`, [reauthorised]);
-    expect(await releaseHold({ holdId: reauthorised, expiresAt: seen, cutoff })).toMatchObject({ status: 'not_expired' });
+    await us.pool.query(`UPDATE auth_holds SET expires_at = expires_at - interval '1 minute' WHERE id = $1`, [
+      reauthorised,
+    ]);
+    expect(await releaseHold({ holdId: reauthorised, expiresAt: seen, cutoff })).toMatchObject({
+      status: 'not_expired',
+    });
 
     // A cutoff earlier than the ledger's now (a sweep that started a while ago) is honoured: expired by the database
     // clock but not by the cutoff it is given, not released.
     await us.pool.query(`UPDATE auth_holds SET expires_at = now() - interval '1 minute' WHERE id = $1`, [early]);
     const earlyCutoff = await dbClock(us.pool, -2 * MINUTE);
-    expect(await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff: earlyCutoff })).toMatchObject({
+    expect(
+      await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff: earlyCutoff }),
+    ).toMatchObject({
       status: 'not_expired',
     });
     // And with the future cutoff, by the ledger's clock: released.
-    expect(await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff })).toMatchObject({ status: 'released' });
+    expect(await releaseHold({ holdId: early, expiresAt: await expiryOf(us.pool, early), cutoff })).toMatchObject({
+      status: 'released',
+    });
 
     // Started by hand (no sweep, so no cutoff): the database clock decides, as before.
     expect(await releaseHold({ holdId: byHand })).toMatchObject({ status: 'not_expired' });
@@ -141,10 +170,17 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
 
     // Once the ledger's clock has passed the hold's expiry, the next sweep releases it (one start, no duplicate).
     await waitUntil(
-      async () => (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [lagging.id])).rowCount === 1,
+      async () =>
+        (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [lagging.id]))
+          .rowCount === 1,
       "the ledger's clock passes the hold's expiry",
     );
-    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({ found: 1, started: 1, alreadyStarted: 0, unreleasedAtEnd: 0 });
+    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({
+      found: 1,
+      started: 1,
+      alreadyStarted: 0,
+      unreleasedAtEnd: 0,
+    });
     const states = await holdStates(us.pool);
     for (const hold of [...night.expired, lagging]) expect(states.get(hold.id)?.state).toBe('released');
     expect(await checkLedgerInvariants(us.pool)).toEqual([]);
@@ -167,7 +203,9 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     });
     expect(first.release.status).toBe('not_expired');
     await waitUntil(
-      async () => (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [hold.id])).rowCount === 1,
+      async () =>
+        (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [hold.id])).rowCount ===
+        1,
       "the ledger's clock passes the hold's expiry",
     );
     await us.pool.query(
@@ -199,9 +237,17 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
 
     // Fixed upstream as the reject code's doc says: the account corrected, the hold set back to 'active'.
     await us.pool.query(`UPDATE accounts SET held_minor = $2 WHERE id = $1`, [hold.accountId, hold.amountMinor]);
-    await us.pool.query(`UPDATE auth_holds SET state = 'active', reject_code = NULL, rejected_at = NULL WHERE id = $1`, [hold.id]);
+    await us.pool.query(
+      `UPDATE auth_holds SET state = 'active', reject_code = NULL, rejected_at = NULL WHERE id = $1`,
+      [hold.id],
+    );
 
-    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({ found: 1, started: 1, alreadyStarted: 0, unreleasedAtEnd: 0 });
+    expect(await runSweep(us, { releaseWaitMs: 5_000 })).toMatchObject({
+      found: 1,
+      started: 1,
+      alreadyStarted: 0,
+      unreleasedAtEnd: 0,
+    });
     expect((await holdStates(us.pool)).get(hold.id)?.state).toBe('released');
     // Visibility is eventually consistent: poll.
     await expect.poll(() => runsOf(us, workflowId), { timeout: 10_000 }).toEqual(['COMPLETED', 'COMPLETED']);
@@ -219,17 +265,32 @@ describe('case 6: a release that cannot succeed ends, one that may succeed waits
     // The account's held balance no longer covers the hold (an upstream bug): releasing it would break held_minor >= 0.
     await eu.pool.query(`UPDATE accounts SET held_minor = $2 WHERE id = $1`, [short.accountId, short.amountMinor - 1]);
     const before = (await balances(eu.pool)).get(short.accountId);
-    expect(await releaseHold({ holdId: short.id })).toEqual({ status: 'rejected', holdId: short.id, code: 'InsufficientHeldBalance' });
-    expect((await holdStates(eu.pool)).get(short.id)).toEqual({ state: 'rejected', rejectCode: 'InsufficientHeldBalance' });
+    expect(await releaseHold({ holdId: short.id })).toEqual({
+      status: 'rejected',
+      holdId: short.id,
+      code: 'InsufficientHeldBalance',
+    });
+    expect((await holdStates(eu.pool)).get(short.id)).toEqual({
+      state: 'rejected',
+      rejectCode: 'InsufficientHeldBalance',
+    });
     expect((await balances(eu.pool)).get(short.accountId)).toEqual(before);
     expect(await ledgerEntryCount(eu.pool)).toBe(0);
     // Rejected is final for the release: asked again, it says so without trying.
-    expect(await releaseHold({ holdId: short.id })).toEqual({ status: 'rejected', holdId: short.id, code: 'InsufficientHeldBalance' });
+    expect(await releaseHold({ holdId: short.id })).toEqual({
+      status: 'rejected',
+      holdId: short.id,
+      code: 'InsufficientHeldBalance',
+    });
 
     // A released hold whose webhook row is missing: the release stands (its ledger entry is real), reported as such.
     expect(await releaseHold({ holdId: orphan.id })).toMatchObject({ status: 'released' });
     await eu.pool.query('DELETE FROM webhook_deliveries WHERE hold_id = $1', [orphan.id]);
-    expect(await releaseHold({ holdId: orphan.id })).toEqual({ status: 'rejected', holdId: orphan.id, code: 'ReleasedWithoutWebhook' });
+    expect(await releaseHold({ holdId: orphan.id })).toEqual({
+      status: 'rejected',
+      holdId: orphan.id,
+      code: 'ReleasedWithoutWebhook',
+    });
     expect((await holdStates(eu.pool)).get(orphan.id)).toEqual({ state: 'released', rejectCode: null });
     expect(await ledgerEntryCount(eu.pool)).toBe(1);
   });
@@ -277,7 +338,11 @@ describe('case 6: a release that cannot succeed ends, one that may succeed waits
     const handle = us.client.workflow.getHandle(workflowId);
     const events = async () => (await handle.fetchHistory()).events ?? [];
     // Local retries 1 s and 2 s apart; the next backoff (4 s) is past the threshold and becomes a timer.
-    await waitUntil(async () => (await events()).some((e) => e.timerStartedEventAttributes), 'the release backs off on a durable timer', 30_000);
+    await waitUntil(
+      async () => (await events()).some((e) => e.timerStartedEventAttributes),
+      'the release backs off on a durable timer',
+      30_000,
+    );
     expect((await holdStates(us.pool)).get(hold.id)?.state).toBe('active');
     const runningId = (await handle.describe()).runId;
 
@@ -292,7 +357,10 @@ describe('case 6: a release that cannot succeed ends, one that may succeed waits
     });
     // Still the one run the first sweep started.
     const description = await handle.describe();
-    expect({ status: description.status.name, runId: description.runId }).toEqual({ status: 'COMPLETED', runId: runningId });
+    expect({ status: description.status.name, runId: description.runId }).toEqual({
+      status: 'COMPLETED',
+      runId: runningId,
+    });
     expect(await ledgerEntryCount(us.pool)).toBe(1);
     // A timer for each backoff past the threshold; a marker for each attempt before one, and one for the release.
     const history = await events();

@@ -12,7 +12,8 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
-const QUARANTINE = 'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
+const QUARANTINE =
+  'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
 const ORIGINAL = `  const recorded = ${QUARANTINE};
   log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
   const since = new Date().toISOString();
@@ -47,7 +48,9 @@ afterAll(async () => {
 
 /** A copy of src/ with `variant` in place of the quarantine step, bundled; then the golden histories replayed on it. */
 async function replayVariant(name: string, variant: string): Promise<{ replayed: number; failed: string[] }> {
-  const bundle = await bundleVariant(path.join(dir, name), [{ file: 'workflows/webhook-delivery.ts', from: ORIGINAL, to: variant }]);
+  const bundle = await bundleVariant(path.join(dir, name), [
+    { file: 'workflows/webhook-delivery.ts', from: ORIGINAL, to: variant },
+  ]);
   const histories = goldenHistories();
   const failed = (await replayFailures(bundle, histories)).map((f) => f.split(':')[0]!);
   return { replayed: histories.length, failed };
@@ -65,13 +68,20 @@ it('the gate fails a reordered workflow, and passes the same change behind patch
 
 it("the gate fails the unpatched change to a gap wait (a skip cancels its timer, f4ae648's shape) on 24b3de0's history of such a skip", async () => {
   const unpatched = await bundleVariant(path.join(dir, 'unpatched-skip'), [
-    { file: 'workflows/hold-events.ts', from: 'const skipEndsWait = patched(SKIP_ENDS_GAP_WAIT_PATCH);', to: 'const skipEndsWait = true;' },
+    {
+      file: 'workflows/hold-events.ts',
+      from: 'const skipEndsWait = patched(SKIP_ENDS_GAP_WAIT_PATCH);',
+      to: 'const skipEndsWait = true;',
+    },
   ]);
-  const skipsDuringTheWait = goldenHistories().filter((h) => h.file.startsWith('applyHoldEvents-waiting_for_predecessor-skip'));
+  const skipsDuringTheWait = goldenHistories().filter((h) =>
+    h.file.startsWith('applyHoldEvents-waiting_for_predecessor-skip'),
+  );
   expect(skipsDuringTheWait.map((h) => h.release)).toContain('24b3de0');
   const failures = await replayFailures(unpatched, skipsDuringTheWait);
   expect(failures).toEqual(
-    // The timer the history saw fire, the variant had cancelled: the replay is not deterministic (core reports it fatal).
+    // The timer the history saw fire, the variant had cancelled: the replay is not deterministic (core reports it
+    // fatal).
     expect.arrayContaining([
       expect.stringMatching(
         /^24b3de0\/applyHoldEvents-waiting_for_predecessor-skip-c\d+\.json\.gz: .*TimerMachine in state CancelTimerCommandSent says the transition is invalid during event .*TimerFired/,

@@ -44,11 +44,14 @@ it('histories recorded from real sweeps replay with the current workflow code', 
     ).rows;
   await expect.poll(async () => (await quarantined()).length, { timeout: 30_000 }).toBeGreaterThanOrEqual(2);
   await expect
-    .poll(async () => (await us.pool.query("SELECT 1 FROM webhook_deliveries WHERE status = 'pending'")).rowCount, { timeout: 30_000 })
+    .poll(async () => (await us.pool.query("SELECT 1 FROM webhook_deliveries WHERE status = 'pending'")).rowCount, {
+      timeout: 30_000,
+    })
     .toBe(0);
   for (const { hold_id, merchant_id } of await quarantined()) {
     const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold_id));
-    if (merchant_id === m0) await handle.signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed parser' });
+    if (merchant_id === m0)
+      await handle.signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed parser' });
     else await handle.signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
   }
   await expect.poll(async () => (await quarantined()).length, { timeout: 30_000 }).toBe(0);
@@ -74,7 +77,10 @@ it('histories recorded from real sweeps replay with the current workflow code', 
 
   const outcomes: { workflowId: string; error?: unknown }[] = [];
   const histories = us.client.workflow.list({ query }).intoHistories();
-  for await (const outcome of Worker.runReplayHistories({ workflowBundle: { code: inject('workflowBundleCode') } }, histories)) {
+  for await (const outcome of Worker.runReplayHistories(
+    { workflowBundle: { code: inject('workflowBundleCode') } },
+    histories,
+  )) {
     outcomes.push(outcome);
   }
   expect(outcomes).toHaveLength(25 + sweepRuns + batches);

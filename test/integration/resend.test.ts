@@ -36,7 +36,13 @@ afterAll(async () => {
 });
 
 async function night(holds: number, responses: { status: number }[], quarantineTimeoutMs?: number): Promise<Night> {
-  const n = await seedNight(us.pool, 'us', `${harness.id}r${++nights}`, { expired: holds, merchants: 1 }, harness.merchants);
+  const n = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}r${++nights}`,
+    { expired: holds, merchants: 1 },
+    harness.merchants,
+  );
   const [merchantId] = n.merchantIds as [string];
   harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses });
   await us.client.workflow.execute(sweepExpiredHolds, {
@@ -74,10 +80,26 @@ describe('resend', () => {
     await nextSecondAfter(first);
 
     await withOps(us, 'dev', async (run, lines) => {
-      expect(await run('resend', webhookId, '--by', 'alice', '--reason', 'merchant restored from a backup', '--ticket', 'OPS-7')).toBe(0);
-      expect(lines.pop()).toMatch(new RegExp(`^resend rs_\\w+ of ${webhookId}: policy run 2, delivered by hold-resend-us-rs_\\w+$`));
+      expect(
+        await run(
+          'resend',
+          webhookId,
+          '--by',
+          'alice',
+          '--reason',
+          'merchant restored from a backup',
+          '--ticket',
+          'OPS-7',
+        ),
+      ).toBe(0);
+      expect(lines.pop()).toMatch(
+        new RegExp(`^resend rs_\\w+ of ${webhookId}: policy run 2, delivered by hold-resend-us-rs_\\w+$`),
+      );
     });
-    await waitUntil(async () => ok(merchantId).length === 2 && (await statusOf(holdId)) === 'delivered', 'the resend delivered');
+    await waitUntil(
+      async () => ok(merchantId).length === 2 && (await statusOf(holdId)) === 'delivered',
+      'the resend delivered',
+    );
     const [, again] = harness.merchants.requests(merchantId) as [ReceivedWebhook, ReceivedWebhook];
     expect(again).toMatchObject({ webhookId, body: payload, verified: true });
     expect(again.signature).not.toBe(first.signature);
@@ -87,7 +109,10 @@ describe('resend', () => {
     await nextSecondAfter(again);
     const second = await resendWebhookNow(ops, webhookId, 'bob', 'merchant asked again');
     expect(second.policyRun).toBe(3);
-    await waitUntil(async () => ok(merchantId).length === 3 && (await statusOf(holdId)) === 'delivered', 'the second resend delivered');
+    await waitUntil(
+      async () => ok(merchantId).length === 3 && (await statusOf(holdId)) === 'delivered',
+      'the second resend delivered',
+    );
     const handle = us.client.workflow.getHandle<() => Promise<ResendWebhookResult>>(second.workflowId);
     expect(await handle.result()).toMatchObject({ status: 'resent', policyRun: 3, delivery: { status: 'delivered' } });
     const requests = harness.merchants.requests(merchantId);
@@ -115,7 +140,13 @@ describe('resend', () => {
         reason: 'merchant restored from a backup',
         ticket: 'OPS-7',
       },
-      { webhook_id: webhookId, policy_run: 3, from_status: 'delivered', requested_by: 'bob', workflow_id: second.workflowId },
+      {
+        webhook_id: webhookId,
+        policy_run: 3,
+        from_status: 'delivered',
+        requested_by: 'bob',
+        workflow_id: second.workflowId,
+      },
     ]);
     expect((report.resends[0] as { from_delivered_at: Date | null }).from_delivered_at).toBeInstanceOf(Date);
     await withOps(us, 'dev', async (run, lines) => {
@@ -130,27 +161,39 @@ describe('resend', () => {
     const [discarded, abandoned] = n.expired.map((h) => h.id) as [string, string];
     await waitUntil(async () => (await statusOf(discarded)) === 'quarantined', 'quarantined');
     expect((await discardHold(ops, discarded, 'carol', 'merchant said it does not want it')).outcome).toBe('applied');
-    await waitUntil(async () => (await statusOf(abandoned)) === 'abandoned', 'abandoned after its quarantine timeout', 30_000);
+    await waitUntil(
+      async () => (await statusOf(abandoned)) === 'abandoned',
+      'abandoned after its quarantine timeout',
+      30_000,
+    );
     const before = harness.merchants.requests(merchantId).length;
     harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 200 }] });
 
     await withOps(us, 'dev', async (run, lines) => {
       expect(await run('webhooks', 'list', '--status', 'abandoned', '--merchant', merchantId, '--json')).toBe(0);
-      expect(JSON.parse(lines.pop()!)).toMatchObject([{ hold_id: abandoned, quarantine_reason: 'rejected', attempt_count: 1 }]);
+      expect(JSON.parse(lines.pop()!)).toMatchObject([
+        { hold_id: abandoned, quarantine_reason: 'rejected', attempt_count: 1 },
+      ]);
       await expect(run('webhooks', 'list', '--status', 'lost')).rejects.toThrow(/--status/);
       expect(await run('resend', 'preview', '--merchant', merchantId, '--requested-by', 'dana')).toBe(0);
       const id = /^resend request (rq_\w+): 2 webhook\(s\) at an end frozen/.exec(lines.pop()!)![1]!;
       await expect(run('resend', 'approve', id, '--by', 'DANA')).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
-      await expect(run('replay', 'approve', id, '--by', 'erin')).rejects.toMatchObject({ code: 'ReplayRequestNotFound' });
+      await expect(run('replay', 'approve', id, '--by', 'erin')).rejects.toMatchObject({
+        code: 'ReplayRequestNotFound',
+      });
       expect(await run('resend', 'approve', id, '--by', 'erin')).toBe(0);
-      expect(lines.pop()).toMatch(`resend request ${id} approved: 2 resend(s) started, 0 no longer where the preview froze them`);
+      expect(lines.pop()).toMatch(
+        `resend request ${id} approved: 2 resend(s) started, 0 no longer where the preview froze them`,
+      );
       await waitUntil(
         async () => (await statusOf(discarded)) === 'delivered' && (await statusOf(abandoned)) === 'delivered',
         'both resent and delivered',
       );
       // Run again by the approver: nothing more is started.
       expect(await run('resend', 'approve', id, '--by', 'erin')).toBe(0);
-      expect(lines.pop()).toMatch('0 resend(s) started, 0 no longer where the preview froze them, 2 done by an earlier run of this approval');
+      expect(lines.pop()).toMatch(
+        '0 resend(s) started, 0 no longer where the preview froze them, 2 done by an earlier run of this approval',
+      );
     });
     const resent = harness.merchants.requests(merchantId).slice(before);
     const ids = await Promise.all([discarded, abandoned].map(async (h) => (await webhookOf(h)).webhookId));
@@ -177,7 +220,9 @@ describe('resend', () => {
     await expect(resendWebhookNow(ops, 'wh_nope', 'alice', 'again')).rejects.toMatchObject({ code: 'NoDelivery' });
     expect((await discardHold(ops, holdId, 'carol', 'test')).outcome).toBe('applied');
     await waitUntil(async () => (await statusOf(holdId)) === 'discarded', 'discarded');
-    await expect(resendWebhookNow({ ...ops, fourEyes: true }, webhookId, 'alice', 'again')).rejects.toMatchObject({ code: 'FourEyesRequired' });
+    await expect(resendWebhookNow({ ...ops, fourEyes: true }, webhookId, 'alice', 'again')).rejects.toMatchObject({
+      code: 'FourEyesRequired',
+    });
     const before = harness.merchants.requests(merchantId).length;
 
     // A client that starts the workflow itself, claiming an approval that does not exist: the worker refuses it.
@@ -189,11 +234,22 @@ describe('resend', () => {
         {
           region: 'us',
           webhookId,
-          claim: { resendId: `rs_${harness.id}_claimed`, requestedBy: 'mallory', reason: 'x', requestId: 'rq_nope', approvedBy: 'eve' },
+          claim: {
+            resendId: `rs_${harness.id}_claimed`,
+            requestedBy: 'mallory',
+            reason: 'x',
+            requestId: 'rq_nope',
+            approvedBy: 'eve',
+          },
         },
       ],
     });
-    expect(claimed).toEqual({ webhookId, resendId: `rs_${harness.id}_claimed`, status: 'refused', why: 'resend request rq_nope does not exist' });
+    expect(claimed).toEqual({
+      webhookId,
+      resendId: `rs_${harness.id}_claimed`,
+      status: 'refused',
+      why: 'resend request rq_nope does not exist',
+    });
     expect(await statusOf(holdId)).toBe('discarded');
     expect(harness.merchants.requests(merchantId)).toHaveLength(before);
     expect((await us.pool.query('SELECT 1 FROM webhook_resends WHERE webhook_id = $1', [webhookId])).rowCount).toBe(0);
@@ -210,7 +266,11 @@ describe('resend', () => {
       args: [{ region: 'eu', releaseWaitMs: 60_000 }],
     });
     const delivered = async () =>
-      (await eu.pool.query<{ webhook_id: string }>(`SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered'`)).rows;
+      (
+        await eu.pool.query<{ webhook_id: string }>(
+          `SELECT webhook_id FROM webhook_deliveries WHERE status = 'delivered'`,
+        )
+      ).rows;
     await waitUntil(async () => (await delivered()).length === 1, 'delivered');
     const [{ webhook_id: webhookId }] = (await delivered()) as [{ webhook_id: string }];
     const resendId = `rs_${harness.id}_one_person`;
@@ -262,7 +322,10 @@ describe('resend', () => {
       args: [{ region: 'us', graceMs: 0 }],
     });
     expect(report.restartedWebhooks).toContain(webhookId);
-    await waitUntil(async () => (await statusOf(holdId)) === 'delivered', 'the resend delivered by its restarted workflow');
+    await waitUntil(
+      async () => (await statusOf(holdId)) === 'delivered',
+      'the resend delivered by its restarted workflow',
+    );
     const result = await us.client.workflow.getHandle<() => Promise<ResendWebhookResult>>(started.workflowId).result();
     expect(result).toMatchObject({ status: 'resent', policyRun: 2, delivery: { status: 'delivered' } });
     const requests = harness.merchants.requests(merchantId);

@@ -40,7 +40,9 @@ describe('sweep schedules', () => {
 
     for (const region of [us, eu]) {
       // Visibility of schedules is eventually consistent: wait for the listing to catch up.
-      await expect.poll(() => schedulesWithId(region.client, region.config.scheduleId), { timeout: 15_000 }).toEqual([region.config.scheduleId]);
+      await expect
+        .poll(() => schedulesWithId(region.client, region.config.scheduleId), { timeout: 15_000 })
+        .toEqual([region.config.scheduleId]);
       const described = await region.client.schedule.getHandle(region.config.scheduleId).describe();
       expect(described.spec.intervals?.map((i) => i.every)).toEqual([1_800_000]);
       expect(described.policies).toMatchObject({ overlap: 'SKIP', catchupWindow: 600_000 });

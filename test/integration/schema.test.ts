@@ -37,7 +37,9 @@ async function migratedDatabase(name: string): Promise<pg.Pool> {
 
 /** The assertion the guard makes, so that the proof it bites runs the same one. */
 function expectCommitted(dump: string): void {
-  expect(dump, 'src/db/schema.sql is not what the migrations make: run `npm run db:schema` and commit the file').toBe(committed);
+  expect(dump, 'src/db/schema.sql is not what the migrations make: run `npm run db:schema` and commit the file').toBe(
+    committed,
+  );
 }
 
 /** Lines of `after` that `before` lacks, and the other way round (as sets of lines): enough to name what changed. */

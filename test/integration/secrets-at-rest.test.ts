@@ -31,7 +31,9 @@ afterAll(async () => {
 
 /** Every column of every merchant row, as text: what a dump, a backup or a read-only login shows. */
 async function dump(pool: pg.Pool): Promise<string> {
-  return (await pool.query<{ row: string }>('SELECT m::text AS row FROM merchants m ORDER BY id')).rows.map((r) => r.row).join('\n');
+  return (await pool.query<{ row: string }>('SELECT m::text AS row FROM merchants m ORDER BY id')).rows
+    .map((r) => r.row)
+    .join('\n');
 }
 
 async function secretColumns(pool: pg.Pool, merchantId: string) {
@@ -57,11 +59,19 @@ describe('migration 010 and its sealing step', () => {
     const { pool } = region;
     await pool.query(`ALTER TABLE merchants DROP CONSTRAINT ${SEALED_SECRETS_CONSTRAINT}`);
     await pool.query('DELETE FROM schema_migrations WHERE version = 10');
-    const clear = { a: generateSigningSecret(), aPrevious: generateSigningSecret(), b: generateSigningSecret(), bPrevious: generateSigningSecret() };
+    const clear = {
+      a: generateSigningSecret(),
+      aPrevious: generateSigningSecret(),
+      b: generateSigningSecret(),
+      bPrevious: generateSigningSecret(),
+    };
     const underOld = generateSigningSecret();
     const ctx = (merchantId: string) => ({ region: 'us' as const, merchantId });
     const sealedUnderOld = await localKeyRing([kOld]).seal(underOld, ctx('m_c'));
-    const sealedUnderGone = await localKeyRing([{ id: 'gone', key: randomBytes(32) }]).seal(generateSigningSecret(), ctx('m_d'));
+    const sealedUnderGone = await localKeyRing([{ id: 'gone', key: randomBytes(32) }]).seal(
+      generateSigningSecret(),
+      ctx('m_d'),
+    );
     await pool.query(
       `INSERT INTO merchants (id, name, endpoint_url, signing_secret, previous_signing_secret, previous_signing_secret_until) VALUES
          ('m_a', 'A', 'https://a.example/h', $1, $2, now() + interval '1 hour'),
@@ -96,7 +106,11 @@ describe('migration 010 and its sealing step', () => {
     expect(await open(c!.current, 'm_c')).toBe(underOld);
     // Under a key the ring no longer has: left as it is (its deliveries quarantine as missing_secret, named).
     expect(d!.current).toBe(sealedUnderGone);
-    await expect(open(d!.current, 'm_d')).rejects.toMatchObject({ name: 'SecretUnsealFailed', keyId: 'gone', problem: 'unknown_key' });
+    await expect(open(d!.current, 'm_d')).rejects.toMatchObject({
+      name: 'SecretUnsealFailed',
+      keyId: 'gone',
+      problem: 'unknown_key',
+    });
     expect(e!.current).toBeNull();
 
     const sealedDump = await dump(pool);
@@ -110,19 +124,22 @@ describe('migration 010 and its sealing step', () => {
     expect(await localKeyRing([kNew]).open(c!.current!, ctx('m_c'))).toBe(underOld);
 
     // From now on clear text is refused, in either column.
-    await expect(pool.query(`UPDATE merchants SET signing_secret = $1 WHERE id = 'm_e'`, [generateSigningSecret()])).rejects.toThrow(
-      new RegExp(SEALED_SECRETS_CONSTRAINT),
-    );
-    await expect(pool.query(`UPDATE merchants SET previous_signing_secret = $1 WHERE id = 'm_e'`, [generateSigningSecret()])).rejects.toThrow(
-      new RegExp(SEALED_SECRETS_CONSTRAINT),
-    );
+    await expect(
+      pool.query(`UPDATE merchants SET signing_secret = $1 WHERE id = 'm_e'`, [generateSigningSecret()]),
+    ).rejects.toThrow(new RegExp(SEALED_SECRETS_CONSTRAINT));
+    await expect(
+      pool.query(`UPDATE merchants SET previous_signing_secret = $1 WHERE id = 'm_e'`, [generateSigningSecret()]),
+    ).rejects.toThrow(new RegExp(SEALED_SECRETS_CONSTRAINT));
   });
 
   it("a sealed value copied into another merchant's row does not open there, and the step leaves it for a human", async () => {
     const region = await harness.region('us');
     const atRest: SecretsAtRest = { region: 'us', sealer: localKeyRing(region.config.secretKeys) };
-    for (const id of ['m_src', 'm_dst']) await addMerchant(region.pool, DEV_RULES, atRest, { id, name: id, endpointUrl: 'https://x.example/h' });
-    await region.pool.query(`UPDATE merchants SET signing_secret = (SELECT signing_secret FROM merchants WHERE id = 'm_src') WHERE id = 'm_dst'`);
+    for (const id of ['m_src', 'm_dst'])
+      await addMerchant(region.pool, DEV_RULES, atRest, { id, name: id, endpointUrl: 'https://x.example/h' });
+    await region.pool.query(
+      `UPDATE merchants SET signing_secret = (SELECT signing_secret FROM merchants WHERE id = 'm_src') WHERE id = 'm_dst'`,
+    );
     const copied = (await secretColumns(region.pool, 'm_dst')).current!;
     await expect(atRest.sealer.open(copied, { region: 'us', merchantId: 'm_dst' })).rejects.toMatchObject({
       name: 'SecretUnsealFailed',
@@ -143,12 +160,19 @@ describe('erasure of rotated-out secrets', () => {
     const atRest: SecretsAtRest = { region: 'us', sealer: localKeyRing(region.config.secretKeys) };
     const ids = [`m_${harness.id}_ended`, `m_${harness.id}_overlap`, `m_${harness.id}_noend`];
     for (const id of ids) {
-      await addMerchant(region.pool, DEV_RULES, atRest, { id, name: id, endpointUrl: harness.merchants.endpointFor(id) });
+      await addMerchant(region.pool, DEV_RULES, atRest, {
+        id,
+        name: id,
+        endpointUrl: harness.merchants.endpointFor(id),
+      });
       await rotateSigningSecret(region.pool, atRest, id, 3_600_000);
     }
     const [ended, overlap, noEnd] = ids as [string, string, string];
     // Backdated rather than waited for: this overlap ended a second ago; the other has no end (set before 007).
-    await region.pool.query(`UPDATE merchants SET previous_signing_secret_until = now() - interval '1 second' WHERE id = $1`, [ended]);
+    await region.pool.query(
+      `UPDATE merchants SET previous_signing_secret_until = now() - interval '1 second' WHERE id = $1`,
+      [ended],
+    );
     await region.pool.query(`UPDATE merchants SET previous_signing_secret_until = NULL WHERE id = $1`, [noEnd]);
 
     const erasure = startSecretErasure({ region: 'us', pool: region.pool, intervalMs: 100 });
@@ -157,7 +181,11 @@ describe('erasure of rotated-out secrets', () => {
     } finally {
       erasure.stop();
     }
-    expect(await secretColumns(region.pool, ended)).toMatchObject({ previous: null, until: null, current: expect.stringMatching(/^sealed:/) });
+    expect(await secretColumns(region.pool, ended)).toMatchObject({
+      previous: null,
+      until: null,
+      current: expect.stringMatching(/^sealed:/),
+    });
     expect((await secretColumns(region.pool, overlap)).previous).toMatch(/^sealed:/);
     expect((await secretColumns(region.pool, noEnd)).previous).toMatch(/^sealed:/);
     // It signs with the current secret alone now.
@@ -179,12 +207,20 @@ describe('erasure of rotated-out secrets', () => {
 describe('a night with sealed secrets', () => {
   let us: TestRegion;
   beforeAll(async () => {
-    // The ring after a key's retirement: the night is seeded under k-old, the step re-seals it, the worker has k-new only.
+    // The ring after a key's retirement: the night is seeded under k-old, the step re-seals it, the worker has k-new
+    // only.
     us = await harness.region('us', { secretKeys: [kNew] });
   });
 
   it('every webhook is signed with the opened secret and verifies at the merchant with the reference library; nothing readable at rest', async () => {
-    const night = await seedNight(us.pool, 'us', `${harness.id}sealed`, { expired: 12, merchants: 4 }, harness.merchants, [kOld]);
+    const night = await seedNight(
+      us.pool,
+      'us',
+      `${harness.id}sealed`,
+      { expired: 12, merchants: 4 },
+      harness.merchants,
+      [kOld],
+    );
     await migrate(us.pool, { region: 'us', sealer: localKeyRing([kNew, kOld]) });
     await harness.startWorker(us);
     await us.client.workflow.execute(sweepExpiredHolds, {
@@ -194,9 +230,13 @@ describe('a night with sealed secrets', () => {
     });
     const statuses = async () =>
       (
-        await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1)', [night.expired.map((h) => h.id)])
+        await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE hold_id = ANY($1)', [
+          night.expired.map((h) => h.id),
+        ])
       ).rows.map((r) => r.status);
-    await expect.poll(async () => (await statuses()).filter((s) => s !== 'delivered').length, { timeout: 60_000, interval: 200 }).toBe(0);
+    await expect
+      .poll(async () => (await statuses()).filter((s) => s !== 'delivered').length, { timeout: 60_000, interval: 200 })
+      .toBe(0);
     expect(await statuses()).toHaveLength(12);
     const requests = night.merchantIds.flatMap((id) => harness.merchants.requests(id));
     expect(requests).toHaveLength(12);

@@ -19,7 +19,10 @@ import { waitUntil } from '../support/wait.js';
 function slotsOf(options: unknown): { activities: number; localActivities: number } {
   const { tuner } = options as { tuner: Record<string, { type: string; numSlots: number }> };
   expect(tuner.activityTaskSlotSupplier!.type).toBe('fixed-size');
-  return { activities: tuner.activityTaskSlotSupplier!.numSlots, localActivities: tuner.localActivityTaskSlotSupplier!.numSlots };
+  return {
+    activities: tuner.activityTaskSlotSupplier!.numSlots,
+    localActivities: tuner.localActivityTaskSlotSupplier!.numSlots,
+  };
 }
 
 /** Compose durations: `45s`, `1m30s`, `2m`. */
@@ -70,7 +73,10 @@ it('case 10, docker-compose.yml: each worker container gets longer to stop than 
   };
   for (const region of ['us', 'eu']) {
     const period = compose.services[`worker-${region}`]!.stop_grace_period;
-    expect(period, `worker-${region} has a stop_grace_period (compose's default, 10 s, would kill sends mid-flight)`).toBeDefined();
+    expect(
+      period,
+      `worker-${region} has a stop_grace_period (compose's default, 10 s, would kill sends mid-flight)`,
+    ).toBeDefined();
     // The grace, then closing the pools and connections.
     expect(composeDurationMs(period!)).toBeGreaterThanOrEqual(SHUTDOWN_GRACE_MS + 10_000);
   }
@@ -92,20 +98,29 @@ describe('case 10, the production entry point with its defaults', () => {
     const port = await freePort();
     metricsUrl = `http://127.0.0.1:${port}/metrics`;
     // Nothing about labels in the environment: the default is what production gets.
-    worker = await startWorkerProcesses(1, workerEnvironment([us.config], harness.address, inject('workflowBundlePath')), {
-      extraEnv: () => ({ METRICS_ADDRESS: `127.0.0.1:${port}` }),
-    });
+    worker = await startWorkerProcesses(
+      1,
+      workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
+      {
+        extraEnv: () => ({ METRICS_ADDRESS: `127.0.0.1:${port}` }),
+      },
+    );
     const night = await seedNight(us.pool, 'us', `${harness.id}c10`, { expired: 12, merchants: 6 }, harness.merchants);
     merchantIds = night.merchantIds;
     const m1 = merchantIds[1]!;
-    harness.merchants.script(m1, { secrets: [night.secrets.get(m1)!], responses: [{ status: 429, retryAfter: '1' }, { status: 200 }] });
+    harness.merchants.script(m1, {
+      secrets: [night.secrets.get(m1)!],
+      responses: [{ status: 429, retryAfter: '1' }, { status: 200 }],
+    });
     await us.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: us.config.taskQueue,
       workflowId: `sweep-us-${harness.id}-c10`,
       args: [{ region: 'us', releaseWaitMs: 60_000 }],
     });
     await waitUntil(
-      async () => (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'delivered'`)).rows[0].n === 12,
+      async () =>
+        (await us.pool.query(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'delivered'`))
+          .rows[0].n === 12,
       'every webhook is delivered',
     );
   });
@@ -117,10 +132,16 @@ describe('case 10, the production entry point with its defaults', () => {
   it('case 10, merchant_id is "all" on every delivery metric: six merchants, one series per status class', async () => {
     const { rows } = await us.pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM delivery_attempts');
     const attemptLines = async () =>
-      (await (await fetch(metricsUrl)).text()).split('\n').filter((l) => l.startsWith('hold_sweeper_webhook_attempts_total{'));
+      (await (await fetch(metricsUrl)).text())
+        .split('\n')
+        .filter((l) => l.startsWith('hold_sweeper_webhook_attempts_total{'));
     // Counters are exported as they are recorded; the last attempt may be a moment behind the ledger.
     await expect
-      .poll(async () => (await attemptLines()).reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0), { timeout: 10_000 })
+      .poll(
+        async () =>
+          (await attemptLines()).reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0),
+        { timeout: 10_000 },
+      )
       .toBe(rows[0]!.n);
     expect((await attemptLines()).map((l) => /merchant_id="([^"]*)"/.exec(l)?.[1])).toEqual(['all', 'all']);
     const text = await (await fetch(metricsUrl)).text();

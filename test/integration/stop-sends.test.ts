@@ -25,7 +25,8 @@ afterAll(async () => {
   await harness?.close();
 });
 
-const count = async (sql: string, params: unknown[] = []) => (await us.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
+const count = async (sql: string, params: unknown[] = []) =>
+  (await us.pool.query<{ n: number }>(sql, params)).rows[0]!.n;
 
 describe('sends pause and resume', () => {
   let night: Night;
@@ -49,12 +50,17 @@ describe('sends pause and resume', () => {
     await pauseSends(ops, 'Alice', 'a bad payload release');
     const pausedAt = Date.now();
     expect((await sendsStatus(ops)).paused).toBe(true);
-    await expect(pauseSends(ops, 'Bob', 'again')).rejects.toMatchObject({ name: OperatorError.name, code: 'SendsAlreadyPaused' });
+    await expect(pauseSends(ops, 'Bob', 'again')).rejects.toMatchObject({
+      name: OperatorError.name,
+      code: 'SendsAlreadyPaused',
+    });
 
     // Releases go on: every hold is released while sends are paused; every webhook not yet delivered waits, held.
     await waitUntil(
       async () =>
-        (await count(`SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'released' AND id LIKE $1`, [`h_${harness.id}p_%`])) === holds,
+        (await count(`SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'released' AND id LIKE $1`, [
+          `h_${harness.id}p_%`,
+        ])) === holds,
       'every hold released while sends are paused',
     );
     const merchants = night.merchantIds.map((m) => `"${m}"`).join(', ');
@@ -62,8 +68,11 @@ describe('sends pause and resume', () => {
     expect(waiting).toBeGreaterThan(0);
     await waitUntil(
       async () =>
-        (await us.client.workflow.count(`DeliveryStatus = "held" AND ExecutionStatus = "Running" AND MerchantId IN (${merchants})`)).count ===
-        waiting,
+        (
+          await us.client.workflow.count(
+            `DeliveryStatus = "held" AND ExecutionStatus = "Running" AND MerchantId IN (${merchants})`,
+          )
+        ).count === waiting,
       `every undelivered webhook (${waiting}) held`,
     );
     const deliveredWhilePaused = await delivered();
@@ -87,6 +96,8 @@ describe('sends pause and resume', () => {
     // Each one's first and only attempt: the pause spent none.
     expect(await count(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE attempt_count <> 1`)).toBe(0);
     const { rows } = await us.pool.query(`SELECT paused_by, reason, resumed_by, resume_reason FROM send_pauses`);
-    expect(rows).toEqual([{ paused_by: 'Alice', reason: 'a bad payload release', resumed_by: 'Bob', resume_reason: 'payload fixed' }]);
+    expect(rows).toEqual([
+      { paused_by: 'Alice', reason: 'a bad payload release', resumed_by: 'Bob', resume_reason: 'payload fixed' },
+    ]);
   });
 });

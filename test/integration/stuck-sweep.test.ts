@@ -24,7 +24,13 @@ afterAll(async () => {
  * follows at once. The final wait keeps its production length (10 min), so a sweep that waits for a release that
  * cannot happen is ended by the bound, not by its own wait.
  */
-const tinyBound: SweepConfig = { intervalMs: 2_000, catchupWindowMs: 600_000, pageSize: 2, quarantineTimeoutMs: 86_400_000, timeoutMs: 5_000 };
+const tinyBound: SweepConfig = {
+  intervalMs: 2_000,
+  catchupWindowMs: 600_000,
+  pageSize: 2,
+  quarantineTimeoutMs: 86_400_000,
+  timeoutMs: 5_000,
+};
 
 async function statusOf(client: Client, workflowId: string): Promise<string | undefined> {
   return (await client.workflow.getHandle(workflowId).describe()).status.name;
@@ -32,9 +38,13 @@ async function statusOf(client: Client, workflowId: string): Promise<string | un
 
 /** The completed sweeps the ledger recorded (finishSweep's `sweep_runs` rows), oldest first. */
 async function completedSweeps(region: TestRegion) {
-  const { rows } = await region.pool.query<{ sweep_id: string; found: number; started: number; already_started: number; unreleased_at_end: number }>(
-    'SELECT sweep_id, found, started, already_started, unreleased_at_end FROM sweep_runs ORDER BY finished_at',
-  );
+  const { rows } = await region.pool.query<{
+    sweep_id: string;
+    found: number;
+    started: number;
+    already_started: number;
+    unreleased_at_end: number;
+  }>('SELECT sweep_id, found, started, already_started, unreleased_at_end FROM sweep_runs ORDER BY finished_at');
   return rows;
 }
 
@@ -44,7 +54,11 @@ async function completedSweeps(region: TestRegion) {
  * sweeps `sweep-us-<time>`; ticking every 2 s, this one would take a second another file triggers in. Runs
  * `body`, then always deletes the schedule.
  */
-async function withSchedule(region: TestRegion, sweep: SweepConfig, body: (sweepIdPrefix: string) => Promise<void>): Promise<void> {
+async function withSchedule(
+  region: TestRegion,
+  sweep: SweepConfig,
+  body: (sweepIdPrefix: string) => Promise<void>,
+): Promise<void> {
   const options = sweepScheduleOptions(region.config, sweep);
   const sweepIdPrefix = `${options.action.workflowId}-${harness.id}`;
   await region.client.schedule.create({ ...options, action: { ...options.action, workflowId: sweepIdPrefix } });
@@ -63,14 +77,21 @@ describe('case 4: a bounded sweep', () => {
     const defaults = { ...loadConfig({}).sweep, intervalMs: 86_400_000 };
     // A schedule as it was created before the bound existed: same spec and action, no execution timeout.
     const unbounded = sweepScheduleOptions(us.config, defaults);
-    await us.client.schedule.create({ ...unbounded, action: { ...unbounded.action, workflowExecutionTimeout: undefined } });
+    await us.client.schedule.create({
+      ...unbounded,
+      action: { ...unbounded.action, workflowExecutionTimeout: undefined },
+    });
     const handle = us.client.schedule.getHandle(us.config.scheduleId);
     try {
       expect((await handle.describe()).action.workflowExecutionTimeout).toBeUndefined();
       // Every worker start-up ensures the schedule: the update brings the bound.
       expect(await ensureSweepSchedule(us.client, us.config, defaults)).toBe('updated');
       const described = await handle.describe();
-      expect(described.action).toMatchObject({ type: 'startWorkflow', workflowType: 'sweepExpiredHolds', workflowExecutionTimeout: 7_200_000 });
+      expect(described.action).toMatchObject({
+        type: 'startWorkflow',
+        workflowType: 'sweepExpiredHolds',
+        workflowExecutionTimeout: 7_200_000,
+      });
       expect(described.policies).toMatchObject({ overlap: 'SKIP' });
     } finally {
       await handle.delete();
@@ -99,7 +120,10 @@ describe('case 4: a bounded sweep', () => {
         await blocker.query('ROLLBACK');
         blockerOpen = false;
         await expect
-          .poll(async () => (await completedSweeps(us)).some((s) => s.unreleased_at_end === 0), { timeout: 60_000, interval: 250 })
+          .poll(async () => (await completedSweeps(us)).some((s) => s.unreleased_at_end === 0), {
+            timeout: 60_000,
+            interval: 250,
+          })
           .toBe(true);
         const completed = await completedSweeps(us);
         expect(completed.map((s) => s.sweep_id)).not.toContain(stuck);
@@ -138,7 +162,10 @@ describe('case 4: a bounded sweep', () => {
         await blocker.query('ROLLBACK');
         blockerOpen = false;
         await expect
-          .poll(async () => (await completedSweeps(us)).some((s) => s.unreleased_at_end === 0), { timeout: 60_000, interval: 250 })
+          .poll(async () => (await completedSweeps(us)).some((s) => s.unreleased_at_end === 0), {
+            timeout: 60_000,
+            interval: 250,
+          })
           .toBe(true);
         const completed = await completedSweeps(us);
         expect(completed.map((s) => s.sweep_id)).not.toContain(cut);

@@ -92,7 +92,8 @@ describe('regional sweep', () => {
     expect(await ledgerEntryCount(eu.pool)).toBe(45);
     const runs = async () => {
       const statuses: string[] = [];
-      for await (const execution of eu.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) statuses.push(execution.status.name);
+      for await (const execution of eu.client.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
+        statuses.push(execution.status.name);
       return statuses.sort();
     };
     // One run per page, then a run of its own that waits for the releases. Visibility is eventually consistent:
@@ -161,10 +162,20 @@ describe('regional sweep', () => {
     const again = await us.client.workflow.execute('releaseExpiredHold', {
       taskQueue: us.config.taskQueue,
       workflowId: `${workflowId}-manual`,
-      args: [{ region: 'us', holdId: hold.id, expiresAt: workflowId.slice(`hold-release-us-${hold.id}-`.length), merchantId: hold.merchantId }],
+      args: [
+        {
+          region: 'us',
+          holdId: hold.id,
+          expiresAt: workflowId.slice(`hold-release-us-${hold.id}-`.length),
+          merchantId: hold.merchantId,
+        },
+      ],
     });
     expect(again).toMatchObject({
-      release: { status: 'already_released', ledgerEntryId: first.release.status === 'released' ? first.release.ledgerEntryId : '' },
+      release: {
+        status: 'already_released',
+        ledgerEntryId: first.release.status === 'released' ? first.release.ledgerEntryId : '',
+      },
     });
     expect(await ledgerEntryCount(us.pool)).toBe(1);
   });

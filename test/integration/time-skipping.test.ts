@@ -87,9 +87,11 @@ it('500 forever under the default policy: retried across the whole 3-day horizon
   expect(result.delivery).toEqual({ status: 'abandoned', policyRuns: 1 });
   const { rows } = await region.pool.query('SELECT status, quarantine_reason FROM webhook_deliveries');
   expect(rows).toEqual([{ status: 'abandoned', quarantine_reason: 'exhausted' }]);
-  const { rows: log } = await region.pool.query<{ next_retry_delay_ms: string; status_code: number; retry_reason: string }>(
-    'SELECT next_retry_delay_ms, status_code, retry_reason FROM delivery_attempts ORDER BY attempt_number',
-  );
+  const { rows: log } = await region.pool.query<{
+    next_retry_delay_ms: string;
+    status_code: number;
+    retry_reason: string;
+  }>('SELECT next_retry_delay_ms, status_code, retry_reason FROM delivery_attempts ORDER BY attempt_number');
   expect(log.length).toBeGreaterThanOrEqual(attemptsWithin(1));
   expect(log.length).toBeLessThanOrEqual(attemptsWithin(0));
   expect(log.every((a) => a.status_code === 500)).toBe(true);
@@ -106,12 +108,18 @@ it('500 forever under the default policy: retried across the whole 3-day horizon
   // the 72 h horizon.
   const history = await env.client.workflow.getHandle(`ts-${hold.id}`).fetchHistory();
   const events = history.events ?? [];
-  const deliverScheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverWebhook')!;
-  const started = events.find((e) => e.activityTaskStartedEventAttributes && Number(e.eventId) > Number(deliverScheduled.eventId))!;
+  const deliverScheduled = events.find(
+    (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'deliverWebhook',
+  )!;
+  const started = events.find(
+    (e) => e.activityTaskStartedEventAttributes && Number(e.eventId) > Number(deliverScheduled.eventId),
+  )!;
   const failed = events.find((e) => e.activityTaskFailedEventAttributes)!;
   // The first attempt ran on the local fast path (a marker event); the regular activity made all the others.
   expect(started.activityTaskStartedEventAttributes!.attempt).toBe(log.length - 1);
-  expect(failed.activityTaskFailedEventAttributes!.retryState).toBe(temporal.api.enums.v1.RetryState.RETRY_STATE_TIMEOUT);
+  expect(failed.activityTaskFailedEventAttributes!.retryState).toBe(
+    temporal.api.enums.v1.RetryState.RETRY_STATE_TIMEOUT,
+  );
   const at = (e: typeof failed) => Number(e.eventTime!.seconds) * 1000 + Math.floor((e.eventTime!.nanos ?? 0) / 1e6);
   const span = at(failed) - at(deliverScheduled);
   expect(span).toBeLessThanOrEqual(DEFAULT_DELIVERY_POLICY.retryHorizonMs);
@@ -124,7 +132,13 @@ const HELD_DAYS = 60;
 
 it('case 3, held for 60 days behind a paused merchant: every run stays far below the event limit, DeliveryStatus does not flap, then it drains', async () => {
   const region = await harness.region('us');
-  const night = await seedNight(region.pool, 'us', `${harness.id}held`, { expired: 1, merchants: 1 }, harness.merchants);
+  const night = await seedNight(
+    region.pool,
+    'us',
+    `${harness.id}held`,
+    { expired: 1, merchants: 1 },
+    harness.merchants,
+  );
   const merchantId = night.merchantIds[0]!;
   await region.pool.query(`UPDATE merchants SET status = 'paused' WHERE id = $1::text`, [merchantId]);
   const hold = night.expired[0]!;
@@ -153,7 +167,8 @@ it('case 3, held for 60 days behind a paused merchant: every run stays far below
     // server time have passed, the merchant comes back (in the ledger, and by the signal its operator sends).
     const serverStart = await env.currentTimeMs();
     const merchantBack = (async () => {
-      while ((await env.currentTimeMs()) < serverStart + HELD_DAYS * 86_400_000) await new Promise((resolve) => setTimeout(resolve, 20));
+      while ((await env.currentTimeMs()) < serverStart + HELD_DAYS * 86_400_000)
+        await new Promise((resolve) => setTimeout(resolve, 20));
       expect(await handle.query(statusQuery)).toMatchObject({ stage: 'held', merchantStatus: 'paused' });
       await region.pool.query(`UPDATE merchants SET status = 'active' WHERE id = $1::text`, [merchantId]);
       await handle.signal(merchantResumedSignal);
@@ -179,7 +194,9 @@ it('case 3, held for 60 days behind a paused merchant: every run stays far below
     .map((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.DeliveryStatus)
     .filter((payload) => payload !== undefined)
     .map((payload) => JSON.parse(Buffer.from(payload!.data!).toString()) as string);
-  console.log(`[time-skipping] held 60 days: ${runs.length} runs, longest ${Math.max(...lengths)} events, ${(Date.now() - startedAt) / 1000} s`);
+  console.log(
+    `[time-skipping] held 60 days: ${runs.length} runs, longest ${Math.max(...lengths)} events, ${(Date.now() - startedAt) / 1000} s`,
+  );
   // Re-checks every 30 minutes after the first hour: ~2,900 in 60 days, ~6 events each, so several runs, each
   // far below Temporal's 51,200-event limit.
   expect(runs.length).toBeGreaterThanOrEqual(8);

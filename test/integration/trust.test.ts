@@ -1,5 +1,6 @@
 /**
- * Nothing a caller says moves money (docs/security.md), on the real stack, with the real `temporal` CLI used as a client
+ * Nothing a caller says moves money (docs/security.md), on the real stack, with the real `temporal` CLI used as a
+ * client
  * with network access to Temporal and no payload key would use it:
  * - case 1: "expired" is decided by the ledger's clock: a sweep and a hold's release started with a cutoff in the
  *   future move no unexpired hold, record no future cutoff, and leave later sweeps as they were;
@@ -43,11 +44,17 @@ const NO_TOTALS = { found: 0, started: 0, alreadyStarted: 0, rejected: 0, pages:
 
 /** A hold's exact (microsecond) expiry, as the sweep's page reads it. */
 async function expiryOf(r: TestRegion, holdId: string): Promise<string> {
-  const { rows } = await r.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId]);
+  const { rows } = await r.pool.query<{ e: string }>(
+    `SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`,
+    [holdId],
+  );
   return rows[0]!.e;
 }
 
-/** `temporal workflow start` of one of our workflows in the region, its input plain JSON as a client without keys sends it. */
+/**
+ * `temporal workflow start` of one of our workflows in the region, its input plain JSON as a client without keys sends
+ * it.
+ */
 async function cliStart(r: TestRegion, type: string, workflowId: string, input: unknown, extra: string[] = []) {
   const started = await temporalCli([
     'workflow',
@@ -78,10 +85,17 @@ async function eventTypes(r: TestRegion, workflowId: string): Promise<string[]> 
 }
 
 /** Holds of the night quarantined by a rejecting merchant, each with its workflow id. */
-async function quarantinedNight(r: TestRegion, prefix: string, holds: number): Promise<{ night: Night; rejecting: string; workflowIds: string[] }> {
+async function quarantinedNight(
+  r: TestRegion,
+  prefix: string,
+  holds: number,
+): Promise<{ night: Night; rejecting: string; workflowIds: string[] }> {
   const night = await seedNight(r.pool, r.config.region, prefix, { expired: holds, merchants: 1 }, harness.merchants);
   const rejecting = night.merchantIds[0]!;
-  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: '{"error":"schema"}' }] });
+  harness.merchants.script(rejecting, {
+    secrets: [night.secrets.get(rejecting)!],
+    responses: [{ status: 400, body: '{"error":"schema"}' }],
+  });
   await r.client.workflow.execute(sweepExpiredHolds, {
     taskQueue: r.config.taskQueue,
     workflowId: `sweep-${prefix}`,
@@ -89,7 +103,9 @@ async function quarantinedNight(r: TestRegion, prefix: string, holds: number): P
   });
   const workflowIds = await Promise.all(night.expired.map((h) => holdWorkflowIdOf(r.pool, r.config.region, h.id)));
   for (const id of workflowIds) {
-    await expect.poll(async () => (await r.client.workflow.getHandle(id).query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
+    await expect
+      .poll(async () => (await r.client.workflow.getHandle(id).query(statusQuery)).stage, { timeout: 30_000 })
+      .toBe('quarantined');
   }
   return { night, rejecting, workflowIds };
 }
@@ -104,7 +120,11 @@ describe('case 1: the ledger decides "expired" by its own clock', () => {
     const targetWorkflowId = await holdWorkflowIdOf(us.pool, 'us', target.id);
 
     const sweepId = `sweep-us-${harness.id}-far-future`;
-    await cliStart(us, 'sweepExpiredHolds', sweepId, { region: 'us', releaseWaitMs: 5_000, progress: { cutoff: FAR_FUTURE, totals: NO_TOTALS } });
+    await cliStart(us, 'sweepExpiredHolds', sweepId, {
+      region: 'us',
+      releaseWaitMs: 5_000,
+      progress: { cutoff: FAR_FUTURE, totals: NO_TOTALS },
+    });
     await cliStart(us, 'releaseExpiredHold', targetWorkflowId, {
       region: 'us',
       holdId: target.id,
@@ -121,9 +141,10 @@ describe('case 1: the ledger decides "expired" by its own clock', () => {
     const states = await holdStates(us.pool);
     expect(night.expired.map((h) => states.get(h.id)?.state)).toEqual(['released', 'released']);
     expect(night.future.map((h) => states.get(h.id)?.state)).toEqual(['active', 'active', 'active', 'active']);
-    const { rows: webhooks } = await us.pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM webhook_deliveries WHERE hold_id = ANY($1)', [
-      night.future.map((h) => h.id),
-    ]);
+    const { rows: webhooks } = await us.pool.query<{ n: number }>(
+      'SELECT count(*)::integer AS n FROM webhook_deliveries WHERE hold_id = ANY($1)',
+      [night.future.map((h) => h.id)],
+    );
     expect(webhooks[0]!.n).toBe(0);
     expect(await ledgerEntryCount(us.pool)).toBe(2);
     expect(await checkLedgerInvariants(us.pool)).toEqual([]);
@@ -134,7 +155,8 @@ describe('case 1: the ledger decides "expired" by its own clock', () => {
     );
     expect(recorded).toEqual([{ sweep_id: sweepId, bounded: true }]);
     await expect(
-      us.pool.query(`INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
+      us.pool
+        .query(`INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
                      VALUES ('forged', '${FAR_FUTURE}', 0, 0, 0, 0, 0, 0)`),
     ).rejects.toThrow(/sweep_runs_cutoff_not_after_finish/);
 
@@ -219,7 +241,9 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
     ]);
     expect(signalled.code).toBe(0);
     await expect
-      .poll(async () => (await eu.client.workflow.getHandle(toApprove).query(statusQuery)).ignoredSignals, { timeout: 10_000 })
+      .poll(async () => (await eu.client.workflow.getHandle(toApprove).query(statusQuery)).ignoredSignals, {
+        timeout: 10_000,
+      })
       .toEqual([
         expect.objectContaining({
           signal: 'approveReplay',
@@ -240,16 +264,20 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
     // Refused by the validator (its reason is a failure message, encrypted like every other: "Encoded failure").
     expect(updated.code).not.toBe(0);
     expect(updated.stderr).toMatch(/unable to update workflow/);
-    for (const id of workflowIds) expect((await eu.client.workflow.getHandle(id).query(statusQuery)).stage).toBe('quarantined');
+    for (const id of workflowIds)
+      expect((await eu.client.workflow.getHandle(id).query(statusQuery)).stage).toBe('quarantined');
 
     // The documented path: the codec endpoint encrypts what the CLI sends (and the token keeps it to operators).
     const codec = await startCodecServer({
-      codecs: new Map([[eu.config.namespace, new EncryptionCodec([key], { namespace: eu.config.namespace, unencrypted: 'pass' })]]),
+      codecs: new Map([
+        [eu.config.namespace, new EncryptionCodec([key], { namespace: eu.config.namespace, unencrypted: 'pass' })],
+      ]),
       corsOrigins: ['http://127.0.0.1:8233'],
       authToken: 'operator-token',
     });
     try {
-      const viaCodec = (args: string[]) => plain([...args, '--codec-endpoint', codec.url, '--codec-auth', 'Bearer operator-token']);
+      const viaCodec = (args: string[]) =>
+        plain([...args, '--codec-endpoint', codec.url, '--codec-auth', 'Bearer operator-token']);
       const discarded = await viaCodec([
         'update',
         'execute',
@@ -276,8 +304,12 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
         '--yes',
       ]);
       expect(batch, batch.stderr).toMatchObject({ code: 0 });
-      expect(await eu.client.workflow.getHandle(toDiscard).result()).toMatchObject({ delivery: { status: 'discarded' } });
-      expect(await eu.client.workflow.getHandle(toApprove).result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
+      expect(await eu.client.workflow.getHandle(toDiscard).result()).toMatchObject({
+        delivery: { status: 'discarded' },
+      });
+      expect(await eu.client.workflow.getHandle(toApprove).result()).toMatchObject({
+        delivery: { status: 'delivered', policyRuns: 2 },
+      });
     } finally {
       await codec.stop();
     }
@@ -298,7 +330,9 @@ describe('case 3: four eyes in production', () => {
   it('an approval without a replay request is refused (Update) or ignored with why (signal); a request is approved only by someone else, whatever the case or width', async () => {
     const { night, rejecting, workflowIds } = await quarantinedNight(us, `${harness.id}t3a`, 1);
     const handle = us.client.workflow.getHandle(workflowIds[0]!);
-    const refused = await handle.executeUpdate(approveReplayUpdate, { args: [{ approvedBy: 'bob', reason: 'fixed' }] }).catch((err: unknown) => err);
+    const refused = await handle
+      .executeUpdate(approveReplayUpdate, { args: [{ approvedBy: 'bob', reason: 'fixed' }] })
+      .catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
     expect((refused as WorkflowUpdateFailedError).cause?.message).toMatch(
       /^four eyes: an approval needs a replay request approved by a second person/,
@@ -312,18 +346,27 @@ describe('case 3: four eyes in production', () => {
     expect((await handle.query(statusQuery)).stage).toBe('quarantined');
 
     const webhookId = (
-      await us.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_deliveries WHERE hold_id = $1', [night.expired[0]!.id])
+      await us.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_deliveries WHERE hold_id = $1', [
+        night.expired[0]!.id,
+      ])
     ).rows[0]!.webhook_id;
     await productionOps(async (ops, lines) => {
-      await expect(ops('approve', night.expired[0]!.id, '--by', 'bob', '--reason', 'fixed')).rejects.toMatchObject({ code: 'FourEyesRequired' });
+      await expect(ops('approve', night.expired[0]!.id, '--by', 'bob', '--reason', 'fixed')).rejects.toMatchObject({
+        code: 'FourEyesRequired',
+      });
       expect(await ops('replay', 'preview', '--webhook', webhookId, '--requested-by', 'alice')).toBe(0);
       const requestId = /replay request (rr_\w+): 1 quarantined/.exec(lines.pop()!)![1]!;
       for (const same of [' ALICE ', 'Alice', 'ａｌｉｃｅ', '\u00a0alice\t']) {
-        await expect(ops('replay', 'approve', requestId, '--by', same)).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
+        await expect(ops('replay', 'approve', requestId, '--by', same)).rejects.toMatchObject({
+          code: 'SelfApprovalRefused',
+        });
       }
       // The ledger refuses it too, whoever writes the row.
       await expect(
-        us.pool.query(`UPDATE replay_requests SET status = 'approved', approved_by = 'ＡＬＩＣＥ ', approved_at = now() WHERE id = $1`, [requestId]),
+        us.pool.query(
+          `UPDATE replay_requests SET status = 'approved', approved_by = 'ＡＬＩＣＥ ', approved_at = now() WHERE id = $1`,
+          [requestId],
+        ),
       ).rejects.toThrow(/replay_requests_four_eyes/);
       harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 200 }] });
       expect(await ops('replay', 'approve', requestId, '--by', 'bob')).toBe(0);
@@ -348,27 +391,52 @@ describe('case 3: four eyes in production', () => {
         );
       await waitUntil(stopped, 'the hold stops at the gap');
 
-      // One person's skip, as the `temporal` CLI (or a bug) would send it: the worker's activity checks the ledger first.
+      // One person's skip, as the `temporal` CLI (or a bug) would send it: the worker's activity checks the ledger
+      // first.
       await handle.signal(skipMissingEventSignal, { sequence: 1, by: 'alice', reason: 'never issued' });
       // Refused: nothing recorded, and the workflow goes back to waiting for the gap (a new gap timer fires) and stops.
       const refusedAndStoppedAgain = async () => {
         const events = (await handle.fetchHistory()).events ?? [];
-        const tried = events.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'skipProcessorSequence');
+        const tried = events.findIndex(
+          (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'skipProcessorSequence',
+        );
         return tried !== -1 && events.slice(tried).some((e) => e.timerFiredEventAttributes) && (await stopped());
       };
       await waitUntil(refusedAndStoppedAgain, 'the refused skip is tried and the workflow stops at the gap again');
-      const { rows: skips } = await us.pool.query('SELECT 1 FROM processor_sequence_skips WHERE hold_id = $1', [holdId]);
+      const { rows: skips } = await us.pool.query('SELECT 1 FROM processor_sequence_skips WHERE hold_id = $1', [
+        holdId,
+      ]);
       expect(skips).toEqual([]);
       expect((await holdStates(us.pool)).get(holdId)?.state).toBe('active');
 
       await productionOps(async (ops, lines) => {
-        expect(await ops('events', 'skip', holdId, '--sequence', '1', '--by', 'alice', '--reason', 'processor: never issued')).toBe(0);
+        expect(
+          await ops(
+            'events',
+            'skip',
+            holdId,
+            '--sequence',
+            '1',
+            '--by',
+            'alice',
+            '--reason',
+            'processor: never issued',
+          ),
+        ).toBe(0);
         const requestId = /skip request (sr_\w+) recorded/.exec(lines.pop()!)![1]!;
-        await expect(ops('events', 'approve-skip', requestId, '--by', 'ALICE')).rejects.toMatchObject({ code: 'SelfApprovalRefused' });
+        await expect(ops('events', 'approve-skip', requestId, '--by', 'ALICE')).rejects.toMatchObject({
+          code: 'SelfApprovalRefused',
+        });
         expect(await ops('events', 'approve-skip', requestId, '--by', 'bob')).toBe(0);
       });
-      await waitUntil(async () => (await holdStates(us.pool)).get(holdId)?.state === 'reversed', 'the reversal applies after the approved skip');
-      const { rows: recorded } = await us.pool.query('SELECT skipped_by FROM processor_sequence_skips WHERE hold_id = $1', [holdId]);
+      await waitUntil(
+        async () => (await holdStates(us.pool)).get(holdId)?.state === 'reversed',
+        'the reversal applies after the approved skip',
+      );
+      const { rows: recorded } = await us.pool.query(
+        'SELECT skipped_by FROM processor_sequence_skips WHERE hold_id = $1',
+        [holdId],
+      );
       expect(recorded).toEqual([{ skipped_by: 'bob' }]);
     } finally {
       await receiver.close();
@@ -393,7 +461,10 @@ describe('identities', () => {
       'bob@Example.COM',
       'Ǆemal',
     ];
-    const { rows } = await r.pool.query<{ who: string; key: string }>('SELECT who, identity_key(who) AS key FROM unnest($1::text[]) AS who', [names]);
+    const { rows } = await r.pool.query<{ who: string; key: string }>(
+      'SELECT who, identity_key(who) AS key FROM unnest($1::text[]) AS who',
+      [names],
+    );
     expect(rows.map((row) => row.key)).toEqual(names.map(identityKey));
     expect(new Set(names.slice(0, 6).map(identityKey))).toEqual(new Set(['alice']));
   });

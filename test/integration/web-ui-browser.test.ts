@@ -1,5 +1,6 @@
 /**
- * The Temporal Web UI in a real browser (docs/operating-quarantines.md): headless Chromium (Debian's, installed by dev/chromium.ts when
+ * The Temporal Web UI in a real browser (docs/operating-quarantines.md): headless Chromium (Debian's, installed by
+ * dev/chromium.ts when
  * missing; a machine where it cannot be fails here with the reason) driven by playwright-core opens the shared dev
  * server's UI (test/integration/global-setup.ts: UI on, codec endpoint as `npm start` runs it) after a small night
  * with a quarantined merchant, and checks what a person sees. Screenshots go to test-results/screenshots/;
@@ -24,7 +25,11 @@ import { visibleText } from '../support/browser.js';
 import { waitUntil } from '../support/wait.js';
 
 /** Where the screenshots go: test-results/ (ignored) on every run; `npm run screenshots` refreshes the README's. */
-const SCREENSHOTS = path.resolve(import.meta.dirname, '../..', process.env.SCREENSHOTS_DIR ?? 'test-results/screenshots');
+const SCREENSHOTS = path.resolve(
+  import.meta.dirname,
+  '../..',
+  process.env.SCREENSHOTS_DIR ?? 'test-results/screenshots',
+);
 const UI = inject('uiUrl');
 /** What an operator configures once with *Configure columns* (the UI keeps it in the browser's storage). */
 const COLUMNS = ['Status', 'Workflow ID', 'MerchantId', 'HoldId', 'DeliveryStatus', 'Start'];
@@ -39,12 +44,25 @@ let euNight: Night;
 let gapped: { holdId: string; merchantId: string };
 
 const holdsOf = async (region: TestRegion, merchantId: string) =>
-  (await region.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])).rows.map((r) => r.id);
+  (
+    await region.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [
+      merchantId,
+    ])
+  ).rows.map((r) => r.id);
 
 async function nightWithQuarantine(region: TestRegion, prefix: string): Promise<Night> {
-  const night = await seedNight(region.pool, region.config.region, prefix, { expired: 6, merchants: 3 }, harness.merchants);
+  const night = await seedNight(
+    region.pool,
+    region.config.region,
+    prefix,
+    { expired: 6, merchants: 3 },
+    harness.merchants,
+  );
   const [, rejecting, slow] = night.merchantIds as [string, string, string];
-  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: 'unknown merchant reference' }] });
+  harness.merchants.script(rejecting, {
+    secrets: [night.secrets.get(rejecting)!],
+    responses: [{ status: 400, body: 'unknown merchant reference' }],
+  });
   // One request per 100 s: its second hold waits for the merchant's budget on a durable timer.
   await region.pool.query(`UPDATE merchants SET rate_per_second = 0.01, burst = 0 WHERE id = $1`, [slow]);
   await region.client.workflow.execute(sweepExpiredHolds, {
@@ -54,7 +72,11 @@ async function nightWithQuarantine(region: TestRegion, prefix: string): Promise<
   });
   for (const id of await holdsOf(region, rejecting)) {
     const handle = region.client.workflow.getHandle(await holdWorkflowIdOf(region.pool, region.config.region, id));
-    await waitUntil(async () => (await handle.query(statusQuery)).stage === 'quarantined', `hold ${id} is quarantined`, 30_000);
+    await waitUntil(
+      async () => (await handle.query(statusQuery)).stage === 'quarantined',
+      `hold ${id} is quarantined`,
+      30_000,
+    );
   }
   return night;
 }
@@ -68,14 +90,22 @@ const shows = (expected: string | RegExp) =>
 async function openWorkflow(region: TestRegion, holdId: string, tab: 'user-metadata' | 'timeline' | 'history') {
   const workflowId = await holdWorkflowIdOf(region.pool, region.config.region, holdId);
   const { runId } = await region.client.workflow.getHandle(workflowId).describe();
-  await page.goto(`${UI}/namespaces/${region.config.namespace}/workflows/${encodeURIComponent(workflowId)}/${runId}/${tab}`);
+  await page.goto(
+    `${UI}/namespaces/${region.config.namespace}/workflows/${encodeURIComponent(workflowId)}/${runId}/${tab}`,
+  );
 }
 
 beforeAll(async () => {
   const executablePath = await ensureChromium();
-  browser = await chromium.launch({ executablePath, headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  browser = await chromium.launch({
+    executablePath,
+    headless: true,
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  });
   page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  const columns = Object.fromEntries(['hold-sweeper-us', 'hold-sweeper-eu'].map((ns) => [ns, COLUMNS.map((label, i) => ({ label, pinned: i < 2 }))]));
+  const columns = Object.fromEntries(
+    ['hold-sweeper-us', 'hold-sweeper-eu'].map((ns) => [ns, COLUMNS.map((label, i) => ({ label, pinned: i < 2 }))]),
+  );
   await page.addInitScript({
     content: `window.localStorage.setItem('namespace-workflow-table-columns', ${JSON.stringify(JSON.stringify(columns))});`,
   });
@@ -87,13 +117,22 @@ beforeAll(async () => {
   eu = await harness.region('eu', { payloadKeys: [{ id: uiKey.id, key: Buffer.from(uiKey.key, 'base64') }] });
   await harness.startWorker(us);
   await harness.startWorker(eu);
-  [usNight, euNight] = await Promise.all([nightWithQuarantine(us, `${harness.id}b`), nightWithQuarantine(eu, `${harness.id}e`)]);
+  [usNight, euNight] = await Promise.all([
+    nightWithQuarantine(us, `${harness.id}b`),
+    nightWithQuarantine(eu, `${harness.id}e`),
+  ]);
   gapped = await holdStoppedAtAGap(us, `${harness.id}g`);
 }, 300_000);
 
 /** An active hold whose processor sent sequence 2 but never 1: its event workflow stops for a human (2 s here). */
 async function holdStoppedAtAGap(region: TestRegion, prefix: string): Promise<{ holdId: string; merchantId: string }> {
-  const night = await seedNight(region.pool, region.config.region, prefix, { expired: 0, future: 1, merchants: 1 }, harness.merchants);
+  const night = await seedNight(
+    region.pool,
+    region.config.region,
+    prefix,
+    { expired: 0, future: 1, merchants: 1 },
+    harness.merchants,
+  );
   const { id: holdId, merchantId } = night.future[0]!;
   const { processor, close } = await startTestReceiver(region, { gapWaitMs: 2_000 });
   try {
@@ -170,7 +209,9 @@ describe('the Web UI, as an operator sees it', () => {
     await shows(new RegExp(`hold-events-us-${holdId} ${merchantId} ${holdId} event_gap`));
     const workflowId = holdEventsWorkflowId('us', holdId);
     const { runId } = await us.client.workflow.getHandle(workflowId).describe();
-    await page.goto(`${UI}/namespaces/hold-sweeper-us/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`);
+    await page.goto(
+      `${UI}/namespaces/hold-sweeper-us/workflows/${encodeURIComponent(workflowId)}/${runId}/user-metadata`,
+    );
     await shows(holdEventsSummary('us', holdId));
     await shows('Stopped: a processor event is missing');
     await shows('Missing: sequence 1');

@@ -1,5 +1,6 @@
 /**
- * What the Temporal Web UI shows (its user metadata: src/contracts/story.ts), read through the same APIs the UI reads: each hold workflow's static
+ * What the Temporal Web UI shows (its user metadata: src/contracts/story.ts), read through the same APIs the UI reads:
+ * each hold workflow's static
  * summary and details, its current details at every stage, the labels of its timers and activities on the
  * timeline, and the sweep's progress, with the holds it started findable from it.
  */
@@ -18,7 +19,9 @@ let night: Night;
 let sweepId: string;
 
 const holdsOf = async (merchantId: string) =>
-  (await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])).rows.map((r) => r.id);
+  (
+    await us.pool.query<{ id: string }>('SELECT id FROM auth_holds WHERE merchant_id = $1 ORDER BY id', [merchantId])
+  ).rows.map((r) => r.id);
 const handleOf = async (holdId: string) => us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
 const currentDetails = async (workflowId: string) =>
   (await us.client.workflow.getHandle(workflowId).query(workflowMetadataQuery)).currentDetails ?? '';
@@ -41,7 +44,10 @@ beforeAll(async () => {
   await harness.startWorker(us);
   night = await seedNight(us.pool, 'us', `${harness.id}ui`, { expired: 6, merchants: 3 }, harness.merchants);
   const [, rejecting, slow] = night.merchantIds as [string, string, string];
-  harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 400, body: 'unknown merchant reference' }] });
+  harness.merchants.script(rejecting, {
+    secrets: [night.secrets.get(rejecting)!],
+    responses: [{ status: 400, body: 'unknown merchant reference' }],
+  });
   // One request per 100 s: its second hold waits for the merchant's budget on a durable timer.
   await us.pool.query(`UPDATE merchants SET rate_per_second = 0.01, burst = 0 WHERE id = $1`, [slow]);
   sweepId = `sweep-us-${harness.id}-ui`;
@@ -63,7 +69,9 @@ describe('a hold workflow in the Web UI', () => {
     const details = await description.staticDetails();
     expect(details).toContain(`npm run ops -- status ${holdId} --region us`);
     expect(details).toContain('docs/runbook.md#webhooksquarantined');
-    const amount = (await us.pool.query<{ a: string }>('SELECT amount_minor::text AS a FROM auth_holds WHERE id = $1', [holdId])).rows[0]!.a;
+    const amount = (
+      await us.pool.query<{ a: string }>('SELECT amount_minor::text AS a FROM auth_holds WHERE id = $1', [holdId])
+    ).rows[0]!.a;
     expect(`${await description.staticSummary()} ${details}`).not.toContain(amount);
   });
 
@@ -92,13 +100,20 @@ describe('a hold workflow in the Web UI', () => {
 
   it("labels a wait for the merchant's budget with its lane and end, and says so in its details", async () => {
     const holds = await holdsOf(night.merchantIds[2]!);
-    const stages = async () => Promise.all(holds.map(async (id) => ({ id, stage: (await (await handleOf(id)).query(statusQuery)).stage })));
-    await expect.poll(async () => (await stages()).some((s) => s.stage === 'waiting_for_budget'), { timeout: 30_000 }).toBe(true);
+    const stages = async () =>
+      Promise.all(holds.map(async (id) => ({ id, stage: (await (await handleOf(id)).query(statusQuery)).stage })));
+    await expect
+      .poll(async () => (await stages()).some((s) => s.stage === 'waiting_for_budget'), { timeout: 30_000 })
+      .toBe(true);
     const waiting = (await stages()).find((s) => s.stage === 'waiting_for_budget')!;
     const handle = await handleOf(waiting.id);
-    expect(await currentDetails(handle.workflowId)).toMatch(/### Waiting for the merchant's rate budget[\s\S]*- Lane: first[\s\S]*- Until: \d{4}-/);
+    expect(await currentDetails(handle.workflowId)).toMatch(
+      /### Waiting for the merchant's rate budget[\s\S]*- Lane: first[\s\S]*- Until: \d{4}-/,
+    );
     const timers = (await summaries(handle.workflowId)).filter((s) => s.type === 'timerStartedEventAttributes');
-    expect(timers.map((t) => t.summary)).toEqual([expect.stringMatching(/^merchant budget, first lane, until \d{4}-\d\d-\d\dT/)]);
+    expect(timers.map((t) => t.summary)).toEqual([
+      expect.stringMatching(/^merchant budget, first lane, until \d{4}-\d\d-\d\dT/),
+    ]);
   });
 
   it('a delivered hold ends with details that say so', async () => {
@@ -118,7 +133,11 @@ describe('the sweep in the Web UI', () => {
     // The queries it names find its batches and every hold it started.
     // Pages of 4 in batches of 2: 2 + 1 batches.
     expect((await us.client.workflow.count(`WorkflowId STARTS_WITH "${sweepId}/"`)).count).toBe(3);
-    await expect.poll(async () => (await us.client.workflow.count(`ParentWorkflowId STARTS_WITH "${sweepId}/"`)).count, { timeout: 15_000 }).toBe(6);
+    await expect
+      .poll(async () => (await us.client.workflow.count(`ParentWorkflowId STARTS_WITH "${sweepId}/"`)).count, {
+        timeout: 15_000,
+      })
+      .toBe(6);
     const batch = await us.client.workflow.getHandle(`${sweepId}/page-1/batch-1`).describe();
     expect(await batch.staticSummary()).toBe('page 1, batch 1: starts 2 hold workflows');
   });

@@ -55,7 +55,9 @@ beforeAll(async () => {
     args: [{ region: 'eu', releaseWaitMs: 60_000 }],
   });
   await waitUntil(
-    async () => (await eu.pool.query(`SELECT status FROM webhook_deliveries WHERE hold_id = $1`, [holdId])).rows[0]?.status === 'quarantined',
+    async () =>
+      (await eu.pool.query(`SELECT status FROM webhook_deliveries WHERE hold_id = $1`, [holdId])).rows[0]?.status ===
+      'quarantined',
     'the webhook quarantined',
   );
 
@@ -67,12 +69,20 @@ beforeAll(async () => {
   });
   const pki = await createClusterPki(path.join(dir, 'pki'));
   codec = await startCodecServer({
-    codecs: new Map([[eu.config.namespace, new EncryptionCodec([key], { namespace: eu.config.namespace, unencrypted: 'pass' })]]),
+    codecs: new Map([
+      [eu.config.namespace, new EncryptionCodec([key], { namespace: eu.config.namespace, unencrypted: 'pass' })],
+    ]),
     corsOrigins: [uiUrl],
     authToken: undefined,
     identity: {
-      authenticate: (await createTokenVerifier({ issuer: oidc.issuer, audience: ADMIN_AUDIENCE, rolesClaim: 'roles', clockToleranceSeconds: 5 }))
-        .verify,
+      authenticate: (
+        await createTokenVerifier({
+          issuer: oidc.issuer,
+          audience: ADMIN_AUDIENCE,
+          rolesClaim: 'roles',
+          clockToleranceSeconds: 5,
+        })
+      ).verify,
       roles: ROLES,
     },
     https: { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) },
@@ -94,7 +104,11 @@ beforeAll(async () => {
     },
     dir,
   );
-  browser = await chromium.launch({ executablePath: await ensureChromium(), headless: true, args: ['--no-sandbox', '--disable-dev-shm-usage'] });
+  browser = await chromium.launch({
+    executablePath: await ensureChromium(),
+    headless: true,
+    args: ['--no-sandbox', '--disable-dev-shm-usage'],
+  });
 }, 600_000);
 
 afterAll(async () => {
@@ -106,7 +120,9 @@ afterAll(async () => {
   if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 
-/** A fresh browser (its own cookies; the codec's certificate is the test CA's), signed in as `login` unless undefined. */
+/**
+ * A fresh browser (its own cookies; the codec's certificate is the test CA's), signed in as `login` unless undefined.
+ */
 async function browse(login: string | undefined): Promise<Page> {
   const context = await browser.newContext({ ignoreHTTPSErrors: true, viewport: { width: 1440, height: 900 } });
   const page = await context.newPage();
@@ -129,7 +145,9 @@ async function browse(login: string | undefined): Promise<Page> {
  */
 async function openWorkflow(page: Page): Promise<void> {
   const workflowId = await holdWorkflowIdOf(eu.pool, 'eu', holdId);
-  await page.goto(`${ui.url}/namespaces/${eu.config.namespace}/workflows?query=${encodeURIComponent(`WorkflowId = "${workflowId}"`)}`);
+  await page.goto(
+    `${ui.url}/namespaces/${eu.config.namespace}/workflows?query=${encodeURIComponent(`WorkflowId = "${workflowId}"`)}`,
+  );
   await page.locator(`a:has-text("${workflowId}")`).first().click({ timeout: 30_000 });
 }
 

@@ -51,11 +51,24 @@ interface AttemptRow {
 }
 
 /** Seeds one merchant with `holds` expired holds, scripts it, and applies policy overrides. */
-async function merchantNight(holds: number, script: MerchantScript, policy: Record<string, number> = {}): Promise<Night> {
-  const night = await seedNight(us.pool, 'us', `${harness.id}w${++prefixes}`, { expired: holds, merchants: 1 }, harness.merchants);
+async function merchantNight(
+  holds: number,
+  script: MerchantScript,
+  policy: Record<string, number> = {},
+): Promise<Night> {
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}w${++prefixes}`,
+    { expired: holds, merchants: 1 },
+    harness.merchants,
+  );
   const merchantId = night.merchantIds[0]!;
   harness.merchants.script(merchantId, { secrets: [night.secrets.get(merchantId)!], ...script });
-  await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [merchantId, JSON.stringify(policy)]);
+  await us.pool.query('UPDATE merchants SET delivery_policy = $2::jsonb WHERE id = $1', [
+    merchantId,
+    JSON.stringify(policy),
+  ]);
   return night;
 }
 
@@ -86,7 +99,12 @@ async function attempts(webhookId: string): Promise<AttemptRow[]> {
 
 /** Waits until every delivery of the night has left `pending`. */
 async function settled(night: Night, timeout = 60_000): Promise<DeliveryRow[]> {
-  await expect.poll(async () => (await deliveries(night)).filter((d) => d.status === 'pending').length, { timeout, interval: 200 }).toBe(0);
+  await expect
+    .poll(async () => (await deliveries(night)).filter((d) => d.status === 'pending').length, {
+      timeout,
+      interval: 200,
+    })
+    .toBe(0);
   return deliveries(night);
 }
 
@@ -113,7 +131,9 @@ describe('webhook delivery', () => {
         data: { hold_id: hold.id, amount_minor: hold.amountMinor, currency: 'USD', merchant_id: hold.merchantId },
       });
     }
-    const result = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', night.expired[0]!.id)).result();
+    const result = await us.client.workflow
+      .getHandle(await holdWorkflowIdOf(us.pool, 'us', night.expired[0]!.id))
+      .result();
     expect(result.delivery).toEqual({ status: 'delivered', attempts: 1, policyRuns: 1 });
   });
 
@@ -144,7 +164,11 @@ describe('webhook delivery', () => {
 
   it('500 forever: attempts follow the jittered schedule, then quarantine as exhausted', async () => {
     // A short horizon for the test; the full default horizon runs in test/integration/time-skipping.test.ts.
-    const night = await merchantNight(1, { responses: [{ status: 500, body: 'boom' }] }, { initialBackoffMs: 400, retryHorizonMs: 5000 });
+    const night = await merchantNight(
+      1,
+      { responses: [{ status: 500, body: 'boom' }] },
+      { initialBackoffMs: 400, retryHorizonMs: 5000 },
+    );
     await sweep();
     const [row] = await settled(night);
     expect(row).toMatchObject({ status: 'quarantined', quarantine_reason: 'exhausted', last_status_code: 500 });
@@ -160,22 +184,29 @@ describe('webhook delivery', () => {
     expect(requests).toHaveLength(log.length);
     for (let i = 1; i < requests.length; i++) {
       // The server waits the delay the activity chose: never sooner (timestamps are ms-precise).
-      expect(requests[i]!.receivedAt - requests[i - 1]!.receivedAt).toBeGreaterThanOrEqual(Number(log[i - 1]!.next_retry_delay_ms) - 5);
+      expect(requests[i]!.receivedAt - requests[i - 1]!.receivedAt).toBeGreaterThanOrEqual(
+        Number(log[i - 1]!.next_retry_delay_ms) - 5,
+      );
     }
-    const stage = await us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', row!.hold_id)).query(statusQuery);
+    const stage = await us.client.workflow
+      .getHandle(await holdWorkflowIdOf(us.pool, 'us', row!.hold_id))
+      .query(statusQuery);
     expect(stage).toMatchObject({ stage: 'quarantined', reason: 'exhausted' });
   });
 
-  it.each([400, 403])('%i: exactly one request, quarantined as rejected with status and body excerpt', async (status) => {
-    const night = await merchantNight(1, { responses: [{ status, body: `{"error":"refused with ${status}"}` }] });
-    await sweep();
-    const [row] = await settled(night);
-    expect(row).toMatchObject({ status: 'quarantined', quarantine_reason: 'rejected', last_status_code: status });
-    expect(harness.merchants.requests(night.merchantIds[0])).toHaveLength(1);
-    expect(await attempts(row!.webhook_id)).toMatchObject([
-      { status_code: status, outcome: 'quarantine', response_excerpt: `{"error":"refused with ${status}"}` },
-    ]);
-  });
+  it.each([400, 403])(
+    '%i: exactly one request, quarantined as rejected with status and body excerpt',
+    async (status) => {
+      const night = await merchantNight(1, { responses: [{ status, body: `{"error":"refused with ${status}"}` }] });
+      await sweep();
+      const [row] = await settled(night);
+      expect(row).toMatchObject({ status: 'quarantined', quarantine_reason: 'rejected', last_status_code: status });
+      expect(harness.merchants.requests(night.merchantIds[0])).toHaveLength(1);
+      expect(await attempts(row!.webhook_id)).toMatchObject([
+        { status_code: status, outcome: 'quarantine', response_excerpt: `{"error":"refused with ${status}"}` },
+      ]);
+    },
+  );
 
   it('410: the merchant endpoint is disabled and its other deliveries are held, not dropped', async () => {
     const night = await merchantNight(1, { responses: [{ status: 410 }, { status: 200 }] });
@@ -184,7 +215,10 @@ describe('webhook delivery', () => {
     expect(first).toMatchObject({ status: 'quarantined', quarantine_reason: 'endpoint_gone' });
     const merchantId = night.merchantIds[0]!;
     const merchant = await us.pool.query('SELECT status, disabled_reason FROM merchants WHERE id = $1', [merchantId]);
-    expect(merchant.rows[0]).toEqual({ status: 'disabled', disabled_reason: `410 Gone on webhook ${first!.webhook_id}` });
+    expect(merchant.rows[0]).toEqual({
+      status: 'disabled',
+      disabled_reason: `410 Gone on webhook ${first!.webhook_id}`,
+    });
 
     // Two more holds of the same merchant are released and their webhooks fixed, but nothing is sent.
     await us.pool.query(
@@ -200,9 +234,13 @@ describe('webhook delivery', () => {
     const moreIds = [1, 2].map((i) => `${night.expired[0]!.id}_more${i}`);
     for (const holdId of moreIds) {
       const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', holdId));
-      await expect.poll(() => handle.query(statusQuery), { timeout: 30_000 }).toMatchObject({ stage: 'held', merchantStatus: 'disabled' });
+      await expect
+        .poll(() => handle.query(statusQuery), { timeout: 30_000 })
+        .toMatchObject({ stage: 'held', merchantStatus: 'disabled' });
     }
-    const held = await us.pool.query('SELECT status, attempt_count FROM webhook_deliveries WHERE hold_id = ANY($1)', [moreIds]);
+    const held = await us.pool.query('SELECT status, attempt_count FROM webhook_deliveries WHERE hold_id = ANY($1)', [
+      moreIds,
+    ]);
     expect(held.rows).toEqual([
       { status: 'pending', attempt_count: 0 },
       { status: 'pending', attempt_count: 0 },
@@ -214,7 +252,11 @@ describe('webhook delivery', () => {
     ['a hang past the attempt timeout', { hang: true } as const, 'AttemptTimeout'],
     ['a connection closed after the request was read', { close: true } as const, 'ConnectionError'],
   ])('%s is retried with the same webhook id, without touching the ledger again', async (_, fault, errorClass) => {
-    const night = await merchantNight(1, { responses: [fault, { status: 200 }] }, { attemptTimeoutMs: 1000, initialBackoffMs: 200 });
+    const night = await merchantNight(
+      1,
+      { responses: [fault, { status: 200 }] },
+      { attemptTimeoutMs: 1000, initialBackoffMs: 200 },
+    );
     await sweep();
     const entriesAfterRelease = await ledgerEntryCount(us.pool);
     const [row] = await settled(night);
@@ -235,10 +277,14 @@ describe('webhook delivery', () => {
     const { rows } = await us.pool.query<{ id: string; signing_secret: string }>(
       'SELECT id, signing_secret FROM merchants WHERE signing_secret IS NOT NULL',
     );
-    const allSecrets = await Promise.all(rows.map((r) => sealer.open(r.signing_secret, { region: 'us', merchantId: r.id })));
+    const allSecrets = await Promise.all(
+      rows.map((r) => sealer.open(r.signing_secret, { region: 'us', merchantId: r.id })),
+    );
     expect(allSecrets.length).toBeGreaterThan(5);
     let histories = 0;
-    for await (const { history } of us.client.workflow.list({ query: `TaskQueue = '${us.config.taskQueue}'` }).intoHistories()) {
+    for await (const { history } of us.client.workflow
+      .list({ query: `TaskQueue = '${us.config.taskQueue}'` })
+      .intoHistories()) {
       const text = historyToJSON(history as Parameters<typeof historyToJSON>[0]);
       for (const secret of allSecrets) {
         expect(text).not.toContain(secret);
@@ -254,20 +300,36 @@ describe('bad merchant configuration (production endpoint rules)', () => {
   let prod: TestRegion;
   beforeAll(async () => {
     prod = await harness.region('us');
-    await harness.startWorker(prod, undefined, { allowInsecureHttp: false, allowPrivateAddresses: false, trustedNetworks: [], allowedPorts: [443] });
+    await harness.startWorker(prod, undefined, {
+      allowInsecureHttp: false,
+      allowPrivateAddresses: false,
+      trustedNetworks: [],
+      allowedPorts: [443],
+    });
   });
 
   /** Sealed as `merchant add` seals, with `keys` (the region's ring unless said), for `merchantId`. */
-  const sealed = (secret: string, merchantId: string, keys = prod.config.secretKeys) => localKeyRing(keys).seal(secret, { region: 'us', merchantId });
+  const sealed = (secret: string, merchantId: string, keys = prod.config.secretKeys) =>
+    localKeyRing(keys).seal(secret, { region: 'us', merchantId });
   type Columns = Record<string, unknown> | ((merchantId: string) => Promise<Record<string, unknown>>);
 
   it.each<[string, Columns, string, RegExp]>([
     ['a malformed URL', { endpoint_url: 'not a url' }, 'bad_url', /not a valid URL/],
     ['a non-https URL', { endpoint_url: 'http://merchant.example/hook' }, 'bad_url', /scheme http:/],
     ['a loopback address', { endpoint_url: 'https://127.0.0.1:9/hook' }, 'bad_url', /private/],
-    ['a 6to4 address embedding the metadata service', { endpoint_url: 'https://[2002:a9fe:a9fe::1]/hook' }, 'bad_url', /not global unicast/],
+    [
+      'a 6to4 address embedding the metadata service',
+      { endpoint_url: 'https://[2002:a9fe:a9fe::1]/hook' },
+      'bad_url',
+      /not global unicast/,
+    ],
     ['a port not allowed', { endpoint_url: 'https://merchant.example:22/hook' }, 'bad_url', /port 22 is not allowed/],
-    ['a missing secret', { endpoint_url: 'https://merchant.example/hook', signing_secret: null }, 'missing_secret', /no signing secret/],
+    [
+      'a missing secret',
+      { endpoint_url: 'https://merchant.example/hook', signing_secret: null },
+      'missing_secret',
+      /no signing secret/,
+    ],
     [
       'an undecodable secret (sealed, opening to something that is not whsec_<base64>)',
       async (id) => ({ endpoint_url: 'https://merchant.example/hook', signing_secret: await sealed('whsec_%%%', id) }),
@@ -276,7 +338,10 @@ describe('bad merchant configuration (production endpoint rules)', () => {
     ],
     [
       "a secret sealed for another merchant (copied from that merchant's row)",
-      async () => ({ endpoint_url: 'https://merchant.example/hook', signing_secret: await sealed(generateSigningSecret(), 'm_someone_else') }),
+      async () => ({
+        endpoint_url: 'https://merchant.example/hook',
+        signing_secret: await sealed(generateSigningSecret(), 'm_someone_else'),
+      }),
       'missing_secret',
       /does not open under key "test": it was altered, or sealed for another merchant.*handled as a missing one: missing_secret/,
     ],
@@ -305,11 +370,22 @@ describe('bad merchant configuration (production endpoint rules)', () => {
       /retryHorizonMs/,
     ],
   ])('%s: quarantined with a named reason, no request, no crash', async (_, columns, reason, detail) => {
-    const night = await seedNight(prod.pool, 'us', `${harness.id}bad${++prefixes}`, { expired: 1, merchants: 1 }, harness.merchants);
+    const night = await seedNight(
+      prod.pool,
+      'us',
+      `${harness.id}bad${++prefixes}`,
+      { expired: 1, merchants: 1 },
+      harness.merchants,
+    );
     const merchantId = night.merchantIds[0]!;
     const merchant = typeof columns === 'function' ? await columns(merchantId) : columns;
-    const sets = Object.keys(merchant).map((column, i) => `${column} = $${i + 2}${column === 'delivery_policy' ? '::jsonb' : ''}`);
-    await prod.pool.query(`UPDATE merchants SET ${sets.join(', ')} WHERE id = $1`, [merchantId, ...Object.values(merchant)]);
+    const sets = Object.keys(merchant).map(
+      (column, i) => `${column} = $${i + 2}${column === 'delivery_policy' ? '::jsonb' : ''}`,
+    );
+    await prod.pool.query(`UPDATE merchants SET ${sets.join(', ')} WHERE id = $1`, [
+      merchantId,
+      ...Object.values(merchant),
+    ]);
     await prod.client.workflow.execute(sweepExpiredHolds, {
       taskQueue: prod.config.taskQueue,
       workflowId: `sweep-us-${harness.id}-bad-${prefixes}`,
@@ -318,8 +394,12 @@ describe('bad merchant configuration (production endpoint rules)', () => {
     await expect
       .poll(
         async () =>
-          (await prod.pool.query('SELECT status, quarantine_reason, last_error FROM webhook_deliveries WHERE hold_id = $1', [night.expired[0]!.id]))
-            .rows[0],
+          (
+            await prod.pool.query(
+              'SELECT status, quarantine_reason, last_error FROM webhook_deliveries WHERE hold_id = $1',
+              [night.expired[0]!.id],
+            )
+          ).rows[0],
         { timeout: 30_000 },
       )
       .toMatchObject({ status: 'quarantined', quarantine_reason: reason, last_error: expect.stringMatching(detail) });

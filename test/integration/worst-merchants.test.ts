@@ -1,5 +1,6 @@
 /**
- * Per-merchant signals without per-merchant series, on a ledger of 100,000 merchants: the workers' worst-merchant gauges
+ * Per-merchant signals without per-merchant series, on a ledger of 100,000 merchants: the workers' worst-merchant
+ * gauges
  * (src/observability/metrics.ts) name exactly the METRICS_WORST_MERCHANTS merchants with the highest 429 share, error
  * share (at least 10 attempts in 15 minutes) and backlog age, read from the ledger; a merchant that leaves the worst
  * reads 0; the series stay that few.
@@ -27,7 +28,8 @@ function lastValueMeter(values: Map<string, number>, base: MetricTags = {}): Met
     name,
     kind: 'gauge' as const,
     valueType: 'float' as const,
-    set: (value: number, extra: MetricTags = {}) => void values.set(`${name}${JSON.stringify({ ...tags, ...extra })}`, value),
+    set: (value: number, extra: MetricTags = {}) =>
+      void values.set(`${name}${JSON.stringify({ ...tags, ...extra })}`, value),
     add: () => undefined,
     record: () => undefined,
     withTags: (more: MetricTags) => metric(name, { ...tags, ...more }),
@@ -107,7 +109,9 @@ it('names the 10 worst of 100,000 merchants for each signal, and reads 0 for one
     expect(backlog.get(`${prefix}_16`)).toBeGreaterThanOrEqual(16 * 60);
 
     // Merchant 15 recovers: it leaves the worst error shares (reads 0); merchant 5 takes its place.
-    await us.pool.query(`UPDATE delivery_attempts SET status_code = 200 WHERE webhook_id = $1`, [`wh_h_${harness.id}_15`]);
+    await us.pool.query(`UPDATE delivery_attempts SET status_code = 200 WHERE webhook_id = $1`, [
+      `wh_h_${harness.id}_15`,
+    ]);
     await gauges.refresh();
     const after = series(values, 'hold_sweeper_worst_merchant_error_share');
     expect(after.get(`${prefix}_15`)).toBe(0);

@@ -13,7 +13,10 @@ type Payload = temporal.api.common.v1.IPayload;
 
 const LABELS: Record<string, Record<string, (...args: never[]) => string>> = { holdLabels, holdEventsLabels };
 
-/** A label's texts as a pattern: the function called with a placeholder for each argument, the placeholders made wildcards. */
+/**
+ * A label's texts as a pattern: the function called with a placeholder for each argument, the placeholders made
+ * wildcards.
+ */
 function labelPattern(ref: string): RegExp {
   const [group, name] = ref.split('.') as [string, string];
   const label = LABELS[group]?.[name];
@@ -72,7 +75,8 @@ function messagesBefore(events: HistoryEvent[], index: number): { signals: strin
   }
   for (i--; i >= 0 && !events[i]!.workflowTaskCompletedEventAttributes; i--) {
     const e = events[i]!;
-    if (e.workflowExecutionSignaledEventAttributes) signals.push(e.workflowExecutionSignaledEventAttributes.signalName ?? '');
+    if (e.workflowExecutionSignaledEventAttributes)
+      signals.push(e.workflowExecutionSignaledEventAttributes.signalName ?? '');
     if (e.workflowExecutionUpdateAcceptedEventAttributes)
       updates.push(e.workflowExecutionUpdateAcceptedEventAttributes.acceptedRequest?.input?.name ?? '');
   }
@@ -92,7 +96,13 @@ function nextTaskCommands(events: HistoryEvent[], index: number): HistoryEvent[]
   let k = index + 1;
   while (k < events.length && !events[k]!.workflowTaskCompletedEventAttributes) k++;
   const commands: HistoryEvent[] = [];
-  for (k++; k < events.length && !events[k]!.workflowTaskScheduledEventAttributes && !events[k]!.workflowTaskStartedEventAttributes; k++) {
+  for (
+    k++;
+    k < events.length &&
+    !events[k]!.workflowTaskScheduledEventAttributes &&
+    !events[k]!.workflowTaskStartedEventAttributes;
+    k++
+  ) {
     commands.push(events[k]!);
   }
   return commands;
@@ -114,7 +124,8 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
 
   const input = jsonValue(started?.input?.payloads?.[0]) as Record<string, unknown> | undefined;
   const resumed = find((p) => 'resumedRun' in p.on);
-  if (resumed && input && (input.resume !== undefined || input.pending !== undefined || input.progress !== undefined)) add(resumed, 'resumed');
+  if (resumed && input && (input.resume !== undefined || input.pending !== undefined || input.progress !== undefined))
+    add(resumed, 'resumed');
 
   const openTimers = new Map<string, WaitingPoint>();
   const activities = new Map<string, WaitingPoint>();
@@ -122,7 +133,8 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
   events.forEach((e, index) => {
     const summary = summaryOf(e);
     if (e.timerStartedEventAttributes) {
-      const point = summary === undefined ? undefined : find((p) => 'timer' in p.on && labelPattern(p.on.timer).test(summary));
+      const point =
+        summary === undefined ? undefined : find((p) => 'timer' in p.on && labelPattern(p.on.timer).test(summary));
       if (point) {
         openTimers.set(e.timerStartedEventAttributes.timerId ?? '', point);
         enter(point);
@@ -149,18 +161,25 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
     // A signal the workflow took without leaving the wait it was in (the task it woke cancelled no timer of it).
     if (e.workflowExecutionSignaledEventAttributes) {
       const waiting = [...openTimers.entries()].at(-1);
-      if (waiting && !nextTaskCommands(events, index).some((c) => c.timerCanceledEventAttributes?.timerId === waiting[0])) {
+      if (
+        waiting &&
+        !nextTaskCommands(events, index).some((c) => c.timerCanceledEventAttributes?.timerId === waiting[0])
+      ) {
         add(waiting[1], `kept-waiting:${e.workflowExecutionSignaledEventAttributes.signalName ?? ''}`);
       }
     }
     // A timer-less wait (stopped at a gap): entered by its search attribute; left by what woke the task that went on.
     if (e.upsertWorkflowSearchAttributesEventAttributes) {
-      const status = jsonValue(e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields?.DeliveryStatus);
+      const status = jsonValue(
+        e.upsertWorkflowSearchAttributesEventAttributes.searchAttributes?.indexedFields?.DeliveryStatus,
+      );
       const point = find((p) => 'untimed' in p.on && p.on.untimed.deliveryStatus === status);
       if (point) enter(point);
       const wentOn = point
         ? events.findIndex(
-            (later, j) => j > index && (later.activityTaskScheduledEventAttributes || later.upsertWorkflowSearchAttributesEventAttributes),
+            (later, j) =>
+              j > index &&
+              (later.activityTaskScheduledEventAttributes || later.upsertWorkflowSearchAttributesEventAttributes),
           )
         : -1;
       if (point && wentOn !== -1) {
@@ -177,11 +196,22 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
         enter(point);
       }
     }
-    const done = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
+    const done =
+      e.activityTaskCompletedEventAttributes ??
+      e.activityTaskFailedEventAttributes ??
+      e.activityTaskTimedOutEventAttributes;
     if (done) {
       const point = activities.get(String(done.scheduledEventId));
-      if (point && e.activityTaskCompletedEventAttributes) add(point, completedExit(e.activityTaskCompletedEventAttributes.result?.payloads?.[0]));
-      else if (point) add(point, failedExit(e.activityTaskFailedEventAttributes?.failure ?? e.activityTaskTimedOutEventAttributes?.failure, point));
+      if (point && e.activityTaskCompletedEventAttributes)
+        add(point, completedExit(e.activityTaskCompletedEventAttributes.result?.payloads?.[0]));
+      else if (point)
+        add(
+          point,
+          failedExit(
+            e.activityTaskFailedEventAttributes?.failure ?? e.activityTaskTimedOutEventAttributes?.failure,
+            point,
+          ),
+        );
     }
     const marker = e.markerRecordedEventAttributes;
     if (marker?.markerName === 'core_local_activity') {
@@ -217,7 +247,9 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
 /** Every declared cell: `<workflow>.<point>.<exit>` -> why it cannot be recorded, or undefined. */
 export function declaredCells(): Map<string, string | undefined> {
   return new Map(
-    WAITING_POINTS.flatMap((p) => ['entered', ...p.exits].map((exit) => [coverageKey(p.workflow, p.point, exit), p.unrecordable?.[exit]] as const)),
+    WAITING_POINTS.flatMap((p) =>
+      ['entered', ...p.exits].map((exit) => [coverageKey(p.workflow, p.point, exit), p.unrecordable?.[exit]] as const),
+    ),
   );
 }
 

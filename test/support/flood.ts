@@ -52,7 +52,13 @@ export function startFlood(url: string, connections: number, rate: number): Floo
   };
 }
 
-async function burst(url: URL, agent: http.Agent, connections: number, rate: number, total: number): Promise<FloodResult> {
+async function burst(
+  url: URL,
+  agent: http.Agent,
+  connections: number,
+  rate: number,
+  total: number,
+): Promise<FloodResult> {
   const junk = 'A'.repeat(1000);
   const statuses: Record<string, number> = {};
   const started = Date.now();
@@ -97,7 +103,9 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
   const lines = readline.createInterface({ input: process.stdin });
   let queue = Promise.resolve();
   lines.on('line', (line) => {
-    queue = queue.then(async () => console.log(JSON.stringify(await burst(url, agent, connections, rate, Number(line)))));
+    queue = queue.then(async () =>
+      console.log(JSON.stringify(await burst(url, agent, connections, rate, Number(line)))),
+    );
   });
   lines.on('close', () => void queue.then(() => agent.destroy()));
 }

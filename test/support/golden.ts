@@ -14,7 +14,11 @@ import { coverageOf } from './coverage.js';
  * code), else the git revision it runs at. Its set is `test/golden/<kind>/<release>/`.
  */
 export function goldenRelease(build?: string): string {
-  return process.env.GOLDEN_RELEASE ?? build ?? execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  return (
+    process.env.GOLDEN_RELEASE ??
+    build ??
+    execFileSync('git', ['rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()
+  );
 }
 
 /** Where `release`'s recordings of `kind` go: test/golden/histories/<release>/ or test/golden/encrypted/<release>/. */
@@ -31,17 +35,27 @@ const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
  */
 export const WORKFLOW_IDS_FILE = 'workflow-ids.json';
 
-/** Beside each set: what each history covers of src/workflows/waiting-points.ts (test/support/coverage.ts), file by file. */
+/**
+ * Beside each set: what each history covers of src/workflows/waiting-points.ts (test/support/coverage.ts), file by
+ * file.
+ */
 export const COVERAGE_FILE = 'coverage.json';
 
-/** Beside each set of encrypted histories (test/golden/encrypted/<release>/): its namespace and the test key it was encrypted under. */
+/**
+ * Beside each set of encrypted histories (test/golden/encrypted/<release>/): its namespace and the test key it was
+ * encrypted under.
+ */
 export const ENCRYPTED_KEY_FILE = 'key.json';
 
-/** The files of a set that are histories: compact JSON, gzipped (`.json.gz`), as `temporal workflow show --output json` writes it. */
+/**
+ * The files of a set that are histories: compact JSON, gzipped (`.json.gz`), as `temporal workflow show --output json`
+ * writes it.
+ */
 export const isHistoryFile = (file: string) => file.endsWith('.json.gz');
 
 /** A recorded history, read back. */
-export const readHistoryFile = (file: string) => historyFromJSON(JSON.parse(gunzipSync(fs.readFileSync(file)).toString('utf8')));
+export const readHistoryFile = (file: string) =>
+  historyFromJSON(JSON.parse(gunzipSync(fs.readFileSync(file)).toString('utf8')));
 
 /** What a recorder writes: the history as compact JSON, gzipped (a set is a few hundred kB, not megabytes). */
 export const historyFileContent = (history: Parameters<typeof historyToJSON>[0]) =>
@@ -102,10 +116,16 @@ export async function replayFailures(
   dataConverter?: ReplayWorkerOptions['dataConverter'],
 ): Promise<string[]> {
   const failures: string[] = [];
-  const inputs = histories.map((h) => ({ workflowId: h.workflowId ?? `golden/${h.release}/${h.file}`, history: h.history }));
+  const inputs = histories.map((h) => ({
+    workflowId: h.workflowId ?? `golden/${h.release}/${h.file}`,
+    history: h.history,
+  }));
   let i = 0;
   // Results come one per history, in order.
-  for await (const result of Worker.runReplayHistories({ workflowBundle, replayName: 'golden-histories', dataConverter }, inputs)) {
+  for await (const result of Worker.runReplayHistories(
+    { workflowBundle, replayName: 'golden-histories', dataConverter },
+    inputs,
+  )) {
     const { release, file } = histories[i++]!;
     if (result.error) failures.push(`${release}/${file}: ${result.error.message.split('\n')[0]}`);
   }
@@ -118,7 +138,12 @@ export async function replayFailures(
  * names never collide), and its workflow id to the set's workflow-ids.json. Never removes a file: several recorders add
  * to one release's set.
  */
-export async function addRecording(out: string, name: string, workflowId: string, history: Parameters<typeof historyToJSON>[0]): Promise<string> {
+export async function addRecording(
+  out: string,
+  name: string,
+  workflowId: string,
+  history: Parameters<typeof historyToJSON>[0],
+): Promise<string> {
   await fsp.mkdir(out, { recursive: true });
   const file = `${name}-${(await fsp.readdir(out)).length}.json.gz`;
   await fsp.writeFile(path.join(out, file), historyFileContent(history));
@@ -136,7 +161,9 @@ export async function addRecording(out: string, name: string, workflowId: string
 /** Each history's coverage in the set in `dir`, as coverage.json holds it (`npm run golden:coverage` rewrites them). */
 export function coverageMetadataOf(dir: string): Record<string, string[]> {
   const histories = fs.readdirSync(dir).filter(isHistoryFile).sort();
-  return Object.fromEntries(histories.map((file) => [file, [...coverageOf(readHistoryFile(path.join(dir, file)))].sort()]));
+  return Object.fromEntries(
+    histories.map((file) => [file, [...coverageOf(readHistoryFile(path.join(dir, file)))].sort()]),
+  );
 }
 
 /** The directory of each committed set of plain histories. */
@@ -146,7 +173,9 @@ export const goldenSetDirs = () =>
     .sort()
     .map((release) => path.join(ROOT, release));
 
-/** Adds the history of every execution (every run) on `taskQueue` to the set in `out`, named `<workflow type>-<tag>`. */
+/**
+ * Adds the history of every execution (every run) on `taskQueue` to the set in `out`, named `<workflow type>-<tag>`.
+ */
 export async function addRecordings(client: Client, taskQueue: string, out: string, tag: string): Promise<string[]> {
   const written: string[] = [];
   for await (const execution of client.workflow.list({ query: `TaskQueue = '${taskQueue}'` })) {

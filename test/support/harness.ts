@@ -4,7 +4,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Client, Connection, type TLSConfig } from '@temporalio/client';
-import { NativeConnection, Runtime, DefaultLogger, makeTelemetryFilterString, type LogEntry, type Worker } from '@temporalio/worker';
+import {
+  NativeConnection,
+  Runtime,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  type LogEntry,
+  type Worker,
+} from '@temporalio/worker';
 import pg from 'pg';
 import { inject } from 'vitest';
 import type { RegionConfig } from '../../src/config.js';
@@ -24,12 +31,20 @@ function installQuietRuntime(logSink?: (entry: LogEntry) => void) {
   runtimeInstalled = true;
   // ERROR: retried webhook attempts log a WARN each, by design; they would bury a real failure's output. A test that
   // reads the workers' log (the SDK core's warnings included, forwarded at WARN) gets every entry from WARN up instead.
-  const logger = logSink ? new DefaultLogger('WARN', logSink) : new DefaultLogger((process.env.TEST_LOG_LEVEL as 'ERROR') ?? 'ERROR');
+  const logger = logSink
+    ? new DefaultLogger('WARN', logSink)
+    : new DefaultLogger((process.env.TEST_LOG_LEVEL as 'ERROR') ?? 'ERROR');
   Runtime.install({
     logger,
     shutdownSignals: [],
     // The core's own warnings (e.g. TMPRL1104, a slow workflow task) reach the sink too, instead of going to stderr.
-    ...(logSink ? { telemetryOptions: { logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'WARN' }) } } } : {}),
+    ...(logSink
+      ? {
+          telemetryOptions: {
+            logging: { forward: {}, filter: makeTelemetryFilterString({ core: 'WARN', other: 'WARN' }) },
+          },
+        }
+      : {}),
   });
 }
 
@@ -52,10 +67,14 @@ export interface Harness {
   /** This file's fake merchants (a real HTTP server on loopback). */
   merchants: FakeMerchants;
   /**
-   * A fresh ledger and task queue for the region; `payloadKeys` turns on payload encryption for its clients and workers;
+   * A fresh ledger and task queue for the region; `payloadKeys` turns on payload encryption for its clients and
+   * workers;
    * `secretKeys`: its merchant-secret key ring (TEST_SECRET_KEYS unless said).
    */
-  region(region: Region, options?: { payloadKeys?: RegionConfig['payloadKeys']; secretKeys?: RegionConfig['secretKeys'] }): Promise<TestRegion>;
+  region(
+    region: Region,
+    options?: { payloadKeys?: RegionConfig['payloadKeys']; secretKeys?: RegionConfig['secretKeys'] },
+  ): Promise<TestRegion>;
   /** A pool on a brand-new database with no schema at all (for migration tests). */
   emptyDatabase(): Promise<pg.Pool>;
   /**
@@ -67,7 +86,12 @@ export interface Harness {
     region: TestRegion,
     tuning?: RegionWorkerOptions['tuning'],
     webhooks?: RegionWorkerOptions['webhooks'],
-    options?: { workflowBundle?: { code: string }; version?: WorkerDeploymentVersion; setCurrent?: SetCurrentMode; fourEyes?: boolean },
+    options?: {
+      workflowBundle?: { code: string };
+      version?: WorkerDeploymentVersion;
+      setCurrent?: SetCurrentMode;
+      fourEyes?: boolean;
+    },
   ): Promise<RunningWorker>;
   close(): Promise<void>;
 }
@@ -82,7 +106,10 @@ export async function openHarness(
   installQuietRuntime(options.logSink);
   const id = randomUUID().slice(0, 8);
   const address = options.address ?? inject('temporalAddress');
-  const secured = { ...(options.tls ? { tls: options.tls } : {}), ...(options.apiKey ? { apiKey: options.apiKey } : {}) };
+  const secured = {
+    ...(options.tls ? { tls: options.tls } : {}),
+    ...(options.apiKey ? { apiKey: options.apiKey } : {}),
+  };
   const connection = await Connection.connect({ address, ...secured });
   const nativeConnection = await NativeConnection.connect({ address, ...secured });
   const workflowBundle = { code: inject('workflowBundleCode') };
@@ -99,7 +126,9 @@ export async function openHarness(
     merchants,
     async region(region, options = {}) {
       const database = `t_${id}_${region}_${pools.length}`;
-      await admin.query(`CREATE DATABASE ${pg.escapeIdentifier(database)} TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`);
+      await admin.query(
+        `CREATE DATABASE ${pg.escapeIdentifier(database)} TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`,
+      );
       const databaseUrl = `${inject('postgresUrlBase')}${database}`;
       const pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
       pools.push(pool);
@@ -123,7 +152,12 @@ export async function openHarness(
       pools.push(pool);
       return pool;
     },
-    async startWorker(region, tuning, webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] }, options = {}) {
+    async startWorker(
+      region,
+      tuning,
+      webhooks = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] },
+      options = {},
+    ) {
       const bundle = options.workflowBundle ?? workflowBundle;
       const worker = await createRegionWorker({
         connection: nativeConnection,

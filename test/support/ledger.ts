@@ -82,7 +82,9 @@ export async function balances(pool: pg.Pool): Promise<Map<string, AccountBalanc
 }
 
 export async function holdStates(pool: pg.Pool): Promise<Map<string, { state: string; rejectCode: string | null }>> {
-  const { rows } = await pool.query<{ id: string; state: string; reject_code: string | null }>('SELECT id, state, reject_code FROM auth_holds');
+  const { rows } = await pool.query<{ id: string; state: string; reject_code: string | null }>(
+    'SELECT id, state, reject_code FROM auth_holds',
+  );
   return new Map(rows.map((r) => [r.id, { state: r.state, rejectCode: r.reject_code }]));
 }
 
@@ -93,6 +95,9 @@ export async function ledgerEntryCount(pool: pg.Pool): Promise<number> {
 
 /** The workflow id the sweep gives a hold: derived from its id and exact (microsecond) expiry. */
 export async function holdWorkflowIdOf(pool: pg.Pool, region: Region, holdId: string): Promise<string> {
-  const { rows } = await pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [holdId]);
+  const { rows } = await pool.query<{ e: string }>(
+    `SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`,
+    [holdId],
+  );
   return holdWorkflowId(region, holdId, rows[0]!.e);
 }

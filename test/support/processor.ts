@@ -2,7 +2,12 @@
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
-import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver, type ReceiverOptions } from '../../src/processor/receiver.js';
+import {
+  createProcessorReceiver,
+  REFUSAL_POOL_OPTIONS,
+  type ProcessorReceiver,
+  type ReceiverOptions,
+} from '../../src/processor/receiver.js';
 import { expect } from 'vitest';
 import type { TestRegion } from './harness.js';
 import { waitUntil } from './wait.js';
@@ -17,7 +22,9 @@ export interface TestReceiver {
 /** Listens on a free port; `secret` defaults to a new one. Quiet unless told otherwise. */
 export async function startTestReceiver(
   region: TestRegion,
-  options: Partial<Omit<ReceiverOptions, 'region' | 'pool' | 'client' | 'taskQueue' | 'processorKey'>> & { secret?: string } = {},
+  options: Partial<Omit<ReceiverOptions, 'region' | 'pool' | 'client' | 'taskQueue' | 'processorKey'>> & {
+    secret?: string;
+  } = {},
 ): Promise<TestReceiver> {
   const { secret = generateSigningSecret(), ...rest } = options;
   // Refusals through a small pool of their own, as the receiver process has.
@@ -51,10 +58,22 @@ export async function startTestReceiver(
 export async function captureThroughReceiver(region: TestRegion, holdId: string, currency: string): Promise<void> {
   const { processor, close } = await startTestReceiver(region);
   try {
-    const event = { eventId: `evt_${holdId}_1`, holdId, sequence: 1, type: 'hold.captured' as const, amountMinor: 4321, currency };
+    const event = {
+      eventId: `evt_${holdId}_1`,
+      holdId,
+      sequence: 1,
+      type: 'hold.captured' as const,
+      amountMinor: 4321,
+      currency,
+    };
     expect((await processor.send(event)).status).toBe(202);
     await waitUntil(
-      async () => (await region.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [holdId])).rowCount === 1,
+      async () =>
+        (
+          await region.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [
+            holdId,
+          ])
+        ).rowCount === 1,
       'the capture is applied and its webhook delivered',
     );
   } finally {

@@ -42,7 +42,10 @@ export async function bundleVariant(dir: string, edits: readonly Edit[]): Promis
  */
 export async function bundleOfRevision(dir: string, revision: string): Promise<{ code: string }> {
   await fs.mkdir(dir, { recursive: true });
-  const archive = spawnSync('git', ['archive', '--format=tar', revision, 'src'], { cwd: REPO, maxBuffer: 64 * 1024 * 1024 });
+  const archive = spawnSync('git', ['archive', '--format=tar', revision, 'src'], {
+    cwd: REPO,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   expect(archive.status, `git archive ${revision}: ${archive.stderr?.toString()}`).toBe(0);
   const untar = spawnSync('tar', ['-x', '-C', dir], { input: archive.stdout });
   expect(untar.status, `tar: ${untar.stderr?.toString()}`).toBe(0);

@@ -34,13 +34,17 @@ import { statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 
 /** The activities a delivery workflow calls, stubbed; each is called with what the workflow passed. */
-export type DeliveryStubs = Pick<Activities, 'releaseHold' | 'deliverWebhook' | 'quarantineDelivery' | 'decideQuarantine' | 'verifyReplayApproval'>;
+export type DeliveryStubs = Pick<
+  Activities,
+  'releaseHold' | 'deliverWebhook' | 'quarantineDelivery' | 'decideQuarantine' | 'verifyReplayApproval'
+>;
 
 let runtimeInstalled = false;
 function installQuietRuntime() {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  // ERROR: the workflows log a WARN on every quarantine and ignored signal, by design (TEST_LOG_LEVEL=WARN to see them);
+  // ERROR: the workflows log a WARN on every quarantine and ignored signal, by design (TEST_LOG_LEVEL=WARN to see
+  // them);
   // the core warns once per worker that the test server lacks a capability of recent servers.
   const level = (process.env.TEST_LOG_LEVEL as 'ERROR' | undefined) ?? 'ERROR';
   Runtime.install({
@@ -62,7 +66,13 @@ export interface WorkflowEnv {
 const fromHere = (relative: string) => fileURLToPath(new URL(relative, import.meta.url));
 
 /** The activity names a delivery workflow calls (the file's worker serves these). */
-const STUBBED: readonly (keyof DeliveryStubs)[] = ['releaseHold', 'deliverWebhook', 'quarantineDelivery', 'decideQuarantine', 'verifyReplayApproval'];
+const STUBBED: readonly (keyof DeliveryStubs)[] = [
+  'releaseHold',
+  'deliverWebhook',
+  'quarantineDelivery',
+  'decideQuarantine',
+  'verifyReplayApproval',
+];
 
 /** Attempts at starting the time-skipping test server: the SDK gives it 5 s, which a loaded 2-core machine can miss. */
 const TEST_SERVER_START_ATTEMPTS = 3;
@@ -75,7 +85,9 @@ const TEST_SERVER_START_ATTEMPTS = 3;
 export async function startTimeSkippingServer(path: string): Promise<TestWorkflowEnvironment> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } });
+      return await TestWorkflowEnvironment.createTimeSkipping({
+        server: { executable: { type: 'existing-path', path } },
+      });
     } catch (err) {
       if (attempt >= TEST_SERVER_START_ATTEMPTS || !/did not start within/.test((err as Error).message)) throw err;
     }
@@ -114,7 +126,8 @@ export async function openWorkflowEnv(): Promise<WorkflowEnv> {
       const workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
       let stubs = stubsOf.get(workflowId);
       if (!stubs) {
-        if (!current) throw ApplicationFailure.nonRetryable(`no stubs for workflow ${workflowId}: started outside runWorker`);
+        if (!current)
+          throw ApplicationFailure.nonRetryable(`no stubs for workflow ${workflowId}: started outside runWorker`);
         stubs = current;
         stubsOf.set(workflowId, stubs);
       }
@@ -208,7 +221,12 @@ export function reachesStage(handle: WorkflowHandle, stage: HoldStatus['stage'])
   );
 }
 
-export async function eventually<T>(probe: () => Promise<T>, predicate: (value: T) => boolean, what: string, timeoutMs = 20_000): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T>,
+  predicate: (value: T) => boolean,
+  what: string,
+  timeoutMs = 20_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: T | undefined;
   let lastError: unknown;
@@ -220,7 +238,9 @@ export async function eventually<T>(probe: () => Promise<T>, predicate: (value: 
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}; last seen ${JSON.stringify(last) ?? String(lastError)}`);
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting until ${what}; last seen ${JSON.stringify(last) ?? String(lastError)}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, 25));
   }
@@ -233,7 +253,10 @@ export async function deliveryStatusOf(handle: WorkflowHandle): Promise<string |
 }
 
 /** The events of every run of `workflowId`, oldest run first (following continue-as-new back from the current run). */
-export async function runsOf(env: TestWorkflowEnvironment, workflowId: string): Promise<temporal.api.history.v1.IHistoryEvent[][]> {
+export async function runsOf(
+  env: TestWorkflowEnvironment,
+  workflowId: string,
+): Promise<temporal.api.history.v1.IHistoryEvent[][]> {
   const runs: temporal.api.history.v1.IHistoryEvent[][] = [];
   for (let runId: string | undefined = undefined; ;) {
     const history = await env.client.workflow.getHandle(workflowId, runId).fetchHistory();
@@ -323,7 +346,13 @@ export function stubActivities(w: WorkflowEnv, script: StubScript): { activities
     async deliverWebhook(input) {
       const { info } = Context.current();
       const index = calls.deliver.length;
-      const call: DeliverCall = { input, isLocal: info.isLocal, attempt: info.attempt, index, serverNow: () => w.env.currentTimeMs() };
+      const call: DeliverCall = {
+        input,
+        isLocal: info.isLocal,
+        attempt: info.attempt,
+        index,
+        serverNow: () => w.env.currentTimeMs(),
+      };
       calls.deliver.push(call);
       const step = script.deliver[Math.min(index, script.deliver.length - 1)];
       if (!step) throw new Error('no deliverWebhook step scripted');
@@ -352,7 +381,10 @@ export const delivered =
   () => ({ status: 'delivered', attempts, statusCode: 200 });
 
 export const alreadyTerminal =
-  (deliveryStatus: Extract<DeliverWebhookResult, { status: 'already_terminal' }>['deliveryStatus'], attempts = 1): DeliverStep =>
+  (
+    deliveryStatus: Extract<DeliverWebhookResult, { status: 'already_terminal' }>['deliveryStatus'],
+    attempts = 1,
+  ): DeliverStep =>
   () => ({ status: 'already_terminal', deliveryStatus, attempts });
 
 export const held =
@@ -362,9 +394,16 @@ export const held =
 /** The merchant's budget has no slot for `inMs`. */
 export const throttled =
   (inMs: number, after?: string): DeliverStep =>
-  async (call) => ({ status: 'throttled', lane: 'first', retryAt: (await call.serverNow()) + inMs, ...(after ? { after } : {}) });
+  async (call) => ({
+    status: 'throttled',
+    lane: 'first',
+    retryAt: (await call.serverNow()) + inMs,
+    ...(after ? { after } : {}),
+  });
 
-/** A slot reserved `inMs` from now; the sendAt is remembered in `slots` so a test can expect it back as reservedSlotMs. */
+/**
+ * A slot reserved `inMs` from now; the sendAt is remembered in `slots` so a test can expect it back as reservedSlotMs.
+ */
 export const scheduled =
   (inMs: number, slots: number[]): DeliverStep =>
   async (call) => {
@@ -416,7 +455,12 @@ export const failsRetryably =
 export const failsWith =
   (type: string, attemptNumber = 1, message = `${type} (stub)`): DeliverStep =>
   () => {
-    throw ApplicationFailure.create({ type, message, nonRetryable: true, details: [{ merchantId: 'm-1', attemptNumber }] });
+    throw ApplicationFailure.create({
+      type,
+      message,
+      nonRetryable: true,
+      details: [{ merchantId: 'm-1', attemptNumber }],
+    });
   };
 
 /** Anything unexpected: a plain Error (the ledger down, a bug). */

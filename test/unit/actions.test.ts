@@ -31,7 +31,16 @@ describe('billableActions', () => {
     expect(children).toBe(7);
     expect(billableActions(history)).toEqual({
       total: 2 * children + 2,
-      byKind: { workflowStarted: 1, childWorkflow: 2 * children, timer: 0, upsert: 0, signal: 0, activity: 1, localActivities: 0, other: 0 },
+      byKind: {
+        workflowStarted: 1,
+        childWorkflow: 2 * children,
+        timer: 0,
+        upsert: 0,
+        signal: 0,
+        activity: 1,
+        localActivities: 0,
+        other: 0,
+      },
     });
   });
 
@@ -43,7 +52,8 @@ describe('billableActions', () => {
       const actions = billableActions(history);
       expect(actions.byKind.activity).toBe(attempts);
       // A child's own start is billed at its parent.
-      if (history.events![0]!.workflowExecutionStartedEventAttributes?.parentWorkflowExecution) expect(actions.byKind.workflowStarted).toBe(0);
+      if (history.events![0]!.workflowExecutionStartedEventAttributes?.parentWorkflowExecution)
+        expect(actions.byKind.workflowStarted).toBe(0);
     }
   });
 });

@@ -38,7 +38,9 @@ describe('the release profile (ledgerLocalActivity)', () => {
   });
 
   it('case 6, a release that can never succeed is not retried: its named failure types are non-retryable', () => {
-    expect(ledgerLocalActivity.retry!.nonRetryableErrorTypes).toEqual(expect.arrayContaining([...RELEASE_FAILURE_TYPES]));
+    expect(ledgerLocalActivity.retry!.nonRetryableErrorTypes).toEqual(
+      expect.arrayContaining([...RELEASE_FAILURE_TYPES]),
+    );
     // Each class name is its Temporal failure type.
     expect(new InsufficientHeldBalance('h_1', 'a_1', '500').name).toBe('InsufficientHeldBalance');
     expect(new ReleasedWithoutWebhook('h_1').name).toBe('ReleasedWithoutWebhook');
@@ -69,7 +71,9 @@ describe('the delivery profiles are derived from the policy table, and bounded',
   it('case 4, a merchant policy cannot set an attempt timeout past the bound: a named error, the bound itself accepted', () => {
     expect(() => resolveDeliveryPolicy('m_1', { attemptTimeoutMs: 600_000 })).toThrow(InvalidDeliveryPolicyError);
     expect(() => resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS + 1 })).toThrow(/up to 30000/);
-    expect(resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS }).attemptTimeoutMs).toBe(MAX_ATTEMPT_TIMEOUT_MS);
+    expect(resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS }).attemptTimeoutMs).toBe(
+      MAX_ATTEMPT_TIMEOUT_MS,
+    );
   });
 });
 

@@ -11,7 +11,15 @@ import { phaseSignals } from '../../bench/analysis.js';
 import { renderSvg, throughputSpec } from '../../bench/charts.js';
 import type { NightReport, NightSummary } from '../../bench/night-bench.js';
 import { markdownReport, ratioDecomposition } from '../../bench/report.js';
-import { chartsNote, hasSeries, readSeries, RESULTS_DIR, seriesFile, splitReport, writeNightReport } from '../../bench/results-archive.js';
+import {
+  chartsNote,
+  hasSeries,
+  readSeries,
+  RESULTS_DIR,
+  seriesFile,
+  splitReport,
+  writeNightReport,
+} from '../../bench/results-archive.js';
 import type { Sample } from '../../bench/sampler.js';
 import { SERVER_METRICS } from '../../bench/sampler.js';
 
@@ -50,12 +58,19 @@ const sample = (phase: 'ceiling' | 'product', t: number, done: number, server: s
 
 describe('phaseSignals', () => {
   it('derives the lock wait, the queue time and the cores from the differences between the first and last sample', () => {
-    const samples = [sample('product', 0, 0, SERVER_TEXT(1, 10, 0)), sample('product', 10, 400, SERVER_TEXT(21, 110, 50))];
+    const samples = [
+      sample('product', 0, 0, SERVER_TEXT(1, 10, 0)),
+      sample('product', 10, 400, SERVER_TEXT(21, 110, 50)),
+    ];
     const signals = phaseSignals(samples, 'product')!;
     // (21 − 1) s of waiting over (110 − 10) acquisitions = 200 ms each.
     expect(signals.server.executionLockWaitMs).toBe(200);
     expect(signals.server.executionLockFailuresPerSecond).toBe(5);
-    expect(signals.server.queueByTask[0]).toEqual({ task: 'TransferActiveTaskStartChildExecution', perSecond: 10, meanMs: 200 });
+    expect(signals.server.queueByTask[0]).toEqual({
+      task: 'TransferActiveTaskStartChildExecution',
+      perSecond: 10,
+      meanMs: 200,
+    });
     expect(signals.coresByProcess).toEqual({ temporal: 0.8, postgres: 0.1 });
     expect(phaseSignals(samples, 'ceiling')).toBeUndefined();
   });
@@ -67,7 +82,8 @@ describe('charts', () => {
     const svg = await renderSvg(throughputSpec({ series, workload: { holds: 600 } } as unknown as NightReport));
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg).toContain('Holds per second over the run');
-    for (const name of ['ceiling: no-op children completed', 'product: holds released', 'product: webhooks delivered']) expect(svg).toContain(name);
+    for (const name of ['ceiling: no-op children completed', 'product: holds released', 'product: webhooks delivered'])
+      expect(svg).toContain(name);
     // One path per series.
     expect(svg.match(/<path[^>]*aria-roledescription="line mark"/g)?.length).toBe(3);
   });
@@ -128,9 +144,14 @@ describe('a report apart from its series', () => {
 
   it('renders the Markdown without charts, saying where the series are and how to draw them', () => {
     const file = path.join(RESULTS_DIR, 'night-5000-fault-free.json');
-    const note = chartsNote(file, { titles: ['What the run waited on', 'CPU per process over time'], tarball: 'charts-2026-12-02.tar.gz' });
+    const note = chartsNote(file, {
+      titles: ['What the run waited on', 'CPU per process over time'],
+      tarball: 'charts-2026-12-02.tar.gz',
+    });
     expect(note).toContain('(what the run waited on; CPU per process over time)');
-    expect(note).toContain('`night-5000-fault-free.series.json.gz` on the `bench-archive` branch (`git fetch origin bench-archive`)');
+    expect(note).toContain(
+      '`night-5000-fault-free.series.json.gz` on the `bench-archive` branch (`git fetch origin bench-archive`)',
+    );
     expect(note).toContain('`npm run bench:report -- bench/results/night-5000-fault-free.json`');
     expect(note).toContain('`charts-2026-12-02.tar.gz`');
     // No link a checkout could not resolve.
@@ -138,8 +159,14 @@ describe('a report apart from its series', () => {
 
     // A committed night renders from its JSON alone, the note where its charts would stand.
     const committed = path.join(RESULTS_DIR, 'night-5000-fault-free.json');
-    const markdown = markdownReport(JSON.parse(fs.readFileSync(committed, 'utf8')) as NightSummary, [], chartsNote(committed));
-    expect(markdown).toContain(`| Invariant violations | none (all seven checked) |\n\n${chartsNote(committed)}\n\n## What binds`);
+    const markdown = markdownReport(
+      JSON.parse(fs.readFileSync(committed, 'utf8')) as NightSummary,
+      [],
+      chartsNote(committed),
+    );
+    expect(markdown).toContain(
+      `| Invariant violations | none (all seven checked) |\n\n${chartsNote(committed)}\n\n## What binds`,
+    );
     expect(markdown).not.toContain('.svg');
   });
 

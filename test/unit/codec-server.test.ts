@@ -16,19 +16,37 @@ let server: { url: string; stop(): Promise<void> };
 
 beforeAll(async () => {
   const codecs = new Map([
-    ['hold-sweeper-eu', new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace: 'hold-sweeper-eu', unencrypted: 'pass' })],
+    [
+      'hold-sweeper-eu',
+      new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace: 'hold-sweeper-eu', unencrypted: 'pass' }),
+    ],
   ]);
-  server = await startCodecServer({ codecs, plainNamespaces: ['hold-sweeper-us'], corsOrigins: [UI], authToken: TOKEN });
+  server = await startCodecServer({
+    codecs,
+    plainNamespaces: ['hold-sweeper-us'],
+    corsOrigins: [UI],
+    authToken: TOKEN,
+  });
 });
 afterAll(async () => {
   await server?.stop();
 });
 
 const payloads = {
-  payloads: [{ metadata: { encoding: Buffer.from('json/plain').toString('base64') }, data: Buffer.from('"h_1"').toString('base64') }],
+  payloads: [
+    {
+      metadata: { encoding: Buffer.from('json/plain').toString('base64') },
+      data: Buffer.from('"h_1"').toString('base64'),
+    },
+  ],
 };
 
-function post(route: string, headers: Record<string, string>, body: string = JSON.stringify(payloads), namespace = 'hold-sweeper-eu') {
+function post(
+  route: string,
+  headers: Record<string, string>,
+  body: string = JSON.stringify(payloads),
+  namespace = 'hold-sweeper-eu',
+) {
   return fetch(`${server.url}${route}`, { method: 'POST', headers: { 'X-Namespace': namespace, ...headers }, body });
 }
 
@@ -38,11 +56,12 @@ describe('case 9, fail closed: the codec endpoint', () => {
       expect(() => loadConfig({ CODEC_CORS_ORIGIN: value }), value).toThrow(ConfigError);
       expect(() => loadConfig({ CODEC_CORS_ORIGIN: value }), value).toThrow(/CODEC_CORS_ORIGIN/);
     }
-    expect(loadConfig({ CODEC_CORS_ORIGIN: 'https://ui.example, http://localhost:8080' }).codecServer.corsOrigins).toEqual([
-      'https://ui.example',
-      'http://localhost:8080',
-    ]);
-    await expect(startCodecServer({ codecs: new Map(), corsOrigins: [], authToken: undefined })).rejects.toBeInstanceOf(ConfigError);
+    expect(
+      loadConfig({ CODEC_CORS_ORIGIN: 'https://ui.example, http://localhost:8080' }).codecServer.corsOrigins,
+    ).toEqual(['https://ui.example', 'http://localhost:8080']);
+    await expect(startCodecServer({ codecs: new Map(), corsOrigins: [], authToken: undefined })).rejects.toBeInstanceOf(
+      ConfigError,
+    );
   });
 
   it('/encode needs the bearer token as much as /decode', async () => {
@@ -82,7 +101,9 @@ describe('case 9, fail closed: the codec endpoint', () => {
       expect(await plain.json(), route).toEqual(payloads);
       const unknown = await post(route, auth, JSON.stringify(payloads), 'hold-sweeper-ap');
       expect(unknown.status, route).toBe(400);
-      expect(await unknown.json(), route).toEqual({ error: 'no codec for namespace "hold-sweeper-ap"; send X-Namespace' });
+      expect(await unknown.json(), route).toEqual({
+        error: 'no codec for namespace "hold-sweeper-ap"; send X-Namespace',
+      });
     }
     // The Web UI adds query parameters to the route.
     const withQuery = await post('/decode?preserveStorageRefs=true', auth, JSON.stringify(payloads), 'hold-sweeper-us');

@@ -35,7 +35,8 @@ const WORKER = { namespace: US, unencrypted: 'refuse' } as const;
 const HOLD = { holdId: 'hold_01J9Z8Q4', merchantId: 'm_berlin_bakery', amountMinor: '1250' };
 
 const text = (bytes: Uint8Array | null | undefined) => Buffer.from(bytes ?? new Uint8Array()).toString('utf8');
-const metadataOf = (payload: Payload) => Object.fromEntries(Object.entries(payload.metadata ?? {}).map(([k, v]) => [k, text(v)]));
+const metadataOf = (payload: Payload) =>
+  Object.fromEntries(Object.entries(payload.metadata ?? {}).map(([k, v]) => [k, text(v)]));
 
 async function encodeOne(codec: EncryptionCodec, value: unknown = HOLD): Promise<Payload> {
   const [sealed] = await codec.encode([defaultPayloadConverter.toPayload(value)]);
@@ -90,7 +91,8 @@ describe('EncryptionCodec', () => {
       'encryption-aad': 'namespace,key-id',
     });
     const data = Buffer.from(sealed.data!);
-    for (const plain of [HOLD.holdId, HOLD.merchantId, HOLD.amountMinor, 'json/plain']) expect(data.includes(plain)).toBe(false);
+    for (const plain of [HOLD.holdId, HOLD.merchantId, HOLD.amountMinor, 'json/plain'])
+      expect(data.includes(plain)).toBe(false);
     const plainLength = Buffer.from(defaultPayloadConverter.toPayload(HOLD).data!).length;
     expect(data.length).toBeGreaterThan(IV_BYTES + plainLength + TAG_BYTES);
   });
@@ -132,12 +134,16 @@ describe('EncryptionCodec', () => {
 
   it('binds each ciphertext to its namespace: a payload moved to another namespace that shares the key is refused', async () => {
     const sealed = await encodeOne(new EncryptionCodec([k1], READER));
-    const err = await rejection(new EncryptionCodec([k1], { namespace: 'hold-sweeper-eu', unencrypted: 'refuse' }).decode([sealed]));
+    const err = await rejection(
+      new EncryptionCodec([k1], { namespace: 'hold-sweeper-eu', unencrypted: 'refuse' }).decode([sealed]),
+    );
     expect(err).toBeInstanceOf(PayloadDecryptionFailed);
     expect(err.message).toContain('hold-sweeper-eu');
     // Stripping the binding from its metadata does not help: the tag was computed over the namespace.
     const { 'encryption-aad': _binding, ...unbound } = sealed.metadata!;
-    await expect(new EncryptionCodec([k1], READER).decode([{ ...sealed, metadata: unbound }])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
+    await expect(new EncryptionCodec([k1], READER).decode([{ ...sealed, metadata: unbound }])).rejects.toBeInstanceOf(
+      PayloadDecryptionFailed,
+    );
     // Nor does claiming a binding the codec does not know.
     const other = { ...sealed, metadata: { ...sealed.metadata, 'encryption-aad': Buffer.from('key-id') } };
     await expect(new EncryptionCodec([k1], READER).decode([other])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
@@ -184,7 +190,9 @@ describe('EncryptionCodec', () => {
     expect(err.message).not.toContain(k1.key.toString('base64'));
 
     const { 'encryption-key-id': _dropped, ...withoutKeyId } = sealed.metadata!;
-    await expect(new EncryptionCodec([k1], READER).decode([{ ...sealed, metadata: withoutKeyId }])).rejects.toBeInstanceOf(UnknownEncryptionKey);
+    await expect(
+      new EncryptionCodec([k1], READER).decode([{ ...sealed, metadata: withoutKeyId }]),
+    ).rejects.toBeInstanceOf(UnknownEncryptionKey);
   });
 
   it.each([
@@ -206,8 +214,12 @@ describe('EncryptionCodec', () => {
     const codec = new EncryptionCodec([k2, k1], READER);
     const sealed = await encodeOne(codec);
     const data = Buffer.from(sealed.data!);
-    await expect(codec.decode([{ ...sealed, data: data.subarray(0, IV_BYTES + TAG_BYTES - 1) }])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
-    await expect(codec.decode([{ ...sealed, data: data.subarray(0, data.length - 1) }])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
+    await expect(
+      codec.decode([{ ...sealed, data: data.subarray(0, IV_BYTES + TAG_BYTES - 1) }]),
+    ).rejects.toBeInstanceOf(PayloadDecryptionFailed);
+    await expect(codec.decode([{ ...sealed, data: data.subarray(0, data.length - 1) }])).rejects.toBeInstanceOf(
+      PayloadDecryptionFailed,
+    );
     const relabelled = { ...sealed, metadata: { ...sealed.metadata, 'encryption-key-id': Buffer.from('k1') } };
     const err = await rejection(codec.decode([relabelled]));
     expect(err).toBeInstanceOf(PayloadDecryptionFailed);
@@ -217,7 +229,9 @@ describe('EncryptionCodec', () => {
   it('refuses to start without a key or with a key that is not 32 bytes', () => {
     expect(() => new EncryptionCodec([], READER)).toThrow(/at least one key/);
     expect(() => new EncryptionCodec([k1], { namespace: '', unencrypted: 'pass' })).toThrow(/namespace/);
-    expect(() => new EncryptionCodec([k1, { id: 'short', key: randomBytes(16) }], READER)).toThrow(/"short" must be 32 bytes/);
+    expect(() => new EncryptionCodec([k1, { id: 'short', key: randomBytes(16) }], READER)).toThrow(
+      /"short" must be 32 bytes/,
+    );
   });
 });
 
@@ -237,9 +251,14 @@ describe('dataConverterFor', () => {
 describe('case 7, residency: failure messages and stacks are encrypted too', () => {
   it("the data converter of workers and clients encodes a failure's message and stack into a payload the codec seals", async () => {
     const { failureConverterPath, payloadCodecs } = dataConverterFor({ namespace: US, payloadKeys: [k1] });
-    const { failureConverter } = createRequire(import.meta.url)(failureConverterPath) as { failureConverter: FailureConverter };
+    const { failureConverter } = createRequire(import.meta.url)(failureConverterPath) as {
+      failureConverter: FailureConverter;
+    };
     const excerpt = 'HTTP 400 from merchant m_1: {"error":"card 4111 1111 1111 1111 rejected"}';
-    const failure = failureConverter.errorToFailure(ApplicationFailure.nonRetryable(excerpt, 'WebhookRejected'), defaultPayloadConverter);
+    const failure = failureConverter.errorToFailure(
+      ApplicationFailure.nonRetryable(excerpt, 'WebhookRejected'),
+      defaultPayloadConverter,
+    );
     expect(failure.message).toBe('Encoded failure');
     expect(failure.stackTrace).toBe('');
     expect(failure.applicationFailureInfo?.type).toBe('WebhookRejected');
@@ -247,7 +266,10 @@ describe('case 7, residency: failure messages and stacks are encrypted too', () 
     expect(Buffer.from(sealed!.data!).includes('4111')).toBe(false);
     // And back: whoever holds the key reads the real message.
     const [opened] = await payloadCodecs[0]!.decode([sealed!]);
-    const restored = failureConverter.failureToError({ ...failure, encodedAttributes: opened }, defaultPayloadConverter);
+    const restored = failureConverter.failureToError(
+      { ...failure, encodedAttributes: opened },
+      defaultPayloadConverter,
+    );
     expect(restored.message).toBe(excerpt);
   });
 });
@@ -256,7 +278,10 @@ describe('PAYLOAD_KEYS_<R> through loadConfig', () => {
   const b64 = (key: EncryptionKey) => key.key.toString('base64');
 
   it('gives each region its own keys, current first, byte for byte, for the codec to use', async () => {
-    const config = loadConfig({ PAYLOAD_KEYS_US: `k1:${b64(k1)}`, PAYLOAD_KEYS_EU: ` k2:${b64(k2)} , k1:${b64(k1).replace(/=+$/, '')}` });
+    const config = loadConfig({
+      PAYLOAD_KEYS_US: `k1:${b64(k1)}`,
+      PAYLOAD_KEYS_EU: ` k2:${b64(k2)} , k1:${b64(k1).replace(/=+$/, '')}`,
+    });
     const [us, eu] = config.regions;
     expect(us!.payloadKeys!.map((k) => [k.id, k.key.toString('hex')])).toEqual([['k1', k1.key.toString('hex')]]);
     expect(eu!.payloadKeys!.map((k) => [k.id, k.key.toString('hex')])).toEqual([
@@ -265,7 +290,9 @@ describe('PAYLOAD_KEYS_<R> through loadConfig', () => {
     ]);
     // A payload an old worker sealed under k1 decodes with the EU region's configured codec; new ones use k2.
     const euCodec = dataConverterFor(eu!).payloadCodecs[0] as EncryptionCodec;
-    expect(await decodeValue(euCodec, await encodeOne(new EncryptionCodec([k1], { ...READER, namespace: eu!.namespace })))).toEqual(HOLD);
+    expect(
+      await decodeValue(euCodec, await encodeOne(new EncryptionCodec([k1], { ...READER, namespace: eu!.namespace }))),
+    ).toEqual(HOLD);
     expect(metadataOf(await encodeOne(euCodec))['encryption-key-id']).toBe('k2');
     // Unset in dev: payloads are not encrypted.
     expect(loadConfig({}).regions.map((r) => r.payloadKeys)).toEqual([undefined, undefined]);

@@ -42,7 +42,9 @@ describe('config', () => {
   it('has working defaults for dev: both regions, embedded services', () => {
     const config = loadConfig({});
     expect(config.mode).toBe('dev');
-    expect(config.regions.map((r) => [r.region, r.namespace, r.taskQueue, r.scheduleId, r.databaseUrl, r.temporalAddress])).toEqual([
+    expect(
+      config.regions.map((r) => [r.region, r.namespace, r.taskQueue, r.scheduleId, r.databaseUrl, r.temporalAddress]),
+    ).toEqual([
       ['us', 'hold-sweeper-us', 'hold-sweeper-us', 'hold-sweep-us', undefined, undefined],
       ['eu', 'hold-sweeper-eu', 'hold-sweeper-eu', 'hold-sweep-eu', undefined, undefined],
     ]);
@@ -134,7 +136,11 @@ describe('config', () => {
   });
 
   it('versions every worker: the deployment, the build id (unset = from the bundle), and when a build makes itself current', () => {
-    expect(loadConfig({}).deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
+    expect(loadConfig({}).deployment).toEqual({
+      deploymentName: 'hold-sweeper',
+      buildId: undefined,
+      setCurrent: 'always',
+    });
     const key = `k1:${Buffer.alloc(32, 3).toString('base64')}`;
     const production = loadConfig({
       HOLD_SWEEPER_MODE: 'production',
@@ -160,7 +166,9 @@ describe('config', () => {
   it('allows merchant endpoints port 443 alone in production, any port in dev, and the ports WEBHOOK_ALLOWED_PORTS names', () => {
     const production = PRODUCTION_US;
     expect(loadConfig(production).webhooks.allowedPorts).toEqual([443]);
-    expect(loadConfig({ ...production, WEBHOOK_ALLOWED_PORTS: '443, 8443' }).webhooks.allowedPorts).toEqual([443, 8443]);
+    expect(loadConfig({ ...production, WEBHOOK_ALLOWED_PORTS: '443, 8443' }).webhooks.allowedPorts).toEqual([
+      443, 8443,
+    ]);
     expect(loadConfig({}).webhooks.allowedPorts).toBeUndefined();
     expect(loadConfig({ WEBHOOK_ALLOWED_PORTS: '9000' }).webhooks.allowedPorts).toEqual([9000]);
     expect(configError({ ...production, WEBHOOK_ALLOWED_PORTS: '70000' }).message).toBe(
@@ -181,11 +189,19 @@ describe('config', () => {
   });
 
   it('production mode requires each region’s database and Temporal address', () => {
-    expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' }).variable).toBe('DATABASE_URL_US');
-    expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' }).variable).toBe(
-      'TEMPORAL_ADDRESS_US',
+    expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' }).variable).toBe(
+      'DATABASE_URL_US',
     );
-    const reachable = { HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db', TEMPORAL_ADDRESS: 't:7233' };
+    expect(
+      configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' })
+        .variable,
+    ).toBe('TEMPORAL_ADDRESS_US');
+    const reachable = {
+      HOLD_SWEEPER_MODE: 'production',
+      HOLD_SWEEPER_REGIONS: 'us',
+      DATABASE_URL_US: 'postgres://h/db',
+      TEMPORAL_ADDRESS: 't:7233',
+    };
     expect(configError(reachable).variable).toBe('PAYLOAD_KEYS_US');
     const payloadKeyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };
     expect(configError(payloadKeyed).variable).toBe('MERCHANT_SECRET_KEYS_US');
@@ -198,17 +214,29 @@ describe('config', () => {
       variable: 'CODEC_AUTH_TOKEN',
       value: '(redacted)',
     });
-    expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'https://login.example.com' }).variable).toBe(
-      'CODEC_TLS_CERT_FILE',
-    );
     expect(
-      configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'http://login.example.com', CODEC_BEHIND_TLS_PROXY: 'true' })
+      configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'https://login.example.com' })
         .variable,
+    ).toBe('CODEC_TLS_CERT_FILE');
+    expect(
+      configError({
+        ...tls,
+        CODEC_SERVER_ADDRESS: '0.0.0.0:8888',
+        CODEC_OIDC_ISSUER: 'http://login.example.com',
+        CODEC_BEHIND_TLS_PROXY: 'true',
+      }).variable,
     ).toBe('CODEC_OIDC_ISSUER');
     expect(
-      loadConfig({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888', CODEC_OIDC_ISSUER: 'https://login.example.com', CODEC_BEHIND_TLS_PROXY: 'true' })
-        .codecServer,
-    ).toMatchObject({ oidc: { issuer: 'https://login.example.com', audience: 'hold-sweeper-admin' }, behindTlsProxy: true });
+      loadConfig({
+        ...tls,
+        CODEC_SERVER_ADDRESS: '0.0.0.0:8888',
+        CODEC_OIDC_ISSUER: 'https://login.example.com',
+        CODEC_BEHIND_TLS_PROXY: 'true',
+      }).codecServer,
+    ).toMatchObject({
+      oidc: { issuer: 'https://login.example.com', audience: 'hold-sweeper-admin' },
+      behindTlsProxy: true,
+    });
   });
 
   it('reads the merchant-secret key ring per region, the dev ring when unset in dev; production requires its own and never echoes it', () => {
@@ -232,7 +260,9 @@ describe('config', () => {
     const missing = configError(production);
     expect(missing).toMatchObject({ name: 'ConfigError', variable: 'MERCHANT_SECRET_KEYS_EU', value: undefined });
     expect(missing.message).toMatch(/^MERCHANT_SECRET_KEYS_EU is not set: expected id:base64key/);
-    expect(loadConfig({ ...production, MERCHANT_SECRET_KEYS_EU: `s1:${k1}` }).regions[0]!.secretKeys.map((k) => k.id)).toEqual(['s1']);
+    expect(
+      loadConfig({ ...production, MERCHANT_SECRET_KEYS_EU: `s1:${k1}` }).regions[0]!.secretKeys.map((k) => k.id),
+    ).toEqual(['s1']);
 
     const devKey = DEV_SECRET_KEYS[0]!.key.toString('base64');
     for (const bad of [`dev:${k1}`, `own:${devKey}`, `s1:${k1.slice(4)}`, `s1:${k1},s1:${k2}`]) {
@@ -241,7 +271,9 @@ describe('config', () => {
       for (const material of [k1, devKey]) expect(err.message).not.toContain(material.slice(4, 20));
     }
     // The dev ring is refused in production, named as such; in dev the variable may name it.
-    expect(configError({ ...production, MERCHANT_SECRET_KEYS_EU: `dev:${k1}` }).message).toMatch(/built-in dev key \("dev"\) protects nothing/);
+    expect(configError({ ...production, MERCHANT_SECRET_KEYS_EU: `dev:${k1}` }).message).toMatch(
+      /built-in dev key \("dev"\) protects nothing/,
+    );
     expect(loadConfig({ MERCHANT_SECRET_KEYS_US: `dev:${devKey}` }).regions[0]!.secretKeys).toEqual(DEV_SECRET_KEYS);
 
     // The codec endpoint never holds the ring: neither read nor required.
@@ -279,9 +311,12 @@ describe('config', () => {
   });
 
   it('parses durations', () => {
-    expect([parseDuration('X', '500ms'), parseDuration('X', '30s'), parseDuration('X', '2h'), parseDuration('X', '3d')]).toEqual([
-      500, 30_000, 7_200_000, 259_200_000,
-    ]);
+    expect([
+      parseDuration('X', '500ms'),
+      parseDuration('X', '30s'),
+      parseDuration('X', '2h'),
+      parseDuration('X', '3d'),
+    ]).toEqual([500, 30_000, 7_200_000, 259_200_000]);
   });
 });
 
@@ -318,13 +353,19 @@ describe('the processor-event receiver’s config', () => {
     expect(short).toMatchObject({ variable: 'PROCESSOR_SIGNING_SECRET_US' });
     expect(short.message).not.toContain('c2hvcnQ');
     expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: 'not base64!' }).message).not.toContain('not base64');
-    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: 'localhost' })).toMatchObject({
+    expect(
+      receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: 'localhost' }),
+    ).toMatchObject({
       variable: 'PROCESSOR_RECEIVER_ADDRESS',
     });
-    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: 'host:99999' })).toMatchObject({
+    expect(
+      receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: 'host:99999' }),
+    ).toMatchObject({
       variable: 'PROCESSOR_RECEIVER_ADDRESS',
     });
-    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_GAP_WAIT: 'soon' })).toMatchObject({ variable: 'PROCESSOR_GAP_WAIT' });
+    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_GAP_WAIT: 'soon' })).toMatchObject({
+      variable: 'PROCESSOR_GAP_WAIT',
+    });
   });
 });
 
@@ -341,7 +382,10 @@ describe('the admin API’s config', () => {
   };
 
   it('production: with its own TLS, or explicitly behind a TLS proxy; the issuer, audience and roles claim', () => {
-    const tls = loadApiConfig({ ...production, API_TLS_CERT_FILE: '/c.pem', API_TLS_KEY_FILE: '/k.pem' }, loadConfig(production));
+    const tls = loadApiConfig(
+      { ...production, API_TLS_CERT_FILE: '/c.pem', API_TLS_KEY_FILE: '/k.pem' },
+      loadConfig(production),
+    );
     expect(tls).toMatchObject({
       region: 'us',
       host: '0.0.0.0',
@@ -353,12 +397,18 @@ describe('the admin API’s config', () => {
       tls: { certFile: '/c.pem', keyFile: '/k.pem' },
       behindTlsProxy: false,
     });
-    expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toMatchObject({ behindTlsProxy: true });
-    expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'us' }, loadConfig(production)).region).toBe('us');
+    expect(loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toMatchObject({
+      behindTlsProxy: true,
+    });
+    expect(
+      loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'us' }, loadConfig(production)).region,
+    ).toBe('us');
   });
 
   it('the merchant API: its own address and TLS settings, the same refusal without TLS in production', () => {
-    expect(loadMerchantApiConfig({ ...production, MERCHANT_API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toMatchObject({
+    expect(
+      loadMerchantApiConfig({ ...production, MERCHANT_API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production)),
+    ).toMatchObject({
       region: 'us',
       host: '0.0.0.0',
       port: 8444,
@@ -366,10 +416,12 @@ describe('the admin API’s config', () => {
     });
     expect(() => loadMerchantApiConfig(production, loadConfig(production))).toThrow(/MERCHANT_API_TLS_CERT_FILE/);
     // The admin API's TLS does not cover it: each listener says its own.
-    expect(() => loadMerchantApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production))).toThrow(
-      /MERCHANT_API_TLS_CERT_FILE/,
-    );
-    expect(loadMerchantApiConfig({ HOLD_SWEEPER_REGIONS: 'eu' }, loadConfig({ HOLD_SWEEPER_REGIONS: 'eu' }))).toMatchObject({
+    expect(() =>
+      loadMerchantApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true' }, loadConfig(production)),
+    ).toThrow(/MERCHANT_API_TLS_CERT_FILE/);
+    expect(
+      loadMerchantApiConfig({ HOLD_SWEEPER_REGIONS: 'eu' }, loadConfig({ HOLD_SWEEPER_REGIONS: 'eu' })),
+    ).toMatchObject({
       region: 'eu',
       host: '127.0.0.1',
       port: 8444,
@@ -378,21 +430,33 @@ describe('the admin API’s config', () => {
 
   it('production refuses no TLS, no issuer, an http issuer, half a certificate, another region; dev takes plain http', () => {
     expect(apiError(production)).toMatchObject({ variable: 'API_TLS_CERT_FILE' });
-    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_OIDC_ISSUER: '' })).toMatchObject({ variable: 'API_OIDC_ISSUER' });
-    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_OIDC_ISSUER: 'http://login.example.com' })).toMatchObject({
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_OIDC_ISSUER: '' })).toMatchObject({
+      variable: 'API_OIDC_ISSUER',
+    });
+    expect(
+      apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_OIDC_ISSUER: 'http://login.example.com' }),
+    ).toMatchObject({
       variable: 'API_OIDC_ISSUER',
     });
     expect(apiError({ ...production, API_TLS_CERT_FILE: '/c.pem' })).toMatchObject({ variable: 'API_TLS_KEY_FILE' });
-    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'yes' })).toMatchObject({ variable: 'API_BEHIND_TLS_PROXY' });
-    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'eu' })).toMatchObject({ variable: 'API_REGION' });
-    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_ADDRESS: 'everywhere' })).toMatchObject({ variable: 'API_ADDRESS' });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'yes' })).toMatchObject({
+      variable: 'API_BEHIND_TLS_PROXY',
+    });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'eu' })).toMatchObject({
+      variable: 'API_REGION',
+    });
+    expect(apiError({ ...production, API_BEHIND_TLS_PROXY: 'true', API_ADDRESS: 'everywhere' })).toMatchObject({
+      variable: 'API_ADDRESS',
+    });
     // Two regions: which one is said.
     expect(apiError({ API_OIDC_ISSUER: 'http://127.0.0.1:9000' })).toMatchObject({ variable: 'API_REGION' });
-    expect(loadApiConfig({ API_OIDC_ISSUER: 'http://127.0.0.1:9000', API_REGION: 'eu' }, loadConfig({}))).toMatchObject({
-      region: 'eu',
-      host: '127.0.0.1',
-      issuer: 'http://127.0.0.1:9000',
-      behindTlsProxy: false,
-    });
+    expect(loadApiConfig({ API_OIDC_ISSUER: 'http://127.0.0.1:9000', API_REGION: 'eu' }, loadConfig({}))).toMatchObject(
+      {
+        region: 'eu',
+        host: '127.0.0.1',
+        issuer: 'http://127.0.0.1:9000',
+        behindTlsProxy: false,
+      },
+    );
   });
 });

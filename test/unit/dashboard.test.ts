@@ -11,7 +11,15 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { describe, expect, it } from 'vitest';
 import { renderSvg } from '../../bench/charts.js';
-import { dashboardSpec, interpolate, layoutRows, panelId, readDashboard, seriesName, type DashboardNight } from '../../bench/dashboard.js';
+import {
+  dashboardSpec,
+  interpolate,
+  layoutRows,
+  panelId,
+  readDashboard,
+  seriesName,
+  type DashboardNight,
+} from '../../bench/dashboard.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 const PROVISIONING = path.join(REPO, 'deploy/perses/provisioning');
@@ -34,7 +42,8 @@ async function exportedNames(): Promise<Set<string>> {
     /\b(createCounter|createHistogram|createGauge|gauge|counter)\(\s*'(hold_sweeper_[a-z0-9_]+)'/g,
   )) {
     if (kind === 'createCounter') names.add(`${name}_total`);
-    else if (kind === 'createHistogram') for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${name}${suffix}`);
+    else if (kind === 'createHistogram')
+      for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${name}${suffix}`);
     else names.add(name!);
   }
   return names;
@@ -78,7 +87,9 @@ describe('the on-call dashboard', async () => {
     for (const grid of dashboard.spec.layouts) {
       const items = grid.spec.items;
       for (const item of items) {
-        expect(item.x >= 0 && item.width > 0 && item.x + item.width <= 24, `${item.content.$ref} fits the grid`).toBe(true);
+        expect(item.x >= 0 && item.width > 0 && item.x + item.width <= 24, `${item.content.$ref} fits the grid`).toBe(
+          true,
+        );
         expect(item.height).toBeGreaterThan(0);
       }
       for (const [i, a] of items.entries())
@@ -96,7 +107,9 @@ describe('the on-call dashboard', async () => {
       expect(panel.spec.plugin.kind, id).toBe('TimeSeriesChart');
       expect(panel.spec.display.name, id).toBeTruthy();
       expect(panel.spec.display.description?.length, `${id} says what it shows`).toBeGreaterThan(40);
-      expect(['seconds', 'decimal', 'percent-decimal'], `${id}'s unit`).toContain(panel.spec.plugin.spec.yAxis?.format?.unit);
+      expect(['seconds', 'decimal', 'percent-decimal'], `${id}'s unit`).toContain(
+        panel.spec.plugin.spec.yAxis?.format?.unit,
+      );
       expect(panel.spec.queries.length, id).toBeGreaterThan(0);
       for (const q of panel.spec.queries) {
         expect(q.kind).toBe('TimeSeriesQuery');
@@ -109,7 +122,11 @@ describe('the on-call dashboard', async () => {
   it('names series only by labels its query keeps (a `by` clause of the outermost aggregation)', () => {
     for (const q of queries) {
       const kept = new Set(
-        (/^\s*(?:\d+\s*\*\s*)?(?:[a-z_]+\s+by|histogram_quantile\([0-9.]+,\s*sum by)\s*\(([^)]*)\)/.exec(q.query)?.[1] ?? '').split(/\s*,\s*/),
+        (
+          /^\s*(?:\d+\s*\*\s*)?(?:[a-z_]+\s+by|histogram_quantile\([0-9.]+,\s*sum by)\s*\(([^)]*)\)/.exec(
+            q.query,
+          )?.[1] ?? ''
+        ).split(/\s*,\s*/),
       );
       for (const [, label] of q.seriesNameFormat!.matchAll(/\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}/g))
         expect(kept.has(label!), `${q.id}: {{${label}}} is kept by ${q.query}`).toBe(true);
@@ -119,7 +136,8 @@ describe('the on-call dashboard', async () => {
   it('uses only the variables it defines ($region) and Perses’s own ($__rate_interval)', () => {
     expect(dashboard.spec.variables?.map((v) => v.spec.name)).toEqual(['region']);
     for (const q of queries) {
-      for (const [variable] of q.query.matchAll(/\$[a-zA-Z_]+/g)) expect(['$region', '$__rate_interval'], q.query).toContain(variable);
+      for (const [variable] of q.query.matchAll(/\$[a-zA-Z_]+/g))
+        expect(['$region', '$__rate_interval'], q.query).toContain(variable);
       expect(interpolate(q.query, '20s'), q.query).not.toContain('$');
     }
   });
@@ -134,14 +152,17 @@ describe('the on-call dashboard', async () => {
     const alerts = await fs.readFile(path.join(REPO, 'deploy/prometheus/alerts.yml'), 'utf8');
     for (const q of queries)
       for (const metric of metricsOf(q.query)) {
-        const known = exported.has(metric) || metric === 'up' || (metric.startsWith('temporal_') && alerts.includes(metric));
+        const known =
+          exported.has(metric) || metric === 'up' || (metric.startsWith('temporal_') && alerts.includes(metric));
         expect(known, `${q.id}: ${metric} is exported`).toBe(true);
       }
   });
 
   it('shows every alert’s signal: each rule of alerts.yml reads a metric some panel reads', async () => {
     const rules = (
-      parse(await fs.readFile(path.join(REPO, 'deploy/prometheus/alerts.yml'), 'utf8')) as { groups: { rules: Alert[] }[] }
+      parse(await fs.readFile(path.join(REPO, 'deploy/prometheus/alerts.yml'), 'utf8')) as {
+        groups: { rules: Alert[] }[];
+      }
     ).groups.flatMap((g) => g.rules);
     const shown = new Set(queries.flatMap((q) => [...metricsOf(q.query)]));
     expect(rules.length).toBeGreaterThan(15);

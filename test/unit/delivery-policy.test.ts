@@ -24,7 +24,12 @@ import {
   type AttemptResult,
 } from '../../src/delivery/policy.js';
 import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
-import { decodeSigningSecret, MissingSigningSecret, signature, signedHeaders } from '../../src/delivery/standard-webhooks.js';
+import {
+  decodeSigningSecret,
+  MissingSigningSecret,
+  signature,
+  signedHeaders,
+} from '../../src/delivery/standard-webhooks.js';
 
 // The Standard Webhooks / Svix published test vector.
 const VECTOR = {
@@ -66,7 +71,8 @@ describe('signing', () => {
   });
 
   it('refuses a missing or undecodable secret with a named error that does not print it', () => {
-    for (const secret of [null, '', '   ']) expect(() => decodeSigningSecret('m_1', secret)).toThrow(MissingSigningSecret);
+    for (const secret of [null, '', '   '])
+      expect(() => decodeSigningSecret('m_1', secret)).toThrow(MissingSigningSecret);
     for (const secret of ['whsec_not base64!', 'whsec_c2hvcnQ=', 'whsec_abc']) {
       const err = (() => {
         try {
@@ -134,7 +140,10 @@ describe('retry delays', () => {
     expect(retryDelay(policy, 1, () => 0, 120_000)).toEqual({ delayMs: 120_000, reason: 'Retry-After 120 s' });
     // A short Retry-After does not shorten a longer backoff step.
     expect(retryDelay(policy, 10, () => 0, 1000).delayMs).toBe(Math.min(policy.maxBackoffMs, 5000 * 2 ** 9) / 2);
-    expect(retryDelay(policy, 1, () => 0, 7 * 86_400_000)).toEqual({ delayMs: 86_400_000, reason: 'Retry-After 86400 s (asked 604800 s, capped)' });
+    expect(retryDelay(policy, 1, () => 0, 7 * 86_400_000)).toEqual({
+      delayMs: 86_400_000,
+      reason: 'Retry-After 86400 s (asked 604800 s, capped)',
+    });
   });
 });
 
@@ -156,7 +165,9 @@ describe('Retry-After parsing', () => {
     expect(parseRetryAfter(header, now)).toBe(expected);
   });
   it('a huge value is capped by the policy', () => {
-    expect(retryDelay(DEFAULT_DELIVERY_POLICY, 1, () => 0, parseRetryAfter('99999999999', now)).delayMs).toBe(86_400_000);
+    expect(retryDelay(DEFAULT_DELIVERY_POLICY, 1, () => 0, parseRetryAfter('99999999999', now)).delayMs).toBe(
+      86_400_000,
+    );
   });
 });
 
@@ -172,7 +183,9 @@ describe('merchant policy overrides', () => {
 
 /** What the worker's connect-time lookup answers for `host` under `rules`: the address, or the refusal. */
 const lookup = (rules: EndpointRules, host: string) =>
-  new Promise<string>((resolve, reject) => guardedLookup('m', rules)(host, {}, (err, address) => (err ? reject(err) : resolve(address as string))));
+  new Promise<string>((resolve, reject) =>
+    guardedLookup('m', rules)(host, {}, (err, address) => (err ? reject(err) : resolve(address as string))),
+  );
 
 describe('endpoint guard', () => {
   // As loadConfig builds them in production mode (WEBHOOK_ALLOWED_PORTS unset).
@@ -213,13 +226,17 @@ describe('endpoint guard', () => {
     // At connect time too: a name resolving into a trusted network connects, anything else private is refused.
     return Promise.all([
       expect(lookup(trusted, '127.0.0.1')).resolves.toBe('127.0.0.1'),
-      expect(lookup({ ...trusted, trustedNetworks: ['10.20.0.0/16'] }, '127.0.0.1')).rejects.toThrow(InvalidEndpointUrl),
+      expect(lookup({ ...trusted, trustedNetworks: ['10.20.0.0/16'] }, '127.0.0.1')).rejects.toThrow(
+        InvalidEndpointUrl,
+      ),
     ]);
   });
   it('classifies addresses', () => {
-    expect(['10.0.0.1', '172.20.1.1', '192.168.1.1', '127.0.0.53', '100.64.0.1', 'fd00::1', 'fe80::1', '::1'].map(isForbiddenAddress)).toEqual(
-      Array(8).fill(true),
-    );
+    expect(
+      ['10.0.0.1', '172.20.1.1', '192.168.1.1', '127.0.0.53', '100.64.0.1', 'fd00::1', 'fe80::1', '::1'].map(
+        isForbiddenAddress,
+      ),
+    ).toEqual(Array(8).fill(true));
     expect(['8.8.8.8', '172.32.0.1', '2606:4700::1111'].map(isForbiddenAddress)).toEqual([false, false, false]);
   });
   it('case 9, fail closed: NAT64 and IPv4 hidden in IPv6 notation are refused too', () => {
@@ -234,19 +251,29 @@ describe('endpoint guard', () => {
       '::ffff:10.0.0.1',
     ];
     expect(disguised.filter((a) => !isForbiddenAddress(a))).toEqual([]);
-    expect(() => parseEndpoint('m_1', 'https://[64:ff9b::a9fe:a9fe]/hooks', { allowInsecureHttp: false, allowPrivateAddresses: false })).toThrow(
-      InvalidEndpointUrl,
-    );
-    // 64:ff9a::1 is next to NAT64 but no part of it; it is refused all the same, being outside global unicast (2000::/3).
+    expect(() =>
+      parseEndpoint('m_1', 'https://[64:ff9b::a9fe:a9fe]/hooks', {
+        allowInsecureHttp: false,
+        allowPrivateAddresses: false,
+      }),
+    ).toThrow(InvalidEndpointUrl);
+    // 64:ff9a::1 is next to NAT64 but no part of it; it is refused all the same, being outside global unicast
+    // (2000::/3).
     expect(['2001:4860:4860::8888', '64:ff9a::1'].map(isForbiddenAddress)).toEqual([false, true]);
   });
 });
 
 describe('endpoint guard: global unicast only, and port 443 unless the operator allows more', () => {
-  const production = { allowInsecureHttp: false, allowPrivateAddresses: false, trustedNetworks: [], allowedPorts: [443] };
+  const production = {
+    allowInsecureHttp: false,
+    allowPrivateAddresses: false,
+    trustedNetworks: [],
+    allowedPorts: [443],
+  };
   const dev = { allowInsecureHttp: true, allowPrivateAddresses: true };
 
-  // The URL, and its host as the WHATWG URL parser leaves it (what parseEndpoint judges, and what a name could resolve to).
+  // The URL, and its host as the WHATWG URL parser leaves it (what parseEndpoint judges, and what a name could resolve
+  // to).
   it.each([
     ['https://[2002:a9fe:a9fe::1]/', '2002:a9fe:a9fe::1'], // 6to4, embedding 169.254.169.254
     ['https://[2001:0:a9fe:a9fe::1]/', '2001:0:a9fe:a9fe::1'], // Teredo
@@ -273,8 +300,12 @@ describe('endpoint guard: global unicast only, and port 443 unless the operator 
   ])('refuses %s in production, as a literal and as a resolved address', async (url, address) => {
     expect(new URL(url).hostname.replace(/^\[|\]$/g, '')).toBe(address);
     expect(() => parseEndpoint('m_1', url, production)).toThrow(InvalidEndpointUrl);
-    expect(() => parseEndpoint('m_1', url, production)).toThrow(`${address} is a private, loopback or reserved address, not global unicast`);
-    await expect(lookup(production, address)).rejects.toThrow(`resolves to ${address}, a private, loopback or reserved address`);
+    expect(() => parseEndpoint('m_1', url, production)).toThrow(
+      `${address} is a private, loopback or reserved address, not global unicast`,
+    );
+    await expect(lookup(production, address)).rejects.toThrow(
+      `resolves to ${address}, a private, loopback or reserved address`,
+    );
     // Dev mode allows them (the fake merchants live on loopback).
     expect(parseEndpoint('m_1', url, { ...dev, allowInsecureHttp: false }).protocol).toBe('https:');
   });
@@ -285,11 +316,18 @@ describe('endpoint guard: global unicast only, and port 443 unless the operator 
   });
 
   it('refuses a name that resolves to loopback at connect time', async () => {
-    await expect(lookup(production, 'localhost')).rejects.toThrow(/localhost resolves to .*, a private, loopback or reserved address/);
+    await expect(lookup(production, 'localhost')).rejects.toThrow(
+      /localhost resolves to .*, a private, loopback or reserved address/,
+    );
   });
 
   it('accepts global unicast addresses and names in production', async () => {
-    for (const url of ['https://[2606:4700::1111]/', 'https://1.1.1.1/', 'https://[2001:4860:4860::8888]/in', 'https://hooks.merchant.example/in']) {
+    for (const url of [
+      'https://[2606:4700::1111]/',
+      'https://1.1.1.1/',
+      'https://[2001:4860:4860::8888]/in',
+      'https://hooks.merchant.example/in',
+    ]) {
       expect(parseEndpoint('m', url, production).href).toBe(url);
     }
     await expect(lookup(production, '2606:4700::1111')).resolves.toBe('2606:4700::1111');
@@ -297,7 +335,8 @@ describe('endpoint guard: global unicast only, and port 443 unless the operator 
   });
 
   it('refuses every block of the snapshot, whatever the registry says of its reach, and nothing just outside them', () => {
-    for (const { prefix } of [...IPV4_SPECIAL_PURPOSE, ...IPV6_SPECIAL_PURPOSE]) expect(isForbiddenAddress(prefix.split('/')[0]!), prefix).toBe(true);
+    for (const { prefix } of [...IPV4_SPECIAL_PURPOSE, ...IPV6_SPECIAL_PURPOSE])
+      expect(isForbiddenAddress(prefix.split('/')[0]!), prefix).toBe(true);
     const lastOfBlocks = [
       '10.255.255.255',
       '100.127.255.255',
@@ -345,10 +384,16 @@ describe('endpoint guard: global unicast only, and port 443 unless the operator 
       'port 22 is not allowed (allowed: 443; the operator allows more with WEBHOOK_ALLOWED_PORTS)',
     );
     expect(() => parseEndpoint('m', 'https://merchant.example:8443/in', production)).toThrow(InvalidEndpointUrl);
-    expect(parseEndpoint('m', 'https://merchant.example:8443/in', { ...production, allowedPorts: [443, 8443] }).port).toBe('8443');
-    expect(() => parseEndpoint('m', 'https://merchant.example/in', { ...production, allowedPorts: [8443] })).toThrow(/port 443 is not allowed/);
+    expect(
+      parseEndpoint('m', 'https://merchant.example:8443/in', { ...production, allowedPorts: [443, 8443] }).port,
+    ).toBe('8443');
+    expect(() => parseEndpoint('m', 'https://merchant.example/in', { ...production, allowedPorts: [8443] })).toThrow(
+      /port 443 is not allowed/,
+    );
     // Plain http without a port is port 80.
-    expect(() => parseEndpoint('m', 'http://127.0.0.1/in', { ...dev, allowedPorts: [9000] })).toThrow(/port 80 is not allowed/);
+    expect(() => parseEndpoint('m', 'http://127.0.0.1/in', { ...dev, allowedPorts: [9000] })).toThrow(
+      /port 80 is not allowed/,
+    );
     expect(parseEndpoint('m', 'http://127.0.0.1:9000/in', { ...dev, allowedPorts: [9000] }).port).toBe('9000');
     expect(parseEndpoint('m', 'http://127.0.0.1:22/in', dev).port).toBe('22');
   });
@@ -367,12 +412,18 @@ describe('the IANA special-purpose snapshot', () => {
         const [address] = network.prefix.split('/') as [string];
         expect(network.family, network.prefix).toBe(family);
         // The URL parser writes each address in its one canonical form (RFC 5952 for IPv6).
-        expect(new URL(`https://${family === 6 ? `[${address}]` : address}/`).hostname.replace(/^\[|\]$/g, ''), network.prefix).toBe(address);
+        expect(
+          new URL(`https://${family === 6 ? `[${address}]` : address}/`).hostname.replace(/^\[|\]$/g, ''),
+          network.prefix,
+        ).toBe(address);
         const hostBits = BigInt((family === 4 ? 32 : 128) - network.bits);
         expect((network.value >> hostBits) << hostBits, `${network.prefix} has host bits set`).toBe(network.value);
         const previous = networks[i - 1];
         if (previous) {
-          expect(previous.value < network.value || (previous.value === network.value && previous.bits < network.bits), network.prefix).toBe(true);
+          expect(
+            previous.value < network.value || (previous.value === network.value && previous.bits < network.bits),
+            network.prefix,
+          ).toBe(true);
         }
       }
     }
@@ -384,15 +435,29 @@ describe('the IANA special-purpose snapshot', () => {
   it('holds known rows as the registries give them', () => {
     expect([...IPV4_SPECIAL_PURPOSE, ...IPV6_SPECIAL_PURPOSE]).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ prefix: '169.254.0.0/16', name: 'Link Local', rfc: 'RFC3927', globallyReachable: false }),
+        expect.objectContaining({
+          prefix: '169.254.0.0/16',
+          name: 'Link Local',
+          rfc: 'RFC3927',
+          globallyReachable: false,
+        }),
         expect.objectContaining({ prefix: '100.64.0.0/10', name: 'Shared Address Space', globallyReachable: false }),
-        expect.objectContaining({ prefix: '192.0.0.9/32', name: 'Port Control Protocol Anycast', globallyReachable: true }),
+        expect.objectContaining({
+          prefix: '192.0.0.9/32',
+          name: 'Port Control Protocol Anycast',
+          globallyReachable: true,
+        }),
         expect.objectContaining({ prefix: '192.88.99.0/24', globallyReachable: null, terminated: '2015-03' }),
         expect.objectContaining({ prefix: '255.255.255.255/32', name: 'Limited Broadcast', globallyReachable: false }),
         expect.objectContaining({ prefix: '2001::/32', name: 'TEREDO', globallyReachable: 'N/A' }),
         expect.objectContaining({ prefix: '2002::/16', name: '6to4', globallyReachable: 'N/A' }),
         expect.objectContaining({ prefix: '2001:1::3/128', rfc: 'RFC9665', globallyReachable: true }),
-        expect.objectContaining({ prefix: '3fff::/20', name: 'Documentation', rfc: 'RFC9637', globallyReachable: false }),
+        expect.objectContaining({
+          prefix: '3fff::/20',
+          name: 'Documentation',
+          rfc: 'RFC9637',
+          globallyReachable: false,
+        }),
         expect.objectContaining({ prefix: '5f00::/16', name: 'Segment Routing (SRv6) SIDs', globallyReachable: false }),
         expect.objectContaining({ prefix: '100:0:0:1::/64', name: 'Dummy IPv6 Prefix', rfc: 'RFC9780' }),
         expect.objectContaining({ prefix: 'fc00::/7', name: 'Unique-Local', globallyReachable: false }),

@@ -15,7 +15,12 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const TEXT_KINDS = /\.(?:md|ts|yml|yaml|sql|json)$/;
 
 /** Recorded or generated data: the lock file, measured results, golden histories, snapshots. */
-const NOT_SCANNED = [/^package-lock\.json$/, /^bench\/results\/.*\.json$/, /^test\/golden\/(?:histories|encrypted)\//, /(?:^|\/)__snapshots__\//];
+const NOT_SCANNED = [
+  /^package-lock\.json$/,
+  /^bench\/results\/.*\.json$/,
+  /^test\/golden\/(?:histories|encrypted)\//,
+  /(?:^|\/)__snapshots__\//,
+];
 
 /**
  * History by design: a measured result's report names the files and the work of its day, as they were then, and a
@@ -35,7 +40,8 @@ const MARKDOWN_LINK = /!?\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g
  * A repository path in prose, a comment or a string; a further suffix (`.json.gz`, `.test.ts.snap`) belongs to it, so
  * the path checked is the whole file name.
  */
-const REPOSITORY_PATH = /\b(?:src|docs|test|bench|dev|deploy|shared)\/[\w./-]+\.(?:ts|md|sql|yml|yaml|json|svg|cjs|js)\b(?:\.[\w.-]*\w)?/g;
+const REPOSITORY_PATH =
+  /\b(?:src|docs|test|bench|dev|deploy|shared)\/[\w./-]+\.(?:ts|md|sql|yml|yaml|json|svg|cjs|js)\b(?:\.[\w.-]*\w)?/g;
 /** The word issue (or issues) and a number, with or without a hash sign. */
 const ISSUE = /\b[Ii]ssues? #?\d+\b/g;
 /** A link whose text names a function of the file it points to: [`releaseHold`](../src/activities/ledger.ts). */
@@ -50,7 +56,10 @@ interface Problem {
 
 /** Every file and folder a clone has (tracked, or new and not ignored), relative to the root. */
 function repositoryEntries(): Set<string> {
-  const listed = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], { cwd: ROOT, encoding: 'utf8' })
+  const listed = execFileSync('git', ['ls-files', '--cached', '--others', '--exclude-standard', '-z'], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  })
     .split('\0')
     .filter((f) => f !== '' && fs.existsSync(path.join(ROOT, f)));
   const entries = new Set<string>();
@@ -87,7 +96,9 @@ function scanText(file: string, text: string, entries: ReadonlySet<string>): Pro
       for (const [, label, target] of content.matchAll(MARKDOWN_LINK)) {
         if (/^(?:[a-z][a-z0-9+.-]*:|#)/i.test(target!)) continue;
         const relative = decodeURIComponent(target!.replace(/[#?].*$/, ''));
-        const resolved = relative.startsWith('/') ? relative.slice(1) : path.posix.join(path.posix.dirname(file), relative);
+        const resolved = relative.startsWith('/')
+          ? relative.slice(1)
+          : path.posix.join(path.posix.dirname(file), relative);
         if (resolved.startsWith('..') || !existsIn(entries, resolved)) {
           problems.push({ file, line, what: `link to ${target} (no such file)` });
           continue;
@@ -100,15 +111,19 @@ function scanText(file: string, text: string, entries: ReadonlySet<string>): Pro
     }
     if (recorded) return;
     for (const [token] of content.replace(URL, '').matchAll(REPOSITORY_PATH)) {
-      if (!existsIn(entries, token) && !GENERATED.has(token)) problems.push({ file, line, what: `path ${token} (not in the repository)` });
+      if (!existsIn(entries, token) && !GENERATED.has(token))
+        problems.push({ file, line, what: `path ${token} (not in the repository)` });
     }
-    for (const [reference] of content.matchAll(ISSUE)) problems.push({ file, line, what: `"${reference}" (an issue a clone cannot read)` });
+    for (const [reference] of content.matchAll(ISSUE))
+      problems.push({ file, line, what: `"${reference}" (an issue a clone cannot read)` });
   });
   return problems;
 }
 
 const entries = repositoryEntries();
-const scanned = [...entries].filter((f) => TEXT_KINDS.test(f) && !NOT_SCANNED.some((p) => p.test(f)) && fs.statSync(path.join(ROOT, f)).isFile());
+const scanned = [...entries].filter(
+  (f) => TEXT_KINDS.test(f) && !NOT_SCANNED.some((p) => p.test(f)) && fs.statSync(path.join(ROOT, f)).isFile(),
+);
 
 describe('references in docs and code', () => {
   it('the scanner is not blind', () => {
@@ -128,7 +143,11 @@ describe('references in docs and code', () => {
       { file: page, line: 2, what: `link to ${missing}.md (no such file)` },
       { file: page, line: 2, what: `path src/sql/${missing}.ts (not in the repository)` },
       { file: page, line: 2, what: `path ${compressed} (not in the repository)` },
-      { file: page, line: 3, what: `link to ../src/activities/ledger.ts names \`${missing.replaceAll('-', '')}\`, which it does not contain` },
+      {
+        file: page,
+        line: 3,
+        what: `link to ../src/activities/ledger.ts names \`${missing.replaceAll('-', '')}\`, which it does not contain`,
+      },
       { file: page, line: 3, what: `"${tracker}" (an issue a clone cannot read)` },
     ]);
   });

@@ -1,5 +1,6 @@
 /**
- * Coverage you cannot forget: the golden sets (test/golden/histories/<release>/) hold a recording of every waiting point
+ * Coverage you cannot forget: the golden sets (test/golden/histories/<release>/) hold a recording of every waiting
+ * point
  * the workflows declare (src/workflows/waiting-points.ts), left every way it can be left; each set's coverage.json says
  * what each history covers, and is what the histories show; and the workflows' source waits nowhere the list does not
  * name, as far as a reading of the source can tell. The replay itself is test/integration/golden-histories.test.ts.
@@ -35,7 +36,9 @@ describe('golden coverage', () => {
 
   it('every declared waiting point, and every way out of it, has a recording, or says why it cannot', () => {
     const recorded = new Set(sets.flatMap(({ coverage }) => Object.values(coverage).flat()));
-    const missing = [...declaredCells()].filter(([cell, why]) => !recorded.has(cell) && why === undefined).map(([cell]) => cell);
+    const missing = [...declaredCells()]
+      .filter(([cell, why]) => !recorded.has(cell) && why === undefined)
+      .map(([cell]) => cell);
     expect(missing, 'record them: npm run golden:record (test/golden/record*.test.ts)').toEqual([]);
     // And nothing is recorded that the list does not declare: a recording of a way out the list forgot.
     const declared = declaredCells();
@@ -44,9 +47,13 @@ describe('golden coverage', () => {
 
   it('the workflows wait nowhere the list does not name: every label, activity, child and message in their source is declared', () => {
     const declaredLabels = new Set(
-      WAITING_POINTS.flatMap((p) => ('timer' in p.on ? [p.on.timer] : 'labels' in p.on ? [...(p.on.labels ?? [])] : [])),
+      WAITING_POINTS.flatMap((p) =>
+        'timer' in p.on ? [p.on.timer] : 'labels' in p.on ? [...(p.on.labels ?? [])] : [],
+      ),
     );
-    const usedLabels = new Set([...source.matchAll(/\b(holdLabels|holdEventsLabels|resendLabels)\.(\w+)/g)].map((m) => `${m[1]}.${m[2]}`));
+    const usedLabels = new Set(
+      [...source.matchAll(/\b(holdLabels|holdEventsLabels|resendLabels)\.(\w+)/g)].map((m) => `${m[1]}.${m[2]}`),
+    );
     expect([...usedLabels].filter((l) => !declaredLabels.has(l))).toEqual([]);
     expect([...declaredLabels].filter((l) => !usedLabels.has(l))).toEqual([]);
 
@@ -58,9 +65,13 @@ describe('golden coverage', () => {
         sealer: localKeyRing(DEV_SECRET_KEYS),
       }),
     );
-    const called = activityNames.filter((name) => new RegExp(`\\.${name}\\(|\\b${name}\\b[^(]*\\}\\s*=\\s*proxy`).test(source));
+    const called = activityNames.filter((name) =>
+      new RegExp(`\\.${name}\\(|\\b${name}\\b[^(]*\\}\\s*=\\s*proxy`).test(source),
+    );
     const declaredActivities = new Set(
-      WAITING_POINTS.flatMap((p) => ('activity' in p.on ? [p.on.activity] : 'localActivity' in p.on ? [p.on.localActivity] : [])),
+      WAITING_POINTS.flatMap((p) =>
+        'activity' in p.on ? [p.on.activity] : 'localActivity' in p.on ? [p.on.localActivity] : [],
+      ),
     );
     expect(called.length).toBeGreaterThan(5);
     expect(called.filter((name) => !declaredActivities.has(name))).toEqual([]);
@@ -70,9 +81,13 @@ describe('golden coverage', () => {
     expect([...children].filter((c) => !declaredChildren.has(c as never))).toEqual([]);
 
     const definitions = { ...messages, ...processor } as Record<string, unknown>;
-    const handled = [...source.matchAll(/setHandler\(\s*(\w+)/g)].map((m) => definitions[m[1]!] as { type?: string; name?: string } | undefined);
+    const handled = [...source.matchAll(/setHandler\(\s*(\w+)/g)].map(
+      (m) => definitions[m[1]!] as { type?: string; name?: string } | undefined,
+    );
     const waking = new Set(
-      WAITING_POINTS.flatMap((p) => p.exits).flatMap((exit) => (/^(signal|update|kept-waiting):/.test(exit) ? [exit.split(':')[1]] : [])),
+      WAITING_POINTS.flatMap((p) => p.exits).flatMap((exit) =>
+        /^(signal|update|kept-waiting):/.test(exit) ? [exit.split(':')[1]] : [],
+      ),
     );
     const undeclared = handled
       .filter((d) => d?.type === 'signal' || d?.type === 'update')

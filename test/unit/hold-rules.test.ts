@@ -37,7 +37,11 @@ describe('the release', () => {
       { action: 'reject', code: 'UnknownMerchant' },
     ],
     ['released before', at('released', { defect: 'NonPositiveAmount' }), { action: 'already_released' }],
-    ['rejected before', at('rejected', { rejectCode: 'CurrencyMismatch' }), { action: 'rejected', code: 'CurrencyMismatch' }],
+    [
+      'rejected before',
+      at('rejected', { rejectCode: 'CurrencyMismatch' }),
+      { action: 'rejected', code: 'CurrencyMismatch' },
+    ],
     ['captured by the processor first', at('captured'), { action: 'settled', state: 'captured' }],
     ['reversed by the processor first', at('reversed', { expired: false }), { action: 'settled', state: 'reversed' }],
   ])('%s', (_, hold, decision) => {
@@ -68,8 +72,18 @@ const hold = (state: LockedHold['state'], eventSeq = 0, defect: string | null = 
   currency: 'USD',
   defect,
 });
-const captured = (amount: bigint, sequence = 1): RecordedEvent => ({ eventType: 'hold.captured', sequence, amountMinor: amount, currency: 'USD' });
-const reversed = (sequence = 1): RecordedEvent => ({ eventType: 'hold.reversed', sequence, amountMinor: null, currency: null });
+const captured = (amount: bigint, sequence = 1): RecordedEvent => ({
+  eventType: 'hold.captured',
+  sequence,
+  amountMinor: amount,
+  currency: 'USD',
+});
+const reversed = (sequence = 1): RecordedEvent => ({
+  eventType: 'hold.reversed',
+  sequence,
+  amountMinor: null,
+  currency: null,
+});
 const incremented = (amount: bigint, sequence = 1): RecordedEvent => ({
   eventType: 'hold.incremented',
   sequence,
@@ -91,7 +105,11 @@ describe('an active hold', () => {
 
   it('captured over its amount: applied, and flagged for review', () => {
     const decision = decideEvent(hold('active'), captured(1_200n), false);
-    expect(decision).toMatchObject({ outcome: 'captured', entry: { availableDelta: -200n }, review: "captured 1200 over the hold's 1000" });
+    expect(decision).toMatchObject({
+      outcome: 'captured',
+      entry: { availableDelta: -200n },
+      review: "captured 1200 over the hold's 1000",
+    });
   });
 
   it('reversed: like a release, and settled', () => {
@@ -151,13 +169,19 @@ describe('after the release (the sweep won the row lock)', () => {
       detail: 'the hold was already released',
       advances: true,
     });
-    expect(decideEvent(hold('released'), incremented(5n), false)).toMatchObject({ outcome: 'ignored', review: expect.any(String) });
+    expect(decideEvent(hold('released'), incremented(5n), false)).toMatchObject({
+      outcome: 'ignored',
+      review: expect.any(String),
+    });
   });
 });
 
 describe('a settled or rejected hold', () => {
   it.each(['captured', 'rejected'] as const)('%s: nothing moves; money events are flagged', (state) => {
-    expect(decideEvent(hold(state), captured(1n), false)).toMatchObject({ outcome: 'ignored', review: expect.any(String) });
+    expect(decideEvent(hold(state), captured(1n), false)).toMatchObject({
+      outcome: 'ignored',
+      review: expect.any(String),
+    });
     expect(decideEvent(hold(state), reversed(), false)).not.toHaveProperty('entry');
   });
 });

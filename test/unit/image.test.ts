@@ -16,13 +16,18 @@ const REPO = path.resolve(import.meta.dirname, '../..');
 it('the lockfile is one `npm ci --omit=dev` accepts', { timeout: 300_000 }, async () => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hs-npm-ci-'));
   try {
-    for (const file of ['package.json', 'package-lock.json']) await fs.copyFile(path.join(REPO, file), path.join(dir, file));
+    for (const file of ['package.json', 'package-lock.json'])
+      await fs.copyFile(path.join(REPO, file), path.join(dir, file));
     // Resolves with the output on exit code 0; rejects with npm's own words otherwise.
-    const ci = promisify(execFile)('npm', ['ci', '--omit=dev', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund'], {
-      cwd: dir,
-      timeout: 240_000,
-      maxBuffer: 16 * 1024 * 1024,
-    });
+    const ci = promisify(execFile)(
+      'npm',
+      ['ci', '--omit=dev', '--dry-run', '--ignore-scripts', '--no-audit', '--no-fund'],
+      {
+        cwd: dir,
+        timeout: 240_000,
+        maxBuffer: 16 * 1024 * 1024,
+      },
+    );
     await expect(ci).resolves.toMatchObject({ stdout: expect.stringMatching(/^added \d+ packages/m) });
   } finally {
     await fs.rm(dir, { recursive: true, force: true });

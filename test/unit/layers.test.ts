@@ -13,7 +13,15 @@ const ROOT = path.resolve(import.meta.dirname, '../..');
 const LAYERS: readonly (readonly string[])[] = [
   ['src/contracts/'],
   ['src/workflows/'],
-  ['src/errors.ts', 'src/config.ts', 'src/temporal-connection.ts', 'src/db/', 'src/delivery/', 'src/codec/', 'src/observability/'],
+  [
+    'src/errors.ts',
+    'src/config.ts',
+    'src/temporal-connection.ts',
+    'src/db/',
+    'src/delivery/',
+    'src/codec/',
+    'src/observability/',
+  ],
   ['src/ledger/'],
   ['src/sql/'],
   ['src/activities/'],
@@ -69,8 +77,14 @@ const local = imports.filter((i) => !path.isAbsolute(i.to) && /^(src|dev|bench|t
 describe('import layers', () => {
   it('finds the imports it checks (the parser is not blind)', () => {
     expect(files.length).toBeGreaterThan(50);
-    expect(local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/contracts/ids.ts')).toBe(true);
-    expect(local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/activities/index.ts' && i.typeOnly)).toBe(true);
+    expect(
+      local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/contracts/ids.ts'),
+    ).toBe(true);
+    expect(
+      local.some(
+        (i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/activities/index.ts' && i.typeOnly,
+      ),
+    ).toBe(true);
   });
 
   it('no import runs back up a layer', () => {
@@ -91,7 +105,9 @@ describe('import layers', () => {
       .map((i) => `${i.from} -> ${i.to}`);
     expect(outside).toEqual([]);
     // Contracts are the bottom: they import no workflow either.
-    expect(sandboxed.filter((i) => i.from.startsWith('src/contracts/') && i.to.startsWith('src/workflows/'))).toEqual([]);
+    expect(sandboxed.filter((i) => i.from.startsWith('src/contracts/') && i.to.startsWith('src/workflows/'))).toEqual(
+      [],
+    );
   });
 
   it('the hold rulebook is pure: it imports only the contracts (no database, no clock, no Temporal)', () => {
@@ -101,7 +117,9 @@ describe('import layers', () => {
   });
 
   it('the product never imports the local stack, the benchmark or the tests', () => {
-    const leaks = local.filter((i) => i.from.startsWith('src/') && !i.to.startsWith('src/')).map((i) => `${i.from} -> ${i.to}`);
+    const leaks = local
+      .filter((i) => i.from.startsWith('src/') && !i.to.startsWith('src/'))
+      .map((i) => `${i.from} -> ${i.to}`);
     expect(leaks).toEqual([]);
   });
 });

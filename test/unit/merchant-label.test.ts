@@ -10,12 +10,17 @@ import { deliveryMetrics, withMerchantLabel } from '../../src/observability/metr
 
 /** A meter that records every (metric, tags) it is given, as the Prometheus exporter would see them. */
 function recordingMeter(series: Set<string>, base: MetricTags = {}): MetricMeter {
-  const metric = <K extends string>(name: string, method: K, tags: MetricTags): Record<K, (value: number, extra?: MetricTags) => void> & object => {
+  const metric = <K extends string>(
+    name: string,
+    method: K,
+    tags: MetricTags,
+  ): Record<K, (value: number, extra?: MetricTags) => void> & object => {
     const m = {
       name,
       kind: 'counter' as const,
       valueType: 'int' as const,
-      [method]: (_value: number, extra: MetricTags = {}) => void series.add(`${name}${JSON.stringify({ ...tags, ...extra })}`),
+      [method]: (_value: number, extra: MetricTags = {}) =>
+        void series.add(`${name}${JSON.stringify({ ...tags, ...extra })}`),
       withTags: (more: MetricTags) => metric(name, method, { ...tags, ...more }),
     };
     return m as Record<K, (value: number, extra?: MetricTags) => void> & object;

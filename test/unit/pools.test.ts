@@ -1,6 +1,7 @@
 /**
  * Every pool the product opens bounds how long a query waits for a connection: pg's own default is to wait for ever,
- * which turned a burst of refused requests into a receiver that could not record a valid event (test/integration/receiver-edges.test.ts).
+ * which turned a burst of refused requests into a receiver that could not record a valid event
+ * (test/integration/receiver-edges.test.ts).
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -13,7 +14,9 @@ const SRC = path.resolve(import.meta.dirname, '../../src');
 async function sources(dir: string): Promise<string[]> {
   const entries = await fs.readdir(dir, { withFileTypes: true });
   const files = await Promise.all(
-    entries.map((e) => (e.isDirectory() ? sources(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [])),
+    entries.map((e) =>
+      e.isDirectory() ? sources(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : [],
+    ),
   );
   return files.flat();
 }

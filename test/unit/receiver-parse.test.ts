@@ -6,7 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { isRfc3339, parseEvent } from '../../src/processor/receiver.js';
 
-const body = (timestamp: unknown) => JSON.stringify({ type: 'hold.reversed', timestamp, data: { hold_id: 'h_1', sequence: 1 } });
+const body = (timestamp: unknown) =>
+  JSON.stringify({ type: 'hold.reversed', timestamp, data: { hold_id: 'h_1', sequence: 1 } });
 const refusalOf = (fn: () => unknown) => {
   try {
     fn();

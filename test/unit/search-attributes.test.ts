@@ -17,11 +17,17 @@ const sources = (dir: string) =>
     .filter((f) => f.endsWith('.ts'))
     .map((f) => ({ file: path.join(dir, f), text: fs.readFileSync(path.join(ROOT, dir, f), 'utf8') }));
 
-const plain = (attributes: ReturnType<typeof holdSearchAttributes>) => Object.fromEntries(attributes.map((a) => [a.key.name, a.value]));
+const plain = (attributes: ReturnType<typeof holdSearchAttributes>) =>
+  Object.fromEntries(attributes.map((a) => [a.key.name, a.value]));
 
 describe('search attributes', () => {
   it("a delivery starts pending, with its hold's region, id and merchant; an event workflow without a status", () => {
-    expect(plain(deliveryStartAttributes('us', 'h_1', 'm_1'))).toEqual({ Region: 'us', HoldId: 'h_1', MerchantId: 'm_1', DeliveryStatus: 'pending' });
+    expect(plain(deliveryStartAttributes('us', 'h_1', 'm_1'))).toEqual({
+      Region: 'us',
+      HoldId: 'h_1',
+      MerchantId: 'm_1',
+      DeliveryStatus: 'pending',
+    });
     expect(plain(holdSearchAttributes({ region: 'eu', holdId: 'h_2' }))).toEqual({ Region: 'eu', HoldId: 'h_2' });
   });
 
@@ -34,7 +40,12 @@ describe('search attributes', () => {
   });
 
   it('every attribute the product sets goes through the one helper (no hand-built key/value lists)', () => {
-    const handBuilt = [...sources('src/workflows'), ...sources('src/processor'), ...sources('src/delivery'), ...sources('src/ops')]
+    const handBuilt = [
+      ...sources('src/workflows'),
+      ...sources('src/processor'),
+      ...sources('src/delivery'),
+      ...sources('src/ops'),
+    ]
       .filter(({ text }) => /\{\s*key:\s*\w+Key,/.test(text))
       .map(({ file }) => file);
     expect(handBuilt).toEqual([]);

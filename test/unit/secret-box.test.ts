@@ -7,7 +7,12 @@ import { createHash, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { Webhook } from 'standardwebhooks';
 import { DEV_SECRET_KEYS, isSealed, localKeyRing, SecretUnsealFailed } from '../../src/delivery/secret-box.js';
-import { generateSigningSecret, MissingSigningSecret, openSigningKeys, signedHeaders } from '../../src/delivery/standard-webhooks.js';
+import {
+  generateSigningSecret,
+  MissingSigningSecret,
+  openSigningKeys,
+  signedHeaders,
+} from '../../src/delivery/standard-webhooks.js';
 
 const k1 = { id: 'k1', key: randomBytes(32) };
 const k2 = { id: 'k2', key: randomBytes(32) };
@@ -31,7 +36,8 @@ describe('localKeyRing', () => {
     expect(a).toMatch(/^sealed:v1:k1:[A-Za-z0-9_-]+$/);
     expect(a).not.toBe(b);
     expect(isSealed(a)).toBe(true);
-    for (const part of [secret, secret.slice(6), Buffer.from(secret.slice(6), 'base64').toString('hex')]) expect(a).not.toContain(part);
+    for (const part of [secret, secret.slice(6), Buffer.from(secret.slice(6), 'base64').toString('hex')])
+      expect(a).not.toContain(part);
     expect(await ring.open(a, ctx)).toBe(secret);
     expect(await ring.open(b, ctx)).toBe(secret);
   });
@@ -72,7 +78,12 @@ describe('localKeyRing', () => {
     const notSealed = await rejection(ring.open(clear, ctx));
     expect(notSealed).toMatchObject({ name: 'SecretUnsealFailed', problem: 'not_sealed', keyId: undefined });
     expect(notSealed.message).not.toContain(clear.slice(6, 20));
-    for (const malformed of ['sealed:v1:k1:', 'sealed:v1:k1:!!!', 'sealed:v2:k1:AAAA', `sealed:v1:k1:${Buffer.alloc(20).toString('base64url')}`]) {
+    for (const malformed of [
+      'sealed:v1:k1:',
+      'sealed:v1:k1:!!!',
+      'sealed:v2:k1:AAAA',
+      `sealed:v1:k1:${Buffer.alloc(20).toString('base64url')}`,
+    ]) {
       expect(await rejection(ring.open(malformed, ctx))).toMatchObject({ problem: 'malformed' });
     }
     const sealed = await ring.seal(clear, ctx);
@@ -101,19 +112,32 @@ describe('openSigningKeys (the signing path)', () => {
 
   it('opens the current and previous secrets right before signing; the reference verifier accepts either', async () => {
     const [current, previous] = [generateSigningSecret(), generateSigningSecret()];
-    const keys = await openSigningKeys(atRest, 'm_1', await atRest.sealer.seal(current, ctx), await atRest.sealer.seal(previous, ctx));
+    const keys = await openSigningKeys(
+      atRest,
+      'm_1',
+      await atRest.sealer.seal(current, ctx),
+      await atRest.sealer.seal(previous, ctx),
+    );
     const body = '{"type":"hold.released"}';
     const headers = signedHeaders(keys, 'wh_1', Math.floor(Date.now() / 1000), body);
-    for (const secret of [current, previous]) expect(() => new Webhook(secret).verify(body, { ...headers })).not.toThrow();
+    for (const secret of [current, previous])
+      expect(() => new Webhook(secret).verify(body, { ...headers })).not.toThrow();
   });
 
   it('a secret that does not open is MissingSigningSecret (unopenable), its cause named, like a missing one', async () => {
     const elsewhere = await atRest.sealer.seal(generateSigningSecret(), { region: 'us', merchantId: 'm_other' });
     const err = await rejection(openSigningKeys(atRest, 'm_1', elsewhere, null));
     expect(err).toBeInstanceOf(MissingSigningSecret);
-    expect(err).toMatchObject({ merchantId: 'm_1', problem: 'unopenable', cause: { name: 'SecretUnsealFailed', keyId: 'k1' } });
+    expect(err).toMatchObject({
+      merchantId: 'm_1',
+      problem: 'unopenable',
+      cause: { name: 'SecretUnsealFailed', keyId: 'k1' },
+    });
     expect(err.message).toMatch(/does not open under key "k1".*handled as a missing one: missing_secret/);
-    expect(await rejection(openSigningKeys(atRest, 'm_1', null, null))).toMatchObject({ name: 'MissingSigningSecret', problem: 'missing' });
+    expect(await rejection(openSigningKeys(atRest, 'm_1', null, null))).toMatchObject({
+      name: 'MissingSigningSecret',
+      problem: 'missing',
+    });
     // Clear text in the column is refused too, never signed with.
     expect(await rejection(openSigningKeys(atRest, 'm_1', generateSigningSecret(), null))).toMatchObject({
       problem: 'unopenable',

@@ -22,7 +22,12 @@ const now = Math.floor(Date.now() / 1000);
 
 /** Our verification of a request as the receiver runs it: the headers, then the signature over the body. */
 function weVerify(headers: Record<string, string>, requestBody: string, at = now): void {
-  const signed = checkWebhookHeaders(headers['webhook-id'], headers['webhook-timestamp'], headers['webhook-signature'], at);
+  const signed = checkWebhookHeaders(
+    headers['webhook-id'],
+    headers['webhook-timestamp'],
+    headers['webhook-signature'],
+    at,
+  );
   verifySignature(key, signed, requestBody, 'the secret');
 }
 
@@ -62,7 +67,9 @@ describe('signed by the reference library, verified by us', () => {
     const headers = referenceHeaders('evt_1', now, body);
     expect(reasonOf(() => weVerify(headers, body))).toBe('verified');
     const other = new Webhook(generateSigningSecret()).sign('evt_1', new Date(now * 1000), body);
-    expect(reasonOf(() => weVerify({ ...headers, 'webhook-signature': `${other} ${headers['webhook-signature']}` }, body))).toBe('verified');
+    expect(
+      reasonOf(() => weVerify({ ...headers, 'webhook-signature': `${other} ${headers['webhook-signature']}` }, body)),
+    ).toBe('verified');
     expect(reasonOf(() => weVerify({ ...headers, 'webhook-signature': other }, body))).toBe('BadSignature');
   });
 

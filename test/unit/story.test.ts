@@ -1,14 +1,29 @@
 /** The Web UI's text for a hold and a sweep (src/contracts/story.ts): the status query's facts, as Markdown. */
 import { describe, expect, it } from 'vitest';
 import type { HoldStage, HoldStatus } from '../../src/contracts/messages.js';
-import { holdCurrentDetails, holdEventsCurrentDetails, holdEventsDetails, holdLabels, sweepCurrentDetails } from '../../src/contracts/story.js';
+import {
+  holdCurrentDetails,
+  holdEventsCurrentDetails,
+  holdEventsDetails,
+  holdLabels,
+  sweepCurrentDetails,
+} from '../../src/contracts/story.js';
 
-const status = (stage: HoldStage, extra: Partial<HoldStatus> = {}): HoldStatus => ({ ignoredSignals: [], ...stage, ...extra }) as HoldStatus;
+const status = (stage: HoldStage, extra: Partial<HoldStatus> = {}): HoldStatus =>
+  ({ ignoredSignals: [], ...stage, ...extra }) as HoldStatus;
 
 describe('holdCurrentDetails', () => {
   it('says what the hold waits for, until when, and where the runbook is, for every waiting stage', () => {
     expect(
-      holdCurrentDetails(status({ stage: 'waiting_for_budget', policyRun: 1, lane: 'retry', until: '2026-12-01T06:00:00.000Z', reserved: true })),
+      holdCurrentDetails(
+        status({
+          stage: 'waiting_for_budget',
+          policyRun: 1,
+          lane: 'retry',
+          until: '2026-12-01T06:00:00.000Z',
+          reserved: true,
+        }),
+      ),
     ).toBe(
       [
         "### Waiting for the merchant's rate budget",
@@ -22,39 +37,67 @@ describe('holdCurrentDetails', () => {
       ].join('\n'),
     );
     expect(
-      holdCurrentDetails(status({ stage: 'backing_off', policyRun: 2, attempt: 3, until: '2026-12-01T06:01:00.000Z', reason: 'backoff 40 s' })),
+      holdCurrentDetails(
+        status({
+          stage: 'backing_off',
+          policyRun: 2,
+          attempt: 3,
+          until: '2026-12-01T06:01:00.000Z',
+          reason: 'backoff 40 s',
+        }),
+      ),
     ).toContain('- Attempt 3 failed; next attempt at 2026-12-01T06:01:00.000Z\n- Why then: backoff 40 s');
-    expect(holdCurrentDetails(status({ stage: 'held', policyRun: 1, merchantStatus: 'paused', until: '2026-12-01T06:05:00.000Z' }))).toContain(
-      '- Merchant: paused',
-    );
+    expect(
+      holdCurrentDetails(
+        status({ stage: 'held', policyRun: 1, merchantStatus: 'paused', until: '2026-12-01T06:05:00.000Z' }),
+      ),
+    ).toContain('- Merchant: paused');
   });
 
   it('shows a quarantine with its reason, since, detail on one line, the last attempt and the ignored signals', () => {
     const text = holdCurrentDetails(
       status(
-        { stage: 'quarantined', policyRun: 1, reason: 'rejected', since: '2026-12-01T05:00:00.000Z', detail: 'HTTP 400 from m_1:\n bad  ref' },
+        {
+          stage: 'quarantined',
+          policyRun: 1,
+          reason: 'rejected',
+          since: '2026-12-01T05:00:00.000Z',
+          detail: 'HTTP 400 from m_1:\n bad  ref',
+        },
         {
           lastAttempt: { attemptNumber: 1, outcome: 'HTTP 400', at: '2026-12-01T05:00:00.000Z' },
           ignoredSignals: [
-            { signal: 'discard', by: 'bob', at: '2026-12-01T05:01:00.000Z', stage: 'quarantined', why: 'malformed discard: "reason" must be ...' },
+            {
+              signal: 'discard',
+              by: 'bob',
+              at: '2026-12-01T05:01:00.000Z',
+              stage: 'quarantined',
+              why: 'malformed discard: "reason" must be ...',
+            },
           ],
         },
       ),
     );
-    expect(text).toContain('- Reason: **rejected**\n- Since: 2026-12-01T05:00:00.000Z\n- Detail: HTTP 400 from m_1: bad ref');
+    expect(text).toContain(
+      '- Reason: **rejected**\n- Since: 2026-12-01T05:00:00.000Z\n- Detail: HTTP 400 from m_1: bad ref',
+    );
     expect(text).toContain('- Last attempt: #1, HTTP 400 at 2026-12-01T05:00:00.000Z');
     expect(text).toContain('- Ignored signals: 1\n  - discard by bob at 2026-12-01T05:01:00.000Z: malformed discard');
     expect(text).toContain('Runbook: docs/runbook.md#webhooksquarantined');
   });
 
   it('ends without a runbook link once nothing waits', () => {
-    expect(holdCurrentDetails(status({ stage: 'delivered', attempts: 2 }))).toBe('### Delivered\n\n- Stage: `delivered`\n- Attempts: 2');
+    expect(holdCurrentDetails(status({ stage: 'delivered', attempts: 2 }))).toBe(
+      '### Delivered\n\n- Stage: `delivered`\n- Attempts: 2',
+    );
   });
 });
 
 describe('labels and sweep progress', () => {
   it('names Retry-After apart from a backoff', () => {
-    expect(holdLabels.retryWait('Retry-After 120 s', 'HTTP 429', 2)).toBe('Retry-After 120 s (after HTTP 429, attempt 2)');
+    expect(holdLabels.retryWait('Retry-After 120 s', 'HTTP 429', 2)).toBe(
+      'Retry-After 120 s (after HTTP 429, attempt 2)',
+    );
     expect(holdLabels.retryWait('backoff 12.3 s', 'HTTP 503', 3)).toBe('backoff after HTTP 503 (attempt 3)');
   });
 

@@ -27,7 +27,9 @@ const SECOND_WRITERS: ReadonlyMap<string, { file: string; why: string }> = new M
   ],
 ]);
 
-const tables = [...fs.readFileSync(path.join(ROOT, 'src/db/schema.sql'), 'utf8').matchAll(/^CREATE TABLE (\w+) \(/gm)].map((m) => m[1]!);
+const tables = [
+  ...fs.readFileSync(path.join(ROOT, 'src/db/schema.sql'), 'utf8').matchAll(/^CREATE TABLE (\w+) \(/gm),
+].map((m) => m[1]!);
 const WRITE = /\b(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+(\w+)\b/g;
 
 function writers(): Map<string, Set<string>> {
@@ -60,7 +62,8 @@ describe('one writer per table', () => {
       .filter(([, files]) => files.length > 1)
       .map(([table, files]) => `${table}: ${files.join(', ')}`);
     expect(many).toEqual([]);
-    for (const table of ['auth_holds', 'accounts', 'ledger_entries', 'sweep_runs']) expect([...found.get(table)!]).toEqual(['src/sql/holds.ts']);
+    for (const table of ['auth_holds', 'accounts', 'ledger_entries', 'sweep_runs'])
+      expect([...found.get(table)!]).toEqual(['src/sql/holds.ts']);
   });
 
   it('each second writer is still one (a stale entry here would hide nothing, and is removed)', () => {

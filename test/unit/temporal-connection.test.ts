@@ -51,9 +51,18 @@ describe('Temporal connection settings', () => {
       ].join('\n'),
     );
     await fs.writeFile(path.join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n');
-    const env = { TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE_US: 'us', TEMPORAL_ADDRESS_EU: 'eu.temporal:7233', TEMPORAL_API_KEY_EU: 'eu-key' };
+    const env = {
+      TEMPORAL_CONFIG_FILE: file,
+      TEMPORAL_PROFILE_US: 'us',
+      TEMPORAL_ADDRESS_EU: 'eu.temporal:7233',
+      TEMPORAL_API_KEY_EU: 'eu-key',
+    };
     const us = loadTemporalConnectionSettings(env, 'us', { servesOneRegion: false });
-    expect(us).toMatchObject({ address: 'us.temporal.hold.internal:7233', apiKey: undefined, metadata: { 'x-tenant': 'hold' } });
+    expect(us).toMatchObject({
+      address: 'us.temporal.hold.internal:7233',
+      apiKey: undefined,
+      metadata: { 'x-tenant': 'hold' },
+    });
     expect(us.tls).toMatchObject({ serverNameOverride: 'temporal.hold.internal' });
     const eu = loadTemporalConnectionSettings(env, 'eu', { servesOneRegion: false });
     // The EU region has no profile of its own: its variables, and TLS on for its key.
@@ -76,25 +85,41 @@ describe('Temporal connection settings', () => {
   });
 
   it('refuses disabling host verification, which the TypeScript SDK would silently not do', () => {
-    expect(configError(() => loadConfig({ TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' })).message).toMatch(/TEMPORAL_TLS_SERVER_NAME/);
+    expect(configError(() => loadConfig({ TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' })).message).toMatch(
+      /TEMPORAL_TLS_SERVER_NAME/,
+    );
   });
 
   it('production refuses a plaintext connection unless TLS is disabled explicitly, region by region', () => {
     expect(configError(() => loadConfig(PRODUCTION)).variable).toBe('TEMPORAL_TLS');
     expect(configError(() => loadConfig({ ...PRODUCTION, TEMPORAL_TLS_US: 'true' })).variable).toBe('TEMPORAL_TLS');
     // TLS with the system's roots: an empty TLS config, which the SDK connects with.
-    expect(loadConfig({ ...PRODUCTION, TEMPORAL_TLS: 'true' }).regions.map((r) => Boolean(r.temporal?.tls))).toEqual([true, true]);
-    expect(loadConfig({ ...PRODUCTION, TEMPORAL_TLS: 'false' }).regions.map((r) => r.temporal?.tlsDisabledExplicitly)).toEqual([true, true]);
-    expect(loadConfig({ ...PRODUCTION, TEMPORAL_API_KEY: 'k' }).regions.map((r) => Boolean(r.temporal?.tls))).toEqual([true, true]);
+    expect(loadConfig({ ...PRODUCTION, TEMPORAL_TLS: 'true' }).regions.map((r) => Boolean(r.temporal?.tls))).toEqual([
+      true,
+      true,
+    ]);
+    expect(
+      loadConfig({ ...PRODUCTION, TEMPORAL_TLS: 'false' }).regions.map((r) => r.temporal?.tlsDisabledExplicitly),
+    ).toEqual([true, true]);
+    expect(loadConfig({ ...PRODUCTION, TEMPORAL_API_KEY: 'k' }).regions.map((r) => Boolean(r.temporal?.tls))).toEqual([
+      true,
+      true,
+    ]);
   });
 
   it('names a missing profile, and never puts an API key in a message', async () => {
     const err = configError(() =>
-      loadConfig({ TEMPORAL_PROFILE: 'nope', TEMPORAL_CONFIG_FILE: '/nonexistent/temporal.toml', TEMPORAL_API_KEY: 'sekr1t-token' }),
+      loadConfig({
+        TEMPORAL_PROFILE: 'nope',
+        TEMPORAL_CONFIG_FILE: '/nonexistent/temporal.toml',
+        TEMPORAL_API_KEY: 'sekr1t-token',
+      }),
     );
     expect(err.variable).toBe('TEMPORAL_PROFILE');
     expect(err.message).not.toContain('sekr1t-token');
-    const both = configError(() => loadConfig({ TEMPORAL_API_KEY: 'sekr1t-token', TEMPORAL_API_KEY_FILE: '/run/secrets/t' }));
+    const both = configError(() =>
+      loadConfig({ TEMPORAL_API_KEY: 'sekr1t-token', TEMPORAL_API_KEY_FILE: '/run/secrets/t' }),
+    );
     expect(both.variable).toBe('TEMPORAL_API_KEY_FILE');
     expect(both.message).not.toContain('sekr1t-token');
   });
@@ -103,7 +128,11 @@ describe('Temporal connection settings', () => {
     const dir = await tempDir();
     const file = path.join(dir, 'token');
     await fs.writeFile(file, 'token-1\n');
-    const settings = loadTemporalConnectionSettings({ TEMPORAL_API_KEY_FILE: file, TEMPORAL_API_KEY_REFRESH: '1' }, 'us', { servesOneRegion: true });
+    const settings = loadTemporalConnectionSettings(
+      { TEMPORAL_API_KEY_FILE: file, TEMPORAL_API_KEY_REFRESH: '1' },
+      'us',
+      { servesOneRegion: true },
+    );
     expect(connectionOptionsOf(settings, 't:7233')).toMatchObject({ apiKey: 'token-1', tls: true });
     const given: string[] = [];
     const errors: Error[] = [];

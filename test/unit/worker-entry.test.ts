@@ -6,14 +6,26 @@
 import { spawnSync } from 'node:child_process';
 import { expect, it } from 'vitest';
 
-/** Each test starts a real entry point under tsx (compiling its imports): seconds on a busy machine, as its spawn allows. */
+/**
+ * Each test starts a real entry point under tsx (compiling its imports): seconds on a busy machine, as its spawn
+ * allows.
+ */
 const SPAWN_MS = 60_000;
 
 it(
   'case 9, fail closed: npm run worker without HOLD_SWEEPER_MODE refuses to start, naming the variable',
   () => {
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, TEMPORAL_ADDRESS: '127.0.0.1:1', DATABASE_URL_US: 'postgres://u:p@127.0.0.1:1/x' };
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], { env, encoding: 'utf8', timeout: 60_000 });
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      TEMPORAL_ADDRESS: '127.0.0.1:1',
+      DATABASE_URL_US: 'postgres://u:p@127.0.0.1:1/x',
+    };
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/worker.ts'], {
+      env,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(result.stderr).toContain('ConfigError: HOLD_SWEEPER_MODE is not set');
     expect(result.status).toBe(1);
   },
@@ -29,7 +41,11 @@ it(
       CODEC_SERVER_ADDRESS: '127.0.0.1:0',
       PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}`,
     };
-    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/codec-server.ts'], { env, encoding: 'utf8', timeout: 60_000 });
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/codec-server.ts'], {
+      env,
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
     expect(result.stderr).toContain('ConfigError: HOLD_SWEEPER_MODE is not set');
     expect(result.stdout).not.toContain('codec endpoint serving');
     expect(result.status).toBe(1);
@@ -40,7 +56,12 @@ it(
 it(
   'case 4, fail closed: npm run ops without HOLD_SWEEPER_MODE refuses, even `merchant ping` (dev would allow private addresses)',
   () => {
-    const env = { PATH: process.env.PATH, HOME: process.env.HOME, HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://u:p@127.0.0.1:1/x' };
+    const env = {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HOLD_SWEEPER_REGIONS: 'us',
+      DATABASE_URL_US: 'postgres://u:p@127.0.0.1:1/x',
+    };
     const result = spawnSync(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', 'merchant', 'ping', 'm_1'], {
       env,
       encoding: 'utf8',

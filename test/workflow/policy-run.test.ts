@@ -9,7 +9,12 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
 import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
-import { deliveryAttemptFailedSignal, merchantResumedSignal, statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
+import {
+  deliveryAttemptFailedSignal,
+  merchantResumedSignal,
+  statusQuery,
+  type HoldStatus,
+} from '../../src/contracts/messages.js';
 import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
 import { deliverHoldEvent } from '../../src/workflows/hold-events.js';
 import {
@@ -44,7 +49,11 @@ const status = (handle: WorkflowHandle) => handle.query(statusQuery);
 
 /** The retryable type, but none of the details the workflow needs to wait it out (a malformed failure). */
 const failsRetryablyWithoutDetails: DeliverStep = () => {
-  throw ApplicationFailure.create({ type: 'WebhookAttemptFailed', message: 'HTTP 503 (no details)', nextRetryDelay: 1_000 });
+  throw ApplicationFailure.create({
+    type: 'WebhookAttemptFailed',
+    message: 'HTTP 503 (no details)',
+    nextRetryDelay: 1_000,
+  });
 };
 
 /** Timers the current run started (sleeps and conditions with a timeout). */
@@ -90,7 +99,10 @@ describe('the fast path', () => {
     'fails retryably with the next attempt later ($reason): waits it out on a timer, then the regular activity delivers',
     async ({ reason, stage }) => {
       const release = released({ retryHorizonMs: 24 * HOUR });
-      const { activities, calls } = stubActivities(w, { release, deliver: [failsRetryably({ attemptNumber: 1, inMs: HOUR, reason }), delivered(2)] });
+      const { activities, calls } = stubActivities(w, {
+        release,
+        deliver: [failsRetryably({ attemptNumber: 1, inMs: HOUR, reason }), delivered(2)],
+      });
       await runWorker(w, activities, async (taskQueue) => {
         const handle = await startHold(w, taskQueue, release);
         // Time is not skipped until the test awaits the result: the workflow sits in its wait, and says why.
@@ -99,8 +111,16 @@ describe('the fast path', () => {
           (s) => s.stage === stage,
           `the status says ${stage}`,
         );
-        expect(waiting).toMatchObject({ stage, policyRun: 1, attempt: 1, reason, lastAttempt: { attemptNumber: 1, outcome: 'HTTP 503' } });
-        expect(Date.parse((waiting as Extract<HoldStatus, { until: string }>).until)).toBeGreaterThan(await w.env.currentTimeMs());
+        expect(waiting).toMatchObject({
+          stage,
+          policyRun: 1,
+          attempt: 1,
+          reason,
+          lastAttempt: { attemptNumber: 1, outcome: 'HTTP 503' },
+        });
+        expect(Date.parse((waiting as Extract<HoldStatus, { until: string }>).until)).toBeGreaterThan(
+          await w.env.currentTimeMs(),
+        );
         expect(calls.deliver).toHaveLength(1);
         expect(await deliveryStatusOf(handle)).toBe('pending');
         expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 2, policyRuns: 1 } });
@@ -115,7 +135,10 @@ describe('the fast path', () => {
     const release = released();
     const { activities, calls } = stubActivities(w, {
       release,
-      deliver: [failsRetryably({ attemptNumber: 1, inMs: 0, outcome: 'AttemptTimeout', reason: 'too slow for the fast path' }), delivered(2)],
+      deliver: [
+        failsRetryably({ attemptNumber: 1, inMs: 0, outcome: 'AttemptTimeout', reason: 'too slow for the fast path' }),
+        delivered(2),
+      ],
     });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
@@ -126,7 +149,10 @@ describe('the fast path', () => {
         'the regular activity is called',
       );
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 2, policyRuns: 1 } });
-      expect(await status(handle)).toMatchObject({ stage: 'delivered', lastAttempt: { attemptNumber: 2, outcome: 'delivered' } });
+      expect(await status(handle)).toMatchObject({
+        stage: 'delivered',
+        lastAttempt: { attemptNumber: 2, outcome: 'delivered' },
+      });
       expect(await timersOf(handle)).toBe(0);
     });
     expect(calls.deliver).toMatchObject([call(true, 1), call(false, 1)]);
@@ -200,7 +226,13 @@ describe('the regular activity', () => {
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 5, policyRuns: 1 } });
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['delivered']);
     });
-    expect(calls.deliver).toMatchObject([call(true, 1), call(false, 1), call(false, 2), call(false, 3), call(false, 4)]);
+    expect(calls.deliver).toMatchObject([
+      call(true, 1),
+      call(false, 1),
+      call(false, 2),
+      call(false, 3),
+      call(false, 4),
+    ]);
     // Each retry came no sooner than the delay its failure asked for (the server's clock, skipped).
     for (const [i, delay] of delays.entries()) expect(seen[i + 2]! - seen[i + 1]!).toBeGreaterThanOrEqual(delay);
     expect(calls.quarantine).toEqual([]);
@@ -225,7 +257,12 @@ describe('deliveryAttemptFailed (sent by the delivery activity of earlier builds
       );
       await handle.signal(deliveryAttemptFailedSignal, { attemptNumber: 'x' } as never);
       const nextAttemptAt = new Date((await w.env.currentTimeMs()) + 60_000).toISOString();
-      await handle.signal(deliveryAttemptFailedSignal, { attemptNumber: 1, outcome: 'HTTP 429', nextAttemptAt, reason: 'Retry-After 60 s' });
+      await handle.signal(deliveryAttemptFailedSignal, {
+        attemptNumber: 1,
+        outcome: 'HTTP 429',
+        nextAttemptAt,
+        reason: 'Retry-After 60 s',
+      });
       const waiting = await eventually(
         () => status(handle),
         (s) => s.stage !== 'delivering',
@@ -279,8 +316,12 @@ describe('quarantine by the policy', () => {
     // Not retried: one call on the path that failed.
     expect(calls.deliver).toHaveLength(path === 'fast path' ? 1 : 2);
     expect(calls.deliver.at(-1)).toMatchObject(call(path === 'fast path', 1));
-    expect(calls.quarantine).toEqual([{ webhookId: release.webhookId, reason, detail: `${type}: merchant m-1 (stub)` }]);
-    expect(calls.decide).toMatchObject([{ webhookId: release.webhookId, policyRun: 1, decision: 'abandon', by: 'hold-sweeper' }]);
+    expect(calls.quarantine).toEqual([
+      { webhookId: release.webhookId, reason, detail: `${type}: merchant m-1 (stub)` },
+    ]);
+    expect(calls.decide).toMatchObject([
+      { webhookId: release.webhookId, policyRun: 1, decision: 'abandon', by: 'hold-sweeper' },
+    ]);
   });
 
   it('the retry horizon spent while the regular activity keeps failing retryably: quarantined as exhausted', async () => {
@@ -306,7 +347,10 @@ describe('quarantine by the policy', () => {
 
   it('the regular activity failing unexpectedly (a plain Error) every time: retried by Temporal until the horizon, then exhausted', async () => {
     const release = released({ retryHorizonMs: HOUR });
-    const { activities, calls } = stubActivities(w, { release, deliver: [crashes('bug: undefined is not a function')] });
+    const { activities, calls } = stubActivities(w, {
+      release,
+      deliver: [crashes('bug: undefined is not a function')],
+    });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       expect(await handle.result()).toMatchObject({ delivery: { status: 'abandoned', policyRuns: 1 } });
@@ -328,7 +372,11 @@ describe('quarantine by the policy', () => {
     });
     expect(calls.deliver).toHaveLength(1);
     expect(calls.quarantine).toEqual([
-      { webhookId: release.webhookId, reason: 'exhausted', detail: 'retry horizon ran out while waiting for the merchant' },
+      {
+        webhookId: release.webhookId,
+        reason: 'exhausted',
+        detail: 'retry horizon ran out while waiting for the merchant',
+      },
     ]);
   });
 });
@@ -375,7 +423,9 @@ describe('a held merchant', () => {
     const untilLater: DeliverStep = async (c) => {
       const now = await c.serverNow();
       resumesAt ??= now + 3 * HOUR;
-      return now < resumesAt ? { status: 'held', merchantStatus: 'disabled' } : { status: 'delivered', attempts: 1, statusCode: 200 };
+      return now < resumesAt
+        ? { status: 'held', merchantStatus: 'disabled' }
+        : { status: 'delivered', attempts: 1, statusCode: 200 };
     };
     const { activities, calls } = stubActivities(w, { release, deliver: [untilLater] });
     await runWorker(w, activities, async (taskQueue) => {
@@ -396,7 +446,9 @@ describe('a held merchant', () => {
     const pausedForDays: DeliverStep = async (c) => {
       const now = await c.serverNow();
       backAt ??= now + 8 * 24 * HOUR;
-      return now < backAt ? { status: 'held', merchantStatus: 'paused' } : { status: 'delivered', attempts: 1, statusCode: 200 };
+      return now < backAt
+        ? { status: 'held', merchantStatus: 'paused' }
+        : { status: 'delivered', attempts: 1, statusCode: 200 };
     };
     const { activities, calls } = stubActivities(w, { release, deliver: [pausedForDays] });
     await runWorker(w, activities, async (taskQueue) => {
@@ -418,7 +470,12 @@ describe('a held merchant', () => {
       for (const run of runs.slice(1)) {
         const input = run[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
         const args = JSON.parse(Buffer.from(input!.data!).toString()) as {
-          resume?: { heldMerchantStatus?: string; deliveryStatus?: string; policyRun?: number; remainingHorizonMs?: number };
+          resume?: {
+            heldMerchantStatus?: string;
+            deliveryStatus?: string;
+            policyRun?: number;
+            remainingHorizonMs?: number;
+          };
         };
         expect(args.resume).toMatchObject({ heldMerchantStatus: 'paused', deliveryStatus: 'held', policyRun: 1 });
         // Days paused, and still (nearly) the whole 1-hour horizon left: the pause was added back.
@@ -463,7 +520,10 @@ describe("the merchant's budget", () => {
   it('scheduled: waits for its reserved slot on a timer, then calls again holding it (reservedSlotMs)', async () => {
     const release = released();
     const slots: number[] = [];
-    const { activities, calls } = stubActivities(w, { release, deliver: [scheduled(10 * 60_000, slots), delivered(1)] });
+    const { activities, calls } = stubActivities(w, {
+      release,
+      deliver: [scheduled(10 * 60_000, slots), delivered(1)],
+    });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
       const waiting = await reachesStage(handle, 'waiting_for_budget');
@@ -500,11 +560,20 @@ describe('a delivery already terminal', () => {
     { finished: 'superseded', expected: 'none' },
   ])('$finished by another workflow: handled elsewhere, DeliveryStatus $expected', async ({ finished, expected }) => {
     const release = released();
-    const { activities, calls } = stubActivities(w, { release, deliver: [alreadyTerminal(finished as 'discarded', 2)] });
+    const { activities, calls } = stubActivities(w, {
+      release,
+      deliver: [alreadyTerminal(finished as 'discarded', 2)],
+    });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
-      expect(await handle.result()).toEqual({ release, delivery: { status: 'handled_elsewhere', deliveryStatus: finished } });
-      expect(await status(handle)).toMatchObject({ stage: 'not_released', status: `delivery ${finished} by another workflow` });
+      expect(await handle.result()).toEqual({
+        release,
+        delivery: { status: 'handled_elsewhere', deliveryStatus: finished },
+      });
+      expect(await status(handle)).toMatchObject({
+        stage: 'not_released',
+        status: `delivery ${finished} by another workflow`,
+      });
       expect(await deliveryStatusOf(handle)).toBe(expected);
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual([expected]);
     });
@@ -545,7 +614,10 @@ describe('deliverHoldEvent', () => {
       expect(new Set(seen.map((s) => s.stage))).toEqual(new Set(['delivering']));
       expect(seen.at(-1)).toEqual({ stage: 'delivering', policyRun: 1, ignoredSignals: [] });
       inFlight.open();
-      expect(await handle.result()).toEqual({ webhookId, delivery: { status: 'delivered', attempts: 1, policyRuns: 1 } });
+      expect(await handle.result()).toEqual({
+        webhookId,
+        delivery: { status: 'delivered', attempts: 1, policyRuns: 1 },
+      });
       expect(await deliveryStatusOf(handle)).toBe('delivered');
     });
     expect(calls.release).toEqual([]);

@@ -35,7 +35,10 @@ const junk = (i: number) => ({ approvedBy: '', reason: `flood ${i}` });
 
 it('a flood of ignored signals: the status keeps the newest 50, the run continues as new and still takes the decision', async () => {
   const release = released();
-  const { activities, calls } = stubActivities(w, { release, deliver: [failsWith('WebhookRejected', 1, 'HTTP 400'), delivered(1)] });
+  const { activities, calls } = stubActivities(w, {
+    release,
+    deliver: [failsWith('WebhookRejected', 1, 'HTTP 400'), delivered(1)],
+  });
   await runWorker(w, activities, async (taskQueue) => {
     const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
     const quarantined = (await reachesStage(handle, 'quarantined')) as Extract<HoldStatus, { stage: 'quarantined' }>;
@@ -80,24 +83,39 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
     // It continued in the first workflow task that started at or past the budget (no task completed after it but the
     // one that continued).
     const events = (await firstRun.fetchHistory()).events ?? [];
-    const firstPast = events.find((e) => e.workflowTaskStartedEventAttributes && Number(e.eventId) >= RUN_HISTORY_BUDGET)!;
+    const firstPast = events.find(
+      (e) => e.workflowTaskStartedEventAttributes && Number(e.eventId) >= RUN_HISTORY_BUDGET,
+    )!;
     expect(firstPast).toBeDefined();
-    const completedAfter = events.filter((e) => e.workflowTaskCompletedEventAttributes && Number(e.eventId) > Number(firstPast.eventId));
+    const completedAfter = events.filter(
+      (e) => e.workflowTaskCompletedEventAttributes && Number(e.eventId) > Number(firstPast.eventId),
+    );
     expect(completedAfter).toHaveLength(1);
     expect(events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
     console.log(`[workflow] ${sent} ignored signals, continued as new at ${events.length} events`);
 
-    // The new run waits for the same decision: same run, reason and since; the status still bounded; DeliveryStatus kept.
+    // The new run waits for the same decision: same run, reason and since; the status still bounded; DeliveryStatus
+    // kept.
     const next = await reachesStage(handle, 'quarantined');
-    expect(next).toMatchObject({ stage: 'quarantined', policyRun: 1, reason: 'rejected', since: quarantined.since, detail: 'HTTP 400' });
+    expect(next).toMatchObject({
+      stage: 'quarantined',
+      policyRun: 1,
+      reason: 'rejected',
+      since: quarantined.since,
+      detail: 'HTTP 400',
+    });
     expect(next.ignoredSignals.length).toBeGreaterThanOrEqual(20);
     expect(next.ignoredSignals.length).toBeLessThanOrEqual(KEPT_IGNORED_SIGNALS);
     expect(await deliveryStatusOf(handle)).toBe('quarantined');
     // It abandons at the same moment as the first run would have: its wait is what was left, not a fresh timeout.
-    const wait = ((await handle.fetchHistory()).events ?? []).find((e) => e.timerStartedEventAttributes)?.timerStartedEventAttributes;
+    const wait = ((await handle.fetchHistory()).events ?? []).find(
+      (e) => e.timerStartedEventAttributes,
+    )?.timerStartedEventAttributes;
     expect(Number(wait?.startToFireTimeout?.seconds) * 1000).toBeLessThan(QUARANTINE_TIMEOUT_MS);
 
-    expect(await handle.executeUpdate(discardUpdate, { args: [{ by: 'bob', reason: 'flooded', policyRun: 1 }] })).toEqual({
+    expect(
+      await handle.executeUpdate(discardUpdate, { args: [{ by: 'bob', reason: 'flooded', policyRun: 1 }] }),
+    ).toEqual({
       decision: 'discard',
       policyRun: 1,
       stage: 'discarded',
@@ -109,5 +127,7 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
   expect(calls.quarantine).toHaveLength(1);
   expect(calls.release).toHaveLength(1);
   expect(calls.deliver).toHaveLength(1);
-  expect(calls.decide).toEqual([{ webhookId: release.webhookId, policyRun: 1, decision: 'discard', by: 'bob', reason: 'flooded' }]);
+  expect(calls.decide).toEqual([
+    { webhookId: release.webhookId, policyRun: 1, decision: 'discard', by: 'bob', reason: 'flooded' },
+  ]);
 });

@@ -76,7 +76,11 @@ function rejectedFirst(after: DeliverStep[] = [delivered(1)], extra: Omit<StubSc
   const release = released();
   return {
     release,
-    ...stubActivities(w, { release, deliver: [failsWith('WebhookRejected', 1, 'HTTP 400 from merchant m-1 (not retryable)'), ...after], ...extra }),
+    ...stubActivities(w, {
+      release,
+      deliver: [failsWith('WebhookRejected', 1, 'HTTP 400 from merchant m-1 (not retryable)'), ...after],
+      ...extra,
+    }),
   };
 }
 
@@ -84,7 +88,10 @@ function rejectedFirst(after: DeliverStep[] = [delivered(1)], extra: Omit<StubSc
  * Quarantined on a worker of its own, which then stops: what the test sends next waits for the next worker (started
  * with `runWorker(..., { taskQueue })`), whose first workflow task carries all of it, as a busy worker's task would.
  */
-async function quarantinedThenNoWorker(release: Released, activities: object): Promise<{ handle: WorkflowHandle; taskQueue: string }> {
+async function quarantinedThenNoWorker(
+  release: Released,
+  activities: object,
+): Promise<{ handle: WorkflowHandle; taskQueue: string }> {
   const taskQueue = ownTaskQueue();
   const handle = await runWorker(
     w,
@@ -114,9 +121,18 @@ describe('approveReplay', () => {
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'pending', 'delivered']);
       expect((await status(handle)).ignoredSignals).toEqual([]);
     });
-    expect(calls.quarantine).toEqual([{ webhookId: release.webhookId, reason: 'rejected', detail: 'HTTP 400 from merchant m-1 (not retryable)' }]);
+    expect(calls.quarantine).toEqual([
+      { webhookId: release.webhookId, reason: 'rejected', detail: 'HTTP 400 from merchant m-1 (not retryable)' },
+    ]);
     expect(calls.decide).toEqual([
-      { webhookId: release.webhookId, policyRun: 1, decision: 'replay', by: approval.approvedBy, reason: approval.reason, ticket: 'OPS-1' },
+      {
+        webhookId: release.webhookId,
+        policyRun: 1,
+        decision: 'replay',
+        by: approval.approvedBy,
+        reason: approval.reason,
+        ticket: 'OPS-1',
+      },
     ]);
     expect(calls.deliver.map((c) => [c.isLocal, c.input.policyRun])).toEqual([
       [true, 1],
@@ -130,7 +146,9 @@ describe('approveReplay', () => {
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       await untilQuarantined(handle);
-      const answer: DecisionAnswer = await handle.executeUpdate(approveReplayUpdate, { args: [{ ...approval, policyRun: 1 }] });
+      const answer: DecisionAnswer = await handle.executeUpdate(approveReplayUpdate, {
+        args: [{ ...approval, policyRun: 1 }],
+      });
       expect(answer).toEqual({ decision: 'replay', policyRun: 1, stage: 'delivering' });
       // Answered after the ledger recorded it.
       expect(calls.decide).toHaveLength(1);
@@ -143,12 +161,18 @@ describe('approveReplay', () => {
   });
 
   it('a replay that is quarantined again: the second quarantine is policy run 2, an approval for run 1 is stale', async () => {
-    const { release, activities, calls } = rejectedFirst([failsWith('EndpointGone', 2, 'HTTP 410 from merchant m-1'), delivered(3)]);
+    const { release, activities, calls } = rejectedFirst([
+      failsWith('EndpointGone', 2, 'HTTP 410 from merchant m-1'),
+      delivered(3),
+    ]);
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       await untilQuarantined(handle);
       await handle.executeUpdate(approveReplayUpdate, { args: [approval] });
-      expect(await untilQuarantined(handle, 2)).toMatchObject({ reason: 'endpoint_gone', detail: 'HTTP 410 from merchant m-1' });
+      expect(await untilQuarantined(handle, 2)).toMatchObject({
+        reason: 'endpoint_gone',
+        detail: 'HTTP 410 from merchant m-1',
+      });
       expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [{ ...approval, policyRun: 1 }] }))).toBe(
         'stale: for policy run 1, but the quarantine is policy run 2',
       );
@@ -158,7 +182,13 @@ describe('approveReplay', () => {
         stage: 'delivering',
       });
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 3, policyRuns: 3 } });
-      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'pending', 'quarantined', 'pending', 'delivered']);
+      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual([
+        'quarantined',
+        'pending',
+        'quarantined',
+        'pending',
+        'delivered',
+      ]);
     });
     expect(calls.quarantine.map((q) => q.reason)).toEqual(['rejected', 'endpoint_gone']);
     expect(calls.decide.map((d) => [d.policyRun, d.decision])).toEqual([
@@ -180,7 +210,9 @@ describe('discard', () => {
       expect(await deliveryStatusOf(handle)).toBe('discarded');
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'discarded']);
     });
-    expect(calls.decide).toEqual([{ webhookId: release.webhookId, policyRun: 1, decision: 'discard', by: discarding.by, reason: discarding.reason }]);
+    expect(calls.decide).toEqual([
+      { webhookId: release.webhookId, policyRun: 1, decision: 'discard', by: discarding.by, reason: discarding.reason },
+    ]);
     expect(calls.deliver).toHaveLength(1);
   });
 
@@ -189,7 +221,11 @@ describe('discard', () => {
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       await untilQuarantined(handle);
-      expect(await handle.executeUpdate(discardUpdate, { args: [discarding] })).toEqual({ decision: 'discard', policyRun: 1, stage: 'discarded' });
+      expect(await handle.executeUpdate(discardUpdate, { args: [discarding] })).toEqual({
+        decision: 'discard',
+        policyRun: 1,
+        stage: 'discarded',
+      });
       expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded', policyRuns: 1 } });
       expect(await deliveryStatusOf(handle)).toBe('discarded');
     });
@@ -211,7 +247,9 @@ describe('two decisions in one workflow task', () => {
       async () => {
         const settled = await outcomes;
         const answers = settled.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
-        const refusals = settled.flatMap((o) => (o.status === 'rejected' ? [(o.reason as WorkflowUpdateFailedError).cause?.message] : []));
+        const refusals = settled.flatMap((o) =>
+          o.status === 'rejected' ? [(o.reason as WorkflowUpdateFailedError).cause?.message] : [],
+        );
         const result = await handle.result();
         expect(answers).toHaveLength(1);
         expect(refusals).toEqual([expect.stringMatching(/^already decided: (discard|replay) by /)]);
@@ -253,11 +291,21 @@ describe('nobody decides', () => {
       const start = await w.env.currentTimeMs();
       expect(await handle.result()).toEqual({ release, delivery: { status: 'abandoned', policyRuns: 1 } });
       expect(await w.env.currentTimeMs()).toBeGreaterThanOrEqual(start + QUARANTINE_TIMEOUT_MS - 60_000);
-      expect(await status(handle)).toMatchObject({ stage: 'abandoned', reason: 'rejected', since: (quarantined as { since: string }).since });
+      expect(await status(handle)).toMatchObject({
+        stage: 'abandoned',
+        reason: 'rejected',
+        since: (quarantined as { since: string }).since,
+      });
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'abandoned']);
     });
     expect(calls.decide).toEqual([
-      { webhookId: release.webhookId, policyRun: 1, decision: 'abandon', by: 'hold-sweeper', reason: expect.any(String) },
+      {
+        webhookId: release.webhookId,
+        policyRun: 1,
+        decision: 'abandon',
+        by: 'hold-sweeper',
+        reason: expect.any(String),
+      },
     ]);
   });
 });
@@ -265,12 +313,17 @@ describe('nobody decides', () => {
 describe('decisions that do not apply', () => {
   it('malformed, stale, or while not quarantined: an Update is refused by its validator, a signal is kept with why', async () => {
     const release = released();
-    const { activities, calls } = stubActivities(w, { release, deliver: [held('paused'), failsWith('WebhookRejected', 1, 'HTTP 400')] });
+    const { activities, calls } = stubActivities(w, {
+      release,
+      deliver: [held('paused'), failsWith('WebhookRejected', 1, 'HTTP 400')],
+    });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       // Held (time not skipped): not waiting for a decision.
       await reachesStage(handle, 'held');
-      expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toBe('not waiting for a decision (stage held)');
+      expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toBe(
+        'not waiting for a decision (stage held)',
+      );
       await handle.signal(discardSignal, discarding);
       const heldStatus = await eventually(
         () => status(handle),
@@ -291,9 +344,9 @@ describe('decisions that do not apply', () => {
       // Re-checked (time skipped to the re-check: the stub rejects it), and quarantined.
       await w.env.sleep(60_000);
       await untilQuarantined(handle);
-      expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [{ approvedBy: 'alice' } as never] }))).toMatch(
-        /^malformed approveReplay: "reason" must be/,
-      );
+      expect(
+        await refusal(handle.executeUpdate(approveReplayUpdate, { args: [{ approvedBy: 'alice' } as never] })),
+      ).toMatch(/^malformed approveReplay: "reason" must be/);
       expect(await refusal(handle.executeUpdate(discardUpdate, { args: [{ ...discarding, policyRun: 2 }] }))).toBe(
         'stale: for policy run 2, but the quarantine is policy run 1',
       );
@@ -305,8 +358,16 @@ describe('decisions that do not apply', () => {
         'both signals ignored',
       );
       expect(after.ignoredSignals.slice(1).map(({ signal, stage, why }) => ({ signal, stage, why }))).toEqual([
-        { signal: 'approveReplay', stage: 'quarantined', why: 'malformed approveReplay: expected a JSON object, got null' },
-        { signal: 'approveReplay', stage: 'quarantined', why: 'malformed approveReplay: "policyRun", when given, must be a positive integer' },
+        {
+          signal: 'approveReplay',
+          stage: 'quarantined',
+          why: 'malformed approveReplay: expected a JSON object, got null',
+        },
+        {
+          signal: 'approveReplay',
+          stage: 'quarantined',
+          why: 'malformed approveReplay: "policyRun", when given, must be a positive integer',
+        },
       ]);
       // None of them entered history as an accepted Update, and the quarantine still waits: a valid one applies.
       expect(await acceptedUpdates(handle)).toEqual([]);
@@ -340,26 +401,33 @@ describe('four eyes (quarantineDelivery answers fourEyes: true)', () => {
       });
       expect(calls.verify).toEqual([]);
 
-      const answer = await handle.executeUpdate(approveReplayUpdate, { args: [{ ...approval, replayRequestId: 'rr-1' }] });
+      const answer = await handle.executeUpdate(approveReplayUpdate, {
+        args: [{ ...approval, replayRequestId: 'rr-1' }],
+      });
       expect(answer).toEqual({ decision: 'replay', policyRun: 1, stage: 'delivering' });
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
       expect(await acceptedUpdates(handle)).toEqual(['approveReplay']);
     });
-    expect(calls.verify).toEqual([{ holdId: release.holdId, policyRun: 1, replayRequestId: 'rr-1', approvedBy: approval.approvedBy }]);
+    expect(calls.verify).toEqual([
+      { holdId: release.holdId, policyRun: 1, replayRequestId: 'rr-1', approvedBy: approval.approvedBy },
+    ]);
     expect(calls.decide).toMatchObject([{ policyRun: 1, decision: 'replay', by: approval.approvedBy }]);
   });
 
   it('a replay request the ledger does not confirm: the Update fails with why, the quarantine keeps waiting', async () => {
     const { release, activities, calls } = rejectedFirst([delivered(1)], {
       fourEyes: true,
-      verify: (claim) => ({ ok: false, why: `replay request ${claim.replayRequestId} was approved by its own requester` }),
+      verify: (claim) => ({
+        ok: false,
+        why: `replay request ${claim.replayRequestId} was approved by its own requester`,
+      }),
     });
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
       await untilQuarantined(handle);
-      expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [{ ...approval, replayRequestId: 'rr-2' }] }))).toBe(
-        'replay request rr-2 was approved by its own requester',
-      );
+      expect(
+        await refusal(handle.executeUpdate(approveReplayUpdate, { args: [{ ...approval, replayRequestId: 'rr-2' }] })),
+      ).toBe('replay request rr-2 was approved by its own requester');
       expect((await status(handle)).stage).toBe('quarantined');
       await handle.signal(discardSignal, discarding);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded', policyRuns: 1 } });
@@ -379,21 +447,34 @@ describe('the abandon race', () => {
       // task carries both.
       await w.env.sleep(QUARANTINE_TIMEOUT_MS + 1_000);
       const answer =
-        via === 'Update' ? handle.executeUpdate(approveReplayUpdate, { args: [approval] }) : handle.signal(approveReplaySignal, approval);
+        via === 'Update'
+          ? handle.executeUpdate(approveReplayUpdate, { args: [approval] })
+          : handle.signal(approveReplaySignal, approval);
       await runWorker(
         w,
         activities,
         async () => {
           if (via === 'Update') expect(await answer).toEqual({ decision: 'replay', policyRun: 1, stage: 'delivering' });
           else await answer;
-          expect(await handle.result()).toEqual({ release, delivery: { status: 'delivered', attempts: 1, policyRuns: 2 } });
-          expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'pending', 'delivered']);
+          expect(await handle.result()).toEqual({
+            release,
+            delivery: { status: 'delivered', attempts: 1, policyRuns: 2 },
+          });
+          expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual([
+            'quarantined',
+            'pending',
+            'delivered',
+          ]);
           // The one task took both: the signal came in before it started, the Update was accepted as it completed.
           const events = (await handle.fetchHistory()).events ?? [];
           const fired = events.findIndex((e) => e.timerFiredEventAttributes);
-          const message = events.findIndex((e) => e.workflowExecutionSignaledEventAttributes ?? e.workflowExecutionUpdateAcceptedEventAttributes);
+          const message = events.findIndex(
+            (e) => e.workflowExecutionSignaledEventAttributes ?? e.workflowExecutionUpdateAcceptedEventAttributes,
+          );
           expect(message).toBeGreaterThan(fired);
-          expect(events.slice(fired, message).filter((e) => e.workflowTaskCompletedEventAttributes)).toHaveLength(via === 'Update' ? 1 : 0);
+          expect(events.slice(fired, message).filter((e) => e.workflowTaskCompletedEventAttributes)).toHaveLength(
+            via === 'Update' ? 1 : 0,
+          );
         },
         { taskQueue },
       );
@@ -417,14 +498,19 @@ describe('the abandon race', () => {
         'decideQuarantine(abandon) in flight',
       );
 
-      expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toBe('already decided: abandon by hold-sweeper');
+      expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toBe(
+        'already decided: abandon by hold-sweeper',
+      );
       await handle.signal(approveReplaySignal, approval);
       const during: HoldStatus = await eventually(
         () => status(handle),
         (s) => s.ignoredSignals.length === 1,
         'the late signal ignored',
       );
-      expect(during.ignoredSignals[0]).toMatchObject({ signal: 'approveReplay', why: 'already decided: abandon by hold-sweeper' });
+      expect(during.ignoredSignals[0]).toMatchObject({
+        signal: 'approveReplay',
+        why: 'already decided: abandon by hold-sweeper',
+      });
 
       abandonRecorded.open();
       // Let the activity's completion reach the server before time may skip again (its start-to-close is 30 s).
