@@ -7,7 +7,7 @@
 import { log } from '@temporalio/activity';
 import { noopMetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import type { ApplyProcessorEventResult, ProcessorEventOutcome } from '../contracts/processor.js';
+import type { ApplyProcessorEventResult, EventWebhook, ProcessorEventOutcome } from '../contracts/processor.js';
 import { decideEvent, eventShortBalance, type EventApplication } from '../ledger/hold-rules.js';
 import { inTransaction } from '../db/pool.js';
 import * as events from '../sql/processor-events.js';
@@ -52,7 +52,8 @@ export type AppliedEvent =
       holdId: string;
       sequence: number;
       outcome: ProcessorEventOutcome;
-      webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown };
+      /** With its merchant's raw policy overrides, from which the activity's answer takes the retry horizon. */
+      webhook?: EventWebhook & { deliveryPolicy: unknown };
     }
   | { status: 'waiting'; holdId: string; sequence: number; expected: number }
   | { status: 'unknown_event' };
@@ -108,6 +109,11 @@ export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Pr
   };
 }
 
+/** An event's webhook as the workflow delivers it: the retry horizon its merchant's policy gives it, not the policy. */
+function withHorizon({ deliveryPolicy, ...webhook }: EventWebhook & { deliveryPolicy: unknown }) {
+  return { ...webhook, retryHorizonMs: retryHorizonFor(webhook.merchantId, deliveryPolicy) };
+}
+
 export function createProcessorEventActivities({
   region,
   pool,
@@ -155,12 +161,7 @@ export function createProcessorEventActivities({
           outcome: result.outcome,
         });
       }
-      const webhook = result.webhook && {
-        webhookId: result.webhook.webhookId,
-        eventType: result.webhook.eventType,
-        merchantId: result.webhook.merchantId,
-        retryHorizonMs: retryHorizonFor(result.webhook.merchantId, result.webhook.deliveryPolicy),
-      };
+      const webhook = result.webhook && withHorizon(result.webhook);
       return {
         status: result.status,
         eventId,

@@ -26,6 +26,13 @@ export interface ProcessorEventRef {
   sequence: number;
 }
 
+/** The webhook an applied event wrote to tell the merchant (its outbox row). */
+export interface EventWebhook {
+  webhookId: string;
+  eventType: string;
+  merchantId: string;
+}
+
 export type ApplyProcessorEventResult =
   /** Applied now (by this call) or before (a retry, a duplicate signal): what it did, and the webhook it wrote. */
   | {
@@ -34,7 +41,7 @@ export type ApplyProcessorEventResult =
       sequence: number;
       outcome: ProcessorEventOutcome;
       /** The webhook telling the merchant, when the outcome has one; with its delivery policy's retry horizon. */
-      webhook?: { webhookId: string; eventType: string; merchantId: string; retryHorizonMs: number };
+      webhook?: EventWebhook & { retryHorizonMs: number };
     }
   /** A predecessor in the hold's sequence has not been applied: nothing written; `expected` is the one missing. */
   | { status: 'waiting'; eventId: string; sequence: number; expected: number }

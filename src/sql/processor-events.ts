@@ -6,7 +6,12 @@
  * src/activities/processor-events.ts carries the decision out with the writers below, in the same transaction.
  */
 import type pg from 'pg';
-import type { ProcessorEventOutcome, ProcessorEventRef, ProcessorEventType } from '../contracts/processor.js';
+import type {
+  EventWebhook,
+  ProcessorEventOutcome,
+  ProcessorEventRef,
+  ProcessorEventType,
+} from '../contracts/processor.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import type { LockedHold, RecordedEvent } from '../ledger/hold-rules.js';
@@ -259,7 +264,7 @@ export async function recordEventOutcome(
 export async function webhookOf(
   tx: pg.PoolClient,
   webhookId: string | null,
-): Promise<{ webhook?: { webhookId: string; eventType: string; merchantId: string; deliveryPolicy: unknown } }> {
+): Promise<{ webhook?: EventWebhook & { deliveryPolicy: unknown } }> {
   if (webhookId === null) return {};
   const { rows } = await tx.query<{ event_type: string; merchant_id: string; delivery_policy: unknown }>(
     `SELECT d.event_type, d.merchant_id, m.delivery_policy FROM webhook_deliveries d LEFT JOIN merchants m ON m.id = d.merchant_id WHERE d.webhook_id = $1::text`,
