@@ -373,8 +373,12 @@ it('the production receiver on the production Temporal: the processor calls back
 
 /** Build B of the deploy below: the quarantine step reordered outright (no patch: a non-determinism storm for holds
  * A quarantined), and a one-millisecond timer before the wait for a human behind a patch (B's marker). */
-const QUARANTINE_CALL =
-  'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
+// As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edit below matches its exact text.
+const QUARANTINE_CALL = `await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({
+    webhookId,
+    reason,
+    detail,
+  })`;
 const BUILD_B: Edit[] = [
   {
     file: 'workflows/webhook-delivery.ts',

@@ -12,8 +12,12 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { goldenHistories, replayFailures } from '../support/golden.js';
 import { bundleVariant } from '../support/variant.js';
 
-const QUARANTINE =
-  'await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({ webhookId, reason, detail })';
+// As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edit below matches its exact text.
+const QUARANTINE = `await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({
+    webhookId,
+    reason,
+    detail,
+  })`;
 const ORIGINAL = `  const recorded = ${QUARANTINE};
   log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
   const since = new Date().toISOString();
