@@ -32,7 +32,7 @@ import { startReceiverProcess, type ReceiverProcess } from '../dev/receiver-proc
 import type { Region } from '../src/contracts/regions.js';
 import proto, { type temporal } from '@temporalio/proto';
 import { DEFAULT_DEPLOYMENT_NAME, DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
-import { buildIdOf, pinnedToVersionQuery } from '../src/workers/deployment.js';
+import { buildIdOf, currentBuildId, pinnedToVersionQuery } from '../src/workers/deployment.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
 import { seedLedger, startBenchStack } from './stack.js';
@@ -450,6 +450,22 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           fault('deploy', `rolling ${options.workers} worker processes from build ${from.buildId} to ${to.buildId}`);
           for (let index = 0; index < options.workers; index++) {
             if (index === options.workers - 1 && index > 0) {
+              // As docs/deploys.md orders it: first the new build current (the replaced workers make it so as they
+              // start, not before), so no new sweep pins to the old one; then nothing left pinned to the old one.
+              // Counted before B is current, a sweep the schedule starts a moment later would pin to A and strand.
+              const currentBy = Date.now() + 60_000;
+              for (const region of regions) {
+                const { namespace } = region.client.options;
+                while (
+                  (await retrying(() => currentBuildId(region.client, namespace, to.deploymentName))) !== to.buildId
+                ) {
+                  if (Date.now() > currentBy)
+                    throw new Error(`deploy: build ${to.buildId} is not current in ${namespace}`);
+                  await sleep(500);
+                }
+              }
+              // A sweep started just before that reaches visibility (what `pinned` counts) a moment after it starts.
+              await sleep(2_000);
               const pinned = async () => {
                 let n = 0;
                 for (const region of regions)
