@@ -15,7 +15,8 @@ import {
 import { FakeProcessor, type ProcessorEvent } from '../../dev/fake-processor.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { startReceiverProcess } from '../../dev/receiver-process.js';
-import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
+import { holdEventsWorkflowId, holdWorkflowId } from '../../src/contracts/ids.js';
+import { isoUtc } from '../../src/db/sql.js';
 import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -550,15 +551,23 @@ describe('the race with the expiry release', () => {
     const ROUNDS = 30;
     const n = await night({ expired: ROUNDS });
     const applied = (holdId: string) => async () => (await eventRows(holdId))[0]?.applied_at != null;
+    const expiryOf = async (holdId: string) =>
+      (
+        await us.pool.query<{ at: string }>(`SELECT ${isoUtc('expires_at')} AS at FROM auth_holds WHERE id = $1`, [
+          holdId,
+        ])
+      ).rows[0]!.at;
     const modes = ['capture first', 'release first', 'together'] as const;
     const results = await Promise.all(
       n.expired.map(async (h, i) => {
         const mode = modes[i % 3]!;
         const capture = () => processor.send(ev(h.id, 1, 'hold.captured', h.amountMinor));
-        const release = () =>
+        // Under the id a sweep gives it (the hold's expiry, as the ledger writes it): the capture's webhook waits for
+        // the release's while its workflow runs; under any other id that workflow reads as gone, and it would not.
+        const release = async () =>
           us.client.workflow.execute(releaseExpiredHold, {
             taskQueue: us.config.taskQueue,
-            workflowId: `race-${h.id}`,
+            workflowId: holdWorkflowId('us', h.id, await expiryOf(h.id)),
             args: [
               {
                 region: 'us',
