@@ -139,11 +139,24 @@ describe('three worker processes, one merchant', () => {
     const wallS = (Date.now() - started) / 1000;
 
     const requests = harness.merchants.requests(night.merchantIds[0]);
-    expect(requests).toHaveLength(300);
+    // The one second request a webhook may take: its first attempt, on the workflow task's fast path, cut at 2.5 s and
+    // sent again in full (the merchant is instant here, but a worker starved of CPU by the other test files on these
+    // 2 cores may read its answer late). Throttling never costs a request: no 429, nothing else sent twice.
+    const { rows } = await us.pool.query<{ n: number }>(
+      `SELECT count(*)::integer AS n FROM delivery_attempts a JOIN webhook_deliveries d USING (webhook_id)
+        WHERE d.merchant_id = $1 AND a.outcome = 'retry' AND a.error_class = 'AttemptTimeout'
+          AND a.retry_reason LIKE 'slower than the fast path%'`,
+      [night.merchantIds[0]],
+    );
+    const fastPathCuts = rows[0]!.n;
+    expect(fastPathCuts).toBeLessThanOrEqual(3);
+    expect(requests).toHaveLength(300 + fastPathCuts);
+    expect(new Set(requests.map((r) => r.webhookId)).size).toBe(300);
+    expect(requests.filter((r) => r.answer === 429)).toEqual([]);
     expect(requests.every((r) => r.verified)).toBe(true);
     const worst = maxInAnyWindow(requests.map((r) => r.receivedAt));
     expect(worst).toBeLessThanOrEqual(5 + 1);
-    expect(await deliveryCounts(night)).toEqual({ delivered: { n: 300, attempts: 300 } });
+    expect(await deliveryCounts(night)).toEqual({ delivered: { n: 300, attempts: 300 + fastPathCuts } });
     const spanS = (requests[requests.length - 1]!.receivedAt - requests[0]!.receivedAt) / 1000;
     console.log(
       `[rate-limits] 300 webhooks, 3 worker processes, 5 req/s burst 1: max ${worst} in any 1 s window ` +
