@@ -86,6 +86,11 @@ export interface ChaosOptions {
   callbackShare?: number;
   cacheDir: string;
   log: (line: string) => void;
+  /**
+   * Give up this long after the start (a named error listing what the run was still waiting on, then every service
+   * stopped), instead of waiting on a fault that never ends; no limit unless said.
+   */
+  deadlineMs?: number;
 }
 
 export interface ChaosReport {
@@ -168,6 +173,56 @@ export function releasePause(releasedAt: readonly number[], atMs: number, starte
 const REGION_SHARE: Record<Region, number> = { us: 0.6, eu: 0.4 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** A chaos run that passed its deadline: what it was still waiting on, and for how long. */
+export class ChaosDeadlineError extends Error {
+  constructor(
+    readonly deadlineMs: number,
+    readonly waitingOn: string[],
+  ) {
+    super(
+      `the chaos run passed its deadline (${deadlineMs / 1000} s) waiting on: ${waitingOn.join('; ') || 'nothing'}`,
+    );
+    this.name = 'ChaosDeadlineError';
+  }
+}
+
+/**
+ * What a run is waiting on right now: every wait of the run goes through `on`, which names it; while any is open, they
+ * are logged every `everyMs`, and past the deadline each open wait fails with ChaosDeadlineError naming them all. A
+ * hang names itself.
+ */
+function waitWatch(log: (line: string) => void, deadlineMs: number | undefined, everyMs = 30_000) {
+  const open = new Set<{ what: () => string; since: number }>();
+  const seconds = (ms: number) => Math.round(ms / 1000);
+  const waitingOn = () => [...open].map((w) => `${w.what()} (${seconds(Date.now() - w.since)} s)`);
+  const timer = setInterval(() => {
+    if (open.size > 0) log(`[chaos] still waiting on: ${waitingOn().join('; ')}`);
+  }, everyMs);
+  let expire: (err: Error) => void = () => undefined;
+  const expired = new Promise<never>((_, reject) => (expire = reject));
+  expired.catch(() => undefined); // rejected only for the waits racing it
+  const deadline =
+    deadlineMs === undefined
+      ? undefined
+      : setTimeout(() => expire(new ChaosDeadlineError(deadlineMs, waitingOn())), deadlineMs);
+  return {
+    /** `work`, named by `what` (a function: read each time it is logged) while it runs. */
+    async on<T>(what: string | (() => string), work: () => Promise<T>): Promise<T> {
+      const wait = { what: typeof what === 'string' ? () => what : what, since: Date.now() };
+      open.add(wait);
+      try {
+        return await Promise.race([work(), expired]);
+      } finally {
+        open.delete(wait);
+      }
+    },
+    stop() {
+      clearInterval(timer);
+      clearTimeout(deadline);
+    },
+  };
+}
+
 /** A merchant's behaviour by its number: one of each fault kind, the rest healthy (and a little slow). */
 function scriptFor(n: number, secret: string): MerchantScript {
   const secrets = [secret];
@@ -236,6 +291,7 @@ async function retrying<T>(what: () => Promise<T>, attempts = 60): Promise<T> {
 
 export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const { log } = options;
+  const watch = waitWatch(log, options.deadlineMs);
   const random = seededRandom(options.seed);
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-chaos-'));
   await fs.chmod(dataDir, 0o777);
@@ -359,16 +415,20 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       `[chaos] seed ${options.seed}: ${options.holds} holds, ${options.merchantsPerRegion} merchants per region, ${options.workers} worker processes`,
     );
 
-    workers = await startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath));
+    workers = await watch.on(`${options.workers} worker processes starting`, () =>
+      startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath)),
+    );
     for (const region of regions) {
       receivers.push(
-        await startReceiverProcess({
-          region,
-          databaseUrl: region.databaseUrl!,
-          temporalAddress: server.address,
-          secret: processorSecret,
-          gapWait: '2m',
-        }),
+        await watch.on(`the ${region.region} receiver starting`, () =>
+          startReceiverProcess({
+            region,
+            databaseUrl: region.databaseUrl!,
+            temporalAddress: server.address,
+            secret: processorSecret,
+            gapWait: '2m',
+          }),
+        ),
       );
     }
     for (const region of regions)
@@ -446,7 +506,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
             fault('kill', `SIGKILL worker process ${index}`);
             workers!.kill(index);
             await sleep(downMs);
-            await workers!.restart(index);
+            await watch.on(`worker process ${index} restarting after its kill`, () => workers!.restart(index));
             fault('restart', `worker process ${index} is running again`);
           });
         },
@@ -462,7 +522,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           );
           await receivers[index]!.kill();
           await sleep(1000 + random() * 1000);
-          await receivers[index]!.restart();
+          await watch.on(`the ${regions[index]!.region} receiver restarting`, () => receivers[index]!.restart());
           fault(
             'receiver restart',
             `the ${regions[index]!.region} receiver is running again; its relay hands over what is left`,
@@ -491,9 +551,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
           fault('temporal restart', `${temporalName} stopped (its state survives, in SQLite or PostgreSQL)`);
-          await server.stop();
+          await watch.on(`the ${temporalName} stopping`, () => server.stop());
           await sleep(1000);
-          server = await startTemporal();
+          server = await watch.on(`the ${temporalName} starting again`, startTemporal);
           fault('temporal restart', `${temporalName} running again`);
         },
       },
@@ -515,25 +575,38 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               const currentBy = Date.now() + 60_000;
               for (const region of regions) {
                 const { namespace } = region.client.options;
-                while (
-                  (await retrying(() => currentBuildId(region.client, namespace, to.deploymentName))) !== to.buildId
-                ) {
-                  if (Date.now() > currentBy)
-                    throw new Error(`deploy: build ${to.buildId} is not current in ${namespace}`);
-                  await sleep(500);
-                }
+                await watch.on(`deploy: build ${to.buildId} current in ${namespace}`, async () => {
+                  while (
+                    (await retrying(() => currentBuildId(region.client, namespace, to.deploymentName))) !== to.buildId
+                  ) {
+                    if (Date.now() > currentBy)
+                      throw new Error(`deploy: build ${to.buildId} is not current in ${namespace}`);
+                    await sleep(500);
+                  }
+                });
               }
               // A sweep started just before that reaches visibility (what `pinned` counts) a moment after it starts.
               await sleep(2_000);
+              let stillPinned: string[] = [];
               const pinned = async () => {
-                let n = 0;
+                const ids: string[] = [];
                 for (const region of regions)
-                  n += (await retrying(() => region.client.workflow.count(pinnedToVersionQuery(from)))).count;
-                return n;
+                  for await (const w of region.client.workflow.list({ query: pinnedToVersionQuery(from) }))
+                    ids.push(w.workflowId);
+                return (stillPinned = ids);
               };
-              while ((await pinned()) > 0) await sleep(500);
+              await watch.on(
+                () => `deploy: nothing pinned to ${from.buildId} (still: ${stillPinned.join(', ') || 'none'})`,
+                async () => {
+                  while ((await retrying(pinned)).length > 0) await sleep(500);
+                },
+              );
             }
-            await exclusively(() => workers!.replace(index, { WORKER_BUILD_ID: to.buildId }));
+            await exclusively(() =>
+              watch.on(`deploy: worker process ${index} replaced by build ${to.buildId}`, () =>
+                workers!.replace(index, { WORKER_BUILD_ID: to.buildId }),
+              ),
+            );
           }
           fault('deploy', `every worker process runs build ${to.buildId}, nothing was left pinned to ${from.buildId}`);
         },
@@ -543,7 +616,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         atMs: at(0.5 * window, 0.9 * window),
         run: async () => {
           fault('postgres restart', 'ledger database stopped');
-          await postgres.restart();
+          await watch.on('the ledger database restarting', () => postgres.restart());
           fault('postgres restart', 'ledger database running again');
         },
       },
@@ -555,11 +628,11 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all(
       plan.map(async (step) => {
         await sleep(Math.max(0, startedAt + step.atMs - Date.now()));
-        await step.run();
+        await watch.on(`fault ${step.kind}`, step.run);
       }),
     );
 
-    const tallies = await callbacks;
+    const tallies = await watch.on('every processor callback acknowledged', () => callbacks);
     // Quiescence: the sweeps are done, a final sweep found nothing left, every processor event is applied, and no
     // webhook is pending.
     const deadline = Date.now() + options.quiescenceTimeoutMs;
@@ -576,15 +649,21 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       return total;
     };
     for (const region of regions) await retrying(() => sweepNow(region.client, region));
-    for (;;) {
-      const left = await retrying(pending);
-      if (left === 0) break;
-      if (Date.now() > deadline)
-        throw new Error(
-          `no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds, events or webhooks still pending`,
-        );
-      await sleep(1000);
-    }
+    let left = 0;
+    await watch.on(
+      () => `quiescence (${left} holds, events or webhooks pending)`,
+      async () => {
+        for (;;) {
+          left = await retrying(pending);
+          if (left === 0) break;
+          if (Date.now() > deadline)
+            throw new Error(
+              `no quiescence after ${options.quiescenceTimeoutMs / 1000} s: ${left} holds, events or webhooks still pending`,
+            );
+          await sleep(1000);
+        }
+      },
+    );
     const quiescenceSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
     log(`[chaos] quiescent after ${quiescenceSeconds} s; checking invariants`);
 
@@ -594,25 +673,35 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       ...workers.output().map((text, i) => ({ source: `worker ${i} logs`, text })),
       ...receivers.map((r, i) => ({ source: `${regions[i]!.region} receiver logs`, text: r.output() })),
     ];
-    for (const region of regions) {
-      let scanned = 0;
-      for await (const { workflowId, history } of region.client.workflow
-        .list({ query: `TaskQueue = '${region.taskQueue}'` })
-        .intoHistories()) {
-        texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
-        for (const { serverSide, ...failed } of failedWorkflowTasks(history as History)) {
-          if (serverSide) serverFailedWorkflowTasks[failed.cause] = (serverFailedWorkflowTasks[failed.cause] ?? 0) + 1;
-          else workflowTaskFailures.push({ workflowId, ...failed });
+    let scanned = 0;
+    await watch.on(
+      () => `reading histories (${scanned} so far)`,
+      async () => {
+        for (const region of regions) {
+          let inRegion = 0;
+          for await (const { workflowId, history } of region.client.workflow
+            .list({ query: `TaskQueue = '${region.taskQueue}'` })
+            .intoHistories()) {
+            texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
+            for (const { serverSide, ...failed } of failedWorkflowTasks(history as History)) {
+              if (serverSide)
+                serverFailedWorkflowTasks[failed.cause] = (serverFailedWorkflowTasks[failed.cause] ?? 0) + 1;
+              else workflowTaskFailures.push({ workflowId, ...failed });
+            }
+            scanned++;
+            if (++inRegion >= options.historiesToScan) break;
+          }
         }
-        if (++scanned >= options.historiesToScan) break;
-      }
-    }
-    const violations = await checkInvariants({
-      regions,
-      requests: merchants.requests(),
-      texts,
-      secrets: [processorSecret],
-    });
+      },
+    );
+    const violations = await watch.on('checking the invariants', () =>
+      checkInvariants({
+        regions,
+        requests: merchants.requests(),
+        texts,
+        secrets: [processorSecret],
+      }),
+    );
     for (const region of regions) {
       for (const v of await checkBalanced(region.pool, openingTotals.get(region.region)!))
         violations.push({ ...v, message: `${region.region}: ${v.message}` });
@@ -684,6 +773,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       quiescenceSeconds,
     };
   } finally {
+    watch.stop();
     await Promise.all(receivers.map((r) => r.stop()));
     await workers?.stop();
     await merchants.stop();

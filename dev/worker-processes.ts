@@ -74,6 +74,11 @@ export interface WorkerProcessOptions {
    * run as it is.
    */
   entry?: string;
+  /**
+   * How long a process may take to say it is running before it is killed and its start fails, naming what it printed
+   * (120 s unless said): a worker stuck at start-up fails its caller instead of hanging it.
+   */
+  readyTimeoutMs?: number;
 }
 
 /** SIGTERM (the worker drains), SIGKILL if it has not exited 15 s later. */
@@ -99,6 +104,7 @@ export async function startWorkerProcesses(
     nodeArgs = [],
     nodeBinary = process.execPath,
     entry = 'src/bin/worker.ts',
+    readyTimeoutMs = 120_000,
   }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
@@ -126,17 +132,27 @@ export async function startWorkerProcesses(
       if (!file || !ready) outputs[index] += d.toString();
     };
     return new Promise<void>((resolve, reject) => {
+      const late = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(
+          new Error(
+            `worker process ${index} did not say it was running within ${readyTimeoutMs / 1000} s (killed):\n${outputs[index]!.slice(before)}`,
+          ),
+        );
+      }, readyTimeoutMs);
       child.stdout!.on('data', (d: Buffer) => {
         keep(d);
         if (!ready && outputs[index]!.slice(before).includes('"msg":"worker running"')) {
           ready = true;
+          clearTimeout(late);
           resolve();
         }
       });
       child.stderr!.on('data', keep);
-      child.on('exit', (code) =>
-        reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`)),
-      );
+      child.on('exit', (code) => {
+        clearTimeout(late);
+        reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`));
+      });
     });
   };
   await Promise.all(Array.from({ length: count }, (_, index) => start(index)));
@@ -152,7 +168,8 @@ export async function startWorkerProcesses(
         try {
           return await start(index);
         } catch (err) {
-          if (attempt >= 5) throw err;
+          // One that never said it was running is not started again: a start-up that hangs would hang five times.
+          if (attempt >= 5 || !(err as Error).message.startsWith('worker process exited')) throw err;
           await new Promise((resolve) => setTimeout(resolve, 1000));
         }
       }

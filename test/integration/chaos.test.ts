@@ -7,11 +7,15 @@
  * its own
  * Temporal dev server and PostgreSQL, because it restarts them. The long version is `npm run chaos`.
  */
-import { expect, it } from 'vitest';
+import { expect, it, onTestFailed } from 'vitest';
 import { runChaos } from '../../bench/chaos-run.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 
 it('a small night survives every fault kind with no invariant violated', async () => {
+  // The run's own log (faults, what it waits on every 30 s) is printed only if the test fails: a hang names itself.
+  const lines: string[] = [];
+  onTestFailed(() => console.log(`[chaos] the run's log:\n${lines.join('\n')}`));
+  const startedAt = Date.now();
   const report = await runChaos({
     seed: 20261130,
     holds: 200,
@@ -23,7 +27,9 @@ it('a small night survives every fault kind with no invariant violated', async (
     quiescenceTimeoutMs: 300_000,
     historiesToScan: 1000,
     cacheDir: loadDevConfig().cacheDir,
-    log: () => undefined,
+    log: (line) => lines.push(`${((Date.now() - startedAt) / 1000).toFixed(1)} s ${line}`),
+    // Inside the test's own timeout, so that a run that does not end says what it was waiting on.
+    deadlineMs: 540_000,
   });
   const tightest = report.tightestMerchantWindow!;
   console.log(
