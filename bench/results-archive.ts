@@ -1,8 +1,9 @@
 /**
  * A night's report in two files: what it says (bench/results/<name>.json, committed) and the raw series its charts
- * are drawn from (<name>.series.json.gz beside it, ignored by git: megabytes a night). Older nights' series, and the
- * charts no page links any more, live on the `bench-archive` branch under the same paths relative to bench/results/,
- * outside the default checkout; `npm run bench:report` finds a night's series in either place.
+ * are drawn from (<name>.series.json.gz beside it, ignored by git: megabytes a night). The nights reported before the
+ * series moved out of the JSONs keep them in this repository's own history (the JSON as last committed with them, in
+ * every clone); a later night's, once no page links its charts, go to the `bench-archive` branch under the same paths
+ * relative to bench/results/. `npm run bench:report` finds a night's series in any of the three places.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -62,8 +63,39 @@ export async function writeNightReport(jsonFile: string, report: NightReport): P
 export const gzipSeries = (series: NightSeries): Buffer => gzipSync(JSON.stringify(series), { level: 9 });
 
 /**
- * A night's series: from `<name>.series.json.gz` beside its JSON, else from the archive branch (read with `git show`,
- * nothing checked out); undefined when neither has them.
+ * The newest commit of this repository's history whose `<name>.json` still carried the night's series, or undefined
+ * (a night reported after the series moved out, or a file outside the repository).
+ */
+export async function seriesCommit(jsonFile: string): Promise<string | undefined> {
+  const file = repoPath(jsonFile);
+  if (path.isAbsolute(file)) return undefined;
+  let commits: string[];
+  try {
+    commits = (await exec('git', ['log', '--format=%h', '--', file], { cwd: REPO_ROOT })).stdout.split('\n');
+  } catch {
+    return undefined; // not a git checkout
+  }
+  for (const commit of commits.filter(Boolean)) {
+    const json = await gitShow(`${commit}:${file}`);
+    if (!json) continue;
+    const parsed = JSON.parse(json.toString('utf8')) as object;
+    if (hasSeries(parsed)) return commit;
+  }
+  return undefined;
+}
+
+/** A file as committed (`<ref>:<path>`), or undefined when the ref or the file is not there. */
+async function gitShow(object: string): Promise<Buffer | undefined> {
+  try {
+    return (await exec('git', ['show', object], { cwd: REPO_ROOT, encoding: 'buffer', maxBuffer: 1 << 30 })).stdout;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * A night's series: from `<name>.series.json.gz` beside its JSON, else from the archive branch, else from the JSON as
+ * last committed with them (both read with `git show`, nothing checked out); undefined when none has them.
  */
 export async function readSeries(jsonFile: string): Promise<{ series: NightSeries; from: string } | undefined> {
   const local = seriesFile(jsonFile);
@@ -78,36 +110,48 @@ export async function readSeries(jsonFile: string): Promise<{ series: NightSerie
   const archived = archivePath(jsonFile);
   if (archived === undefined) return undefined;
   for (const ref of ARCHIVE_REFS) {
-    let gz: Buffer;
-    try {
-      ({ stdout: gz } = await exec('git', ['show', `${ref}:${archived}`], {
-        cwd: REPO_ROOT,
-        encoding: 'buffer',
-        maxBuffer: 1 << 30,
-      }));
-    } catch {
-      continue; // no such branch, or no such file on it
-    }
-    return { series: JSON.parse(gunzipSync(gz).toString('utf8')) as NightSeries, from: `${ref}:${archived}` };
+    const gz = await gitShow(`${ref}:${archived}`); // no such branch, or no such file on it: the next place
+    if (gz) return { series: JSON.parse(gunzipSync(gz).toString('utf8')) as NightSeries, from: `${ref}:${archived}` };
   }
-  return undefined;
+  const commit = await seriesCommit(jsonFile);
+  if (commit === undefined) return undefined;
+  const committed = `${commit}:${repoPath(jsonFile)}`;
+  const report = JSON.parse((await gitShow(committed))!.toString('utf8')) as NightReport;
+  return { series: splitReport(report).series, from: committed };
 }
 
 /**
  * What a report says in place of charts it does not carry: where the series are and how to draw them again. `titles`:
- * the charts left out; `tarball`: the archive file holding them as first drawn.
+ * the charts left out. The series are either in the JSON as committed at `commit` (in every clone), with the charts as
+ * first drawn in that commit's `chartsDir` when they were committed; or on the archive branch, the charts in its
+ * `tarball`.
  */
 export function chartsNote(
   jsonFile: string,
-  { titles, tarball }: { titles?: readonly string[]; tarball?: string } = {},
+  {
+    titles,
+    commit,
+    chartsDir,
+    tarball,
+  }: { titles?: readonly string[]; commit?: string; chartsDir?: string; tarball?: string } = {},
 ): string {
-  const archived = archivePath(jsonFile) ?? path.basename(seriesFile(jsonFile));
+  const file = repoPath(jsonFile);
   // Titles read as a list inside the sentence: "What the run waited on" lower-cased, "CPU per process" as it is.
   const listed = titles?.map((t) => (/^[A-Z][a-z]/.test(t) ? t[0]!.toLowerCase() + t.slice(1) : t));
+  const where =
+    commit === undefined
+      ? `\`${archivePath(jsonFile) ?? path.basename(seriesFile(jsonFile))}\` on the \`${ARCHIVE_BRANCH}\` branch (\`git fetch origin ${ARCHIVE_BRANCH}\`)`
+      : `in this repository's history, the JSON as committed at ${commit} (\`git show ${commit}:${file}\`)`;
+  const firstDrawn =
+    commit !== undefined
+      ? chartsDir
+        ? `; as first drawn, they are in \`${chartsDir}\` at that commit.`
+        : '.'
+      : tarball
+        ? `; as first drawn, they are in \`${tarball}\` on that branch.`
+        : '.';
   return (
     `**Charts**${listed?.length ? ` (${listed.join('; ')})` : ''}: not in this checkout. They are drawn from this night's raw series, ` +
-    `\`${archived}\` on the \`${ARCHIVE_BRANCH}\` branch (\`git fetch origin ${ARCHIVE_BRANCH}\`): ` +
-    `\`npm run bench:report -- ${repoPath(jsonFile)}\` draws them again` +
-    (tarball ? `; as first drawn, they are in \`${tarball}\` on that branch.` : '.')
+    `${where}: \`npm run bench:report -- ${file}\` draws them again${firstDrawn}`
   );
 }

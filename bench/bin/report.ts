@@ -2,7 +2,8 @@
  * `npm run bench:report -- bench/results/<name>.json [...]`: renders a night report's Markdown and charts again from
  * its JSON (after the report's layout or the charts changed), without running the night again. The charts need the
  * night's raw series: `<name>.series.json.gz` beside the JSON, else the `bench-archive` branch (`git fetch origin
- * bench-archive`); without either the Markdown is written without charts and says where to get them.
+ * bench-archive`), else the JSON as last committed with them (the nights reported before the series moved out); without
+ * any the Markdown is written without charts and says so.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
@@ -22,7 +23,7 @@ for (const file of files) {
   if (!found) {
     await fs.writeFile(markdownFile, markdownReport(json, [], chartsNote(file)));
     console.log(
-      `written: ${markdownFile} without charts: no series for this night here or on the bench-archive branch (git fetch origin bench-archive)`,
+      `written: ${markdownFile} without charts: no series for this night beside it, on the bench-archive branch (git fetch origin bench-archive) or in its history`,
     );
     continue;
   }

@@ -15,6 +15,7 @@ import {
   chartsNote,
   hasSeries,
   readSeries,
+  seriesCommit,
   RESULTS_DIR,
   seriesFile,
   splitReport,
@@ -156,6 +157,12 @@ describe('a report apart from its series', () => {
     expect(note).toContain('`charts-2026-12-02.tar.gz`');
     // No link a checkout could not resolve.
     expect(note).not.toMatch(/\]\(/);
+    // A night whose series are in the repository's own history says which commit, and where its charts were.
+    const inHistory = chartsNote(file, { commit: 'eec382a', chartsDir: 'bench/results/charts/' });
+    expect(inHistory).toContain(
+      'the JSON as committed at eec382a (`git show eec382a:bench/results/night-5000-fault-free.json`)',
+    );
+    expect(inHistory).toContain('as first drawn, they are in `bench/results/charts/` at that commit.');
 
     // A committed night renders from its JSON alone, the note where its charts would stand.
     const committed = path.join(RESULTS_DIR, 'night-5000-fault-free.json');
@@ -169,6 +176,30 @@ describe('a report apart from its series', () => {
     );
     expect(markdown).not.toContain('.svg');
   });
+
+  it("finds a committed night's series in the repository's history, where its Markdown says they are", async () => {
+    const file = path.join(RESULTS_DIR, 'night-5000-fault-free.json');
+    const commit = await seriesCommit(file);
+    expect(commit).toMatch(/^[0-9a-f]{7,}$/);
+    const found = await readSeries(file);
+    expect(found!.from).toBe(`${commit}:bench/results/night-5000-fault-free.json`);
+    expect(found!.series.series.length).toBeGreaterThan(100);
+    expect(found!.series.merchantSeries.length).toBeGreaterThan(0);
+    // Every report that says its charts are not in this checkout names the commit that has its series.
+    const notes = fs
+      .readdirSync(RESULTS_DIR, { recursive: true, encoding: 'utf8' })
+      .filter((f) => f.endsWith('.md'))
+      .flatMap((f) => {
+        const note = fs
+          .readFileSync(path.join(RESULTS_DIR, f), 'utf8')
+          .split('\n')
+          .find((l) => l.startsWith('**Charts**') && l.includes('not in this checkout'));
+        return note ? [{ json: path.join(RESULTS_DIR, f.replace(/\.md$/, '.json')), note }] : [];
+      });
+    expect(notes.length).toBeGreaterThan(5);
+    for (const { json, note } of notes)
+      expect(note).toContain(`the JSON as committed at ${await seriesCommit(json)} (`);
+  }, 60_000);
 
   it('no committed report under bench/results/ carries raw series', () => {
     const files = fs.readdirSync(RESULTS_DIR, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.json'));
