@@ -79,10 +79,15 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   };
+  // SIGTERM lets it finish what it answers; one still there 15 s later is SIGKILLed, so a stop always ends.
   const gone = (signal: NodeJS.Signals) =>
     new Promise<void>((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', () => resolve());
+      const late = signal === 'SIGKILL' ? undefined : setTimeout(() => child.kill('SIGKILL'), 15_000);
+      child.once('exit', () => {
+        clearTimeout(late);
+        resolve();
+      });
       child.kill(signal);
     });
   await start();
