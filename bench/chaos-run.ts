@@ -21,7 +21,7 @@ import { startDevServer } from '../dev/temporal-dev-server.js';
 import { startTemporalCluster } from '../dev/temporal-cluster.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
 import { localRegions } from '../dev/local-regions.js';
-import { startWorkerProcesses, workerEnvironment } from '../dev/worker-processes.js';
+import { startWorkerProcesses, workerEnvironment, type UnexpectedExit } from '../dev/worker-processes.js';
 import {
   accountTotals,
   checkBalanced,
@@ -123,6 +123,8 @@ export interface ChaosReport {
    */
   serverFailedWorkflowTasks: Record<string, number>;
   quiescenceSeconds: number;
+  /** Worker processes that ended on their own (none killed by a fault), each started again. */
+  workerExits: UnexpectedExit[];
   /** With two history hosts: when one was killed, and how the releases of both regions went on around it. */
   historyHostKill?: ReleasePause;
 }
@@ -358,6 +360,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const openingTotals = new Map<Region, Map<string, bigint>>();
   const receivers: ReceiverProcess[] = [];
   let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
+  const workerExits: UnexpectedExit[] = [];
   // One change to the worker processes at a time: a kill's restart and a deploy's replacement never meet.
   let workerChanges = Promise.resolve();
   const exclusively = (change: () => Promise<void>) => (workerChanges = workerChanges.then(change));
@@ -416,7 +419,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     );
 
     workers = await watch.on(`${options.workers} worker processes starting`, () =>
-      startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath)),
+      startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath), {
+        // Supervised, as production's are: one that ends on its own is noted (the report says how and why) and
+        // started again, rather than leaving its build without workers for the rest of the night.
+        supervise: true,
+        onExit: (exit) => {
+          workerExits.push(exit);
+          log(
+            `[chaos] worker process ${exit.index} ended on its own (${exit.how}), started again; its last lines:\n${exit.lastLines.join('\n')}`,
+          );
+        },
+      }),
     );
     for (const region of regions) {
       receivers.push(
@@ -771,6 +784,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
       workflowTaskFailures,
       serverFailedWorkflowTasks,
       quiescenceSeconds,
+      workerExits,
     };
   } finally {
     watch.stop();

@@ -4,17 +4,29 @@
  * machine needs.
  */
 import { execFile } from 'node:child_process';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { EmbeddedServiceError } from '../src/errors.js';
 
 const exec = promisify(execFile);
 
-/** Runs `go` for `service`, failing with a named error that says what to install. */
+/** Held by the process whose `go` runs now (a directory: made atomically), with its pid inside. */
+export const GO_LOCK = path.join(os.tmpdir(), 'hold-sweeper-go.lock');
+
+/**
+ * Runs `go` for `service`, failing with a named error that says what to install. One `go` at a time on the machine
+ * (GO_LOCK, across processes): on a fresh machine two test files would otherwise build Prometheus and promtool at once,
+ * compiling the same packages twice on two cores while every other test waits behind them; one after the other, the
+ * second finds them in Go's build cache.
+ */
 export async function goCommand(
   service: string,
   args: string[],
   options: { cwd?: string; GOBIN: string; env?: Record<string, string>; remedy?: string },
 ): Promise<string> {
+  const release = await machineLock(GO_LOCK);
   try {
     return (
       await exec('go', args, {
@@ -30,5 +42,43 @@ export async function goCommand(
       `install Go (https://go.dev/dl/) with access to the Go module proxy${options.remedy ? `, or ${options.remedy}` : ''}`,
       { cause: err },
     );
+  } finally {
+    await release();
+  }
+}
+
+/**
+ * Takes the lock directory `lock` (waiting while a live process holds it; one whose holder died is taken over) and
+ * returns its release.
+ */
+export async function machineLock(lock: string, pollMs = 500): Promise<() => Promise<void>> {
+  for (;;) {
+    try {
+      await fs.mkdir(lock);
+      await fs.writeFile(path.join(lock, 'pid'), String(process.pid));
+      return () => fs.rm(lock, { recursive: true, force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    if (await heldByTheDead(lock)) await fs.rm(lock, { recursive: true, force: true });
+    else await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
+/** The lock's holder is gone: its pid names no process, or it never wrote one in the 10 s since it took the lock. */
+async function heldByTheDead(lock: string): Promise<boolean> {
+  const pid = Number(await fs.readFile(path.join(lock, 'pid'), 'utf8').catch(() => ''));
+  if (!pid) {
+    const made = await fs.stat(lock).then(
+      (s) => s.mtimeMs,
+      () => Date.now(),
+    );
+    return Date.now() - made > 10_000;
+  }
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }

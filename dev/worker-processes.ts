@@ -79,6 +79,21 @@ export interface WorkerProcessOptions {
    * (120 s unless said): a worker stuck at start-up fails its caller instead of hanging it.
    */
   readyTimeoutMs?: number;
+  /**
+   * A process that exits on its own once running (not by `kill`, `replace` or `stop`): told here with how it ended and
+   * the last lines it wrote, then, with `supervise`, started again, as a supervisor (systemd, Kubernetes) would.
+   */
+  onExit?: (exit: UnexpectedExit) => void;
+  supervise?: boolean;
+}
+
+/** A worker process that ended on its own. */
+export interface UnexpectedExit {
+  index: number;
+  /** `exit code 1`, `signal SIGSEGV`. */
+  how: string;
+  /** The last lines it wrote. */
+  lastLines: string[];
 }
 
 /** SIGTERM (the worker drains), SIGKILL if it has not exited 15 s later. */
@@ -105,9 +120,13 @@ export async function startWorkerProcesses(
     nodeBinary = process.execPath,
     entry = 'src/bin/worker.ts',
     readyTimeoutMs = 120_000,
+    onExit,
+    supervise = false,
   }: WorkerProcessOptions = {},
 ): Promise<WorkerProcesses> {
   const children: ChildProcess[] = [];
+  // The processes we end ourselves: their exit is not news.
+  const ended = new WeakSet<ChildProcess>();
   const deployed: Record<string, string>[] = Array.from({ length: count }, () => ({}));
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
@@ -149,11 +168,31 @@ export async function startWorkerProcesses(
         }
       });
       child.stderr!.on('data', keep);
-      child.on('exit', (code) => {
+      child.on('exit', (code, signal) => {
         clearTimeout(late);
         reject(new Error(`worker process exited (${code}) before it was ready:\n${outputs[index]!.slice(before)}`));
+        if (!ready || ended.has(child)) return;
+        const lastLines = (file ? '' : outputs[index]!.slice(before)).trimEnd().split('\n').slice(-60);
+        onExit?.({ index, how: code === null ? `signal ${signal}` : `exit code ${code}`, lastLines });
+        if (supervise) void restart(index).catch(() => undefined);
       });
     });
+  };
+  // Like a supervisor: a worker that dies while starting (its database restarting too) is started again.
+  const restart = async (index: number) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await start(index);
+      } catch (err) {
+        // One that never said it was running is not started again: a start-up that hangs would hang five times.
+        if (attempt >= 5 || !(err as Error).message.startsWith('worker process exited')) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+    }
+  };
+  const end = (child: ChildProcess) => {
+    ended.add(child);
+    return child;
   };
   await Promise.all(Array.from({ length: count }, (_, index) => start(index)));
   return {
@@ -161,26 +200,15 @@ export async function startWorkerProcesses(
       return children.map((c) => c.pid!);
     },
     output: () => (logDir ? outputs.map((_, index) => fs.readFileSync(logFile(index), 'utf8')) : [...outputs]),
-    kill: (index) => void children[index]!.kill('SIGKILL'),
-    // Like a supervisor: a worker that dies while starting (its database restarting too) is started again.
-    restart: async (index) => {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await start(index);
-        } catch (err) {
-          // One that never said it was running is not started again: a start-up that hangs would hang five times.
-          if (attempt >= 5 || !(err as Error).message.startsWith('worker process exited')) throw err;
-          await new Promise((resolve) => setTimeout(resolve, 1000));
-        }
-      }
-    },
+    kill: (index) => void end(children[index]!).kill('SIGKILL'),
+    restart,
     replace: async (index, env) => {
-      await drain(children[index]!);
+      await drain(end(children[index]!));
       deployed[index] = { ...deployed[index], ...env };
       await start(index);
     },
     async stop() {
-      await Promise.all(children.map(drain));
+      await Promise.all(children.map((child) => drain(end(child))));
     },
   };
 }

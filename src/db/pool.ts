@@ -4,18 +4,32 @@ import pg from 'pg';
 export const DEFAULT_CONNECTION_TIMEOUT_MS = 10_000;
 
 /**
- * A pool whose idle-connection errors (a database restart, an admin terminating backends during shutdown)
- * are logged instead of crashing the process; queries in flight still fail and are retried by their activity. Waiting
- * for a connection is bounded (`connectionTimeoutMillis`, DEFAULT_CONNECTION_TIMEOUT_MS unless given): an exhausted
- * pool fails its callers, it never parks them for ever.
+ * A pool whose lost connections (a database restart, an admin terminating backends during shutdown) are logged instead
+ * of crashing the process: idle ones through the pool's 'error', and checked-out ones too. A connection a transaction
+ * holds between two statements (`inTransaction`) has no query to fail when it drops, so node-postgres emits 'error' on
+ * its client, and a client with no listener takes the process down (a worker died that way when the chaos run
+ * restarted PostgreSQL). Its next statement fails instead, the activity retries, and the broken client is discarded
+ * when released. Waiting for a connection is bounded (`connectionTimeoutMillis`, DEFAULT_CONNECTION_TIMEOUT_MS unless
+ * given): an exhausted pool fails its callers, it never parks them for ever.
  */
 export function createPool(connectionString: string, options: Omit<pg.PoolConfig, 'connectionString'> = {}): pg.Pool {
   const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: DEFAULT_CONNECTION_TIMEOUT_MS, ...options });
-  pool.on('error', (err) =>
-    console.error(JSON.stringify({ level: 'warn', msg: 'idle database connection lost', error: err.message })),
+  const lost = (what: string) => (err: Error) =>
+    console.error(JSON.stringify({ level: 'warn', msg: `${what} database connection lost`, error: err.message }));
+  pool.on('error', lost('idle'));
+  pool.on('connect', (client) =>
+    client.on('error', (err) => {
+      // An idle client's error reaches the pool's listener above too, and is logged there.
+      if (checkedOut.has(client)) lost('checked-out')(err);
+    }),
   );
+  pool.on('acquire', (client) => checkedOut.add(client));
+  pool.on('release', (_err: Error | undefined, client: pg.PoolClient) => checkedOut.delete(client));
   return pool;
 }
+
+/** The clients of every pool that are checked out right now. */
+const checkedOut = new WeakSet<pg.PoolClient>();
 
 /** What a query function runs on: the pool (one statement, its own transaction) or one transaction's client. */
 export type Queryable = pg.Pool | pg.PoolClient;

@@ -4,11 +4,12 @@
  * wait for one, and the merchant_id label cannot multiply series by the number of merchants.
  */
 import fs from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { parse } from 'yaml';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { parseDuration } from '../../src/config.js';
+import { createPool, inTransaction } from '../../src/db/pool.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { ledgerPoolOptions, SHUTDOWN_GRACE_MS, TASK_SLOTS } from '../../src/workers/region-worker.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -40,6 +41,29 @@ describe('case 10, a regional worker and its ledger pool', () => {
     us = await harness.region('us');
   });
   afterAll(async () => harness?.close());
+
+  it('a connection lost while a transaction holds it between two statements fails that transaction, not the process', async () => {
+    const pool = createPool(us.databaseUrl, { max: 2 });
+    const warnings: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void warnings.push(line));
+    try {
+      const outcome = inTransaction(pool, async (client) => {
+        const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+        // The server ends this backend (a restart, an admin) while no statement of ours runs on it: node-postgres
+        // emits 'error' on the checked-out client, which with no listener would take the process down.
+        const ended = new Promise((resolve) => client.once('end', resolve));
+        await us.pool.query('SELECT pg_terminate_backend($1::integer)', [rows[0]!.pid]);
+        await ended;
+      });
+      await expect(outcome).rejects.toThrow(/connection|terminat|not queryable/i);
+      expect(warnings.some((w) => w.includes('"msg":"checked-out database connection lost"'))).toBe(true);
+      // The broken connection was discarded: the pool serves the next statement on a new one.
+      expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      error.mockRestore();
+      await pool.end();
+    }
+  }, 20_000);
 
   it('case 10, the worker drains for the shutdown grace and its ledger pool has a connection for each activity and local-activity slot', async () => {
     const { worker } = await harness.startWorker(us);
