@@ -7,21 +7,12 @@
  * (captures racing their release, reversals, increments; duplicated and out of order) through each region's
  * receiver process, which is itself killed -9 once. Then it waits for quiescence and checks every invariant.
  */
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { Connection } from '@temporalio/client';
-import { migrate } from '../src/db/migrate.js';
-import { freePort, startEmbeddedPostgres } from '../dev/embedded-postgres.js';
 import { generateSigningSecret } from '../src/delivery/standard-webhooks.js';
 import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
-import { insertAccounts, insertHolds, insertMerchants, seededRandom, type HoldSeed } from '../dev/seed.js';
-import { startDevServer } from '../dev/temporal-dev-server.js';
-import { startTemporalCluster } from '../dev/temporal-cluster.js';
+import { seededRandom, type HoldSeed } from '../dev/seed.js';
 import type { TemporalBackend } from '../dev/local-stack.js';
-import { localRegions } from '../dev/local-regions.js';
-import { startWorkerProcesses, workerEnvironment, type UnexpectedExit } from '../dev/worker-processes.js';
+import type { UnexpectedExit, WorkerProcesses } from '../dev/worker-processes.js';
 import {
   accountTotals,
   checkBalanced,
@@ -43,8 +34,8 @@ import proto, { type temporal } from '@temporalio/proto';
 import { DEFAULT_DEPLOYMENT_NAME, DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
 import { buildIdOf, currentBuildId, pinnedToVersionQuery } from '../src/workers/deployment.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
-import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { sweepExpiredHolds } from '../src/workflows/sweep-expired-holds.js';
+import { seedLedger, startBenchStack } from './stack.js';
 
 /** The faults a run injects (all of them unless `only` names some). */
 export const FAULT_KINDS = [
@@ -264,7 +255,9 @@ const SERVER_SIDE_CAUSES: ReadonlySet<number> = new Set([
   Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_UPDATE,
 ]);
 
-/** Every failed workflow task in `history`: its cause, whether the server failed it itself, and the failure's message. */
+/**
+ * Every failed workflow task in `history`: its cause, whether the server failed it itself, and the failure's message.
+ */
 export function failedWorkflowTasks(history: History): { cause: string; serverSide: boolean; message: string }[] {
   return (history.events ?? []).flatMap((e) => {
     const failed = e.workflowTaskFailedEventAttributes;
@@ -295,71 +288,26 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   const { log } = options;
   const watch = waitWatch(log, options.deadlineMs);
   const random = seededRandom(options.seed);
-  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-chaos-'));
-  await fs.chmod(dataDir, 0o777);
-  const namespaces = ['hold-sweeper-us', 'hold-sweeper-eu'];
-  const backend = options.temporal ?? { kind: 'dev', shards: 1 };
-  const postgres = await startEmbeddedPostgres({
-    dataDir: path.join(dataDir, 'pg'),
-    databases: ['chaos_us', 'chaos_eu'],
-    durable: true,
-  });
-  // A restart comes back on the same port (workers and clients reconnect there), with the same state.
-  let temporalPort = backend.kind === 'dev' ? await freePort() : undefined;
-  if (options.historyHosts === 2 && backend.kind !== 'cluster')
-    throw new Error('two history hosts need the cluster backend (--temporal cluster)');
-  let historyHost: { pid: number; kill(): Promise<void> } | undefined;
-  const startTemporal = async (): Promise<{ address: string; stop(): Promise<void> }> => {
-    if (backend.kind === 'dev') {
-      return startDevServer({
-        namespaces,
-        dataDir: path.join(dataDir, 'temporal'),
-        explicitCliPath: process.env.TEMPORAL_CLI_PATH,
-        cacheDir: options.cacheDir,
-        port: temporalPort,
-      });
-    }
-    // The production server keeps its state in the same PostgreSQL as the ledgers: a database restart hits it too.
-    const cluster = await startTemporalCluster({
-      shards: backend.shards,
-      postgresUrl: postgres.urlFor('postgres'),
-      namespaces,
-      cacheDir: options.cacheDir,
-      dataDir: path.join(dataDir, 'temporal'),
-      port: temporalPort,
-      synchronousCommit: backend.synchronousCommit,
-    });
-    temporalPort = Number(cluster.address.split(':').pop());
-    if (options.historyHosts === 2) {
-      try {
-        historyHost = await cluster.addHistoryHost();
-      } catch (err) {
-        await cluster.stop();
-        throw err;
-      }
-    }
-    return cluster;
-  };
-  let server = await startTemporal();
-  const temporalName = backend.kind === 'dev' ? 'dev server' : `cluster (${backend.shards} shards)`;
+  const backend: TemporalBackend = options.temporal ?? { kind: 'dev', shards: 1 };
   const merchants = new FakeMerchants();
-  await merchants.start();
-  const bundlePath = path.join(dataDir, 'workflow-bundle.js');
-  const bundle = await bundleWorkflows();
-  await fs.writeFile(bundlePath, bundle.code);
-  const connection = await Connection.connect({ address: server.address });
-  const regions = localRegions(connection, server.address, {
-    databaseUrl: (region) => postgres.urlFor(`chaos_${region}`),
-    taskQueuePrefix: 'chaos',
-    schedulePrefix: 'chaos-sweep',
-    poolMax: 5,
+  const stack = await startBenchStack({
+    tmpPrefix: 'hold-sweeper-chaos-',
+    databasePrefix: 'chaos',
+    temporal: backend,
+    historyHosts: options.historyHosts,
+    concurrentStart: false,
+    merchants,
+    regionNames: { taskQueuePrefix: 'chaos', schedulePrefix: 'chaos-sweep', poolMax: 5 },
+    cacheDir: options.cacheDir,
   });
+  const { regions, postgres, bundle } = stack;
+  const temporalName = backend.kind === 'dev' ? 'dev server' : `cluster (${backend.shards} shards)`;
   const faults: ChaosReport['faults'] = [];
   const processorSecret = generateSigningSecret();
   const callbackPlans = new Map<Region, CallbackPlan>();
   const openingTotals = new Map<Region, Map<string, bigint>>();
   const receivers: ReceiverProcess[] = [];
-  let workers: Awaited<ReturnType<typeof startWorkerProcesses>> | undefined;
+  let workers: WorkerProcesses | undefined;
   const workerExits: UnexpectedExit[] = [];
   // One change to the worker processes at a time: a kill's restart and a deploy's replacement never meet.
   let workerChanges = Promise.resolve();
@@ -372,35 +320,17 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   };
 
   try {
-    for (const region of regions) {
-      const sealer = localKeyRing(region.secretKeys);
-      await migrate(region.pool, { region: region.region, sealer });
+    await stack.prepareLedgers(async (region, sealer) => {
       const n = Math.round(options.holds * REGION_SHARE[region.region]);
       const ids = Array.from({ length: options.merchantsPerRegion }, (_, i) => `m_${region.region}_${i}`);
       const secrets = ids.map(() => generateSigningSecret());
       ids.forEach((id, i) => merchants.script(id, scriptFor(i, secrets[i]!)));
-      await insertMerchants(
-        region.pool,
-        { region: region.region, sealer },
-        ids.map((id, i) => ({
-          id,
-          endpointUrl: merchants.endpointFor(id),
-          signingSecret: secrets[i]!,
-          ratePerSecond: i % 7 === 5 ? 1 : i % 7 === 6 ? 50 : 5,
-          burst: 1,
-        })),
-      );
-      // Short backoff so the faulty merchants settle within a run; the policy itself is the real one.
-      await region.pool.query(
-        `UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`,
-      );
       const currency = region.region === 'us' ? 'USD' : 'EUR';
       const accounts = Array.from({ length: Math.ceil(n / 5) }, (_, i) => ({
         id: `a_${region.region}_${i}`,
         currency,
         availableMinor: 1_000_000,
       }));
-      await insertAccounts(region.pool, accounts);
       const holds: HoldSeed[] = Array.from({ length: n }, (_, i) => ({
         id: `h_${region.region}_${i}`,
         accountId: accounts[Math.floor(random() * accounts.length)]!.id,
@@ -410,16 +340,28 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         currency,
         expiresInSeconds: -60 - random() * 3600,
       }));
-      await insertHolds(region.pool, holds);
+      await seedLedger(region, sealer, {
+        merchants: ids.map((id, i) => ({
+          id,
+          endpointUrl: merchants.endpointFor(id),
+          signingSecret: secrets[i]!,
+          ratePerSecond: i % 7 === 5 ? 1 : i % 7 === 6 ? 50 : 5,
+          burst: 1,
+        })),
+        // Short backoff so the faulty merchants settle within a run; the policy itself is the real one.
+        deliveryPolicy: { initialBackoffMs: 500, maxBackoffMs: 5000 },
+        accounts,
+        holds,
+      });
       callbackPlans.set(region.region, planCallbacks(holds, options.callbackShare ?? 0.15, random));
       openingTotals.set(region.region, await accountTotals(region.pool));
-    }
+    });
     log(
       `[chaos] seed ${options.seed}: ${options.holds} holds, ${options.merchantsPerRegion} merchants per region, ${options.workers} worker processes`,
     );
 
     workers = await watch.on(`${options.workers} worker processes starting`, () =>
-      startWorkerProcesses(options.workers, workerEnvironment(regions, server.address, bundlePath), {
+      stack.startWorkers(regions, options.workers, {
         // Supervised, as production's are: one that ends on its own is noted (the report says how and why) and
         // started again, rather than leaving its build without workers for the rest of the night.
         supervise: true,
@@ -437,7 +379,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           startReceiverProcess({
             region,
             databaseUrl: region.databaseUrl!,
-            temporalAddress: server.address,
+            temporalAddress: stack.temporalAddress,
             secret: processorSecret,
             gapWait: '2m',
           }),
@@ -549,12 +491,13 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
               kind: 'history-host-kill' as const,
               atMs: at(0.1 * window, 0.25 * window),
               run: async () => {
+                const historyHost = stack.historyHost!;
                 fault(
                   'history host kill',
-                  `SIGKILL history host 2 (pid ${historyHost!.pid}); its shards move to the other host`,
+                  `SIGKILL history host 2 (pid ${historyHost.pid}); its shards move to the other host`,
                 );
                 historyHostKilledAt = Date.now();
-                await historyHost!.kill();
+                await historyHost.kill();
               },
             },
           ]
@@ -564,9 +507,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
           fault('temporal restart', `${temporalName} stopped (its state survives, in SQLite or PostgreSQL)`);
-          await watch.on(`the ${temporalName} stopping`, () => server.stop());
-          await sleep(1000);
-          server = await watch.on(`the ${temporalName} starting again`, startTemporal);
+          await watch.on(`the ${temporalName} restarting`, () => stack.restartTemporal(1000));
           fault('temporal restart', `${temporalName} running again`);
         },
       },
@@ -789,12 +730,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
   } finally {
     watch.stop();
     await Promise.all(receivers.map((r) => r.stop()));
-    await workers?.stop();
-    await merchants.stop();
-    await Promise.all(regions.map((r) => r.pool.end()));
-    await connection.close();
-    await server.stop();
-    await postgres.stop();
-    await fs.rm(dataDir, { recursive: true, force: true });
+    await stack.stop();
   }
 }
