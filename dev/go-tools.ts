@@ -12,21 +12,21 @@ import { EmbeddedServiceError } from '../src/errors.js';
 
 const exec = promisify(execFile);
 
-/** Held by the process whose `go` runs now (a directory: made atomically), with its pid inside. */
-export const GO_LOCK = path.join(os.tmpdir(), 'hold-sweeper-go.lock');
+/** The lock of the `go` commands that build from one module (`lock`): a directory, made atomically, its holder's pid inside. */
+export const goLockPath = (lock: string): string => path.join(os.tmpdir(), `hold-sweeper-go-${lock}.lock`);
 
 /**
- * Runs `go` for `service`, failing with a named error that says what to install. One `go` at a time on the machine
- * (GO_LOCK, across processes): on a fresh machine two test files would otherwise build Prometheus and promtool at once,
- * compiling the same packages twice on two cores while every other test waits behind them; one after the other, the
- * second finds them in Go's build cache.
+ * Runs `go` for `service`, failing with a named error that says what to install. With `lock`, one such command at a
+ * time on the machine (across processes): two commands built from the same module (Prometheus and promtool) would
+ * otherwise compile the same packages twice at once on two cores, as two test files did on a fresh machine (12 min);
+ * one after the other, the second finds them in Go's build cache. Builds from different modules still run side by side.
  */
 export async function goCommand(
   service: string,
   args: string[],
-  options: { cwd?: string; GOBIN: string; env?: Record<string, string>; remedy?: string },
+  options: { cwd?: string; GOBIN: string; env?: Record<string, string>; remedy?: string; lock?: string },
 ): Promise<string> {
-  const release = await machineLock(GO_LOCK);
+  const release = options.lock === undefined ? async () => undefined : await machineLock(goLockPath(options.lock));
   try {
     return (
       await exec('go', args, {

@@ -54,7 +54,9 @@ async function obtainPrometheusCommand(
   log(`Building ${command} ${version} from the Go module proxy (once; cached in ${dir})...`);
   await fs.mkdir(dir, { recursive: true });
   const building = `${binary}.building-${process.pid}`;
-  const go = (args: string[], cwd?: string) => goCommand(command, args, { cwd, GOBIN: dir, env: { GOWORK: 'off' } });
+  // The server and promtool build from one module: one build at a time, the second from Go's cache.
+  const go = (args: string[], cwd?: string) =>
+    goCommand(command, args, { cwd, GOBIN: dir, env: { GOWORK: 'off' }, lock: 'prometheus' });
   const module = JSON.parse(
     await go(['mod', 'download', '-json', `github.com/prometheus/prometheus@${prometheusModuleVersion(version)}`]),
   ) as {
