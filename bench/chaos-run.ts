@@ -477,7 +477,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
           );
           await receivers[index]!.kill();
           await sleep(1000 + random() * 1000);
-          await watch.on(`the ${regions[index]!.region} receiver restarting`, () => receivers[index]!.restart());
+          await receivers[index]!.restart();
           fault(
             'receiver restart',
             `the ${regions[index]!.region} receiver is running again; its relay hands over what is left`,
@@ -507,7 +507,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         atMs: at(0.3 * window, 0.6 * window),
         run: async () => {
           fault('temporal restart', `${temporalName} stopped (its state survives, in SQLite or PostgreSQL)`);
-          await watch.on(`the ${temporalName} restarting`, () => stack.restartTemporal(1000));
+          await stack.restartTemporal(1000);
           fault('temporal restart', `${temporalName} running again`);
         },
       },
@@ -570,7 +570,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         atMs: at(0.5 * window, 0.9 * window),
         run: async () => {
           fault('postgres restart', 'ledger database stopped');
-          await watch.on('the ledger database restarting', () => postgres.restart());
+          await postgres.restart();
           fault('postgres restart', 'ledger database running again');
         },
       },
@@ -582,6 +582,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all(
       plan.map(async (step) => {
         await sleep(Math.max(0, startedAt + step.atMs - Date.now()));
+        // Named as a whole; a fault with stages (the deploy, a kill's restart queued behind it) names each stage too.
         await watch.on(`fault ${step.kind}`, step.run);
       }),
     );

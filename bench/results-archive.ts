@@ -67,6 +67,11 @@ export const gzipSeries = (series: NightSeries): Buffer => gzipSync(JSON.stringi
  * (a night reported after the series moved out, or a file outside the repository).
  */
 export async function seriesCommit(jsonFile: string): Promise<string | undefined> {
+  return (await committedWithSeries(jsonFile))?.commit;
+}
+
+/** That commit and the report as committed there, read once (megabytes of JSON). */
+async function committedWithSeries(jsonFile: string): Promise<{ commit: string; report: NightReport } | undefined> {
   const file = repoPath(jsonFile);
   if (path.isAbsolute(file)) return undefined;
   let commits: string[];
@@ -78,8 +83,8 @@ export async function seriesCommit(jsonFile: string): Promise<string | undefined
   for (const commit of commits.filter(Boolean)) {
     const json = await gitShow(`${commit}:${file}`);
     if (!json) continue;
-    const parsed = JSON.parse(json.toString('utf8')) as object;
-    if (hasSeries(parsed)) return commit;
+    const report = JSON.parse(json.toString('utf8')) as NightReport;
+    if (hasSeries(report)) return { commit, report };
   }
   return undefined;
 }
@@ -113,11 +118,8 @@ export async function readSeries(jsonFile: string): Promise<{ series: NightSerie
     const gz = await gitShow(`${ref}:${archived}`); // no such branch, or no such file on it: the next place
     if (gz) return { series: JSON.parse(gunzipSync(gz).toString('utf8')) as NightSeries, from: `${ref}:${archived}` };
   }
-  const commit = await seriesCommit(jsonFile);
-  if (commit === undefined) return undefined;
-  const committed = `${commit}:${repoPath(jsonFile)}`;
-  const report = JSON.parse((await gitShow(committed))!.toString('utf8')) as NightReport;
-  return { series: splitReport(report).series, from: committed };
+  const found = await committedWithSeries(jsonFile);
+  return found && { series: splitReport(found.report).series, from: `${found.commit}:${repoPath(jsonFile)}` };
 }
 
 /**
