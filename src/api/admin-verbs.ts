@@ -654,7 +654,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: { reason: text('why') },
     required: ['reason'],
     temporal: true,
-    response: shape({ pause: anyObject, signalled: { type: 'integer', minimum: 0 } }),
+    response: shape({
+      pause: anyObject,
+      signalled: { type: 'integer', minimum: 0 },
+      ended: { type: 'integer', minimum: 0 },
+      notSignalled: { type: 'array', items: shape({ workflowId: { type: 'string' }, error: { type: 'string' } }) },
+    }),
     run: (ctx, input) => resumeSends(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
   },
   {

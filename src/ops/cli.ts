@@ -598,7 +598,14 @@ async function runSends({ call, region, sub, values, print, actor }: CommandCont
     });
     print(
       `sends in region ${region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
-        `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now`,
+        `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now` +
+        (result.ended ? `, ${result.ended} had ended meanwhile` : '') +
+        (result.notSignalled.length
+          ? `; NOT told (each re-checks on its own within its back-off, at most 30 min): ` +
+            (result.notSignalled as { workflowId: string; error: string }[])
+              .map((n) => `${n.workflowId} (${n.error})`)
+              .join('; ')
+          : ''),
       result,
     );
     return 0;

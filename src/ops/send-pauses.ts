@@ -6,6 +6,7 @@
  * to re-check at once (`merchantResumed`), so the backlog drains at each merchant's rate instead of at the next
  * re-check.
  */
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { merchantResumedSignal } from '../contracts/messages.js';
 import { DeliveryStatusKey } from '../contracts/search-attributes.js';
 import { OperatorError } from '../errors.js';
@@ -14,6 +15,18 @@ import type { OpsContext } from './operations.js';
 
 /** Held deliveries signalled at once when sends resume (the server's own limits stay far away). */
 const SIGNAL_CONCURRENCY = 20;
+/** A signal the server did not take (a timeout, an overloaded frontend) is sent again, this often, this far apart. */
+const SIGNAL_ATTEMPTS = 4;
+const SIGNAL_RETRY_MS = [250, 1_000, 4_000] as const;
+
+/** What `resume` told the held deliveries: each one listed is told, found ended, or named with why it was not told. */
+export interface HeldDeliveriesTold {
+  signalled: number;
+  /** Listed as held, ended before the signal (delivered or decided meanwhile): nothing to tell. */
+  ended: number;
+  /** Not told after every attempt; each re-checks on its own within its back-off (at most 30 min). */
+  notSignalled: { workflowId: string; error: string }[];
+}
 
 const HELD_QUERY = `${DeliveryStatusKey.name} = "held" AND ExecutionStatus = "Running"`;
 
@@ -33,10 +46,10 @@ export async function resumeSends(
   ctx: OpsContext,
   by: string,
   reason: string,
-): Promise<{ pause: pauses.SendPause; signalled: number }> {
+): Promise<{ pause: pauses.SendPause } & HeldDeliveriesTold> {
   const pause = await pauses.closeSendPause(ctx.pool, by.trim(), reason.trim());
   if (!pause) throw new OperatorError('SendsNotPaused', `sends in region ${ctx.region.region} are not paused`);
-  return { pause, signalled: await signalHeldDeliveries(ctx) };
+  return { pause, ...(await signalHeldDeliveries(ctx)) };
 }
 
 export async function sendsStatus(
@@ -49,24 +62,38 @@ export async function sendsStatus(
 
 /**
  * `merchantResumed` to every running delivery that is held: each re-checks now (one still held by its own merchant's
- * pause just waits again). Best effort per workflow: one that ended meanwhile is skipped; a delivery not signalled
- * re-checks on its own within its back-off (at most 30 min).
+ * pause just waits again). Each is signalled by workflow id (its current run: one that continued as new since the list
+ * is still told); a signal the server did not take is sent again, and one that ended meanwhile is counted, not an
+ * error. None is skipped silently: what could not be told is named with why (it re-checks on its own within its
+ * back-off, at most 30 min).
  */
-async function signalHeldDeliveries(ctx: OpsContext): Promise<number> {
-  let signalled = 0;
+async function signalHeldDeliveries(ctx: OpsContext): Promise<HeldDeliveriesTold> {
+  const told: HeldDeliveriesTold = { signalled: 0, ended: 0, notSignalled: [] };
+  const tell = async (workflowId: string): Promise<void> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await ctx.client.workflow.getHandle(workflowId).signal(merchantResumedSignal);
+        told.signalled++;
+        return;
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) {
+          told.ended++;
+          return;
+        }
+        if (attempt >= SIGNAL_ATTEMPTS) {
+          told.notSignalled.push({ workflowId, error: err instanceof Error ? err.message : String(err) });
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, SIGNAL_RETRY_MS[attempt - 1]));
+      }
+    }
+  };
   const inFlight = new Set<Promise<void>>();
   for await (const workflow of ctx.client.workflow.list({ query: HELD_QUERY })) {
-    const sent = ctx.client.workflow
-      .getHandle(workflow.workflowId, workflow.runId)
-      .signal(merchantResumedSignal)
-      .then(
-        () => void signalled++,
-        () => undefined,
-      )
-      .finally(() => inFlight.delete(sent));
+    const sent = tell(workflow.workflowId).finally(() => inFlight.delete(sent));
     inFlight.add(sent);
     if (inFlight.size >= SIGNAL_CONCURRENCY) await Promise.race(inFlight);
   }
   await Promise.all(inFlight);
-  return signalled;
+  return told;
 }
