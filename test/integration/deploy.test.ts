@@ -4,8 +4,8 @@
  * and the operator makes it current with `temporal worker deployment set-current-version`. A's sweep finishes on A
  * (PINNED: on B's code it would fail with a non-determinism error), a new sweep runs B's; A is stopped once nothing
  * is pinned to it, while holds still wait; every workflow completes on B, every invariant of docs/invariants.md holds,
- * and not one
- * workflow task failed.
+ * and no worker failed a workflow task (the server's own UNHANDLED_COMMAND, a child's completion arriving while a sweep
+ * page continues as new, is Temporal's protocol, not a failure).
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -14,6 +14,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { failedWorkflowTasks } from '../../bench/chaos-run.js';
 import { checkInvariants } from '../../bench/invariants.js';
 import {
   approveReplaySignal,
@@ -226,20 +227,27 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
     'SELECT status, count(*)::integer AS n FROM webhook_deliveries GROUP BY 1',
   );
   expect(rows).toEqual([{ status: 'delivered', n: night.expired.length + late.expired.length }]);
-  let workflowTaskFailures = 0;
+  // Failed by a worker (a non-determinism error, workflow code that threw): none. Failed by the server itself and
+  // rescheduled (UNHANDLED_COMMAND: a signal arrived while a task completed the workflow) is Temporal's own protocol;
+  // counted, and named with the worker-side ones if any.
+  const workflowTaskFailures: { workflowId: string; cause: string; message: string }[] = [];
+  const serverFailed: string[] = [];
   let finishedOnB = 0;
   const texts: { source: string; text: string }[] = [];
   for await (const execution of us.client.workflow.list({ query: `TaskQueue = '${taskQueue}'` }).intoHistories()) {
     const { workflowId } = execution;
     const history = execution.history as History;
-    workflowTaskFailures += events(history).filter((e) => e.workflowTaskFailedEventAttributes).length;
+    for (const failed of failedWorkflowTasks(history)) {
+      if (failed.serverSide) serverFailed.push(`${workflowId}: ${failed.cause}`);
+      else workflowTaskFailures.push({ workflowId, cause: failed.cause, message: failed.message });
+    }
     const patches = events(history).map(
       (e) => e.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data,
     );
     if (patches.some((data) => data && Buffer.from(data).toString().includes(BUILD_B_PATCH))) finishedOnB++;
     texts.push({ source: `history ${workflowId}`, text: JSON.stringify(history) });
   }
-  expect(workflowTaskFailures).toBe(0);
+  expect(workflowTaskFailures, `failed by the server: ${serverFailed.join('; ') || 'none'}`).toEqual([]);
   // Every hold that was still waiting when A stopped took B's patched path.
   expect(finishedOnB).toBeGreaterThanOrEqual(4);
   const violations = await checkInvariants({
