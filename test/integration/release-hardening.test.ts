@@ -157,7 +157,9 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5b`, { expired: 2, future: 1 }, harness.merchants);
     const lagging = night.future[0]!;
-    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '2 seconds' WHERE id = $1`, [lagging.id]);
+    // Expires a minute from the ledger's now: inside the sweep's cutoff, and never reached while the sweep runs, however
+    // slow a shared machine makes it (2 s once was: its finish then counted the hold unreleased).
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '1 minute' WHERE id = $1`, [lagging.id]);
 
     // The sweep's clock is 15 minutes ahead of the database's (the cutoff its first run fixed).
     const result = await runSweep(us, { cutoff: await dbClock(us.pool, 15 * MINUTE), releaseWaitMs: 5_000 });
@@ -168,7 +170,9 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     const { rows } = await us.pool.query<{ ahead: boolean }>('SELECT bool_or(cutoff > now()) AS ahead FROM sweep_runs');
     expect(rows[0]!.ahead).toBe(false);
 
-    // Once the ledger's clock has passed the hold's expiry, the next sweep releases it (one start, no duplicate).
+    // Once the ledger's clock has passed the hold's expiry, the next sweep releases it (one start, no duplicate). The
+    // minute is not waited out: the hold's expiry is brought to the ledger's now (what a minute later would be).
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() WHERE id = $1`, [lagging.id]);
     await waitUntil(
       async () =>
         (await us.pool.query('SELECT 1 FROM auth_holds WHERE id = $1 AND expires_at < now()', [lagging.id]))
@@ -190,7 +194,9 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5c`, { expired: 0, future: 1 }, harness.merchants);
     const hold = night.future[0]!;
-    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '2 seconds' WHERE id = $1`, [hold.id]);
+    // Long enough for the child started by hand to run before it on a busy shared machine (its workflow id carries the
+    // expiry, so the clock is waited out, not moved).
+    await us.pool.query(`UPDATE auth_holds SET expires_at = now() + interval '8 seconds' WHERE id = $1`, [hold.id]);
     const workflowId = await holdWorkflowIdOf(us.pool, 'us', hold.id);
     const expiresAt = await expiryOf(us.pool, hold.id);
 
