@@ -127,10 +127,10 @@ it('500 forever under the default policy: retried across the whole 3-day horizon
   console.log(`[time-skipping] ${log.length} attempts over ${(span / 3_600_000).toFixed(1)} h of server time`);
 });
 
-/** Sixty days of a paused merchant: three weeks of a 410-disabled endpoint, and then some. */
-const HELD_DAYS = 60;
+/** Thirty days of a paused merchant: three weeks of a 410-disabled endpoint, and then some. */
+const HELD_DAYS = 30;
 
-it('case 3, held for 60 days behind a paused merchant: every run stays far below the event limit, DeliveryStatus does not flap, then it drains', async () => {
+it('case 3, held for 30 days behind a paused merchant: every run stays far below the event limit, DeliveryStatus does not flap, then it drains', async () => {
   const region = await harness.region('us');
   const night = await seedNight(
     region.pool,
@@ -163,12 +163,12 @@ it('case 3, held for 60 days behind a paused merchant: every run stays far below
       workflowId,
       args: [{ region: 'us', holdId: hold.id, expiresAt: new Date().toISOString(), merchantId }],
     });
-    // Awaiting the result lets the test server skip time at the workflow's own pace; meanwhile, once 60 days of
+    // Awaiting the result lets the test server skip time at the workflow's own pace; meanwhile, once 30 days of
     // server time have passed, the merchant comes back (in the ledger, and by the signal its operator sends).
     const serverStart = await env.currentTimeMs();
     const merchantBack = (async () => {
       while ((await env.currentTimeMs()) < serverStart + HELD_DAYS * 86_400_000)
-        await new Promise((resolve) => setTimeout(resolve, 20));
+        await new Promise((resolve) => setTimeout(resolve, 250));
       expect(await handle.query(statusQuery)).toMatchObject({ stage: 'held', merchantStatus: 'paused' });
       await region.pool.query(`UPDATE merchants SET status = 'active' WHERE id = $1::text`, [merchantId]);
       await handle.signal(merchantResumedSignal);
@@ -195,12 +195,14 @@ it('case 3, held for 60 days behind a paused merchant: every run stays far below
     .filter((payload) => payload !== undefined)
     .map((payload) => JSON.parse(Buffer.from(payload!.data!).toString()) as string);
   console.log(
-    `[time-skipping] held 60 days: ${runs.length} runs, longest ${Math.max(...lengths)} events, ${(Date.now() - startedAt) / 1000} s`,
+    `[time-skipping] held ${HELD_DAYS} days: ${runs.length} runs, longest ${Math.max(...lengths)} events, ${(Date.now() - startedAt) / 1000} s`,
   );
-  // Re-checks every 30 minutes after the first hour: ~2,900 in 60 days, ~6 events each, so several runs, each
+  // Re-checks every 30 minutes after the first hour: ~1,400 in 30 days, ~6 events each, so several runs, each
   // far below Temporal's 51,200-event limit.
-  expect(runs.length).toBeGreaterThanOrEqual(8);
+  expect(runs.length).toBeGreaterThanOrEqual(4);
   expect(Math.max(...lengths)).toBeLessThanOrEqual(2_100);
   // held once, pending once when the merchant is back, delivered: no flapping on every re-check.
   expect(upserts).toEqual(['held', 'pending', 'delivered']);
-});
+  // ~1,400 workflow tasks and activities, one after another: ~50 s alone on these 2 cores, twice that beside the
+  // other test files. The bound is for a hang.
+}, 300_000);
