@@ -154,7 +154,14 @@ describe('case 4: a bounded sweep', () => {
       // One page: the sweep has started every child before it reaches its final wait, whatever the machine's load.
       await withSchedule(us, { ...tinyBound, pageSize: 100 }, async () => {
         const cut = await sweepNow(us.client, us.config);
-        await expect.poll(() => statusOf(us.client, cut), { timeout: 30_000, interval: 250 }).toBe('TIMED_OUT');
+        // Ended by the bound: the server times it out, or its final wait, which stops at the bound, returns first
+        // and the sweep completes reporting the unreleased hold, recording no sweep run (a busy server fires the
+        // timeout late). Either way nothing is lost, as below.
+        await expect
+          .poll(() => statusOf(us.client, cut), { timeout: 30_000, interval: 250 })
+          .toMatch(/^(TIMED_OUT|COMPLETED)$/);
+        if ((await statusOf(us.client, cut)) === 'COMPLETED')
+          expect(await us.client.workflow.getHandle(cut).result()).toMatchObject({ unreleasedAtEnd: 1 });
         // Children are started with ABANDON: the bound ends the sweep, never a release in flight.
         expect(await statusOf(us.client, await holdWorkflowIdOf(us.pool, 'us', slow.id))).toBe('RUNNING');
         expect((await holdStates(us.pool)).get(slow.id)?.state).toBe('active');
