@@ -8,7 +8,7 @@ import { insertMerchants } from '../../dev/seed.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { seedNight, type Night } from '../support/ledger.js';
+import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
 import { maxInAnyWindow, windowHeadroomMs } from '../../bench/invariants.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
@@ -139,10 +139,12 @@ describe('three worker processes, one merchant', () => {
     const wallS = (Date.now() - started) / 1000;
 
     const requests = harness.merchants.requests(night.merchantIds[0]);
-    // Throttling never costs a request: no 429, and every request the merchant received is an attempt in the log. A
-    // webhook may take a second one only after a failed attempt that is logged: its first, on the workflow task's fast
-    // path, cut at 2.5 s and sent again in full (the merchant is instant here, but a worker starved of CPU by the other
-    // test files on these 2 cores may read its answer late), or a request cut on the wire. Each is named on failure.
+    // Throttling never costs a request: no 429, and every request the merchant received is accounted for. A webhook
+    // may take a second one only after its first failed, on the record: a failed attempt in the log (its first, on
+    // the workflow task's fast path, cut at 2.5 s and sent again in full: the merchant is instant here, but a worker
+    // starved of CPU by the other test files on these 2 cores may read its answer late; or a request cut on the
+    // wire), or the fast path's local activity timed out in Temporal's history (starved past its 4.5 s after its
+    // request went out, before the attempt was written; the regular activity sends it again). Each is named on failure.
     const { rows: retries } = await us.pool.query<{ webhook_id: string; error_class: string | null; status: number }>(
       `SELECT a.webhook_id, a.error_class, a.status_code AS status FROM delivery_attempts a
          JOIN webhook_deliveries d USING (webhook_id) WHERE d.merchant_id = $1 AND a.outcome = 'retry'`,
@@ -150,16 +152,26 @@ describe('three worker processes, one merchant', () => {
     );
     expect(retries.filter((r) => r.status === 429)).toEqual([]);
     expect(retries.length, JSON.stringify(retries)).toBeLessThanOrEqual(3);
+    const sent = new Map<string, number>();
+    for (const { webhookId } of requests) sent.set(webhookId!, (sent.get(webhookId!) ?? 0) + 1);
+    const timedOutFastPaths: string[] = [];
+    for (const [webhookId, n] of sent) {
+      if (n < 2 || retries.some((r) => r.webhook_id === webhookId)) continue;
+      const { rows } = await us.pool.query<{ hold_id: string }>(
+        'SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1',
+        [webhookId],
+      );
+      const workflowId = await holdWorkflowIdOf(us.pool, 'us', rows[0]!.hold_id);
+      const { events } = await us.client.workflow.getHandle(workflowId).fetchHistory();
+      if (events?.some((e) => e.markerRecordedEventAttributes?.failure?.timeoutFailureInfo))
+        timedOutFastPaths.push(webhookId);
+      else expect.fail(`${webhookId} was sent ${n} times with no failed attempt on record (${workflowId})`);
+    }
+    expect(timedOutFastPaths.length).toBeLessThanOrEqual(3);
     expect(requests.length).toBeGreaterThanOrEqual(300);
-    expect(requests.length, JSON.stringify(retries)).toBeLessThanOrEqual(300 + retries.length);
-    const sent = new Map<string | undefined, number>();
-    for (const { webhookId } of requests) sent.set(webhookId, (sent.get(webhookId) ?? 0) + 1);
-    for (const [webhookId, n] of sent)
-      if (n > 1)
-        expect(
-          retries.map((r) => r.webhook_id),
-          `${webhookId} sent ${n} times`,
-        ).toContain(webhookId);
+    expect(requests.length, JSON.stringify({ retries, timedOutFastPaths })).toBeLessThanOrEqual(
+      300 + retries.length + timedOutFastPaths.length,
+    );
     expect(new Set(requests.map((r) => r.webhookId)).size).toBe(300);
     expect(requests.filter((r) => r.answer === 429)).toEqual([]);
     expect(requests.every((r) => r.verified)).toBe(true);
