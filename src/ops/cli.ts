@@ -27,6 +27,7 @@ import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, type Verbs } from './admin-client.js';
 import type { MerchantView } from './merchants.js';
+import type { HeldDeliveriesTold } from './send-pauses.js';
 
 const HELP = `hold-sweeper operator commands
 
@@ -602,7 +603,7 @@ async function runSends({ call, region, sub, values, print, actor }: CommandCont
         (result.ended ? `, ${result.ended} had ended meanwhile` : '') +
         (result.notSignalled.length
           ? `; NOT told (each re-checks on its own within its back-off, at most 30 min): ` +
-            (result.notSignalled as { workflowId: string; error: string }[])
+            (result.notSignalled as HeldDeliveriesTold['notSignalled'])
               .map((n) => `${n.workflowId} (${n.error})`)
               .join('; ')
           : ''),
