@@ -1,7 +1,9 @@
 /**
- * A certificate authority for a locked Temporal cluster the local stack and the tests run: one CA, a server
- * certificate for the frontend and one for the cluster's own nodes (internode TLS: history, matching,
- * internal-frontend), and a client certificate per caller (workers, the receiver, operators, the Web UI server).
+ * Certificate authorities for a locked Temporal cluster the local stack and the tests run: the client CA, which signs
+ * the frontend's server certificate and a client certificate per caller (workers, the receiver, operators, the Web UI
+ * server), and the internode CA, which signs only the certificate the cluster's own nodes present to each other
+ * (history, matching, the internal-frontend). Two CAs because the internal-frontend trusts whatever internode TLS
+ * trusts and makes every caller a system admin: a client certificate must never pass there.
  * Written as PEM files into a directory of their own; the key files are readable by their owner only.
  *
  * Production brings its own CA (docs/cluster.md). The tests keep these files in a temporary directory; `npm run
@@ -21,8 +23,10 @@ export interface CertificateFiles {
 
 export interface ClusterPki {
   dir: string;
-  /** The CA's certificate: the servers' roots and the frontend's client CA. */
+  /** The client CA's certificate: the root clients trust the frontend by, and the frontend's client CA. */
   ca: string;
+  /** The internode CA's certificate: what the nodes trust each other by. It signs no client certificate. */
+  internodeCa: string;
   frontend: CertificateFiles;
   internode: CertificateFiles;
   /** A client certificate for `name` (issued once, then the same files). */
@@ -31,23 +35,28 @@ export interface ClusterPki {
 
 const ONE_DAY = 86_400_000;
 
-/** Creates the CA and the two server certificates in `dir`, valid for `validDays` (7 unless said). */
+/** Creates the two CAs and the two server certificates in `dir`, valid for `validDays` (7 unless said). */
 export async function createClusterPki(dir: string, options: { validDays?: number } = {}): Promise<ClusterPki> {
   await fs.mkdir(dir, { recursive: true, mode: 0o700 });
   const notBeforeDate = new Date(Date.now() - 60_000);
   const notAfterDate = new Date(Date.now() + (options.validDays ?? 7) * ONE_DAY);
-  const ca = await generate([{ name: 'commonName', value: 'hold-sweeper test CA' }], {
-    keySize: 2048,
-    algorithm: 'sha256',
-    notBeforeDate,
-    notAfterDate,
-    extensions: [
-      { name: 'basicConstraints', cA: true, critical: true },
-      { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
-    ],
-  });
+  const authority = (commonName: string) =>
+    generate([{ name: 'commonName', value: commonName }], {
+      keySize: 2048,
+      algorithm: 'sha256',
+      notBeforeDate,
+      notAfterDate,
+      extensions: [
+        { name: 'basicConstraints', cA: true, critical: true },
+        { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true, critical: true },
+      ],
+    });
+  const ca = await authority('hold-sweeper client CA');
+  const internodeAuthority = await authority('hold-sweeper internode CA');
   const caFile = path.join(dir, 'ca.pem');
   await fs.writeFile(caFile, ca.cert);
+  const internodeCaFile = path.join(dir, 'internode-ca.pem');
+  await fs.writeFile(internodeCaFile, internodeAuthority.cert);
 
   const write = async (name: string, pem: { cert: string; private: string }): Promise<CertificateFiles> => {
     const files = { cert: path.join(dir, `${name}.pem`), key: path.join(dir, `${name}.key`) };
@@ -55,13 +64,17 @@ export async function createClusterPki(dir: string, options: { validDays?: numbe
     await fs.writeFile(files.key, pem.private, { mode: 0o600 });
     return files;
   };
-  const issue = async (commonName: string, usage: { serverAuth?: boolean; clientAuth?: boolean }) =>
+  const issue = async (
+    commonName: string,
+    usage: { serverAuth?: boolean; clientAuth?: boolean },
+    by: { private: string; cert: string } = ca,
+  ) =>
     generate([{ name: 'commonName', value: commonName }], {
       keySize: 2048,
       algorithm: 'sha256',
       notBeforeDate,
       notAfterDate,
-      ca: { key: ca.private, cert: ca.cert },
+      ca: { key: by.private, cert: by.cert },
       extensions: [
         { name: 'basicConstraints', cA: false },
         { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
@@ -78,11 +91,15 @@ export async function createClusterPki(dir: string, options: { validDays?: numbe
     });
   // The cluster's own nodes present their certificate both ways (internode TLS is mutual).
   const frontend = await write('frontend', await issue(CLUSTER_SERVER_NAME, { serverAuth: true }));
-  const internode = await write('internode', await issue(CLUSTER_SERVER_NAME, { serverAuth: true, clientAuth: true }));
+  const internode = await write(
+    'internode',
+    await issue(CLUSTER_SERVER_NAME, { serverAuth: true, clientAuth: true }, internodeAuthority),
+  );
   const clients = new Map<string, Promise<CertificateFiles>>();
   return {
     dir,
     ca: caFile,
+    internodeCa: internodeCaFile,
     frontend,
     internode,
     client(name) {

@@ -209,6 +209,11 @@ export function lockedClusterTls(pki: ClusterPki, client: CertificateFiles) {
 
 export interface TemporalCluster {
   readonly address: string;
+  /**
+   * The internal-frontend of a locked cluster (frontend port + 3): the system workers' way in, by internode TLS alone.
+   * No client of ours may pass there.
+   */
+  readonly internalFrontendAddress: string | undefined;
   readonly uiUrl: string | undefined;
   readonly metricsUrl: string;
   readonly shards: number;
@@ -230,7 +235,7 @@ const portFree = (port: number) =>
 
 /**
  * A frontend port whose siblings (config.yaml: +1, +2, +3 (internal-frontend), +4 (a second history host), +6, each
- * −1000 for membership, +10 and +13 HTTP, +20 and +21 metrics) are free too.
+ * −1000 for membership, +10 HTTP, +20 and +21 metrics) are free too.
  */
 async function freeClusterPort(): Promise<number> {
   for (let attempt = 0; attempt < 50; attempt++) {
@@ -238,7 +243,7 @@ async function freeClusterPort(): Promise<number> {
     const base = 11_000 + 30 * Math.floor(Math.random() * 700);
     const ports = [0, 1, 2, 3, 4, 6]
       .flatMap((offset) => [base + offset, base + offset - 1000])
-      .concat([base + 10, base + 13, base + 20, base + 21]);
+      .concat([base + 10, base + 20, base + 21]);
     if ((await Promise.all(ports.map(portFree))).every(Boolean)) return base;
   }
   throw new EmbeddedServiceError(SERVICE, 'no free range of ports found', 'free some ports or pass one');
@@ -291,6 +296,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   const securityEnv = security
     ? {
         TEMPORAL_TLS_CA_FILE: security.pki.ca,
+        TEMPORAL_TLS_INTERNODE_CA_FILE: security.pki.internodeCa,
         TEMPORAL_TLS_FRONTEND_CERT_FILE: security.pki.frontend.cert,
         TEMPORAL_TLS_FRONTEND_KEY_FILE: security.pki.frontend.key,
         TEMPORAL_TLS_INTERNODE_CERT_FILE: security.pki.internode.cert,
@@ -455,6 +461,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
   }
   return {
     address,
+    internalFrontendAddress: security ? `127.0.0.1:${port + 3}` : undefined,
     uiUrl: ui?.url,
     metricsUrl: `http://127.0.0.1:${port + 20}/metrics`,
     shards: options.shards,

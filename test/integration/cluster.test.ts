@@ -10,11 +10,14 @@
  * clone (HOLD_SWEEPER_CACHE_DIR); later runs start the cluster in seconds.
  */
 import { execFile } from 'node:child_process';
+import http2 from 'node:http2';
+import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { msToTs } from '@temporalio/common/lib/time.js';
 import pg from 'pg';
 import { chromium } from 'playwright-core';
@@ -29,9 +32,11 @@ import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import { ensureChromium } from '../../dev/chromium.js';
+import { COMPOSE_CALLERS } from '../../dev/credentials.js';
 import { CLUSTER_SERVER_NAME, createClusterPki, type CertificateFiles, type ClusterPki } from '../../dev/pki.js';
 import {
   lockedClusterTls,
+  obtainTemporalServer,
   startTemporalCluster,
   temporalServerVersion,
   type TemporalCluster,
@@ -640,6 +645,160 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     await deployHarness.close();
   }
 }, 300_000);
+
+it("the internal-frontend is the cluster's own: every client certificate the project issues is refused there, with or without a token, while the system workers it serves run schedules and batch jobs", async () => {
+  const internal = cluster!.internalFrontendAddress!;
+  const internodeCa = await fs.readFile(pki.internodeCa);
+  // The client trusts the internode CA here, so that a refusal can only be the server's: an attacker would skip
+  // verifying the server too.
+  const connectInternal = async (cert: CertificateFiles, token?: string) =>
+    Connection.connect({
+      address: internal,
+      tls: {
+        serverRootCACertificate: internodeCa,
+        serverNameOverride: CLUSTER_SERVER_NAME,
+        clientCertPair: { crt: await fs.readFile(cert.cert), key: await fs.readFile(cert.key) },
+      },
+      ...(token ? { apiKey: token } : {}),
+      connectTimeout: 5_000,
+    });
+  // What the internal-frontend would give: the cluster's own certificate lists every namespace as a system admin.
+  const nodes = await connectInternal(pki.internode);
+  try {
+    const listed = await nodes.operatorService.listSearchAttributes({ namespace: NAMESPACE });
+    expect(Object.keys(listed.customAttributes ?? {})).toContain('DeliveryStatus');
+  } finally {
+    await nodes.close();
+  }
+  // Each certificate asks once for the system info over gRPC (HTTP/2): answered, or the server ends the handshake.
+  const grpcCall = async (cert: CertificateFiles, token?: string) =>
+    new Promise<string>((resolve) => {
+      void (async () => {
+        const session = http2.connect(`https://${internal}`, {
+          ca: internodeCa,
+          servername: CLUSTER_SERVER_NAME,
+          cert: await fs.readFile(cert.cert),
+          key: await fs.readFile(cert.key),
+        });
+        session.once('error', (err) => resolve(`refused (${(err as NodeJS.ErrnoException).code ?? err.message})`));
+        const request = session.request({
+          ':method': 'POST',
+          ':path': '/temporal.api.workflowservice.v1.WorkflowService/GetSystemInfo',
+          'content-type': 'application/grpc',
+          te: 'trailers',
+          ...(token ? { authorization: `Bearer ${token}` } : {}),
+        });
+        request.once('error', (err) => resolve(`refused (${(err as NodeJS.ErrnoException).code ?? err.message})`));
+        request.once('response', (headers) => {
+          resolve(`answered (HTTP ${headers[':status']})`);
+          session.close();
+        });
+        // An empty GetSystemInfoRequest: the 5-byte gRPC frame header of a zero-length message.
+        request.end(Buffer.alloc(5));
+      })();
+    });
+  expect(await grpcCall(pki.internode)).toBe('answered (HTTP 200)');
+  const operatorId = await operator();
+  const callers = [...COMPOSE_CALLERS.map((c) => c.name), 'cluster-admin', 'operator', 'worker', 'on-call', 'receiver'];
+  for (const name of callers) {
+    const cert = await pki.client(name);
+    for (const token of [undefined, operatorId.token]) {
+      expect(await grpcCall(cert, token), `${name}'s certificate${token ? " with the operator's token" : ''}`).toMatch(
+        /^refused/,
+      );
+    }
+  }
+  // Its HTTP API is not served at all (Temporal would serve it with the frontend's TLS and system-admin claims).
+  const httpPort = Number(internal.split(':')[1]) + 10;
+  const http = await new Promise<string>((resolve) => {
+    const socket = net.connect(httpPort, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('listening');
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? err.message));
+  });
+  expect(http).toBe('ECONNREFUSED');
+
+  // The system workers reach it: a schedule fires, and a batch job runs to its end.
+  const asOperator = new Client({ connection: await connectAs(operatorId), namespace: NAMESPACE });
+  const probeQueue = `c-${id}-nobody`;
+  const scheduleId = `c-${id}-fires`;
+  const schedule = await asOperator.schedule.create({
+    scheduleId,
+    spec: { intervals: [{ every: '1h' }] },
+    action: { type: 'startWorkflow', workflowType: 'scheduleProbe', taskQueue: probeQueue },
+  });
+  try {
+    await schedule.trigger();
+    await expect
+      .poll(async () => (await schedule.describe()).info.recentActions.length, { timeout: 60_000 })
+      .toBeGreaterThan(0);
+  } finally {
+    await schedule.delete();
+  }
+  const probes = await Promise.all(
+    [1, 2].map((n) =>
+      asOperator.workflow.start('batchProbe', { taskQueue: probeQueue, workflowId: `c-${id}-batch-probe-${n}` }),
+    ),
+  );
+  const jobId = `c-${id}-batch-terminate`;
+  await asOperator.workflowService.startBatchOperation({
+    namespace: NAMESPACE,
+    jobId,
+    executions: probes.map((p) => ({ workflowId: p.workflowId })),
+    reason: 'the system worker runs batch jobs through the internal-frontend',
+    terminationOperation: {},
+  });
+  await expect
+    .poll(
+      async () => (await asOperator.workflowService.describeBatchOperation({ namespace: NAMESPACE, jobId })).state ?? 0,
+      { timeout: 60_000 },
+    )
+    .toBe(proto.temporal.api.enums.v1.BatchOperationState.BATCH_OPERATION_STATE_COMPLETED);
+  for (const probe of probes) expect((await probe.describe()).status.name).toBe('TERMINATED');
+  await asOperator.connection.close();
+}, 300_000);
+
+it("the server binary refuses a configuration that looks locked and is not: authorization without the frontend's TLS, internode TLS on the client CA (named, or the same certificate under another name)", async () => {
+  const { server } = await obtainTemporalServer(loadDevConfig().cacheDir);
+  const copy = path.join(dir, 'same-ca-copy.pem');
+  await fs.copyFile(pki.ca, copy);
+  const locked = {
+    TEMPORAL_TLS_CA_FILE: pki.ca,
+    TEMPORAL_TLS_INTERNODE_CA_FILE: pki.internodeCa,
+    TEMPORAL_TLS_FRONTEND_CERT_FILE: pki.frontend.cert,
+    TEMPORAL_TLS_FRONTEND_KEY_FILE: pki.frontend.key,
+    TEMPORAL_TLS_INTERNODE_CERT_FILE: pki.internode.cert,
+    TEMPORAL_TLS_INTERNODE_KEY_FILE: pki.internode.key,
+    TEMPORAL_TLS_SERVER_NAME: CLUSTER_SERVER_NAME,
+    TEMPORAL_AUTH_JWKS_URL: issuer.jwksUrl,
+    TEMPORAL_AUTH_AUDIENCE: 'temporal-frontend',
+  };
+  // Each is refused before it opens a port or a database connection: no database is configured here at all.
+  const start = (env: Record<string, string>) =>
+    new Promise<{ code: number; output: string }>((resolve) => {
+      execFile(
+        server,
+        ['--root', REPO, '--config', 'deploy/temporal', '--env', 'config', 'start'],
+        { env: { PATH: process.env.PATH, ...env }, timeout: 60_000 },
+        (err, stdout, stderr) =>
+          resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, output: stdout + stderr }),
+      );
+    });
+  const withoutTls = await start({
+    TEMPORAL_AUTH_JWKS_URL: locked.TEMPORAL_AUTH_JWKS_URL,
+    TEMPORAL_AUTH_AUDIENCE: locked.TEMPORAL_AUTH_AUDIENCE,
+  });
+  expect(withoutTls.code).toBe(1);
+  expect(withoutTls.output).toContain('tokens would cross in clear');
+  const named = await start({ ...locked, TEMPORAL_TLS_INTERNODE_CA_FILE: pki.ca });
+  expect(named.code).not.toBe(0);
+  expect(named.output).toContain('TEMPORAL_TLS_INTERNODE_CA_FILE is TEMPORAL_TLS_CA_FILE');
+  const renamed = await start({ ...locked, TEMPORAL_TLS_INTERNODE_CA_FILE: copy });
+  expect(renamed.code).toBe(1);
+  expect(renamed.output).toContain('give internode TLS its own CA');
+}, 120_000);
 
 /** gRPC's PERMISSION_DENIED: what the frontend answers a call its authorizer refused. */
 const PERMISSION_DENIED = 7;

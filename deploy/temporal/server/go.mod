@@ -4,6 +4,7 @@ go 1.25.0
 
 require (
 	github.com/urfave/cli/v2 v2.27.5
+	go.temporal.io/api v1.53.0
 	go.temporal.io/server v1.29.1
 )
 
@@ -124,7 +125,6 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.34.0 // indirect
 	go.opentelemetry.io/otel/trace v1.34.0 // indirect
 	go.opentelemetry.io/proto/otlp v1.5.0 // indirect
-	go.temporal.io/api v1.53.0 // indirect
 	go.temporal.io/sdk v1.35.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/dig v1.18.0 // indirect

@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path"
@@ -82,6 +83,9 @@ func start(c *cli.Context) error {
 	if auth.Authorizer != "" && auth.ClaimMapper == "" {
 		return fmt.Errorf("global.authorization.authorizer %q with an empty claimMapper makes every caller a system admin: set claimMapper: default", auth.Authorizer)
 	}
+	if err := checkTLS(cfg); err != nil {
+		return err
+	}
 	claimMapper, err := authorization.GetClaimMapperFromConfig(&cfg.Global.Authorization, logger)
 	if err != nil {
 		return fmt.Errorf("unable to instantiate claim mapper: %w", err)
@@ -112,4 +116,49 @@ func start(c *cli.Context) error {
 		return fmt.Errorf("unable to create server: %w", err)
 	}
 	return server.Start()
+}
+
+// checkTLS refuses two configurations that look locked and are not. Authorization without TLS on the frontend: every
+// token would cross the network in clear, and whoever reads one acts with it. And an internode TLS that trusts a CA
+// the frontend's clients hold certificates of: the internal-frontend authenticates by internode TLS alone and makes
+// every caller a system admin, so any client certificate would open the whole cluster there.
+func checkTLS(cfg *config.Config) error {
+	tls := &cfg.Global.TLS
+	if cfg.Global.Authorization.Authorizer != "" && !tls.Frontend.IsServerEnabled() {
+		return fmt.Errorf("global.authorization is on but global.tls.frontend.server is not set: tokens would cross in clear; configure the frontend's TLS (TEMPORAL_TLS_FRONTEND_CERT_FILE, TEMPORAL_TLS_FRONTEND_KEY_FILE)")
+	}
+	if !tls.Internode.IsServerEnabled() || !tls.Frontend.IsServerEnabled() {
+		return nil
+	}
+	clientCAs, err := readAll(tls.Frontend.Server.ClientCAFiles, tls.Frontend.Server.ClientCAData)
+	if err != nil {
+		return err
+	}
+	internodeCAs, err := readAll(tls.Internode.Server.ClientCAFiles, tls.Internode.Server.ClientCAData)
+	if err != nil {
+		return err
+	}
+	for _, internode := range internodeCAs {
+		for _, client := range clientCAs {
+			if bytes.Equal(bytes.TrimSpace(internode), bytes.TrimSpace(client)) {
+				return fmt.Errorf("global.tls.internode trusts a CA the frontend's clients present certificates of: every client certificate would pass the internal-frontend as a system admin; give internode TLS its own CA (TEMPORAL_TLS_INTERNODE_CA_FILE)")
+			}
+		}
+	}
+	return nil
+}
+
+func readAll(files []string, data []string) ([][]byte, error) {
+	out := make([][]byte, 0, len(files)+len(data))
+	for _, file := range files {
+		content, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading CA file %s: %w", file, err)
+		}
+		out = append(out, content)
+	}
+	for _, d := range data {
+		out = append(out, []byte(d))
+	}
+	return out, nil
 }
