@@ -1,8 +1,9 @@
 /**
  * A full OpenID Connect provider on loopback (the `oidc-provider` package: discovery, JWKS, the token endpoint) for
  * the admin API in dev and in the tests, so neither needs anything external. Operators and services are its clients:
- * each gets access tokens by the client-credentials grant, as JWTs for the admin API's audience, with the client's
- * id as `sub` and its roles in the `roles` claim.
+ * each gets access tokens by the client-credentials grant, as JWTs for one service's audience (a region's admin API,
+ * the codec endpoint: each its own resource, RFC 8707), with the client's id as `sub` and its roles in the `roles`
+ * claim.
  *
  * Its signing key is generated here, so a test can also mint what a real provider would refuse to: an expired token,
  * one for another audience (`mint`), and one signed by a key the provider never published (`mintForeign`).
@@ -10,24 +11,28 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { Server } from 'node:http';
+import https from 'node:https';
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
 import Provider, { type ClientMetadata } from 'oidc-provider';
-import type { Role } from '../src/api/identity.js';
+import { adminAudience, CODEC_AUDIENCE } from '../src/contracts/identity.js';
+import { REGIONS } from '../src/contracts/regions.js';
 import { freePort } from './embedded-postgres.js';
 
-export const ADMIN_AUDIENCE = 'hold-sweeper-admin';
-/** The resource indicator (RFC 8707) the admin API's tokens are issued for. */
-const ADMIN_RESOURCE = 'urn:hold-sweeper:admin-api';
+/** The audiences it issues tokens for: each region's admin API and the codec endpoint. */
+const AUDIENCES: readonly string[] = [...REGIONS.map(adminAudience), CODEC_AUDIENCE];
+/** The resource indicator (RFC 8707) a token for `audience` is asked for with. */
+const resourceOf = (audience: string) => `urn:hold-sweeper:${audience}`;
 
 export interface OidcClientSpec {
   clientId: string;
-  roles: readonly Role[];
+  /** Roles as the claim carries them: `operator` (every region) or `us:operator` (one). */
+  roles: readonly string[];
 }
 
 /**
  * A browser application signing people in (the Web UI server): the authorization-code flow, with the provider's own
- * login and consent pages (any account name signs in; its roles are `accounts`'). Its access tokens are for the admin
- * API's audience too, so the codec endpoint verifies them like the API does.
+ * login and consent pages (any account name signs in; its roles are `accounts`'). Its access tokens are for the codec
+ * endpoint's audience, which the Web UI forwards them to.
  */
 export interface OidcWebClientSpec {
   clientId: string;
@@ -38,9 +43,14 @@ export interface DevOidcOptions {
   port?: number;
   webClients?: readonly OidcWebClientSpec[];
   /** People who sign in through a web client, and their roles (anyone else signs in with none). */
-  accounts?: Readonly<Record<string, readonly Role[]>>;
+  accounts?: Readonly<Record<string, readonly string[]>>;
   /** How long an access token lives (3600 s unless said; `npm start` gives its operators a day). */
   tokenTtlSeconds?: number;
+  /**
+   * Serve over https with this certificate (an https issuer, as production requires of the APIs'): a process verifying
+   * its tokens trusts the certificate's CA (NODE_EXTRA_CA_CERTS); this process mints its tokens (`mint`).
+   */
+  tls?: { cert: Buffer; key: Buffer };
 }
 
 export interface MintOptions {
@@ -48,15 +58,15 @@ export interface MintOptions {
   roles: readonly string[];
   /** Seconds since the epoch, or a jose span ('1h'); one in the past makes an expired token. */
   expiresAt?: number | string;
-  audience?: string;
+  audience: string;
 }
 
 export interface DevOidcProvider {
   readonly issuer: string;
   /** Each client's secret (generated at start). */
   readonly secrets: ReadonlyMap<string, string>;
-  /** An access token for the client, by the client-credentials grant at the token endpoint (the real flow). */
-  token(clientId: string): Promise<string>;
+  /** An access token for the client and `audience`, by the client-credentials grant at the token endpoint. */
+  token(clientId: string, audience: string): Promise<string>;
   /** A token signed with the provider's own key, claims as given (for tests of what the API must refuse). */
   mint(options: MintOptions): Promise<string>;
   /** The same, signed by a key the provider never published. */
@@ -78,7 +88,7 @@ export async function startDevOidcProvider(
 ): Promise<DevOidcProvider> {
   const { port, webClients = [], accounts = {}, tokenTtlSeconds = 3600 } = options;
   const listenPort = port ?? (await freePort());
-  const issuer = `http://127.0.0.1:${listenPort}`;
+  const issuer = `${options.tls ? 'https' : 'http'}://127.0.0.1:${listenPort}`;
   const own = await signingKey();
   const foreign = await signingKey();
   const secrets = new Map([...clients, ...webClients].map((c) => [c.clientId, randomBytes(24).toString('base64url')]));
@@ -118,13 +128,15 @@ export async function startDevOidcProvider(
       clientCredentials: { enabled: true },
       resourceIndicators: {
         enabled: true,
-        defaultResource: () => ADMIN_RESOURCE,
+        // A browser's sign-in asks for no resource: its token is for the codec endpoint the Web UI forwards it to.
+        defaultResource: () => resourceOf(CODEC_AUDIENCE),
         useGrantedResource: () => true,
         getResourceServerInfo: (_ctx, resource) => {
-          if (resource !== ADMIN_RESOURCE) throw new Error(`unknown resource ${resource}`);
+          const audience = AUDIENCES.find((a) => resourceOf(a) === resource);
+          if (!audience) throw new Error(`unknown resource ${resource}`);
           return {
             scope: 'api',
-            audience: ADMIN_AUDIENCE,
+            audience,
             accessTokenTTL: tokenTtlSeconds,
             accessTokenFormat: 'jwt',
             jwt: { sign: { alg: 'ES256' } },
@@ -141,7 +153,12 @@ export async function startDevOidcProvider(
     }),
   });
   const server: Server = await new Promise((resolve) => {
-    const s = provider.listen(listenPort, '127.0.0.1', () => resolve(s));
+    const callback = provider.callback();
+    const s = options.tls
+      ? https
+          .createServer(options.tls, (req, res) => void callback(req, res))
+          .listen(listenPort, '127.0.0.1', () => resolve(s))
+      : provider.listen(listenPort, '127.0.0.1', () => resolve(s));
   });
 
   const mintWith = (key: PrivateKey, kid: string) => async (o: MintOptions) =>
@@ -149,7 +166,7 @@ export async function startDevOidcProvider(
       .setProtectedHeader({ alg: 'ES256', kid, typ: 'at+jwt' })
       .setIssuer(issuer)
       .setSubject(o.subject)
-      .setAudience(o.audience ?? ADMIN_AUDIENCE)
+      .setAudience(o.audience)
       .setIssuedAt()
       .setJti(randomUUID())
       .setExpirationTime(o.expiresAt ?? '1h')
@@ -158,7 +175,7 @@ export async function startDevOidcProvider(
   return {
     issuer,
     secrets,
-    async token(clientId) {
+    async token(clientId, audience) {
       const secret = secrets.get(clientId);
       if (!secret) throw new Error(`no client ${clientId}`);
       const response = await fetch(`${issuer}/token`, {
@@ -167,7 +184,7 @@ export async function startDevOidcProvider(
           authorization: `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64')}`,
           'content-type': 'application/x-www-form-urlencoded',
         },
-        body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api', resource: ADMIN_RESOURCE }),
+        body: new URLSearchParams({ grant_type: 'client_credentials', scope: 'api', resource: resourceOf(audience) }),
       });
       const body = (await response.json()) as { access_token?: string; error?: string; error_description?: string };
       if (!response.ok || !body.access_token)

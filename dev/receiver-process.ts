@@ -13,6 +13,8 @@ const RECEIVER_ENTRY = fileURLToPath(new URL('../src/bin/receiver.ts', import.me
 export interface ReceiverProcess {
   /** `http://127.0.0.1:<port>/processor/events`; the same across restarts. */
   url: string;
+  /** Its counters' own address (PROCESSOR_RECEIVER_METRICS_ADDRESS). */
+  metricsUrl: string;
   /** Everything it wrote (restarts included). */
   output(): string;
   /** SIGKILL: no drain, no goodbye; resolves when it is gone. */
@@ -45,6 +47,7 @@ export interface ReceiverProcessOptions {
 
 export async function startReceiverProcess(options: ReceiverProcessOptions): Promise<ReceiverProcess> {
   const port = await freePort();
+  const metricsPort = await freePort();
   const up = options.region.region.toUpperCase();
   const env = {
     ...process.env,
@@ -58,6 +61,7 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
     // Its migrations end with sealing the merchants' secrets: the region's ring, as its workers have it.
     [`MERCHANT_SECRET_KEYS_${up}`]: keyRingVariable(options.region.secretKeys),
     PROCESSOR_RECEIVER_ADDRESS: `127.0.0.1:${port}`,
+    PROCESSOR_RECEIVER_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
     ...(options.gapWait ? { PROCESSOR_GAP_WAIT: options.gapWait } : {}),
     ...options.env,
   };
@@ -93,6 +97,7 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
   await start();
   return {
     url: `http://127.0.0.1:${port}/processor/events`,
+    metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
     output: () => output,
     kill: () => gone('SIGKILL'),
     restart: start,

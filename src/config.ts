@@ -7,6 +7,7 @@
 import net from 'node:net';
 import { ConfigError } from './errors.js';
 import { isRegion, REGIONS, type Region } from './contracts/regions.js';
+import { adminAudience, CODEC_AUDIENCE } from './contracts/identity.js';
 import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
 import {
@@ -283,6 +284,10 @@ export const CONFIG_VARIABLES = [
   'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
   'DESTINATION_RATE_SHARE',
   'PROCESSOR_RECEIVER_ADDRESS',
+  'PROCESSOR_RECEIVER_METRICS_ADDRESS',
+  'PROCESSOR_RECEIVER_TLS_CERT_FILE',
+  'PROCESSOR_RECEIVER_TLS_KEY_FILE',
+  'PROCESSOR_RECEIVER_BEHIND_TLS_PROXY',
   'PROCESSOR_SIGNING_SECRET_US',
   'PROCESSOR_SIGNING_SECRET_EU',
   'PROCESSOR_GAP_WAIT',
@@ -296,11 +301,13 @@ export const CONFIG_VARIABLES = [
   'API_TLS_CERT_FILE',
   'API_TLS_KEY_FILE',
   'API_BEHIND_TLS_PROXY',
+  'API_METRICS_ADDRESS',
   'MERCHANT_API_ADDRESS',
   'MERCHANT_API_REGION',
   'MERCHANT_API_TLS_CERT_FILE',
   'MERCHANT_API_TLS_KEY_FILE',
   'MERCHANT_API_BEHIND_TLS_PROXY',
+  'MERCHANT_API_METRICS_ADDRESS',
 ] as const;
 
 /**
@@ -475,7 +482,7 @@ function readCodecIdentity(env: Env, mode: Mode): Pick<CodecServerConfig, 'oidc'
       ? {
           oidc: Object.freeze({
             issuer,
-            audience: env.CODEC_OIDC_AUDIENCE || 'hold-sweeper-admin',
+            audience: env.CODEC_OIDC_AUDIENCE || CODEC_AUDIENCE,
             rolesClaim: env.CODEC_OIDC_ROLES_CLAIM || 'roles',
             clockToleranceSeconds: 30,
           }),
@@ -889,9 +896,12 @@ export function loadConfig(
 /**
  * The processor-event receiver of one region (src/bin/receiver.ts): where it listens and whose signatures it accepts.
  */
-export interface ProcessorConfig {
-  readonly host: string;
-  readonly port: number;
+export interface ProcessorConfig extends ListenAddress {
+  /** PROCESSOR_RECEIVER_TLS_CERT_FILE and _KEY_FILE: its own TLS; or behind a TLS proxy, said (production: one). */
+  readonly tls?: { readonly certFile: string; readonly keyFile: string };
+  readonly behindTlsProxy: boolean;
+  /** PROCESSOR_RECEIVER_METRICS_ADDRESS: its `GET /metrics`, never on the port the processor calls. */
+  readonly metrics?: ListenAddress;
   /** The decoded key the processor signs with (PROCESSOR_SIGNING_SECRET_<REGION>); never logged. */
   readonly signingKey: Buffer;
   /** How long a hold's event workflow waits for a missing sequence before it stops for a human. */
@@ -909,25 +919,36 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode): Proce
   if (signingKey === 'missing') throw new ConfigError(variable, undefined, expected);
   if (signingKey === 'undecodable') throw new ConfigError(variable, '(redacted)', expected);
 
-  const addressRaw = env.PROCESSOR_RECEIVER_ADDRESS || (mode === 'dev' ? '127.0.0.1:8090' : '0.0.0.0:8090');
-  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
-  const port = match ? Number(match[2]) : NaN;
-  if (!match || port > 65_535)
-    throw new ConfigError('PROCESSOR_RECEIVER_ADDRESS', addressRaw, 'host:port to listen on, e.g. 0.0.0.0:8090');
+  const address = readListenAddress(
+    env,
+    'PROCESSOR_RECEIVER_ADDRESS',
+    mode === 'dev' ? '127.0.0.1:8090' : '0.0.0.0:8090',
+  );
+  const metrics = readMetricsAddress(env, 'PROCESSOR_RECEIVER_METRICS_ADDRESS', mode, 9465);
   return Object.freeze({
-    host: match[1]!.replace(/^\[|\]$/g, ''),
-    port,
+    ...address,
+    ...readListenerTls(env, 'PROCESSOR_RECEIVER', mode),
+    ...(metrics ? { metrics } : {}),
     signingKey,
     gapWaitMs: readDuration(env, 'PROCESSOR_GAP_WAIT', '15m', 1000),
     refusedRetentionMs: readDuration(env, 'PROCESSOR_REFUSED_RETENTION', '30d', 3_600_000),
   });
 }
 
-/** An HTTP API of one region: where it listens and how TLS reaches it (the admin API's and the merchant API's). */
-export interface ListenerConfig {
-  readonly region: Region;
+/** A host and a port to listen on. */
+export interface ListenAddress {
   readonly host: string;
   readonly port: number;
+}
+
+/** An HTTP API of one region: where it listens and how TLS reaches it (the admin API's and the merchant API's). */
+export interface ListenerConfig extends ListenAddress {
+  readonly region: Region;
+  /**
+   * <PREFIX>_METRICS_ADDRESS: where its `GET /metrics` is served, apart from its callers' port (production: 0.0.0.0
+   * and its own port unless said; dev: only when said).
+   */
+  readonly metrics?: ListenAddress;
   /** <PREFIX>_TLS_CERT_FILE and <PREFIX>_TLS_KEY_FILE: the listener's certificate and key (PEM files). */
   readonly tls?: { readonly certFile: string; readonly keyFile: string };
   /** <PREFIX>_BEHIND_TLS_PROXY=true: plain HTTP on a listener only a TLS-terminating proxy reaches. */
@@ -939,7 +960,23 @@ export interface ListenerConfig {
  * `port`), and TLS. Production refuses a listener without TLS (its own, or `<prefix>_BEHIND_TLS_PROXY=true` said
  * explicitly): credentials cross it.
  */
-function readListener(env: Env, config: Config, prefix: string, port: number): ListenerConfig {
+/** `host:port` of `variable`, or `fallback` when it is unset; named errors otherwise. */
+function readListenAddress(env: Env, variable: string, fallback: string): ListenAddress;
+function readListenAddress(env: Env, variable: string, fallback?: string): ListenAddress | undefined;
+function readListenAddress(env: Env, variable: string, fallback?: string): ListenAddress | undefined {
+  const raw = env[variable] || fallback;
+  if (raw === undefined) return undefined;
+  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(raw);
+  const port = match ? Number(match[2]) : NaN;
+  if (!match || port > 65_535) throw new ConfigError(variable, raw, 'host:port to listen on, e.g. 0.0.0.0:8090');
+  return Object.freeze({ host: match[1]!.replace(/^\[|\]$/g, ''), port });
+}
+
+/** Where a caller-facing process serves its metrics (<variable>): production 0.0.0.0:`port` unless said, dev if said. */
+const readMetricsAddress = (env: Env, variable: string, mode: Mode, port: number) =>
+  readListenAddress(env, variable, mode === 'production' ? `0.0.0.0:${port}` : undefined);
+
+function readListener(env: Env, config: Config, prefix: string, port: number, metricsPort: number): ListenerConfig {
   const regions = config.regions.map((r) => r.region);
   const regionRaw = env[`${prefix}_REGION`] || (regions.length === 1 ? regions[0] : undefined);
   if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
@@ -950,11 +987,25 @@ function readListener(env: Env, config: Config, prefix: string, port: number): L
     );
   }
   const production = config.mode === 'production';
-  const addressRaw = env[`${prefix}_ADDRESS`] || `${production ? '0.0.0.0' : '127.0.0.1'}:${port}`;
-  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(addressRaw);
-  const listenPort = match ? Number(match[2]) : NaN;
-  if (!match || listenPort > 65_535)
-    throw new ConfigError(`${prefix}_ADDRESS`, addressRaw, `host:port to listen on, e.g. 0.0.0.0:${port}`);
+  const address = readListenAddress(env, `${prefix}_ADDRESS`, `${production ? '0.0.0.0' : '127.0.0.1'}:${port}`);
+  const metrics = readMetricsAddress(env, `${prefix}_METRICS_ADDRESS`, config.mode, metricsPort);
+  return Object.freeze({
+    region: regionRaw,
+    ...address,
+    ...readListenerTls(env, prefix, config.mode),
+    ...(metrics ? { metrics } : {}),
+  });
+}
+
+/**
+ * <prefix>_TLS_CERT_FILE and _KEY_FILE (both or neither), or <prefix>_BEHIND_TLS_PROXY=true; production refuses a
+ * listener with neither: what crosses it (a token, a key, a signed callback) is never sent in clear.
+ */
+function readListenerTls(
+  env: Env,
+  prefix: string,
+  mode: Mode,
+): { tls?: { certFile: string; keyFile: string }; behindTlsProxy: boolean } {
   const [certFile, keyFile] = [env[`${prefix}_TLS_CERT_FILE`] || undefined, env[`${prefix}_TLS_KEY_FILE`] || undefined];
   if ((certFile === undefined) !== (keyFile === undefined)) {
     throw new ConfigError(
@@ -967,27 +1018,21 @@ function readListener(env: Env, config: Config, prefix: string, port: number): L
   if (proxyRaw !== 'true' && proxyRaw !== 'false')
     throw new ConfigError(`${prefix}_BEHIND_TLS_PROXY`, proxyRaw, 'true or false');
   const behindTlsProxy = proxyRaw === 'true';
-  if (production && !certFile && !behindTlsProxy) {
+  if (mode === 'production' && !certFile && !behindTlsProxy) {
     throw new ConfigError(
       `${prefix}_TLS_CERT_FILE`,
       undefined,
       `a certificate for the listener (and ${prefix}_TLS_KEY_FILE), or ${prefix}_BEHIND_TLS_PROXY=true: production sends no credential in clear`,
     );
   }
-  return Object.freeze({
-    region: regionRaw,
-    host: match[1]!.replace(/^\[|\]$/g, ''),
-    port: listenPort,
-    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
-    behindTlsProxy,
-  });
+  return { ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}), behindTlsProxy };
 }
 
 /** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
 export interface ApiConfig extends ListenerConfig {
   /** API_OIDC_ISSUER: the issuer whose access tokens it accepts (its discovery document names the keys). */
   readonly issuer: string;
-  /** API_OIDC_AUDIENCE: the `aud` a token must carry (hold-sweeper-admin). */
+  /** API_OIDC_AUDIENCE: the `aud` a token must carry (hold-sweeper-admin-<region>: no other region's token passes). */
   readonly audience: string;
   /** API_OIDC_ROLES_CLAIM: the claim with the caller's roles (roles). */
   readonly rolesClaim: string;
@@ -1000,7 +1045,7 @@ export interface ApiConfig extends ListenerConfig {
  * tokens cross this listener, and nothing but a verified token says who is calling.
  */
 export function loadApiConfig(env: Env, config: Config): ApiConfig {
-  const listener = readListener(env, config, 'API', 8443);
+  const listener = readListener(env, config, 'API', 8443, 9466);
   const issuer = readUrl(env, 'API_OIDC_ISSUER', config.mode === 'production' ? ['https:'] : ['https:', 'http:']);
   if (!issuer)
     throw new ConfigError(
@@ -1011,7 +1056,7 @@ export function loadApiConfig(env: Env, config: Config): ApiConfig {
   return Object.freeze({
     ...listener,
     issuer,
-    audience: env.API_OIDC_AUDIENCE || 'hold-sweeper-admin',
+    audience: env.API_OIDC_AUDIENCE || adminAudience(listener.region),
     rolesClaim: env.API_OIDC_ROLES_CLAIM || 'roles',
     clockToleranceSeconds: readDuration(env, 'API_CLOCK_TOLERANCE', '30s', 0) / 1000,
   });
@@ -1022,5 +1067,5 @@ export function loadApiConfig(env: Env, config: Config): ApiConfig {
  * API's.
  */
 export function loadMerchantApiConfig(env: Env, config: Config): ListenerConfig {
-  return readListener(env, config, 'MERCHANT_API', 8444);
+  return readListener(env, config, 'MERCHANT_API', 8444, 9467);
 }

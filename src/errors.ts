@@ -109,6 +109,7 @@ export class OperatorError extends Error {
       | 'ReviewNotOpen'
       | 'NotAnEventWebhook'
       | 'NotPending'
+      | 'NotQuarantined'
       | 'DeliveryRunning'
       | 'SendsPaused'
       | 'SendsAlreadyPaused'

@@ -18,8 +18,9 @@ import type { FastifyInstance } from 'fastify';
 import { loadConfig, type Config, type RegionConfig } from '../../src/config.js';
 import { buildAdminServer } from '../../src/api/admin-server.js';
 import { createTokenVerifier } from '../../src/api/identity.js';
+import { adminAudience } from '../../src/contracts/identity.js';
 import { buildMerchantServer } from '../../src/api/merchant-server.js';
-import { ADMIN_AUDIENCE, startDevOidcProvider } from '../oidc-provider.js';
+import { startDevOidcProvider } from '../oidc-provider.js';
 import { runOps } from '../../src/ops/cli.js';
 import { loadDevConfig } from '../dev-config.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
@@ -380,15 +381,16 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
     ],
     { tokenTtlSeconds: 86_400 },
   );
-  const verifier = await createTokenVerifier({
-    issuer: oidc.issuer,
-    audience: ADMIN_AUDIENCE,
-    rolesClaim: 'roles',
-    clockToleranceSeconds: 30,
-  });
   const servers: FastifyInstance[] = [];
   const urls: { region: string; admin: string; merchant: string }[] = [];
   for (const run of runs) {
+    // Each region's API has its own audience: a token for one region's API opens no other.
+    const verifier = await createTokenVerifier({
+      issuer: oidc.issuer,
+      audience: adminAudience(run.config.region),
+      rolesClaim: 'roles',
+      clockToleranceSeconds: 30,
+    });
     const secrets = { region: run.config.region, sealer: localKeyRing(run.config.secretKeys) };
     const admin = await buildAdminServer({
       context: {
@@ -400,7 +402,6 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
         secrets,
       },
       verifier,
-      auditPool: run.pool,
     });
     const merchant = await buildMerchantServer({
       region: run.config.region,
@@ -419,8 +420,13 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
   }
   const tokens = path.join(cacheDir, 'dev-tokens');
   await fs.mkdir(tokens, { recursive: true, mode: 0o700 });
-  for (const clientId of ['operator', 'on-call'])
-    await fs.writeFile(path.join(tokens, `${clientId}.token`), await oidc.token(clientId), { mode: 0o600 });
+  const tokenFile = (clientId: string, region: string) => path.join(tokens, `${clientId}-${region}.token`);
+  for (const clientId of ['operator', 'on-call']) {
+    for (const { config } of runs) {
+      const token = await oidc.token(clientId, adminAudience(config.region));
+      await fs.writeFile(tokenFile(clientId, config.region), token, { mode: 0o600 });
+    }
+  }
   return {
     /**
      * One call through the first region's admin API as the operator, as the printed commands make it: what it answered.
@@ -430,14 +436,15 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
       const { region, admin } = urls[0]!;
       await runOps(['quarantine', 'list', '--json'], (l) => lines.push(l), {
         [`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`]: admin,
-        HOLD_SWEEPER_API_TOKEN_FILE: path.join(tokens, 'operator.token'),
+        [`HOLD_SWEEPER_API_TOKEN_FILE_${region.toUpperCase()}`]: tokenFile('operator', region),
       });
       return `  checked: npm run ops -- quarantine list through the ${region.toUpperCase()} admin API as operator: ${(JSON.parse(lines.join('\n')) as unknown[]).length} quarantined`;
     },
     howTo: [
       `\nAdmin API (docs/api.md), tokens from a local OIDC provider (${oidc.issuer}), a day each:`,
       `  export ${urls.map((u) => `HOLD_SWEEPER_API_URL_${u.region.toUpperCase()}=${u.admin}`).join(' ')}`,
-      `  export HOLD_SWEEPER_API_TOKEN_FILE=${path.join(tokens, 'operator.token')}   # on-call.token: read only`,
+      `  export ${urls.map((u) => `HOLD_SWEEPER_API_TOKEN_FILE_${u.region.toUpperCase()}=${tokenFile('operator', u.region)}`).join(' ')}`,
+      `  # one token per region's API; on-call-<region>.token: read only`,
       `  npm run ops -- quarantine list --region ${urls[0]!.region}`,
       `Merchant API: ${urls.map((u) => `${u.region.toUpperCase()} ${u.merchant}`).join(', ')} (a key: npm run ops -- merchant api-key create <merchant> --region <r>)`,
     ],

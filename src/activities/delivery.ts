@@ -49,6 +49,7 @@ import type {
   DeliverWebhookInput,
   DeliverWebhookResult,
   QuarantineDecision,
+  QuarantineDecisionAnswer,
   QuarantineRecorded,
   ReplayApprovalCheck,
   ReplayApprovalClaim,
@@ -244,11 +245,30 @@ export function createDeliveryActivities({
 
     /**
      * Records the decision on a quarantined delivery and moves it on: `replay` back to pending (same webhook id,
-     * a new policy run), `discard` and `abandon` to their terminal states. Idempotent per policy run, so a
-     * retried activity records one decision.
+     * a new policy run), `discard` and `abandon` to their terminal states; only when the ledger says who made it
+     * (`decisionAuthority`: the operator's recorded decision for this webhook and run, or an approved replay request
+     * covering it), and as the ledger says. Idempotent per policy run, so a retried activity records one decision.
      */
-    async decideQuarantine(input: QuarantineDecision): Promise<void> {
-      await deliveries.decideQuarantine(pool, input);
+    async decideQuarantine(input: QuarantineDecision): Promise<QuarantineDecisionAnswer> {
+      const authority = await deliveries.decisionAuthority(pool, input, { fourEyes });
+      if (!authority.ok) {
+        log.warn('decision refused: the ledger does not stand behind it', {
+          region,
+          webhookId: input.webhookId,
+          policyRun: input.policyRun,
+          decision: input.decision,
+          why: authority.why,
+        });
+        return { recorded: false, why: authority.why };
+      }
+      const recorded = await deliveries.decideQuarantine(pool, input, authority);
+      if (recorded.decision !== input.decision) {
+        return {
+          recorded: false,
+          why: `the ledger already holds a ${recorded.decision} by ${recorded.by} for policy run ${input.policyRun}`,
+        };
+      }
+      return { recorded: true, by: recorded.by, reason: recorded.reason };
     },
 
     verifyReplayApproval: (claim: ReplayApprovalClaim): Promise<ReplayApprovalCheck> =>

@@ -25,6 +25,11 @@ import * as outbox from '../sql/outbox.js';
 /** Pending webhooks read per page, and asked about at once (describe calls in flight). */
 const PAGE_SIZE = 200;
 const CONCURRENCY = 20;
+/**
+ * Merchants' resend requests started per run, at most, for one merchant: a range of 100 takes five runs (25 minutes at
+ * the 5-minute interval) while every other merchant's requests start in the first.
+ */
+const MERCHANT_RESENDS_PER_RUN = 20;
 /** Webhooks named in a report (and the ledger's record of it); the counts are always whole. */
 const LISTED_MAX = 100;
 
@@ -111,7 +116,7 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
    * between starting and marking): marked, nothing doubled.
    */
   async function startMerchantResends(client: Client, taskQueue: string): Promise<void> {
-    for (const r of await merchantApi.unstartedMerchantResends(pool, PAGE_SIZE)) {
+    for (const r of await merchantApi.unstartedMerchantResends(pool, PAGE_SIZE, MERCHANT_RESENDS_PER_RUN)) {
       try {
         await startResend(
           client,

@@ -4,11 +4,14 @@
  * (`GET /openapi.json`, by @fastify/swagger). It holds what operators no longer need on their machines: the ledger's
  * operator role and the payload and merchant-secret keys.
  *
- * Every call but the health check and the OpenAPI document carries an OIDC access token (identity.ts): no token, or
- * one that does not verify, is 401; a verified caller without one of the verb's roles is 403. The verb's actor
- * (`by`, `requestedBy`) is the token's subject: four eyes compare subjects the issuer vouches for, and the API refuses
- * a body that names one. Every call is appended to the audit (api_audit): who, what, on what, the outcome, the
- * request id (also the `x-request-id` response header).
+ * Every call but the health check and the OpenAPI document carries an OIDC access token (identity.ts) for this
+ * region's API: no token, or one that does not verify, is 401, counted and logged by sample (refusals.ts), never
+ * stored; a verified caller without one of the verb's roles in the region is 403. The verb's actor (`by`,
+ * `requestedBy`) is the token's subject: four eyes compare subjects the issuer vouches for, and the API refuses a body
+ * that names one. Every authenticated call is in the audit (api_audit): who, what, on what, the outcome, the request
+ * id (also the `x-request-id` response header), written with the action (`auditOf`): a verb whose whole effect is
+ * ledger rows writes its row in their transaction, one that acts outside the ledger writes it before it acts; either
+ * way a call whose row cannot be written does nothing and fails.
  */
 import { randomUUID } from 'node:crypto';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -18,15 +21,19 @@ import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
-import { insertAudit, type AuditRecord } from '../sql/audit.js';
-import { ADMIN_VERBS, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
-import { Forbidden, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
+import { inTransaction } from '../db/pool.js';
+import { CounterRegistry } from '../observability/prometheus-text.js';
+import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '../sql/audit.js';
+import { ADMIN_VERBS, auditOf, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
+import { apiRefusals } from './refusals.js';
+import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
 export interface AdminServerOptions {
-  context: AdminContext;
+  /** Its ledger pool (the operators' role: it may insert into api_audit, and fill in a started row's outcome). */
+  context: AdminContext & { pool: pg.Pool };
   verifier: TokenVerifier;
-  /** The audit's pool (the operators' role: it may insert into api_audit, never change a row). */
-  auditPool: pg.Pool;
+  /** Where its refusals are counted (its metrics address serves it); its own when not given. */
+  metrics?: CounterRegistry;
   /** TLS for the listener; absent behind a TLS-terminating proxy, or in dev. */
   https?: { cert: string | Buffer; key: string | Buffer };
   log?: (line: string, fields: Record<string, unknown>) => void;
@@ -74,6 +81,8 @@ declare module 'fastify' {
   interface FastifyRequest {
     identity?: Identity;
     verb?: AdminVerb;
+    /** The call's audit row written before it acted (`auditOf` says `ahead`), whose outcome is still to be filled in. */
+    auditId?: string;
   }
   interface FastifyContextConfig {
     verb?: AdminVerb;
@@ -81,7 +90,11 @@ declare module 'fastify' {
 }
 
 export async function buildAdminServer(options: AdminServerOptions): Promise<FastifyInstance> {
-  const { context, verifier, auditPool } = options;
+  const { context, verifier } = options;
+  const { pool } = context;
+  const refusals = apiRefusals(options.metrics ?? new CounterRegistry(), 'admin', context.region.region, (fields) =>
+    console.error(JSON.stringify(fields)),
+  );
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
     logger: false,
@@ -107,17 +120,18 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
     },
   });
 
-  const audit = async (request: FastifyRequest, status: number, detail: string | undefined) => {
+  /** The audit row of an authenticated call. */
+  const record = (request: FastifyRequest, status: number, detail?: string): AuditRecord => {
     const verb = request.verb;
     const input = {
       ...(request.params as object),
       ...(request.query as object),
       ...(request.body as object),
     } as VerbInput;
-    await insertAudit(auditPool, {
+    return {
       requestId: request.id,
-      subject: request.identity?.subject,
-      roles: request.identity?.roles ?? [],
+      subject: request.identity!.subject,
+      roles: rolesIn(request.identity!, context.region.region),
       verb: verb?.id ?? 'unknown',
       method: request.method,
       path: request.url.split('?')[0]!,
@@ -125,7 +139,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
       outcome: outcomeOf(status),
       status,
       detail,
-    }).catch((err: unknown) => options.log?.('audit write failed', { requestId: request.id, error: String(err) }));
+    };
   };
 
   app.addSchema({
@@ -150,15 +164,26 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   app.setErrorHandler(async (err: FastifyError, request, reply) => {
     const status = statusOf(err);
     const body = errorBody(err, status, request.id);
-    await audit(request, status, `${body.error}: ${(err as Error).message}`.slice(0, 2000));
+    if (!request.identity) {
+      refusals.refused({ status, error: body.error, method: request.method, path: request.url, requestId: request.id });
+    } else {
+      // The call did nothing, or (written ahead) its row says how it ended; a row that cannot be written is logged.
+      const detail = `${body.error}: ${(err as Error).message}`;
+      const written = request.auditId
+        ? finishAudit(pool, request.auditId, { outcome: outcomeOf(status), status, detail })
+        : insertAudit(pool, record(request, status, detail));
+      await written.catch((auditErr: unknown) =>
+        options.log?.('audit write failed', { requestId: request.id, error: String(auditErr) }),
+      );
+    }
     if (status >= 500)
       options.log?.('admin API request failed', { requestId: request.id, verb: request.verb?.id, error: String(err) });
     return reply.status(status).send(body);
   });
 
   app.setNotFoundHandler(async (request, reply) => {
-    // Authenticated by the hook before it reached here: an unknown route is audited like any call.
-    await audit(request, 404, 'NotFound');
+    // Authenticated by the hook before it reached here: an unknown route is audited like any call, its path bounded.
+    await insertAudit(pool, record(request, 404, 'NotFound'));
     return reply.status(404).send({
       error: 'NotFound',
       message: `no route ${request.method} ${request.url.split('?')[0]}`,
@@ -210,15 +235,30 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
               [403, 'The caller lacks the role, or four eyes refuse (the requester approving).'],
               [404, 'What it names does not exist.'],
               [409, 'The state refuses it (already approved, not quarantined, sends already paused, ...).'],
+              [
+                500,
+                'It failed (the request id names it in the logs); a call whose audit could not be written did nothing.',
+              ],
             ].map(([status, description]) => [status, { description, $ref: 'AdminError#' }]),
           ),
         },
       },
       preValidation: async (request) => {
+        // A POST's input is its body: a query string beside it would skip the body's schema.
+        if (verb.method === 'POST' && request.url.includes('?')) {
+          throw Object.assign(
+            new Error(`${verb.method} ${verb.path} takes its input in the JSON body, not the query string`),
+            {
+              statusCode: 400,
+              validation: [],
+            },
+          );
+        }
         const identity = request.identity!;
-        if (!verb.roles.some((role) => identity.roles.includes(role))) {
+        const held = rolesIn(identity, context.region.region);
+        if (!verb.roles.some((role) => held.includes(role))) {
           throw new Forbidden(
-            `${verb.id} needs one of the roles ${verb.roles.join(', ')}; ${identity.subject} has ${identity.roles.join(', ') || 'none'}`,
+            `${verb.id} needs one of the roles ${verb.roles.join(', ')} in region ${context.region.region}; ${identity.subject} has ${held.join(', ') || 'none'}`,
           );
         }
       },
@@ -229,12 +269,37 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
           ...(request.params as object),
         } as VerbInput;
         if (verb.actor) input[verb.actor] = request.identity!.subject;
-        const result = await verb.run(context, input);
-        await audit(request, 200, undefined);
+        const result = await runAudited(request, verb, input);
         // Every answer is an object (arrays are wrapped): the OpenAPI document says so, and a client reads `.items`.
         return reply.send(Array.isArray(result) ? { items: result } : result);
       },
     });
   }
+  /** Runs the verb with its audit row written as `auditOf` says: with the action, or the call does nothing. */
+  async function runAudited(request: FastifyRequest, verb: AdminVerb, input: VerbInput): Promise<unknown> {
+    switch (auditOf(verb)) {
+      case 'in-transaction':
+        return inTransaction(pool, async (tx) => {
+          const result = await verb.run({ ...context, pool: tx }, input);
+          await insertAudit(tx, record(request, 200));
+          return result;
+        });
+      case 'ahead': {
+        request.auditId = await insertAuditAhead(pool, record(request, 200));
+        const result = await verb.run(context, input);
+        // It acted: its answer goes back even if the outcome is not filled in (the row then says `started`).
+        await finishAudit(pool, request.auditId, { outcome: 'ok', status: 200, detail: undefined }).catch(
+          (err: unknown) => options.log?.('audit outcome not written', { requestId: request.id, error: String(err) }),
+        );
+        return result;
+      }
+      case 'after': {
+        const result = await verb.run(context, input);
+        await insertAudit(pool, record(request, 200));
+        return result;
+      }
+    }
+  }
+
   return app;
 }

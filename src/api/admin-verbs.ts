@@ -7,6 +7,7 @@
  */
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
+import { isPool, type Queryable } from '../db/pool.js';
 import type { RegionConfig } from '../config.js';
 import type { DeliveryStatus } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
@@ -48,7 +49,11 @@ import type { Role } from './identity.js';
  */
 export interface AdminContext {
   region: RegionConfig;
-  pool: pg.Pool;
+  /**
+   * The ledger: the pool, or, for a verb whose whole effect is ledger rows (`effect: 'ledger'`), the transaction its
+   * audit row is written in (src/api/admin-server.ts).
+   */
+  pool: Queryable;
   /** Absent where only the ledger is reached (the CLI's merchant verbs, run locally). */
   client?: Client;
   fourEyes?: boolean;
@@ -81,8 +86,10 @@ export interface AdminVerb {
   required?: readonly string[];
   /** Which input field names what it acts on, for the audit. */
   target?: string;
-  /** Whether it needs Temporal (the rest read or write the ledger only). */
+  /** Whether it needs Temporal (the rest read or write the ledger only, but for `reachesMerchant`). */
   temporal: boolean;
+  /** It sends a request to a merchant's endpoint (`merchant ping`): an effect outside the ledger, like Temporal's. */
+  reachesMerchant?: true;
   /**
    * The JSON schema of its answer (200), published in the OpenAPI document; an object with any properties if unsaid.
    */
@@ -152,7 +159,15 @@ const approval = shape(
   },
   ['id', 'applied', 'ignored'],
 );
-const decision = shape({ outcome: { type: 'string', enum: ['applied', 'ignored', 'rejected', 'unavailable'] } });
+const decision = shape({
+  outcome: { type: 'string', enum: ['applied', 'ignored', 'rejected', 'unavailable', 'recorded'] },
+});
+/** Whether the decision is sent to its workflows now, or only recorded for the `temporal` CLI or the Web UI to carry. */
+const SEND: Field = {
+  type: 'boolean',
+  default: true,
+  description: 'false: record the decision only; carry it with the temporal CLI or the Web UI (docs/security.md)',
+};
 const merchantView = shape(
   {
     id: { type: 'string' },
@@ -176,10 +191,26 @@ const filters = (input: VerbInput) => ({
   reason: str(input, 'reason') as QuarantineReason | undefined,
 });
 
+/**
+ * How a call of the verb is audited (src/api/admin-server.ts): a read after it answers; one whose whole effect is
+ * ledger rows in the transaction that writes them; one that acts outside the ledger (Temporal, a merchant's endpoint)
+ * before it acts, its outcome filled in after.
+ */
+export function auditOf(verb: AdminVerb): 'after' | 'in-transaction' | 'ahead' {
+  if (verb.method === 'GET') return 'after';
+  return verb.temporal || verb.reachesMerchant ? 'ahead' : 'in-transaction';
+}
+
+/** The ledger's pool: a verb that acts outside the ledger is never run inside the audit's transaction. */
+function poolOf(ctx: AdminContext): pg.Pool {
+  if (!isPool(ctx.pool)) throw new Error('a verb that acts outside the ledger runs on the pool, not in a transaction');
+  return ctx.pool;
+}
+
 /** The verb's context with its Temporal client (every verb with `temporal: true`). */
 function ops(ctx: AdminContext): OpsContext {
   if (!ctx.client) throw new Error('this verb needs Temporal: the context has no client');
-  return { region: ctx.region, pool: ctx.pool, client: ctx.client, fourEyes: ctx.fourEyes };
+  return { region: ctx.region, pool: poolOf(ctx), client: ctx.client, fourEyes: ctx.fourEyes };
 }
 
 export const ADMIN_VERBS: readonly AdminVerb[] = [
@@ -276,6 +307,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {
       ticket: text('the change ticket'),
       rate: { type: 'number', exclusiveMinimum: 0, description: 'signals per second' },
+      send: SEND,
     },
     target: 'requestId',
     temporal: true,
@@ -284,6 +316,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
       approveReplayRequest(ops(ctx), str(input, 'requestId')!, str(input, 'by')!, {
         signalsPerSecond: num(input, 'rate'),
         ticket: str(input, 'ticket'),
+        send: input.send as boolean | undefined,
       }),
   },
   {
@@ -310,12 +343,15 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/quarantine/:id/discard',
     roles: OPERATORS,
     actor: 'by',
-    fields: { reason: text('why') },
+    fields: { reason: text('why'), send: SEND },
     required: ['reason'],
     target: 'id',
     temporal: true,
     response: decision,
-    run: (ctx, input) => discardHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!),
+    run: (ctx, input) =>
+      discardHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, {
+        send: input.send as boolean | undefined,
+      }),
   },
   {
     id: 'webhook.resend',
@@ -488,7 +524,8 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
-    run: (ctx, input) => pingMerchant(ctx.pool, ctx.webhooks, ctx.secrets, str(input, 'merchantId')!),
+    reachesMerchant: true,
+    run: (ctx, input) => pingMerchant(poolOf(ctx), ctx.webhooks, ctx.secrets, str(input, 'merchantId')!),
   },
   {
     id: 'merchant.api-key.create',

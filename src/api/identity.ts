@@ -3,8 +3,13 @@
  * its discovery document) for issuer, audience, expiry and signature, with a clock tolerance. The roles come from a
  * claim of the token (`roles` unless configured): the identity provider decides who may do what, and the subject it
  * vouches for is the name four eyes compare, never a name the caller types.
+ *
+ * A role in the claim holds in every region (`operator`) or in one (`us:operator`). Each admin API has its own
+ * audience (one per region), so a token minted for one region's API is refused by the other's; the codec endpoint
+ * serves every region under one audience, and asks which roles hold in the region of the namespace it encodes for.
  */
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
+import { REGIONS, type Region } from '../contracts/regions.js';
 
 export const ROLES = ['viewer', 'operator', 'approver', 'merchant-admin'] as const;
 export type Role = (typeof ROLES)[number];
@@ -12,7 +17,36 @@ export type Role = (typeof ROLES)[number];
 export interface Identity {
   /** The token's `sub`, as the issuer vouches for it. */
   subject: string;
+  /** Roles held in every region. */
   roles: Role[];
+  /** Roles held in one region only (`us:operator`). */
+  regional: Partial<Record<Region, Role[]>>;
+}
+
+/** The roles `identity` holds in `region`: its roles everywhere and those of that region. */
+export function rolesIn(identity: Identity, region: Region): Role[] {
+  const held = new Set<Role>([...identity.roles, ...(identity.regional[region] ?? [])]);
+  return ROLES.filter((role) => held.has(role));
+}
+
+/**
+ * A verifier whose callers' roles are asked per Temporal namespace (each namespace is a region's): what the codec
+ * endpoint, which serves every region, checks each request by.
+ */
+export function byNamespace(verifier: TokenVerifier, regions: readonly { namespace: string; region: Region }[]) {
+  const regionOf = new Map(regions.map((r) => [r.namespace, r.region]));
+  return {
+    async authenticate(authorization: string | undefined) {
+      const identity = await verifier.verify(authorization);
+      return {
+        subject: identity.subject,
+        rolesIn(namespace: string): Role[] {
+          const region = regionOf.get(namespace);
+          return region ? rolesIn(identity, region) : [];
+        },
+      };
+    },
+  };
 }
 
 export interface VerifierOptions {
@@ -68,7 +102,10 @@ export async function createTokenVerifier(options: VerifierOptions): Promise<Tok
       } catch (err) {
         throw new Unauthenticated(`the token does not verify: ${describe(err)}`);
       }
-      return { subject: payload.sub!, roles: rolesOf(payload[options.rolesClaim]) };
+      // An empty subject would make every such caller one person to four eyes and to the audit.
+      if (typeof payload.sub !== 'string' || payload.sub.trim() === '')
+        throw new Unauthenticated('the token does not verify: its subject (sub) is empty');
+      return { subject: payload.sub, ...rolesOf(payload[options.rolesClaim]) };
     },
   };
 }
@@ -83,8 +120,13 @@ function describe(err: unknown): string {
   return 'malformed';
 }
 
-/** Known roles from the claim; anything else in it grants nothing. */
-function rolesOf(claim: unknown): Role[] {
-  const values = Array.isArray(claim) ? claim : typeof claim === 'string' ? claim.split(' ') : [];
-  return ROLES.filter((role) => values.includes(role));
+/** Known roles from the claim, everywhere and per region; anything else in it grants nothing. */
+function rolesOf(claim: unknown): Pick<Identity, 'roles' | 'regional'> {
+  const values: unknown[] = Array.isArray(claim) ? claim : typeof claim === 'string' ? claim.split(' ') : [];
+  const regional: Identity['regional'] = {};
+  for (const region of REGIONS) {
+    const here = ROLES.filter((role) => values.includes(`${region}:${role}`));
+    if (here.length) regional[region] = here;
+  }
+  return { roles: ROLES.filter((role) => values.includes(role)), regional };
 }

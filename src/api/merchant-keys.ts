@@ -4,7 +4,7 @@
  * (merchant_api_keys); a presented key is checked by its id's row, in constant time.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import type pg from 'pg';
+import type { Queryable } from '../db/pool.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import * as keys from '../sql/merchant-api.js';
 
@@ -33,7 +33,7 @@ export interface CreatedKey {
 
 /** A new key for the merchant (its rate budget 5/s, burst 10, unless given). */
 export async function createApiKey(
-  pool: pg.Pool,
+  pool: Queryable,
   merchantId: string,
   createdBy: string,
   options: { label?: string; ratePerSecond?: number; burst?: number } = {},
@@ -60,7 +60,7 @@ export async function createApiKey(
 }
 
 export async function revokeApiKey(
-  pool: pg.Pool,
+  pool: Queryable,
   keyId: string,
   by: string,
 ): Promise<{ id: string; revokedBy: string }> {

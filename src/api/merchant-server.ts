@@ -7,20 +7,26 @@
  * It holds no Temporal access, no payload key and no merchant secret: a resend is a row (merchant_resend_requests)
  * that the worker's outbox reconciler turns into a resend workflow within OUTBOX_RECONCILE_INTERVAL, whose first step
  * checks it; the merchant follows it at `GET /v1/resends/{requestId}`. Another merchant's webhook is "not found".
- * Each key has its own rate budget (429 with Retry-After past it); every call is in the audit (api_audit, subject
- * `merchant:<id>`, the key's id beside it).
+ * Each key has its own rate budget (429 with Retry-After past it). Every call of a key that verifies is in the audit
+ * (api_audit, subject `merchant:<id>`, the key's id beside it; a resend's row in the transaction that records it); a
+ * call refused before that (401) or past its key's budget (429) is counted and logged by sample, never stored.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
+import { inTransaction, type Queryable } from '../db/pool.js';
+import { CounterRegistry } from '../observability/prometheus-text.js';
 import { insertAudit } from '../sql/audit.js';
+import { apiRefusals } from './refusals.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from './merchant-keys.js';
 
 export interface MerchantServerOptions {
   region: Region;
+  /** Where its refusals are counted (its metrics address serves it); its own when not given. */
+  metrics?: CounterRegistry;
   /** The merchant API's own role (hold_sweeper_merchant_api). */
   pool: pg.Pool;
   https?: { cert: string | Buffer; key: string | Buffer };
@@ -144,9 +150,16 @@ export async function buildMerchantServer(
     },
   });
 
-  const audit = async (request: FastifyRequest, status: number, detail?: string) => {
+  const refusals = apiRefusals(options.metrics ?? new CounterRegistry(), 'merchant', options.region, (fields) =>
+    console.error(JSON.stringify(fields)),
+  );
+  /**
+   * The audit row of an identified merchant's call, in `db`: a resend's transaction, or after a read answers. If it
+   * cannot be written the call fails (and a resend records nothing).
+   */
+  const audit = async (request: FastifyRequest, status: number, detail?: string, db: Queryable = pool) => {
     const params = request.params as { webhookId?: string; requestId?: string } | undefined;
-    await insertAudit(pool, {
+    await insertAudit(db, {
       requestId: request.id,
       subject: request.merchant ? `merchant:${request.merchant.merchantId}` : undefined,
       roles: request.merchant ? [`key:${request.merchant.keyId}`] : [],
@@ -154,17 +167,10 @@ export async function buildMerchantServer(
       method: request.method,
       path: request.url.split('?')[0]!,
       target: params?.webhookId ?? params?.requestId,
-      outcome:
-        status < 400
-          ? 'ok'
-          : status === 401 || status === 403 || status === 429
-            ? 'refused'
-            : status < 500
-              ? 'rejected'
-              : 'failed',
+      outcome: status < 400 ? 'ok' : status === 403 ? 'refused' : status < 500 ? 'rejected' : 'failed',
       status,
       detail,
-    }).catch((err: unknown) => options.log?.('audit write failed', { requestId: request.id, error: String(err) }));
+    });
   };
 
   app.addHook('onRequest', async (request, reply) => {
@@ -193,7 +199,14 @@ export async function buildMerchantServer(
     if (status >= 500) options.log?.('merchant API request failed', { requestId: request.id, error: String(err) });
     if (err instanceof Refusal && err.retryAfterSeconds !== undefined)
       reply.header('retry-after', String(err.retryAfterSeconds));
-    await audit(request, status, `${name}: ${message}`.slice(0, 2000));
+    // No key that verifies, or a key past its budget: what anyone can send is counted, never stored.
+    if (status === 401 || status === 429) {
+      refusals.refused({ status, error: name, method: request.method, path: request.url, requestId: request.id });
+    } else {
+      await audit(request, status, `${name}: ${message}`).catch((auditErr: unknown) =>
+        options.log?.('audit write failed', { requestId: request.id, error: String(auditErr) }),
+      );
+    }
     return reply.status(status).send({ error: name, message, requestId: request.id });
   });
   app.setNotFoundHandler(async (request, reply) => {
@@ -298,11 +311,11 @@ export async function buildMerchantServer(
   };
 
   /** Records one resend; throws the refusal a single-webhook call answers with. */
-  async function askResend(request: FastifyRequest, webhookId: string) {
+  async function askResend(db: Queryable, request: FastifyRequest, webhookId: string) {
     const { merchantId, keyId } = request.merchant!;
     const requestId = `mr_${randomBytes(10).toString('hex')}`;
     const resendId = `rs_${randomBytes(10).toString('hex')}`;
-    const result = await ledger.insertMerchantResendRequest(pool, {
+    const result = await ledger.insertMerchantResendRequest(db, {
       id: requestId,
       merchantId,
       webhookId,
@@ -334,8 +347,11 @@ export async function buildMerchantServer(
     },
     async (request, reply) => {
       const { webhookId } = request.params as { webhookId: string };
-      const asked = await askResend(request, webhookId);
-      await audit(request, 202);
+      const asked = await inTransaction(pool, async (tx) => {
+        const recorded = await askResend(tx, request, webhookId);
+        await audit(request, 202, undefined, tx);
+        return recorded;
+      });
       return reply.status(202).send(asked);
     },
   );
@@ -381,16 +397,19 @@ export async function buildMerchantServer(
       const oldestFirst = matching.slice(0, RANGE_MAX).reverse();
       const requested: unknown[] = [];
       const skipped: { webhookId: string; why: string }[] = [];
-      for (const w of oldestFirst) {
-        const webhookId = w.webhookId as string;
-        try {
-          requested.push(await askResend(request, webhookId));
-        } catch (err) {
-          if (!(err instanceof Refusal)) throw err;
-          skipped.push({ webhookId, why: err.message });
+      await inTransaction(pool, async (tx) => {
+        for (const w of oldestFirst) {
+          const webhookId = w.webhookId as string;
+          try {
+            // Each in its own savepoint: one refused leaves the others recorded.
+            requested.push(await inTransaction(tx, (savepoint) => askResend(savepoint, request, webhookId)));
+          } catch (err) {
+            if (!(err instanceof Refusal)) throw err;
+            skipped.push({ webhookId, why: err.message });
+          }
         }
-      }
-      await audit(request, 202, `${requested.length} requested, ${skipped.length} skipped`);
+        await audit(request, 202, `${requested.length} requested, ${skipped.length} skipped`, tx);
+      });
       return reply.status(202).send({ requested, skipped, more: matching.length > RANGE_MAX });
     },
   );

@@ -6,6 +6,8 @@
 import fs from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { ListenerConfig } from '../config.js';
+import { serveMetrics } from '../observability/metrics-listener.js';
+import type { CounterRegistry } from '../observability/prometheus-text.js';
 
 export const logLine = (level: string, msg: string, fields: Record<string, unknown> = {}) =>
   console.log(JSON.stringify({ level, msg, ...fields }));
@@ -17,15 +19,20 @@ export async function tlsOf(listener: ListenerConfig): Promise<{ cert: Buffer; k
     : undefined;
 }
 
-/** Listens, says so (`what listening`, with `fields`), and stops on a signal: the app, then `release`. */
+/**
+ * Listens (and serves `metrics` on the listener's metrics address, when it has one), says so (`what listening`, with
+ * `fields`), and stops on a signal: the app, then `release`.
+ */
 export async function serveUntilSignal(
   app: FastifyInstance,
   listener: ListenerConfig,
   what: string,
   fields: Record<string, unknown>,
   release: () => Promise<void>,
+  metrics?: CounterRegistry,
 ): Promise<void> {
   await app.listen({ host: listener.host, port: listener.port });
+  const metricsListener = metrics && listener.metrics ? await serveMetrics(metrics, listener.metrics) : undefined;
   const address = app.server.address() as { address: string; port: number };
   const own = listener.tls !== undefined;
   logLine('info', `${what} listening`, {
@@ -33,10 +40,12 @@ export async function serveUntilSignal(
     url: `${own ? 'https' : 'http'}://${address.address}:${address.port}`,
     ...fields,
     tls: own ? 'own' : listener.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
+    metrics: metricsListener?.url ?? null,
     pid: process.pid,
   });
   const stop = async () => {
     await app.close();
+    await metricsListener?.close();
     await release();
     process.exit(0);
   };

@@ -19,6 +19,7 @@ import { ConfigError } from '../errors.js';
 import { buildAdminServer } from '../api/admin-server.js';
 import { createTokenVerifier } from '../api/identity.js';
 import { logLine as log, serveUntilSignal, tlsOf } from '../api/serve.js';
+import { CounterRegistry } from '../observability/prometheus-text.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 
@@ -50,7 +51,9 @@ async function main() {
   );
   const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
   const https = await tlsOf(api);
+  const metrics = new CounterRegistry();
   const app = await buildAdminServer({
+    metrics,
     context: {
       region: { ...region, databaseUrl, temporalAddress },
       pool,
@@ -60,15 +63,21 @@ async function main() {
       secrets,
     },
     verifier,
-    auditPool: pool,
     https,
     log: (msg, fields) => log('error', msg, fields),
   });
-  await serveUntilSignal(app, api, 'admin API', { issuer: api.issuer, audience: api.audience }, async () => {
-    stopRefreshing();
-    await connection.close();
-    await pool.end();
-  });
+  await serveUntilSignal(
+    app,
+    api,
+    'admin API',
+    { issuer: api.issuer, audience: api.audience },
+    async () => {
+      stopRefreshing();
+      await connection.close();
+      await pool.end();
+    },
+    metrics,
+  );
 }
 
 main().catch((err) => {

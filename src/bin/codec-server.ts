@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
-import { createTokenVerifier, ROLES } from '../api/identity.js';
+import { byNamespace, createTokenVerifier } from '../api/identity.js';
 import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
@@ -34,9 +34,10 @@ const server = await startCodecServer({
   codecs,
   corsOrigins: config.codecServer.corsOrigins,
   authToken: config.codecServer.authToken,
-  // Anyone with a role may read what they can see in the Web UI (Temporal decides what that is, per namespace).
+  // Roles are judged in the region of the namespace asked for: anyone with a role there may read what they can see in
+  // the Web UI (Temporal decides what that is), an operator or an approver may encode.
   ...(config.codecServer.oidc
-    ? { identity: { authenticate: (await createTokenVerifier(config.codecServer.oidc)).verify, roles: ROLES } }
+    ? { identity: byNamespace(await createTokenVerifier(config.codecServer.oidc), config.regions) }
     : {}),
   ...(config.codecServer.tls
     ? {

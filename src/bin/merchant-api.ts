@@ -16,6 +16,7 @@ import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { buildMerchantServer } from '../api/merchant-server.js';
 import { logLine as log, serveUntilSignal, tlsOf } from '../api/serve.js';
+import { CounterRegistry } from '../observability/prometheus-text.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 
 async function main() {
@@ -36,14 +37,16 @@ async function main() {
     secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
   });
   const https = await tlsOf(listener);
+  const metrics = new CounterRegistry();
   const app = await buildMerchantServer({
     region: region.region,
+    metrics,
     pool,
     https,
     resendsStartWithinMs: config.outbox.intervalMs,
     log: (msg, fields) => log('error', msg, fields),
   });
-  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end());
+  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), metrics);
 }
 
 main().catch((err) => {

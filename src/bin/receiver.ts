@@ -10,7 +10,9 @@
  * In dev mode, unset addresses are a running `npm start`'s.
  */
 import { Client } from '@temporalio/client';
+import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
+import { serveMetrics } from '../observability/metrics-listener.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -64,6 +66,9 @@ async function main() {
   });
   const receiver = createProcessorReceiver({
     region: configured.region,
+    ...(processor.tls
+      ? { https: { cert: await fs.readFile(processor.tls.certFile), key: await fs.readFile(processor.tls.keyFile) } }
+      : {}),
     pool,
     refusalPool,
     refusedRetentionMs: processor.refusedRetentionMs,
@@ -73,12 +78,15 @@ async function main() {
     gapWaitMs: processor.gapWaitMs,
   });
   const address = await receiver.listen(processor.port, processor.host);
+  const metrics = processor.metrics ? await serveMetrics(receiver.metrics, processor.metrics) : undefined;
   console.log(
     JSON.stringify({
       level: 'info',
       msg: 'processor receiver listening',
       region: configured.region,
-      url: `http://${address.address}:${address.port}/processor/events`,
+      url: `${processor.tls ? 'https' : 'http'}://${address.address}:${address.port}/processor/events`,
+      tls: processor.tls ? 'own' : processor.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
+      metrics: metrics?.url ?? null,
       namespace: configured.namespace,
       taskQueue: configured.taskQueue,
       pid: process.pid,
@@ -86,6 +94,7 @@ async function main() {
   );
   const stop = async () => {
     stopRefreshing();
+    await metrics?.close();
     await receiver.close();
     await connection.close();
     await pool.end();

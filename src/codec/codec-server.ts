@@ -30,13 +30,15 @@ export interface CodecServerOptions {
   corsOrigins: readonly string[];
   authToken: string | undefined;
   /**
-   * Verifies the request's `Authorization` header (an OIDC access token): the caller, or a thrown error named
-   * `Unauthenticated` (401). Given by the entry point (src/api/identity.ts): the codec layer knows no issuer.
+   * Verifies the request's `Authorization` header (an OIDC access token): the caller and the roles it holds in the
+   * namespace's region, or a thrown error named `Unauthenticated` (401). Given by the entry point
+   * (src/api/identity.ts): the codec layer knows no issuer. /decode needs a role there, /encode an operator's or an
+   * approver's (403 otherwise): encoding mints payloads the region's workers take as their own clients'.
    */
   identity?: {
-    authenticate(authorization: string | undefined): Promise<{ subject: string; roles: readonly string[] }>;
-    /** A caller holding none of these is refused (403). */
-    roles: readonly string[];
+    authenticate(
+      authorization: string | undefined,
+    ): Promise<{ subject: string; rolesIn(namespace: string): readonly string[] }>;
   };
   /** TLS for the listener: the Web UI sends a user's token only to an https endpoint. */
   https?: { cert: string | Buffer; key: string | Buffer };
@@ -65,6 +67,12 @@ const toJson = (p: Payload): JsonPayload => ({
   ),
   data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
 });
+
+/** Who may ask for what, in the namespace's region. */
+const ROUTE_ROLES: Readonly<Record<'encode' | 'decode', readonly string[]>> = {
+  decode: ['viewer', 'operator', 'approver', 'merchant-admin'],
+  encode: ['operator', 'approver'],
+};
 
 /** A digest of each side first: equal lengths for timingSafeEqual, and no early exit on the first wrong byte. */
 const digest = (text: string) => createHash('sha256').update(text).digest();
@@ -127,21 +135,27 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     const route = /^\/(encode|decode)$/.exec(new URL(req.url ?? '/', 'http://codec').pathname);
     if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
     // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key.
-    let caller: { subject: string; roles: readonly string[] } | undefined;
+    const namespace = req.headers['x-namespace'];
+    const kind = route[1] as 'encode' | 'decode';
+    let caller: { subject: string } | undefined;
     if (options.identity) {
+      let verified: Awaited<ReturnType<NonNullable<CodecServerOptions['identity']>['authenticate']>>;
       try {
-        caller = await options.identity.authenticate(req.headers.authorization);
+        verified = await options.identity.authenticate(req.headers.authorization);
       } catch (err) {
         if ((err as Error).name !== 'Unauthenticated') throw err;
         return reply(401, { error: (err as Error).message });
       }
-      if (!options.identity.roles.some((role) => caller!.roles.includes(role))) {
-        return reply(403, { error: `${caller.subject} holds none of the roles ${options.identity.roles.join(', ')}` });
+      caller = verified;
+      const held = typeof namespace === 'string' ? verified.rolesIn(namespace) : [];
+      if (!ROUTE_ROLES[kind].some((role) => held.includes(role))) {
+        return reply(403, {
+          error: `${verified.subject} holds none of the roles ${ROUTE_ROLES[kind].join(', ')} in namespace ${JSON.stringify(namespace)}`,
+        });
       }
     } else if (options.authToken && !authorized(req.headers.authorization, options.authToken)) {
       return reply(401, { error: 'missing or wrong bearer token' });
     }
-    const namespace = req.headers['x-namespace'];
     const plain = typeof namespace === 'string' && (options.plainNamespaces ?? []).includes(namespace);
     const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
     if (!codec && !plain)
@@ -159,14 +173,14 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
       const payloads = (body.payloads ?? []).map(toPayload);
       const result = !codec
         ? payloads
-        : route[1] === 'encode'
+        : kind === 'encode'
           ? await codec.encode(payloads)
           : await codec.decode(payloads);
       reply(200, { payloads: result.map(toJson) });
       if (caller)
         options.log?.({
           level: 'info',
-          msg: `payloads ${route[1]}d`,
+          msg: `payloads ${kind}d`,
           subject: caller.subject,
           namespace,
           payloads: payloads.length,

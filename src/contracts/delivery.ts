@@ -170,7 +170,19 @@ export interface QuarantineDecision {
   by: string;
   reason: string;
   ticket?: string;
+  /** The operator's decision as the ledger recorded it before it was sent (operator_decisions). */
+  decisionId?: string;
+  /** The approved replay request a replay carries out (replay_requests). */
+  replayRequestId?: string;
 }
+
+/**
+ * What `decideQuarantine` answers: recorded, by whom and why as the ledger has it (the operator's recorded decision, the
+ * approved request, or the workflow's own abandon), or refused: nothing in the ledger decided it. Histories written
+ * before the decision was bound hold no answer (undefined): recorded as sent.
+ */
+export type QuarantineDecisionAnswer =
+  { recorded: true; by: string; reason: string } | { recorded: false; why: string };
 
 export interface DeliverWebhookInput {
   webhookId: string;

@@ -4,6 +4,12 @@
  * (full width) must be one person, or anyone could approve their own request by changing case.
  */
 
+import type { Region } from './regions.js';
+
+/** The default audience of a region's admin API, and of the codec endpoint: each its own, so no token opens another. */
+export const adminAudience = (region: Region): string => `hold-sweeper-admin-${region}`;
+export const CODEC_AUDIENCE = 'hold-sweeper-codec';
+
 /** What `trim` removes: ASCII whitespace and the Unicode spaces NFKC does not already turn into U+0020. */
 const SURROUNDING_SPACE =
   /^[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+|[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+$/g;

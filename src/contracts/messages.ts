@@ -1,10 +1,11 @@
 /**
  * Signals, updates and queries of the per-hold workflow, defined once and shared by the workflow, the activities,
- * the operator CLI and the tests. The `temporal` CLI uses the same names:
- *   temporal workflow update execute --name approveReplay --input '{"approvedBy":"alice","reason":"..."}' ...
- *   temporal workflow signal --name approveReplay --input '{"approvedBy":"alice","reason":"..."}' ...
- * A decision is an Update (validated before it enters history; the caller gets the workflow's answer) or a
- * signal (the Web UI, batch signals by query): both go through one decision function in the workflow.
+ * the operator CLI and the tests. A decision is an Update (validated before it enters history; the caller gets the
+ * workflow's answer) or a signal (the Web UI, batch signals by query): both go through one decision function in the
+ * workflow, and either is recorded only if the ledger holds the decision it names (`decisionId`, recorded by `npm run
+ * ops` before it sends; or an approved `replayRequestId`). The `temporal` CLI uses the same names:
+ *   temporal workflow signal --name discard --input '{"decisionId":"dc_...","by":"alice","reason":"..."}' ...
+ *   temporal workflow signal --query '...' --name approveReplay --input '{"replayRequestId":"rr_...","approvedBy":"bob","reason":"..."}'
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { QuarantineReason } from './failures.js';
@@ -22,6 +23,8 @@ export interface ApproveReplay {
    * then checks it against the ledger: approved, by `approvedBy`, who is not its requester, covering this run.
    */
   replayRequestId?: string;
+  /** The decision as the ledger recorded it before it was sent (`npm run ops` sets it): this webhook, run and person. */
+  decisionId?: string;
 }
 
 export interface Discard {
@@ -29,7 +32,12 @@ export interface Discard {
   reason: string;
   /** As in ApproveReplay. */
   policyRun?: number;
+  /** As in ApproveReplay. */
+  decisionId?: string;
 }
+
+/** The id of a decision recorded in the ledger (operator_decisions.decision_id). */
+export const DECISION_ID_PATTERN = /^dc_[0-9a-f]{32}$/;
 
 export type DecisionKind = 'approveReplay' | 'discard';
 
@@ -85,10 +93,13 @@ export function parseDecision(
   if (kind === 'approveReplay' && p.replayRequestId !== undefined && !nonEmptyText(p.replayRequestId)) {
     return { ok: false, why: `malformed ${kind}: "replayRequestId", when given, must be ${text}` };
   }
+  if (p.decisionId !== undefined && !(typeof p.decisionId === 'string' && DECISION_ID_PATTERN.test(p.decisionId)))
+    return { ok: false, why: `malformed ${kind}: "decisionId", when given, must be dc_ and 32 hex digits` };
   if (p.policyRun !== undefined && !(Number.isInteger(p.policyRun) && (p.policyRun as number) >= 1)) {
     return { ok: false, why: `malformed ${kind}: "policyRun", when given, must be a positive integer` };
   }
   const policyRun = p.policyRun as number | undefined;
+  const decisionId = p.decisionId === undefined ? {} : { decisionId: p.decisionId as string };
   const value =
     kind === 'approveReplay'
       ? {
@@ -96,8 +107,9 @@ export function parseDecision(
           reason: p.reason as string,
           ...(p.ticket === undefined ? {} : { ticket: p.ticket as string }),
           ...(p.replayRequestId === undefined ? {} : { replayRequestId: p.replayRequestId as string }),
+          ...decisionId,
         }
-      : { by: p.by as string, reason: p.reason as string };
+      : { by: p.by as string, reason: p.reason as string, ...decisionId };
   return { ok: true, value: policyRun === undefined ? value : { ...value, policyRun } };
 }
 

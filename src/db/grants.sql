@@ -8,7 +8,7 @@
 DO $grants$
 DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
-    'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs, '
+    'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_decisions, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
     'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, destination_budgets, api_audit, '
     'merchant_api_keys, merchant_resend_requests, schema_migrations';
@@ -19,7 +19,7 @@ BEGIN
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_worker') THEN
     EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_worker', product_tables);
     GRANT SELECT ON accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries,
-      delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_signals, sweep_runs,
+      delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_decisions, sweep_runs,
       processor_events, processor_sequence_skips, processor_skip_requests, ledger_reviews, schema_migrations
       TO hold_sweeper_worker;
     GRANT UPDATE ON accounts, auth_holds, merchants, merchant_rate_limits, webhook_deliveries, sweep_runs,
@@ -60,15 +60,20 @@ BEGIN
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_ops') THEN
     EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_ops', product_tables);
     EXECUTE format('GRANT SELECT ON %s TO hold_sweeper_ops', product_tables);
-    GRANT INSERT, UPDATE ON merchants, replay_requests, replay_request_items, processor_skip_requests, operator_signals,
-      send_pauses TO hold_sweeper_ops;
+    GRANT INSERT, UPDATE ON merchants, replay_requests, replay_request_items, processor_skip_requests, send_pauses
+      TO hold_sweeper_ops;
+    -- A decision is recorded before it is sent, and keeps what the workflow answered; what it decides never changes.
+    GRANT INSERT, UPDATE (outcome, detail) ON operator_decisions TO hold_sweeper_ops;
     -- A new merchant's rate-limit row is written by the merchants trigger, as the inserting role.
     GRANT INSERT ON merchant_rate_limits TO hold_sweeper_ops;
     -- `merchant ping` takes a turn in the destination's budget like a delivery (and a 429 pushes it back).
     GRANT INSERT, UPDATE ON destination_budgets TO hold_sweeper_ops;
     GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;
-    -- The admin API (src/api/, the operators' CLI behind it) runs as this role: it appends its audit and reads it back.
-    GRANT INSERT ON api_audit TO hold_sweeper_ops;
+    -- The admin API (src/api/, the operators' CLI behind it) runs as this role: it appends its audit and reads it back;
+    -- a call acting outside the ledger fills in the outcome of the row it wrote first (migration 021), and rows past
+    -- the audit's retention leave only through prune_api_audit, which records itself.
+    GRANT INSERT, UPDATE (outcome, status, detail) ON api_audit TO hold_sweeper_ops;
+    GRANT EXECUTE ON FUNCTION prune_api_audit(timestamptz, text) TO hold_sweeper_ops;
     -- Merchants' API keys: made and revoked by merchant admins (their secret's hash is written once, never read back).
     GRANT INSERT, UPDATE (revoked_at, revoked_by) ON merchant_api_keys TO hold_sweeper_ops;
   END IF;

@@ -47,15 +47,22 @@ export interface TransactionLimits {
   signal?: AbortSignal;
 }
 
+/** Whether `db` is a pool (one statement, its own transaction), not one transaction's client. */
+export const isPool = (db: Queryable): db is pg.Pool => 'idleCount' in db;
+
 /**
  * Runs `work` in one transaction on one connection: COMMIT if it resolves, ROLLBACK if it throws; within `limits`
- * (each below the calling activity's start-to-close), and cancelled on the server when `limits.signal` aborts.
+ * (each below the calling activity's start-to-close), and cancelled on the server when `limits.signal` aborts. Given
+ * a client, `work` runs inside that client's transaction, as a savepoint: the admin API runs a verb in the
+ * transaction that also writes its audit row.
  */
 export async function inTransaction<T>(
-  pool: pg.Pool,
+  db: Queryable,
   work: (client: pg.PoolClient) => Promise<T>,
   limits: TransactionLimits = {},
 ): Promise<T> {
+  if (!isPool(db)) return inSavepoint(db, work);
+  const pool = db;
   limits.signal?.throwIfAborted();
   const client = await pool.connect();
   const backend = (client as unknown as { processID?: number }).processID;
@@ -80,5 +87,17 @@ export async function inTransaction<T>(
   } finally {
     limits.signal?.removeEventListener('abort', cancel);
     client.release();
+  }
+}
+
+async function inSavepoint<T>(client: pg.PoolClient, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  await client.query('SAVEPOINT nested');
+  try {
+    const result = await work(client);
+    await client.query('RELEASE SAVEPOINT nested');
+    return result;
+  } catch (err) {
+    await client.query('ROLLBACK TO SAVEPOINT nested').catch(() => undefined);
+    throw err;
   }
 }

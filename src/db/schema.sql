@@ -91,9 +91,25 @@ CREATE OR REPLACE FUNCTION public.api_audit_is_append_only()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+  IF TG_OP = 'UPDATE' AND OLD.outcome = 'started' AND NEW.outcome <> 'started'
+     AND (NEW.id, NEW.at, NEW.request_id, NEW.subject, NEW.roles, NEW.verb, NEW.method, NEW.path, NEW.target)
+         IS NOT DISTINCT FROM (OLD.id, OLD.at, OLD.request_id, OLD.subject, OLD.roles, OLD.verb, OLD.method, OLD.path, OLD.target)
+  THEN
+    RETURN NEW;
+  END IF;
+  IF TG_OP = 'DELETE' AND current_setting('hold_sweeper.audit_prune', true) = 'on'
+     AND OLD.at < now() - api_audit_min_retention() THEN
+    RETURN OLD;
+  END IF;
   RAISE EXCEPTION 'api_audit is append-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
 END
 $function$;
+
+CREATE OR REPLACE FUNCTION public.api_audit_min_retention()
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$ SELECT interval '400 days' $function$;
 
 CREATE OR REPLACE FUNCTION public.endpoint_origin(url text)
  RETURNS text
@@ -137,6 +153,20 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION public.merchant_api_key_revocation_is_final()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF OLD.revoked_at IS NOT NULL
+     AND (NEW.revoked_at, NEW.revoked_by) IS DISTINCT FROM (OLD.revoked_at, OLD.revoked_by) THEN
+    RAISE EXCEPTION 'merchant API key % was revoked at % by %: a revocation is final (make a new key)',
+      OLD.id, OLD.revoked_at, OLD.revoked_by USING ERRCODE = 'insufficient_privilege';
+  END IF;
+  RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.merchant_request_room(merchant text, webhook text, cap integer)
  RETURNS TABLE(has_room boolean, in_flight integer, db_now timestamp with time zone)
  LANGUAGE plpgsql
@@ -165,6 +195,33 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION public.prune_api_audit(older_than timestamp with time zone, pruned_by text)
+ RETURNS bigint
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public'
+AS $function$
+DECLARE
+  pruned bigint;
+BEGIN
+  IF older_than > now() - api_audit_min_retention() THEN
+    RAISE EXCEPTION 'api_audit keeps % at least: % is too recent', api_audit_min_retention(), older_than
+      USING ERRCODE = 'check_violation';
+  END IF;
+  IF btrim(coalesce(pruned_by, '')) = '' THEN
+    RAISE EXCEPTION 'a prune of api_audit names who prunes' USING ERRCODE = 'check_violation';
+  END IF;
+  PERFORM set_config('hold_sweeper.audit_prune', 'on', true);
+  DELETE FROM api_audit WHERE at < older_than;
+  GET DIAGNOSTICS pruned = ROW_COUNT;
+  PERFORM set_config('hold_sweeper.audit_prune', 'off', true);
+  INSERT INTO api_audit (request_id, subject, verb, method, path, outcome, status, detail)
+  VALUES (gen_random_uuid()::text, pruned_by, 'audit.prune', 'SQL', 'prune_api_audit', 'ok', 200,
+          format('%s rows written before %s deleted', pruned, older_than));
+  RETURN pruned;
+END
+$function$;
+
 -- Tables
 
 CREATE TABLE accounts (
@@ -190,7 +247,9 @@ CREATE TABLE api_audit (
   outcome text NOT NULL,
   status integer NOT NULL,
   detail text,
-  CONSTRAINT api_audit_outcome_check CHECK (outcome = ANY (ARRAY['ok'::text, 'refused'::text, 'rejected'::text, 'failed'::text])),
+  CONSTRAINT api_audit_detail_bounded CHECK (length(detail) <= 2000) NOT VALID,
+  CONSTRAINT api_audit_outcome_check CHECK (outcome = ANY (ARRAY['started'::text, 'ok'::text, 'refused'::text, 'rejected'::text, 'failed'::text])),
+  CONSTRAINT api_audit_path_bounded CHECK (length(path) <= 512) NOT VALID,
   CONSTRAINT api_audit_pkey PRIMARY KEY (id)
 );
 CREATE INDEX api_audit_at ON public.api_audit USING btree (at);
@@ -321,6 +380,7 @@ CREATE TABLE merchant_api_keys (
   CONSTRAINT merchant_api_keys_secret_sha256_check CHECK (octet_length(secret_sha256) = 32)
 );
 CREATE INDEX merchant_api_keys_merchant ON public.merchant_api_keys USING btree (merchant_id);
+CREATE TRIGGER merchant_api_keys_revocation_final BEFORE UPDATE OF revoked_at, revoked_by ON merchant_api_keys FOR EACH ROW EXECUTE FUNCTION merchant_api_key_revocation_is_final();
 
 CREATE TABLE merchant_rate_limits (
   merchant_id text NOT NULL,
@@ -358,6 +418,7 @@ CREATE TABLE merchant_resend_requests (
   CONSTRAINT merchant_resend_requests_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES webhook_deliveries(webhook_id)
 );
 CREATE INDEX merchant_resend_requests_merchant ON public.merchant_resend_requests USING btree (merchant_id, requested_at);
+CREATE UNIQUE INDEX merchant_resend_requests_one_waiting ON public.merchant_resend_requests USING btree (webhook_id) WHERE (started_at IS NULL);
 CREATE INDEX merchant_resend_requests_unstarted ON public.merchant_resend_requests USING btree (requested_at) WHERE (started_at IS NULL);
 
 CREATE TABLE merchants (
@@ -385,7 +446,7 @@ CREATE TABLE merchants (
 CREATE INDEX merchants_endpoint_origin ON public.merchants USING btree (endpoint_origin, rate_per_second);
 CREATE TRIGGER merchants_create_rate_limit AFTER INSERT ON merchants FOR EACH ROW EXECUTE FUNCTION merchants_create_rate_limit();
 
-CREATE TABLE operator_signals (
+CREATE TABLE operator_decisions (
   id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
   webhook_id text NOT NULL,
   signal text NOT NULL,
@@ -394,10 +455,17 @@ CREATE TABLE operator_signals (
   outcome text NOT NULL,
   detail text,
   sent_at timestamp with time zone NOT NULL DEFAULT now(),
-  CONSTRAINT operator_signals_outcome_check CHECK (outcome = ANY (ARRAY['sent'::text, 'applied'::text, 'ignored'::text])),
-  CONSTRAINT operator_signals_pkey PRIMARY KEY (id),
-  CONSTRAINT operator_signals_signal_check CHECK (signal = ANY (ARRAY['approveReplay'::text, 'discard'::text])),
-  CONSTRAINT operator_signals_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES webhook_deliveries(webhook_id)
+  decision_id text,
+  policy_run integer,
+  ticket text,
+  CONSTRAINT operator_decisions_bound CHECK ((decision_id IS NULL) = (policy_run IS NULL)),
+  CONSTRAINT operator_decisions_decision_id_check CHECK (decision_id ~ '^dc_[0-9a-f]{32}$'::text),
+  CONSTRAINT operator_decisions_decision_id_key UNIQUE (decision_id),
+  CONSTRAINT operator_decisions_outcome_check CHECK (outcome = ANY (ARRAY['sent'::text, 'applied'::text, 'ignored'::text])),
+  CONSTRAINT operator_decisions_pkey PRIMARY KEY (id),
+  CONSTRAINT operator_decisions_policy_run_check CHECK (policy_run >= 1),
+  CONSTRAINT operator_decisions_signal_check CHECK (signal = ANY (ARRAY['approveReplay'::text, 'discard'::text])),
+  CONSTRAINT operator_decisions_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES webhook_deliveries(webhook_id)
 );
 
 CREATE TABLE outbox_reconciliations (

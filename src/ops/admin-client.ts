@@ -1,8 +1,9 @@
 /**
  * The operators' CLI as a client of the admin API (src/api/admin-server.ts): the region's URL
- * (HOLD_SWEEPER_API_URL_<REGION>, or HOLD_SWEEPER_API_URL for one region) and a token (HOLD_SWEEPER_API_TOKEN, or the
- * file HOLD_SWEEPER_API_TOKEN_FILE names: an OIDC access token of the API's issuer). Nothing else: no database URL,
- * no payload or merchant-secret key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node
+ * (HOLD_SWEEPER_API_URL_<REGION>, or HOLD_SWEEPER_API_URL for one region; https, or http to loopback) and a token for
+ * it (HOLD_SWEEPER_API_TOKEN_<REGION>, or HOLD_SWEEPER_API_TOKEN; each also as a file, ..._FILE_<REGION> and _FILE: an
+ * OIDC access token of the API's issuer and audience). Nothing else: no database URL, no payload or merchant-secret
+ * key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node
  * client.
  */
 import fs from 'node:fs';
@@ -72,8 +73,14 @@ export function adminApiFromEnv(env: Env, regionOption: string | undefined): Ver
   } catch {
     throw new ConfigError(variable, raw, 'the admin API’s URL, e.g. https://ops-api.us.example.com');
   }
-  if (base.protocol !== 'https:' && base.protocol !== 'http:') throw new ConfigError(variable, raw, 'an https:// URL');
-  const token = tokenFrom(env);
+  if (base.protocol !== 'https:' && !(base.protocol === 'http:' && isLoopback(base.hostname))) {
+    throw new ConfigError(
+      variable,
+      raw,
+      'an https:// URL (http:// only to loopback: the bearer token would cross the network in clear)',
+    );
+  }
+  const token = tokenFrom(env, region);
   return {
     region,
     remote: true,
@@ -82,24 +89,37 @@ export function adminApiFromEnv(env: Env, regionOption: string | undefined): Ver
   };
 }
 
-function tokenFrom(env: Env): string {
-  if (env.HOLD_SWEEPER_API_TOKEN) return env.HOLD_SWEEPER_API_TOKEN.trim();
-  const file = env.HOLD_SWEEPER_API_TOKEN_FILE;
-  if (!file)
-    throw new ConfigError(
-      'HOLD_SWEEPER_API_TOKEN',
-      undefined,
-      'an access token for the admin API (or HOLD_SWEEPER_API_TOKEN_FILE)',
-    );
-  try {
-    return fs.readFileSync(file, 'utf8').trim();
-  } catch (err) {
-    throw new ConfigError(
-      'HOLD_SWEEPER_API_TOKEN_FILE',
-      file,
-      `a readable file holding the token (${(err as Error).message})`,
-    );
+/** 127.0.0.0/8, ::1 and localhost: where a token over plain HTTP never leaves the machine. */
+function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/**
+ * The access token for the region's API: HOLD_SWEEPER_API_TOKEN_<R> (or the file HOLD_SWEEPER_API_TOKEN_FILE_<R>
+ * names), else HOLD_SWEEPER_API_TOKEN (or _FILE). Each region's API has its own audience: a token is for one region's,
+ * unless the identity provider issued it for both.
+ */
+function tokenFrom(env: Env, region: Region): string {
+  const up = region.toUpperCase();
+  for (const [variable, fileVariable] of [
+    [`HOLD_SWEEPER_API_TOKEN_${up}`, `HOLD_SWEEPER_API_TOKEN_FILE_${up}`],
+    ['HOLD_SWEEPER_API_TOKEN', 'HOLD_SWEEPER_API_TOKEN_FILE'],
+  ] as const) {
+    if (env[variable]) return env[variable]!.trim();
+    const file = env[fileVariable];
+    if (!file) continue;
+    try {
+      return fs.readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      throw new ConfigError(fileVariable, file, `a readable file holding the token (${(err as Error).message})`);
+    }
   }
+  throw new ConfigError(
+    `HOLD_SWEEPER_API_TOKEN_${up}`,
+    undefined,
+    `an access token for region ${region}'s admin API (or HOLD_SWEEPER_API_TOKEN_FILE_${up}, HOLD_SWEEPER_API_TOKEN)`,
+  );
 }
 
 async function callApi(base: URL, token: string, verbId: string, input: VerbInput): Promise<unknown> {

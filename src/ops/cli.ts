@@ -40,14 +40,16 @@ Usage: npm run ops -- <command> [options]
                                      oldest first                    [--merchant] [--since] [--until] [--limit 20]
   replay preview --requested-by NAME freeze the matching quarantined webhooks into a replay request
                                      [--merchant] [--since] [--until] [--reason] [--hold ID] [--webhook ID]
-  replay approve <request id> --by NAME [--ticket T] [--rate 20]
+  replay approve <request id> --by NAME [--ticket T] [--rate 20] [--record-only]
                                      replay exactly the frozen set (not by the requester), paced; run again by
-                                     the same approver, it resumes an interrupted one (each item decided once)
+                                     the same approver, it resumes an interrupted one (each item decided once);
+                                     --record-only: approve, and print the temporal CLI batch signal instead
   approve <hold id | webhook id> --by NAME --reason TEXT [--ticket T]
                                      replay one quarantined webhook (a hold id: its release's; wh_...: any);
                                      production (four eyes): refused, use replay preview --webhook, then replay approve
-  discard <hold id | webhook id> --by NAME --reason TEXT
-                                     end one quarantined webhook without sending it
+  discard <hold id | webhook id> --by NAME --reason TEXT [--record-only]
+                                     end one quarantined webhook without sending it; --record-only: record the
+                                     decision and print the temporal CLI command that carries it
   resend <webhook id> --by NAME --reason TEXT [--ticket T]
                                      send a delivered, discarded or abandoned webhook again: same webhook id and
                                      payload, a fresh signature, the replay lane; production (four eyes): refused,
@@ -294,6 +296,7 @@ function parseCommandLineStrictly(argv: string[]) {
       subject: { type: 'string' },
       label: { type: 'string' },
       all: { type: 'boolean', default: false },
+      'record-only': { type: 'boolean', default: false },
     },
   });
 }
@@ -482,7 +485,23 @@ async function runReplay({
       by: actor('by'),
       rate: rateOption('signals'),
       ticket: values.ticket as string | undefined,
+      send: !values['record-only'],
     });
+    if (result.recordOnly) {
+      const { namespace, workflowIds, signal, input } = result.recordOnly;
+      const query = `WorkflowId IN (${(workflowIds as string[]).map((w) => `'${w}'`).join(', ')})`;
+      print(
+        `replay request ${result.id} approved, not sent; carry it to its ${workflowIds.length} workflow(s) with:\n` +
+          temporalSignalCommand(
+            namespace,
+            `--query "${query}" --reason 'replay request ${result.id}' --yes`,
+            signal,
+            input,
+          ),
+        result,
+      );
+      return 0;
+    }
     print(
       `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
         (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
@@ -565,10 +584,20 @@ async function runDecision({ call, command, sub, values, print, actor }: Command
   const holdId = required(sub, 'hold id');
   const by = actor('by');
   const reason = required(values.reason as string | undefined, 'reason');
+  if (values['record-only'] && command !== 'discard')
+    throw new ConfigError('--record-only', 'true', 'only with discard or replay approve');
   const result =
     command === 'approve'
       ? await call('quarantine.approve', { id: holdId, by, reason, ticket: values.ticket as string | undefined })
-      : await call('quarantine.discard', { id: holdId, by, reason });
+      : await call('quarantine.discard', { id: holdId, by, reason, send: !values['record-only'] });
+  if (result.outcome === 'recorded') {
+    print(
+      `discard of hold ${holdId} recorded (${result.input.decisionId}), not sent; carry it with:\n` +
+        temporalSignalCommand(result.namespace, `--workflow-id ${result.workflowId}`, result.signal, result.input),
+      result,
+    );
+    return 0;
+  }
   print(
     result.outcome === 'applied'
       ? `${command} applied to hold ${holdId}: the workflow answered ${result.answer.decision} of policy run ${result.answer.policyRun}, now ${result.answer.stage}`
@@ -576,6 +605,17 @@ async function runDecision({ call, command, sub, values, print, actor }: Command
     result,
   );
   return result.outcome === 'applied' ? 0 : 3;
+}
+
+/**
+ * The `temporal` CLI command that carries a recorded decision (docs/security.md): through the codec endpoint, which
+ * encrypts its input with the region's key for an operator's token.
+ */
+function temporalSignalCommand(namespace: string, target: string, signal: string, input: unknown): string {
+  return (
+    `  temporal workflow signal --namespace ${namespace} ${target} --name ${signal} ` +
+    `--input '${JSON.stringify(input)}' --codec-endpoint <codec endpoint> --codec-auth "Bearer $ACCESS_TOKEN"`
+  );
 }
 
 /** `sends pause|resume|status`: the region's big red button. */

@@ -10,6 +10,7 @@
  * ring before it is written (src/delivery/secret-box.ts), and opened again only by `ping`, right before it signs.
  */
 import type pg from 'pg';
+import type { Queryable } from '../db/pool.js';
 import { parseEndpoint, guardedLookup, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import { classifyAttempt, parseRetryAfter, resolveDeliveryPolicy, type DeliveryAction } from '../delivery/policy.js';
@@ -67,7 +68,7 @@ export function checkMerchantSettings(merchantId: string, s: MerchantSettings, r
   }
 }
 
-async function viewOf(pool: pg.Pool, merchantId: string): Promise<MerchantView> {
+async function viewOf(pool: Queryable, merchantId: string): Promise<MerchantView> {
   const view = await merchants.merchantView(pool, merchantId);
   if (!view) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
   return view;
@@ -75,7 +76,7 @@ async function viewOf(pool: pg.Pool, merchantId: string): Promise<MerchantView> 
 
 /** Adds a merchant with a new signing secret, returned here once and stored sealed with `secrets`. */
 export async function addMerchant(
-  pool: pg.Pool,
+  pool: Queryable,
   rules: EndpointRules,
   secrets: SecretsAtRest,
   m: { id: string; name: string; endpointUrl: string } & Omit<MerchantSettings, 'name' | 'endpointUrl'>,
@@ -98,13 +99,13 @@ export async function addMerchant(
   return { merchant: await viewOf(pool, m.id), signingSecret };
 }
 
-export async function showMerchant(pool: pg.Pool, merchantId: string): Promise<MerchantView> {
+export async function showMerchant(pool: Queryable, merchantId: string): Promise<MerchantView> {
   return viewOf(pool, merchantId);
 }
 
 /** Changes the given settings, checked first; the others stay as they are. */
 export async function setMerchant(
-  pool: pg.Pool,
+  pool: Queryable,
   rules: EndpointRules,
   merchantId: string,
   changes: MerchantSettings,
@@ -120,7 +121,7 @@ export async function setMerchant(
 
 /** Stops sending to the merchant; its webhooks wait, held, and go out after `resume`. */
 export async function pauseMerchant(
-  pool: pg.Pool,
+  pool: Queryable,
   merchantId: string,
   reason: string,
 ): Promise<{ changed: boolean; merchant: MerchantView }> {
@@ -131,7 +132,7 @@ export async function pauseMerchant(
 
 /** Sends again to a paused merchant, or to one disabled after a 410 Gone. */
 export async function resumeMerchant(
-  pool: pg.Pool,
+  pool: Queryable,
   merchantId: string,
 ): Promise<{ changed: boolean; merchant: MerchantView }> {
   const changed = await merchants.resumeMerchant(pool, merchantId);
@@ -144,7 +145,7 @@ export async function resumeMerchant(
  * A secret older than that is dropped.
  */
 export async function rotateSigningSecret(
-  pool: pg.Pool,
+  pool: Queryable,
   secrets: SecretsAtRest,
   merchantId: string,
   overlapMs = DEFAULT_ROTATION_OVERLAP_MS,

@@ -2,15 +2,15 @@
  * Operator operations on one region: what the `ops` CLI runs, and what the tests call directly. Reads come
  * from the region's ledger; decisions go to the per-hold workflows as Workflow Updates (`approveReplay`,
  * `discard`): the workflow validates each one and answers, so "applied" here means the workflow applied it and
- * recorded it, never only that a message was sent. Every decision sent from here is logged in
- * `operator_signals` with the workflow's answer or its reason for refusing.
+ * recorded it, never only that a message was sent. Every decision is recorded in `operator_decisions` before it is
+ * sent (the worker records only what a row there stands behind), with the workflow's answer or why it refused.
  */
 import { randomUUID } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow/codec-helpers.js';
 import type pg from 'pg';
 import type { RegionConfig } from '../config.js';
-import { inTransaction } from '../db/pool.js';
+import { inTransaction, type Queryable } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
 import { identityKey, samePerson } from '../contracts/identity.js';
 import { deliveryWorkflowId, eventDeliveryWorkflowId, holdWorkflowId } from '../contracts/ids.js';
@@ -18,7 +18,9 @@ import {
   approveReplayUpdate,
   discardUpdate,
   statusQuery,
+  type ApproveReplay,
   type DecisionAnswer,
+  type Discard,
   type HoldStatus,
 } from '../contracts/messages.js';
 import * as deliveries from '../sql/deliveries.js';
@@ -44,13 +46,13 @@ export interface OpsContext {
 }
 
 /** Quarantined deliveries matching every given filter, oldest quarantine first. */
-export async function listQuarantined(pool: pg.Pool, filters: QuarantineFilters): Promise<QuarantinedDelivery[]> {
+export async function listQuarantined(pool: Queryable, filters: QuarantineFilters): Promise<QuarantinedDelivery[]> {
   return deliveries.quarantinedDeliveries(pool, filters);
 }
 
 /** Freezes the quarantined deliveries matching `filters` into a replay request awaiting approval. */
 export async function previewReplay(
-  pool: pg.Pool,
+  pool: Queryable,
   filters: QuarantineFilters,
   requestedBy: string,
 ): Promise<{ id: string; count: number; items: QuarantinedDelivery[] }> {
@@ -127,10 +129,11 @@ async function sameDecisionAlreadyRecorded(
 type DecisionOutcome = { outcome: 'applied'; answer: DecisionAnswer } | { outcome: 'ignored'; detail: string };
 
 /**
- * Sends one decision to a hold's workflow, as an Update for the policy run the ledger shows quarantined, if the
- * ledger still shows it quarantined in the expected run; otherwise sends nothing. The workflow has the last word:
- * its validator refuses a decision it is not waiting for (e.g. the ledger is a moment ahead of the workflow's
- * stage). Either way the attempt is logged.
+ * Records one decision in the ledger and sends it to the hold's workflow, as an Update naming the recorded decision,
+ * for the policy run the ledger shows quarantined, if the ledger still shows it quarantined in the expected run;
+ * otherwise sends nothing. The workflow has the last word: its validator refuses a decision it is not waiting for
+ * (e.g. the ledger is a moment ahead of the workflow's stage), and the worker records it only as the ledger holds it.
+ * Either way the outcome is kept with the decision.
  */
 async function sendDecision(
   ctx: OpsContext,
@@ -138,64 +141,71 @@ async function sendDecision(
   decision: Decision,
   expectedRun?: number,
 ): Promise<DecisionOutcome> {
-  let result: DecisionOutcome;
+  const by = decision.signal === 'approveReplay' ? decision.approvedBy : decision.by;
+  const logOnly = { webhookId: target.webhookId, signal: decision.signal, by, reason: decision.reason };
   const earlier =
     target.status === 'quarantined' && expectedRun === undefined
       ? undefined
       : await sameDecisionAlreadyRecorded(ctx, target, decision, expectedRun);
-  if (earlier) result = earlier;
-  else if (target.status !== 'quarantined')
-    result = { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` };
-  else if (expectedRun !== undefined && target.policyRun !== expectedRun) {
-    result = {
-      outcome: 'ignored',
-      detail: `quarantined again in run ${target.policyRun} after the preview froze run ${expectedRun}`,
-    };
-  } else {
-    const handle = ctx.client.workflow.getHandle(target.workflowId);
-    const { policyRun } = target;
-    const updateId = decisionUpdateId(target, decision);
-    try {
-      const answer =
-        decision.signal === 'approveReplay'
-          ? await handle.executeUpdate(approveReplayUpdate, {
-              updateId,
-              args: [
-                {
-                  approvedBy: decision.approvedBy,
-                  reason: decision.reason,
-                  ...(decision.ticket ? { ticket: decision.ticket } : {}),
-                  ...(decision.replayRequestId ? { replayRequestId: decision.replayRequestId } : {}),
-                  policyRun,
-                },
-              ],
-            })
-          : await handle.executeUpdate(discardUpdate, {
-              updateId,
-              args: [{ by: decision.by, reason: decision.reason, policyRun }],
-            });
-      result = { outcome: 'applied', answer };
-    } catch (err) {
-      if (err instanceof WorkflowUpdateFailedError)
-        result = { outcome: 'ignored', detail: `refused by the workflow: ${err.cause?.message ?? err.message}` };
-      else if (err instanceof WorkflowNotFoundError)
-        result = { outcome: 'ignored', detail: `workflow ${target.workflowId} is not running` };
-      else throw err;
-    }
+  const notSent: DecisionOutcome | undefined = earlier
+    ? earlier
+    : target.status !== 'quarantined'
+      ? { outcome: 'ignored', detail: `delivery is ${target.status}, not quarantined` }
+      : expectedRun !== undefined && target.policyRun !== expectedRun
+        ? {
+            outcome: 'ignored',
+            detail: `quarantined again in run ${target.policyRun} after the preview froze run ${expectedRun}`,
+          }
+        : undefined;
+  if (notSent) {
+    await records.recordDecisionOutcome(ctx.pool, logOnly, outcomeDetail(notSent));
+    return notSent;
   }
-  await records.recordOperatorSignal(ctx.pool, {
-    webhookId: target.webhookId,
-    signal: decision.signal,
-    sentBy: decision.signal === 'approveReplay' ? decision.approvedBy : decision.by,
-    reason: decision.reason,
-    outcome: result.outcome,
-    detail:
-      result.outcome === 'ignored'
-        ? result.detail
-        : `${result.answer.decision} of policy run ${result.answer.policyRun}; now ${result.answer.stage}`,
-  });
+  const { policyRun } = target;
+  const ticket = decision.signal === 'approveReplay' ? decision.ticket : undefined;
+  const decisionId = await records.recordOperatorDecision(ctx.pool, { ...logOnly, policyRun, ticket });
+  const handle = ctx.client.workflow.getHandle(target.workflowId);
+  const updateId = decisionUpdateId(target, decision);
+  let result: DecisionOutcome;
+  try {
+    const answer =
+      decision.signal === 'approveReplay'
+        ? await handle.executeUpdate(approveReplayUpdate, {
+            updateId,
+            args: [
+              {
+                approvedBy: decision.approvedBy,
+                reason: decision.reason,
+                ...(decision.ticket ? { ticket: decision.ticket } : {}),
+                ...(decision.replayRequestId ? { replayRequestId: decision.replayRequestId } : {}),
+                policyRun,
+                decisionId,
+              },
+            ],
+          })
+        : await handle.executeUpdate(discardUpdate, {
+            updateId,
+            args: [{ by: decision.by, reason: decision.reason, policyRun, decisionId }],
+          });
+    result = { outcome: 'applied', answer };
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError)
+      result = { outcome: 'ignored', detail: `refused by the workflow: ${err.cause?.message ?? err.message}` };
+    else if (err instanceof WorkflowNotFoundError)
+      result = { outcome: 'ignored', detail: `workflow ${target.workflowId} is not running` };
+    else throw err;
+  }
+  await records.recordDecisionOutcome(ctx.pool, { decisionId }, outcomeDetail(result));
   return result;
 }
+
+const outcomeDetail = (result: DecisionOutcome) => ({
+  outcome: result.outcome,
+  detail:
+    result.outcome === 'ignored'
+      ? result.detail
+      : `${result.answer.decision} of policy run ${result.answer.policyRun}; now ${result.answer.stage}`,
+});
 
 /**
  * The second person's approval of a frozen request (a bulk replay, or a bulk resend): refused for its requester (by
@@ -247,8 +257,14 @@ export async function approveReplayRequest(
   ctx: OpsContext,
   requestId: string,
   approvedBy: string,
-  options: { signalsPerSecond?: number; ticket?: string } = {},
-): Promise<{ id: string; applied: number; ignored: { webhookId: string; detail: string }[]; alreadyDone: number }> {
+  options: { signalsPerSecond?: number; ticket?: string; send?: boolean } = {},
+): Promise<{
+  id: string;
+  applied: number;
+  ignored: { webhookId: string; detail: string }[];
+  alreadyDone: number;
+  recordOnly?: RecordedApproval;
+}> {
   await approveRequest(ctx, requestId, approvedBy, 'replay');
   const items = await records.replayRequestItems(ctx.pool, requestId);
   const open = items.filter((i) => i.outcome === null);
@@ -257,6 +273,21 @@ export async function approveReplayRequest(
   const targets = (await deliveries.decisionTargetsOf(ctx.pool, [...frozenRun.keys()])).map((t) =>
     deliveryTarget(ctx, t),
   );
+  if (options.send === false) {
+    const approval: ApproveReplay = {
+      approvedBy,
+      reason: `replay request ${requestId}`,
+      replayRequestId: requestId,
+      ...(options.ticket ? { ticket: options.ticket } : {}),
+    };
+    const recordOnly: RecordedApproval = {
+      namespace: ctx.region.namespace,
+      workflowIds: targets.map((t) => t.workflowId),
+      signal: 'approveReplay',
+      input: approval,
+    };
+    return { id: requestId, applied: 0, ignored: [], alreadyDone: items.length - open.length, recordOnly };
+  }
   const pauseMs = 1000 / (options.signalsPerSecond ?? 20);
   let applied = 0;
   const ignored: { webhookId: string; detail: string }[] = [];
@@ -311,8 +342,53 @@ export async function discardHold(
   holdId: string,
   by: string,
   reason: string,
-): Promise<DecisionOutcome> {
-  return sendDecision(ctx, await targetForHold(ctx, holdId), { signal: 'discard', by, reason });
+  options: { send?: boolean } = {},
+): Promise<DecisionOutcome | RecordedDecision> {
+  const target = await targetForHold(ctx, holdId);
+  if (options.send !== false) return sendDecision(ctx, target, { signal: 'discard', by, reason });
+  if (target.status !== 'quarantined') {
+    throw new OperatorError(
+      'NotQuarantined',
+      `webhook ${target.webhookId} is ${target.status}, not quarantined: nothing to decide`,
+    );
+  }
+  const { policyRun, webhookId, workflowId } = target;
+  const decisionId = await records.recordOperatorDecision(ctx.pool, {
+    webhookId,
+    policyRun,
+    signal: 'discard',
+    by,
+    reason,
+  });
+  const { namespace } = ctx.region;
+  return {
+    outcome: 'recorded',
+    namespace,
+    workflowId,
+    signal: 'discard',
+    input: { by, reason, policyRun, decisionId },
+  };
+}
+
+/**
+ * A decision recorded and not sent, for an operator who carries it with the `temporal` CLI (through the codec
+ * endpoint) or the Web UI's Signal action: the signal and its input, which the worker applies to no other webhook or
+ * run than the one it names (docs/security.md).
+ */
+export interface RecordedDecision {
+  outcome: 'recorded';
+  namespace: string;
+  workflowId: string;
+  signal: 'discard';
+  input: Discard;
+}
+
+/** An approved replay request not sent: its frozen webhooks' workflows and the one signal every one of them takes. */
+export interface RecordedApproval {
+  namespace: string;
+  workflowIds: string[];
+  signal: 'approveReplay';
+  input: ApproveReplay;
 }
 
 /**

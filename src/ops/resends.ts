@@ -10,8 +10,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type pg from 'pg';
-import { inTransaction } from '../db/pool.js';
+import { inTransaction, type Queryable } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
 import { startResend, type ResendToStart } from '../delivery/starts.js';
 import * as deliveries from '../sql/deliveries.js';
@@ -110,7 +109,7 @@ async function awaitReopened(ctx: OpsContext, started: ResendStarted): Promise<R
 
 /** Freezes the webhooks at an end matching `filters` into a resend request awaiting a second person's approval. */
 export async function previewResend(
-  pool: pg.Pool,
+  pool: Queryable,
   filters: ResendFilters,
   requestedBy: string,
 ): Promise<{ id: string; count: number; items: ResendableWebhook[] }> {

@@ -25,6 +25,7 @@
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
@@ -46,13 +47,13 @@ import {
 } from '../delivery/standard-webhooks.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
+import { sampledLog } from '../observability/sampled-log.js';
 import { receiverOpenApi } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
 export const PROCESSOR_EVENTS_PATH = '/processor/events';
 
 export const HEALTH_PATH = '/healthz';
-export const METRICS_PATH = '/metrics';
 /** Its OpenAPI document (src/processor/openapi.ts). */
 export const OPENAPI_PATH = '/openapi.json';
 const OPENAPI_DOCUMENT = receiverOpenApi({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_PATH });
@@ -95,8 +96,6 @@ const UNSIGNED_REFUSALS: ReadonlySet<RefusalCode> = new Set([
   'StaleTimestamp',
   'BadSignature',
 ]);
-/** How often one reason of unsigned refusal is logged at most (with how many were not). */
-const REFUSAL_LOG_EVERY_MS = 60_000;
 /** A signed refusal's row waits this long at most, for a connection and for its INSERT; then it is only logged. */
 const REFUSAL_RECORD_TIMEOUT_MS = 1_000;
 const DEFAULT_REFUSED_RETENTION_MS = 30 * 86_400_000;
@@ -119,6 +118,8 @@ export const REFUSAL_POOL_OPTIONS = { max: 2, connectionTimeoutMillis: 500, stat
 
 export interface ReceiverOptions {
   region: Region;
+  /** Its own TLS (PROCESSOR_RECEIVER_TLS_*); none behind a TLS-terminating proxy, or in dev. */
+  https?: { cert: string | Buffer; key: string | Buffer };
   /** Records events and relays them: only signed, valid events ever use it. */
   pool: pg.Pool;
   /**
@@ -158,7 +159,7 @@ export interface ProcessorReceiver {
   relayOnce(): Promise<number>;
   /** Deletes signed-refusal rows older than the retention; returns how many. */
   pruneRefused(): Promise<number>;
-  /** What `GET /metrics` serves. */
+  /** What it counts: served on its own metrics address (src/observability/metrics-listener.ts), never here. */
   readonly metrics: CounterRegistry;
   close(): Promise<void>;
 }
@@ -187,23 +188,11 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     'signed, valid processor events by outcome: recorded, duplicate, not_recorded (503, the processor retries)',
     ['region', 'outcome'],
   );
-  /** Per reason: when it was last logged and how many went unlogged since. */
-  const logged = new Map<RefusalCode, { at: number; unlogged: number }>();
-  function reportSampled(refusal: Refusal): void {
-    const now = Date.now();
-    const last = logged.get(refusal.code);
-    if (last && now - last.at < REFUSAL_LOG_EVERY_MS) {
-      last.unlogged++;
-      return;
-    }
-    report('warn', 'processor request refused before its signature was verified (sampled)', {
-      region,
-      status: refusal.statusCode,
-      error: refusal.code,
-      notLoggedSinceLast: last?.unlogged ?? 0,
-    });
-    logged.set(refusal.code, { at: now, unlogged: 0 });
-  }
+  const logRefusal = sampledLog((fields) =>
+    report('warn', 'processor request refused before its signature was verified (sampled)', fields),
+  );
+  const reportSampled = (refusal: Refusal) =>
+    logRefusal(refusal.code, { region, status: refusal.statusCode, error: refusal.code });
 
   /** Signal-with-start of the hold's event workflow, then the row is marked dispatched. Failures wait for the relay. */
   async function handOver(ref: ProcessorEventRef & { holdId: string }): Promise<boolean> {
@@ -282,11 +271,6 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     const path = (req.url ?? '').split('?')[0];
     if (req.method === 'GET' && path === HEALTH_PATH) return send(res, 200, { status: 'ok', region });
     if (req.method === 'GET' && path === OPENAPI_PATH) return send(res, 200, OPENAPI_DOCUMENT);
-    if (req.method === 'GET' && path === METRICS_PATH) {
-      res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-      res.end(metrics.render());
-      return;
-    }
     // Whatever is refused before the body is read leaves it unread: a body of unknown length (chunked) could go on
     // for as long as the request timeout allows, so its connection is closed instead of drained.
     const unread = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] !== undefined;
@@ -361,15 +345,21 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   // A processor holds connections open between callbacks; close() must not wait for them. A request that trickles in
   // (a slow or hostile client) is cut off long before a processor's own timeout would matter: Node checks the header
   // and request timeouts every `connectionsCheckingInterval` (30 s unless said), so they are checked every second.
-  const server = http.createServer(
-    { keepAliveTimeout: 5_000, headersTimeout: 5_000, requestTimeout: 10_000, connectionsCheckingInterval: 1_000 },
-    (req, res) => {
-      handle(req, res).catch((err) => {
-        report('warn', 'processor request failed', { region, error: (err as Error).message });
-        if (!res.headersSent) send(res, 500, { error: 'Internal', message: 'not recorded; retry' });
-      });
-    },
-  );
+  const limits = {
+    keepAliveTimeout: 5_000,
+    headersTimeout: 5_000,
+    requestTimeout: 10_000,
+    connectionsCheckingInterval: 1_000,
+  };
+  const listener = (req: http.IncomingMessage, res: http.ServerResponse) => {
+    handle(req, res).catch((err) => {
+      report('warn', 'processor request failed', { region, error: (err as Error).message });
+      if (!res.headersSent) send(res, 500, { error: 'Internal', message: 'not recorded; retry' });
+    });
+  };
+  const server = options.https
+    ? https.createServer({ ...limits, ...options.https }, listener)
+    : http.createServer(limits, listener);
   server.maxConnections = options.maxConnections ?? 512;
 
   let relaying = false;

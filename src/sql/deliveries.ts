@@ -307,33 +307,128 @@ const DECIDED_STATUS: Readonly<Record<QuarantineDecision['decision'], DeliverySt
   abandon: 'abandoned',
 });
 
+/** Who decided, why and under which ticket, as the ledger holds it. */
+export type DecisionAuthority =
+  { ok: true; by: string; reason: string; ticket: string | null } | { ok: false; why: string };
+
+/** The abandon is the workflow's own decision, made when the quarantine timed out: nobody's row stands behind it. */
+export const ABANDONED_BY = 'hold-sweeper';
+
 /**
- * Records the decision on a quarantined delivery and moves it on (quarantined -> pending | discarded | abandoned;
- * a replay clears the reason). One statement; idempotent per policy run (one decision per run, the first wins).
+ * What in the ledger makes a decision on a webhook's quarantined run stand. A replay or a discard stands only on a row
+ * an operator recorded before sending it (operator_decisions: this webhook, this run, this decision, this person), or,
+ * for a replay, on an approved replay request whose items freeze this webhook at this run and whose approver is this
+ * person. Where four eyes rule, a replay stands only on a request. An abandon is the workflow's own.
  */
-export async function decideQuarantine(db: Queryable, input: QuarantineDecision): Promise<void> {
-  await db.query(
+export async function decisionAuthority(
+  db: Queryable,
+  input: QuarantineDecision,
+  rules: { fourEyes: boolean },
+): Promise<DecisionAuthority> {
+  const { webhookId, policyRun, decision } = input;
+  if (decision === 'abandon') return { ok: true, by: ABANDONED_BY, reason: input.reason, ticket: null };
+  if (decision === 'replay' && input.replayRequestId !== undefined) {
+    const { rows } = await db.query<{ approved_by: string | null; status: string; covers: boolean }>(
+      `SELECT r.approved_by, r.status,
+              EXISTS (SELECT 1 FROM replay_request_items i
+                       WHERE i.request_id = r.id AND i.webhook_id = $2::text AND i.policy_run = $3::integer) AS covers
+         FROM replay_requests r WHERE r.id = $1::text AND r.kind = 'replay'`,
+      [input.replayRequestId, webhookId, policyRun],
+    );
+    const request = rows[0];
+    const named = `replay request ${input.replayRequestId}`;
+    if (!request) return { ok: false, why: `${named} is not in the ledger` };
+    if (request.status !== 'approved' || request.approved_by === null)
+      return { ok: false, why: `${named} is not approved` };
+    if (!request.covers)
+      return { ok: false, why: `${named} does not cover webhook ${webhookId}'s policy run ${policyRun}` };
+    if (!(await samePersonInLedger(db, request.approved_by, input.by)))
+      return { ok: false, why: `${named} was approved by ${request.approved_by}, not ${input.by}` };
+    return { ok: true, by: request.approved_by, reason: input.reason, ticket: input.ticket ?? null };
+  }
+  if (decision === 'replay' && rules.fourEyes)
+    return { ok: false, why: 'four eyes: a replay stands only on a replay request approved by a second person' };
+  if (input.decisionId === undefined) {
+    return {
+      ok: false,
+      why: `no decision in the ledger names it: a ${decision} is recorded before it is sent (npm run ops, through the admin API)`,
+    };
+  }
+  const { rows } = await db.query<{
+    webhook_id: string;
+    policy_run: number | null;
+    signal: string;
+    sent_by: string;
+    reason: string;
+    ticket: string | null;
+    same_person: boolean;
+  }>(
+    `SELECT webhook_id, policy_run, signal, sent_by, reason, ticket, identity_key(sent_by) = identity_key($2::text) AS same_person
+       FROM operator_decisions WHERE decision_id = $1::text`,
+    [input.decisionId, input.by],
+  );
+  const row = rows[0];
+  const named = `decision ${input.decisionId}`;
+  if (!row) return { ok: false, why: `${named} is not in the ledger` };
+  if (row.webhook_id !== webhookId)
+    return { ok: false, why: `${named} is for webhook ${row.webhook_id}, not ${webhookId}` };
+  if (row.policy_run !== policyRun)
+    return { ok: false, why: `${named} is for policy run ${row.policy_run}, not ${policyRun}` };
+  const recorded = row.signal === 'approveReplay' ? 'replay' : 'discard';
+  if (recorded !== decision) return { ok: false, why: `${named} is a ${recorded}, not a ${decision}` };
+  if (!row.same_person) return { ok: false, why: `${named} was made by ${row.sent_by}, not ${input.by}` };
+  return { ok: true, by: row.sent_by, reason: row.reason, ticket: row.ticket };
+}
+
+async function samePersonInLedger(db: Queryable, a: string, b: string): Promise<boolean> {
+  const { rows } = await db.query<{ same: boolean }>('SELECT identity_key($1::text) = identity_key($2::text) AS same', [
+    a,
+    b,
+  ]);
+  return rows[0]!.same;
+}
+
+/**
+ * Records the decision on a quarantined delivery as its authority says (who, why, the ticket) and moves it on
+ * (quarantined -> pending | discarded | abandoned; a replay clears the reason). Idempotent per policy run: one decision
+ * per run, the first wins; the answer is the decision the ledger holds for the run, which a retried call finds too.
+ */
+export async function decideQuarantine(
+  db: Queryable,
+  input: QuarantineDecision,
+  authority: Extract<DecisionAuthority, { ok: true }>,
+): Promise<{ decision: QuarantineDecision['decision']; by: string; reason: string }> {
+  const { rows } = await db.query<{ decision: QuarantineDecision['decision']; decided_by: string; reason: string }>(
     `WITH decided AS (
        INSERT INTO delivery_decisions (webhook_id, policy_run, decision, decided_by, reason, ticket)
        VALUES ($1::text, $2::integer, $3::text, $4::text, $5::text, $6::text)
        ON CONFLICT (webhook_id, policy_run) DO NOTHING
-       RETURNING webhook_id
+       RETURNING webhook_id, decision, decided_by, reason
+     ), moved AS (
+       UPDATE webhook_deliveries
+          SET status = $7::text,
+              quarantine_reason = CASE WHEN $7::text = 'pending' THEN NULL ELSE quarantine_reason END,
+              updated_at = now()
+        WHERE webhook_id IN (SELECT webhook_id FROM decided) AND status = 'quarantined'
      )
-     UPDATE webhook_deliveries
-        SET status = $7::text,
-            quarantine_reason = CASE WHEN $7::text = 'pending' THEN NULL ELSE quarantine_reason END,
-            updated_at = now()
-      WHERE webhook_id IN (SELECT webhook_id FROM decided) AND status = 'quarantined'`,
+     SELECT decision, decided_by, reason FROM decided
+     UNION ALL
+     SELECT decision, decided_by, reason FROM delivery_decisions
+      WHERE webhook_id = $1::text AND policy_run = $2::integer AND NOT EXISTS (SELECT 1 FROM decided)`,
     [
       input.webhookId,
       input.policyRun,
       input.decision,
-      input.by,
-      input.reason,
-      input.ticket ?? null,
+      authority.by,
+      authority.reason,
+      authority.ticket,
       DECIDED_STATUS[input.decision],
     ],
   );
+  const row = rows[0];
+  // Another call recorded this run's decision after this statement's snapshot was taken: the retry reads it.
+  if (!row) throw new Error(`webhook ${input.webhookId}'s decision on policy run ${input.policyRun} is being recorded`);
+  return { decision: row.decision, by: row.decided_by, reason: row.reason };
 }
 
 /**

@@ -152,22 +152,23 @@ export async function insertMerchantResendRequest(
 ): Promise<
   { recorded: true } | { recorded: false; why: 'not-found' | 'not-at-an-end' | 'already-waiting'; status?: string }
 > {
-  const { rows } = await db.query<{ recorded: boolean; status: string | null; waiting: boolean }>(
+  // One waiting per webhook is the unique index's (migration 022): a second insert, however close, conflicts.
+  const { rows } = await db.query<{ recorded: boolean; status: string | null }>(
     `WITH target AS (SELECT status FROM webhook_deliveries WHERE webhook_id = $3 AND merchant_id = $2),
-          waiting AS (SELECT 1 FROM merchant_resend_requests WHERE webhook_id = $3 AND started_at IS NULL),
           ins AS (
             INSERT INTO merchant_resend_requests (id, merchant_id, webhook_id, key_id, resend_id)
-            SELECT $1, $2, $3, $4, $5 FROM target
-             WHERE target.status IN ('delivered', 'discarded', 'abandoned') AND NOT EXISTS (SELECT 1 FROM waiting)
+            SELECT $1, $2, $3, $4, $5 FROM target WHERE target.status IN ('delivered', 'discarded', 'abandoned')
+            ON CONFLICT (webhook_id) WHERE started_at IS NULL DO NOTHING
             RETURNING 1)
-     SELECT EXISTS (SELECT 1 FROM ins) AS recorded, (SELECT status FROM target) AS status, EXISTS (SELECT 1 FROM waiting) AS waiting`,
+     SELECT EXISTS (SELECT 1 FROM ins) AS recorded, (SELECT status FROM target) AS status`,
     [r.id, r.merchantId, r.webhookId, r.keyId, r.resendId],
   );
   const row = rows[0]!;
   if (row.recorded) return { recorded: true };
   if (row.status === null) return { recorded: false, why: 'not-found' };
-  if (row.waiting) return { recorded: false, why: 'already-waiting', status: row.status };
-  return { recorded: false, why: 'not-at-an-end', status: row.status };
+  if (!['delivered', 'discarded', 'abandoned'].includes(row.status))
+    return { recorded: false, why: 'not-at-an-end', status: row.status };
+  return { recorded: false, why: 'already-waiting', status: row.status };
 }
 
 /** A resend request of the merchant's, with where it stands: waiting, started, and the resend it became. */
@@ -190,16 +191,26 @@ export async function merchantResendRequest(
   return rows[0];
 }
 
-/** The worker's side: requests no reconciler has started yet, oldest first. */
+/**
+ * The worker's side: requests no reconciler has started yet, merchants served in turn (each one's oldest first, then
+ * each one's second...) and at most `perMerchant` of each: one merchant asking for a range waits behind nobody's and
+ * holds back nobody's.
+ */
 export async function unstartedMerchantResends(
   db: Queryable,
   limit: number,
+  perMerchant: number,
 ): Promise<{ id: string; merchantId: string; webhookId: string; holdId: string; keyId: string; resendId: string }[]> {
   const { rows } = await db.query(
-    `SELECT q.id, q.merchant_id AS "merchantId", q.webhook_id AS "webhookId", d.hold_id AS "holdId", q.key_id AS "keyId", q.resend_id AS "resendId"
-       FROM merchant_resend_requests q JOIN webhook_deliveries d ON d.webhook_id = q.webhook_id
-      WHERE q.started_at IS NULL ORDER BY q.requested_at, q.id LIMIT $1::integer`,
-    [limit],
+    `SELECT id, "merchantId", "webhookId", "holdId", "keyId", "resendId" FROM (
+       SELECT q.id, q.merchant_id AS "merchantId", q.webhook_id AS "webhookId", d.hold_id AS "holdId", q.key_id AS "keyId",
+              q.resend_id AS "resendId", q.requested_at,
+              row_number() OVER (PARTITION BY q.merchant_id ORDER BY q.requested_at, q.id) AS turn
+         FROM merchant_resend_requests q JOIN webhook_deliveries d ON d.webhook_id = q.webhook_id
+        WHERE q.started_at IS NULL) waiting
+      WHERE turn <= $2::integer
+      ORDER BY turn, requested_at, id LIMIT $1::integer`,
+    [limit, perMerchant],
   );
   return rows;
 }

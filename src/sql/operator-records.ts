@@ -1,10 +1,11 @@
 /**
  * SQL of what operators did: replay requests and their frozen items (replay_requests, replay_request_items),
- * requests to skip a missing processor sequence (processor_skip_requests), every signal sent from the ops tooling
- * (operator_signals), and the decisions recorded on a hold's delivery (delivery_decisions, written by
+ * requests to skip a missing processor sequence (processor_skip_requests), every decision made with the ops tooling
+ * (operator_decisions), and the decisions recorded on a hold's delivery (delivery_decisions, written by
  * `decideQuarantine` in src/sql/deliveries.ts). Both kinds of request are four-eyes: the ledger refuses an
  * approver who is the requester by `identity_key()` (migration 009).
  */
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
 import { HOLD_RELEASED_EVENT, type QuarantineFilters, type ResendFilters } from './deliveries.js';
@@ -161,22 +162,52 @@ export async function recordReplayItemOutcome(
   );
 }
 
-export interface OperatorSignalRecord {
+/** A decision an operator makes on one webhook's quarantined policy run, recorded before it is sent. */
+export interface OperatorDecisionRecord {
   webhookId: string;
+  policyRun: number;
   signal: 'approveReplay' | 'discard';
-  sentBy: string;
+  by: string;
   reason: string;
-  /** applied: the workflow accepted and recorded it (migration 006); ignored: it did not apply. 'sent' is history. */
-  outcome: 'applied' | 'ignored';
-  /** The workflow's answer, or why the decision was ignored. */
-  detail: string;
+  ticket?: string;
 }
 
-export async function recordOperatorSignal(db: Queryable, s: OperatorSignalRecord): Promise<void> {
+/**
+ * Records a decision before it is sent (migration 020): the id the workflow is sent, which the worker checks against
+ * this row (same webhook, run, decision, person) before it records anything.
+ */
+export async function recordOperatorDecision(db: Queryable, d: OperatorDecisionRecord): Promise<string> {
+  const decisionId = `dc_${randomBytes(16).toString('hex')}`;
   await db.query(
-    `INSERT INTO operator_signals (webhook_id, signal, sent_by, reason, outcome, detail)
+    `INSERT INTO operator_decisions (decision_id, webhook_id, policy_run, signal, sent_by, reason, ticket, outcome)
+     VALUES ($1::text, $2::text, $3::integer, $4::text, $5::text, $6::text, $7::text, 'sent')`,
+    [decisionId, d.webhookId, d.policyRun, d.signal, d.by, d.reason, d.ticket ?? null],
+  );
+  return decisionId;
+}
+
+/**
+ * What the workflow answered a recorded decision: applied (it recorded it and answered), or ignored and why. A
+ * decision never sent (the ledger showed the webhook no longer waiting) is logged with its outcome and no id: it
+ * decides nothing.
+ */
+export async function recordDecisionOutcome(
+  db: Queryable,
+  outcome: { decisionId: string } | Omit<OperatorDecisionRecord, 'policyRun' | 'ticket'>,
+  result: { outcome: 'applied' | 'ignored'; detail: string },
+): Promise<void> {
+  if ('decisionId' in outcome) {
+    await db.query(`UPDATE operator_decisions SET outcome = $2::text, detail = $3::text WHERE decision_id = $1::text`, [
+      outcome.decisionId,
+      result.outcome,
+      result.detail,
+    ]);
+    return;
+  }
+  await db.query(
+    `INSERT INTO operator_decisions (webhook_id, signal, sent_by, reason, outcome, detail)
      VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text)`,
-    [s.webhookId, s.signal, s.sentBy, s.reason, s.outcome, s.detail],
+    [outcome.webhookId, outcome.signal, outcome.by, outcome.reason, result.outcome, result.detail],
   );
 }
 

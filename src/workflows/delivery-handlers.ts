@@ -55,19 +55,26 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
     }
     if ('approvedBy' in value && tracker.fourEyes && value.replayRequestId === undefined)
       return { ok: false, why: FOUR_EYES_WHY };
+    const ids = {
+      ...(value.decisionId === undefined ? {} : { decisionId: value.decisionId }),
+      ...('replayRequestId' in value && value.replayRequestId !== undefined
+        ? { replayRequestId: value.replayRequestId }
+        : {}),
+    };
     if ('approvedBy' in value) {
       const replay: HumanDecision = {
         decision: 'replay',
         by: value.approvedBy,
         reason: value.reason,
         ticket: value.ticket,
+        ...ids,
       };
       return { ok: true, policyRun: stage.policyRun, decision: replay, replayRequestId: value.replayRequestId };
     }
     return {
       ok: true,
       policyRun: stage.policyRun,
-      decision: { decision: 'discard', by: value.by, reason: value.reason },
+      decision: { decision: 'discard', by: value.by, reason: value.reason, ...ids },
     };
   };
 
@@ -133,7 +140,9 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
         const verdict = judged.ok ? settle(judged) : judged;
         if (!verdict.ok)
           throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
-        await tracker.recorded(verdict.policyRun);
+        const refused = await tracker.recorded(verdict.policyRun, verdict.decision);
+        if (refused !== undefined)
+          throw ApplicationFailure.create({ type: 'DecisionRefused', message: refused, nonRetryable: true });
         return {
           decision: verdict.decision.decision as DecisionAnswer['decision'],
           policyRun: verdict.policyRun,

@@ -15,7 +15,10 @@ import { deliveryStatusUpdate, type DeliveryStatusValue } from '../contracts/sea
 import { holdCurrentDetails, holdLabels } from '../contracts/story.js';
 
 /** The human decision on a quarantined delivery, as `decideQuarantine` records it. */
-export type HumanDecision = Pick<QuarantineDecision, 'decision' | 'by' | 'reason' | 'ticket'>;
+export type HumanDecision = Pick<
+  QuarantineDecision,
+  'decision' | 'by' | 'reason' | 'ticket' | 'decisionId' | 'replayRequestId'
+>;
 
 /** What one HTTP attempt came to, as far as the workflow learns it. */
 export interface AttemptReport {
@@ -61,6 +64,8 @@ export class DeliveryTracker {
   private fourEyesRule = false;
   /** The policy run whose decision the ledger has recorded: an update waiting for it answers then. */
   private recordedRun = 0;
+  /** Decisions the ledger refused to record, with why: the update that made one answers with it. */
+  private readonly refusals = new WeakMap<HumanDecision, string>();
 
   /**
    * `initial`: the stage before the delivery's first step (`releasing` for a hold, `delivering` for an event's
@@ -178,9 +183,31 @@ export class DeliveryTracker {
     this.recordedRun = policyRun;
   }
 
-  /** Resolves once the ledger has recorded a decision on `policyRun` (or a later run's). */
-  async recorded(policyRun: number): Promise<void> {
-    await condition(() => this.recordedRun >= policyRun);
+  /**
+   * The ledger refused to record the open decision (nothing in it stands behind the decision): the wait for a human
+   * goes on, and the decision is kept with why, like a signal that did not apply.
+   */
+  decisionRefused(decision: HumanDecision, why: string): void {
+    this.refusals.set(decision, why);
+    if (this.decision === decision) this.decision = undefined;
+    const kind = decision.decision === 'replay' ? 'approveReplay' : 'discard';
+    this.ignore({
+      signal: kind,
+      by: decision.by,
+      reason: decision.reason,
+      at: new Date().toISOString(),
+      stage: 'quarantined',
+      why,
+    });
+  }
+
+  /**
+   * Resolves once the ledger has recorded a decision on `policyRun` (or a later run's): undefined; or with why, once it
+   * refused to record `decision`.
+   */
+  async recorded(policyRun: number, decision: HumanDecision): Promise<string | undefined> {
+    await condition(() => this.recordedRun >= policyRun || this.refusals.has(decision));
+    return this.refusals.get(decision);
   }
 
   /**

@@ -28,14 +28,14 @@ import {
 import { TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import type { HoldResume, OpenQuarantine, ReleaseExpiredHoldResult } from '../contracts/domain.js';
-import type { AttemptFailedDetails, DeliverWebhookResult } from '../contracts/delivery.js';
+import type { AttemptFailedDetails, DeliverWebhookResult, QuarantineDecisionAnswer } from '../contracts/delivery.js';
 import { DELIVERY_FAILURE_TYPES, RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
 import type { DeliveryAttemptFailed, HoldStage } from '../contracts/messages.js';
 import { DELIVERY_STATUS_VALUES, type DeliveryStatusValue } from '../contracts/search-attributes.js';
 import { holdLabels } from '../contracts/story.js';
 import { ledgerActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
 import { runHistoryIsLong } from './history-budget.js';
-import type { DeliveryTracker } from './delivery-tracker.js';
+import type { DeliveryTracker, HumanDecision } from './delivery-tracker.js';
 
 /** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
 export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
@@ -129,12 +129,33 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
 
     const { reason, since } = quarantine;
     const leave = patched(QUARANTINE_CONTINUE_AS_NEW_PATCH) ? runHistoryIsLong : undefined;
-    const decision = await tracker.awaitHumanDecision(quarantine.abandonsAt, {
-      fourEyes: quarantine.fourEyes,
-      timeoutMs: d.quarantineTimeoutMs,
-      decisionWinsTies: () => patched(DECISION_WINS_TIES_PATCH),
-      leave,
-    });
+    let decision: HumanDecision | undefined;
+    let recorded: QuarantineDecisionAnswer | undefined;
+    for (;;) {
+      decision = await tracker.awaitHumanDecision(quarantine.abandonsAt, {
+        fourEyes: quarantine.fourEyes,
+        timeoutMs: d.quarantineTimeoutMs,
+        decisionWinsTies: () => patched(DECISION_WINS_TIES_PATCH),
+        leave,
+      });
+      if (!decision) break;
+      // The ledger records it only if it holds the decision (the operator's row, an approved request): a decision
+      // it refuses moves nothing, and the wait for a human goes on.
+      recorded = await ledgerWith(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({
+        webhookId,
+        policyRun,
+        ...decision,
+      });
+      if (recorded?.recorded !== false) break;
+      log.warn('decision refused by the ledger: still waiting for a human', {
+        ...ctx,
+        webhookId,
+        decision: decision.decision,
+        by: decision.by,
+        why: recorded.why,
+      });
+      tracker.decisionRefused(decision, recorded.why);
+    }
     if (!decision) {
       // A long wait's history ends here; the next run waits for the same decision until the same moment.
       await condition(allHandlersFinished);
@@ -146,25 +167,23 @@ export async function deliverUntilDecided(d: Delivery): Promise<DeliveryResult> 
         ...tracker.carry(),
       });
     }
-    await ledgerWith(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({
-      webhookId,
-      policyRun,
-      ...decision,
-    });
     tracker.decisionRecorded(policyRun);
+    // Who decided and why, as the ledger holds it (histories from before the ledger answered: as the decision said).
+    const decidedBy = recorded?.recorded ? recorded.by : decision.by;
+    const decidedWhy = recorded?.recorded ? recorded.reason : decision.reason;
     switch (decision.decision) {
       case 'abandon':
         tracker.enter({ stage: 'abandoned', reason, since }, 'abandoned');
         log.warn('quarantine abandoned: nobody decided in time', { ...ctx, webhookId, reason });
         return { status: 'abandoned', policyRuns: policyRun };
       case 'discard':
-        tracker.enter({ stage: 'discarded', by: decision.by, reason: decision.reason }, 'discarded');
-        log.info('webhook discarded', { ...ctx, webhookId, by: decision.by });
+        tracker.enter({ stage: 'discarded', by: decidedBy, reason: decidedWhy }, 'discarded');
+        log.info('webhook discarded', { ...ctx, webhookId, by: decidedBy });
         // An update that decided this waits for its answer: let it have it before the workflow closes.
         await condition(allHandlersFinished);
         return { status: 'discarded', policyRuns: policyRun };
       case 'replay':
-        log.info('webhook replay approved', { ...ctx, webhookId, by: decision.by, policyRun: policyRun + 1 });
+        log.info('webhook replay approved', { ...ctx, webhookId, by: decidedBy, policyRun: policyRun + 1 });
         tracker.enter({ stage: 'delivering', policyRun: policyRun + 1 }, 'pending');
     }
   }

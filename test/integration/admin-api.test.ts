@@ -16,19 +16,23 @@ import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildAdminServer } from '../../src/api/admin-server.js';
+import { buildMerchantServer } from '../../src/api/merchant-server.js';
 import { startCodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { ADMIN_VERBS, pathParams, type AdminVerb } from '../../src/api/admin-verbs.js';
-import { createTokenVerifier, ROLES, type Role } from '../../src/api/identity.js';
+import { byNamespace, createTokenVerifier, ROLES, type Role } from '../../src/api/identity.js';
+import { adminAudience, CODEC_AUDIENCE } from '../../src/contracts/identity.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { CounterRegistry } from '../../src/observability/prometheus-text.js';
 import { runOps } from '../../src/ops/cli.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { freePort } from '../../dev/embedded-postgres.js';
-import { ADMIN_AUDIENCE, startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
+import { startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
 import { createClusterPki } from '../../dev/pki.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
+import { requestFor } from '../support/admin-api.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
 
@@ -48,8 +52,12 @@ const CLIENTS: { clientId: string; roles: Role[] }[] = [
   { clientId: 'mia', roles: ['merchant-admin'] },
   { clientId: 'olga', roles: ['operator', 'approver'] },
 ];
+/** Each client's token for the US admin API (its audience). */
 const tokens = new Map<string, string>();
+const US_API = adminAudience('us');
 let openapi: ReturnType<typeof openApiValidator>;
+/** What the API counts: its refusals before anyone is identified. */
+const metrics = new CounterRegistry();
 /**
  * Every answer of the API read in this file (the tests' requests and the in-process CLI's), checked against its
  * document.
@@ -71,8 +79,9 @@ beforeAll(async () => {
     timeoutMs: 600_000,
   });
   oidc = await startDevOidcProvider(CLIENTS);
-  for (const c of CLIENTS) tokens.set(c.clientId, await oidc.token(c.clientId));
+  for (const c of CLIENTS) tokens.set(c.clientId, await oidc.token(c.clientId, US_API));
   app = await buildAdminServer({
+    metrics,
     context: {
       region: us.config,
       pool: us.pool,
@@ -83,11 +92,10 @@ beforeAll(async () => {
     },
     verifier: await createTokenVerifier({
       issuer: oidc.issuer,
-      audience: ADMIN_AUDIENCE,
+      audience: US_API,
       rolesClaim: 'roles',
       clockToleranceSeconds: 5,
     }),
-    auditPool: us.pool,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
@@ -110,30 +118,6 @@ afterAll(async () => {
   await oidc?.stop();
   await harness?.close();
 });
-
-/** A request a verb accepts: placeholders for its path, its required fields filled by type. */
-function requestFor(verb: AdminVerb): { url: string; init: RequestInit } {
-  const url = verb.path.replace(/:([A-Za-z]+)/g, (_, name: string) => `missing_${name}`);
-  const body = Object.fromEntries(
-    (verb.required ?? []).map((field) => {
-      const type = verb.fields[field]!.type;
-      const enums = verb.fields[field]!.enum as string[] | undefined;
-      return [
-        field,
-        enums
-          ? enums[0]
-          : type === 'integer' || type === 'number'
-            ? 1
-            : type === 'boolean'
-              ? true
-              : `placeholder ${field}`,
-      ];
-    }),
-  );
-  if (verb.method === 'GET')
-    return { url: `${url}?${new URLSearchParams(body as Record<string, string>)}`, init: { method: 'GET' } };
-  return { url, init: { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) } };
-}
 
 async function call(
   verb: AdminVerb,
@@ -187,13 +171,17 @@ describe('every endpoint of the admin API', () => {
     );
   }, 120_000);
 
-  it('answers 401 to no token, an expired one, one for another audience and one signed by a key the issuer never published', async () => {
+  it('answers 401 to no token, an expired one, one for another region, service or audience, one with no subject, and one signed by a key the issuer never published', async () => {
     const roles = [...ROLES];
+    const audience = US_API;
     const bad = {
       none: undefined,
-      expired: await oidc.mint({ subject: 'olga', roles, expiresAt: Math.floor(Date.now() / 1000) - 120 }),
-      'wrong audience': await oidc.mint({ subject: 'olga', roles, audience: 'temporal-frontend' }),
-      'foreign key': await oidc.mintForeign({ subject: 'olga', roles }),
+      expired: await oidc.mint({ subject: 'olga', roles, audience, expiresAt: Math.floor(Date.now() / 1000) - 120 }),
+      'the EU API’s': await oidc.token('olga', adminAudience('eu')),
+      'the codec endpoint’s': await oidc.token('olga', CODEC_AUDIENCE),
+      'Temporal’s': await oidc.mint({ subject: 'olga', roles, audience: 'temporal-frontend' }),
+      'an empty subject': await oidc.mint({ subject: ' ', roles, audience }),
+      'foreign key': await oidc.mintForeign({ subject: 'olga', roles, audience }),
       'not a JWT': 'not-a-token',
     };
     // The provider's own key signs a token the API accepts: what the bad ones lack is only what their name says.
@@ -201,7 +189,7 @@ describe('every endpoint of the admin API', () => {
       (
         await call(
           ADMIN_VERBS.find((v) => v.id === 'sends.status')!,
-          await oidc.mint({ subject: 'olga', roles }),
+          await oidc.mint({ subject: 'olga', roles, audience }),
         )
       ).status,
     ).toBe(200);
@@ -212,10 +200,17 @@ describe('every endpoint of the admin API', () => {
         expect(answer.body).toMatchObject({ error: 'Unauthenticated' });
       }
     }
-    const audited = await us.pool.query(
-      `SELECT count(*)::int AS n FROM api_audit WHERE outcome = 'refused' AND status = 401 AND subject IS NULL`,
+    // Counted, never stored: nobody was identified, so nothing of theirs is the audit's.
+    const stored = await us.pool.query(
+      `SELECT count(*)::int AS n FROM api_audit WHERE subject IS NULL OR status = 401`,
     );
-    expect(audited.rows[0].n).toBeGreaterThanOrEqual(ADMIN_VERBS.length * Object.keys(bad).length);
+    expect(stored.rows[0].n).toBe(0);
+    const counted = metrics
+      .render()
+      .match(/^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm);
+    expect(counted!.map((line) => Number(line.split(' ')[1])).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(
+      ADMIN_VERBS.length * Object.keys(bad).length,
+    );
   }, 120_000);
 
   it('refuses an actor named in the request: who acts is the verified subject', async () => {
@@ -430,6 +425,156 @@ function runIndependent(text: string, holdId: string, merchantId: string): strin
   );
 }
 
+/** Every table's row count in the region's ledger: what a caller can make the database keep. */
+async function rowsPerTable(): Promise<Record<string, number>> {
+  const { rows } = await us.pool.query<{ table_name: string }>(
+    `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
+  );
+  const counts: Record<string, number> = {};
+  for (const { table_name } of rows) {
+    const { rows: n } = await us.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM ${table_name.replace(/[^a-z_]/g, '')}`,
+    );
+    counts[table_name] = n[0]!.n;
+  }
+  return counts;
+}
+
+/** `n` calls, `concurrency` at a time; the status each got. */
+async function flood(
+  n: number,
+  concurrency: number,
+  call: (i: number) => Promise<number>,
+): Promise<Record<number, number>> {
+  const statuses: Record<number, number> = {};
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < n; i = next++) {
+        const status = await call(i);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+      }
+    }),
+  );
+  return statuses;
+}
+
+describe('what nobody identified can make the APIs keep, and the audit with the action', () => {
+  it('5,000 calls with no token and 5,000 with bogus merchant keys (long paths among them) add no row to any table: counted, not stored', async () => {
+    const merchantMetrics = new CounterRegistry();
+    const merchantApp = await buildMerchantServer({ region: 'us', pool: us.pool, metrics: merchantMetrics });
+    await merchantApp.listen({ host: '127.0.0.1', port: 0 });
+    const merchantApi = `http://127.0.0.1:${(merchantApp.server.address() as { port: number }).port}`;
+    try {
+      const before = await rowsPerTable();
+      const longPath = (i: number) => `/v1/${'x'.repeat(15_000)}${i}`;
+      const admin = await flood(5_000, 32, async (i) => {
+        const path = i % 10 === 0 ? longPath(i) : `/v1/merchants/m_${i}/api-keys`;
+        const response = await realFetch(`${api}${path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(i % 2 ? { authorization: 'Bearer not-a-token' } : {}) },
+          body: '{}',
+        });
+        await response.arrayBuffer();
+        return response.status;
+      });
+      const merchants = await flood(5_000, 32, async (i) => {
+        const path = i % 10 === 0 ? longPath(i) : '/v1/webhooks';
+        const response = await realFetch(`${merchantApi}${path}`, {
+          headers: { authorization: `Bearer hsk_${'0'.repeat(16)}_${i.toString(16).padStart(64, '0')}` },
+        });
+        await response.arrayBuffer();
+        return response.status;
+      });
+      expect(admin).toEqual({ 401: 5_000 });
+      expect(merchants).toEqual({ 401: 5_000 });
+      expect(await rowsPerTable()).toEqual(before);
+      const total = (registry: CounterRegistry) =>
+        [...registry.render().matchAll(/^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm)]
+          .map((m) => Number(m[1]))
+          .reduce((a, b) => a + b, 0);
+      expect(total(merchantMetrics)).toBe(5_000);
+      expect(total(metrics)).toBeGreaterThanOrEqual(5_000);
+    } finally {
+      await merchantApp.close();
+    }
+  }, 300_000);
+
+  it('a call whose audit row cannot be written does nothing: a key is not made (its row would share the transaction), sends are not paused (its row is written before)', async () => {
+    const night = await seedNight(us.pool, 'us', `${harness.id}aud`, { expired: 0, merchants: 1 }, harness.merchants);
+    const merchantId = night.merchantIds[0]!;
+    const post = (route: string, clientId: string, body: object) =>
+      fetch(`${api}${route}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokens.get(clientId)}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> }));
+    const keys = async () =>
+      (await us.pool.query('SELECT count(*)::int AS n FROM merchant_api_keys WHERE merchant_id = $1', [merchantId]))
+        .rows[0].n;
+    const pauses = async () => (await us.pool.query('SELECT count(*)::int AS n FROM send_pauses')).rows[0].n;
+    const [keysBefore, pausesBefore] = [await keys(), await pauses()];
+    await us.pool.query(`CREATE FUNCTION audit_unwritable() RETURNS trigger LANGUAGE plpgsql AS $$
+                           BEGIN RAISE EXCEPTION 'the audit is down'; END $$`);
+    await us.pool.query(
+      'CREATE TRIGGER audit_unwritable BEFORE INSERT ON api_audit FOR EACH ROW EXECUTE FUNCTION audit_unwritable()',
+    );
+    try {
+      expect((await post(`/v1/merchants/${merchantId}/api-keys`, 'mia', { label: 'ci' })).status).toBe(500);
+      expect((await post('/v1/sends/pause', 'oscar', { reason: 'drill' })).status).toBe(500);
+    } finally {
+      await us.pool.query('DROP TRIGGER audit_unwritable ON api_audit');
+      await us.pool.query('DROP FUNCTION audit_unwritable()');
+    }
+    expect(await keys()).toBe(keysBefore);
+    expect(await pauses()).toBe(pausesBefore);
+    // With the audit back, the same call makes its key, and its row is in the audit with it.
+    const made = await post(`/v1/merchants/${merchantId}/api-keys`, 'mia', { label: 'ci' });
+    expect(made.status).toBe(200);
+    expect(await keys()).toBe(keysBefore + 1);
+    const { rows } = await us.pool.query(
+      `SELECT verb, subject, outcome, target FROM api_audit WHERE verb = 'merchant.api-key.create' AND target = $1`,
+      [merchantId],
+    );
+    expect(rows).toEqual([{ verb: 'merchant.api-key.create', subject: 'mia', outcome: 'ok', target: merchantId }]);
+  });
+
+  it('a POST refuses a query string beside its body (it would skip the body’s schema), and changes nothing', async () => {
+    const response = await fetch(`${api}/v1/merchants/m_nobody?rate=abc`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokens.get('mia')}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(response.status).toBe(400);
+    expect(await response.json()).toMatchObject({ error: 'InvalidRequest' });
+  });
+
+  it('the audit keeps its rows for its retention: the one way out is prune_api_audit, for rows past it, and the pruning is a row itself', async () => {
+    const { rows: inserted } = await us.pool.query<{ id: string }>(
+      `INSERT INTO api_audit (at, request_id, subject, verb, method, path, outcome, status)
+       VALUES (now() - interval '401 days', 'old-call', 'olga', 'sends.status', 'GET', '/v1/sends', 'ok', 200),
+              (now() - interval '399 days', 'young-call', 'olga', 'sends.status', 'GET', '/v1/sends', 'ok', 200)
+       RETURNING id::text`,
+    );
+    expect(inserted).toHaveLength(2);
+    await expect(us.pool.query(`DELETE FROM api_audit WHERE request_id = 'old-call'`)).rejects.toThrow(/append-only/);
+    await expect(us.pool.query(`UPDATE api_audit SET subject = 'eve' WHERE request_id = 'old-call'`)).rejects.toThrow(
+      /append-only/,
+    );
+    await expect(us.pool.query(`SELECT prune_api_audit(now() - interval '30 days', 'olga')`)).rejects.toThrow(
+      /keeps 400 days at least/,
+    );
+    const pruned = await us.pool.query<{ n: string }>(
+      `SELECT prune_api_audit(now() - interval '400 days', 'olga')::text AS n`,
+    );
+    expect(pruned.rows[0]!.n).toBe('1');
+    const left = await us.pool.query(`SELECT request_id FROM api_audit WHERE request_id IN ('old-call', 'young-call')`);
+    expect(left.rows).toEqual([{ request_id: 'young-call' }]);
+    const recorded = await us.pool.query(`SELECT subject, detail FROM api_audit WHERE verb = 'audit.prune'`);
+    expect(recorded.rows).toEqual([{ subject: 'olga', detail: expect.stringMatching(/^1 rows written before /) }]);
+  });
+});
+
 describe('npm run api (src/bin/api.ts)', () => {
   it('serves over its own TLS, and the CLI reaches it with the CA it trusts and a token', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-api-'));
@@ -536,19 +681,20 @@ describe('the codec endpoint behind the same identity', () => {
     const ca = await fs.readFile(pki.ca);
     const verifier = await createTokenVerifier({
       issuer: oidc.issuer,
-      audience: ADMIN_AUDIENCE,
+      audience: CODEC_AUDIENCE,
       rolesClaim: 'roles',
       clockToleranceSeconds: 5,
     });
     const logged: Record<string, unknown>[] = [];
     const namespace = 'hold-sweeper-us';
+    const codecToken = (clientId: string) => oidc.token(clientId, CODEC_AUDIENCE);
     const codec = await startCodecServer({
       codecs: new Map([
         [namespace, new EncryptionCodec([{ id: 'k1', key: randomBytes(32) }], { namespace, unencrypted: 'refuse' })],
       ]),
       corsOrigins: ['https://ui.example.com'],
       authToken: undefined,
-      identity: { authenticate: verifier.verify, roles: ROLES },
+      identity: byNamespace(verifier, [{ namespace, region: 'us' }]),
       https: { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) },
       log: (entry) => logged.push(entry),
     });
@@ -578,21 +724,44 @@ describe('the codec endpoint behind the same identity', () => {
       expect(String(preflight.headers['access-control-allow-headers']).toLowerCase()).toContain('authorization-extras');
       expect(preflight.headers['access-control-allow-origin']).toBe('https://ui.example.com');
 
-      const encoded = await as(tokens.get('vera'), '/encode', { payloads });
+      // Encoding mints what the region's workers take from their own clients: an operator's, of that region.
+      const encoded = await as(await codecToken('oscar'), '/encode', { payloads });
       expect(encoded.status).toBe(200);
-      const decoded = await as(tokens.get('vera'), '/decode', encoded.body);
+      const decoded = await as(await codecToken('vera'), '/decode', encoded.body);
       expect(decoded).toMatchObject({ status: 200, body: { payloads } });
       expect(logged).toEqual([
-        { level: 'info', msg: 'payloads encoded', subject: 'vera', namespace, payloads: 1 },
+        { level: 'info', msg: 'payloads encoded', subject: 'oscar', namespace, payloads: 1 },
         { level: 'info', msg: 'payloads decoded', subject: 'vera', namespace, payloads: 1 },
       ]);
+      // A viewer decodes, never encodes; an operator of the other region neither, here.
+      expect((await as(await codecToken('vera'), '/encode', { payloads })).status).toBe(403);
+      const euOperator = await oidc.mint({
+        subject: 'eli',
+        roles: ['eu:operator', 'eu:viewer'],
+        audience: CODEC_AUDIENCE,
+      });
+      expect((await as(euOperator, '/encode', { payloads })).status).toBe(403);
+      expect((await as(euOperator, '/decode', encoded.body)).status).toBe(403);
+      const usOperator = await oidc.mint({ subject: 'uma', roles: ['us:operator'], audience: CODEC_AUDIENCE });
+      expect((await as(usOperator, '/encode', { payloads })).status).toBe(200);
       expect((await as(undefined, '/decode', encoded.body)).status).toBe(401);
       expect(
-        (await as(await oidc.mintForeign({ subject: 'vera', roles: ['viewer'] }), '/decode', encoded.body)).status,
+        (
+          await as(
+            await oidc.mintForeign({ subject: 'vera', roles: ['viewer'], audience: CODEC_AUDIENCE }),
+            '/decode',
+            encoded.body,
+          )
+        ).status,
       ).toBe(401);
-      expect((await as(await oidc.mint({ subject: 'eve', roles: [] }), '/decode', encoded.body)).status).toBe(403);
-      // Nothing was decoded for the refused ones.
-      expect(logged).toHaveLength(2);
+      // The admin API's token is not the codec endpoint's, and the reverse (checked above).
+      expect((await as(tokens.get('olga'), '/decode', encoded.body)).status).toBe(401);
+      expect(
+        (await as(await oidc.mint({ subject: 'eve', roles: [], audience: CODEC_AUDIENCE }), '/decode', encoded.body))
+          .status,
+      ).toBe(403);
+      // Nothing was decoded for the refused ones (the US operator's encode is the third line).
+      expect(logged).toHaveLength(3);
     } finally {
       await codec.stop();
       await fs.rm(dir, { recursive: true, force: true });

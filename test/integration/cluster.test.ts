@@ -9,8 +9,9 @@
  * The server and its sql tool are built from the Go module proxy the first time (minutes) and cached outside the
  * clone (HOLD_SWEEPER_CACHE_DIR); later runs start the cluster in seconds.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import http2 from 'node:http2';
+import https from 'node:https';
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -44,12 +45,17 @@ import {
 import { startTokenIssuer, type TokenIssuer } from '../../dev/token-issuer.js';
 import { keyRingVariable, startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
-import { parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
+import { loadConfig, parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
+import { ADMIN_VERBS, type AdminVerb } from '../../src/api/admin-verbs.js';
+import { adminAudience } from '../../src/contracts/identity.js';
+import { ensureSweepSchedule } from '../../src/schedules.js';
+import { startDevOidcProvider } from '../../dev/oidc-provider.js';
+import { requestFor } from '../support/admin-api.js';
 import { connectClient, keepApiKeyFresh, loadTemporalConnectionSettings } from '../../src/temporal-connection.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { discardSignal, statusQuery } from '../../src/contracts/messages.js';
 import { openHarness } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
 import { temporalCli } from '../support/temporal-cli.js';
 import { bundleVariant, type Edit } from '../support/variant.js';
@@ -326,6 +332,8 @@ it('the production receiver on the production Temporal: the processor calls back
     secret,
     env: {
       HOLD_SWEEPER_MODE: 'production',
+      // As compose runs it: plain HTTP on loopback, a TLS-terminating proxy in front of it, said.
+      PROCESSOR_RECEIVER_BEHIND_TLS_PROXY: 'true',
       PAYLOAD_KEYS_US: PAYLOAD_KEY,
       ...temporalEnv(await identity('receiver', [`${NAMESPACE}:write`])),
     },
@@ -430,10 +438,17 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
       workflowId: `sweep-${id}-d1`,
       args: [{ region: 'us', pageSize: 5, releaseWaitMs: 5_000 }],
     });
+    // A discard as an operator makes it: recorded in the ledger first, then sent naming it.
+    const holdIdOf = new Map<string, string>();
+    const workflowOf = async (holdId: string) => {
+      const workflowId = await holdWorkflowIdOf(us.pool, 'us', holdId);
+      holdIdOf.set(workflowId, holdId);
+      return workflowId;
+    };
+    const discarding = (workflowId: string) =>
+      recordedDecision(us.pool, holdIdOf.get(workflowId)!, 'discard', 'grace', 'duplicate');
     const quarantinedByA = await Promise.all(
-      first.expired
-        .filter((h) => h.merchantId === first.merchantIds[1])
-        .map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
+      first.expired.filter((h) => h.merchantId === first.merchantIds[1]).map((h) => workflowOf(h.id)),
     );
     for (const workflowId of quarantinedByA) {
       await expect
@@ -512,9 +527,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     }
     // Night 2's quarantined holds passed B's marker and wait on B.
     const quarantinedByB = await Promise.all(
-      second.expired
-        .filter((h) => h.merchantId === second.merchantIds[1])
-        .map((h) => holdWorkflowIdOf(us.pool, 'us', h.id)),
+      second.expired.filter((h) => h.merchantId === second.merchantIds[1]).map((h) => workflowOf(h.id)),
     );
     for (const workflowId of quarantinedByB) {
       await expect
@@ -526,7 +539,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
 
     // The storm: a decision on a hold A quarantined makes B replay A's history, and B's reordered step fails it.
     const [stormed] = quarantinedByA as [string];
-    await us.client.workflow.getHandle(stormed).signal(discardSignal, { by: 'grace', reason: 'duplicate' });
+    await us.client.workflow.getHandle(stormed).signal(discardSignal, await discarding(stormed));
     await expect.poll(() => taskFailures(stormed), { timeout: 30_000 }).toBeGreaterThan(0);
 
     // On 1.29.1 a hold failing mid-transition cannot be pinned back: its transition to B outranks any override
@@ -597,7 +610,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     // Every quarantined hold, A's and B's, is decided now and completes on the build that wrote it: no task fails after
     // the rollback (the stormed hold's retry in flight at that moment may still have met B once).
     for (const workflowId of [...quarantinedByA, ...quarantinedByB].filter((w) => w !== stormed)) {
-      await us.client.workflow.getHandle(workflowId).signal(discardSignal, { by: 'grace', reason: 'duplicate' });
+      await us.client.workflow.getHandle(workflowId).signal(discardSignal, await discarding(workflowId));
     }
     for (const workflowId of [...quarantinedByA, ...quarantinedByB]) {
       const handle = us.client.workflow.getHandle(workflowId);
@@ -646,7 +659,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
   }
 }, 300_000);
 
-it("the internal-frontend is the cluster's own: every client certificate the project issues is refused there, with or without a token, while the system workers it serves run schedules and batch jobs", async () => {
+it('the internal-frontend is the cluster’s own: every client certificate the project issues is refused there, with or without a token, while the system workers it serves run schedules and batch jobs', async () => {
   const internal = cluster!.internalFrontendAddress!;
   const internodeCa = await fs.readFile(pki.internodeCa);
   // The client trusts the internode CA here, so that a refusal can only be the server's: an attacker would skip
@@ -760,7 +773,70 @@ it("the internal-frontend is the cluster's own: every client certificate the pro
   await asOperator.connection.close();
 }, 300_000);
 
-it("the server binary refuses a configuration that looks locked and is not: authorization without the frontend's TLS, internode TLS on the client CA (named, or the same certificate under another name)", async () => {
+it('the admin API in production on the locked cluster, as its own caller (its certificate, hold-sweeper-us:write): every verb gets past authorization, sweep now included', async () => {
+  // An https issuer, as production requires; the API trusts its certificate's CA like any private CA.
+  const tls = { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) };
+  const oidc = await startDevOidcProvider([], { tls });
+  const apiIdentity = await identity('api-us', [`${NAMESPACE}:write`]);
+  // The sweep schedule the region's workers make at start: here, made by the operator, in case no worker ran yet.
+  const operatorConnection = await connectAs(await operator());
+  const config = loadConfig(workerEnv(await worker()));
+  await ensureSweepSchedule(encryptedClient(operatorConnection), config.regions[0]!, config.sweep);
+  await operatorConnection.close();
+  const [port, metricsPort] = [await freePort(), await freePort()];
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO, 'src/bin/api.ts')], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...process.env,
+      ...workerEnv(apiIdentity, 'ops'),
+      NODE_EXTRA_CA_CERTS: pki.ca,
+      API_ADDRESS: `127.0.0.1:${port}`,
+      API_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+      API_OIDC_ISSUER: oidc.issuer,
+      API_TLS_CERT_FILE: pki.frontend.cert,
+      API_TLS_KEY_FILE: pki.frontend.key,
+    },
+  });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  try {
+    await expect.poll(() => output, { timeout: 60_000 }).toContain('"msg":"admin API listening"');
+    const ca = await fs.readFile(pki.ca);
+    const call = (verb: AdminVerb, token: string) => {
+      const { url, init } = requestFor(verb);
+      return new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const request = https.request(
+          `https://127.0.0.1:${port}${url}`,
+          { method: init.method, headers: { ...(init.headers as object), authorization: `Bearer ${token}` }, ca },
+          (response) => {
+            let body = '';
+            response.on('data', (d: Buffer) => (body += d.toString()));
+            response.on('end', () => resolve({ status: response.statusCode!, body }));
+          },
+        );
+        request.on('error', reject);
+        request.end(init.body as string | undefined);
+      });
+    };
+    const tokenFor = (role: string) =>
+      oidc.mint({ subject: `${role}@hold-sweeper`, roles: [role], audience: adminAudience('us') });
+    for (const verb of ADMIN_VERBS) {
+      const answer = await call(verb, await tokenFor(verb.roles[0]!));
+      // Past authorization: done, or refused by the input, the ledger (a placeholder id) or four eyes, never a
+      // crash, and never a permission Temporal denied the API.
+      expect(answer.status, `${verb.id}: ${answer.status} ${answer.body}\n${output}`).toBeLessThan(500);
+      expect(answer.body, verb.id).not.toMatch(/"error":"(Forbidden|Unauthenticated)"/);
+      if (verb.id === 'sweep.now') expect(JSON.parse(answer.body)).toMatchObject({ workflowId: expect.any(String) });
+    }
+  } finally {
+    child.kill('SIGTERM');
+    await oidc.stop();
+  }
+}, 300_000);
+
+it('the server binary refuses a configuration that looks locked and is not: authorization without the frontend’s TLS, internode TLS on the client CA (named, or the same certificate under another name)', async () => {
   const { server } = await obtainTemporalServer(loadDevConfig().cacheDir);
   const copy = path.join(dir, 'same-ca-copy.pem');
   await fs.copyFile(pki.ca, copy);

@@ -26,7 +26,7 @@ import { DeploymentError } from '../../src/errors.js';
 import { pinnedToVersionQuery, setCurrentVersionIfWanted } from '../../src/workers/deployment.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 import { bundleVariant, type Edit } from '../support/variant.js';
 
 const SWEEP = 'workflows/sweep-expired-holds.ts';
@@ -214,8 +214,11 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
   // The merchants recover and the humans decide; every waiting hold finishes on B.
   script(m[1]!, [{ status: 200 }]);
   script(m[3]!, [{ status: 200 }]);
-  for (const id of await holdsOf(m[3]!))
-    await (await handleOf(id)).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'parser fixed' });
+  for (const id of await holdsOf(m[3]!)) {
+    await (
+      await handleOf(id)
+    ).signal(approveReplaySignal, await recordedDecision(us.pool, id, 'approveReplay', 'alice', 'parser fixed'));
+  }
   await us.pool.query(`UPDATE merchants SET status = 'active' WHERE id = $1`, [m[4]]);
   for (const id of await holdsOf(m[4]!)) await (await handleOf(id)).signal(merchantResumedSignal);
   const running = `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;

@@ -4,16 +4,19 @@
  * "not found" to it, to read and to resend; a resend it asks for is started by the workers' outbox reconciler (the
  * merchant API holds no Temporal access) and arrives under the original webhook id, verified by the Standard Webhooks
  * reference library; a range too. Keys: shown once, stored hashed, revocable; a wrong, malformed or revoked key is
- * 401; each key's rate budget answers 429 with Retry-After; every call is audited. And the worker refuses a resend
+ * 401; each key's rate budget answers 429 with Retry-After; both are counted, never stored, and every call of a key
+ * that verifies is audited; a revocation is final; 50 resends of one webhook at once make one. And the worker refuses a resend
  * claiming a merchant request it does not match.
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildMerchantServer } from '../../src/api/merchant-server.js';
 import { createApiKey, revokeApiKey } from '../../src/api/merchant-keys.js';
 import { startResend } from '../../src/delivery/starts.js';
+import { unstartedMerchantResends } from '../../src/sql/merchant-api.js';
+import { CounterRegistry } from '../../src/observability/prometheus-text.js';
 import { ensureOutboxSchedule } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -30,6 +33,8 @@ let api: string;
 let keyA: string;
 let keyB: string;
 let openapi: ReturnType<typeof openApiValidator>;
+/** What the API counts: its refusals of keys that do not verify, and of keys past their budget. */
+const metrics = new CounterRegistry();
 const [A, B] = [0, 1];
 const merchant = (i: number) => night.merchantIds[i]!;
 
@@ -62,6 +67,7 @@ beforeAll(async () => {
   app = await buildMerchantServer({
     region: 'us',
     pool: rolePool,
+    metrics,
     resendsStartWithinMs: 1_000,
     log: (line, fields) => console.error(line, fields),
   });
@@ -185,6 +191,76 @@ describe('the merchant API', () => {
     expect((one.body.attempts as { policyRun: number }[]).map((a) => a.policyRun)).toEqual([1, 2]);
   }, 60_000);
 
+  it('50 resends of one webhook at once: one request recorded, one resend sent', async () => {
+    const [, , webhookId] = await webhooksOf(A);
+    // A key whose budget lets all 50 through at once: what stops the other 49 is the ledger, not the rate limit.
+    const roomy = (await createApiKey(us.pool, merchant(A), 'mia', { ratePerSecond: 100, burst: 100 })).apiKey;
+    const before = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId).length;
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () =>
+        fetch(`${api}/v1/webhooks/${webhookId}/resend`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${roomy}` },
+        }).then(async (r) => ({ status: r.status, body: (await r.json()) as { requestId?: string; error?: string } })),
+      ),
+    );
+    const statuses = answers.reduce<Record<string, number>>(
+      (n, a) => ({ ...n, [a.status]: (n[a.status] ?? 0) + 1 }),
+      {},
+    );
+    expect(statuses).toEqual({ 202: 1, 409: 49 });
+    expect(new Set(answers.filter((a) => a.status === 409).map((a) => a.body.error))).toEqual(
+      new Set(['ResendWaiting']),
+    );
+    const { requestId } = answers.find((a) => a.status === 202)!.body;
+    await waitUntil(
+      async () => (await call(keyA, `/v1/resends/${requestId}`)).body.state === 'delivered',
+      'the one resend delivered',
+      30_000,
+    );
+    const waiting = await us.pool.query(
+      'SELECT count(*)::int AS n FROM merchant_resend_requests WHERE webhook_id = $1',
+      [webhookId],
+    );
+    expect(waiting.rows[0].n).toBe(1);
+    const resends = await us.pool.query('SELECT count(*)::int AS n FROM webhook_resends WHERE webhook_id = $1', [
+      webhookId,
+    ]);
+    expect(resends.rows[0].n).toBe(1);
+    expect(harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId)).toHaveLength(before + 1);
+  }, 60_000);
+
+  it('the reconciler starts merchants’ resends in turns, at most a few of one merchant per run', async () => {
+    const client = await us.pool.connect();
+    try {
+      // In a transaction the running reconciler cannot see, rolled back after: B asks once, A three times before it.
+      await client.query('BEGIN');
+      const keyIdOf = async (i: number) =>
+        (await client.query('SELECT id FROM merchant_api_keys WHERE merchant_id = $1 LIMIT 1', [merchant(i)])).rows[0]
+          .id as string;
+      const ask = async (i: number, webhookId: string, secondsAgo: number) => {
+        const hex = randomBytes(10).toString('hex');
+        await client.query(
+          `INSERT INTO merchant_resend_requests (id, merchant_id, webhook_id, key_id, resend_id, requested_at)
+           VALUES ($1, $2, $3, $4, $5, now() - make_interval(secs => $6))`,
+          [`mr_${hex}`, merchant(i), webhookId, await keyIdOf(i), `rs_${hex}`, secondsAgo],
+        );
+      };
+      const [a1, a2, a3] = await webhooksOf(A);
+      const [b1] = await webhooksOf(B);
+      await client.query('UPDATE merchant_resend_requests SET started_at = now() WHERE started_at IS NULL');
+      await ask(A, a1!, 40);
+      await ask(A, a2!, 30);
+      await ask(A, a3!, 20);
+      await ask(B, b1!, 10);
+      const order = (await unstartedMerchantResends(client, 10, 2)).map((r) => r.webhookId);
+      expect(order).toEqual([a1, b1, a2]);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
   it('a range: every webhook at an end in [since, until), each resent once', async () => {
     const since = new Date(Date.now() - 3_600_000).toISOString();
     const until = new Date(Date.now() + 60_000).toISOString();
@@ -231,9 +307,24 @@ describe('the merchant API', () => {
     await revokeApiKey(us.pool, made.id, 'mia');
     await new Promise((resolve) => setTimeout(resolve, 1_100)); // its budget refills: the 401 is the revocation's
     expect(await call(made.apiKey, '/v1/webhooks')).toMatchObject({ status: 401, body: { error: 'Unauthenticated' } });
+    // A revocation is final: neither the operators' role (which revokes keys) nor the owner brings the key back.
+    const opsPool = new pg.Pool({
+      connectionString: `${inject('ledgerRoleUrls').ops}${new URL(us.databaseUrl).pathname.slice(1)}`,
+      max: 1,
+    });
+    try {
+      for (const db of [opsPool, us.pool]) {
+        await expect(
+          db.query('UPDATE merchant_api_keys SET revoked_at = NULL, revoked_by = NULL WHERE id = $1', [made.id]),
+        ).rejects.toThrow(/a revocation is final/);
+      }
+    } finally {
+      await opsPool.end();
+    }
+    expect(await call(made.apiKey, '/v1/webhooks')).toMatchObject({ status: 401 });
   });
 
-  it('audits every call with the merchant and its key', async () => {
+  it('audits every call of a key that verifies, with the merchant and its key; refusals are counted, not stored', async () => {
     const [webhookId] = await webhooksOf(A);
     const asked = await fetch(`${api}/v1/webhooks/${webhookId}`, { headers: { authorization: `Bearer ${keyA}` } });
     const requestId = asked.headers.get('x-request-id')!;
@@ -249,10 +340,19 @@ describe('the merchant API', () => {
       status: 200,
     });
     expect(rows[0].roles[0]).toMatch(/^key:mk_[0-9a-f]{16}$/);
-    const refused = await us.pool.query(
-      `SELECT count(*)::int AS n FROM api_audit WHERE verb LIKE 'merchant-api.%' AND status = 401 AND subject IS NULL`,
+    const stored = await us.pool.query(
+      `SELECT count(*)::int AS n FROM api_audit WHERE verb LIKE 'merchant-api.%' AND (status IN (401, 429) OR subject IS NULL)`,
     );
-    expect(refused.rows[0].n).toBeGreaterThanOrEqual(4);
+    expect(stored.rows[0].n).toBe(0);
+    const counted = (status: number) =>
+      Number(
+        new RegExp(
+          `^hold_sweeper_api_requests_refused_total\\{api="merchant",region="us",status="${status}",error="\\w+"\\} (\\d+)$`,
+          'm',
+        ).exec(metrics.render())?.[1] ?? 0,
+      );
+    expect(counted(401)).toBeGreaterThanOrEqual(4);
+    expect(counted(429)).toBeGreaterThanOrEqual(1);
   });
 
   it('the worker refuses a resend whose merchant request does not match it: nothing is sent', async () => {

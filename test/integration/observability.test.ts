@@ -529,6 +529,8 @@ describe('deployment files', () => {
       expect(loadProcessorConfig(receiverEnv, region, receiverConfig.mode)).toMatchObject({
         host: '0.0.0.0',
         port: 8090,
+        behindTlsProxy: true,
+        metrics: { host: '0.0.0.0', port: 9465 },
         gapWaitMs: 15 * 60_000,
       });
       expect(permissionsIn(await fs.readFile(receiverConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([
@@ -558,7 +560,9 @@ describe('deployment files', () => {
         region,
         port: 8443,
         issuer: 'https://login.example.com',
+        audience: `hold-sweeper-admin-${region}`,
         behindTlsProxy: true,
+        metrics: { host: '0.0.0.0', port: 9466 },
       });
       expect(permissionsIn(await fs.readFile(apiConfig.regions[0]!.temporal!.apiKeyFile!, 'utf8'))).toEqual([
         `hold-sweeper-${region}:write`,
@@ -578,6 +582,7 @@ describe('deployment files', () => {
         region,
         port: 8444,
         behindTlsProxy: true,
+        metrics: { host: '0.0.0.0', port: 9467 },
       });
     }
     // The codec endpoint calls neither the ledger nor Temporal: it holds none of their credentials, nor the
@@ -853,7 +858,7 @@ describe('deployment files', () => {
     }
   });
 
-  it('Prometheus scrapes each worker, receiver (with its region), the codec endpoint and Temporal, with the alert rules and Alertmanager', async () => {
+  it('Prometheus scrapes each worker, receiver and API (with its region) where each serves its metrics, the codec endpoint and Temporal, with the alert rules and Alertmanager', async () => {
     const prometheus = parse(await read('deploy/prometheus/prometheus.yml')) as {
       scrape_configs: { job_name: string; static_configs: { targets: string[]; labels?: { region?: string } }[] }[];
       rule_files: string[];
@@ -867,13 +872,21 @@ describe('deployment files', () => {
     );
     expect(targets).toEqual({
       'hold-sweeper-workers': ['worker-us:9464 us', 'worker-eu:9464 eu'],
-      'hold-sweeper-receivers': ['receiver-us:8090 us', 'receiver-eu:8090 eu'],
+      'hold-sweeper-receivers': ['receiver-us:9465 us', 'receiver-eu:9465 eu'],
+      'hold-sweeper-apis': ['api-us:9466 us', 'merchant-api-us:9467 us', 'api-eu:9466 eu', 'merchant-api-eu:9467 eu'],
       'hold-sweeper-codec': ['codec:8888'],
       temporal: ['temporal:8000'],
     });
     const compose = parse(await read('docker-compose.yml')) as {
       services: Record<string, { image?: string; volumes?: string[]; environment?: Record<string, string> }>;
     };
+    // Each one's metrics address as its configuration reads it (production's default for the APIs), never the port its
+    // callers reach.
+    for (const region of ['us', 'eu'] as const) {
+      const env = (name: string) => compose.services[name]!.environment ?? {};
+      expect(env(`receiver-${region}`).PROCESSOR_RECEIVER_METRICS_ADDRESS).toBe('0.0.0.0:9465');
+      expect(env(`receiver-${region}`).PROCESSOR_RECEIVER_ADDRESS).toBe('0.0.0.0:8090');
+    }
     expect(compose.services.prometheus!.volumes).toEqual(
       expect.arrayContaining(['./deploy/prometheus/alerts.yml:/etc/prometheus/alerts.yml:ro']),
     );

@@ -19,7 +19,7 @@ import { runOps } from '../../src/ops/cli.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight, type Night } from '../support/ledger.js';
 
 const run = promisify(execFile);
 let harness: Harness;
@@ -144,7 +144,7 @@ describe('quarantine decisions', () => {
       detail: 'delivery is discarded, not quarantined',
     });
     const log = await us.pool.query(
-      'SELECT signal, sent_by, outcome, detail FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1 ORDER BY s.id',
+      'SELECT signal, sent_by, outcome, detail FROM operator_decisions s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1 ORDER BY s.id',
       [holdId],
     );
     expect(log.rows).toEqual([
@@ -199,7 +199,7 @@ describe('quarantine decisions', () => {
     expect(await handle.query(statusQuery)).toMatchObject({ stage: 'quarantined' });
     expect(await statuses(n)).toEqual(['quarantined']);
 
-    await handle.signal('discard', { by: 'erin', reason: 'duplicate' });
+    await handle.signal('discard', await recordedDecision(us.pool, n.expired[0]!.id, 'discard', 'erin', 'duplicate'));
     expect((await handle.result()).delivery).toEqual({ status: 'discarded', policyRuns: 1 });
     const history = await handle.fetchHistory();
     expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
@@ -271,7 +271,7 @@ describe('quarantine decisions', () => {
       detail: 'refused by the workflow: not waiting for a decision (stage backing_off)',
     });
     const log = await us.pool.query(
-      'SELECT outcome FROM operator_signals s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1',
+      'SELECT outcome FROM operator_decisions s JOIN webhook_deliveries d USING (webhook_id) WHERE d.hold_id = $1',
       [holdId],
     );
     expect(log.rows).toEqual([{ outcome: 'ignored' }]);

@@ -146,14 +146,15 @@ describe('the receiver’s OpenAPI document', () => {
 });
 
 describe('the receiver at its edge', () => {
-  it('answers /healthz, and /metrics counts each refusal by reason', async () => {
+  it('answers /healthz; its metrics address counts each refusal by reason, and the processor’s port serves no metrics', async () => {
     const health = await fetch(`${base()}/healthz`);
     expect({ status: health.status, body: await health.json() }).toEqual({
       status: 200,
       body: { status: 'ok', region: 'us' },
     });
     expect((await receiver.processor.post('evt_m1', '{}', { 'webhook-signature': undefined })).status).toBe(401);
-    const metrics = await (await fetch(`${base()}/metrics`)).text();
+    expect((await fetch(`${base()}/metrics`)).status).toBe(404);
+    const metrics = await (await fetch(receiver.metricsUrl)).text();
     expect(metrics).toContain('# TYPE hold_sweeper_processor_requests_refused_total counter');
     expect(metrics).toMatch(
       /^hold_sweeper_processor_requests_refused_total\{region="us",reason="MissingSignature"\} [1-9]\d*$/m,
@@ -350,7 +351,7 @@ describe('a flood of unsigned requests', () => {
       [`evt_h_${harness.id}fl_%`],
     );
     expect(recorded.rows[0]!.n).toBe(warmUp + quiet.length + loud.length);
-    const metrics = await (await fetch(process_.url.replace(/\/processor\/events$/, '/metrics'))).text();
+    const metrics = await (await fetch(process_.metricsUrl)).text();
     const counted = [
       ...metrics.matchAll(/^hold_sweeper_processor_requests_refused_total\{region="us",reason="(\w+)"\} (\d+)$/gm),
     ];

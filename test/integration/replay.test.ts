@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { approveReplaySignal, discardSignal } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 
 let harness: Harness;
 beforeAll(async () => {
@@ -51,8 +51,15 @@ it('histories recorded from real sweeps replay with the current workflow code', 
   for (const { hold_id, merchant_id } of await quarantined()) {
     const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold_id));
     if (merchant_id === m0)
-      await handle.signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed parser' });
-    else await handle.signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
+      await handle.signal(
+        approveReplaySignal,
+        await recordedDecision(us.pool, hold_id, 'approveReplay', 'alice', 'merchant fixed parser'),
+      );
+    else
+      await handle.signal(
+        discardSignal,
+        await recordedDecision(us.pool, hold_id, 'discard', 'bob', 'merchant offboarded'),
+      );
   }
   await expect.poll(async () => (await quarantined()).length, { timeout: 30_000 }).toBe(0);
 

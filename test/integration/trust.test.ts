@@ -5,7 +5,8 @@
  * - case 1: "expired" is decided by the ledger's clock: a sweep and a hold's release started with a cutoff in the
  *   future move no unexpired hold, record no future cutoff, and leave later sweeps as they were;
  * - case 2: an encrypted region refuses what is not encrypted (a workflow's input fails it before any command, a
- *   signal or Update is refused with why); the documented CLI path goes through the codec endpoint;
+ *   signal or Update is refused with why); the documented CLI path goes through the codec endpoint and carries only
+ *   decisions the ledger recorded: one lifted from another hold, or minted, is refused by the ledger;
  * - case 3: four eyes in production: an approval needs a replay request approved by a second person, a skip a skip
  *   request the same way, and `alice`, ` ALICE ` and `ａｌｉｃｅ` are one person to the CLI and to the ledger.
  */
@@ -82,6 +83,21 @@ async function eventTypes(r: TestRegion, workflowId: string): Promise<string[]> 
       .find((k) => k.endsWith('EventAttributes') && e[k as keyof typeof e])!
       .replace(/EventAttributes$/, ''),
   );
+}
+
+/** `npm run ops -- <args> --json` in dev mode against the region (with its payload key): the answer it printed. */
+async function opsJson(r: TestRegion, key: { id: string; key: Buffer }, args: string[]): Promise<any> {
+  let answer: unknown;
+  await withOps(
+    r,
+    'dev',
+    async (ops, lines) => {
+      expect(await ops(...args, '--json'), lines.join('\n')).toBe(0);
+      answer = JSON.parse(lines.join('\n'));
+    },
+    key,
+  );
+  return answer;
 }
 
 /** Holds of the night quarantined by a rejecting merchant, each with its workflow id. */
@@ -225,9 +241,10 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
     expect(await checkLedgerInvariants(eu.pool)).toEqual([]);
   });
 
-  it('plain JSON signals and Updates are refused with why and wedge nothing; through the codec endpoint the CLI discards one and batch-approves another', async () => {
-    const { night, rejecting, workflowIds } = await quarantinedNight(eu, `${harness.id}t2b`, 2);
-    const [toDiscard, toApprove] = workflowIds as [string, string];
+  it('plain JSON signals and Updates are refused with why and wedge nothing; through the codec endpoint the CLI carries what the ledger recorded (a discard, a replay request by batch); a payload lifted from another hold’s history, or minted without a record, changes nothing', async () => {
+    const { night, rejecting, workflowIds } = await quarantinedNight(eu, `${harness.id}t2b`, 3);
+    const [toDiscard, toApprove, victim] = workflowIds as [string, string, string];
+    const victimHold = night.expired[2]!.id;
     const plain = (args: string[]) => temporalCli(['workflow', ...args, '--namespace', eu.config.namespace]);
 
     const signalled = await plain([
@@ -266,8 +283,19 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
     expect(updated.stderr).toMatch(/unable to update workflow/);
     for (const id of workflowIds)
       expect((await eu.client.workflow.getHandle(id).query(statusQuery)).stage).toBe('quarantined');
+    // The victim of the lifted payload below: one plain signal refused first, as every plain one is.
+    await plain([
+      'signal',
+      '--workflow-id',
+      victim,
+      '--name',
+      'approveReplay',
+      '--input',
+      '{"approvedBy":"m","reason":"r"}',
+    ]);
 
-    // The documented path: the codec endpoint encrypts what the CLI sends (and the token keeps it to operators).
+    // The documented path: a decision recorded in the ledger (npm run ops), carried by the CLI through the codec
+    // endpoint, which encrypts what the CLI sends (and the token keeps it to operators).
     const codec = await startCodecServer({
       codecs: new Map([
         [eu.config.namespace, new EncryptionCodec([key], { namespace: eu.config.namespace, unencrypted: 'pass' })],
@@ -278,6 +306,19 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
     try {
       const viaCodec = (args: string[]) =>
         plain([...args, '--codec-endpoint', codec.url, '--codec-auth', 'Bearer operator-token']);
+      const [holdToDiscard, holdToApprove] = night.expired.map((h) => h.id) as [string, string];
+      const recorded = await opsJson(eu, key, [
+        'discard',
+        holdToDiscard,
+        '--by',
+        'grace',
+        '--reason',
+        'duplicate of OPS-12',
+        '--record-only',
+      ]);
+      expect(recorded).toMatchObject({ outcome: 'recorded', workflowId: toDiscard, signal: 'discard' });
+      // Recorded, not sent: the workflow still waits.
+      expect((await eu.client.workflow.getHandle(toDiscard).query(statusQuery)).stage).toBe('quarantined');
       const discarded = await viaCodec([
         'update',
         'execute',
@@ -286,11 +327,27 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
         '--name',
         'discard',
         '--input',
-        '{"by":"grace","reason":"duplicate of OPS-12"}',
+        JSON.stringify(recorded.input),
       ]);
       expect(discarded, discarded.stderr).toMatchObject({ code: 0 });
       expect(discarded.stdout).toMatch(/discarded/);
       harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 200 }] });
+      const webhookOf = async (holdId: string) =>
+        (
+          await eu.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_deliveries WHERE hold_id = $1', [
+            holdId,
+          ])
+        ).rows[0]!.webhook_id;
+      const preview = await opsJson(eu, key, [
+        'replay',
+        'preview',
+        '--webhook',
+        await webhookOf(holdToApprove),
+        '--requested-by',
+        'alice',
+      ]);
+      const approval = await opsJson(eu, key, ['replay', 'approve', preview.id, '--by', 'bob', '--record-only']);
+      expect(approval.recordOnly).toMatchObject({ workflowIds: [toApprove], signal: 'approveReplay' });
       const batch = await viaCodec([
         'signal',
         '--query',
@@ -298,7 +355,7 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
         '--name',
         'approveReplay',
         '--input',
-        '{"approvedBy":"bob","reason":"merchant fixed its parser"}',
+        JSON.stringify(approval.recordOnly.input),
         '--reason',
         'OPS-12 replay',
         '--yes',
@@ -310,6 +367,66 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
       expect(await eu.client.workflow.getHandle(toApprove).result()).toMatchObject({
         delivery: { status: 'delivered', policyRuns: 2 },
       });
+      const decided = await eu.pool.query(
+        `SELECT d.hold_id, x.decision, x.decided_by, x.reason FROM delivery_decisions x JOIN webhook_deliveries d USING (webhook_id)
+          WHERE d.hold_id = ANY($1::text[]) ORDER BY x.decision`,
+        [[holdToDiscard, holdToApprove]],
+      );
+      expect(decided.rows).toEqual([
+        { hold_id: holdToDiscard, decision: 'discard', decided_by: 'grace', reason: 'duplicate of OPS-12' },
+        { hold_id: holdToApprove, decision: 'replay', decided_by: 'bob', reason: `replay request ${preview.id}` },
+      ]);
+
+      // The discard, lifted as the server stores it (encrypted) from the first hold's history and sent to the third
+      // with no key and no token: refused by the ledger, with why; the third still waits.
+      const accepted = (await eu.client.workflow.getHandle(toDiscard).fetchHistory()).events!.find(
+        (e) => e.workflowExecutionUpdateAcceptedEventAttributes,
+      )!.workflowExecutionUpdateAcceptedEventAttributes!;
+      const lifted = accepted.acceptedRequest!.input!.args!.payloads![0]!;
+      const meta = Object.entries(lifted.metadata ?? {}).flatMap(([k, v]) => [
+        '--input-meta',
+        `${k}=${Buffer.from(v as Uint8Array).toString()}`,
+      ]);
+      const replayed = await plain([
+        'signal',
+        '--workflow-id',
+        victim,
+        '--name',
+        'discard',
+        ...meta,
+        '--input-base64',
+        '--input',
+        Buffer.from(lifted.data as Uint8Array).toString('base64'),
+      ]);
+      expect(replayed, replayed.stderr).toMatchObject({ code: 0 });
+      const victimHandle = eu.client.workflow.getHandle(victim);
+      await expect
+        .poll(async () => (await victimHandle.query(statusQuery)).ignoredSignals.map((i) => i.why), { timeout: 10_000 })
+        .toEqual([
+          expect.stringMatching(/^approveReplay refused: the payload was not encrypted/),
+          `decision ${recorded.input.decisionId} is for webhook ${await webhookOf(holdToDiscard)}, not ${await webhookOf(victimHold)}`,
+        ]);
+      // And one minted through the codec endpoint in an operator's name, with no decision recorded: refused too.
+      const forged = await viaCodec([
+        'signal',
+        '--workflow-id',
+        victim,
+        '--name',
+        'discard',
+        '--input',
+        '{"by":"bob-the-approver","reason":"forged"}',
+      ]);
+      expect(forged, forged.stderr).toMatchObject({ code: 0 });
+      await expect
+        .poll(async () => (await victimHandle.query(statusQuery)).ignoredSignals.at(-1)?.why, { timeout: 10_000 })
+        .toMatch(/^no decision in the ledger names it/);
+      expect((await victimHandle.query(statusQuery)).stage).toBe('quarantined');
+      const victimRows = await eu.pool.query(
+        `SELECT d.status, (SELECT count(*)::int FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id) AS decisions
+           FROM webhook_deliveries d WHERE d.hold_id = $1`,
+        [victimHold],
+      );
+      expect(victimRows.rows).toEqual([{ status: 'quarantined', decisions: 0 }]);
     } finally {
       await codec.stop();
     }

@@ -15,10 +15,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureChromium } from '../../dev/chromium.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
-import { ADMIN_AUDIENCE, startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
+import { startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
 import { createClusterPki } from '../../dev/pki.js';
 import { obtainTemporalUi, startUi } from '../../dev/temporal-cluster.js';
-import { createTokenVerifier, ROLES } from '../../src/api/identity.js';
+import { byNamespace, createTokenVerifier } from '../../src/api/identity.js';
+import { CODEC_AUDIENCE } from '../../src/contracts/identity.js';
 import { startCodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
@@ -74,17 +75,15 @@ beforeAll(async () => {
     ]),
     corsOrigins: [uiUrl],
     authToken: undefined,
-    identity: {
-      authenticate: (
-        await createTokenVerifier({
-          issuer: oidc.issuer,
-          audience: ADMIN_AUDIENCE,
-          rolesClaim: 'roles',
-          clockToleranceSeconds: 5,
-        })
-      ).verify,
-      roles: ROLES,
-    },
+    identity: byNamespace(
+      await createTokenVerifier({
+        issuer: oidc.issuer,
+        audience: CODEC_AUDIENCE,
+        rolesClaim: 'roles',
+        clockToleranceSeconds: 5,
+      }),
+      [{ namespace: eu.config.namespace, region: 'eu' }],
+    ),
     https: { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) },
     log: (entry) => decodedFor.push(String(entry.subject)),
   });

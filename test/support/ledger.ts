@@ -9,6 +9,9 @@ import { holdWorkflowId } from '../../src/contracts/ids.js';
 import type { EncryptionKey } from '../../src/config.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { TEST_SECRET_KEYS } from './secrets.js';
+import type { ApproveReplay, Discard } from '../../src/contracts/messages.js';
+import { decisionTargetOfHold } from '../../src/sql/deliveries.js';
+import { recordOperatorDecision } from '../../src/sql/operator-records.js';
 
 export interface Night {
   merchantIds: string[];
@@ -100,4 +103,26 @@ export async function holdWorkflowIdOf(pool: pg.Pool, region: Region, holdId: st
     [holdId],
   );
   return holdWorkflowId(region, holdId, rows[0]!.e);
+}
+
+/**
+ * A decision on a hold's release webhook as an operator makes it: recorded in the ledger for the webhook's current
+ * policy run (what `npm run ops` does before it sends), returned as the payload a signal or an Update carries.
+ */
+export async function recordedDecision<K extends 'approveReplay' | 'discard'>(
+  pool: pg.Pool,
+  holdId: string,
+  kind: K,
+  by: string,
+  reason: string,
+): Promise<K extends 'discard' ? Discard : ApproveReplay> {
+  const target = await decisionTargetOfHold(pool, holdId);
+  const decisionId = await recordOperatorDecision(pool, {
+    webhookId: target!.webhookId,
+    policyRun: target!.policyRun,
+    signal: kind,
+    by,
+    reason,
+  });
+  return (kind === 'discard' ? { by, reason, decisionId } : { approvedBy: by, reason, decisionId }) as never;
 }

@@ -2,6 +2,7 @@
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
+import { serveMetrics } from '../../src/observability/metrics-listener.js';
 import {
   createProcessorReceiver,
   REFUSAL_POOL_OPTIONS,
@@ -16,6 +17,8 @@ export interface TestReceiver {
   receiver: ProcessorReceiver;
   /** Signs with the receiver's processor secret. */
   processor: FakeProcessor;
+  /** Its counters, on an address of their own (the receiver process's PROCESSOR_RECEIVER_METRICS_ADDRESS). */
+  metricsUrl: string;
   close(): Promise<void>;
 }
 
@@ -40,10 +43,13 @@ export async function startTestReceiver(
     ...rest,
   });
   const { port } = await receiver.listen(0);
+  const metrics = await serveMetrics(receiver.metrics, { host: '127.0.0.1', port: 0 });
   return {
     receiver,
     processor: new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, secret),
+    metricsUrl: metrics.url,
     close: async () => {
+      await metrics.close();
       await receiver.close();
       await refusalPool.end();
     },

@@ -23,6 +23,7 @@ import type {
   DeliverWebhookInput,
   DeliverWebhookResult,
   QuarantineDecision,
+  QuarantineDecisionAnswer,
   QuarantineRecorded,
   ReplayApprovalCheck,
   ReplayApprovalClaim,
@@ -299,8 +300,11 @@ export interface StubScript {
   deliver: DeliverStep[];
   /** `quarantineDelivery`'s answer (four eyes); false unless said. */
   fourEyes?: boolean;
-  /** `decideQuarantine`: records the decision; may block (a promise the test resolves). */
-  decide?: (decision: QuarantineDecision) => Promise<void> | void;
+  /**
+   * `decideQuarantine`: records the decision (as sent, unless this answers otherwise: a refusal); may block (a promise
+   * the test resolves).
+   */
+  decide?: (decision: QuarantineDecision) => Promise<QuarantineDecisionAnswer | void> | QuarantineDecisionAnswer | void;
   /** `verifyReplayApproval`'s answer; approved unless said. */
   verify?: (claim: ReplayApprovalClaim) => ReplayApprovalCheck;
 }
@@ -364,7 +368,7 @@ export function stubActivities(w: WorkflowEnv, script: StubScript): { activities
     },
     async decideQuarantine(decision) {
       calls.decide.push(decision);
-      await script.decide?.(decision);
+      return (await script.decide?.(decision)) ?? { recorded: true, by: decision.by, reason: decision.reason };
     },
     async verifyReplayApproval(claim) {
       calls.verify.push(claim);

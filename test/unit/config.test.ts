@@ -11,6 +11,7 @@ import {
   SWEEP_RELEASE_WAIT_MS,
 } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
+import { adminApiFromEnv } from '../../src/ops/admin-client.js';
 import { DEV_SECRET_KEYS } from '../../src/delivery/secret-box.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
@@ -234,7 +235,7 @@ describe('config', () => {
         CODEC_BEHIND_TLS_PROXY: 'true',
       }).codecServer,
     ).toMatchObject({
-      oidc: { issuer: 'https://login.example.com', audience: 'hold-sweeper-admin' },
+      oidc: { issuer: 'https://login.example.com', audience: 'hold-sweeper-codec' },
       behindTlsProxy: true,
     });
   });
@@ -334,7 +335,12 @@ describe('the processor-event receiver’s config', () => {
 
   it('reads the region’s processor secret, where to listen and the gap wait', () => {
     const config = loadProcessorConfig(
-      { PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_ADDRESS: '10.0.0.5:9000', PROCESSOR_GAP_WAIT: '5m' },
+      {
+        PROCESSOR_SIGNING_SECRET_US: secret,
+        PROCESSOR_RECEIVER_ADDRESS: '10.0.0.5:9000',
+        PROCESSOR_GAP_WAIT: '5m',
+        PROCESSOR_RECEIVER_BEHIND_TLS_PROXY: 'true',
+      },
       'us',
       'production',
     );
@@ -363,9 +369,85 @@ describe('the processor-event receiver’s config', () => {
     ).toMatchObject({
       variable: 'PROCESSOR_RECEIVER_ADDRESS',
     });
-    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_GAP_WAIT: 'soon' })).toMatchObject({
+    expect(
+      receiverError({
+        PROCESSOR_SIGNING_SECRET_US: secret,
+        PROCESSOR_RECEIVER_BEHIND_TLS_PROXY: 'true',
+        PROCESSOR_GAP_WAIT: 'soon',
+      }),
+    ).toMatchObject({
       variable: 'PROCESSOR_GAP_WAIT',
     });
+  });
+
+  it('production: its own TLS, or behind a TLS proxy said; its metrics on their own address, never the processor’s port', () => {
+    expect(receiverError({ PROCESSOR_SIGNING_SECRET_US: secret })).toMatchObject({
+      variable: 'PROCESSOR_RECEIVER_TLS_CERT_FILE',
+    });
+    expect(
+      receiverError({ PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_TLS_CERT_FILE: '/c.pem' }),
+    ).toMatchObject({ variable: 'PROCESSOR_RECEIVER_TLS_KEY_FILE' });
+    const own = loadProcessorConfig(
+      {
+        PROCESSOR_SIGNING_SECRET_US: secret,
+        PROCESSOR_RECEIVER_TLS_CERT_FILE: '/c.pem',
+        PROCESSOR_RECEIVER_TLS_KEY_FILE: '/k.pem',
+      },
+      'us',
+      'production',
+    );
+    expect(own).toMatchObject({
+      port: 8090,
+      tls: { certFile: '/c.pem', keyFile: '/k.pem' },
+      behindTlsProxy: false,
+      metrics: { host: '0.0.0.0', port: 9465 },
+    });
+    expect(
+      loadProcessorConfig(
+        { PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_BEHIND_TLS_PROXY: 'true' },
+        'us',
+        'production',
+      ),
+    ).toMatchObject({ behindTlsProxy: true });
+    // Dev serves metrics only where told, and plain HTTP.
+    const dev = loadProcessorConfig({ PROCESSOR_SIGNING_SECRET_US: secret }, 'us', 'dev');
+    expect(dev.metrics).toBeUndefined();
+    expect(dev.tls).toBeUndefined();
+    expect(
+      loadProcessorConfig(
+        { PROCESSOR_SIGNING_SECRET_US: secret, PROCESSOR_RECEIVER_METRICS_ADDRESS: '127.0.0.1:9999' },
+        'us',
+        'dev',
+      ).metrics,
+    ).toEqual({ host: '127.0.0.1', port: 9999 });
+  });
+});
+
+describe('the ops CLI as a client of the admin API', () => {
+  it('sends its token over https, or plain http only to loopback; each region’s token first', () => {
+    const urlError = (url: string) => {
+      try {
+        adminApiFromEnv({ HOLD_SWEEPER_API_URL_US: url, HOLD_SWEEPER_API_TOKEN: 't' }, undefined);
+      } catch (err) {
+        if (err instanceof ConfigError) return err.message;
+        throw err;
+      }
+      return 'accepted';
+    };
+    expect(urlError('http://10.0.0.1:8443')).toMatch(/http:\/\/ only to loopback/);
+    expect(urlError('http://api.example.com')).toMatch(/http:\/\/ only to loopback/);
+    expect(urlError('ftp://127.0.0.1')).toMatch(/an https:\/\/ URL/);
+    for (const fine of [
+      'https://api.example.com',
+      'http://127.0.0.1:8443',
+      'http://127.0.0.2:1',
+      'http://localhost:1',
+      'http://[::1]:1',
+    ])
+      expect(urlError(fine), fine).toBe('accepted');
+    expect(() => adminApiFromEnv({ HOLD_SWEEPER_API_URL_EU: 'https://eu.example.com' }, undefined)).toThrow(
+      /HOLD_SWEEPER_API_TOKEN_EU/,
+    );
   });
 });
 
@@ -391,7 +473,7 @@ describe('the admin API’s config', () => {
       host: '0.0.0.0',
       port: 8443,
       issuer: 'https://login.example.com/realms/ops',
-      audience: 'hold-sweeper-admin',
+      audience: 'hold-sweeper-admin-us',
       rolesClaim: 'roles',
       clockToleranceSeconds: 30,
       tls: { certFile: '/c.pem', keyFile: '/k.pem' },

@@ -233,6 +233,55 @@ describe('discard', () => {
   });
 });
 
+describe('a decision the ledger does not hold', () => {
+  it('is refused with why (an Update answers DecisionRefused, a signal is kept as ignored) and the wait goes on: the decision the ledger holds then applies, as the ledger says', async () => {
+    const refused = new Set(['lifted', 'minted']);
+    const { release, activities, calls } = rejectedFirst([delivered(1)], {
+      decide: (d) =>
+        refused.has(d.reason)
+          ? { recorded: false, why: `decision ${d.decisionId ?? '(none)'} is for another webhook` }
+          : { recorded: true, by: 'carol (verified)', reason: 'merchant confirmed' },
+    });
+    await runWorker(w, activities, async (taskQueue) => {
+      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      await untilQuarantined(handle);
+      expect(await refusal(handle.executeUpdate(discardUpdate, { args: [{ ...discarding, reason: 'lifted' }] }))).toBe(
+        'decision (none) is for another webhook',
+      );
+      await handle.signal(discardSignal, { ...discarding, reason: 'minted' });
+      await eventually(
+        () => status(handle),
+        (s) => s.ignoredSignals.length === 2,
+        'both refusals kept',
+      );
+      const waiting = await status(handle);
+      expect(waiting).toMatchObject({ stage: 'quarantined', policyRun: 1 });
+      expect(waiting.ignoredSignals.map((i) => [i.signal, i.reason, i.why])).toEqual([
+        ['discard', 'lifted', 'decision (none) is for another webhook'],
+        ['discard', 'minted', 'decision (none) is for another webhook'],
+      ]);
+      expect(await deliveryStatusOf(handle)).toBe('quarantined');
+      // The decision the ledger holds applies, and the workflow tells it as the ledger recorded it.
+      expect(
+        await handle.executeUpdate(discardUpdate, {
+          args: [{ ...discarding, reason: 'held', decisionId: `dc_${'a'.repeat(32)}` }],
+        }),
+      ).toEqual({ decision: 'discard', policyRun: 1, stage: 'discarded' });
+      expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded', policyRuns: 1 } });
+      expect(await status(handle)).toMatchObject({
+        stage: 'discarded',
+        by: 'carol (verified)',
+        reason: 'merchant confirmed',
+      });
+    });
+    expect(calls.decide.map((d) => [d.reason, d.decisionId])).toEqual([
+      ['lifted', undefined],
+      ['minted', undefined],
+      ['held', `dc_${'a'.repeat(32)}`],
+    ]);
+  });
+});
+
 describe('two decisions in one workflow task', () => {
   it('two Updates: one applies, the other is refused (never both answered and one of them dropped)', async () => {
     const { release, activities, calls } = rejectedFirst();
