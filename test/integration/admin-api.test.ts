@@ -6,7 +6,7 @@
  * compare verified subjects. The ops CLI, as a process holding a token and nothing else, takes a quarantined webhook
  * to delivered; and its output through the API is the output it prints running the verbs itself.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import https from 'node:https';
 import fs from 'node:fs/promises';
@@ -32,7 +32,7 @@ import { startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provi
 import { createClusterPki } from '../../dev/pki.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
-import { requestFor } from '../support/admin-api.js';
+import { requestFor, startApiProcess } from '../support/admin-api.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
 
@@ -580,25 +580,17 @@ describe('npm run api (src/bin/api.ts)', () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-api-'));
     const pki = await createClusterPki(dir);
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/bin/api.ts'], {
-      cwd: REPO,
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        PATH: process.env.PATH,
-        HOME: process.env.HOME,
-        ...devRegionEnv(),
-        API_ADDRESS: `127.0.0.1:${port}`,
-        API_OIDC_ISSUER: oidc.issuer,
-        API_TLS_CERT_FILE: pki.frontend.cert,
-        API_TLS_KEY_FILE: pki.frontend.key,
-      },
+    const api = await startApiProcess({
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      ...devRegionEnv(),
+      API_ADDRESS: `127.0.0.1:${port}`,
+      API_OIDC_ISSUER: oidc.issuer,
+      API_TLS_CERT_FILE: pki.frontend.cert,
+      API_TLS_KEY_FILE: pki.frontend.key,
     });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     try {
-      await expect.poll(() => output, { timeout: 60_000 }).toContain('"msg":"admin API listening"');
-      expect(output).toContain(`"url":"https://127.0.0.1:${port}"`);
+      expect(api.output()).toContain(`"url":"https://127.0.0.1:${port}"`);
       const cli = (...args: string[]) =>
         run(process.execPath, ['--import', 'tsx', 'src/bin/ops.ts', ...args], {
           cwd: REPO,
@@ -616,7 +608,7 @@ describe('npm run api (src/bin/api.ts)', () => {
         fetch(`http://127.0.0.1:${port}/v1/sends`, { headers: { authorization: `Bearer ${tokens.get('vera')}` } }),
       ).rejects.toThrow();
     } finally {
-      child.kill('SIGTERM');
+      api.stop();
       await fs.rm(dir, { recursive: true, force: true });
     }
   }, 120_000);

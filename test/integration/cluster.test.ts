@@ -9,7 +9,7 @@
  * The server and its sql tool are built from the Go module proxy the first time (minutes) and cached outside the
  * clone (HOLD_SWEEPER_CACHE_DIR); later runs start the cluster in seconds.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import http2 from 'node:http2';
 import https from 'node:https';
 import net from 'node:net';
@@ -50,7 +50,7 @@ import { ADMIN_VERBS, type AdminVerb } from '../../src/api/admin-verbs.js';
 import { adminAudience } from '../../src/contracts/identity.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
 import { startDevOidcProvider } from '../../dev/oidc-provider.js';
-import { requestFor } from '../support/admin-api.js';
+import { requestFor, startApiProcess } from '../support/admin-api.js';
 import { connectClient, keepApiKeyFresh, loadTemporalConnectionSettings } from '../../src/temporal-connection.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { discardSignal, statusQuery } from '../../src/contracts/messages.js';
@@ -784,25 +784,17 @@ it('the admin API in production on the locked cluster, as its own caller (its ce
   await ensureSweepSchedule(encryptedClient(operatorConnection), config.regions[0]!, config.sweep);
   await operatorConnection.close();
   const [port, metricsPort] = [await freePort(), await freePort()];
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO, 'src/bin/api.ts')], {
-    cwd: REPO,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: {
-      ...process.env,
-      ...workerEnv(apiIdentity, 'ops'),
-      NODE_EXTRA_CA_CERTS: pki.ca,
-      API_ADDRESS: `127.0.0.1:${port}`,
-      API_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
-      API_OIDC_ISSUER: oidc.issuer,
-      API_TLS_CERT_FILE: pki.frontend.cert,
-      API_TLS_KEY_FILE: pki.frontend.key,
-    },
+  const api = await startApiProcess({
+    ...process.env,
+    ...workerEnv(apiIdentity, 'ops'),
+    NODE_EXTRA_CA_CERTS: pki.ca,
+    API_ADDRESS: `127.0.0.1:${port}`,
+    API_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+    API_OIDC_ISSUER: oidc.issuer,
+    API_TLS_CERT_FILE: pki.frontend.cert,
+    API_TLS_KEY_FILE: pki.frontend.key,
   });
-  let output = '';
-  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
   try {
-    await expect.poll(() => output, { timeout: 60_000 }).toContain('"msg":"admin API listening"');
     const ca = await fs.readFile(pki.ca);
     const call = (verb: AdminVerb, token: string) => {
       const { url, init } = requestFor(verb);
@@ -826,12 +818,12 @@ it('the admin API in production on the locked cluster, as its own caller (its ce
       const answer = await call(verb, await tokenFor(verb.roles[0]!));
       // Past authorization: done, or refused by the input, the ledger (a placeholder id) or four eyes, never a
       // crash, and never a permission Temporal denied the API.
-      expect(answer.status, `${verb.id}: ${answer.status} ${answer.body}\n${output}`).toBeLessThan(500);
+      expect(answer.status, `${verb.id}: ${answer.status} ${answer.body}\n${api.output()}`).toBeLessThan(500);
       expect(answer.body, verb.id).not.toMatch(/"error":"(Forbidden|Unauthenticated)"/);
       if (verb.id === 'sweep.now') expect(JSON.parse(answer.body)).toMatchObject({ workflowId: expect.any(String) });
     }
   } finally {
-    child.kill('SIGTERM');
+    api.stop();
     await oidc.stop();
   }
 }, 300_000);
