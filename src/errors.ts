@@ -102,6 +102,7 @@ export class OperatorError extends Error {
       | 'SkipNotRecorded'
       | 'EmptySelection'
       | 'MerchantNotFound'
+      | 'DestinationNotFound'
       | 'MerchantExists'
       | 'MerchantBudgetBusy'
       | 'NoHoldEvents'

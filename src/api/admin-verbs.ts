@@ -25,7 +25,9 @@ import {
   pingMerchant,
   resumeMerchant,
   rotateSigningSecret,
+  setDestination,
   setMerchant,
+  showDestination,
   showMerchant,
 } from '../ops/merchants.js';
 import {
@@ -179,6 +181,16 @@ const merchantView = shape(
   ['id', 'name', 'status', 'endpointUrl', 'budget'],
 );
 const merchantChange = shape({ changed: { type: 'boolean' }, merchant: merchantView });
+const destinationView = shape(
+  {
+    id: { type: 'string' },
+    ratePerSecond: { type: 'number' },
+    maxInFlight: { type: ['integer', 'null'] },
+    note: { type: ['string', 'null'] },
+    merchants: { type: 'array', items: { type: 'string' } },
+  },
+  ['id', 'ratePerSecond', 'merchants'],
+);
 
 const str = (input: VerbInput, key: string) => input[key] as string | undefined;
 const num = (input: VerbInput, key: string) => input[key] as number | undefined;
@@ -479,6 +491,42 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     run: (ctx, input) => pauseMerchant(ctx.pool, str(input, 'merchantId')!, str(input, 'reason')!),
   },
   {
+    id: 'destination.set',
+    command: 'destination set',
+    summary: 'Declare a destination several merchants share, with the rate it publishes for all of them, or change it.',
+    method: 'POST',
+    path: '/v1/destinations/:destinationId',
+    roles: MERCHANT_ADMINS,
+    fields: {
+      rate: { type: 'number', description: 'requests per second the destination accepts, all its merchants together' },
+      maxInFlight: { type: 'integer', minimum: 1, description: 'requests open at once, all its merchants together' },
+      note: text('who the destination is (a platform receiving for its merchants)'),
+    },
+    target: 'destinationId',
+    temporal: false,
+    response: destinationView,
+    run: (ctx, input) =>
+      setDestination(ctx.pool, {
+        id: str(input, 'destinationId')!,
+        ratePerSecond: num(input, 'rate'),
+        maxInFlight: num(input, 'maxInFlight'),
+        note: str(input, 'note'),
+      }),
+  },
+  {
+    id: 'destination.show',
+    command: 'destination show',
+    summary: 'A declared destination: its rate, its cap on requests in flight, the merchants sharing it.',
+    method: 'GET',
+    path: '/v1/destinations/:destinationId',
+    roles: EVERYONE,
+    fields: {},
+    target: 'destinationId',
+    temporal: false,
+    response: destinationView,
+    run: (ctx, input) => showDestination(ctx.pool, str(input, 'destinationId')!),
+  },
+  {
     id: 'merchant.resume',
     command: 'merchant resume',
     summary: 'Send to a merchant again (also after a 410 Gone disabled it).',
@@ -777,6 +825,7 @@ function merchantFields(adding: boolean): Record<string, Field> {
     rate: { type: 'number', description: 'requests per second the merchant accepts' },
     burst: { type: 'integer', description: 'requests it accepts at once above the rate' },
     policy: { type: 'object', description: 'delivery policy overrides (docs/webhooks.md)' },
+    destination: id('a declared destination whose budget it shares, or "none" (its own)'),
   };
 }
 
@@ -787,8 +836,12 @@ function merchantSettings(input: VerbInput) {
     ratePerSecond: num(input, 'rate'),
     burst: num(input, 'burst'),
     deliveryPolicy: input.policy as unknown as Record<string, unknown> | undefined,
+    destinationId: destinationOf(str(input, 'destination')),
   };
 }
+
+/** `none` leaves a shared destination; absent changes nothing. */
+const destinationOf = (given: string | undefined) => (given === 'none' ? null : given);
 
 export const verbById = (verbId: string): AdminVerb => {
   const verb = ADMIN_VERBS.find((v) => v.id === verbId);

@@ -16,7 +16,8 @@ const SURROUNDING_SPACE =
 
 /**
  * The comparison key of an identity: Unicode NFKC, surrounding whitespace removed, lower case. The ledger's
- * `identity_key()` (migration 009) computes the same, so the database constraint and the CLI agree.
+ * `identity_key()` (src/db/migrations/001_baseline.sql) computes the same, so the database constraint and the CLI
+ * agree.
  */
 export function identityKey(who: string): string {
   return who.normalize('NFKC').replace(SURROUNDING_SPACE, '').toLowerCase();

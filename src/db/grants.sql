@@ -7,10 +7,11 @@
 -- DELETE or TRUNCATE ledger rows; the receiver deletes only its own refusals (their retention).
 DO $grants$
 DECLARE
-  product_tables text := 'accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries, '
+  product_tables text := 'accounts, auth_holds, ledger_entries, merchants, webhook_deliveries, '
     'delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_decisions, sweep_runs, '
     'processor_events, processor_requests_refused, processor_sequence_skips, processor_skip_requests, ledger_reviews, '
-    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, destination_budgets, api_audit, '
+    'merchant_requests_in_flight, send_pauses, outbox_reconciliations, webhook_resends, send_budgets, destinations, '
+    'api_audit, '
     'merchant_api_keys, merchant_resend_requests, schema_migrations';
 BEGIN
   -- The worker: releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor
@@ -18,12 +19,12 @@ BEGIN
   -- merchant on 410 Gone. It never reads the receiver's refusals.
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_worker') THEN
     EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_worker', product_tables);
-    GRANT SELECT ON accounts, auth_holds, ledger_entries, merchants, merchant_rate_limits, webhook_deliveries,
+    GRANT SELECT ON accounts, auth_holds, ledger_entries, merchants, destinations, webhook_deliveries,
       delivery_attempts, delivery_decisions, replay_requests, replay_request_items, operator_decisions, sweep_runs,
       processor_events, processor_sequence_skips, processor_skip_requests, ledger_reviews, schema_migrations
       TO hold_sweeper_worker;
-    GRANT UPDATE ON accounts, auth_holds, merchants, merchant_rate_limits, webhook_deliveries, sweep_runs,
-      processor_events TO hold_sweeper_worker;
+    GRANT UPDATE ON accounts, auth_holds, merchants, webhook_deliveries, sweep_runs, processor_events
+      TO hold_sweeper_worker;
     GRANT INSERT ON ledger_entries, webhook_deliveries, delivery_attempts, delivery_decisions, sweep_runs,
       processor_sequence_skips, ledger_reviews TO hold_sweeper_worker;
     -- Its leases on a merchant's requests in flight: taken at admission, given back when the attempt is recorded.
@@ -34,10 +35,10 @@ BEGIN
     GRANT SELECT, INSERT ON outbox_reconciliations TO hold_sweeper_worker;
     -- A resend is recorded by its workflow's first activity, with the row it reopens.
     GRANT SELECT, INSERT ON webhook_resends TO hold_sweeper_worker;
-    -- Each destination's budget (migration 016): made by the first admission, written by every one.
-    GRANT SELECT, INSERT, UPDATE ON destination_budgets TO hold_sweeper_worker;
-    -- Merchants' resend requests (migration 019): the reconciler starts them; a resend's first step checks the
-    -- request and whether its key was live. Never a key's secret hash.
+    -- Each merchant's (or shared destination's) budget: made by the first admission, written by every one.
+    GRANT SELECT, INSERT, UPDATE ON send_budgets TO hold_sweeper_worker;
+    -- Merchants' resend requests (merchant_resend_requests): the reconciler starts them; a resend's first step checks
+    -- the request and whether its key was live. Never a key's secret hash.
     GRANT SELECT, UPDATE (started_at) ON merchant_resend_requests TO hold_sweeper_worker;
     GRANT SELECT (id, merchant_id, revoked_at) ON merchant_api_keys TO hold_sweeper_worker;
   END IF;
@@ -60,17 +61,15 @@ BEGIN
   IF EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'hold_sweeper_ops') THEN
     EXECUTE format('REVOKE ALL ON %s FROM hold_sweeper_ops', product_tables);
     EXECUTE format('GRANT SELECT ON %s TO hold_sweeper_ops', product_tables);
-    GRANT INSERT, UPDATE ON merchants, replay_requests, replay_request_items, processor_skip_requests, send_pauses
-      TO hold_sweeper_ops;
+    GRANT INSERT, UPDATE ON merchants, destinations, replay_requests, replay_request_items, processor_skip_requests,
+      send_pauses TO hold_sweeper_ops;
     -- A decision is recorded before it is sent, and keeps what the workflow answered; what it decides never changes.
     GRANT INSERT, UPDATE (outcome, detail) ON operator_decisions TO hold_sweeper_ops;
-    -- A new merchant's rate-limit row is written by the merchants trigger, as the inserting role.
-    GRANT INSERT ON merchant_rate_limits TO hold_sweeper_ops;
-    -- `merchant ping` takes a turn in the destination's budget like a delivery (and a 429 pushes it back).
-    GRANT INSERT, UPDATE ON destination_budgets TO hold_sweeper_ops;
+    -- `merchant ping` takes a turn in the merchant's budget like a delivery (and a 429 pushes it back).
+    GRANT INSERT, UPDATE ON send_budgets TO hold_sweeper_ops;
     GRANT UPDATE ON ledger_reviews TO hold_sweeper_ops;
     -- The admin API (src/api/, the operators' CLI behind it) runs as this role: it appends its audit and reads it back;
-    -- a call acting outside the ledger fills in the outcome of the row it wrote first (migration 021), and rows past
+    -- a call acting outside the ledger fills in the outcome of the row it wrote first (`started`), and rows past
     -- the audit's retention leave only through prune_api_audit, which records itself.
     GRANT INSERT, UPDATE (outcome, status, detail) ON api_audit TO hold_sweeper_ops;
     GRANT EXECUTE ON FUNCTION prune_api_audit(timestamptz, text) TO hold_sweeper_ops;

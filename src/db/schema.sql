@@ -3,84 +3,70 @@
 
 -- Functions
 
-CREATE OR REPLACE FUNCTION public.acquire_send_slot(merchant text, lane_horizon_ms double precision, margin double precision, reserved boolean)
- RETURNS TABLE(outcome text, at timestamp with time zone, db_now timestamp with time zone)
- LANGUAGE sql
-AS $function$
-  SELECT * FROM admit_attempt(merchant, lane_horizon_ms, margin, reserved, NULL, NULL, NULL);
-$function$;
-
 CREATE OR REPLACE FUNCTION public.admit_attempt(merchant text, lane_horizon_ms double precision, margin double precision, reserved boolean, webhook text, cap integer, lease_ms double precision)
  RETURNS TABLE(outcome text, at timestamp with time zone, db_now timestamp with time zone)
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  dest           text;
-  rate           numeric;
-  emission       interval;
-  limits         destination_budgets%ROWTYPE;
-  merchant_pause timestamptz;
-  paused         timestamptz;
-  slot           timestamptz;
-  tat_after      timestamptz;
-  now_ts         timestamptz;
+  budget    record;
+  emission  interval;
+  limits    send_budgets%ROWTYPE;
+  slot      timestamptz;
+  tat_after timestamptz;
+  now_ts    timestamptz;
 BEGIN
-  SELECT m.endpoint_origin INTO dest FROM merchants m WHERE m.id = merchant;
-  IF NOT FOUND THEN
+  SELECT * INTO budget FROM budget_of(merchant);
+  IF budget.key IS NULL THEN
     RAISE EXCEPTION 'merchant % does not exist', merchant;
   END IF;
-  -- The strictest published rate of every merchant row pointing at this destination.
-  SELECT min(o.rate_per_second) INTO rate FROM merchants o WHERE o.endpoint_origin = dest;
-  emission := make_interval(secs => (1 + margin) / rate);
-  SELECT * INTO limits FROM destination_budgets b WHERE b.origin = dest FOR UPDATE;
-  IF NOT FOUND THEN
-    INSERT INTO destination_budgets (origin) VALUES (dest) ON CONFLICT DO NOTHING;
-    SELECT * INTO limits FROM destination_budgets b WHERE b.origin = dest FOR UPDATE;
+  emission := make_interval(secs => (1 + margin) / budget.rate);
+  IF cap IS NOT NULL
+     AND NOT room_in_flight(merchant, budget.destination, cap, budget.destination_cap, webhook, clock_timestamp()) THEN
+    RETURN QUERY SELECT 'busy'::text, clock_timestamp(), clock_timestamp();
+    RETURN;
   END IF;
-  -- A push-back written by a worker of the previous build, on the merchant's own row.
-  SELECT r.paused_until INTO merchant_pause FROM merchant_rate_limits r WHERE r.merchant_id = merchant;
+  SELECT * INTO limits FROM send_budgets b WHERE b.key = budget.key FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO send_budgets (key) VALUES (budget.key) ON CONFLICT DO NOTHING;
+    SELECT * INTO limits FROM send_budgets b WHERE b.key = budget.key FOR UPDATE;
+  END IF;
   -- Read the clock after the lock: time spent queueing behind other acquirers must not count as waited.
   now_ts := clock_timestamp();
-  paused := greatest(limits.paused_until, coalesce(merchant_pause, '-infinity'));
-
-  -- Room for one more request in flight at the destination: fewer than `cap` unexpired leases of every merchant
-  -- pointing there, and none of this webhook's.
-  IF cap IS NOT NULL AND (
-       (SELECT count(*) FROM merchant_requests_in_flight f JOIN merchants o ON o.id = f.merchant_id
-         WHERE o.endpoint_origin = dest AND f.expires_at > now_ts) >= cap
-       OR EXISTS (SELECT 1 FROM merchant_requests_in_flight f WHERE f.webhook_id = webhook AND f.expires_at > now_ts)) THEN
+  IF cap IS NOT NULL AND NOT room_in_flight(merchant, budget.destination, cap, budget.destination_cap, webhook, now_ts) THEN
     RETURN QUERY SELECT 'busy'::text, now_ts, now_ts;
     RETURN;
   END IF;
 
   tat_after := limits.tat;
   IF NOT reserved THEN
-    slot := greatest(limits.tat, paused, now_ts);
+    slot := greatest(limits.tat, limits.paused_until, now_ts);
     IF slot - now_ts > make_interval(secs => lane_horizon_ms / 1000) THEN
       RETURN QUERY SELECT 'denied'::text, slot, now_ts;
       RETURN;
     END IF;
     tat_after := slot + emission;
     IF slot > now_ts THEN
-      UPDATE destination_budgets b SET tat = tat_after WHERE b.origin = dest;
+      UPDATE send_budgets b SET tat = tat_after WHERE b.key = budget.key;
       RETURN QUERY SELECT 'wait'::text, slot, now_ts;
       RETURN;
     END IF;
   END IF;
 
-  slot := greatest(limits.gate_tat, paused, now_ts);
+  slot := greatest(limits.gate_tat, limits.paused_until, now_ts);
   IF slot > now_ts THEN
     IF NOT reserved THEN
-      UPDATE destination_budgets b SET tat = tat_after WHERE b.origin = dest;
+      UPDATE send_budgets b SET tat = tat_after WHERE b.key = budget.key;
     END IF;
     RETURN QUERY SELECT 'wait'::text, slot, now_ts;
     RETURN;
   END IF;
-  UPDATE destination_budgets b SET tat = tat_after, gate_tat = now_ts + emission WHERE b.origin = dest;
+  UPDATE send_budgets b SET tat = tat_after, gate_tat = now_ts + emission WHERE b.key = budget.key;
   IF cap IS NOT NULL THEN
-    INSERT INTO merchant_requests_in_flight (webhook_id, merchant_id, expires_at)
-    VALUES (webhook, merchant, now_ts + make_interval(secs => lease_ms / 1000))
-    ON CONFLICT (webhook_id) DO UPDATE SET expires_at = excluded.expires_at;
+    -- The lease is the attempt's that the same statement counts (src/sql/deliveries.ts, attemptCountedOnAdmission).
+    INSERT INTO merchant_requests_in_flight (webhook_id, merchant_id, expires_at, attempt_number)
+    SELECT webhook, merchant, now_ts + make_interval(secs => lease_ms / 1000), d.attempt_count + 1
+      FROM webhook_deliveries d WHERE d.webhook_id = webhook
+    ON CONFLICT (webhook_id) DO UPDATE SET expires_at = excluded.expires_at, attempt_number = excluded.attempt_number;
   END IF;
   RETURN QUERY SELECT 'send'::text, now_ts, now_ts;
 END;
@@ -111,31 +97,15 @@ CREATE OR REPLACE FUNCTION public.api_audit_min_retention()
  IMMUTABLE
 AS $function$ SELECT interval '400 days' $function$;
 
-CREATE OR REPLACE FUNCTION public.endpoint_origin(url text)
- RETURNS text
- LANGUAGE plpgsql
- IMMUTABLE STRICT
+CREATE OR REPLACE FUNCTION public.budget_of(merchant text, OUT key text, OUT rate numeric, OUT destination text, OUT destination_cap integer)
+ RETURNS record
+ LANGUAGE sql
+ STABLE
 AS $function$
-DECLARE
-  parts  text[];
-  scheme text;
-  host   text;
-  port   text;
-BEGIN
-  parts := regexp_match(url, '^([A-Za-z][A-Za-z0-9+.-]*)://(?:[^@/?#]*@)?(\[[^]]*\]|[^:/?#]*)(?::([0-9]*))?');
-  IF parts IS NULL THEN
-    RETURN url;
-  END IF;
-  scheme := lower(parts[1]);
-  host := rtrim(lower(parts[2]), '.');
-  port := CASE
-            WHEN coalesce(parts[3], '') <> '' THEN (parts[3]::integer)::text
-            WHEN scheme = 'https' THEN '443'
-            WHEN scheme = 'http' THEN '80'
-            ELSE ''
-          END;
-  RETURN scheme || '://' || host || ':' || port;
-END;
+  SELECT coalesce('destination:' || m.destination_id, 'merchant:' || m.id), coalesce(d.rate_per_second, m.rate_per_second),
+         m.destination_id, d.max_in_flight
+    FROM merchants m LEFT JOIN destinations d ON d.id = m.destination_id
+   WHERE m.id = merchant
 $function$;
 
 CREATE OR REPLACE FUNCTION public.identity_key(who text)
@@ -167,34 +137,6 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.merchant_request_room(merchant text, webhook text, cap integer)
- RETURNS TABLE(has_room boolean, in_flight integer, db_now timestamp with time zone)
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-  now_ts timestamptz;
-BEGIN
-  PERFORM 1 FROM merchant_rate_limits r WHERE r.merchant_id = merchant FOR UPDATE;
-  now_ts := clock_timestamp();
-  SELECT count(*)::integer INTO in_flight FROM merchant_requests_in_flight f
-   WHERE f.merchant_id = merchant AND f.expires_at > now_ts;
-  has_room := in_flight < cap
-    AND NOT EXISTS (SELECT 1 FROM merchant_requests_in_flight f WHERE f.webhook_id = webhook AND f.expires_at > now_ts);
-  db_now := now_ts;
-  RETURN NEXT;
-END;
-$function$;
-
-CREATE OR REPLACE FUNCTION public.merchants_create_rate_limit()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-  INSERT INTO merchant_rate_limits (merchant_id) VALUES (NEW.id) ON CONFLICT DO NOTHING;
-  RETURN NEW;
-END;
-$function$;
-
 CREATE OR REPLACE FUNCTION public.prune_api_audit(older_than timestamp with time zone, pruned_by text)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -222,6 +164,12 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.room_in_flight(merchant text, destination text, cap integer, destination_cap integer, webhook text, now_ts timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+RETURN (((SELECT count(*) AS count FROM merchant_requests_in_flight f WHERE ((f.merchant_id = room_in_flight.merchant) AND (f.expires_at > room_in_flight.now_ts))) < cap) AND ((destination_cap IS NULL) OR ((SELECT count(*) AS count FROM (merchant_requests_in_flight f JOIN merchants o ON ((o.id = f.merchant_id))) WHERE ((o.destination_id = room_in_flight.destination) AND (f.expires_at > room_in_flight.now_ts))) < destination_cap)) AND (NOT (EXISTS (SELECT 1 FROM merchant_requests_in_flight f WHERE ((f.webhook_id = room_in_flight.webhook) AND (f.expires_at > room_in_flight.now_ts))))));
+
 -- Tables
 
 CREATE TABLE accounts (
@@ -247,9 +195,9 @@ CREATE TABLE api_audit (
   outcome text NOT NULL,
   status integer NOT NULL,
   detail text,
-  CONSTRAINT api_audit_detail_bounded CHECK (length(detail) <= 2000) NOT VALID,
+  CONSTRAINT api_audit_detail_bounded CHECK (length(detail) <= 2000),
   CONSTRAINT api_audit_outcome_check CHECK (outcome = ANY (ARRAY['started'::text, 'ok'::text, 'refused'::text, 'rejected'::text, 'failed'::text])),
-  CONSTRAINT api_audit_path_bounded CHECK (length(path) <= 512) NOT VALID,
+  CONSTRAINT api_audit_path_bounded CHECK (length(path) <= 512),
   CONSTRAINT api_audit_pkey PRIMARY KEY (id)
 );
 CREATE INDEX api_audit_at ON public.api_audit USING btree (at);
@@ -317,13 +265,16 @@ CREATE TABLE delivery_decisions (
   CONSTRAINT delivery_decisions_webhook_id_policy_run_key UNIQUE (webhook_id, policy_run)
 );
 
-CREATE TABLE destination_budgets (
-  origin text NOT NULL,
-  tat timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-  gate_tat timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-  paused_until timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-  pause_reason text,
-  CONSTRAINT destination_budgets_pkey PRIMARY KEY (origin)
+CREATE TABLE destinations (
+  id text NOT NULL,
+  rate_per_second numeric NOT NULL,
+  max_in_flight integer,
+  note text,
+  created_at timestamp with time zone NOT NULL DEFAULT now(),
+  updated_at timestamp with time zone NOT NULL DEFAULT now(),
+  CONSTRAINT destinations_max_in_flight_check CHECK (max_in_flight > 0),
+  CONSTRAINT destinations_pkey PRIMARY KEY (id),
+  CONSTRAINT destinations_rate_per_second_check CHECK (rate_per_second > 0::numeric)
 );
 
 CREATE TABLE ledger_entries (
@@ -382,20 +333,11 @@ CREATE TABLE merchant_api_keys (
 CREATE INDEX merchant_api_keys_merchant ON public.merchant_api_keys USING btree (merchant_id);
 CREATE TRIGGER merchant_api_keys_revocation_final BEFORE UPDATE OF revoked_at, revoked_by ON merchant_api_keys FOR EACH ROW EXECUTE FUNCTION merchant_api_key_revocation_is_final();
 
-CREATE TABLE merchant_rate_limits (
-  merchant_id text NOT NULL,
-  tat timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-  gate_tat timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-  paused_until timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
-  pause_reason text,
-  CONSTRAINT merchant_rate_limits_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
-  CONSTRAINT merchant_rate_limits_pkey PRIMARY KEY (merchant_id)
-);
-
 CREATE TABLE merchant_requests_in_flight (
   webhook_id text NOT NULL,
   merchant_id text NOT NULL,
   expires_at timestamp with time zone NOT NULL,
+  attempt_number integer NOT NULL,
   CONSTRAINT merchant_requests_in_flight_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
   CONSTRAINT merchant_requests_in_flight_pkey PRIMARY KEY (webhook_id)
 );
@@ -436,15 +378,15 @@ CREATE TABLE merchants (
   disabled_at timestamp with time zone,
   delivery_policy jsonb NOT NULL DEFAULT '{}'::jsonb,
   previous_signing_secret_until timestamp with time zone,
-  endpoint_origin text GENERATED ALWAYS AS (endpoint_origin(endpoint_url)) STORED,
+  destination_id text,
   CONSTRAINT merchants_burst_check CHECK (burst >= 0),
+  CONSTRAINT merchants_destination_id_fkey FOREIGN KEY (destination_id) REFERENCES destinations(id),
   CONSTRAINT merchants_pkey PRIMARY KEY (id),
   CONSTRAINT merchants_rate_per_second_check CHECK (rate_per_second > 0::numeric),
   CONSTRAINT merchants_signing_secrets_sealed CHECK ((signing_secret IS NULL OR signing_secret ~ '^sealed:v[0-9]+:[A-Za-z0-9_.-]+:'::text) AND (previous_signing_secret IS NULL OR previous_signing_secret ~ '^sealed:v[0-9]+:[A-Za-z0-9_.-]+:'::text)),
   CONSTRAINT merchants_status_check CHECK (status = ANY (ARRAY['active'::text, 'paused'::text, 'disabled'::text]))
 );
-CREATE INDEX merchants_endpoint_origin ON public.merchants USING btree (endpoint_origin, rate_per_second);
-CREATE TRIGGER merchants_create_rate_limit AFTER INSERT ON merchants FOR EACH ROW EXECUTE FUNCTION merchants_create_rate_limit();
+CREATE INDEX merchants_destination ON public.merchants USING btree (destination_id) WHERE (destination_id IS NOT NULL);
 
 CREATE TABLE operator_decisions (
   id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
@@ -574,7 +516,7 @@ CREATE TABLE replay_requests (
   created_at timestamp with time zone NOT NULL DEFAULT now(),
   kind text NOT NULL DEFAULT 'replay'::text,
   CONSTRAINT replay_requests_check CHECK ((status = 'approved'::text) = (approved_by IS NOT NULL)),
-  CONSTRAINT replay_requests_four_eyes CHECK (approved_by IS NULL OR identity_key(approved_by) <> identity_key(requested_by)) NOT VALID,
+  CONSTRAINT replay_requests_four_eyes CHECK (approved_by IS NULL OR identity_key(approved_by) <> identity_key(requested_by)),
   CONSTRAINT replay_requests_kind_check CHECK (kind = ANY (ARRAY['replay'::text, 'resend'::text])),
   CONSTRAINT replay_requests_pkey PRIMARY KEY (id),
   CONSTRAINT replay_requests_status_check CHECK (status = ANY (ARRAY['pending'::text, 'approved'::text]))
@@ -585,6 +527,15 @@ CREATE TABLE schema_migrations (
   name text NOT NULL,
   applied_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT schema_migrations_pkey PRIMARY KEY (version)
+);
+
+CREATE TABLE send_budgets (
+  key text NOT NULL,
+  tat timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+  gate_tat timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+  paused_until timestamp with time zone NOT NULL DEFAULT '-infinity'::timestamp with time zone,
+  pause_reason text,
+  CONSTRAINT send_budgets_pkey PRIMARY KEY (key)
 );
 
 CREATE TABLE send_pauses (

@@ -1,19 +1,20 @@
 /**
- * Merchant signing secrets at rest, in the ledger: the code step of migration 010 and the erasure of rotated-out
+ * Merchant signing secrets at rest, in the ledger: the sealing step of `migrate` and the erasure of rotated-out
  * secrets.
  *
  * `sealMerchantSecrets` runs at every start-up, after the SQL migrations and under their advisory lock (src/db/
- * migrate.ts), so two processes starting together take turns. It seals the clear text written before 010, re-seals
- * what is sealed under a key that is no longer the region's current one, erases previous secrets past their overlap,
- * then validates 010's constraint. That is how a key is retired: make a new one current (first in
- * MERCHANT_SECRET_KEYS_<R>), restart the workers so this runs, then drop the old one. Idempotent: a value already
- * under the current key is left alone; each write is a compare-and-swap on the value it read, so a rotation
- * (`merchant rotate-secret`) running meanwhile wins, and what it moved is re-sealed at the next start.
+ * migrate.ts), so two processes starting together take turns. It seals any clear text it finds, re-seals what is
+ * sealed under a key that is no longer the region's current one, erases previous secrets past their overlap, then
+ * validates the constraint that refuses clear text if it is not valid yet. That is how a key is retired: make a new
+ * one current (first in MERCHANT_SECRET_KEYS_<R>), restart the workers so this runs, then drop the old one.
+ * Idempotent: a value already under the current key is left alone; each write is a compare-and-swap on the value it
+ * read, so a rotation (`merchant rotate-secret`) running meanwhile wins, and what it moved is re-sealed at the next
+ * start.
  */
 import { isSealed, SecretUnsealFailed, type SecretContext, type SecretsAtRest } from '../delivery/secret-box.js';
 import type { Queryable } from './pool.js';
 
-/** Migration 010's CHECK: both secret columns NULL or sealed. */
+/** The merchants table's CHECK (src/db/migrations/001_baseline.sql): both secret columns NULL or sealed. */
 export const SEALED_SECRETS_CONSTRAINT = 'merchants_signing_secrets_sealed';
 /** Merchants read per round trip: a region has thousands at most, so a start-up reads a handful of pages. */
 const PAGE_SIZE = 500;
@@ -32,7 +33,7 @@ export interface SealingReport {
 /**
  * Erases every previous secret whose rotation overlap has ended (it stopped signing then:
  * PREVIOUS_SECRET_IN_OVERLAP_SQL
- * in src/sql/merchants.ts); a previous secret without an end (set by hand before migration 007) stays until replaced.
+ * in src/sql/merchants.ts); a previous secret without an end (set by hand) stays until replaced.
  * Returns how many were erased. Every worker runs it periodically (src/workers/secret-erasure.ts).
  */
 export async function erasePreviousSecretsPastOverlap(db: Queryable): Promise<number> {
@@ -103,14 +104,14 @@ export async function sealMerchantSecrets(db: Queryable, atRest: SecretsAtRest):
     if (rows.length < PAGE_SIZE) break;
     after = rows.at(-1)!.id;
   }
-  // After sealing: 010 checks every row an UPDATE writes, so erasing beside a current secret still in clear text would
-  // fail.
+  // After sealing: the constraint checks every row an UPDATE writes, so erasing beside a current secret still in clear
+  // text would fail.
   report.erased = await erasePreviousSecretsPastOverlap(db);
   const { rows } = await db.query<{ convalidated: boolean }>(
     `SELECT convalidated FROM pg_constraint WHERE conrelid = 'merchants'::regclass AND conname = $1::text`,
     [SEALED_SECRETS_CONSTRAINT],
   );
-  // Every row is sealed now, and 010 has refused clear text since its commit: validating scans the table once.
+  // Every row is sealed now, and the constraint refuses new clear text: validating scans the table once.
   if (rows[0] && !rows[0].convalidated)
     await db.query(`ALTER TABLE merchants VALIDATE CONSTRAINT ${SEALED_SECRETS_CONSTRAINT}`);
   return report;

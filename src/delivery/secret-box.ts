@@ -10,7 +10,7 @@
  * Stored as text, `sealed:v1:<key id>:<base64url(iv | ciphertext | tag)>`: the version says how to open it, the key
  * id with which key. The same value serves as current and as previous secret (a rotation moves it as it is).
  *
- * A value without the prefix (clear text from before migration 010) never opens: `open` refuses it as
+ * A value without the prefix (clear text) never opens: `open` refuses it as
  * `SecretUnsealFailed` (`not_sealed`) rather than hand it back, because the table's CHECK admits only sealed values,
  * so clear text there means something wrote around this code. Only the migration step reads clear text, to seal it.
  *
@@ -44,8 +44,8 @@ export interface SecretsAtRest {
 }
 
 /**
- * Every sealed value starts so, whatever its version: `sealed:v<n>:<key id>:`. Migration 010's CHECK constraint
- * spells the same pattern in SQL.
+ * Every sealed value starts so, whatever its version: `sealed:v<n>:<key id>:`. The merchants table's CHECK
+ * (merchants_signing_secrets_sealed) spells the same pattern in SQL.
  */
 const SEALED_PREFIX = /^sealed:v\d+:[A-Za-z0-9_.-]+:/;
 

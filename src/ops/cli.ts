@@ -60,11 +60,16 @@ Usage: npm run ops -- <command> [options]
   resend approve <request id> --by NAME [--ticket T] [--rate 20]
                                      resend exactly the frozen set (not by the requester), paced; resumable
 
-  merchant add <id> --name NAME --url URL [--rate 5] [--burst 1] [--policy JSON]
+  merchant add <id> --name NAME --url URL [--rate 5] [--burst 1] [--policy JSON] [--destination D]
                                      add a merchant; prints its new signing secret, once
-  merchant show <id>                 its endpoint, limits, status and policy (secrets: only whether set)
-  merchant set <id> [--name] [--url] [--rate] [--burst] [--policy JSON]
-                                     change what is given, checked as delivery will read it
+  merchant show <id>                 its endpoint, limits, status, policy and budget (secrets: only whether set)
+  merchant set <id> [--name] [--url] [--rate] [--burst] [--policy JSON] [--destination D|none]
+                                     change what is given, checked as delivery will read it; --destination: share
+                                     the budget of a declared destination (none: its own again)
+  destination set <id> --rate R [--max-in-flight N] [--note TEXT]
+                                     declare a destination several merchants share (a platform receiving for its
+                                     merchants), with the rate it publishes for all of them; or change it
+  destination show <id>              its rate, its cap on requests in flight, the merchants sharing it
   merchant pause <id> --reason TEXT  stop sending; its webhooks wait, held, until resumed
   merchant resume <id>               send again (also after a 410 Gone disabled it)
   merchant rotate-secret <id> [--overlap 24h]
@@ -289,6 +294,9 @@ function parseCommandLineStrictly(argv: string[]) {
       url: { type: 'string' },
       burst: { type: 'string' },
       policy: { type: 'string' },
+      destination: { type: 'string' },
+      'max-in-flight': { type: 'string' },
+      note: { type: 'string' },
       overlap: { type: 'string' },
       sequence: { type: 'string' },
       status: { type: 'string' },
@@ -364,6 +372,7 @@ const COMMANDS: ReadonlyMap<string, CommandHandler> = new Map<string, CommandHan
     'merchant',
     (context) => (context.sub === 'api-key' || context.sub === 'api-keys' ? runApiKeys(context) : runMerchant(context)),
   ],
+  ['destination', runDestination],
   ['events', runEvents],
   ['sends', runSends],
   ['reviews', runReviews],
@@ -395,7 +404,7 @@ async function runCommand(
     throw new ConfigError(
       'command',
       command,
-      'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, events, sends, reviews, audit (see --help)',
+      'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, destination, events, sends, reviews, audit (see --help)',
     );
   }
   return handler({
@@ -839,8 +848,9 @@ function merchantLines(m: MerchantView): string {
     `delivery policy overrides: ${JSON.stringify(m.deliveryPolicy)}`,
     `signing secret: ${m.hasSigningSecret ? 'set' : 'NOT SET (deliveries quarantine as missing_secret)'}` +
       (m.hasPreviousSecret ? `; the previous one also signs until ${m.previousSecretSignsUntil ?? 'replaced'}` : ''),
-    `budget: destination ${m.budget.destination} at ${m.budget.destinationRatePerSecond}/s` +
-      (m.budget.sharedWith > 0 ? ` (shared with ${m.budget.sharedWith} other merchant row(s) on it)` : '') +
+    (m.budget.destination === null
+      ? `budget: its own, at ${m.budget.ratePerSecond}/s`
+      : `budget: destination ${m.budget.destination}'s, at ${m.budget.ratePerSecond}/s, shared with ${m.budget.sharedWith} other merchant(s)`) +
       `; next free slot ${m.budget.nextSlotAt ?? 'now'}` +
       (m.budget.pausedUntil
         ? `; pushed back until ${m.budget.pausedUntil} (${m.budget.pauseReason ?? 'no reason recorded'})`
@@ -852,6 +862,35 @@ function merchantLines(m: MerchantView): string {
   ].join('\n');
 }
 
+/** `destination set|show <id>`: the ledger only. */
+async function runDestination({ call, values, sub, arg: id, print }: CommandContext): Promise<number> {
+  const destinationId = required(id, 'destination id');
+  const d =
+    sub === 'set'
+      ? await call('destination.set', {
+          destinationId,
+          rate: numberOption(values, 'rate'),
+          maxInFlight: numberOption(values, 'max-in-flight'),
+          note: values.note as string | undefined,
+        })
+      : sub === 'show'
+        ? await call('destination.show', { destinationId })
+        : undefined;
+  if (!d) throw new ConfigError('destination', sub, 'set or show (see --help)');
+  print(
+    [
+      `destination ${d.id}: ${d.ratePerSecond}/s for all its merchants together` +
+        (d.maxInFlight === null ? '' : `, at most ${d.maxInFlight} requests open at once`),
+      d.note ? `note: ${d.note}` : '',
+      `merchants sharing it: ${d.merchants.length ? d.merchants.join(', ') : 'none yet (merchant set <id> --destination ' + d.id + ')'}`,
+    ]
+      .filter(Boolean)
+      .join('\n'),
+    d,
+  );
+  return 0;
+}
+
 /** `merchant <sub> <id>`: the ledger only, no Temporal connection needed. */
 async function runMerchant({ call, values, sub, arg: id, print }: CommandContext): Promise<number> {
   const merchantId = () => required(id, 'merchant id');
@@ -861,6 +900,7 @@ async function runMerchant({ call, values, sub, arg: id, print }: CommandContext
     rate: numberOption(values, 'rate'),
     burst: numberOption(values, 'burst'),
     policy: policyOption(values) as VerbInput[string],
+    destination: values.destination as string | undefined,
   });
   const secretOnce = (secret: string) =>
     `signing secret (shown once, give it to the merchant; it verifies with it): ${secret}`;

@@ -41,6 +41,16 @@ export interface MerchantSettings {
   burst?: number;
   /** Overrides of the default delivery policy (src/delivery/policy.ts), e.g. {"retryHorizonMs": 86400000}. */
   deliveryPolicy?: Record<string, unknown>;
+  /** A declared shared destination whose budget its sends share; null: its own budget. */
+  destinationId?: string | null;
+}
+
+/** A declared destination's settings (`destination set`). */
+export interface DestinationSettings {
+  id: string;
+  ratePerSecond?: number;
+  maxInFlight?: number | null;
+  note?: string;
 }
 
 /** Checks every given setting as delivery will read it; throws the first that cannot be used. */
@@ -68,6 +78,17 @@ export function checkMerchantSettings(merchantId: string, s: MerchantSettings, r
   }
 }
 
+/** A named destination must be declared before a merchant names it. */
+async function checkDestination(pool: Queryable, destinationId: string | null | undefined): Promise<void> {
+  if (destinationId === undefined || destinationId === null) return;
+  if (!(await merchants.destinationExists(pool, destinationId)))
+    throw new InvalidMerchantSetting(
+      'destination',
+      destinationId,
+      'a declared destination (`destination set <id> --rate R` first), or "none"',
+    );
+}
+
 async function viewOf(pool: Queryable, merchantId: string): Promise<MerchantView> {
   const view = await merchants.merchantView(pool, merchantId);
   if (!view) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
@@ -89,8 +110,9 @@ export async function addMerchant(
     );
   // A setting given as undefined (an option the CLI did not get) takes its default.
   const given = Object.fromEntries(Object.entries(m).filter(([, v]) => v !== undefined)) as typeof m;
-  const settings = { ratePerSecond: 5, burst: 1, deliveryPolicy: {}, ...given };
+  const settings = { ratePerSecond: 5, burst: 1, deliveryPolicy: {}, destinationId: null, ...given };
   checkMerchantSettings(m.id, settings, rules);
+  await checkDestination(pool, settings.destinationId);
   const signingSecret = generateSigningSecret();
   const sealedSigningSecret = await secrets.sealer.seal(signingSecret, { region: secrets.region, merchantId: m.id });
   const added = await merchants.insertMerchant(pool, { ...settings, name: settings.name.trim(), sealedSigningSecret });
@@ -111,12 +133,48 @@ export async function setMerchant(
   changes: MerchantSettings,
 ): Promise<MerchantView> {
   if (Object.values(changes).every((v) => v === undefined)) {
-    throw new InvalidMerchantSetting('changes', changes, 'at least one of --name, --url, --rate, --burst, --policy');
+    throw new InvalidMerchantSetting(
+      'changes',
+      changes,
+      'at least one of --name, --url, --rate, --burst, --policy, --destination',
+    );
   }
   checkMerchantSettings(merchantId, changes, rules);
+  await checkDestination(pool, changes.destinationId);
   if (!(await merchants.updateMerchant(pool, merchantId, { ...changes, name: changes.name?.trim() })))
     await viewOf(pool, merchantId);
   return viewOf(pool, merchantId);
+}
+
+/**
+ * Declares a destination several merchants share, with the rate it publishes for all of them (and its own cap on
+ * requests open at once), or changes the given values of one. Merchants join it with `merchant set --destination`.
+ */
+export async function setDestination(pool: Queryable, d: DestinationSettings): Promise<merchants.Destination> {
+  if (!MERCHANT_ID.test(d.id))
+    throw new InvalidMerchantSetting('destination', d.id, 'letters, digits, _ . - (at most 64)');
+  if (
+    d.ratePerSecond !== undefined &&
+    !(Number.isFinite(d.ratePerSecond) && d.ratePerSecond > 0 && d.ratePerSecond <= MAX_RATE_PER_SECOND)
+  )
+    throw new InvalidMerchantSetting(
+      'rate',
+      d.ratePerSecond,
+      `requests per second, > 0 and at most ${MAX_RATE_PER_SECOND}`,
+    );
+  if (d.maxInFlight != null && !(Number.isInteger(d.maxInFlight) && d.maxInFlight > 0 && d.maxInFlight <= MAX_BURST))
+    throw new InvalidMerchantSetting('max-in-flight', d.maxInFlight, `a whole number of requests, 1 to ${MAX_BURST}`);
+  const existing = await merchants.destinationView(pool, d.id);
+  if (!existing && d.ratePerSecond === undefined)
+    throw new InvalidMerchantSetting('rate', undefined, 'the rate the destination publishes (a new destination)');
+  await merchants.upsertDestination(pool, d);
+  return (await merchants.destinationView(pool, d.id))!;
+}
+
+export async function showDestination(pool: Queryable, id: string): Promise<merchants.Destination> {
+  const d = await merchants.destinationView(pool, id);
+  if (!d) throw new OperatorError('DestinationNotFound', `no destination ${id} in this region`);
+  return d;
 }
 
 /** Stops sending to the merchant; its webhooks wait, held, and go out after `resume`. */

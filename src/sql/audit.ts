@@ -1,5 +1,5 @@
 /**
- * The audit of the admin and merchant APIs (migrations 018 and 021, append-only): one row per authenticated call,
+ * The audit of the admin and merchant APIs (api_audit, append-only): one row per authenticated call,
  * written with the action (src/api/admin-server.ts says how), what a caller sent kept bounded.
  */
 import type { Queryable } from '../db/pool.js';

@@ -3,7 +3,7 @@
  * HTTP attempt at sending it) and the decisions that move a quarantined delivery on (delivery_decisions).
  *
  * Every statement in the product that inserts or updates webhook_deliveries is in this file, so that its state
- * machine (`status`; the CHECKs are in migrations/002_webhook_deliveries.sql) reads here whole:
+ * machine (`status`; the CHECKs are in src/db/migrations/001_baseline.sql) reads here whole:
  *
  *   (a ledger change commits) --enqueueWebhook--> pending --recordAttempt 'delivered'--> delivered
  *                                                  |   ^
@@ -26,7 +26,7 @@
  *   (an end) -> pending        reopenForResend               the resend's workflow (`resendWebhook`), its first step
  *
  * delivered, discarded and abandoned are ends: nothing moves them but an operator's resend, which records itself
- * (webhook_resends, migration 015) in the statement that reopens the row. `quarantineDelivery` moves only a pending
+ * (webhook_resends) in the statement that reopens the row. `quarantineDelivery` moves only a pending
  * row, `decideQuarantine` only a quarantined one and `reopenForResend` only one at an end: each names its from-state
  * in its WHERE. `recordAttempt` does not; the delivery activity sends only for a row it has just read as pending.
  *
@@ -251,8 +251,9 @@ export interface AttemptRecord {
 export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<void> {
   await db.query(
     `WITH lease_returned AS (
-       -- The attempt's lease on a request in flight (src/sql/merchant-budget.ts), given back with its record.
-       DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text
+       -- The attempt's lease on a request in flight (src/sql/merchant-budget.ts), given back with its record: its own,
+       -- never a later attempt's.
+       DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text AND attempt_number = $2::integer
      ), attempt AS (
        INSERT INTO delivery_attempts (webhook_id, attempt_number, policy_run, scheduled_at, started_at, duration_ms,
                                       status_code, error_class, response_excerpt, outcome, next_retry_delay_ms, retry_reason)

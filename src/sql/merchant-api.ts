@@ -1,5 +1,5 @@
 /**
- * The merchant API's ledger (migration 019): API keys, a merchant's own webhooks with their attempts, and the resends
+ * The merchant API's ledger: API keys, a merchant's own webhooks with their attempts, and the resends
  * merchants ask for. Every read here that a merchant's call makes names the merchant its key belongs to: a webhook of
  * another merchant is not found, never forbidden.
  */
@@ -152,7 +152,8 @@ export async function insertMerchantResendRequest(
 ): Promise<
   { recorded: true } | { recorded: false; why: 'not-found' | 'not-at-an-end' | 'already-waiting'; status?: string }
 > {
-  // One waiting per webhook is the unique index's (migration 022): a second insert, however close, conflicts.
+  // One waiting per webhook is the unique index's (merchant_resend_requests_one_waiting): a second insert, however
+  // close, conflicts.
   const { rows } = await db.query<{ recorded: boolean; status: string | null }>(
     `WITH target AS (SELECT status FROM webhook_deliveries WHERE webhook_id = $3 AND merchant_id = $2),
           ins AS (

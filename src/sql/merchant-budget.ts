@@ -1,10 +1,9 @@
 /**
- * The sending budget of each destination, shared by every worker process (GCRA in Postgres, see
- * migrations/003_merchant_rate_limits.sql: a queue that orders waiting deliveries and a gate that admits the
- * actual sends), with three lanes inside it. A destination is an endpoint's origin (scheme, host, port): every merchant
- * row pointing there shares one budget at the strictest rate any of them publishes
- * (migrations/016_pace_per_destination.sql);
- * a merchant is named here, and its destination found by the statement.
+ * Each merchant's sending budget, shared by every worker process (GCRA in Postgres, see `send_budgets` and
+ * `admit_attempt` in src/db/migrations/001_baseline.sql: a queue that orders waiting deliveries and a gate that admits
+ * the actual sends), with three lanes inside it. A merchant's budget is its own, at its published rate, unless it names
+ * a declared shared destination (`destinations`), whose budget and rate its merchants share; a merchant is named here,
+ * and its budget found by the statement.
  *
  * A lane is how far ahead it may reserve: first attempts may queue up to an hour of the merchant's slots, so a
  * big backlog reserves once and sleeps to its slot instead of polling; retries and approved replays may only
@@ -25,7 +24,7 @@ export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
 
 /**
  * 10 % under the published rate, and sends paced one emission interval apart, never in a burst
- * (migrations/005_pace_sends_evenly.sql): together they absorb the jitter between our admission and the
+ * (`admit_attempt`): together they absorb the jitter between our admission and the
  * merchant's receive (event loops and a shared CPU under load, the network). Rate + burst + 1 sends then span
  * (rate + burst) × 1.1 / rate seconds, so a send may reach the merchant that much minus one second later than
  * its neighbours and every receiver-side second still holds at most rate + burst: 320 ms at 5 req/s burst 1,
@@ -41,7 +40,7 @@ export interface SlotDecision {
    * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing
    * reserved, this lane's place in the queue would be at `atMs`; busy: the merchant has as many requests in flight as
    * the cap allows (or this webhook has one open still), nothing reserved: ask again soon; paused: the region's sends
-   * are paused by an operator (send_pauses, migration 013), nothing reserved: wait, held, until resumed.
+   * are paused by an operator (send_pauses), nothing reserved: wait, held, until resumed.
    */
   outcome: 'send' | 'wait' | 'denied' | 'busy' | 'paused';
   atMs: number;
@@ -51,24 +50,24 @@ export interface SlotDecision {
   attemptNumber?: number;
 }
 
-/** An attempt's lease on one of its merchant's requests in flight (migrations/011_requests_in_flight.sql). */
+/** An attempt's lease on one of its merchant's requests in flight (merchant_requests_in_flight). */
 export interface InFlightLease {
-  /** At most this many of one merchant's requests open at once, across every worker. */
+  /** At most this many of one merchant's requests open at once, across every worker (a shared destination's own cap too). */
   cap: number;
   /** How long the lease holds if never given back (a worker killed mid-request): the longest the attempt can run. */
   leaseMs: number;
 }
 
 /**
- * The safety margin that also leaves a region only `rateShare` of each destination's rate: regions keep separate
- * ledgers, so a destination both regions send to is paced by each region alone (DESTINATION_RATE_SHARE).
+ * The safety margin that also leaves a region only `rateShare` of each budget's rate: regions keep separate ledgers,
+ * so a merchant both regions send to is paced by each region alone (DESTINATION_RATE_SHARE).
  */
 export function marginFor(rateShare: number): number {
   return (1 + RATE_SAFETY_MARGIN) / rateShare - 1;
 }
 
-/** The budget one destination's row sits in, by a merchant pointing there. */
-const DESTINATION_OF = `(SELECT m.endpoint_origin FROM merchants m WHERE m.id = $1::text)`;
+/** The key of the budget a merchant's sends are paced in (its own, or its shared destination's). */
+const BUDGET_OF = `(SELECT key FROM budget_of($1::text))`;
 
 export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateShare?: number } = {}) {
   const margin = marginFor(rateShare);
@@ -81,7 +80,7 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
      * (`attemptCountedOnAdmission` in ./deliveries.ts, where every write of that table lives), composed in here.
      *
      * Given a `lease` too, the turn is taken only while the merchant has room for one more request in flight, and an
-     * admission takes the lease in the same call (`admit_attempt`, migrations/012_one_admission.sql: the budget row
+     * admission takes the lease in the same call (`admit_attempt` in src/db/migrations/001_baseline.sql: the budget row
      * locked once, written once per send); `releaseLease` (or the attempt's record) gives it back.
      */
     async acquire(
@@ -129,17 +128,20 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
       };
     },
 
-    /** Gives back a webhook's lease on a request in flight (a no-op when it holds none). */
-    async releaseLease(webhookId: string): Promise<void> {
-      await pool.query(`DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text`, [webhookId]);
+    /** Gives back the lease attempt `attemptNumber` took (a no-op when it holds none: expired, or another's now). */
+    async releaseLease(webhookId: string, attemptNumber: number): Promise<void> {
+      await pool.query(
+        `DELETE FROM merchant_requests_in_flight WHERE webhook_id = $1::text AND attempt_number = $2::integer`,
+        [webhookId, attemptNumber],
+      );
     },
 
-    /** The destination-wide pause a 429 set, if it is still running (the merchant's destination). */
+    /** The push-back a 429 set on the merchant's budget, if it is still running. */
     async pause(merchantId: string): Promise<{ pausedUntilMs: number; nowMs: number }> {
       const { rows } = await pool.query<{ paused_until_ms: number; now_ms: number }>(
         `SELECT extract(epoch FROM greatest(coalesce(max(b.paused_until), 'epoch'), 'epoch')) * 1000 AS paused_until_ms,
                 extract(epoch FROM clock_timestamp()) * 1000 AS now_ms
-           FROM destination_budgets b WHERE b.origin = ${DESTINATION_OF}`,
+           FROM send_budgets b WHERE b.key = ${BUDGET_OF}`,
         [merchantId],
       );
       const row = rows[0]!;
@@ -147,14 +149,14 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
     },
 
     /**
-     * Pushes the merchant's whole destination back (every merchant row pointing there): no worker gets a slot, or uses
-     * one it holds, before now + delay.
+     * Pushes the merchant's budget back (every merchant of its shared destination, if it names one): no worker gets a
+     * slot, or uses one it holds, before now + delay.
      */
     async pushBack(merchantId: string, delayMs: number, reason: string): Promise<void> {
       await pool.query(
-        `INSERT INTO destination_budgets AS b (origin, paused_until, pause_reason)
-         SELECT ${DESTINATION_OF}, clock_timestamp() + make_interval(secs => $2::double precision / 1000), $3::text
-         ON CONFLICT (origin) DO UPDATE
+        `INSERT INTO send_budgets AS b (key, paused_until, pause_reason)
+         SELECT ${BUDGET_OF}, clock_timestamp() + make_interval(secs => $2::double precision / 1000), $3::text
+         ON CONFLICT (key) DO UPDATE
             SET paused_until = greatest(b.paused_until, excluded.paused_until), pause_reason = excluded.pause_reason`,
         [merchantId, delayMs, reason],
       );

@@ -3,15 +3,15 @@
  * policy write. The values arrive validated; the table's CHECKs (rate > 0, burst >= 0, status) are the last word.
  *
  * Signing secrets come in and go out sealed (src/delivery/secret-box.ts): this file never sees one in clear, and the
- * table refuses clear text (migration 010).
+ * table refuses clear text (merchants_signing_secrets_sealed).
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
 import { RATE_SAFETY_MARGIN } from './merchant-budget.js';
 
 /**
- * The merchant's previous signing secret while its rotation's overlap runs (`previous_signing_secret_until`,
- * migration 007), NULL after: a webhook is signed with both keys only then. Needs `m` (merchants) in scope.
+ * The merchant's previous signing secret while its rotation's overlap runs (`previous_signing_secret_until`), NULL
+ * after: a webhook is signed with both keys only then. Needs `m` (merchants) in scope.
  */
 export const PREVIOUS_SECRET_IN_OVERLAP_SQL = `CASE WHEN m.previous_signing_secret_until IS NULL OR m.previous_signing_secret_until > now()
                  THEN m.previous_signing_secret END`;
@@ -36,18 +36,18 @@ export interface MerchantView {
   hasPreviousSecret: boolean;
   createdAt: string;
   updatedAt: string;
-  /** Where its sends stand in its destination's budget (migration 016), and what is waiting to go. */
+  /** Where its sends stand in its budget (send_budgets), and what is waiting to go. */
   budget: MerchantBudgetState;
 }
 
-/** A merchant's budget, as `merchant show` prints it: the destination's, shared with every row on its origin. */
+/** A merchant's budget, as `merchant show` prints it: its own, or its shared destination's. */
 export interface MerchantBudgetState {
-  /** The endpoint's origin: the budget's key. */
-  destination: string;
-  /** Other merchant rows on the same origin, sharing the budget. */
+  /** The declared shared destination it names; null: its budget is its own. */
+  destination: string | null;
+  /** Other merchants naming the same destination, sharing the budget. */
   sharedWith: number;
-  /** The strictest published rate on the origin: what the destination is paced at. */
-  destinationRatePerSecond: number;
+  /** The rate its sends are paced at: its own published rate, or its destination's. */
+  ratePerSecond: number;
   /** When the next first attempt could go (the queue's next free slot), ISO 8601; null: now. */
   nextSlotAt: string | null;
   /** A 429's (or 503's) push-back of the destination still running: until when and why; null: none. */
@@ -68,15 +68,26 @@ export interface NewMerchant {
   ratePerSecond: number;
   burst: number;
   deliveryPolicy: Record<string, unknown>;
+  /** A declared shared destination (`destinations`); null: its budget is its own. */
+  destinationId: string | null;
 }
 
-/** Inserts the merchant (its rate-limit row follows by trigger); false when the id is taken. */
+/** Inserts the merchant; false when the id is taken. */
 export async function insertMerchant(db: Queryable, m: NewMerchant): Promise<boolean> {
   const { rowCount } = await db.query(
-    `INSERT INTO merchants (id, name, endpoint_url, signing_secret, rate_per_second, burst, delivery_policy)
-     VALUES ($1::text, $2::text, $3::text, $4::text, $5::numeric, $6::integer, $7::jsonb)
+    `INSERT INTO merchants (id, name, endpoint_url, signing_secret, rate_per_second, burst, delivery_policy, destination_id)
+     VALUES ($1::text, $2::text, $3::text, $4::text, $5::numeric, $6::integer, $7::jsonb, $8::text)
      ON CONFLICT (id) DO NOTHING`,
-    [m.id, m.name, m.endpointUrl, m.sealedSigningSecret, m.ratePerSecond, m.burst, JSON.stringify(m.deliveryPolicy)],
+    [
+      m.id,
+      m.name,
+      m.endpointUrl,
+      m.sealedSigningSecret,
+      m.ratePerSecond,
+      m.burst,
+      JSON.stringify(m.deliveryPolicy),
+      m.destinationId,
+    ],
   );
   return rowCount === 1;
 }
@@ -97,9 +108,9 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     previous_until: string | null;
     created_at: string;
     updated_at: string;
-    destination: string;
+    destination: string | null;
     shared_with: number;
-    destination_rate: string;
+    budget_rate: string;
     next_slot_at: string | null;
     paused_until: string | null;
     pause_reason: string | null;
@@ -107,9 +118,8 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     oldest_pending_seconds: number | null;
   }>(
     `SELECT m.id, m.name, m.endpoint_url, m.rate_per_second, m.burst, m.status, m.disabled_reason,
-            m.endpoint_origin AS destination,
-            (SELECT count(*) - 1 FROM merchants o WHERE o.endpoint_origin = m.endpoint_origin)::integer AS shared_with,
-            (SELECT min(o.rate_per_second) FROM merchants o WHERE o.endpoint_origin = m.endpoint_origin) AS destination_rate,
+            m.destination_id AS destination, bo.rate AS budget_rate,
+            (SELECT count(*) FROM merchants o WHERE o.destination_id = m.destination_id AND o.id <> m.id)::integer AS shared_with,
             CASE WHEN b.tat > now() THEN ${isoUtc('b.tat')} END AS next_slot_at,
             CASE WHEN b.paused_until > now() THEN ${isoUtc('b.paused_until')} END AS paused_until,
             CASE WHEN b.paused_until > now() THEN b.pause_reason END AS pause_reason,
@@ -120,12 +130,13 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
             m.signing_secret IS NOT NULL AS has_secret, ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS has_previous,
             ${isoUtc('m.previous_signing_secret_until')} AS previous_until,
             ${isoUtc('m.created_at')} AS created_at, ${isoUtc('m.updated_at')} AS updated_at
-       FROM merchants m LEFT JOIN destination_budgets b ON b.origin = m.endpoint_origin WHERE m.id = $1::text`,
+       FROM merchants m CROSS JOIN LATERAL budget_of(m.id) bo LEFT JOIN send_budgets b ON b.key = bo.key
+      WHERE m.id = $1::text`,
     [merchantId],
   );
   const r = rows[0];
   if (!r) return undefined;
-  const destinationRate = Number(r.destination_rate);
+  const budgetRate = Number(r.budget_rate);
   return {
     id: r.id,
     name: r.name,
@@ -144,14 +155,14 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     budget: {
       destination: r.destination,
       sharedWith: r.shared_with,
-      destinationRatePerSecond: destinationRate,
+      ratePerSecond: budgetRate,
       nextSlotAt: r.next_slot_at,
       pausedUntil: r.paused_until,
       pauseReason: r.pause_reason,
       backlog: r.backlog,
       oldestPendingSeconds: r.oldest_pending_seconds === null ? null : Math.round(r.oldest_pending_seconds),
       // Sends go one emission interval apart, RATE_SAFETY_MARGIN under the rate (src/sql/merchant-budget.ts).
-      drainSeconds: Math.ceil((r.backlog * (1 + RATE_SAFETY_MARGIN)) / destinationRate),
+      drainSeconds: Math.ceil((r.backlog * (1 + RATE_SAFETY_MARGIN)) / budgetRate),
     },
   };
 }
@@ -202,6 +213,8 @@ export interface MerchantChanges {
   ratePerSecond?: number;
   burst?: number;
   deliveryPolicy?: Record<string, unknown>;
+  /** A declared shared destination, or null to leave it (its budget its own again). */
+  destinationId?: string | null;
 }
 
 /** Applies the given changes (the others stay); false when there is no such merchant. */
@@ -210,7 +223,8 @@ export async function updateMerchant(db: Queryable, merchantId: string, c: Merch
     `UPDATE merchants
         SET name = coalesce($2::text, name), endpoint_url = coalesce($3::text, endpoint_url),
             rate_per_second = coalesce($4::numeric, rate_per_second), burst = coalesce($5::integer, burst),
-            delivery_policy = coalesce($6::jsonb, delivery_policy), updated_at = now()
+            delivery_policy = coalesce($6::jsonb, delivery_policy),
+            destination_id = CASE WHEN $7::boolean THEN $8::text ELSE destination_id END, updated_at = now()
       WHERE id = $1::text`,
     [
       merchantId,
@@ -219,9 +233,67 @@ export async function updateMerchant(db: Queryable, merchantId: string, c: Merch
       c.ratePerSecond ?? null,
       c.burst ?? null,
       c.deliveryPolicy === undefined ? null : JSON.stringify(c.deliveryPolicy),
+      c.destinationId !== undefined,
+      c.destinationId ?? null,
     ],
   );
   return rowCount === 1;
+}
+
+/** A shared destination as declared: its published rate and its own cap on requests in flight. */
+export interface Destination {
+  id: string;
+  ratePerSecond: number;
+  maxInFlight: number | null;
+  note: string | null;
+  /** The merchants naming it. */
+  merchants: string[];
+}
+
+/** Declares a shared destination, or changes the given values of one. */
+export async function upsertDestination(
+  db: Queryable,
+  d: { id: string; ratePerSecond?: number; maxInFlight?: number | null; note?: string },
+): Promise<void> {
+  await db.query(
+    `INSERT INTO destinations AS x (id, rate_per_second, max_in_flight, note)
+     VALUES ($1::text, $2::numeric, $4::integer, $5::text)
+     ON CONFLICT (id) DO UPDATE
+        SET rate_per_second = coalesce($2::numeric, x.rate_per_second),
+            max_in_flight = CASE WHEN $3::boolean THEN $4::integer ELSE x.max_in_flight END,
+            note = coalesce($5::text, x.note), updated_at = now()`,
+    [d.id, d.ratePerSecond ?? null, d.maxInFlight !== undefined, d.maxInFlight ?? null, d.note ?? null],
+  );
+}
+
+export async function destinationView(db: Queryable, id: string): Promise<Destination | undefined> {
+  const { rows } = await db.query<{
+    id: string;
+    rate_per_second: string;
+    max_in_flight: number | null;
+    note: string | null;
+    merchants: string[];
+  }>(
+    `SELECT d.id, d.rate_per_second, d.max_in_flight, d.note,
+            array(SELECT m.id FROM merchants m WHERE m.destination_id = d.id ORDER BY m.id) AS merchants
+       FROM destinations d WHERE d.id = $1::text`,
+    [id],
+  );
+  const r = rows[0];
+  return (
+    r && {
+      id: r.id,
+      ratePerSecond: Number(r.rate_per_second),
+      maxInFlight: r.max_in_flight,
+      note: r.note,
+      merchants: r.merchants,
+    }
+  );
+}
+
+/** Whether a destination of this id is declared. */
+export async function destinationExists(db: Queryable, id: string): Promise<boolean> {
+  return (await db.query('SELECT 1 FROM destinations WHERE id = $1::text', [id])).rowCount === 1;
 }
 
 /** active -> paused by an operator, with the reason; its backlog waits, held. False when not active. */

@@ -3,7 +3,7 @@
  * requests to skip a missing processor sequence (processor_skip_requests), every decision made with the ops tooling
  * (operator_decisions), and the decisions recorded on a hold's delivery (delivery_decisions, written by
  * `decideQuarantine` in src/sql/deliveries.ts). Both kinds of request are four-eyes: the ledger refuses an
- * approver who is the requester by `identity_key()` (migration 009).
+ * approver who is the requester by `identity_key()`.
  */
 import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
@@ -173,8 +173,8 @@ export interface OperatorDecisionRecord {
 }
 
 /**
- * Records a decision before it is sent (migration 020): the id the workflow is sent, which the worker checks against
- * this row (same webhook, run, decision, person) before it records anything.
+ * Records a decision before it is sent (operator_decisions): the id the workflow is sent, which the worker checks
+ * against this row (same webhook, run, decision, person) before it records anything.
  */
 export async function recordOperatorDecision(db: Queryable, d: OperatorDecisionRecord): Promise<string> {
   const decisionId = `dc_${randomBytes(16).toString('hex')}`;

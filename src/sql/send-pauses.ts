@@ -1,5 +1,5 @@
 /**
- * SQL of send_pauses (migration 013): the region's pause of every send. Operators open and close one
+ * SQL of send_pauses: the region's pause of every send. Operators open and close one
  * (`npm run ops -- sends pause|resume`, src/ops/send-pauses.ts); every admission to a merchant's budget reads whether
  * one is open (`SENDS_PAUSED_SQL`, composed into the admission's statement in ./merchant-budget.ts); the ledger gauges
  * export it.

@@ -14,7 +14,9 @@ import {
   pingMerchant,
   resumeMerchant,
   rotateSigningSecret,
+  setDestination,
   setMerchant,
+  showDestination,
   showMerchant,
 } from '../../src/ops/merchants.js';
 import { disableMerchant } from '../../src/sql/merchants.js';
@@ -90,8 +92,15 @@ describe('merchant add', () => {
     expect(merchant.deliveryPolicy).toEqual({ retryHorizonMs: 3_600_000 });
     // `show` never gives the secret back, in any form.
     expect(JSON.stringify(await showMerchant(us.pool, id))).not.toContain(signingSecret.slice(6, 20));
-    // Its rate-limit row exists (the budget every worker shares).
-    expect((await us.pool.query('SELECT 1 FROM merchant_rate_limits WHERE merchant_id = $1', [id])).rowCount).toBe(1);
+    // Its sends are paced by its own budget (every worker shares it), at its own rate, nothing queued or pushed back
+    // before its first send.
+    expect(merchant.budget).toMatchObject({
+      destination: null,
+      sharedWith: 0,
+      ratePerSecond: 2.5,
+      nextSlotAt: null,
+      pausedUntil: null,
+    });
     await expect(
       addMerchant(us.pool, DEV_RULES, secrets, { id, name: 'again', endpointUrl: 'http://127.0.0.1:1/x' }),
     ).rejects.toMatchObject({
@@ -199,9 +208,9 @@ describe('merchant ping and rotate-secret', () => {
       policyRule: '5xx',
       responseExcerpt: 'down for a moment',
     });
-    // The budget was used: the gate of the merchant's destination (its endpoint's origin) moved.
+    // The budget was used: the gate of the merchant's budget moved.
     const gate = await us.pool.query<{ moved: boolean }>(
-      `SELECT b.gate_tat > '-infinity' AS moved FROM destination_budgets b JOIN merchants m ON m.endpoint_origin = b.origin WHERE m.id = $1`,
+      `SELECT b.gate_tat > '-infinity' AS moved FROM send_budgets b WHERE b.key = 'merchant:' || $1`,
       [id],
     );
     expect(gate.rows[0]!.moved).toBe(true);
@@ -337,29 +346,64 @@ describe('merchant secrets at rest', () => {
 });
 
 describe('merchant show: the budget', () => {
-  it('says which destination paces the merchant, with whom it shares it, a push-back still running, and its backlog', async () => {
-    const [a, b] = [`m_${harness.id}_bud_a`, `m_${harness.id}_bud_b`];
+  it('says which budget paces the merchant (a declared destination: with whom it shares it), a push-back still running, and its backlog', async () => {
+    const [a, b, c] = [`m_${harness.id}_bud_a`, `m_${harness.id}_bud_b`, `m_${harness.id}_bud_c`];
     const url = harness.merchants.endpointFor(a, { sharedOrigin: true });
-    await addMerchant(us.pool, DEV_RULES, secrets, { id: a, name: a, endpointUrl: url, ratePerSecond: 10 });
+    const platform = `p_${harness.id}`;
+    // A merchant on the same host names no destination: its budget stays its own.
+    await addMerchant(us.pool, DEV_RULES, secrets, {
+      id: c,
+      name: c,
+      endpointUrl: url.replace(a, c),
+      ratePerSecond: 3,
+    });
+    await expect(
+      addMerchant(us.pool, DEV_RULES, secrets, { id: a, name: a, endpointUrl: url, destinationId: platform }),
+    ).rejects.toThrow(InvalidMerchantSetting);
+    expect(await setDestination(us.pool, { id: platform, ratePerSecond: 4, maxInFlight: 8 })).toEqual({
+      id: platform,
+      ratePerSecond: 4,
+      maxInFlight: 8,
+      note: null,
+      merchants: [],
+    });
+    await addMerchant(us.pool, DEV_RULES, secrets, {
+      id: a,
+      name: a,
+      endpointUrl: url,
+      ratePerSecond: 10,
+      destinationId: platform,
+    });
     await addMerchant(us.pool, DEV_RULES, secrets, {
       id: b,
       name: b,
       endpointUrl: url.replace(a, b),
-      ratePerSecond: 4,
+      destinationId: platform,
     });
     const before = (await showMerchant(us.pool, a)).budget;
     expect(before).toMatchObject({
-      destination: new URL(url).origin,
-      destinationRatePerSecond: 4,
+      destination: platform,
+      sharedWith: 1,
+      ratePerSecond: 4,
       pausedUntil: null,
       backlog: 0,
       drainSeconds: 0,
     });
-    expect(before.sharedWith).toBeGreaterThanOrEqual(1);
+    expect((await showMerchant(us.pool, c)).budget).toMatchObject({
+      destination: null,
+      sharedWith: 0,
+      ratePerSecond: 3,
+    });
     await createMerchantBudget(us.pool).pushBack(b, 60_000, 'HTTP 429 on wh_test');
     const after = (await showMerchant(us.pool, a)).budget;
     expect(after.pauseReason).toBe('HTTP 429 on wh_test');
     expect(Date.parse(after.pausedUntil!)).toBeGreaterThan(Date.now() + 50_000);
+    // Not the other merchant on the host: its budget is its own.
+    expect((await showMerchant(us.pool, c)).budget.pausedUntil).toBeNull();
+    // Leaving the destination: its own budget again.
+    await setMerchant(us.pool, DEV_RULES, b, { destinationId: null });
+    expect((await showMerchant(us.pool, b)).budget).toMatchObject({ destination: null, ratePerSecond: 5 });
+    expect((await showDestination(us.pool, platform)).merchants).toEqual([a]);
   });
 });
 

@@ -1,8 +1,8 @@
 /**
- * Merchant signing secrets at rest in a real ledger: migration 010's code step seals the clear text written before it
- * and re-seals what is under a retiring key (then validates the constraint, idempotently, with two processes starting
- * at once); rotated-out secrets are erased when their overlap ends; and a night delivered with sealed secrets verifies
- * at the merchants with the Standard Webhooks reference library.
+ * Merchant signing secrets at rest in a real ledger: migrate's sealing step seals clear text and re-seals what is under
+ * a retiring key (then validates the constraint, idempotently, with two processes starting at once); rotated-out
+ * secrets are erased when their overlap ends; and a night delivered with sealed secrets verifies at the merchants with
+ * the Standard Webhooks reference library.
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
@@ -52,13 +52,16 @@ async function constraintValidated(pool: pg.Pool): Promise<boolean | undefined> 
   return rows[0]?.convalidated;
 }
 
-describe('migration 010 and its sealing step', () => {
-  it('seals clear text written before it and re-seals a retiring key, once, with two processes starting together; then refuses clear text', async () => {
-    // The ledger as it was before 010: the constraint not there, the migration not recorded.
+describe('the sealing step of migrate', () => {
+  it('seals clear text and re-seals a retiring key, once, with two processes starting together; then refuses clear text', async () => {
+    // A ledger holding clear text, the constraint not yet validated: what the step must seal, then validate.
     const region = await harness.region('us', { secretKeys: [kNew, kOld] });
     const { pool } = region;
+    const { rows: checks } = await pool.query<{ def: string }>(
+      `SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conrelid = 'merchants'::regclass AND conname = $1`,
+      [SEALED_SECRETS_CONSTRAINT],
+    );
     await pool.query(`ALTER TABLE merchants DROP CONSTRAINT ${SEALED_SECRETS_CONSTRAINT}`);
-    await pool.query('DELETE FROM schema_migrations WHERE version = 10');
     const clear = {
       a: generateSigningSecret(),
       aPrevious: generateSigningSecret(),
@@ -82,13 +85,15 @@ describe('migration 010 and its sealing step', () => {
       [clear.a, clear.aPrevious, clear.b, clear.bPrevious, sealedUnderOld, sealedUnderGone],
     );
     expect(await dump(pool)).toContain('whsec_');
+    await pool.query(`ALTER TABLE merchants ADD CONSTRAINT ${SEALED_SECRETS_CONSTRAINT} ${checks[0]!.def} NOT VALID`);
+    expect(await constraintValidated(pool)).toBe(false);
 
-    // Two processes starting at once: 010 is applied by one, the step runs under the same lock in both.
+    // Two processes starting at once: no migration left to apply, the step runs under the same lock in both.
     const atRest: SecretsAtRest = { region: 'us', sealer: localKeyRing([kNew, kOld]) };
     const other = new pg.Pool({ connectionString: region.databaseUrl });
     try {
       const applied = await Promise.all([migrate(pool, atRest), migrate(other, atRest)]);
-      expect(applied.flat()).toEqual(['010_signing_secrets_sealed']);
+      expect(applied.flat()).toEqual([]);
     } finally {
       await other.end();
     }
@@ -168,7 +173,7 @@ describe('erasure of rotated-out secrets', () => {
       await rotateSigningSecret(region.pool, atRest, id, 3_600_000);
     }
     const [ended, overlap, noEnd] = ids as [string, string, string];
-    // Backdated rather than waited for: this overlap ended a second ago; the other has no end (set before 007).
+    // Backdated rather than waited for: this overlap ended a second ago; the other has no end.
     await region.pool.query(
       `UPDATE merchants SET previous_signing_secret_until = now() - interval '1 second' WHERE id = $1`,
       [ended],
