@@ -391,7 +391,6 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
         intervalMs: 86_400_000,
         catchupWindowMs: 600_000,
         pageSize: 200,
-        quarantineTimeoutMs: 86_400_000,
         timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     startedAt = Date.now();

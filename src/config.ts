@@ -71,8 +71,6 @@ export interface SweepConfig {
   readonly pageSize: number;
   /** Holds per batch workflow within a page (each batch starts its holds' children); the sweep's default if absent. */
   readonly batchSize?: number;
-  /** How long a quarantined delivery waits for a human decision before it is abandoned, in ms. */
-  readonly quarantineTimeoutMs: number;
   /**
    * The workflow execution timeout of each sweep the schedule starts, in ms: it spans the whole continue-as-new
    * chain, so a stuck sweep ends and the next scheduled one runs instead of being skipped (overlap SKIP) forever.
@@ -208,6 +206,11 @@ export interface DecisionsConfig {
    * runs the demo).
    */
   readonly fourEyes: boolean;
+  /**
+   * QUARANTINE_DECISION_TIMEOUT: how long a quarantined delivery (a release's, an event's, a resend's) waits for a
+   * human before the workflow abandons it, in ms. The worker tells each quarantine as it is recorded.
+   */
+  readonly quarantineTimeoutMs: number;
 }
 
 export interface Config {
@@ -586,9 +589,10 @@ export interface LoadConfigOptions {
   /**
    * What this process connects to, so that production requires of it only the credentials it uses: `used` (the
    * default), the ledger and Temporal; `ledger-only` (`npm run migrate`): DATABASE_URL_<R>, not TEMPORAL_ADDRESS, TLS
-   * or PAYLOAD_KEYS_<R>; `not-used` (the codec endpoint, which checks its payload keys itself): neither.
+   * or PAYLOAD_KEYS_<R>; `temporal-only` (`npm run promote`): TEMPORAL_ADDRESS and its TLS, no ledger and no payload
+   * (it sends none); `not-used` (the codec endpoint, which checks its payload keys itself): neither.
    */
-  connections?: 'used' | 'ledger-only' | 'not-used';
+  connections?: 'used' | 'ledger-only' | 'temporal-only' | 'not-used';
 }
 
 /**
@@ -603,6 +607,7 @@ export const ENTRY_POINTS = {
   receiver: { merchantSecrets: 'dev-only' },
   codec: { merchantSecrets: 'not-held', connections: 'not-used' },
   migrate: { connections: 'ledger-only' },
+  promote: { merchantSecrets: 'not-held', connections: 'temporal-only' },
 } as const satisfies Record<string, LoadConfigOptions>;
 
 /**
@@ -681,10 +686,11 @@ function requireProductionRegion(
 ): void {
   const { region } = regionConfig;
   const up = region.toUpperCase();
-  if (!regionConfig.databaseUrl && connections !== 'not-used') {
+  const usesTemporal = connections === 'used' || connections === 'temporal-only';
+  if (!regionConfig.databaseUrl && (connections === 'used' || connections === 'ledger-only')) {
     throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
   }
-  if (!regionConfig.temporalAddress && connections === 'used') {
+  if (!regionConfig.temporalAddress && usesTemporal) {
     throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
   }
   if (!regionConfig.payloadKeys && connections === 'used') {
@@ -701,17 +707,16 @@ function requireProductionRegion(
       'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
     );
   }
-  if (connections === 'used') requireTls(temporal, env, region);
+  if (usesTemporal) requireTls(temporal, env, region);
 }
 
-/** The sweep's schedule, paging and timeouts (SWEEP_*, QUARANTINE_DECISION_TIMEOUT). */
+/** The sweep's schedule, paging and timeouts (SWEEP_*). */
 function readSweep(env: Env): SweepConfig {
   return {
     intervalMs: readDuration(env, 'SWEEP_INTERVAL', '15m', 1000),
     catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
     pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
     batchSize: readInt(env, 'SWEEP_BATCH_SIZE', 50, 1, MAX_PAGE_SIZE),
-    quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
     timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
   };
 }
@@ -880,7 +885,10 @@ export function loadConfig(
   const codecServer = readCodecServer(env, mode);
   return Object.freeze({
     mode,
-    decisions: Object.freeze({ fourEyes: mode === 'production' }),
+    decisions: Object.freeze({
+      fourEyes: mode === 'production',
+      quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
+    }),
     codecServer: Object.freeze(codecServer),
     observability: Object.freeze(observability),
     worker: Object.freeze(worker),

@@ -15,7 +15,6 @@ export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): 
       region: region.region,
       pageSize: sweep.pageSize,
       batchSize: sweep.batchSize,
-      quarantineTimeoutMs: sweep.quarantineTimeoutMs,
     },
   ];
   return {
@@ -53,14 +52,8 @@ export async function ensureSweepSchedule(
 /** The region's outbox reconciler schedule: `<SCHEDULE_ID>-outbox`. */
 export const outboxScheduleId = (region: RegionConfig) => `${region.scheduleId}-outbox`;
 
-export function outboxScheduleOptions(
-  region: RegionConfig,
-  outbox: OutboxConfig,
-  sweep: Pick<SweepConfig, 'quarantineTimeoutMs'>,
-): ScheduleOptions {
-  const args: [ReconcileOutboxWorkflowInput] = [
-    { region: region.region, graceMs: outbox.graceMs, quarantineTimeoutMs: sweep.quarantineTimeoutMs },
-  ];
+export function outboxScheduleOptions(region: RegionConfig, outbox: OutboxConfig): ScheduleOptions {
+  const args: [ReconcileOutboxWorkflowInput] = [{ region: region.region, graceMs: outbox.graceMs }];
   return {
     scheduleId: outboxScheduleId(region),
     spec: { intervals: [{ every: outbox.intervalMs }] },
@@ -85,9 +78,8 @@ export async function ensureOutboxSchedule(
   client: Client,
   region: RegionConfig,
   outbox: OutboxConfig,
-  sweep: Pick<SweepConfig, 'quarantineTimeoutMs'>,
 ): Promise<'created' | 'updated'> {
-  return ensureSchedule(client, outboxScheduleOptions(region, outbox, sweep));
+  return ensureSchedule(client, outboxScheduleOptions(region, outbox));
 }
 
 async function ensureSchedule(client: Client, options: ScheduleOptions): Promise<'created' | 'updated'> {

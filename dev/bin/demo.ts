@@ -239,6 +239,7 @@ async function main() {
       workflowBundle,
       version,
       webhooks: config.webhooks,
+      quarantineTimeoutMs: config.decisions.quarantineTimeoutMs,
     });
     workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);
     erasures.push(startSecretErasure({ region: region.region, pool }));
@@ -246,7 +247,7 @@ async function main() {
     log(
       `${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`,
     );
-    const outbox = await ensureOutboxSchedule(client, region, config.outbox, config.sweep);
+    const outbox = await ensureOutboxSchedule(client, region, config.outbox);
     log(
       `${region.region.toUpperCase()} schedule ${outboxScheduleId(region)}: ${outbox}, every ${config.outbox.intervalMs / 60_000} min ` +
         `(pending webhooks nothing delivers, after ${config.outbox.graceMs / 60_000} min)`,

@@ -1,11 +1,12 @@
 /**
  * Webhook delivery activities. One call of `deliverWebhook` is one HTTP attempt, and it ends one of two ways (the
- * attempt contract, src/workflows/webhook-delivery.ts): a result the workflow acts on (delivered; held, throttled or
- * scheduled: nothing sent), or a typed failure. The retryable one, `WebhookAttemptFailed`, carries the delay this
+ * attempt contract, src/workflows/webhook-delivery.ts): a result the workflow acts on (delivered; held, or wait as
+ * long as it says: nothing sent), or a typed failure. The retryable one, `WebhookAttemptFailed`, carries the delay this
  * activity computes (jittered backoff, Retry-After as a floor) as `nextRetryDelay` to Temporal's retry policy
- * (src/workflows/activity-profiles.ts), which drives the next attempt; the named non-retryable ones quarantine. Run on
- * the workflow's local fast path, the attempt is cut short at FAST_PATH_ATTEMPT_TIMEOUT_MS: a slower merchant is sent
- * again at once by the regular activity, with the policy's own timeout.
+ * (src/workflows/activity-profiles.ts), which drives the next attempt; the named non-retryable ones quarantine. On the
+ * workflow's local fast path the attempt has the policy's whole timeout too (never cut short and sent again); when
+ * this worker's fast-path slots are taken, or the merchant answered it slowly of late, it answers `hand_over` at once
+ * and the regular activity sends it, so releases always find a workflow task and a local-activity slot.
  *
  * Every request is aborted when its attempt times out or the activity is cancelled, and holds one of its merchant's
  * leases on requests in flight (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT) from admission until its attempt is recorded.
@@ -23,7 +24,7 @@ import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/
 import { createMerchantBudget, LANE_HORIZON_MS, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
 import {
   ATTEMPT_LEDGER_SLACK_MS,
-  FAST_PATH_ATTEMPT_TIMEOUT_MS,
+  DEFAULT_QUARANTINE_TIMEOUT_MS,
   FAST_PATH_WAIT_MAX_MS,
   IN_ACTIVITY_WAIT_MAX_MS,
   type DeliveryPolicy,
@@ -51,8 +52,6 @@ import type {
   QuarantineDecision,
   QuarantineDecisionAnswer,
   QuarantineRecorded,
-  ReplayApprovalCheck,
-  ReplayApprovalClaim,
   ResendClaim,
   ResendOutcome,
 } from '../contracts/delivery.js';
@@ -76,6 +75,8 @@ export interface DeliveryDeps {
    * (`replayRequestId`). The workflow learns it from `quarantineDelivery`'s answer, so a caller cannot say otherwise.
    */
   fourEyes?: boolean;
+  /** How long a quarantine waits for a human before the workflow abandons it (QUARANTINE_DECISION_TIMEOUT). */
+  quarantineTimeoutMs?: number;
   /**
    * At most this many of one merchant's requests open at once, across every worker
    * (WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT).
@@ -83,6 +84,11 @@ export interface DeliveryDeps {
   maxInFlightPerMerchant?: number;
   /** The share of each destination's rate this region uses (DESTINATION_RATE_SHARE). */
   destinationRateShare?: number;
+  /**
+   * Fast-path attempts (local activities) this worker runs at once, at most: the rest of its local-activity slots stay
+   * free for releases, whatever the merchants' latency. Half its local-activity slots in a worker.
+   */
+  fastPathSlots?: number;
   /** Injected for tests; Date.now and Math.random otherwise. */
   clock?: () => number;
   random?: () => number;
@@ -98,19 +104,39 @@ const MESSAGE_EXCERPT_CHARS = 200;
 const EARLIER_RECHECK_MIN_MS = 1_000;
 const EARLIER_RECHECK_MAX_MS = 10 * 60_000;
 /**
- * A merchant with every request in flight taken is asked again after 1 to 5 s (spread, so the waiting do not stampede).
+ * An earlier webhook whose delivery workflow Temporal does not know yet is about to be delivered, not orphaned, for
+ * this long after it was written: a processor event's webhook is written by the apply's transaction and its workflow
+ * started by the event workflow's next command, seconds later on a loaded cluster. Past it, nothing will start one
+ * but the outbox reconciler or an operator.
+ */
+const EARLIER_START_GRACE_MS = 5 * 60_000;
+/**
+ * A merchant with every request in flight taken is asked again after 1 to 2 s (spread, so the waiting do not stampede);
+ * the workflow doubles it for each such answer in a row (src/workflows/delivery-rules.ts).
  */
 const IN_FLIGHT_RECHECK_MIN_MS = 1_000;
-const IN_FLIGHT_RECHECK_SPREAD_MS = 4_000;
+const IN_FLIGHT_RECHECK_SPREAD_MS = 1_000;
+/**
+ * Fast-path attempts a worker runs at once unless told: half its workflow task slots (the SDK's 40), since a workflow
+ * task waiting on its local activity keeps its slot, and the sweep's releases need the others.
+ */
+const DEFAULT_FAST_PATH_SLOTS = 20;
+/**
+ * A merchant whose fast-path request took longer than this is sent through the regular activity for the next
+ * FAST_PATH_SLOW_FOR_MS, in this worker: its attempts would otherwise keep workflow tasks open (and heartbeated) for
+ * seconds each, time the releases of the same workflows wait for.
+ */
+const FAST_PATH_SLOW_MS = 1_000;
+const FAST_PATH_SLOW_FOR_MS = 5 * 60_000;
 
 function failure(type: string, message: string, details: Record<string, unknown>): ApplicationFailure {
   return ApplicationFailure.create({ type, message, nonRetryable: true, details: [details] });
 }
 
-type Throttle = Extract<DeliverWebhookResult, { status: 'throttled' | 'scheduled' | 'held' }>;
+type Throttle = Extract<DeliverWebhookResult, { status: 'wait' | 'held' }>;
 
-/** Nothing to send now: the delivery is already terminal, or its merchant is not active. */
-type NotSendable = Extract<DeliverWebhookResult, { status: 'already_terminal' | 'held' | 'throttled' }>;
+/** Nothing to send now: the delivery is already terminal, its merchant is not active, or an earlier webhook goes first. */
+type NotSendable = Extract<DeliverWebhookResult, { status: 'already_terminal' | 'held' | 'wait' }>;
 
 /** A pending delivery of an active merchant, with everything its attempt needs, checked before any request. */
 interface Sendable {
@@ -185,13 +211,6 @@ function excerptOf(attempt: HttpAttempt): string {
 
 const statusCodeOf = (attempt: HttpAttempt) => (attempt.result.kind === 'response' ? attempt.result.status : null);
 
-/** The attempt's own timeout: the policy's, cut to the fast path's bound when it runs inside a workflow task. */
-function attemptTimeoutOf(policy: DeliveryPolicy): number {
-  return activityInfo().isLocal
-    ? Math.min(policy.attemptTimeoutMs, FAST_PATH_ATTEMPT_TIMEOUT_MS)
-    : policy.attemptTimeoutMs;
-}
-
 /** What the delivery activities share, resolved once per worker from its DeliveryDeps. */
 interface DeliveryContext {
   region: Region;
@@ -200,12 +219,14 @@ interface DeliveryContext {
   sealer: SecretSealer;
   agents: ReturnType<typeof createAgents>;
   fourEyes: boolean;
+  quarantineTimeoutMs: number;
   clock: () => number;
   random: () => number;
   maxInFlightPerMerchant: number;
   budget: ReturnType<typeof createMerchantBudget>;
   metrics: ReturnType<typeof deliveryMetrics>;
   resends: MetricCounter;
+  fastPath: { slots: number; running: number; slowUntil: Map<string, number> };
 }
 
 export function createDeliveryActivities({
@@ -215,11 +236,13 @@ export function createDeliveryActivities({
   sealer,
   agents = createAgents(),
   fourEyes = false,
+  quarantineTimeoutMs = DEFAULT_QUARANTINE_TIMEOUT_MS,
   clock = Date.now,
   random = Math.random,
   meter = noopMetricMeter,
   maxInFlightPerMerchant = DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
   destinationRateShare = 1,
+  fastPathSlots = DEFAULT_FAST_PATH_SLOTS,
 }: DeliveryDeps) {
   const ctx: DeliveryContext = {
     region,
@@ -228,6 +251,7 @@ export function createDeliveryActivities({
     sealer,
     agents,
     fourEyes,
+    quarantineTimeoutMs,
     clock,
     random,
     maxInFlightPerMerchant,
@@ -238,6 +262,7 @@ export function createDeliveryActivities({
       '1',
       'webhooks at an end reopened by a resend, by where they stood',
     ),
+    fastPath: { slots: fastPathSlots, running: 0, slowUntil: new Map() },
   };
   return {
     /** One signed HTTP attempt under the delivery policy; see the module comment. */
@@ -247,7 +272,8 @@ export function createDeliveryActivities({
      * Records the decision on a quarantined delivery and moves it on: `replay` back to pending (same webhook id,
      * a new policy run), `discard` and `abandon` to their terminal states; only when the ledger says who made it
      * (`decisionAuthority`: the operator's recorded decision for this webhook and run, or an approved replay request
-     * covering it), and as the ledger says. Idempotent per policy run, so a retried activity records one decision.
+     * covering it), and as the ledger says. One decision per policy run: a retried call, or one after another decision
+     * was recorded, answers with the decision the ledger holds, which the workflow follows.
      */
     async decideQuarantine(input: QuarantineDecision): Promise<QuarantineDecisionAnswer> {
       const authority = await deliveries.decisionAuthority(pool, input, { fourEyes });
@@ -261,24 +287,16 @@ export function createDeliveryActivities({
         });
         return { recorded: false, why: authority.why };
       }
-      const recorded = await deliveries.decideQuarantine(pool, input, authority);
-      if (recorded.decision !== input.decision) {
-        return {
-          recorded: false,
-          why: `the ledger already holds a ${recorded.decision} by ${recorded.by} for policy run ${input.policyRun}`,
-        };
-      }
-      return { recorded: true, by: recorded.by, reason: recorded.reason };
+      return { recorded: true, ...(await deliveries.decideQuarantine(pool, input, authority)) };
     },
-
-    verifyReplayApproval: (claim: ReplayApprovalClaim): Promise<ReplayApprovalCheck> =>
-      verifyReplayApproval(pool, claim),
 
     reopenForResend: (claim: ResendClaim): Promise<ResendOutcome> => reopenForResend(ctx, claim),
 
     /**
      * Marks a pending delivery quarantined with its reason (a no-op for one already terminal), and tells the workflow
-     * what a decision on it needs: with four eyes, an approval without an approved replay request is refused.
+     * the worker's rules for deciding it: four eyes (an approval needs an approved replay request) and how long it
+     * waits for a human. Every delivery (a release's, an event's, a resend's) learns them here, as this worker is
+     * configured.
      */
     async quarantineDelivery({
       webhookId,
@@ -290,7 +308,7 @@ export function createDeliveryActivities({
       detail: string;
     }): Promise<QuarantineRecorded> {
       await deliveries.quarantineDelivery(pool, webhookId, reason, detail);
-      return { fourEyes };
+      return { fourEyes, decideWithinMs: quarantineTimeoutMs };
     },
   };
 }
@@ -304,13 +322,28 @@ function waited({ metrics }: DeliveryContext, merchantId: string, lane: Lane, ms
 }
 
 /** One signed HTTP attempt under the delivery policy; see the module comment. */
-async function deliverWebhook(
+async function deliverWebhook(ctx: DeliveryContext, input: DeliverWebhookInput): Promise<DeliverWebhookResult> {
+  if (!activityInfo().isLocal) return attemptOnce(ctx, input);
+  const { fastPath } = ctx;
+  if (fastPath.running >= fastPath.slots) return { status: 'hand_over' };
+  fastPath.running++;
+  try {
+    return await attemptOnce(ctx, input);
+  } finally {
+    fastPath.running--;
+  }
+}
+
+async function attemptOnce(
   ctx: DeliveryContext,
   { webhookId, policyRun, reservedSlotMs }: DeliverWebhookInput,
 ): Promise<DeliverWebhookResult> {
   const sendable = await loadDelivery(ctx, webhookId, policyRun);
   if ('status' in sendable) return sendable;
   const { merchantId, runAttempts } = sendable.delivery;
+  const { isLocal } = activityInfo();
+  const { slowUntil } = ctx.fastPath;
+  if (isLocal && (slowUntil.get(merchantId) ?? 0) > ctx.clock()) return { status: 'hand_over' };
   // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
   // input, attempt > 1) is a new turn and queues again in the retry lane.
   const turn = await awaitSendSlot(
@@ -325,12 +358,14 @@ async function deliverWebhook(
   let sent: SentAttempt | undefined;
   try {
     sent = await sendSignedAttempt(ctx, webhookId, policyRun, turn.attemptNumber, sendable);
+    if (isLocal && sent.attempt.durationMs > FAST_PATH_SLOW_MS)
+      slowUntil.set(merchantId, ctx.clock() + FAST_PATH_SLOW_FOR_MS);
     const { action } = classifyAttempt(sent.attempt.result);
     noteAttempt(ctx, sent, action);
     return await applyPolicyAction(ctx, sent, action);
   } finally {
     // Not recorded (the request threw, or the ledger did): the lease goes back here, or expires on its own.
-    if (!sent?.leaseReturned) await ctx.budget.releaseLease(webhookId).catch(() => undefined);
+    if (!sent?.leaseReturned) await ctx.budget.releaseLease(webhookId, turn.attemptNumber).catch(() => undefined);
   }
 }
 
@@ -340,7 +375,7 @@ async function loadDelivery(
   webhookId: string,
   policyRun: number,
 ): Promise<Sendable | NotSendable> {
-  const { region, pool, endpointRules, sealer, clock } = ctx;
+  const { region, pool, endpointRules, sealer } = ctx;
   const delivery = await deliveries.deliveryForSending(pool, webhookId, policyRun);
   if (!delivery) throw new Error(`webhook ${webhookId} has no delivery record`);
   if (delivery.status !== 'pending')
@@ -349,8 +384,8 @@ async function loadDelivery(
   if (delivery.earlierPending && (await isBeingDelivered(ctx, delivery.earlierPending, delivery.holdId))) {
     // The hold's earlier webhook goes first. Re-check soon after a young one, seldom after one long in retries.
     const { webhookId: after, ageMs } = delivery.earlierPending;
-    const waitMs = Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS);
-    return { status: 'throttled', lane: laneOf(policyRun, delivery.runAttempts), retryAt: clock() + waitMs, after };
+    const waitMs = Math.round(Math.min(Math.max(ageMs / 2, EARLIER_RECHECK_MIN_MS), EARLIER_RECHECK_MAX_MS));
+    return { status: 'wait', why: 'earlier', lane: laneOf(policyRun, delivery.runAttempts), waitMs, after };
   }
   return sendableDelivery(delivery, endpointRules, { region, sealer });
 }
@@ -359,7 +394,8 @@ async function loadDelivery(
  * Whether an earlier pending webhook of the hold is being delivered: its workflow (the hold's release for a
  * `hold.released`, its own for an event's) is running. One whose workflow was terminated or timed out is orphaned: it
  * stays pending until a new delivery run is started for it (`ops events redeliver`), and must not hold back the hold's
- * later webhooks meanwhile. Unsure (the server unreachable): it is taken as being delivered, and asked again later.
+ * later webhooks meanwhile. Unsure (the server unreachable), or too young for its workflow to have started: it is
+ * taken as being delivered, and asked again later.
  */
 async function isBeingDelivered(
   ctx: DeliveryContext,
@@ -372,7 +408,7 @@ async function isBeingDelivered(
     const { status } = await getClient().workflow.getHandle(workflowId).describe();
     if (status.name === 'RUNNING') return true;
   } catch (err) {
-    if (!(err instanceof WorkflowNotFoundError)) return true;
+    if (!(err instanceof WorkflowNotFoundError) || earlier.ageMs < EARLIER_START_GRACE_MS) return true;
   }
   log.warn('earlier webhook orphaned: its delivery workflow is not running; not waiting for it', {
     region,
@@ -403,7 +439,7 @@ async function awaitSendSlot(
   // merchant's own cap (its policy), else the workers'.
   const lease = {
     cap: policy.maxInFlight ?? maxInFlightPerMerchant,
-    leaseMs: attemptTimeoutOf(policy) + ATTEMPT_LEDGER_SLACK_MS,
+    leaseMs: policy.attemptTimeoutMs + ATTEMPT_LEDGER_SLACK_MS,
   };
   for (;;) {
     const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
@@ -417,25 +453,26 @@ async function awaitSendSlot(
     }
     if (decision.outcome === 'busy') {
       // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing
-      // spent.
-      const retryAt = decision.nowMs + IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
-      waited(ctx, merchantId, lane, retryAt - decision.nowMs);
-      return { status: 'throttled', lane, retryAt };
+      // spent, and no row held while it waits.
+      const waitMs = IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
+      waited(ctx, merchantId, lane, waitMs);
+      return { status: 'wait', why: 'in_flight', lane, waitMs };
     }
+    // Every wait is a duration on the database clock that issued the turn: the workflow's clock is another one.
     if (decision.outcome === 'denied') {
       // Spread the denied over the lane's horizon so that they do not all come back in the same instant.
-      const retryAt = Math.max(
-        decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]),
-        decision.nowMs + 1,
+      const waitMs = Math.max(
+        decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]) - decision.nowMs,
+        1,
       );
-      waited(ctx, merchantId, lane, retryAt - decision.nowMs);
-      return { status: 'throttled', lane, retryAt };
+      waited(ctx, merchantId, lane, waitMs);
+      return { status: 'wait', why: 'budget', lane, waitMs };
     }
     reserved = true;
     const waitMs = decision.atMs - decision.nowMs;
     waited(ctx, merchantId, lane, waitMs);
     if (waitMs > (activityInfo().isLocal ? FAST_PATH_WAIT_MAX_MS : IN_ACTIVITY_WAIT_MAX_MS))
-      return { status: 'scheduled', lane, sendAt: decision.atMs };
+      return { status: 'wait', why: 'budget', lane, waitMs, reservedSlotMs: decision.atMs };
     await sleep(waitMs);
   }
 }
@@ -456,7 +493,7 @@ async function sendSignedAttempt(
       url,
       body: delivery.payload,
       headers: { ...signedHeaders(keys, webhookId, Math.floor(startedAt / 1000), delivery.payload) },
-      timeoutMs: attemptTimeoutOf(policy),
+      timeoutMs: policy.attemptTimeoutMs,
       lookup: guardedLookup(delivery.merchantId, endpointRules),
       agents,
       signal: cancellationSignal(),
@@ -557,17 +594,7 @@ async function retryLater(ctx: DeliveryContext, sent: SentAttempt): Promise<neve
     attempt.result.kind === 'response' ? parseRetryAfter(attempt.result.retryAfter, clock()) : undefined;
   // The n-th failure of this policy run, counted in the ledger: throttled calls are new activity
   // executions (Temporal's attempt counter restarts), but they sent nothing and do not count.
-  // Cut short on the fast path (the merchant is slower than a workflow task may wait): sent again at once, in full.
-  const tooSlowForFastPath =
-    attempt.result.kind === 'error' &&
-    attempt.result.errorClass === 'AttemptTimeout' &&
-    attemptTimeoutOf(policy) < policy.attemptTimeoutMs;
-  const next = tooSlowForFastPath
-    ? {
-        delayMs: 0,
-        reason: `slower than the fast path's ${FAST_PATH_ATTEMPT_TIMEOUT_MS} ms: sent again with the policy's timeout`,
-      }
-    : retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
+  const next = retryDelay(policy, delivery.runAttempts + 1, random, retryAfterMs);
   // Honoured either way: as the delay itself, or under a longer backoff step (it is a floor).
   if (retryAfterMs !== undefined) metrics.retryAfterHonoured.add(1, { merchant_id: merchantId });
   await recordAttempt(ctx, sent, 'retry', next);
@@ -583,16 +610,14 @@ async function retryLater(ctx: DeliveryContext, sent: SentAttempt): Promise<neve
   throw ApplicationFailure.create({
     type: RETRYABLE_DELIVERY_FAILURE,
     message: `${what} from merchant ${merchantId} on attempt ${attemptNumber}; next in ${(next.delayMs / 1000).toFixed(1)} s (${next.reason})`,
-    // A local attempt is never retried by Temporal (one attempt): the workflow waits out `nextAttemptAt` itself.
+    // A local attempt is never retried by Temporal (one attempt): the workflow waits out `delayMs` itself.
     ...(next.delayMs > 0 && !activityInfo().isLocal ? { nextRetryDelay: next.delayMs } : {}),
     details: [
       {
         merchantId,
         attemptNumber,
         statusCode: statusCodeOf(attempt),
-        retryReason: next.reason,
         outcome: what,
-        nextAttemptAt: new Date(clock() + next.delayMs).toISOString(),
         reason: next.reason,
         delayMs: next.delayMs,
       } satisfies AttemptFailedDetails,
@@ -641,35 +666,6 @@ async function reject(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
       attemptNumber,
     },
   );
-}
-
-/**
- * Four eyes, checked: an approval naming a replay request stands only if that request is approved, by the
- * approver the approval names (never its requester: the ledger refuses that), and froze this hold's
- * quarantined policy run.
- */
-async function verifyReplayApproval(
-  pool: pg.Pool,
-  { holdId, policyRun, replayRequestId, approvedBy }: ReplayApprovalClaim,
-): Promise<ReplayApprovalCheck> {
-  const request = await records.replayApprovalFor(pool, replayRequestId, holdId, policyRun);
-  if (!request) return { ok: false, why: `replay request ${replayRequestId} does not exist` };
-  if (request.status !== 'approved' || !request.approvedBy)
-    return { ok: false, why: `replay request ${replayRequestId} is not approved` };
-  if (samePerson(request.approvedBy, request.requestedBy))
-    return { ok: false, why: `replay request ${replayRequestId} was approved by its own requester` };
-  if (!samePerson(request.approvedBy, approvedBy)) {
-    return {
-      ok: false,
-      why: `replay request ${replayRequestId} was approved by ${request.approvedBy}, not ${approvedBy}`,
-    };
-  }
-  if (!request.covers)
-    return {
-      ok: false,
-      why: `replay request ${replayRequestId} does not cover this hold's quarantined policy run ${policyRun}`,
-    };
-  return { ok: true };
 }
 
 /**

@@ -128,7 +128,7 @@ async function main() {
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
-    await whenReachable('Temporal', () => ensureOutboxSchedule(client, region, config.outbox, config.sweep));
+    await whenReachable('Temporal', () => ensureOutboxSchedule(client, region, config.outbox));
     const nativeConnection = await whenReachable('Temporal', () => connectWorker(settings, address));
     // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
     const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>
@@ -150,6 +150,7 @@ async function main() {
       version,
       webhooks: config.webhooks,
       fourEyes: config.decisions.fourEyes,
+      quarantineTimeoutMs: config.decisions.quarantineTimeoutMs,
       maxWorkflowIdLength: config.temporalLimits.maxWorkflowIdLength,
       meter,
       merchantLabel: config.observability.merchantLabel,

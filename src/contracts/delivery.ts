@@ -2,8 +2,6 @@
  * The delivery contract between the hold workflow and the delivery activities: the default policy (the workflow
  * turns it into retry options), the lanes of a merchant's budget, and each activity's input and result.
  */
-import type { DeliveryAttemptFailed } from './messages.js';
-
 /** The event type of the webhook each release sends (a processor event's webhooks have their own). */
 export const HOLD_RELEASED_EVENT = 'hold.released';
 
@@ -51,15 +49,9 @@ export const DEFAULT_DELIVERY_POLICY: DeliveryPolicy = Object.freeze({
  * attempt always ends (and its request is aborted) before Temporal starts the next one.
  */
 export const MAX_ATTEMPT_TIMEOUT_MS = 30 * SECOND;
-/**
- * The fast path's attempt: the first attempt runs as a local activity inside a workflow task, which must stay within a
- * few seconds (Temporal warns past 5 s, TMPRL1104): a merchant slower than this is sent again, at once, by the
- * regular activity with the policy's own timeout.
- */
-export const FAST_PATH_ATTEMPT_TIMEOUT_MS = 2_500;
 /** Waits for the merchant's budget up to this long happen inside the activity; longer ones are durable timers. */
 export const IN_ACTIVITY_WAIT_MAX_MS = 2_000;
-/** The same on the fast path, whose wait holds a workflow task: its whole call stays within a few seconds. */
+/** The same on the fast path, whose wait holds a workflow task: a second at most. */
 export const FAST_PATH_WAIT_MAX_MS = 1_000;
 /** What an attempt's activity does besides the request: the ledger writes around it, the lease. */
 export const ATTEMPT_LEDGER_SLACK_MS = 10 * SECOND;
@@ -72,6 +64,11 @@ export type HeldBy = 'paused' | 'disabled' | 'sends_paused';
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned';
 
+/**
+ * What one call of `deliverWebhook` answers when it does not fail (the attempt contract, src/workflows/webhook-
+ * delivery.ts): an attempt that delivered, or nothing sent and why. A failed attempt is a typed failure instead:
+ * `WebhookAttemptFailed` (retryable, its delay chosen by the activity) or one of DELIVERY_FAILURE_TYPES (quarantine).
+ */
 export type DeliverWebhookResult =
   | { status: 'delivered'; attempts: number; statusCode: number }
   /** Already terminal (a retry after success was recorded, or a duplicate workflow): nothing sent. */
@@ -82,43 +79,36 @@ export type DeliverWebhookResult =
    */
   | { status: 'held'; merchantStatus: HeldBy }
   /**
-   * The merchant's budget has no slot for this lane soon: nothing reserved; ask again at `retryAt`. With `after`,
-   * an earlier webhook of the same hold is still pending (it goes first), not the budget.
+   * Nothing sent, nothing spent: ask again in `waitMs`. `budget`: no slot this soon in the merchant's budget (with
+   * `reservedSlotMs`, a queue place is held for the next call); `in_flight`: every request the merchant may have open
+   * is open; `earlier`: an earlier webhook of the same hold (`after`) is still being delivered, and goes first.
    */
-  | { status: 'throttled'; lane: Lane; retryAt: number; after?: string }
-  /** A slot is reserved at `sendAt` (ms): call again then, passing it as `reservedSlotMs`. */
-  | { status: 'scheduled'; lane: Lane; sendAt: number }
-  /**
-   * Returned by the fast path of builds before the attempt contract (still read in the histories they wrote): the
-   * attempt failed and may be retried after `failed.nextAttemptAt`. Every attempt now throws `WebhookAttemptFailed`.
-   */
-  | { status: 'failed_attempt'; failed: DeliveryAttemptFailed };
+  | {
+      status: 'wait';
+      why: 'budget' | 'in_flight' | 'earlier';
+      lane: Lane;
+      waitMs: number;
+      reservedSlotMs?: number;
+      after?: string;
+    }
+  /** The fast path is full on this worker (its share of local-activity slots): the regular activity sends it. */
+  | { status: 'hand_over' };
 
 /**
  * The details of a `WebhookAttemptFailed` (the retryable failure of one attempt): what the workflow and the Web UI show
- * of the attempt, and when it is tried again. The one shape every build since the attempt contract throws.
+ * of the attempt, and when it is tried again.
  */
-export interface AttemptFailedDetails extends DeliveryAttemptFailed {
+export interface AttemptFailedDetails {
   merchantId: string;
+  attemptNumber: number;
+  /** "HTTP 503", "AttemptTimeout", "ConnectionError (ECONNRESET)" */
+  outcome: string;
   statusCode: number | null;
-  /** The same as `reason` (kept for readers of earlier failures). */
-  retryReason: string;
-  /**
-   * The delay before the next attempt, as the activity chose it (0: at once). The workflow waits this long after a
-   * fast-path failure: its own clock stands still while the local activity runs, so `nextAttemptAt` would read later.
-   */
+  /** "Retry-After 120 s" or "backoff attempt 3" */
+  reason: string;
+  /** The delay before the next attempt, as the activity chose it (0: at once). */
   delayMs: number;
 }
-
-/** An approval that names a replay request, to be checked against the ledger (four eyes). */
-export interface ReplayApprovalClaim {
-  holdId: string;
-  policyRun: number;
-  replayRequestId: string;
-  approvedBy: string;
-}
-
-export type ReplayApprovalCheck = { ok: true } | { ok: false; why: string };
 
 /**
  * What a resend's workflow claims when it reopens its webhook (`reopenForResend`). The worker checks it against the
@@ -158,10 +148,15 @@ export type ResendOutcome =
 export interface QuarantineRecorded {
   /**
    * An `approveReplay` applies only with a `replayRequestId` (a reviewed request, approved by a second person, checked
-   * against the ledger). Production workers say true. Absent in histories written before it: false.
+   * against the ledger). Production workers say true.
    */
   fourEyes: boolean;
+  /** Nobody decided within this long (QUARANTINE_DECISION_TIMEOUT): the workflow abandons the webhook. */
+  decideWithinMs: number;
 }
+
+/** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
+export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
 
 export interface QuarantineDecision {
   webhookId: string;
@@ -177,17 +172,24 @@ export interface QuarantineDecision {
 }
 
 /**
- * What `decideQuarantine` answers: recorded, by whom and why as the ledger has it (the operator's recorded decision, the
- * approved request, or the workflow's own abandon), or refused: nothing in the ledger decided it. Histories written
- * before the decision was bound hold no answer (undefined): recorded as sent.
+ * What `decideQuarantine` answers: the decision the ledger holds for the policy run, by whom and why (the operator's
+ * recorded decision, the approved request, or the workflow's own abandon; the one recorded first, if another was), or
+ * refused: nothing in the ledger stands behind the one asked for.
  */
 export type QuarantineDecisionAnswer =
-  { recorded: true; by: string; reason: string } | { recorded: false; why: string };
+  | { recorded: true; decision: QuarantineDecision['decision']; by: string; reason: string }
+  | { recorded: false; why: string };
 
 export interface DeliverWebhookInput {
   webhookId: string;
-  /** 1 for the first policy run; each approved replay is a new run. */
+  /** 1 for the first policy run; each approved replay (and each resend) is a new run. */
   policyRun: number;
-  /** A send slot reserved by an earlier call that answered `scheduled`. */
+  /** A send slot reserved by an earlier call that answered `wait` with one. */
   reservedSlotMs?: number;
 }
+
+/**
+ * The workflow task timeout of every workflow that delivers a webhook: the SDK heartbeats a task whose local
+ * activities outlast 80 % of it, so a task holds at most 2 s of local-activity time, however slow the merchant.
+ */
+export const DELIVERY_WORKFLOW_TASK_TIMEOUT_MS = 2_500;

@@ -7,6 +7,7 @@ import type { InvalidHoldCode, QuarantineReason, ReleaseFailureType } from './fa
 import type { HeldBy } from './delivery.js';
 import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
+import type { DeliveryStatusValue } from './search-attributes.js';
 
 /** Keyset position in the (expires_at, id) order of the sweep. */
 export interface HoldCursor {
@@ -97,8 +98,6 @@ export interface SweepInput {
   /** Holds per batch workflow within a page (the page's children are started by its batches); default 50. */
   batchSize?: number;
   releaseWaitMs?: number;
-  /** Passed to each hold's workflow: how long a quarantined delivery waits for a decision. */
-  quarantineTimeoutMs?: number;
   /** Carried across continue-as-new; absent on a sweep's first run. */
   progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals; finishing?: boolean };
 }
@@ -108,7 +107,6 @@ export interface HoldBatchInput {
   region: Region;
   holds: HoldRef[];
   cutoff: string;
-  quarantineTimeoutMs?: number;
 }
 
 export interface HoldBatchResult {
@@ -124,34 +122,53 @@ export interface ReleaseExpiredHoldInput {
   merchantId: string;
   /**
    * The cutoff of the sweep that started this workflow (its first run's workflow clock). The release decides
-   * "expired" by it, the clock the sweep decided by, never by the database's. Absent when started by hand or by a
-   * sweep from before this field: the database clock decides then.
+   * "expired" by it, the clock the sweep decided by, never by the database's. Absent when started by hand (the outbox
+   * reconciler): the database clock decides then.
    */
   cutoff?: string;
-  /** How long a quarantined delivery waits for a human before it is abandoned; default 14 days. */
-  quarantineTimeoutMs?: number;
-  /** Set by the workflow itself when it continues as new while its merchant is held (keeps its history short). */
-  resume?: HoldResume;
+  /** Set by the workflow itself when it continues as new (keeps each run's history short): released, and where its
+   * delivery stood. */
+  resume?: { release: Extract<ReleaseOutcome, { status: 'released' | 'already_released' }>; delivery: DeliveryResume };
 }
 
-/** What a hold workflow carries into its next run: where its delivery stood. */
-export interface HoldResume {
-  release: Extract<ReleaseOutcome, { status: 'released' | 'already_released' }>;
+/**
+ * What a webhook's delivery knows that outlives a step (src/workflows/delivery-rules.ts decides by it), carried into
+ * its next run by continue-as-new.
+ */
+export interface DeliveryFacts {
   policyRun: number;
-  /** What was left of the policy run's retry horizon (time held does not count). */
-  remainingHorizonMs: number;
-  heldRecheckMs: number;
-  /** When the merchant's current hold began (ms since the epoch, workflow time); absent when not held. */
-  heldSince?: number;
-  /** Why the merchant held it when the run ended (its next run reports `held` while it re-checks). */
-  heldMerchantStatus?: HeldBy;
-  deliveryStatus: 'pending' | 'held';
-  lastAttempt?: { attemptNumber: number; outcome: string; at: string };
-  /** The most recent ignored signals (bounded: the input of a run is history too). */
-  ignoredSignals: IgnoredSignal[];
-  /** A quarantine whose wait went on in this run (its history had grown long): the run waits for its decision again. */
+  /** The policy's retry horizon, and what is left of it in this run. */
+  horizonMs: number;
+  leftMs: number;
+  /** The next attempt runs on the fast path (a local activity in the workflow task): a run's first, until one fails. */
+  local: boolean;
+  /** A queue place the worker reserved for the next attempt. */
+  reservedSlotMs?: number;
+  /** Answers in a row that every request in flight was taken. */
+  busy: number;
+  /** Held by a paused merchant or paused sends: by what, for how long so far, and the next re-check's wait. */
+  held?: { by: HeldBy; heldMs: number; recheckMs: number };
   quarantine?: OpenQuarantine;
+  /** The last attempt's number (across runs), for labels. */
+  attempt: number;
+  /** When the step in progress began (workflow clock): a step's time counts against the horizon. */
+  stepAt: number;
 }
+
+/** Where a delivery goes on in its next run: what it knows, and what it shows (the status query, DeliveryStatus). */
+export interface DeliveryResume {
+  facts: DeliveryFacts;
+  deliveryStatus: DeliveryStatusValue;
+  lastAttempt?: { attemptNumber: number; outcome: string; at: string };
+  /** The most recent decisions that did not apply (bounded: the input of a run is history too). */
+  ignoredSignals: IgnoredSignal[];
+}
+
+/** How a webhook's delivery ended. */
+export type DeliveryEnd =
+  | { status: 'delivered' | 'discarded' | 'abandoned'; attempts?: number; policyRuns: number }
+  /** Another workflow for the same webhook already took it to an end. */
+  | { status: 'handled_elsewhere'; deliveryStatus: string };
 
 /** A quarantine waiting for a human: why, since when, what a decision needs, and when it is abandoned. */
 export interface OpenQuarantine {
@@ -166,8 +183,5 @@ export interface OpenQuarantine {
 
 export interface ReleaseExpiredHoldResult {
   release: ReleaseOutcome;
-  delivery?:
-    | { status: 'delivered' | 'discarded' | 'abandoned'; attempts?: number; policyRuns: number }
-    /** Another workflow for the same business action already took this delivery to a final state. */
-    | { status: 'handled_elsewhere'; deliveryStatus: string };
+  delivery?: DeliveryEnd;
 }

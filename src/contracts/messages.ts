@@ -39,6 +39,11 @@ export interface Discard {
 /** The id of a decision recorded in the ledger (operator_decisions.decision_id). */
 export const DECISION_ID_PATTERN = /^dc_[0-9a-f]{32}$/;
 
+/** Why a decision naming nothing the ledger recorded is refused before it enters history. */
+export const NOT_RECORDED_WHY =
+  'names no decision in the ledger: decide with npm run ops (the admin API), which records the decision and sends its ' +
+  'decisionId; an approval may name an approved replay request (replayRequestId) instead';
+
 export type DecisionKind = 'approveReplay' | 'discard';
 
 /** The workflow's answer to an accepted decision, once the decision is recorded in the ledger. */
@@ -98,6 +103,9 @@ export function parseDecision(
   if (p.policyRun !== undefined && !(Number.isInteger(p.policyRun) && (p.policyRun as number) >= 1)) {
     return { ok: false, why: `malformed ${kind}: "policyRun", when given, must be a positive integer` };
   }
+  if (p.decisionId === undefined && (kind === 'discard' || p.replayRequestId === undefined)) {
+    return { ok: false, why: `${kind} ${NOT_RECORDED_WHY}` };
+  }
   const policyRun = p.policyRun as number | undefined;
   const decisionId = p.decisionId === undefined ? {} : { decisionId: p.decisionId as string };
   const value =
@@ -113,16 +121,6 @@ export function parseDecision(
   return { ok: true, value: policyRun === undefined ? value : { ...value, policyRun } };
 }
 
-/** Sent by the delivery activity when an attempt failed and Temporal will retry it at `nextAttemptAt`. */
-export interface DeliveryAttemptFailed {
-  attemptNumber: number;
-  /** "HTTP 503", "AttemptTimeout", "ConnectionError (ECONNRESET)" */
-  outcome: string;
-  nextAttemptAt: string;
-  /** "Retry-After 120 s" or "backoff attempt 3" */
-  reason: string;
-}
-
 /** Where a hold's workflow is and what it waits for. */
 export type HoldStage =
   | { stage: 'releasing' }
@@ -134,6 +132,8 @@ export type HoldStage =
       lane: 'first' | 'retry' | 'replay';
       until: string;
       reserved: boolean;
+      /** Not the budget: every request in flight is taken, or an earlier webhook of the hold (`after`) goes first. */
+      why?: 'in_flight' | 'earlier';
       after?: string;
     }
   /** The last attempt failed; Temporal retries it at `until`, honouring the merchant's Retry-After or backing off. */
@@ -184,6 +184,5 @@ export const discardUpdate = defineUpdate<DecisionAnswer, [Discard]>('discard');
  * Send it to every held workflow of the merchant with a batch signal by query; nothing is lost without it.
  */
 export const merchantResumedSignal = defineSignal('merchantResumed');
-export const deliveryAttemptFailedSignal = defineSignal<[DeliveryAttemptFailed]>('deliveryAttemptFailed');
 /** "Why is it waiting?": the stage, the last attempt's outcome, and any signals that did not apply. */
 export const statusQuery = defineQuery<HoldStatus>('status');

@@ -5,6 +5,7 @@
  * from ids, stages and times: workflow code calls it, tests read it. No amount and no secret ever enters it, and
  * the encryption codec covers these payloads like any other.
  */
+import type { HeldBy } from './delivery.js';
 import type { SweepTotals } from './domain.js';
 import type { HoldStatus } from './messages.js';
 import type { HoldEventsStatus } from './processor.js';
@@ -108,6 +109,13 @@ export function holdCurrentDetails(s: HoldStatus): string {
 }
 
 /** Labels of the hold workflow's timers and activities on the timeline. */
+/** What a delivery's wait is for (src/workflows/delivery-rules.ts): its label on the timeline. */
+export type WaitFor =
+  | { kind: 'budget' | 'in_flight'; lane: string }
+  | { kind: 'earlier'; after: string }
+  | { kind: 'retry'; reason: string; outcome: string; attempt: number }
+  | { kind: 'held'; by: HeldBy };
+
 export const holdLabels = {
   release: (holdId: string) => `release hold ${holdId}`,
   deliver: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt})`,
@@ -117,10 +125,25 @@ export const holdLabels = {
   afterEarlier: (earlierWebhookId: string, until: string) =>
     `after ${earlierWebhookId} (earlier webhook of this hold), re-check at ${until}`,
   retryWait: (reason: string, outcome: string, attempt: number) =>
-    reason.startsWith('Retry-After')
-      ? `${reason} (after ${outcome}, attempt ${attempt})`
-      : `backoff after ${outcome} (attempt ${attempt})`,
+    `retry after ${outcome} (attempt ${attempt}): ${reason}`,
   held: (merchantStatus: string, until: string) => `merchant ${merchantStatus}: re-check at ${until}`,
+  inFlight: (lane: string, until: string) =>
+    `merchant's requests in flight all taken, ${lane} lane, re-check at ${until}`,
+  /** A delivery's wait, by what it waits for (src/workflows/delivery-rules.ts, `WaitFor`). */
+  wait(waitFor: WaitFor, until: string): string {
+    switch (waitFor.kind) {
+      case 'budget':
+        return holdLabels.budget(waitFor.lane, until);
+      case 'in_flight':
+        return holdLabels.inFlight(waitFor.lane, until);
+      case 'earlier':
+        return holdLabels.afterEarlier(waitFor.after, until);
+      case 'retry':
+        return holdLabels.retryWait(waitFor.reason, waitFor.outcome, waitFor.attempt);
+      case 'held':
+        return holdLabels.held(waitFor.by, until);
+    }
+  },
   human: (abandonsAt: string) => `waiting for a human: approveReplay or discard, abandons at ${abandonsAt}`,
   quarantine: (webhookId: string, reason: string) => `quarantine ${webhookId} (${reason})`,
   decision: (webhookId: string, decision: string) => `record ${decision} of ${webhookId}`,
@@ -218,7 +241,6 @@ export const holdEventsLabels = {
   apply: (eventId: string, sequence: number) => `apply ${eventId} (sequence ${sequence})`,
   idle: (until: string) => `up to date: waiting for the next event until ${until}`,
   predecessor: (expected: number, until: string) => `waiting for sequence ${expected} until ${until}`,
-  human: (expected: number) => `stopped: sequence ${expected} is missing; waiting for it or for skipMissingEvent`,
   skip: (sequence: number) => `record skip of sequence ${sequence}`,
 };
 

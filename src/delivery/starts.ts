@@ -22,6 +22,7 @@ import {
   resendDetails,
   resendSummary,
 } from '../contracts/story.js';
+import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../contracts/delivery.js';
 import type { ResendWebhookInput } from '../workflows/resend-webhook.js';
 import { retryHorizonFor } from './policy.js';
 
@@ -44,7 +45,6 @@ export async function startReleaseDelivery(
   client: Client,
   { region, taskQueue }: WhereToStart,
   hold: { holdId: string; merchantId: string; expiresAt: string },
-  quarantineTimeoutMs?: number,
 ): Promise<{ workflowId: string; runId: string }> {
   const workflowId = holdWorkflowId(region, hold.holdId, hold.expiresAt);
   const input: ReleaseExpiredHoldInput = {
@@ -52,12 +52,12 @@ export async function startReleaseDelivery(
     holdId: hold.holdId,
     expiresAt: hold.expiresAt,
     merchantId: hold.merchantId,
-    quarantineTimeoutMs,
   };
   const handle = await client.workflow.start('releaseExpiredHold', {
     taskQueue,
     workflowId,
     workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
     typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
     staticSummary: holdSummary(region, hold.holdId, hold.merchantId),
     staticDetails: holdDetails(region, hold.holdId, hold.merchantId),
@@ -77,6 +77,7 @@ export async function startEventDelivery(
     taskQueue,
     workflowId,
     workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
     typedSearchAttributes: deliveryStartAttributes(region, webhook.holdId, webhook.merchantId),
     staticSummary: eventDeliverySummary(region, webhook.eventType, webhook.holdId, webhook.merchantId),
     staticDetails: eventDeliveryDetails(region, webhook.holdId, webhook.webhookId, webhook.merchantId),
@@ -118,6 +119,7 @@ export async function startResend(
     taskQueue,
     workflowId,
     workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
     typedSearchAttributes: deliveryStartAttributes(region, r.holdId, r.merchantId),
     staticSummary: resendSummary(region, r.webhookId, r.holdId, r.merchantId),
     staticDetails: resendDetails(region, r.webhookId, r.holdId, r.claim.requestedBy, r.claim.reason),

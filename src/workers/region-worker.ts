@@ -61,6 +61,12 @@ export interface RegionWorkerOptions {
   webhooks: WebhookConfig;
   /** Four eyes on operator decisions (DecisionsConfig); off unless said. */
   fourEyes?: boolean;
+  /** How long a quarantine waits for a human (DecisionsConfig); 14 days unless said. */
+  quarantineTimeoutMs?: number;
+  /** The outbox reconciler's budget per run (OUTBOX_RUN_BUDGET unless said). */
+  outboxBudget?: { webhooks: number; ms: number };
+  /** Fast-path attempts at once (half the workflow task slots unless said; 0: every first attempt a regular one). */
+  fastPathSlots?: number;
   /** The server's workflow id limit (TemporalLimitsConfig); 255 unless said. */
   maxWorkflowIdLength?: number;
   /** Product metrics (the runtime's meter, exported with the SDK's on the Prometheus endpoint). */
@@ -88,6 +94,9 @@ export const TASK_SLOTS = {
   maxConcurrentActivityTaskExecutions: 100,
   // Every hold's release and its delivery's first attempt (the fast path, src/workflows/activity-profiles.ts).
   maxConcurrentLocalActivityExecutions: 100,
+  // A workflow task keeps its slot while its local activities run: fast-path attempts may take half of them (the
+  // activities' fastPathSlots), the rest are the releases' and every other workflow's.
+  maxConcurrentWorkflowTaskExecutions: 40,
 } as const;
 
 /**
@@ -144,6 +153,9 @@ export function createRegionWorker({
   version,
   webhooks,
   fourEyes = false,
+  quarantineTimeoutMs,
+  outboxBudget,
+  fastPathSlots,
   maxWorkflowIdLength,
   meter,
   merchantLabel = 'all',
@@ -155,8 +167,8 @@ export function createRegionWorker({
     taskQueue: region.taskQueue,
     workflowBundle,
     // Versioned: a sweep declares itself PINNED (it finishes on the build that started it); every other workflow,
-    // the hold's included, moves to the deployment's current version at its next task, so changes to it go through
-    // patched() and the golden-history gate (docs/deploys.md).
+    // the hold's included, moves to the deployment's current version at its next task, so a change to it must replay
+    // the released build's histories (the golden-history gate, docs/deploys.md).
     workerDeploymentOptions: { version, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' },
     // Inputs and results leave this process encrypted when the region has keys, bound to its namespace; what comes
     // in unencrypted is refused (src/codec/encryption-codec.ts).
@@ -169,6 +181,11 @@ export function createRegionWorker({
       destinationRateShare: webhooks.destinationRateShare,
       sealer,
       fourEyes,
+      quarantineTimeoutMs,
+      outboxBudget,
+      fastPathSlots:
+        fastPathSlots ??
+        Math.floor((tuning?.maxConcurrentWorkflowTaskExecutions ?? TASK_SLOTS.maxConcurrentWorkflowTaskExecutions) / 2),
       maxWorkflowIdLength,
       agents: createAgents(),
       meter: meter && withMerchantLabel(meter, merchantLabel),

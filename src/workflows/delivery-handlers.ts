@@ -1,18 +1,14 @@
 /**
- * The messages a delivery workflow answers, registered by one call: the `status` query, the decisions on a quarantine
- * (`approveReplay`, `discard`, as signals and as Updates), `merchantResumed`, and `deliveryAttemptFailed` (sent by the
- * delivery activity of builds before the attempt contract; still read in the histories they wrote).
- *
- * One rule decides whether a decision applies, whatever way it comes (`judge`): an Update that does not apply is
- * refused
- * by its validator and never enters history; a signal that does not apply is kept, with why, in the status.
+ * The messages a delivery workflow answers: `status`, the decisions on a quarantine (`approveReplay`, `discard`, as
+ * signals and as Updates) and `merchantResumed`. One synchronous rule (`judge`) takes a decision or refuses it; a
+ * refused Update never enters history, a refused signal is kept with why. A taken decision waits in the inbox for the
+ * loop, which records it (the ledger has the last word) and answers it: the handlers run nothing themselves, so no
+ * handler's work outlives the run.
  */
-import { ApplicationFailure, log, patched, proxyActivities, setHandler } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.js';
+import { ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
 import {
   approveReplaySignal,
   approveReplayUpdate,
-  deliveryAttemptFailedSignal,
   discardSignal,
   discardUpdate,
   merchantResumedSignal,
@@ -21,132 +17,94 @@ import {
   type DecisionAnswer,
   type DecisionKind,
 } from '../contracts/messages.js';
-import { ledgerActivity } from './activity-profiles.js';
-import type { DeliveryTracker, HumanDecision } from './delivery-tracker.js';
+import type { HumanDecision } from './delivery-rules.js';
+import type { DeliveryTracker } from './delivery-tracker.js';
 
-const { verifyReplayApproval } = proxyActivities<Activities>(ledgerActivity);
-
-/** Why an approval without a replay request is refused where four eyes rule (production). */
 const FOUR_EYES_WHY =
   'four eyes: an approval needs a replay request approved by a second person ' +
   '(npm run ops -- replay preview --webhook <id> --requested-by <you>, then replay approve <request id> --by <someone else>)';
 
-/** Of two decisions settled in one workflow task, the first stands; before, the later one overwrote it. */
-const FIRST_DECISION_STANDS_PATCH = 'first-decision-stands';
+/** What the loop tells the handlers of the wait for a human, and what they leave for it. */
+export class DecisionInbox {
+  /** The quarantined run a decision is taken for now, and its rule; undefined: not waiting for a human. */
+  waitingFor: { policyRun: number; fourEyes: boolean } | undefined;
+  /** A taken decision, until the loop has recorded or refused it. */
+  open: HumanDecision | undefined;
+  /** The loop is ending the run (or continuing it as new): nothing more is taken in it. */
+  closing = false;
+  merchantResumed = false;
+  /** Decisions taken by signal: one the ledger refuses is kept in the status, since no caller waits for the answer. */
+  readonly signalled = new WeakSet<HumanDecision>();
+  private readonly answers = new WeakMap<HumanDecision, { why: string; stage: string }>();
 
-type Verdict =
-  { ok: true; decision: HumanDecision; policyRun: number; replayRequestId?: string } | { ok: false; why: string };
+  /** The loop's word on the open decision (why it did not apply, if it did not) and the stage it moved to. */
+  answer(decision: HumanDecision, why: string, stage: string): void {
+    this.answers.set(decision, { why, stage });
+    if (this.open === decision) this.open = undefined;
+  }
 
-export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
-  /** The one rule for decisions: does this one apply now? */
-  const judge = (kind: DecisionKind, payload: unknown): Verdict => {
+  async answerOf(decision: HumanDecision) {
+    await condition(() => this.answers.has(decision));
+    return this.answers.get(decision)!;
+  }
+}
+
+export function registerDeliveryHandlers(tracker: DeliveryTracker, inbox: DecisionInbox): void {
+  const judge = (
+    kind: DecisionKind,
+    payload: unknown,
+  ): { ok: true; run: number; decision: HumanDecision } | { ok: false; why: string } => {
     const parsed = parseDecision(kind, payload);
     if (!parsed.ok) return parsed;
-    const stage = tracker.current;
-    if (stage.stage !== 'quarantined') return { ok: false, why: `not waiting for a decision (stage ${stage.stage})` };
-    const decided = tracker.openDecision;
-    if (decided) return { ok: false, why: `already decided: ${decided.decision} by ${decided.by}` };
     const { value } = parsed;
-    if (value.policyRun !== undefined && value.policyRun !== stage.policyRun) {
-      return {
-        ok: false,
-        why: `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${stage.policyRun}`,
-      };
+    const waiting = inbox.waitingFor;
+    if (!waiting || inbox.closing)
+      return { ok: false, why: `not waiting for a decision (stage ${tracker.current.stage})` };
+    if (inbox.open) return { ok: false, why: `already decided: ${inbox.open.decision} by ${inbox.open.by}` };
+    if (value.policyRun !== undefined && value.policyRun !== waiting.policyRun) {
+      const why = `stale: for policy run ${value.policyRun}, but the quarantine is policy run ${waiting.policyRun}`;
+      return { ok: false, why };
     }
-    if ('approvedBy' in value && tracker.fourEyes && value.replayRequestId === undefined)
-      return { ok: false, why: FOUR_EYES_WHY };
-    const ids = {
-      ...(value.decisionId === undefined ? {} : { decisionId: value.decisionId }),
-      ...('replayRequestId' in value && value.replayRequestId !== undefined
-        ? { replayRequestId: value.replayRequestId }
-        : {}),
-    };
-    if ('approvedBy' in value) {
-      const replay: HumanDecision = {
-        decision: 'replay',
-        by: value.approvedBy,
-        reason: value.reason,
-        ticket: value.ticket,
-        ...ids,
-      };
-      return { ok: true, policyRun: stage.policyRun, decision: replay, replayRequestId: value.replayRequestId };
-    }
+    const { reason, decisionId } = value;
+    if (!('approvedBy' in value))
+      return { ok: true, run: waiting.policyRun, decision: { decision: 'discard', by: value.by, reason, decisionId } };
+    if (waiting.fourEyes && value.replayRequestId === undefined) return { ok: false, why: FOUR_EYES_WHY };
+    const { approvedBy: by, ticket, replayRequestId } = value;
     return {
       ok: true,
-      policyRun: stage.policyRun,
-      decision: { decision: 'discard', by: value.by, reason: value.reason, ...ids },
+      run: waiting.policyRun,
+      decision: { decision: 'replay', by, reason, ticket, decisionId, replayRequestId },
     };
   };
 
-  /**
-   * `judge`, and for an approval that names a replay request, the four-eyes check against the ledger (an activity),
-   * then `judge` again: the workflow may have moved on while the ledger answered.
-   */
-  const decide = async (kind: DecisionKind, payload: unknown): Promise<Verdict> => {
+  const bySignal = (kind: DecisionKind) => (payload: unknown) => {
     const verdict = judge(kind, payload);
-    if (!verdict.ok || verdict.replayRequestId === undefined) return verdict;
-    const claim = {
-      holdId: tracker.subjectId,
-      policyRun: verdict.policyRun,
-      replayRequestId: verdict.replayRequestId,
-      approvedBy: verdict.decision.by,
-    };
-    const check = await verifyReplayApproval(claim);
-    if (!check.ok) return check;
-    // The check was for this quarantine's run: if another run is quarantined by now, the approval is stale.
-    const again = judge(kind, payload);
-    return again.ok && again.policyRun !== verdict.policyRun
-      ? {
-          ok: false,
-          why: `stale: checked for policy run ${verdict.policyRun}, but the quarantine is policy run ${again.policyRun}`,
-        }
-      : again;
-  };
-
-  const ignore = (signal: DecisionKind, payload: unknown, why: string) => {
+    if (verdict.ok) {
+      inbox.open = verdict.decision;
+      inbox.signalled.add(verdict.decision);
+      return;
+    }
     const p = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
     const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 200) : undefined);
-    const by = text(signal === 'approveReplay' ? p.approvedBy : p.by);
-    const stage = tracker.current.stage;
-    tracker.ignore({ signal, by, reason: text(p.reason), at: new Date().toISOString(), stage, why });
-    log.warn('signal ignored', { signal, by, stage, why, holdId: tracker.subjectId });
+    const by = text(kind === 'approveReplay' ? p.approvedBy : p.by);
+    tracker.ignore({ signal: kind, by, reason: text(p.reason), why: verdict.why });
+    log.warn('signal ignored', { signal: kind, by, why: verdict.why, holdId: tracker.subjectId });
   };
 
-  /**
-   * Settles a decision that applied when judged; another may have settled while this one was judged (the handlers are
-   * async: two decisions in one workflow task both pass `judge`), and then the first stands and this one does not
-   * apply.
-   * Histories written before this rule let the later one overwrite the earlier (no patch marker: they replay so).
-   */
-  const settle = (verdict: Extract<Verdict, { ok: true }>): Verdict => {
-    const decided = tracker.openDecision;
-    if (decided && patched(FIRST_DECISION_STANDS_PATCH))
-      return { ok: false, why: `already decided: ${decided.decision} by ${decided.by}` };
-    tracker.settle(verdict.decision);
-    return verdict;
-  };
-
-  const decideBySignal = (kind: DecisionKind) => async (payload: unknown) => {
-    const judged = await decide(kind, payload);
-    const verdict = judged.ok ? settle(judged) : judged;
-    if (!verdict.ok) ignore(kind, payload, verdict.why);
-  };
-
-  /** An update's validator refuses what does not apply (nothing enters history); its handler answers once recorded. */
-  const decideByUpdate = (kind: DecisionKind) =>
+  const refused = (why: string) =>
+    ApplicationFailure.create({ type: 'DecisionRefused', message: why, nonRetryable: true });
+  const byUpdate = (kind: DecisionKind) =>
     [
       async (payload: unknown): Promise<DecisionAnswer> => {
-        const judged = await decide(kind, payload);
-        const verdict = judged.ok ? settle(judged) : judged;
-        if (!verdict.ok)
-          throw ApplicationFailure.create({ type: 'DecisionRefused', message: verdict.why, nonRetryable: true });
-        const refused = await tracker.recorded(verdict.policyRun, verdict.decision);
-        if (refused !== undefined)
-          throw ApplicationFailure.create({ type: 'DecisionRefused', message: refused, nonRetryable: true });
+        const verdict = judge(kind, payload);
+        if (!verdict.ok) throw refused(verdict.why);
+        inbox.open = verdict.decision;
+        const { why, stage } = await inbox.answerOf(verdict.decision);
+        if (why) throw refused(why);
         return {
           decision: verdict.decision.decision as DecisionAnswer['decision'],
-          policyRun: verdict.policyRun,
-          stage: tracker.current.stage,
+          policyRun: verdict.run,
+          stage: stage as DecisionAnswer['stage'],
         };
       },
       {
@@ -158,22 +116,11 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker): void {
     ] as const;
 
   setHandler(statusQuery, () => tracker.current);
-  setHandler(approveReplaySignal, decideBySignal('approveReplay'));
-  setHandler(discardSignal, decideBySignal('discard'));
-  setHandler(approveReplayUpdate, ...decideByUpdate('approveReplay'));
-  setHandler(discardUpdate, ...decideByUpdate('discard'));
-  setHandler(deliveryAttemptFailedSignal, (failed) => {
-    // Sent by the delivery activity of earlier builds; anything else (a client's malformed or unencrypted signal) is
-    // dropped.
-    if (typeof failed?.attemptNumber !== 'number' || typeof failed.nextAttemptAt !== 'string') {
-      log.warn('deliveryAttemptFailed signal ignored: not an attempt report', { holdId: tracker.subjectId });
-      return;
-    }
-    tracker.noteAttempt({
-      attemptNumber: failed.attemptNumber,
-      outcome: failed.outcome,
-      retry: { at: failed.nextAttemptAt, reason: failed.reason },
-    });
+  setHandler(approveReplaySignal, bySignal('approveReplay'));
+  setHandler(discardSignal, bySignal('discard'));
+  setHandler(approveReplayUpdate, ...byUpdate('approveReplay'));
+  setHandler(discardUpdate, ...byUpdate('discard'));
+  setHandler(merchantResumedSignal, () => {
+    inbox.merchantResumed = true;
   });
-  setHandler(merchantResumedSignal, () => tracker.merchantIsBack());
 }

@@ -5,7 +5,6 @@ import {
   continueAsNew,
   log,
   ParentClosePolicy,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -28,6 +27,7 @@ import {
   type HoldEventsStatus,
   type SkipMissingEvent,
 } from '../contracts/processor.js';
+import type { DeliveryEnd, DeliveryResume } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unencrypted.js';
 import { deliveryStartAttributes, deliveryStatusUpdate } from '../contracts/search-attributes.js';
@@ -37,16 +37,10 @@ import {
   holdEventsCurrentDetails,
   holdEventsLabels,
 } from '../contracts/story.js';
+import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../contracts/delivery.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { runHistoryIsLong } from './history-budget.js';
-import { registerDeliveryHandlers } from './delivery-handlers.js';
-import { DeliveryTracker } from './delivery-tracker.js';
-import {
-  DEFAULT_QUARANTINE_TIMEOUT_MS,
-  deliverUntilDecided,
-  type DeliveryResult,
-  type DeliveryResume,
-} from './webhook-delivery.js';
+import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
 
 /**
  * A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked.
@@ -54,12 +48,6 @@ import {
 const DEFAULT_GAP_WAIT_MS = 15 * 60_000;
 /** With nothing left to apply the run stays open this long, then completes; the next event starts a new run. */
 const DEFAULT_IDLE_MS = 60_000;
-
-/**
- * The patch that lets an operator's skip end the wait for a missing event before the workflow stops (the build before
- * honoured only a skip sent after the stop). Recorded at the start of each gap wait written since.
- */
-export const SKIP_ENDS_GAP_WAIT_PATCH = 'skip-ends-gap-wait';
 
 const withSummary = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
 
@@ -84,8 +72,6 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
   let skip: SkipMissingEvent | undefined;
   // How each skip of this run ended (sequence -> recorded in the ledger), for the Updates that wait to answer.
   const skipOutcomes = new Map<number, boolean>();
-  // Whether the gap wait in progress ends on a skip (see awaitPredecessor).
-  let waitHonoursSkip = true;
   const enter = (stage: HoldEventsStage) => {
     status.stage = stage;
     setCurrentDetails(holdEventsCurrentDetails(status));
@@ -163,12 +149,6 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
       validator: (request) => {
         const verdict = judgeSkip(request);
         if (!verdict.ok) throw new Error(verdict.why);
-        // A wait begun by an earlier build keeps its rule: a skip applies once the workflow has stopped.
-        if (status.stage.stage === 'waiting_for_predecessor' && !waitHonoursSkip) {
-          throw new Error(
-            'this gap wait began on an earlier build, which applies a skip only once it has stopped for a human: try again then',
-          );
-        }
       },
     },
   );
@@ -212,30 +192,22 @@ export async function applyHoldEvents(input: HoldEventsInput): Promise<HoldEvent
   /**
    * The hold's next sequence is `expected`, and `sequence` is ahead of it: wait for it, then stop for a human. An
    * operator's skip of `expected` ends either wait.
-   *
-   * A wait that began before SKIP_ENDS_GAP_WAIT_PATCH (24b3de0's build) keeps that build's rule: only the missing
-   * event ends the wait; a skip sent during it is dropped when the workflow stops, and only a skip sent after that
-   * applies. Histories of the builds between that one and this patch (the wait's timer cancelled by a skip, no
-   * marker) are not supported: they were never released (test/golden/SUPPORTED.md).
    */
   async function awaitPredecessor(expected: number, sequence: number): Promise<void> {
-    const skipEndsWait = patched(SKIP_ENDS_GAP_WAIT_PATCH);
-    waitHonoursSkip = skipEndsWait;
     const filled = () => pending.has(expected) || Math.min(...pending.keys()) < sequence;
     const decided = () => filled() || skip?.sequence === expected;
     const until = new Date(Date.now() + gapWaitMs).toISOString();
     enter({ stage: 'waiting_for_predecessor', expected, until, pending: waitingBehind() });
-    const stopped = !(await condition(skipEndsWait ? decided : filled, gapWaitMs, {
+    const stopped = !(await condition(decided, gapWaitMs, {
       summary: holdEventsLabels.predecessor(expected, until),
     }));
-    if (!stopped && !skipEndsWait) return;
     if (stopped) {
       const since = new Date().toISOString();
       log.warn('processor event gap: stopped for a human', { holdId, expected, waitingBehind: waitingBehind() });
       upsertSearchAttributes(deliveryStatusUpdate('event_gap'));
       enter({ stage: 'stopped_for_human', expected, since, pending: waitingBehind() });
-      if (!skipEndsWait) skip = undefined;
-      await condition(decided, { summary: holdEventsLabels.human(expected) });
+      // No timer: the stop waits for the event or a human as long as it takes (its stage says which sequence).
+      await condition(decided);
     }
     if (!filled() && skip) {
       const { by, reason, requestId } = skip;
@@ -268,6 +240,7 @@ async function startDelivery(
       parentClosePolicy: ParentClosePolicy.ABANDON,
       // A retried apply (already applied) finds its delivery started, or done: never a second delivery workflow.
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+      workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
       typedSearchAttributes: deliveryStartAttributes(region, holdId, webhook.merchantId),
       staticSummary: eventDeliverySummary(region, webhook.eventType, holdId, webhook.merchantId),
       staticDetails: eventDeliveryDetails(region, holdId, webhook.webhookId, webhook.merchantId),
@@ -283,7 +256,6 @@ export interface DeliverHoldEventInput {
   holdId: string;
   webhookId: string;
   retryHorizonMs: number;
-  quarantineTimeoutMs?: number;
   resume?: DeliveryResume;
 }
 
@@ -294,22 +266,23 @@ export interface DeliverHoldEventInput {
  */
 export async function deliverHoldEvent(
   input: DeliverHoldEventInput,
-): Promise<{ webhookId: string; delivery: DeliveryResult }> {
+): Promise<{ webhookId: string; delivery: DeliveryEnd }> {
   // An event's webhook is delivered from its workflow's first moment: there is no release in this story.
-  const tracker = new DeliveryTracker(
+  const desk = deliveryDesk(
     input.holdId,
-    { stage: 'delivering', policyRun: input.resume?.policyRun ?? 1 },
+    { stage: 'delivering', policyRun: input.resume?.facts.policyRun ?? 1 },
     input.resume,
   );
-  registerDeliveryHandlers(tracker);
-  const delivery = await deliverUntilDecided({
-    webhookId: input.webhookId,
-    retryHorizonMs: input.retryHorizonMs,
-    tracker,
-    resume: input.resume,
-    ctx: { region: input.region, holdId: input.holdId, webhookId: input.webhookId },
-    quarantineTimeoutMs: input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS,
-    continueAs: (carry: DeliveryResume) => continueAsNew<typeof deliverHoldEvent>({ ...input, resume: carry }),
-  });
+  const delivery = await deliverUntilDecided(
+    {
+      webhookId: input.webhookId,
+      policyRun: 1,
+      retryHorizonMs: input.retryHorizonMs,
+      resume: input.resume,
+      ctx: { region: input.region, holdId: input.holdId, webhookId: input.webhookId },
+      continueAs: (carry) => continueAsNew<typeof deliverHoldEvent>({ ...input, resume: carry }),
+    },
+    desk,
+  );
   return { webhookId: input.webhookId, delivery };
 }

@@ -8,26 +8,21 @@
  * and secrets are read by activities from the region's ledger.
  *
  * A deploy meets it mid-wait: it is AUTO_UPGRADE (the workers' default), so its next task runs on the deployment's
- * current build, replaying its history there. Any change to its command sequence goes behind `patched()`; the
- * golden-history gate (test/integration/golden-histories.test.ts) replays every supported release's histories.
+ * current build, replaying its history there; the golden-history gate (test/integration/golden-histories.test.ts)
+ * replays every supported release's histories on the current code.
  */
 import { continueAsNew, log, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
 import { holdLabels } from '../contracts/story.js';
 import { ledgerLocalActivity } from './activity-profiles.js';
-import { registerDeliveryHandlers } from './delivery-handlers.js';
-import { DeliveryTracker } from './delivery-tracker.js';
-import { DEFAULT_QUARANTINE_TIMEOUT_MS, deliverUntilDecided } from './webhook-delivery.js';
-
-export { DEFAULT_QUARANTINE_TIMEOUT_MS } from './webhook-delivery.js';
+import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
 
 const releaseWith = (summary: string) => proxyLocalActivities<Activities>({ ...ledgerLocalActivity, summary });
 
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
   const { resume, holdId } = input;
-  const tracker = new DeliveryTracker(holdId, { stage: 'releasing' }, resume);
-  registerDeliveryHandlers(tracker);
+  const desk = deliveryDesk(holdId, { stage: 'releasing' }, resume?.delivery);
   const ctx = { region: input.region, holdId };
 
   // 1. Release. A continued run was released by its first run: it carries the outcome instead of asking the ledger
@@ -41,20 +36,23 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     }));
   if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
-    tracker.enter({ stage: 'not_released', status: release.status }, 'none');
+    desk.tracker.show({ stage: { stage: 'not_released', status: release.status }, status: 'none' });
     return { release };
   }
 
   // 2. Deliver, and 3. decide: until the webhook is delivered, discarded or abandoned. DeliveryStatus starts as
   // 'pending' (set by the sweep's batch when it starts this workflow).
-  const delivery = await deliverUntilDecided({
-    webhookId: release.webhookId,
-    retryHorizonMs: release.retryHorizonMs,
-    tracker,
-    resume,
-    ctx,
-    quarantineTimeoutMs: input.quarantineTimeoutMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS,
-    continueAs: (carry) => continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, ...carry } }),
-  });
+  const delivery = await deliverUntilDecided(
+    {
+      webhookId: release.webhookId,
+      policyRun: 1,
+      retryHorizonMs: release.retryHorizonMs,
+      resume: resume?.delivery,
+      ctx,
+      continueAs: (carry) =>
+        continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, delivery: carry } }),
+    },
+    desk,
+  );
   return { release, delivery };
 }

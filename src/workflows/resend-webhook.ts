@@ -8,50 +8,32 @@
  * delivers it, in the statement that moves the row back to pending; a refused claim ends the workflow with why, and
  * nothing is sent. From there it is a delivery like any other (`deliverUntilDecided`): the budget, retries, a
  * quarantine and its decisions, continue-as-new.
- *
- * Every change to what this sends Temporal goes behind `patched()`; the golden-history gate replays its recordings.
  */
-import { continueAsNew, log, patched, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { continueAsNew, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { ResendClaim } from '../contracts/delivery.js';
+import type { DeliveryEnd, DeliveryResume } from '../contracts/domain.js';
 import { resendLabels, resendRefusedDetails } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
-import { registerDeliveryHandlers } from './delivery-handlers.js';
-import { DeliveryTracker } from './delivery-tracker.js';
-import {
-  DEFAULT_QUARANTINE_TIMEOUT_MS,
-  deliverUntilDecided,
-  type DeliveryResult,
-  type DeliveryResume,
-} from './webhook-delivery.js';
+import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
 
 export interface ResendWebhookInput {
   region: string;
   webhookId: string;
   claim: Omit<ResendClaim, 'webhookId'>;
-  /**
-   * Set on a continued run (with `resume`): what the first run's check answered. Any other run asks the worker again.
-   */
+  /** Set on a continued run (with `resume`): what the first run's check answered. A first run asks the worker. */
   reopened?: { holdId: string; policyRun: number; retryHorizonMs: number };
   resume?: DeliveryResume;
 }
 
 export type ResendWebhookResult =
   | { webhookId: string; resendId: string; status: 'refused'; why: string }
-  | { webhookId: string; resendId: string; status: 'resent'; policyRun: number; delivery: DeliveryResult };
-
-/**
- * A first run asks the worker even when its input says the webhook was reopened already: only a continued run (with
- * `resume`) carries its own first run's answer. Runs begun by earlier builds with `reopened` in their input (the outbox
- * reconciler's restarts) trusted it, and keep doing so on replay.
- */
-const RECHECK_FIRST_RUN_PATCH = 'resend-rechecks-every-first-run';
+  | { webhookId: string; resendId: string; status: 'resent'; policyRun: number; delivery: DeliveryEnd };
 
 export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWebhookResult> {
   const { webhookId, claim } = input;
   const { resendId } = claim;
-  const carried = input.resume !== undefined || (input.reopened !== undefined && !patched(RECHECK_FIRST_RUN_PATCH));
-  let reopened = carried ? input.reopened : undefined;
+  let reopened = input.resume ? input.reopened : undefined;
   if (!reopened) {
     const outcome = await proxyActivities<Activities>({
       ...ledgerActivity,
@@ -68,21 +50,21 @@ export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWe
     reopened = { holdId: outcome.holdId, policyRun: outcome.policyRun, retryHorizonMs: outcome.retryHorizonMs };
   }
   const { holdId, policyRun, retryHorizonMs } = reopened;
-  const tracker = new DeliveryTracker(
+  const desk = deliveryDesk(
     holdId,
-    { stage: 'delivering', policyRun: input.resume?.policyRun ?? policyRun },
+    { stage: 'delivering', policyRun: input.resume?.facts.policyRun ?? policyRun },
     input.resume,
   );
-  registerDeliveryHandlers(tracker);
-  const delivery = await deliverUntilDecided({
-    webhookId,
-    retryHorizonMs,
-    tracker,
-    resume: input.resume,
-    firstPolicyRun: policyRun,
-    ctx: { region: input.region, holdId, webhookId, resendId },
-    quarantineTimeoutMs: DEFAULT_QUARANTINE_TIMEOUT_MS,
-    continueAs: (carry: DeliveryResume) => continueAsNew<typeof resendWebhook>({ ...input, reopened, resume: carry }),
-  });
+  const delivery = await deliverUntilDecided(
+    {
+      webhookId,
+      policyRun,
+      retryHorizonMs,
+      resume: input.resume,
+      ctx: { region: input.region, holdId, webhookId, resendId },
+      continueAs: (carry) => continueAsNew<typeof resendWebhook>({ ...input, reopened, resume: carry }),
+    },
+    desk,
+  );
   return { webhookId, resendId, status: 'resent', policyRun, delivery };
 }

@@ -4,7 +4,6 @@ import {
   log,
   metricMeter,
   ParentClosePolicy,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setWorkflowOptions,
@@ -24,6 +23,7 @@ import type {
 } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
 import { deliveryStartAttributes } from '../contracts/search-attributes.js';
+import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../contracts/delivery.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
 import { holdWorkflowId } from '../contracts/ids.js';
 import { holdDetails, holdSummary, sweepCurrentDetails } from '../contracts/story.js';
@@ -38,8 +38,6 @@ export const DEFAULT_PAGE_SIZE = 500;
  * thousands of failed lock acquisitions; bench/README.md). Ten parents of 50 share the work out.
  */
 export const DEFAULT_BATCH_SIZE = 50;
-/** The patch that moved child starts from the page's run into its batches (histories before it replay unchanged). */
-export const HOLD_BATCHES_PATCH = 'sweep-page-batches';
 /** How long the last run waits for children to release before reporting leftovers to the next sweep. */
 export const DEFAULT_RELEASE_WAIT_MS = 10 * 60_000;
 
@@ -94,28 +92,18 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   setCurrentDetails(
     sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { page: pageNumber, listed: page.holds.length }),
   );
-  let started: number;
-  let alreadyStarted: number;
-  if (patched(HOLD_BATCHES_PATCH)) {
-    const batches = await Promise.all(
-      batchesOf(page.holds, Math.max(1, input.batchSize ?? DEFAULT_BATCH_SIZE)).map((holds, i) =>
-        executeChild(startHoldBatch, {
-          // Unique per sweep, page and batch: a replayed run starts the same ids, a later sweep its own.
-          workflowId: `${sweepId}/page-${pageNumber}/batch-${i + 1}`,
-          staticSummary: `page ${pageNumber}, batch ${i + 1}: starts ${holds.length} hold workflows`,
-          args: [{ region, holds, cutoff: progress.cutoff, quarantineTimeoutMs: input.quarantineTimeoutMs }],
-        }),
-      ),
-    );
-    started = batches.reduce((n, b) => n + b.started, 0);
-    alreadyStarted = batches.reduce((n, b) => n + b.alreadyStarted, 0);
-  } else {
-    const starts = await Promise.all(
-      page.holds.map((hold) => startHoldWorkflow(region, hold, progress.cutoff, input.quarantineTimeoutMs)),
-    );
-    started = starts.filter((s) => s === 'started').length;
-    alreadyStarted = starts.length - started;
-  }
+  const batches = await Promise.all(
+    batchesOf(page.holds, Math.max(1, input.batchSize ?? DEFAULT_BATCH_SIZE)).map((holds, i) =>
+      executeChild(startHoldBatch, {
+        // Unique per sweep, page and batch: a replayed run starts the same ids, a later sweep its own.
+        workflowId: `${sweepId}/page-${pageNumber}/batch-${i + 1}`,
+        staticSummary: `page ${pageNumber}, batch ${i + 1}: starts ${holds.length} hold workflows`,
+        args: [{ region, holds, cutoff: progress.cutoff }],
+      }),
+    ),
+  );
+  const started = batches.reduce((n, b) => n + b.started, 0);
+  const alreadyStarted = batches.reduce((n, b) => n + b.alreadyStarted, 0);
   for (const rejected of page.rejected)
     log.warn('hold rejected: cannot be released as written', { region, holdId: rejected.holdId, code: rejected.code });
   log.info('sweep page', {
@@ -161,12 +149,10 @@ setWorkflowOptions({ versioningBehavior: 'PINNED' }, sweepExpiredHolds);
  * effective behaviour is Pinned), and a healthy hold's first task is its whole life. The batch's own first task still
  * inherits the sweep's build; by the time its child starts are processed that task has completed as AUTO_UPGRADE, so
  * the holds inherit nothing and start on the deployment's current build (test/integration/cluster.test.ts proves it on
- * the 1.29 cluster). A change to the batch therefore goes behind `patched()`, like a hold's.
+ * the 1.29 cluster). A change to the batch is therefore a deploy contract, like a hold's.
  */
 export async function startHoldBatch(input: HoldBatchInput): Promise<HoldBatchResult> {
-  const starts = await Promise.all(
-    input.holds.map((hold) => startHoldWorkflow(input.region, hold, input.cutoff, input.quarantineTimeoutMs)),
-  );
+  const starts = await Promise.all(input.holds.map((hold) => startHoldWorkflow(input.region, hold, input.cutoff)));
   const started = starts.filter((s) => s === 'started').length;
   return { started, alreadyStarted: starts.length - started };
 }
@@ -193,15 +179,11 @@ export function holdChildOptions(region: Region, hold: HoldRef) {
       ? WorkflowIdReusePolicy.ALLOW_DUPLICATE
       : WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
     typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
+    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
   };
 }
 
-async function startHoldWorkflow(
-  region: Region,
-  hold: HoldRef,
-  cutoff: string,
-  quarantineTimeoutMs: number | undefined,
-): Promise<'started' | 'already'> {
+async function startHoldWorkflow(region: Region, hold: HoldRef, cutoff: string): Promise<'started' | 'already'> {
   try {
     await startChild(releaseExpiredHold, {
       ...holdChildOptions(region, hold),
@@ -216,7 +198,6 @@ async function startHoldWorkflow(
           expiresAt: hold.expiresAt,
           merchantId: hold.merchantId,
           cutoff,
-          quarantineTimeoutMs,
         },
       ],
     });

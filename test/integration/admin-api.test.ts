@@ -75,7 +75,6 @@ beforeAll(async () => {
     catchupWindowMs: 60_000,
     pageSize: 100,
     batchSize: 50,
-    quarantineTimeoutMs: 86_400_000,
     timeoutMs: 600_000,
   });
   oidc = await startDevOidcProvider(CLIENTS);

@@ -56,12 +56,7 @@ beforeAll(async () => {
     30_000,
   );
   // The outbox reconciler as production runs it (its schedule), quick: it starts the resends merchants ask for.
-  await ensureOutboxSchedule(
-    us.client,
-    us.config,
-    { intervalMs: 1_000, graceMs: 60_000 },
-    { quarantineTimeoutMs: 60_000 },
-  );
+  await ensureOutboxSchedule(us.client, us.config, { intervalMs: 1_000, graceMs: 60_000 });
   const database = new URL(us.databaseUrl).pathname.slice(1);
   rolePool = new pg.Pool({ connectionString: `${inject('ledgerRoleUrls').merchantApi}${database}`, max: 4 });
   app = await buildMerchantServer({

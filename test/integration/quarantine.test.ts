@@ -60,11 +60,12 @@ async function night(
   return n;
 }
 
-async function sweep(quarantineTimeoutMs?: number): Promise<void> {
+/** A sweep of the region's expired holds, on `on`'s task queue (its worker's rules). */
+async function sweep(on: TestRegion = us): Promise<void> {
   await us.client.workflow.execute(sweepExpiredHolds, {
-    taskQueue: us.config.taskQueue,
+    taskQueue: on.config.taskQueue,
     workflowId: `sweep-us-${harness.id}-q-${nights}-${Date.now()}`,
-    args: [{ region: 'us', releaseWaitMs: 60_000, quarantineTimeoutMs }],
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
   });
 }
 
@@ -164,7 +165,12 @@ describe('quarantine decisions', () => {
     await sweep();
     const handle = await handleOf(n.expired[0]!.id);
     await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('backing_off');
-    await handle.signal('approveReplay', { approvedBy: 'dave', reason: 'too eager' });
+    // Well formed (it names a decision), but the workflow is not waiting for one.
+    await handle.signal('approveReplay', {
+      approvedBy: 'dave',
+      reason: 'too eager',
+      decisionId: `dc_${'0'.repeat(32)}`,
+    });
     await expect
       .poll(async () => (await handle.query(statusQuery)).ignoredSignals, { timeout: 10_000 })
       .toMatchObject([
@@ -220,8 +226,14 @@ describe('quarantine decisions', () => {
       'WorkflowUpdateFailedError: malformed discard: "by" must be a non-empty string of at most 500 characters',
     );
     expect(
+      await refusal(handle.executeUpdate('approveReplay', { args: [{ approvedBy: 'frank', reason: 'unrecorded' }] })),
+    ).toMatch(/^WorkflowUpdateFailedError: approveReplay names no decision in the ledger/);
+    const decisionId = `dc_${'0'.repeat(32)}`;
+    expect(
       await refusal(
-        handle.executeUpdate('approveReplay', { args: [{ approvedBy: 'frank', reason: 'old', policyRun: 2 }] }),
+        handle.executeUpdate('approveReplay', {
+          args: [{ approvedBy: 'frank', reason: 'old', policyRun: 2, decisionId }],
+        }),
       ),
     ).toBe('WorkflowUpdateFailedError: stale: for policy run 2, but the quarantine is policy run 1');
     // Rejected by the validators: no trace in history, and the workflow still waits.
@@ -280,7 +292,7 @@ describe('quarantine decisions', () => {
 
   it('a quarantine nobody decides ends as abandoned after the configured time', async () => {
     const n = await night(1, [{ status: 400 }]);
-    await sweep(2_000);
+    await sweep(await harness.abandoningAfter(us, 2_000));
     await expect.poll(() => statuses(n), { timeout: 30_000 }).toEqual(['abandoned']);
     const handle = await handleOf(n.expired[0]!.id);
     expect((await handle.result()).delivery).toEqual({ status: 'abandoned', policyRuns: 1 });
@@ -363,7 +375,7 @@ describe('case 8, four eyes is a check, not a convention', () => {
 
     // Not approved yet: a direct approval that only claims the request is refused, and the workflow keeps waiting.
     expect(await approve(covered, 'lee', request.id)).toBe(`refused: replay request ${request.id} is not approved`);
-    expect(await approve(covered, 'lee', 'rr_nope')).toBe('refused: replay request rr_nope does not exist');
+    expect(await approve(covered, 'lee', 'rr_nope')).toBe('refused: replay request rr_nope is not in the ledger');
     await us.pool.query(
       `UPDATE replay_requests SET status = 'approved', approved_by = 'lee', approved_at = now() WHERE id = $1`,
       [request.id],
@@ -371,8 +383,8 @@ describe('case 8, four eyes is a check, not a convention', () => {
     expect(await approve(covered, 'mallory', request.id)).toBe(
       `refused: replay request ${request.id} was approved by lee, not mallory`,
     );
-    expect(await approve(other, 'lee', request.id)).toBe(
-      `refused: replay request ${request.id} does not cover this hold's quarantined policy run 1`,
+    expect(await approve(other, 'lee', request.id)).toMatch(
+      new RegExp(`^refused: replay request ${request.id} does not cover webhook \\S+'s policy run 1$`),
     );
     expect(await statuses(n)).toEqual(['quarantined', 'quarantined']);
 
@@ -393,7 +405,9 @@ describe('case 8, four eyes is a check, not a convention', () => {
     await otherHandle.signal('approveReplay', { approvedBy: 'lee', reason: 'reviewed', replayRequestId: request.id });
     await expect
       .poll(async () => (await otherHandle.query(statusQuery)).ignoredSignals.map((i) => i.why), { timeout: 10_000 })
-      .toEqual([`replay request ${request.id} does not cover this hold's quarantined policy run 1`]);
+      .toEqual([
+        expect.stringMatching(new RegExp(`^replay request ${request.id} does not cover webhook \\S+'s policy run 1$`)),
+      ]);
   });
 });
 

@@ -35,7 +35,8 @@ afterAll(async () => {
   await harness?.close();
 });
 
-async function night(holds: number, responses: { status: number }[], quarantineTimeoutMs?: number): Promise<Night> {
+/** Holds released by a sweep on `on`'s task queue (its worker's rules). */
+async function night(holds: number, responses: { status: number }[], on: TestRegion = us): Promise<Night> {
   const n = await seedNight(
     us.pool,
     'us',
@@ -46,9 +47,9 @@ async function night(holds: number, responses: { status: number }[], quarantineT
   const [merchantId] = n.merchantIds as [string];
   harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses });
   await us.client.workflow.execute(sweepExpiredHolds, {
-    taskQueue: us.config.taskQueue,
+    taskQueue: on.config.taskQueue,
     workflowId: `sweep-us-${harness.id}-r${nights}`,
-    args: [{ region: 'us', releaseWaitMs: 60_000, quarantineTimeoutMs }],
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
   });
   return n;
 }
@@ -156,7 +157,7 @@ describe('resend', () => {
   });
 
   it('resends discarded and abandoned webhooks in bulk: a frozen request, a second person, each once, resumable', async () => {
-    const n = await night(2, [{ status: 400 }], 8_000);
+    const n = await night(2, [{ status: 400 }], await harness.abandoningAfter(us, 8_000));
     const [merchantId] = n.merchantIds as [string];
     const [discarded, abandoned] = n.expired.map((h) => h.id) as [string, string];
     await waitUntil(async () => (await statusOf(discarded)) === 'quarantined', 'quarantined');

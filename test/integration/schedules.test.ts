@@ -18,7 +18,6 @@ const sweep: SweepConfig = {
   intervalMs: 3_600_000,
   catchupWindowMs: 600_000,
   pageSize: 100,
-  quarantineTimeoutMs: 86_400_000,
   timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
 };
 
@@ -50,7 +49,7 @@ describe('sweep schedules', () => {
         type: 'startWorkflow',
         workflowType: 'sweepExpiredHolds',
         taskQueue: region.config.taskQueue,
-        args: [{ region: region.config.region, pageSize: 100, quarantineTimeoutMs: 86_400_000 }],
+        args: [{ region: region.config.region, pageSize: 100 }],
       });
     }
   });

@@ -28,7 +28,6 @@ const tinyBound: SweepConfig = {
   intervalMs: 2_000,
   catchupWindowMs: 600_000,
   pageSize: 2,
-  quarantineTimeoutMs: 86_400_000,
   timeoutMs: 5_000,
 };
 

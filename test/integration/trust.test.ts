@@ -26,7 +26,14 @@ import { isoUtc } from '../../src/db/sql.js';
 import { expiredHoldsPage } from '../../src/sql/holds.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdStates, holdWorkflowIdOf, ledgerEntryCount, seedNight, type Night } from '../support/ledger.js';
+import {
+  holdStates,
+  holdWorkflowIdOf,
+  ledgerEntryCount,
+  recordedDecision,
+  seedNight,
+  type Night,
+} from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
 import { withOps, type Ops } from '../support/ops.js';
 import { temporalCli } from '../support/temporal-cli.js';
@@ -406,7 +413,8 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
           expect.stringMatching(/^approveReplay refused: the payload was not encrypted/),
           `decision ${recorded.input.decisionId} is for webhook ${await webhookOf(holdToDiscard)}, not ${await webhookOf(victimHold)}`,
         ]);
-      // And one minted through the codec endpoint in an operator's name, with no decision recorded: refused too.
+      // And one minted through the codec endpoint in an operator's name, naming no decision: refused by the workflow
+      // before anything is asked of the ledger.
       const forged = await viaCodec([
         'signal',
         '--workflow-id',
@@ -419,7 +427,7 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
       expect(forged, forged.stderr).toMatchObject({ code: 0 });
       await expect
         .poll(async () => (await victimHandle.query(statusQuery)).ignoredSignals.at(-1)?.why, { timeout: 10_000 })
-        .toMatch(/^no decision in the ledger names it/);
+        .toMatch(/^discard names no decision in the ledger/);
       expect((await victimHandle.query(statusQuery)).stage).toBe('quarantined');
       const victimRows = await eu.pool.query(
         `SELECT d.status, (SELECT count(*)::int FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id) AS decisions
@@ -447,14 +455,14 @@ describe('case 3: four eyes in production', () => {
   it('an approval without a replay request is refused (Update) or ignored with why (signal); a request is approved only by someone else, whatever the case or width', async () => {
     const { night, rejecting, workflowIds } = await quarantinedNight(us, `${harness.id}t3a`, 1);
     const handle = us.client.workflow.getHandle(workflowIds[0]!);
-    const refused = await handle
-      .executeUpdate(approveReplayUpdate, { args: [{ approvedBy: 'bob', reason: 'fixed' }] })
-      .catch((err: unknown) => err);
+    // A decision recorded in the ledger (the break-glass CLI's way), but no replay request: four eyes refuses it.
+    const recorded = await recordedDecision(us.pool, night.expired[0]!.id, 'approveReplay', 'bob', 'fixed');
+    const refused = await handle.executeUpdate(approveReplayUpdate, { args: [recorded] }).catch((err: unknown) => err);
     expect(refused).toBeInstanceOf(WorkflowUpdateFailedError);
     expect((refused as WorkflowUpdateFailedError).cause?.message).toMatch(
       /^four eyes: an approval needs a replay request approved by a second person/,
     );
-    await handle.signal(approveReplaySignal, { approvedBy: 'bob', reason: 'fixed' });
+    await handle.signal(approveReplaySignal, recorded);
     await expect
       .poll(async () => (await handle.query(statusQuery)).ignoredSignals.map((s) => s.why), { timeout: 10_000 })
       .toEqual([expect.stringMatching(/^four eyes/)]);

@@ -91,8 +91,17 @@ export interface Harness {
       version?: WorkerDeploymentVersion;
       setCurrent?: SetCurrentMode;
       fourEyes?: boolean;
+      quarantineTimeoutMs?: number;
+      outboxBudget?: RegionWorkerOptions['outboxBudget'];
+      fastPathSlots?: number;
     },
   ): Promise<RunningWorker>;
+  /**
+   * The region's ledger on a task queue of its own, served by a worker whose quarantines are abandoned after
+   * `quarantineTimeoutMs` (QUARANTINE_DECISION_TIMEOUT is at least a minute in a real config): a sweep started there
+   * runs its holds there.
+   */
+  abandoningAfter(region: TestRegion, quarantineTimeoutMs: number): Promise<TestRegion>;
   close(): Promise<void>;
 }
 
@@ -120,7 +129,7 @@ export async function openHarness(
   const merchants = new FakeMerchants();
   await merchants.start();
 
-  return {
+  const harness: Harness = {
     id,
     address,
     merchants,
@@ -168,6 +177,9 @@ export async function openHarness(
         version: options.version ?? { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) },
         webhooks,
         fourEyes: options.fourEyes,
+        quarantineTimeoutMs: options.quarantineTimeoutMs,
+        outboxBudget: options.outboxBudget,
+        fastPathSlots: options.fastPathSlots,
         tuning,
       });
       const { run: running } = await runRegionWorker(worker, region.client, options.setCurrent ?? 'always');
@@ -181,6 +193,14 @@ export async function openHarness(
       workers.push(handle);
       return handle;
     },
+    async abandoningAfter(region, quarantineTimeoutMs) {
+      const own = {
+        ...region,
+        config: { ...region.config, taskQueue: `${region.config.taskQueue}-q${quarantineTimeoutMs}` },
+      };
+      await harness.startWorker(own, undefined, undefined, { quarantineTimeoutMs });
+      return own;
+    },
     async close() {
       await merchants.stop();
       await Promise.all(workers.map((w) => w.stop()));
@@ -190,4 +210,5 @@ export async function openHarness(
       await connection.close();
     },
   };
+  return harness;
 }

@@ -18,17 +18,17 @@ import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { resolveTestServerPath } from '../../dev/temporal-cli.js';
 import type { Activities } from '../../src/activities/index.js';
-import type {
-  AttemptFailedDetails,
-  DeliverWebhookInput,
-  DeliverWebhookResult,
-  QuarantineDecision,
-  QuarantineDecisionAnswer,
-  QuarantineRecorded,
-  ReplayApprovalCheck,
-  ReplayApprovalClaim,
+import {
+  DEFAULT_QUARANTINE_TIMEOUT_MS,
+  DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
+  type AttemptFailedDetails,
+  type DeliverWebhookInput,
+  type DeliverWebhookResult,
+  type QuarantineDecision,
+  type QuarantineDecisionAnswer,
+  type QuarantineRecorded,
 } from '../../src/contracts/delivery.js';
-import type { ReleaseExpiredHoldInput, ReleaseOutcome } from '../../src/contracts/domain.js';
+import type { ReleaseOutcome } from '../../src/contracts/domain.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../../src/contracts/failures.js';
 import { DeliveryStatusKey, SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
@@ -37,7 +37,7 @@ import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js'
 /** The activities a delivery workflow calls, stubbed; each is called with what the workflow passed. */
 export type DeliveryStubs = Pick<
   Activities,
-  'releaseHold' | 'deliverWebhook' | 'quarantineDelivery' | 'decideQuarantine' | 'verifyReplayApproval'
+  'releaseHold' | 'deliverWebhook' | 'quarantineDelivery' | 'decideQuarantine'
 >;
 
 let runtimeInstalled = false;
@@ -72,7 +72,6 @@ const STUBBED: readonly (keyof DeliveryStubs)[] = [
   'deliverWebhook',
   'quarantineDelivery',
   'decideQuarantine',
-  'verifyReplayApproval',
 ];
 
 /** Attempts at starting the time-skipping test server: the SDK gives it 5 s, which a loaded 2-core machine can miss. */
@@ -298,15 +297,14 @@ export interface StubScript {
   release?: ReleaseOutcome;
   /** One step per call, in order; the last repeats. */
   deliver: DeliverStep[];
-  /** `quarantineDelivery`'s answer (four eyes); false unless said. */
+  /** `quarantineDelivery`'s answer: four eyes (false unless said) and how long to wait for a human (14 days). */
   fourEyes?: boolean;
+  decideWithinMs?: number;
   /**
    * `decideQuarantine`: records the decision (as sent, unless this answers otherwise: a refusal); may block (a promise
    * the test resolves).
    */
   decide?: (decision: QuarantineDecision) => Promise<QuarantineDecisionAnswer | void> | QuarantineDecisionAnswer | void;
-  /** `verifyReplayApproval`'s answer; approved unless said. */
-  verify?: (claim: ReplayApprovalClaim) => ReplayApprovalCheck;
 }
 
 export interface StubCalls {
@@ -314,7 +312,6 @@ export interface StubCalls {
   deliver: DeliverCall[];
   quarantine: { webhookId: string; reason: QuarantineReason; detail: string }[];
   decide: QuarantineDecision[];
-  verify: ReplayApprovalClaim[];
 }
 
 export const HOUR = 3_600_000;
@@ -340,7 +337,7 @@ export function released(overrides: Partial<Released> = {}): Released {
 
 /** Plain functions for `Worker.create({ activities })`, following `script`, and what they were called with. */
 export function stubActivities(w: WorkflowEnv, script: StubScript): { activities: DeliveryStubs; calls: StubCalls } {
-  const calls: StubCalls = { release: [], deliver: [], quarantine: [], decide: [], verify: [] };
+  const calls: StubCalls = { release: [], deliver: [], quarantine: [], decide: [] };
   const release = script.release ?? released();
   const activities: DeliveryStubs = {
     async releaseHold(input) {
@@ -364,15 +361,21 @@ export function stubActivities(w: WorkflowEnv, script: StubScript): { activities
     },
     async quarantineDelivery(input): Promise<QuarantineRecorded> {
       calls.quarantine.push(input);
-      return { fourEyes: script.fourEyes ?? false };
+      return {
+        fourEyes: script.fourEyes ?? false,
+        decideWithinMs: script.decideWithinMs ?? DEFAULT_QUARANTINE_TIMEOUT_MS,
+      };
     },
     async decideQuarantine(decision) {
       calls.decide.push(decision);
-      return (await script.decide?.(decision)) ?? { recorded: true, by: decision.by, reason: decision.reason };
-    },
-    async verifyReplayApproval(claim) {
-      calls.verify.push(claim);
-      return script.verify?.(claim) ?? { ok: true };
+      return (
+        (await script.decide?.(decision)) ?? {
+          recorded: true,
+          decision: decision.decision,
+          by: decision.by,
+          reason: decision.reason,
+        }
+      );
     },
   };
   return { activities, calls };
@@ -395,25 +398,28 @@ export const held =
   (merchantStatus: 'paused' | 'disabled' = 'paused'): DeliverStep =>
   () => ({ status: 'held', merchantStatus });
 
-/** The merchant's budget has no slot for `inMs`. */
+/** The merchant's budget has no slot for `inMs` (`after`: an earlier webhook of the hold goes first instead). */
 export const throttled =
   (inMs: number, after?: string): DeliverStep =>
-  async (call) => ({
-    status: 'throttled',
-    lane: 'first',
-    retryAt: (await call.serverNow()) + inMs,
-    ...(after ? { after } : {}),
-  });
+  () =>
+    after
+      ? { status: 'wait', why: 'earlier', lane: 'first', waitMs: inMs, after }
+      : { status: 'wait', why: 'budget', lane: 'first', waitMs: inMs };
+
+/** Every request the merchant may have open is open: ask again in `inMs` (the workflow backs off on its own). */
+export const busy =
+  (inMs: number): DeliverStep =>
+  () => ({ status: 'wait', why: 'in_flight', lane: 'first', waitMs: inMs });
 
 /**
- * A slot reserved `inMs` from now; the sendAt is remembered in `slots` so a test can expect it back as reservedSlotMs.
+ * A slot reserved `inMs` from now; its token is remembered in `slots` so a test can expect it back as reservedSlotMs.
  */
 export const scheduled =
   (inMs: number, slots: number[]): DeliverStep =>
   async (call) => {
-    const sendAt = (await call.serverNow()) + inMs;
-    slots.push(sendAt);
-    return { status: 'scheduled', lane: 'first', sendAt };
+    const reservedSlotMs = (await call.serverNow()) + inMs;
+    slots.push(reservedSlotMs);
+    return { status: 'wait', why: 'budget', lane: 'first', waitMs: inMs, reservedSlotMs };
   };
 
 export interface AttemptFailure {
@@ -426,10 +432,12 @@ export interface AttemptFailure {
 }
 
 /** The retryable failure of one attempt, as the delivery activity throws it. */
-export function attemptFailed(
-  { attemptNumber, inMs, reason = `backoff attempt ${attemptNumber}`, outcome = 'HTTP 503' }: AttemptFailure,
-  now: number,
-) {
+export function attemptFailed({
+  attemptNumber,
+  inMs,
+  reason = `backoff attempt ${attemptNumber}`,
+  outcome = 'HTTP 503',
+}: AttemptFailure) {
   return ApplicationFailure.create({
     type: RETRYABLE_DELIVERY_FAILURE,
     message: `${outcome} from merchant m-1 on attempt ${attemptNumber}; next in ${(inMs / 1000).toFixed(1)} s (${reason})`,
@@ -439,9 +447,7 @@ export function attemptFailed(
         merchantId: 'm-1',
         attemptNumber,
         statusCode: 503,
-        retryReason: reason,
         outcome,
-        nextAttemptAt: new Date(now + inMs).toISOString(),
         reason,
         delayMs: inMs,
       } satisfies AttemptFailedDetails,
@@ -451,8 +457,8 @@ export function attemptFailed(
 
 export const failsRetryably =
   (failure: AttemptFailure): DeliverStep =>
-  async (call) => {
-    throw attemptFailed(failure, await call.serverNow());
+  () => {
+    throw attemptFailed(failure);
   };
 
 /** A named, non-retryable failure (a key of DELIVERY_FAILURE_TYPES). */
@@ -481,12 +487,14 @@ export function gate(): { promise: Promise<void>; open: () => void } {
   return { promise, open };
 }
 
-/** Starts `releaseExpiredHold` for the release the stubs answer, as the sweep starts it (DeliveryStatus `pending`). */
+/**
+ * Starts `releaseExpiredHold` for the release the stubs answer, as the sweep starts it (DeliveryStatus `pending`, the
+ * delivery workflows' task timeout).
+ */
 export async function startHold(
   w: WorkflowEnv,
   taskQueue: string,
   release: ReleaseOutcome,
-  options: Pick<ReleaseExpiredHoldInput, 'quarantineTimeoutMs'> = {},
 ): Promise<WorkflowHandle<typeof releaseExpiredHold>> {
   const holdId = release.holdId;
   const merchantId = 'merchantId' in release ? release.merchantId : 'm-1';
@@ -494,6 +502,7 @@ export async function startHold(
     taskQueue,
     workflowId: `hold-${holdId}-${randomUUID().slice(0, 4)}`,
     typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
-    args: [{ region: 'us', holdId, expiresAt: new Date().toISOString(), merchantId, ...options }],
+    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
+    args: [{ region: 'us', holdId, expiresAt: new Date().toISOString(), merchantId }],
   });
 }

@@ -54,9 +54,9 @@ describe('config', () => {
       catchupWindowMs: 3_600_000,
       pageSize: 500,
       batchSize: 50,
-      quarantineTimeoutMs: 14 * 86_400_000,
       timeoutMs: 2 * 3_600_000,
     });
+    expect(config.decisions).toEqual({ fourEyes: false, quarantineTimeoutMs: 14 * 86_400_000 });
     expect(Object.isFrozen(config) && Object.isFrozen(config.regions[0])).toBe(true);
   });
 

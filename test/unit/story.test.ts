@@ -1,6 +1,7 @@
 /** The Web UI's text for a hold and a sweep (src/contracts/story.ts): the status query's facts, as Markdown. */
 import { describe, expect, it } from 'vitest';
 import type { HoldStage, HoldStatus } from '../../src/contracts/messages.js';
+import { labelPattern } from '../support/coverage.js';
 import {
   holdCurrentDetails,
   holdEventsCurrentDetails,
@@ -94,11 +95,16 @@ describe('holdCurrentDetails', () => {
 });
 
 describe('labels and sweep progress', () => {
-  it('names Retry-After apart from a backoff', () => {
+  it('names Retry-After apart from a backoff, in one form the timeline and the coverage gate both read', () => {
     expect(holdLabels.retryWait('Retry-After 120 s', 'HTTP 429', 2)).toBe(
-      'Retry-After 120 s (after HTTP 429, attempt 2)',
+      'retry after HTTP 429 (attempt 2): Retry-After 120 s',
     );
-    expect(holdLabels.retryWait('backoff 12.3 s', 'HTTP 503', 3)).toBe('backoff after HTTP 503 (attempt 3)');
+    expect(holdLabels.retryWait('backoff 12.3 s', 'HTTP 503', 3)).toBe(
+      'retry after HTTP 503 (attempt 3): backoff 12.3 s',
+    );
+    expect(labelPattern('holdLabels.retryWait').test(holdLabels.retryWait('Retry-After 1 s', 'HTTP 429', 1))).toBe(
+      true,
+    );
   });
 
   it('gives the page, the totals and the queries that find what the sweep started', () => {

@@ -8,13 +8,9 @@ import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
+import type { ReleaseExpiredHoldInput } from '../../src/contracts/domain.js';
 import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
-import {
-  deliveryAttemptFailedSignal,
-  merchantResumedSignal,
-  statusQuery,
-  type HoldStatus,
-} from '../../src/contracts/messages.js';
+import { merchantResumedSignal, statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
 import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
 import { deliverHoldEvent } from '../../src/workflows/hold-events.js';
 import {
@@ -60,6 +56,15 @@ const failsRetryablyWithoutDetails: DeliverStep = () => {
 async function timersOf(handle: WorkflowHandle): Promise<number> {
   const history = await handle.fetchHistory();
   return (history.events ?? []).filter((e) => e.timerStartedEventAttributes).length;
+}
+
+/** How long each timer the current run started was set for, in ms. */
+async function timerDurationsOf(handle: WorkflowHandle): Promise<number[]> {
+  const history = await handle.fetchHistory();
+  return (history.events ?? []).flatMap((e) => {
+    const timeout = e.timerStartedEventAttributes?.startToFireTimeout;
+    return timeout ? [Number(timeout.seconds ?? 0) * 1000 + Math.round((timeout.nanos ?? 0) / 1e6)] : [];
+  });
 }
 
 /** The shape of one deliverWebhook call, for toEqual/toMatchObject. */
@@ -131,12 +136,12 @@ describe('the fast path', () => {
     },
   );
 
-  it('fails retryably with the next attempt now (the merchant too slow for the fast path): the regular activity at once, no timer', async () => {
+  it('fails retryably with the next attempt due at once: the regular activity at once, no timer', async () => {
     const release = released();
     const { activities, calls } = stubActivities(w, {
       release,
       deliver: [
-        failsRetryably({ attemptNumber: 1, inMs: 0, outcome: 'AttemptTimeout', reason: 'too slow for the fast path' }),
+        failsRetryably({ attemptNumber: 1, inMs: 0, outcome: 'HTTP 503', reason: 'backoff attempt 1' }),
         delivered(2),
       ],
     });
@@ -172,33 +177,6 @@ describe('the fast path', () => {
     expect(calls.deliver).toMatchObject([call(true, 1), call(false, 1)]);
     expect(calls.quarantine).toEqual([]);
   });
-
-  it("answers failed_attempt (an earlier build's fast path): waits out the delay on a timer, then the regular activity", async () => {
-    const release = released({ retryHorizonMs: 24 * HOUR });
-    const earlierBuild: DeliverStep = async (c) => ({
-      status: 'failed_attempt',
-      failed: {
-        attemptNumber: 1,
-        outcome: 'HTTP 502',
-        nextAttemptAt: new Date((await c.serverNow()) + 30 * 60_000).toISOString(),
-        reason: 'backoff attempt 1',
-      },
-    });
-    const { activities, calls } = stubActivities(w, { release, deliver: [earlierBuild, delivered(2)] });
-    await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release);
-      const waiting = await reachesStage(handle, 'backing_off');
-      expect(waiting).toMatchObject({
-        stage: 'backing_off',
-        attempt: 1,
-        reason: 'backoff attempt 1',
-        lastAttempt: { attemptNumber: 1, outcome: 'HTTP 502' },
-      });
-      expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 2 } });
-      expect(await timersOf(handle)).toBe(1);
-    });
-    expect(calls.deliver).toMatchObject([call(true, 1), call(false, 1)]);
-  });
 });
 
 describe('the regular activity', () => {
@@ -207,6 +185,7 @@ describe('the regular activity', () => {
     const delays = [10 * 60_000, 20 * 60_000, 40 * 60_000];
     const { activities, calls } = stubActivities(w, {
       release,
+      decideWithinMs: QUARANTINE_TIMEOUT_MS,
       deliver: [
         failsRetryably({ attemptNumber: 1, inMs: 0 }),
         failsRetryably({ attemptNumber: 2, inMs: delays[0]! }),
@@ -239,50 +218,6 @@ describe('the regular activity', () => {
   });
 });
 
-describe('deliveryAttemptFailed (sent by the delivery activity of earlier builds)', () => {
-  it('moves a delivering stage to its wait while Temporal retries; a malformed one is dropped', async () => {
-    const release = released();
-    const inFlight = gate();
-    const blocked: DeliverStep = async () => {
-      await inFlight.promise;
-      return { status: 'delivered', attempts: 2, statusCode: 200 };
-    };
-    const { activities, calls } = stubActivities(w, { release, deliver: [crashes(), blocked] });
-    await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release);
-      await eventually(
-        async () => calls.deliver.length,
-        (n) => n === 2,
-        'the regular call in flight',
-      );
-      await handle.signal(deliveryAttemptFailedSignal, { attemptNumber: 'x' } as never);
-      const nextAttemptAt = new Date((await w.env.currentTimeMs()) + 60_000).toISOString();
-      await handle.signal(deliveryAttemptFailedSignal, {
-        attemptNumber: 1,
-        outcome: 'HTTP 429',
-        nextAttemptAt,
-        reason: 'Retry-After 60 s',
-      });
-      const waiting = await eventually(
-        () => status(handle),
-        (s) => s.stage !== 'delivering',
-        'the attempt reported',
-      );
-      expect(waiting).toMatchObject({
-        stage: 'honouring_retry_after',
-        policyRun: 1,
-        attempt: 1,
-        until: nextAttemptAt,
-        reason: 'Retry-After 60 s',
-        lastAttempt: { attemptNumber: 1, outcome: 'HTTP 429' },
-        ignoredSignals: [],
-      });
-      inFlight.open();
-      expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 2 } });
-    });
-  });
-});
-
 /** Ends a quarantined delivery's wait: nobody decides (time skipped past the quarantine timeout). */
 const QUARANTINE_TIMEOUT_MS = 2 * HOUR;
 
@@ -298,9 +233,9 @@ describe('quarantine by the policy', () => {
     const release = released();
     const failing = failsWith(type, 2, `${type}: merchant m-1 (stub)`);
     const deliver: DeliverStep[] = path === 'fast path' ? [failing] : [crashes(), failing];
-    const { activities, calls } = stubActivities(w, { release, deliver });
+    const { activities, calls } = stubActivities(w, { release, deliver, decideWithinMs: QUARANTINE_TIMEOUT_MS });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       const quarantined = await reachesStage(handle, 'quarantined');
       expect(quarantined).toMatchObject({
         stage: 'quarantined',
@@ -328,13 +263,14 @@ describe('quarantine by the policy', () => {
     const release = released({ retryHorizonMs: HOUR });
     const { activities, calls } = stubActivities(w, {
       release,
+      decideWithinMs: QUARANTINE_TIMEOUT_MS,
       deliver: [
         failsRetryably({ attemptNumber: 1, inMs: 0 }),
         ...[2, 3, 4, 5, 6, 7, 8, 9].map((n) => failsRetryably({ attemptNumber: n, inMs: 15 * 60_000 })),
       ],
     });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'abandoned', policyRuns: 1 } });
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'abandoned']);
     });
@@ -349,10 +285,11 @@ describe('quarantine by the policy', () => {
     const release = released({ retryHorizonMs: HOUR });
     const { activities, calls } = stubActivities(w, {
       release,
+      decideWithinMs: QUARANTINE_TIMEOUT_MS,
       deliver: [crashes('bug: undefined is not a function')],
     });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'abandoned', policyRuns: 1 } });
     });
     // The policy's intervals (5 s, doubling) within one hour: about ten attempts.
@@ -365,9 +302,13 @@ describe('quarantine by the policy', () => {
 
   it('the retry horizon spent while waiting for the merchant (throttled past it): quarantined as exhausted, no call after', async () => {
     const release = released({ retryHorizonMs: HOUR });
-    const { activities, calls } = stubActivities(w, { release, deliver: [throttled(2 * HOUR), delivered(1)] });
+    const { activities, calls } = stubActivities(w, {
+      release,
+      decideWithinMs: QUARANTINE_TIMEOUT_MS,
+      deliver: [throttled(2 * HOUR), delivered(1)],
+    });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'abandoned', policyRuns: 1 } });
     });
     expect(calls.deliver).toHaveLength(1);
@@ -407,7 +348,7 @@ describe('a held merchant', () => {
         'called again after merchantResumed',
       );
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 1, policyRuns: 1 } });
-      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['held', 'pending', 'delivered']);
+      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['held', 'delivered']);
       // The signal ended the wait, not its re-check timer (5 s): the timer was cancelled, never fired.
       const events = (await handle.fetchHistory()).events ?? [];
       expect(events.filter((e) => e.timerCanceledEventAttributes)).toHaveLength(1);
@@ -431,8 +372,8 @@ describe('a held merchant', () => {
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 1, policyRuns: 1 } });
-      // held once, pending once when it is sent: no flapping on every re-check.
-      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['held', 'pending', 'delivered']);
+      // held once, then delivered: no flapping on every re-check.
+      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['held', 'delivered']);
     });
     // Re-checks 5 s, 10 s, ... up to every 5 minutes: a few dozen in three hours.
     expect(calls.deliver.length).toBeGreaterThan(20);
@@ -464,23 +405,19 @@ describe('a held merchant', () => {
         expect(run.length).toBeGreaterThanOrEqual(RUN_HISTORY_BUDGET);
         expect(run.length).toBeLessThan(RUN_HISTORY_BUDGET + 50);
       }
-      // held once, pending once when it is sent: no flapping on re-checks or at a new run.
-      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['held', 'pending', 'delivered']);
+      // held once, then delivered: no flapping on re-checks or at a new run.
+      expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['held', 'delivered']);
       // Every run after the first was started with the merchant's pause carried (no release again, no fresh horizon).
       for (const run of runs.slice(1)) {
         const input = run[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-        const args = JSON.parse(Buffer.from(input!.data!).toString()) as {
-          resume?: {
-            heldMerchantStatus?: string;
-            deliveryStatus?: string;
-            policyRun?: number;
-            remainingHorizonMs?: number;
-          };
-        };
-        expect(args.resume).toMatchObject({ heldMerchantStatus: 'paused', deliveryStatus: 'held', policyRun: 1 });
+        const args = JSON.parse(Buffer.from(input!.data!).toString()) as ReleaseExpiredHoldInput;
+        expect(args.resume?.delivery).toMatchObject({
+          deliveryStatus: 'held',
+          facts: { policyRun: 1, held: { by: 'paused' } },
+        });
         // Days paused, and still (nearly) the whole 1-hour horizon left: the pause was added back.
-        expect(args.resume?.remainingHorizonMs).toBeGreaterThan(HOUR - 60_000);
-        expect(args.resume?.remainingHorizonMs).toBeLessThanOrEqual(HOUR);
+        expect(args.resume?.delivery.facts.leftMs).toBeGreaterThan(HOUR - 60_000);
+        expect(args.resume?.delivery.facts.leftMs).toBeLessThanOrEqual(HOUR);
       }
     });
     expect(calls.release).toHaveLength(1);
@@ -527,13 +464,9 @@ describe("the merchant's budget", () => {
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
       const waiting = await reachesStage(handle, 'waiting_for_budget');
-      expect(waiting).toMatchObject({
-        stage: 'waiting_for_budget',
-        policyRun: 1,
-        lane: 'first',
-        reserved: true,
-        until: new Date(slots[0]!).toISOString(),
-      });
+      // The wait is the worker's duration, from the workflow's clock (never a timestamp of the database's).
+      expect(waiting).toMatchObject({ stage: 'waiting_for_budget', policyRun: 1, lane: 'first', reserved: true });
+      expect(await timerDurationsOf(handle)).toEqual([10 * 60_000]);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 1 } });
     });
     expect(slots).toHaveLength(1);

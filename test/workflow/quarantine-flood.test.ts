@@ -37,10 +37,11 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
   const release = released();
   const { activities, calls } = stubActivities(w, {
     release,
+    decideWithinMs: QUARANTINE_TIMEOUT_MS,
     deliver: [failsWith('WebhookRejected', 1, 'HTTP 400'), delivered(1)],
   });
   await runWorker(w, activities, async (taskQueue) => {
-    const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+    const handle = await startHold(w, taskQueue, release);
     const quarantined = (await reachesStage(handle, 'quarantined')) as Extract<HoldStatus, { stage: 'quarantined' }>;
     const { runId: firstRunId } = await handle.describe();
 
@@ -114,7 +115,9 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
     expect(Number(wait?.startToFireTimeout?.seconds) * 1000).toBeLessThan(QUARANTINE_TIMEOUT_MS);
 
     expect(
-      await handle.executeUpdate(discardUpdate, { args: [{ by: 'bob', reason: 'flooded', policyRun: 1 }] }),
+      await handle.executeUpdate(discardUpdate, {
+        args: [{ by: 'bob', reason: 'flooded', policyRun: 1, decisionId: `dc_${'f'.repeat(32)}` }],
+      }),
     ).toEqual({
       decision: 'discard',
       policyRun: 1,
@@ -128,6 +131,13 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
   expect(calls.release).toHaveLength(1);
   expect(calls.deliver).toHaveLength(1);
   expect(calls.decide).toEqual([
-    { webhookId: release.webhookId, policyRun: 1, decision: 'discard', by: 'bob', reason: 'flooded' },
+    {
+      webhookId: release.webhookId,
+      policyRun: 1,
+      decision: 'discard',
+      by: 'bob',
+      reason: 'flooded',
+      decisionId: `dc_${'f'.repeat(32)}`,
+    },
   ]);
 });

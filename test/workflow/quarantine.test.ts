@@ -6,6 +6,7 @@
  */
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
+import type { QuarantineDecisionAnswer } from '../../src/contracts/delivery.js';
 import {
   approveReplaySignal,
   approveReplayUpdate,
@@ -79,6 +80,7 @@ function rejectedFirst(after: DeliverStep[] = [delivered(1)], extra: Omit<StubSc
     ...stubActivities(w, {
       release,
       deliver: [failsWith('WebhookRejected', 1, 'HTTP 400 from merchant m-1 (not retryable)'), ...after],
+      decideWithinMs: QUARANTINE_TIMEOUT_MS,
       ...extra,
     }),
   };
@@ -97,7 +99,7 @@ async function quarantinedThenNoWorker(
     w,
     activities,
     async (tq) => {
-      const started = await startHold(w, tq, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const started = await startHold(w, tq, release);
       await untilQuarantined(started);
       return started;
     },
@@ -106,14 +108,20 @@ async function quarantinedThenNoWorker(
   return { handle, taskQueue };
 }
 
-const approval = { approvedBy: 'alice@example.com', reason: 'endpoint fixed', ticket: 'OPS-1' };
-const discarding = { by: 'bob@example.com', reason: 'merchant closed' };
+/** Decisions as `npm run ops` sends them, naming what it recorded in the ledger (the stubbed ledger takes each). */
+const approval = {
+  approvedBy: 'alice@example.com',
+  reason: 'endpoint fixed',
+  ticket: 'OPS-1',
+  decisionId: `dc_${'a'.repeat(32)}`,
+};
+const discarding = { by: 'bob@example.com', reason: 'merchant closed', decisionId: `dc_${'b'.repeat(32)}` };
 
 describe('approveReplay', () => {
   it('as a signal: recorded, then a new policy run (the fast path again) delivers', async () => {
     const { release, activities, calls } = rejectedFirst();
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       expect(await deliveryStatusOf(handle)).toBe('quarantined');
       await handle.signal(approveReplaySignal, approval);
@@ -132,19 +140,19 @@ describe('approveReplay', () => {
         by: approval.approvedBy,
         reason: approval.reason,
         ticket: 'OPS-1',
+        decisionId: approval.decisionId,
       },
     ]);
     expect(calls.deliver.map((c) => [c.isLocal, c.input.policyRun])).toEqual([
       [true, 1],
       [true, 2],
     ]);
-    expect(calls.verify).toEqual([]);
   });
 
   it("as an Update: answered once recorded, with the replay's stage; the new run delivers", async () => {
     const { release, activities, calls } = rejectedFirst();
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       const answer: DecisionAnswer = await handle.executeUpdate(approveReplayUpdate, {
         args: [{ ...approval, policyRun: 1 }],
@@ -166,7 +174,7 @@ describe('approveReplay', () => {
       delivered(3),
     ]);
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       await handle.executeUpdate(approveReplayUpdate, { args: [approval] });
       expect(await untilQuarantined(handle, 2)).toMatchObject({
@@ -202,7 +210,7 @@ describe('discard', () => {
   it('as a signal: discarded, nothing sent again', async () => {
     const { release, activities, calls } = rejectedFirst();
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       await handle.signal(discardSignal, discarding);
       expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
@@ -210,16 +218,14 @@ describe('discard', () => {
       expect(await deliveryStatusOf(handle)).toBe('discarded');
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['quarantined', 'discarded']);
     });
-    expect(calls.decide).toEqual([
-      { webhookId: release.webhookId, policyRun: 1, decision: 'discard', by: discarding.by, reason: discarding.reason },
-    ]);
+    expect(calls.decide).toEqual([{ webhookId: release.webhookId, policyRun: 1, decision: 'discard', ...discarding }]);
     expect(calls.deliver).toHaveLength(1);
   });
 
   it('as an Update: answered with the discarded stage before the workflow closes', async () => {
     const { release, activities, calls } = rejectedFirst();
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       expect(await handle.executeUpdate(discardUpdate, { args: [discarding] })).toEqual({
         decision: 'discard',
@@ -234,31 +240,30 @@ describe('discard', () => {
 });
 
 describe('a decision the ledger does not hold', () => {
-  it('is refused with why (an Update answers DecisionRefused, a signal is kept as ignored) and the wait goes on: the decision the ledger holds then applies, as the ledger says', async () => {
+  it('is refused with why (an Update answers DecisionRefused; a signal, which nobody waits on, is kept as ignored) and the wait goes on: the decision the ledger holds then applies, as the ledger says', async () => {
     const refused = new Set(['lifted', 'minted']);
     const { release, activities, calls } = rejectedFirst([delivered(1)], {
-      decide: (d) =>
+      decide: (d): QuarantineDecisionAnswer =>
         refused.has(d.reason)
-          ? { recorded: false, why: `decision ${d.decisionId ?? '(none)'} is for another webhook` }
-          : { recorded: true, by: 'carol (verified)', reason: 'merchant confirmed' },
+          ? { recorded: false, why: `decision ${d.decisionId} is for another webhook` }
+          : { recorded: true, decision: d.decision, by: 'carol (verified)', reason: 'merchant confirmed' },
     });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       expect(await refusal(handle.executeUpdate(discardUpdate, { args: [{ ...discarding, reason: 'lifted' }] }))).toBe(
-        'decision (none) is for another webhook',
+        `decision ${discarding.decisionId} is for another webhook`,
       );
       await handle.signal(discardSignal, { ...discarding, reason: 'minted' });
       await eventually(
         () => status(handle),
-        (s) => s.ignoredSignals.length === 2,
-        'both refusals kept',
+        (s) => s.ignoredSignals.length === 1,
+        "the signal's refusal kept",
       );
       const waiting = await status(handle);
       expect(waiting).toMatchObject({ stage: 'quarantined', policyRun: 1 });
       expect(waiting.ignoredSignals.map((i) => [i.signal, i.reason, i.why])).toEqual([
-        ['discard', 'lifted', 'decision (none) is for another webhook'],
-        ['discard', 'minted', 'decision (none) is for another webhook'],
+        ['discard', 'minted', `decision ${discarding.decisionId} is for another webhook`],
       ]);
       expect(await deliveryStatusOf(handle)).toBe('quarantined');
       // The decision the ledger holds applies, and the workflow tells it as the ledger recorded it.
@@ -275,8 +280,8 @@ describe('a decision the ledger does not hold', () => {
       });
     });
     expect(calls.decide.map((d) => [d.reason, d.decisionId])).toEqual([
-      ['lifted', undefined],
-      ['minted', undefined],
+      ['lifted', discarding.decisionId],
+      ['minted', discarding.decisionId],
       ['held', `dc_${'a'.repeat(32)}`],
     ]);
   });
@@ -335,7 +340,7 @@ describe('nobody decides', () => {
   it('abandoned once the quarantine timeout has passed (time skipped), DeliveryStatus abandoned', async () => {
     const { release, activities, calls } = rejectedFirst();
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       const quarantined = await untilQuarantined(handle);
       const start = await w.env.currentTimeMs();
       expect(await handle.result()).toEqual({ release, delivery: { status: 'abandoned', policyRuns: 1 } });
@@ -364,10 +369,11 @@ describe('decisions that do not apply', () => {
     const release = released();
     const { activities, calls } = stubActivities(w, {
       release,
+      decideWithinMs: QUARANTINE_TIMEOUT_MS,
       deliver: [held('paused'), failsWith('WebhookRejected', 1, 'HTTP 400')],
     });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       // Held (time not skipped): not waiting for a decision.
       await reachesStage(handle, 'held');
       expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toBe(
@@ -430,10 +436,10 @@ describe('decisions that do not apply', () => {
 describe('four eyes (quarantineDelivery answers fourEyes: true)', () => {
   const FOUR_EYES = /^four eyes: an approval needs a replay request approved by a second person/;
 
-  it('an approval without a replay request is refused (Update) or ignored (signal); one with a request is checked and applies', async () => {
+  it('an approval without a replay request is refused (Update) or ignored (signal); one naming a request is recorded as the ledger says', async () => {
     const { release, activities, calls } = rejectedFirst([delivered(1)], { fourEyes: true });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       expect(await refusal(handle.executeUpdate(approveReplayUpdate, { args: [approval] }))).toMatch(FOUR_EYES);
       await handle.signal(approveReplaySignal, approval);
@@ -448,41 +454,43 @@ describe('four eyes (quarantineDelivery answers fourEyes: true)', () => {
         stage: 'quarantined',
         why: expect.stringMatching(FOUR_EYES),
       });
-      expect(calls.verify).toEqual([]);
+      expect(calls.decide).toEqual([]);
 
       const answer = await handle.executeUpdate(approveReplayUpdate, {
-        args: [{ ...approval, replayRequestId: 'rr-1' }],
+        args: [{ approvedBy: approval.approvedBy, reason: approval.reason, replayRequestId: 'rr-1' }],
       });
       expect(answer).toEqual({ decision: 'replay', policyRun: 1, stage: 'delivering' });
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
       expect(await acceptedUpdates(handle)).toEqual(['approveReplay']);
     });
-    expect(calls.verify).toEqual([
-      { holdId: release.holdId, policyRun: 1, replayRequestId: 'rr-1', approvedBy: approval.approvedBy },
+    expect(calls.decide).toMatchObject([
+      { policyRun: 1, decision: 'replay', by: approval.approvedBy, replayRequestId: 'rr-1' },
     ]);
-    expect(calls.decide).toMatchObject([{ policyRun: 1, decision: 'replay', by: approval.approvedBy }]);
   });
 
   it('a replay request the ledger does not confirm: the Update fails with why, the quarantine keeps waiting', async () => {
     const { release, activities, calls } = rejectedFirst([delivered(1)], {
       fourEyes: true,
-      verify: (claim) => ({
-        ok: false,
-        why: `replay request ${claim.replayRequestId} was approved by its own requester`,
-      }),
+      decide: (d) =>
+        d.replayRequestId
+          ? { recorded: false, why: `replay request ${d.replayRequestId} was approved by its own requester` }
+          : undefined,
     });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       expect(
-        await refusal(handle.executeUpdate(approveReplayUpdate, { args: [{ ...approval, replayRequestId: 'rr-2' }] })),
+        await refusal(
+          handle.executeUpdate(approveReplayUpdate, {
+            args: [{ approvedBy: approval.approvedBy, reason: approval.reason, replayRequestId: 'rr-2' }],
+          }),
+        ),
       ).toBe('replay request rr-2 was approved by its own requester');
       expect((await status(handle)).stage).toBe('quarantined');
       await handle.signal(discardSignal, discarding);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded', policyRuns: 1 } });
     });
-    expect(calls.verify).toHaveLength(1);
-    expect(calls.decide).toMatchObject([{ decision: 'discard' }]);
+    expect(calls.decide).toMatchObject([{ decision: 'replay' }, { decision: 'discard' }]);
   });
 });
 
@@ -537,7 +545,7 @@ describe('the abandon race', () => {
       decide: (d) => (d.decision === 'abandon' ? abandonRecorded.promise : undefined),
     });
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release, { quarantineTimeoutMs: QUARANTINE_TIMEOUT_MS });
+      const handle = await startHold(w, taskQueue, release);
       await untilQuarantined(handle);
       // Skip exactly past the timeout: the abandon is settled, and decideQuarantine('abandon') holds in the stub.
       await w.env.sleep(QUARANTINE_TIMEOUT_MS + 1_000);

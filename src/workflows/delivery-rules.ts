@@ -1,0 +1,369 @@
+/**
+ * The delivery rulebook: what a webhook's delivery does next, as a pure function of what it knows, what just happened
+ * and the time. The workflow (./webhook-delivery.ts) is a short loop that carries each answer out (an attempt, a wait,
+ * a quarantine, the wait for a human, a decision recorded, continue-as-new, the end) and feeds back what came of it;
+ * nothing here touches Temporal or the ledger, so every state and every event is a row of a table test
+ * (test/unit/delivery-rules.test.ts).
+ *
+ *   doing                  what happened                       next
+ *   (a run starts)         start                               attempt (the fast path), or the open quarantine's wait
+ *   attempt                delivered                           end: delivered
+ *                          already terminal                    end: delivered, or handled by another workflow
+ *                          held (merchant paused, sends)       wait and re-check: 5 s doubling to 5 min, every 30 min
+ *                                                              after an hour; `merchantResumed` ends the wait at once
+ *                          wait (budget, an earlier webhook)   wait as long as the worker said
+ *                          wait (every request in flight)      wait the worker's time, doubled per such answer in a
+ *                                                              row, at most a minute
+ *                          handed over (fast path full)        attempt again, at once, as the regular activity
+ *                          failed, retryable (fast path)       wait its delay, then the regular activity
+ *                          failed, named; horizon spent        quarantine
+ *   wait                   woke                                continue as new if the run's history is long;
+ *                                                              quarantine if the horizon is spent; else attempt
+ *   quarantine             recorded                            wait for a human, until it is abandoned
+ *   wait for a human       a decision                          record it
+ *                          nobody in time                      record the abandon
+ *                          the run's history is long           continue as new (the next run waits on)
+ *   record                 recorded: replay                    a new policy run, on the fast path
+ *                          recorded: discard, abandon          end
+ *                          refused by the ledger               wait for a human again
+ *
+ * Time is the workflow's clock (`now`, ms) or what the worker said: each wait it asks for is a duration, never a
+ * timestamp of another clock. The retry horizon runs from a policy run's first attempt; time held by a paused merchant
+ * is added back.
+ */
+import type { DeliverWebhookResult, QuarantineDecisionAnswer } from '../contracts/delivery.js';
+export type { DeliveryEnd, DeliveryFacts } from '../contracts/domain.js';
+import type { DeliveryEnd, DeliveryFacts, OpenQuarantine } from '../contracts/domain.js';
+import type { QuarantineReason } from '../contracts/failures.js';
+import type { HoldStage } from '../contracts/messages.js';
+import { DELIVERY_STATUS_VALUES, type DeliveryStatusValue } from '../contracts/search-attributes.js';
+import type { WaitFor } from '../contracts/story.js';
+
+/** While held, ask again after this long, doubling up to the cap. */
+export const HELD_RECHECK_FIRST_MS = 5_000;
+/** Five minutes: a re-enabled merchant's backlog starts draining within that, at a few events per check. */
+export const HELD_RECHECK_MAX_MS = 5 * 60_000;
+/** After an hour held, the hold is no blip: re-check every 30 minutes (`merchantResumed` drains it at once). */
+export const HELD_LONG_AFTER_MS = 60 * 60_000;
+export const HELD_LONG_RECHECK_MS = 30 * 60_000;
+/** Every request in flight taken: each such answer in a row doubles the wait the worker named, up to a minute. */
+export const IN_FLIGHT_WAIT_MAX_MS = 60_000;
+/** The abandon is the workflow's own decision: the ledger records it by this name. */
+export const ABANDONED_BY = 'hold-sweeper';
+
+/** A human's decision on a quarantine, or the workflow's own abandon, as the ledger is asked to record it. */
+export interface HumanDecision {
+  decision: 'replay' | 'discard' | 'abandon';
+  by: string;
+  reason: string;
+  ticket?: string;
+  decisionId?: string;
+  replayRequestId?: string;
+}
+
+/** How a failed call ended, as the workflow read it. */
+export type AttemptFailure =
+  /** The fast path's attempt failed and may be tried again after `delayMs`, by the regular activity. */
+  | { kind: 'retry'; attemptNumber: number; outcome: string; reason: string; delayMs: number }
+  /** A named failure, or the horizon spent: quarantine. */
+  | { kind: 'quarantine'; reason: QuarantineReason; detail: string; attemptNumber?: number }
+  /** Anything else on the fast path (the ledger down, a crash): the regular activity takes it from here. */
+  | { kind: 'hand_over' };
+
+export type Happened =
+  | { was: 'start' }
+  | { was: 'answered'; result: DeliverWebhookResult }
+  | { was: 'failed'; failure: AttemptFailure }
+  | { was: 'woke'; resumed: boolean; historyLong: boolean }
+  | { was: 'quarantined'; fourEyes: boolean; timeoutMs: number }
+  | { was: 'decided'; decision: HumanDecision }
+  | { was: 'timed_out' }
+  | { was: 'history_long' }
+  | { was: 'recorded'; answer: QuarantineDecisionAnswer };
+
+export type Step =
+  | { do: 'attempt'; policyRun: number; local: boolean; attempt: number; horizonMs: number; reservedSlotMs?: number }
+  | { do: 'wait'; ms: number; until: string; for: WaitFor }
+  | { do: 'quarantine'; reason: QuarantineReason; detail: string }
+  | { do: 'await_human'; untilMs: number }
+  | { do: 'record'; decision: HumanDecision }
+  | { do: 'continue_as_new' }
+  | { do: 'end'; end: DeliveryEnd };
+
+/** What the delivery says of itself once a step is chosen: the status query's stage and the DeliveryStatus. */
+export interface Shown {
+  stage: HoldStage;
+  status: DeliveryStatusValue;
+  /** The outcome of the attempt that just ended, when one did. */
+  attempt?: { attemptNumber: number; outcome: string };
+}
+
+export interface Next {
+  facts: DeliveryFacts;
+  step: Step;
+  shown: Shown;
+}
+
+/** A delivery's first run: policy run `policyRun`, nothing tried yet. */
+export function firstFacts(policyRun: number, horizonMs: number, now: number, attempt = 0): DeliveryFacts {
+  return { policyRun, horizonMs, leftMs: horizonMs, local: true, busy: 0, attempt, stepAt: now };
+}
+
+/** What the delivery does next, given what it knows, what just happened and the time. */
+export function next(known: DeliveryFacts, e: Happened, now: number): Next {
+  const elapsedMs = Math.max(0, now - known.stepAt);
+  const f = { ...known, stepAt: now };
+  switch (e.was) {
+    case 'start':
+      return f.quarantine ? awaitHuman(f) : attempt(f);
+    case 'answered':
+      return answered({ ...f, leftMs: f.leftMs - elapsedMs }, e.result, now);
+    case 'failed':
+      return failed({ ...f, leftMs: f.leftMs - elapsedMs }, e.failure, now);
+    case 'woke': {
+      const woken = f.held
+        ? { ...f, held: heldAgain(f.held, e.resumed, elapsedMs) }
+        : { ...f, leftMs: f.leftMs - elapsedMs };
+      if (e.historyLong) return { facts: woken, step: { do: 'continue_as_new' }, shown: shownAttempting(woken) };
+      if (woken.leftMs <= 0)
+        return quarantine(woken, 'exhausted', 'retry horizon ran out while waiting for the merchant');
+      return attempt(woken);
+    }
+    case 'quarantined': {
+      const q = f.quarantine!;
+      const since = new Date(now).toISOString();
+      return awaitHuman({ ...f, quarantine: { ...q, since, fourEyes: e.fourEyes, abandonsAt: now + e.timeoutMs } });
+    }
+    case 'decided':
+      return { facts: f, step: { do: 'record', decision: e.decision }, shown: shownQuarantined(f) };
+    case 'timed_out': {
+      const { since, abandonsAt } = f.quarantine!;
+      const reason = `no decision within ${durationText(abandonsAt - Date.parse(since))}`;
+      return {
+        facts: f,
+        step: { do: 'record', decision: { decision: 'abandon', by: ABANDONED_BY, reason } },
+        shown: shownQuarantined(f),
+      };
+    }
+    case 'history_long':
+      return { facts: f, step: { do: 'continue_as_new' }, shown: shownQuarantined(f) };
+    case 'recorded':
+      return recorded(f, e.answer, now);
+  }
+}
+
+function attempt(f: DeliveryFacts): Next {
+  return {
+    facts: f,
+    step: {
+      do: 'attempt',
+      policyRun: f.policyRun,
+      local: f.local,
+      attempt: f.attempt + 1,
+      horizonMs: f.leftMs,
+      ...(f.reservedSlotMs === undefined ? {} : { reservedSlotMs: f.reservedSlotMs }),
+    },
+    shown: shownAttempting(f),
+  };
+}
+
+function answered(known: DeliveryFacts, r: DeliverWebhookResult, now: number): Next {
+  const f: DeliveryFacts = { ...known, reservedSlotMs: undefined };
+  switch (r.status) {
+    case 'delivered':
+      return end(f, { status: 'delivered', attempts: r.attempts, policyRuns: f.policyRun }, r.attempts);
+    case 'already_terminal':
+      return r.deliveryStatus === 'delivered'
+        ? end(f, { status: 'delivered', attempts: r.attempts, policyRuns: f.policyRun })
+        : end(f, { status: 'handled_elsewhere', deliveryStatus: r.deliveryStatus });
+    case 'hand_over':
+      return attempt({ ...f, local: false });
+    case 'held': {
+      const held =
+        f.held?.by === r.merchantStatus
+          ? f.held
+          : { by: r.merchantStatus, heldMs: 0, recheckMs: HELD_RECHECK_FIRST_MS };
+      const until = iso(now + held.recheckMs);
+      return {
+        facts: { ...f, busy: 0, held },
+        step: { do: 'wait', ms: held.recheckMs, until, for: { kind: 'held', by: held.by } },
+        shown: {
+          stage: { stage: 'held', policyRun: f.policyRun, merchantStatus: held.by, until },
+          status: 'held',
+        },
+      };
+    }
+    case 'wait': {
+      const busy = r.why === 'in_flight' ? f.busy + 1 : 0;
+      const ms = Math.max(
+        1,
+        r.why === 'in_flight' ? Math.min(r.waitMs * 2 ** Math.min(busy - 1, 16), IN_FLIGHT_WAIT_MAX_MS) : r.waitMs,
+      );
+      const until = iso(now + ms);
+      return {
+        facts: {
+          ...f,
+          held: undefined,
+          busy,
+          ...(r.reservedSlotMs === undefined ? {} : { reservedSlotMs: r.reservedSlotMs }),
+        },
+        step: {
+          do: 'wait',
+          ms,
+          until,
+          for: r.why === 'earlier' ? { kind: 'earlier', after: r.after! } : { kind: r.why, lane: r.lane },
+        },
+        shown: {
+          stage: {
+            stage: 'waiting_for_budget',
+            policyRun: f.policyRun,
+            lane: r.lane,
+            until,
+            reserved: r.reservedSlotMs !== undefined,
+            ...(r.why === 'budget' ? {} : { why: r.why }),
+            ...(r.after ? { after: r.after } : {}),
+          },
+          status: 'pending',
+        },
+      };
+    }
+  }
+}
+
+function failed(known: DeliveryFacts, failure: AttemptFailure, now: number): Next {
+  const f: DeliveryFacts = { ...known, reservedSlotMs: undefined, held: undefined, busy: 0 };
+  switch (failure.kind) {
+    case 'hand_over':
+      return attempt({ ...f, local: false });
+    case 'quarantine':
+      return quarantine({ ...f, attempt: failure.attemptNumber ?? f.attempt }, failure.reason, failure.detail);
+    case 'retry': {
+      const { reason, outcome, attemptNumber, delayMs } = failure;
+      if (delayMs <= 0) {
+        const now_ = attempt({ ...f, local: false, attempt: attemptNumber });
+        return { ...now_, shown: { ...now_.shown, attempt: { attemptNumber, outcome } } };
+      }
+      const until = iso(now + delayMs);
+      return {
+        facts: { ...f, local: false, attempt: attemptNumber },
+        step: {
+          do: 'wait',
+          ms: Math.max(1, delayMs),
+          until,
+          for: { kind: 'retry', reason, outcome, attempt: attemptNumber },
+        },
+        shown: {
+          stage: {
+            stage: reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
+            policyRun: f.policyRun,
+            attempt: attemptNumber,
+            until,
+            reason,
+          },
+          status: 'pending',
+          attempt: { attemptNumber, outcome },
+        },
+      };
+    }
+  }
+}
+
+function quarantine(f: DeliveryFacts, reason: QuarantineReason, detail: string): Next {
+  // Its `since`, rule and deadline are set once the ledger has it (`quarantined`).
+  const open: OpenQuarantine = { reason, detail, since: '', fourEyes: false, abandonsAt: 0 };
+  const facts: DeliveryFacts = { ...f, held: undefined, reservedSlotMs: undefined, quarantine: open };
+  // Quarantined once the ledger says so (the next event): until then it is still delivering, and takes no decision.
+  return {
+    facts,
+    step: { do: 'quarantine', reason, detail },
+    shown: { ...shownAttempting(facts), attempt: { attemptNumber: f.attempt, outcome: detail } },
+  };
+}
+
+function awaitHuman(f: DeliveryFacts): Next {
+  return { facts: f, step: { do: 'await_human', untilMs: f.quarantine!.abandonsAt }, shown: shownQuarantined(f) };
+}
+
+function recorded(f: DeliveryFacts, answer: QuarantineDecisionAnswer, now: number): Next {
+  if (!answer.recorded) return awaitHuman(f);
+  const { policyRun } = f;
+  // The ledger's decision stands, even where another was recorded for the run first.
+  switch (answer.decision) {
+    case 'replay':
+      return attempt(firstFacts(policyRun + 1, f.horizonMs, now, f.attempt));
+    case 'discard':
+      return {
+        facts: f,
+        step: { do: 'end', end: { status: 'discarded', policyRuns: policyRun } },
+        shown: { stage: { stage: 'discarded', by: answer.by, reason: answer.reason }, status: 'discarded' },
+      };
+    case 'abandon': {
+      const { reason, since } = f.quarantine!;
+      return {
+        facts: f,
+        step: { do: 'end', end: { status: 'abandoned', policyRuns: policyRun } },
+        shown: { stage: { stage: 'abandoned', reason, since }, status: 'abandoned' },
+      };
+    }
+  }
+}
+
+function end(f: DeliveryFacts, ended: DeliveryEnd, attempts?: number): Next {
+  const shown: Shown =
+    ended.status === 'handled_elsewhere'
+      ? {
+          stage: { stage: 'not_released', status: `delivery ${ended.deliveryStatus} by another workflow` },
+          status: (DELIVERY_STATUS_VALUES as readonly string[]).includes(ended.deliveryStatus)
+            ? (ended.deliveryStatus as DeliveryStatusValue)
+            : 'none',
+        }
+      : {
+          stage: { stage: 'delivered', attempts: ended.attempts ?? 0 },
+          status: 'delivered',
+          ...(attempts === undefined ? {} : { attempt: { attemptNumber: attempts, outcome: 'delivered' } }),
+        };
+  return { facts: f, step: { do: 'end', end: ended }, shown };
+}
+
+/** The next re-check of a hold: at once after `merchantResumed`, else doubling, every 30 minutes after an hour. */
+function heldAgain(held: NonNullable<DeliveryFacts['held']>, resumed: boolean, elapsedMs: number) {
+  const heldMs = held.heldMs + elapsedMs;
+  const recheckMs = resumed
+    ? HELD_RECHECK_FIRST_MS
+    : heldMs >= HELD_LONG_AFTER_MS
+      ? HELD_LONG_RECHECK_MS
+      : Math.min(held.recheckMs * 2, HELD_RECHECK_MAX_MS);
+  return { ...held, heldMs, recheckMs };
+}
+
+function shownAttempting(f: DeliveryFacts): Shown {
+  return f.held
+    ? {
+        stage: { stage: 'held', policyRun: f.policyRun, merchantStatus: f.held.by, until: iso(f.stepAt) },
+        status: 'held',
+      }
+    : { stage: { stage: 'delivering', policyRun: f.policyRun }, status: 'pending' };
+}
+
+function shownQuarantined(f: DeliveryFacts): Shown {
+  const q = f.quarantine!;
+  return {
+    stage: { stage: 'quarantined', policyRun: f.policyRun, reason: q.reason, since: q.since, detail: q.detail },
+    status: 'quarantined',
+  };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** 14 days, 12 hours, 30 minutes, 2 seconds: the largest whole unit. */
+export function durationText(ms: number): string {
+  const units: [string, number][] = [
+    ['day', 86_400_000],
+    ['hour', 3_600_000],
+    ['minute', 60_000],
+    ['second', 1_000],
+  ];
+  const [unit, size] = units.find(([, s]) => ms >= s) ?? units[units.length - 1]!;
+  const n = Math.round(ms / size);
+  return `${n} ${unit}${n === 1 ? '' : 's'}`;
+}
