@@ -70,39 +70,34 @@ export interface WaitingPoint {
 }
 
 /**
- * The delivery of one webhook (src/workflows/webhook-delivery.ts, `deliverUntilDecided`), in either workflow that runs
- * it.
+ * The delivery of one webhook (src/workflows/webhook-delivery.ts, `deliverUntilDecided`), in each workflow that runs
+ * it: the steps of the rulebook (src/workflows/delivery-rules.ts), each a point.
  */
 function deliveryPoints(): WaitingPoint[] {
   const workflow = 'delivery';
+  const answers = ['completed:delivered', 'completed:wait', 'completed:held', 'completed:already_terminal'];
   return [
     {
       workflow,
       point: 'deliver-fast',
       on: { localActivity: 'deliverWebhook', labels: ['holdLabels.deliver'] },
-      exits: [
-        'completed:delivered',
-        'completed:scheduled',
-        'completed:throttled',
-        'completed:held',
-        // Builds before the attempt contract returned a fast-path failure as a result; every build since throws it.
-        'completed:failed_attempt',
-        'completed:already_terminal',
-        'failed:retryable',
-        'failed:policy',
-        'failed:unexpected',
-      ],
+      exits: [...answers, 'completed:hand_over', 'failed:retryable', 'failed:policy', 'failed:unexpected'],
     },
     {
       workflow,
       point: 'deliver',
       on: { activity: 'deliverWebhook', labels: ['holdLabels.deliverWithRetries'] },
-      exits: ['completed:delivered', 'completed:scheduled', 'completed:throttled', 'completed:held', 'failed'],
+      exits: [...answers, 'failed'],
+      unrecordable: {
+        'completed:already_terminal':
+          "a retry of the regular activity finding its own earlier attempt's end in the ledger: an attempt lost after the ledger recorded it and before Temporal did, which a golden night cannot arrange",
+      },
     },
+    // Timers nothing cancels: each ends by firing (a run that then continues as new does so at `run`).
     { workflow, point: 'budget', on: { timer: 'holdLabels.budget' }, exits: ['timer'] },
+    { workflow, point: 'in-flight', on: { timer: 'holdLabels.inFlight' }, exits: ['timer'] },
     { workflow, point: 'after-earlier', on: { timer: 'holdLabels.afterEarlier' }, exits: ['timer'] },
     { workflow, point: 'retry-wait', on: { timer: 'holdLabels.retryWait' }, exits: ['timer'] },
-    // continued: resumed by the signal in a task that also ended the run (its history long): the next run sends.
     {
       workflow,
       point: 'held',
@@ -130,7 +125,6 @@ function deliveryPoints(): WaitingPoint[] {
         'continued',
       ],
     },
-    { workflow, point: 'verify-request', on: { activity: 'verifyReplayApproval' }, exits: ['completed'] },
     {
       workflow,
       point: 'decide',
@@ -165,7 +159,8 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
       'completed:not_found',
       'completed:rejected',
       'completed:settled',
-      // The ledger down: the release retries on durable timers (activity-profiles.ts, ledgerLocalActivity).
+      // The ledger down: the release retries on durable timers (activity-profiles.ts, ledgerLocalActivity), the SDK's
+      // own, unlabelled, each right after the failed attempt's marker.
       'failed',
     ],
   },
@@ -190,19 +185,12 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     workflow: 'applyHoldEvents',
     point: 'gap',
     on: { timer: 'holdEventsLabels.predecessor' },
-    // kept-waiting:skipMissingEvent: a wait begun by 24b3de0's build, which honours a skip only once it stops.
-    exits: [
-      'timer',
-      'signal:processorEvent',
-      'signal:skipMissingEvent',
-      'update:skipMissingEvent',
-      'kept-waiting:skipMissingEvent',
-    ],
+    exits: ['timer', 'signal:processorEvent', 'signal:skipMissingEvent', 'update:skipMissingEvent'],
   },
   {
     workflow: 'applyHoldEvents',
     point: 'stopped',
-    on: { untimed: { deliveryStatus: 'event_gap' }, labels: ['holdEventsLabels.human'] },
+    on: { untimed: { deliveryStatus: 'event_gap' } },
     exits: ['signal:processorEvent', 'signal:skipMissingEvent', 'update:skipMissingEvent'],
   },
   {
@@ -232,7 +220,4 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
 export const coverageKey = (workflow: string, point: string, exit: string) => `${workflow}.${point}.${exit}`;
 
 /** Signals and Updates a workflow takes that end no wait, each with why (every other one is an exit above). */
-export const NON_WAKING_MESSAGES: Readonly<Record<string, string>> = {
-  deliveryAttemptFailed:
-    "sent by the delivery activity of builds before the attempt contract while Temporal retried it, for the status query's account; it ends no wait",
-};
+export const NON_WAKING_MESSAGES: Readonly<Record<string, string>> = {};

@@ -135,9 +135,15 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
     if (e.timerStartedEventAttributes) {
       const point =
         summary === undefined ? undefined : find((p) => 'timer' in p.on && labelPattern(p.on.timer).test(summary));
+      // The SDK's own timer before a failed local activity's next attempt (its backoff past the local retry
+      // threshold) follows the attempt's marker: part of that point's `failed` exit, and no label of ours.
+      const localBackoff = summary === undefined && events[index - 1]?.markerRecordedEventAttributes?.failure;
       if (point) {
         openTimers.set(e.timerStartedEventAttributes.timerId ?? '', point);
         enter(point);
+      } else if (!localBackoff) {
+        // A timer the list does not declare: a cell no declaration has, which the gate reports.
+        covered.add(coverageKey(workflow, 'undeclared-timer', summary ?? '(no summary)'));
       }
     }
     if (e.timerFiredEventAttributes) {
@@ -254,3 +260,18 @@ export function declaredCells(): Map<string, string | undefined> {
 }
 
 export { labelPattern };
+
+/** A JSON payload of `value`, as a history holds one. */
+export function jsonPayload(value: unknown): Payload {
+  return {
+    metadata: { encoding: new TextEncoder().encode('json/plain') },
+    data: new TextEncoder().encode(JSON.stringify(value)),
+  };
+}
+
+/** A history of `workflowType` whose events after its start are `events` (ids numbered in order). */
+export function syntheticHistory(workflowType: string, events: HistoryEvent[]): temporal.api.history.v1.IHistory {
+  const started: HistoryEvent = { workflowExecutionStartedEventAttributes: { workflowType: { name: workflowType } } };
+  // Event ids are Longs in the SDK's types; the reading above takes any number.
+  return { events: [started, ...events].map((e, i) => ({ ...e, eventId: (i + 1) as never })) };
+}
