@@ -4,10 +4,10 @@
  */
 import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';
-import { createOutboxActivities } from './outbox.js';
+import { createOutboxActivities, type OutboxDeps } from './outbox.js';
 import { createProcessorEventActivities } from './processor-events.js';
 
-export type ActivityDeps = LedgerDeps & DeliveryDeps;
+export type ActivityDeps = LedgerDeps & DeliveryDeps & Pick<OutboxDeps, 'outboxBudget'>;
 
 export function createActivities(deps: ActivityDeps) {
   return {

@@ -14,7 +14,7 @@ import { activityInfo, getClient, heartbeat, log } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import type { OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
+import type { OutboxCursor, OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
 import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
 import { startEventDelivery, startReleaseDelivery, startResend } from '../delivery/starts.js';
@@ -25,6 +25,12 @@ import * as outbox from '../sql/outbox.js';
 /** Pending webhooks read per page, and asked about at once (describe calls in flight). */
 const PAGE_SIZE = 200;
 const CONCURRENCY = 20;
+/**
+ * What one run may spend: 2,000 webhooks (ten pages) and 4 minutes, inside the 5-minute schedule and the activity's
+ * 10-minute start-to-close, so a run always records what it did. A backlog larger than that is worked through by the
+ * next runs, each going on where the last stopped.
+ */
+export const OUTBOX_RUN_BUDGET = { webhooks: 2_000, ms: 4 * 60_000 } as const;
 /**
  * Merchants' resend requests started per run, at most, for one merchant: a range of 100 takes five runs (25 minutes at
  * the 5-minute interval) while every other merchant's requests start in the first.
@@ -37,11 +43,24 @@ export interface OutboxDeps {
   region: Region;
   pool: pg.Pool;
   meter?: MetricMeter;
+  /** A run's budget, in webhooks looked at and time (OUTBOX_RUN_BUDGET unless said). */
+  outboxBudget?: { webhooks: number; ms: number };
+}
+
+/** What a run heartbeats: how far it got and what it found, so a retried attempt goes on from there. */
+interface Progress {
+  cursor?: OutboxCursor;
+  report: OutboxReport;
 }
 
 type Verdict = { kind: 'running' } | { kind: 'restarted'; workflowId: string } | { kind: 'unfixable'; why: string };
 
-export function createOutboxActivities({ region, pool, meter = noopMetricMeter }: OutboxDeps) {
+export function createOutboxActivities({
+  region,
+  pool,
+  meter = noopMetricMeter,
+  outboxBudget = OUTBOX_RUN_BUDGET,
+}: OutboxDeps) {
   const restarts = meter.createCounter(
     'hold_sweeper_outbox_restarts',
     '1',
@@ -49,12 +68,7 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
   );
 
   /** Whether the webhook's workflow runs; if not, a new run of it. */
-  async function reconcileOne(
-    client: Client,
-    taskQueue: string,
-    c: outbox.OutboxCandidate,
-    quarantineTimeoutMs?: number,
-  ): Promise<Verdict> {
+  async function reconcileOne(client: Client, taskQueue: string, c: outbox.OutboxCandidate): Promise<Verdict> {
     const kind = c.resend ? 'resend' : c.eventType === HOLD_RELEASED_EVENT ? 'release' : 'event';
     const workflowId = deliveryWorkflowId(region, { ...c, drivenBy: c.resend?.workflowId });
     let previous = 'none';
@@ -75,12 +89,11 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
             claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
           })
         : kind === 'release'
-          ? await startReleaseDelivery(
-              client,
-              where,
-              { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt },
-              quarantineTimeoutMs,
-            )
+          ? await startReleaseDelivery(client, where, {
+              holdId: c.holdId,
+              merchantId: c.merchantId,
+              expiresAt: c.holdExpiresAt,
+            })
           : await startEventDelivery(client, where, c);
       restarts.add(1, { region, kind });
       log.info('outbox: stranded webhook, its delivery started again', {
@@ -158,11 +171,14 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
 
   return {
     /** One reconcile run (the `reconcileOutbox` workflow's only step): see the module comment. */
-    async reconcileStrandedWebhooks({ graceMs, quarantineTimeoutMs }: ReconcileOutboxInput): Promise<OutboxReport> {
+    async reconcileStrandedWebhooks({ graceMs }: ReconcileOutboxInput): Promise<OutboxReport> {
       const client = getClient();
-      const { taskQueue } = activityInfo();
-      await startMerchantResends(client, taskQueue);
-      const report: OutboxReport = {
+      const { taskQueue, heartbeatDetails } = activityInfo();
+      const startedAt = Date.now();
+      // A retried attempt goes on from its heartbeat; a new run from where the last one stopped, if it stopped early.
+      const resumed = heartbeatDetails as Progress | undefined;
+      if (!resumed) await startMerchantResends(client, taskQueue);
+      const report: OutboxReport = resumed?.report ?? {
         checked: 0,
         running: 0,
         restarted: 0,
@@ -171,11 +187,18 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
         unfixableWebhooks: [],
         truncated: false,
       };
-      for (let cursor: outbox.OutboxCursor | undefined; ;) {
-        const page = await outbox.outboxCandidates(pool, graceMs, PAGE_SIZE, cursor);
+      delete report.resumeAfter;
+      let cursor = resumed ? resumed.cursor : await outbox.lastStop(pool);
+      for (;;) {
+        const left = Math.min(PAGE_SIZE, outboxBudget.webhooks - report.checked);
+        if (left <= 0 || Date.now() - startedAt >= outboxBudget.ms) {
+          report.resumeAfter = cursor;
+          break;
+        }
+        const page = await outbox.outboxCandidates(pool, graceMs, left, cursor);
         for (let i = 0; i < page.length; i += CONCURRENCY) {
           const slice = page.slice(i, i + CONCURRENCY);
-          const verdicts = await Promise.all(slice.map((c) => reconcileOne(client, taskQueue, c, quarantineTimeoutMs)));
+          const verdicts = await Promise.all(slice.map((c) => reconcileOne(client, taskQueue, c)));
           verdicts.forEach((v, j) => {
             const { webhookId } = slice[j]!;
             report.checked++;
@@ -192,11 +215,11 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
               else report.truncated = true;
             }
           });
-          heartbeat(report.checked);
+          const last = slice[slice.length - 1]!;
+          cursor = { createdAt: last.createdAt, webhookId: last.webhookId };
+          heartbeat({ cursor, report } satisfies Progress);
         }
-        if (page.length < PAGE_SIZE) break;
-        const last = page[page.length - 1]!;
-        cursor = { createdAt: last.createdAt, webhookId: last.webhookId };
+        if (page.length < left) break;
       }
       await outbox.recordReconciliation(pool, {
         graceMs,
@@ -208,6 +231,7 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
           restarted: report.restartedWebhooks,
           unfixable: report.unfixableWebhooks,
           truncated: report.truncated,
+          ...(report.resumeAfter ? { resumeAfter: report.resumeAfter } : {}),
         },
       });
       log.info('outbox reconciled', {
@@ -216,6 +240,7 @@ export function createOutboxActivities({ region, pool, meter = noopMetricMeter }
         running: report.running,
         restarted: report.restarted,
         unfixable: report.unfixable,
+        resumeAfter: report.resumeAfter?.webhookId,
       });
       return report;
     },

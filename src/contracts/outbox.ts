@@ -6,8 +6,6 @@ export interface ReconcileOutboxInput {
    * Pending webhooks younger than this (since created, and since last touched) are left alone: their workflow is at it.
    */
   graceMs: number;
-  /** What a restarted release's quarantine waits for a decision (the sweep's setting); 14 days by default. */
-  quarantineTimeoutMs?: number;
 }
 
 export interface ReconcileOutboxWorkflowInput extends ReconcileOutboxInput {
@@ -27,4 +25,15 @@ export interface OutboxReport {
   unfixableWebhooks: { webhookId: string; why: string }[];
   /** More were restarted or not fixed than the lists name. */
   truncated: boolean;
+  /**
+   * Where the run stopped with its page or time budget spent: the next run goes on after it. Absent when the run got
+   * to the end of the backlog (the next one starts from the oldest again).
+   */
+  resumeAfter?: OutboxCursor;
+}
+
+/** Where a page of candidates ended: the next page starts after it. */
+export interface OutboxCursor {
+  createdAt: string;
+  webhookId: string;
 }

@@ -4,6 +4,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import type { OutboxCursor } from '../contracts/outbox.js';
 
 /** A pending webhook old enough to be looked at: what naming and restarting its delivery workflow needs. */
 export interface OutboxCandidate {
@@ -17,12 +18,6 @@ export interface OutboxCandidate {
   createdAt: string;
   /** Its latest resend, whose workflow delivers it (src/contracts/ids.ts, `deliveryWorkflowId`), if it was resent. */
   resend: { resendId: string; workflowId: string; requestedBy: string; reason: string } | null;
-}
-
-/** Where a page of candidates ended: the next page starts after it. */
-export interface OutboxCursor {
-  createdAt: string;
-  webhookId: string;
 }
 
 /**
@@ -91,7 +86,20 @@ export interface ReconcileRecord {
   running: number;
   restarted: number;
   unfixable: number;
-  details: { restarted: string[]; unfixable: { webhookId: string; why: string }[]; truncated: boolean };
+  details: {
+    restarted: string[];
+    unfixable: { webhookId: string; why: string }[];
+    truncated: boolean;
+    resumeAfter?: OutboxCursor;
+  };
+}
+
+/** Where the last run stopped with its budget spent, if it did: this run goes on after it. */
+export async function lastStop(db: Queryable): Promise<OutboxCursor | undefined> {
+  const { rows } = await db.query<{ resume_after: OutboxCursor | null }>(
+    `SELECT details->'resumeAfter' AS resume_after FROM outbox_reconciliations ORDER BY id DESC LIMIT 1`,
+  );
+  return rows[0]?.resume_after ?? undefined;
 }
 
 export async function recordReconciliation(db: Queryable, r: ReconcileRecord): Promise<void> {

@@ -13,12 +13,8 @@ import { outboxActivity } from './activity-profiles.js';
 
 const { reconcileStrandedWebhooks } = proxyActivities<Activities>(outboxActivity);
 
-export async function reconcileOutbox({
-  region,
-  graceMs,
-  quarantineTimeoutMs,
-}: ReconcileOutboxWorkflowInput): Promise<OutboxReport> {
-  const report = await reconcileStrandedWebhooks({ graceMs, quarantineTimeoutMs });
+export async function reconcileOutbox({ region, graceMs }: ReconcileOutboxWorkflowInput): Promise<OutboxReport> {
+  const report = await reconcileStrandedWebhooks({ graceMs });
   setCurrentDetails(
     [
       `**Outbox of region ${region}**: pending webhooks older than ${Math.round(graceMs / 1000)} s`,
