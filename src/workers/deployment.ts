@@ -28,12 +28,16 @@ export type SetCurrentOutcome =
 /** How long a starting worker keeps trying: the server only knows a version once its pollers have reached it. */
 const SET_CURRENT_DEADLINE_MS = 60_000;
 const SET_CURRENT_RETRY_MS = 250;
+/** Each call's own deadline: a call the server answers slowly (under load) is given up and tried again. */
+const SET_CURRENT_CALL_MS = 10_000;
 
 /**
- * Makes `version` the deployment's current version if `mode` says so. Call it once the version's workers are
- * polling: until the server has seen a poller of a version it refuses to make it current, so this retries (for up
- * to a minute) before failing with a DeploymentError. Safe for replicas starting together: the change carries the
- * conflict token of the state it was decided on, and a replica that loses the race re-reads and finds it done.
+ * Makes `version` the deployment's current version if `mode` says so, once the server has seen it poll every task
+ * queue the current version polls (it refuses a promotion before: "missing active task queues"). Retries until
+ * `deadlineMs` has passed, then fails with a DeploymentError: a call that timed out is described again before the
+ * next (it may have taken effect), and a changed deployment is re-read. Safe for replicas starting together: the
+ * change carries the conflict token of the state it was decided on, and a replica that loses the race re-reads and
+ * finds it done. `onWait` hears why it is still waiting (the promote command prints it).
  */
 export async function setCurrentVersionIfWanted(
   client: Client,
@@ -41,6 +45,7 @@ export async function setCurrentVersionIfWanted(
   version: WorkerDeploymentVersion,
   mode: SetCurrentMode,
   deadlineMs = SET_CURRENT_DEADLINE_MS,
+  onWait: (why: string) => void = () => undefined,
 ): Promise<SetCurrentOutcome> {
   if (mode === 'never')
     return {
@@ -48,30 +53,65 @@ export async function setCurrentVersionIfWanted(
       current: await currentBuildId(client, namespace, version.deploymentName).catch(() => undefined),
     };
   const deadline = Date.now() + deadlineMs;
+  const withDeadline = <T>(call: () => Promise<T>) =>
+    client.withDeadline(Math.min(deadline, Date.now() + SET_CURRENT_CALL_MS), call);
   for (;;) {
+    let why: string;
     try {
-      const described = await describe(client, namespace, version.deploymentName);
+      const described = await withDeadline(() => describe(client, namespace, version.deploymentName));
       const current = described?.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId || undefined;
       if (current === version.buildId) return { status: 'already-current' };
       if (current !== undefined && mode === 'if-none') return { status: 'left', current };
-      await client.workflowService.setWorkerDeploymentCurrentVersion({
-        namespace,
-        deploymentName: version.deploymentName,
-        buildId: version.buildId,
-        conflictToken: described?.conflictToken ?? undefined,
-        identity: client.options.identity,
-      });
-      return { status: 'made-current' };
-    } catch (err) {
-      if (Date.now() > deadline) {
-        throw new DeploymentError(
-          `${version.deploymentName}.${version.buildId}`,
-          `could not be made current: ${(err as Error).message}`,
+      const missing =
+        current === undefined
+          ? []
+          : await withDeadline(() =>
+              missingTaskQueues(
+                client,
+                namespace,
+                { deploymentName: version.deploymentName, buildId: current },
+                version,
+              ),
+            );
+      if (missing.length === 0) {
+        await withDeadline(() =>
+          client.workflowService.setWorkerDeploymentCurrentVersion({
+            namespace,
+            deploymentName: version.deploymentName,
+            buildId: version.buildId,
+            conflictToken: described?.conflictToken ?? undefined,
+            identity: client.options.identity,
+          }),
         );
+        return { status: 'made-current' };
       }
-      await new Promise((resolve) => setTimeout(resolve, SET_CURRENT_RETRY_MS));
+      why = `${version.buildId} does not poll ${missing.join(', ')} yet (the current build ${current} does)`;
+    } catch (err) {
+      why = (err as Error).message;
     }
+    if (Date.now() > deadline)
+      throw new DeploymentError(`${version.deploymentName}.${version.buildId}`, `could not be made current: ${why}`);
+    onWait(why);
+    await new Promise((resolve) => setTimeout(resolve, SET_CURRENT_RETRY_MS));
   }
+}
+
+/** The task queues `current` polls that `candidate` does not (yet): the server refuses to promote it before. */
+async function missingTaskQueues(
+  client: Client,
+  namespace: string,
+  current: WorkerDeploymentVersion,
+  candidate: WorkerDeploymentVersion,
+): Promise<string[]> {
+  const queues = async (v: WorkerDeploymentVersion) => {
+    const { workerDeploymentVersionInfo } = await client.workflowService.describeWorkerDeploymentVersion({
+      namespace,
+      deploymentVersion: { deploymentName: v.deploymentName, buildId: v.buildId },
+    });
+    return new Set((workerDeploymentVersionInfo?.taskQueueInfos ?? []).map((q) => q.name ?? ''));
+  };
+  const [polled, polling] = await Promise.all([queues(current), queues(candidate).catch(() => new Set<string>())]);
+  return [...polled].filter((q) => !polling.has(q)).sort();
 }
 
 /** The deployment's current build id; undefined when it has none (or does not exist yet). */

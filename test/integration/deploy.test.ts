@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { temporal } from '@temporalio/proto';
-import { afterAll, beforeAll, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { failedWorkflowTasks } from '../../bench/chaos-run.js';
 import { checkInvariants } from '../../bench/invariants.js';
 import {
@@ -23,7 +23,7 @@ import {
   type HoldStage,
 } from '../../src/contracts/messages.js';
 import { DeploymentError } from '../../src/errors.js';
-import { pinnedToVersionQuery, setCurrentVersionIfWanted } from '../../src/workers/deployment.js';
+import { currentBuildId, pinnedToVersionQuery, setCurrentVersionIfWanted } from '../../src/workers/deployment.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
@@ -43,10 +43,11 @@ const BUILD_B: Edit[] = [
     from: 'export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {\n',
     to: 'export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {\n  await sleep(1);\n',
   },
+  { file: HOLD, from: '  proxyLocalActivities,\n} from', to: '  proxyLocalActivities,\n  patched,\n  sleep,\n} from' },
   {
     file: HOLD,
-    from: "        tracker.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');\n",
-    to: `        tracker.enter({ stage: 'delivered', attempts: outcome.attempts }, 'delivered');\n        if (patched('${BUILD_B_PATCH}')) await sleep(1);\n`,
+    from: '        return step.end;\n',
+    to: `        if (patched('${BUILD_B_PATCH}')) await sleep(1);\n        return step.end;\n`,
   },
 ];
 
@@ -146,31 +147,24 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
     status: 'left',
     current: 'build-a',
   });
-  const cli = inject('temporalCliPath');
-  if (!cli)
-    throw new Error('the global setup started the dev server through the SDK download: no temporal binary to run');
-  const connection = ['--address', harness.address, '--namespace', namespace];
-  await expect
-    .poll(
-      async () => {
-        const args = [
-          'worker',
-          'deployment',
-          'set-current-version',
-          '--deployment-name',
-          deploymentName,
-          '--build-id',
-          'build-b',
-          '--yes',
-        ];
-        return run(cli, [...args, ...connection]).then(
-          () => 'current',
-          (err: Error) => err.message,
-        );
+  // The rollout's promotion (docs/deploys.md): started right after B's worker, it waits until B polls every task queue
+  // A does, then makes B current.
+  const promoted = await run(
+    process.execPath,
+    ['--import', 'tsx', 'src/bin/promote.ts', '--build-id', 'build-b', '--deadline', '2m'],
+    {
+      env: {
+        ...process.env,
+        HOLD_SWEEPER_MODE: 'dev',
+        HOLD_SWEEPER_REGIONS: 'us',
+        TEMPORAL_ADDRESS: harness.address,
+        TEMPORAL_NAMESPACE_US: namespace,
+        WORKER_DEPLOYMENT_NAME: deploymentName,
       },
-      { timeout: 20_000, interval: 500 },
-    )
-    .toBe('current');
+    },
+  );
+  expect(promoted.stdout).toContain('"msg":"promoted"');
+  expect(await currentBuildId(us.client, namespace, deploymentName)).toBe('build-b');
   // What the operator's drain check counts (docs/deploys.md): A's sweep is pinned to A.
   const pinnedToA = pinnedToVersionQuery(buildA);
   await expect.poll(async () => (await us.client.workflow.count(pinnedToA)).count, { timeout: 10_000 }).toBe(1);
