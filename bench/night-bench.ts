@@ -33,7 +33,7 @@ import type { Region } from '../src/contracts/regions.js';
 import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { bareFanOut } from './bare-fan-out.js';
-import { merchantScript, nightWorkload, type NightWorkload } from './night-workload.js';
+import { byVolume, merchantScript, nightWorkload, type NightWorkload } from './night-workload.js';
 import { cpuSeconds, peakRssBytes } from './proc-stats.js';
 import { pageRuns, phaseSignals, type PageRuns, type PhaseSignals } from './analysis.js';
 import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } from './actions.js';
@@ -41,6 +41,7 @@ import { Sampler, type Sample } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
 import { seedLedger, startBenchStack } from './stack.js';
+import { slowMerchantLine } from './report.js';
 import proto, { type temporal } from '@temporalio/proto';
 const EventType = proto.temporal.api.enums.v1.EventType;
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
@@ -76,8 +77,37 @@ export interface NightBenchOptions {
    * Prometheus is built once from the Go module proxy (dev/prometheus-tools.ts).
    */
   dashboard: boolean;
+  /** One slow merchant per value, answering every webhook 200 after that many ms (night-workload.ts `slowMerchants`). */
+  merchantLatencyMs?: readonly number[];
+  /** How many merchants (the top by volume) have their endpoints on one origin (`sharedOriginMerchants`). */
+  sharedOrigin?: number;
+  /**
+   * With `sharedOrigin`: a destination declared for those merchants at this rate (req/s for all of them together),
+   * so they are paced in one budget instead of each at its own published rate.
+   */
+  declareDestinationRate?: number;
   cacheDir: string;
   log: (line: string) => void;
+}
+
+/** The destination `declareDestinationRate` declares in each region's ledger. */
+export const SHARED_DESTINATION = 'shared-origin';
+
+/** A slow merchant's night: what its latency cost in requests and in time from release to delivery. */
+export interface SlowMerchantReport {
+  merchantId: string;
+  latencyMs: number;
+  ratePerSecond: number;
+  holds: number;
+  /** Its webhooks in the ledger (webhook_deliveries), and how many of them were delivered. */
+  webhooks: number;
+  delivered: number;
+  /** Requests it received, receiver side: every attempt, the fast path's included. */
+  requests: number;
+  requestsPerWebhook: number;
+  /** From each hold's release to its webhook's delivery (ledger times, delivered webhooks only). */
+  releaseToDeliveryP50Seconds?: number;
+  releaseToDeliveryP95Seconds?: number;
 }
 
 export interface PhaseMeasure {
@@ -109,12 +139,22 @@ export interface NightSummary {
     byRegion: Record<Region, number>;
     faultyMerchants: Record<string, number>;
     merchantBound: NightWorkload['merchantBound'];
+    /** The merchants whose endpoints share one origin, their holds, and the destination declared for them if any. */
+    sharedOrigin?: { merchants: string[]; holds: number; destination?: { id: string; ratePerSecond: number } };
   };
   ceiling?: PhaseMeasure;
   product: PhaseMeasure & {
     eventCensus?: EventCensus;
     /** Seconds from the trigger until the last hold was released. */
     releasedBySeconds: number;
+    /** Holds released per second from the first release to the last (ledger times). Absent from older reports. */
+    releaseRatePerSecond?: number;
+    /** `releasedBySeconds`, by the name the release rate goes with. */
+    lastReleaseSeconds?: number;
+    /** Seconds from the trigger until every delivery settled: `seconds` (the ledger polled once a second). */
+    settleSeconds?: number;
+    /** Per slow merchant (`merchantLatencyMs`), in the order of the latencies. */
+    slowMerchants?: SlowMerchantReport[];
     ratioToCeiling?: number;
     makespanVsMerchantBound: number;
     deliveries: Record<string, number>;
@@ -304,8 +344,12 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     await stack.prepareLedgers(async (region, sealer) => {
       const regionMerchants = workload.merchants.filter((m) => m.region === region.region);
       const secrets = regionMerchants.map(() => generateSigningSecret());
-      regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random)));
-      const endpoints = await merchants.endpointsFor(regionMerchants.map((m) => m.id));
+      regionMerchants.forEach((m, i) => scripts.set(m.id, merchantScript(m.fault, secrets[i]!, random, m.latencyMs)));
+      const shared = regionMerchants.filter((m) => m.sharedOrigin).map((m) => m.id);
+      const endpoints = await merchants.endpointsFor(
+        regionMerchants.map((m) => m.id),
+        shared,
+      );
       const holds = workload.holds.filter((h) => h.region === region.region);
       const currency = region.region === 'us' ? 'USD' : 'EUR';
       await seedLedger(region, sealer, {
@@ -326,6 +370,17 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         holdsPerInsert: 5000,
         analyze: true,
       });
+      // The merchants sharing the origin declared as one destination: one budget at its rate, not one each.
+      if (options.declareDestinationRate !== undefined) {
+        await region.pool.query(`INSERT INTO destinations (id, rate_per_second) VALUES ($1, $2)`, [
+          SHARED_DESTINATION,
+          options.declareDestinationRate,
+        ]);
+        await region.pool.query(`UPDATE merchants SET destination_id = $1 WHERE id = ANY($2)`, [
+          SHARED_DESTINATION,
+          shared,
+        ]);
+      }
     });
     await merchants.script(scripts);
 
@@ -456,7 +511,6 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         catchupWindowMs: 600_000,
         pageSize: options.pageSize,
         batchSize: options.batchSize,
-        quarantineTimeoutMs: 14 * 86_400_000,
         timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     }
@@ -496,13 +550,18 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const final = await progress();
     await sampler.end({ released: final.released, delivered: final.delivered });
     const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
-    let releasedBySeconds = 0;
+    let firstReleaseAt = Infinity;
+    let lastReleaseAt = startedAt;
     for (const r of regions) {
-      const { rows } = await r.pool.query<{ s: number }>(
-        `SELECT extract(epoch FROM max(released_at)) * 1000 AS s FROM auth_holds`,
+      const { rows } = await r.pool.query<{ first: string | null; last: string | null }>(
+        `SELECT extract(epoch FROM min(released_at)) * 1000 AS first, extract(epoch FROM max(released_at)) * 1000 AS last
+           FROM auth_holds`,
       );
-      releasedBySeconds = Math.max(releasedBySeconds, (Number(rows[0]!.s) - startedAt) / 1000);
+      if (rows[0]!.first !== null) firstReleaseAt = Math.min(firstReleaseAt, Number(rows[0]!.first));
+      if (rows[0]!.last !== null) lastReleaseAt = Math.max(lastReleaseAt, Number(rows[0]!.last));
     }
+    const releasedBySeconds = (lastReleaseAt - startedAt) / 1000;
+    const releaseSpanSeconds = (lastReleaseAt - firstReleaseAt) / 1000;
     log(`[bench] product: ${holdsTotal} holds released and settled in ${round(seconds, 1)} s; measuring`);
 
     const deliveries: Record<string, number> = {};
@@ -533,10 +592,15 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     });
     const worst = rates.reduce((a, b) => (b.maxPerSecond / b.limit > a.maxPerSecond / a.limit ? b : a), rates[0]!);
     const delivered = deliveries.delivered ?? 0;
+    const slow = await slowMerchantReports(regions, workload, traffic);
     const product: NightReport['product'] = {
       seconds: round(seconds, 1),
       holdsPerSecond: round(holdsTotal / seconds, 1),
       releasedBySeconds: round(releasedBySeconds, 1),
+      releaseRatePerSecond: round(final.released / (releaseSpanSeconds > 0 ? releaseSpanSeconds : 1), 1),
+      lastReleaseSeconds: round(releasedBySeconds, 1),
+      settleSeconds: round(seconds, 1),
+      ...(slow.length === 0 ? {} : { slowMerchants: slow }),
       ratioToCeiling: ceiling ? round(holdsTotal / seconds / ceiling.holdsPerSecond) : undefined,
       makespanVsMerchantBound: round(seconds / workload.merchantBound.seconds),
       cpu,
@@ -564,6 +628,10 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         .filter((r) => r.maxPerSecond > r.limit)
         .map((r) => `${r.merchantId} (${r.maxPerSecond} > ${r.limit})`),
     };
+    log(
+      `[bench] product: released at ${product.releaseRatePerSecond}/s from the first release to the last (at ${product.lastReleaseSeconds} s); every delivery settled at ${product.settleSeconds} s`,
+    );
+    for (const s of slow) log(`[bench] slow merchant ${s.merchantId}: ${slowMerchantLine(s)}`);
     const workerRss = await Promise.all(
       workerGroups.flatMap((g) =>
         g.processes.pids.map(async (pid, index) => ({
@@ -613,6 +681,7 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     const faultyMerchants: Record<string, number> = {};
     for (const m of workload.merchants)
       if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
+    const sharedOrigin = workload.merchants.filter((m) => m.sharedOrigin);
     return {
       command,
       date: new Date().toISOString(),
@@ -632,6 +701,17 @@ export async function runNightBench(options: NightBenchOptions, command: string)
         },
         faultyMerchants,
         merchantBound: { ...workload.merchantBound, seconds: round(workload.merchantBound.seconds, 1) },
+        ...(sharedOrigin.length === 0
+          ? {}
+          : {
+              sharedOrigin: {
+                merchants: sharedOrigin.map((m) => m.id),
+                holds: sharedOrigin.reduce((a, m) => a + m.holds, 0),
+                ...(options.declareDestinationRate === undefined
+                  ? {}
+                  : { destination: { id: SHARED_DESTINATION, ratePerSecond: options.declareDestinationRate } }),
+              },
+            }),
       },
       ceiling,
       product,
@@ -690,7 +770,7 @@ async function parentHistories(
 
 /** finishSweep's heartbeat timeout (src/workflows/activity-profiles.ts): the SDK sends one every 80 % of it at most. */
 const FINISH_HEARTBEAT_THROTTLE_S = 0.8 * 30;
-const GOLDEN_REPLAYED = 'test/golden/histories/e581189/releaseExpiredHold-completed-delivered-replayed-18.json.gz';
+const GOLDEN_REPLAYED = 'test/golden/histories/1.0.0/releaseExpiredHold-completed-delivered-replayed-99.json.gz';
 
 /**
  * Temporal Cloud Actions for the night: each sampled hold's child classified by the ledger's word on its webhook,
@@ -764,6 +844,43 @@ async function actionsReport(
     nightTotal: Math.round(childTotal + sweepTotal),
     perHold: round((childTotal + sweepTotal) / holds),
   };
+}
+
+/** Each slow merchant's webhooks and deliveries from its region's ledger, its requests from the receiver's count. */
+async function slowMerchantReports(
+  regions: readonly { region: Region; pool: pg.Pool }[],
+  workload: NightWorkload,
+  traffic: TrafficSummary,
+): Promise<SlowMerchantReport[]> {
+  // By volume: the order the latencies were given in (night-workload.ts `slowMerchants`).
+  const slow = byVolume(workload.merchants).filter((m) => m.latencyMs !== undefined);
+  const out: SlowMerchantReport[] = [];
+  for (const m of slow) {
+    const pool = regions.find((r) => r.region === m.region)!.pool;
+    const { rows } = await pool.query<{ webhooks: number; delivered: number; p50: number | null; p95: number | null }>(
+      `SELECT count(*)::integer AS webhooks, count(*) FILTER (WHERE d.status = 'delivered')::integer AS delivered,
+              percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - h.released_at)::float8) AS p50,
+              percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM d.delivered_at - h.released_at)::float8) AS p95
+         FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id
+        WHERE d.merchant_id = $1`,
+      [m.id],
+    );
+    const { webhooks, delivered, p50, p95 } = rows[0]!;
+    const requests = traffic.byMerchant[m.id]?.requests ?? 0;
+    out.push({
+      merchantId: m.id,
+      latencyMs: m.latencyMs!,
+      ratePerSecond: m.ratePerSecond,
+      holds: m.holds,
+      webhooks,
+      delivered,
+      requests,
+      requestsPerWebhook: round(requests / Math.max(1, webhooks)),
+      ...(p50 === null ? {} : { releaseToDeliveryP50Seconds: round(p50, 1) }),
+      ...(p95 === null ? {} : { releaseToDeliveryP95Seconds: round(p95, 1) }),
+    });
+  }
+  return out;
 }
 
 /**

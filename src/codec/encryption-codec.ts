@@ -6,8 +6,8 @@
  * AES-256-GCM, a fresh 96-bit IV per payload; the key id travels in the payload's metadata so keys can rotate:
  * new payloads use the current (first) key, old histories decode while their key is still configured. Each
  * ciphertext is bound to its namespace: the associated data (authenticated, not stored) is the namespace and the
- * key id, so a payload copied into another namespace that shares the key fails authentication there. Payloads from
- * before the binding (no `encryption-aad` in their metadata: test/golden/encrypted/7c95b1f) decode as they were.
+ * key id, so a payload copied into another namespace that shares the key fails authentication there; one that does
+ * not say it is bound (`encryption-aad`) is refused like a tampered one.
  *
  * In an encrypted region, a worker accepts only encrypted payloads (`unencrypted: 'refuse'`): a workflow started,
  * signalled or updated with plain JSON (a client without the region's key) gets the refusal marker of
@@ -27,7 +27,7 @@ const { temporal } = proto;
 export const ENCRYPTED_ENCODING = 'binary/encrypted';
 const KEY_ID_METADATA = 'encryption-key-id';
 const CIPHER_METADATA = 'encryption-cipher';
-/** What the associated data binds, on every payload since the binding; absent on older ones (no associated data). */
+/** What the associated data binds, named on every payload. */
 const AAD_METADATA = 'encryption-aad';
 const AAD_NAMESPACE_AND_KEY = 'namespace,key-id';
 const CIPHER = 'AES-256-GCM';
@@ -128,10 +128,10 @@ export class EncryptionCodec implements PayloadCodec {
       const sealed = Buffer.from(payload.data ?? new Uint8Array());
       if (sealed.length < IV_BYTES + TAG_BYTES) throw new PayloadDecryptionFailed(keyId, this.namespace);
       const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(0, IV_BYTES));
-      const aad = fromText(payload.metadata?.[AAD_METADATA]);
-      // An unknown binding is not ours to guess at; an absent one is a payload from before the binding.
-      if (aad !== undefined && aad !== AAD_NAMESPACE_AND_KEY) throw new PayloadDecryptionFailed(keyId, this.namespace);
-      if (aad !== undefined) decipher.setAAD(this.associatedData(keyId));
+      // An unknown binding, or none, is not ours to guess at.
+      if (fromText(payload.metadata?.[AAD_METADATA]) !== AAD_NAMESPACE_AND_KEY)
+        throw new PayloadDecryptionFailed(keyId, this.namespace);
+      decipher.setAAD(this.associatedData(keyId));
       decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
       let plain: Buffer;
       try {

@@ -46,7 +46,7 @@ import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js'
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { addRecordings, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
 import { TEST_NAMESPACES } from '../integration/global-setup.js';
 
@@ -120,17 +120,11 @@ it('records every waiting point the night does not reach, each way out of it', a
   const stageOf = async (holdId: string) => (await (await handleOf(holdId)).query(statusQuery)).stage;
   const reaches = async (holdId: string, stage: HoldStage['stage']) =>
     expect.poll(() => stageOf(holdId), { timeout: 60_000 }).toBe(stage);
-  const byHand = (
-    holdId: string,
-    merchantId: string,
-    expiresAt: string,
-    suffix: string,
-    quarantineTimeoutMs?: number,
-  ) =>
+  const byHand = (holdId: string, merchantId: string, expiresAt: string, suffix: string) =>
     us.client.workflow.execute(releaseExpiredHold, {
       taskQueue: us.config.taskQueue,
       workflowId: `hold-by-hand-${suffix}-${harness.id}`,
-      args: [{ region: 'us', holdId, expiresAt, merchantId, quarantineTimeoutMs }],
+      args: [{ region: 'us', holdId, expiresAt, merchantId }],
     });
   const sweep = (n: number) =>
     us.client.workflow.execute(sweepExpiredHolds, {
@@ -334,6 +328,27 @@ it('records every waiting point the night does not reach, each way out of it', a
   } finally {
     await stopping.close();
   }
+
+  // A merchant answering in 3 s that takes one request at a time: the first hold's fast path holds the one request in
+  // flight while the others wait for room (in-flight waits); marked slow, the next first attempts are handed over to
+  // the regular activity, which waits for room too.
+  const slowNight = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}slow`,
+    { expired: 3, merchants: 1 },
+    harness.merchants,
+  );
+  const slowMerchant = slowNight.merchantIds[0]!;
+  harness.merchants.script(slowMerchant, {
+    secrets: [slowNight.secrets.get(slowMerchant)!],
+    responses: [{ status: 200, delayMs: 3_000 }],
+  });
+  await setMerchant(slowMerchant, `delivery_policy = '{"maxInFlight": 1}'`);
+  await sweep(2);
+  for (const hold of slowNight.expired)
+    await expect.poll(() => stageOf(hold.id), { timeout: 90_000 }).toBe('delivered');
+
   const written = await addRecordings(us.client, us.config.taskQueue, OUT, 'cov');
   console.log(`[golden] ${written.length} histories of the coverage night in ${path.relative(process.cwd(), OUT)}`);
 }, 600_000);
@@ -410,7 +425,10 @@ it('records continue-as-new of a held delivery and of an event workflow, on a se
     )
     .toBeGreaterThanOrEqual(3);
   await expect.poll(async () => (await quarantined.query(statusQuery)).stage, { timeout: 30_000 }).toBe('quarantined');
-  await quarantined.signal(discardSignal, { by: 'erin', reason: 'flooded, then decided' });
+  await quarantined.signal(
+    discardSignal,
+    await recordedDecision(us.pool, flooded, 'discard', 'erin', 'flooded, then decided'),
+  );
   expect(await quarantined.result()).toMatchObject({ delivery: { status: 'discarded' } });
 
   // An event workflow applying one event after another continues as new when the server suggests it.

@@ -23,7 +23,7 @@ import {
 } from '../support/golden.js';
 import { captureThroughReceiver } from '../support/processor.js';
 import { openHarness, type Harness } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 
 const RELEASE = goldenRelease();
 const OUT = goldenSetDir(RELEASE, 'encrypted');
@@ -75,10 +75,16 @@ it('records encrypted histories of this release: delivered, approved, discarded,
       .toBe('quarantined');
   }
   harness.merchants.script(rejecting, { secrets: [night.secrets.get(rejecting)!], responses: [{ status: 200 }] });
+  // Each decision recorded in the ledger first, as the operator CLI does before it sends one.
   await (
     await handleOf(approved)
-  ).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
-  await (await handleOf(discarded)).signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
+  ).signal(
+    approveReplaySignal,
+    await recordedDecision(eu.pool, approved, 'approveReplay', 'alice', 'merchant fixed its parser'),
+  );
+  await (
+    await handleOf(discarded)
+  ).signal(discardSignal, await recordedDecision(eu.pool, discarded, 'discard', 'bob', 'merchant offboarded'));
   await (await handleOf(approved)).result();
   await (await handleOf(discarded)).result();
 

@@ -19,7 +19,7 @@ import type { HoldSeed } from '../../dev/seed.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 
 /** The release these histories belong to: the git revision they were recorded from (or GOLDEN_RELEASE). */
 const RELEASE = goldenRelease();
@@ -86,21 +86,28 @@ it('records the golden histories of this release in every waiting state', async 
   const [approved, discarded, replayedAgain] = (await holdsOf(m[3]!)) as [string, string, string];
   for (const id of [approved, discarded, replayedAgain]) await reaches([id], 'quarantined');
   script(m[3]!, [{ status: 200 }]);
+  // Decisions as signals, each recorded in the ledger first (what the operator CLI does before it sends one).
+  const decided = <K extends 'approveReplay' | 'discard'>(holdId: string, kind: K, by: string, reason: string) =>
+    recordedDecision(us.pool, holdId, kind, by, reason);
   await (
     await handleOf(approved)
-  ).signal(approveReplaySignal, { approvedBy: 'alice', reason: 'merchant fixed its parser' });
-  await (await handleOf(discarded)).signal(discardSignal, { by: 'bob', reason: 'merchant offboarded' });
+  ).signal(approveReplaySignal, await decided(approved, 'approveReplay', 'alice', 'merchant fixed its parser'));
+  await (
+    await handleOf(discarded)
+  ).signal(discardSignal, await decided(discarded, 'discard', 'bob', 'merchant offboarded'));
   await (await handleOf(approved)).result();
   await (await handleOf(discarded)).result();
   script(m[3]!, [{ status: 503 }]);
-  await (await handleOf(replayedAgain)).signal(approveReplaySignal, { approvedBy: 'carol', reason: 'try again' });
+  await (
+    await handleOf(replayedAgain)
+  ).signal(approveReplaySignal, await decided(replayedAgain, 'approveReplay', 'carol', 'try again'));
   await expect
     .poll(async () => (await statusOf(replayedAgain)).stage === 'backing_off' && (await statusOf(replayedAgain)), {
       timeout: 30_000,
     })
     .toMatchObject({ policyRun: 2 });
 
-  // Abandoned: a hold workflow started directly with a 2 s decision timeout (a 422 merchant quarantines it).
+  // Abandoned: a hold workflow started directly on a worker whose quarantines wait 2 s (a 422 merchant quarantines it).
   const rejectedBySweep = await holdsOf(m[7]!);
   const [abandonedHold] = rejectedBySweep as [string];
   const copy = `${abandonedHold}_ab`;
@@ -116,10 +123,11 @@ it('records the golden histories of this release in every waiting state', async 
   const expiresAt = (
     await us.pool.query<{ e: string }>(`SELECT ${isoUtc('expires_at')} AS e FROM auth_holds WHERE id = $1`, [copy])
   ).rows[0]!.e;
+  const abandoning = await harness.abandoningAfter(us, 2_000);
   await us.client.workflow.execute(releaseExpiredHold, {
-    taskQueue: us.config.taskQueue,
+    taskQueue: abandoning.config.taskQueue,
     workflowId: `hold-abandoned-${harness.id}`,
-    args: [{ region: 'us', holdId: copy, expiresAt, merchantId: m[7]!, quarantineTimeoutMs: 2_000 }],
+    args: [{ region: 'us', holdId: copy, expiresAt, merchantId: m[7]! }],
   });
 
   // Failed and retrying (m2): past the fast path's backoff, in Temporal's retries of the regular activity.
@@ -190,7 +198,8 @@ it('records the golden histories of this release in every waiting state', async 
   await closeReceiver();
 
   const written: string[] = [];
-  for await (const execution of us.client.workflow.list({ query: `TaskQueue = '${us.config.taskQueue}'` })) {
+  const taskQueues = `TaskQueue = '${us.config.taskQueue}' OR TaskQueue = '${abandoning.config.taskQueue}'`;
+  for await (const execution of us.client.workflow.list({ query: taskQueues })) {
     const handle = us.client.workflow.getHandle(execution.workflowId, execution.runId);
     let state = execution.status.name.toLowerCase();
     if (execution.type === 'applyHoldEvents') {

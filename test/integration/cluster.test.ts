@@ -384,27 +384,37 @@ it('the production receiver on the production Temporal: the processor calls back
   expect(await checkBalanced(ledger, opening)).toEqual([]);
 }, 300_000);
 
-/** Build B of the deploy below: the quarantine step reordered outright (no patch: a non-determinism storm for holds
- * A quarantined), and a one-millisecond timer before the wait for a human behind a patch (B's marker). */
-// As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edit below matches its exact text.
-const QUARANTINE_CALL = `await ledgerWith(holdLabels.quarantine(webhookId, reason)).quarantineDelivery({
-    webhookId,
-    reason,
-    detail,
-  })`;
+/**
+ * Build B of the deploy below: the quarantine's DeliveryStatus upserted before the activity that records it, outright
+ * (no patch: a non-determinism storm for holds A quarantined), and a one-millisecond timer before the wait for a human
+ * behind a patch (B's marker).
+ */
+// As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edits below match its exact text.
 const BUILD_B: Edit[] = [
   {
     file: 'workflows/webhook-delivery.ts',
-    from: `  const recorded = ${QUARANTINE_CALL};
-  log.warn('webhook quarantined: waiting for a human', { ...d.ctx, webhookId, reason, policyRun });
-  const since = new Date().toISOString();
-  d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
+    from: `      case 'quarantine': {
+        const { reason, detail } = step;
 `,
-    to: `  const since = new Date().toISOString();
-  d.tracker.enter({ stage: 'quarantined', policyRun, reason, since, detail }, 'quarantined');
-  const recorded = ${QUARANTINE_CALL};
-  if (patched('cluster-deploy-build-b')) await sleep(1);
+    to: `      case 'quarantine': {
+        const { reason, detail } = step;
+        upsertSearchAttributes(deliveryStatusUpdate('quarantined'));
 `,
+  },
+  {
+    file: 'workflows/webhook-delivery.ts',
+    from: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: facts.quarantine!.fourEyes };
+`,
+    to: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: facts.quarantine!.fourEyes };
+        if (patched('cluster-deploy-build-b')) await sleep(1);
+`,
+  },
+  {
+    file: 'workflows/webhook-delivery.ts',
+    from: `import { TemporalFailure } from '@temporalio/common';`,
+    to: `import { TemporalFailure } from '@temporalio/common';
+import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { deliveryStatusUpdate } from '../contracts/search-attributes.js';`,
   },
 ];
 

@@ -209,9 +209,9 @@ describe('payload encryption', () => {
     expect(results.filter((r) => r.error)).toEqual([]);
   });
 
-  it('every committed encrypted history of an earlier build (before the namespace binding) still decodes with the current codec, and replays', async () => {
+  it('every committed encrypted history of a supported release still decodes with the current codec, and replays', async () => {
     const sets = encryptedGoldenSets();
-    expect(sets.map((set) => set.release)).toContain('7c95b1f');
+    expect(sets.map((set) => set.release)).toContain('1.0.0');
     for (const set of sets) {
       const codec = new EncryptionCodec([set.key], { namespace: set.namespace, unencrypted: 'refuse' });
       const sealed: Payload[] = [];
@@ -232,6 +232,9 @@ describe('payload encryption', () => {
           failureConverterPath: FAILURE_CONVERTER_PATH,
         }),
       ).toEqual([]);
+      // A payload stripped of the binding's name is refused, not decoded without it.
+      const { [`encryption-aad`]: _bound, ...unbound } = sealed[0]!.metadata!;
+      await expect(codec.decode([{ ...sealed[0]!, metadata: unbound }])).rejects.toThrow(PayloadDecryptionFailed);
     }
   });
 

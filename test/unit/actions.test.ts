@@ -14,21 +14,21 @@ const golden = (release: string, file: string) => {
 
 describe('billableActions', () => {
   it('a healthy hold: its local activities in one workflow task (1) and the delivered upsert (1)', () => {
-    const actions = billableActions(golden('e581189', 'releaseExpiredHold-completed-delivered-22.json.gz'));
+    const actions = billableActions(golden('1.0.0', 'releaseExpiredHold-completed-delivered-105.json.gz'));
     expect(actions.byKind).toMatchObject({ workflowStarted: 0, localActivities: 1, upsert: 1, timer: 0, activity: 0 });
     expect(actions.total).toBe(2);
   });
 
   it('a quarantined hold a human replayed: the signal, the quarantine timer, both delivery attempts, three upserts', () => {
-    const actions = billableActions(golden('e581189', 'releaseExpiredHold-completed-delivered-replayed-18.json.gz'));
+    const actions = billableActions(golden('1.0.0', 'releaseExpiredHold-completed-delivered-replayed-99.json.gz'));
     expect(actions.byKind).toMatchObject({ signal: 1, timer: 1, activity: 2, upsert: 3, localActivities: 2 });
     expect(actions.total).toBe(9);
   });
 
-  it('a sweep page: 2 per child started, 1 for the run (continue-as-new), 1 for the listing activity', () => {
-    const history = golden('e581189', 'sweepExpiredHolds-continued_as_new-27.json.gz');
+  it('a sweep page: 2 per child started (its batch), 1 for the run (continue-as-new), 1 for the listing activity', () => {
+    const history = golden('1.0.0', 'sweepExpiredHolds-continued_as_new-104.json.gz');
     const children = history.events!.filter((e) => e.startChildWorkflowExecutionInitiatedEventAttributes).length;
-    expect(children).toBe(7);
+    expect(children).toBe(1);
     expect(billableActions(history)).toEqual({
       total: 2 * children + 2,
       byKind: {

@@ -149,12 +149,11 @@ describe('EncryptionCodec', () => {
     await expect(new EncryptionCodec([k1], READER).decode([other])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
   });
 
-  it('decodes ciphertext from before the binding (no associated data) in any namespace holding its key', async () => {
-    // Sealed as the codec of 7c95b1f did: AES-256-GCM over the serialized payload, no associated data.
+  it('refuses ciphertext sealed without the binding (no associated data), as a tampered payload', async () => {
     const iv = randomBytes(IV_BYTES);
     const cipher = createCipheriv('aes-256-gcm', k1.key, iv);
     const plain = temporal.api.common.v1.Payload.encode(defaultPayloadConverter.toPayload(HOLD)).finish();
-    const legacy: Payload = {
+    const unbound: Payload = {
       metadata: {
         encoding: Buffer.from(ENCRYPTED_ENCODING),
         'encryption-cipher': Buffer.from('AES-256-GCM'),
@@ -162,7 +161,7 @@ describe('EncryptionCodec', () => {
       },
       data: Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]),
     };
-    expect(await decodeValue(new EncryptionCodec([k1], WORKER), legacy)).toEqual(HOLD);
+    await expect(new EncryptionCodec([k1], WORKER).decode([unbound])).rejects.toBeInstanceOf(PayloadDecryptionFailed);
   });
 
   it('after rotation (new key first) old payloads still decode and new ones use the new key', async () => {
