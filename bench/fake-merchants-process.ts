@@ -31,7 +31,7 @@ export interface TrafficSummary {
 type Request =
   | { op: 'start' }
   | { op: 'script'; scripts: [string, MerchantScript][] }
-  | { op: 'endpoints'; merchantIds: string[] }
+  | { op: 'endpoints'; merchantIds: string[]; sharedOrigin: string[] }
   | { op: 'summary' }
   | { op: 'dump'; path: string };
 
@@ -98,10 +98,20 @@ export class FakeMerchantsProcess {
   }
 
   /**
-   * Each merchant's endpoint, on a loopback address of its own (its own destination), listened on before this answers.
+   * Each merchant's endpoint, on a loopback address of its own (its own destination), listened on before this answers;
+   * those in `sharedOrigin` on the process's main address, one host:port for all of them, as a platform receiving
+   * webhooks for its merchants.
    */
-  async endpointsFor(merchantIds: readonly string[]): Promise<Map<string, string>> {
-    return new Map((await this.call({ op: 'endpoints', merchantIds: [...merchantIds] })) as [string, string][]);
+  async endpointsFor(
+    merchantIds: readonly string[],
+    sharedOrigin: readonly string[] = [],
+  ): Promise<Map<string, string>> {
+    return new Map(
+      (await this.call({ op: 'endpoints', merchantIds: [...merchantIds], sharedOrigin: [...sharedOrigin] })) as [
+        string,
+        string,
+      ][],
+    );
   }
 
   async script(scripts: ReadonlyMap<string, MerchantScript>): Promise<void> {
@@ -151,11 +161,13 @@ async function serve() {
         case 'script':
           for (const [id, script] of message.scripts) merchants.script(id, script);
           return reply(message.id, undefined);
-        case 'endpoints':
+        case 'endpoints': {
+          const shared = new Set(message.sharedOrigin);
           return reply(
             message.id,
-            message.merchantIds.map((id) => [id, merchants.endpointFor(id)]),
+            message.merchantIds.map((id) => [id, merchants.endpointFor(id, { sharedOrigin: shared.has(id) })]),
           );
+        }
         case 'summary':
           return reply(message.id, summarise(merchants.requests()));
         case 'dump':

@@ -6,6 +6,10 @@
  *
  * Rates follow volume the way they do in life: the biggest merchants publish 50 req/s, the 1 req/s ones are
  * small. (A 1 req/s merchant with the top share would set a makespan of hours whatever the design.)
+ *
+ * Two variations, chosen by rank alone (no draw from the seed, so the rest of the night is the same night): slow
+ * merchants (`merchantLatencyMs`, `slowMerchants`) and merchants on one shared origin (`sharedOrigin`,
+ * `sharedOriginMerchants`).
  */
 import type { MerchantScript } from '../dev/fake-merchants.js';
 import { seededRandom } from '../dev/seed.js';
@@ -20,6 +24,10 @@ export interface NightMerchant {
   burst: number;
   fault: MerchantFault;
   holds: number;
+  /** A slow merchant: every request answered 200 after this many ms (`slowMerchants`). */
+  latencyMs?: number;
+  /** Its endpoint is on the one origin it shares with the other such merchants (`sharedOriginMerchants`). */
+  sharedOrigin?: boolean;
 }
 
 export interface NightHold {
@@ -45,6 +53,10 @@ export interface NightOptions {
   merchants: number;
   seed: number;
   faults: boolean;
+  /** One slow merchant per value, answering every request 200 after that many ms. */
+  merchantLatencyMs?: readonly number[];
+  /** How many merchants have their endpoints on one shared origin. */
+  sharedOrigin?: number;
 }
 
 export const REGION_SHARE: Readonly<Record<Region, number>> = { us: 0.6, eu: 0.4 };
@@ -63,10 +75,19 @@ const FAULTS: readonly [MerchantFault, number][] = [
   ['hangs', 2.5],
 ];
 
-/** How a merchant with `fault` answers. Healthy ones take 5–25 ms, like a nearby endpoint. */
-export function merchantScript(fault: MerchantFault, secret: string, random: () => number): MerchantScript {
+/**
+ * How a merchant with `fault` answers. Healthy ones take 5–25 ms, like a nearby endpoint; a slow one (`latencyMs`)
+ * answers 200 after that long, its draw made all the same so every other merchant's script is the night's without it.
+ */
+export function merchantScript(
+  fault: MerchantFault,
+  secret: string,
+  random: () => number,
+  latencyMs?: number,
+): MerchantScript {
   const secrets = [secret];
   const ok = { status: 200, delayMs: 5 + Math.floor(random() * 20) };
+  if (latencyMs !== undefined) return { secrets, responses: [{ status: 200, delayMs: latencyMs }] };
   switch (fault) {
     case 'none':
       return { secrets, responses: [ok] };
@@ -91,7 +112,51 @@ export function merchantScript(fault: MerchantFault, secret: string, random: () 
   }
 }
 
-export function nightWorkload({ holds, merchants, seed, faults }: NightOptions): NightWorkload {
+/** Merchants by volume over both regions, the biggest first; ties by id, so a choice by rank is the seed's alone. */
+export function byVolume(merchants: readonly NightMerchant[]): NightMerchant[] {
+  return [...merchants].sort((a, b) => b.holds - a.holds || a.id.localeCompare(b.id));
+}
+
+/**
+ * How many of the biggest merchants the slow ones are chosen below: in practice each region's biggest (~5 % of the
+ * holds each), left as they are so that a slow merchant is a big one among several, not the one the night is about.
+ */
+const SLOW_BELOW_TOP = 2;
+
+/**
+ * The slow merchants, one per latency in order: by volume just below the top two, skipping any with a fault (a slow
+ * one answers nothing but 200 after its latency), so each has a share of the holds that shows in the night (~2–4 %:
+ * at the default 400 merchants they are 50 req/s ones, ranks 3 and 4 by volume for two latencies).
+ */
+export function slowMerchants(merchants: readonly NightMerchant[], count: number): NightMerchant[] {
+  const chosen = byVolume(merchants)
+    .slice(SLOW_BELOW_TOP)
+    .filter((m) => m.fault === 'none')
+    .slice(0, count);
+  if (chosen.length < count) throw new Error(`only ${chosen.length} merchants can be slow, ${count} asked`);
+  return chosen;
+}
+
+/**
+ * The merchants on one shared origin: the top `n` by volume, the slow ones left out (each experiment measures one
+ * thing). Faults are kept: a platform's merchants answer as they would on their own origins.
+ */
+export function sharedOriginMerchants(merchants: readonly NightMerchant[], n: number): NightMerchant[] {
+  const chosen = byVolume(merchants)
+    .filter((m) => m.latencyMs === undefined)
+    .slice(0, n);
+  if (chosen.length < n) throw new Error(`only ${chosen.length} merchants can share an origin, ${n} asked`);
+  return chosen;
+}
+
+export function nightWorkload({
+  holds,
+  merchants,
+  seed,
+  faults,
+  merchantLatencyMs = [],
+  sharedOrigin = 0,
+}: NightOptions): NightWorkload {
   const random = seededRandom(seed);
   const allMerchants: NightMerchant[] = [];
   const allHolds: NightHold[] = [];
@@ -141,6 +206,8 @@ export function nightWorkload({ holds, merchants, seed, faults }: NightOptions):
     }
     allMerchants.push(...regionMerchants);
   }
+  slowMerchants(allMerchants, merchantLatencyMs.length).forEach((m, i) => (m.latencyMs = merchantLatencyMs[i]));
+  for (const m of sharedOriginMerchants(allMerchants, sharedOrigin)) m.sharedOrigin = true;
   const delivering = allMerchants.filter((m) => !['rejects', 'gone', 'hangs'].includes(m.fault) && m.holds > 0);
   const bound = delivering.reduce(
     (worst, m) => (m.holds / m.ratePerSecond > worst.holds / worst.ratePerSecond ? m : worst),

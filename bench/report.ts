@@ -1,5 +1,5 @@
 /** The night report as Markdown: what `npm run bench` prints and writes next to the JSON. */
-import type { NightSummary, PhaseMeasure } from './night-bench.js';
+import type { NightSummary, PhaseMeasure, SlowMerchantReport } from './night-bench.js';
 import type { PageRuns, PhaseSignals } from './analysis.js';
 import type { ActionCount } from './actions.js';
 import type { Chart } from './charts.js';
@@ -16,6 +16,22 @@ const counts = (r: Record<string, number>) =>
   Object.entries(r)
     .map(([k, v]) => `${k} ${v}`)
     .join(', ') || 'none';
+
+/** A slow merchant's night in a line, after its id: the console's and the report's. */
+export function slowMerchantLine(s: SlowMerchantReport): string {
+  const p = (n: number | undefined) => (n === undefined ? '—' : `${n} s`);
+  return (
+    `answers in ${s.latencyMs} ms (${s.holds} holds, ${s.ratePerSecond}/s): ${s.webhooks} webhooks, ` +
+    `${s.requests} requests = ${s.requestsPerWebhook.toFixed(2)} per webhook, ${s.delivered} delivered; ` +
+    `release → delivery p50 ${p(s.releaseToDeliveryP50Seconds)}, p95 ${p(s.releaseToDeliveryP95Seconds)}`
+  );
+}
+
+const sharedOrigin = (o: NonNullable<NightSummary['workload']['sharedOrigin']>) =>
+  `${o.merchants.length} merchants (${o.holds} holds) on one origin; ` +
+  (o.destination
+    ? `declared as destination '${o.destination.id}' at ${o.destination.ratePerSecond}/s for all of them`
+    : 'no destination declared: each paced at its own rate');
 
 /**
  * `chartsNote`: what stands where the charts would (bench/results-archive.ts) when the night's series are not at hand.
@@ -36,7 +52,11 @@ export function markdownReport(report: NightSummary, charts: readonly Chart[] = 
     '| | value |',
     '|---|---|',
     `| **Product, end to end** (trigger → every hold released and every delivery settled) | **${minutes(p.seconds)} = ${p.holdsPerSecond} holds/s** |`,
-    `| Last hold released at | ${p.releasedBySeconds} s |`,
+    p.releaseRatePerSecond === undefined
+      ? `| Last hold released at | ${p.releasedBySeconds} s |`
+      : `| Released (first release → last) / last release / every delivery settled, from the trigger | ${p.releaseRatePerSecond} holds/s / ${p.lastReleaseSeconds} s / ${p.settleSeconds} s |`,
+    w.sharedOrigin ? `| Shared origin | ${sharedOrigin(w.sharedOrigin)} |` : '',
+    ...(p.slowMerchants ?? []).map((s) => `| Slow merchant ${s.merchantId} | ${slowMerchantLine(s)} |`),
     c
       ? `| **Bare fan-out ceiling** (no-op child per hold, same paging) | **${minutes(c.seconds)} = ${c.holdsPerSecond} holds/s** |`
       : '| Bare fan-out ceiling | not run (--no-ceiling) |',

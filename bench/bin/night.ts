@@ -2,9 +2,15 @@
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the
  * night benchmark
  * (bench/night-bench.ts). Prints the report and writes it to
- * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-cluster-<shards>].{json,md}: the JSON without the
+ * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-batch-<n>][-region-per-process]
+ * [-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-cluster-<shards>].{json,md}: the JSON without the
  * raw series, which go to `.series.json.gz` beside it (not committed: bench/results-archive.ts), the charts to
  * bench/results/charts/.
+ *
+ * `--merchant-latency 3000,10000`: one slow merchant per value, answering every webhook 200 after that many ms
+ * (below the 15 s attempt timeout), chosen by volume just below the two biggest (night-workload.ts `slowMerchants`).
+ * `--shared-origin 20`: the top 20 merchants by volume with their endpoints on one origin of the fake merchants,
+ * each still paced at its own rate; `--declare-destination 5` declares them one destination at 5 req/s.
  *
  * `--temporal cluster --shards 4` runs it on the production Temporal server (PostgreSQL, 4 history shards) instead of
  * the dev server (`--synchronous-commit off`: PostgreSQL's, for Temporal's sessions). `--backends
@@ -20,6 +26,7 @@ import { splitReport, writeNightReport } from '../results-archive.js';
 import path from 'node:path';
 import { parseTemporalBackend, type TemporalBackend } from '../../dev/local-stack.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
+import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
 
 /** The design's rate-limit target is stated for three worker processes. */
 const DEFAULT_WORKERS = 3;
@@ -50,6 +57,11 @@ const { values } = parseArgs({
     'synchronous-commit': { type: 'string', default: 'on' },
     /** Comma-separated: dev, cluster:<shards>. */
     backends: { type: 'string' },
+    /** Comma-separated ms: one slow merchant per value. */
+    'merchant-latency': { type: 'string' },
+    'shared-origin': { type: 'string' },
+    /** req/s: with --shared-origin, its merchants declared as one destination at this rate. */
+    'declare-destination': { type: 'string' },
   },
 });
 const number = (name: keyof typeof values) => {
@@ -58,6 +70,25 @@ const number = (name: keyof typeof values) => {
     throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(values[name])}`);
   return n;
 };
+// A slow merchant must answer within its attempt; past the timeout it is the `slow` fault, retried.
+const merchantLatencyMs = values['merchant-latency']?.split(',').map((v) => {
+  const ms = Number(v.trim());
+  if (!Number.isInteger(ms) || ms <= 0)
+    throw new Error(`--merchant-latency: each value must be a positive integer of ms, got ${JSON.stringify(v)}`);
+  if (ms >= DEFAULT_DELIVERY_POLICY.attemptTimeoutMs)
+    throw new Error(
+      `--merchant-latency ${ms}: must be below the ${DEFAULT_DELIVERY_POLICY.attemptTimeoutMs} ms attempt timeout (a merchant slower than that is the 'slow' fault, whose attempts time out)`,
+    );
+  return ms;
+});
+const declareDestination =
+  values['declare-destination'] === undefined ? undefined : Number(values['declare-destination']);
+if (declareDestination !== undefined && !(declareDestination > 0 && Number.isFinite(declareDestination)))
+  throw new Error(`--declare-destination must be a positive rate (req/s), got ${values['declare-destination']}`);
+if (declareDestination !== undefined && values['shared-origin'] === undefined)
+  throw new Error(
+    '--declare-destination declares the --shared-origin merchants a destination: give --shared-origin too',
+  );
 const args = process.argv.slice(2).join(' ');
 const command = `npm run bench${args ? ` -- ${args}` : ''}`;
 const backends: TemporalBackend[] = values.backends
@@ -103,6 +134,9 @@ for (const temporal of backends) {
         ? {}
         : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
       ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
+      ...(merchantLatencyMs === undefined ? {} : { merchantLatencyMs }),
+      ...(values['shared-origin'] === undefined ? {} : { sharedOrigin: number('shared-origin') }),
+      ...(declareDestination === undefined ? {} : { declareDestinationRate: declareDestination }),
       historiesToScan: 500,
       temporal,
       cacheDir: loadDevConfig().cacheDir,
@@ -111,7 +145,9 @@ for (const temporal of backends) {
     command,
   );
   reports.push(report);
-  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
+  const o = report.options;
+  const variations = `${o.merchantLatencyMs?.length ? `-latency-${o.merchantLatencyMs.join('-')}` : ''}${o.sharedOrigin === undefined ? '' : `-shared-origin-${o.sharedOrigin}`}${o.declareDestinationRate === undefined ? '' : `-destination-${o.declareDestinationRate}`}`;
+  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${variations}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
   const charts = await writeCharts(report, 'bench/results', path.basename(name));
   const markdown = markdownReport(report, charts);
   console.log(`\n${markdown}`);
