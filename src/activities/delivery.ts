@@ -60,6 +60,7 @@ import * as records from '../sql/operator-records.js';
 import * as merchantApi from '../sql/merchant-api.js';
 import { samePerson } from '../contracts/identity.js';
 import { disableMerchant } from '../sql/merchants.js';
+import { HELD_LONG_RECHECK_MS, IN_FLIGHT_WAIT_MAX_MS } from '../workflows/delivery-rules.js';
 
 export interface DeliveryDeps {
   region: Region;
@@ -323,6 +324,22 @@ function waited({ metrics }: DeliveryContext, merchantId: string, lane: Lane, ms
 
 /** One signed HTTP attempt under the delivery policy; see the module comment. */
 async function deliverWebhook(ctx: DeliveryContext, input: DeliverWebhookInput): Promise<DeliverWebhookResult> {
+  const result = await attemptHere(ctx, input);
+  // Nothing sent: the workflow comes back to the webhook within this long, and the outbox reconciler leaves it alone.
+  if (result.status === 'held' || result.status === 'wait') {
+    const within =
+      result.status === 'held'
+        ? HELD_LONG_RECHECK_MS
+        : result.why === 'in_flight'
+          ? IN_FLIGHT_WAIT_MAX_MS
+          : result.waitMs;
+    await deliveries.markAwaited(ctx.pool, input.webhookId, within);
+  }
+  return result;
+}
+
+/** The attempt, unless this worker's fast path is full. */
+async function attemptHere(ctx: DeliveryContext, input: DeliverWebhookInput): Promise<DeliverWebhookResult> {
   if (!activityInfo().isLocal) return attemptOnce(ctx, input);
   const { fastPath } = ctx;
   if (fastPath.running >= fastPath.slots) return { status: 'hand_over' };

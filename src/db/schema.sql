@@ -584,6 +584,7 @@ CREATE TABLE webhook_deliveries (
   delivered_at timestamp with time zone,
   quarantined_at timestamp with time zone,
   hold_ordinal integer NOT NULL,
+  awaited_until timestamp with time zone,
   CONSTRAINT webhook_deliveries_check CHECK (status <> 'quarantined'::text OR quarantine_reason IS NOT NULL),
   CONSTRAINT webhook_deliveries_check1 CHECK ((status = 'delivered'::text) = (delivered_at IS NOT NULL)),
   CONSTRAINT webhook_deliveries_hold_id_fkey FOREIGN KEY (hold_id) REFERENCES auth_holds(id),

@@ -266,6 +266,8 @@ export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<vo
             last_error = CASE WHEN $9::text = 'delivered' THEN NULL ELSE coalesce($7::text, 'HTTP ' || $6::integer) END,
             status = CASE WHEN $9::text = 'delivered' THEN 'delivered' ELSE status END,
             delivered_at = CASE WHEN $9::text = 'delivered' THEN now() ELSE delivered_at END,
+            -- A retry comes back after its delay (Temporal's, then the activity's): the reconciler waits that long.
+            awaited_until = now() + make_interval(secs => coalesce($10::bigint, 0)::double precision / 1000),
             updated_at = now()
       WHERE webhook_id = $1::text`,
     [
@@ -282,6 +284,18 @@ export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<vo
       a.next?.reason ?? null,
       a.scheduledAtMs,
     ],
+  );
+}
+
+/**
+ * Its workflow waits `waitMs` before it comes back to the webhook (the answer `wait` or `held`): the outbox reconciler
+ * leaves the row alone until then.
+ */
+export async function markAwaited(db: Queryable, webhookId: string, waitMs: number): Promise<void> {
+  await db.query(
+    `UPDATE webhook_deliveries SET awaited_until = now() + make_interval(secs => $2::double precision / 1000)
+      WHERE webhook_id = $1::text AND status = 'pending'`,
+    [webhookId, waitMs],
   );
 }
 

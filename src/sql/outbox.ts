@@ -1,6 +1,6 @@
 /**
- * SQL of the outbox reconciler (migration 014): pending webhooks nothing may be driving (with their latest resend,
- * migration 015, whose workflow drives a resent one), and each run's account.
+ * SQL of the outbox reconciler: pending webhooks nothing may be driving (with their latest resend, whose workflow drives
+ * a resent one), and each run's account.
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
@@ -21,9 +21,8 @@ export interface OutboxCandidate {
 }
 
 /**
- * Pending webhooks created and last touched (an attempt admitted, a decision) more than `graceMs` ago, oldest first,
- * after `cursor`. A delivery being attempted touches its row with each attempt; one waiting on a merchant's pause or a
- * long backoff does not, and is looked at too (its workflow is found running).
+ * Pending webhooks created and last touched (an attempt admitted, a decision) more than `graceMs` ago, and not awaited
+ * by a workflow that said it comes back to them (`awaited_until`, within the grace), oldest first, after `cursor`.
  */
 export async function outboxCandidates(
   db: Queryable,
@@ -55,6 +54,7 @@ export async function outboxCandidates(
       WHERE d.status = 'pending'
         AND d.created_at <= now() - make_interval(secs => $1::double precision / 1000)
         AND d.updated_at <= now() - make_interval(secs => $1::double precision / 1000)
+        AND (d.awaited_until IS NULL OR d.awaited_until <= now() - make_interval(secs => $1::double precision / 1000))
         AND ($3::timestamptz IS NULL OR (d.created_at, d.webhook_id) > ($3::timestamptz, $4::text))
       ORDER BY d.created_at, d.webhook_id
       LIMIT $2::integer`,

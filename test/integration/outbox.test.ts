@@ -102,6 +102,8 @@ describe('the outbox reconciler', () => {
     }
     await resumeMerchant(us.pool, merchantId);
     for (const w of stranded) expect(await statusOf(w.webhook_id)).toBe('pending');
+    // Their workflows had said when they would come back to them (a held re-check); that time has passed.
+    await us.pool.query(`UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour'`);
 
     const outbox = { intervalMs: 2_000, graceMs: 1_000 };
     const scheduledAt = Date.now();
@@ -190,14 +192,18 @@ describe('the outbox reconciler', () => {
         workflowId: `outbox-budget-${harness.id}-${i}`,
         args: [{ region: 'us', graceMs: 0 }],
       });
+    // Each held delivery's workflow said it would be back within its re-check: not looked at before then.
+    expect((await run(0)).checked).toBe(0);
+    await small.pool.query(`UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour'`);
     const reports = [];
     for (let i = 1; i <= 4; i++) reports.push(await run(i));
     expect(reports.map((r) => [r.checked, r.restarted, r.running, r.resumeAfter !== undefined])).toEqual([
       [2, 2, 0, true],
       [2, 2, 0, true],
-      // The end of the backlog: the next run starts over, and finds every workflow running.
+      // The end of the backlog: the next run starts over, and looks at none of them: each restarted workflow, held
+      // again, said when it comes back.
       [1, 1, 0, false],
-      [2, 0, 2, true],
+      [0, 0, 0, false],
     ]);
     expect(new Set(reports.slice(0, 3).flatMap((r) => r.restartedWebhooks)).size).toBe(5);
   });

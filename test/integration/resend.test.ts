@@ -12,6 +12,7 @@ import type { ReceivedWebhook } from '../../dev/fake-merchants.js';
 import { discardHold, holdStatus, type OpsContext } from '../../src/ops/operations.js';
 import { resendWebhookNow } from '../../src/ops/resends.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
+import { statusQuery } from '../../src/contracts/messages.js';
 import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
 import type { ResendWebhookResult } from '../../src/workflows/resend-webhook.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
@@ -313,9 +314,16 @@ describe('resend', () => {
     await pauseMerchant(us.pool, merchantId, 'test: hold the resend');
     const started = await resendWebhookNow(ops, webhookId, 'alice', 'lost by the merchant');
     expect(started.policyRun).toBe(2);
-    await us.client.workflow.getHandle(started.workflowId).terminate('test: strand the resend');
+    const resend = us.client.workflow.getHandle(started.workflowId);
+    await expect.poll(async () => (await resend.query(statusQuery)).stage, { timeout: 30_000 }).toBe('held');
+    await resend.terminate('test: strand the resend');
     await resumeMerchant(us.pool, merchantId);
     expect(await statusOf(holdId)).toBe('pending');
+    // Its workflow had said when it would re-check the held merchant; that time has passed.
+    await us.pool.query(
+      `UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour' WHERE webhook_id = $1`,
+      [webhookId],
+    );
 
     const report = await us.client.workflow.execute(reconcileOutbox, {
       taskQueue: us.config.taskQueue,

@@ -196,6 +196,10 @@ CREATE TABLE webhook_deliveries (
   delivered_at      timestamptz,
   quarantined_at    timestamptz,
   hold_ordinal      integer NOT NULL CHECK (hold_ordinal > 0),
+  -- Until when its workflow waits before it comes back to it (a wait for the budget, for room in flight, behind an
+  -- earlier webhook, a held merchant's re-check, a retry's delay), as the delivery activity answered it: the outbox
+  -- reconciler leaves a pending row alone until then (and its grace after), since a running workflow drives it.
+  awaited_until     timestamptz,
   -- A quarantined row says why; the reason is kept when a human discards it or nobody decides (abandoned).
   CHECK (status <> 'quarantined' OR quarantine_reason IS NOT NULL),
   CHECK ((status = 'delivered') = (delivered_at IS NOT NULL))
