@@ -31,7 +31,7 @@
  * timestamp of another clock. The retry horizon runs from a policy run's first attempt; time held by a paused merchant
  * is added back.
  */
-import type { DeliverWebhookResult, QuarantineDecisionAnswer } from '../contracts/delivery.js';
+import type { DeliverWebhookResult, QuarantineDecision, QuarantineDecisionAnswer } from '../contracts/delivery.js';
 export type { DeliveryEnd, DeliveryFacts } from '../contracts/domain.js';
 import type { DeliveryEnd, DeliveryFacts, OpenQuarantine } from '../contracts/domain.js';
 import type { QuarantineReason } from '../contracts/failures.js';
@@ -52,14 +52,7 @@ export const IN_FLIGHT_WAIT_MAX_MS = 60_000;
 export const ABANDONED_BY = 'hold-sweeper';
 
 /** A human's decision on a quarantine, or the workflow's own abandon, as the ledger is asked to record it. */
-export interface HumanDecision {
-  decision: 'replay' | 'discard' | 'abandon';
-  by: string;
-  reason: string;
-  ticket?: string;
-  decisionId?: string;
-  replayRequestId?: string;
-}
+export type HumanDecision = Omit<QuarantineDecision, 'webhookId' | 'policyRun'>;
 
 /** How a failed call ended, as the workflow read it. */
 export type AttemptFailure =

@@ -32,6 +32,7 @@ import type { ReleaseOutcome } from '../../src/contracts/domain.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../../src/contracts/failures.js';
 import { DeliveryStatusKey, SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
+import { deliverHoldEvent } from '../../src/workflows/hold-events.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 
 /** The activities a delivery workflow calls, stubbed; each is called with what the workflow passed. */
@@ -504,5 +505,16 @@ export async function startHold(
     typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
     workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
     args: [{ region: 'us', holdId, expiresAt: new Date().toISOString(), merchantId }],
+  });
+}
+
+/** Starts `deliverHoldEvent` for `webhookId`, as the hold's event workflow starts it (DeliveryStatus `pending`). */
+export function startEventDelivery(w: WorkflowEnv, taskQueue: string, webhookId: string) {
+  return w.env.client.workflow.start(deliverHoldEvent, {
+    taskQueue,
+    workflowId: `event-${webhookId}`,
+    typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
+    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
+    args: [{ region: 'us', holdId: 'hold-ev', webhookId, retryHorizonMs: HOUR }],
   });
 }

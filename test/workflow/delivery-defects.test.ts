@@ -11,9 +11,7 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { expect, it } from 'vitest';
 import { approveReplaySignal, approveReplayUpdate, type DecisionAnswer } from '../../src/contracts/messages.js';
-import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
 import { RUN_HISTORY_BUDGET } from '../../src/workflows/history-budget.js';
-import { deliverHoldEvent } from '../../src/workflows/hold-events.js';
 import { IN_FLIGHT_WAIT_MAX_MS } from '../../src/workflows/delivery-rules.js';
 import {
   busy,
@@ -26,6 +24,7 @@ import {
   released,
   runsOf,
   runWorker,
+  startEventDelivery,
   startHold,
   stubActivities,
   withWorkflowEnv,
@@ -127,12 +126,7 @@ it("a processor event's webhook waits for a human as long as the worker's quaran
   });
   const webhookId = `wh-ev-${randomUUID().slice(0, 8)}`;
   await runWorker(w, activities, async (taskQueue) => {
-    const handle = await w.env.client.workflow.start(deliverHoldEvent, {
-      taskQueue,
-      workflowId: `event-${webhookId}`,
-      typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
-      args: [{ region: 'us', holdId: 'hold-ev', webhookId, retryHorizonMs: HOUR }],
-    });
+    const handle = await startEventDelivery(w, taskQueue, webhookId);
     expect(await handle.result()).toEqual({ webhookId, delivery: { status: 'abandoned', policyRuns: 1 } });
     const human = ((await handle.fetchHistory()).events ?? []).find((e) => e.timerStartedEventAttributes);
     expect(Number(human?.timerStartedEventAttributes?.startToFireTimeout?.seconds) * 1000).toBe(3 * HOUR);

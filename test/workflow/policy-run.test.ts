@@ -11,8 +11,6 @@ import { describe, expect, it } from 'vitest';
 import type { ReleaseExpiredHoldInput } from '../../src/contracts/domain.js';
 import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
 import { merchantResumedSignal, statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
-import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
-import { deliverHoldEvent } from '../../src/workflows/hold-events.js';
 import {
   alreadyTerminal,
   crashes,
@@ -31,6 +29,7 @@ import {
   runsOf,
   runWorker,
   scheduled,
+  startEventDelivery,
   startHold,
   stubActivities,
   throttled,
@@ -527,12 +526,7 @@ describe('deliverHoldEvent', () => {
     const { activities, calls } = stubActivities(w, { deliver: [crashes(), blocked] });
     const webhookId = `wh-ev-${randomUUID().slice(0, 8)}`;
     await runWorker(w, activities, async (taskQueue) => {
-      const handle = await w.env.client.workflow.start(deliverHoldEvent, {
-        taskQueue,
-        workflowId: `event-${webhookId}`,
-        typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
-        args: [{ region: 'us', holdId: 'hold-ev', webhookId, retryHorizonMs: HOUR }],
-      });
+      const handle = await startEventDelivery(w, taskQueue, webhookId);
       // Asked from its start (answers come once its first task is done) until the regular call is in flight.
       const seen: HoldStatus[] = [];
       await eventually(
