@@ -41,8 +41,9 @@ export function workerEnvironment(
     HOLD_SWEEPER_MODE: 'dev',
     HOLD_SWEEPER_REGIONS: regions.map((r) => r.region).join(','),
     TEMPORAL_ADDRESS: address,
-    // The schedule is ensured at start-up; a day's interval keeps it from firing on its own during a run.
+    // The schedules are ensured at start-up; a day's interval keeps them from firing on their own during a run.
     SWEEP_INTERVAL: '24h',
+    RETENTION_INTERVAL: '24h',
     WORKFLOW_BUNDLE_PATH: workflowBundlePath,
   };
   for (const region of regions) {

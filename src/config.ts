@@ -62,6 +62,14 @@ export interface OutboxConfig {
   readonly graceMs: number;
 }
 
+/** The retention job (src/workflows/prune-ledger.ts, docs/data-retention.md), on its own schedule per region. */
+export interface RetentionConfig {
+  /** RETENTION_INTERVAL: how often it runs. */
+  readonly intervalMs: number;
+  /** RETENTION_RUN_BUDGET: how long one run may delete for; a backlog is worked through by the next runs. */
+  readonly budgetMs: number;
+}
+
 export interface SweepConfig {
   /** How often the schedule starts a sweep, in ms. */
   readonly intervalMs: number;
@@ -120,6 +128,11 @@ export type MerchantLabel = (typeof MERCHANT_LABELS)[number];
 export interface ObservabilityConfig {
   /** host:port of the worker's Prometheus endpoint (SDK + product metrics); none when undefined. */
   readonly metricsAddress: string | undefined;
+  /**
+   * HEALTH_ADDRESS: where the worker answers `GET /livez` and `GET /readyz` (src/observability/health.ts); none when
+   * undefined (like METRICS_ADDRESS: a host running several workers gives each its own).
+   */
+  readonly healthAddress: ListenAddress | undefined;
   readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
   /** How often each worker re-reads the ledger gauges (ages, depths). */
   readonly gaugeIntervalMs: number;
@@ -224,6 +237,7 @@ export interface Config {
   readonly webhooks: WebhookConfig;
   readonly sweep: SweepConfig;
   readonly outbox: OutboxConfig;
+  readonly retention: RetentionConfig;
   readonly temporalLimits: TemporalLimitsConfig;
 }
 
@@ -255,9 +269,12 @@ export const CONFIG_VARIABLES = [
   'SWEEP_TIMEOUT',
   'OUTBOX_RECONCILE_INTERVAL',
   'OUTBOX_GRACE',
+  'RETENTION_INTERVAL',
+  'RETENTION_RUN_BUDGET',
   'TEMPORAL_MAX_ID_LENGTH',
   'QUARANTINE_DECISION_TIMEOUT',
   'METRICS_ADDRESS',
+  'HEALTH_ADDRESS',
   'METRICS_GAUGE_INTERVAL',
   'METRICS_MERCHANT_LABEL',
   'METRICS_WORST_MERCHANTS',
@@ -363,10 +380,11 @@ export function parseDuration(variable: string, raw: string): number {
   return Number(match[1]) * DURATION_UNITS_MS[match[2]!]!;
 }
 
-function readDuration(env: Env, variable: string, fallback: string, minMs = 1): number {
+function readDuration(env: Env, variable: string, fallback: string, minMs = 1, maxMs = Infinity): number {
   const raw = env[variable] ?? fallback;
   const ms = parseDuration(variable, raw);
   if (ms < minMs) throw new ConfigError(variable, raw, `a duration of at least ${minMs} ms`);
+  if (ms > maxMs) throw new ConfigError(variable, raw, `a duration of at most ${maxMs} ms`);
   return ms;
 }
 
@@ -729,6 +747,15 @@ function readOutbox(env: Env): OutboxConfig {
   };
 }
 
+/** The retention job's schedule (RETENTION_*). */
+function readRetention(env: Env): RetentionConfig {
+  return {
+    intervalMs: readDuration(env, 'RETENTION_INTERVAL', '1h', 60_000),
+    // Inside the activity's 30-minute start-to-close (src/workflows/activity-profiles.ts), so a run always reports.
+    budgetMs: readDuration(env, 'RETENTION_RUN_BUDGET', '5m', 1000, 20 * 60_000),
+  };
+}
+
 /** What the Temporal server allows (TEMPORAL_MAX_ID_LENGTH). */
 function readTemporalLimits(env: Env): TemporalLimitsConfig {
   return {
@@ -770,6 +797,7 @@ function readObservability(env: Env): ObservabilityConfig {
   }
   const observability: ObservabilityConfig = {
     metricsAddress: readAddress(env, 'METRICS_ADDRESS'),
+    healthAddress: readListenAddress(env, 'HEALTH_ADDRESS'),
     logLevel: logLevel as ObservabilityConfig['logLevel'],
     gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
     quarantinePageAfterMs: readDuration(env, 'QUARANTINE_PAGE_AFTER', '1h', 60_000),
@@ -897,6 +925,7 @@ export function loadConfig(
     webhooks: Object.freeze(webhooks),
     sweep: Object.freeze(sweep),
     outbox: Object.freeze(outbox),
+    retention: Object.freeze(readRetention(env)),
     temporalLimits: Object.freeze(temporalLimits),
   });
 }

@@ -115,6 +115,9 @@ export class OperatorError extends Error {
       | 'SendsPaused'
       | 'SendsAlreadyPaused'
       | 'SendsNotPaused'
+      | 'SweepsPaused'
+      | 'SweepsAlreadyPaused'
+      | 'SweepsNotPaused'
       | 'NotAtAnEnd'
       | 'ResendRefused'
       | 'ApiKeyNotFound',

@@ -1,13 +1,14 @@
 /**
- * Two Temporal Schedules per region: one starts the regional sweep, one the outbox reconciler. Creating them is
- * idempotent: an existing schedule is updated to the configured spec instead, so every worker start-up can call
- * `ensureSweepSchedule` and `ensureOutboxSchedule`.
+ * Three Temporal Schedules per region: one starts the regional sweep, one the outbox reconciler, one the retention
+ * job. Creating them is idempotent: an existing schedule is updated to the configured spec instead, so every worker
+ * start-up can call `ensureSweepSchedule`, `ensureOutboxSchedule` and `ensureRetentionSchedule`.
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
-import type { OutboxConfig, RegionConfig, SweepConfig } from './config.js';
-import { outboxWorkflowIdPrefix, sweepWorkflowIdPrefix } from './contracts/ids.js';
+import type { OutboxConfig, RegionConfig, RetentionConfig, SweepConfig } from './config.js';
+import { outboxWorkflowIdPrefix, retentionWorkflowIdPrefix, sweepWorkflowIdPrefix } from './contracts/ids.js';
 import type { SweepInput } from './contracts/domain.js';
 import type { ReconcileOutboxWorkflowInput } from './contracts/outbox.js';
+import type { PruneLedgerWorkflowInput } from './contracts/retention.js';
 
 export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
   const args: [SweepInput] = [
@@ -80,6 +81,39 @@ export async function ensureOutboxSchedule(
   outbox: OutboxConfig,
 ): Promise<'created' | 'updated'> {
   return ensureSchedule(client, outboxScheduleOptions(region, outbox));
+}
+
+/** The region's retention job schedule: `<SCHEDULE_ID>-retention`. */
+export const retentionScheduleId = (region: RegionConfig) => `${region.scheduleId}-retention`;
+
+export function retentionScheduleOptions(region: RegionConfig, retention: RetentionConfig): ScheduleOptions {
+  const args: [PruneLedgerWorkflowInput] = [{ region: region.region, budgetMs: retention.budgetMs }];
+  return {
+    scheduleId: retentionScheduleId(region),
+    spec: { intervals: [{ every: retention.intervalMs }] },
+    action: {
+      type: 'startWorkflow',
+      workflowType: 'pruneLedger',
+      taskQueue: region.taskQueue,
+      workflowId: retentionWorkflowIdPrefix(region.region),
+      args,
+      // Its activity's three attempts of 30 minutes at most, and their backoff.
+      workflowExecutionTimeout: 2 * 60 * 60_000,
+    },
+    policies: {
+      // One run at a time; a missed one is not caught up (the next deletes the same rows).
+      overlap: ScheduleOverlapPolicy.SKIP,
+      catchupWindow: 60_000,
+    },
+  };
+}
+
+export async function ensureRetentionSchedule(
+  client: Client,
+  region: RegionConfig,
+  retention: RetentionConfig,
+): Promise<'created' | 'updated'> {
+  return ensureSchedule(client, retentionScheduleOptions(region, retention));
 }
 
 async function ensureSchedule(client: Client, options: ScheduleOptions): Promise<'created' | 'updated'> {

@@ -532,6 +532,8 @@ function noteAttempt(
   const status_class = statusClass(attempt.result);
   metrics.attempts.add(1, { merchant_id: delivery.merchantId, status_class });
   metrics.attemptSeconds.record(attempt.durationMs / 1000, { merchant_id: delivery.merchantId, status_class });
+  if (attempt.result.kind === 'error' && attempt.result.errorClass === 'AttemptTimeout')
+    metrics.outcomeUnknown.add(1, { merchant_id: delivery.merchantId });
   log.info('webhook attempt', {
     region,
     holdId: delivery.holdId,
@@ -552,9 +554,9 @@ async function recordAttempt(
   outcome: 'delivered' | 'retry' | 'quarantine',
   next?: { delayMs: number; reason: string },
 ) {
-  const { pool } = ctx;
+  const { pool, metrics } = ctx;
   const { webhookId, attemptNumber, policyRun, startedAt, attempt } = sent;
-  await deliveries.recordAttempt(pool, {
+  const recorded = await deliveries.recordAttempt(pool, {
     webhookId,
     attemptNumber,
     policyRun,
@@ -568,6 +570,12 @@ async function recordAttempt(
     next,
   });
   sent.leaseReturned = true;
+  // The SLO's measure: a release's webhook from the release to the 2xx, on its first policy run (a replay's or a
+  // resend's time includes a human's).
+  if (recorded.releaseToDeliveredSeconds !== null && policyRun === 1)
+    metrics.releaseToDelivered.record(recorded.releaseToDeliveredSeconds, {
+      merchant_id: sent.sendable.delivery.merchantId,
+    });
 }
 
 /** The policy table's action for the attempt's result: record it, then answer, fail, or fail to be retried. */

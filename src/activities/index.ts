@@ -6,6 +6,7 @@ import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';
 import { createOutboxActivities, type OutboxDeps } from './outbox.js';
 import { createProcessorEventActivities } from './processor-events.js';
+import { createRetentionActivities } from './retention.js';
 
 export type ActivityDeps = LedgerDeps & DeliveryDeps & Pick<OutboxDeps, 'outboxBudget'>;
 
@@ -15,6 +16,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDeliveryActivities(deps),
     ...createProcessorEventActivities(deps),
     ...createOutboxActivities(deps),
+    ...createRetentionActivities(deps),
   };
 }
 

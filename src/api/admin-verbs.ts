@@ -13,7 +13,6 @@ import type { DeliveryStatus } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { EndpointRules } from '../delivery/endpoint.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
-import { sweepNow } from '../schedules.js';
 import { webhooksInStatus } from '../sql/deliveries.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { auditEntries } from '../sql/audit.js';
@@ -43,6 +42,7 @@ import {
 import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from '../ops/processor-events.js';
 import { approveResendRequest, previewResend, resendWebhookNow } from '../ops/resends.js';
 import { pauseSends, resumeSends, sendsStatus } from '../ops/send-pauses.js';
+import { pauseSweeps, resumeSweeps, sweepNowUnlessPaused, sweepsStatus } from '../ops/sweep-pauses.js';
 import type { Role } from './identity.js';
 
 /**
@@ -147,6 +147,13 @@ const shape = (properties: Record<string, Field>, required = Object.keys(propert
 });
 const anyObject: Field = { type: 'object', additionalProperties: true };
 const list = (item: Record<string, Field> = {}): Field => shape({ items: { type: 'array', items: shape(item) } });
+/** What the sweeps verbs answer: src/ops/sweep-pauses.ts `SweepsState`. */
+const SWEEPS_STATE = shape({
+  paused: { type: 'boolean' },
+  note: { type: 'string' },
+  nextSweeps: { type: 'array', items: { type: 'string' } },
+  recentSweeps: { type: 'array', items: shape({ workflowId: { type: 'string' }, startedAt: { type: 'string' } }) },
+});
 const frozen = shape({
   id: { type: 'string' },
   count: { type: 'integer', minimum: 0 },
@@ -201,6 +208,7 @@ const filters = (input: VerbInput) => ({
   since: str(input, 'since'),
   until: str(input, 'until'),
   reason: str(input, 'reason') as QuarantineReason | undefined,
+  limit: num(input, 'limit'),
 });
 
 /**
@@ -229,14 +237,54 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
   {
     id: 'sweep.now',
     command: 'sweep-now',
-    summary: "Trigger the region's sweep now (a running sweep is not doubled).",
+    summary: "Trigger the region's sweep now (a running sweep is not doubled; refused while sweeps are paused).",
     method: 'POST',
     path: '/v1/sweeps',
     roles: OPERATORS,
     fields: {},
     temporal: true,
     response: shape({ workflowId: { type: 'string', minLength: 1 } }),
-    run: async (ctx) => ({ workflowId: await sweepNow(ops(ctx).client, ctx.region) }),
+    run: (ctx) => sweepNowUnlessPaused(ops(ctx)),
+  },
+  {
+    id: 'sweeps.pause',
+    command: 'sweeps pause',
+    summary: "Stop discovery: the region's sweep schedule paused, with who and why; what started goes on.",
+    method: 'POST',
+    path: '/v1/sweeps/pause',
+    roles: OPERATORS,
+    actor: 'by',
+    fields: { reason: text('why') },
+    required: ['reason'],
+    temporal: true,
+    response: SWEEPS_STATE,
+    run: (ctx, input) => pauseSweeps(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
+  },
+  {
+    id: 'sweeps.resume',
+    command: 'sweeps resume',
+    summary: "Sweep again: the region's sweep schedule unpaused, with who and why.",
+    method: 'POST',
+    path: '/v1/sweeps/resume',
+    roles: OPERATORS,
+    actor: 'by',
+    fields: { reason: text('why') },
+    required: ['reason'],
+    temporal: true,
+    response: SWEEPS_STATE,
+    run: (ctx, input) => resumeSweeps(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
+  },
+  {
+    id: 'sweeps.status',
+    command: 'sweeps status',
+    summary: 'The sweep schedule: paused or not, its note, the next and the last sweeps.',
+    method: 'GET',
+    path: '/v1/sweeps/status',
+    roles: EVERYONE,
+    fields: {},
+    temporal: true,
+    response: SWEEPS_STATE,
+    run: (ctx) => sweepsStatus(ops(ctx)),
   },
   {
     id: 'hold.status',
@@ -300,7 +348,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/replay-requests',
     roles: OPERATORS,
     actor: 'requestedBy',
-    fields: { ...quarantineSelection, hold: id('only this hold'), webhook: id('only this webhook') },
+    fields: {
+      ...quarantineSelection,
+      hold: id('only this hold'),
+      webhook: id('only this webhook'),
+      limit: { type: 'integer', minimum: 1, maximum: 100_000, description: 'only the oldest N (a canary)' },
+    },
     temporal: false,
     response: frozen,
     run: async (ctx, input) => {

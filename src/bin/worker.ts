@@ -18,13 +18,15 @@ import { loadConfig, requireExplicitMode } from '../config.js';
 import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../temporal-connection.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { readyLedger } from '../db/migrate.js';
+import { sealingKeysInUse } from '../db/secrets-at-rest.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { jsonLogger } from '../observability/logging.js';
+import { serveHealth, type ReadinessCheck } from '../observability/health.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
-import { ensureOutboxSchedule, ensureSweepSchedule } from '../schedules.js';
+import { ensureOutboxSchedule, ensureRetentionSchedule, ensureSweepSchedule } from '../schedules.js';
 import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
 import { buildIdOf } from '../workers/deployment.js';
 import {
@@ -92,6 +94,7 @@ async function main() {
   };
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
+  const checks: Record<string, ReadinessCheck> = {};
   // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const tuning =
@@ -129,6 +132,7 @@ async function main() {
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
     await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
     await whenReachable('Temporal', () => ensureOutboxSchedule(client, region, config.outbox));
+    await whenReachable('Temporal', () => ensureRetentionSchedule(client, region, config.retention));
     const nativeConnection = await whenReachable('Temporal', () => connectWorker(settings, address));
     // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
     const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>
@@ -168,6 +172,17 @@ async function main() {
     });
     await gauges.refresh();
     const erasure = startSecretErasure({ region: region.region, pool });
+    // What this region's worker needs to do its work, asked at every readiness request (src/observability/health.ts).
+    const ring = new Set(region.secretKeys.map((k) => k.id));
+    Object.assign(checks, {
+      [`ledger-${region.region}`]: async () => void (await pool.query('SELECT 1')),
+      [`temporal-${region.region}`]: async () => void (await connection.healthService.check({})),
+      [`keys-${region.region}`]: async () => {
+        const missing = (await sealingKeysInUse(pool)).filter((id) => !ring.has(id));
+        if (missing.length > 0)
+          throw new Error(`merchant secrets sealed under ${missing.join(', ')}, not in MERCHANT_SECRET_KEYS_${up}`);
+      },
+    } satisfies Record<string, ReadinessCheck>);
     const running = await runRegionWorker(worker, client, config.deployment.setCurrent);
     runs.push(running.run);
     Runtime.instance().logger.info('worker running', {
@@ -200,7 +215,13 @@ async function main() {
       () => nativeConnection.close(),
     );
   }
+  const health = config.observability.healthAddress
+    ? await serveHealth(checks, config.observability.healthAddress)
+    : undefined;
+  if (health)
+    Runtime.instance().logger.info('worker health', { livez: `${health.url}/livez`, readyz: `${health.url}/readyz` });
   await Promise.all(runs);
+  await health?.close();
   for (const close of cleanup) await close();
 }
 

@@ -56,6 +56,11 @@ export function outboxWorkflowIdPrefix(region: Region): string {
   return `outbox-${region}`;
 }
 
+/** Base id for the retention job's runs; its schedule appends the nominal time. */
+export function retentionWorkflowIdPrefix(region: Region): string {
+  return `retention-${region}`;
+}
+
 /** Base id for sweeps; schedules append the nominal time, manual sweeps a caller-chosen suffix. */
 export function sweepWorkflowIdPrefix(region: Region): string {
   return `sweep-${region}`;

@@ -4,7 +4,8 @@
 -- development database, where everything connects as one superuser). docs/security.md#one-role-per-service.
 --
 -- None of them owns a table or may create one: DDL is the migrator's (hold_sweeper_migrator, the owner). None may
--- DELETE or TRUNCATE ledger rows; the receiver deletes only its own refusals (their retention).
+-- DELETE or TRUNCATE ledger rows; the receiver deletes only its own refusals (their retention), and the worker's
+-- retention job deletes only through prune_expired and prune_api_audit, which fix the retention themselves.
 DO $grants$
 DECLARE
   product_tables text := 'accounts, auth_holds, ledger_entries, merchants, webhook_deliveries, '
@@ -41,6 +42,8 @@ BEGIN
     -- the request and whether its key was live. Never a key's secret hash.
     GRANT SELECT, UPDATE (started_at) ON merchant_resend_requests TO hold_sweeper_worker;
     GRANT SELECT (id, merchant_id, revoked_at) ON merchant_api_keys TO hold_sweeper_worker;
+    -- The retention job (docs/data-retention.md).
+    GRANT EXECUTE ON FUNCTION prune_expired(text, integer), prune_api_audit(timestamptz, text) TO hold_sweeper_worker;
   END IF;
 
   -- The receiver: faces the internet. Records events and hands them over, writes and prunes its signed refusals,

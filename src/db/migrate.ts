@@ -1,5 +1,6 @@
 /**
- * Applies the numbered `.sql` files in ./migrations in order, each in its own transaction, under a
+ * Applies the numbered `.sql` files in ./migrations in order, each in its own transaction (or statement by statement,
+ * for what only runs outside one: `NO_TRANSACTION`), under a
  * session-level advisory lock so that concurrent workers starting together apply each file exactly once.
  * Applied files are recorded in `schema_migrations` and never edited after release.
  *
@@ -59,18 +60,8 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
     const done: string[] = [];
     for (const migration of migrations) {
       if (applied.has(migration.version)) continue;
-      await client.query('BEGIN');
-      try {
-        await client.query(migration.sql);
-        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [
-          migration.version,
-          migration.name,
-        ]);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK');
-        throw new Error(`migration ${migration.name} failed: ${(err as Error).message}`, { cause: err });
-      }
+      if (NO_TRANSACTION.test(migration.sql)) await applyStatementByStatement(client, migration);
+      else await applyInTransaction(client, migration);
       done.push(migration.name);
     }
     const sealing = await sealMerchantSecrets(client, secrets);
@@ -106,6 +97,60 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
   } finally {
     await client.query('SELECT pg_advisory_unlock($1::bigint)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
     client.release();
+  }
+}
+
+async function applyInTransaction(client: pg.PoolClient, migration: Migration): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query(migration.sql);
+    await recordApplied(client, migration);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK');
+    throw new Error(`migration ${migration.name} failed: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+const recordApplied = (client: pg.PoolClient, { version, name }: Migration) =>
+  client.query('INSERT INTO schema_migrations (version, name) VALUES ($1::integer, $2::text)', [version, name]);
+
+/**
+ * A file that starts with this line runs statement by statement, each committing on its own: what PostgreSQL runs
+ * only outside a transaction, `CREATE INDEX CONCURRENTLY` on a table that keeps taking writes. Such a file holds plain
+ * statements, one per `;` at a line's end, each safe to run again (`IF NOT EXISTS`): a run stopped halfway is
+ * finished by the next.
+ */
+const NO_TRANSACTION = /^-- migrate: no transaction$/m;
+/** How long a statement of such a file waits for a lock before it gives up, rather than queue every writer behind it. */
+export const MIGRATION_LOCK_TIMEOUT = '5s';
+
+async function applyStatementByStatement(client: pg.PoolClient, migration: Migration): Promise<void> {
+  const statements = migration.sql
+    .split(/;\s*$/m)
+    .map((s) => s.replace(/^\s*--.*$/gm, '').trim())
+    .filter(Boolean);
+  try {
+    await client.query(`SET lock_timeout = '${MIGRATION_LOCK_TIMEOUT}'`);
+    for (const statement of statements) {
+      // A concurrent build that failed leaves its index invalid, and IF NOT EXISTS would keep it so: build it again.
+      const index = /^CREATE (?:UNIQUE )?INDEX CONCURRENTLY IF NOT EXISTS (\w+)/i.exec(statement)?.[1];
+      if (index) {
+        const { rows } = await client.query<{ invalid: boolean }>(
+          'SELECT NOT indisvalid AS invalid FROM pg_index WHERE indexrelid = to_regclass($1::text)',
+          [index],
+        );
+        if (rows[0]?.invalid) await client.query(`DROP INDEX CONCURRENTLY IF EXISTS ${index}`);
+      }
+      await client.query(statement);
+    }
+    await recordApplied(client, migration);
+  } catch (err) {
+    throw new Error(`migration ${migration.name} failed (run it again to finish it): ${(err as Error).message}`, {
+      cause: err,
+    });
+  } finally {
+    await client.query('RESET lock_timeout').catch(() => undefined);
   }
 }
 

@@ -137,6 +137,16 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.merchant_requests_in_flight_leased_now()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  NEW.leased_at := now();
+  RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.prune_api_audit(older_than timestamp with time zone, pruned_by text)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -162,6 +172,87 @@ BEGIN
           format('%s rows written before %s deleted', pruned, older_than));
   RETURN pruned;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.prune_expired(kind text, batch integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'public'
+AS $function$
+DECLARE
+  keep_until timestamptz := now() - retention_of(kind);
+  pruned integer;
+BEGIN
+  IF keep_until IS NULL THEN
+    RAISE EXCEPTION 'no retention rule for %', kind USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  IF batch IS NULL OR batch < 1 OR batch > 10000 THEN
+    RAISE EXCEPTION 'a batch is 1 to 10000 rows, not %', batch USING ERRCODE = 'invalid_parameter_value';
+  END IF;
+  CASE kind
+  WHEN 'delivery_attempts' THEN
+    DELETE FROM delivery_attempts WHERE id IN (
+      SELECT id FROM delivery_attempts WHERE started_at < keep_until
+       ORDER BY started_at LIMIT batch FOR UPDATE SKIP LOCKED);
+  WHEN 'webhook_deliveries' THEN
+    WITH ended AS (
+      SELECT webhook_id FROM webhook_deliveries
+       WHERE status IN ('delivered', 'discarded', 'abandoned') AND updated_at < keep_until
+       ORDER BY updated_at LIMIT batch FOR UPDATE SKIP LOCKED
+    ), attempts AS (DELETE FROM delivery_attempts WHERE webhook_id IN (SELECT webhook_id FROM ended)),
+    decisions AS (DELETE FROM delivery_decisions WHERE webhook_id IN (SELECT webhook_id FROM ended)),
+    operator AS (DELETE FROM operator_decisions WHERE webhook_id IN (SELECT webhook_id FROM ended)),
+    items AS (DELETE FROM replay_request_items WHERE webhook_id IN (SELECT webhook_id FROM ended)),
+    resends AS (DELETE FROM webhook_resends WHERE webhook_id IN (SELECT webhook_id FROM ended)),
+    asked AS (DELETE FROM merchant_resend_requests WHERE webhook_id IN (SELECT webhook_id FROM ended))
+    DELETE FROM webhook_deliveries WHERE webhook_id IN (SELECT webhook_id FROM ended);
+  WHEN 'processor_events' THEN
+    -- An event a review names stays with its review.
+    DELETE FROM processor_events WHERE event_id IN (
+      SELECT e.event_id FROM processor_events e
+       WHERE e.applied_at IS NOT NULL AND e.applied_at < keep_until
+         AND NOT EXISTS (SELECT 1 FROM ledger_reviews r WHERE r.event_id = e.event_id)
+       ORDER BY e.applied_at LIMIT batch FOR UPDATE OF e SKIP LOCKED);
+  WHEN 'ledger_reviews' THEN
+    DELETE FROM ledger_reviews WHERE event_id IN (
+      SELECT event_id FROM ledger_reviews WHERE resolved_at < keep_until
+       ORDER BY resolved_at LIMIT batch FOR UPDATE SKIP LOCKED);
+  WHEN 'sweep_runs' THEN
+    DELETE FROM sweep_runs WHERE sweep_id IN (
+      SELECT sweep_id FROM sweep_runs WHERE finished_at < keep_until
+         AND finished_at < (SELECT max(finished_at) FROM sweep_runs)
+       ORDER BY finished_at LIMIT batch FOR UPDATE SKIP LOCKED);
+  WHEN 'outbox_reconciliations' THEN
+    DELETE FROM outbox_reconciliations WHERE id IN (
+      SELECT id FROM outbox_reconciliations WHERE finished_at < keep_until
+         AND id < (SELECT max(id) FROM outbox_reconciliations)
+       ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED);
+  END CASE;
+  GET DIAGNOSTICS pruned = ROW_COUNT;
+  RETURN pruned;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.retention_of(kind text)
+ RETURNS interval
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT CASE kind
+    -- Every HTTP attempt with its response excerpt: a quarter, for disputes about one send ("did you call us at 02:14?").
+    WHEN 'delivery_attempts' THEN interval '90 days'
+    -- A webhook at an end (and every row that names it): its id answers a merchant's question and dedups a resend;
+    -- the audit's year and its three months at hand, far past 72 h of retries + 14 days of quarantine.
+    WHEN 'webhook_deliveries' THEN interval '400 days'
+    -- A processor event applied: past the 30 days the processor may redeliver one (docs/processor-events.md).
+    WHEN 'processor_events' THEN interval '35 days'
+    -- A ledger review resolved: the audit's year.
+    WHEN 'ledger_reviews' THEN interval '400 days'
+    -- Operational accounts of runs: a quarter (the newest always stays: gauges and the next run read it).
+    WHEN 'sweep_runs' THEN interval '90 days'
+    WHEN 'outbox_reconciliations' THEN interval '90 days'
+  END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.room_in_flight(merchant text, destination text, cap integer, destination_cap integer, webhook text, now_ts timestamp with time zone)
@@ -338,10 +429,12 @@ CREATE TABLE merchant_requests_in_flight (
   merchant_id text NOT NULL,
   expires_at timestamp with time zone NOT NULL,
   attempt_number integer NOT NULL,
+  leased_at timestamp with time zone NOT NULL DEFAULT now(),
   CONSTRAINT merchant_requests_in_flight_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
   CONSTRAINT merchant_requests_in_flight_pkey PRIMARY KEY (webhook_id)
 );
 CREATE INDEX merchant_requests_in_flight_merchant ON public.merchant_requests_in_flight USING btree (merchant_id, expires_at);
+CREATE TRIGGER merchant_requests_in_flight_leased_at BEFORE INSERT OR UPDATE OF expires_at ON merchant_requests_in_flight FOR EACH ROW EXECUTE FUNCTION merchant_requests_in_flight_leased_now();
 
 CREATE TABLE merchant_resend_requests (
   id text NOT NULL,
@@ -362,6 +455,7 @@ CREATE TABLE merchant_resend_requests (
 CREATE INDEX merchant_resend_requests_merchant ON public.merchant_resend_requests USING btree (merchant_id, requested_at);
 CREATE UNIQUE INDEX merchant_resend_requests_one_waiting ON public.merchant_resend_requests USING btree (webhook_id) WHERE (started_at IS NULL);
 CREATE INDEX merchant_resend_requests_unstarted ON public.merchant_resend_requests USING btree (requested_at) WHERE (started_at IS NULL);
+CREATE INDEX merchant_resend_requests_webhook ON public.merchant_resend_requests USING btree (webhook_id);
 
 CREATE TABLE merchants (
   id text NOT NULL,
@@ -409,6 +503,7 @@ CREATE TABLE operator_decisions (
   CONSTRAINT operator_decisions_signal_check CHECK (signal = ANY (ARRAY['approveReplay'::text, 'discard'::text])),
   CONSTRAINT operator_decisions_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES webhook_deliveries(webhook_id)
 );
+CREATE INDEX operator_decisions_webhook ON public.operator_decisions USING btree (webhook_id);
 
 CREATE TABLE outbox_reconciliations (
   id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
@@ -454,6 +549,7 @@ CREATE TABLE processor_events (
   CONSTRAINT processor_events_pkey PRIMARY KEY (event_id),
   CONSTRAINT processor_events_sequence_check CHECK (sequence > 0)
 );
+CREATE INDEX processor_events_applied_by_age ON public.processor_events USING btree (applied_at) WHERE (applied_at IS NOT NULL);
 CREATE INDEX processor_events_undispatched ON public.processor_events USING btree (received_at) WHERE (dispatched_at IS NULL);
 
 CREATE TABLE processor_requests_refused (
@@ -504,6 +600,7 @@ CREATE TABLE replay_request_items (
   CONSTRAINT replay_request_items_request_id_fkey FOREIGN KEY (request_id) REFERENCES replay_requests(id),
   CONSTRAINT replay_request_items_webhook_id_fkey FOREIGN KEY (webhook_id) REFERENCES webhook_deliveries(webhook_id)
 );
+CREATE INDEX replay_request_items_webhook ON public.replay_request_items USING btree (webhook_id);
 
 CREATE TABLE replay_requests (
   id text NOT NULL,
@@ -593,6 +690,7 @@ CREATE TABLE webhook_deliveries (
   CONSTRAINT webhook_deliveries_quarantine_reason_check CHECK (quarantine_reason = ANY (ARRAY['rejected'::text, 'exhausted'::text, 'endpoint_gone'::text, 'bad_url'::text, 'missing_secret'::text, 'invalid_policy'::text])),
   CONSTRAINT webhook_deliveries_status_check CHECK (status = ANY (ARRAY['pending'::text, 'delivered'::text, 'quarantined'::text, 'discarded'::text, 'abandoned'::text]))
 );
+CREATE INDEX webhook_deliveries_ended_by_age ON public.webhook_deliveries USING btree (updated_at) WHERE (status = ANY (ARRAY['delivered'::text, 'discarded'::text, 'abandoned'::text]));
 CREATE UNIQUE INDEX webhook_deliveries_hold_ordinal ON public.webhook_deliveries USING btree (hold_id, hold_ordinal);
 CREATE INDEX webhook_deliveries_pending ON public.webhook_deliveries USING btree (merchant_id, created_at) WHERE (status = 'pending'::text);
 CREATE INDEX webhook_deliveries_pending_by_age ON public.webhook_deliveries USING btree (created_at, webhook_id) WHERE (status = 'pending'::text);

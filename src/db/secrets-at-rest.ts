@@ -116,3 +116,13 @@ export async function sealMerchantSecrets(db: Queryable, atRest: SecretsAtRest):
     await db.query(`ALTER TABLE merchants VALIDATE CONSTRAINT ${SEALED_SECRETS_CONSTRAINT}`);
   return report;
 }
+
+/** The ids of the keys the region's merchant secrets are sealed under (current and previous secrets). */
+export async function sealingKeysInUse(db: Queryable): Promise<string[]> {
+  const { rows } = await db.query<{ key_id: string }>(
+    `SELECT DISTINCT split_part(s, ':', 3) AS key_id
+       FROM merchants, unnest(ARRAY[signing_secret, previous_signing_secret]) AS s
+      WHERE s IS NOT NULL ORDER BY 1`,
+  );
+  return rows.map((r) => r.key_id);
+}

@@ -19,13 +19,22 @@ export async function serveMetrics(
     res.writeHead(404, { 'content-type': 'text/plain' });
     res.end('GET /metrics\n');
   });
+  const { url, close } = await listenOn(server, address);
+  return { url: `${url}/metrics`, close };
+}
+
+/** `server` listening on `address`: its base URL (the port bound when 0 was asked) and how to close it. */
+export async function listenOn(
+  server: http.Server,
+  address: { host: string; port: number },
+): Promise<{ url: string; close(): Promise<void> }> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(address.port, address.host, resolve);
   });
   const bound = server.address() as AddressInfo;
   return {
-    url: `http://${bound.address.includes(':') ? `[${bound.address}]` : bound.address}:${bound.port}/metrics`,
+    url: `http://${bound.address.includes(':') ? `[${bound.address}]` : bound.address}:${bound.port}`,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

@@ -40,6 +40,7 @@ export const LATENCY_BUCKETS: Readonly<Record<string, number[]>> = {
   hold_sweeper_release_lag_seconds: [1, 5, 15, 60, 300, 900, 1800, 2700, 3600, 7200, 21600],
   hold_sweeper_limiter_wait_seconds: [0.01, 0.1, 0.5, 1, 2, 5, 15, 60, 300, 900, 3600],
   hold_sweeper_processor_event_apply_lag_seconds: [0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600],
+  hold_sweeper_release_to_delivered_seconds: [1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 21600, 86400],
 };
 
 /**
@@ -69,6 +70,17 @@ export function deliveryMetrics(meter: MetricMeter) {
       'hold_sweeper_retry_after_honoured',
       '1',
       'retries delayed by a merchant Retry-After',
+    ),
+    releaseToDelivered: meter.createHistogram(
+      'hold_sweeper_release_to_delivered_seconds',
+      'float',
+      '',
+      "a release's webhook, from the release (its row is written in the release's transaction) to the merchant's 2xx; first policy runs only",
+    ),
+    outcomeUnknown: meter.createCounter(
+      'hold_sweeper_webhook_outcome_unknown',
+      '1',
+      'attempts whose request left and got no answer in time (AttemptTimeout): the merchant may have it; sent again under the same webhook id',
     ),
     duplicateSuppressions: meter.createCounter(
       'hold_sweeper_duplicate_suppressions',
@@ -292,6 +304,11 @@ export function startLedgerGauges(options: {
     's',
     'age of the oldest processor event recorded and not yet applied (a gap, or the hand-over behind)',
   );
+  const oldestInFlight = gauge(
+    'hold_sweeper_oldest_in_flight_attempt_age_seconds',
+    's',
+    'age of the oldest webhook request in flight (its lease on the merchant budget; 0: none): one hanging on a merchant',
+  );
   const openReviews = gauge(
     'hold_sweeper_open_ledger_reviews',
     '1',
@@ -315,8 +332,21 @@ export function startLedgerGauges(options: {
     '1',
     'the ratio above which DuplicateSends fires (DUPLICATE_SENDS_ALERT_RATIO)',
   );
+  // A gauge keeps its last value when a refresh fails: these say how old every value above is, so an alert can tell
+  // "nothing is late" from "nothing was read" (LedgerGaugesStale, and the age rules count the staleness as age).
+  const refreshedAt = gauge(
+    'hold_sweeper_ledger_gauges_refreshed_timestamp_seconds',
+    's',
+    'when the ledger gauges were last read from the ledger successfully (Unix time)',
+  );
+  const refreshInterval = gauge(
+    'hold_sweeper_ledger_gauges_interval_seconds',
+    's',
+    'how often the ledger gauges are read (METRICS_GAUGE_INTERVAL)',
+  );
   const worst = worstMerchantGauges(meter, region, worstMerchants);
   const tags = { region };
+  refreshInterval.set(options.intervalMs / 1000, tags);
 
   async function refresh() {
     await worst.refresh(pool);
@@ -344,9 +374,11 @@ export function startLedgerGauges(options: {
         `SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`,
       ),
       sweep.lastCompletedAgeSeconds(),
-      pool.query<{ age: number | null; reviews: number }>(
+      pool.query<{ age: number | null; reviews: number; in_flight: number | null }>(
         `SELECT (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM processor_events WHERE applied_at IS NULL) AS age,
-                (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews`,
+                (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews,
+                (SELECT extract(epoch FROM now() - min(leased_at))::float8 FROM merchant_requests_in_flight
+                  WHERE expires_at > now()) AS in_flight`,
       ),
       pool.query<{ requests: number; webhooks: number }>(
         `SELECT count(*)::integer AS requests, count(DISTINCT webhook_id)::integer AS webhooks
@@ -376,11 +408,13 @@ export function startLedgerGauges(options: {
     sweepInterval.set(sweep.intervalMs / 1000, tags);
     oldestUnapplied.set(processor.rows[0]!.age ?? 0, tags);
     openReviews.set(processor.rows[0]!.reviews, tags);
+    oldestInFlight.set(processor.rows[0]!.in_flight ?? 0, tags);
     const { requests: sentRequests, webhooks: sentWebhooks } = sent.rows[0]!;
     windowRequests.set(sentRequests, tags);
     windowWebhooks.set(sentWebhooks, tags);
     requestsPerWebhook.set(sentWebhooks === 0 ? 0 : sentRequests / sentWebhooks, tags);
     requestsPerWebhookAlert.set(duplicateSendsAlertRatio, tags);
+    refreshedAt.set(Date.now() / 1000, tags);
   }
 
   let stopped = false;

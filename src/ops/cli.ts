@@ -28,18 +28,27 @@ import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, type Verbs } from './admin-client.js';
 import type { MerchantView } from './merchants.js';
 import type { HeldDeliveriesTold } from './send-pauses.js';
+import type { SweepsState } from './sweep-pauses.js';
 
 const HELP = `hold-sweeper operator commands
 
 Usage: npm run ops -- <command> [options]
 
-  sweep-now                          trigger the region's sweep now (a running sweep is not doubled)
+  sweep-now                          trigger the region's sweep now (a running sweep is not doubled; refused while
+                                     sweeps are paused)
+  sweeps pause --by NAME --reason TEXT
+                                     stop discovery: the region's sweep schedule paused (no newly expired hold is
+                                     picked up); what started goes on: releases, deliveries
+  sweeps resume --by NAME --reason TEXT
+                                     sweep again at the next interval (or at once: sweep-now)
+  sweeps status                      paused or not, by whom and why, the next and the last sweeps
   status <hold id>                   ledger, webhook, attempt log, decisions and "why is it waiting?"
   quarantine list                    quarantined webhooks            [--merchant] [--since] [--until] [--reason]
   webhooks list --status S           webhooks in one status (pending, quarantined, delivered, discarded, abandoned),
                                      oldest first                    [--merchant] [--since] [--until] [--limit 20]
   replay preview --requested-by NAME freeze the matching quarantined webhooks into a replay request
                                      [--merchant] [--since] [--until] [--reason] [--hold ID] [--webhook ID]
+                                     [--limit N: only the oldest N, a canary (docs/runbook.md#a-canary-replay)]
   replay approve <request id> --by NAME [--ticket T] [--rate 20] [--record-only]
                                      replay exactly the frozen set (not by the requester), paced; run again by
                                      the same approver, it resumes an interrupted one (each item decided once);
@@ -374,6 +383,7 @@ const COMMANDS: ReadonlyMap<string, CommandHandler> = new Map<string, CommandHan
   ],
   ['destination', runDestination],
   ['events', runEvents],
+  ['sweeps', runSweeps],
   ['sends', runSends],
   ['reviews', runReviews],
   ['audit', runAudit],
@@ -404,7 +414,7 @@ async function runCommand(
     throw new ConfigError(
       'command',
       command,
-      'one of sweep-now, status, quarantine, webhooks, replay, approve, discard, resend, merchant, destination, events, sends, reviews, audit (see --help)',
+      'one of sweep-now, sweeps, status, quarantine, webhooks, replay, approve, discard, resend, merchant, destination, events, sends, reviews, audit (see --help)',
     );
   }
   return handler({
@@ -480,7 +490,14 @@ async function runReplay({
   rateOption,
 }: CommandContext): Promise<number> {
   if (sub === 'preview') {
-    const request = await call('replay.preview', { ...filtersFrom(values), requestedBy: actor('requested-by') });
+    const limit = values.limit === undefined ? undefined : Number(values.limit);
+    if (limit !== undefined && (!Number.isInteger(limit) || limit < 1))
+      throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
+    const request = await call('replay.preview', {
+      ...filtersFrom(values),
+      ...(limit ? { limit } : {}),
+      requestedBy: actor('requested-by'),
+    });
     print(
       `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
         `approve with: npm run ops -- replay approve ${request.id} --region ${region} --by <someone else>`,
@@ -625,6 +642,30 @@ function temporalSignalCommand(namespace: string, target: string, signal: string
     `  temporal workflow signal --namespace ${namespace} ${target} --name ${signal} ` +
     `--input '${JSON.stringify(input)}' --codec-endpoint <codec endpoint> --codec-auth "Bearer $ACCESS_TOKEN"`
   );
+}
+
+/** `sweeps pause|resume|status`: discovery's lever. */
+async function runSweeps({ call, region, sub, values, print, actor }: CommandContext): Promise<number> {
+  const show = (state: SweepsState) =>
+    [
+      `sweeps in region ${region}: ${state.paused ? 'PAUSED' : 'running'}${state.note ? ` (${state.note})` : ''}`,
+      state.nextSweeps.length ? `next: ${state.nextSweeps.join(', ')}` : 'next: none while paused',
+      state.recentSweeps.length ? table(state.recentSweeps) : 'no sweep started by the schedule yet',
+    ].join('\n');
+  if (sub === 'pause' || sub === 'resume') {
+    const state = await call(`sweeps.${sub}`, {
+      by: actor('by'),
+      reason: required(values.reason as string | undefined, 'reason'),
+    });
+    print(show(state), state);
+    return 0;
+  }
+  if (sub === 'status') {
+    const state = await call('sweeps.status', {});
+    print(show(state), state);
+    return 0;
+  }
+  throw new ConfigError('sweeps', sub, '"pause", "resume" or "status"');
 }
 
 /** `sends pause|resume|status`: the region's big red button. */

@@ -248,8 +248,15 @@ export interface AttemptRecord {
  * One HTTP attempt in the attempt log, and its result on the delivery: the last status and error, and on
  * 'delivered' the move pending -> delivered. One statement.
  */
-export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<void> {
-  await db.query(
+/**
+ * `releaseToDeliveredSeconds`: for a release's webhook this attempt delivered, from its row's writing (in the release's
+ * transaction) to now; else null.
+ */
+export async function recordAttempt(
+  db: Queryable,
+  a: AttemptRecord,
+): Promise<{ releaseToDeliveredSeconds: number | null }> {
+  const { rows } = await db.query<{ release_to_delivered_s: number | null }>(
     `WITH lease_returned AS (
        -- The attempt's lease on a request in flight (src/sql/merchant-budget.ts), given back with its record: its own,
        -- never a later attempt's.
@@ -269,7 +276,9 @@ export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<vo
             -- A retry comes back after its delay (Temporal's, then the activity's): the reconciler waits that long.
             awaited_until = now() + make_interval(secs => coalesce($10::bigint, 0)::double precision / 1000),
             updated_at = now()
-      WHERE webhook_id = $1::text`,
+      WHERE webhook_id = $1::text
+      RETURNING CASE WHEN $9::text = 'delivered' AND event_type = 'hold.released'
+                     THEN extract(epoch FROM now() - created_at)::float8 END AS release_to_delivered_s`,
     [
       a.webhookId,
       a.attemptNumber,
@@ -285,6 +294,7 @@ export async function recordAttempt(db: Queryable, a: AttemptRecord): Promise<vo
       a.scheduledAtMs,
     ],
   );
+  return { releaseToDeliveredSeconds: rows[0]?.release_to_delivered_s ?? null };
 }
 
 /**
@@ -656,6 +666,8 @@ export interface QuarantineFilters {
   since?: string;
   until?: string;
   reason?: QuarantineReason;
+  /** Only the oldest this many (a canary: a small known set replayed before the rest). */
+  limit?: number;
 }
 
 export interface QuarantinedDelivery {
@@ -694,7 +706,8 @@ export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFi
         AND ($4::text IS NULL OR d.quarantine_reason = $4::text)
         AND ($5::text IS NULL OR d.hold_id = $5::text)
         AND ($6::text IS NULL OR d.webhook_id = $6::text)
-      ORDER BY d.quarantined_at, d.webhook_id`,
+      ORDER BY d.quarantined_at, d.webhook_id
+      LIMIT $7::integer`,
     [
       filters.merchantId ?? null,
       filters.since ?? null,
@@ -702,6 +715,7 @@ export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFi
       filters.reason ?? null,
       filters.holdId ?? null,
       filters.webhookId ?? null,
+      filters.limit ?? null,
     ],
   );
   return rows.map((r) => ({

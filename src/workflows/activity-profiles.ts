@@ -49,6 +49,13 @@ export const outboxActivity: ActivityOptions = {
   retry: { initialInterval: '5s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 3 },
 };
 
+/** The retention job: its run budget (RETENTION_RUN_BUDGET, at most 20 minutes) fits inside the start-to-close. */
+export const retentionActivity: ActivityOptions = {
+  startToCloseTimeout: '30m',
+  heartbeatTimeout: '1m',
+  retry: { initialInterval: '5s', backoffCoefficient: 2, maximumInterval: '1m', maximumAttempts: 3 },
+};
+
 /** finishSweep polls the ledger while children release; it heartbeats so a dead worker is noticed quickly. */
 export function sweepFinishActivity(releaseWaitMs: number): ActivityOptions {
   return { ...ledgerActivity, startToCloseTimeout: releaseWaitMs + 60_000, heartbeatTimeout: '30s' };

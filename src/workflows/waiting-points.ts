@@ -25,7 +25,8 @@ export type WorkflowType =
   | 'applyHoldEvents'
   | 'deliverHoldEvent'
   | 'reconcileOutbox'
-  | 'resendWebhook';
+  | 'resendWebhook'
+  | 'pruneLedger';
 
 /**
  * `delivery`: the points of `deliverUntilDecided`, one function `releaseExpiredHold`, `deliverHoldEvent` and
@@ -43,6 +44,7 @@ export const WORKFLOWS_OF: Readonly<Record<PointOwner, readonly WorkflowType[]>>
   deliverHoldEvent: ['deliverHoldEvent'],
   reconcileOutbox: ['reconcileOutbox'],
   resendWebhook: ['resendWebhook'],
+  pruneLedger: ['pruneLedger'],
   delivery: ['releaseExpiredHold', 'deliverHoldEvent', 'resendWebhook'],
 };
 
@@ -206,6 +208,12 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     workflow: 'reconcileOutbox',
     point: 'reconcile',
     on: { activity: 'reconcileStrandedWebhooks' },
+    exits: ['completed'],
+  },
+  {
+    workflow: 'pruneLedger',
+    point: 'prune',
+    on: { activity: 'pruneLedger' },
     exits: ['completed'],
   },
   {

@@ -1,12 +1,16 @@
 /**
- * An alert seen firing for real: a real Prometheus (compose's version, built once: dev/prometheus-tools.ts) scrapes a
- * real worker process's metrics endpoint every second and evaluates the production WorkersDown rule, its `for:`
- * shortened to 5 s (the one change from deploy/prometheus/alerts.yml). Killing the worker fires it within a minute;
- * starting the worker again resolves it. The same Prometheus answers the on-call dashboard's queries of the worker's
- * gauges (deploy/perses/provisioning/dashboard-on-call.json) with the worker's series.
+ * Alerts seen firing for real: a real Prometheus (compose's version, built once: dev/prometheus-tools.ts) scrapes a
+ * real worker process's metrics endpoint every second and evaluates the production WorkersDown and LedgerGaugesStale
+ * rules, their `for:` shortened to 5 s (the one change from deploy/prometheus/alerts.yml; the worker reads its gauges
+ * every second). Killing the worker fires WorkersDown within a minute; starting it again resolves it. Closing the
+ * worker's ledger database to connections mid-run fires LedgerGaugesStale and turns the worker's readiness to 503
+ * naming the ledger, while the age alerts' expressions count the outage as age; opening it resolves both. The same
+ * Prometheus answers the on-call dashboard's queries of the worker's gauges
+ * (deploy/perses/provisioning/dashboard-on-call.json) with the worker's series.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import pg from 'pg';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, expect, inject, it } from 'vitest';
 import { interpolate, readDashboard, seriesName } from '../../bench/dashboard.js';
@@ -15,7 +19,9 @@ import { freePort } from '../../dev/embedded-postgres.js';
 import { startPrometheus, type PrometheusServer } from '../../dev/prometheus-server.js';
 import { obtainPrometheus } from '../../dev/prometheus-tools.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
-import { openHarness, type Harness } from '../support/harness.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
 const ALERTS = path.resolve(import.meta.dirname, '../../deploy/prometheus/alerts.yml');
@@ -24,6 +30,8 @@ let harness: Harness;
 let workers: WorkerProcesses | undefined;
 let prometheus: PrometheusServer | undefined;
 let api: string;
+let health: string;
+let us: TestRegion;
 
 interface Rule {
   alert: string;
@@ -36,21 +44,27 @@ interface Rule {
 beforeAll(async () => {
   const binary = await obtainPrometheus(loadDevConfig().cacheDir, (line) => console.log(line));
   harness = await openHarness();
-  const us = await harness.region('us');
-  const metricsPort = await freePort();
+  us = await harness.region('us');
+  const [metricsPort, healthPort] = [await freePort(), await freePort()];
+  health = `http://127.0.0.1:${healthPort}`;
   workers = await startWorkerProcesses(1, {
     ...workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
     METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
+    HEALTH_ADDRESS: `127.0.0.1:${healthPort}`,
+    METRICS_GAUGE_INTERVAL: '1s',
   });
 
-  // The production rule, waiting 5 s instead of 2 min.
+  // The production rules, waiting 5 s instead of minutes.
   const production = (parse(await fs.readFile(ALERTS, 'utf8')) as { groups: { rules: Rule[] }[] }).groups.flatMap(
     (g) => g.rules,
   );
-  const workersDown = production.find((r) => r.alert === 'WorkersDown')!;
+  const live = ['WorkersDown', 'LedgerGaugesStale'].map((name) => ({
+    ...production.find((r) => r.alert === name)!,
+    for: '5s',
+  }));
   prometheus = await startPrometheus({
     binary,
-    rules: { groups: [{ name: 'live', rules: [{ ...workersDown, for: '5s' }] }] },
+    rules: { groups: [{ name: 'live', rules: live }] },
     config: {
       global: { scrape_interval: '1s', evaluation_interval: '1s', scrape_timeout: '900ms' },
       scrape_configs: [
@@ -76,10 +90,18 @@ async function get<T>(route: string): Promise<T | undefined> {
   return ((await response.json()) as { data: T }).data;
 }
 
-/** The state of the WorkersDown alert for region us, as Prometheus has it now: none, pending or firing. */
-async function usWorkersDown(): Promise<string> {
+/** The state of an alert for region us, as Prometheus has it now: none, pending or firing. */
+async function usAlert(alertname: string): Promise<string> {
   const data = await get<{ alerts: { labels: Record<string, string>; state: string }[] }>('/alerts');
-  return data?.alerts.find((a) => a.labels.alertname === 'WorkersDown' && a.labels.region === 'us')?.state ?? 'none';
+  return data?.alerts.find((a) => a.labels.alertname === alertname && a.labels.region === 'us')?.state ?? 'none';
+}
+const usWorkersDown = () => usAlert('WorkersDown');
+
+/** One instant query's single value, or undefined while it has none. */
+async function value(query: string): Promise<number | undefined> {
+  const result = (await get<{ result: { value: [number, string] }[] }>(`/query?query=${encodeURIComponent(query)}`))
+    ?.result;
+  return result?.[0] ? Number(result[0].value[1]) : undefined;
 }
 
 it('the on-call dashboard’s panels of gauges read the worker, each series named for its region', async () => {
@@ -140,3 +162,106 @@ it('WorkersDown fires within a minute of the workers dying, and resolves once th
   );
   expect(await up()).toBe('1');
 }, 240_000);
+
+it('the ledger closed mid-run: readiness says so, LedgerGaugesStale fires, the ages count the outage; all clear once it is back', async () => {
+  const ready = async () => {
+    const response = await fetch(`${health}/readyz`);
+    return {
+      status: response.status,
+      body: (await response.json()) as { ready: boolean; checks: Record<string, string> },
+    };
+  };
+  await waitUntil(async () => (await ready().catch(() => undefined))?.status === 200, 'the worker ready', 60_000);
+  expect((await ready()).body).toEqual({
+    ready: true,
+    checks: { 'ledger-us': 'ok', 'temporal-us': 'ok', 'keys-us': 'ok' },
+  });
+  expect((await fetch(`${health}/livez`)).status).toBe(200);
+  await waitUntil(
+    async () => (await usAlert('LedgerGaugesStale')) === 'none',
+    'no LedgerGaugesStale while it reads',
+    30_000,
+  );
+  // HoldReleaseBehind's left side, as the rule reads it: the oldest hold's age plus how stale that value is.
+  const ageAsRead = `max by (region) (hold_sweeper_oldest_unreleased_hold_age_seconds{region="us"})
+    + on (region) (time() - max by (region) (hold_sweeper_ledger_gauges_refreshed_timestamp_seconds{region="us"}))`;
+  await waitUntil(async () => (await value(ageAsRead)) !== undefined, 'the age as the rule reads it', 30_000);
+  expect(await value(ageAsRead)).toBeLessThan(10);
+
+  // The ledger stops taking connections, and the ones open are cut: what a worker sees of a database that went down.
+  const database = new URL(us.databaseUrl).pathname.slice(1);
+  const admin = new pg.Client({
+    connectionString: Object.assign(new URL(us.databaseUrl), { pathname: '/postgres' }).href,
+  });
+  await admin.connect();
+  try {
+    await admin.query(`ALTER DATABASE "${database}" WITH ALLOW_CONNECTIONS false`);
+    await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [database]);
+    const closedAt = Date.now();
+
+    await waitUntil(async () => (await ready()).status === 503, 'readiness 503', 30_000);
+    const down = (await ready()).body;
+    expect(down.ready).toBe(false);
+    expect(down.checks['temporal-us']).toBe('ok');
+    expect(down.checks['ledger-us']).not.toBe('ok');
+    expect((await fetch(`${health}/livez`)).status).toBe(200);
+    await waitUntil(async () => (await usAlert('LedgerGaugesStale')) === 'firing', 'LedgerGaugesStale firing', 60_000);
+    // The worker still exports the last age it read (0: no hold late), and the rule does not read that as healthy.
+    expect(await value('hold_sweeper_oldest_unreleased_hold_age_seconds{region="us"}')).toBe(0);
+    expect(await value(ageAsRead)).toBeGreaterThanOrEqual((Date.now() - closedAt) / 1000 - 5);
+  } finally {
+    await admin.query(`ALTER DATABASE "${database}" WITH ALLOW_CONNECTIONS true`);
+    await admin.end();
+  }
+
+  await waitUntil(async () => (await ready()).status === 200, 'ready again', 60_000);
+  await waitUntil(async () => (await usAlert('LedgerGaugesStale')) === 'none', 'LedgerGaugesStale resolved', 60_000);
+  expect(await value(ageAsRead)).toBeLessThan(10);
+}, 240_000);
+
+it('the dashboard’s dedup panel reads two sweeps run beside each other: each hold started once, the other start counted', async () => {
+  const night = await seedNight(us.pool, 'us', `${harness.id}dd`, { expired: 5, merchants: 1 }, harness.merchants);
+  const holds = night.expired.map((h) => h.id);
+  // The holds' rows locked: no release can finish, so both sweeps find all five active and race to start each one.
+  const blocker = await us.pool.connect();
+  await blocker.query('BEGIN');
+  await blocker.query('SELECT 1 FROM auth_holds WHERE id = ANY($1::text[]) FOR UPDATE', [holds]);
+  const sweeps = await Promise.all(
+    ['a', 'b'].map((s) =>
+      us.client.workflow.start(sweepExpiredHolds, {
+        taskQueue: us.config.taskQueue,
+        workflowId: `sweep-us-${harness.id}-dedup-${s}`,
+        args: [{ region: 'us', releaseWaitMs: 60_000 }],
+      }),
+    ),
+  );
+  const suppressed = 'sum(hold_sweeper_duplicate_suppressions_total{region="us", kind="child_already_started"})';
+  try {
+    await waitUntil(async () => (await value(suppressed)) === holds.length, 'five starts suppressed', 60_000);
+  } finally {
+    await blocker.query('ROLLBACK');
+    blocker.release();
+  }
+  const results = await Promise.all(sweeps.map((h) => h.result()));
+  expect(results.reduce((n, r) => n + r.started, 0)).toBe(holds.length);
+  expect(results.reduce((n, r) => n + r.alreadyStarted, 0)).toBe(holds.length);
+  // The panel's own query, as the dashboard asks it, reads the counter by region and kind (a rate: 0 once the two
+  // sweeps are done, the counter having appeared at 5).
+  const dashboard = await readDashboard();
+  const [dedup] = dashboard.spec.panels.dedup!.spec.queries.map((q) => q.spec.plugin.spec);
+  let series: { metric: Record<string, string> }[] = [];
+  await waitUntil(
+    async () => {
+      series =
+        (
+          await get<{ result: { metric: Record<string, string>; value: [number, string] }[] }>(
+            `/query?query=${encodeURIComponent(interpolate(dedup!.query, '1m'))}`,
+          )
+        )?.result ?? [];
+      return series.length > 0;
+    },
+    'the dedup panel answers',
+    30_000,
+  );
+  expect(series.map((r) => seriesName(dedup!.seriesNameFormat, r.metric))).toEqual(['us child_already_started']);
+}, 180_000);

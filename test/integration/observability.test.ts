@@ -163,6 +163,15 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     ).rows[0]!.n;
     expect(metricValue(text, 'hold_sweeper_release_lag_seconds_count', { region: 'us' })).toBe(released);
     expect(text).toMatch(/^hold_sweeper_release_lag_seconds_bucket\{[^}]*le="2700"/m);
+    // The SLO's measure: every release's webhook delivered on its first run, from its release to the 2xx.
+    const delivered = (
+      await us.pool.query<{ n: number }>(
+        `SELECT count(*)::integer AS n FROM webhook_deliveries WHERE status = 'delivered' AND event_type = 'hold.released'`,
+      )
+    ).rows[0]!.n;
+    expect(delivered).toBe(6);
+    expect(metricValue(text, 'hold_sweeper_release_to_delivered_seconds_count')).toBe(delivered);
+    expect(text).toMatch(/^hold_sweeper_release_to_delivered_seconds_bucket\{[^}]*le="3600"/m);
   });
 
   it('a quarantine older than QUARANTINE_PAGE_AFTER (1 h by default) is counted where its page looks, with the oldest age', async () => {
@@ -264,7 +273,39 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(metricValue(await scrape(), 'hold_sweeper_undelivered_webhooks', { region: 'us' })).toBe(
       metricValue(first, 'hold_sweeper_undelivered_webhooks', { region: 'us' }),
     );
+    // Its requests hang in flight: the oldest one's age is exported, and grows.
+    await expect
+      .poll(
+        async () => metricValue(await scrape(), 'hold_sweeper_oldest_in_flight_attempt_age_seconds', { region: 'us' }),
+        { timeout: 5_000 },
+      )
+      .toBeGreaterThan(1);
   });
+
+  it('an attempt whose request left and got no answer in time is counted as outcome unknown, as the ledger has it', async () => {
+    // The hanging merchant's first attempts time out after their 30 s.
+    const timedOut = async () =>
+      (
+        await us.pool.query<{ n: number }>(
+          `SELECT count(*)::integer AS n FROM delivery_attempts WHERE error_class = 'AttemptTimeout'`,
+        )
+      ).rows[0]!.n;
+    // Counted as the attempt is noted, recorded just after: read both until they agree.
+    let text = '';
+    await waitUntil(
+      async () => {
+        text = await scrape();
+        const ledger = await timedOut();
+        return ledger >= 1 && metricValue(text, 'hold_sweeper_webhook_outcome_unknown_total') === ledger;
+      },
+      'a timed-out attempt counted as in the ledger',
+      60_000,
+    );
+    // Every one of them is the hanging merchant's.
+    expect(
+      metricValue(text, 'hold_sweeper_webhook_outcome_unknown_total', { merchant_id: night.merchantIds[2]! }),
+    ).toBe(metricValue(text, 'hold_sweeper_webhook_outcome_unknown_total'));
+  }, 90_000);
 
   it('case 4, no completed sweep: the worker exports the age of the region’s last completed sweep and the interval the alert compares it with', async () => {
     // The sweep in beforeAll completed and recorded itself in sweep_runs moments ago; the workers run with a 24 h
@@ -834,7 +875,12 @@ describe('deployment files', () => {
     const portIn = (name: string, variable: string) =>
       (services[name]!.environment as Record<string, string>)[variable]!.split(':').at(-1);
     for (const region of ['us', 'eu']) {
-      expect(new URL(nodeCheckUrl(`worker-${region}`)).port).toBe(portIn(`worker-${region}`, 'METRICS_ADDRESS'));
+      // A worker is healthy while it is ready: its ledger, Temporal and key ring (src/observability/health.ts).
+      const workerCheck = new URL(nodeCheckUrl(`worker-${region}`));
+      expect([workerCheck.port, workerCheck.pathname]).toEqual([
+        portIn(`worker-${region}`, 'HEALTH_ADDRESS'),
+        '/readyz',
+      ]);
       const receiverCheck = new URL(nodeCheckUrl(`receiver-${region}`));
       expect([receiverCheck.port, receiverCheck.pathname]).toEqual([
         portIn(`receiver-${region}`, 'PROCESSOR_RECEIVER_ADDRESS'),
@@ -966,6 +1012,7 @@ describe('deployment files', () => {
       .map((m) => m.slice(1, -1));
     expect(rules.map((r) => r.alert)).toEqual([
       'WorkersDown',
+      'LedgerGaugesStale',
       'ReceiversDown',
       'TemporalDown',
       'CodecServerDown',

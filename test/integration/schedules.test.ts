@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SWEEP_TIMEOUT_MS, type SweepConfig } from '../../src/config.js';
 import type { SweepResult } from '../../src/contracts/domain.js';
+import { pauseSweeps, resumeSweeps, sweepNowUnlessPaused, sweepsStatus } from '../../src/ops/sweep-pauses.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { ledgerEntryCount, seedNight } from '../support/ledger.js';
@@ -81,5 +82,42 @@ describe('sweep schedules', () => {
     expect(await ledgerEntryCount(us.pool)).toBe(10);
     const described = await us.client.schedule.getHandle(us.config.scheduleId).describe();
     expect(described.info.recentActions).toHaveLength(1);
+  });
+
+  it('sweeps pause: no sweep starts, sweep-now is refused, a worker start-up keeps the pause; resume sweeps again', async () => {
+    const eu = await harness.region('eu');
+    await harness.startWorker(eu);
+    await seedNight(eu.pool, 'eu', `${harness.id}ps`, { expired: 3 }, harness.merchants);
+    await ensureSweepSchedule(eu.client, eu.config, sweep);
+    const ops = { region: eu.config, pool: eu.pool, client: eu.client };
+
+    const paused = await pauseSweeps(ops, 'Alice', 'a bad release of the upstream authoriser');
+    expect(paused).toMatchObject({
+      paused: true,
+      note: 'paused by Alice: a bad release of the upstream authoriser',
+      nextSweeps: [],
+    });
+    await expect(pauseSweeps(ops, 'Bob', 'again')).rejects.toMatchObject({ code: 'SweepsAlreadyPaused' });
+    await expect(sweepNowUnlessPaused(ops)).rejects.toMatchObject({
+      code: 'SweepsPaused',
+      message: 'sweeps in region eu are paused by Alice: a bad release of the upstream authoriser: resume them first',
+    });
+    // A worker starting (or a deploy) updates the schedule's spec and keeps its pause.
+    expect(await ensureSweepSchedule(eu.client, eu.config, { ...sweep, intervalMs: 1_800_000 })).toBe('updated');
+    expect(await sweepsStatus(ops)).toMatchObject({ paused: true, note: paused.note });
+    const described = await eu.client.schedule.getHandle(eu.config.scheduleId).describe();
+    expect(described.info.recentActions).toEqual([]);
+    expect(await ledgerEntryCount(eu.pool)).toBe(0);
+
+    const resumed = await resumeSweeps(ops, 'Bob', 'the authoriser is fixed');
+    expect(resumed).toMatchObject({ paused: false, note: 'resumed by Bob: the authoriser is fixed' });
+    expect(resumed.nextSweeps.length).toBeGreaterThan(0);
+    await expect(resumeSweeps(ops, 'Bob', 'again')).rejects.toMatchObject({ code: 'SweepsNotPaused' });
+    const { workflowId } = await sweepNowUnlessPaused(ops);
+    await expect(eu.client.workflow.getHandle<() => Promise<SweepResult>>(workflowId).result()).resolves.toMatchObject({
+      found: 3,
+      unreleasedAtEnd: 0,
+    });
+    expect((await sweepsStatus(ops)).recentSweeps.map((r) => r.workflowId)).toEqual([workflowId]);
   });
 });

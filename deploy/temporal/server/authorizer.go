@@ -69,7 +69,7 @@ func (a *holdSweeperAuthorizer) Authorize(ctx context.Context, claims *authoriza
 		}
 		return result, nil
 	}
-	if !operatorVerbs[api.MethodName(target.APIName)] || onlyTriggersSchedule(target.Request) {
+	if !operatorVerbs[api.MethodName(target.APIName)] || writerMayPatchSchedule(target.Request) {
 		return result, nil
 	}
 	if (claims.System|claims.Namespaces[target.Namespace])&authorization.RoleAdmin != 0 {
@@ -87,19 +87,26 @@ func memberOfSomeNamespace(claims *authorization.Claims) bool {
 	return false
 }
 
-// onlyTriggersSchedule says whether a PatchSchedule starts one run of the schedule now, under SKIP, and changes nothing
-// else: what "sweep now" is, and what a schedule's own worker-held writer (the admin API) may do. A sweep already
-// running makes it a no-op; pausing, unpausing and backfilling stay a namespace admin's.
-func onlyTriggersSchedule(request interface{}) bool {
+// writerMayPatchSchedule says whether a PatchSchedule is one of the schedule levers a writer (the admin API's own
+// identity, acting for an operator it authenticated and audited) may pull: start one run now under SKIP ("sweep now":
+// a sweep already running makes it a no-op), or only pause, or only unpause, the schedule with a note ("sweeps
+// pause|resume": who and why, read back by "sweeps status"). Backfilling, or any two at once, stays a namespace admin's.
+func writerMayPatchSchedule(request interface{}) bool {
 	patch, ok := request.(*workflowservice.PatchScheduleRequest)
 	if !ok || patch.GetPatch() == nil {
 		return false
 	}
 	p := patch.GetPatch()
-	trigger := p.GetTriggerImmediately()
-	return trigger != nil &&
-		trigger.GetOverlapPolicy() == enumspb.SCHEDULE_OVERLAP_POLICY_SKIP &&
-		len(p.GetBackfillRequest()) == 0 &&
-		p.GetPause() == "" &&
-		p.GetUnpause() == ""
+	if len(p.GetBackfillRequest()) != 0 {
+		return false
+	}
+	trigger, pause, unpause := p.GetTriggerImmediately(), p.GetPause(), p.GetUnpause()
+	switch {
+	case trigger != nil:
+		return trigger.GetOverlapPolicy() == enumspb.SCHEDULE_OVERLAP_POLICY_SKIP && pause == "" && unpause == ""
+	case pause != "":
+		return unpause == ""
+	default:
+		return unpause != ""
+	}
 }
