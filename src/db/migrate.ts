@@ -48,7 +48,7 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
   const migrations = await readMigrations();
   const client = await pool.connect();
   try {
-    await client.query('SELECT pg_advisory_lock($1::bigint)', [MIGRATION_LOCK_KEY]);
+    await takeMigrationLock(client);
     await client.query(`
       CREATE TABLE IF NOT EXISTS schema_migrations (
         version    integer PRIMARY KEY,
@@ -99,6 +99,23 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
     client.release();
   }
 }
+
+/**
+ * The migration lock, asked for again and again rather than waited for in one statement: a session blocked in
+ * `pg_advisory_lock` holds a snapshot the whole time, and `CREATE INDEX CONCURRENTLY` in the session holding the lock
+ * waits for every such snapshot to end, so two workers starting together would deadlock on a concurrent build.
+ */
+async function takeMigrationLock(client: pg.PoolClient): Promise<void> {
+  for (;;) {
+    const { rows } = await client.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1::bigint) AS locked', [
+      MIGRATION_LOCK_KEY,
+    ]);
+    if (rows[0]!.locked) return;
+    await new Promise((resolve) => setTimeout(resolve, MIGRATION_LOCK_POLL_MS));
+  }
+}
+/** How often a migrator waiting for another's turn asks again. */
+const MIGRATION_LOCK_POLL_MS = 100;
 
 async function applyInTransaction(client: pg.PoolClient, migration: Migration): Promise<void> {
   await client.query('BEGIN');

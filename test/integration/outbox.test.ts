@@ -122,7 +122,10 @@ describe('the outbox reconciler', () => {
     const received = harness.merchants.requests(merchantId);
     expect(received.map((r) => r.webhookId).sort()).toEqual(stranded.map((w) => w.webhook_id).sort());
     for (const workflowId of workflowIds) {
-      const run = await us.client.workflow.getHandle(workflowId).describe();
+      // The ledger says delivered a moment before the workflow's task that learns it completes: wait for its result.
+      const handle = us.client.workflow.getHandle(workflowId);
+      await handle.result();
+      const run = await handle.describe();
       expect(run.runId).not.toBe(terminatedRuns.get(workflowId));
       expect(run.status.name).toBe('COMPLETED');
     }
