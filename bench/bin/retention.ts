@@ -4,13 +4,14 @@
  * event and its webhook, a tenth of the webhooks retried twice with a 2 KiB error page each, and the runs, the audit
  * and the books of every day, written into a real embedded PostgreSQL with the product's migrations. Then the job's
  * own activity runs until caught up, as its schedule would run it after a year without one. It prints the table sizes
- * before and after (and after the VACUUM autovacuum would do), the job's run time, and its rate.
+ * before and after (and after the VACUUM autovacuum would do, and a month of nights later, which fill the space the
+ * deletes left), the job's run time, and its rate.
  *
  * And what it costs a night: the ledger's side of a night (the product's own release activity and the attempt record
  * of each webhook, from `--clients` concurrent callers, as the workers make them) run alone, then again while the job
  * catches up. Temporal's side of a night never touches what the job deletes, so the ledger is where the two meet.
  *
- *   npm run bench:retention [-- --days 455 --holds 2500 --night 20000 --clients 8]
+ *   npm run bench:retention [-- --days 455 --holds 1000 --night 10000 --clients 8]
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -32,8 +33,8 @@ import { RETENTION_KINDS, retentionDays } from '../../src/sql/retention.js';
 const { values } = parseArgs({
   options: {
     days: { type: 'string', default: '455' },
-    holds: { type: 'string', default: '2500' },
-    night: { type: 'string', default: '20000' },
+    holds: { type: 'string', default: '1000' },
+    night: { type: 'string', default: '10000' },
     clients: { type: 'string', default: '8' },
   },
 });
@@ -62,9 +63,9 @@ async function sizes(): Promise<Map<string, { rows: number; bytes: number }>> {
 }
 
 /** One night `ago` days back: its holds released, its webhooks delivered, its events applied, its runs and audit. */
-async function seedNight(ago: number): Promise<void> {
+async function seedNight(ago: number, prefix = 'h'): Promise<void> {
   const night = `now() - make_interval(days => ${ago})`;
-  const hold = `'h_' || ${ago} || '_' || n`;
+  const hold = `'${prefix}_' || ${ago} || '_' || n`;
   await pool.query('BEGIN');
   await pool.query(
     `INSERT INTO auth_holds (id, account_id, merchant_id, amount_minor, currency, state, expires_at, created_at,
@@ -118,7 +119,7 @@ async function seedNight(ago: number): Promise<void> {
   await pool.query(
     `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end,
                              finished_at)
-     SELECT 'sweep-us-' || ${ago} || '-' || q, ${night} + q * interval '15 minutes', 1, 0, 0, 0, 0, 0,
+     SELECT 'sweep-us-${prefix}-' || ${ago} || '-' || q, ${night} + q * interval '15 minutes', 1, 0, 0, 0, 0, 0,
             ${night} + q * interval '15 minutes' FROM generate_series(0, 95) AS q`,
   );
   await pool.query(
@@ -139,16 +140,18 @@ function table(
   ...after: Map<string, { rows: number; bytes: number }>[]
 ) {
   const lines = [
-    '| table | rows before | size before | rows after | size after the job | size after VACUUM |',
-    '|---|---:|---:|---:|---:|---:|',
+    '| table | rows before | size before | rows after | size after the job | after VACUUM | rows, a month later | size, a month later |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
   ];
   for (const t of TABLES) {
     const b = before.get(t)!;
-    const [a, v] = after.map((m) => m.get(t)!);
-    lines.push(`| ${t} | ${b.rows} | ${mb(b.bytes)} | ${a!.rows} | ${mb(a!.bytes)} | ${mb(v!.bytes)} |`);
+    const [a, v, m] = after.map((x) => x.get(t)!);
+    lines.push(
+      `| ${t} | ${b.rows} | ${mb(b.bytes)} | ${a!.rows} | ${mb(a!.bytes)} | ${mb(v!.bytes)} | ${m!.rows} | ${mb(m!.bytes)} |`,
+    );
   }
   const total = (m: Map<string, { bytes: number }>) => mb([...m.values()].reduce((s, x) => s + x.bytes, 0));
-  lines.push(`| **all** | | ${total(before)} | | ${total(after[0]!)} | ${total(after[1]!)} |`);
+  lines.push(`| **all** | | ${total(before)} | | ${total(after[0]!)} | ${total(after[1]!)} | | ${total(after[2]!)} |`);
   return lines.join('\n');
 }
 
@@ -240,6 +243,9 @@ try {
   const after = await sizes();
   await pool.query('VACUUM');
   const vacuumed = await sizes();
+  // A month of nights more, as they come after the job: they go into the space the job's deletes left.
+  for (let ago = 30; ago >= 1; ago--) await seedNight(ago, 'next');
+  const month = await sizes();
 
   const deleted = runs.reduce((s, r) => s + Object.values(r.pruned).reduce((a, b) => a + b, 0), 0);
   const report = [
@@ -248,7 +254,7 @@ try {
     `${days} nights of ${holdsPerNight} holds (the design night is 50,000: ${(holdsPerNight / 50_000).toFixed(2)} of it), ` +
       `retentions ${RETENTION_KINDS.map((k) => `${k} ${keeps[k]} d`).join(', ')}, api_audit 400 d.`,
     '',
-    table(before, after, vacuumed),
+    table(before, after, vacuumed, month),
     '',
     `The job: ${runs.length} run(s) of at most 5 min, ${(jobMs / 1000).toFixed(1)} s in all, ${deleted} rows deleted ` +
       `(${Math.round(deleted / (jobMs / 1000))} rows/s); per run: ${runs.map((r) => `${(r.ms / 1000).toFixed(1)} s`).join(', ')}.`,
