@@ -10,9 +10,11 @@
  * In dev mode, unset addresses are a running `npm start`'s.
  */
 import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
 import { serveMetrics } from '../observability/metrics-listener.js';
+import { startTracing } from '../observability/tracing.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
@@ -59,10 +61,13 @@ async function main() {
       JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', error: `${err.name}: ${err.message}` }),
     ),
   );
+  // A verified callback starts its hold's trace; the interceptor carries it into the workflow it signals.
+  const tracing = startTracing('hold-sweeper-receiver');
   const client = new Client({
     connection,
     namespace: configured.namespace,
     dataConverter: dataConverterFor(configured),
+    interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
   });
   const receiver = createProcessorReceiver({
     region: configured.region,
@@ -97,6 +102,7 @@ async function main() {
     await metrics?.close();
     await receiver.close();
     await connection.close();
+    await tracing.shutdown();
     await pool.end();
     await refusalPool.end();
     process.exit(0);

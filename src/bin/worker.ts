@@ -24,6 +24,7 @@ import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { jsonLogger } from '../observability/logging.js';
 import { serveHealth, type ReadinessCheck } from '../observability/health.js';
+import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { ensureOutboxSchedule, ensureRetentionSchedule, ensureSweepSchedule } from '../schedules.js';
@@ -92,6 +93,8 @@ async function main() {
     deploymentName: config.deployment.deploymentName,
     buildId: buildIdOf(workflowBundle, config.deployment.buildId),
   };
+  // OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) says where (src/observability/tracing.ts).
+  const tracing = startTracing('hold-sweeper-worker');
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
   const checks: Record<string, ReadinessCheck> = {};
@@ -146,6 +149,7 @@ async function main() {
       ),
     );
     const worker = await createRegionWorker({
+      tracing,
       connection: nativeConnection,
       region,
       pool,
@@ -223,6 +227,7 @@ async function main() {
   await Promise.all(runs);
   await health?.close();
   for (const close of cleanup) await close();
+  await tracing.shutdown();
 }
 
 main().catch((err) => {

@@ -27,6 +27,7 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { SpanKind, trace } from '@opentelemetry/api';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
@@ -312,6 +313,25 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       return refuse(res, err, EVENT_ID_PATTERN.test(eventId) ? eventId : null, body);
     }
 
+    // A verified event starts its hold's trace (src/observability/tracing.ts): its recording, and the signal that hands
+    // it to the hold's workflow, which the client's interceptor carries on.
+    await trace
+      .getTracer('hold-sweeper')
+      .startActiveSpan(
+        'processor event',
+        { kind: SpanKind.SERVER, attributes: { 'hold.id': accepted.holdId, 'processor.event_id': accepted.eventId } },
+        async (span) => {
+          try {
+            await recordAndHandOver(accepted, body, res);
+          } finally {
+            span.end();
+          }
+        },
+      );
+  }
+
+  async function recordAndHandOver(accepted: AcceptedEvent, body: string, res: http.ServerResponse): Promise<void> {
+    const { eventId } = accepted;
     let outcome: events.RecordOutcome;
     try {
       outcome = await withTimeout(events.recordEvent(pool, accepted), recordTimeoutMs);

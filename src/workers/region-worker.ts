@@ -2,7 +2,16 @@
  * Builds one Temporal worker per region from one binary: the workflow bundle is built once and shared, and
  * each worker gets only its own region's ledger pool, namespace and task queue.
  */
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { Resource } from '@opentelemetry/resources';
+import { NoopSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  OpenTelemetryWorkflowClientInterceptor,
+} from '@temporalio/interceptors-opentelemetry';
 import type { Client } from '@temporalio/client';
 import {
   bundleWorkflowCode,
@@ -20,6 +29,7 @@ import type { MerchantLabel, RegionConfig, SetCurrentMode, WebhookConfig } from 
 import { createAgents } from '../delivery/http-sender.js';
 import type { SecretSealer } from '../delivery/secret-box.js';
 import { withMerchantLabel } from '../observability/metrics.js';
+import type { Tracing } from '../observability/tracing.js';
 import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
@@ -35,12 +45,20 @@ export const WORKFLOW_INTERCEPTORS_PATH = fileURLToPath(
   new URL(`../workflows/interceptors${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
 );
 
+/**
+ * The SDK's OpenTelemetry workflow interceptors (src/observability/tracing.ts): they continue the caller's trace in the
+ * workflow and carry it in the headers of what it schedules; they add no command, so histories replay as they were.
+ */
+export const OTEL_WORKFLOW_INTERCEPTORS_PATH = createRequire(import.meta.url).resolve(
+  '@temporalio/interceptors-opentelemetry/lib/workflow-interceptors',
+);
+
 /** The product's workflows; the benchmark passes its own entry (the same workflows plus its ceiling). */
 export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundleWithSourceMap> {
   // The bundle carries the failure converter: workflow-side failures are encoded (encrypted) like the rest.
   return bundleWorkflowCode({
     workflowsPath,
-    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS_PATH],
+    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS_PATH, OTEL_WORKFLOW_INTERCEPTORS_PATH],
     failureConverterPath: FAILURE_CONVERTER_PATH,
     logger: new DefaultLogger('WARN'),
   });
@@ -73,6 +91,8 @@ export interface RegionWorkerOptions {
   meter?: MetricMeter;
   /** The merchant_id label on the product metrics (METRICS_MERCHANT_LABEL); `all` (bounded) unless said otherwise. */
   merchantLabel?: MerchantLabel;
+  /** Where its spans go (src/observability/tracing.ts); made and dropped unless given. */
+  tracing?: Pick<Tracing, 'resource' | 'processor'>;
   /** Worker tuning (concurrency, pollers); TASK_SLOTS and the SDK's defaults otherwise. */
   tuning?: Partial<
     Pick<
@@ -159,6 +179,7 @@ export function createRegionWorker({
   maxWorkflowIdLength,
   meter,
   merchantLabel = 'all',
+  tracing = { resource: Resource.empty(), processor: new NoopSpanProcessor() },
   tuning,
 }: RegionWorkerOptions): Promise<Worker> {
   return Worker.create({
@@ -190,6 +211,18 @@ export function createRegionWorker({
       agents: createAgents(),
       meter: meter && withMerchantLabel(meter, merchantLabel),
     }),
+    // One trace from a callback to the last attempt (src/observability/tracing.ts): activities continue the context
+    // their workflow scheduled them with, and the workflows they start (a delivery, a resend) carry it on.
+    interceptors: {
+      activity: [
+        (ctx) => ({
+          inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+          outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+        }),
+      ],
+      client: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+    },
+    sinks: { exporter: makeWorkflowExporter(tracing.processor, tracing.resource) },
     shutdownGraceTime: SHUTDOWN_GRACE_MS,
     ...TASK_SLOTS,
     ...tuning,

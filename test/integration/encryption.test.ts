@@ -40,8 +40,14 @@ let raw: Client;
  * attributes (the server indexes them: identifiers by design, never amounts) and a local activity marker's
  * `data` detail (the SDK's own bookkeeping: sequence, attempt, activity type, times); the marker's result is.
  */
+/** The header @temporalio/interceptors-opentelemetry carries a span's context in. */
+const TRACE_HEADER = '_tracer-data';
+/** Every trace header the histories held, decoded. */
+const traceHeaders: Record<string, string>[] = [];
+
 async function storedPayloads(): Promise<Payload[]> {
   const payloads: Payload[] = [];
+  traceHeaders.length = 0;
   const collect = (value: unknown, path = ''): void => {
     if (!value || typeof value !== 'object') return;
     if ('metadata' in value && 'data' in value && (value as Payload).metadata?.encoding) {
@@ -52,6 +58,12 @@ async function storedPayloads(): Promise<Payload[]> {
       // A local activity's marker data, and a patch marker's (its patch id, written by the SDK's core): bookkeeping.
       const bookkeeping =
         (key === 'data' || key === 'patch-data') && path.endsWith('markerRecordedEventAttributes.details');
+      // The trace context (src/observability/tracing.ts) rides in a header the codec does not encode: it must carry
+      // the W3C trace context and nothing else.
+      if (key === TRACE_HEADER && path.endsWith('header.fields')) {
+        traceHeaders.push(JSON.parse(Buffer.from((child as Payload).data!).toString()) as Record<string, string>);
+        continue;
+      }
       if (key !== 'searchAttributes' && !bookkeeping) collect(child, `${path}.${key}`);
     }
   };
@@ -143,6 +155,11 @@ describe('payload encryption', () => {
       .toBeGreaterThan(10);
     const hold = night.expired[0]!;
     const captured = night.future[0]!;
+    expect(traceHeaders.length).toBeGreaterThan(0);
+    for (const header of traceHeaders) {
+      expect(Object.keys(header).filter((k) => k !== 'traceparent' && k !== 'tracestate')).toEqual([]);
+      expect(header.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$/);
+    }
     for (const payload of payloads) {
       expect(Buffer.from(payload.metadata!.encoding!).toString()).toBe(ENCRYPTED_ENCODING);
       const bytes = Buffer.from(payload.data!);

@@ -94,6 +94,7 @@ export interface Harness {
       quarantineTimeoutMs?: number;
       outboxBudget?: RegionWorkerOptions['outboxBudget'];
       fastPathSlots?: number;
+      tracing?: RegionWorkerOptions['tracing'];
     },
   ): Promise<RunningWorker>;
   /**
@@ -180,6 +181,7 @@ export async function openHarness(
         quarantineTimeoutMs: options.quarantineTimeoutMs,
         outboxBudget: options.outboxBudget,
         fastPathSlots: options.fastPathSlots,
+        tracing: options.tracing,
         tuning,
       });
       const { run: running } = await runRegionWorker(worker, region.client, options.setCurrent ?? 'always');

@@ -25,7 +25,7 @@ export interface TestReceiver {
 /** Listens on a free port; `secret` defaults to a new one. Quiet unless told otherwise. */
 export async function startTestReceiver(
   region: TestRegion,
-  options: Partial<Omit<ReceiverOptions, 'region' | 'pool' | 'client' | 'taskQueue' | 'processorKey'>> & {
+  options: Partial<Omit<ReceiverOptions, 'region' | 'pool' | 'taskQueue' | 'processorKey'>> & {
     secret?: string;
   } = {},
 ): Promise<TestReceiver> {

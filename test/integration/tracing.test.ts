@@ -1,0 +1,102 @@
+/**
+ * One trace per hold's story, on the real stack: a processor callback's span in the receiver, the signal-with-start
+ * it sends, the hold's event workflow, the event's application, the child workflow that delivers its webhook and the
+ * webhook attempt share one trace id (OpenTelemetry through the SDK's interceptors, src/observability/tracing.ts), as
+ * an in-memory exporter receives them.
+ */
+import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { startTracing, type Tracing } from '../../src/observability/tracing.js';
+import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
+import { seedNight } from '../support/ledger.js';
+import { startTestReceiver } from '../support/processor.js';
+import { waitUntil } from '../support/wait.js';
+
+let harness: Harness;
+let us: TestRegion;
+let tracing: Tracing;
+const exporter = new InMemorySpanExporter();
+
+beforeAll(async () => {
+  tracing = startTracing('hold-sweeper-test', { processor: new SimpleSpanProcessor(exporter) });
+  harness = await openHarness();
+  us = await harness.region('us');
+  await harness.startWorker(us, undefined, undefined, { tracing });
+});
+afterAll(async () => {
+  await harness?.close();
+  await tracing?.shutdown();
+});
+
+it('a processor callback, the workflow it signals, the event applied and its webhook attempt share one trace', async () => {
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}tr`,
+    { expired: 0, future: 1, merchants: 1 },
+    harness.merchants,
+  );
+  const hold = night.future[0]!;
+  // The receiver's client, as src/bin/receiver.ts makes it: the region's, with the tracing interceptor.
+  const client = new Client({
+    connection: us.client.connection,
+    namespace: us.config.namespace,
+    dataConverter: us.client.options.dataConverter,
+    interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+  });
+  const { processor, close } = await startTestReceiver(us, { client });
+  try {
+    const sent = await processor.send({
+      eventId: `evt_${hold.id}_1`,
+      holdId: hold.id,
+      sequence: 1,
+      type: 'hold.incremented',
+      amountMinor: 100,
+      currency: 'USD',
+    });
+    expect(sent.status).toBe(202);
+    await waitUntil(
+      async () =>
+        (await us.pool.query(`SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND status = 'delivered'`, [hold.id]))
+          .rowCount === 1,
+      "the event's webhook delivered",
+    );
+    let spans: ReadableSpan[] = [];
+    const callback = () => exporter.getFinishedSpans().find((s) => s.name === 'processor event');
+    await waitUntil(async () => {
+      const root = callback();
+      spans = root
+        ? exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === root.spanContext().traceId)
+        : [];
+      return spans.some((s) => s.name === 'RunActivity:deliverWebhook');
+    }, 'the attempt in the callback’s trace');
+    const names = spans.map((s) => s.name);
+    console.log(`[tracing] one trace, ${spans.length} spans: ${[...new Set(names)].join(', ')}`);
+    // The hold's event workflow runs on, waiting for its next event: its own run span ends when it does.
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'processor event',
+        'SignalWithStartWorkflow:applyHoldEvents',
+        'HandleSignal:processorEvent',
+        'RunActivity:applyProcessorEvent',
+        'StartChildWorkflow:deliverHoldEvent',
+        'RunWorkflow:deliverHoldEvent',
+        'RunActivity:deliverWebhook',
+      ]),
+    );
+    // Every span's parent is in the trace, but for the callback (its root) and what the hold's event workflow did in
+    // its own run, whose span is still open: their parent is that one span.
+    const ids = new Set(spans.map((s) => s.spanContext().spanId));
+    const orphans = spans.filter((s) => s.name !== 'processor event' && !ids.has(s.parentSpanId ?? ''));
+    expect(orphans.map((s) => s.name).sort()).toEqual([
+      'StartActivity:applyProcessorEvent',
+      'StartChildWorkflow:deliverHoldEvent',
+    ]);
+    expect(new Set(orphans.map((s) => s.parentSpanId)).size).toBe(1);
+    expect(spans.find((s) => s.name === 'processor event')!.parentSpanId).toBeUndefined();
+  } finally {
+    await close();
+  }
+}, 120_000);
