@@ -31,6 +31,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { silentLogger } from '../../src/observability/logger.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS } from '../../src/processor/receiver.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, runRegionWorker } from '../../src/workers/region-worker.js';
@@ -130,7 +131,7 @@ try {
     client: region.client,
     taskQueue: region.taskQueue,
     processorKey: processorKeyOf(secret),
-    log: () => undefined,
+    logger: silentLogger(),
   });
   const { port } = await receiver.listen(0);
   const processor = new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, secret);

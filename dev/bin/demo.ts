@@ -42,6 +42,7 @@ import {
   runRegionWorker,
 } from '../../src/workers/region-worker.js';
 import { startSecretErasure } from '../../src/workers/secret-erasure.js';
+import { createLogger, silentLogger } from '../../src/observability/logger.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver } from '../../src/processor/receiver.js';
 import { FakeProcessor, planCallbacks, processorKeyOf, sendCallbacks, type CallbackTally } from '../fake-processor.js';
 import { seededRandom } from '../seed.js';
@@ -261,7 +262,7 @@ async function main() {
       client,
       taskQueue: region.taskQueue,
       processorKey: processorKeyOf(processorSecret),
-      log: () => undefined,
+      logger: silentLogger(),
     });
     const { port } = await receiver.listen(0);
     const receiverUrl = `http://127.0.0.1:${port}/processor/events`;
@@ -383,6 +384,9 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
     { tokenTtlSeconds: 86_400 },
   );
   const servers: FastifyInstance[] = [];
+  // The demo tells its own story; the APIs' access lines would drown it, their warnings and errors would not.
+  const apiLog = createLogger('demo-apis');
+  apiLog.level = 'warn';
   const urls: { region: string; admin: string; merchant: string }[] = [];
   for (const run of runs) {
     // Each region's API has its own audience: a token for one region's API opens no other.
@@ -403,11 +407,13 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
         secrets,
       },
       verifier,
+      logger: apiLog,
     });
     const merchant = await buildMerchantServer({
       region: run.config.region,
       pool: run.pool,
       resendsStartWithinMs: config.outbox.intervalMs,
+      logger: apiLog,
     });
     await admin.listen({ host: '127.0.0.1', port: 0 });
     await merchant.listen({ host: '127.0.0.1', port: 0 });

@@ -13,7 +13,6 @@
  * ledger rows writes its row in their transaction, one that acts outside the ledger writes it before it acts; either
  * way a call whose row cannot be written does nothing and fails.
  */
-import { randomUUID } from 'node:crypto';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
@@ -25,7 +24,8 @@ import { inTransaction } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '../sql/audit.js';
 import { ADMIN_VERBS, auditOf, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
-import { apiRefusals } from './refusals.js';
+import { apiLogging, apiRefusals } from './refusals.js';
+import { log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
 export interface AdminServerOptions {
@@ -36,7 +36,8 @@ export interface AdminServerOptions {
   metrics?: CounterRegistry;
   /** TLS for the listener; absent behind a TLS-terminating proxy, or in dev. */
   https?: { cert: string | Buffer; key: string | Buffer };
-  log?: (line: string, fields: Record<string, unknown>) => void;
+  /** Its access log and errors; the process's logger unless given. */
+  logger?: Logger;
 }
 
 /**
@@ -92,13 +93,9 @@ declare module 'fastify' {
 export async function buildAdminServer(options: AdminServerOptions): Promise<FastifyInstance> {
   const { context, verifier } = options;
   const { pool } = context;
-  const refusals = apiRefusals(options.metrics ?? new CounterRegistry(), 'admin', context.region.region, (fields) =>
-    console.error(JSON.stringify(fields)),
-  );
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
-    logger: false,
-    genReqId: () => randomUUID(),
+    ...apiLogging(options.logger ?? log),
     // Bodies are small JSON objects; nothing an operator sends is large.
     bodyLimit: 64 * 1024,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },
@@ -106,6 +103,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   // Answers are serialized as they are (JSON.stringify): the response schemas document them (OpenAPI) and the tests
   // validate real answers against them, rather than a schema-driven serializer reshaping or dropping fields to fit.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  const refusals = apiRefusals(app, options.metrics ?? new CounterRegistry(), 'admin', context.region.region);
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -165,19 +163,16 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
     const status = statusOf(err);
     const body = errorBody(err, status, request.id);
     if (!request.identity) {
-      refusals.refused({ status, error: body.error, method: request.method, path: request.url, requestId: request.id });
+      refusals.refused(request, status, body.error);
     } else {
       // The call did nothing, or (written ahead) its row says how it ended; a row that cannot be written is logged.
       const detail = `${body.error}: ${(err as Error).message}`;
       const written = request.auditId
         ? finishAudit(pool, request.auditId, { outcome: outcomeOf(status), status, detail })
         : insertAudit(pool, record(request, status, detail));
-      await written.catch((auditErr: unknown) =>
-        options.log?.('audit write failed', { requestId: request.id, error: String(auditErr) }),
-      );
+      await written.catch((auditErr: unknown) => request.log.error({ error: auditErr }, 'audit write failed'));
     }
-    if (status >= 500)
-      options.log?.('admin API request failed', { requestId: request.id, verb: request.verb?.id, error: String(err) });
+    if (status >= 500) request.log.error({ verb: request.verb?.id, err }, 'admin API request failed');
     return reply.status(status).send(body);
   });
 
@@ -289,7 +284,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
         const result = await verb.run(context, input);
         // It acted: its answer goes back even if the outcome is not filled in (the row then says `started`).
         await finishAudit(pool, request.auditId, { outcome: 'ok', status: 200, detail: undefined }).catch(
-          (err: unknown) => options.log?.('audit outcome not written', { requestId: request.id, error: String(err) }),
+          (err: unknown) => request.log.error({ error: err }, 'audit outcome not written'),
         );
         return result;
       }

@@ -11,7 +11,7 @@
  * (api_audit, subject `merchant:<id>`, the key's id beside it; a resend's row in the transaction that records it); a
  * call refused before that (401) or past its key's budget (429) is counted and logged by sample, never stored.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
@@ -19,7 +19,8 @@ import type { Region } from '../contracts/regions.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { insertAudit } from '../sql/audit.js';
-import { apiRefusals } from './refusals.js';
+import { apiLogging, apiRefusals } from './refusals.js';
+import { log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from './merchant-keys.js';
 
@@ -30,7 +31,8 @@ export interface MerchantServerOptions {
   /** The merchant API's own role (hold_sweeper_merchant_api). */
   pool: pg.Pool;
   https?: { cert: string | Buffer; key: string | Buffer };
-  log?: (line: string, fields: Record<string, unknown>) => void;
+  /** Its access log and errors; the process's logger unless given. */
+  logger?: Logger;
   /** How often the reconciler starts waiting resends (OUTBOX_RECONCILE_INTERVAL), said to the merchant. */
   resendsStartWithinMs?: number;
 }
@@ -125,8 +127,7 @@ export async function buildMerchantServer(
   const startsWithinSeconds = Math.round((options.resendsStartWithinMs ?? 5 * 60_000) / 1000);
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
-    logger: false,
-    genReqId: () => randomUUID(),
+    ...apiLogging(options.logger ?? log),
     bodyLimit: 16 * 1024,
     // Slow or idle clients are dropped: it faces the internet.
     connectionTimeout: 10_000,
@@ -150,9 +151,7 @@ export async function buildMerchantServer(
     },
   });
 
-  const refusals = apiRefusals(options.metrics ?? new CounterRegistry(), 'merchant', options.region, (fields) =>
-    console.error(JSON.stringify(fields)),
-  );
+  const refusals = apiRefusals(app, options.metrics ?? new CounterRegistry(), 'merchant', options.region);
   /**
    * The audit row of an identified merchant's call, in `db`: a resend's transaction, or after a read answers. If it
    * cannot be written the call fails (and a resend records nothing).
@@ -196,15 +195,15 @@ export async function buildMerchantServer(
     const status = err instanceof Refusal ? err.status : validation ? 400 : 500;
     const name = err instanceof Refusal ? err.name : validation ? 'InvalidRequest' : 'InternalError';
     const message = status >= 500 ? `the request failed; its request id is ${request.id}` : err.message;
-    if (status >= 500) options.log?.('merchant API request failed', { requestId: request.id, error: String(err) });
+    if (status >= 500) request.log.error({ err }, 'merchant API request failed');
     if (err instanceof Refusal && err.retryAfterSeconds !== undefined)
       reply.header('retry-after', String(err.retryAfterSeconds));
     // No key that verifies, or a key past its budget: what anyone can send is counted, never stored.
     if (status === 401 || status === 429) {
-      refusals.refused({ status, error: name, method: request.method, path: request.url, requestId: request.id });
+      refusals.refused(request, status, name);
     } else {
       await audit(request, status, `${name}: ${message}`).catch((auditErr: unknown) =>
-        options.log?.('audit write failed', { requestId: request.id, error: String(auditErr) }),
+        request.log.error({ error: auditErr }, 'audit write failed'),
       );
     }
     return reply.status(status).send({ error: name, message, requestId: request.id });

@@ -1,43 +1,76 @@
 /**
- * What the admin and merchant APIs refuse before anyone is identified (401: no token or key, or one that does not
- * verify; the merchant API's 429: a key past its budget) costs them a counter and a log line a minute, never a row:
- * anyone on the network can send those, as many as they like (docs/security.md#the-audit). Exported on the API's
- * metrics address.
+ * What the admin and merchant APIs say about their requests. Each request that got past identification gets one line
+ * when it is answered (`request completed`: its request id, method, path, status and time; never a body, a token or
+ * a query string), on the process's logger through Fastify. What they refuse before anyone is identified (401: no
+ * token or key, or one that does not verify; the merchant API's 429: a key past its budget) costs them a counter and
+ * a log line a minute instead, never a row nor a line each: anyone on the network can send those, as many as they
+ * like (docs/security.md#the-audit). The counter is exported on the API's metrics address. The health probe is not
+ * logged: an orchestrator asks every few seconds.
  */
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import type { Logger } from '../observability/logger.js';
 import type { CounterRegistry } from '../observability/prometheus-text.js';
 import { sampledLog } from '../observability/sampled-log.js';
 
 export interface Refusals {
-  /** One refusal: counted by status and name, logged by sample. */
-  refused(refusal: { status: number; error: string; method: string; path: string; requestId: string }): void;
+  /** One refusal of `request`: counted by status and name, logged by sample, left out of the access log. */
+  refused(request: FastifyRequest, status: number, error: string): void;
+}
+
+/** Fastify's options for an API on `logger`: request ids of its own (callers cannot choose what the audit says). */
+export function apiLogging(logger: Logger) {
+  return {
+    loggerInstance: logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    requestIdLogLabel: 'requestId',
+    genReqId: () => randomUUID(),
+  } as const;
 }
 
 export function apiRefusals(
+  app: FastifyInstance,
   registry: CounterRegistry,
   api: 'admin' | 'merchant',
   region: string,
-  write: (fields: Record<string, unknown>) => void,
 ): Refusals {
   const total = registry.counter(
     'hold_sweeper_api_requests_refused_total',
     'API calls refused before anyone was identified (401; the merchant API’s 429), by API, status and error: never stored',
     ['api', 'region', 'status', 'error'],
   );
-  const log = sampledLog(write);
+  const log = sampledLog(({ msg, ...fields }) => app.log.warn(fields, msg as string));
+  const refusedRequests = new WeakSet<FastifyRequest>();
+  app.addHook('onResponse', async (request, reply) => {
+    if (request.url === '/healthz' || refusedRequests.has(request)) return;
+    request.log.info(
+      {
+        method: request.method,
+        path: pathOf(request),
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request completed',
+    );
+  });
   return {
-    refused({ status, error, method, path, requestId }) {
+    refused(request, status, error) {
+      refusedRequests.add(request);
       total.inc({ api, region, status: String(status), error });
-      // The path as far as it names a route: what a caller appends is theirs to choose, and a log is no place for it.
       log(`${status} ${error}`, {
-        level: 'warn',
         msg: `${api} API call refused before identification (sampled)`,
         region,
         status,
         error,
-        method,
-        path: path.split('?')[0]!.slice(0, 120),
-        requestId,
+        method: request.method,
+        path: pathOf(request),
+        requestId: request.id,
       });
     },
   };
+}
+
+/** The path as far as it names a route: what a caller appends is theirs to choose, and a log is no place for it. */
+function pathOf(request: FastifyRequest): string {
+  return request.url.split('?')[0]!.slice(0, 120);
 }

@@ -1,16 +1,14 @@
 /**
  * How the admin API and the merchant API come up as processes (src/bin/api.ts, src/bin/merchant-api.ts): their TLS
- * read from the listener's files, listening where it says, one JSON line saying where and how TLS reaches them, and a
+ * read from the listener's files, listening where it says, one log line saying where and how TLS reaches them, and a
  * clean stop (the server first, then what the caller holds) on SIGTERM or SIGINT.
  */
 import fs from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { ListenerConfig } from '../config.js';
+import { log } from '../observability/logger.js';
 import { serveMetrics } from '../observability/metrics-listener.js';
 import type { CounterRegistry } from '../observability/prometheus-text.js';
-
-export const logLine = (level: string, msg: string, fields: Record<string, unknown> = {}) =>
-  console.log(JSON.stringify({ level, msg, ...fields }));
 
 /** The listener's certificate and key, when it has its own TLS. */
 export async function tlsOf(listener: ListenerConfig): Promise<{ cert: Buffer; key: Buffer } | undefined> {
@@ -35,14 +33,16 @@ export async function serveUntilSignal(
   const metricsListener = metrics && listener.metrics ? await serveMetrics(metrics, listener.metrics) : undefined;
   const address = app.server.address() as { address: string; port: number };
   const own = listener.tls !== undefined;
-  logLine('info', `${what} listening`, {
-    region: listener.region,
-    url: `${own ? 'https' : 'http'}://${address.address}:${address.port}`,
-    ...fields,
-    tls: own ? 'own' : listener.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
-    metrics: metricsListener?.url ?? null,
-    pid: process.pid,
-  });
+  log.info(
+    {
+      region: listener.region,
+      url: `${own ? 'https' : 'http'}://${address.address}:${address.port}`,
+      ...fields,
+      tls: own ? 'own' : listener.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
+      metrics: metricsListener?.url ?? null,
+    },
+    `${what} listening`,
+  );
   const stop = async () => {
     await app.close();
     await metricsListener?.close();

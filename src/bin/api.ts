@@ -18,15 +18,19 @@ import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { buildAdminServer } from '../api/admin-server.js';
 import { createTokenVerifier } from '../api/identity.js';
-import { logLine as log, serveUntilSignal, tlsOf } from '../api/serve.js';
+import { serveUntilSignal, tlsOf } from '../api/serve.js';
+import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
+
+const log = nameProcess('admin-api');
 
 async function main() {
   requireExplicitMode();
   const config = loadConfig(process.env, ENTRY_POINTS.api);
   const api = loadApiConfig(process.env, config);
+  log.level = config.observability.logLevel.toLowerCase();
   const region = config.regions.find((r) => r.region === api.region)!;
   const up = region.region.toUpperCase();
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
@@ -47,7 +51,7 @@ async function main() {
   const verifier = await createTokenVerifier(api);
   const connection = lazyClientConnection(region.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(region.temporal ?? PLAINTEXT, [connection], (err) =>
-    log('warn', 'Temporal API key not refreshed', { error: `${err.name}: ${err.message}` }),
+    log.warn({ error: err }, 'Temporal API key not refreshed'),
   );
   const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
   const https = await tlsOf(api);
@@ -64,7 +68,7 @@ async function main() {
     },
     verifier,
     https,
-    log: (msg, fields) => log('error', msg, fields),
+    logger: log,
   });
   await serveUntilSignal(
     app,
@@ -80,7 +84,4 @@ async function main() {
   );
 }
 
-main().catch((err) => {
-  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
-  process.exit(1);
-});
+main().catch((err) => exitOnFatal(err));

@@ -11,48 +11,54 @@ import { byNamespace, createTokenVerifier } from '../api/identity.js';
 import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
+import { exitOnFatal, nameProcess } from '../observability/logger.js';
 
-// Never dev by accident: in dev the token is optional, and an open /decode hands out plaintext.
-requireExplicitMode();
-// It decodes payloads for browsers: it never holds the key ring of the merchants' secrets, nor a database or Temporal
-// credential (it calls neither).
-const config = loadConfig(process.env, ENTRY_POINTS.codec);
-const address = config.codecServer.address;
-if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
-const codecs = new Map(
-  config.regions.map((region) => {
-    if (!region.payloadKeys)
-      throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, "the region's keys");
-    return [
-      region.namespace,
-      new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted: 'pass' }),
-    ] as const;
-  }),
-);
-const separator = address.lastIndexOf(':');
-const server = await startCodecServer({
-  codecs,
-  corsOrigins: config.codecServer.corsOrigins,
-  authToken: config.codecServer.authToken,
-  // Roles are judged in the region of the namespace asked for: anyone with a role there may read what they can see in
-  // the Web UI (Temporal decides what that is), an operator or an approver may encode.
-  ...(config.codecServer.oidc
-    ? { identity: byNamespace(await createTokenVerifier(config.codecServer.oidc), config.regions) }
-    : {}),
-  ...(config.codecServer.tls
-    ? {
-        https: {
-          cert: await fs.readFile(config.codecServer.tls.certFile),
-          key: await fs.readFile(config.codecServer.tls.keyFile),
-        },
-      }
-    : {}),
-  log: (entry) => console.log(JSON.stringify(entry)),
-  host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
-  port: Number(address.slice(separator + 1)),
-});
-console.log(
-  JSON.stringify({ level: 'info', msg: 'codec endpoint serving', url: server.url, namespaces: [...codecs.keys()] }),
-);
-for (const signal of ['SIGINT', 'SIGTERM'] as const)
-  process.once(signal, () => void server.stop().then(() => process.exit(0)));
+const log = nameProcess('codec-server');
+
+async function main() {
+  // Never dev by accident: in dev the token is optional, and an open /decode hands out plaintext.
+  requireExplicitMode();
+  // It decodes payloads for browsers: it never holds the key ring of the merchants' secrets, nor a database or Temporal
+  // credential (it calls neither).
+  const config = loadConfig(process.env, ENTRY_POINTS.codec);
+  log.level = config.observability.logLevel.toLowerCase();
+  const address = config.codecServer.address;
+  if (!address) throw new ConfigError('CODEC_SERVER_ADDRESS', undefined, 'host:port to serve the codec endpoint on');
+  const codecs = new Map(
+    config.regions.map((region) => {
+      if (!region.payloadKeys)
+        throw new ConfigError(`PAYLOAD_KEYS_${region.region.toUpperCase()}`, undefined, "the region's keys");
+      return [
+        region.namespace,
+        new EncryptionCodec(region.payloadKeys, { namespace: region.namespace, unencrypted: 'pass' }),
+      ] as const;
+    }),
+  );
+  const separator = address.lastIndexOf(':');
+  const server = await startCodecServer({
+    codecs,
+    corsOrigins: config.codecServer.corsOrigins,
+    authToken: config.codecServer.authToken,
+    // Roles are judged in the region of the namespace asked for: anyone with a role there may read what they can see in
+    // the Web UI (Temporal decides what that is), an operator or an approver may encode.
+    ...(config.codecServer.oidc
+      ? { identity: byNamespace(await createTokenVerifier(config.codecServer.oidc), config.regions) }
+      : {}),
+    ...(config.codecServer.tls
+      ? {
+          https: {
+            cert: await fs.readFile(config.codecServer.tls.certFile),
+            key: await fs.readFile(config.codecServer.tls.keyFile),
+          },
+        }
+      : {}),
+    logger: log,
+    host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
+    port: Number(address.slice(separator + 1)),
+  });
+  log.info({ url: server.url, namespaces: [...codecs.keys()] }, 'codec endpoint serving');
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => void server.stop().then(() => process.exit(0)));
+}
+
+main().catch((err) => exitOnFatal(err));

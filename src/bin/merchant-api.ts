@@ -15,14 +15,18 @@ import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { buildMerchantServer } from '../api/merchant-server.js';
-import { logLine as log, serveUntilSignal, tlsOf } from '../api/serve.js';
+import { serveUntilSignal, tlsOf } from '../api/serve.js';
+import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+
+const log = nameProcess('merchant-api');
 
 async function main() {
   requireExplicitMode();
   const config = loadConfig(process.env, ENTRY_POINTS['merchant-api']);
   const listener = loadMerchantApiConfig(process.env, config);
+  log.level = config.observability.logLevel.toLowerCase();
   const region = config.regions.find((r) => r.region === listener.region)!;
   const up = region.region.toUpperCase();
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
@@ -44,12 +48,9 @@ async function main() {
     pool,
     https,
     resendsStartWithinMs: config.outbox.intervalMs,
-    log: (msg, fields) => log('error', msg, fields),
+    logger: log,
   });
   await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), metrics);
 }
 
-main().catch((err) => {
-  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
-  process.exit(1);
-});
+main().catch((err) => exitOnFatal(err));

@@ -15,12 +15,16 @@ import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
+import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+
+const log = nameProcess('migrate');
 
 async function main(): Promise<number> {
   requireExplicitMode();
   // It opens no Temporal connection and holds no payload key; the ledger is all it touches.
   const config = loadConfig(process.env, ENTRY_POINTS.migrate);
+  log.level = config.observability.logLevel.toLowerCase();
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   for (const region of config.regions) {
     const up = region.region.toUpperCase();
@@ -46,7 +50,7 @@ async function main(): Promise<number> {
         }
       }
       const applied = await migrate(pool, { region: region.region, sealer: localKeyRing(region.secretKeys) });
-      console.log(JSON.stringify({ level: 'info', msg: 'ledger migrated', region: region.region, applied }));
+      log.info({ region: region.region, applied }, 'ledger migrated');
     } finally {
       await pool.end();
     }
@@ -56,8 +60,5 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err instanceof ConfigError ? `${err.name}: ${err.message}` : err);
-    process.exit(err instanceof ConfigError ? 2 : 1);
-  },
+  (err: unknown) => exitOnFatal(err, err instanceof ConfigError ? 2 : 1),
 );

@@ -13,13 +13,16 @@
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
-import { ConfigError, DeploymentError } from '../errors.js';
+import { ConfigError } from '../errors.js';
+import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { setCurrentVersionIfWanted } from '../workers/deployment.js';
 
 /** Long enough for a new build's workers to start and poll on a loaded cluster; a promotion usually takes seconds. */
 const DEFAULT_DEADLINE = '10m';
+
+const log = nameProcess('promote');
 
 async function main(): Promise<number> {
   requireExplicitMode();
@@ -30,11 +33,11 @@ async function main(): Promise<number> {
   if (!buildId) throw new ConfigError('--build-id', undefined, "the new build's id (WORKER_BUILD_ID of its workers)");
   const deadlineMs = parseDuration('--deadline', values.deadline ?? DEFAULT_DEADLINE);
   const config = loadConfig(process.env, ENTRY_POINTS.promote);
+  log.level = config.observability.logLevel.toLowerCase();
   const regions = config.regions.filter((r) => values.region === undefined || r.region === values.region);
   if (regions.length === 0)
     throw new ConfigError('--region', values.region, config.regions.map((r) => r.region).join(', '));
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const log = (fields: Record<string, unknown>) => console.log(JSON.stringify(fields));
   for (const region of regions) {
     const address = region.temporalAddress ?? devStack?.temporalAddress[region.region];
     if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${region.region.toUpperCase()}`, undefined, 'host:port');
@@ -50,11 +53,11 @@ async function main(): Promise<number> {
         'always',
         deadlineMs,
         (why) => {
-          if (why !== said) log({ level: 'info', msg: 'waiting to promote', region: region.region, buildId, why });
+          if (why !== said) log.info({ region: region.region, buildId, why }, 'waiting to promote');
           said = why;
         },
       );
-      log({ level: 'info', msg: 'promoted', region: region.region, buildId, outcome: outcome.status });
+      log.info({ region: region.region, buildId, outcome: outcome.status }, 'promoted');
     } finally {
       await connection.close();
     }
@@ -64,8 +67,5 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => process.exit(code),
-  (err: unknown) => {
-    console.error(err instanceof ConfigError || err instanceof DeploymentError ? `${err.name}: ${err.message}` : err);
-    process.exit(err instanceof ConfigError ? 2 : 1);
-  },
+  (err: unknown) => exitOnFatal(err, err instanceof ConfigError ? 2 : 1),
 );

@@ -13,6 +13,7 @@ import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
+import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { serveMetrics } from '../observability/metrics-listener.js';
 import { startTracing } from '../observability/tracing.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
@@ -23,6 +24,8 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
 import { createProcessorReceiver, RECORDING_POOL_OPTIONS, REFUSAL_POOL_OPTIONS } from '../processor/receiver.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
+
+const log = nameProcess('receiver');
 
 async function main() {
   requireExplicitMode();
@@ -37,6 +40,7 @@ async function main() {
   }
   const configured = config.regions[0]!;
   const processor = loadProcessorConfig(process.env, configured.region, config.mode);
+  log.level = config.observability.logLevel.toLowerCase();
   const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const up = configured.region.toUpperCase();
   const databaseUrl = configured.databaseUrl ?? devStack?.databaseUrl[configured.region];
@@ -57,9 +61,7 @@ async function main() {
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>
-    console.error(
-      JSON.stringify({ level: 'warn', msg: 'Temporal API key not refreshed', error: `${err.name}: ${err.message}` }),
-    ),
+    log.warn({ error: err }, 'Temporal API key not refreshed'),
   );
   // A verified callback starts its hold's trace; the interceptor carries it into the workflow it signals.
   const tracing = startTracing('hold-sweeper-receiver');
@@ -84,18 +86,16 @@ async function main() {
   });
   const address = await receiver.listen(processor.port, processor.host);
   const metrics = processor.metrics ? await serveMetrics(receiver.metrics, processor.metrics) : undefined;
-  console.log(
-    JSON.stringify({
-      level: 'info',
-      msg: 'processor receiver listening',
+  log.info(
+    {
       region: configured.region,
       url: `${processor.tls ? 'https' : 'http'}://${address.address}:${address.port}/processor/events`,
       tls: processor.tls ? 'own' : processor.behindTlsProxy ? 'behind a TLS proxy' : 'none (dev)',
       metrics: metrics?.url ?? null,
       namespace: configured.namespace,
       taskQueue: configured.taskQueue,
-      pid: process.pid,
-    }),
+    },
+    'processor receiver listening',
   );
   const stop = async () => {
     stopRefreshing();
@@ -111,7 +111,4 @@ async function main() {
   process.once('SIGINT', () => void stop());
 }
 
-main().catch((err) => {
-  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
-  process.exit(1);
-});
+main().catch((err) => exitOnFatal(err));

@@ -22,7 +22,7 @@ import { sealingKeysInUse } from '../db/secrets-at-rest.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
-import { jsonLogger } from '../observability/logging.js';
+import { exitOnFatal, nameProcess, temporalLogger } from '../observability/logger.js';
 import { serveHealth, type ReadinessCheck } from '../observability/health.js';
 import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
@@ -55,14 +55,17 @@ async function whenReachable<T>(what: string, attempt: () => Promise<T>): Promis
   }
 }
 
+const log = nameProcess('worker');
+
 async function main() {
   // Fail closed: dev mode drops the SSRF guard, allows plain http and runs unencrypted, so the production entry
   // point never falls into it by default.
   requireExplicitMode();
   const config = loadConfig();
+  log.level = config.observability.logLevel.toLowerCase();
   // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
   Runtime.install({
-    logger: jsonLogger(config.observability.logLevel),
+    logger: temporalLogger(log),
     telemetryOptions: config.observability.metricsAddress
       ? {
           metrics: {
@@ -139,14 +142,7 @@ async function main() {
     const nativeConnection = await whenReachable('Temporal', () => connectWorker(settings, address));
     // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
     const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>
-      console.error(
-        JSON.stringify({
-          level: 'warn',
-          msg: 'Temporal API key not refreshed',
-          region: region.region,
-          error: `${err.name}: ${err.message}`,
-        }),
-      ),
+      log.warn({ region: region.region, error: err }, 'Temporal API key not refreshed'),
     );
     const worker = await createRegionWorker({
       tracing,
@@ -230,7 +226,4 @@ async function main() {
   await tracing.shutdown();
 }
 
-main().catch((err) => {
-  console.error(err instanceof Error ? `${err.name}: ${err.message}` : err);
-  process.exit(1);
-});
+main().catch((err) => exitOnFatal(err));

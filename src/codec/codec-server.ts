@@ -15,6 +15,7 @@ import https from 'node:https';
 import type net from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import { ConfigError } from '../errors.js';
+import type { Logger } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 
 export interface CodecServerOptions {
@@ -42,8 +43,8 @@ export interface CodecServerOptions {
   };
   /** TLS for the listener: the Web UI sends a user's token only to an https endpoint. */
   https?: { cert: string | Buffer; key: string | Buffer };
-  /** Where the decode log goes (one JSON line each: who, what). */
-  log?: (entry: Record<string, unknown>) => void;
+  /** Who encoded or decoded what (a line each: subject, namespace, how many payloads), and what failed. */
+  logger?: Logger;
   host?: string;
   port?: number;
 }
@@ -104,6 +105,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     });
     handle(req, res).catch((err: unknown) => {
       // Never an unhandled rejection: answer (if we still can) and go on serving.
+      options.logger?.error({ err, route: req.url?.split('?')[0]?.slice(0, 120) }, 'codec request failed');
       if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify({ error: `${(err as Error).name}: ${(err as Error).message}` }));
     });
@@ -178,13 +180,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
           : await codec.decode(payloads);
       reply(200, { payloads: result.map(toJson) });
       if (caller)
-        options.log?.({
-          level: 'info',
-          msg: `payloads ${kind}d`,
-          subject: caller.subject,
-          namespace,
-          payloads: payloads.length,
-        });
+        options.logger?.info({ subject: caller.subject, namespace, payloads: payloads.length }, `payloads ${kind}d`);
     } catch (err) {
       reply(400, { error: `${(err as Error).name}: ${(err as Error).message}` });
     }

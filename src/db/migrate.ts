@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import type { Mode } from '../config.js';
+import { log } from '../observability/logger.js';
 import { applyGrants, checkServiceConnection, type Service } from './roles.js';
 import { sealMerchantSecrets } from './secrets-at-rest.js';
 
@@ -68,29 +69,12 @@ export async function migrate(pool: pg.Pool, secrets: SecretsAtRest): Promise<st
     const region = secrets.region;
     if (sealing.sealed + sealing.resealed + sealing.erased > 0) {
       const { sealed, resealed, erased } = sealing;
-      console.log(
-        JSON.stringify({
-          level: 'info',
-          msg: 'merchant secrets sealed with the current key',
-          region,
-          sealed,
-          resealed,
-          erased,
-        }),
-      );
+      log.info({ region, sealed, resealed, erased }, 'merchant secrets sealed with the current key');
     }
     if (sealing.unopenable.length > 0) {
       // Their deliveries quarantine as missing_secret until the key is back in the ring or the secret is rotated.
       const [count, merchants] = [sealing.unopenable.length, sealing.unopenable.slice(0, 20)];
-      console.error(
-        JSON.stringify({
-          level: 'warn',
-          msg: 'merchant secrets that do not open with this key ring',
-          region,
-          count,
-          merchants,
-        }),
-      );
+      log.warn({ region, count, merchants }, 'merchant secrets that do not open with this key ring');
     }
     await applyGrants(client);
     return done;

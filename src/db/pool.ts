@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { log, type Logger } from '../observability/logger.js';
 
 /** How long a query waits for a connection when its caller says nothing: pg's own default is forever. */
 export const DEFAULT_CONNECTION_TIMEOUT_MS = 10_000;
@@ -12,10 +13,12 @@ export const DEFAULT_CONNECTION_TIMEOUT_MS = 10_000;
  * when released. Waiting for a connection is bounded (`connectionTimeoutMillis`, DEFAULT_CONNECTION_TIMEOUT_MS unless
  * given): an exhausted pool fails its callers, it never parks them for ever.
  */
-export function createPool(connectionString: string, options: Omit<pg.PoolConfig, 'connectionString'> = {}): pg.Pool {
+export function createPool(
+  connectionString: string,
+  { logger = log, ...options }: Omit<pg.PoolConfig, 'connectionString'> & { logger?: Logger } = {},
+): pg.Pool {
   const pool = new pg.Pool({ connectionString, connectionTimeoutMillis: DEFAULT_CONNECTION_TIMEOUT_MS, ...options });
-  const lost = (what: string) => (err: Error) =>
-    console.error(JSON.stringify({ level: 'warn', msg: `${what} database connection lost`, error: err.message }));
+  const lost = (what: string) => (err: Error) => logger.warn({ error: err }, `${what} database connection lost`);
   pool.on('error', lost('idle'));
   pool.on('connect', (client) =>
     client.on('error', (err) => {

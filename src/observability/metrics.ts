@@ -11,6 +11,7 @@ import type pg from 'pg';
 import type { MerchantLabel } from '../config.js';
 import type { AttemptResult } from '../delivery/policy.js';
 import { DELIVERY_FAILURE_TYPES } from '../contracts/failures.js';
+import { log } from './logger.js';
 import type { Region } from '../contracts/regions.js';
 
 export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'exhausted'] as const;
@@ -420,10 +421,7 @@ export function startLedgerGauges(options: {
   let stopped = false;
   const timer = setInterval(() => {
     refresh().catch((err: Error) => {
-      if (!stopped)
-        console.error(
-          JSON.stringify({ level: 'warn', msg: 'ledger gauges not refreshed', region, error: err.message }),
-        );
+      if (!stopped) log.warn({ region, error: err }, 'ledger gauges not refreshed');
     });
   }, options.intervalMs);
   timer.unref();

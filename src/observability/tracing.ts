@@ -10,6 +10,7 @@
  * otherwise spans are made and dropped, and the interceptors cost a header per call.
  */
 import { trace, type Tracer } from '@opentelemetry/api';
+import { makeWorkflowExporter } from '@temporalio/interceptors-opentelemetry';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -34,4 +35,17 @@ export function startTracing(service: string, options: { env?: Env; processor?: 
   const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
   provider.register();
   return { resource, processor, tracer: trace.getTracer('hold-sweeper'), shutdown: () => provider.shutdown() };
+}
+
+/**
+ * The sinks workflows trace through (`exporter`): a worker's, with its processor, or (none given) a replayer's, which
+ * must know the sink's name although it calls none while replaying.
+ */
+export function workflowSinks(tracing: Pick<Tracing, 'resource' | 'processor'> = untraced()) {
+  return { exporter: makeWorkflowExporter(tracing.processor, tracing.resource) };
+}
+
+/** Spans made and dropped. */
+export function untraced(): Pick<Tracing, 'resource' | 'processor'> {
+  return { resource: Resource.empty(), processor: new NoopSpanProcessor() };
 }

@@ -48,6 +48,7 @@ import {
 } from '../delivery/standard-webhooks.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
+import { log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
 import { receiverOpenApi } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
@@ -148,8 +149,11 @@ export interface ReceiverOptions {
   recordTimeoutMs?: number;
   relayIntervalMs?: number;
   relayAfterMs?: number;
-  /** Where the receiver reports (JSON lines by default); never receives a secret or a body. */
-  log?: (level: 'info' | 'warn', msg: string, fields: Record<string, unknown>) => void;
+  /**
+   * Where the receiver reports (the process's logger unless given); never a secret or a body. A callback's lines carry
+   * its event id (the processor's webhook-id) and, once verified, its trace id.
+   */
+  logger?: Logger;
   /** Seconds since the epoch; tests move it. */
   nowSeconds?: () => number;
 }
@@ -165,16 +169,14 @@ export interface ProcessorReceiver {
   close(): Promise<void>;
 }
 
-const defaultLog: NonNullable<ReceiverOptions['log']> = (level, msg, fields) =>
-  (level === 'warn' ? console.error : console.log)(JSON.stringify({ level, msg, ...fields }));
-
 export function createProcessorReceiver(options: ReceiverOptions): ProcessorReceiver {
   const { region, pool, refusalPool, client, taskQueue, processorKey } = options;
   const recordTimeoutMs = options.recordTimeoutMs ?? 2_000;
   const relayIntervalMs = options.relayIntervalMs ?? 5_000;
   const relayAfterMs = options.relayAfterMs ?? 5_000;
   const refusedRetentionMs = options.refusedRetentionMs ?? DEFAULT_REFUSED_RETENTION_MS;
-  const report = options.log ?? defaultLog;
+  const logger = options.logger ?? log;
+  const report = (level: 'info' | 'warn', msg: string, fields: Record<string, unknown>) => logger[level](fields, msg);
   const nowSeconds = options.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const handingOver = new Set<Promise<unknown>>();
 

@@ -4,10 +4,7 @@
  */
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { Resource } from '@opentelemetry/resources';
-import { NoopSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import {
-  makeWorkflowExporter,
   OpenTelemetryActivityInboundInterceptor,
   OpenTelemetryActivityOutboundInterceptor,
   OpenTelemetryWorkflowClientInterceptor,
@@ -29,7 +26,7 @@ import type { MerchantLabel, RegionConfig, SetCurrentMode, WebhookConfig } from 
 import { createAgents } from '../delivery/http-sender.js';
 import type { SecretSealer } from '../delivery/secret-box.js';
 import { withMerchantLabel } from '../observability/metrics.js';
-import type { Tracing } from '../observability/tracing.js';
+import { untraced, workflowSinks, type Tracing } from '../observability/tracing.js';
 import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
@@ -179,7 +176,7 @@ export function createRegionWorker({
   maxWorkflowIdLength,
   meter,
   merchantLabel = 'all',
-  tracing = { resource: Resource.empty(), processor: new NoopSpanProcessor() },
+  tracing = untraced(),
   tuning,
 }: RegionWorkerOptions): Promise<Worker> {
   return Worker.create({
@@ -222,7 +219,7 @@ export function createRegionWorker({
       ],
       client: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
     },
-    sinks: { exporter: makeWorkflowExporter(tracing.processor, tracing.resource) },
+    sinks: workflowSinks(tracing),
     shutdownGraceTime: SHUTDOWN_GRACE_MS,
     ...TASK_SLOTS,
     ...tuning,

@@ -6,6 +6,7 @@
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { erasePreviousSecretsPastOverlap } from '../db/secrets-at-rest.js';
+import { log } from '../observability/logger.js';
 
 /**
  * A rotated-out secret stops signing at its overlap's end whatever this says (PREVIOUS_SECRET_IN_OVERLAP_SQL); this
@@ -26,10 +27,7 @@ export function startSecretErasure({
   const timer = setInterval(() => {
     erasePreviousSecretsPastOverlap(pool).catch((err: Error) => {
       // The next round tries again; a secret past its overlap no longer signs meanwhile.
-      if (!stopped)
-        console.error(
-          JSON.stringify({ level: 'warn', msg: 'previous signing secrets not erased', region, error: err.message }),
-        );
+      if (!stopped) log.warn({ region, error: err }, 'previous signing secrets not erased');
     });
   }, intervalMs);
   timer.unref();

@@ -32,6 +32,7 @@ import { startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provi
 import { createClusterPki } from '../../dev/pki.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
+import { capturedLogger } from '../support/logs.js';
 import { requestFor, startApiProcess } from '../support/admin-api.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
@@ -39,6 +40,8 @@ import { TEST_SECRET_KEYS } from '../support/secrets.js';
 const run = promisify(execFile);
 const REPO = path.resolve(import.meta.dirname, '../..');
 
+/** What the in-process admin API logs. */
+const adminLog = capturedLogger('admin-api');
 let harness: Harness;
 let us: TestRegion;
 let oidc: DevOidcProvider;
@@ -89,6 +92,7 @@ beforeAll(async () => {
       webhooks: { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] },
       secrets: { region: 'us', sealer: localKeyRing(TEST_SECRET_KEYS) },
     },
+    logger: adminLog.logger,
     verifier: await createTokenVerifier({
       issuer: oidc.issuer,
       audience: US_API,
@@ -139,10 +143,12 @@ const auditOf = async (requestId: string) =>
     .rows[0];
 
 describe('every endpoint of the admin API', () => {
-  it('lets its roles through, refuses another role with 403, and audits both', async () => {
+  it('lets its roles through, refuses another role with 403, and audits and logs both', async () => {
     expect(ADMIN_VERBS.length).toBeGreaterThanOrEqual(28);
+    const answered = new Map<string, number>();
     for (const verb of ADMIN_VERBS) {
       const allowed = await call(verb, tokens.get(clientWith(verb.roles[0]!)));
+      answered.set(allowed.requestId, allowed.status);
       // Past authorization: done, or refused by the input, the ledger (a placeholder id) or four eyes, never a crash.
       const what = `${verb.id} as ${verb.roles[0]}: ${allowed.status} ${JSON.stringify(allowed.body)}`;
       expect(allowed.status, what).toBeLessThan(500);
@@ -155,6 +161,7 @@ describe('every endpoint of the admin API', () => {
       const other = ROLES.find((r) => !verb.roles.includes(r));
       if (!other) continue;
       const refused = await call(verb, tokens.get(clientWith(other)));
+      answered.set(refused.requestId, refused.status);
       expect(refused.status, `${verb.id} as ${other}`).toBe(403);
       expect(refused.body).toMatchObject({ error: 'Forbidden' });
       expect(await auditOf(refused.requestId)).toMatchObject({
@@ -164,6 +171,22 @@ describe('every endpoint of the admin API', () => {
         status: 403,
       });
     }
+    // The access log: a line per answered call, named by the request id its caller was given (after the answer).
+    const completed = () =>
+      new Map(adminLog.lines.filter((l) => l.msg === 'request completed').map((l) => [l.requestId, l.status]));
+    await expect.poll(() => [...answered.keys()].filter((id) => !completed().has(id))).toEqual([]);
+    for (const [requestId, status] of answered) expect(completed().get(requestId), requestId).toBe(status);
+    expect(adminLog.lines.find((l) => l.requestId === [...answered.keys()][0])).toMatchObject({
+      level: 'info',
+      service: 'admin-api',
+      ts: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/),
+      method: expect.any(String),
+      path: expect.stringMatching(/^\/v1\//),
+      ms: expect.any(Number),
+    });
+    // Never a token: the lines hold none of the bearer tokens the calls carried.
+    const logged = JSON.stringify(adminLog.lines);
+    for (const token of tokens.values()) expect(logged).not.toContain(token.split('.')[2]);
     // sends.pause ran (as an operator), and sends.resume after it: the region sends again for the tests below.
     expect((await us.pool.query(`SELECT count(*)::int AS n FROM send_pauses WHERE resumed_at IS NULL`)).rows[0].n).toBe(
       0,
@@ -461,7 +484,14 @@ async function flood(
 describe('what nobody identified can make the APIs keep, and the audit with the action', () => {
   it('5,000 calls with no token and 5,000 with bogus merchant keys (long paths among them) add no row to any table: counted, not stored', async () => {
     const merchantMetrics = new CounterRegistry();
-    const merchantApp = await buildMerchantServer({ region: 'us', pool: us.pool, metrics: merchantMetrics });
+    const merchantLog = capturedLogger('merchant-api');
+    const merchantApp = await buildMerchantServer({
+      region: 'us',
+      pool: us.pool,
+      metrics: merchantMetrics,
+      logger: merchantLog.logger,
+    });
+    const adminLinesBefore = adminLog.lines.length;
     await merchantApp.listen({ host: '127.0.0.1', port: 0 });
     const merchantApi = `http://127.0.0.1:${(merchantApp.server.address() as { port: number }).port}`;
     try {
@@ -494,6 +524,19 @@ describe('what nobody identified can make the APIs keep, and the audit with the 
           .reduce((a, b) => a + b, 0);
       expect(total(merchantMetrics)).toBe(5_000);
       expect(total(metrics)).toBeGreaterThanOrEqual(5_000);
+      // Nor a log line each: a sampled line a minute per kind of refusal (the admin API's may have been said by the
+      // 401 test above), saying how many went unlogged; no access line for any of them.
+      const floodLines = [...adminLog.lines.slice(adminLinesBefore), ...merchantLog.lines];
+      const sampled = floodLines.filter((l) =>
+        /API call refused before identification \(sampled\)$/.test(String(l.msg)),
+      );
+      expect(floodLines.filter((l) => l.requestId !== undefined && !sampled.includes(l))).toEqual([]);
+      expect(sampled.length).toBeLessThan(10);
+      expect(sampled.find((l) => String(l.msg).startsWith('merchant'))).toMatchObject({
+        level: 'warn',
+        status: 401,
+        requestId: expect.any(String),
+      });
     } finally {
       await merchantApp.close();
     }
@@ -676,7 +719,7 @@ describe('the codec endpoint behind the same identity', () => {
       rolesClaim: 'roles',
       clockToleranceSeconds: 5,
     });
-    const logged: Record<string, unknown>[] = [];
+    const { logger, lines: logged } = capturedLogger('codec-server');
     const namespace = 'hold-sweeper-us';
     const codecToken = (clientId: string) => oidc.token(clientId, CODEC_AUDIENCE);
     const codec = await startCodecServer({
@@ -687,7 +730,7 @@ describe('the codec endpoint behind the same identity', () => {
       authToken: undefined,
       identity: byNamespace(verifier, [{ namespace, region: 'us' }]),
       https: { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) },
-      log: (entry) => logged.push(entry),
+      logger,
     });
     try {
       expect(codec.url).toMatch(/^https:/);
@@ -721,8 +764,8 @@ describe('the codec endpoint behind the same identity', () => {
       const decoded = await as(await codecToken('vera'), '/decode', encoded.body);
       expect(decoded).toMatchObject({ status: 200, body: { payloads } });
       expect(logged).toEqual([
-        { level: 'info', msg: 'payloads encoded', subject: 'oscar', namespace, payloads: 1 },
-        { level: 'info', msg: 'payloads decoded', subject: 'vera', namespace, payloads: 1 },
+        expect.objectContaining({ level: 'info', msg: 'payloads encoded', subject: 'oscar', namespace, payloads: 1 }),
+        expect.objectContaining({ level: 'info', msg: 'payloads decoded', subject: 'vera', namespace, payloads: 1 }),
       ]);
       // A viewer decodes, never encodes; an operator of the other region neither, here.
       expect((await as(await codecToken('vera'), '/encode', { payloads })).status).toBe(403);

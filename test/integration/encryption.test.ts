@@ -17,6 +17,7 @@ import {
   PayloadDecryptionFailed,
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
+import { workflowSinks } from '../../src/observability/tracing.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -216,6 +217,7 @@ describe('payload encryption', () => {
     for await (const result of Worker.runReplayHistories(
       {
         workflowBundle: { code: inject('workflowBundleCode') },
+        sinks: workflowSinks(),
         dataConverter: dataConverterFor({ namespace: eu.config.namespace, payloadKeys: [key1] }, 'refuse'),
       },
       histories,

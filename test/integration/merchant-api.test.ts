@@ -22,6 +22,7 @@ import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
+import { capturedLogger } from '../support/logs.js';
 import { waitUntil } from '../support/wait.js';
 
 let harness: Harness;
@@ -33,6 +34,8 @@ let api: string;
 let keyA: string;
 let keyB: string;
 let openapi: ReturnType<typeof openApiValidator>;
+/** What the in-process merchant API logs. */
+const merchantLog = capturedLogger('merchant-api');
 /** What the API counts: its refusals of keys that do not verify, and of keys past their budget. */
 const metrics = new CounterRegistry();
 const [A, B] = [0, 1];
@@ -64,7 +67,7 @@ beforeAll(async () => {
     pool: rolePool,
     metrics,
     resendsStartWithinMs: 1_000,
-    log: (line, fields) => console.error(line, fields),
+    logger: merchantLog.logger,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
@@ -335,6 +338,17 @@ describe('the merchant API', () => {
       status: 200,
     });
     expect(rows[0].roles[0]).toMatch(/^key:mk_[0-9a-f]{16}$/);
+    // Its access log line, by the same request id: never its key.
+    await expect
+      .poll(() => merchantLog.lines.find((l) => l.requestId === requestId && l.msg === 'request completed'))
+      .toMatchObject({
+        level: 'info',
+        service: 'merchant-api',
+        method: 'GET',
+        path: `/v1/webhooks/${webhookId}`,
+        status: 200,
+      });
+    expect(JSON.stringify(merchantLog.lines)).not.toContain(keyA.slice(-43));
     const stored = await us.pool.query(
       `SELECT count(*)::int AS n FROM api_audit WHERE verb LIKE 'merchant-api.%' AND (status IN (401, 429) OR subject IS NULL)`,
     );

@@ -17,6 +17,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await harness?.close();
 });
+import { workflowSinks } from '../../src/observability/tracing.js';
 
 it('histories recorded from real sweeps replay with the current workflow code', async () => {
   const us = await harness.region('us');
@@ -85,7 +86,7 @@ it('histories recorded from real sweeps replay with the current workflow code', 
   const outcomes: { workflowId: string; error?: unknown }[] = [];
   const histories = us.client.workflow.list({ query }).intoHistories();
   for await (const outcome of Worker.runReplayHistories(
-    { workflowBundle: { code: inject('workflowBundleCode') } },
+    { workflowBundle: { code: inject('workflowBundleCode') }, sinks: workflowSinks() },
     histories,
   )) {
     outcomes.push(outcome);

@@ -4,7 +4,7 @@
  * wait for one, and the merchant_id label cannot multiply series by the number of merchants.
  */
 import fs from 'node:fs/promises';
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parse } from 'yaml';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
@@ -14,6 +14,7 @@ import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { ledgerPoolOptions, SHUTDOWN_GRACE_MS, TASK_SLOTS } from '../../src/workers/region-worker.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
+import { capturedLogger } from '../support/logs.js';
 import { waitUntil } from '../support/wait.js';
 
 /** The fixed slot counts a real worker compiled its options to (the SDK turns maxConcurrent* into a tuner). */
@@ -43,9 +44,8 @@ describe('case 10, a regional worker and its ledger pool', () => {
   afterAll(async () => harness?.close());
 
   it('a connection lost while a transaction holds it between two statements fails that transaction, not the process', async () => {
-    const pool = createPool(us.databaseUrl, { max: 2 });
-    const warnings: string[] = [];
-    const error = vi.spyOn(console, 'error').mockImplementation((line: string) => void warnings.push(line));
+    const { logger, lines } = capturedLogger();
+    const pool = createPool(us.databaseUrl, { max: 2, logger });
     try {
       const outcome = inTransaction(pool, async (client) => {
         const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
@@ -56,11 +56,12 @@ describe('case 10, a regional worker and its ledger pool', () => {
         await ended;
       });
       await expect(outcome).rejects.toThrow(/connection|terminat|not queryable/i);
-      expect(warnings.some((w) => w.includes('"msg":"checked-out database connection lost"'))).toBe(true);
+      expect(lines).toContainEqual(
+        expect.objectContaining({ level: 'warn', msg: 'checked-out database connection lost' }),
+      );
       // The broken connection was discarded: the pool serves the next statement on a new one.
       expect((await pool.query<{ one: number }>('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
     } finally {
-      error.mockRestore();
       await pool.end();
     }
   }, 20_000);

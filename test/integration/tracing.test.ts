@@ -2,7 +2,7 @@
  * One trace per hold's story, on the real stack: a processor callback's span in the receiver, the signal-with-start
  * it sends, the hold's event workflow, the event's application, the child workflow that delivers its webhook and the
  * webhook attempt share one trace id (OpenTelemetry through the SDK's interceptors, src/observability/tracing.ts), as
- * an in-memory exporter receives them.
+ * an in-memory exporter receives them; the receiver's log line about the callback names that trace.
  */
 import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
@@ -11,6 +11,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTracing, type Tracing } from '../../src/observability/tracing.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
+import { capturedLogger } from '../support/logs.js';
 import { startTestReceiver } from '../support/processor.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -46,7 +47,8 @@ it('a processor callback, the workflow it signals, the event applied and its web
     dataConverter: us.client.options.dataConverter,
     interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
   });
-  const { processor, close } = await startTestReceiver(us, { client });
+  const receiverLog = capturedLogger('receiver');
+  const { processor, close } = await startTestReceiver(us, { client, logger: receiverLog.logger });
   try {
     const sent = await processor.send({
       eventId: `evt_${hold.id}_1`,
@@ -96,6 +98,13 @@ it('a processor callback, the workflow it signals, the event applied and its web
     ]);
     expect(new Set(orphans.map((s) => s.parentSpanId)).size).toBe(1);
     expect(spans.find((s) => s.name === 'processor event')!.parentSpanId).toBeUndefined();
+    // The receiver's line about the callback names the trace: from a log line to its trace, and back.
+    expect(receiverLog.lines.find((l) => l.msg === 'processor event recorded')).toMatchObject({
+      eventId: `evt_${hold.id}_1`,
+      holdId: hold.id,
+      traceId: callback()!.spanContext().traceId,
+      spanId: callback()!.spanContext().spanId,
+    });
   } finally {
     await close();
   }

@@ -25,6 +25,7 @@ import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { capturedLogger } from '../support/logs.js';
 import { visibleText } from '../support/browser.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -37,7 +38,8 @@ let browser: Browser;
 let dir: string;
 let holdId: string;
 let merchantId: string;
-const decodedFor: string[] = [];
+const decodeLog = capturedLogger('codec-server');
+const decodedFor = () => decodeLog.lines.map((line) => line.subject);
 
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-ui-oidc-'));
@@ -85,7 +87,7 @@ beforeAll(async () => {
       [{ namespace: eu.config.namespace, region: 'eu' }],
     ),
     https: { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) },
-    log: (entry) => decodedFor.push(String(entry.subject)),
+    logger: decodeLog.logger,
   });
   ui = await startUi(
     binary,
@@ -173,7 +175,7 @@ describe('the standalone Web UI, signing people in with OIDC', () => {
     await expect.poll(() => text(page), { timeout: 30_000 }).toContain('Continue to SSO');
     expect(await text(page)).not.toContain(decodedInput());
     expect(answers).toEqual([]);
-    expect(decodedFor).toEqual([]);
+    expect(decodedFor()).toEqual([]);
     await page.context().close();
   });
 
@@ -184,7 +186,7 @@ describe('the standalone Web UI, signing people in with OIDC', () => {
     await expect.poll(() => text(page), { timeout: 60_000 }).toContain(decodedInput());
     expect(answers.length).toBeGreaterThan(0);
     expect(answers.every((status) => status === 200)).toBe(true);
-    expect(decodedFor).toContain('alice');
+    expect(decodedFor()).toContain('alice');
     await page.context().close();
   });
 
@@ -197,7 +199,7 @@ describe('the standalone Web UI, signing people in with OIDC', () => {
     await expect.poll(() => answers, { timeout: 30_000 }).toContain(403);
     expect(answers).not.toContain(200);
     expect(await text(page)).not.toContain(decodedInput());
-    expect(decodedFor).not.toContain('bob');
+    expect(decodedFor()).not.toContain('bob');
     await page.context().close();
   });
 });

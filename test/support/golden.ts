@@ -7,6 +7,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
+import { workflowSinks } from '../../src/observability/tracing.js';
 import { coverageOf } from './coverage.js';
 
 /**
@@ -123,7 +124,7 @@ export async function replayFailures(
   let i = 0;
   // Results come one per history, in order.
   for await (const result of Worker.runReplayHistories(
-    { workflowBundle, replayName: 'golden-histories', dataConverter },
+    { workflowBundle, replayName: 'golden-histories', dataConverter, sinks: workflowSinks() },
     inputs,
   )) {
     const { release, file } = histories[i++]!;

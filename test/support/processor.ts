@@ -2,6 +2,7 @@
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
+import { silentLogger } from '../../src/observability/logger.js';
 import { serveMetrics } from '../../src/observability/metrics-listener.js';
 import {
   createProcessorReceiver,
@@ -39,7 +40,7 @@ export async function startTestReceiver(
     client: region.client,
     taskQueue: region.config.taskQueue,
     processorKey: processorKeyOf(secret),
-    log: () => undefined,
+    logger: silentLogger(),
     ...rest,
   });
   const { port } = await receiver.listen(0);

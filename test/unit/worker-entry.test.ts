@@ -26,7 +26,14 @@ it(
       encoding: 'utf8',
       timeout: 60_000,
     });
-    expect(result.stderr).toContain('ConfigError: HOLD_SWEEPER_MODE is not set');
+    // Its last words, one line on stderr through the process's logger, and nothing on stdout.
+    expect(JSON.parse(result.stderr)).toMatchObject({
+      level: 'fatal',
+      service: 'worker',
+      msg: expect.stringMatching(/^ConfigError: HOLD_SWEEPER_MODE is not set/),
+      err: { type: 'ConfigError', stack: expect.stringContaining('src/config.ts') },
+    });
+    expect(result.stdout).toBe('');
     expect(result.status).toBe(1);
   },
   SPAWN_MS,
