@@ -2,7 +2,6 @@
  * Builds one Temporal worker per region from one binary: the workflow bundle is built once and shared, and
  * each worker gets only its own region's ledger pool, namespace and task queue.
  */
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import {
   OpenTelemetryActivityInboundInterceptor,
@@ -43,19 +42,18 @@ export const WORKFLOW_INTERCEPTORS_PATH = fileURLToPath(
 );
 
 /**
- * The SDK's OpenTelemetry workflow interceptors (src/observability/tracing.ts): they continue the caller's trace in the
- * workflow and carry it in the headers of what it schedules; they add no command, so histories replay as they were.
+ * The SDK's OpenTelemetry workflow interceptors, on the workflows a trace reached (src/workflows/tracing.cjs): they
+ * continue the caller's trace in the workflow and carry it in the headers of what it schedules; they add no command,
+ * so histories replay as they were.
  */
-export const OTEL_WORKFLOW_INTERCEPTORS_PATH = createRequire(import.meta.url).resolve(
-  '@temporalio/interceptors-opentelemetry/lib/workflow-interceptors',
-);
+export const TRACING_INTERCEPTORS_PATH = fileURLToPath(new URL('../workflows/tracing.cjs', import.meta.url));
 
 /** The product's workflows; the benchmark passes its own entry (the same workflows plus its ceiling). */
 export async function bundleWorkflows(workflowsPath = WORKFLOWS_PATH): Promise<WorkflowBundleWithSourceMap> {
   // The bundle carries the failure converter: workflow-side failures are encoded (encrypted) like the rest.
   return bundleWorkflowCode({
     workflowsPath,
-    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS_PATH, OTEL_WORKFLOW_INTERCEPTORS_PATH],
+    workflowInterceptorModules: [WORKFLOW_INTERCEPTORS_PATH, TRACING_INTERCEPTORS_PATH],
     failureConverterPath: FAILURE_CONVERTER_PATH,
     logger: new DefaultLogger('WARN'),
   });

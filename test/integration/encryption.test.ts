@@ -17,7 +17,7 @@ import {
   PayloadDecryptionFailed,
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
-import { workflowSinks } from '../../src/observability/tracing.js';
+import { startTracing, workflowSinks, type Tracing } from '../../src/observability/tracing.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -33,6 +33,7 @@ const key2 = { id: 'k2', key: randomBytes(32) };
 
 let harness: Harness;
 let eu: TestRegion;
+let tracing: Tracing;
 let night: Night;
 let raw: Client;
 
@@ -93,7 +94,9 @@ beforeAll(async () => {
     args: [{ region: 'eu', releaseWaitMs: 60_000 }],
   });
   // A processor capture through the region's receiver (its client encrypts like the workers): its signal, its hold's
-  // event workflow and its webhook's delivery workflow are payloads too.
+  // event workflow and its webhook's delivery workflow are payloads too, traced as production's are (a tracer
+  // provider registered, its spans dropped): the trace context rides in their headers.
+  tracing = startTracing('hold-sweeper-test');
   await captureThroughReceiver(eu, night.future[0]!.id, 'EUR');
   // A client with no codec sees exactly what the server stores.
   raw = new Client({
@@ -104,6 +107,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await raw?.connection.close();
   await harness?.close();
+  await tracing?.shutdown();
 });
 
 describe('payload encryption', () => {

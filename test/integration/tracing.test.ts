@@ -4,15 +4,13 @@
  * webhook attempt share one trace id (OpenTelemetry through the SDK's interceptors, src/observability/tracing.ts), as
  * an in-memory exporter receives them; the receiver's log line about the callback names that trace.
  */
-import { Client } from '@temporalio/client';
-import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTracing, type Tracing } from '../../src/observability/tracing.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { capturedLogger } from '../support/logs.js';
-import { startTestReceiver } from '../support/processor.js';
+import { startTestReceiver, tracedClient } from '../support/processor.js';
 import { waitUntil } from '../support/wait.js';
 
 let harness: Harness;
@@ -40,15 +38,8 @@ it('a processor callback, the workflow it signals, the event applied and its web
     harness.merchants,
   );
   const hold = night.future[0]!;
-  // The receiver's client, as src/bin/receiver.ts makes it: the region's, with the tracing interceptor.
-  const client = new Client({
-    connection: us.client.connection,
-    namespace: us.config.namespace,
-    dataConverter: us.client.options.dataConverter,
-    interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
-  });
   const receiverLog = capturedLogger('receiver');
-  const { processor, close } = await startTestReceiver(us, { client, logger: receiverLog.logger });
+  const { processor, close } = await startTestReceiver(us, { client: tracedClient(us), logger: receiverLog.logger });
   try {
     const sent = await processor.send({
       eventId: `evt_${hold.id}_1`,

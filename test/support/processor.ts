@@ -1,4 +1,6 @@
 /** A region's processor-event receiver on loopback for a test, and a fake processor signing for it. */
+import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { FakeProcessor, processorKeyOf } from '../../dev/fake-processor.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { createPool } from '../../src/db/pool.js';
@@ -62,8 +64,22 @@ export async function startTestReceiver(
  * for until applied and its webhook delivered: its signal, its hold's event workflow and its webhook's delivery
  * workflow are in the region's histories then.
  */
+/**
+ * The receiver's client as src/bin/receiver.ts makes it: the region's, with the tracing interceptor, which carries a
+ * callback's trace into the workflow it signals (when a tracer provider is registered: src/observability/tracing.ts).
+ */
+export function tracedClient(region: TestRegion): Client {
+  return new Client({
+    connection: region.client.connection,
+    namespace: region.config.namespace,
+    dataConverter: region.client.options.dataConverter,
+    interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+  });
+}
+
+/** One capture through the region's receiver, as production's would come (traced), to its delivered webhook. */
 export async function captureThroughReceiver(region: TestRegion, holdId: string, currency: string): Promise<void> {
-  const { processor, close } = await startTestReceiver(region);
+  const { processor, close } = await startTestReceiver(region, { client: tracedClient(region) });
   try {
     const event = {
       eventId: `evt_${holdId}_1`,
