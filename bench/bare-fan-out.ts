@@ -9,6 +9,7 @@ import { continueAsNew, executeChild, proxyActivities, startChild, workflowInfo 
 import type { Activities } from '../src/activities/index.js';
 import type { HoldCursor, HoldRef } from '../src/contracts/domain.js';
 import type { Region } from '../src/contracts/regions.js';
+import { deliveryStartBasics } from '../src/contracts/starts.js';
 import { ledgerActivity } from '../src/workflows/activity-profiles.js';
 import { batchesOf, holdChildOptions } from '../src/workflows/sweep-expired-holds.js';
 
@@ -28,7 +29,11 @@ export async function noopHold(): Promise<void> {}
 export async function bareBatch(region: Region, holds: HoldRef[]): Promise<void> {
   await Promise.all(
     holds.map((hold) =>
-      startChild(noopHold, { ...holdChildOptions(region, hold), workflowId: `bare-${region}-${hold.holdId}` }),
+      startChild(noopHold, {
+        ...deliveryStartBasics(region, hold.holdId, hold.merchantId),
+        ...holdChildOptions(hold),
+        workflowId: `bare-${region}-${hold.holdId}`,
+      }),
     ),
   );
 }

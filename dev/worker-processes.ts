@@ -5,7 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import type { EncryptionKey, RegionConfig } from '../src/config.js';
+import type { RegionConfig } from '../src/config.js';
+import type { EncryptionKey } from '../src/contracts/keys.js';
 
 export interface WorkerProcesses {
   pids: number[];

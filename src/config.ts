@@ -17,18 +17,9 @@ import {
   type TemporalConnectionSettings,
 } from './temporal-connection.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
+import type { EncryptionKey } from './contracts/keys.js';
 
 export type Mode = 'dev' | 'production';
-
-/**
- * One encryption key of a region: of its payloads (src/codec/encryption-codec.ts) or its merchants' secrets
- * (src/delivery/secret-box.ts).
- */
-export interface EncryptionKey {
-  id: string;
-  /** 32 bytes. */
-  key: Buffer;
-}
 
 export interface RegionConfig {
   readonly region: Region;

@@ -18,7 +18,7 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import type { EncryptionKey } from '../config.js';
+import type { EncryptionKey } from '../contracts/keys.js';
 import { refusedUnencrypted } from '../contracts/unencrypted.js';
 
 // A CommonJS package: Node's ESM loader cannot see its named exports.

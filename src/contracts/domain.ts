@@ -4,7 +4,7 @@
  * and workflow ids built from them are exact.
  */
 import type { InvalidHoldCode, QuarantineReason, ReleaseFailureType } from './failures.js';
-import type { HeldBy } from './delivery.js';
+import type { HeldBy, ResendClaim } from './delivery.js';
 import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
 import type { DeliveryStatusValue } from './search-attributes.js';
@@ -185,3 +185,26 @@ export interface ReleaseExpiredHoldResult {
   release: ReleaseOutcome;
   delivery?: DeliveryEnd;
 }
+
+/** The input of `deliverHoldEvent`: one applied processor event's webhook (src/workflows/hold-events.ts). */
+export interface DeliverHoldEventInput {
+  region: string;
+  holdId: string;
+  webhookId: string;
+  retryHorizonMs: number;
+  resume?: DeliveryResume;
+}
+
+/** The input and result of `resendWebhook`: one resend of a webhook at an end (src/workflows/resend-webhook.ts). */
+export interface ResendWebhookInput {
+  region: string;
+  webhookId: string;
+  claim: Omit<ResendClaim, 'webhookId'>;
+  /** Set on a continued run (with `resume`): what the first run's check answered. A first run asks the worker. */
+  reopened?: { holdId: string; policyRun: number; retryHorizonMs: number };
+  resume?: DeliveryResume;
+}
+
+export type ResendWebhookResult =
+  | { webhookId: string; resendId: string; status: 'refused'; why: string }
+  | { webhookId: string; resendId: string; status: 'resent'; policyRun: number; delivery: DeliveryEnd };

@@ -19,7 +19,7 @@
  * and `open` would ask the KMS to unwrap it, each a network call.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
-import type { EncryptionKey } from '../config.js';
+import type { EncryptionKey } from '../contracts/keys.js';
 import type { Region } from '../contracts/regions.js';
 
 /** What a sealed value is bound to: it opens only for the same region and merchant. */

@@ -10,20 +10,9 @@
  * WorkflowExecutionAlreadyStartedError: the caller reports it).
  */
 import { WorkflowIdReusePolicy, type Client } from '@temporalio/client';
-import type { ReleaseExpiredHoldInput } from '../contracts/domain.js';
-import { eventDeliveryWorkflowId, holdWorkflowId, resendWorkflowId } from '../contracts/ids.js';
+import type { ResendWebhookInput } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
-import { deliveryStartAttributes } from '../contracts/search-attributes.js';
-import {
-  eventDeliveryDetails,
-  eventDeliverySummary,
-  holdDetails,
-  holdSummary,
-  resendDetails,
-  resendSummary,
-} from '../contracts/story.js';
-import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../contracts/delivery.js';
-import type { ResendWebhookInput } from '../workflows/resend-webhook.js';
+import { eventDeliveryStart, holdReleaseStart, resendStart } from '../contracts/starts.js';
 import { retryHorizonFor } from './policy.js';
 
 export interface WhereToStart {
@@ -40,30 +29,21 @@ export interface WebhookToStart {
   deliveryPolicy: unknown;
 }
 
+/** What a start from outside a workflow adds: the task queue, and that only a run that ended unfinished is followed. */
+const fromOutside = (taskQueue: string) => ({
+  taskQueue,
+  workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+});
+
 /** A new run of the hold's release workflow: the hold is released already, so it delivers the release's webhook. */
 export async function startReleaseDelivery(
   client: Client,
   { region, taskQueue }: WhereToStart,
   hold: { holdId: string; merchantId: string; expiresAt: string },
 ): Promise<{ workflowId: string; runId: string }> {
-  const workflowId = holdWorkflowId(region, hold.holdId, hold.expiresAt);
-  const input: ReleaseExpiredHoldInput = {
-    region,
-    holdId: hold.holdId,
-    expiresAt: hold.expiresAt,
-    merchantId: hold.merchantId,
-  };
-  const handle = await client.workflow.start('releaseExpiredHold', {
-    taskQueue,
-    workflowId,
-    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
-    typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
-    staticSummary: holdSummary(region, hold.holdId, hold.merchantId),
-    staticDetails: holdDetails(region, hold.holdId, hold.merchantId),
-    args: [input],
-  });
-  return { workflowId, runId: handle.firstExecutionRunId };
+  const options = { ...holdReleaseStart(region, hold), ...fromOutside(taskQueue) };
+  const handle = await client.workflow.start('releaseExpiredHold', options);
+  return { workflowId: options.workflowId, runId: handle.firstExecutionRunId };
 }
 
 /** A new run of a processor event's delivery workflow. */
@@ -72,25 +52,10 @@ export async function startEventDelivery(
   { region, taskQueue }: WhereToStart,
   webhook: WebhookToStart,
 ): Promise<{ workflowId: string; runId: string }> {
-  const workflowId = eventDeliveryWorkflowId(region, webhook.webhookId);
-  const handle = await client.workflow.start('deliverHoldEvent', {
-    taskQueue,
-    workflowId,
-    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
-    typedSearchAttributes: deliveryStartAttributes(region, webhook.holdId, webhook.merchantId),
-    staticSummary: eventDeliverySummary(region, webhook.eventType, webhook.holdId, webhook.merchantId),
-    staticDetails: eventDeliveryDetails(region, webhook.holdId, webhook.webhookId, webhook.merchantId),
-    args: [
-      {
-        region,
-        holdId: webhook.holdId,
-        webhookId: webhook.webhookId,
-        retryHorizonMs: retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy),
-      },
-    ],
-  });
-  return { workflowId, runId: handle.firstExecutionRunId };
+  const retryHorizonMs = retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy);
+  const options = { ...eventDeliveryStart(region, { ...webhook, retryHorizonMs }), ...fromOutside(taskQueue) };
+  const handle = await client.workflow.start('deliverHoldEvent', options);
+  return { workflowId: options.workflowId, runId: handle.firstExecutionRunId };
 }
 
 /** A webhook and a resend of it, as the resend's workflow start needs them. */
@@ -104,26 +69,15 @@ export interface ResendToStart {
 /**
  * A resend's workflow (`resendWebhook`), id `resendWorkflowId(region, resendId)`: a resend id names one resend, so
  * starting it twice is refused by the server (WorkflowExecutionAlreadyStartedError: the caller decides what that
- * means);
- * a run that ended without finishing (terminated) may be followed by a new one (the reconciler: the worker finds the
- * resend recorded by this workflow id and answers the webhook's current run).
+ * means); a run that ended without finishing (terminated) may be followed by a new one (the reconciler: the worker
+ * finds the resend recorded by this workflow id and answers the webhook's current run).
  */
 export async function startResend(
   client: Client,
   { region, taskQueue }: WhereToStart,
   r: ResendToStart,
 ): Promise<{ workflowId: string; runId: string }> {
-  const workflowId = resendWorkflowId(region, r.claim.resendId);
-  const input: ResendWebhookInput = { region, webhookId: r.webhookId, claim: r.claim };
-  const handle = await client.workflow.start('resendWebhook', {
-    taskQueue,
-    workflowId,
-    workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
-    typedSearchAttributes: deliveryStartAttributes(region, r.holdId, r.merchantId),
-    staticSummary: resendSummary(region, r.webhookId, r.holdId, r.merchantId),
-    staticDetails: resendDetails(region, r.webhookId, r.holdId, r.claim.requestedBy, r.claim.reason),
-    args: [input],
-  });
-  return { workflowId, runId: handle.firstExecutionRunId };
+  const options = { ...resendStart(region, r), ...fromOutside(taskQueue) };
+  const handle = await client.workflow.start('resendWebhook', options);
+  return { workflowId: options.workflowId, runId: handle.firstExecutionRunId };
 }

@@ -16,7 +16,7 @@ import { startResend, type ResendToStart } from '../delivery/starts.js';
 import * as deliveries from '../sql/deliveries.js';
 import type { DecisionTarget, ResendableWebhook, ResendFilters } from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
-import type { ResendWebhookResult } from '../workflows/resend-webhook.js';
+import type { ResendWebhookResult } from '../contracts/domain.js';
 import { approveRequest, type OpsContext } from './operations.js';
 
 export type { ResendFilters, ResendableWebhook } from '../sql/deliveries.js';

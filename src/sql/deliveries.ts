@@ -47,7 +47,7 @@ import {
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './merchants.js';
+import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './fragments.js';
 
 export { HOLD_RELEASED_EVENT };
 

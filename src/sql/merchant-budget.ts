@@ -13,7 +13,7 @@
 import type pg from 'pg';
 import type { Lane } from '../contracts/delivery.js';
 import { attemptCountedOnAdmission } from './deliveries.js';
-import { SENDS_PAUSED_SQL } from './send-pauses.js';
+import { SENDS_PAUSED_SQL } from './fragments.js';
 
 export const LANE_HORIZON_MS: Readonly<Record<Lane, number>> = Object.freeze({
   // An hour covers the largest merchant backlog of a night at 5 req/s (18,000 sends) with one reservation each.

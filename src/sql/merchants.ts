@@ -7,14 +7,8 @@
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './fragments.js';
 import { RATE_SAFETY_MARGIN } from './merchant-budget.js';
-
-/**
- * The merchant's previous signing secret while its rotation's overlap runs (`previous_signing_secret_until`), NULL
- * after: a webhook is signed with both keys only then. Needs `m` (merchants) in scope.
- */
-export const PREVIOUS_SECRET_IN_OVERLAP_SQL = `CASE WHEN m.previous_signing_secret_until IS NULL OR m.previous_signing_secret_until > now()
-                 THEN m.previous_signing_secret END`;
 
 export type MerchantStatus = 'active' | 'paused' | 'disabled';
 

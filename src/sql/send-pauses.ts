@@ -1,14 +1,11 @@
 /**
  * SQL of send_pauses: the region's pause of every send. Operators open and close one
  * (`npm run ops -- sends pause|resume`, src/ops/send-pauses.ts); every admission to a merchant's budget reads whether
- * one is open (`SENDS_PAUSED_SQL`, composed into the admission's statement in ./merchant-budget.ts); the ledger gauges
+ * one is open (`SENDS_PAUSED_SQL` in ./fragments.ts, composed into the admission's statement); the ledger gauges
  * export it.
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
-
-/** Whether the region's sends are paused now: a boolean expression, for a statement's select list. */
-export const SENDS_PAUSED_SQL = `EXISTS (SELECT 1 FROM send_pauses WHERE resumed_at IS NULL)`;
 
 export interface SendPause {
   id: number;

@@ -14,7 +14,6 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
-import { eventDeliveryWorkflowId } from '../contracts/ids.js';
 import {
   holdEventsStatusQuery,
   processorEventSignal,
@@ -27,17 +26,12 @@ import {
   type HoldEventsStatus,
   type SkipMissingEvent,
 } from '../contracts/processor.js';
-import type { DeliveryEnd, DeliveryResume } from '../contracts/domain.js';
+import type { DeliverHoldEventInput, DeliveryEnd } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED_WHY } from '../contracts/unencrypted.js';
-import { deliveryStartAttributes, deliveryStatusUpdate } from '../contracts/search-attributes.js';
-import {
-  eventDeliveryDetails,
-  eventDeliverySummary,
-  holdEventsCurrentDetails,
-  holdEventsLabels,
-} from '../contracts/story.js';
-import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../contracts/delivery.js';
+import { deliveryStatusUpdate } from '../contracts/search-attributes.js';
+import { eventDeliveryStart } from '../contracts/starts.js';
+import { holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { runHistoryIsLong } from './history-budget.js';
 import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
@@ -236,27 +230,14 @@ async function startDelivery(
 ) {
   try {
     await startChild(deliverHoldEvent, {
-      workflowId: eventDeliveryWorkflowId(region, webhook.webhookId),
+      ...eventDeliveryStart(region, { ...webhook, holdId }),
       parentClosePolicy: ParentClosePolicy.ABANDON,
       // A retried apply (already applied) finds its delivery started, or done: never a second delivery workflow.
       workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
-      workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
-      typedSearchAttributes: deliveryStartAttributes(region, holdId, webhook.merchantId),
-      staticSummary: eventDeliverySummary(region, webhook.eventType, holdId, webhook.merchantId),
-      staticDetails: eventDeliveryDetails(region, holdId, webhook.webhookId, webhook.merchantId),
-      args: [{ region, holdId, webhookId: webhook.webhookId, retryHorizonMs: webhook.retryHorizonMs }],
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
   }
-}
-
-export interface DeliverHoldEventInput {
-  region: string;
-  holdId: string;
-  webhookId: string;
-  retryHorizonMs: number;
-  resume?: DeliveryResume;
 }
 
 /**

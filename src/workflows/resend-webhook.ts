@@ -11,24 +11,10 @@
  */
 import { continueAsNew, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { ResendClaim } from '../contracts/delivery.js';
-import type { DeliveryEnd, DeliveryResume } from '../contracts/domain.js';
+import type { ResendWebhookInput, ResendWebhookResult } from '../contracts/domain.js';
 import { resendLabels, resendRefusedDetails } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
-
-export interface ResendWebhookInput {
-  region: string;
-  webhookId: string;
-  claim: Omit<ResendClaim, 'webhookId'>;
-  /** Set on a continued run (with `resume`): what the first run's check answered. A first run asks the worker. */
-  reopened?: { holdId: string; policyRun: number; retryHorizonMs: number };
-  resume?: DeliveryResume;
-}
-
-export type ResendWebhookResult =
-  | { webhookId: string; resendId: string; status: 'refused'; why: string }
-  | { webhookId: string; resendId: string; status: 'resent'; policyRun: number; delivery: DeliveryEnd };
 
 export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWebhookResult> {
   const { webhookId, claim } = input;

@@ -22,11 +22,9 @@ import type {
   SweepTotals,
 } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
-import { deliveryStartAttributes } from '../contracts/search-attributes.js';
-import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../contracts/delivery.js';
 import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
-import { holdWorkflowId } from '../contracts/ids.js';
-import { holdDetails, holdSummary, sweepCurrentDetails } from '../contracts/story.js';
+import { holdReleaseStart } from '../contracts/starts.js';
+import { sweepCurrentDetails } from '../contracts/story.js';
 import { releaseExpiredHold } from './release-expired-hold.js';
 
 /** Matches SWEEP_PAGE_SIZE's default: 500 children per run is a quarter of the 2,000 pending-children cap. */
@@ -165,8 +163,11 @@ export function batchesOf<T>(items: readonly T[], size: number): T[][] {
   return batches;
 }
 
-/** How every hold's child is started (the benchmark's bare fan-out starts its no-op children the same way). */
-export function holdChildOptions(region: Region, hold: HoldRef) {
+/**
+ * What the sweep adds to a hold's start (src/contracts/starts.ts) as its parent; the benchmark's bare fan-out starts
+ * its no-op children with these and the same basics.
+ */
+export function holdChildOptions(hold: HoldRef) {
   return {
     parentClosePolicy: ParentClosePolicy.ABANDON,
     // A running hold workflow is never started twice (the start fails: already handled), nor, as a rule, a completed
@@ -178,29 +179,12 @@ export function holdChildOptions(region: Region, hold: HoldRef) {
     workflowIdReusePolicy: hold.leftActiveByEarlierSweep
       ? WorkflowIdReusePolicy.ALLOW_DUPLICATE
       : WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-    typedSearchAttributes: deliveryStartAttributes(region, hold.holdId, hold.merchantId),
-    workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
   };
 }
 
 async function startHoldWorkflow(region: Region, hold: HoldRef, cutoff: string): Promise<'started' | 'already'> {
   try {
-    await startChild(releaseExpiredHold, {
-      ...holdChildOptions(region, hold),
-      workflowId: holdWorkflowId(region, hold.holdId, hold.expiresAt),
-      // The Web UI's list view and header: who and where, and what to run (never an amount).
-      staticSummary: holdSummary(region, hold.holdId, hold.merchantId),
-      staticDetails: holdDetails(region, hold.holdId, hold.merchantId),
-      args: [
-        {
-          region,
-          holdId: hold.holdId,
-          expiresAt: hold.expiresAt,
-          merchantId: hold.merchantId,
-          cutoff,
-        },
-      ],
-    });
+    await startChild(releaseExpiredHold, { ...holdReleaseStart(region, hold, cutoff), ...holdChildOptions(hold) });
     log.info('hold workflow started', { region, holdId: hold.holdId, merchantId: hold.merchantId });
     return 'started';
   } catch (err) {

@@ -14,7 +14,7 @@ import { resendWebhookNow } from '../../src/ops/resends.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
-import type { ResendWebhookResult } from '../../src/workflows/resend-webhook.js';
+import type { ResendWebhookResult } from '../../src/contracts/domain.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';

@@ -16,7 +16,8 @@ import {
   PayloadDecryptionFailed,
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
-import { loadConfig, type EncryptionKey } from '../../src/config.js';
+import { loadConfig } from '../../src/config.js';
+import type { EncryptionKey } from '../../src/contracts/keys.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED } from '../../src/contracts/unencrypted.js';
 import { ConfigError } from '../../src/errors.js';
 

@@ -1,7 +1,8 @@
 /**
  * The import graph keeps its layers: every import points to the importer's own layer or one below it, never back
- * up. The contracts and the workflows stay sandbox-safe: only the SDK's workflow-side packages and each other
- * (the workflows may import the activities' types, which the compiler erases).
+ * up, and no chain of imports in `src/` comes back to where it started (type-only imports count: a circle of types is
+ * still two modules that cannot be read apart). The contracts and the workflows stay sandbox-safe: only the SDK's
+ * workflow-side packages and each other (the workflows may import the activities' types, which the compiler erases).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,6 +17,7 @@ const LAYERS: readonly (readonly string[])[] = [
   [
     'src/errors.ts',
     'src/config.ts',
+    'src/dev-stack.ts',
     'src/temporal-connection.ts',
     'src/db/',
     'src/delivery/',
@@ -23,6 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
     'src/observability/',
   ],
   ['src/ledger/'],
+  ['src/sql/fragments.ts'],
   ['src/sql/'],
   ['src/activities/'],
   ['src/schedules.ts', 'src/workers/', 'src/ops/', 'src/api/', 'src/processor/'],
@@ -74,11 +77,37 @@ const files = ['src', 'dev', 'bench', 'test'].flatMap(sourceFiles);
 const imports = files.flatMap(importsOf);
 const local = imports.filter((i) => !path.isAbsolute(i.to) && /^(src|dev|bench|test)\//.test(i.to));
 
+/** Every circle of imports among `edges`, each as the chain that closes it (Tarjan's strongly connected components). */
+function circlesOf(edges: readonly Import[]): string[][] {
+  const next = new Map<string, string[]>();
+  for (const { from, to } of edges) next.set(from, [...(next.get(from) ?? []), to]);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const circles: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (stack.includes(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component = stack.splice(stack.indexOf(v));
+    if (component.length > 1) circles.push(component.sort());
+  };
+  for (const v of next.keys()) if (!index.has(v)) visit(v);
+  return circles;
+}
+
 describe('import layers', () => {
   it('finds the imports it checks (the parser is not blind)', () => {
     expect(files.length).toBeGreaterThan(50);
     expect(
-      local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/contracts/ids.ts'),
+      local.some((i) => i.from === 'src/workflows/sweep-expired-holds.ts' && i.to === 'src/contracts/starts.ts'),
     ).toBe(true);
     expect(
       local.some(
@@ -94,6 +123,15 @@ describe('import layers', () => {
       .filter((i) => !(i.typeOnly && i.from.startsWith('src/workflows/') && i.to.startsWith('src/activities/')))
       .map((i) => `${i.from} -> ${i.to}`);
     expect(upward).toEqual([]);
+  });
+
+  it('no circle of imports in src/ (and the check finds one planted)', () => {
+    const product = local.filter((i) => i.from.startsWith('src/') && i.to.startsWith('src/'));
+    expect(circlesOf(product)).toEqual([]);
+    const planted = { from: 'src/contracts/ids.ts', to: 'src/workflows/sweep-expired-holds.ts', typeOnly: true };
+    expect(circlesOf([...product, planted])).toEqual([
+      expect.arrayContaining(['src/contracts/ids.ts', 'src/workflows/sweep-expired-holds.ts']),
+    ]);
   });
 
   it('contracts and workflows import only each other and the workflow-side SDK (sandbox-safe)', () => {
