@@ -4,7 +4,7 @@
  * is src/config.ts. Validated and frozen the same way: a bad value fails at once, naming the variable.
  */
 import { readInt } from '../src/config.js';
-import { devCacheDir } from '../src/ops/dev-stack-file.js';
+import { devCacheDir } from '../src/dev-stack.js';
 
 export interface DevConfig {
   /** A `temporal` binary to use instead of searching (dev/temporal-cli.ts). */

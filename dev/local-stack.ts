@@ -10,7 +10,7 @@ import { startCodecServer } from '../src/codec/codec-server.js';
 import { EncryptionCodec } from '../src/codec/encryption-codec.js';
 import type { Config } from '../src/config.js';
 import { DEV_SECRET_KEY_ID } from '../src/delivery/secret-box.js';
-import { devStackFilePath, type DevStackFile } from '../src/ops/dev-stack-file.js';
+import { devStackFilePath, type DevStackFile } from '../src/dev-stack.js';
 import type { DevConfig } from './dev-config.js';
 import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
 import type { Region } from '../src/contracts/regions.js';

@@ -1,6 +1,6 @@
 /**
  * `npm run db:schema`: rewrites src/db/schema.sql, the schema every migration in src/db/migrations comes to
- * (src/db/schema-dump.ts). Migrates a brand-new database on a throwaway embedded PostgreSQL, the server the tests
+ * (dev/schema-dump.ts). Migrates a brand-new database on a throwaway embedded PostgreSQL, the server the tests
  * compare on, so the file matches what test/integration/schema.test.ts dumps byte for byte.
  */
 import fs from 'node:fs/promises';
@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { migrate } from '../../src/db/migrate.js';
-import { dumpSchema, SCHEMA_FILE } from '../../src/db/schema-dump.js';
+import { dumpSchema, SCHEMA_FILE } from '../schema-dump.js';
 import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 import { startEmbeddedPostgres, type RunningPostgres } from '../embedded-postgres.js';
 

@@ -21,7 +21,7 @@ import { createTokenVerifier } from '../api/identity.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
-import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 
 const log = nameProcess('admin-api');

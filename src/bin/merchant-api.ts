@@ -18,7 +18,7 @@ import { buildMerchantServer } from '../api/merchant-server.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
-import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 
 const log = nameProcess('merchant-api');
 

@@ -16,7 +16,7 @@ import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 
 const log = nameProcess('migrate');
 

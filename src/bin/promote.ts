@@ -15,7 +15,7 @@ import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { setCurrentVersionIfWanted } from '../workers/deployment.js';
 

@@ -21,7 +21,7 @@ import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
-import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { createProcessorReceiver, RECORDING_POOL_OPTIONS, REFUSAL_POOL_OPTIONS } from '../processor/receiver.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 

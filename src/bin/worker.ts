@@ -26,9 +26,9 @@ import { exitOnFatal, nameProcess, temporalLogger } from '../observability/logge
 import { serveHealth, type ReadinessCheck } from '../observability/health.js';
 import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
-import { devCacheDir, readDevStackFile } from '../ops/dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { ensureOutboxSchedule, ensureRetentionSchedule, ensureSweepSchedule } from '../schedules.js';
-import { lastCompletedSweepAgeSeconds } from '../sql/holds.js';
+import { ledgerGaugeSource } from '../sql/gauges.js';
 import { buildIdOf } from '../workers/deployment.js';
 import {
   bundleWorkflows,
@@ -162,13 +162,13 @@ async function main() {
     });
     const gauges = startLedgerGauges({
       region: region.region,
-      pool,
+      source: ledgerGaugeSource(pool),
       meter,
       intervalMs: config.observability.gaugeIntervalMs,
       quarantinePageAfterMs: config.observability.quarantinePageAfterMs,
       duplicateSendsAlertRatio: config.observability.duplicateSendsAlertRatio,
       worstMerchants: config.observability.worstMerchants,
-      sweep: { intervalMs: config.sweep.intervalMs, lastCompletedAgeSeconds: () => lastCompletedSweepAgeSeconds(pool) },
+      sweepIntervalMs: config.sweep.intervalMs,
     });
     await gauges.refresh();
     const erasure = startSecretErasure({ region: region.region, pool });

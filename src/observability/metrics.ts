@@ -7,7 +7,6 @@
  * interval, by every worker of the region (they report the same value; alert rules take the max).
  */
 import type { MetricMeter, MetricTags } from '@temporalio/common';
-import type pg from 'pg';
 import type { MerchantLabel } from '../config.js';
 import type { AttemptResult } from '../delivery/policy.js';
 import { DELIVERY_FAILURE_TYPES } from '../contracts/failures.js';
@@ -134,16 +133,37 @@ export interface LedgerGauges {
   refresh(): Promise<void>;
 }
 
-/** What the no-completed-sweep gauges need: the schedule's interval, and how to read the last completed sweep's age. */
-export interface SweepGaugeSource {
-  /** SWEEP_INTERVAL, exported beside the age so the alert rule compares the two instead of hard-coding 15 min. */
-  intervalMs: number;
-  /**
-   * Seconds since the region's last completed sweep. Passed in (the worker gives `lastCompletedSweepAgeSeconds` of
-   * src/sql/holds.ts): that query belongs next to the code that writes `sweep_runs`, and src/sql is a layer above this
-   * one.
-   */
-  lastCompletedAgeSeconds(): Promise<number>;
+/** What the ledger gauges read, each refresh (src/sql/gauges.ts: the queries live with the ledger's other SQL). */
+export interface LedgerGaugeSource {
+  readings(quarantinePageAfterMs: number): Promise<LedgerReadings>;
+  /** Merchants with at least `minAttempts` attempts in the last 15 minutes, and the `n` oldest backlogs. */
+  worstMerchants(n: number, minAttempts: number): Promise<WorstMerchantReadings>;
+}
+
+/** Ages in seconds (0: none), counts as counted. */
+export interface LedgerReadings {
+  oldestUnreleasedAge: number;
+  oldestUndeliveredAge: number;
+  undelivered: number;
+  /** By quarantine reason, the reasons with any. */
+  quarantined: { reason: string; count: number; oldestAge: number; pastPageAge: number }[];
+  abandoned: number;
+  disabledMerchants: number;
+  sendsPaused: boolean;
+  outboxUnfixable: number;
+  replayRequests: { requested: number; approved: number };
+  lastCompletedSweepAge: number;
+  oldestUnappliedEventAge: number;
+  openReviews: number;
+  oldestInFlightAge: number;
+  /** Requests sent in the last 15 minutes, first policy runs, and the distinct webhooks they carried. */
+  firstRunsSent15m: { requests: number; webhooks: number };
+}
+
+export interface WorstMerchantReadings {
+  /** Over the last 15 minutes: the share of attempts answered 429, and failed by a 5xx, a timeout or a connection. */
+  shares: { merchantId: string; share429: number; errorShare: number }[];
+  backlogAges: { merchantId: string; age: number }[];
 }
 
 /**
@@ -180,39 +200,27 @@ function worstMerchantGauges(meter: MetricMeter, region: Region, n: number) {
     ),
   };
   const shown = { share429: new Set<string>(), errorShare: new Set<string>(), backlogAge: new Set<string>() };
-  const publish = (signal: keyof typeof signals, rows: { merchant_id: string; value: number }[]) => {
-    const now = new Set(rows.map((r) => r.merchant_id));
+  const publish = (signal: keyof typeof signals, rows: { merchantId: string; value: number }[]) => {
+    const now = new Set(rows.map((r) => r.merchantId));
     for (const gone of shown[signal]) if (!now.has(gone)) signals[signal].set(0, { region, merchant_id: gone });
-    for (const r of rows) signals[signal].set(r.value, { region, merchant_id: r.merchant_id });
+    for (const r of rows) signals[signal].set(r.value, { region, merchant_id: r.merchantId });
     shown[signal] = new Set([...shown[signal], ...now]);
   };
   return {
-    async refresh(pool: pg.Pool) {
-      const [shares, backlog] = await Promise.all([
-        pool.query<{ merchant_id: string; share429: number; error_share: number }>(
-          `SELECT d.merchant_id,
-                  (count(*) FILTER (WHERE a.status_code = 429))::float8 / count(*) AS share429,
-                  (count(*) FILTER (WHERE a.status_code >= 500 OR a.status_code IS NULL))::float8 / count(*) AS error_share
-             FROM delivery_attempts a JOIN webhook_deliveries d ON d.webhook_id = a.webhook_id
-            WHERE a.started_at > now() - interval '15 minutes'
-            GROUP BY d.merchant_id HAVING count(*) >= $1::integer`,
-          [WORST_MERCHANT_MIN_ATTEMPTS],
-        ),
-        pool.query<{ merchant_id: string; value: number }>(
-          `SELECT merchant_id, extract(epoch FROM now() - min(created_at))::float8 AS value
-             FROM webhook_deliveries WHERE status = 'pending' GROUP BY 1 ORDER BY 2 DESC LIMIT $1::integer`,
-          [n],
-        ),
-      ]);
-      const top = (key: 'share429' | 'error_share') =>
-        shares.rows
+    async refresh(source: LedgerGaugeSource) {
+      const { shares, backlogAges } = await source.worstMerchants(n, WORST_MERCHANT_MIN_ATTEMPTS);
+      const top = (key: 'share429' | 'errorShare') =>
+        shares
           .filter((r) => r[key] > 0)
-          .sort((a, b) => b[key] - a[key] || a.merchant_id.localeCompare(b.merchant_id))
+          .sort((a, b) => b[key] - a[key] || a.merchantId.localeCompare(b.merchantId))
           .slice(0, n)
-          .map((r) => ({ merchant_id: r.merchant_id, value: r[key] }));
+          .map((r) => ({ merchantId: r.merchantId, value: r[key] }));
       publish('share429', top('share429'));
-      publish('errorShare', top('error_share'));
-      publish('backlogAge', backlog.rows);
+      publish('errorShare', top('errorShare'));
+      publish(
+        'backlogAge',
+        backlogAges.map((r) => ({ merchantId: r.merchantId, value: r.age })),
+      );
     },
   };
 }
@@ -220,10 +228,11 @@ function worstMerchantGauges(meter: MetricMeter, region: Region, n: number) {
 /** Polls the region's ledger and sets the age and depth gauges. */
 export function startLedgerGauges(options: {
   region: Region;
-  pool: pg.Pool;
+  source: LedgerGaugeSource;
   meter: MetricMeter;
   intervalMs: number;
-  sweep: SweepGaugeSource;
+  /** SWEEP_INTERVAL, exported beside the last sweep's age so the alert rule compares the two. */
+  sweepIntervalMs: number;
   /** QUARANTINE_PAGE_AFTER: a quarantine older than this pages (exported beside the count, so the rule reads it). */
   quarantinePageAfterMs: number;
   /** DUPLICATE_SENDS_ALERT_RATIO, exported beside the ratio for the rule; 1.5 unless said. */
@@ -233,9 +242,9 @@ export function startLedgerGauges(options: {
 }): LedgerGauges {
   const {
     region,
-    pool,
+    source,
     meter,
-    sweep,
+    sweepIntervalMs,
     quarantinePageAfterMs,
     duplicateSendsAlertRatio = 1.5,
     worstMerchants = 10,
@@ -350,67 +359,32 @@ export function startLedgerGauges(options: {
   refreshInterval.set(options.intervalMs / 1000, tags);
 
   async function refresh() {
-    await worst.refresh(pool);
-    const [holds, pending, quarantine, other, requests, sweepAge, processor, sent] = await Promise.all([
-      pool.query<{ age: number | null }>(
-        `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,
-      ),
-      pool.query<{ age: number | null; n: number }>(
-        `SELECT extract(epoch FROM now() - min(created_at))::float8 AS age, count(*)::integer AS n FROM webhook_deliveries WHERE status = 'pending'`,
-      ),
-      pool.query<{ reason: string; n: number; oldest: number; past: number }>(
-        `SELECT quarantine_reason AS reason, count(*)::integer AS n,
-                extract(epoch FROM now() - min(quarantined_at))::float8 AS oldest,
-                (count(*) FILTER (WHERE quarantined_at <= now() - make_interval(secs => $1::float8 / 1000)))::integer AS past
-           FROM webhook_deliveries WHERE status = 'quarantined' GROUP BY 1`,
-        [quarantinePageAfterMs],
-      ),
-      pool.query<{ abandoned: number; disabled: number; sends_paused: boolean; outbox_unfixable: number }>(
-        `SELECT (SELECT count(*) FROM webhook_deliveries WHERE status = 'abandoned')::integer AS abandoned,
-                (SELECT count(*) FROM merchants WHERE status = 'disabled')::integer AS disabled,
-                EXISTS (SELECT 1 FROM send_pauses WHERE resumed_at IS NULL) AS sends_paused,
-                coalesce((SELECT unfixable FROM outbox_reconciliations ORDER BY id DESC LIMIT 1), 0) AS outbox_unfixable`,
-      ),
-      pool.query<{ status: string; n: number }>(
-        `SELECT status, count(*)::integer AS n FROM replay_requests GROUP BY 1`,
-      ),
-      sweep.lastCompletedAgeSeconds(),
-      pool.query<{ age: number | null; reviews: number; in_flight: number | null }>(
-        `SELECT (SELECT extract(epoch FROM now() - min(received_at))::float8 FROM processor_events WHERE applied_at IS NULL) AS age,
-                (SELECT count(*) FROM ledger_reviews WHERE resolved_at IS NULL)::integer AS reviews,
-                (SELECT extract(epoch FROM now() - min(leased_at))::float8 FROM merchant_requests_in_flight
-                  WHERE expires_at > now()) AS in_flight`,
-      ),
-      pool.query<{ requests: number; webhooks: number }>(
-        `SELECT count(*)::integer AS requests, count(DISTINCT webhook_id)::integer AS webhooks
-           FROM delivery_attempts WHERE started_at > now() - interval '15 minutes' AND policy_run = 1`,
-      ),
-    ]);
-    oldestUnreleased.set(holds.rows[0]?.age ?? 0, tags);
-    oldestUndelivered.set(pending.rows[0]?.age ?? 0, tags);
-    undelivered.set(pending.rows[0]?.n ?? 0, tags);
-    const byReason = new Map(quarantine.rows.map((r) => [r.reason, r.n]));
+    await worst.refresh(source);
+    const read = await source.readings(quarantinePageAfterMs);
+    oldestUnreleased.set(read.oldestUnreleasedAge, tags);
+    oldestUndelivered.set(read.oldestUndeliveredAge, tags);
+    undelivered.set(read.undelivered, tags);
+    const byReason = new Map(read.quarantined.map((r) => [r.reason, r.count]));
     // Every reason every time: a reason that went back to zero must read 0, not its last non-zero value.
     for (const reason of QUARANTINE_REASONS) quarantined.set(byReason.get(reason) ?? 0, { ...tags, reason });
-    oldestQuarantine.set(Math.max(0, ...quarantine.rows.map((r) => r.oldest ?? 0)), tags);
+    oldestQuarantine.set(Math.max(0, ...read.quarantined.map((r) => r.oldestAge)), tags);
     quarantinesPastPageAge.set(
-      quarantine.rows.reduce((n, r) => n + r.past, 0),
+      read.quarantined.reduce((n, r) => n + r.pastPageAge, 0),
       tags,
     );
     quarantinePageAfter.set(quarantinePageAfterMs / 1000, tags);
-    abandoned.set(other.rows[0]!.abandoned, tags);
-    disabled.set(other.rows[0]!.disabled, tags);
-    sendsPaused.set(other.rows[0]!.sends_paused ? 1 : 0, tags);
-    outboxUnfixable.set(other.rows[0]!.outbox_unfixable, tags);
-    const byStatus = new Map(requests.rows.map((r) => [r.status, r.n]));
-    replays.set(byStatus.get('pending') ?? 0, { ...tags, status: 'requested' });
-    replays.set(byStatus.get('approved') ?? 0, { ...tags, status: 'approved' });
-    lastCompletedSweep.set(sweepAge, tags);
-    sweepInterval.set(sweep.intervalMs / 1000, tags);
-    oldestUnapplied.set(processor.rows[0]!.age ?? 0, tags);
-    openReviews.set(processor.rows[0]!.reviews, tags);
-    oldestInFlight.set(processor.rows[0]!.in_flight ?? 0, tags);
-    const { requests: sentRequests, webhooks: sentWebhooks } = sent.rows[0]!;
+    abandoned.set(read.abandoned, tags);
+    disabled.set(read.disabledMerchants, tags);
+    sendsPaused.set(read.sendsPaused ? 1 : 0, tags);
+    outboxUnfixable.set(read.outboxUnfixable, tags);
+    replays.set(read.replayRequests.requested, { ...tags, status: 'requested' });
+    replays.set(read.replayRequests.approved, { ...tags, status: 'approved' });
+    lastCompletedSweep.set(read.lastCompletedSweepAge, tags);
+    sweepInterval.set(sweepIntervalMs / 1000, tags);
+    oldestUnapplied.set(read.oldestUnappliedEventAge, tags);
+    openReviews.set(read.openReviews, tags);
+    oldestInFlight.set(read.oldestInFlightAge, tags);
+    const { requests: sentRequests, webhooks: sentWebhooks } = read.firstRunsSent15m;
     windowRequests.set(sentRequests, tags);
     windowWebhooks.set(sentWebhooks, tags);
     requestsPerWebhook.set(sentWebhooks === 0 ? 0 : sentRequests / sentWebhooks, tags);

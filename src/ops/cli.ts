@@ -17,7 +17,7 @@ import { localKeyRing } from '../delivery/secret-box.js';
 import type { DeliveryStatus } from '../contracts/delivery.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
-import { devCacheDir, readDevStackFile } from './dev-stack-file.js';
+import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { verbById, type AdminContext, type VerbInput } from '../api/admin-verbs.js';

@@ -1,6 +1,6 @@
 /**
  * src/db/schema.sql is what the migrations come to: a brand-new database migrated by the project's migrator dumps
- * (src/db/schema-dump.ts) to that file byte for byte. A migration committed without `npm run db:schema` fails here,
+ * (dev/schema-dump.ts) to that file byte for byte. A migration committed without `npm run db:schema` fails here,
  * and so does a hand edit of the file. And the comparison bites: one column more than the migrations make is a
  * difference, and the difference names it.
  *
@@ -12,7 +12,7 @@ import fs from 'node:fs/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { migrate } from '../../src/db/migrate.js';
-import { dumpSchema, SCHEMA_FILE } from '../../src/db/schema-dump.js';
+import { dumpSchema, SCHEMA_FILE } from '../../dev/schema-dump.js';
 import { DEV_SECRET_KEYS, localKeyRing } from '../../src/delivery/secret-box.js';
 
 const id = randomUUID().slice(0, 8);

@@ -9,6 +9,7 @@ import type { MetricMeter, MetricTags } from '@temporalio/common';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { insertAccounts, insertHolds } from '../../dev/seed.js';
 import { startLedgerGauges } from '../../src/observability/metrics.js';
+import { ledgerGaugeSource } from '../../src/sql/gauges.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 
 let harness: Harness;
@@ -89,11 +90,11 @@ it('names the 10 worst of 100,000 merchants for each signal, and reads 0 for one
   const values = new Map<string, number>();
   const gauges = startLedgerGauges({
     region: 'us',
-    pool: us.pool,
+    source: ledgerGaugeSource(us.pool),
     meter: lastValueMeter(values),
     intervalMs: 3_600_000,
     quarantinePageAfterMs: 3_600_000,
-    sweep: { intervalMs: 900_000, lastCompletedAgeSeconds: async () => 0 },
+    sweepIntervalMs: 900_000,
   });
   try {
     await gauges.refresh();

@@ -1,12 +1,13 @@
 /**
  * How a running `npm start` tells the operator CLI (and a hand-started `npm run worker` in dev mode) where its
  * local services are: the embedded PostgreSQL's port is chosen at start-up, so it cannot be configured ahead.
- * The local stack (dev/local-stack.ts) writes this file; product code only reads it, and only in dev mode.
+ * The local stack (dev/local-stack.ts) writes this file; the entry points read it, and only in dev mode, which is why
+ * it is product code and not dev/'s.
  */
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import type { Region } from '../contracts/regions.js';
+import type { Region } from './contracts/regions.js';
 
 export interface DevStackFile {
   pid: number;
