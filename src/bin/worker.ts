@@ -38,24 +38,13 @@ import {
   SHUTDOWN_GRACE_MS,
 } from '../workers/region-worker.js';
 import { startSecretErasure } from '../workers/secret-erasure.js';
-
-/** A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying. */
-const STARTUP_RETRY_MS = 120_000;
-
-async function whenReachable<T>(what: string, attempt: () => Promise<T>): Promise<T> {
-  const deadline = Date.now() + STARTUP_RETRY_MS;
-  for (;;) {
-    try {
-      return await attempt();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      Runtime.instance().logger.warn(`${what} not reachable yet; retrying`, { error: (err as Error).message });
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-    }
-  }
-}
+import { whenReachable as waitForStartup } from '../workers/startup.js';
 
 const log = nameProcess('worker');
+
+/** Waits for what restarts (src/workers/startup.ts), saying so; stops at once at what no wait fixes. */
+const whenReachable = <T>(what: string, attempt: () => Promise<T>) =>
+  waitForStartup(what, attempt, { warn: (message, error) => log.warn({ error }, message) });
 
 async function main() {
   // Fail closed: dev mode drops the SSRF guard, allows plain http and runs unencrypted, so the production entry

@@ -1,0 +1,36 @@
+/**
+ * A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying, saying
+ * so each second. What no wait fixes stops it at once, by its name: a connection its role may not use in production
+ * (a superuser, the schema's owner: a ConfigError naming the variable) or a password the database refuses. A schema
+ * behind the code is waited for: `npm run migrate` may be running.
+ */
+import { ConfigError } from '../errors.js';
+
+export const STARTUP_RETRY_MS = 120_000;
+
+/** PostgreSQL's invalid_password: the URL's password is wrong now, and a minute will not change it. */
+const LASTING_POSTGRES_CODES = new Set(['28P01']);
+
+export function isLastingRefusal(err: unknown): boolean {
+  if (err instanceof ConfigError) return true;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return typeof code === 'string' && LASTING_POSTGRES_CODES.has(code);
+}
+
+export async function whenReachable<T>(
+  what: string,
+  attempt: () => Promise<T>,
+  options: { warn: (message: string, error: string) => void; retryMs?: number; pauseMs?: number },
+): Promise<T> {
+  const { warn, retryMs = STARTUP_RETRY_MS, pauseMs = 1_000 } = options;
+  const deadline = Date.now() + retryMs;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (isLastingRefusal(err) || Date.now() > deadline) throw err;
+      warn(`${what} not reachable yet; retrying`, (err as Error).message);
+      await new Promise((resolve) => setTimeout(resolve, pauseMs));
+    }
+  }
+}
