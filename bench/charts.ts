@@ -1,7 +1,6 @@
 /**
  * The night report's pictures: Vega-Lite specifications compiled and rendered to SVG by Vega itself (headless, no
- * browser, no canvas), from the series the benchmark sampled. Each chart is a file next to the report, which
- * embeds it.
+ * browser, no canvas), from the series the benchmark sampled. Each chart is a file next to the report, which embeds it.
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';

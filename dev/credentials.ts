@@ -54,8 +54,8 @@ export const COMPOSE_CALLERS: readonly Caller[] = [
 /**
  * Writes the compose stack's credentials into `dir` (which must not hold any yet): pki/ (CA, frontend, internode,
  * client-<caller> certificates), jwks/.well-known/jwks.json (what the stack's jwks service serves),
- * tokens/<caller>.token.
- * Certificates and tokens are valid for `validDays`; the signing key is not kept: run it again to renew everything.
+ * tokens/<caller>.token. Certificates and tokens are valid for `validDays`; the signing key is not kept: run it again
+ * to renew everything.
  */
 export async function writeComposeCredentials(dir: string, validDays: number): Promise<{ callers: readonly Caller[] }> {
   const existing = await fs.readdir(dir).catch(() => []);

@@ -26,9 +26,8 @@ export interface TemporalBackend {
   shards: number;
   /**
    * Cluster only: PostgreSQL's synchronous_commit for Temporal's sessions (config.yaml's
-   * TEMPORAL_DB_SYNCHRONOUS_COMMIT).
-   * Off, a commit returns before its WAL reaches the disk (a crash may lose the last fraction of a second of
-   * acknowledged writes, never corrupt): docs/cluster.md measures what it buys.
+   * TEMPORAL_DB_SYNCHRONOUS_COMMIT). Off, a commit returns before its WAL reaches the disk (a crash may lose the last
+   * fraction of a second of acknowledged writes, never corrupt): docs/cluster.md measures what it buys.
    */
   synchronousCommit?: boolean;
 }

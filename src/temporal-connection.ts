@@ -9,8 +9,7 @@
  * quietly turn TLS off; here any value but `true`, `false`, `1`, `0` is a ConfigError. Production refuses a plaintext
  * connection unless TLS is disabled explicitly (`TEMPORAL_TLS=false`, e.g. behind a TLS-terminating proxy on the same
  * host). An API key can come from a file (TEMPORAL_API_KEY_FILE) and is re-read while the process runs: rotated without
- * a
- * restart (`setApiKey` on every open connection).
+ * a restart (`setApiKey` on every open connection).
  */
 import fs from 'node:fs';
 import { Connection, type TLSConfig } from '@temporalio/client';

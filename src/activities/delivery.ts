@@ -438,8 +438,7 @@ async function isBeingDelivered(
 
 /**
  * Waits for this delivery's turn in the merchant's budget without spending an attempt: up to 2 s here (1 s on the fast
- * path)
- * (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
+ * path) (measured on the database clock that issued the turn), longer as a durable timer in the workflow, which then
  * calls again holding its queue place (`reservedSlotMs`).
  */
 async function awaitSendSlot(

@@ -32,9 +32,8 @@ export interface SealingReport {
 
 /**
  * Erases every previous secret whose rotation overlap has ended (it stopped signing then:
- * PREVIOUS_SECRET_IN_OVERLAP_SQL
- * in src/sql/merchants.ts); a previous secret without an end (set by hand) stays until replaced.
- * Returns how many were erased. Every worker runs it periodically (src/workers/secret-erasure.ts).
+ * PREVIOUS_SECRET_IN_OVERLAP_SQL in src/sql/merchants.ts); a previous secret without an end (set by hand) stays until
+ * replaced. Returns how many were erased. Every worker runs it periodically (src/workers/secret-erasure.ts).
  */
 export async function erasePreviousSecretsPastOverlap(db: Queryable): Promise<number> {
   const { rowCount } = await db.query(

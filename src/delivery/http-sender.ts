@@ -1,10 +1,9 @@
 /**
- * One HTTP attempt: POST the body with its headers, never follow a redirect, give up after the attempt
- * timeout (enforced here, not by Temporal, so the timeout is classified and gets jittered backoff like any
- * other retryable failure), keep at most 16 KiB of the response and drain the rest. On the timeout, and when the
- * caller's signal aborts (the activity cancelled), the request is destroyed: the merchant sees its connection close,
- * and
- * never one webhook's attempt still open while the next one is sent.
+ * One HTTP attempt: POST the body with its headers, never follow a redirect, give up after the attempt timeout
+ * (enforced here, not by Temporal, so the timeout is classified and gets jittered backoff like any other retryable
+ * failure), keep at most 16 KiB of the response and drain the rest. On the timeout, and when the caller's signal aborts
+ * (the activity cancelled), the request is destroyed: the merchant sees its connection close, and never one webhook's
+ * attempt still open while the next one is sent.
  */
 import http from 'node:http';
 import https from 'node:https';

@@ -3,8 +3,7 @@
  * (HOLD_SWEEPER_API_URL_<REGION>, or HOLD_SWEEPER_API_URL for one region; https, or http to loopback) and a token for
  * it (HOLD_SWEEPER_API_TOKEN_<REGION>, or HOLD_SWEEPER_API_TOKEN; each also as a file, ..._FILE_<REGION> and _FILE: an
  * OIDC access token of the API's issuer and audience). Nothing else: no database URL, no payload or merchant-secret
- * key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node
- * client.
+ * key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node client.
  */
 import fs from 'node:fs';
 import { isRegion, REGIONS, type Region } from '../contracts/regions.js';

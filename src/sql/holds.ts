@@ -45,11 +45,10 @@ export interface ExpiredHoldRow {
 }
 
 /**
- * The cutoff a caller gives, bounded by the database clock: a sweep's cutoff may be earlier than the ledger's now
- * (a workflow clock a little behind, a sweep that started an hour ago), never later. Whatever a workflow input,
- * signal or a bug says, a hold is expired only when the ledger's own clock has passed its expiry. Nothing a caller says
- * moves money.
- * Every query that decides or records "expired" goes through it. Within one sweep the bound only grows (now()
+ * The cutoff a caller gives, bounded by the database clock: a sweep's cutoff may be earlier than the ledger's now (a
+ * workflow clock a little behind, a sweep that started an hour ago), never later. Whatever a workflow input, signal or
+ * a bug says, a hold is expired only when the ledger's own clock has passed its expiry. Nothing a caller says moves
+ * money. Every query that decides or records "expired" goes through it. Within one sweep the bound only grows (now()
  * advances), so a hold a page listed as expired is still expired when its child releases it.
  */
 const BOUNDED_CUTOFF = (param: string) => `least(${param}::timestamptz, now())`;

@@ -133,8 +133,8 @@ export const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
 /**
  * Every statement of the worker's ledger work ends within 10 s, and waits at most 5 s for a lock: well inside the
  * ledger activities' 30 s start-to-close, so a slow or locked ledger fails the attempt (and frees its connection)
- * before
- * Temporal gives up on it and starts the next. Transactions that must be shorter say so (`inTransaction`'s limits).
+ * before Temporal gives up on it and starts the next. Transactions that must be shorter say so (`inTransaction`'s
+ * limits).
  */
 export const LEDGER_STATEMENT_TIMEOUT_MS = 10_000;
 export const LEDGER_LOCK_TIMEOUT_MS = 5_000;

@@ -3,10 +3,8 @@
  * `promtool test rules` runs deploy/prometheus/alerts.test.yml (each alert once firing, with its labels and text, and
  * once kept quiet), every alert has both cases, and the tests bite: a rule loosened in a copy fails them.
  * Alertmanager's routing passes `amtool check-config`, and pages and tickets go where it says. Both tools are built
- * once
- * from the Go module proxy at compose's versions and cached (dev/prometheus-tools.ts). promtool also parses every query
- * of
- * the on-call dashboard (deploy/perses/provisioning/dashboard-on-call.json).
+ * once from the Go module proxy at compose's versions and cached (dev/prometheus-tools.ts). promtool also parses every
+ * query of the on-call dashboard (deploy/perses/provisioning/dashboard-on-call.json).
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';

@@ -1,11 +1,10 @@
 /**
  * The chaos run, short: every fault kind once (a worker SIGKILL, a rolling deploy to a new build, a Temporal restart, a
- * PostgreSQL restart, a
- * second sweep with a schedule trigger, a frozen merchant, a merchant closing connections unanswered, plus 429,
- * 503 and 400 merchants, a processor-event receiver SIGKILL while the processor calls back, duplicated and out of
- * order, about holds the sweep is releasing) on a small night in both regions, then every invariant checked. It runs
- * its own
- * Temporal dev server and PostgreSQL, because it restarts them. The long version is `npm run chaos`.
+ * PostgreSQL restart, a second sweep with a schedule trigger, a frozen merchant, a merchant closing connections
+ * unanswered, plus 429, 503 and 400 merchants, a processor-event receiver SIGKILL while the processor calls back,
+ * duplicated and out of order, about holds the sweep is releasing) on a small night in both regions, then every
+ * invariant checked. It runs its own Temporal dev server and PostgreSQL, because it restarts them. The long version is
+ * `npm run chaos`.
  */
 import { expect, it, onTestFailed } from 'vitest';
 import { runChaos } from '../../bench/chaos-run.js';

@@ -520,8 +520,7 @@ it('a deploy on the cluster: holds started after the promotion run on the new bu
     await sweep.result();
 
     // The sweep ran every page on A (pinned); each hold it started after the promotion inherited nothing from it and
-    // ran
-    // its first task on B.
+    // ran its first task on B.
     const sweepTasks = (await sweep.fetchHistory()).events!.filter((e) => e.workflowTaskCompletedEventAttributes);
     expect(new Set(sweepTasks.map((e) => e.workflowTaskCompletedEventAttributes!.deploymentVersion?.buildId))).toEqual(
       new Set(['build-a']),

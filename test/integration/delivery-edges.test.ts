@@ -103,7 +103,7 @@ async function allDelivered(holdIds: string[]): Promise<boolean> {
   return rows[0]!.n === holdIds.length;
 }
 
-describe('case 1: a decision while the abandon is being recorded', () => {
+describe('a decision while the abandon is being recorded', () => {
   it('is refused (never answered "applied" and then dropped) while decideQuarantine(abandon) waits on a row lock', async () => {
     const n = await night({ expired: 1, merchants: 1 }, [{ status: 400, body: 'bad schema' }]);
     const holdId = n.expired[0]!.id;
@@ -144,7 +144,7 @@ describe('case 1: a decision while the abandon is being recorded', () => {
   });
 });
 
-describe('case 2: slow merchants cost no duplicate, no long workflow task, no wait of anyone else', () => {
+describe('slow merchants cost no duplicate, no long workflow task, no wait of anyone else', () => {
   // Both answer well inside the 15 s attempt timeout: neither may be sent a webhook twice.
   const SLOW_ANSWERS_MS = [3_000, 10_000];
   it('merchants answering 200 in 3 s and in 10 s among healthy ones: 1.00 requests per webhook, no TMPRL1104, healthy p95 not held behind them', async () => {
@@ -186,7 +186,7 @@ describe('case 2: slow merchants cost no duplicate, no long workflow task, no wa
       return { delayMs, webhooks: new Set(received.map((r) => r.webhookId)).size, requests: received.length, holds };
     });
     console.log(
-      `[case 2] requests per webhook: ${perWebhook.map((p) => `${p.delayMs / 1000} s merchant ${(p.requests / p.webhooks).toFixed(2)} (${p.requests} for ${p.webhooks})`).join(', ')}; healthy release-to-delivery p95: ${Math.round(p95Alone)} ms alone, ${Math.round(p95WithSlow)} ms beside them`,
+      `[slow merchants] requests per webhook: ${perWebhook.map((p) => `${p.delayMs / 1000} s merchant ${(p.requests / p.webhooks).toFixed(2)} (${p.requests} for ${p.webhooks})`).join(', ')}; healthy release-to-delivery p95: ${Math.round(p95Alone)} ms alone, ${Math.round(p95WithSlow)} ms beside them`,
     );
 
     for (const p of perWebhook)
@@ -199,7 +199,7 @@ describe('case 2: slow merchants cost no duplicate, no long workflow task, no wa
   });
 });
 
-describe('case 3: database timeouts and cancellation', () => {
+describe('database timeouts and cancellation', () => {
   it("a release meeting the hold's row locked fails fast, never queues a second transaction behind it, and succeeds once the lock is gone", async () => {
     const n = await night({ expired: 1, merchants: 1 }, [{ status: 200 }]);
     const holdId = n.expired[0]!.id;
@@ -329,7 +329,7 @@ describe('cases 4 and 5: requests in flight', () => {
   });
 });
 
-describe("case 6: an orphaned event webhook never blocks its hold's later ones", () => {
+describe("an orphaned event webhook never blocks its hold's later ones", () => {
   it("one whose delivery workflow was terminated: the next event's webhook is delivered, and `events redeliver` delivers it", async () => {
     const n = await night({ future: 1, merchants: 1 }, [{ status: 500 }], { initialBackoffMs: 600_000 });
     const [merchantId] = n.merchantIds;

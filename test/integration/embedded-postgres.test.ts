@@ -61,7 +61,7 @@ for (const round of [1, 2]) {
 }
 `;
 
-describe.skipIf(!isRoot)('case 11, root in a private directory', () => {
+describe.skipIf(!isRoot)('root in a private directory', () => {
   const cleanup: string[] = [];
   let privateDir: string;
   let clone: string;
@@ -76,7 +76,7 @@ describe.skipIf(!isRoot)('case 11, root in a private directory', () => {
     for (const dir of cleanup) await fs.rm(dir, { recursive: true, force: true });
   });
 
-  it('case 11, a clone under a 0700 directory starts its embedded PostgreSQL, from a copy of the binaries made once and reused', async () => {
+  it('a clone under a 0700 directory starts its embedded PostgreSQL, from a copy of the binaries made once and reused', async () => {
     const tmp = await sharedTempDir();
     cleanup.push(tmp);
     const startTwice = () =>
@@ -112,7 +112,7 @@ describe.skipIf(!isRoot)('case 11, root in a private directory', () => {
     expect((await fs.readdir(tmp)).filter((e) => e.startsWith('hold-sweeper-postgres-'))).toEqual(caches);
   });
 
-  it('case 11, a server binary the postgres user cannot reach is an EmbeddedServiceError naming the directory and what to do', async () => {
+  it('a server binary the postgres user cannot reach is an EmbeddedServiceError naming the directory and what to do', async () => {
     // The temp directory itself private: the copy lands where the postgres user cannot enter either.
     const privateTmp = await fs.mkdtemp(path.join(os.tmpdir(), 'hs-case11-privtmp-'));
     await fs.chmod(privateTmp, 0o700);
@@ -138,7 +138,7 @@ describe.skipIf(!isRoot)('case 11, root in a private directory', () => {
   });
 });
 
-it('case 11, a server that cannot start (its port taken) is an EmbeddedServiceError with its log and what to do, and the process lives on', async () => {
+it('a server that cannot start (its port taken) is an EmbeddedServiceError with its log and what to do, and the process lives on', async () => {
   const port = await freePort();
   const squatter = net.createServer();
   await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));

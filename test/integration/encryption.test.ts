@@ -82,7 +82,7 @@ beforeAll(async () => {
   eu = await harness.region('eu', { payloadKeys: [key1] });
   await harness.startWorker(eu);
   night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3, future: 1 }, harness.merchants);
-  // One merchant rejects with a body: its excerpt lands in a failure message (case 7: it must not be in clear).
+  // One merchant rejects with a body: its excerpt lands in a failure message (it must not be in clear).
   const rejecting = night.merchantIds[1]!;
   harness.merchants.script(rejecting, {
     secrets: [night.secrets.get(rejecting)!],
@@ -111,7 +111,7 @@ afterAll(async () => {
 });
 
 describe('payload encryption', () => {
-  it('case 7, residency: failure messages and stack traces in history are encoded payloads, never clear text', async () => {
+  it('residency: failure messages and stack traces in history are encoded payloads, never clear text', async () => {
     const failures: { message?: string | null; stackTrace?: string | null; encodedAttributes?: Payload | null }[] = [];
     let raw_json = '';
     await expect

@@ -1,7 +1,6 @@
 /**
  * One database role per service, least privilege (docs/security.md; src/db/grants.sql, src/db/roles.ts): a night run by
- * a
- * worker, a receiver and the operators' CLI each connected as its own role proves the grants are enough; each role is
+ * a worker, a receiver and the operators' CLI each connected as its own role proves the grants are enough; each role is
  * refused what it must not do; `npm run migrate` runs as the schema's owner, no superuser; and a production service
  * refuses a connection that could do more than its role (a superuser, the owner) or a schema older than its code.
  */

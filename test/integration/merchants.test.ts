@@ -1,7 +1,7 @@
 /**
  * Merchant endpoints managed from the ops CLI (docs/webhooks.md): onboarded, changed, paused, rotated and pinged
- * against a
- * real ledger and a real HTTP receiver that verifies every request with the Standard Webhooks reference verifier.
+ * against a real ledger and a real HTTP receiver that verifies every request with the Standard Webhooks reference
+ * verifier.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidEndpointUrl } from '../../src/delivery/endpoint.js';

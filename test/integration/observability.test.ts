@@ -78,7 +78,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       1,
       workerEnvironment([us.config], harness.address, inject('workflowBundlePath')),
       {
-        // Per-merchant labels on: the assertions below name merchants (the default, "all", is case 10's test).
+        // Per-merchant labels on: the assertions below name merchants (the default, "all", is shutdown-and-pools.test.ts's).
         extraEnv: () => ({
           METRICS_ADDRESS: `127.0.0.1:${port}`,
           METRICS_GAUGE_INTERVAL: '200ms',
@@ -307,7 +307,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     ).toBe(metricValue(text, 'hold_sweeper_webhook_outcome_unknown_total'));
   }, 90_000);
 
-  it('case 4, no completed sweep: the worker exports the age of the region’s last completed sweep and the interval the alert compares it with', async () => {
+  it('no completed sweep: the worker exports the age of the region’s last completed sweep and the interval the alert compares it with', async () => {
     // The sweep in beforeAll completed and recorded itself in sweep_runs moments ago; the workers run with a 24 h
     // interval.
     await expect
@@ -627,8 +627,7 @@ describe('deployment files', () => {
       });
     }
     // The codec endpoint calls neither the ledger nor Temporal: it holds none of their credentials, nor the
-    // merchant-secret
-    // key ring (src/bin/codec-server.ts).
+    // merchant-secret key ring (src/bin/codec-server.ts).
     const codec = services.codec!;
     const codecEnv = inContainer(
       codec,
@@ -657,8 +656,7 @@ describe('deployment files', () => {
       ),
     ).toEqual([]);
     // The migrator owns the schema (ledger-init.sh makes it the databases' owner) and the operators' CLI has its own
-    // role;
-    // nothing of the product connects as the database's superuser.
+    // role; nothing of the product connects as the database's superuser.
     for (const [name, role] of [
       ['ledger-migrate', SERVICE_ROLES.migrator],
       ['ops', SERVICE_ROLES.ops],

@@ -1,8 +1,8 @@
 /**
  * The card processor's callbacks end to end (docs/processor-events.md): the receiver over real HTTP, signed by the
- * Standard Webhooks
- * reference library; events recorded in the real ledger and applied by real hold-event workflows on the shared dev
- * server; the merchants told by the real delivery machinery; and the race with the expiry release, many times.
+ * Standard Webhooks reference library; events recorded in the real ledger and applied by real hold-event workflows on
+ * the shared dev server; the merchants told by the real delivery machinery; and the race with the expiry release, many
+ * times.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {

@@ -184,7 +184,7 @@ describe('quarantine decisions', () => {
     expect((await handle.describe()).status.name).toBe('RUNNING');
   });
 
-  it('case 1, a malformed signal wedges nothing: no input, null and {} are recorded as ignored with why, and a valid one still decides', async () => {
+  it('a malformed signal wedges nothing: no input, null and {} are recorded as ignored with why, and a valid one still decides', async () => {
     const n = await night(1, [{ status: 400 }]);
     await sweep();
     const handle = await handleOf(n.expired[0]!.id);
@@ -211,7 +211,7 @@ describe('quarantine decisions', () => {
     expect(history.events!.filter((e) => e.workflowTaskFailedEventAttributes)).toEqual([]);
   });
 
-  it('case 2, operators get an answer: Updates refuse malformed input, a workflow not waiting and a stale run, before anything enters history', async () => {
+  it('operators get an answer: Updates refuse malformed input, a workflow not waiting and a stale run, before anything enters history', async () => {
     const n = await night(1, [{ status: 400 }]);
     const holdId = n.expired[0]!.id;
     await sweep();
@@ -267,7 +267,7 @@ describe('quarantine decisions', () => {
     );
   });
 
-  it('case 2, never "applied" when the workflow did not apply it: the ledger a moment ahead of the stage is refused by the workflow', async () => {
+  it('never "applied" when the workflow did not apply it: the ledger a moment ahead of the stage is refused by the workflow', async () => {
     const n = await night(1, [{ status: 503 }], 1, { initialBackoffMs: 60_000 });
     const holdId = n.expired[0]!.id;
     await sweep();
@@ -353,7 +353,7 @@ describe('bulk replay', () => {
   });
 });
 
-describe('case 8, four eyes is a check, not a convention', () => {
+describe('four eyes is a check, not a convention', () => {
   it('an approval naming a replay request is checked against the ledger: approved, by that approver, covering this run', async () => {
     const n = await night(2, [{ status: 409 }]);
     await sweep();

@@ -1,9 +1,8 @@
 /**
  * The processor receiver at its edge (docs/security.md; it once wrote whatever anyone sent): what anyone can send
- * without
- * the secret costs the database nothing and does not slow the processor's own callbacks; signed refusals go through
- * a pool of their own and are kept for a bounded time; a body is refused on its declared length before it is read;
- * slow headers and too many connections are cut off; /healthz and /metrics answer.
+ * without the secret costs the database nothing and does not slow the processor's own callbacks; signed refusals go
+ * through a pool of their own and are kept for a bounded time; a body is refused on its declared length before it is
+ * read; slow headers and too many connections are cut off; /healthz and /metrics answer.
  */
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

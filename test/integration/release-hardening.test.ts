@@ -1,9 +1,9 @@
 /**
  * Hardening, cases 5 and 6, on the real stack (dev server, embedded PostgreSQL, real workers):
- * - case 5: "expired" is decided by one clock, the ledger's: a sweep's cutoff may be earlier than it, never later, so
+ * - "expired" is decided by one clock, the ledger's: a sweep's cutoff may be earlier than it, never later, so
  *   listing and release agree; a hold workflow that ended without releasing its hold never keeps a later sweep from
  *   starting it again;
- * - case 6: the release retries locally for a few seconds only, then on durable timers; a release that can never
+ * - the release retries locally for a few seconds only, then on durable timers; a release that can never
  *   succeed ends the hold `rejected` with its reason, in bounded time, instead of retrying forever.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -106,8 +106,8 @@ async function runsOf(r: TestRegion, workflowId: string): Promise<string[]> {
   return runs;
 }
 
-describe('case 5: one clock decides "expired", the ledger\'s', () => {
-  it('case 5, the release decides "expired" by the ledger\'s clock: a sweep\'s cutoff may be earlier, never later', async () => {
+describe('one clock decides "expired", the ledger\'s', () => {
+  it('the release decides "expired" by the ledger\'s clock: a sweep\'s cutoff may be earlier, never later', async () => {
     const us = await harness.region('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5a`, { expired: 0, future: 4 }, harness.merchants);
     const [ahead, reauthorised, early, byHand] = night.future.map((h) => h.id) as [string, string, string, string];
@@ -153,7 +153,7 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     expect(await checkLedgerInvariants(us.pool)).toEqual([]);
   });
 
-  it("case 5, a sweep whose clock runs ahead of the ledger's lists only what the ledger says expired, strands nothing, and a later sweep releases the rest", async () => {
+  it("a sweep whose clock runs ahead of the ledger's lists only what the ledger says expired, strands nothing, and a later sweep releases the rest", async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5b`, { expired: 2, future: 1 }, harness.merchants);
     const lagging = night.future[0]!;
@@ -190,7 +190,7 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     expect(await checkLedgerInvariants(us.pool)).toEqual([]);
   });
 
-  it('case 5, a child that returned not_expired (started before its hold expired) does not block the next sweep', async () => {
+  it('a child that returned not_expired (started before its hold expired) does not block the next sweep', async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5c`, { expired: 0, future: 1 }, harness.merchants);
     const hold = night.future[0]!;
@@ -232,7 +232,7 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
     expect(await ledgerEntryCount(us.pool)).toBe(1);
   });
 
-  it('case 5, a child that completed without releasing (rejected, then fixed upstream) does not block the next sweep', async () => {
+  it('a child that completed without releasing (rejected, then fixed upstream) does not block the next sweep', async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c5d`, { expired: 1 }, harness.merchants);
     const hold = night.expired[0]!;
@@ -261,8 +261,8 @@ describe('case 5: one clock decides "expired", the ledger\'s', () => {
   });
 });
 
-describe('case 6: a release that cannot succeed ends, one that may succeed waits durably', () => {
-  it('case 6, the release classifies what can never succeed: a held balance it would take below zero, a released hold without its webhook', async () => {
+describe('a release that cannot succeed ends, one that may succeed waits durably', () => {
+  it('the release classifies what can never succeed: a held balance it would take below zero, a released hold without its webhook', async () => {
     const eu = await harness.region('eu');
     const night = await seedNight(eu.pool, 'eu', `${harness.id}c6a`, { expired: 2 }, harness.merchants);
     const [short, orphan] = night.expired as [(typeof night.expired)[0], (typeof night.expired)[0]];
@@ -301,7 +301,7 @@ describe('case 6: a release that cannot succeed ends, one that may succeed waits
     expect(await ledgerEntryCount(eu.pool)).toBe(1);
   });
 
-  it("case 6, a hold whose release would take the account's held balance below zero ends rejected with its reason, in bounded time", async () => {
+  it("a hold whose release would take the account's held balance below zero ends rejected with its reason, in bounded time", async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c6b`, { expired: 3 }, harness.merchants);
     const [short, ...healthy] = night.expired as [(typeof night.expired)[0], ...typeof night.expired];
@@ -328,7 +328,7 @@ describe('case 6: a release that cannot succeed ends, one that may succeed waits
     expect(rows).toEqual([]);
   });
 
-  it('case 6, a database outage during the release leaves the worker after a few seconds: durable timers until it heals, then released', async () => {
+  it('a database outage during the release leaves the worker after a few seconds: durable timers until it heals, then released', async () => {
     const us = await regionWithWorker('us');
     const night = await seedNight(us.pool, 'us', `${harness.id}c6c`, { expired: 1 }, harness.merchants);
     const hold = night.expired[0]!;

@@ -34,7 +34,7 @@ function composeDurationMs(raw: string): number {
   return parts.reduce((sum, [, n, unit]) => sum + parseDuration('stop_grace_period', `${n}${unit}`), 0);
 }
 
-describe('case 10, a regional worker and its ledger pool', () => {
+describe('a regional worker and its ledger pool', () => {
   let harness: Harness;
   let us: TestRegion;
   beforeAll(async () => {
@@ -66,7 +66,7 @@ describe('case 10, a regional worker and its ledger pool', () => {
     }
   }, 20_000);
 
-  it('case 10, the worker drains for the shutdown grace and its ledger pool has a connection for each activity and local-activity slot', async () => {
+  it('the worker drains for the shutdown grace and its ledger pool has a connection for each activity and local-activity slot', async () => {
     const { worker } = await harness.startWorker(us);
     expect(worker.options.shutdownGraceTimeMs).toBe(SHUTDOWN_GRACE_MS);
     // Longer than one webhook attempt (15 s) and the 2 s in-activity wait for the merchant's budget.
@@ -92,7 +92,7 @@ describe('case 10, a regional worker and its ledger pool', () => {
   });
 });
 
-it('case 10, docker-compose.yml: each worker container gets longer to stop than the worker takes to drain', async () => {
+it('docker-compose.yml: each worker container gets longer to stop than the worker takes to drain', async () => {
   const compose = parse(await fs.readFile(new URL('../../docker-compose.yml', import.meta.url), 'utf8')) as {
     services: Record<string, { stop_grace_period?: string; command?: string[] }>;
   };
@@ -110,7 +110,7 @@ it('case 10, docker-compose.yml: each worker container gets longer to stop than 
   expect(maxConnections).toBeGreaterThanOrEqual(2 * 2 * ledgerPoolOptions().max);
 });
 
-describe('case 10, the production entry point with its defaults', () => {
+describe('the production entry point with its defaults', () => {
   let harness: Harness;
   let us: TestRegion;
   let worker: WorkerProcesses;
@@ -154,7 +154,7 @@ describe('case 10, the production entry point with its defaults', () => {
     await harness?.close();
   });
 
-  it('case 10, merchant_id is "all" on every delivery metric: six merchants, one series per status class', async () => {
+  it('merchant_id is "all" on every delivery metric: six merchants, one series per status class', async () => {
     const { rows } = await us.pool.query<{ n: number }>('SELECT count(*)::integer AS n FROM delivery_attempts');
     const attemptLines = async () =>
       (await (await fetch(metricsUrl)).text())
@@ -176,7 +176,7 @@ describe('case 10, the production entry point with its defaults', () => {
     for (const id of merchantIds) expect(text).not.toContain(id);
   });
 
-  it('case 10, the worker says at start-up how many ledger connections it may open, how long it waits for one, and how long it drains', () => {
+  it('the worker says at start-up how many ledger connections it may open, how long it waits for one, and how long it drains', () => {
     const running = worker
       .output()
       .join('')

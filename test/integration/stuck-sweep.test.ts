@@ -68,8 +68,8 @@ async function withSchedule(
   }
 }
 
-describe('case 4: a bounded sweep', () => {
-  it('case 4, the schedule’s action carries the sweep’s execution timeout (2 h by default), also once a schedule from before the bound is updated', async () => {
+describe('a bounded sweep', () => {
+  it('the schedule’s action carries the sweep’s execution timeout (2 h by default), also once a schedule from before the bound is updated', async () => {
     const us = await harness.region('us');
     expect(loadConfig({}).sweep.timeoutMs).toBe(2 * 3_600_000);
     // The defaults but a day's interval, so that the schedule does not fire during the test.
@@ -97,7 +97,7 @@ describe('case 4: a bounded sweep', () => {
     }
   });
 
-  it('case 4, a sweep stuck on its ledger query (as in a Postgres outage) is ended by the timeout and the next scheduled sweep releases every hold once', async () => {
+  it('a sweep stuck on its ledger query (as in a Postgres outage) is ended by the timeout and the next scheduled sweep releases every hold once', async () => {
     const us = await harness.region('us');
     await harness.startWorker(us);
     const night = await seedNight(us.pool, 'us', `${harness.id}st`, { expired: 6 }, harness.merchants);
@@ -138,7 +138,7 @@ describe('case 4: a bounded sweep', () => {
     expect(await ledgerEntryCount(us.pool)).toBe(night.expired.length);
   });
 
-  it('case 4, a sweep ended by its bound while a release is still running loses nothing: its child runs on, and the next sweep starts no hold twice', async () => {
+  it('a sweep ended by its bound while a release is still running loses nothing: its child runs on, and the next sweep starts no hold twice', async () => {
     const us = await harness.region('us');
     await harness.startWorker(us);
     const night = await seedNight(us.pool, 'us', `${harness.id}cut`, { expired: 6 }, harness.merchants);

@@ -130,7 +130,7 @@ it('500 forever under the default policy: retried across the whole 3-day horizon
 /** Thirty days of a paused merchant: three weeks of a 410-disabled endpoint, and then some. */
 const HELD_DAYS = 30;
 
-it('case 3, held for 30 days behind a paused merchant: every run stays far below the event limit, DeliveryStatus does not flap, then it drains', async () => {
+it('held for 30 days behind a paused merchant: every run stays far below the event limit, DeliveryStatus does not flap, then it drains', async () => {
   const region = await harness.region('us');
   const night = await seedNight(
     region.pool,

@@ -1,13 +1,12 @@
 /**
  * Nothing a caller says moves money (docs/security.md), on the real stack, with the real `temporal` CLI used as a
- * client
- * with network access to Temporal and no payload key would use it:
- * - case 1: "expired" is decided by the ledger's clock: a sweep and a hold's release started with a cutoff in the
+ * client with network access to Temporal and no payload key would use it:
+ * - "expired" is decided by the ledger's clock: a sweep and a hold's release started with a cutoff in the
  *   future move no unexpired hold, record no future cutoff, and leave later sweeps as they were;
- * - case 2: an encrypted region refuses what is not encrypted (a workflow's input fails it before any command, a
+ * - an encrypted region refuses what is not encrypted (a workflow's input fails it before any command, a
  *   signal or Update is refused with why); the documented CLI path goes through the codec endpoint and carries only
  *   decisions the ledger recorded: one lifted from another hold, or minted, is refused by the ledger;
- * - case 3: four eyes in production: an approval needs a replay request approved by a second person, a skip a skip
+ * - four eyes in production: an approval needs a replay request approved by a second person, a skip a skip
  *   request the same way, and `alice`, ` ALICE ` and `ａｌｉｃｅ` are one person to the CLI and to the ledger.
  */
 import { randomBytes } from 'node:crypto';
@@ -133,7 +132,7 @@ async function quarantinedNight(
   return { night, rejecting, workflowIds };
 }
 
-describe('case 1: the ledger decides "expired" by its own clock', () => {
+describe('the ledger decides "expired" by its own clock', () => {
   it('a sweep and a release started from the CLI with cutoff 9999 move no unexpired hold, record no future cutoff, and later sweeps are as before', async () => {
     // No payload keys: the region has no plaintext check at all, so it is not what keeps the money where it is.
     const us = await harness.region('us');
@@ -199,7 +198,7 @@ describe('case 1: the ledger decides "expired" by its own clock', () => {
   });
 });
 
-describe('case 2: an encrypted region takes nothing in clear', () => {
+describe('an encrypted region takes nothing in clear', () => {
   const key = { id: 'k1', key: randomBytes(32) };
   let eu: TestRegion;
   beforeAll(async () => {
@@ -441,7 +440,7 @@ describe('case 2: an encrypted region takes nothing in clear', () => {
   });
 });
 
-describe('case 3: four eyes in production', () => {
+describe('four eyes in production', () => {
   const key = { id: 'k3', key: randomBytes(32) };
   let us: TestRegion;
   beforeAll(async () => {

@@ -4,8 +4,7 @@
  * release's webhook looks for the event's delivery while the event workflow is still starting it. Each hold's webhooks
  * reach the merchant in order; no merchant receives more than its rate + burst in any second; no workflow task runs
  * past the 5 s the SDK warns at (TMPRL1104). And the moment that race turns on, made to last: an event's webhook
- * written, its delivery workflow not started yet; the release's webhook waits for it instead of taking it for
- * orphaned.
+ * written, its delivery workflow not started yet; the release's webhook waits for it instead of taking it for orphaned.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';

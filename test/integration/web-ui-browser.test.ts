@@ -1,9 +1,9 @@
 /**
  * The Temporal Web UI in a real browser (docs/operating-quarantines.md): headless Chromium (Debian's, installed by
- * dev/chromium.ts when
- * missing; a machine where it cannot be fails here with the reason) driven by playwright-core opens the shared dev
- * server's UI (test/integration/global-setup.ts: UI on, codec endpoint as `npm start` runs it) after a small night
- * with a quarantined merchant, and checks what a person sees. Screenshots go to test-results/screenshots/;
+ * dev/chromium.ts when missing; a machine where it cannot be fails here with the reason) driven by playwright-core
+ * opens the shared dev server's UI (test/integration/global-setup.ts: UI on, codec endpoint as `npm start` runs it)
+ * after a small night with a quarantined merchant, and checks what a person sees. Screenshots go to
+ * test-results/screenshots/;
  * `npm run screenshots` writes them to docs/screenshots/, which the README embeds (the list, a quarantined hold).
  */
 import path from 'node:path';

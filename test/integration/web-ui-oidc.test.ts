@@ -3,8 +3,7 @@
  * in with OIDC against a real provider on loopback (dev/oidc-provider.ts: its login and consent pages, the
  * authorization-code flow), passing each signed-in user's access token to the codec endpoint, which verifies it like
  * the admin API and decodes over TLS. In headless Chromium: a user with a role reads an encrypted workflow's input in
- * clear; a signed-in user without a role does not (the codec endpoint refuses); nobody reads it without
- * signing in.
+ * clear; a signed-in user without a role does not (the codec endpoint refuses); nobody reads it without signing in.
  */
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';

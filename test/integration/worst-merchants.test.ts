@@ -1,9 +1,8 @@
 /**
  * Per-merchant signals without per-merchant series, on a ledger of 100,000 merchants: the workers' worst-merchant
- * gauges
- * (src/observability/metrics.ts) name exactly the METRICS_WORST_MERCHANTS merchants with the highest 429 share, error
- * share (at least 10 attempts in 15 minutes) and backlog age, read from the ledger; a merchant that leaves the worst
- * reads 0; the series stay that few.
+ * gauges (src/observability/metrics.ts) name exactly the METRICS_WORST_MERCHANTS merchants with the highest 429 share,
+ * error share (at least 10 attempts in 15 minutes) and backlog age, read from the ledger; a merchant that leaves the
+ * worst reads 0; the series stay that few.
  */
 import type { MetricMeter, MetricTags } from '@temporalio/common';
 import { afterAll, beforeAll, expect, it } from 'vitest';

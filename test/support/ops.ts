@@ -14,9 +14,8 @@ export function ledgerRoleUrl(region: TestRegion, service: keyof ProvidedContext
 
 /**
  * Runs `work` with the CLI configured for `region` (its database, Temporal, namespace and task queue, its
- * merchant-secret
- * key ring) in `mode`, and the payload key when the region has one; collects its output lines. The environment is
- * restored after.
+ * merchant-secret key ring) in `mode`, and the payload key when the region has one; collects its output lines. The
+ * environment is restored after.
  */
 export async function withOps(
   region: TestRegion,

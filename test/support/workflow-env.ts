@@ -46,8 +46,7 @@ function installQuietRuntime() {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
   // ERROR: the workflows log a WARN on every quarantine and ignored signal, by design (TEST_LOG_LEVEL=WARN to see
-  // them);
-  // the core warns once per worker that the test server lacks a capability of recent servers.
+  // them); the core warns once per worker that the test server lacks a capability of recent servers.
   const level = (process.env.TEST_LOG_LEVEL as 'ERROR' | undefined) ?? 'ERROR';
   Runtime.install({
     logger: new DefaultLogger(level),

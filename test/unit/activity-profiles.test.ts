@@ -17,7 +17,7 @@ import { InvalidDeliveryPolicyError, resolveDeliveryPolicy } from '../../src/del
 const SLOW_WORKFLOW_TASK_MS = 5_000;
 
 describe('the release profile (ledgerLocalActivity)', () => {
-  it('case 6, the release retries locally for a few seconds only, then on durable timers', () => {
+  it('the release retries locally for a few seconds only, then on durable timers', () => {
     const { retry, localRetryThreshold } = ledgerLocalActivity;
     expect(localRetryThreshold).toBeDefined();
     const thresholdMs = msToNumber(localRetryThreshold!);
@@ -37,7 +37,7 @@ describe('the release profile (ledgerLocalActivity)', () => {
     expect(localMs).toBeLessThan(SLOW_WORKFLOW_TASK_MS);
   });
 
-  it('case 6, a release that can never succeed is not retried: its named failure types are non-retryable', () => {
+  it('a release that can never succeed is not retried: its named failure types are non-retryable', () => {
     expect(ledgerLocalActivity.retry!.nonRetryableErrorTypes).toEqual(
       expect.arrayContaining([...RELEASE_FAILURE_TYPES]),
     );
@@ -69,7 +69,7 @@ describe('the delivery profiles are derived from the policy table, and bounded',
     expect(retry!.nonRetryableErrorTypes).toEqual(Object.keys(DELIVERY_FAILURE_TYPES));
   });
 
-  it('case 4, a merchant policy cannot set an attempt timeout past the bound: a named error, the bound itself accepted', () => {
+  it('a merchant policy cannot set an attempt timeout past the bound: a named error, the bound itself accepted', () => {
     expect(() => resolveDeliveryPolicy('m_1', { attemptTimeoutMs: 600_000 })).toThrow(InvalidDeliveryPolicyError);
     expect(() => resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS + 1 })).toThrow(/up to 30000/);
     expect(resolveDeliveryPolicy('m_1', { attemptTimeoutMs: MAX_ATTEMPT_TIMEOUT_MS }).attemptTimeoutMs).toBe(
@@ -78,7 +78,7 @@ describe('the delivery profiles are derived from the policy table, and bounded',
   });
 });
 
-describe("case 5, a merchant's own cap on requests in flight", () => {
+describe("a merchant's own cap on requests in flight", () => {
   it('maxInFlight is a whole number from 1 to 1000 in the policy; unset, the workers’ default applies', () => {
     expect(resolveDeliveryPolicy('m_1', { maxInFlight: 20 }).maxInFlight).toBe(20);
     expect(resolveDeliveryPolicy('m_1', {}).maxInFlight).toBeUndefined();

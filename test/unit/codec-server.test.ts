@@ -50,7 +50,7 @@ function post(
   return fetch(`${server.url}${route}`, { method: 'POST', headers: { 'X-Namespace': namespace, ...headers }, body });
 }
 
-describe('case 9, fail closed: the codec endpoint', () => {
+describe('fail closed: the codec endpoint', () => {
   it('refuses an empty or malformed CODEC_CORS_ORIGIN at start-up with a named error', async () => {
     for (const value of ['', ' , ', 'localhost:8080', 'http://localhost:8080/ui', 'ftp://ui.example']) {
       expect(() => loadConfig({ CODEC_CORS_ORIGIN: value }), value).toThrow(ConfigError);

@@ -248,7 +248,7 @@ describe('dataConverterFor', () => {
   });
 });
 
-describe('case 7, residency: failure messages and stacks are encrypted too', () => {
+describe('residency: failure messages and stacks are encrypted too', () => {
   it("the data converter of workers and clients encodes a failure's message and stack into a payload the codec seals", async () => {
     const { failureConverterPath, payloadCodecs } = dataConverterFor({ namespace: US, payloadKeys: [k1] });
     const { failureConverter } = createRequire(import.meta.url)(failureConverterPath) as {

@@ -293,14 +293,14 @@ describe('config', () => {
     ['an @', 'mysql://ledger:Pw5x@Qz8k@db/ledger', 'Pw5x@Qz8k'],
     ['a slash after digits (a parser would read a port)', 'mysql://ledger:44331/Qz8k@db/ledger', '44331/Qz8k'],
     ['a colon', 'mysql://ledger:Pw5x:Qz8k@db/ledger', 'Pw5x:Qz8k'],
-  ])('case 4, never echoes a database password holding %s', (_what, url, password) => {
+  ])('never echoes a database password holding %s', (_what, url, password) => {
     const err = configError({ DATABASE_URL_US: url });
     expect(err.message).toContain('DATABASE_URL_US');
     for (const part of [password, ...password.split(/[/@:]/)]) expect(err.message).not.toContain(part);
     expect(redactUrl(url)).toBe('mysql://ledger:***@db/ledger');
   });
 
-  it('case 4, a bounded sweep: SWEEP_TIMEOUT defaults to 100 pages × 60 s + the final release wait + slack, and never undercuts that wait', () => {
+  it('a bounded sweep: SWEEP_TIMEOUT defaults to 100 pages × 60 s + the final release wait + slack, and never undercuts that wait', () => {
     expect(DEFAULT_SWEEP_TIMEOUT_MS).toBe(100 * 60_000 + DEFAULT_RELEASE_WAIT_MS + 10 * 60_000);
     // config.ts keeps its own copy so that loading configuration never loads workflow code.
     expect(SWEEP_RELEASE_WAIT_MS).toBe(DEFAULT_RELEASE_WAIT_MS);

@@ -239,7 +239,7 @@ describe('endpoint guard', () => {
     ).toEqual(Array(8).fill(true));
     expect(['8.8.8.8', '172.32.0.1', '2606:4700::1111'].map(isForbiddenAddress)).toEqual([false, false, false]);
   });
-  it('case 9, fail closed: NAT64 and IPv4 hidden in IPv6 notation are refused too', () => {
+  it('fail closed: NAT64 and IPv4 hidden in IPv6 notation are refused too', () => {
     const disguised = [
       '64:ff9b::a00:1',
       '64:ff9b::7f00:1',

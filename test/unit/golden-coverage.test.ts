@@ -1,9 +1,9 @@
 /**
  * Coverage you cannot forget: the golden sets (test/golden/histories/<release>/) hold a recording of every waiting
- * point
- * the workflows declare (src/workflows/waiting-points.ts), left every way it can be left; each set's coverage.json says
- * what each history covers, and is what the histories show; and the workflows' source waits nowhere the list does not
- * name, as far as a reading of the source can tell. The replay itself is test/integration/golden-histories.test.ts.
+ * point the workflows declare (src/workflows/waiting-points.ts), left every way it can be left; each set's
+ * coverage.json says what each history covers, and is what the histories show; and the workflows' source waits nowhere
+ * the list does not name, as far as a reading of the source can tell. The replay itself is
+ * test/integration/golden-histories.test.ts.
  */
 import fs from 'node:fs';
 import path from 'node:path';

@@ -44,8 +44,8 @@ function recordAttempts(meter: MetricMeter, merchants: number): void {
   }
 }
 
-describe('case 10, the merchant_id label', () => {
-  it('case 10, by default every merchant counts under merchant_id="all": 100,000 merchants, four series', () => {
+describe('the merchant_id label', () => {
+  it('by default every merchant counts under merchant_id="all": 100,000 merchants, four series', () => {
     const series = new Set<string>();
     recordAttempts(withMerchantLabel(recordingMeter(series), loadConfig({}).observability.merchantLabel), 100_000);
     expect([...series].sort()).toEqual([
@@ -56,7 +56,7 @@ describe('case 10, the merchant_id label', () => {
     ]);
   });
 
-  it('case 10, METRICS_MERCHANT_LABEL=per-merchant gives each merchant its own series', () => {
+  it('METRICS_MERCHANT_LABEL=per-merchant gives each merchant its own series', () => {
     const series = new Set<string>();
     const config = loadConfig({ METRICS_MERCHANT_LABEL: 'per-merchant' });
     recordAttempts(withMerchantLabel(recordingMeter(series), config.observability.merchantLabel), 20);
@@ -64,7 +64,7 @@ describe('case 10, the merchant_id label', () => {
     expect(series).toContain('hold_sweeper_webhook_attempts{"merchant_id":"m_10","status_class":"429"}');
   });
 
-  it('case 10, METRICS_MERCHANT_LABEL accepts all or per-merchant, and names itself otherwise', () => {
+  it('METRICS_MERCHANT_LABEL accepts all or per-merchant, and names itself otherwise', () => {
     expect(loadConfig({ METRICS_MERCHANT_LABEL: 'all' }).observability.merchantLabel).toBe('all');
     expect(() => loadConfig({ METRICS_MERCHANT_LABEL: 'top-100' })).toThrow(ConfigError);
     expect(() => loadConfig({ METRICS_MERCHANT_LABEL: 'top-100' })).toThrow(

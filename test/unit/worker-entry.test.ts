@@ -13,7 +13,7 @@ import { expect, it } from 'vitest';
 const SPAWN_MS = 60_000;
 
 it(
-  'case 9, fail closed: npm run worker without HOLD_SWEEPER_MODE refuses to start, naming the variable',
+  'fail closed: npm run worker without HOLD_SWEEPER_MODE refuses to start, naming the variable',
   () => {
     const env = {
       PATH: process.env.PATH,
@@ -40,7 +40,7 @@ it(
 );
 
 it(
-  'case 4, fail closed: npm run codec-server without HOLD_SWEEPER_MODE refuses to start (in dev its token is optional)',
+  'fail closed: npm run codec-server without HOLD_SWEEPER_MODE refuses to start (in dev its token is optional)',
   () => {
     const env = {
       PATH: process.env.PATH,
@@ -61,7 +61,7 @@ it(
 );
 
 it(
-  'case 4, fail closed: npm run ops without HOLD_SWEEPER_MODE refuses, even `merchant ping` (dev would allow private addresses)',
+  'fail closed: npm run ops without HOLD_SWEEPER_MODE refuses, even `merchant ping` (dev would allow private addresses)',
   () => {
     const env = {
       PATH: process.env.PATH,
