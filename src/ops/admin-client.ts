@@ -38,6 +38,17 @@ export class AdminApiError extends Error {
   }
 }
 
+/** The API did not answer: nothing listens at its URL, the network refused, or no answer came in time. */
+export class AdminApiUnreachable extends Error {
+  override readonly name = 'AdminApiUnreachable';
+  constructor(
+    readonly url: string,
+    why: string,
+  ) {
+    super(`the admin API at ${url} did not answer (${why}); is HOLD_SWEEPER_API_URL_<REGION> right, and is it up?`);
+  }
+}
+
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** The admin API of the region asked for, when one is configured; undefined: the CLI runs the verbs itself. */
@@ -136,6 +147,11 @@ async function callApi(base: URL, token: string, verbId: string, input: VerbInpu
     },
     ...(verb.method === 'POST' ? { body: JSON.stringify(rest) } : {}),
     signal: AbortSignal.timeout(10 * 60_000),
+  }).catch((err: Error & { cause?: { code?: string; message?: string } }) => {
+    // fetch says only "fetch failed"; its cause says why (ECONNREFUSED, a certificate, a timeout). The URL without its
+    // query: the path names the verb, and nothing secret is in it (the token travels in a header).
+    const why = err.name === 'TimeoutError' ? 'no answer within 10 minutes' : (err.cause?.message ?? err.message);
+    throw new AdminApiUnreachable(`${url.origin}${url.pathname}`, why);
   });
   const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined;
   if (!response.ok) {

@@ -25,7 +25,7 @@ import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
-import { AdminApiError, adminApiFromEnv, type Verbs } from './admin-client.js';
+import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from './admin-client.js';
 import type { MerchantView } from './merchants.js';
 import type { HeldDeliveriesTold } from './send-pauses.js';
 import type { SweepsState } from './sweep-pauses.js';
@@ -120,6 +120,30 @@ HOLD_SWEEPER_MODE must be set: production (four eyes, the SSRF guard) or dev (a 
 Identities (--by, --requested-by) are compared case- and width-insensitively: "Alice" and "alice" are one person.
 Policy overrides: e.g. --policy '{"retryHorizonMs": 86400000}' (keys in docs/webhooks.md). Durations: 30s, 15m, 24h, 7d.
 Reasons: rejected, exhausted, endpoint_gone, bad_url, missing_secret, invalid_policy. Times: ISO 8601.`;
+
+/**
+ * The help of one command (`status --help`, `merchant add --help`): its entries of HELP (a line that starts with it,
+ * and the lines that continue it), then the options every command takes. A sub-command that names no entry falls back
+ * to the command's.
+ */
+function helpFor(command: string, sub: string | undefined): string {
+  const [title, , ...rest] = HELP.split('\n\n');
+  const footer = rest.at(-1)!;
+  const entries = rest.slice(0, -1).flatMap((block) => block.split('\n'));
+  const pick = (prefix: string) => {
+    const picked: string[] = [];
+    let inside = false;
+    for (const line of entries) {
+      // An entry starts two spaces in; the lines that continue it, further in.
+      if (/^ {2}\S/.test(line)) inside = `${line.slice(2)} `.startsWith(`${prefix} `);
+      if (inside) picked.push(line);
+    }
+    return picked;
+  };
+  const named = sub === undefined ? [] : pick(`${command} ${sub}`);
+  const usage = `Usage: npm run ops -- ${named.length > 0 ? `${command} ${sub}` : command} [options]`;
+  return [title, '', usage, '', ...(named.length > 0 ? named : pick(command)), '', footer].join('\n');
+}
 
 const WEBHOOK_STATUSES: readonly DeliveryStatus[] = ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'];
 
@@ -325,9 +349,16 @@ export async function runOps(
 ): Promise<number> {
   const { values, positionals } = parseCommandLine(argv);
   const [command, sub, arg, fourth] = positionals;
-  if (values.help || !command) {
+  if (!command) {
     out(HELP);
     return values.help ? 0 : 2;
+  }
+  // What is not a command is refused before any configuration is read: the mistake is the command, not the setup.
+  if (!COMMANDS.has(command))
+    throw new ConfigError('command', command, `one of ${[...COMMANDS.keys()].join(', ')} (see --help)`);
+  if (values.help) {
+    out(helpFor(command, sub));
+    return 0;
   }
   const print = (human: string, data: unknown) => out(values.json ? JSON.stringify(data, null, 2) : human);
   // Through the admin API when one is configured: this machine then holds a token, no database URL and no key.
@@ -409,14 +440,7 @@ async function runCommand(
       throw new ConfigError('--rate', values.rate as string, `${what} per second, > 0`);
     return rate;
   };
-  const handler = COMMANDS.get(command);
-  if (!handler) {
-    throw new ConfigError(
-      'command',
-      command,
-      'one of sweep-now, sweeps, status, quarantine, webhooks, replay, approve, discard, resend, merchant, destination, events, sends, reviews, audit (see --help)',
-    );
-  }
+  const handler = COMMANDS.get(command)!;
   return handler({
     region: verbs.region,
     call: verbs.call,
@@ -1024,6 +1048,7 @@ const NAMED = [
   InvalidDeliveryPolicyError,
   MissingSigningSecret,
   AdminApiError,
+  AdminApiUnreachable,
 ];
 
 /**
