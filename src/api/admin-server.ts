@@ -24,8 +24,8 @@ import { inTransaction } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '../sql/audit.js';
 import { ADMIN_VERBS, auditOf, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
-import { apiLogging, apiRefusals } from './refusals.js';
-import { log, type Logger } from '../observability/logger.js';
+import { apiRefusals } from './refusals.js';
+import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
 export interface AdminServerOptions {
@@ -95,7 +95,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   const { pool } = context;
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
-    ...apiLogging(options.logger ?? log),
+    ...fastifyLogging(options.logger ?? log),
     // Bodies are small JSON objects; nothing an operator sends is large.
     bodyLimit: 64 * 1024,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', useDefaults: true, allErrors: false } },

@@ -19,8 +19,8 @@ import type { Region } from '../contracts/regions.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { insertAudit } from '../sql/audit.js';
-import { apiLogging, apiRefusals } from './refusals.js';
-import { log, type Logger } from '../observability/logger.js';
+import { apiRefusals } from './refusals.js';
+import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from './merchant-keys.js';
 
@@ -127,7 +127,7 @@ export async function buildMerchantServer(
   const startsWithinSeconds = Math.round((options.resendsStartWithinMs ?? 5 * 60_000) / 1000);
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
-    ...apiLogging(options.logger ?? log),
+    ...fastifyLogging(options.logger ?? log),
     bodyLimit: 16 * 1024,
     // Slow or idle clients are dropped: it faces the internet.
     connectionTimeout: 10_000,

@@ -7,25 +7,13 @@
  * like (docs/security.md#the-audit). The counter is exported on the API's metrics address. The health probe is not
  * logged: an orchestrator asks every few seconds.
  */
-import { randomUUID } from 'node:crypto';
-import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
-import type { Logger } from '../observability/logger.js';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { CounterRegistry } from '../observability/prometheus-text.js';
 import { sampledLog } from '../observability/sampled-log.js';
 
 export interface Refusals {
   /** One refusal of `request`: counted by status and name, logged by sample, left out of the access log. */
   refused(request: FastifyRequest, status: number, error: string): void;
-}
-
-/** Fastify's options for an API on `logger`: request ids of its own (callers cannot choose what the audit says). */
-export function apiLogging(logger: Logger) {
-  return {
-    loggerInstance: logger as FastifyBaseLogger,
-    disableRequestLogging: true,
-    requestIdLogLabel: 'requestId',
-    genReqId: () => randomUUID(),
-  } as const;
 }
 
 export function apiRefusals(

@@ -7,15 +7,14 @@
  * Who may decode: with `identity`, every request carries the signed-in user's OIDC access token (the Web UI passes it,
  * `TEMPORAL_CODEC_PASS_ACCESS_TOKEN`), verified like the admin API's; the caller's subject is logged with what it
  * decoded (the namespace and how many payloads: the UI does not say which workflow). In dev, a static token
- * (`authToken`) may stand in; production refuses one (src/config.ts).
+ * (`authToken`) may stand in; production refuses one (src/config.ts). Fastify, as the APIs: each line carries the
+ * request's id.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import http from 'node:http';
-import https from 'node:https';
-import type net from 'node:net';
 import type { Payload, PayloadCodec } from '@temporalio/common';
+import fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { ConfigError } from '../errors.js';
-import type { Logger } from '../observability/logger.js';
+import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 
 export interface CodecServerOptions {
@@ -95,101 +94,102 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
     'codec requests answered, by route and status',
     ['route', 'status'],
   );
-  const listener = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    res.once('finish', () => {
-      const route = new URL(req.url ?? '/', 'http://codec').pathname;
-      requestsTotal.inc({
-        route: ['/encode', '/decode', '/metrics'].includes(route) ? route : 'other',
-        status: String(res.statusCode),
-      });
-    });
-    handle(req, res).catch((err: unknown) => {
-      // Never an unhandled rejection: answer (if we still can) and go on serving.
-      options.logger?.error({ err, route: req.url?.split('?')[0]?.slice(0, 120) }, 'codec request failed');
-      if (!res.headersSent) res.writeHead(500, { 'Content-Type': 'application/json' });
-      res.end(JSON.stringify({ error: `${(err as Error).name}: ${(err as Error).message}` }));
-    });
-  };
-  const server = options.https ? https.createServer(options.https, listener) : http.createServer(listener);
+  const app = fastify({
+    ...(options.https ? { https: options.https } : {}),
+    ...fastifyLogging(options.logger ?? silentLogger()),
+    bodyLimit: MAX_BODY_BYTES,
+  });
+  // Whatever the caller calls it (the Web UI says application/json, a script may say nothing), the body is read as
+  // text and parsed here, so a malformed one is this endpoint's 400, not a parser's.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse) {
-    const origin = req.headers.origin;
-    const headers: Record<string, string> = {
-      'Access-Control-Allow-Methods': 'POST, OPTIONS',
-      // authorization-extras: the Web UI sends the user's ID token in it beside the access token.
-      'Access-Control-Allow-Headers': 'Content-Type, X-Namespace, Authorization, Authorization-Extras',
-      'Access-Control-Allow-Credentials': 'true',
-      Vary: 'Origin',
-    };
+  app.addHook('onRequest', async (request, reply) => {
     // Only a listed origin is echoed; any other browser origin gets no CORS grant at all.
-    if (origin && options.corsOrigins.includes(origin)) headers['Access-Control-Allow-Origin'] = origin;
-    const reply = (status: number, body?: unknown) => {
-      res.writeHead(status, body === undefined ? headers : { ...headers, 'Content-Type': 'application/json' });
-      res.end(body === undefined ? undefined : JSON.stringify(body));
-    };
-    if (req.method === 'OPTIONS') return reply(200);
-    if (req.method === 'GET' && new URL(req.url ?? '/', 'http://codec').pathname === '/metrics') {
-      res.writeHead(200, { 'Content-Type': 'text/plain; version=0.0.4' });
-      res.end(metrics.render());
-      return;
-    }
-    // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
-    const route = /^\/(encode|decode)$/.exec(new URL(req.url ?? '/', 'http://codec').pathname);
-    if (req.method !== 'POST' || !route) return reply(404, { error: 'POST /encode or /decode' });
-    // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key.
-    const namespace = req.headers['x-namespace'];
-    const kind = route[1] as 'encode' | 'decode';
-    let caller: { subject: string } | undefined;
+    const origin = request.headers.origin;
+    reply.headers({
+      'access-control-allow-methods': 'POST, OPTIONS',
+      // authorization-extras: the Web UI sends the user's ID token in it beside the access token.
+      'access-control-allow-headers': 'Content-Type, X-Namespace, Authorization, Authorization-Extras',
+      'access-control-allow-credentials': 'true',
+      vary: 'Origin',
+      ...(origin && options.corsOrigins.includes(origin) ? { 'access-control-allow-origin': origin } : {}),
+    });
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url;
+    requestsTotal.inc({
+      route: route === '/encode' || route === '/decode' || route === '/metrics' ? route : 'other',
+      status: String(reply.statusCode),
+    });
+  });
+  app.setErrorHandler(async (err: Error & { statusCode?: number }, request, reply) => {
+    if (err.statusCode === 413) return reply.status(413).send({ error: 'request body too large' });
+    // Never an unhandled rejection: answer and go on serving.
+    request.log.error({ err }, 'codec request failed');
+    return reply.status(500).send({ error: `${err.name}: ${err.message}` });
+  });
+  app.setNotFoundHandler(async (_request, reply) => reply.status(404).send({ error: 'POST /encode or /decode' }));
+
+  app.options('/*', async (_request, reply) => reply.status(200).send());
+  app.get('/metrics', async (_request, reply) => reply.type('text/plain; version=0.0.4').send(metrics.render()));
+  // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
+  for (const kind of ['encode', 'decode'] as const) {
+    // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key. Who asks is
+    // decided before the body is read.
+    app.post(`/${kind}`, { onRequest: async (request, reply) => admit(kind, request, reply) }, async (request, reply) =>
+      code(kind, request, reply),
+    );
+  }
+
+  /** Who may ask: a verified user with a role for `kind` in the namespace's region, or (dev) the static token. */
+  async function admit(kind: 'encode' | 'decode', request: FastifyRequest, reply: FastifyReply) {
+    const namespace = request.headers['x-namespace'];
     if (options.identity) {
       let verified: Awaited<ReturnType<NonNullable<CodecServerOptions['identity']>['authenticate']>>;
       try {
-        verified = await options.identity.authenticate(req.headers.authorization);
+        verified = await options.identity.authenticate(request.headers.authorization);
       } catch (err) {
         if ((err as Error).name !== 'Unauthenticated') throw err;
-        return reply(401, { error: (err as Error).message });
+        return reply.status(401).send({ error: (err as Error).message });
       }
-      caller = verified;
       const held = typeof namespace === 'string' ? verified.rolesIn(namespace) : [];
       if (!ROUTE_ROLES[kind].some((role) => held.includes(role))) {
-        return reply(403, {
+        return reply.status(403).send({
           error: `${verified.subject} holds none of the roles ${ROUTE_ROLES[kind].join(', ')} in namespace ${JSON.stringify(namespace)}`,
         });
       }
-    } else if (options.authToken && !authorized(req.headers.authorization, options.authToken)) {
-      return reply(401, { error: 'missing or wrong bearer token' });
+      callers.set(request, verified);
+    } else if (options.authToken && !authorized(request.headers.authorization, options.authToken)) {
+      return reply.status(401).send({ error: 'missing or wrong bearer token' });
     }
     const plain = typeof namespace === 'string' && (options.plainNamespaces ?? []).includes(namespace);
-    const codec = typeof namespace === 'string' ? options.codecs.get(namespace) : undefined;
-    if (!codec && !plain)
-      return reply(400, { error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
+    if (!plain && (typeof namespace !== 'string' || !options.codecs.has(namespace)))
+      return reply.status(400).send({ error: `no codec for namespace ${JSON.stringify(namespace)}; send X-Namespace` });
+  }
+  const callers = new WeakMap<FastifyRequest, { subject: string }>();
 
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const chunk of req) {
-      size += (chunk as Buffer).length;
-      if (size > MAX_BODY_BYTES) return reply(413, { error: 'request body too large' });
-      chunks.push(chunk as Buffer);
-    }
+  async function code(kind: 'encode' | 'decode', request: FastifyRequest, reply: FastifyReply) {
+    const namespace = request.headers['x-namespace'] as string;
+    const codec = options.codecs.get(namespace);
     try {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { payloads?: JsonPayload[] };
+      const body = JSON.parse((request.body as string | undefined) ?? '') as { payloads?: JsonPayload[] };
       const payloads = (body.payloads ?? []).map(toPayload);
       const result = !codec
         ? payloads
         : kind === 'encode'
           ? await codec.encode(payloads)
           : await codec.decode(payloads);
-      reply(200, { payloads: result.map(toJson) });
+      const caller = callers.get(request);
       if (caller)
-        options.logger?.info({ subject: caller.subject, namespace, payloads: payloads.length }, `payloads ${kind}d`);
+        request.log.info({ subject: caller.subject, namespace, payloads: payloads.length }, `payloads ${kind}d`);
+      return reply.send({ payloads: result.map(toJson) });
     } catch (err) {
-      reply(400, { error: `${(err as Error).name}: ${(err as Error).message}` });
+      return reply.status(400).send({ error: `${(err as Error).name}: ${(err as Error).message}` });
     }
   }
 
-  await new Promise<void>((resolve) => server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve));
-  const { address, port } = server.address() as net.AddressInfo;
-  return {
-    url: `${options.https ? 'https' : 'http'}://${address}:${port}`,
-    stop: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
+  const { address, port } = app.server.address() as { address: string; port: number };
+  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, stop: () => app.close() };
 }

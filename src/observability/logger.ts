@@ -10,6 +10,8 @@
  */
 import { trace } from '@opentelemetry/api';
 import type { Logger as TemporalLogger, LogLevel, LogMetadata } from '@temporalio/common';
+import { randomUUID } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger } from 'pino';
@@ -59,6 +61,19 @@ export function nameProcess(service: string): Logger {
 export function exitOnFatal(err: unknown, code = 1): never {
   log.fatal({ err }, err instanceof Error ? `${err.name}: ${err.message}` : String(err));
   process.exit(code);
+}
+
+/**
+ * Fastify's options for a server on `logger` (the APIs, the codec endpoint): each request's lines carry its
+ * `requestId`, one of the server's own (a caller cannot choose what the audit and the logs call its request).
+ */
+export function fastifyLogging(logger: Logger) {
+  return {
+    loggerInstance: logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    requestIdLogLabel: 'requestId',
+    genReqId: () => randomUUID(),
+  } as const;
 }
 
 /** For what runs in-process beside a louder story (the demo, benchmarks, tests): lines nobody reads. */

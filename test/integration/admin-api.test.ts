@@ -719,7 +719,9 @@ describe('the codec endpoint behind the same identity', () => {
       rolesClaim: 'roles',
       clockToleranceSeconds: 5,
     });
-    const { logger, lines: logged } = capturedLogger('codec-server');
+    const { logger, lines } = capturedLogger('codec-server');
+    /** Who encoded or decoded what: its lines about payloads (Fastify also says where it listens). */
+    const logged = () => lines.filter((l) => String(l.msg).startsWith('payloads'));
     const namespace = 'hold-sweeper-us';
     const codecToken = (clientId: string) => oidc.token(clientId, CODEC_AUDIENCE);
     const codec = await startCodecServer({
@@ -763,8 +765,15 @@ describe('the codec endpoint behind the same identity', () => {
       expect(encoded.status).toBe(200);
       const decoded = await as(await codecToken('vera'), '/decode', encoded.body);
       expect(decoded).toMatchObject({ status: 200, body: { payloads } });
-      expect(logged).toEqual([
-        expect.objectContaining({ level: 'info', msg: 'payloads encoded', subject: 'oscar', namespace, payloads: 1 }),
+      expect(logged()).toEqual([
+        expect.objectContaining({
+          level: 'info',
+          msg: 'payloads encoded',
+          subject: 'oscar',
+          namespace,
+          payloads: 1,
+          requestId: expect.any(String),
+        }),
         expect.objectContaining({ level: 'info', msg: 'payloads decoded', subject: 'vera', namespace, payloads: 1 }),
       ]);
       // A viewer decodes, never encodes; an operator of the other region neither, here.
@@ -795,7 +804,7 @@ describe('the codec endpoint behind the same identity', () => {
           .status,
       ).toBe(403);
       // Nothing was decoded for the refused ones (the US operator's encode is the third line).
-      expect(logged).toHaveLength(3);
+      expect(logged()).toHaveLength(3);
     } finally {
       await codec.stop();
       await fs.rm(dir, { recursive: true, force: true });

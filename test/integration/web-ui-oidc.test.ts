@@ -38,7 +38,7 @@ let dir: string;
 let holdId: string;
 let merchantId: string;
 const decodeLog = capturedLogger('codec-server');
-const decodedFor = () => decodeLog.lines.map((line) => line.subject);
+const decodedFor = () => decodeLog.lines.filter((line) => line.subject !== undefined).map((line) => line.subject);
 
 beforeAll(async () => {
   dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-ui-oidc-'));
