@@ -15,7 +15,8 @@
  * which someone must read) gets a row in processor_requests_refused, through a pool of its own (`refusalPool`) with a
  * timeout, so refusals never take a connection from recording; rows older than `refusedRetentionMs` are deleted. The
  * headers are checked before the body is read, a declared Content-Length over the limit is answered 413 unread, and
- * the server bounds connections and how long headers and requests may take, checked every second.
+ * the server bounds connections and how long headers and requests may take, checked every second. Fastify, as the
+ * APIs: its OpenAPI document written from its routes' schemas (./openapi.ts), each line with the request's id.
  *
  * Applying is not the receiver's job: after answering, it hands the event to its hold's workflow (signal-with-start,
  * src/workflows/hold-events.ts) and marks it dispatched. A receiver killed between recording and handing over, or a
@@ -27,8 +28,10 @@ import { createHash } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import swagger from '@fastify/swagger';
 import { SpanKind, trace } from '@opentelemetry/api';
 import type { Client } from '@temporalio/client';
+import fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
 import {
@@ -48,17 +51,16 @@ import {
 } from '../delivery/standard-webhooks.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
-import { log, type Logger } from '../observability/logger.js';
+import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
-import { receiverOpenApi } from './openapi.js';
+import { EVENTS_SCHEMA, HEALTH_SCHEMA, OPENAPI_INFO } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
 export const PROCESSOR_EVENTS_PATH = '/processor/events';
 
 export const HEALTH_PATH = '/healthz';
-/** Its OpenAPI document (src/processor/openapi.ts). */
+/** Its OpenAPI document, written from its routes' schemas (src/processor/openapi.ts). */
 export const OPENAPI_PATH = '/openapi.json';
-const OPENAPI_DOCUMENT = receiverOpenApi({ events: PROCESSOR_EVENTS_PATH, health: HEALTH_PATH });
 
 /** A hold event is a few hundred bytes; anything near this is not one. */
 const MAX_BODY_BYTES = 64 * 1024;
@@ -241,19 +243,26 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     void p.finally(() => handingOver.delete(p));
   };
 
-  /** Answers a refusal; a signed one is also written (its own pool, bounded in time), an unsigned one only counted. */
+  /**
+   * Answers a refusal; a signed one is also written (its own pool, bounded in time), an unsigned one only counted.
+   * `close`: the body was left unread (too large, or of unknown length), so the connection goes with the answer.
+   */
   async function refuse(
-    res: http.ServerResponse,
+    request: FastifyRequest,
+    reply: FastifyReply,
     refusal: Refusal,
     eventId: string | null,
     body: string | null,
     close = false,
-  ): Promise<void> {
-    if (close) res.setHeader('connection', 'close');
-    send(res, refusal.statusCode, { error: refusal.code, message: refusal.message });
+  ): Promise<FastifyReply> {
+    if (close) reply.header('connection', 'close');
+    void reply.status(refusal.statusCode).send({ error: refusal.code, message: refusal.message });
     refusedTotal.inc({ region, reason: refusal.code });
-    if (UNSIGNED_REFUSALS.has(refusal.code)) return reportSampled(refusal);
-    report('warn', 'processor request refused', { region, status: refusal.statusCode, error: refusal.code, eventId });
+    if (UNSIGNED_REFUSALS.has(refusal.code)) {
+      reportSampled(refusal);
+      return reply;
+    }
+    request.log.warn({ region, status: refusal.statusCode, error: refusal.code, eventId }, 'processor request refused');
     try {
       await withTimeout(
         events.recordRefused(refusalPool, {
@@ -266,102 +275,9 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
         REFUSAL_RECORD_TIMEOUT_MS,
       );
     } catch (err) {
-      report('warn', 'refused processor request not recorded', { region, error: (err as Error).message });
+      request.log.warn({ region, error: (err as Error).message }, 'refused processor request not recorded');
     }
-  }
-
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-    const path = (req.url ?? '').split('?')[0];
-    if (req.method === 'GET' && path === HEALTH_PATH) return send(res, 200, { status: 'ok', region });
-    if (req.method === 'GET' && path === OPENAPI_PATH) return send(res, 200, OPENAPI_DOCUMENT);
-    // Whatever is refused before the body is read leaves it unread: a body of unknown length (chunked) could go on
-    // for as long as the request timeout allows, so its connection is closed instead of drained.
-    const unread = req.headers['content-length'] === undefined && req.headers['transfer-encoding'] !== undefined;
-    const early = (refusal: Refusal) => refuse(res, refusal, null, null, unread);
-    if (path !== PROCESSOR_EVENTS_PATH)
-      return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
-    if (req.method !== 'POST')
-      return early(new Refusal(405, 'MethodNotAllowed', `${req.method} is not allowed; use POST`));
-    const declared = Number(req.headers['content-length'] ?? 0);
-    if (declared > MAX_BODY_BYTES)
-      return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
-    let signed: WebhookHeaders;
-    try {
-      signed = checkWebhookHeaders(
-        header(req, 'webhook-id'),
-        header(req, 'webhook-timestamp'),
-        header(req, 'webhook-signature'),
-        nowSeconds(),
-      );
-    } catch (err) {
-      if (!(err instanceof WebhookUnverified)) throw err;
-      return early(new Refusal(401, err.reason, err.message));
-    }
-    const eventId = signed.id;
-    const body = await readBody(req);
-    if (body === undefined)
-      return refuse(res, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
-    let accepted: AcceptedEvent;
-    try {
-      verifySignature(processorKey, signed, body, 'the processor secret');
-    } catch (err) {
-      if (!(err instanceof WebhookUnverified)) throw err;
-      return refuse(res, new Refusal(401, err.reason, err.message), null, null);
-    }
-    try {
-      accepted = parseEvent(eventId, body);
-    } catch (err) {
-      if (!(err instanceof Refusal)) throw err;
-      return refuse(res, err, EVENT_ID_PATTERN.test(eventId) ? eventId : null, body);
-    }
-
-    // A verified event starts its hold's trace (src/observability/tracing.ts): its recording, and the signal that hands
-    // it to the hold's workflow, which the client's interceptor carries on.
-    await trace
-      .getTracer('hold-sweeper')
-      .startActiveSpan(
-        'processor event',
-        { kind: SpanKind.SERVER, attributes: { 'hold.id': accepted.holdId, 'processor.event_id': accepted.eventId } },
-        async (span) => {
-          try {
-            await recordAndHandOver(accepted, body, res);
-          } finally {
-            span.end();
-          }
-        },
-      );
-  }
-
-  async function recordAndHandOver(accepted: AcceptedEvent, body: string, res: http.ServerResponse): Promise<void> {
-    const { eventId } = accepted;
-    let outcome: events.RecordOutcome;
-    try {
-      outcome = await withTimeout(events.recordEvent(pool, accepted), recordTimeoutMs);
-    } catch (err) {
-      eventsTotal.inc({ region, outcome: 'not_recorded' });
-      report('warn', 'processor event not recorded: answered 503, the processor retries', {
-        region,
-        eventId,
-        error: (err as Error).message,
-      });
-      return send(res, 503, { error: 'NotRecorded', message: 'the event could not be recorded in time; retry' });
-    }
-    if (outcome.status === 'conflict')
-      return refuse(res, new Refusal(409, 'EventConflict', outcome.why), accepted.eventId, body);
-    eventsTotal.inc({ region, outcome: outcome.status });
-    send(res, outcome.status === 'recorded' ? 202 : 200, { status: outcome.status, eventId: accepted.eventId });
-    report(
-      'info',
-      outcome.status === 'recorded' ? 'processor event recorded' : 'processor event duplicate: nothing changed',
-      {
-        region,
-        eventId: accepted.eventId,
-        holdId: accepted.holdId,
-        sequence: accepted.sequence,
-        type: accepted.eventType,
-      },
-    );
-    if (outcome.status === 'recorded' || !outcome.dispatched) track(handOver(accepted));
+    return reply;
   }
 
   // A processor holds connections open between callbacks; close() must not wait for them. A request that trickles in
@@ -373,16 +289,156 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     requestTimeout: 10_000,
     connectionsCheckingInterval: 1_000,
   };
-  const listener = (req: http.IncomingMessage, res: http.ServerResponse) => {
-    handle(req, res).catch((err) => {
-      report('warn', 'processor request failed', { region, error: (err as Error).message });
-      if (!res.headersSent) send(res, 500, { error: 'Internal', message: 'not recorded; retry' });
+  const app = fastify({
+    ...fastifyLogging(logger),
+    bodyLimit: MAX_BODY_BYTES,
+    // Idle keep-alive connections go at close(); a request in flight is answered first.
+    forceCloseConnections: 'idle',
+    serverFactory: (handler) =>
+      options.https ? https.createServer({ ...limits, ...options.https }, handler) : http.createServer(limits, handler),
+  });
+  app.server.maxConnections = options.maxConnections ?? 512;
+  // The schemas document (OpenAPI) and never decide: every check is the receiver's own, in its order, with its named
+  // refusals; answers are serialized as they are.
+  app.setValidatorCompiler(() => () => true);
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  // The signature is over the bytes as sent: the body is kept as text whatever its content type says.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+
+  /** The signature headers a request passed with, for its handler. */
+  const signedHeaders = new WeakMap<FastifyRequest, WebhookHeaders>();
+
+  // Everything decided before the body is read: the path and method, a declared length over the limit, the signature
+  // headers. What is refused here leaves the body unread: one of unknown length (chunked) could go on for as long as
+  // the request timeout allows, so its connection is closed instead of drained.
+  app.addHook('onRequest', async (request, reply) => {
+    const path = request.url.split('?')[0];
+    if (request.method === 'GET' && (path === HEALTH_PATH || path === OPENAPI_PATH)) return;
+    const unread =
+      request.headers['content-length'] === undefined && request.headers['transfer-encoding'] !== undefined;
+    const early = (refusal: Refusal) => refuse(request, reply, refusal, null, null, unread);
+    if (path !== PROCESSOR_EVENTS_PATH)
+      return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
+    if (request.method !== 'POST')
+      return early(new Refusal(405, 'MethodNotAllowed', `${request.method} is not allowed; use POST`));
+    if (Number(request.headers['content-length'] ?? 0) > MAX_BODY_BYTES)
+      return refuse(
+        request,
+        reply,
+        new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`),
+        null,
+        null,
+        true,
+      );
+    try {
+      signedHeaders.set(
+        request,
+        checkWebhookHeaders(
+          header(request, 'webhook-id'),
+          header(request, 'webhook-timestamp'),
+          header(request, 'webhook-signature'),
+          nowSeconds(),
+        ),
+      );
+    } catch (err) {
+      if (!(err instanceof WebhookUnverified)) throw err;
+      return early(new Refusal(401, err.reason, err.message));
+    }
+  });
+
+  app.setErrorHandler(async (err: Error & { code?: string }, request, reply) => {
+    // A body of unknown length that went past the limit: reading stopped there, and the connection goes.
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      return refuse(
+        request,
+        reply,
+        new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`),
+        null,
+        null,
+        true,
+      );
+    request.log.warn({ region, error: err.message }, 'processor request failed');
+    return reply.status(500).send({ error: 'Internal', message: 'not recorded; retry' });
+  });
+
+  void app.register(swagger, { openapi: OPENAPI_INFO });
+  void app.register(async (routes) => {
+    routes.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
+    routes.get(HEALTH_PATH, { schema: HEALTH_SCHEMA }, async () => ({ status: 'ok', region }));
+    routes.post(PROCESSOR_EVENTS_PATH, { schema: EVENTS_SCHEMA }, async (request, reply) => {
+      const signed = signedHeaders.get(request)!;
+      const body = (request.body as string | undefined) ?? '';
+      try {
+        verifySignature(processorKey, signed, body, 'the processor secret');
+      } catch (err) {
+        if (!(err instanceof WebhookUnverified)) throw err;
+        return refuse(request, reply, new Refusal(401, err.reason, err.message), null, null);
+      }
+      let accepted: AcceptedEvent;
+      try {
+        accepted = parseEvent(signed.id, body);
+      } catch (err) {
+        if (!(err instanceof Refusal)) throw err;
+        return refuse(request, reply, err, EVENT_ID_PATTERN.test(signed.id) ? signed.id : null, body);
+      }
+      // A verified event starts its hold's trace (src/observability/tracing.ts): its recording, and the signal that
+      // hands it to the hold's workflow, which the client's interceptor carries on.
+      return trace
+        .getTracer('hold-sweeper')
+        .startActiveSpan(
+          'processor event',
+          { kind: SpanKind.SERVER, attributes: { 'hold.id': accepted.holdId, 'processor.event_id': accepted.eventId } },
+          async (span) => {
+            try {
+              return await recordAndHandOver(request, reply, accepted, body);
+            } finally {
+              span.end();
+            }
+          },
+        );
     });
-  };
-  const server = options.https
-    ? https.createServer({ ...limits, ...options.https }, listener)
-    : http.createServer(limits, listener);
-  server.maxConnections = options.maxConnections ?? 512;
+  });
+
+  async function recordAndHandOver(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    accepted: AcceptedEvent,
+    body: string,
+  ): Promise<FastifyReply> {
+    const { eventId } = accepted;
+    let outcome: events.RecordOutcome;
+    try {
+      outcome = await withTimeout(events.recordEvent(pool, accepted), recordTimeoutMs);
+    } catch (err) {
+      eventsTotal.inc({ region, outcome: 'not_recorded' });
+      request.log.warn(
+        { region, eventId, error: (err as Error).message },
+        'processor event not recorded: answered 503, the processor retries',
+      );
+      return reply
+        .status(503)
+        .send({ error: 'NotRecorded', message: 'the event could not be recorded in time; retry' });
+    }
+    if (outcome.status === 'conflict')
+      return refuse(request, reply, new Refusal(409, 'EventConflict', outcome.why), accepted.eventId, body);
+    eventsTotal.inc({ region, outcome: outcome.status });
+    void reply
+      .status(outcome.status === 'recorded' ? 202 : 200)
+      .send({ status: outcome.status, eventId: accepted.eventId });
+    request.log.info(
+      {
+        region,
+        eventId: accepted.eventId,
+        holdId: accepted.holdId,
+        sequence: accepted.sequence,
+        type: accepted.eventType,
+      },
+      outcome.status === 'recorded' ? 'processor event recorded' : 'processor event duplicate: nothing changed',
+    );
+    if (outcome.status === 'recorded' || !outcome.dispatched) track(handOver(accepted));
+    return reply;
+  }
 
   let relaying = false;
   async function relayOnce(): Promise<number> {
@@ -419,55 +475,25 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   pruneTimer.unref();
 
   return {
-    listen: (port, host = '127.0.0.1') =>
-      new Promise((resolve, reject) => {
-        server.once('error', reject);
-        server.listen(port, host, () => resolve(server.address() as AddressInfo));
-      }),
+    async listen(port, host = '127.0.0.1') {
+      await app.listen({ port, host });
+      return app.server.address() as AddressInfo;
+    },
     relayOnce,
     pruneRefused,
     metrics,
     async close() {
       clearInterval(relayTimer);
       clearInterval(pruneTimer);
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeIdleConnections();
-      });
+      await app.close();
       await Promise.allSettled([...handingOver]);
     },
   };
 }
 
-function header(req: http.IncomingMessage, name: string): string | undefined {
-  const value = req.headers[name];
+function header(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
-}
-
-function send(res: http.ServerResponse, status: number, body: Record<string, unknown>): void {
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
-
-/**
- * The body as text, or undefined as soon as it passes MAX_BODY_BYTES: reading stops there (the caller answers 413 and
- * closes the connection), so a body that never ends costs no more than the limit.
- */
-function readBody(req: http.IncomingMessage): Promise<string | undefined> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) return void chunks.push(chunk);
-      req.off('data', onData);
-      req.pause();
-      resolve(undefined);
-    };
-    req.on('data', onData);
-    req.once('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.once('error', reject);
-  });
 }
 
 async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
