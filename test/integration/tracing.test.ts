@@ -92,12 +92,13 @@ it('a processor callback, the workflow it signals, the event applied and its web
     ]);
     expect(new Set(orphans.map((s) => s.parentSpanId)).size).toBe(1);
     expect(spans.find((s) => s.name === 'processor event')!.parentSpanId).toBeUndefined();
-    // The receiver's line about the callback names the trace: from a log line to its trace, and back.
+    // The receiver's line about the callback names the trace (from a log line to its trace, and back) and the request.
     expect(receiverLog.lines.find((l) => l.msg === 'processor event recorded')).toMatchObject({
       eventId: `evt_${hold.id}_1`,
       holdId: hold.id,
       traceId: callback()!.spanContext().traceId,
       spanId: callback()!.spanContext().spanId,
+      requestId: expect.any(String),
     });
   } finally {
     await close();
