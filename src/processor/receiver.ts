@@ -280,6 +280,10 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     return reply;
   }
 
+  /** 413, the body left unread past the limit, the connection closed with the answer. */
+  const tooLarge = (request: FastifyRequest, reply: FastifyReply) =>
+    refuse(request, reply, new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`), null, null, true);
+
   // A processor holds connections open between callbacks; close() must not wait for them. A request that trickles in
   // (a slow or hostile client) is cut off long before a processor's own timeout would matter: Node checks the header
   // and request timeouts every `connectionsCheckingInterval` (30 s unless said), so they are checked every second.
@@ -322,15 +326,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
     if (request.method !== 'POST')
       return early(new Refusal(405, 'MethodNotAllowed', `${request.method} is not allowed; use POST`));
-    if (Number(request.headers['content-length'] ?? 0) > MAX_BODY_BYTES)
-      return refuse(
-        request,
-        reply,
-        new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`),
-        null,
-        null,
-        true,
-      );
+    if (Number(request.headers['content-length'] ?? 0) > MAX_BODY_BYTES) return tooLarge(request, reply);
     try {
       signedHeaders.set(
         request,
@@ -349,15 +345,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
 
   app.setErrorHandler(async (err: Error & { code?: string }, request, reply) => {
     // A body of unknown length that went past the limit: reading stopped there, and the connection goes.
-    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
-      return refuse(
-        request,
-        reply,
-        new Refusal(413, 'PayloadTooLarge', `body over ${MAX_BODY_BYTES} bytes`),
-        null,
-        null,
-        true,
-      );
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return tooLarge(request, reply);
     request.log.warn({ region, error: err.message }, 'processor request failed');
     return reply.status(500).send({ error: 'Internal', message: 'not recorded; retry' });
   });
