@@ -23,7 +23,14 @@ import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { inTransaction } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '../sql/audit.js';
-import { ADMIN_VERBS, auditOf, pathParams, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
+import {
+  ADMIN_VERBS,
+  auditOf,
+  pathParams,
+  type AdminContext,
+  type AdminVerb,
+  type VerbInput,
+} from '../operations/admin-verbs.js';
 import { apiRefusals } from './refusals.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';

@@ -9,10 +9,8 @@
  * serves every region under one audience, and asks which roles hold in the region of the namespace it encodes for.
  */
 import { createRemoteJWKSet, errors, jwtVerify, type JWTPayload } from 'jose';
+import { ROLES, type Role } from '../contracts/identity.js';
 import { REGIONS, type Region } from '../contracts/regions.js';
-
-export const ROLES = ['viewer', 'operator', 'approver', 'merchant-admin'] as const;
-export type Role = (typeof ROLES)[number];
 
 export interface Identity {
   /** The token's `sub`, as the issuer vouches for it. */

@@ -22,7 +22,7 @@ import { insertAudit } from '../sql/audit.js';
 import { apiRefusals } from './refusals.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
-import { parseApiKey, secretMatches } from './merchant-keys.js';
+import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
 
 export interface MerchantServerOptions {
   region: Region;

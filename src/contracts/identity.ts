@@ -10,6 +10,10 @@ import type { Region } from './regions.js';
 export const adminAudience = (region: Region): string => `hold-sweeper-admin-${region}`;
 export const CODEC_AUDIENCE = 'hold-sweeper-codec';
 
+/** The roles a token may carry (in every region, `operator`, or in one, `us:operator`): the verbs say which they need. */
+export const ROLES = ['viewer', 'operator', 'approver', 'merchant-admin'] as const;
+export type Role = (typeof ROLES)[number];
+
 /** What `trim` removes: ASCII whitespace and the Unicode spaces NFKC does not already turn into U+0020. */
 const SURROUNDING_SPACE =
   /^[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+|[ \t\n\v\f\r\u0085\u1680\u2028\u2029\ufeff]+$/g;

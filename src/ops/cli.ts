@@ -1,6 +1,6 @@
 /**
  * The operator CLI: `npm run ops -- <command> [options]`. See HELP below, or `npm run ops -- --help`.
- * Each command calls one verb of src/api/admin-verbs.ts: through the region's admin API when one is configured
+ * Each command calls one verb of src/operations/admin-verbs.ts: through the region's admin API when one is configured
  * (admin-client.ts: a token, nothing else), or itself against the region's ledger and Temporal namespace as
  * configured (.env.example); in dev, with nothing configured, the stack a running `npm start` advertises. Either way
  * the same answer prints the same.
@@ -20,15 +20,15 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
-import { verbById, type AdminContext, type VerbInput } from '../api/admin-verbs.js';
+import { verbById, type AdminContext, type VerbInput } from '../operations/admin-verbs.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from './admin-client.js';
-import type { MerchantView } from './merchants.js';
-import type { HeldDeliveriesTold } from './send-pauses.js';
-import type { SweepsState } from './sweep-pauses.js';
+import type { MerchantView } from '../operations/merchants.js';
+import type { HeldDeliveriesTold } from '../operations/send-pauses.js';
+import type { SweepsState } from '../operations/sweep-pauses.js';
 
 const HELP = `hold-sweeper operator commands
 

@@ -1,7 +1,7 @@
 /**
  * SQL of the holds ledger: auth_holds, accounts, ledger_entries and sweep_runs, and their only writer (the release's,
  * and an applied processor event's). Small query functions, positional cast parameters, no value ever interpolated;
- * the callers (src/activities/ledger.ts, src/activities/processor-events.ts, src/ops/operations.ts, the worker's
+ * the callers (src/activities/ledger.ts, src/activities/processor-events.ts, src/operations/operations.ts, the worker's
  * ledger gauges) own the transactions, and the rulebook (src/ledger/hold-rules.ts) decides what to write.
  *
  * A hold moves active -> released (the release: `lockHoldForRelease`, then `releaseLockedHold`, in one transaction)

@@ -1,5 +1,5 @@
 /**
- * SQL of the merchants table: what the operator's `merchant` commands (src/ops/merchants.ts) and the delivery
+ * SQL of the merchants table: what the operator's `merchant` commands (src/operations/merchants.ts) and the delivery
  * policy write. The values arrive validated; the table's CHECKs (rate > 0, burst >= 0, status) are the last word.
  *
  * Signing secrets come in and go out sealed (src/delivery/secret-box.ts): this file never sees one in clear, and the

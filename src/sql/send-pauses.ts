@@ -1,6 +1,6 @@
 /**
  * SQL of send_pauses: the region's pause of every send. Operators open and close one
- * (`npm run ops -- sends pause|resume`, src/ops/send-pauses.ts); every admission to a merchant's budget reads whether
+ * (`npm run ops -- sends pause|resume`, src/operations/send-pauses.ts); every admission to a merchant's budget reads whether
  * one is open (`SENDS_PAUSED_SQL` in ./fragments.ts, composed into the admission's statement); the ledger gauges
  * export it.
  */

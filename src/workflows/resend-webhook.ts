@@ -1,7 +1,7 @@
 /**
  * A resend: a webhook that reached an end (delivered, discarded, abandoned) sent again, with its original id and
  * payload and a fresh signature, as a new policy run in the merchant's replay lane. Started by `npm run ops -- resend`
- * (src/ops/resends.ts), one workflow per resend (`resendWorkflowId`).
+ * (src/operations/resends.ts), one workflow per resend (`resendWorkflowId`).
  *
  * Its first step reopens the webhook in the ledger (`reopenForResend`): the worker checks the claim (who, why, and a
  * request approved by a second person where one is needed) and records the resend, with this workflow as the one that

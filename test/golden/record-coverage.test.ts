@@ -39,8 +39,8 @@ import {
   discardHold,
   previewReplay,
   type OpsContext,
-} from '../../src/ops/operations.js';
-import { skipMissingEvent } from '../../src/ops/processor-events.js';
+} from '../../src/operations/operations.js';
+import { skipMissingEvent } from '../../src/operations/processor-events.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';

@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { resendWorkflowId } from '../../src/contracts/ids.js';
-import { resendWebhookNow } from '../../src/ops/resends.js';
+import { resendWebhookNow } from '../../src/operations/resends.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';

@@ -46,7 +46,7 @@ import { startTokenIssuer, type TokenIssuer } from '../../dev/token-issuer.js';
 import { keyRingVariable, startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
 import { loadConfig, parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
-import { ADMIN_VERBS, type AdminVerb } from '../../src/api/admin-verbs.js';
+import { ADMIN_VERBS, type AdminVerb } from '../../src/operations/admin-verbs.js';
 import { adminAudience } from '../../src/contracts/identity.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
 import { startDevOidcProvider } from '../../dev/oidc-provider.js';

@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildMerchantServer } from '../../src/api/merchant-server.js';
-import { createApiKey, revokeApiKey } from '../../src/api/merchant-keys.js';
+import { createApiKey, revokeApiKey } from '../../src/operations/merchant-keys.js';
 import { startResend } from '../../src/delivery/starts.js';
 import { unstartedMerchantResends } from '../../src/sql/merchant-api.js';
 import { CounterRegistry } from '../../src/observability/prometheus-text.js';

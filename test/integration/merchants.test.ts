@@ -18,7 +18,7 @@ import {
   setMerchant,
   showDestination,
   showMerchant,
-} from '../../src/ops/merchants.js';
+} from '../../src/operations/merchants.js';
 import { disableMerchant } from '../../src/sql/merchants.js';
 import { createMerchantBudget } from '../../src/sql/merchant-budget.js';
 import { localKeyRing, type SecretsAtRest } from '../../src/delivery/secret-box.js';

@@ -27,7 +27,7 @@ import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '.
 import { startCodecServer } from '../../src/codec/codec-server.js';
 import { SEARCH_ATTRIBUTES } from '../../src/contracts/search-attributes.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
-import { pauseSends, resumeSends } from '../../src/ops/send-pauses.js';
+import { pauseSends, resumeSends } from '../../src/operations/send-pauses.js';
 import { recordReconciliation } from '../../src/sql/outbox.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';

@@ -14,7 +14,7 @@ import {
   listQuarantined,
   previewReplay,
   type OpsContext,
-} from '../../src/ops/operations.js';
+} from '../../src/operations/operations.js';
 import { runOps } from '../../src/ops/cli.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_SWEEP_TIMEOUT_MS, type SweepConfig } from '../../src/config.js';
 import type { SweepResult } from '../../src/contracts/domain.js';
-import { pauseSweeps, resumeSweeps, sweepNowUnlessPaused, sweepsStatus } from '../../src/ops/sweep-pauses.js';
+import { pauseSweeps, resumeSweeps, sweepNowUnlessPaused, sweepsStatus } from '../../src/operations/sweep-pauses.js';
 import { ensureSweepSchedule, sweepNow } from '../../src/schedules.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { ledgerEntryCount, seedNight } from '../support/ledger.js';

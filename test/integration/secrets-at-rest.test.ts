@@ -11,7 +11,7 @@ import { migrate } from '../../src/db/migrate.js';
 import { SEALED_SECRETS_CONSTRAINT } from '../../src/db/secrets-at-rest.js';
 import { localKeyRing, type SecretsAtRest } from '../../src/delivery/secret-box.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
-import { addMerchant, pingMerchant, rotateSigningSecret } from '../../src/ops/merchants.js';
+import { addMerchant, pingMerchant, rotateSigningSecret } from '../../src/operations/merchants.js';
 import { startSecretErasure } from '../../src/workers/secret-erasure.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';

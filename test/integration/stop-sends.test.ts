@@ -4,8 +4,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperatorError } from '../../src/errors.js';
-import { pauseSends, resumeSends, sendsStatus } from '../../src/ops/send-pauses.js';
-import type { OpsContext } from '../../src/ops/operations.js';
+import { pauseSends, resumeSends, sendsStatus } from '../../src/operations/send-pauses.js';
+import type { OpsContext } from '../../src/operations/operations.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';

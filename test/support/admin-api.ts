@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'vitest';
-import type { AdminVerb } from '../../src/api/admin-verbs.js';
+import type { AdminVerb } from '../../src/operations/admin-verbs.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 

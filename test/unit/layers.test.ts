@@ -28,7 +28,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['src/sql/fragments.ts'],
   ['src/sql/'],
   ['src/activities/'],
-  ['src/schedules.ts', 'src/workers/', 'src/ops/', 'src/api/', 'src/processor/'],
+  ['src/schedules.ts', 'src/workers/', 'src/operations/', 'src/ops/', 'src/api/', 'src/processor/'],
   ['src/bin/'],
   ['dev/'],
   ['bench/'],

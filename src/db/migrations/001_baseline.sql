@@ -406,7 +406,7 @@ $$;
 -- The region's big red button: while a pause is open (resumed_at NULL), no webhook of the region is admitted to its
 -- budget (src/sql/merchant-budget.ts checks in the admission's own statement), so nothing is sent;
 -- every delivery waits, held, durable, no attempt spent, and releases go on. `npm run ops -- sends pause|resume`
--- writes it (src/ops/send-pauses.ts); each row is one pause, who opened and closed it, and why.
+-- writes it (src/operations/send-pauses.ts); each row is one pause, who opened and closed it, and why.
 CREATE TABLE send_pauses (
   id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   paused_at     timestamptz NOT NULL DEFAULT now(),

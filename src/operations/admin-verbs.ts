@@ -28,7 +28,7 @@ import {
   setMerchant,
   showDestination,
   showMerchant,
-} from '../ops/merchants.js';
+} from './merchants.js';
 import {
   approveHold,
   approveReplayRequest,
@@ -38,12 +38,12 @@ import {
   previewReplay,
   redeliverEventWebhook,
   type OpsContext,
-} from '../ops/operations.js';
-import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from '../ops/processor-events.js';
-import { approveResendRequest, previewResend, resendWebhookNow } from '../ops/resends.js';
-import { pauseSends, resumeSends, sendsStatus } from '../ops/send-pauses.js';
-import { pauseSweeps, resumeSweeps, sweepNowUnlessPaused, sweepsStatus } from '../ops/sweep-pauses.js';
-import type { Role } from './identity.js';
+} from './operations.js';
+import { approveSkip, holdEvents, requestSkip, resolveReview, skipMissingEvent } from './processor-events.js';
+import { approveResendRequest, previewResend, resendWebhookNow } from './resends.js';
+import { pauseSends, resumeSends, sendsStatus } from './send-pauses.js';
+import { pauseSweeps, resumeSweeps, sweepNowUnlessPaused, sweepsStatus } from './sweep-pauses.js';
+import type { Role } from '../contracts/identity.js';
 
 /**
  * What a verb runs with: the region's ledger (the operators' role), its Temporal client, and the merchant secrets'
@@ -147,7 +147,7 @@ const shape = (properties: Record<string, Field>, required = Object.keys(propert
 });
 const anyObject: Field = { type: 'object', additionalProperties: true };
 const list = (item: Record<string, Field> = {}): Field => shape({ items: { type: 'array', items: shape(item) } });
-/** What the sweeps verbs answer: src/ops/sweep-pauses.ts `SweepsState`. */
+/** What the sweeps verbs answer: src/operations/sweep-pauses.ts `SweepsState`. */
 const SWEEPS_STATE = shape({
   paused: { type: 'boolean' },
   note: { type: 'string' },
