@@ -1,9 +1,10 @@
 /**
  * A webhook's delivery workflow started from outside a workflow: again by the outbox reconciler's activity
  * (src/activities/outbox.ts) for a pending webhook nothing is driving, and by `npm run ops -- events redeliver` (same
- * workflow id and webhook id as the run that ended); and a resend's (`npm run ops -- resend`, src/operations/resends.ts). The
- * ledger decides what is sent (the release is idempotent and answers `already_released` with the webhook; the delivery
- * re-reads its status before any request; a resend's first step reopens its webhook only from an end).
+ * workflow id and webhook id as the run that ended); and a resend's (`npm run ops -- resend`,
+ * src/operations/resends.ts). The ledger decides what is sent (the release is idempotent and answers `already_released`
+ * with the webhook; the delivery re-reads its status before any request; a resend's first step reopens its webhook only
+ * from an end).
  *
  * Reuse policy ALLOW_DUPLICATE_FAILED_ONLY: a run that ended without finishing (terminated, timed out, failed) may be
  * followed by a new one; a running one is never doubled, and a completed one is never repeated (the start fails with

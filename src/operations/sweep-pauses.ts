@@ -3,7 +3,8 @@
  * that names who and why (Temporal keeps it with the schedule: the Web UI and `temporal schedule describe` show it, and
  * a worker's start-up keeps it), so no sweep starts and no newly expired hold is picked up, while everything already
  * started goes on: releases, deliveries, decisions. `sweep-now` is refused while paused. Resume unpauses it; the next
- * sweep starts at the next interval, or at once with `sweep-now`. Sends have their own lever (src/operations/send-pauses.ts).
+ * sweep starts at the next interval, or at once with `sweep-now`. Sends have their own lever
+ * (src/operations/send-pauses.ts).
  */
 import { OperatorError } from '../errors.js';
 import { sweepNow } from '../schedules.js';
