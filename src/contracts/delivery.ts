@@ -64,6 +64,15 @@ export type HeldBy = 'paused' | 'disabled' | 'sends_paused';
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned';
 
+/** Every status a webhook's row can have, in the order operators list them by. */
+export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
+  'pending',
+  'quarantined',
+  'delivered',
+  'discarded',
+  'abandoned',
+];
+
 /**
  * What one call of `deliverWebhook` answers when it does not fail (the attempt contract, src/workflows/webhook-
  * delivery.ts): an attempt that delivered, or nothing sent and why. A failed attempt is a typed failure instead:

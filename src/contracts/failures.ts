@@ -57,6 +57,16 @@ export const DELIVERY_FAILURE_TYPES = {
 
 export type QuarantineReason = (typeof DELIVERY_FAILURE_TYPES)[keyof typeof DELIVERY_FAILURE_TYPES] | 'exhausted';
 
+/** Every quarantine reason, in the order operators read them (the CLI's help, the API's enum, the gauges' labels). */
+export const QUARANTINE_REASONS: readonly QuarantineReason[] = [
+  'rejected',
+  'exhausted',
+  'endpoint_gone',
+  'bad_url',
+  'missing_secret',
+  'invalid_policy',
+];
+
 export const NON_RETRYABLE_DELIVERY_ERRORS = Object.keys(DELIVERY_FAILURE_TYPES);
 
 /** The failure type a retryable attempt is reported with (carrying its own nextRetryDelay). */

@@ -9,11 +9,9 @@
 import type { MetricMeter, MetricTags } from '@temporalio/common';
 import type { MerchantLabel } from '../config.js';
 import type { AttemptResult } from '../delivery/policy.js';
-import { DELIVERY_FAILURE_TYPES } from '../contracts/failures.js';
+import { QUARANTINE_REASONS } from '../contracts/failures.js';
 import { log } from './logger.js';
 import type { Region } from '../contracts/regions.js';
-
-export const QUARANTINE_REASONS = [...Object.values(DELIVERY_FAILURE_TYPES), 'exhausted'] as const;
 
 /** 2xx, 3xx, 4xx, 429, 5xx, timeout, connection: the classes an operator reads attempts by. */
 export function statusClass(result: AttemptResult): string {

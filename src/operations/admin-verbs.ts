@@ -9,8 +9,8 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { isPool, type Queryable } from '../db/pool.js';
 import type { RegionConfig } from '../config.js';
-import type { DeliveryStatus } from '../contracts/delivery.js';
-import type { QuarantineReason } from '../contracts/failures.js';
+import { DELIVERY_STATUSES, type DeliveryStatus } from '../contracts/delivery.js';
+import { QUARANTINE_REASONS, type QuarantineReason } from '../contracts/failures.js';
 import type { EndpointRules } from '../delivery/endpoint.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import { webhooksInStatus } from '../sql/deliveries.js';
@@ -119,15 +119,6 @@ const id = (description: string): Field => ({
   pattern: '^[A-Za-z0-9_.:-]+$',
   description,
 });
-const REASONS: readonly QuarantineReason[] = [
-  'rejected',
-  'exhausted',
-  'endpoint_gone',
-  'bad_url',
-  'missing_secret',
-  'invalid_policy',
-];
-const STATUSES: readonly DeliveryStatus[] = ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'];
 const selection = {
   merchant: id('only this merchant'),
   since: time('written at or after'),
@@ -135,7 +126,7 @@ const selection = {
 };
 const quarantineSelection = {
   ...selection,
-  reason: { type: 'string', enum: REASONS, description: 'only this quarantine reason' },
+  reason: { type: 'string', enum: QUARANTINE_REASONS, description: 'only this quarantine reason' },
 };
 
 /** An object with these properties required (more allowed: the answer is the verb's whole result). */
@@ -326,7 +317,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: {
       ...selection,
-      status: { type: 'string', enum: STATUSES },
+      status: { type: 'string', enum: DELIVERY_STATUSES },
       limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 },
     },
     required: ['status'],

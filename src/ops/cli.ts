@@ -14,8 +14,8 @@ import { latestMigrationVersion } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
-import type { DeliveryStatus } from '../contracts/delivery.js';
-import type { QuarantineReason } from '../contracts/failures.js';
+import { DELIVERY_STATUSES, type DeliveryStatus } from '../contracts/delivery.js';
+import { QUARANTINE_REASONS, type QuarantineReason } from '../contracts/failures.js';
 import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
@@ -145,17 +145,6 @@ function helpFor(command: string, sub: string | undefined): string {
   return [title, '', usage, '', ...(named.length > 0 ? named : pick(command)), '', footer].join('\n');
 }
 
-const WEBHOOK_STATUSES: readonly DeliveryStatus[] = ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'];
-
-const REASONS: readonly QuarantineReason[] = [
-  'rejected',
-  'exhausted',
-  'endpoint_gone',
-  'bad_url',
-  'missing_secret',
-  'invalid_policy',
-];
-
 function required(value: string | undefined, option: string): string {
   if (!value) throw new ConfigError(`--${option}`, undefined, 'a value (see --help)');
   return value;
@@ -171,8 +160,8 @@ function isoOption(value: string | undefined, option: string): string | undefine
 /** The selection options of `quarantine list` and `replay preview`, checked. */
 function filtersFrom(values: Values): VerbInput {
   const reason = values.reason as string | undefined;
-  if (reason !== undefined && !REASONS.includes(reason as QuarantineReason)) {
-    throw new ConfigError('--reason', reason, REASONS.join(', '));
+  if (reason !== undefined && !QUARANTINE_REASONS.includes(reason as QuarantineReason)) {
+    throw new ConfigError('--reason', reason, QUARANTINE_REASONS.join(', '));
   }
   return { ...resendFiltersFrom(values), hold: values.hold as string | undefined, reason };
 }
@@ -618,8 +607,8 @@ async function runResend({
 async function runWebhooks({ call, sub, values, print }: CommandContext): Promise<number> {
   if (sub !== 'list') throw new ConfigError('webhooks', sub, '"list"');
   const status = required(values.status as string | undefined, 'status');
-  if (!WEBHOOK_STATUSES.includes(status as DeliveryStatus))
-    throw new ConfigError('--status', status, WEBHOOK_STATUSES.join(', '));
+  if (!DELIVERY_STATUSES.includes(status as DeliveryStatus))
+    throw new ConfigError('--status', status, DELIVERY_STATUSES.join(', '));
   const limit = values.limit === undefined ? 20 : Number(values.limit);
   if (!Number.isInteger(limit) || limit < 1)
     throw new ConfigError('--limit', values.limit as string, 'a whole number of webhooks, >= 1');
