@@ -3,7 +3,8 @@
  * CLI and caches live, the dev server's ports, the demo's size. Production never reads these; its configuration
  * is src/config.ts. Validated and frozen the same way: a bad value fails at once, naming the variable.
  */
-import { readInt } from '../src/config.js';
+import { readSettings } from '../src/config.js';
+import { DEV_VARIABLES } from '../src/config-schema.js';
 import { devCacheDir } from '../src/dev-stack.js';
 
 export interface DevConfig {
@@ -22,24 +23,17 @@ export interface DevConfig {
 }
 
 /** Every variable this loader reads; `.env.example` lists them beside the production ones (checked by a test). */
-export const DEV_CONFIG_VARIABLES = [
-  'TEMPORAL_CLI_PATH',
-  'TEMPORAL_TEST_SERVER_PATH',
-  'HOLD_SWEEPER_CACHE_DIR',
-  'HOLD_SWEEPER_DATA_DIR',
-  'TEMPORAL_DEV_PORT',
-  'TEMPORAL_UI_PORT',
-  'DEMO_HOLDS',
-] as const;
+export const DEV_CONFIG_VARIABLES = Object.keys(DEV_VARIABLES);
 
 export function loadDevConfig(env: Readonly<Record<string, string | undefined>> = process.env): DevConfig {
+  const v = readSettings(env, DEV_VARIABLES);
   return Object.freeze({
-    temporalCliPath: env.TEMPORAL_CLI_PATH || undefined,
-    temporalTestServerPath: env.TEMPORAL_TEST_SERVER_PATH || undefined,
+    temporalCliPath: v.TEMPORAL_CLI_PATH,
+    temporalTestServerPath: v.TEMPORAL_TEST_SERVER_PATH,
     cacheDir: devCacheDir(env),
-    dataDir: env.HOLD_SWEEPER_DATA_DIR || undefined,
-    temporalPort: readInt(env, 'TEMPORAL_DEV_PORT', 7233, 1, 65535),
-    temporalUiPort: readInt(env, 'TEMPORAL_UI_PORT', 8233, 1, 65535),
-    demoHolds: readInt(env, 'DEMO_HOLDS', 300, 0, 1_000_000),
+    dataDir: v.HOLD_SWEEPER_DATA_DIR,
+    temporalPort: v.TEMPORAL_DEV_PORT,
+    temporalUiPort: v.TEMPORAL_UI_PORT,
+    demoHolds: v.DEMO_HOLDS,
   });
 }

@@ -1,23 +1,39 @@
 /**
  * Configuration: read from the environment once, validated, frozen.
  *
- * Every variable is listed in `.env.example` with its default. An invalid value fails at start-up with a
- * `ConfigError` naming the variable, never later in the middle of a sweep.
+ * Each variable is read through its schema (src/config-schema.ts); what combines variables (what production requires,
+ * both halves of a certificate) is checked here. Every problem found fails start-up together, in one `ConfigError`
+ * naming each variable, never later in the middle of a sweep.
  */
-import net from 'node:net';
+import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { isRegion, REGIONS, type Region } from './contracts/regions.js';
 import { adminAudience, CODEC_AUDIENCE } from './contracts/identity.js';
-import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
 import {
   loadTemporalConnectionSettings,
+  PLAINTEXT,
   requireTls,
   TEMPORAL_CONNECTION_VARIABLES,
   type TemporalConnectionSettings,
 } from './temporal-connection.js';
-import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 import type { EncryptionKey } from './contracts/keys.js';
+import {
+  DEFAULT_DEPLOYMENT_NAME,
+  DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
+  DEFAULT_SWEEP_TIMEOUT_MS,
+  DOCS,
+  durationMs,
+  LISTENERS,
+  parseEncryptionKeys as parseKeyRing,
+  regionVariables,
+  SWEEP_RELEASE_WAIT_MS,
+  VARIABLES,
+  type ListenAddress,
+  type MERCHANT_LABELS,
+  type SET_CURRENT_MODES,
+  type Setting,
+} from './config-schema.js';
 
 export type Mode = 'dev' | 'production';
 
@@ -113,7 +129,6 @@ export interface WebhookConfig {
 }
 
 /** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
-export const MERCHANT_LABELS = ['all', 'per-merchant'] as const;
 export type MerchantLabel = (typeof MERCHANT_LABELS)[number];
 
 export interface ObservabilityConfig {
@@ -158,7 +173,6 @@ export interface WorkerTuningConfig {
 }
 
 /** When a starting worker makes its own build the deployment's current version (see docs/deploys.md). */
-export const SET_CURRENT_MODES = ['if-none', 'always', 'never'] as const;
 export type SetCurrentMode = (typeof SET_CURRENT_MODES)[number];
 
 /**
@@ -234,308 +248,96 @@ export interface Config {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** What a set of settings reads as: each variable's value. */
+type Values<S extends Record<string, Setting>> = { readonly [K in keyof S]: z.output<S[K]> };
+
+/**
+ * One load of the configuration: every variable read through its schema, every problem kept, all of them reported
+ * together at the end (`done`). A bad variable reads as its default meanwhile, so the checks that combine variables
+ * still run and report theirs.
+ */
+class Reading {
+  private readonly problems: ConfigError[] = [];
+  constructor(readonly env: Env) {}
+
+  /** `settings`' variables, each read from the environment as `nameOf(key)` (a region's or a listener's form). */
+  read<S extends Record<string, Setting>>(settings: S, nameOf: (key: string) => string = (key) => key): Values<S> {
+    const values: Record<string, unknown> = {};
+    for (const [key, schema] of Object.entries(settings)) {
+      const variable = nameOf(key);
+      const raw = this.env[variable];
+      const result = schema.safeParse(raw);
+      if (result.success) {
+        values[key] = result.data;
+        continue;
+      }
+      // A secret's value is never echoed; a URL's password never either.
+      const shown = DOCS.get(schema)?.secret ? '(redacted)' : redactUrl(raw ?? '');
+      this.refuse(variable, shown, result.error.issues[0]!.message);
+      values[key] = schema.safeParse(undefined).data;
+    }
+    return values as Values<S>;
+  }
+
+  /** A problem with `variable`, unless it has one already (a bad value read as its default is not also missing). */
+  refuse(variable: string, value: string | undefined, expected: string): void {
+    if (this.problems.some((p) => p.variable === variable)) return;
+    this.problems.push(new ConfigError(variable, value, expected));
+  }
+
+  /** A check that throws its ConfigError (the Temporal connection's): kept with the rest; `undefined` if it threw. */
+  attempt<T>(check: () => T): T | undefined {
+    try {
+      return check();
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      for (const problem of err.problems) this.refuse(problem.variable, problem.value, problem.expected);
+      return undefined;
+    }
+  }
+
+  /** Throws every problem found, at once. */
+  done(): void {
+    if (this.problems.length > 0) throw ConfigError.all(this.problems);
+  }
+}
+
+/** Reads `settings` alone (a loader of a few variables, such as the local stack's), every problem at once. */
+export function readSettings<S extends Record<string, Setting>>(env: Env, settings: S): Values<S> {
+  const reading = new Reading(env);
+  const values = reading.read(settings);
+  reading.done();
+  return values;
+}
+
+const REGION_SUFFIXED = ['TEMPORAL_ADDRESS', ...Object.keys(regionVariables(''))];
+
 /**
  * Every variable the production loader reads; `.env.example` lists exactly these and the local stack's own
  * (dev/dev-config.ts), checked by a test.
  */
-export const CONFIG_VARIABLES = [
-  'HOLD_SWEEPER_MODE',
-  'HOLD_SWEEPER_REGIONS',
+export const CONFIG_VARIABLES: readonly string[] = [
+  ...Object.keys(VARIABLES),
   // The connection to Temporal (src/temporal-connection.ts); each also as TEMPORAL_<NAME>_<REGION>.
   ...TEMPORAL_CONNECTION_VARIABLES,
-  'TEMPORAL_ADDRESS_US',
-  'TEMPORAL_ADDRESS_EU',
-  'TEMPORAL_NAMESPACE_US',
-  'TEMPORAL_NAMESPACE_EU',
-  'TASK_QUEUE_US',
-  'TASK_QUEUE_EU',
-  'SCHEDULE_ID_US',
-  'SCHEDULE_ID_EU',
-  'DATABASE_URL_US',
-  'DATABASE_URL_EU',
-  'SWEEP_INTERVAL',
-  'SWEEP_CATCHUP_WINDOW',
-  'SWEEP_PAGE_SIZE',
-  'SWEEP_BATCH_SIZE',
-  'SWEEP_TIMEOUT',
-  'OUTBOX_RECONCILE_INTERVAL',
-  'OUTBOX_GRACE',
-  'RETENTION_INTERVAL',
-  'RETENTION_RUN_BUDGET',
-  'TEMPORAL_MAX_ID_LENGTH',
-  'QUARANTINE_DECISION_TIMEOUT',
-  'METRICS_ADDRESS',
-  'HEALTH_ADDRESS',
-  'METRICS_GAUGE_INTERVAL',
-  'METRICS_MERCHANT_LABEL',
-  'METRICS_WORST_MERCHANTS',
-  'QUARANTINE_PAGE_AFTER',
-  'DUPLICATE_SENDS_ALERT_RATIO',
-  'LOG_LEVEL',
-  'WORKFLOW_BUNDLE_PATH',
-  'PAYLOAD_KEYS_US',
-  'PAYLOAD_KEYS_EU',
-  'MERCHANT_SECRET_KEYS_US',
-  'MERCHANT_SECRET_KEYS_EU',
-  'CODEC_SERVER_ADDRESS',
-  'CODEC_AUTH_TOKEN',
-  'CODEC_CORS_ORIGIN',
-  'CODEC_OIDC_ISSUER',
-  'CODEC_OIDC_AUDIENCE',
-  'CODEC_OIDC_ROLES_CLAIM',
-  'CODEC_TLS_CERT_FILE',
-  'CODEC_TLS_KEY_FILE',
-  'CODEC_BEHIND_TLS_PROXY',
-  'WORKER_MAX_CACHED_WORKFLOWS',
-  'WORKER_DEPLOYMENT_NAME',
-  'WORKER_BUILD_ID',
-  'WORKER_SET_CURRENT',
-  'WEBHOOK_TRUSTED_NETWORKS',
-  'WEBHOOK_ALLOWED_PORTS',
-  'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
-  'DESTINATION_RATE_SHARE',
-  'PROCESSOR_RECEIVER_ADDRESS',
-  'PROCESSOR_RECEIVER_METRICS_ADDRESS',
-  'PROCESSOR_RECEIVER_TLS_CERT_FILE',
-  'PROCESSOR_RECEIVER_TLS_KEY_FILE',
-  'PROCESSOR_RECEIVER_BEHIND_TLS_PROXY',
-  'PROCESSOR_SIGNING_SECRET_US',
-  'PROCESSOR_SIGNING_SECRET_EU',
-  'PROCESSOR_GAP_WAIT',
-  'PROCESSOR_REFUSED_RETENTION',
-  'API_ADDRESS',
-  'API_REGION',
-  'API_OIDC_ISSUER',
-  'API_OIDC_AUDIENCE',
-  'API_OIDC_ROLES_CLAIM',
-  'API_CLOCK_TOLERANCE',
-  'API_TLS_CERT_FILE',
-  'API_TLS_KEY_FILE',
-  'API_BEHIND_TLS_PROXY',
-  'API_METRICS_ADDRESS',
-  'MERCHANT_API_ADDRESS',
-  'MERCHANT_API_REGION',
-  'MERCHANT_API_TLS_CERT_FILE',
-  'MERCHANT_API_TLS_KEY_FILE',
-  'MERCHANT_API_BEHIND_TLS_PROXY',
-  'MERCHANT_API_METRICS_ADDRESS',
-] as const;
+  ...REGIONS.flatMap((region) => REGION_SUFFIXED.map((name) => `${name}_${region.toUpperCase()}`)),
+  ...Object.entries(LISTENERS).flatMap(([prefix, names]) => Object.keys(names).map((name) => `${prefix}_${name}`)),
+];
 
-/**
- * Requests open at once against one merchant: 4 serves 5 req/s at up to 800 ms a response and keeps a merchant that
- * hangs to four open connections, not the ~70 its rate would start within an attempt's timeout.
- */
-export const DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT = 4;
+export { DEFAULT_DEPLOYMENT_NAME, DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, DEFAULT_SWEEP_TIMEOUT_MS, SWEEP_RELEASE_WAIT_MS };
+export type { ListenAddress };
 
-/** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
-export const DEFAULT_DEPLOYMENT_NAME = 'hold-sweeper';
-
-/** The Temporal Web UI's own default origin (the dev server's UI, or `temporal-ui` on its default port). */
-const DEFAULT_CODEC_CORS_ORIGIN = 'http://127.0.0.1:8233,http://localhost:8233';
-
-/** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
-const MAX_PAGE_SIZE = 2000;
-/** The server refuses catch-up windows under 10 s. */
-const MIN_CATCHUP_WINDOW_MS = 10_000;
-
-/** The design's whole night (50,000 holds) landing in one region, at the default 500 a page: 100 pages. */
-const SWEEP_SIZED_FOR_PAGES = 100;
-/** The 50,000-hold benchmark paged the US's 60 pages in ~40 min on the 2-core dev server (~40 s a page): 1.5× that. */
-const SWEEP_PAGE_BUDGET_MS = 60_000;
-/**
- * The last run's wait for releases: DEFAULT_RELEASE_WAIT_MS in src/workflows/sweep-expired-holds.ts (a unit test keeps
- * them equal).
- */
-export const SWEEP_RELEASE_WAIT_MS = 10 * 60_000;
-/** Workflow-task retries, a worker restart mid-sweep, finishSweep's own minute of slack, a short ledger failover. */
-const SWEEP_SLACK_MS = 10 * 60_000;
-/**
- * SWEEP_TIMEOUT's default: 100 pages × 60 s + 10 min + 10 min = 2 h. A sweep cut off by it loses nothing: the
- * next scheduled sweep pages from the start again, released holds are no longer active, and a hold whose child
- * is already running collides on its id (hold + expiry), so it is counted, not started twice.
- */
-export const DEFAULT_SWEEP_TIMEOUT_MS =
-  SWEEP_SIZED_FOR_PAGES * SWEEP_PAGE_BUDGET_MS + SWEEP_RELEASE_WAIT_MS + SWEEP_SLACK_MS;
-/**
- * Shorter, a sweep whose children are still releasing would always be ended in its final wait (plus that
- * activity's minute of slack), never record a completed run, and keep the no-completed-sweep alert firing.
- */
-const MIN_SWEEP_TIMEOUT_MS = SWEEP_RELEASE_WAIT_MS + 60_000;
-
-const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
-
-/** Parses `500ms`, `30s`, `15m`, `1h`, `3d` (one number, one unit) into milliseconds. */
+/** Parses `500ms`, `30s`, `15m`, `1h`, `3d` (one number, one unit) into milliseconds; a ConfigError names `variable`. */
 export function parseDuration(variable: string, raw: string): number {
-  const match = /^(\d+)(ms|s|m|h|d)$/.exec(raw.trim());
-  if (!match) throw new ConfigError(variable, raw, 'a duration such as 500ms, 30s, 15m, 1h or 3d');
-  return Number(match[1]) * DURATION_UNITS_MS[match[2]!]!;
-}
-
-function readDuration(env: Env, variable: string, fallback: string, minMs = 1, maxMs = Infinity): number {
-  const raw = env[variable] ?? fallback;
-  const ms = parseDuration(variable, raw);
-  if (ms < minMs) throw new ConfigError(variable, raw, `a duration of at least ${minMs} ms`);
-  if (ms > maxMs) throw new ConfigError(variable, raw, `a duration of at most ${maxMs} ms`);
+  const ms = durationMs(raw);
+  if (ms === undefined) throw new ConfigError(variable, raw, 'a duration such as 500ms, 30s, 15m, 1h or 3d');
   return ms;
-}
-
-export function readInt(env: Env, variable: string, fallback: number, min: number, max: number): number {
-  const raw = env[variable];
-  if (raw === undefined || raw === '') return fallback;
-  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
-  const value = Number(raw);
-  if (value < min || value > max) throw new ConfigError(variable, raw, `an integer from ${min} to ${max}`);
-  return value;
-}
-
-/** A ratio of requests to webhooks, at least 1 (one request per webhook is the least there can be). */
-function readRatio(env: Env, variable: string, fallback: number): number {
-  const raw = env[variable];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isFinite(value) || value < 1)
-    throw new ConfigError(variable, raw, 'a ratio of requests to webhooks, >= 1 (e.g. 1.5)');
-  return value;
-}
-
-/** A share of something, 0 < share <= 1: `0.5`, or `50%`. Unset: 1. */
-function readShare(env: Env, variable: string): number {
-  const raw = env[variable];
-  if (raw === undefined || raw === '') return 1;
-  const percent = raw.trim().endsWith('%');
-  const value = Number(percent ? raw.trim().slice(0, -1) : raw) / (percent ? 100 : 1);
-  if (!Number.isFinite(value) || value <= 0 || value > 1)
-    throw new ConfigError(variable, raw, 'a share of the rate, > 0 and <= 1 (e.g. 0.5 or 50%)');
-  return value;
-}
-
-function readUrl(env: Env, variable: string, protocols: readonly string[]): string | undefined {
-  const raw = env[variable];
-  if (raw === undefined || raw === '') return undefined;
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError(variable, redactUrl(raw), `a URL such as ${protocols[0]}//user:pass@host:5432/db`);
-  }
-  if (!protocols.includes(url.protocol)) {
-    throw new ConfigError(variable, redactUrl(raw), `a URL with scheme ${protocols.join(' or ')}`);
-  }
-  return raw;
-}
-
-/** Browser origins (`scheme://host[:port]`, comma-separated): at least one, each exactly an origin. */
-function readOrigins(env: Env, variable: string, fallback: string): string[] {
-  const raw = env[variable] ?? fallback;
-  const expected = 'one or more comma-separated origins such as http://localhost:8080 (scheme://host[:port], no path)';
-  const origins = raw
-    .split(',')
-    .map((o) => o.trim())
-    .filter(Boolean);
-  if (origins.length === 0) throw new ConfigError(variable, raw, expected);
-  for (const origin of origins) {
-    let parsed: URL;
-    try {
-      parsed = new URL(origin);
-    } catch {
-      throw new ConfigError(variable, raw, expected);
-    }
-    if (parsed.origin !== origin || !['http:', 'https:'].includes(parsed.protocol))
-      throw new ConfigError(variable, raw, expected);
-  }
-  return origins;
-}
-
-/** Comma-separated CIDRs (`10.20.0.0/16,127.0.0.1/32`); none when unset. */
-function readNetworks(env: Env, variable: string): string[] {
-  const raw = env[variable];
-  if (raw === undefined || raw.trim() === '') return [];
-  return raw.split(',').map((entry) => {
-    const cidr = entry.trim();
-    const [network, prefix, extra] = cidr.split('/');
-    const family = net.isIP(network ?? '');
-    const bits = Number(prefix);
-    if (extra !== undefined || family === 0 || !/^\d{1,3}$/.test(prefix ?? '') || bits > (family === 4 ? 32 : 128)) {
-      throw new ConfigError(variable, raw, 'comma-separated networks in CIDR notation, e.g. 10.20.0.0/16,127.0.0.1/32');
-    }
-    return cidr;
-  });
-}
-
-/** Comma-separated TCP ports (`443,8443`), each 1–65535; `fallback` when unset. */
-function readPorts(env: Env, variable: string, fallback: readonly number[] | undefined): readonly number[] | undefined {
-  const raw = env[variable];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  return raw.split(',').map((entry) => {
-    const port = entry.trim();
-    if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65_535) {
-      throw new ConfigError(variable, raw, 'comma-separated ports from 1 to 65535, e.g. 443,8443');
-    }
-    return Number(port);
-  });
-}
-
-/** The codec endpoint's OIDC verification and TLS (CODEC_OIDC_*, CODEC_TLS_*, CODEC_BEHIND_TLS_PROXY). */
-function readCodecIdentity(env: Env, mode: Mode): Pick<CodecServerConfig, 'oidc' | 'tls' | 'behindTlsProxy'> {
-  const issuer = readUrl(env, 'CODEC_OIDC_ISSUER', mode === 'production' ? ['https:'] : ['https:', 'http:']);
-  const [certFile, keyFile] = [env.CODEC_TLS_CERT_FILE || undefined, env.CODEC_TLS_KEY_FILE || undefined];
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new ConfigError(
-      certFile ? 'CODEC_TLS_KEY_FILE' : 'CODEC_TLS_CERT_FILE',
-      undefined,
-      'both CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE, or neither',
-    );
-  }
-  const proxyRaw = env.CODEC_BEHIND_TLS_PROXY || 'false';
-  if (proxyRaw !== 'true' && proxyRaw !== 'false')
-    throw new ConfigError('CODEC_BEHIND_TLS_PROXY', proxyRaw, 'true or false');
-  return {
-    ...(issuer
-      ? {
-          oidc: Object.freeze({
-            issuer,
-            audience: env.CODEC_OIDC_AUDIENCE || CODEC_AUDIENCE,
-            rolesClaim: env.CODEC_OIDC_ROLES_CLAIM || 'roles',
-            clockToleranceSeconds: 30,
-          }),
-        }
-      : {}),
-    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
-    behindTlsProxy: proxyRaw === 'true',
-  };
-}
-
-/** Host:port, as the Temporal client expects it. */
-function readAddress(env: Env, variable: string): string | undefined {
-  const raw = env[variable];
-  if (raw === undefined || raw === '') return undefined;
-  if (!/^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw)) throw new ConfigError(variable, raw, 'host:port, e.g. temporal:7233');
-  return raw;
-}
-
-/** Temporal namespaces, task queues and schedule ids: keep them to a safe, greppable alphabet. */
-function readName(env: Env, variable: string, fallback: string): string {
-  const raw = env[variable] ?? fallback;
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/.test(raw)) {
-    throw new ConfigError(variable, raw, 'letters, digits, ".", "_" or "-" (at most 200 characters)');
-  }
-  return raw;
 }
 
 /** Parses `id:base64key[,id:base64key...]` (current key first); throws naming the variable when malformed. */
 export function parseEncryptionKeys(raw: string, onError: (expected: string) => never): EncryptionKey[] {
-  const keys = raw.split(',').map((entry) => {
-    const [id, encoded] = entry.trim().split(':');
-    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id))
-      onError('comma-separated id:base64key pairs, current key first');
-    const key = Buffer.from(encoded!, 'base64');
-    if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded!.replace(/=+$/, '')) {
-      onError(`key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`);
-    }
-    return { id: id!, key };
-  });
-  if (new Set(keys.map((k) => k.id)).size !== keys.length) onError('distinct key ids');
-  return keys;
+  const keys = parseKeyRing(raw);
+  return typeof keys === 'string' ? onError(keys) : keys;
 }
 
 /**
@@ -550,26 +352,6 @@ export function redactUrl(raw: string): string {
   const [, scheme, userinfo, rest] = match as unknown as [string, string, string, string];
   const colon = userinfo.indexOf(':');
   return `${scheme}${colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`}@${rest}`;
-}
-
-function readRegions(env: Env): Region[] {
-  const raw = env.HOLD_SWEEPER_REGIONS ?? REGIONS.join(',');
-  const names = raw
-    .split(',')
-    .map((s) => s.trim().toLowerCase())
-    .filter(Boolean);
-  const expected = `a comma-separated, non-empty list of ${REGIONS.join(', ')}`;
-  if (names.length === 0) throw new ConfigError('HOLD_SWEEPER_REGIONS', raw, expected);
-  for (const name of names) {
-    if (!(REGIONS as readonly string[]).includes(name)) throw new ConfigError('HOLD_SWEEPER_REGIONS', raw, expected);
-  }
-  return [...new Set(names)] as Region[];
-}
-
-function readMode(env: Env): Mode {
-  const raw = env.HOLD_SWEEPER_MODE ?? 'dev';
-  if (raw !== 'dev' && raw !== 'production') throw new ConfigError('HOLD_SWEEPER_MODE', raw, '"dev" or "production"');
-  return raw;
 }
 
 /**
@@ -620,65 +402,47 @@ export const ENTRY_POINTS = {
 } as const satisfies Record<string, LoadConfigOptions>;
 
 /**
- * MERCHANT_SECRET_KEYS_<R>, parsed like PAYLOAD_KEYS_<R>; unset: the dev ring in dev, undefined in production (which
- * requires it). Production refuses the dev ring's id and key: they are in the source, so a secret sealed with them is
- * in clear to anyone.
- */
-function readSecretKeys(env: Env, mode: Mode, up: string): EncryptionKey[] | undefined {
-  const variable = `MERCHANT_SECRET_KEYS_${up}`;
-  const raw = env[variable];
-  if (!raw) return mode === 'dev' ? [...DEV_SECRET_KEYS] : undefined;
-  // The value is a secret: errors name the variable, never its content.
-  const keys = parseEncryptionKeys(raw, (expected) => {
-    throw new ConfigError(variable, '(redacted)', expected);
-  });
-  const dev = DEV_SECRET_KEYS[0]!.key;
-  if (mode === 'production' && keys.some((k) => k.id === DEV_SECRET_KEY_ID || k.key.equals(dev))) {
-    throw new ConfigError(
-      variable,
-      '(redacted)',
-      `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`,
-    );
-  }
-  return keys;
-}
-
-/**
  * One region's ledger, Temporal connection, names and keys (`<VARIABLE>_<REGION>`), and what production requires of
- * them.
+ * them. MERCHANT_SECRET_KEYS_<R> unset is the dev ring in dev; production refuses the dev ring's id and key: they are
+ * in the source, so a secret sealed with them is in clear to anyone.
  */
 function readRegionConfig(
-  env: Env,
+  reading: Reading,
   mode: Mode,
   region: Region,
   servesOneRegion: boolean,
   { merchantSecrets, connections }: Required<LoadConfigOptions>,
 ): RegionConfig {
   const up = region.toUpperCase();
-  const temporal = loadTemporalConnectionSettings(env, region, { servesOneRegion });
+  const temporal =
+    reading.attempt(() => loadTemporalConnectionSettings(reading.env, region, { servesOneRegion })) ?? PLAINTEXT;
+  const { PROCESSOR_SIGNING_SECRET: _, TEMPORAL_NAMESPACE, ...settings } = regionVariables(region);
+  const values = reading.read(settings, (name) => `${name}_${up}`);
+  // The namespace is the connection's: TEMPORAL_NAMESPACE_<R>, else a profile's (one region only), else the default.
+  const namespace = new Reading({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace });
   const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
-  const secretKeys = held ? readSecretKeys(env, mode, up) : [];
+  const secretKeys = !held ? [] : (values.MERCHANT_SECRET_KEYS ?? (mode === 'dev' ? [...DEV_SECRET_KEYS] : undefined));
+  const dev = DEV_SECRET_KEYS[0]!.key;
+  if (mode === 'production' && secretKeys?.some((k) => k.id === DEV_SECRET_KEY_ID || k.key.equals(dev))) {
+    reading.refuse(
+      `MERCHANT_SECRET_KEYS_${up}`,
+      '(redacted)',
+      `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`,
+    );
+  }
   const regionConfig: RegionConfig = {
     region,
-    databaseUrl: readUrl(env, `DATABASE_URL_${up}`, ['postgres:', 'postgresql:']),
+    databaseUrl: values.DATABASE_URL,
     temporalAddress: temporal.address,
     temporal,
-    namespace: readName(
-      { [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace },
-      `TEMPORAL_NAMESPACE_${up}`,
-      `hold-sweeper-${region}`,
-    ),
-    taskQueue: readName(env, `TASK_QUEUE_${up}`, `hold-sweeper-${region}`),
-    scheduleId: readName(env, `SCHEDULE_ID_${up}`, `hold-sweep-${region}`),
-    payloadKeys: env[`PAYLOAD_KEYS_${up}`]
-      ? parseEncryptionKeys(env[`PAYLOAD_KEYS_${up}`]!, (expected) => {
-          // The value is a secret: the error names the variable, never its content.
-          throw new ConfigError(`PAYLOAD_KEYS_${up}`, '(redacted)', expected);
-        })
-      : undefined,
+    namespace: namespace.read({ TEMPORAL_NAMESPACE }, () => `TEMPORAL_NAMESPACE_${up}`).TEMPORAL_NAMESPACE,
+    taskQueue: values.TASK_QUEUE,
+    scheduleId: values.SCHEDULE_ID,
+    payloadKeys: values.PAYLOAD_KEYS,
     secretKeys: secretKeys ?? [],
   };
-  if (mode === 'production') requireProductionRegion(env, regionConfig, temporal, secretKeys, connections);
+  reading.attempt(() => namespace.done());
+  if (mode === 'production') requireProductionRegion(reading, regionConfig, secretKeys, connections);
   return Object.freeze(regionConfig);
 }
 
@@ -687,190 +451,78 @@ function readRegionConfig(
  * region what this process uses of it: the ledger, Temporal over TLS, encrypted payloads, sealed merchant secrets.
  */
 function requireProductionRegion(
-  env: Env,
+  reading: Reading,
   regionConfig: RegionConfig,
-  temporal: TemporalConnectionSettings,
   secretKeys: readonly EncryptionKey[] | undefined,
   connections: Required<LoadConfigOptions>['connections'],
 ): void {
-  const { region } = regionConfig;
+  const { region, temporal } = regionConfig;
   const up = region.toUpperCase();
   const usesTemporal = connections === 'used' || connections === 'temporal-only';
   if (!regionConfig.databaseUrl && (connections === 'used' || connections === 'ledger-only')) {
-    throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
+    reading.refuse(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
   }
   if (!regionConfig.temporalAddress && usesTemporal) {
-    throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
+    reading.refuse(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
   }
   if (!regionConfig.payloadKeys && connections === 'used') {
-    throw new ConfigError(
+    reading.refuse(
       `PAYLOAD_KEYS_${up}`,
       undefined,
       'id:base64key (32 bytes): production payloads are always encrypted',
     );
   }
   if (!secretKeys) {
-    throw new ConfigError(
+    reading.refuse(
       `MERCHANT_SECRET_KEYS_${up}`,
       undefined,
       'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
     );
   }
-  if (usesTemporal) requireTls(temporal, env, region);
-}
-
-/** The sweep's schedule, paging and timeouts (SWEEP_*). */
-function readSweep(env: Env): SweepConfig {
-  return {
-    intervalMs: readDuration(env, 'SWEEP_INTERVAL', '15m', 1000),
-    catchupWindowMs: readDuration(env, 'SWEEP_CATCHUP_WINDOW', '1h', MIN_CATCHUP_WINDOW_MS),
-    pageSize: readInt(env, 'SWEEP_PAGE_SIZE', 500, 1, MAX_PAGE_SIZE),
-    batchSize: readInt(env, 'SWEEP_BATCH_SIZE', 50, 1, MAX_PAGE_SIZE),
-    timeoutMs: readDuration(env, 'SWEEP_TIMEOUT', `${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
-  };
-}
-
-/** The outbox reconciler's schedule (OUTBOX_*). */
-function readOutbox(env: Env): OutboxConfig {
-  return {
-    intervalMs: readDuration(env, 'OUTBOX_RECONCILE_INTERVAL', '5m', 1000),
-    graceMs: readDuration(env, 'OUTBOX_GRACE', '10m', 1000),
-  };
-}
-
-/** The retention job's schedule (RETENTION_*). */
-function readRetention(env: Env): RetentionConfig {
-  return {
-    intervalMs: readDuration(env, 'RETENTION_INTERVAL', '1h', 60_000),
-    // Inside the activity's 30-minute start-to-close (src/workflows/activity-profiles.ts), so a run always reports.
-    budgetMs: readDuration(env, 'RETENTION_RUN_BUDGET', '5m', 1000, 20 * 60_000),
-  };
-}
-
-/** What the Temporal server allows (TEMPORAL_MAX_ID_LENGTH). */
-function readTemporalLimits(env: Env): TemporalLimitsConfig {
-  return {
-    // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
-    maxWorkflowIdLength: readInt(
-      env,
-      'TEMPORAL_MAX_ID_LENGTH',
-      DEFAULT_MAX_WORKFLOW_ID_LENGTH,
-      longestHoldIdAffix() + 32,
-      100_000,
-    ),
-  };
-}
-
-/** Where webhooks may go and how hard each destination is pressed (WEBHOOK_*, DESTINATION_RATE_SHARE). */
-function readWebhooks(env: Env, mode: Mode): WebhookConfig {
-  return {
-    allowInsecureHttp: mode === 'dev',
-    allowPrivateAddresses: mode === 'dev',
-    trustedNetworks: readNetworks(env, 'WEBHOOK_TRUSTED_NETWORKS'),
-    // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
-    allowedPorts: readPorts(env, 'WEBHOOK_ALLOWED_PORTS', mode === 'production' ? [443] : undefined),
-    maxInFlightPerMerchant: readInt(
-      env,
-      'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
-      DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
-      1,
-      1_000,
-    ),
-    destinationRateShare: readShare(env, 'DESTINATION_RATE_SHARE'),
-  };
-}
-
-/** Logs, metrics and alert thresholds (LOG_LEVEL, METRICS_*, QUARANTINE_PAGE_AFTER, DUPLICATE_SENDS_ALERT_RATIO). */
-function readObservability(env: Env): ObservabilityConfig {
-  const logLevel = (env.LOG_LEVEL ?? 'INFO').toUpperCase();
-  if (!['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'].includes(logLevel)) {
-    throw new ConfigError('LOG_LEVEL', env.LOG_LEVEL, 'one of TRACE, DEBUG, INFO, WARN, ERROR');
-  }
-  const observability: ObservabilityConfig = {
-    metricsAddress: readAddress(env, 'METRICS_ADDRESS'),
-    healthAddress: readListenAddress(env, 'HEALTH_ADDRESS'),
-    logLevel: logLevel as ObservabilityConfig['logLevel'],
-    gaugeIntervalMs: readDuration(env, 'METRICS_GAUGE_INTERVAL', '15s', 100),
-    quarantinePageAfterMs: readDuration(env, 'QUARANTINE_PAGE_AFTER', '1h', 60_000),
-    duplicateSendsAlertRatio: readRatio(env, 'DUPLICATE_SENDS_ALERT_RATIO', 1.5),
-    merchantLabel: (env.METRICS_MERCHANT_LABEL || 'all') as MerchantLabel,
-    worstMerchants: readInt(env, 'METRICS_WORST_MERCHANTS', 10, 1, 100),
-  };
-  if (!(MERCHANT_LABELS as readonly string[]).includes(observability.merchantLabel)) {
-    throw new ConfigError(
-      'METRICS_MERCHANT_LABEL',
-      env.METRICS_MERCHANT_LABEL,
-      '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
-    );
-  }
-  return observability;
-}
-
-/** The regional workers' own tuning (WORKER_MAX_CACHED_WORKFLOWS). */
-function readWorkerTuning(env: Env): WorkerTuningConfig {
-  return {
-    maxCachedWorkflows: env.WORKER_MAX_CACHED_WORKFLOWS
-      ? readInt(env, 'WORKER_MAX_CACHED_WORKFLOWS', 0, 0, 1_000_000)
-      : undefined,
-  };
-}
-
-/** Worker Deployment Versioning (WORKER_DEPLOYMENT_NAME, WORKER_BUILD_ID, WORKER_SET_CURRENT). */
-function readDeployment(env: Env, mode: Mode): DeploymentConfig {
-  const deployment: DeploymentConfig = {
-    deploymentName: env.WORKER_DEPLOYMENT_NAME || DEFAULT_DEPLOYMENT_NAME,
-    buildId: env.WORKER_BUILD_ID || undefined,
-    setCurrent: (env.WORKER_SET_CURRENT || (mode === 'dev' ? 'always' : 'if-none')) as SetCurrentMode,
-  };
-  // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
-  if (!/^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(deployment.deploymentName)) {
-    throw new ConfigError(
-      'WORKER_DEPLOYMENT_NAME',
-      env.WORKER_DEPLOYMENT_NAME,
-      'letters, digits, "_" or "-" (at most 100 characters, no ".")',
-    );
-  }
-  if (deployment.buildId !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(deployment.buildId)) {
-    throw new ConfigError(
-      'WORKER_BUILD_ID',
-      env.WORKER_BUILD_ID,
-      'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision',
-    );
-  }
-  if (!(SET_CURRENT_MODES as readonly string[]).includes(deployment.setCurrent)) {
-    throw new ConfigError('WORKER_SET_CURRENT', env.WORKER_SET_CURRENT, SET_CURRENT_MODES.join(', '));
-  }
-  return deployment;
+  if (usesTemporal && temporal) reading.attempt(() => requireTls(temporal, reading.env, region));
 }
 
 /**
  * The codec endpoint the Web UI decodes through (CODEC_*); production requires OIDC and TLS of it and refuses a static
  * token.
  */
-function readCodecServer(env: Env, mode: Mode): CodecServerConfig {
+function readCodecServer(reading: Reading, v: Values<typeof VARIABLES>, mode: Mode): CodecServerConfig {
+  if (mode === 'production' && v.CODEC_OIDC_ISSUER?.startsWith('http:')) {
+    reading.refuse('CODEC_OIDC_ISSUER', v.CODEC_OIDC_ISSUER, 'a URL with scheme https:');
+  }
   const codecServer: CodecServerConfig = {
-    address: readAddress(env, 'CODEC_SERVER_ADDRESS'),
-    authToken: env.CODEC_AUTH_TOKEN || undefined,
-    corsOrigins: readOrigins(env, 'CODEC_CORS_ORIGIN', DEFAULT_CODEC_CORS_ORIGIN),
-    ...readCodecIdentity(env, mode),
+    address: v.CODEC_SERVER_ADDRESS,
+    authToken: v.CODEC_AUTH_TOKEN,
+    corsOrigins: v.CODEC_CORS_ORIGIN,
+    ...(v.CODEC_OIDC_ISSUER
+      ? {
+          oidc: Object.freeze({
+            issuer: v.CODEC_OIDC_ISSUER,
+            audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
+            rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
+            clockToleranceSeconds: 30,
+          }),
+        }
+      : {}),
+    ...readListenerTls(reading, 'CODEC', mode, false),
   };
   if (mode === 'production' && codecServer.address) {
     if (codecServer.authToken) {
-      throw new ConfigError(
+      reading.refuse(
         'CODEC_AUTH_TOKEN',
         '(redacted)',
         'nothing in production: the codec endpoint verifies each user’s OIDC token (CODEC_OIDC_ISSUER); a static token is for dev only',
       );
     }
     if (!codecServer.oidc) {
-      throw new ConfigError(
+      reading.refuse(
         'CODEC_OIDC_ISSUER',
         undefined,
         'the https URL of the OIDC issuer whose users’ tokens the Web UI passes to the codec endpoint',
       );
     }
     if (!codecServer.tls && !codecServer.behindTlsProxy) {
-      throw new ConfigError(
+      reading.refuse(
         'CODEC_TLS_CERT_FILE',
         undefined,
         'a certificate for the codec endpoint (and CODEC_TLS_KEY_FILE), or CODEC_BEHIND_TLS_PROXY=true: the Web UI sends a user’s token only to https',
@@ -881,43 +533,61 @@ function readCodecServer(env: Env, mode: Mode): CodecServerConfig {
 }
 
 /**
- * The whole configuration, each concept read in turn (the order decides which of several errors is reported): the
- * mode and the regions, then each region's ledger and Temporal, the sweep, the outbox, Temporal's limits, webhooks,
- * observability, worker tuning, the deployment, the codec endpoint.
+ * The whole configuration: the mode and the regions, then each region's ledger and Temporal, and every other
+ * variable through its schema (src/config-schema.ts). Every problem found is reported at once, in one ConfigError.
  */
 export function loadConfig(
   env: Env = process.env,
   { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {},
 ): Config {
-  const mode = readMode(env);
-  const names = readRegions(env);
-  const regions = names.map((region) =>
-    readRegionConfig(env, mode, region, names.length === 1, { merchantSecrets, connections }),
+  const reading = new Reading(env);
+  const v = reading.read(VARIABLES);
+  const mode = v.HOLD_SWEEPER_MODE;
+  const regions = v.HOLD_SWEEPER_REGIONS.map((region) =>
+    readRegionConfig(reading, mode, region, v.HOLD_SWEEPER_REGIONS.length === 1, { merchantSecrets, connections }),
   );
-  const sweep = readSweep(env);
-  const outbox = readOutbox(env);
-  const temporalLimits = readTemporalLimits(env);
-  const webhooks = readWebhooks(env, mode);
-  const observability = readObservability(env);
-  const worker = readWorkerTuning(env);
-  const deployment = readDeployment(env, mode);
-  const codecServer = readCodecServer(env, mode);
+  const codecServer = readCodecServer(reading, v, mode);
+  reading.done();
   return Object.freeze({
     mode,
-    decisions: Object.freeze({
-      fourEyes: mode === 'production',
-      quarantineTimeoutMs: readDuration(env, 'QUARANTINE_DECISION_TIMEOUT', '14d', 60_000),
-    }),
+    decisions: Object.freeze({ fourEyes: mode === 'production', quarantineTimeoutMs: v.QUARANTINE_DECISION_TIMEOUT }),
     codecServer: Object.freeze(codecServer),
-    observability: Object.freeze(observability),
-    worker: Object.freeze(worker),
-    deployment: Object.freeze(deployment),
+    observability: Object.freeze({
+      metricsAddress: v.METRICS_ADDRESS,
+      healthAddress: v.HEALTH_ADDRESS,
+      logLevel: v.LOG_LEVEL,
+      gaugeIntervalMs: v.METRICS_GAUGE_INTERVAL,
+      quarantinePageAfterMs: v.QUARANTINE_PAGE_AFTER,
+      duplicateSendsAlertRatio: v.DUPLICATE_SENDS_ALERT_RATIO,
+      merchantLabel: v.METRICS_MERCHANT_LABEL,
+      worstMerchants: v.METRICS_WORST_MERCHANTS,
+    }),
+    worker: Object.freeze({ maxCachedWorkflows: v.WORKER_MAX_CACHED_WORKFLOWS }),
+    deployment: Object.freeze({
+      deploymentName: v.WORKER_DEPLOYMENT_NAME,
+      buildId: v.WORKER_BUILD_ID,
+      setCurrent: v.WORKER_SET_CURRENT ?? (mode === 'dev' ? 'always' : 'if-none'),
+    }),
     regions: Object.freeze(regions),
-    webhooks: Object.freeze(webhooks),
-    sweep: Object.freeze(sweep),
-    outbox: Object.freeze(outbox),
-    retention: Object.freeze(readRetention(env)),
-    temporalLimits: Object.freeze(temporalLimits),
+    webhooks: Object.freeze({
+      allowInsecureHttp: mode === 'dev',
+      allowPrivateAddresses: mode === 'dev',
+      trustedNetworks: v.WEBHOOK_TRUSTED_NETWORKS,
+      // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
+      allowedPorts: v.WEBHOOK_ALLOWED_PORTS ?? (mode === 'production' ? [443] : undefined),
+      maxInFlightPerMerchant: v.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
+      destinationRateShare: v.DESTINATION_RATE_SHARE,
+    }),
+    sweep: Object.freeze({
+      intervalMs: v.SWEEP_INTERVAL,
+      catchupWindowMs: v.SWEEP_CATCHUP_WINDOW,
+      pageSize: v.SWEEP_PAGE_SIZE,
+      batchSize: v.SWEEP_BATCH_SIZE,
+      timeoutMs: v.SWEEP_TIMEOUT,
+    }),
+    outbox: Object.freeze({ intervalMs: v.OUTBOX_RECONCILE_INTERVAL, graceMs: v.OUTBOX_GRACE }),
+    retention: Object.freeze({ intervalMs: v.RETENTION_INTERVAL, budgetMs: v.RETENTION_RUN_BUDGET }),
+    temporalLimits: Object.freeze({ maxWorkflowIdLength: v.TEMPORAL_MAX_ID_LENGTH }),
   });
 }
 
@@ -939,34 +609,27 @@ export interface ProcessorConfig extends ListenAddress {
 }
 
 export function loadProcessorConfig(env: Env, region: Region, mode: Mode): ProcessorConfig {
+  const reading = new Reading(env);
   const up = region.toUpperCase();
-  const variable = `PROCESSOR_SIGNING_SECRET_${up}`;
-  const expected = 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with';
-  const signingKey = keyOfSecret(env[variable]);
-  // The value is a secret: errors name the variable, never its content.
-  if (signingKey === 'missing') throw new ConfigError(variable, undefined, expected);
-  if (signingKey === 'undecodable') throw new ConfigError(variable, '(redacted)', expected);
-
-  const address = readListenAddress(
-    env,
-    'PROCESSOR_RECEIVER_ADDRESS',
-    mode === 'dev' ? '127.0.0.1:8090' : '0.0.0.0:8090',
-  );
-  const metrics = readMetricsAddress(env, 'PROCESSOR_RECEIVER_METRICS_ADDRESS', mode, 9465);
+  const { PROCESSOR_SIGNING_SECRET } = regionVariables(region);
+  const { PROCESSOR_SIGNING_SECRET: signingKey } = reading.read({ PROCESSOR_SIGNING_SECRET }, (n) => `${n}_${up}`);
+  if (!signingKey && !env[`PROCESSOR_SIGNING_SECRET_${up}`]) {
+    reading.refuse(
+      `PROCESSOR_SIGNING_SECRET_${up}`,
+      undefined,
+      'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with',
+    );
+  }
+  const { PROCESSOR_GAP_WAIT, PROCESSOR_REFUSED_RETENTION } = VARIABLES;
+  const waits = reading.read({ PROCESSOR_GAP_WAIT, PROCESSOR_REFUSED_RETENTION });
+  const listener = readListenAddresses(reading, 'PROCESSOR_RECEIVER', mode, 8090, 9465);
+  reading.done();
   return Object.freeze({
-    ...address,
-    ...readListenerTls(env, 'PROCESSOR_RECEIVER', mode),
-    ...(metrics ? { metrics } : {}),
-    signingKey,
-    gapWaitMs: readDuration(env, 'PROCESSOR_GAP_WAIT', '15m', 1000),
-    refusedRetentionMs: readDuration(env, 'PROCESSOR_REFUSED_RETENTION', '30d', 3_600_000),
+    ...listener,
+    signingKey: signingKey!,
+    gapWaitMs: waits.PROCESSOR_GAP_WAIT,
+    refusedRetentionMs: waits.PROCESSOR_REFUSED_RETENTION,
   });
-}
-
-/** A host and a port to listen on. */
-export interface ListenAddress {
-  readonly host: string;
-  readonly port: number;
 }
 
 /** An HTTP API of one region: where it listens and how TLS reaches it (the admin API's and the merchant API's). */
@@ -984,76 +647,87 @@ export interface ListenerConfig extends ListenAddress {
 }
 
 /**
- * `<prefix>_REGION` (or the only configured region), `<prefix>_ADDRESS` (dev: 127.0.0.1, production: 0.0.0.0, on
- * `port`), and TLS. Production refuses a listener without TLS (its own, or `<prefix>_BEHIND_TLS_PROXY=true` said
- * explicitly): credentials cross it.
+ * `<prefix>_ADDRESS` (dev: 127.0.0.1, production: 0.0.0.0, on `port`), `<prefix>_METRICS_ADDRESS` (production:
+ * 0.0.0.0:`metricsPort` unless said, dev only when said), and TLS.
  */
-/** `host:port` of `variable`, or `fallback` when it is unset; named errors otherwise. */
-function readListenAddress(env: Env, variable: string, fallback: string): ListenAddress;
-function readListenAddress(env: Env, variable: string, fallback?: string): ListenAddress | undefined;
-function readListenAddress(env: Env, variable: string, fallback?: string): ListenAddress | undefined {
-  const raw = env[variable] || fallback;
-  if (raw === undefined) return undefined;
-  const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(raw);
-  const port = match ? Number(match[2]) : NaN;
-  if (!match || port > 65_535) throw new ConfigError(variable, raw, 'host:port to listen on, e.g. 0.0.0.0:8090');
-  return Object.freeze({ host: match[1]!.replace(/^\[|\]$/g, ''), port });
-}
-
-/** Where a caller-facing process serves its metrics (<variable>): production 0.0.0.0:`port` unless said, dev if said. */
-const readMetricsAddress = (env: Env, variable: string, mode: Mode, port: number) =>
-  readListenAddress(env, variable, mode === 'production' ? `0.0.0.0:${port}` : undefined);
-
-function readListener(env: Env, config: Config, prefix: string, port: number, metricsPort: number): ListenerConfig {
-  const regions = config.regions.map((r) => r.region);
-  const regionRaw = env[`${prefix}_REGION`] || (regions.length === 1 ? regions[0] : undefined);
-  if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
-    throw new ConfigError(
-      `${prefix}_REGION`,
-      regionRaw,
-      `the region it serves, one of the configured regions: ${regions.join(', ')}`,
-    );
-  }
-  const production = config.mode === 'production';
-  const address = readListenAddress(env, `${prefix}_ADDRESS`, `${production ? '0.0.0.0' : '127.0.0.1'}:${port}`);
-  const metrics = readMetricsAddress(env, `${prefix}_METRICS_ADDRESS`, config.mode, metricsPort);
+function readListenAddresses(
+  reading: Reading,
+  prefix: 'API' | 'MERCHANT_API' | 'PROCESSOR_RECEIVER',
+  mode: Mode,
+  port: number,
+  metricsPort: number,
+): Omit<ListenerConfig, 'region'> {
+  const { ADDRESS, METRICS_ADDRESS } = LISTENERS[prefix];
+  const production = mode === 'production';
+  const given = reading.read({ ADDRESS, METRICS_ADDRESS }, (name) => `${prefix}_${name}`);
+  const address = given.ADDRESS ?? { host: production ? '0.0.0.0' : '127.0.0.1', port };
+  const metrics = given.METRICS_ADDRESS ?? (production ? { host: '0.0.0.0', port: metricsPort } : undefined);
   return Object.freeze({
-    region: regionRaw,
     ...address,
-    ...readListenerTls(env, prefix, config.mode),
+    ...readListenerTls(reading, prefix, mode, true),
     ...(metrics ? { metrics } : {}),
   });
 }
 
 /**
+ * `<prefix>_REGION` (or the only configured region), its addresses and TLS. Production refuses a listener without TLS
+ * (its own, or `<prefix>_BEHIND_TLS_PROXY=true` said explicitly): credentials cross it.
+ */
+function readListener(
+  reading: Reading,
+  config: Config,
+  prefix: 'API' | 'MERCHANT_API',
+  port: number,
+  metricsPort: number,
+): ListenerConfig {
+  const regions = config.regions.map((r) => r.region);
+  const { REGION } = LISTENERS[prefix];
+  const regionRaw =
+    reading.read({ REGION }, (name) => `${prefix}_${name}`).REGION ?? (regions.length === 1 ? regions[0] : undefined);
+  if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
+    reading.refuse(
+      `${prefix}_REGION`,
+      regionRaw,
+      `the region it serves, one of the configured regions: ${regions.join(', ')}`,
+    );
+  }
+  return Object.freeze({
+    region: regionRaw as Region,
+    ...readListenAddresses(reading, prefix, config.mode, port, metricsPort),
+  });
+}
+
+/**
  * <prefix>_TLS_CERT_FILE and _KEY_FILE (both or neither), or <prefix>_BEHIND_TLS_PROXY=true; production refuses a
- * listener with neither: what crosses it (a token, a key, a signed callback) is never sent in clear.
+ * listener with neither, when `required`: what crosses it (a token, a key, a signed callback) is never sent in clear.
  */
 function readListenerTls(
-  env: Env,
-  prefix: string,
+  reading: Reading,
+  prefix: keyof typeof LISTENERS,
   mode: Mode,
+  required: boolean,
 ): { tls?: { certFile: string; keyFile: string }; behindTlsProxy: boolean } {
-  const [certFile, keyFile] = [env[`${prefix}_TLS_CERT_FILE`] || undefined, env[`${prefix}_TLS_KEY_FILE`] || undefined];
+  const { TLS_CERT_FILE, TLS_KEY_FILE, BEHIND_TLS_PROXY } = LISTENERS[prefix];
+  const given = reading.read({ TLS_CERT_FILE, TLS_KEY_FILE, BEHIND_TLS_PROXY }, (name) => `${prefix}_${name}`);
+  const [certFile, keyFile] = [given.TLS_CERT_FILE, given.TLS_KEY_FILE];
   if ((certFile === undefined) !== (keyFile === undefined)) {
-    throw new ConfigError(
+    reading.refuse(
       certFile ? `${prefix}_TLS_KEY_FILE` : `${prefix}_TLS_CERT_FILE`,
       undefined,
       `both ${prefix}_TLS_CERT_FILE and ${prefix}_TLS_KEY_FILE, or neither`,
     );
   }
-  const proxyRaw = env[`${prefix}_BEHIND_TLS_PROXY`] || 'false';
-  if (proxyRaw !== 'true' && proxyRaw !== 'false')
-    throw new ConfigError(`${prefix}_BEHIND_TLS_PROXY`, proxyRaw, 'true or false');
-  const behindTlsProxy = proxyRaw === 'true';
-  if (mode === 'production' && !certFile && !behindTlsProxy) {
-    throw new ConfigError(
+  if (required && mode === 'production' && !certFile && !given.BEHIND_TLS_PROXY) {
+    reading.refuse(
       `${prefix}_TLS_CERT_FILE`,
       undefined,
       `a certificate for the listener (and ${prefix}_TLS_KEY_FILE), or ${prefix}_BEHIND_TLS_PROXY=true: production sends no credential in clear`,
     );
   }
-  return { ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}), behindTlsProxy };
+  return {
+    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
+    behindTlsProxy: given.BEHIND_TLS_PROXY,
+  };
 }
 
 /** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
@@ -1073,20 +747,22 @@ export interface ApiConfig extends ListenerConfig {
  * tokens cross this listener, and nothing but a verified token says who is calling.
  */
 export function loadApiConfig(env: Env, config: Config): ApiConfig {
-  const listener = readListener(env, config, 'API', 8443, 9466);
-  const issuer = readUrl(env, 'API_OIDC_ISSUER', config.mode === 'production' ? ['https:'] : ['https:', 'http:']);
-  if (!issuer)
-    throw new ConfigError(
-      'API_OIDC_ISSUER',
-      undefined,
-      'the URL of the OIDC issuer whose access tokens the API accepts',
-    );
+  const reading = new Reading(env);
+  const listener = readListener(reading, config, 'API', 8443, 9466);
+  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE } = LISTENERS.API;
+  const v = reading.read({ OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE }, (name) => `API_${name}`);
+  if (!v.OIDC_ISSUER && !env.API_OIDC_ISSUER) {
+    reading.refuse('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
+  } else if (config.mode === 'production' && v.OIDC_ISSUER?.startsWith('http:')) {
+    reading.refuse('API_OIDC_ISSUER', v.OIDC_ISSUER, 'a URL with scheme https:');
+  }
+  reading.done();
   return Object.freeze({
     ...listener,
-    issuer,
-    audience: env.API_OIDC_AUDIENCE || adminAudience(listener.region),
-    rolesClaim: env.API_OIDC_ROLES_CLAIM || 'roles',
-    clockToleranceSeconds: readDuration(env, 'API_CLOCK_TOLERANCE', '30s', 0) / 1000,
+    issuer: v.OIDC_ISSUER!,
+    audience: v.OIDC_AUDIENCE ?? adminAudience(listener.region),
+    rolesClaim: v.OIDC_ROLES_CLAIM,
+    clockToleranceSeconds: v.CLOCK_TOLERANCE / 1000,
   });
 }
 
@@ -1095,5 +771,8 @@ export function loadApiConfig(env: Env, config: Config): ApiConfig {
  * API's.
  */
 export function loadMerchantApiConfig(env: Env, config: Config): ListenerConfig {
-  return readListener(env, config, 'MERCHANT_API', 8444, 9467);
+  const reading = new Reading(env);
+  const listener = readListener(reading, config, 'MERCHANT_API', 8444, 9467);
+  reading.done();
+  return listener;
 }

@@ -9,6 +9,11 @@
 /** A configuration variable is missing or has a value this service cannot use. */
 export class ConfigError extends Error {
   override readonly name = 'ConfigError';
+  /**
+   * Every problem a loader found, this one first: the loaders report them all at once (`ConfigError.all`). Not
+   * enumerable: a log line carries them once, in the message.
+   */
+  declare readonly problems: readonly ConfigError[];
   constructor(
     readonly variable: string,
     readonly value: string | undefined,
@@ -19,6 +24,18 @@ export class ConfigError extends Error {
         ? `${variable} is not set: expected ${expected}`
         : `${variable}=${JSON.stringify(value)} is invalid: expected ${expected}`,
     );
+    Object.defineProperty(this, 'problems', { value: [this], writable: true });
+  }
+
+  /** One error for several problems: the first's variable, every problem's line in the message. */
+  static all(problems: readonly ConfigError[]): ConfigError {
+    const [first, ...more] = problems;
+    if (!first) throw new Error('ConfigError.all needs a problem');
+    if (more.length === 0) return first;
+    const error = new ConfigError(first.variable, first.value, first.expected);
+    error.message = `${problems.length} configuration problems:\n${problems.map((p) => `  ${p.message}`).join('\n')}`;
+    Object.defineProperty(error, 'problems', { value: problems });
+    return error;
   }
 }
 

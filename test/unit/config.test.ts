@@ -1,6 +1,8 @@
+import fs from 'node:fs';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
 import {
+  CONFIG_VARIABLES,
   DEFAULT_SWEEP_TIMEOUT_MS,
   loadApiConfig,
   loadConfig,
@@ -13,7 +15,9 @@ import {
 import { ConfigError } from '../../src/errors.js';
 import { adminApiFromEnv } from '../../src/ops/admin-client.js';
 import { DEV_SECRET_KEYS } from '../../src/delivery/secret-box.js';
-import { loadDevConfig } from '../../dev/dev-config.js';
+import { TEMPORAL_CONNECTION_VARIABLES } from '../../src/temporal-connection.js';
+import { DEV_CONFIG_VARIABLES, loadDevConfig } from '../../dev/dev-config.js';
+import { CONFIGURATION_DOC, withGeneratedTables } from '../../dev/config-docs.js';
 import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds.js';
 
 /** A production configuration of the US region that loads (TLS to Temporal, its payload and merchant-secret keys). */
@@ -189,25 +193,47 @@ describe('config', () => {
     }
   });
 
-  it('production mode requires each region’s database and Temporal address', () => {
-    expect(configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' }).variable).toBe(
+  it('reports every bad variable at once, one line each, never echoing a secret', () => {
+    const err = configError({
+      SWEEP_INTERVAL: 'soon',
+      LOG_LEVEL: 'chatty',
+      DATABASE_URL_US: 'mysql://ledger:hunter2@db/ledger',
+      PAYLOAD_KEYS_EU: 'not-a-key-ring',
+    });
+    expect(err.problems.map((p) => p.variable)).toEqual([
+      'SWEEP_INTERVAL',
+      'LOG_LEVEL',
       'DATABASE_URL_US',
-    );
-    expect(
-      configError({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us', DATABASE_URL_US: 'postgres://h/db' })
-        .variable,
-    ).toBe('TEMPORAL_ADDRESS_US');
+      'PAYLOAD_KEYS_EU',
+    ]);
+    expect(err.variable).toBe('SWEEP_INTERVAL');
+    expect(err.message.split('\n')).toHaveLength(5);
+    expect(err.message).toMatch(/^4 configuration problems:/);
+    expect(err.message).not.toMatch(/hunter2|not-a-key-ring/);
+  });
+
+  it('production mode requires each region’s database, Temporal address, keys and TLS, all named at once', () => {
+    const missing = (env: Record<string, string>) => configError(env).problems.map((p) => p.variable);
+    expect(missing({ HOLD_SWEEPER_MODE: 'production', HOLD_SWEEPER_REGIONS: 'us' })).toEqual([
+      'DATABASE_URL_US',
+      'TEMPORAL_ADDRESS_US',
+      'PAYLOAD_KEYS_US',
+      'MERCHANT_SECRET_KEYS_US',
+      'TEMPORAL_TLS',
+    ]);
     const reachable = {
       HOLD_SWEEPER_MODE: 'production',
       HOLD_SWEEPER_REGIONS: 'us',
       DATABASE_URL_US: 'postgres://h/db',
       TEMPORAL_ADDRESS: 't:7233',
     };
-    expect(configError(reachable).variable).toBe('PAYLOAD_KEYS_US');
-    const payloadKeyed = { ...reachable, PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}` };
-    expect(configError(payloadKeyed).variable).toBe('MERCHANT_SECRET_KEYS_US');
-    const keyed = { ...payloadKeyed, MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 5).toString('base64')}` };
-    expect(configError(keyed).variable).toBe('TEMPORAL_TLS');
+    expect(missing(reachable)).toEqual(['PAYLOAD_KEYS_US', 'MERCHANT_SECRET_KEYS_US', 'TEMPORAL_TLS']);
+    const keyed = {
+      ...reachable,
+      PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32).toString('base64')}`,
+      MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 5).toString('base64')}`,
+    };
+    expect(missing(keyed)).toEqual(['TEMPORAL_TLS']);
     const tls = { ...keyed, TEMPORAL_TLS: 'true' };
     // The codec endpoint in production: each user's token verified, over TLS; a static token is refused.
     expect(configError({ ...tls, CODEC_SERVER_ADDRESS: '0.0.0.0:8888' }).variable).toBe('CODEC_OIDC_ISSUER');
@@ -540,5 +566,22 @@ describe('the admin API’s config', () => {
         behindTlsProxy: false,
       },
     );
+  });
+});
+
+describe('docs/configuration.md', () => {
+  const doc = fs.readFileSync(CONFIGURATION_DOC, 'utf8');
+
+  it('lists every variable as the schema declares it (npm run docs:config writes its tables)', () => {
+    expect(withGeneratedTables(doc)).toBe(doc);
+    const tables = withGeneratedTables(doc.replace(/\| `SWEEP_INTERVAL` \|[^\n]*\n/, ''));
+    expect(tables).toContain('| `SWEEP_INTERVAL` |');
+    for (const variable of [...CONFIG_VARIABLES, ...DEV_CONFIG_VARIABLES]) {
+      // The Temporal connection's are grouped in rows of their own (`TEMPORAL_TLS_CLIENT_CERT_PATH` (`_DATA`)).
+      const connection = (TEMPORAL_CONNECTION_VARIABLES as readonly string[]).includes(
+        variable.replace(/_(US|EU)$/, ''),
+      );
+      if (!connection) expect(doc, variable).toContain(`\`${variable}\``);
+    }
   });
 });

@@ -17,6 +17,7 @@ const LAYERS: readonly (readonly string[])[] = [
   [
     'src/errors.ts',
     'src/config.ts',
+    'src/config-schema.ts',
     'src/dev-stack.ts',
     'src/temporal-connection.ts',
     'src/db/',

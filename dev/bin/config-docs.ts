@@ -1,0 +1,4 @@
+/** `npm run docs:config`: docs/configuration.md's variable tables, written from src/config-schema.ts. */
+import { CONFIGURATION_DOC, writeConfigurationDoc } from '../config-docs.js';
+
+console.log(writeConfigurationDoc() ? `${CONFIGURATION_DOC}: tables rewritten` : `${CONFIGURATION_DOC}: up to date`);

@@ -1,0 +1,685 @@
+/**
+ * Every variable the product reads, as a schema: how its text becomes a value (or the words for what was expected),
+ * its default, and what docs/configuration.md says of it. The loaders (src/config.ts, dev/dev-config.ts) read each
+ * variable through its schema and report every bad one at once; the table in docs/configuration.md is written from
+ * these entries (`npm run docs:config`) and a test keeps it so.
+ */
+import net from 'node:net';
+import { z } from 'zod';
+import { REGIONS, type Region } from './contracts/regions.js';
+import type { EncryptionKey } from './contracts/keys.js';
+import { keyOfSecret } from './delivery/standard-webhooks.js';
+import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
+
+/** What the docs say of a variable: its default as a reader sees it, and what it means (markdown). */
+export interface VariableDoc {
+  readonly default: string;
+  readonly meaning: string;
+  /** Its value is never shown, in an error or anywhere else. */
+  readonly secret?: true;
+}
+
+/** A variable's schema: its text (undefined when unset) in, its value out. */
+export type Setting<T = unknown> = z.ZodType<T, string | undefined>;
+
+/** The docs of every setting, by schema: the table generator and the loaders' redaction read it. */
+export const DOCS = z.registry<VariableDoc>();
+
+function documented<T>(setting: Setting<T>, fallback: string, meaning: string, secret?: true): Setting<T> {
+  return setting.register(DOCS, { default: fallback, meaning, ...(secret ? { secret } : {}) });
+}
+
+/** The expected-value words of a failed check, as the ConfigError carries them. */
+function fail(ctx: z.RefinementCtx, expected: string): never {
+  ctx.addIssue({ code: 'custom', message: expected });
+  return z.NEVER;
+}
+
+/**
+ * A variable whose text `check` turns into a value, or refuses with `fail`. Unset reads as `fallback`; so does empty,
+ * unless `emptyIsAValue` (a name or a duration given as "" is a mistake, not a default).
+ */
+function setting<T>(fallback: string, check: Check<T>, emptyIsAValue?: boolean): Setting<T>;
+function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue?: boolean): Setting<T | undefined>;
+function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue = false): Setting<T | undefined> {
+  return z
+    .string()
+    .optional()
+    .transform((given, ctx) => {
+      const raw = given === undefined || (given === '' && !emptyIsAValue) ? fallback : given;
+      return raw === undefined ? undefined : check(raw, ctx);
+    });
+}
+
+type Check<T> = (raw: string, ctx: z.RefinementCtx) => T;
+
+const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const DURATION_EXPECTED = 'a duration such as 500ms, 30s, 15m, 1h or 3d';
+
+/** `500ms`, `30s`, `15m`, `1h`, `3d` (one number, one unit) in milliseconds; undefined for anything else. */
+export function durationMs(raw: string): number | undefined {
+  const match = /^(\d+)(ms|s|m|h|d)$/.exec(raw.trim());
+  return match ? Number(match[1]) * DURATION_UNITS_MS[match[2]!]! : undefined;
+}
+
+function duration(fallback: string, minMs = 1, maxMs = Infinity): Setting<number> {
+  return setting(
+    fallback,
+    (raw, ctx) => {
+      const ms = durationMs(raw);
+      if (ms === undefined) return fail(ctx, DURATION_EXPECTED);
+      if (ms < minMs) return fail(ctx, `a duration of at least ${minMs} ms`);
+      if (ms > maxMs) return fail(ctx, `a duration of at most ${maxMs} ms`);
+      return ms;
+    },
+    true,
+  );
+}
+
+function int(fallback: number, min: number, max: number): Setting<number>;
+function int(fallback: undefined, min: number, max: number): Setting<number | undefined>;
+function int(fallback: number | undefined, min: number, max: number): Setting<number | undefined> {
+  return setting(fallback?.toString(), (raw, ctx) => {
+    const value = Number(raw);
+    if (!/^\d+$/.test(raw.trim()) || value < min || value > max) return fail(ctx, `an integer from ${min} to ${max}`);
+    return value;
+  });
+}
+
+function oneOf<const T extends string>(values: readonly T[], fallback: T, expected: string): Setting<T>;
+function oneOf<const T extends string>(
+  values: readonly T[],
+  fallback: undefined,
+  expected: string,
+): Setting<T | undefined>;
+function oneOf<const T extends string>(values: readonly T[], fallback: T | undefined, expected: string) {
+  const check: Check<T> = (raw, ctx) =>
+    (values as readonly string[]).includes(raw) ? (raw as T) : fail(ctx, expected);
+  return fallback === undefined ? setting(undefined, check) : setting(fallback, check);
+}
+
+const bool = (fallback: 'true' | 'false') =>
+  setting(fallback, (raw, ctx) => (raw === 'true' || raw === 'false' ? raw === 'true' : fail(ctx, 'true or false')));
+
+/** Any text; unset or empty: `fallback`. */
+function text(fallback: string): Setting<string>;
+function text(): Setting<string | undefined>;
+function text(fallback?: string) {
+  return fallback === undefined ? setting(undefined, (raw) => raw) : setting(fallback, (raw) => raw);
+}
+
+/** Temporal namespaces, task queues and schedule ids: a safe, greppable alphabet. */
+const name = (fallback: string) =>
+  setting(
+    fallback,
+    (raw, ctx) =>
+      /^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/.test(raw)
+        ? raw
+        : fail(ctx, 'letters, digits, ".", "_" or "-" (at most 200 characters)'),
+    true,
+  );
+
+function url(protocols: readonly string[]): Setting<string | undefined> {
+  return setting(undefined, (raw, ctx) => {
+    let parsed: URL;
+    try {
+      parsed = new URL(raw);
+    } catch {
+      return fail(ctx, `a URL such as ${protocols[0]}//user:pass@host:5432/db`);
+    }
+    return protocols.includes(parsed.protocol) ? raw : fail(ctx, `a URL with scheme ${protocols.join(' or ')}`);
+  });
+}
+
+/** Host:port, as the Temporal client expects it. */
+const address = () =>
+  setting(undefined, (raw, ctx) =>
+    /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw) ? raw : fail(ctx, 'host:port, e.g. temporal:7233'),
+  );
+
+/** A host and a port to listen on. */
+export interface ListenAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** `host:port` to listen on; unset: none (the loaders choose a listener's default by the mode). */
+const listenAddress = () =>
+  setting(undefined, (raw, ctx): ListenAddress => {
+    const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(raw);
+    if (!match || Number(match[2]) > 65_535) return fail(ctx, 'host:port to listen on, e.g. 0.0.0.0:8090');
+    return Object.freeze({ host: match[1]!.replace(/^\[|\]$/g, ''), port: Number(match[2]) });
+  });
+
+/** Browser origins (`scheme://host[:port]`, comma-separated): at least one, each exactly an origin. */
+const origins = (fallback: string) =>
+  setting(
+    fallback,
+    (raw, ctx) => {
+      const list = raw
+        .split(',')
+        .map((o) => o.trim())
+        .filter(Boolean);
+      const exact = (origin: string) => {
+        try {
+          const parsed = new URL(origin);
+          return parsed.origin === origin && ['http:', 'https:'].includes(parsed.protocol);
+        } catch {
+          return false;
+        }
+      };
+      if (list.length === 0 || !list.every(exact)) {
+        return fail(
+          ctx,
+          'one or more comma-separated origins such as http://localhost:8080 (scheme://host[:port], no path)',
+        );
+      }
+      return list;
+    },
+    true,
+  );
+
+/** Comma-separated CIDRs (`10.20.0.0/16,127.0.0.1/32`); none when unset. */
+const networks = () =>
+  setting('', (raw, ctx) => {
+    const cidrs = raw.trim() === '' ? [] : raw.split(',').map((entry) => entry.trim());
+    const valid = (cidr: string) => {
+      const [network, prefix, extra] = cidr.split('/');
+      const family = net.isIP(network ?? '');
+      return (
+        extra === undefined &&
+        family !== 0 &&
+        /^\d{1,3}$/.test(prefix ?? '') &&
+        Number(prefix) <= (family === 4 ? 32 : 128)
+      );
+    };
+    return cidrs.every(valid)
+      ? cidrs
+      : fail(ctx, 'comma-separated networks in CIDR notation, e.g. 10.20.0.0/16,127.0.0.1/32');
+  });
+
+/** Comma-separated TCP ports (`443,8443`), each 1–65535; unset: the loader's fallback for the mode. */
+const ports = () =>
+  setting(undefined, (raw, ctx) => {
+    const list = raw.split(',').map((entry) => entry.trim());
+    return list.every((port) => /^\d{1,5}$/.test(port) && Number(port) >= 1 && Number(port) <= 65_535)
+      ? list.map(Number)
+      : fail(ctx, 'comma-separated ports from 1 to 65535, e.g. 443,8443');
+  });
+
+/** Parses `id:base64key[,id:base64key...]` (current key first); `expected` words otherwise. */
+export function parseEncryptionKeys(raw: string): EncryptionKey[] | string {
+  const keys: EncryptionKey[] = [];
+  for (const entry of raw.split(',')) {
+    const [id, encoded] = entry.trim().split(':');
+    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id))
+      return 'comma-separated id:base64key pairs, current key first';
+    const key = Buffer.from(encoded, 'base64');
+    if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '')) {
+      return `key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`;
+    }
+    keys.push({ id, key });
+  }
+  return new Set(keys.map((k) => k.id)).size === keys.length ? keys : 'distinct key ids';
+}
+
+const keyRing = () =>
+  setting(undefined, (raw, ctx) => {
+    const keys = parseEncryptionKeys(raw);
+    return typeof keys === 'string' ? fail(ctx, keys) : keys;
+  });
+
+/** A ratio of requests to webhooks, at least 1 (one request per webhook is the least there can be). */
+const ratio = (fallback: string) =>
+  setting(fallback, (raw, ctx) => {
+    const value = Number(raw);
+    return Number.isFinite(value) && value >= 1 ? value : fail(ctx, 'a ratio of requests to webhooks, >= 1 (e.g. 1.5)');
+  });
+
+/** A share of something, 0 < share <= 1: `0.5`, or `50%`. */
+const share = () =>
+  setting('1', (raw, ctx) => {
+    const percent = raw.trim().endsWith('%');
+    const value = Number(percent ? raw.trim().slice(0, -1) : raw) / (percent ? 100 : 1);
+    return Number.isFinite(value) && value > 0 && value <= 1
+      ? value
+      : fail(ctx, 'a share of the rate, > 0 and <= 1 (e.g. 0.5 or 50%)');
+  });
+
+/** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
+const MAX_PAGE_SIZE = 2000;
+/** The server refuses catch-up windows under 10 s. */
+const MIN_CATCHUP_WINDOW_MS = 10_000;
+/** The design's whole night (50,000 holds) landing in one region, at the default 500 a page: 100 pages. */
+const SWEEP_SIZED_FOR_PAGES = 100;
+/** The 50,000-hold benchmark paged the US's 60 pages in ~40 min on the 2-core dev server (~40 s a page): 1.5× that. */
+const SWEEP_PAGE_BUDGET_MS = 60_000;
+/**
+ * The last run's wait for releases: DEFAULT_RELEASE_WAIT_MS in src/workflows/sweep-expired-holds.ts (a unit test keeps
+ * them equal).
+ */
+export const SWEEP_RELEASE_WAIT_MS = 10 * 60_000;
+/** Workflow-task retries, a worker restart mid-sweep, finishSweep's own minute of slack, a short ledger failover. */
+const SWEEP_SLACK_MS = 10 * 60_000;
+/**
+ * SWEEP_TIMEOUT's default: 100 pages × 60 s + 10 min + 10 min = 2 h. A sweep cut off by it loses nothing: the
+ * next scheduled sweep pages from the start again, released holds are no longer active, and a hold whose child
+ * is already running collides on its id (hold + expiry), so it is counted, not started twice.
+ */
+export const DEFAULT_SWEEP_TIMEOUT_MS =
+  SWEEP_SIZED_FOR_PAGES * SWEEP_PAGE_BUDGET_MS + SWEEP_RELEASE_WAIT_MS + SWEEP_SLACK_MS;
+/**
+ * Shorter, a sweep whose children are still releasing would always be ended in its final wait (plus that
+ * activity's minute of slack), never record a completed run, and keep the no-completed-sweep alert firing.
+ */
+const MIN_SWEEP_TIMEOUT_MS = SWEEP_RELEASE_WAIT_MS + 60_000;
+
+/**
+ * Requests open at once against one merchant: 4 serves 5 req/s at up to 800 ms a response and keeps a merchant that
+ * hangs to four open connections, not the ~70 its rate would start within an attempt's timeout.
+ */
+export const DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT = 4;
+
+/** The Worker Deployment every region's workers belong to, unless WORKER_DEPLOYMENT_NAME says otherwise. */
+export const DEFAULT_DEPLOYMENT_NAME = 'hold-sweeper';
+
+/** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
+export const MERCHANT_LABELS = ['all', 'per-merchant'] as const;
+
+/** When a starting worker makes its own build the deployment's current version (see docs/deploys.md). */
+export const SET_CURRENT_MODES = ['if-none', 'always', 'never'] as const;
+
+export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
+
+/** The variables read once per process, in the order docs/configuration.md lists them. */
+export const VARIABLES = {
+  HOLD_SWEEPER_MODE: documented(
+    oneOf(['dev', 'production'], 'dev', '"dev" or "production"'),
+    'none for `npm run worker`, `receiver`, `codec-server`, `ops`: it must be set (`npm start`, the tests and the benchmarks say `dev` themselves)',
+    '`dev`: plain-http and private-address merchant endpoints allowed (the fake merchants); one person may approve a replay or skip a gap; unset addresses are started by `npm start` or joined by `npm run worker` / `ops`. `production`: nothing started or joined; https and public addresses only; four eyes on replays and skips ([security.md](security.md#four-eyes-means-two-people)); the required variables above',
+  ),
+  HOLD_SWEEPER_REGIONS: documented(
+    setting(
+      REGIONS.join(','),
+      (raw, ctx) => {
+        const names = raw
+          .split(',')
+          .map((s) => s.trim().toLowerCase())
+          .filter(Boolean);
+        return names.length > 0 && names.every((n) => (REGIONS as readonly string[]).includes(n))
+          ? ([...new Set(names)] as Region[])
+          : fail(ctx, `a comma-separated, non-empty list of ${REGIONS.join(', ')}`);
+      },
+      true,
+    ),
+    '`us,eu`',
+    'regions this process serves',
+  ),
+  SWEEP_INTERVAL: documented(duration('15m', 1000), '`15m`', "how often the region's schedule starts a sweep"),
+  SWEEP_CATCHUP_WINDOW: documented(
+    duration('1h', MIN_CATCHUP_WINDOW_MS),
+    '`1h`',
+    'how late a sweep missed while the server was down is still started (at least `10s`)',
+  ),
+  SWEEP_PAGE_SIZE: documented(
+    int(500, 1, MAX_PAGE_SIZE),
+    '`500`',
+    "holds per page, each page one workflow run (≤ 2,000: Temporal's pending-children cap)",
+  ),
+  SWEEP_BATCH_SIZE: documented(
+    int(50, 1, MAX_PAGE_SIZE),
+    '`50`',
+    "holds per batch workflow within a page: a page's children are started by its batches, each with its own execution lock, instead of all by the page's run (bench/README.md measures why)",
+  ),
+  SWEEP_TIMEOUT: documented(
+    duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
+    '`2h`',
+    "workflow execution timeout of each sweep the schedule (or \"sweep now\") starts, over all its continue-as-new runs, so a stuck sweep cannot block the overlap-SKIP schedule forever. The default is 100 pages (the design's 50,000-hold night in one region at 500 a page) × 60 s a page (1.5× the benchmark's) + the 10 min final release wait + 10 min slack; at least `11m` (the final wait and its minute of slack). A sweep it ends loses nothing: its children run on, and the next scheduled sweep starts what is left (ids are hold + expiry, so nothing twice). Raise it if a region's nights grow past ~50,000 holds or you shrink `SWEEP_PAGE_SIZE` far below 500",
+  ),
+  OUTBOX_RECONCILE_INTERVAL: documented(
+    duration('5m', 1000),
+    '`5m`',
+    "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
+  ),
+  OUTBOX_GRACE: documented(
+    duration('10m', 1000),
+    '`10m`',
+    'how long a pending webhook stays untouched before the reconciler looks at it; at least `1s`',
+  ),
+  RETENTION_INTERVAL: documented(
+    duration('1h', 60_000),
+    '`1h`',
+    "the retention job's schedule (`<SCHEDULE_ID>-retention`, one per region): every interval, the ledger's rows past the retentions the database fixes leave, in batches ([data-retention.md](data-retention.md)); at least `1m`",
+  ),
+  RETENTION_RUN_BUDGET: documented(
+    // Inside the activity's 30-minute start-to-close (src/workflows/activity-profiles.ts), so a run always reports.
+    duration('5m', 1000, 20 * 60_000),
+    '`5m`',
+    'how long one retention run may delete for; a backlog is worked through by the next runs (`1s` to `20m`)',
+  ),
+  TEMPORAL_MAX_ID_LENGTH: documented(
+    // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
+    int(DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000),
+    `\`${DEFAULT_MAX_WORKFLOW_ID_LENGTH}\``,
+    "the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own default is 1000): a hold whose workflow ids would be longer is rejected by the sweep, never started",
+  ),
+  QUARANTINE_DECISION_TIMEOUT: documented(
+    duration('14d', 60_000),
+    '`14d`',
+    'how long a quarantined webhook waits for a human before it is abandoned; at least `1m`',
+  ),
+  METRICS_ADDRESS: documented(
+    address(),
+    'none',
+    "Prometheus endpoint (`host:port`) of each worker: the SDK's and the product's metrics",
+  ),
+  HEALTH_ADDRESS: documented(
+    listenAddress(),
+    'none',
+    "each worker's `GET /livez` (the process runs) and `GET /readyz` (200 only while every region's ledger and Temporal answer, within 2 s, and its merchant-secret key ring holds every key the ledger's secrets are sealed under; else 503, naming each failing check and its error)",
+  ),
+  METRICS_GAUGE_INTERVAL: documented(
+    duration('15s', 100),
+    '`15s`',
+    'how often each worker re-reads the ledger gauges (ages, depths)',
+  ),
+  METRICS_MERCHANT_LABEL: documented(
+    oneOf(
+      MERCHANT_LABELS,
+      'all',
+      '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
+    ),
+    '`all`',
+    '`merchant_id` on the delivery metrics (`hold_sweeper_webhook_attempts_total`, `_throttle_waits_total`, `_retry_after_honoured_total`, and the histograms `_webhook_attempt_duration_seconds` and `_limiter_wait_seconds`). `all`: every merchant is counted under `merchant_id="all"`, so the series stay a handful whatever the number of merchants (a series per merchant would be millions at 100,000 merchants); which merchant is behind a number is in the ledger ([runbook.md](runbook.md#merchantratelimited)). `per-merchant`: a series per merchant, for deployments with a few thousand merchants at most. The label exists in both modes, so queries and alert rules that group by it keep working',
+  ),
+  METRICS_WORST_MERCHANTS: documented(
+    int(10, 1, 100),
+    '`10`',
+    'per-merchant signals without per-merchant series: the N merchants with the highest 429 share and error share over the last 15 minutes, and the oldest backlog, exported by `merchant_id` (`hold_sweeper_worst_merchant_*`), whatever `METRICS_MERCHANT_LABEL` says (1–100)',
+  ),
+  QUARANTINE_PAGE_AFTER: documented(
+    duration('1h', 60_000),
+    '`1h`',
+    'a quarantined webhook older than this pages (`hold_sweeper_quarantines_past_page_age`, alert QuarantinePastPageAge); at least `1m`',
+  ),
+  DUPLICATE_SENDS_ALERT_RATIO: documented(
+    ratio('1.5'),
+    '`1.5`',
+    'requests per distinct webhook sent over the last 15 minutes, first policy runs only (replays and resends are declared and not counted), above which DuplicateSends fires (`hold_sweeper_requests_per_webhook`); at least 1',
+  ),
+  LOG_LEVEL: documented(
+    setting(
+      'INFO',
+      (raw, ctx) => {
+        const level = raw.toUpperCase();
+        return (LOG_LEVELS as readonly string[]).includes(level)
+          ? (level as (typeof LOG_LEVELS)[number])
+          : fail(ctx, `one of ${LOG_LEVELS.join(', ')}`);
+      },
+      true,
+    ),
+    '`INFO`',
+    'the log level of every process (JSON lines on stdout, a fatal one on stderr: [runbook.md](runbook.md))',
+  ),
+  WORKFLOW_BUNDLE_PATH: documented(
+    text(),
+    'bundled at start-up',
+    'a prebuilt workflow bundle (`npm run build:bundle -- FILE`; the `Dockerfile` bakes one in)',
+  ),
+  WORKER_MAX_CACHED_WORKFLOWS: documented(
+    int(undefined, 0, 1_000_000),
+    "the SDK's (from the heap limit)",
+    'workflows each regional worker keeps in its sticky cache (0 = none); each costs memory, an evicted one is replayed from its history at its next task',
+  ),
+  WORKER_DEPLOYMENT_NAME: documented(
+    setting(DEFAULT_DEPLOYMENT_NAME, (raw, ctx) =>
+      // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
+      /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(raw)
+        ? raw
+        : fail(ctx, 'letters, digits, "_" or "-" (at most 100 characters, no ".")'),
+    ),
+    `\`${DEFAULT_DEPLOYMENT_NAME}\``,
+    'the Worker Deployment the workers belong to, one per namespace ([deploys.md](deploys.md))',
+  ),
+  WORKER_BUILD_ID: documented(
+    setting(undefined, (raw, ctx) =>
+      /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(raw)
+        ? raw
+        : fail(ctx, 'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision'),
+    ),
+    '`wf-` + a hash of the workflow bundle',
+    "this build's id in the deployment: the image's git revision (`--build-arg BUILD_ID`)",
+  ),
+  WORKER_SET_CURRENT: documented(
+    oneOf(SET_CURRENT_MODES, undefined, SET_CURRENT_MODES.join(', ')),
+    '`if-none` (production), `always` (dev)',
+    'when a starting worker makes its build current: `if-none` only on a first deploy (later builds wait for `temporal worker deployment set-current-version`), `always`, or `never` (the operator promotes)',
+  ),
+  WEBHOOK_TRUSTED_NETWORKS: documented(
+    networks(),
+    'none',
+    'private networks (CIDRs) merchant endpoints may be on in production all the same (a private link); https still required',
+  ),
+  WEBHOOK_ALLOWED_PORTS: documented(
+    ports(),
+    '`443` (production), any port (dev)',
+    'the ports merchant endpoints may use, comma-separated (`443,8443`); a URL without a port uses 443. Another port is refused as `InvalidEndpointUrl` (the delivery quarantines `bad_url`; `merchant add`/`set` write nothing) ([security.md](security.md#merchant-endpoints-global-unicast-only))',
+  ),
+  WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: documented(
+    int(DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000),
+    `\`${DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT}\``,
+    'at most this many requests open at once to one destination (every merchant row on one endpoint origin), across every worker (1–1000); the rate limit bounds how often they start, this how many a merchant that hangs holds open ([webhooks.md](webhooks.md#bounds-on-an-attempt))',
+  ),
+  DESTINATION_RATE_SHARE: documented(
+    share(),
+    '`1`',
+    "the share of each budget's published rate (a merchant's own, or a declared destination's) this region's workers use, `0.5` or `50%` (0 < share ≤ 1). Regions keep separate ledgers and pace alone, so when merchants of both regions point at one endpoint, give each region a share and keep the shares' sum at most 1 (`0.5` each); 1 is right for endpoints one region alone sends to ([webhooks.md](webhooks.md#budgets-per-merchant-or-per-declared-destination))",
+  ),
+  PROCESSOR_GAP_WAIT: documented(
+    duration('15m', 1000),
+    '`15m`',
+    'how long a hold\'s event workflow waits for a missing sequence before it stops for a human (`DeliveryStatus = "event_gap"`)',
+  ),
+  PROCESSOR_REFUSED_RETENTION: documented(
+    duration('30d', 3_600_000),
+    '`30d`',
+    'how long a correctly signed but refused callback stays in `processor_requests_refused` (at least `1h`); the receiver deletes older rows hourly. Unsigned refusals are never written, only counted (`hold_sweeper_processor_requests_refused_total`)',
+  ),
+  CODEC_SERVER_ADDRESS: documented(address(), 'none', 'where `npm run codec-server` serves ([api.md](api.md))'),
+  CODEC_AUTH_TOKEN: documented(
+    text(),
+    'none',
+    "dev only: a static bearer token instead of users' tokens (refused in production)",
+    true,
+  ),
+  CODEC_CORS_ORIGIN: documented(
+    origins('http://127.0.0.1:8233,http://localhost:8233'),
+    '`http://127.0.0.1:8233,http://localhost:8233`',
+    "Web UI origins the codec endpoint admits (each exactly `scheme://host[:port]`); only a listed origin gets a CORS grant; `npm start`'s own endpoint admits its `TEMPORAL_UI_PORT` unless this is set",
+  ),
+  CODEC_OIDC_ISSUER: documented(
+    url(['https:', 'http:']),
+    'none; required in production',
+    "whose users' tokens the codec endpoint verifies (`/decode`: any role in the namespace's region; `/encode`: an operator's or an approver's there); https in production",
+  ),
+  CODEC_OIDC_AUDIENCE: documented(
+    text(),
+    '`hold-sweeper-codec`',
+    'the `aud` its tokens carry: its own, so no admin API takes them',
+  ),
+  CODEC_OIDC_ROLES_CLAIM: documented(text('roles'), '`roles`', "the claim with the caller's roles"),
+} satisfies Record<string, Setting>;
+
+/** One per region: `<NAME>_<REGION>` (e.g. DATABASE_URL_EU). Defaults name the region (`r`: `us`, `eu`). */
+export const regionVariables = (r: string) =>
+  ({
+    DATABASE_URL: documented(
+      url(['postgres:', 'postgresql:']),
+      'unset: see the table above',
+      "the region's ledger (`postgres://` or `postgresql://`)",
+    ),
+    TEMPORAL_NAMESPACE: documented(
+      name(`hold-sweeper-${r}`),
+      `\`hold-sweeper-${r}\``,
+      "the region's Temporal namespace",
+    ),
+    TASK_QUEUE: documented(name(`hold-sweeper-${r}`), `\`hold-sweeper-${r}\``, "the region's task queue"),
+    SCHEDULE_ID: documented(name(`hold-sweep-${r}`), `\`hold-sweep-${r}\``, "the region's sweep schedule"),
+    PAYLOAD_KEYS: documented(
+      keyRing(),
+      'unset = payloads in clear (dev only)',
+      '`id:base64` of 32 bytes, current first ([encryption.md](encryption.md))',
+      true,
+    ),
+    MERCHANT_SECRET_KEYS: documented(
+      keyRing(),
+      'dev: the built-in dev ring (id `dev`, protects nothing); production: none, required (the dev ring is refused)',
+      "the key ring merchants' signing secrets are sealed with in the ledger: `id:base64` of 32 bytes, current first; the first seals, every key opens, and a worker re-seals with the current one at start-up. A region's workers, `npm run migrate` and ops CLI need the same ring; the receiver reads it in dev only (it migrates the development database), the codec server never ([webhooks.md](webhooks.md#signing-secrets-at-rest))",
+      true,
+    ),
+    PROCESSOR_SIGNING_SECRET: documented(
+      setting(undefined, (raw, ctx) => {
+        const key = keyOfSecret(raw);
+        return Buffer.isBuffer(key)
+          ? key
+          : fail(ctx, 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with');
+      }),
+      'none: required by the receiver',
+      'the secret the card processor signs its callbacks with (`whsec_<base64>`, at least 16 bytes); only the receiver reads it, it never enters Temporal or a log',
+      true,
+    ),
+  }) satisfies Record<string, Setting>;
+
+/** The region an HTTP API serves (one process per region). */
+const servedRegion = (what: string) =>
+  documented(text(), 'the only configured region', `the region ${what} serves (one process per region)`);
+
+/** An HTTP listener's TLS: its own certificate, or a TLS-terminating proxy in front of it, said. */
+const tlsVariables = (what: string) =>
+  ({
+    TLS_CERT_FILE: documented(
+      text(),
+      'none',
+      `${what}'s TLS certificate (PEM), with \`_TLS_KEY_FILE\`: both or neither`,
+    ),
+    TLS_KEY_FILE: documented(text(), 'none', `${what}'s TLS key (PEM)`),
+    BEHIND_TLS_PROXY: documented(
+      bool('false'),
+      '`false`',
+      `\`true\`: plain HTTP on a listener only a TLS-terminating proxy reaches; production refuses ${what} with neither this nor a certificate`,
+    ),
+  }) satisfies Record<string, Setting>;
+
+/** Where an HTTP listener serves its callers and its metrics; the defaults depend on the mode, so the loader gives them. */
+const listenerVariables = (what: string, port: number, metricsPort: number) =>
+  ({
+    ADDRESS: documented(
+      listenAddress(),
+      `dev \`127.0.0.1:${port}\`, production \`0.0.0.0:${port}\``,
+      `where ${what} listens`,
+    ),
+    METRICS_ADDRESS: documented(
+      listenAddress(),
+      `production \`0.0.0.0:${metricsPort}\`, dev none`,
+      `${what}'s \`GET /metrics\`, never on its callers' port`,
+    ),
+    ...tlsVariables(what),
+  }) satisfies Record<string, Setting>;
+
+/** The HTTP listeners' variables, `<PREFIX>_<NAME>`, by prefix. */
+export const LISTENERS = {
+  PROCESSOR_RECEIVER: listenerVariables('the processor-event receiver (`npm run receiver`)', 8090, 9465),
+  API: {
+    REGION: servedRegion('the admin API'),
+    ...listenerVariables('the admin API', 8443, 9466),
+    OIDC_ISSUER: documented(
+      url(['https:', 'http:']),
+      'required',
+      'the issuer whose access tokens the admin API accepts (its discovery document names the keys); https in production',
+    ),
+    OIDC_AUDIENCE: documented(
+      text(),
+      '`hold-sweeper-admin-<region>`',
+      "the `aud` a token must carry: the region's API's own, so no other region's token passes",
+    ),
+    OIDC_ROLES_CLAIM: documented(text('roles'), '`roles`', "the claim with the caller's roles"),
+    CLOCK_TOLERANCE: documented(duration('30s', 0), '`30s`', "clock difference tolerated on a token's expiry"),
+  },
+  MERCHANT_API: { REGION: servedRegion('the merchant API'), ...listenerVariables('the merchant API', 8444, 9467) },
+  CODEC: tlsVariables('the codec endpoint'),
+} as const satisfies Record<string, Record<string, Setting>>;
+
+/** The local stack's own (dev/dev-config.ts): production never reads these. */
+export const DEV_VARIABLES = {
+  TEMPORAL_CLI_PATH: documented(
+    text(),
+    'search',
+    'a `temporal` binary for the dev server ([local-stack.md](local-stack.md#how-temporal-is-obtained))',
+  ),
+  TEMPORAL_TEST_SERVER_PATH: documented(text(), 'search', 'the time-skipping test server the tests use'),
+  HOLD_SWEEPER_CACHE_DIR: documented(
+    text(),
+    '`$XDG_CACHE_HOME/hold-sweeper`, else `~/.cache/hold-sweeper`',
+    "downloads, and `dev-stack.json`, the running `npm start`'s addresses (also read by `npm run worker` / `ops` in dev mode)",
+  ),
+  HOLD_SWEEPER_DATA_DIR: documented(
+    text(),
+    'a fresh temp dir, removed at exit',
+    "the dev server's SQLite file and the embedded PostgreSQL",
+  ),
+  TEMPORAL_DEV_PORT: documented(int(7233, 1, 65535), '`7233`', "the dev server's gRPC port"),
+  TEMPORAL_UI_PORT: documented(int(8233, 1, 65535), '`8233`', "the dev server's Web UI port"),
+  DEMO_HOLDS: documented(int(300, 0, 1_000_000), '`300`', "holds per region in `npm start`'s demo night"),
+} satisfies Record<string, Setting>;
+
+/**
+ * Variables other code reads by its own rules, documented here beside the rest: the Temporal connection's
+ * (src/temporal-connection.ts, `@temporalio/envconfig`'s conventions, stricter where it is silent) and
+ * OpenTelemetry's exporter's. Each row: the variables, their default, what they mean.
+ */
+export const READ_ELSEWHERE = {
+  temporal: [
+    [
+      '`TEMPORAL_ADDRESS` (or `_US`, `_EU`)',
+      'unset: see the table above',
+      "Temporal frontend `host:port`; a region's own variable wins",
+    ],
+    [
+      '`TEMPORAL_CONFIG_FILE`, `TEMPORAL_PROFILE`',
+      'unset',
+      'a `temporal.toml` profile (address, namespace, TLS, API key, gRPC metadata), read by `@temporalio/envconfig` as the `temporal` CLI reads it; one profile holds one namespace, so a process serving two regions names one per region (`TEMPORAL_PROFILE_US`)',
+    ],
+    [
+      '`TEMPORAL_TLS`, `TEMPORAL_TLS_SERVER_CA_CERT_PATH` (`_DATA`), `TEMPORAL_TLS_SERVER_NAME`, `TEMPORAL_TLS_CLIENT_CERT_PATH` (`_DATA`), `TEMPORAL_TLS_CLIENT_KEY_PATH` (`_DATA`)',
+      'unset: plaintext, which **production refuses** unless `TEMPORAL_TLS=false` is said',
+      "TLS to the frontend, the CA that signed its certificate, the name in it, and this process's client certificate (mTLS). Booleans are `true`, `false`, `1`, `0`; `TRUE` or `yes` is a `ConfigError` (envconfig would read them as false and turn TLS off). `TEMPORAL_TLS_DISABLE_HOST_VERIFICATION=true` is refused: the TypeScript SDK cannot honour it, set the server name instead",
+    ],
+    [
+      '`TEMPORAL_API_KEY`, `TEMPORAL_API_KEY_FILE`',
+      'unset',
+      "the bearer token every call carries: a Temporal Cloud API key, or a self-hosted cluster's JWT ([security.md](security.md#a-locked-temporal)); one of the two. TLS turns on with a key unless `TEMPORAL_TLS=false`. Never logged, never in a message",
+    ],
+    [
+      '`TEMPORAL_API_KEY_REFRESH`',
+      '`60`',
+      'seconds between re-reads of `TEMPORAL_API_KEY_FILE`; a changed key goes to every open connection (`setApiKey`), so a token is renewed by writing its successor into the file',
+    ],
+    [
+      '`TEMPORAL_GRPC_META_<NAME>`',
+      'none',
+      'a gRPC header every call to Temporal carries (`TEMPORAL_GRPC_META_X_TENANT=acme` sends `x-tenant: acme`: lower-cased, the first `_` a `-`, as envconfig reads it); a profile may hold the same',
+    ],
+    [
+      'any `TEMPORAL_*` above with `_US` / `_EU`',
+      'the shared variable',
+      "that region's own value, for a process serving both regions (e.g. `TEMPORAL_API_KEY_FILE_EU`)",
+    ],
+  ],
+  openTelemetry: [
+    [
+      '`OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`',
+      'none',
+      "OpenTelemetry's own variables, read by its exporter: where the worker and the receiver send their traces over OTLP/HTTP (one trace per processor callback: the callback, the hold's event workflow it signals, the event's ledger change, the delivery it starts and each attempt; the sweep's workflows, which no callback reaches, are not traced: src/workflows/tracing.cjs). Unset, spans are made and dropped",
+    ],
+  ],
+} as const;
