@@ -1,6 +1,6 @@
 # The regional worker image (the receivers and the codec endpoint run it with another command). Debian-based on
-# purpose: the Temporal SDK's native core needs glibc (not musl). Node 24, the LTS line (Node 20 is end of life);
-# test/integration/node24.test.ts runs the compiled entry points under the same major.
+# purpose: the Temporal SDK's native core needs glibc (not musl). Node 24, the LTS line, the one the suite runs on
+# (test/integration/compiled.test.ts runs the compiled entry points as this image does).
 
 # Build: every dependency (TypeScript, tsx), src/ compiled to dist/ and the workflow bundle baked (npm run build).
 FROM node:24-bookworm-slim AS build
@@ -17,7 +17,9 @@ FROM node:24-bookworm-slim
 WORKDIR /app
 ENV NODE_ENV=production HOLD_SWEEPER_MODE=production
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# --omit=optional: the Node the npm scripts run on (node-linux-*: the image has its own) and the bundler's native
+# compiler (the bundle is baked below) stay out.
+RUN npm ci --omit=dev --omit=optional --no-audit --no-fund && npm cache clean --force
 COPY --from=build /app/dist ./dist
 # Bundled once at build time (dist/workflow-bundle.js); every replica then starts without webpack.
 ENV WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js

@@ -1,3 +1,5 @@
+// Node 24 or a clear refusal, before anything else loads.
+import './src/node-version.js';
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({

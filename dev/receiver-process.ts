@@ -36,8 +36,6 @@ export interface ReceiverProcessOptions {
    * otherwise).
    */
   env?: Record<string, string>;
-  /** The Node.js binary to run it with (another version than this process's, e.g. the image's: dev/node24.ts). */
-  nodeBinary?: string;
   /**
    * Its entry point: the source through tsx unless said, or the compiled `dist/bin/receiver.js` (npm run build), run as
    * it is.
@@ -65,12 +63,12 @@ export async function startReceiverProcess(options: ReceiverProcessOptions): Pro
     ...(options.gapWait ? { PROCESSOR_GAP_WAIT: options.gapWait } : {}),
     ...options.env,
   };
-  const { nodeBinary = process.execPath, entry = RECEIVER_ENTRY } = options;
+  const { entry = RECEIVER_ENTRY } = options;
   let output = '';
   let child: ChildProcess;
   const start = async () => {
     const started = output.length;
-    child = spawn(nodeBinary, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
+    child = spawn(process.execPath, [...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
     });

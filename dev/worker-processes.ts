@@ -69,8 +69,6 @@ export interface WorkerProcessOptions {
   logName?: string;
   /** Node flags for each process (e.g. `--cpu-prof`, which NODE_OPTIONS does not allow). */
   nodeArgs?: readonly string[];
-  /** The Node.js binary to run them with (another version than this process's, e.g. the image's: dev/node24.ts). */
-  nodeBinary?: string;
   /**
    * The worker's entry point: the source through tsx unless said, or the compiled `dist/bin/worker.js` (npm run build),
    * run as it is.
@@ -119,7 +117,6 @@ export async function startWorkerProcesses(
     logDir,
     logName = 'worker',
     nodeArgs = [],
-    nodeBinary = process.execPath,
     entry = 'src/bin/worker.ts',
     readyTimeoutMs = 120_000,
     onExit,
@@ -133,7 +130,7 @@ export async function startWorkerProcesses(
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
   const start = (index: number) => {
-    const child = spawn(nodeBinary, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
+    const child = spawn(process.execPath, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,

@@ -69,25 +69,6 @@ export class TemporalCliNotFoundError extends Error {
 }
 
 /**
- * No route could provide the Node.js binary the compiled entry points are tested under (dev/node24.ts: the image's
- * Node, beside the suite's own).
- */
-export class NodeBinaryNotFoundError extends Error {
-  override readonly name = 'NodeBinaryNotFoundError';
-  constructor(
-    readonly version: string,
-    readonly attempts: readonly { route: string; outcome: string }[],
-    readonly cachedPath: string,
-  ) {
-    super(
-      `Could not obtain Node.js ${version}. Routes tried, in order:\n` +
-        attempts.map((a, i) => `  ${i + 1}. ${a.route}: ${a.outcome}`).join('\n') +
-        `\nReach the npm registry once (the binary is cached), or put a Node.js ${version} binary at ${cachedPath}.`,
-    );
-  }
-}
-
-/**
  * A service the local stack starts itself (the embedded PostgreSQL, the Temporal dev server) did not start. Every
  * way a start can fail ends here, never as an unhandled 'error' event of a child process.
  */

@@ -10,6 +10,7 @@
  *
  * Run it when the README's results move on to a newer night: the older night's charts are then unlinked.
  */
+import '../../src/node-version.js';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';
 import path from 'node:path';

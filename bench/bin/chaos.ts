@@ -6,6 +6,7 @@
  * (a comma-separated list of FAULT_KINDS) injects only those faults, to see what one does alone.
  * Exit code 0 only when every invariant holds and no workflow task failed in the workers.
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { loadDevConfig } from '../../dev/dev-config.js';

@@ -4,6 +4,7 @@
  *
  *   npm run bench:limiter [-- --seconds 10 --clients 8 --merchants 500]
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

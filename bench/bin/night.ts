@@ -16,6 +16,7 @@
  * dev,cluster:1,cluster:4,cluster:8,cluster:4:async` runs the same night on each, one after the other,
  * and writes the side-by-side comparison to bench/results/backends-<holds>[-fault-free]-<backends>.{json,md}.
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { runNightBench, type NightReport } from '../night-bench.js';

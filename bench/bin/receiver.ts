@@ -12,6 +12,7 @@
  *
  *   npm run bench:receiver [-- --holds 1000 --senders 32 --lock-seconds 20]
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

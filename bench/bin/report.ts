@@ -5,6 +5,7 @@
  * bench-archive`), else the JSON as last committed with them (the nights reported before the series moved out); without
  * any the Markdown is written without charts and says so.
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { NightReport, NightSummary } from '../night-bench.js';

@@ -13,6 +13,7 @@
  *
  *   npm run bench:retention [-- --days 455 --holds 1000 --night 10000 --clients 8]
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -6,6 +6,7 @@
  *
  *   npm run build && HOLD_SWEEPER_MODE=... WORKFLOW_BUNDLE_PATH=dist/workflow-bundle.js node dist/bin/worker.js
  */
+import '../../src/node-version.js';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { createRequire } from 'node:module';

@@ -3,6 +3,7 @@
  * Temporal needs (dev/credentials.ts). Key and token files are readable by their owner only; the containers run as
  * uid 1000 (the node and temporal images' users).
  */
+import '../../src/node-version.js';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { writeComposeCredentials } from '../credentials.js';

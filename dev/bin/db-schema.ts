@@ -3,6 +3,7 @@
  * (dev/schema-dump.ts). Migrates a brand-new database on a throwaway embedded PostgreSQL, the server the tests
  * compare on, so the file matches what test/integration/schema.test.ts dumps byte for byte.
  */
+import '../../src/node-version.js';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';

@@ -10,6 +10,7 @@
  *   npm start               run the demo and keep the workers up (the schedules keep sweeping)
  *   npm start -- --once     exit after the summary (scripts, CI smoke runs)
  */
+import '../../src/node-version.js';
 import { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import fs from 'node:fs/promises';

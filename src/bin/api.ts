@@ -9,6 +9,7 @@
  * It holds the operators' database role and the payload and merchant-secret keys, so an operator's machine holds a
  * token only (`npm run ops` with HOLD_SWEEPER_API_URL_<R>). In dev mode, unset addresses are a running `npm start`'s.
  */
+import '../node-version.js';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadApiConfig, loadConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';

@@ -4,6 +4,7 @@
  *
  *   npm run build:bundle -- dist/workflow-bundle.js
  */
+import '../node-version.js';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { bundleWorkflows } from '../workers/region-worker.js';

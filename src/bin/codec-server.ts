@@ -5,6 +5,7 @@
  * verified like the admin API's, over TLS (CODEC_TLS_* or CODEC_BEHIND_TLS_PROXY); in dev CODEC_AUTH_TOKEN may stand
  * in. HOLD_SWEEPER_MODE must be set.
  */
+import '../node-version.js';
 import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
 import { byNamespace, createTokenVerifier } from '../api/identity.js';

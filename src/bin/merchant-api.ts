@@ -9,6 +9,7 @@
  * It holds no Temporal address, payload key or merchant secret: a resend a merchant asks for is started by the
  * workers' outbox reconciler. In dev mode, an unset database URL is a running `npm start`'s.
  */
+import '../node-version.js';
 import { ENTRY_POINTS, loadConfig, loadMerchantApiConfig, requireExplicitMode } from '../config.js';
 import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';

@@ -10,6 +10,7 @@
  *
  * Exit codes: 0 done (or nothing to do), 2 a configuration error, 1 a migration failed (nothing of it applied).
  */
+import '../node-version.js';
 import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
 import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';

@@ -10,6 +10,7 @@
  *
  * Exit codes: 0 current (made so, or already), 2 a configuration error, 1 not made current by the deadline.
  */
+import '../node-version.js';
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';

@@ -9,6 +9,7 @@
  * needs no worker in the same process, and it keeps recording (and answering) while Temporal is unreachable.
  * In dev mode, unset addresses are a running `npm start`'s.
  */
+import '../node-version.js';
 import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import fs from 'node:fs/promises';

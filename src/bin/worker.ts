@@ -10,6 +10,7 @@
  *
  * Each region's worker also erases rotated-out merchant secrets past their overlap, on an interval beside its gauges.
  */
+import '../node-version.js';
 import fs from 'node:fs/promises';
 import v8 from 'node:v8';
 import { Client } from '@temporalio/client';

@@ -16,6 +16,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['src/workflows/'],
   [
     'src/errors.ts',
+    'src/node-version.ts',
     'src/config.ts',
     'src/config-schema.ts',
     'src/dev-stack.ts',
