@@ -2,13 +2,14 @@
  * Every operator verb, once: its HTTP route on the admin API, the roles that may call it, the schema of its input
  * (validated by the API, published in its OpenAPI document), and what it does (the functions of src/ops/). The admin
  * API (admin-server.ts) serves them; the operators' CLI (src/ops/cli.ts) calls them through it, or runs them itself
- * against the ledger when no API is configured (dev, and the break-glass path). Input field names are the CLI's
- * option names in camel case; `by` / `requestedBy` is never input on the API: it is the verified caller.
+ * against the ledger when no API is configured (dev, and the break-glass path); its commands, options and help are
+ * made from this table. Input field names are the CLI's option names in camel case, unless a verb's `cli` spells one
+ * otherwise; `by` / `requestedBy` is never input on the API: it is the verified caller.
  */
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { isPool, type Queryable } from '../db/pool.js';
-import type { RegionConfig } from '../config.js';
+import { parseDuration, type RegionConfig } from '../config.js';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../contracts/delivery.js';
 import { QUARANTINE_REASONS, type QuarantineReason } from '../contracts/failures.js';
 import type { EndpointRules } from '../delivery/endpoint.js';
@@ -71,6 +72,15 @@ export type VerbInput = Record<string, string | number | boolean | undefined>;
 /** A JSON schema of one input field. */
 type Field = Record<string, unknown>;
 
+/** An option of the CLI that is not `--kebab-case <value>` of its field's name and type. */
+export interface CliSpelling {
+  /** commander's syntax: `--overlap <duration>`, or a flag without a value. */
+  flags: string;
+  description: string;
+  /** The field's input value from what was typed (undefined for a flag without a value). */
+  value: (typed: string | undefined) => unknown;
+}
+
 export interface AdminVerb {
   /** e.g. `replay.approve`: the audit's and the OpenAPI operation's name. */
   id: string;
@@ -96,6 +106,8 @@ export interface AdminVerb {
    * The JSON schema of its answer (200), published in the OpenAPI document; an object with any properties if unsaid.
    */
   response?: Field;
+  /** Where the CLI differs from the fields: the target's name in its usage, and options spelled otherwise, by field. */
+  cli?: { operand?: string; options?: Record<string, CliSpelling> };
   run(ctx: AdminContext, input: VerbInput): Promise<unknown>;
 }
 
@@ -167,6 +179,14 @@ const SEND: Field = {
   type: 'boolean',
   default: true,
   description: 'false: record the decision only; carry it with the temporal CLI or the Web UI (docs/security.md)',
+};
+/** The CLI's `send: false`: a flag, as the decision is sent unless said. */
+const RECORD_ONLY: Record<string, CliSpelling> = {
+  send: {
+    flags: '--record-only',
+    description: 'record the decision only, and print the temporal CLI command that carries it (docs/security.md)',
+    value: () => false,
+  },
 };
 const merchantView = shape(
   {
@@ -317,8 +337,14 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: {
       ...selection,
-      status: { type: 'string', enum: DELIVERY_STATUSES },
-      limit: { type: 'integer', minimum: 1, maximum: 1000, default: 20 },
+      status: { type: 'string', enum: DELIVERY_STATUSES, description: 'only webhooks in this status' },
+      limit: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 1000,
+        default: 20,
+        description: 'at most this many, oldest first',
+      },
     },
     required: ['status'],
     temporal: false,
@@ -368,6 +394,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'requestId',
     temporal: true,
     response: approval,
+    cli: { options: RECORD_ONLY },
     run: (ctx, input) =>
       approveReplayRequest(ops(ctx), str(input, 'requestId')!, str(input, 'by')!, {
         signalsPerSecond: num(input, 'rate'),
@@ -388,6 +415,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'id',
     temporal: true,
     response: decision,
+    cli: { operand: 'hold id | webhook id' },
     run: (ctx, input) =>
       approveHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
   },
@@ -404,6 +432,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'id',
     temporal: true,
     response: decision,
+    cli: { operand: 'hold id | webhook id', options: RECORD_ONLY },
     run: (ctx, input) =>
       discardHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, {
         send: input.send as boolean | undefined,
@@ -604,6 +633,15 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
       signingSecret: { type: 'string', pattern: '^whsec_' },
       previousSignsUntil: { type: 'string' },
     }),
+    cli: {
+      options: {
+        overlapMs: {
+          flags: '--overlap <duration>',
+          description: 'how long the old secret also signs: 30m, 24h, 7d (24h unless given)',
+          value: (typed) => parseDuration('--overlap', typed!),
+        },
+      },
+    },
     run: (ctx, input) => rotateSigningSecret(ctx.pool, ctx.secrets, str(input, 'merchantId')!, num(input, 'overlapMs')),
   },
   {
@@ -810,7 +848,7 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     method: 'GET',
     path: '/v1/reviews',
     roles: EVERYONE,
-    fields: { all: { type: 'boolean', default: false } },
+    fields: { all: { type: 'boolean', default: false, description: 'the resolved ones too' } },
     temporal: false,
     response: list(),
     run: (ctx, input) => reviews(ctx.pool, { all: input.all === true }),
@@ -838,7 +876,13 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {
       since: time('at or after'),
       subject: text('only this caller'),
-      limit: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
+      limit: {
+        type: 'integer',
+        minimum: 1,
+        maximum: 1000,
+        default: 50,
+        description: 'at most this many, newest first',
+      },
     },
     temporal: false,
     // In the order of the query's columns: the CLI's table prints them in the order they come.

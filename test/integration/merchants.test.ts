@@ -460,7 +460,7 @@ describe('the CLI', () => {
       expect(lines.pop()).not.toMatch(/whsec_/);
 
       await expect(ops('set', id, '--rate', 'fast')).rejects.toThrow(/--rate="fast" is invalid/);
-      // Node's parser reads "-5" as an option: a named error all the same, and the value itself is checked.
+      // "-5" after --rate reads as an option and is refused: a named error all the same; with = it is a value, checked.
       await expect(ops('set', id, '--rate', '-5')).rejects.toMatchObject({
         name: 'ConfigError',
         message: expect.stringMatching(/--rate/),
