@@ -1,10 +1,10 @@
 /**
- * The operator CLI: `npm run ops -- <command> [options]`; `--help` lists the commands, `<command> --help` one's options.
- * Its commands are made from the verb table (src/operations/admin-verbs.ts) by commander: each verb's command, its
- * target the operand, its input fields the options, its summary and the fields' descriptions the help. A command calls
- * its verb through the region's admin API when one is configured (admin-client.ts: a token, nothing else), or itself
- * against the region's ledger and Temporal namespace as configured (.env.example); in dev, with nothing configured,
- * the stack a running `npm start` advertises. Either way the same answer prints the same.
+ * The operator CLI: `npm run ops -- <command> [options]`; `--help` lists the commands, `<command> --help` one's
+ * options. Its commands are made from the verb table (src/operations/admin-verbs.ts) by commander: each verb's command,
+ * its target the operand, its input fields the options, its summary and the fields' descriptions the help. A command
+ * calls its verb through the region's admin API when one is configured (admin-client.ts: a token, nothing else), or
+ * itself against the region's ledger and Temporal namespace as configured (.env.example); in dev, with nothing
+ * configured, the stack a running `npm start` advertises. Either way the same answer prints the same.
  */
 import { Command, CommanderError, Help, Option } from 'commander';
 import { Client } from '@temporalio/client';
