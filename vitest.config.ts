@@ -1,6 +1,7 @@
 // Node 24 or a clear refusal, before anything else loads.
 import './src/node-version.js';
 import { defineConfig } from 'vitest/config';
+import ToolsLastSequencer from './test/support/sequencer.js';
 
 export default defineConfig({
   test: {
@@ -9,6 +10,7 @@ export default defineConfig({
     pool: 'forks',
     // Two cores: two test files at a time, each with its own workers and databases.
     maxWorkers: 2,
+    sequence: { sequencer: ToolsLastSequencer },
     projects: [
       {
         extends: true,

@@ -12,21 +12,15 @@ import { EmbeddedServiceError } from '../src/errors.js';
 
 const exec = promisify(execFile);
 
-/** The lock of the `go` commands that build from one module (`lock`): a directory, made atomically, its holder's pid inside. */
-export const goLockPath = (lock: string): string => path.join(os.tmpdir(), `hold-sweeper-go-${lock}.lock`);
+/** A machine-wide lock by name: a directory, made atomically, its holder's pid inside. */
+const goLockPath = (lock: string): string => path.join(os.tmpdir(), `hold-sweeper-go-${lock}.lock`);
 
-/**
- * Runs `go` for `service`, failing with a named error that says what to install. With `lock`, one such command at a
- * time on the machine (across processes): two commands built from the same module (Prometheus and promtool) would
- * otherwise compile the same packages twice at once on two cores, as two test files did on a fresh machine (12 min);
- * one after the other, the second finds them in Go's build cache. Builds from different modules still run side by side.
- */
+/** Runs `go` for `service`, failing with a named error that says what to install. */
 export async function goCommand(
   service: string,
   args: string[],
-  options: { cwd?: string; GOBIN: string; env?: Record<string, string>; remedy?: string; lock?: string },
+  options: { cwd?: string; GOBIN: string; env?: Record<string, string>; remedy?: string },
 ): Promise<string> {
-  const release = options.lock === undefined ? async () => undefined : await machineLock(goLockPath(options.lock));
   try {
     return (
       await exec('go', args, {
@@ -42,8 +36,6 @@ export async function goCommand(
       `install Go (https://go.dev/dl/) with access to the Go module proxy${options.remedy ? `, or ${options.remedy}` : ''}`,
       { cause: err },
     );
-  } finally {
-    await release();
   }
 }
 
@@ -80,5 +72,61 @@ async function heldByTheDead(lock: string): Promise<boolean> {
     return false;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+const exists = (file: string) =>
+  fs.access(file).then(
+    () => true,
+    () => false,
+  );
+
+/** A tool built with Go into its own cache directory: where, which files make it whole, and how it is built. */
+export interface GoTool {
+  /** A short name: its lock's and the command line's (`npm run tools -- prometheus`). */
+  readonly id: string;
+  /** What the logs call it. */
+  readonly name: string;
+  /** Its directory in the cache (versioned: another version is another directory). */
+  dir(cacheDir: string): Promise<string>;
+  /** The files that are there once it is built. */
+  readonly files: readonly string[];
+  /** Builds it into `into`, a fresh directory that becomes `dir` once the build succeeds. */
+  build(into: string): Promise<void>;
+}
+
+/** Whether `tool` is in the cache, whole. */
+export async function isBuilt(tool: GoTool, cacheDir: string): Promise<boolean> {
+  const dir = await tool.dir(cacheDir);
+  return (await Promise.all(tool.files.map((file) => exists(path.join(dir, file))))).every(Boolean);
+}
+
+/**
+ * `tool`'s directory, from the cache or built now. One build of a tool at a time on the machine: whoever needs it while
+ * another process builds it (the suite's background build, test/integration/global-setup.ts) waits for that build and
+ * then finds it in the cache, instead of compiling the same packages a second time beside it on the same cores.
+ */
+export async function obtainTool(
+  tool: GoTool,
+  cacheDir: string,
+  log: (line: string) => void = () => undefined,
+): Promise<string> {
+  const dir = await tool.dir(cacheDir);
+  if (await isBuilt(tool, cacheDir)) return dir;
+  const release = await machineLock(goLockPath(`tool-${tool.id}`));
+  try {
+    if (await isBuilt(tool, cacheDir)) return dir;
+    log(`Building ${tool.name} from the Go module proxy (once; cached in ${dir})...`);
+    const started = Date.now();
+    const building = `${dir}.building-${process.pid}`;
+    await fs.rm(building, { recursive: true, force: true });
+    await fs.mkdir(building, { recursive: true });
+    await tool.build(building);
+    await fs.rm(dir, { recursive: true, force: true });
+    await fs.rename(building, dir);
+    log(`Built ${tool.name} in ${Math.round((Date.now() - started) / 1000)} s`);
+    return dir;
+  } finally {
+    await release();
   }
 }

@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { goCommand } from './go-tools.js';
+import { goCommand, obtainTool, type GoTool } from './go-tools.js';
 
 const DEPLOY_DIR = path.resolve(import.meta.dirname, '../deploy/prometheus');
 const ALERTMANAGER_DIR = path.resolve(import.meta.dirname, '../deploy/alertmanager');
@@ -26,66 +26,66 @@ export function prometheusModuleVersion(version: string): string {
   return `v0.${major * 100 + minor}.${patch}`;
 }
 
-const exists = (file: string) =>
-  fs.access(file).then(
-    () => true,
-    () => false,
-  );
+/**
+ * The Prometheus server (the live alert test, the benchmark) and promtool, built together: they share most of their
+ * packages.
+ */
+export const PROMETHEUS: GoTool = {
+  id: 'prometheus',
+  name: 'Prometheus and promtool',
+  dir: async (cacheDir) => path.join(cacheDir, 'prometheus', await prometheusVersion()),
+  files: ['prometheus', 'promtool'],
+  async build(into) {
+    const go = (args: string[], cwd?: string) =>
+      goCommand('prometheus', args, { cwd, GOBIN: into, env: { GOWORK: 'off' } });
+    const module = JSON.parse(
+      await go([
+        'mod',
+        'download',
+        '-json',
+        `github.com/prometheus/prometheus@${prometheusModuleVersion(await prometheusVersion())}`,
+      ]),
+    ) as { Dir: string };
+    // The server's web UI is not built: without the `builtinassets` tag it serves its pages from disk, and the tests
+    // use only its API.
+    await go(['build', '-o', `${into}/`, './cmd/prometheus', './cmd/promtool'], module.Dir);
+  },
+};
 
 /** promtool of the compose version, from the cache or built once (minutes on 2 cores). */
-export function obtainPromtool(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
-  return obtainPrometheusCommand('promtool', cacheDir, log);
+export async function obtainPromtool(cacheDir: string, log?: (line: string) => void): Promise<string> {
+  return path.join(await obtainTool(PROMETHEUS, cacheDir, log), 'promtool');
 }
 
-/** The Prometheus server of the compose version (for the live alert test), from the cache or built once. */
-export function obtainPrometheus(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
-  return obtainPrometheusCommand('prometheus', cacheDir, log);
-}
-
-async function obtainPrometheusCommand(
-  command: 'promtool' | 'prometheus',
-  cacheDir: string,
-  log: (line: string) => void,
-): Promise<string> {
-  const version = await prometheusVersion();
-  const dir = path.join(cacheDir, 'prometheus', version);
-  const binary = path.join(dir, command);
-  if (await exists(binary)) return binary;
-  log(`Building ${command} ${version} from the Go module proxy (once; cached in ${dir})...`);
-  await fs.mkdir(dir, { recursive: true });
-  const building = `${binary}.building-${process.pid}`;
-  // The server and promtool build from one module: one build at a time, the second from Go's cache.
-  const go = (args: string[], cwd?: string) =>
-    goCommand(command, args, { cwd, GOBIN: dir, env: { GOWORK: 'off' }, lock: 'prometheus' });
-  const module = JSON.parse(
-    await go(['mod', 'download', '-json', `github.com/prometheus/prometheus@${prometheusModuleVersion(version)}`]),
-  ) as {
-    Dir: string;
-  };
-  // The server's web UI is not built: without the `builtinassets` tag it serves its pages from disk, and the tests
-  // use only its API.
-  await go(['build', '-o', building, `./cmd/${command}`], module.Dir);
-  await fs.rename(building, binary);
-  return binary;
+/** The Prometheus server of the compose version, from the cache or built once. */
+export async function obtainPrometheus(cacheDir: string, log?: (line: string) => void): Promise<string> {
+  return path.join(await obtainTool(PROMETHEUS, cacheDir, log), 'prometheus');
 }
 
 /**
- * amtool of compose's Alertmanager version, from the cache or built once. `go install` works for it up to v0.31.x
- * (v0.32.0 on embeds a UI bundle the module does not ship).
+ * amtool of compose's Alertmanager version. `go install` works for it up to v0.31.x (v0.32.0 on embeds a UI bundle the
+ * module does not ship).
  */
-export async function obtainAmtool(cacheDir: string, log: (line: string) => void = () => undefined): Promise<string> {
-  const version = (await fs.readFile(path.join(ALERTMANAGER_DIR, 'alertmanager-version'), 'utf8')).trim();
-  const dir = path.join(cacheDir, 'alertmanager', version);
-  const binary = path.join(dir, 'amtool');
-  if (await exists(binary)) return binary;
-  log(`Building amtool ${version} from the Go module proxy (once; cached in ${dir})...`);
-  const building = `${dir}.building-${process.pid}`;
-  await fs.rm(building, { recursive: true, force: true });
-  await fs.mkdir(building, { recursive: true });
-  await goCommand('amtool', ['install', `github.com/prometheus/alertmanager/cmd/amtool@v${version}`], {
-    GOBIN: building,
-  });
-  await fs.rm(dir, { recursive: true, force: true });
-  await fs.rename(building, dir);
-  return binary;
+export const AMTOOL: GoTool = {
+  id: 'amtool',
+  name: 'amtool',
+  dir: async (cacheDir) => path.join(cacheDir, 'alertmanager', await alertmanagerVersion()),
+  files: ['amtool'],
+  async build(into) {
+    await goCommand(
+      'amtool',
+      ['install', `github.com/prometheus/alertmanager/cmd/amtool@v${await alertmanagerVersion()}`],
+      {
+        GOBIN: into,
+      },
+    );
+  },
+};
+
+const alertmanagerVersion = async () =>
+  (await fs.readFile(path.join(ALERTMANAGER_DIR, 'alertmanager-version'), 'utf8')).trim();
+
+/** amtool, from the cache or built once. */
+export async function obtainAmtool(cacheDir: string, log?: (line: string) => void): Promise<string> {
+  return path.join(await obtainTool(AMTOOL, cacheDir, log), 'amtool');
 }

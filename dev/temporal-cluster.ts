@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { Connection } from '@temporalio/client';
 import pg from 'pg';
 import { EmbeddedServiceError } from '../src/errors.js';
-import { goCommand } from './go-tools.js';
+import { goCommand, obtainTool, type GoTool } from './go-tools.js';
 import { CLUSTER_SERVER_NAME, type CertificateFiles, type ClusterPki } from './pki.js';
 import { resolveTemporalCliPath } from './temporal-cli.js';
 import { TEMPORAL_AUDIENCE } from './token-issuer.js';
@@ -53,12 +53,6 @@ const TUNING_VARIABLES = [
   'TEMPORAL_LOG_LEVEL',
 ];
 
-const exists = (file: string) =>
-  fs.access(file).then(
-    () => true,
-    () => false,
-  );
-
 /** deploy/temporal/server: the server binary's Go module (the stock server with hold-sweeper's authorizer). */
 export const TEMPORAL_SERVER_MODULE = path.join(TEMPORAL_DEPLOY_DIR, 'server');
 
@@ -77,53 +71,50 @@ async function serverSourceHash(): Promise<string> {
 }
 
 /**
- * The server (built from deploy/temporal/server: the stock server of `version` with hold-sweeper's authorizer) and
- * the stock sql tool, from the cache or built once from the Go module proxy (then cached, keyed by the sources).
+ * The server (built from deploy/temporal/server: the stock server of its version with hold-sweeper's authorizer) and
+ * the stock sql tool, keyed by the version and the sources.
  */
+export const TEMPORAL_SERVER: GoTool = {
+  id: 'temporal-server',
+  name: 'the Temporal server and its sql tool',
+  dir: async (cacheDir) =>
+    path.join(cacheDir, 'temporal-server', `${await temporalServerVersion()}-${await serverSourceHash()}`),
+  files: ['server', 'sql', 'schema'],
+  async build(into) {
+    const version = await temporalServerVersion();
+    const go = (args: string[], cwd?: string) =>
+      goCommand(SERVICE, args, { cwd, GOBIN: into, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
+    const goMod = await fs.readFile(path.join(TEMPORAL_SERVER_MODULE, 'go.mod'), 'utf8');
+    if (!goMod.includes(`go.temporal.io/server v${version}\n`)) {
+      throw new EmbeddedServiceError(
+        SERVICE,
+        `deploy/temporal/server/go.mod does not require go.temporal.io/server v${version}`,
+        'make it match deploy/temporal/server-version',
+      );
+    }
+    await go(['build', '-o', path.join(into, 'server'), '.'], TEMPORAL_SERVER_MODULE);
+    await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
+    const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as {
+      Dir: string;
+    };
+    await fs.cp(path.join(module.Dir, 'schema'), path.join(into, 'schema'), { recursive: true });
+    // The module cache's files are read-only; the copy must be removable by the next rebuild.
+    await exec('chmod', ['-R', 'u+w', path.join(into, 'schema')]);
+  },
+};
+
+/** The Temporal server's binaries, from the cache or built once from the Go module proxy. */
 export async function obtainTemporalServer(
   cacheDir: string,
   log: (line: string) => void = () => undefined,
 ): Promise<TemporalServerBinaries> {
-  const version = await temporalServerVersion();
-  const dir = path.join(cacheDir, 'temporal-server', `${version}-${await serverSourceHash()}`);
-  const binaries = {
-    version,
+  const dir = await obtainTool(TEMPORAL_SERVER, cacheDir, log);
+  return {
+    version: await temporalServerVersion(),
     server: path.join(dir, 'server'),
     sql: path.join(dir, 'sql'),
     schemaDir: path.join(dir, 'schema'),
   };
-  if ((await exists(binaries.server)) && (await exists(binaries.sql)) && (await exists(binaries.schemaDir)))
-    return binaries;
-
-  log(
-    `Building Temporal server ${version} (deploy/temporal/server) and its sql tool from the Go module proxy (once; cached in ${dir})...`,
-  );
-  const building = `${dir}.building-${process.pid}`;
-  await fs.rm(building, { recursive: true, force: true });
-  await fs.mkdir(building, { recursive: true });
-  const go = (args: string[], cwd?: string) =>
-    goCommand(SERVICE, args, { cwd, GOBIN: building, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
-  const started = Date.now();
-  const goMod = await fs.readFile(path.join(TEMPORAL_SERVER_MODULE, 'go.mod'), 'utf8');
-  if (!goMod.includes(`go.temporal.io/server v${version}\n`)) {
-    throw new EmbeddedServiceError(
-      SERVICE,
-      `deploy/temporal/server/go.mod does not require go.temporal.io/server v${version}`,
-      'make it match deploy/temporal/server-version',
-    );
-  }
-  await go(['build', '-o', path.join(building, 'server'), '.'], TEMPORAL_SERVER_MODULE);
-  await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
-  const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as {
-    Dir: string;
-  };
-  await fs.cp(path.join(module.Dir, 'schema'), path.join(building, 'schema'), { recursive: true });
-  // The module cache's files are read-only; the copy must be removable by the next rebuild.
-  await exec('chmod', ['-R', 'u+w', path.join(building, 'schema')]);
-  await fs.rm(dir, { recursive: true, force: true });
-  await fs.rename(building, dir);
-  log(`Built Temporal server ${version} in ${Math.round((Date.now() - started) / 1000)} s`);
-  return binaries;
 }
 
 /** The Web UI server's version: deploy/temporal/ui-version, which docker-compose.yml's temporalio/ui tag must equal. */
@@ -132,35 +123,34 @@ export async function temporalUiVersion(): Promise<string> {
 }
 
 /**
- * The Temporal Web UI server of `version`, from the cache or built once. `go install` refuses this module (its
- * go.mod has a replace directive), so it is built inside a copy of the module, as its own Makefile does; the UI's
- * assets are embedded in the module.
+ * The Temporal Web UI server. `go install` refuses this module (its go.mod has a replace directive), so it is built
+ * inside a copy of the module, as its own Makefile does; the UI's assets are embedded in the module.
  */
+export const TEMPORAL_UI: GoTool = {
+  id: 'temporal-ui',
+  name: 'the Temporal Web UI server',
+  dir: async (cacheDir) => path.join(cacheDir, 'temporal-ui', await temporalUiVersion()),
+  files: ['ui-server'],
+  async build(into) {
+    const go = (args: string[], cwd?: string) =>
+      goCommand(SERVICE, args, { cwd, GOBIN: into, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
+    const module = JSON.parse(
+      await go(['mod', 'download', '-json', `github.com/temporalio/ui-server/v2@v${await temporalUiVersion()}`]),
+    ) as { Dir: string };
+    const source = path.join(into, 'src');
+    await fs.cp(module.Dir, source, { recursive: true });
+    await exec('chmod', ['-R', 'u+w', source]);
+    await go(['build', '-o', path.join(into, 'ui-server'), './cmd/server'], source);
+    await fs.rm(source, { recursive: true, force: true });
+  },
+};
+
+/** The Web UI server's binary, from the cache or built once. */
 export async function obtainTemporalUi(
   cacheDir: string,
   log: (line: string) => void = () => undefined,
 ): Promise<string> {
-  const version = await temporalUiVersion();
-  const dir = path.join(cacheDir, 'temporal-ui', version);
-  const binary = path.join(dir, 'ui-server');
-  if (await exists(binary)) return binary;
-  log(`Building the Temporal Web UI server ${version} from the Go module proxy (once; cached in ${dir})...`);
-  const building = `${dir}.building-${process.pid}`;
-  await fs.rm(building, { recursive: true, force: true });
-  await fs.mkdir(building, { recursive: true });
-  const go = (args: string[], cwd?: string) =>
-    goCommand(SERVICE, args, { cwd, GOBIN: building, remedy: 'set TEMPORAL_ADDRESS to a cluster you run' });
-  const module = JSON.parse(
-    await go(['mod', 'download', '-json', `github.com/temporalio/ui-server/v2@v${version}`]),
-  ) as { Dir: string };
-  const source = path.join(building, 'src');
-  await fs.cp(module.Dir, source, { recursive: true });
-  await exec('chmod', ['-R', 'u+w', source]);
-  await go(['build', '-o', path.join(building, 'ui-server'), './cmd/server'], source);
-  await fs.rm(source, { recursive: true, force: true });
-  await fs.rm(dir, { recursive: true, force: true });
-  await fs.rename(building, dir);
-  return binary;
+  return path.join(await obtainTool(TEMPORAL_UI, cacheDir, log), 'ui-server');
 }
 
 export interface ClusterOptions {

@@ -1,0 +1,41 @@
+/**
+ * The order test files run in: vitest's own (the longest or largest first), except that on a machine whose cache lacks
+ * a Go-built tool, the files that need one (dev/tools.ts) go last and the tools are built in the background from the
+ * start, at low priority: the other files run while Go compiles, instead of two workers waiting on two builds.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+import { loadDevConfig } from '../../dev/dev-config.js';
+import { missingTools, TOOL_TESTS } from '../../dev/tools.js';
+
+const REPO = path.resolve(import.meta.dirname, '../..');
+
+export default class ToolsLastSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const { cacheDir } = loadDevConfig();
+    const missing = new Set((await missingTools(cacheDir)).map((tool) => tool.id));
+    const waits = (spec: TestSpecification) =>
+      (TOOL_TESTS[path.basename(spec.moduleId)] ?? []).some((tool) => missing.has(tool.id));
+    const last = sorted.filter(waits);
+    if (last.length > 0) buildToolsInBackground(cacheDir, [...missing]);
+    return [...sorted.filter((spec) => !waits(spec)), ...last];
+  }
+}
+
+/** `npm run tools`, nice'd, for as long as this run lasts (dev/bin/tools.ts stops with it). */
+function buildToolsInBackground(cacheDir: string, tools: string[]): void {
+  fs.mkdirSync(cacheDir, { recursive: true });
+  const logFile = path.join(cacheDir, 'tools-build.log');
+  const log = fs.openSync(logFile, 'w');
+  const child = spawn(
+    'nice',
+    ['-n', '19', process.execPath, '--import', 'tsx', 'dev/bin/tools.ts', '--while', String(process.pid)],
+    { cwd: REPO, detached: true, stdio: ['ignore', log, log] },
+  );
+  child.unref();
+  fs.closeSync(log);
+  console.log(`[tools] building ${tools.join(', ')} in the background; the files that need them run last (${logFile})`);
+}
