@@ -179,13 +179,17 @@ describe('the outbox reconciler', () => {
     });
     for (const hold of n.expired) {
       const handle = small.client.workflow.getHandle(await holdWorkflowIdOf(small.pool, 'us', hold.id));
+      // Held, and on the record as held (when it comes back): terminated any earlier, its webhook would be a stranded
+      // one the first run must look at.
       await waitUntil(
-        () =>
-          handle.describe().then(
-            (d) => d.status.name === 'RUNNING',
-            () => false,
-          ),
-        `${hold.id}'s workflow running`,
+        async () =>
+          (
+            await small.pool.query(
+              'SELECT 1 FROM webhook_deliveries WHERE hold_id = $1 AND awaited_until IS NOT NULL',
+              [hold.id],
+            )
+          ).rowCount === 1,
+        `${hold.id}'s delivery held, with when it comes back`,
       );
       await handle.terminate('test: strand its webhook');
     }
