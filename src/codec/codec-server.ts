@@ -8,9 +8,10 @@
  * `TEMPORAL_CODEC_PASS_ACCESS_TOKEN`), verified like the admin API's; the caller's subject is logged with what it
  * decoded (the namespace and how many payloads: the UI does not say which workflow). In dev, a static token
  * (`authToken`) may stand in; production refuses one (src/config.ts). Fastify, as the APIs: each line carries the
- * request's id.
+ * request's id, and its OpenAPI document (`GET /openapi.json`) is written from the routes' schemas below.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import swagger from '@fastify/swagger';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
 import { ConfigError } from '../errors.js';
@@ -52,6 +53,49 @@ interface JsonPayload {
   metadata?: Record<string, string>;
   data?: string;
 }
+
+const PAYLOADS = {
+  type: 'object',
+  required: ['payloads'],
+  properties: {
+    payloads: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          metadata: { type: 'object', additionalProperties: { type: 'string', contentEncoding: 'base64' } },
+          data: { type: 'string', contentEncoding: 'base64' },
+        },
+      },
+    },
+  },
+};
+const ERROR = { type: 'object', required: ['error'], properties: { error: { type: 'string' } } };
+
+/** A route's document: what Temporal's remote codec contract sends and every answer it can get. */
+const codecSchema = (kind: 'encode' | 'decode') => ({
+  operationId: `payloads.${kind}`,
+  summary:
+    kind === 'decode'
+      ? 'Decrypt payloads of the namespace’s region (any role there).'
+      : 'Encrypt payloads with the namespace’s region key (an operator or an approver there).',
+  headers: {
+    type: 'object',
+    required: ['x-namespace'],
+    properties: {
+      'x-namespace': { type: 'string', description: 'the Temporal namespace: its region’s keys' },
+      authorization: { type: 'string', description: 'Bearer <the signed-in user’s OIDC access token>' },
+    },
+  },
+  body: PAYLOADS,
+  response: {
+    200: { description: 'The payloads, in order.', ...PAYLOADS },
+    400: { description: 'No codec for the namespace, or a body that is not payloads.', ...ERROR },
+    401: { description: 'No token, or one that does not verify.', ...ERROR },
+    403: { description: 'A verified caller without the role in the namespace’s region.', ...ERROR },
+    413: { description: 'A body over 8 MiB, not read.', ...ERROR },
+  },
+});
 
 /** Request bodies are a page of payloads; 8 MiB is well above the 2 MiB Temporal allows per payload. */
 const MAX_BODY_BYTES = 8 * 1024 * 1024;
@@ -103,6 +147,20 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
   // text and parsed here, so a malformed one is this endpoint's 400, not a parser's.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
+  // The schemas document; the handlers' own checks decide.
+  app.setValidatorCompiler(() => () => true);
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'hold-sweeper codec endpoint',
+        version: '1',
+        description:
+          'Temporal’s remote codec for the Web UI and `temporal --codec-endpoint`: payloads encrypted with the region’s ' +
+          'keys (src/codec/encryption-codec.ts), decrypted for a verified user with a role in that region.',
+      },
+    },
+  });
 
   app.addHook('onRequest', async (request, reply) => {
     // Only a listed origin is echoed; any other browser origin gets no CORS grant at all.
@@ -131,14 +189,19 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
   });
   app.setNotFoundHandler(async (_request, reply) => reply.status(404).send({ error: 'POST /encode or /decode' }));
 
-  app.options('/*', async (_request, reply) => reply.status(200).send());
-  app.get('/metrics', async (_request, reply) => reply.type('text/plain; version=0.0.4').send(metrics.render()));
+  app.options('/*', { schema: { hide: true } }, async (_request, reply) => reply.status(200).send());
+  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
+    reply.type('text/plain; version=0.0.4').send(metrics.render()),
+  );
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
   for (const kind of ['encode', 'decode'] as const) {
     // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key. Who asks is
     // decided before the body is read.
-    app.post(`/${kind}`, { onRequest: async (request, reply) => admit(kind, request, reply) }, async (request, reply) =>
-      code(kind, request, reply),
+    app.post(
+      `/${kind}`,
+      { schema: codecSchema(kind), onRequest: async (request, reply) => admit(kind, request, reply) },
+      async (request, reply) => code(kind, request, reply),
     );
   }
 

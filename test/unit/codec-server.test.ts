@@ -1,6 +1,6 @@
 /**
- * Case 9 of the hardening issue, fail closed, for the codec endpoint: a configuration it cannot serve is a named
- * error at start-up, /encode needs the same token as /decode, and only listed origins get a CORS grant. A real
+ * The codec endpoint fails closed: a configuration it cannot serve is a named error at start-up, /encode needs the same
+ * token as /decode, and only listed origins get a CORS grant; its OpenAPI document says every answer it gives. A real
  * HTTP server on loopback; no Temporal.
  */
 import { randomBytes } from 'node:crypto';
@@ -9,6 +9,7 @@ import { startCodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
+import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 
 const TOKEN = 'codec-token-for-tests';
 const UI = 'http://localhost:8080';
@@ -111,4 +112,23 @@ describe('fail closed: the codec endpoint', () => {
     // Still behind the token.
     expect((await post('/decode', {}, JSON.stringify(payloads), 'hold-sweeper-us')).status).toBe(401);
   });
+});
+
+it('its OpenAPI document, written from its routes, says each answer it gives', async () => {
+  const document = (await (await fetch(`${server.url}/openapi.json`)).json()) as OpenApiDocument;
+  expect(Object.keys(document.paths).sort()).toEqual(['/decode', '/encode']);
+  const openapi = openApiValidator(document);
+  const answers = [
+    await post('/decode', { Authorization: `Bearer ${TOKEN}` }),
+    await post('/encode', { Authorization: `Bearer ${TOKEN}` }),
+    await post('/decode', {}),
+    await post('/decode', { Authorization: `Bearer ${TOKEN}` }, JSON.stringify(payloads), 'hold-sweeper-apac'),
+  ];
+  expect(answers.map((a) => a.status)).toEqual([200, 200, 401, 400]);
+  for (const [i, answer] of answers.entries()) {
+    const route = i === 1 ? '/encode' : '/decode';
+    expect(openapi.check('POST', route, answer.status, await answer.json()), route).toEqual([]);
+  }
+  // The check bites: an answer off the document is reported.
+  expect(openapi.check('POST', '/decode', 200, { payloads: 'none' })).not.toEqual([]);
 });
