@@ -1,6 +1,6 @@
 /**
- * The edges of one webhook's delivery (the delivery-contract issue's seven defects), each on the real stack: the shared
- * dev server, real workers, a real ledger, real HTTP to the fake merchants. Each test names the case it proves.
+ * The edges of one webhook's delivery, each on the real stack: the shared dev server, real workers, a real ledger, real
+ * HTTP to the fake merchants. Each test names the edge it proves.
  */
 import { temporal } from '@temporalio/proto';
 import type { LogEntry } from '@temporalio/worker';

@@ -1,9 +1,9 @@
 /**
- * Case 11 of the hardening issue, root in a private directory: as root, PostgreSQL runs as the `postgres` user,
- * which cannot enter a clone under a directory only root can enter (`mktemp -d`, mode 0700), so it could not run
- * the server binaries in that clone's node_modules; the spawn's unhandled 'error' event crashed `npm start` and
- * `npm test`. Here a minimal clone is built in such a directory (its own copy of the packages that carry the
- * binaries) and started for real; and each way a start fails is an EmbeddedServiceError that says what to do.
+ * Root in a private directory: as root, PostgreSQL runs as the `postgres` user, which cannot enter a clone under a
+ * directory only root can enter (`mktemp -d`, mode 0700), so it could not run the server binaries in that clone's
+ * node_modules; the spawn's unhandled 'error' event crashed `npm start` and `npm test`. Here a minimal clone is built
+ * in such a directory (its own copy of the packages that carry the binaries) and started for real; and each way a start
+ * fails is an EmbeddedServiceError that says what to do.
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs/promises';

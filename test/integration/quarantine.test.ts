@@ -273,7 +273,7 @@ describe('quarantine decisions', () => {
     await sweep();
     const handle = await handleOf(holdId);
     await expect.poll(async () => (await handle.query(statusQuery)).stage, { timeout: 30_000 }).toBe('backing_off');
-    // The window the issue names: the ledger row is quarantined before the workflow's stage says so.
+    // The window between the two records: the ledger row is quarantined before the workflow's stage says so.
     await us.pool.query(
       `UPDATE webhook_deliveries SET status = 'quarantined', quarantine_reason = 'exhausted', quarantined_at = now() WHERE hold_id = $1`,
       [holdId],

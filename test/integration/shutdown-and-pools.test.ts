@@ -1,7 +1,7 @@
 /**
- * Case 10 of the hardening issue, shutdown and pools: a deploy drains (the worker's shutdown grace, and a container
- * stop period longer than it), each region's ledger pool has a connection for every activity slot and a bounded
- * wait for one, and the merchant_id label cannot multiply series by the number of merchants.
+ * Shutdown and pools: a deploy drains (the worker's shutdown grace, and a container stop period longer than it), each
+ * region's ledger pool has a connection for every activity slot and a bounded wait for one, and the merchant_id label
+ * cannot multiply series by the number of merchants.
  */
 import fs from 'node:fs/promises';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';

@@ -1,8 +1,8 @@
 /**
- * Case 4 of the hardening issue, "a stuck sweep blocks the schedule forever": the schedule starts sweeps with
- * overlap SKIP, so a sweep that never ends would make every later one skip. Each sweep the schedule starts
- * carries a workflow execution timeout (the whole continue-as-new chain); these run a stuck sweep into it on the
- * real server and watch the next scheduled sweep release what is left, each hold once.
+ * "A stuck sweep blocks the schedule forever", unless bounded: the schedule starts sweeps with overlap SKIP, so a sweep
+ * that never ends would make every later one skip. Each sweep the schedule starts carries a workflow execution timeout
+ * (the whole continue-as-new chain); these run a stuck sweep into it on the real server and watch the next scheduled
+ * sweep release what is left, each hold once.
  */
 import type { Client } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -42,8 +42,11 @@ const MARKDOWN_LINK = /!?\[([^\]\n]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g
  */
 const REPOSITORY_PATH =
   /\b(?:src|docs|test|bench|dev|deploy|shared)\/[\w./-]+\.(?:ts|md|sql|yml|yaml|json|svg|cjs|js)\b(?:\.[\w.-]*\w)?/g;
-/** The word issue (or issues) and a number, with or without a hash sign. */
-const ISSUE = /\b[Ii]ssues? #?\d+\b/g;
+/**
+ * The word issue (or issues) and a number, with or without a hash sign; or a case numbered after one ("Case <n> of the
+ * hardening issue"), which a clone cannot look up either.
+ */
+const ISSUE = /\b[Ii]ssues? #?\d+\b|\b[Cc]ase \d+ of the\b/g;
 /** A link whose text names a function of the file it points to: [`releaseHold`](../src/activities/ledger.ts). */
 const NAMED_LINK_TEXT = /^`(?:\w+\.)?(\w+)`$/;
 const URL = /\bhttps?:\/\/[^\s)>\]'"`]+/g;

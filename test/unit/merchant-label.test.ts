@@ -1,6 +1,6 @@
 /**
- * Case 10 of the hardening issue: the merchant_id label of the delivery metrics is bounded unless a deployment
- * opts in (METRICS_MERCHANT_LABEL), so 100,000 merchants do not make 100,000 series per counter.
+ * The merchant_id label of the delivery metrics is bounded unless a deployment opts in (METRICS_MERCHANT_LABEL), so
+ * 100,000 merchants do not make 100,000 series per counter.
  */
 import type { MetricMeter, MetricTags } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
