@@ -3,12 +3,13 @@
 # /docker-entrypoint-initdb.d/*.sh as its superuser): one database per region, owned by the migrator, and one login
 # role per service (docs/security.md#one-role-per-service). No service is a superuser or an owner: the migrator
 # creates the tables and grants each role what it uses (src/db/grants.sql), in `npm run migrate` (compose's
-# ledger-migrate). Passwords come from the container's environment, through psql variables (never spliced into SQL).
+# ledger-migrate). Passwords come from the files compose mounts as secrets (`npm run credentials` writes them), through
+# psql variables (never spliced into SQL).
 set -eu
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname postgres \
-  -v migrator="$LEDGER_MIGRATOR_PASSWORD" -v worker="$LEDGER_WORKER_PASSWORD" \
-  -v receiver="$LEDGER_RECEIVER_PASSWORD" -v ops="$LEDGER_OPS_PASSWORD" \
-  -v merchant_api="$LEDGER_MERCHANT_API_PASSWORD" <<'SQL'
+  -v migrator="$(cat /run/secrets/ledger-migrator-password)" -v worker="$(cat /run/secrets/ledger-worker-password)" \
+  -v receiver="$(cat /run/secrets/ledger-receiver-password)" -v ops="$(cat /run/secrets/ledger-ops-password)" \
+  -v merchant_api="$(cat /run/secrets/ledger-merchant-api-password)" <<'SQL'
 CREATE ROLE hold_sweeper_migrator LOGIN PASSWORD :'migrator';
 CREATE ROLE hold_sweeper_worker LOGIN PASSWORD :'worker';
 CREATE ROLE hold_sweeper_receiver LOGIN PASSWORD :'receiver';

@@ -24,7 +24,10 @@ const code = (name: string) => `\`${name}\``;
 function rowOf(names: readonly string[], setting: Setting): Row {
   const doc = DOCS.get(setting);
   if (!doc) throw new Error(`${names.join(', ')} has no docs: register it with documented()`);
-  return [names.map(code).join(', '), doc.default, doc.meaning];
+  // The file form of a secret, how compose's `secrets:` reach a container (src/config.ts reads it).
+  const all = doc.file ? names.flatMap((name) => [name, `${name}_FILE`]) : names;
+  const file = doc.file ? '; `…_FILE`: a file holding the value instead (never both)' : '';
+  return [all.map(code).join(', '), doc.default, `${doc.meaning}${file}`];
 }
 
 const rowsOf = (settings: Record<string, Setting>, nameOf = (key: string) => key): Row[] =>

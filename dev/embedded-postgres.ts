@@ -34,6 +34,11 @@ export interface EmbeddedPostgresOptions {
    * whose crash behaviour is under test.
    */
   durable: boolean;
+  /**
+   * Serve TLS too, with this certificate and key (PEM): a production-mode process, which requires sslmode=verify-full,
+   * connects to it as to a real ledger. Plaintext connections are still accepted (dev and the tests use them).
+   */
+  tls?: { cert: string; key: string };
 }
 
 export interface RunningPostgres {
@@ -343,6 +348,19 @@ function stopServer(child: ChildProcess): Promise<void> {
   });
 }
 
+/**
+ * The server's certificate and key in its data directory, the key its user's alone (PostgreSQL refuses a key others
+ * may read), and the flags that serve TLS with them.
+ */
+async function tlsFlags(dataDir: string, tls: { cert: string; key: string }, runAs: RunAs | undefined) {
+  const files = { cert: path.join(dataDir, 'server.crt'), key: path.join(dataDir, 'server.key') };
+  await fs.writeFile(files.cert, tls.cert);
+  await fs.writeFile(files.key, tls.key, { mode: 0o600 });
+  await fs.chmod(files.key, 0o600);
+  if (runAs) for (const file of Object.values(files)) await fs.chown(file, runAs.uid, runAs.gid);
+  return ['-c', 'ssl=on', '-c', `ssl_cert_file=${files.cert}`, '-c', `ssl_key_file=${files.key}`];
+}
+
 /** Servers this process started and has not stopped. */
 const servers = new Set<ChildProcess>();
 let stopsOnSignals = false;
@@ -380,6 +398,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     '-c',
     `max_connections=${MAX_CONNECTIONS}`,
     ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
+    ...(options.tls ? await tlsFlags(dataDir, options.tls, runAs) : []),
   ];
   stopServersOnSignals();
   const start = async () => {

@@ -31,6 +31,11 @@ export interface ClusterPki {
   internode: CertificateFiles;
   /** A client certificate for `name` (issued once, then the same files). */
   client(name: string): Promise<CertificateFiles>;
+  /**
+   * A server certificate `<name>.pem` for `hostnames`, signed by the client CA (what clients already trust): a database,
+   * an identity provider, the codec endpoint. Server use only, so it passes no client authentication.
+   */
+  server(name: string, hostnames: readonly string[]): Promise<CertificateFiles>;
 }
 
 const ONE_DAY = 86_400_000;
@@ -68,6 +73,7 @@ export async function createClusterPki(dir: string, options: { validDays?: numbe
     commonName: string,
     usage: { serverAuth?: boolean; clientAuth?: boolean },
     by: { private: string; cert: string } = ca,
+    hostnames: readonly string[] = [CLUSTER_SERVER_NAME, 'localhost'],
   ) =>
     generate([{ name: 'commonName', value: commonName }], {
       keySize: 2048,
@@ -81,11 +87,7 @@ export async function createClusterPki(dir: string, options: { validDays?: numbe
         { name: 'extKeyUsage', ...usage },
         {
           name: 'subjectAltName',
-          altNames: [
-            { type: 2, value: CLUSTER_SERVER_NAME },
-            { type: 2, value: 'localhost' },
-            { type: 7, ip: '127.0.0.1' },
-          ],
+          altNames: [...hostnames.map((value) => ({ type: 2 as const, value })), { type: 7 as const, ip: '127.0.0.1' }],
         },
       ],
     });
@@ -113,6 +115,9 @@ export async function createClusterPki(dir: string, options: { validDays?: numbe
         clients.set(name, files);
       }
       return files;
+    },
+    async server(name, hostnames) {
+      return write(name, await issue(hostnames[0]!, { serverAuth: true }, ca, hostnames));
     },
   };
 }

@@ -39,15 +39,22 @@ export interface TokenIssuer extends TokenSigner {
   stop(): Promise<void>;
 }
 
-/** A new signing key and what it signs. `issuer`: the tokens' `iss` (informational: Temporal does not check it). */
-export async function createTokenSigner(issuer = 'hold-sweeper-dev'): Promise<TokenSigner> {
+/**
+ * A new signing key and what it signs. `issuer`: the tokens' `iss` (informational: Temporal does not check it);
+ * `permissionsClaim`: the claim the permissions go in, the cluster's `permissionsClaimName` (compose's is `groups`, the
+ * claim its identity provider puts people's permissions in).
+ */
+export async function createTokenSigner(
+  issuer = 'hold-sweeper-dev',
+  permissionsClaim = 'permissions',
+): Promise<TokenSigner> {
   const kid = `hold-sweeper-${randomUUID().slice(0, 8)}`;
   const { publicKey, privateKey } = await generateKeyPair('ES256');
   const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid, alg: 'ES256', use: 'sig' }] };
   return {
     jwks,
     token: (subject, permissions, options = {}) =>
-      new SignJWT({ permissions: [...permissions] })
+      new SignJWT({ [permissionsClaim]: [...permissions] })
         .setProtectedHeader({ alg: 'ES256', kid: options.kid ?? kid })
         .setIssuer(issuer)
         .setAudience(options.audience ?? TEMPORAL_AUDIENCE)

@@ -17,6 +17,11 @@ export interface VariableDoc {
   readonly meaning: string;
   /** Its value is never shown, in an error or anywhere else. */
   readonly secret?: true;
+  /**
+   * Its value may instead be a file's content, the file named by `<NAME>_FILE` (never both): how a secret reaches a
+   * container without entering its environment (compose's `secrets:`). Every secret may; so may a database URL.
+   */
+  readonly file?: true;
 }
 
 /** A variable's schema: its text (undefined when unset) in, its value out. */
@@ -25,8 +30,10 @@ export type Setting<T = unknown> = z.ZodType<T, string | undefined>;
 /** The docs of every setting, by schema: the table generator and the loaders' redaction read it. */
 export const DOCS = z.registry<VariableDoc>();
 
-function documented<T>(setting: Setting<T>, fallback: string, meaning: string, secret?: true): Setting<T> {
-  return setting.register(DOCS, { default: fallback, meaning, ...(secret ? { secret } : {}) });
+/** `secret`: never shown, and may come from a file; `file`: may come from a file (VariableDoc). */
+function documented<T>(setting: Setting<T>, fallback: string, meaning: string, kind?: 'secret' | 'file'): Setting<T> {
+  const flags = kind === 'secret' ? { secret: true, file: true } : kind === 'file' ? { file: true } : {};
+  return setting.register(DOCS, { default: fallback, meaning, ...flags } as VariableDoc);
 }
 
 /** The expected-value words of a failed check, as the ConfigError carries them. */
@@ -490,7 +497,7 @@ export const VARIABLES = {
     text(),
     'none',
     "dev only: a static bearer token instead of users' tokens (refused in production)",
-    true,
+    'secret',
   ),
   CODEC_CORS_ORIGIN: documented(
     origins('http://127.0.0.1:8233,http://localhost:8233'),
@@ -516,7 +523,8 @@ export const regionVariables = (r: string) =>
     DATABASE_URL: documented(
       url(['postgres:', 'postgresql:']),
       'unset: see the table above',
-      "the region's ledger (`postgres://` or `postgresql://`)",
+      "the region's ledger (`postgres://` or `postgresql://`); production requires `sslmode=verify-full` in it (`sslrootcert=<file>` for a private CA): the connection is TLS, the server's certificate checked against its name ([security.md](security.md#the-ledger-over-tls))",
+      'file',
     ),
     TEMPORAL_NAMESPACE: documented(
       name(`hold-sweeper-${r}`),
@@ -529,13 +537,13 @@ export const regionVariables = (r: string) =>
       keyRing(),
       'unset = payloads in clear (dev only)',
       '`id:base64` of 32 bytes, current first ([encryption.md](encryption.md))',
-      true,
+      'secret',
     ),
     MERCHANT_SECRET_KEYS: documented(
       keyRing(),
       'dev: the built-in dev ring (id `dev`, protects nothing); production: none, required (the dev ring is refused)',
       "the key ring merchants' signing secrets are sealed with in the ledger: `id:base64` of 32 bytes, current first; the first seals, every key opens, and a worker re-seals with the current one at start-up. A region's workers, `npm run migrate` and ops CLI need the same ring; the receiver reads it in dev only (it migrates the development database), the codec server never ([webhooks.md](webhooks.md#signing-secrets-at-rest))",
-      true,
+      'secret',
     ),
     PROCESSOR_SIGNING_SECRET: documented(
       setting(undefined, (raw, ctx) => {
@@ -546,7 +554,7 @@ export const regionVariables = (r: string) =>
       }),
       'none: required by the receiver',
       'the secret the card processor signs its callbacks with (`whsec_<base64>`, at least 16 bytes); only the receiver reads it, it never enters Temporal or a log',
-      true,
+      'secret',
     ),
   }) satisfies Record<string, Setting>;
 

@@ -5,6 +5,7 @@
  * both halves of a certificate) is checked here. Every problem found fails start-up together, in one `ConfigError`
  * naming each variable, never later in the middle of a sweep.
  */
+import fs from 'node:fs';
 import type { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { isRegion, REGIONS, type Region } from './contracts/regions.js';
@@ -265,7 +266,7 @@ class Reading {
     const values: Record<string, unknown> = {};
     for (const [key, schema] of Object.entries(settings)) {
       const variable = nameOf(key);
-      const raw = this.env[variable];
+      const raw = this.valueOf(variable, schema);
       const result = schema.safeParse(raw);
       if (result.success) {
         values[key] = result.data;
@@ -277,6 +278,26 @@ class Reading {
       values[key] = schema.safeParse(undefined).data;
     }
     return values as Values<S>;
+  }
+
+  /**
+   * `variable`'s text: the environment's, or for a variable that may come from a file (VariableDoc.file), the content
+   * of the file `<variable>_FILE` names, trimmed. Both set is a mistake, refused; so is a file that cannot be read.
+   */
+  private valueOf(variable: string, schema: Setting): string | undefined {
+    const given = this.env[variable];
+    const file = DOCS.get(schema)?.file ? this.env[`${variable}_FILE`] : undefined;
+    if (file === undefined || file === '') return given;
+    if (given !== undefined && given !== '') {
+      this.refuse(variable, '(redacted)', `${variable} or ${variable}_FILE, not both`);
+      return undefined;
+    }
+    try {
+      return fs.readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      this.refuse(`${variable}_FILE`, file, `a readable file (${(err as NodeJS.ErrnoException).code ?? String(err)})`);
+      return undefined;
+    }
   }
 
   /** A problem with `variable`, unless it has one already (a bad value read as its default is not also missing). */
@@ -310,18 +331,25 @@ export function readSettings<S extends Record<string, Setting>>(env: Env, settin
   return values;
 }
 
-const REGION_SUFFIXED = ['TEMPORAL_ADDRESS', ...Object.keys(regionVariables(''))];
+/** The variables `settings` are read from, each followed by its `_FILE` form where it has one. */
+const withFiles = (settings: Record<string, Setting>, nameOf: (key: string) => string): string[] =>
+  Object.entries(settings).flatMap(([key, schema]) =>
+    DOCS.get(schema)?.file ? [nameOf(key), `${nameOf(key)}_FILE`] : [nameOf(key)],
+  );
 
 /**
  * Every variable the production loader reads; `.env.example` lists exactly these and the local stack's own
  * (dev/dev-config.ts), checked by a test.
  */
 export const CONFIG_VARIABLES: readonly string[] = [
-  ...Object.keys(VARIABLES),
+  ...withFiles(VARIABLES, (name) => name),
   // The connection to Temporal (src/temporal-connection.ts); each also as TEMPORAL_<NAME>_<REGION>.
   ...TEMPORAL_CONNECTION_VARIABLES,
-  ...REGIONS.flatMap((region) => REGION_SUFFIXED.map((name) => `${name}_${region.toUpperCase()}`)),
-  ...Object.entries(LISTENERS).flatMap(([prefix, names]) => Object.keys(names).map((name) => `${prefix}_${name}`)),
+  ...REGIONS.flatMap((region) => [
+    `TEMPORAL_ADDRESS_${region.toUpperCase()}`,
+    ...withFiles(regionVariables(region), (name) => `${name}_${region.toUpperCase()}`),
+  ]),
+  ...Object.entries(LISTENERS).flatMap(([prefix, names]) => withFiles(names, (name) => `${prefix}_${name}`)),
 ];
 
 export { DEFAULT_DEPLOYMENT_NAME, DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, DEFAULT_SWEEP_TIMEOUT_MS, SWEEP_RELEASE_WAIT_MS };
@@ -461,6 +489,16 @@ function requireProductionRegion(
   const usesTemporal = connections === 'used' || connections === 'temporal-only';
   if (!regionConfig.databaseUrl && (connections === 'used' || connections === 'ledger-only')) {
     reading.refuse(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
+  } else if (
+    regionConfig.databaseUrl &&
+    new URL(regionConfig.databaseUrl).searchParams.get('sslmode') !== 'verify-full'
+  ) {
+    // Its password and every merchant's data cross that connection: TLS, and the server proven by its certificate.
+    reading.refuse(
+      `DATABASE_URL_${up}`,
+      redactUrl(regionConfig.databaseUrl),
+      'a URL with sslmode=verify-full (and sslrootcert=<CA file> for a private CA): production reaches its ledger over TLS only',
+    );
   }
   if (!regionConfig.temporalAddress && usesTemporal) {
     reading.refuse(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
@@ -613,7 +651,7 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode): Proce
   const up = region.toUpperCase();
   const { PROCESSOR_SIGNING_SECRET } = regionVariables(region);
   const { PROCESSOR_SIGNING_SECRET: signingKey } = reading.read({ PROCESSOR_SIGNING_SECRET }, (n) => `${n}_${up}`);
-  if (!signingKey && !env[`PROCESSOR_SIGNING_SECRET_${up}`]) {
+  if (!signingKey && !env[`PROCESSOR_SIGNING_SECRET_${up}`] && !env[`PROCESSOR_SIGNING_SECRET_${up}_FILE`]) {
     reading.refuse(
       `PROCESSOR_SIGNING_SECRET_${up}`,
       undefined,

@@ -3,12 +3,18 @@
 # server start. docker-compose.yml's temporal-schema service runs it (admin-tools image); so does
 # dev/temporal-cluster.ts, with the sql tool built from the same server version.
 #   TEMPORAL_DB_HOST, TEMPORAL_DB_PORT, TEMPORAL_DB_USER, TEMPORAL_DB_PASSWORD, TEMPORAL_DB_NAME,
-#   TEMPORAL_VISIBILITY_DB_NAME: as in config.yaml
+#   TEMPORAL_VISIBILITY_DB_NAME, TEMPORAL_DB_TLS_CA_FILE: as in config.yaml
+#   TEMPORAL_DB_PASSWORD_FILE: a file holding the password instead (compose's secret)
 #   SQL_TOOL: the temporal-sql-tool binary; TEMPORAL_SCHEMA_DIR: the server's schema/ directory
 set -eu
 SQL_TOOL="${SQL_TOOL:-temporal-sql-tool}"
 SCHEMA_DIR="${TEMPORAL_SCHEMA_DIR:-/etc/temporal/schema}"
+if [ -n "${TEMPORAL_DB_PASSWORD_FILE:-}" ]; then TEMPORAL_DB_PASSWORD="$(cat "$TEMPORAL_DB_PASSWORD_FILE")"; fi
 export SQL_PASSWORD="${TEMPORAL_DB_PASSWORD:-}"
+# TLS with the server's certificate checked against the CA and the host's name, as the server connects.
+if [ -n "${TEMPORAL_DB_TLS_CA_FILE:-}" ]; then
+  export SQL_TLS=true SQL_TLS_CA_FILE="$TEMPORAL_DB_TLS_CA_FILE"
+fi
 sql() {
   database="$1"
   shift

@@ -1,12 +1,11 @@
 /**
- * `npm run credentials [-- --out deploy/secrets --days 30]`: the certificates and tokens docker-compose.yml's locked
- * Temporal needs (dev/credentials.ts). Key and token files are readable by their owner only; the containers run as
- * uid 1000 (the node and temporal images' users).
+ * `npm run credentials [-- --out deploy/secrets --days 30]`: every certificate, token, password, key and identity
+ * provider setting docker-compose.yml needs (dev/credentials.ts): the one command before `docker compose up`.
  */
 import '../../src/node-version.js';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { writeComposeCredentials } from '../credentials.js';
+import { COMPOSE_DEX, DEMO_USERS, writeComposeCredentials } from '../credentials.js';
 
 const { values } = parseArgs({
   options: { out: { type: 'string', default: 'deploy/secrets' }, days: { type: 'string', default: '30' } },
@@ -19,12 +18,18 @@ if (!Number.isInteger(days) || days < 1 || days > 397) {
 const dir = path.resolve(values.out!);
 try {
   const { callers } = await writeComposeCredentials(dir, days);
-  console.log(`Credentials for the locked Temporal in ${dir}, valid ${days} days:`);
+  console.log(`Credentials for docker-compose.yml in ${dir}, valid ${days} days. Temporal's callers:`);
   for (const caller of callers) {
     console.log(
       `  ${caller.name.padEnd(15)} ${(caller.permissions.join(', ') || 'certificate only').padEnd(45)} ${caller.who}`,
     );
   }
+  console.log(`People sign in through Dex (${COMPOSE_DEX.issuer}):`);
+  for (const user of DEMO_USERS)
+    console.log(`  ${user.name.padEnd(15)} ${user.groups.join(', ').padEnd(58)} ${user.who}`);
+  console.log(
+    `Their passwords: ${path.join(dir, 'dex/demo-users.txt')}. Trust ${path.join(dir, 'pki/ca.pem')} in your browser.`,
+  );
 } catch (err) {
   console.error((err as Error).message);
   process.exit(2);

@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildAdminServer } from '../../src/api/admin-server.js';
 import { buildMerchantServer } from '../../src/api/merchant-server.js';
 import { startCodecServer } from '../../src/codec/codec-server.js';
@@ -664,7 +664,7 @@ describe('npm run api (src/bin/api.ts)', () => {
         HOME: process.env.HOME,
         HOLD_SWEEPER_MODE: 'production',
         HOLD_SWEEPER_REGIONS: 'us',
-        DATABASE_URL_US: us.databaseUrl,
+        DATABASE_URL_US: `${us.databaseUrl}${inject('postgresTlsQuery')}`,
         TEMPORAL_ADDRESS: harness.address,
         TEMPORAL_TLS: 'true',
         PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,

@@ -130,8 +130,12 @@ const cliEnv = (who: Identity) => {
   const { TEMPORAL_API_KEY_FILE: _file, ...env } = temporalEnv(who);
   return { ...env, TEMPORAL_API_KEY: who.token };
 };
-/** The ledger as `service`'s database role (production refuses the superuser the test itself uses). */
-const ledgerAs = (service: 'worker' | 'receiver' | 'ops') => `${inject('ledgerRoleUrls')[service]}c_${id}_us`;
+/**
+ * The ledger as `service`'s database role (production refuses the superuser the test itself uses), over TLS with the
+ * server's certificate checked (production refuses anything less).
+ */
+const ledgerAs = (service: 'worker' | 'receiver' | 'ops') =>
+  `${inject('ledgerRoleUrls')[service]}c_${id}_us${inject('postgresTlsQuery')}`;
 const workerEnv = (who: Identity, service: 'worker' | 'ops' = 'worker'): Record<string, string> => ({
   HOLD_SWEEPER_MODE: 'production',
   HOLD_SWEEPER_REGIONS: 'us',

@@ -8,6 +8,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { generate } from 'selfsigned';
 import type { TestProject } from 'vitest/node';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { migrate } from '../../src/db/migrate.js';
@@ -42,6 +43,11 @@ declare module 'vitest' {
      * a database name to append. The template's grants are theirs, so every cloned ledger has them.
      */
     ledgerRoleUrls: Record<keyof typeof SERVICE_ROLES, string>;
+    /**
+     * The query a production-mode process appends to its DATABASE_URL: the embedded PostgreSQL serves TLS with a
+     * certificate for 127.0.0.1, and production requires sslmode=verify-full (`?sslmode=verify-full&sslrootcert=…`).
+     */
+    postgresTlsQuery: string;
     /** The dev server's Web UI (test/integration/web-ui-browser.test.ts). */
     uiUrl: string;
     /** The payload key the Web UI's codec endpoint decodes `hold-sweeper-eu` with, base64. */
@@ -54,6 +60,14 @@ export default async function setup(project: TestProject) {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-test-'));
   await fs.chmod(dataDir, 0o777);
   const started = Date.now();
+  // Its own CA: a self-signed certificate for the address every test connects to.
+  const postgresTls = await generate([{ name: 'commonName', value: '127.0.0.1' }], {
+    keySize: 2048,
+    algorithm: 'sha256',
+    extensions: [{ name: 'subjectAltName', altNames: [{ type: 7, ip: '127.0.0.1' }] }],
+  });
+  const postgresCa = path.join(dataDir, 'postgres-ca.pem');
+  await fs.writeFile(postgresCa, postgresTls.cert);
   // The Web UI on, with a codec endpoint as `npm start` runs it, for the browser test.
   const uiPort = await freePort();
   const codec = await startCodecServer({
@@ -73,7 +87,12 @@ export default async function setup(project: TestProject) {
       uiPort,
       extraArgs: ['--ui-codec-endpoint', codec.url],
     }),
-    startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: [TEMPLATE_DATABASE], durable: false }),
+    startEmbeddedPostgres({
+      dataDir: path.join(dataDir, 'pg'),
+      databases: [TEMPLATE_DATABASE],
+      durable: false,
+      tls: { cert: postgresTls.cert, key: postgresTls.private },
+    }),
     bundleWorkflows(),
   ]);
   // The service roles first: the template's migration grants them their privileges (src/db/grants.sql).
@@ -103,6 +122,7 @@ export default async function setup(project: TestProject) {
   project.provide('postgresUrlBase', postgres.urlFor(''));
   project.provide('templateDatabase', TEMPLATE_DATABASE);
   project.provide('ledgerRoleUrls', ledgerRoleUrls);
+  project.provide('postgresTlsQuery', `?sslmode=verify-full&sslrootcert=${encodeURIComponent(postgresCa)}`);
   project.provide('workflowBundleCode', bundle.code);
   const bundlePath = path.join(dataDir, 'workflow-bundle.js');
   await fs.writeFile(bundlePath, bundle.code);

@@ -156,7 +156,8 @@ describe('connections a production service refuses', () => {
           ...process.env,
           HOLD_SWEEPER_MODE: 'production',
           HOLD_SWEEPER_REGIONS: 'us',
-          DATABASE_URL_US: url,
+          // Production reaches its ledger over TLS only, as the embedded PostgreSQL serves it.
+          DATABASE_URL_US: `${url}${inject('postgresTlsQuery')}`,
           MERCHANT_SECRET_KEYS_US: keyRingVariable(us.config.secretKeys),
         },
       }).then(

@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { describe, expect, it } from 'vitest';
 import {
@@ -24,7 +26,7 @@ import { DEFAULT_RELEASE_WAIT_MS } from '../../src/workflows/sweep-expired-holds
 const PRODUCTION_US = {
   HOLD_SWEEPER_MODE: 'production',
   HOLD_SWEEPER_REGIONS: 'us',
-  DATABASE_URL_US: 'postgres://h/us',
+  DATABASE_URL_US: 'postgres://h/us?sslmode=verify-full',
   TEMPORAL_ADDRESS: 't:7233',
   TEMPORAL_TLS: 'true',
   PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
@@ -150,7 +152,7 @@ describe('config', () => {
     const production = loadConfig({
       HOLD_SWEEPER_MODE: 'production',
       HOLD_SWEEPER_REGIONS: 'us',
-      DATABASE_URL_US: 'postgres://h/us',
+      DATABASE_URL_US: 'postgres://h/us?sslmode=verify-full',
       TEMPORAL_ADDRESS: 't:7233',
       TEMPORAL_TLS: 'true',
       PAYLOAD_KEYS_US: key,
@@ -224,7 +226,7 @@ describe('config', () => {
     const reachable = {
       HOLD_SWEEPER_MODE: 'production',
       HOLD_SWEEPER_REGIONS: 'us',
-      DATABASE_URL_US: 'postgres://h/db',
+      DATABASE_URL_US: 'postgres://h/db?sslmode=verify-full',
       TEMPORAL_ADDRESS: 't:7233',
     };
     expect(missing(reachable)).toEqual(['PAYLOAD_KEYS_US', 'MERCHANT_SECRET_KEYS_US', 'TEMPORAL_TLS']);
@@ -266,6 +268,77 @@ describe('config', () => {
     });
   });
 
+  it('production reaches the ledger over TLS only: a DATABASE_URL without sslmode=verify-full is refused, its password never echoed', () => {
+    for (const url of [
+      'postgres://u:pw@h/us',
+      'postgres://u:pw@h/us?sslmode=require',
+      'postgres://u:pw@h/us?sslmode=disable',
+    ]) {
+      const err = configError({ ...PRODUCTION_US, DATABASE_URL_US: url });
+      expect(err).toMatchObject({ variable: 'DATABASE_URL_US', value: expect.stringContaining('u:***@h/us') });
+      expect(err.message).toContain('sslmode=verify-full');
+    }
+    expect(
+      loadConfig({ ...PRODUCTION_US, DATABASE_URL_US: 'postgres://u:pw@h/us?sslmode=verify-full&sslrootcert=/ca.pem' })
+        .regions[0]!.databaseUrl,
+    ).toContain('verify-full');
+    // Dev and the tests' embedded PostgreSQL: plaintext on loopback, as before.
+    expect(loadConfig({ DATABASE_URL_US: 'postgres://u:pw@127.0.0.1/us' }).regions[0]!.databaseUrl).toBe(
+      'postgres://u:pw@127.0.0.1/us',
+    );
+  });
+
+  it('reads a secret or a database URL from the file <NAME>_FILE names (compose’s secrets), never both, never an unreadable one', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-config-files-'));
+    const file = (name: string, content: string) => {
+      fs.writeFileSync(path.join(dir, name), content);
+      return path.join(dir, name);
+    };
+    const key = `k9:${Buffer.alloc(32, 9).toString('base64')}`;
+    const { DATABASE_URL_US: _url, PAYLOAD_KEYS_US: _keys, ...rest } = PRODUCTION_US;
+    const fromFiles = {
+      ...rest,
+      DATABASE_URL_US_FILE: file('url', 'postgres://u:pw@h/us?sslmode=verify-full\n'),
+      PAYLOAD_KEYS_US_FILE: file('keys', `${key}\n`),
+    };
+    const region = loadConfig(fromFiles).regions[0]!;
+    expect(region.databaseUrl).toBe('postgres://u:pw@h/us?sslmode=verify-full');
+    expect(region.payloadKeys!.map((k) => k.id)).toEqual(['k9']);
+    // Both given: which one is meant is not guessed.
+    expect(configError({ ...fromFiles, PAYLOAD_KEYS_US: key })).toMatchObject({
+      variable: 'PAYLOAD_KEYS_US',
+      value: '(redacted)',
+      expected: 'PAYLOAD_KEYS_US or PAYLOAD_KEYS_US_FILE, not both',
+    });
+    expect(configError({ ...fromFiles, PAYLOAD_KEYS_US_FILE: path.join(dir, 'missing') })).toMatchObject({
+      variable: 'PAYLOAD_KEYS_US_FILE',
+      expected: 'a readable file (ENOENT)',
+    });
+    // A bad secret from a file is named by its variable, its content never shown.
+    const bad = configError({ ...fromFiles, PAYLOAD_KEYS_US_FILE: file('bad', 'k1:short-and-secret') });
+    expect(bad).toMatchObject({ variable: 'PAYLOAD_KEYS_US', value: '(redacted)' });
+    expect(bad.message).not.toContain('short-and-secret');
+    // The processor's signing secret and the admin API's variables read the same way.
+    const secret = `whsec_${Buffer.alloc(24, 9).toString('base64')}`;
+    expect(
+      loadProcessorConfig({ PROCESSOR_SIGNING_SECRET_US_FILE: file('whsec', secret) }, 'us', 'dev').signingKey,
+    ).toEqual(Buffer.alloc(24, 9));
+    // Only secrets and database URLs have a _FILE form; each is listed with its variable.
+    expect(CONFIG_VARIABLES.filter((v) => v.endsWith('_FILE') && !/^TEMPORAL_|_TLS_/.test(v))).toEqual([
+      'CODEC_AUTH_TOKEN_FILE',
+      'DATABASE_URL_US_FILE',
+      'PAYLOAD_KEYS_US_FILE',
+      'MERCHANT_SECRET_KEYS_US_FILE',
+      'PROCESSOR_SIGNING_SECRET_US_FILE',
+      'DATABASE_URL_EU_FILE',
+      'PAYLOAD_KEYS_EU_FILE',
+      'MERCHANT_SECRET_KEYS_EU_FILE',
+      'PROCESSOR_SIGNING_SECRET_EU_FILE',
+    ]);
+    expect(loadConfig({ SWEEP_INTERVAL_FILE: file('interval', '5m') }).sweep.intervalMs).toBe(900_000);
+    fs.rmSync(dir, { recursive: true });
+  });
+
   it('reads the merchant-secret key ring per region, the dev ring when unset in dev; production requires its own and never echoes it', () => {
     const k1 = Buffer.alloc(32, 1).toString('base64');
     const k2 = Buffer.alloc(32, 2).toString('base64');
@@ -276,8 +349,8 @@ describe('config', () => {
     const production = {
       HOLD_SWEEPER_MODE: 'production',
       HOLD_SWEEPER_REGIONS: 'us,eu',
-      DATABASE_URL_US: 'postgres://h/us',
-      DATABASE_URL_EU: 'postgres://h/eu',
+      DATABASE_URL_US: 'postgres://h/us?sslmode=verify-full',
+      DATABASE_URL_EU: 'postgres://h/eu?sslmode=verify-full',
       TEMPORAL_ADDRESS: 't:7233',
       TEMPORAL_TLS: 'true',
       PAYLOAD_KEYS_US: `k1:${k1}`,

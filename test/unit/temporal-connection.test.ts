@@ -23,8 +23,8 @@ const configError = (fn: () => unknown): ConfigError => {
 };
 const PRODUCTION = {
   HOLD_SWEEPER_MODE: 'production',
-  DATABASE_URL_US: 'postgres://h/us',
-  DATABASE_URL_EU: 'postgres://h/eu',
+  DATABASE_URL_US: 'postgres://h/us?sslmode=verify-full',
+  DATABASE_URL_EU: 'postgres://h/eu?sslmode=verify-full',
   PAYLOAD_KEYS_US: `k1:${Buffer.alloc(32, 1).toString('base64')}`,
   PAYLOAD_KEYS_EU: `k1:${Buffer.alloc(32, 2).toString('base64')}`,
   MERCHANT_SECRET_KEYS_US: `k1:${Buffer.alloc(32, 3).toString('base64')}`,
