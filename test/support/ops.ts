@@ -24,9 +24,11 @@ export async function withOps(
   payloadKey?: EncryptionKey,
   /**
    * The ledger as the CLI connects to it: in production its own role (production refuses the superuser the tests
-   * use), in dev the region's own URL unless another is given.
+   * use) over TLS, in dev the region's own URL unless another is given.
    */
-  databaseUrl = mode === 'production' ? ledgerRoleUrl(region, 'ops') : region.databaseUrl,
+  databaseUrl = mode === 'production'
+    ? `${ledgerRoleUrl(region, 'ops')}${inject('postgresTlsQuery')}`
+    : region.databaseUrl,
 ): Promise<void> {
   const env = { ...process.env };
   const up = region.config.region.toUpperCase();
