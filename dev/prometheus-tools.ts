@@ -47,8 +47,12 @@ export const PROMETHEUS: GoTool = {
       ]),
     ) as { Dir: string };
     // The server's web UI is not built: without the `builtinassets` tag it serves its pages from disk, and the tests
-    // use only its API.
-    await go(['build', '-o', `${into}/`, './cmd/prometheus', './cmd/promtool'], module.Dir);
+    // use only its API. Nor its service discoveries but file and http (`remove_all_sd`): compose's configuration lists
+    // its targets statically, and the cloud SDKs they would pull in are most of the build. No debug symbols either.
+    await go(
+      ['build', '-tags', 'remove_all_sd', '-ldflags=-s -w', '-o', `${into}/`, './cmd/prometheus', './cmd/promtool'],
+      module.Dir,
+    );
   },
 };
 
@@ -74,7 +78,7 @@ export const AMTOOL: GoTool = {
   async build(into) {
     await goCommand(
       'amtool',
-      ['install', `github.com/prometheus/alertmanager/cmd/amtool@v${await alertmanagerVersion()}`],
+      ['install', '-ldflags=-s -w', `github.com/prometheus/alertmanager/cmd/amtool@v${await alertmanagerVersion()}`],
       {
         GOBIN: into,
       },

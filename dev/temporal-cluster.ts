@@ -92,8 +92,9 @@ export const TEMPORAL_SERVER: GoTool = {
         'make it match deploy/temporal/server-version',
       );
     }
-    await go(['build', '-o', path.join(into, 'server'), '.'], TEMPORAL_SERVER_MODULE);
-    await go(['install', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
+    // No debug symbols: a test's server, and the linker's largest single step.
+    await go(['build', '-ldflags=-s -w', '-o', path.join(into, 'server'), '.'], TEMPORAL_SERVER_MODULE);
+    await go(['install', '-ldflags=-s -w', `go.temporal.io/server/cmd/tools/sql@v${version}`]);
     const module = JSON.parse(await go(['mod', 'download', '-json', `go.temporal.io/server@v${version}`])) as {
       Dir: string;
     };
@@ -140,7 +141,7 @@ export const TEMPORAL_UI: GoTool = {
     const source = path.join(into, 'src');
     await fs.cp(module.Dir, source, { recursive: true });
     await exec('chmod', ['-R', 'u+w', source]);
-    await go(['build', '-o', path.join(into, 'ui-server'), './cmd/server'], source);
+    await go(['build', '-ldflags=-s -w', '-o', path.join(into, 'ui-server'), './cmd/server'], source);
     await fs.rm(source, { recursive: true, force: true });
   },
 };

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 import { loadDevConfig } from '../../dev/dev-config.js';
-import { missingTools, TOOL_TESTS } from '../../dev/tools.js';
+import { GO_TOOLS, missingTools, TOOL_TESTS } from '../../dev/tools.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 
@@ -19,7 +19,10 @@ export default class ToolsLastSequencer extends BaseSequencer {
     const missing = new Set((await missingTools(cacheDir)).map((tool) => tool.id));
     const waits = (spec: TestSpecification) =>
       (TOOL_TESTS[path.basename(spec.moduleId)] ?? []).some((tool) => missing.has(tool.id));
-    const last = sorted.filter(waits);
+    // In the order their tools come out of the background build.
+    const ready = (spec: TestSpecification) =>
+      Math.max(...TOOL_TESTS[path.basename(spec.moduleId)]!.map((tool) => GO_TOOLS.indexOf(tool)));
+    const last = sorted.filter(waits).sort((a, b) => ready(a) - ready(b));
     if (last.length > 0) buildToolsInBackground(cacheDir, [...missing]);
     return [...sorted.filter((spec) => !waits(spec)), ...last];
   }
