@@ -133,6 +133,8 @@ export interface LoggedAttempt {
   attemptNumber: number;
   /** When the merchant's budget admitted it: ms since the epoch, on the ledger's clock (the gate's own time). */
   admittedAt: number;
+  /** As the sender measured it, from its request to its answer or its own timeout. */
+  durationMs: number;
   statusCode: number | null;
   errorClass: string | null;
   outcome: 'delivered' | 'retry' | 'quarantine';
@@ -145,7 +147,8 @@ export interface LoggedAttempt {
 export async function loggedAttempts(pool: pg.Pool, merchantIds: readonly string[]): Promise<LoggedAttempt[]> {
   const { rows } = await pool.query<LoggedAttempt>(
     `SELECT a.webhook_id AS "webhookId", a.attempt_number AS "attemptNumber",
-            (extract(epoch FROM a.started_at) * 1000)::float8 AS "admittedAt", a.status_code AS "statusCode",
+            (extract(epoch FROM a.started_at) * 1000)::float8 AS "admittedAt", a.duration_ms AS "durationMs",
+            a.status_code AS "statusCode",
             a.error_class AS "errorClass", a.outcome
        FROM delivery_attempts a JOIN webhook_deliveries d USING (webhook_id)
       WHERE d.merchant_id = ANY($1::text[])
