@@ -138,6 +138,8 @@ export interface LoggedAttempt {
   statusCode: number | null;
   errorClass: string | null;
   outcome: 'delivered' | 'retry' | 'quarantine';
+  /** The delay the policy chose before the next attempt (a retry's), ms. */
+  nextRetryDelayMs: number | null;
 }
 
 /**
@@ -149,7 +151,7 @@ export async function loggedAttempts(pool: pg.Pool, merchantIds: readonly string
     `SELECT a.webhook_id AS "webhookId", a.attempt_number AS "attemptNumber",
             (extract(epoch FROM a.started_at) * 1000)::float8 AS "admittedAt", a.duration_ms AS "durationMs",
             a.status_code AS "statusCode",
-            a.error_class AS "errorClass", a.outcome
+            a.error_class AS "errorClass", a.outcome, a.next_retry_delay_ms::float8 AS "nextRetryDelayMs"
        FROM delivery_attempts a JOIN webhook_deliveries d USING (webhook_id)
       WHERE d.merchant_id = ANY($1::text[])
       ORDER BY a.started_at, a.webhook_id, a.attempt_number`,
