@@ -176,7 +176,7 @@ describe('every endpoint of the admin API', () => {
     // The access log: a line per answered call, named by the request id its caller was given (after the answer).
     const completed = () =>
       new Map(adminLog.lines.filter((l) => l.msg === 'request completed').map((l) => [l.requestId, l.status]));
-    await expect.poll(() => [...answered.keys()].filter((id) => !completed().has(id))).toEqual([]);
+    await expect.poll(() => [...answered.keys()].filter((id) => !completed().has(id)), { timeout: 30_000 }).toEqual([]);
     for (const [requestId, status] of answered) expect(completed().get(requestId), requestId).toBe(status);
     expect(adminLog.lines.find((l) => l.requestId === [...answered.keys()][0])).toMatchObject({
       level: 'info',

@@ -294,13 +294,16 @@ describe('three worker processes, one merchant', () => {
     await us.pool.query(`UPDATE merchants SET status = 'paused' WHERE id = $1`, [merchantId]);
     await sweep();
     await expect
-      .poll(async () => {
-        const { rows } = await us.pool.query(
-          `SELECT count(*)::integer AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'pending'`,
-          [merchantId],
-        );
-        return rows[0].n;
-      })
+      .poll(
+        async () => {
+          const { rows } = await us.pool.query(
+            `SELECT count(*)::integer AS n FROM webhook_deliveries WHERE merchant_id = $1 AND status = 'pending'`,
+            [merchantId],
+          );
+          return rows[0].n;
+        },
+        { timeout: 30_000 },
+      )
       .toBe(50);
     // Every hold's workflow is waiting on the pause (none sent, none failed).
     const heldQuery = `TaskQueue = '${us.config.taskQueue}' AND MerchantId = '${merchantId}' AND DeliveryStatus = 'held'`;

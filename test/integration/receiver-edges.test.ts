@@ -214,7 +214,9 @@ describe('the receiver at its edge', () => {
       expect(ninth.response).toBe('');
       for (const s of open) s.destroy();
       // Room again once they are gone.
-      await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      await expect
+        .poll(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status, { timeout: 30_000 })
+        .toBe(200);
     } finally {
       for (const s of open) s.destroy();
       await small.close();
