@@ -83,8 +83,8 @@ it("under a CPU hog on every core: each hold's webhooks in order, every merchant
   );
   for (const h of hogs.splice(0)) h.kill('SIGKILL');
 
-  const { rows } = await us.pool.query<{ webhook_id: string; hold_id: string; hold_ordinal: number }>(
-    'SELECT webhook_id, hold_id, hold_ordinal FROM webhook_deliveries',
+  const { rows } = await us.pool.query<{ webhook_id: string; hold_id: string; hold_ordinal: number; admitted: number }>(
+    'SELECT webhook_id, hold_id, hold_ordinal, attempt_count AS admitted FROM webhook_deliveries',
   );
   const ofWebhook = new Map(rows.map((r) => [r.webhook_id, r]));
   const requests = night.merchantIds.flatMap((m) => harness.merchants.requests(m));
@@ -101,16 +101,22 @@ it("under a CPU hog on every core: each hold's webhooks in order, every merchant
   );
   expect(firstSeen.size).toBe(holds);
   expect(outOfOrder.map(([holdId]) => holdId)).toEqual([]);
-  // Every hold's event, then its release: each merchant answers 200 at once, so one request each.
+  // Every hold's event, then its release. Each merchant answers 200 at once, so one request each, but for one a
+  // machine this busy cuts on the wire and sends again: never a request the gate did not admit and count.
   for (const [, seen] of firstSeen) expect(seen.map((s) => s.ordinal)).toEqual([1, 2]);
-  expect(requests).toHaveLength(2 * holds);
+  expect(
+    rows
+      .filter((w) => requests.filter((r) => r.webhookId === w.webhook_id).length > w.admitted)
+      .map((w) => w.webhook_id),
+  ).toEqual([]);
 
   // Paced by the gate, which a late timer or a starved worker cannot bunch: at most the rate in any second of
   // admissions, by the gate's own clock in the attempt log (what reaches the merchant is that plus a busy machine's
   // delays, and the burst and the 10 % margin are its headroom for them).
   for (const m of night.merchantIds) {
+    // Every admission counts, a failed one too (a request cut on the wire by a machine this busy is retried).
     const times = (await loggedAttempts(us.pool, [m])).map((a) => a.admittedAt);
-    expect(times).toHaveLength(holds);
+    expect(times.length).toBeGreaterThanOrEqual(holds);
     expect(maxInAnyWindow(times), `${m}: at most its rate admitted in any second`).toBeLessThanOrEqual(5);
   }
   expect(workerLog.filter((e) => e.message.includes('TMPRL1104')).map((e) => e.message)).toEqual([]);
