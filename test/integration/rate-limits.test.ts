@@ -10,7 +10,7 @@ import { insertMerchants } from '../../dev/seed.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, loggedAttempts, seedNight, type Night } from '../support/ledger.js';
+import { holdWorkflowIdOf, loggedAttempts, seedNight, type LoggedAttempt, type Night } from '../support/ledger.js';
 import { maxInAnyWindow, windowHeadroomMs } from '../../bench/invariants.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
@@ -75,6 +75,47 @@ async function deliveryCounts(night: Night) {
     [night.merchantIds[0]],
   );
   return Object.fromEntries(rows.map((r) => [r.status, { n: r.n, attempts: r.attempts }]));
+}
+
+/**
+ * Every request the merchant received was admitted and counted by the gate, and every admission is in the attempt
+ * log, or its fast path's local activity timed out before its attempt was written (the regular activity then sends it
+ * again, same webhook id: each is in its hold's history). A webhook's attempts end in one delivered; those before it
+ * failed with one of the statuses the merchant was scripted to answer (`refusedWith`, exactly those), or with no answer
+ * at all: a request a busy machine cut on the wire, sent again. Throttling is never a failed attempt.
+ */
+async function expectEveryRequestAccounted(merchantId: string, refusedWith: number[] = []): Promise<LoggedAttempt[]> {
+  const requests = harness.merchants.requests(merchantId);
+  const attempts = await loggedAttempts(us.pool, [merchantId]);
+  const failed = attempts.filter((a) => a.outcome !== 'delivered');
+  expect(failed.filter((a) => a.statusCode !== null).map((a) => a.statusCode)).toEqual(refusedWith);
+  expect(failed.filter((a) => a.outcome !== 'retry')).toEqual([]);
+  const { rows: admissions } = await us.pool.query<{ webhook_id: string; admitted: number }>(
+    'SELECT webhook_id, attempt_count AS admitted FROM webhook_deliveries WHERE merchant_id = $1',
+    [merchantId],
+  );
+  const unexplained: unknown[] = [];
+  for (const { webhook_id: webhookId, admitted } of admissions) {
+    const log = attempts.filter((a) => a.webhookId === webhookId);
+    expect(
+      log.map((a) => a.outcome),
+      webhookId,
+    ).toEqual([...log.slice(1).map(() => 'retry'), 'delivered']);
+    const received = requests.filter((r) => r.webhookId === webhookId).length;
+    if (received > admitted) unexplained.push({ webhookId, received, admitted });
+    if (admitted === log.length) continue;
+    const { rows } = await us.pool.query<{ hold_id: string }>(
+      'SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1',
+      [webhookId],
+    );
+    const workflowId = await holdWorkflowIdOf(us.pool, 'us', rows[0]!.hold_id);
+    const { events } = await us.client.workflow.getHandle(workflowId).fetchHistory();
+    const timedOut = (events ?? []).filter((e) => e.markerRecordedEventAttributes?.failure?.timeoutFailureInfo);
+    if (admitted - log.length > timedOut.length)
+      unexplained.push({ webhookId, workflowId, admitted, logged: log.length, timedOut: timedOut.length });
+  }
+  expect(unexplained).toEqual([]);
+  return attempts;
 }
 
 describe('merchant budget (GCRA in Postgres)', () => {
@@ -145,45 +186,13 @@ describe('three worker processes, one merchant', () => {
     const wallS = (Date.now() - started) / 1000;
 
     const requests = harness.merchants.requests(merchantId);
-    const attempts = await loggedAttempts(us.pool, [merchantId]);
     expect(new Set(requests.map((r) => r.webhookId)).size).toBe(300);
     expect(requests.filter((r) => r.answer === 429)).toEqual([]);
     expect(requests.every((r) => r.verified)).toBe(true);
-    expect((await deliveryCounts(night)).delivered?.n).toBe(300);
-    // Throttling never costs an attempt. The merchant answers every request 200 at once, so a webhook's attempts are
-    // one delivered, after any that failed with no answer at all (a request cut on the wire, or a worker starved of CPU
-    // past its attempt's timeout): none failed with an HTTP status, none a 429.
-    const logOf = (webhookId: string) => attempts.filter((a) => a.webhookId === webhookId);
+    // Throttling never costs an attempt: the merchant answers every request 200 at once, so no attempt fails with an
+    // answer, none a 429.
+    const attempts = await expectEveryRequestAccounted(merchantId);
     const failed = attempts.filter((a) => a.outcome !== 'delivered');
-    expect(failed.filter((a) => a.outcome !== 'retry' || a.statusCode !== null)).toEqual([]);
-    const { rows: admissions } = await us.pool.query<{ webhook_id: string; admitted: number }>(
-      'SELECT webhook_id, attempt_count AS admitted FROM webhook_deliveries WHERE merchant_id = $1',
-      [merchantId],
-    );
-    const unexplained: unknown[] = [];
-    for (const { webhook_id: webhookId, admitted } of admissions) {
-      const log = logOf(webhookId);
-      expect(
-        log.map((a) => a.outcome),
-        webhookId,
-      ).toEqual([...log.slice(1).map(() => 'retry'), 'delivered']);
-      // Nothing reached the merchant that the gate did not admit and count.
-      const received = requests.filter((r) => r.webhookId === webhookId).length;
-      if (received > admitted) unexplained.push({ webhookId, received, admitted });
-      // An admission missing from the log is one whose fast path's local activity timed out before its attempt was
-      // written (the regular activity then sends it again, same webhook id): each is in its hold's history.
-      if (admitted === log.length) continue;
-      const { rows } = await us.pool.query<{ hold_id: string }>(
-        'SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1',
-        [webhookId],
-      );
-      const workflowId = await holdWorkflowIdOf(us.pool, 'us', rows[0]!.hold_id);
-      const { events } = await us.client.workflow.getHandle(workflowId).fetchHistory();
-      const timedOut = (events ?? []).filter((e) => e.markerRecordedEventAttributes?.failure?.timeoutFailureInfo);
-      if (admitted - log.length > timedOut.length)
-        unexplained.push({ webhookId, workflowId, admitted, logged: log.length, timedOut: timedOut.length });
-    }
-    expect(unexplained).toEqual([]);
     // The gate admits one emission interval (1.1 / rate: 220 ms) after the last admission, never sooner: at most 5 in
     // any second by its clock. The merchant publishes 5 + 1; the burst and the 10 % are its headroom for the time
     // between our admission and its receive, which the receiver-side figure below only reports.
@@ -215,11 +224,8 @@ describe('three worker processes, one merchant', () => {
       .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 60_000, interval: 500 })
       .toBe(40);
 
-    const requests = harness.merchants.requests(merchantId);
-    const attempts = await loggedAttempts(us.pool, [merchantId]);
-    expect(attempts).toHaveLength(requests.length);
-    const [refused, ...others] = attempts.filter((a) => a.statusCode === 429);
-    expect(others).toEqual([]);
+    const attempts = await expectEveryRequestAccounted(merchantId, [429]);
+    const refused = attempts.find((a) => a.statusCode === 429)!;
     // The push-back the 429 wrote: 3 s from when it was written, by the clock the gate reads, under the budget's lock.
     const { rows } = await us.pool.query<{ until: number; reason: string }>(
       `SELECT (extract(epoch FROM paused_until) * 1000)::float8 AS until, pause_reason AS reason
@@ -228,14 +234,15 @@ describe('three worker processes, one merchant', () => {
     );
     const pause = { from: rows[0]!.until - 3000, until: rows[0]!.until };
     expect(rows[0]!.reason).toMatch(/429/);
-    expect(pause.from).toBeGreaterThan(refused!.admittedAt);
+    expect(pause.from).toBeGreaterThan(refused.admittedAt);
     // Each admission came before the push-back was written (those went out as the 429 came back: they cannot be
     // recalled) or once it had elapsed, the refused webhook's own retry among the latter. None in between.
     expect(attempts.filter((a) => a.admittedAt >= pause.from && a.admittedAt < pause.until)).toEqual([]);
-    expect(attempts.filter((a) => a.webhookId === refused!.webhookId).map((a) => a.admittedAt >= pause.until)).toEqual([
-      false,
-      true,
-    ]);
+    const retried = attempts.filter(
+      (a) => a.webhookId === refused.webhookId && a.attemptNumber > refused.attemptNumber,
+    );
+    expect(retried.length).toBeGreaterThanOrEqual(1);
+    expect(retried.filter((a) => a.admittedAt < pause.until)).toEqual([]);
     expect(maxInAnyWindow(attempts.map((a) => a.admittedAt))).toBeLessThanOrEqual(10);
   });
 
@@ -253,13 +260,12 @@ describe('three worker processes, one merchant', () => {
       .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 90_000, interval: 500 })
       .toBe(15);
 
-    expect(harness.merchants.requests(merchantId)).toHaveLength(20);
-    // In the order the gate admitted them.
-    const sent = (await loggedAttempts(us.pool, [merchantId])).map((a) => ({
+    // Throttling is not a failed attempt: the five refused deliveries failed once each, and nothing else failed
+    // with an answer. In the order the gate admitted them:
+    const sent = (await expectEveryRequestAccounted(merchantId, [503, 503, 503, 503, 503])).map((a) => ({
       webhookId: a.webhookId,
       attempt: a.attemptNumber,
     }));
-    expect(sent).toHaveLength(20);
     const seen = new Set(sent.map((a) => a.webhookId));
     // When each attempt asked for a slot: a first attempt as its hold is released (its webhook is written in the same
     // transaction), a retry when its backoff ends (its activity's scheduled time, in the attempt log).
@@ -268,7 +274,7 @@ describe('three worker processes, one merchant', () => {
          FROM webhook_deliveries WHERE webhook_id = ANY($1::text[])
        UNION ALL
        SELECT webhook_id, attempt_number, (extract(epoch FROM scheduled_at) * 1000)::float8
-         FROM delivery_attempts WHERE webhook_id = ANY($1::text[]) AND attempt_number = 2`,
+         FROM delivery_attempts WHERE webhook_id = ANY($1::text[]) AND attempt_number >= 2`,
       [[...seen]],
     );
     const asked = new Map(rows.map((r) => [`${r.webhook_id}#${r.attempt_number}`, r.asked]));
@@ -276,16 +282,14 @@ describe('three worker processes, one merchant', () => {
     // Every first attempt that asked before a retry went before it. On a machine this busy a hold's workflow may start
     // after the retries' backoff has ended; its first attempt then asks after them and is sent after them.
     sent.forEach((retry, i) => {
-      if (retry.attempt !== 2) return;
+      if (retry.attempt === 1) return;
       for (const later of sent.slice(i + 1).filter((a) => a.attempt === 1))
         expect(
           askedAt(later),
           `${later.webhookId}'s first attempt asked before the retry sent ahead of it`,
         ).toBeGreaterThan(askedAt(retry));
     });
-    expect(sent.filter((a) => a.attempt === 2)).toHaveLength(5);
-    // Throttling is not a failed attempt: the five retried deliveries made exactly two requests each.
-    expect(await deliveryCounts(night)).toEqual({ delivered: { n: 15, attempts: 20 } });
+    expect(sent.filter((a) => a.attempt > 1).length).toBeGreaterThanOrEqual(5);
   });
 
   it('a paused merchant keeps a backlog of 50; re-enabled, it drains at its rate, none dropped', async () => {
@@ -315,12 +319,11 @@ describe('three worker processes, one merchant', () => {
     await expect
       .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 90_000, interval: 500 })
       .toBe(50);
-    expect(harness.merchants.requests(merchantId)).toHaveLength(50);
-    // None admitted before the merchant was active again, then at most 5 in any second by the gate's clock.
-    const admitted = (await loggedAttempts(us.pool, [merchantId])).map((a) => a.admittedAt);
-    expect(admitted).toHaveLength(50);
+    expect(new Set(harness.merchants.requests(merchantId).map((r) => r.webhookId)).size).toBe(50);
+    // None admitted before the merchant was active again (none failed while it was paused: no attempt is spent on
+    // waiting), then at most 5 in any second by the gate's clock.
+    const admitted = (await expectEveryRequestAccounted(merchantId)).map((a) => a.admittedAt);
     expect(admitted.filter((at) => at < enabledAt)).toEqual([]);
     expect(maxInAnyWindow(admitted)).toBeLessThanOrEqual(5);
-    expect(await deliveryCounts(night)).toEqual({ delivered: { n: 50, attempts: 50 } });
   });
 });
