@@ -103,10 +103,13 @@ describe('budgets', () => {
       );
     }
     await sweepAndDeliver(us, holds);
-    expect([one, two].flatMap((id) => harness.merchants.requests(id))).toHaveLength(holds);
+    expect(new Set([one, two].flatMap((id) => harness.merchants.requests(id).map((r) => r.webhookId))).size).toBe(
+      holds,
+    );
     // One gate for both: one emission interval (1.1 / 6 s) between any two of their admissions, by the gate's clock.
+    // Every admission counts (a request a busy machine cut on the wire is admitted again).
     const times = (await loggedAttempts(us.pool, [one, two])).map((a) => a.admittedAt);
-    expect(times).toHaveLength(holds);
+    expect(times.length).toBeGreaterThanOrEqual(holds);
     expect(maxInAnyWindow(times)).toBeLessThanOrEqual(6);
   });
 
@@ -123,9 +126,9 @@ describe('budgets', () => {
     const [merchantId] = n.merchantIds as [string];
     await eu.pool.query('UPDATE merchants SET rate_per_second = 10, burst = 0 WHERE id = $1', [merchantId]);
     await sweepAndDeliver(eu, holds);
-    expect(harness.merchants.requests(merchantId)).toHaveLength(holds);
+    expect(new Set(harness.merchants.requests(merchantId).map((r) => r.webhookId)).size).toBe(holds);
     const times = (await loggedAttempts(eu.pool, [merchantId])).map((a) => a.admittedAt);
-    expect(times).toHaveLength(holds);
+    expect(times.length).toBeGreaterThanOrEqual(holds);
     expect(maxInAnyWindow(times)).toBeLessThanOrEqual(5);
   });
 

@@ -8,7 +8,7 @@ import { pauseSends, resumeSends, sendsStatus } from '../../src/operations/send-
 import type { OpsContext } from '../../src/operations/operations.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { seedNight, type Night } from '../support/ledger.js';
+import { loggedAttempts, seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
 let harness: Harness;
@@ -97,12 +97,12 @@ describe('sends pause and resume', () => {
     const deliveredWhilePaused = await delivered();
     expect(deliveredWhilePaused).toBe(holds - waiting);
 
-    // Nothing admitted while paused, and nothing received but what the gate had admitted by then: one request for
-    // each webhook delivered.
+    // Nothing admitted while paused, and nothing received but what the gate had admitted by then: each webhook
+    // delivered, and only those.
     expect(await admitted()).toBe(admittedByThen);
     const receivedBeforeResume = harness.merchants.requests().filter((r) => night.merchantIds.includes(r.merchantId));
-    expect(receivedBeforeResume).toHaveLength(admittedByThen);
-    expect(receivedBeforeResume).toHaveLength(holds - waiting);
+    expect(receivedBeforeResume.length).toBeLessThanOrEqual(admittedByThen);
+    expect(new Set(receivedBeforeResume.map((r) => r.webhookId)).size).toBe(holds - waiting);
 
     const resumed = await resumeSends(ops, 'Bob', 'payload fixed');
     // Every held delivery is told (the namespace may hold others' too); none ended meanwhile, none missed: a signal the
@@ -114,10 +114,15 @@ describe('sends pause and resume', () => {
 
     await waitUntil(async () => (await delivered()) === holds, 'every webhook delivered after resume');
     const received = harness.merchants.requests().filter((r) => night.merchantIds.includes(r.merchantId));
-    expect(received).toHaveLength(holds);
     expect(new Set(received.map((r) => r.webhookId)).size).toBe(holds);
-    // Each one's first and only attempt: the pause spent none.
-    expect(await count(`SELECT count(*)::integer AS n FROM webhook_deliveries WHERE attempt_count <> 1`)).toBe(0);
+    expect(received.length).toBeLessThanOrEqual(await admitted());
+    // The pause spent no attempt: every admission is an attempt in the log, and none failed but for want of an answer
+    // (a request a busy machine cut on the wire, sent again): the merchants answer 200 at once.
+    const log = await loggedAttempts(us.pool, night.merchantIds);
+    expect(log).toHaveLength(await admitted());
+    expect(log.filter((a) => a.outcome !== 'delivered' && (a.outcome !== 'retry' || a.statusCode !== null))).toEqual(
+      [],
+    );
     const { rows } = await us.pool.query(`SELECT paused_by, reason, resumed_by, resume_reason FROM send_pauses`);
     expect(rows).toEqual([
       { paused_by: 'Alice', reason: 'a bad payload release', resumed_by: 'Bob', resume_reason: 'payload fixed' },
