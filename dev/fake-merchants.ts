@@ -4,7 +4,8 @@
  * are (the workers pace each endpoint origin: docs/webhooks.md#pacing-per-destination): over plain http its endpoint
  * is on a loopback address of its own (127.1.x.y, same port), unless it is asked to share the main one. Each merchant
  * follows a script (status sequence,
- * Retry-After, latency, hang, close the connection after reading the request), verifies every request with
+ * Retry-After, latency, an answer held until the test releases it, hang, close the connection after reading the
+ * request), verifies every request with
  * the Standard Webhooks reference verifier, and records it. Scripts can change mid-test.
  */
 import https from 'node:https';
@@ -14,6 +15,8 @@ import { Webhook } from 'standardwebhooks';
 
 export type ScriptedResponse =
   | { status: number; retryAfter?: string; body?: string; delayMs?: number }
+  /** Read the request and answer `status` only once `release(merchantId)` is called: as slow as a test needs. */
+  | { status: number; untilReleased: true }
   /** Read the request and never answer (until the server stops). */
   | { hang: true }
   /** Read the request, then close the connection without any response. */
@@ -61,6 +64,9 @@ export class FakeMerchants {
     { requests: Set<ReceivedWebhook>; perWebhook: Map<string | undefined, number> }
   >();
   private readonly peaks = new Map<string, OpenRequestsPeak>();
+  /** Merchants whose `untilReleased` answers may go, and the requests waiting for that. */
+  private readonly released = new Set<string>();
+  private readonly waitingForRelease = new Map<string, (() => void)[]>();
   private server: http.Server | undefined;
   private base = '';
   /** Each merchant's own loopback host (plain http), and the listeners on them. */
@@ -123,6 +129,13 @@ export class FakeMerchants {
 
   script(merchantId: string, script: MerchantScript): void {
     this.scripts.set(merchantId, script);
+  }
+
+  /** Lets the merchant's `untilReleased` answers go: those waiting now and every later one. */
+  release(merchantId: string): void {
+    this.released.add(merchantId);
+    for (const answer of this.waitingForRelease.get(merchantId) ?? []) answer();
+    this.waitingForRelease.delete(merchantId);
   }
 
   /** Requests of the merchant still open now (received, not answered, connection not closed). */
@@ -221,9 +234,14 @@ export class FakeMerchants {
       req.socket.destroy();
       return;
     }
-    if (response.delayMs) await new Promise((resolve) => setTimeout(resolve, response.delayMs));
+    if ('untilReleased' in response && !this.released.has(merchantId))
+      await new Promise<void>((resolve) =>
+        this.waitingForRelease.set(merchantId, [...(this.waitingForRelease.get(merchantId) ?? []), resolve]),
+      );
+    if ('delayMs' in response && response.delayMs)
+      await new Promise((resolve) => setTimeout(resolve, response.delayMs));
     const headers: Record<string, string> = { 'content-type': 'text/plain' };
-    if (response.retryAfter !== undefined) headers['retry-after'] = response.retryAfter;
-    res.writeHead(response.status, headers).end(response.body ?? '');
+    if ('retryAfter' in response && response.retryAfter !== undefined) headers['retry-after'] = response.retryAfter;
+    res.writeHead(response.status, headers).end(('body' in response && response.body) || '');
   }
 }

@@ -9,8 +9,13 @@
  *   healthy: nothing else on the ledger;
  *   slow:    every one of the phase's hold rows is locked FOR UPDATE by another transaction for `--lock-seconds`
  *            (a long ledger transaction: no event of them can apply until it ends), and a CPU-heavy query runs beside.
+ * Then a flood: `--flood` unsigned requests (an attacker without the secret, its own process at the lowest CPU
+ * priority: bench/flood.ts) in 20 bursts at 1,000 a second over 16 connections, and one signed event at a time timed
+ * from request to acknowledgement, interleaved: a round without the flood, then one during a burst of it, so that
+ * whatever else the machine does falls on both alike. Its figure is the two latencies side by side (the receiver's
+ * test holds only what the flood must never do: add a row, or keep a signed event from being recorded).
  *
- *   npm run bench:receiver [-- --holds 1000 --senders 32 --lock-seconds 20]
+ *   npm run bench:receiver [-- --holds 1000 --senders 32 --lock-seconds 20 --flood 5000]
  */
 import '../../src/node-version.js';
 import fs from 'node:fs/promises';
@@ -34,6 +39,7 @@ import { createPool } from '../../src/db/pool.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { silentLogger } from '../../src/observability/logger.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS } from '../../src/processor/receiver.js';
+import { startFlood } from '../flood.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows, createRegionWorker, runRegionWorker } from '../../src/workers/region-worker.js';
 
@@ -42,11 +48,15 @@ const { values } = parseArgs({
     holds: { type: 'string', default: '1000' },
     senders: { type: 'string', default: '32' },
     'lock-seconds': { type: 'string', default: '20' },
+    flood: { type: 'string', default: '5000' },
   },
 });
 const holdsPerPhase = Number(values.holds);
 const senders = Number(values.senders);
 const lockSeconds = Number(values['lock-seconds']);
+const floodRequests = Number(values.flood);
+const FLOOD_ROUNDS = 20;
+const FLOOD_SIGNED_PER_ROUND = 30;
 const log = (line: string) => console.log(line);
 
 Runtime.install({ logger: new DefaultLogger('ERROR'), shutdownSignals: [] });
@@ -101,8 +111,8 @@ try {
     region.pool,
     Array.from({ length: 200 }, (_, i) => ({ id: `a_${i}`, currency: 'USD', availableMinor: 10_000_000 })),
   );
-  const holdsOf = (phase: string): HoldSeed[] =>
-    Array.from({ length: holdsPerPhase }, (_, i) => ({
+  const holdsOf = (phase: string, count = holdsPerPhase): HoldSeed[] =>
+    Array.from({ length: count }, (_, i) => ({
       id: `h_${phase}_${i}`,
       accountId: `a_${i % 200}`,
       merchantId: merchantIds[i % merchantIds.length]!,
@@ -111,7 +121,8 @@ try {
       expiresInSeconds: 86_400,
     }));
   const phases = { healthy: holdsOf('healthy'), slow: holdsOf('slow') };
-  await insertHolds(region.pool, [...phases.healthy, ...phases.slow]);
+  const floodHolds = holdsOf('flood', 2 * FLOOD_ROUNDS * FLOOD_SIGNED_PER_ROUND);
+  await insertHolds(region.pool, [...phases.healthy, ...phases.slow, ...floodHolds]);
 
   const workflowBundle = await bundleWorkflows();
   const worker = await createRegionWorker({
@@ -229,7 +240,8 @@ try {
         ` (${summary.appliedPerSecond} events/s)`,
     );
   }
-  const reproduce = `npm run bench:receiver -- --holds ${holdsPerPhase} --senders ${senders} --lock-seconds ${lockSeconds}`;
+  results.flood = await floodPhase(processor, `http://127.0.0.1:${port}/processor/events`, floodHolds);
+  const reproduce = `npm run bench:receiver -- --holds ${holdsPerPhase} --senders ${senders} --lock-seconds ${lockSeconds} --flood ${floodRequests}`;
   log(`reproduce: ${reproduce}`);
   await fs.mkdir('bench/results', { recursive: true });
   const file = `bench/results/receiver-${new Date().toISOString().slice(0, 10)}.json`;
@@ -250,4 +262,67 @@ try {
   await server.stop();
   await postgres.stop();
   await fs.rm(dataDir, { recursive: true, force: true });
+}
+
+/**
+ * Signed events acknowledged without the flood and during it, interleaved round by round; each timed from request to
+ * acknowledgement. A flood that held signed events back (a connection, the event loop, the ledger pool) would put
+ * its requests in front of them.
+ */
+async function floodPhase(processor: FakeProcessor, url: string, holds: readonly HoldSeed[]) {
+  const next = holds.values();
+  const acknowledge = async (count: number, until?: () => boolean) => {
+    const ms: number[] = [];
+    for (let i = 0; i < count && !until?.(); i++) {
+      const hold = next.next().value!;
+      const event = {
+        eventId: `evt_${hold.id}_1`,
+        holdId: hold.id,
+        sequence: 1,
+        type: 'hold.incremented' as const,
+        amountMinor: 1,
+        currency: 'USD',
+      };
+      const started = performance.now();
+      const { status } = await processor.post(event.eventId, FakeProcessor.body(event));
+      ms.push(performance.now() - started);
+      if (status !== 202) throw new Error(`a signed event was answered ${status} during the flood phase`);
+    }
+    return ms;
+  };
+  const attacker = startFlood(url, 16, 1_000);
+  const quiet: number[] = [];
+  const loud: number[] = [];
+  const statuses: Record<string, number> = {};
+  let floodMs = 0;
+  try {
+    for (let round = 0; round < FLOOD_ROUNDS; round++) {
+      quiet.push(...(await acknowledge(FLOOD_SIGNED_PER_ROUND)));
+      let flooding = true;
+      const burst = attacker.burst(Math.round(floodRequests / FLOOD_ROUNDS)).finally(() => (flooding = false));
+      loud.push(...(await acknowledge(FLOOD_SIGNED_PER_ROUND, () => !flooding)));
+      const result = await burst;
+      floodMs += result.ms;
+      for (const [status, n] of Object.entries(result.statuses)) statuses[status] = (statuses[status] ?? 0) + n;
+    }
+  } finally {
+    await attacker.stop();
+  }
+  const at = (values: number[], p: number) => {
+    const sorted = [...values].sort((a, b) => a - b);
+    return Math.round(sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! * 10) / 10;
+  };
+  const summary = {
+    unsigned: statuses,
+    floodMs,
+    withoutFloodAckMs: { samples: quiet.length, p50: at(quiet, 50), p99: at(quiet, 99) },
+    duringFloodAckMs: { samples: loud.length, p50: at(loud, 50), p99: at(loud, 99) },
+  };
+  log(
+    `flood: ${floodRequests} unsigned requests in ${FLOOD_ROUNDS} bursts (${floodMs} ms flooding, 16 connections, ` +
+      `1,000/s), answered ${JSON.stringify(statuses)}; signed acks without: p50 ${summary.withoutFloodAckMs.p50} ms, ` +
+      `p99 ${summary.withoutFloodAckMs.p99} ms (${quiet.length}); during: p50 ${summary.duringFloodAckMs.p50} ms, ` +
+      `p99 ${summary.duringFloodAckMs.p99} ms (${loud.length})`,
+  );
+  return summary;
 }

@@ -153,7 +153,11 @@ interface SentAttempt {
   webhookId: string;
   policyRun: number;
   attemptNumber: number;
-  startedAt: number;
+  /**
+   * When the merchant's budget admitted it, on the ledger's clock (the gate's own time, `admit_attempt`): the attempt
+   * log's start, so that its pacing reads there as the gate kept it, whatever this worker's event loop did next.
+   */
+  admittedAt: number;
   sendable: Sendable;
   attempt: HttpAttempt;
   /** Set once the attempt is recorded, which gives its lease on a request in flight back in the same statement. */
@@ -374,7 +378,7 @@ async function attemptOnce(
   if (!('attemptNumber' in turn)) return turn;
   let sent: SentAttempt | undefined;
   try {
-    sent = await sendSignedAttempt(ctx, webhookId, policyRun, turn.attemptNumber, sendable);
+    sent = await sendSignedAttempt(ctx, webhookId, policyRun, turn, sendable);
     if (isLocal && sent.attempt.durationMs > FAST_PATH_SLOW_MS)
       slowUntil.set(merchantId, ctx.clock() + FAST_PATH_SLOW_FOR_MS);
     const { action } = classifyAttempt(sent.attempt.result);
@@ -448,7 +452,7 @@ async function awaitSendSlot(
   lane: Lane,
   reservedSlotMs: number | undefined,
   policy: DeliveryPolicy,
-): Promise<{ attemptNumber: number } | Throttle> {
+): Promise<{ attemptNumber: number; admittedAt: number } | Throttle> {
   const { random, maxInFlightPerMerchant, budget } = ctx;
   let reserved = reservedSlotMs !== undefined;
   // Admission takes a lease on one of the merchant's requests in flight, held until the attempt is recorded: the
@@ -461,7 +465,7 @@ async function awaitSendSlot(
     const decision = await budget.acquire(merchantId, lane, reserved, webhookId, lease);
     if (decision.outcome === 'send') {
       if (decision.attemptNumber === undefined) throw new Error(`webhook ${webhookId} has no delivery record`);
-      return { attemptNumber: decision.attemptNumber };
+      return { attemptNumber: decision.attemptNumber, admittedAt: decision.nowMs };
     }
     if (decision.outcome === 'paused') {
       // An operator paused every send of the region: wait, held, like a paused merchant (nothing sent, nothing spent).
@@ -498,23 +502,22 @@ async function sendSignedAttempt(
   ctx: DeliveryContext,
   webhookId: string,
   policyRun: number,
-  attemptNumber: number,
+  { attemptNumber, admittedAt }: { attemptNumber: number; admittedAt: number },
   sendable: Sendable,
 ): Promise<SentAttempt> {
   const { endpointRules, agents, clock } = ctx;
   const { delivery, policy, url, keys } = sendable;
-  const startedAt = clock();
   try {
     const attempt = await sendWebhookRequest({
       url,
       body: delivery.payload,
-      headers: { ...signedHeaders(keys, webhookId, Math.floor(startedAt / 1000), delivery.payload) },
+      headers: { ...signedHeaders(keys, webhookId, Math.floor(clock() / 1000), delivery.payload) },
       timeoutMs: policy.attemptTimeoutMs,
       lookup: guardedLookup(delivery.merchantId, endpointRules),
       agents,
       signal: cancellationSignal(),
     });
-    return { webhookId, policyRun, attemptNumber, startedAt, sendable, attempt };
+    return { webhookId, policyRun, attemptNumber, admittedAt, sendable, attempt };
   } catch (err) {
     if (err instanceof InvalidEndpointUrl) throw failure(err.name, err.message, { merchantId: delivery.merchantId });
     throw err;
@@ -554,13 +557,13 @@ async function recordAttempt(
   next?: { delayMs: number; reason: string },
 ) {
   const { pool, metrics } = ctx;
-  const { webhookId, attemptNumber, policyRun, startedAt, attempt } = sent;
+  const { webhookId, attemptNumber, policyRun, admittedAt, attempt } = sent;
   const recorded = await deliveries.recordAttempt(pool, {
     webhookId,
     attemptNumber,
     policyRun,
     scheduledAtMs: activityInfo().currentAttemptScheduledTimestampMs,
-    startedAtMs: startedAt,
+    startedAtMs: admittedAt,
     durationMs: attempt.durationMs,
     statusCode: statusCodeOf(attempt),
     errorClass: attempt.result.kind === 'error' ? attempt.result.errorClass : null,

@@ -235,6 +235,10 @@ export interface AttemptRecord {
   policyRun: number;
   /** When Temporal scheduled this attempt, ms since the epoch. */
   scheduledAtMs: number;
+  /**
+   * When the merchant's budget admitted it (`acquire`'s `nowMs`: the ledger's clock at the gate), ms since the epoch:
+   * the attempt log's pacing is the gate's, exactly.
+   */
   startedAtMs: number;
   durationMs: number;
   statusCode: number | null;

@@ -150,14 +150,18 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
 
     /**
      * Pushes the merchant's budget back (every merchant of its shared destination, if it names one): no worker gets a
-     * slot, or uses one it holds, before now + delay.
+     * slot, or uses one it holds, before now + delay. "Now" is read holding the budget's row, as an admission reads
+     * its own: every admission is then either before the push-back, with an earlier time, or after it and at or past
+     * its end.
      */
     async pushBack(merchantId: string, delayMs: number, reason: string): Promise<void> {
       await pool.query(
         `INSERT INTO send_budgets AS b (key, paused_until, pause_reason)
          SELECT ${BUDGET_OF}, clock_timestamp() + make_interval(secs => $2::double precision / 1000), $3::text
          ON CONFLICT (key) DO UPDATE
-            SET paused_until = greatest(b.paused_until, excluded.paused_until), pause_reason = excluded.pause_reason`,
+            SET paused_until = greatest(b.paused_until,
+                                        clock_timestamp() + make_interval(secs => $2::double precision / 1000)),
+                pause_reason = excluded.pause_reason`,
         [merchantId, delayMs, reason],
       );
     },

@@ -97,11 +97,18 @@ async function usAlert(alertname: string): Promise<string> {
 }
 const usWorkersDown = () => usAlert('WorkersDown');
 
+/** One instant query's single value and the time (s) Prometheus evaluated it at: `at`, or now. */
+async function sample(query: string, at?: number): Promise<{ t: number; v: number } | undefined> {
+  const time = at === undefined ? '' : `&time=${at}`;
+  const result = (
+    await get<{ result: { value: [number, string] }[] }>(`/query?query=${encodeURIComponent(query)}${time}`)
+  )?.result;
+  return result?.[0] ? { t: result[0].value[0], v: Number(result[0].value[1]) } : undefined;
+}
+
 /** One instant query's single value, or undefined while it has none. */
-async function value(query: string): Promise<number | undefined> {
-  const result = (await get<{ result: { value: [number, string] }[] }>(`/query?query=${encodeURIComponent(query)}`))
-    ?.result;
-  return result?.[0] ? Number(result[0].value[1]) : undefined;
+async function value(query: string, at?: number): Promise<number | undefined> {
+  return (await sample(query, at))?.v;
 }
 
 it('the on-call dashboard’s panels of gauges read the worker, each series named for its region', async () => {
@@ -185,8 +192,18 @@ it('the ledger closed mid-run: readiness says so, LedgerGaugesStale fires, the a
   // HoldReleaseBehind's left side, as the rule reads it: the oldest hold's age plus how stale that value is.
   const ageAsRead = `max by (region) (hold_sweeper_oldest_unreleased_hold_age_seconds{region="us"})
     + on (region) (time() - max by (region) (hold_sweeper_ledger_gauges_refreshed_timestamp_seconds{region="us"}))`;
-  await waitUntil(async () => (await value(ageAsRead)) !== undefined, 'the age as the rule reads it', 30_000);
-  expect(await value(ageAsRead)).toBeLessThan(10);
+  const lastRead = 'max by (region) (hold_sweeper_ledger_gauges_refreshed_timestamp_seconds{region="us"})';
+  /**
+   * No hold late, and a read of the ledger since `since` (s) scraped: the age as the rule reads it is then no older
+   * than the time since, by Prometheus's own clock.
+   */
+  const readSince = async (since: number) => {
+    await waitUntil(async () => ((await value(lastRead)) ?? 0) > since, 'a read of the ledger scraped', 30_000);
+    expect(await value('hold_sweeper_oldest_unreleased_hold_age_seconds{region="us"}')).toBe(0);
+    const age = (await sample(ageAsRead))!;
+    expect(age.v).toBeLessThanOrEqual(age.t - since);
+  };
+  await readSince(Date.now() / 1000);
 
   // The ledger stops taking connections, and the ones open are cut: what a worker sees of a database that went down.
   const database = new URL(us.databaseUrl).pathname.slice(1);
@@ -197,7 +214,6 @@ it('the ledger closed mid-run: readiness says so, LedgerGaugesStale fires, the a
   try {
     await admin.query(`ALTER DATABASE "${database}" WITH ALLOW_CONNECTIONS false`);
     await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [database]);
-    const closedAt = Date.now();
 
     await waitUntil(async () => (await ready()).status === 503, 'readiness 503', 30_000);
     const down = (await ready()).body;
@@ -206,17 +222,27 @@ it('the ledger closed mid-run: readiness says so, LedgerGaugesStale fires, the a
     expect(down.checks['ledger-us']).not.toBe('ok');
     expect((await fetch(`${health}/livez`)).status).toBe(200);
     await waitUntil(async () => (await usAlert('LedgerGaugesStale')) === 'firing', 'LedgerGaugesStale firing', 60_000);
-    // The worker still exports the last age it read (0: no hold late), and the rule does not read that as healthy.
-    expect(await value('hold_sweeper_oldest_unreleased_hold_age_seconds{region="us"}')).toBe(0);
-    expect(await value(ageAsRead)).toBeGreaterThanOrEqual((Date.now() - closedAt) / 1000 - 5);
+    // The worker still exports the last age it read (0: no hold late), and the rule does not read that as healthy:
+    // its age is the time since the last read, past the stale rule's four refresh intervals, and it grows second for
+    // second (Prometheus's clock) while no read comes.
+    const firing = (await sample(ageAsRead))!;
+    const readThen = (await value(lastRead, firing.t))!;
+    expect(await value('hold_sweeper_oldest_unreleased_hold_age_seconds{region="us"}', firing.t)).toBe(0);
+    expect(firing.v).toBeCloseTo(firing.t - readThen, 3);
+    expect(firing.v).toBeGreaterThan(4 * (await value('hold_sweeper_ledger_gauges_interval_seconds{region="us"}'))!);
+    expect((await ready()).status).toBe(503);
+    const later = (await sample(ageAsRead))!;
+    expect(await value(lastRead, later.t)).toBe(readThen);
+    expect(later.v - firing.v).toBeCloseTo(later.t - firing.t, 3);
   } finally {
     await admin.query(`ALTER DATABASE "${database}" WITH ALLOW_CONNECTIONS true`);
     await admin.end();
   }
+  const reopenedAt = Date.now() / 1000;
 
   await waitUntil(async () => (await ready()).status === 200, 'ready again', 60_000);
   await waitUntil(async () => (await usAlert('LedgerGaugesStale')) === 'none', 'LedgerGaugesStale resolved', 60_000);
-  expect(await value(ageAsRead)).toBeLessThan(10);
+  await readSince(reopenedAt);
 }, 240_000);
 
 it('the dashboard’s dedup panel reads two sweeps run beside each other: each hold started once, the other start counted', async () => {

@@ -16,7 +16,7 @@ import { InvalidDeliveryPolicyError } from '../../src/delivery/policy.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import type { SweepInput } from '../../src/contracts/domain.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, recordedDecision, seedNight, type Night } from '../support/ledger.js';
+import { holdWorkflowIdOf, loggedAttempts, recordedDecision, seedNight, type Night } from '../support/ledger.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -145,57 +145,56 @@ describe('a decision while the abandon is being recorded', () => {
 });
 
 describe('slow merchants cost no duplicate, no long workflow task, no wait of anyone else', () => {
-  // Both answer well inside the 15 s attempt timeout: neither may be sent a webhook twice.
-  const SLOW_ANSWERS_MS = [3_000, 10_000];
-  it('merchants answering 200 in 3 s and in 10 s among healthy ones: 1.00 requests per webhook, no TMPRL1104, healthy p95 not held behind them', async () => {
+  it('merchants answering 200 in 3 s and only when told (within their 30 s timeout): 1.00 requests per webhook, no TMPRL1104, a healthy night delivered while every slow request is open', async () => {
     const slowTasks = () => workerLog.filter((e) => e.message.includes('TMPRL1104'));
-    const healthyNight = async () => {
-      const n = await night({ expired: 32, merchants: 4 }, [{ status: 200 }]);
-      await us.pool.query('UPDATE merchants SET rate_per_second = 2, burst = 1 WHERE id = ANY($1::text[])', [
+    // Two slow merchants, at 10 req/s, each with room for all 8 of its requests in flight: one answers each webhook
+    // after 3 s, one holds every request open until the healthy night below is delivered. Both well inside their
+    // attempt timeout: neither may be sent a webhook twice.
+    const slowNight = async (answer: Responses[number]) => {
+      const n = await night({ expired: 8, merchants: 1 }, [answer], { attemptTimeoutMs: 30_000, maxInFlight: 8 });
+      await us.pool.query('UPDATE merchants SET rate_per_second = 10, burst = 1 WHERE id = ANY($1::text[])', [
         n.merchantIds,
       ]);
-      return n;
+      return { merchantId: n.merchantIds[0]!, holds: n.expired.map((h) => h.id) };
     };
-    // A night to warm the worker up (its first workflow tasks, its connections), then one without the slow merchants.
-    const warmUp = await healthyNight();
+    const slow = {
+      threeSeconds: await slowNight({ status: 200, delayMs: 3_000 }),
+      whenTold: await slowNight({ status: 200, untilReleased: true }),
+    };
     await sweep();
-    await waitUntil(() => allDelivered(warmUp.expired.map((h) => h.id)), 'the warm-up night is delivered');
-    const alone = await healthyNight();
-    await sweep();
-    await waitUntil(() => allDelivered(alone.expired.map((h) => h.id)), 'the healthy night is delivered');
-    const p95Alone = await p95ReleaseToDelivery(alone.expired.map((h) => h.id));
-
-    // The same, with two merchants answering every webhook after 3 s and after 10 s, in the same sweep.
-    const healthy = await healthyNight();
-    const slow = await Promise.all(
-      SLOW_ANSWERS_MS.map(async (delayMs) => {
-        const n = await night({ expired: 8, merchants: 1 }, [{ status: 200, delayMs }]);
-        await us.pool.query('UPDATE merchants SET rate_per_second = 10, burst = 1 WHERE id = ANY($1::text[])', [
-          n.merchantIds,
-        ]);
-        return { delayMs, merchantId: n.merchantIds[0]!, holds: n.expired.map((h) => h.id) };
-      }),
+    await waitUntil(
+      async () => harness.merchants.openRequests(slow.whenTold.merchantId).length === 8,
+      'every webhook of the merchant that answers when told is open at it',
     );
+
+    // A healthy night swept while those 8 requests are open: 4 merchants at 2 req/s answering at once.
+    const healthy = await night({ expired: 32, merchants: 4 }, [{ status: 200 }]);
+    await us.pool.query('UPDATE merchants SET rate_per_second = 2, burst = 1 WHERE id = ANY($1::text[])', [
+      healthy.merchantIds,
+    ]);
+    const healthyHolds = healthy.expired.map((h) => h.id);
     await sweep();
-    await waitUntil(() => allDelivered(healthy.expired.map((h) => h.id)), 'the healthy holds are delivered');
-    const p95WithSlow = await p95ReleaseToDelivery(healthy.expired.map((h) => h.id));
-    for (const { holds } of slow)
+    await waitUntil(() => allDelivered(healthyHolds), 'the healthy holds are delivered');
+    // A healthy webhook held behind a slow merchant (a slot, a workflow task, a connection) could only have been
+    // delivered once a slow request ended: the 8 requests that merchant got are all still open.
+    expect(harness.merchants.requests(slow.whenTold.merchantId).map((r) => r.closedAt)).toEqual(
+      Array(8).fill(undefined),
+    );
+    const healthyP95 = await p95ReleaseToDelivery(healthyHolds);
+
+    harness.merchants.release(slow.whenTold.merchantId);
+    for (const { holds } of Object.values(slow))
       await waitUntil(() => allDelivered(holds), "the slow merchants' holds are delivered", 90_000);
-    const perWebhook = slow.map(({ delayMs, merchantId, holds }) => {
+    const perWebhook = Object.entries(slow).map(([merchant, { merchantId, holds }]) => {
       const received = harness.merchants.requests(merchantId);
-      return { delayMs, webhooks: new Set(received.map((r) => r.webhookId)).size, requests: received.length, holds };
+      return { merchant, webhooks: new Set(received.map((r) => r.webhookId)).size, requests: received.length, holds };
     });
     console.log(
-      `[slow merchants] requests per webhook: ${perWebhook.map((p) => `${p.delayMs / 1000} s merchant ${(p.requests / p.webhooks).toFixed(2)} (${p.requests} for ${p.webhooks})`).join(', ')}; healthy release-to-delivery p95: ${Math.round(p95Alone)} ms alone, ${Math.round(p95WithSlow)} ms beside them`,
+      `[slow merchants] requests per webhook: ${perWebhook.map((p) => `${p.merchant} ${(p.requests / p.webhooks).toFixed(2)} (${p.requests} for ${p.webhooks})`).join(', ')}; healthy release-to-delivery p95 beside them: ${Math.round(healthyP95)} ms`,
     );
-
     for (const p of perWebhook)
       expect({ ...p, holds: p.holds.length }).toEqual({ ...p, webhooks: 8, requests: 8, holds: 8 });
     expect(slowTasks().map((e) => e.message)).toEqual([]);
-    // A healthy webhook held behind a slow merchant (a slot, a workflow task, a connection) would wait 3 s at least.
-    // The sweep beside them starts more children, so on a loaded machine the healthy p95 moves a little (88 ms here
-    // alone, 750 ms once in CI beside other test files); 1.75 s tells the two apart.
-    expect(p95WithSlow - p95Alone).toBeLessThan(1_750);
   });
 });
 
@@ -226,12 +225,13 @@ describe('database timeouts and cancellation', () => {
             e.markerRecordedEventAttributes?.failure,
         );
       };
-      // Within seconds of the child's start, never the 30 s a queued attempt would take: 20 s leaves the sweep's paging
-      // and the child's start room on a loaded machine (8 s did not, once, in a full run on 2 cores).
-      await expect.poll(failedAttempts, { timeout: 20_000, interval: 100 }).not.toHaveLength(0);
+      // A failed attempt of the release as a local activity (a marker), which the lock timeout or the local
+      // activity's start-to-close ends within seconds (below). How soon the worker records it is the machine's; the
+      // bound is for a hang.
+      await expect.poll(failedAttempts, { timeout: 60_000, interval: 100 }).not.toHaveLength(0);
       const [failed] = await failedAttempts();
       // Its lock wait ended by the lock timeout (1 s), or the attempt and its in-worker retry by the local activity's
-      // 3 s start-to-close (which the SDK core counts from the first attempt): either way within seconds.
+      // 3 s start-to-close (which the SDK core counts from the first attempt): either way bounded by seconds.
       expect(failed!.markerRecordedEventAttributes!.failure!.message).toMatch(/lock timeout|Activity timed out/);
       for (let i = 0; i < 20; i++) await failedAttempts();
     } finally {
@@ -246,14 +246,13 @@ describe('database timeouts and cancellation', () => {
   });
 
   it('a transaction is bounded by its statement timeout, and cancelled on the server when its caller aborts', async () => {
-    const started = Date.now();
+    // Ended by the server's statement timeout (its own error), not by the 10 s sleep finishing.
     await expect(
       inTransaction(us.pool, (c) => c.query('SELECT pg_sleep(10)'), { statementTimeoutMs: 300 }),
-    ).rejects.toThrow(/statement timeout/);
-    expect(Date.now() - started).toBeLessThan(5_000);
+    ).rejects.toThrow(/canceling statement due to statement timeout/);
 
     const abort = new AbortController();
-    const sleeping = inTransaction(us.pool, (c) => c.query(`SELECT pg_sleep(10), 'abort-me'`), {
+    const sleeping = inTransaction(us.pool, (c) => c.query(`SELECT pg_sleep(60), 'abort-me'`), {
       signal: abort.signal,
     });
     const running = async () =>
@@ -262,11 +261,10 @@ describe('database timeouts and cancellation', () => {
           `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%abort-me%' AND state = 'active' AND pid <> pg_backend_pid()`,
         )
       ).rows[0]!.n;
-    await expect.poll(running, { timeout: 5_000, interval: 50 }).toBe(1);
-    const aborted = Date.now();
+    await expect.poll(running, { timeout: 30_000, interval: 50 }).toBe(1);
     abort.abort();
-    await expect(sleeping).rejects.toThrow(/cancel/);
-    expect(Date.now() - aborted).toBeLessThan(5_000);
+    // Cancelled on the server (its own error, before the sleep could end), and no longer running there.
+    await expect(sleeping).rejects.toThrow(/canceling statement due to user request/);
     expect(await running()).toBe(0);
   });
 });
@@ -297,17 +295,23 @@ describe('cases 4 and 5: requests in flight', () => {
     await expect.poll(retryingShown, { timeout: 30_000, interval: 250 }).toBe(true);
     harness.merchants.script(merchantId!, { secrets: [n.secrets.get(merchantId!)!], responses: [{ status: 200 }] });
     expect(peak).toEqual({ requests: 4, perWebhook: 1 });
-    for (const request of harness.merchants
-      .requests(merchantId)
-      .filter((r) => r.closedAt !== undefined && r.answer === 'hang')) {
-      // Closed by the sender at the attempt's timeout (2.5 s on the fast path, 3 s after), never left open.
-      expect(request.closedAt! - request.receivedAt).toBeLessThan(3_000 + 1_500);
-    }
     await waitUntil(
       () => allDelivered(n.expired.map((h) => h.id)),
       'the merchant, answering again, gets every webhook',
       90_000,
     );
+    // Never left open: every request the merchant held was closed by its sender, each an attempt the log records as
+    // timed out by the sender's own timer, after the whole 3 s (its measure is whole milliseconds).
+    await expect.poll(() => harness.merchants.openRequests(merchantId!), { timeout: 30_000 }).toEqual([]);
+    const hung = harness.merchants.requests(merchantId).filter((r) => r.answer === 'hang');
+    const log = await loggedAttempts(us.pool, [merchantId!]);
+    const timedOut = log.filter((a) => a.errorClass === 'AttemptTimeout');
+    expect(timedOut.filter((a) => a.durationMs < 3_000 - 1)).toEqual([]);
+    expect(log.filter((a) => a.errorClass !== 'AttemptTimeout' && a.outcome !== 'delivered')).toEqual([]);
+    const count = (ids: (string | undefined)[]) =>
+      ids.reduce((m, id) => m.set(id!, (m.get(id!) ?? 0) + 1), new Map<string, number>());
+    const timedOutOf = count(timedOut.map((a) => a.webhookId));
+    expect([...count(hung.map((r) => r.webhookId))].filter(([id, n]) => n > (timedOutOf.get(id) ?? 0))).toEqual([]);
   });
 
   it('an attempt timeout past the bound is refused: by merchant set (named error, nothing written) and, written directly, by the delivery', async () => {

@@ -48,9 +48,15 @@ it('reports a violation of each invariant with the offending ids', async () => {
     ...over,
   });
   // Broken on purpose: a second ledger entry's worth of held balance (1), hold 3 left active (2), a changed body (3),
-  // 7 requests inside one second to a 5 + 1 merchant (4), a webhook for no committed release (5), a US webhook at
-  // an EU merchant (6), a secret in a log (7).
+  // 7 attempts admitted inside one second to a 5 + 1 merchant (4), a webhook for no committed release (5), a US
+  // webhook at an EU merchant (6), a secret in a log (7).
   await us.pool.query('UPDATE accounts SET held_minor = held_minor + 1 WHERE id = $1', [night.expired[0]!.accountId]);
+  await us.pool.query(
+    `INSERT INTO delivery_attempts (webhook_id, attempt_number, policy_run, scheduled_at, started_at, duration_ms, status_code, outcome)
+     SELECT $1, n, 1, t, t, 5, 500, 'retry'
+       FROM generate_series(1, 7) n, LATERAL (SELECT timestamptz '2026-12-01 02:00:00Z' + n * interval '140 ms' AS t) s`,
+    [released.webhookId],
+  );
   const euMerchant = (await eu.pool.query('SELECT id FROM merchants LIMIT 1')).rows[0].id as string;
   const requests = [
     ...Array.from({ length: 6 }, (_, i) => request({ receivedAt: 1_000_000 + i * 100 })),

@@ -340,7 +340,9 @@ describe('the merchant API', () => {
     expect(rows[0].roles[0]).toMatch(/^key:mk_[0-9a-f]{16}$/);
     // Its access log line, by the same request id: never its key.
     await expect
-      .poll(() => merchantLog.lines.find((l) => l.requestId === requestId && l.msg === 'request completed'))
+      .poll(() => merchantLog.lines.find((l) => l.requestId === requestId && l.msg === 'request completed'), {
+        timeout: 30_000,
+      })
       .toMatchObject({
         level: 'info',
         service: 'merchant-api',

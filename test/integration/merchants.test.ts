@@ -231,6 +231,7 @@ describe('merchant ping and rotate-secret', () => {
         )
       ).rows[0]!;
     const sealedOld = (await sealedColumns()).current;
+    const rotatedAfter = Date.now();
     const rotated = await rotateSigningSecret(us.pool, secrets, id, 3_600_000);
     // The current sealed value moved to previous as it was; the new one is sealed for this merchant too.
     expect(await sealedColumns()).toEqual({ current: expect.stringMatching(/^sealed:v1:test:/), previous: sealedOld });
@@ -243,7 +244,8 @@ describe('merchant ping and rotate-secret', () => {
       hasPreviousSecret: true,
       previousSecretSignsUntil: rotated.previousSignsUntil,
     });
-    expect(Date.parse(rotated.previousSignsUntil) - Date.now()).toBeGreaterThan(3_500_000);
+    // The overlap runs its hour from the rotation, by the ledger's clock (past the moment before it).
+    expect(Date.parse(rotated.previousSignsUntil)).toBeGreaterThanOrEqual(rotatedAfter + 3_600_000);
 
     // A receiver that still has only the old secret, and one that has only the new: both verify.
     harness.merchants.script(id, { secrets: [oldSecret] });
@@ -394,10 +396,12 @@ describe('merchant show: the budget', () => {
       sharedWith: 0,
       ratePerSecond: 3,
     });
+    const pushedAfter = Date.now();
     await createMerchantBudget(us.pool).pushBack(b, 60_000, 'HTTP 429 on wh_test');
     const after = (await showMerchant(us.pool, a)).budget;
     expect(after.pauseReason).toBe('HTTP 429 on wh_test');
-    expect(Date.parse(after.pausedUntil!)).toBeGreaterThan(Date.now() + 50_000);
+    // A minute from the push-back, by the ledger's clock (past the moment before it).
+    expect(Date.parse(after.pausedUntil!)).toBeGreaterThanOrEqual(pushedAfter + 60_000);
     // Not the other merchant on the host: its budget is its own.
     expect((await showMerchant(us.pool, c)).budget.pausedUntil).toBeNull();
     // Leaving the destination: its own budget again.

@@ -219,7 +219,9 @@ describe('the receiver', () => {
       (
         await us.pool.query<{ error_code: string }>('SELECT error_code FROM processor_requests_refused ORDER BY id')
       ).rows.map((r) => r.error_code);
-    await expect.poll(written).toEqual(expect.arrayContaining(cases.filter((c) => c[2] === 400).map((c) => c[3])));
+    await expect
+      .poll(written, { timeout: 30_000 })
+      .toEqual(expect.arrayContaining(cases.filter((c) => c[2] === 400).map((c) => c[3])));
     expect(
       (await written()).filter((code) => ['MissingSignature', 'BadSignature', 'StaleTimestamp'].includes(code)),
     ).toEqual([]);

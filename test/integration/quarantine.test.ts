@@ -19,7 +19,7 @@ import { runOps } from '../../src/ops/cli.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, recordedDecision, seedNight, type Night } from '../support/ledger.js';
+import { holdWorkflowIdOf, loggedAttempts, recordedDecision, seedNight, type Night } from '../support/ledger.js';
 
 const run = promisify(execFile);
 let harness: Harness;
@@ -421,6 +421,8 @@ describe('why is it waiting?', () => {
     const retryAfter = await night(1, [{ status: 429, retryAfter: '30' }, { status: 200 }]);
     const backoff = await night(1, [{ status: 500 }, { status: 200 }], 1, { initialBackoffMs: 60_000 });
     const rejected = await night(1, [{ status: 400 }]);
+    // Every deadline below is counted by a workflow's clock from a moment after this one.
+    const before = Date.now();
     await sweep();
 
     const waitingFor = async (n: Night) => await (await handleOf(n.expired[0]!.id)).query(statusQuery);
@@ -437,17 +439,20 @@ describe('why is it waiting?', () => {
     await expect.poll(async () => (await waitingFor(backoff)).stage, { timeout: 30_000 }).toBe('backing_off');
     await expect.poll(async () => (await waitingFor(rejected)).stage, { timeout: 30_000 }).toBe('quarantined');
 
-    const now = Date.now();
+    // Each wait's deadline is the delay its attempt's answer set (the attempt log's), past the time it was answered.
+    const delayOf = async (n: Night) => (await loggedAttempts(us.pool, n.merchantIds))[0]!.nextRetryDelayMs!;
     const r = await waitingFor(retryAfter);
     expect(r).toMatchObject({
       reason: 'Retry-After 30 s',
       attempt: 1,
       lastAttempt: { attemptNumber: 1, outcome: 'HTTP 429' },
     });
-    expect(Date.parse((r as { until: string }).until) - now).toBeGreaterThan(20_000);
+    expect(await delayOf(retryAfter)).toBe(30_000);
+    expect(Date.parse((r as { until: string }).until)).toBeGreaterThanOrEqual(before + 30_000);
     const b = await waitingFor(backoff);
     expect(b).toMatchObject({ reason: 'backoff attempt 1', lastAttempt: { outcome: 'HTTP 500' } });
-    expect(Date.parse((b as { until: string }).until) - now).toBeGreaterThan(20_000);
+    expect(await delayOf(backoff)).toBeGreaterThanOrEqual(30_000);
+    expect(Date.parse((b as { until: string }).until)).toBeGreaterThanOrEqual(before + (await delayOf(backoff)));
     expect(await waitingFor(rejected)).toMatchObject({
       reason: 'rejected',
       lastAttempt: { attemptNumber: 1 },
@@ -457,7 +462,7 @@ describe('why is it waiting?', () => {
       await Promise.all(budget.expired.map(async (h) => (await handleOf(h.id)).query(statusQuery)))
     ).find((s) => s.stage === 'waiting_for_budget');
     expect(waiting).toMatchObject({ lane: 'first', reserved: true });
-    expect(Date.parse((waiting as { until: string }).until)).toBeGreaterThan(now);
+    expect(Date.parse((waiting as { until: string }).until)).toBeGreaterThan(before);
   });
 });
 

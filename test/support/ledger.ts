@@ -126,3 +126,36 @@ export async function recordedDecision<K extends 'approveReplay' | 'discard'>(
   });
   return (kind === 'discard' ? { by, reason, decisionId } : { approvedBy: by, reason, decisionId }) as never;
 }
+
+/** One attempt in the attempt log. */
+export interface LoggedAttempt {
+  webhookId: string;
+  attemptNumber: number;
+  /** When the merchant's budget admitted it: ms since the epoch, on the ledger's clock (the gate's own time). */
+  admittedAt: number;
+  /** As the sender measured it, from its request to its answer or its own timeout. */
+  durationMs: number;
+  statusCode: number | null;
+  errorClass: string | null;
+  outcome: 'delivered' | 'retry' | 'quarantine';
+  /** The delay the policy chose before the next attempt (a retry's), ms. */
+  nextRetryDelayMs: number | null;
+}
+
+/**
+ * The attempt log of these merchants' webhooks, in the order their budgets admitted them: what the pacing guarantees
+ * is read here, where the gate's time is kept, not at a receiver whose clock a busy machine moves.
+ */
+export async function loggedAttempts(pool: pg.Pool, merchantIds: readonly string[]): Promise<LoggedAttempt[]> {
+  const { rows } = await pool.query<LoggedAttempt>(
+    `SELECT a.webhook_id AS "webhookId", a.attempt_number AS "attemptNumber",
+            (extract(epoch FROM a.started_at) * 1000)::float8 AS "admittedAt", a.duration_ms AS "durationMs",
+            a.status_code AS "statusCode",
+            a.error_class AS "errorClass", a.outcome, a.next_retry_delay_ms::float8 AS "nextRetryDelayMs"
+       FROM delivery_attempts a JOIN webhook_deliveries d USING (webhook_id)
+      WHERE d.merchant_id = ANY($1::text[])
+      ORDER BY a.started_at, a.webhook_id, a.attempt_number`,
+    [merchantIds],
+  );
+  return rows;
+}
