@@ -17,7 +17,7 @@ import { createApiKey, revokeApiKey } from '../../src/operations/merchant-keys.j
 import { startResend } from '../../src/delivery/starts.js';
 import { unstartedMerchantResends } from '../../src/sql/merchant-api.js';
 import { CounterRegistry } from '../../src/observability/prometheus-text.js';
-import { ensureOutboxSchedule } from '../../src/schedules.js';
+import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight, type Night } from '../support/ledger.js';
@@ -194,14 +194,31 @@ describe('the merchant API', () => {
     // A key whose budget lets all 50 through at once: what stops the other 49 is the ledger, not the rate limit.
     const roomy = (await createApiKey(us.pool, merchant(A), 'mia', { ratePerSecond: 100, burst: 100 })).apiKey;
     const before = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId).length;
-    const answers = await Promise.all(
-      Array.from({ length: 50 }, () =>
-        fetch(`${api}/v1/webhooks/${webhookId}/resend`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${roomy}` },
-        }).then(async (r) => ({ status: r.status, body: (await r.json()) as { requestId?: string; error?: string } })),
-      ),
-    );
+    // The reconciler, which starts what merchants ask for (and so lets the next request of the webhook wait), held
+    // still while the 50 come in: they are at once for the ledger, however long a busy machine takes to send them.
+    const reconciler = us.client.schedule.getHandle(outboxScheduleId(us.config));
+    await reconciler.pause('50 resends at once');
+    let answers: { status: number; body: { requestId?: string; error?: string } }[];
+    try {
+      await waitUntil(
+        async () => (await reconciler.describe()).info.runningActions.length === 0,
+        'no reconcile running',
+        30_000,
+      );
+      answers = await Promise.all(
+        Array.from({ length: 50 }, () =>
+          fetch(`${api}/v1/webhooks/${webhookId}/resend`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${roomy}` },
+          }).then(async (r) => ({
+            status: r.status,
+            body: (await r.json()) as { requestId?: string; error?: string },
+          })),
+        ),
+      );
+    } finally {
+      await reconciler.unpause('50 resends sent');
+    }
     const statuses = answers.reduce<Record<string, number>>(
       (n, a) => ({ ...n, [a.status]: (n[a.status] ?? 0) + 1 }),
       {},
