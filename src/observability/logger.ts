@@ -11,7 +11,7 @@
 import { trace } from '@opentelemetry/api';
 import type { Logger as TemporalLogger, LogLevel, LogMetadata } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
-import type { FastifyBaseLogger } from 'fastify';
+import { LogController, type FastifyBaseLogger } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger } from 'pino';
@@ -70,8 +70,7 @@ export function exitOnFatal(err: unknown, code = 1): never {
 export function fastifyLogging(logger: Logger) {
   return {
     loggerInstance: logger as FastifyBaseLogger,
-    disableRequestLogging: true,
-    requestIdLogLabel: 'requestId',
+    logController: new LogController({ disableRequestLogging: true, requestIdLogLabel: 'requestId' }),
     genReqId: () => randomUUID(),
   } as const;
 }
