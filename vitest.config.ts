@@ -21,8 +21,7 @@ export default defineConfig({
         extends: true,
         test: {
           // Workflow code against Temporal's time-skipping test server, activities stubbed: no Postgres, no HTTP, no
-          // dev
-          // server (test/support/workflow-env.ts). Each file starts its own test server.
+          // dev server (test/support/workflow-env.ts). Each file starts its own test server.
           name: 'workflow',
           include: ['test/workflow/**/*.test.ts'],
           // Bound a hung test; time is skipped, so nothing here waits for real.

@@ -1,0 +1,29 @@
+/**
+ * The code as a reviewer's tools see it: eslint, prettier and the type checker over the whole repository. They run as
+ * a file of the suite, beside the others, not before them: on two cores they are half a minute of CPU that the
+ * integration files, mostly waiting on timers and merchants, leave free. `npm run lint` and `npm run typecheck` run
+ * them alone; their caches (node_modules/.cache) make a second run check only what changed.
+ */
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const REPO = path.resolve(import.meta.dirname, '../..');
+
+/** An npm script of this repository, its exit code and everything it printed. */
+function npmScript(name: string): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    execFile('npm', ['run', '--silent', name], { cwd: REPO, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+      resolve({ code, output: `${stdout}${stderr}`.trim() });
+    });
+  });
+}
+
+// One after the other: the file takes one of the run's two workers, not both.
+describe('static checks', { timeout: 600_000 }, () => {
+  it.each(['lint', 'typecheck'])('npm run %s passes', async (script) => {
+    const { code, output } = await npmScript(script);
+    expect(code, output).toBe(0);
+  });
+});
