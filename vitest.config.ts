@@ -8,8 +8,9 @@ export default defineConfig({
     reporters: ['default', './test/support/plain-summary-reporter.ts'],
     // The Temporal worker's native core is happiest in its own process.
     pool: 'forks',
-    // Two cores: two test files at a time, each with its own workers and databases.
-    maxWorkers: 2,
+    // Three test files at a time, each with its own workers and databases, on two cores: an integration file waits on
+    // timers, merchants and the server most of its time (with two at a time the machine was half idle).
+    maxWorkers: 3,
     sequence: { sequencer: ToolsLastSequencer },
     projects: [
       {
