@@ -2,6 +2,7 @@
  * The edges of one webhook's delivery, each on the real stack: the shared dev server, real workers, a real ledger, real
  * HTTP to the fake merchants. Each test names the edge it proves.
  */
+import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow/codec-helpers.js';
 import { temporal } from '@temporalio/proto';
 import type { LogEntry } from '@temporalio/worker';
 import pg from 'pg';
@@ -232,7 +233,12 @@ describe('database timeouts and cancellation', () => {
       const [failed] = await failedAttempts();
       // Its lock wait ended by the lock timeout (1 s), or the attempt and its in-worker retry by the local activity's
       // 3 s start-to-close (which the SDK core counts from the first attempt): either way bounded by seconds.
-      expect(failed!.markerRecordedEventAttributes!.failure!.message).toMatch(/lock timeout|Activity timed out/);
+      // The region encrypts failure messages ("Encoded failure" in the history): read with its keys.
+      const failure = await decodeOptionalFailureToOptionalError(
+        us.client.workflow.options.loadedDataConverter,
+        failed!.markerRecordedEventAttributes!.failure,
+      );
+      expect(failure?.message).toMatch(/lock timeout|Activity timed out/);
       for (let i = 0; i < 20; i++) await failedAttempts();
     } finally {
       await locker.query('COMMIT');
