@@ -1,7 +1,11 @@
 /**
- * The order test files run in: vitest's own (the longest or largest first), except that on a machine whose cache lacks
- * a Go-built tool, the files that need one (dev/tools.ts) go last and the tools are built in the background from the
- * start, at low priority: the other files run while Go compiles, instead of two workers waiting on two builds.
+ * The order test files run in: vitest's own (the longest first once it has timed them, the largest first before),
+ * except that
+ * - the files much longer than their size says go first: started last, each would run alone at the end while the
+ *   other workers have nothing left to do;
+ * - on a machine whose cache lacks a Go-built tool, the files that need one (dev/tools.ts) go last and the tools are
+ *   built in the background from the start, at low priority: the other files run while Go compiles, instead of
+ *   workers waiting on the builds.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,9 +16,14 @@ import { GO_TOOLS, missingTools, TOOL_TESTS } from '../../dev/tools.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 
+/** A small file that restarts servers for over a minute; one that lints and type-checks the whole repository. */
+const LONG_FOR_THEIR_SIZE = new Set(['chaos.test.ts', 'static-checks.test.ts']);
+
 export default class ToolsLastSequencer extends BaseSequencer {
   override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
-    const sorted = await super.sort(files);
+    const vitests = await super.sort(files);
+    const first = (spec: TestSpecification) => LONG_FOR_THEIR_SIZE.has(path.basename(spec.moduleId));
+    const sorted = [...vitests.filter(first), ...vitests.filter((spec) => !first(spec))];
     const { cacheDir } = loadDevConfig();
     const missing = new Set((await missingTools(cacheDir)).map((tool) => tool.id));
     const waits = (spec: TestSpecification) =>
