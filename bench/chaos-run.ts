@@ -246,7 +246,7 @@ function scriptFor(n: number, secret: string): MerchantScript {
 type History = temporal.api.history.v1.IHistory;
 const Cause = proto.temporal.api.enums.v1.WorkflowTaskFailedCause;
 /** Causes the server sets when it fails a task itself (and schedules another): no fault of the workflow code. */
-const SERVER_SIDE_CAUSES: ReadonlySet<number> = new Set([
+export const SERVER_SIDE_CAUSES: ReadonlySet<number> = new Set([
   Cause.WORKFLOW_TASK_FAILED_CAUSE_UNHANDLED_COMMAND,
   Cause.WORKFLOW_TASK_FAILED_CAUSE_RESET_STICKY_TASK_QUEUE,
   Cause.WORKFLOW_TASK_FAILED_CAUSE_FORCE_CLOSE_COMMAND,
