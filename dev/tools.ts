@@ -8,9 +8,10 @@ import { AMTOOL, PROMETHEUS } from './prometheus-tools.js';
 import { TEMPORAL_SERVER, TEMPORAL_UI } from './temporal-cluster.js';
 
 /**
- * In the order the background build makes them: the Temporal server first, by far the longest build (about 10 minutes
- * of a busy 2-core machine) for the longest of these files (cluster.test.ts), which then runs while the others build.
- * Built after the others, it would be the whole tail of a first run: ten minutes with nothing else left to run.
+ * In the order the background build makes them: the Temporal server first, by far the longest build (about five
+ * minutes beside a test run on a 2-core machine) for the longest of these files (cluster.test.ts), which then runs
+ * while the others build. Built after the others, it would be the whole tail of a first run, with nothing else left to
+ * run beside it.
  */
 export const GO_TOOLS: readonly GoTool[] = [TEMPORAL_SERVER, PROMETHEUS, AMTOOL, TEMPORAL_UI];
 
