@@ -2,7 +2,7 @@
  * The code as a reviewer's tools see it: eslint, prettier and the type checker over the whole repository. They run as
  * a file of the suite, beside the others, not before them: on two cores they are half a minute of CPU that the
  * integration files, mostly waiting on timers and merchants, leave free. `npm run lint` and `npm run typecheck` run
- * them alone; their caches (node_modules/.cache) make a second run check only what changed.
+ * them alone; prettier's and tsc's caches (node_modules/.cache) make a second run recheck only what changed.
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
@@ -20,7 +20,7 @@ function npmScript(name: string): Promise<{ code: number; output: string }> {
   });
 }
 
-// One after the other: the file takes one of the run's two workers, not both.
+// One after the other: the file takes one of the run's workers, not two.
 describe('static checks', { timeout: 600_000 }, () => {
   it.each(['lint', 'typecheck'])('npm run %s passes', async (script) => {
     const { code, output } = await npmScript(script);
