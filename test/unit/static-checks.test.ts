@@ -6,19 +6,21 @@
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
+const exec = promisify(execFile);
 const REPO = path.resolve(import.meta.dirname, '../..');
 
-/** An npm script of this repository, its exit code and everything it printed. */
-function npmScript(name: string): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    execFile('npm', ['run', '--silent', name], { cwd: REPO, maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) => {
-      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
-      resolve({ code, output: `${stdout}${stderr}`.trim() });
-    });
-  });
-}
+/** An npm script of this repository: its exit code, and on failure everything it printed. */
+const npmScript = (name: string) =>
+  exec('npm', ['run', '--silent', name], { cwd: REPO, maxBuffer: 64 * 1024 * 1024 }).then(
+    () => ({ code: 0, output: '' }),
+    (err: { code?: number | string; stdout?: string; stderr?: string }) => ({
+      code: err.code ?? 1,
+      output: `${err.stdout ?? ''}${err.stderr ?? ''}`.trim(),
+    }),
+  );
 
 // One after the other: the file takes one of the run's workers, not two.
 describe('static checks', { timeout: 600_000 }, () => {
