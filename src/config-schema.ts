@@ -614,7 +614,14 @@ export const LISTENERS = {
     CLOCK_TOLERANCE: documented(duration('30s', 0), '`30s`', "clock difference tolerated on a token's expiry"),
   },
   MERCHANT_API: { REGION: servedRegion('the merchant API'), ...listenerVariables('the merchant API', 8444, 9467) },
-  CODEC: tlsVariables('the codec endpoint'),
+  CODEC: {
+    METRICS_ADDRESS: documented(
+      listenAddress(),
+      'production `0.0.0.0:9468`, dev none',
+      "the codec endpoint's `GET /metrics`, never on the port the browsers reach",
+    ),
+    ...tlsVariables('the codec endpoint'),
+  },
 } as const satisfies Record<string, Record<string, Setting>>;
 
 /** The local stack's own (dev/dev-config.ts): production never reads these. */

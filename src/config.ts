@@ -215,6 +215,8 @@ export interface CodecServerConfig {
   readonly tls?: { readonly certFile: string; readonly keyFile: string };
   /** CODEC_BEHIND_TLS_PROXY=true: plain HTTP, reached only through a TLS-terminating proxy. */
   readonly behindTlsProxy: boolean;
+  /** CODEC_METRICS_ADDRESS: its `GET /metrics`, never on the port the browsers reach. */
+  readonly metrics?: ListenAddress;
 }
 
 /** What operator decisions need before a worker carries them out. */
@@ -528,6 +530,10 @@ function readCodecServer(reading: Reading, v: Values<typeof VARIABLES>, mode: Mo
   if (mode === 'production' && v.CODEC_OIDC_ISSUER?.startsWith('http:')) {
     reading.refuse('CODEC_OIDC_ISSUER', v.CODEC_OIDC_ISSUER, 'a URL with scheme https:');
   }
+  const { METRICS_ADDRESS } = LISTENERS.CODEC;
+  const metrics =
+    reading.read({ METRICS_ADDRESS }, (name) => `CODEC_${name}`).METRICS_ADDRESS ??
+    (mode === 'production' && v.CODEC_SERVER_ADDRESS ? { host: '0.0.0.0', port: 9468 } : undefined);
   const codecServer: CodecServerConfig = {
     address: v.CODEC_SERVER_ADDRESS,
     authToken: v.CODEC_AUTH_TOKEN,
@@ -543,6 +549,7 @@ function readCodecServer(reading: Reading, v: Values<typeof VARIABLES>, mode: Mo
         }
       : {}),
     ...readListenerTls(reading, 'CODEC', mode, false),
+    ...(metrics ? { metrics } : {}),
   };
   if (mode === 'production' && codecServer.address) {
     if (codecServer.authToken) {

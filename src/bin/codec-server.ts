@@ -3,7 +3,7 @@
  * region's namespace with that region's keys, on CODEC_SERVER_ADDRESS, for the Web UI's origin
  * (CODEC_CORS_ORIGIN). Production: each request carries the signed-in user's OIDC token (CODEC_OIDC_ISSUER),
  * verified like the admin API's, over TLS (CODEC_TLS_* or CODEC_BEHIND_TLS_PROXY); in dev CODEC_AUTH_TOKEN may stand
- * in. HOLD_SWEEPER_MODE must be set.
+ * in. Its counters are served on CODEC_METRICS_ADDRESS, never on the browsers' port. HOLD_SWEEPER_MODE must be set.
  */
 import '../node-version.js';
 import fs from 'node:fs/promises';
@@ -13,6 +13,7 @@ import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
+import { serveMetrics } from '../observability/metrics-listener.js';
 
 const log = nameProcess('codec-server');
 
@@ -57,9 +58,19 @@ async function main() {
     host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
     port: Number(address.slice(separator + 1)),
   });
-  log.info({ url: server.url, namespaces: [...codecs.keys()] }, 'codec endpoint serving');
-  for (const signal of ['SIGINT', 'SIGTERM'] as const)
-    process.once(signal, () => void server.stop().then(() => process.exit(0)));
+  const metrics = config.codecServer.metrics
+    ? await serveMetrics(server.metrics, config.codecServer.metrics)
+    : undefined;
+  log.info(
+    { url: server.url, metrics: metrics?.url ?? null, namespaces: [...codecs.keys()] },
+    'codec endpoint serving',
+  );
+  const stop = async () => {
+    await server.stop();
+    await metrics?.close();
+    process.exit(0);
+  };
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stop());
 }
 
 main().catch((err) => exitOnFatal(err));

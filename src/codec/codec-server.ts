@@ -8,7 +8,8 @@
  * `TEMPORAL_CODEC_PASS_ACCESS_TOKEN`), verified like the admin API's; the caller's subject is logged with what it
  * decoded (the namespace and how many payloads: the UI does not say which workflow). In dev, a static token
  * (`authToken`) may stand in; production refuses one (src/config.ts). Fastify, as the APIs: each line carries the
- * request's id, and its OpenAPI document (`GET /openapi.json`) is written from the routes' schemas below.
+ * request's id, and its OpenAPI document (`GET /openapi.json`) is written from the routes' schemas below. What it
+ * counts is served on an address of its own (CODEC_METRICS_ADDRESS), never on the port the browsers reach.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
@@ -126,12 +127,18 @@ function authorized(header: string | undefined, token: string): boolean {
   return timingSafeEqual(digest(header ?? ''), digest(`Bearer ${token}`));
 }
 
-export async function startCodecServer(options: CodecServerOptions): Promise<{ url: string; stop(): Promise<void> }> {
+export interface CodecServer {
+  url: string;
+  /** What it counts: served on its own metrics address (CODEC_METRICS_ADDRESS), never on its callers' port. */
+  metrics: CounterRegistry;
+  stop(): Promise<void>;
+}
+
+export async function startCodecServer(options: CodecServerOptions): Promise<CodecServer> {
   // An empty list would leave no origin to answer with (config.ts refuses it too): a named error, not a crash later.
   if (options.corsOrigins.length === 0)
     throw new ConfigError('CODEC_CORS_ORIGIN', '', 'at least one Web UI origin, e.g. http://localhost:8080');
-  // Its /metrics: scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert
-  // (CodecServerDown).
+  // Scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert (CodecServerDown).
   const metrics = new CounterRegistry();
   const requestsTotal = metrics.counter(
     'hold_sweeper_codec_requests_total',
@@ -177,7 +184,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url;
     requestsTotal.inc({
-      route: route === '/encode' || route === '/decode' || route === '/metrics' ? route : 'other',
+      route: route === '/encode' || route === '/decode' ? route : 'other',
       status: String(reply.statusCode),
     });
   });
@@ -190,9 +197,6 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
   app.setNotFoundHandler(async (_request, reply) => reply.status(404).send({ error: 'POST /encode or /decode' }));
 
   app.options('/*', { schema: { hide: true } }, async (_request, reply) => reply.status(200).send());
-  app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
-    reply.type('text/plain; version=0.0.4').send(metrics.render()),
-  );
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
   for (const kind of ['encode', 'decode'] as const) {
@@ -254,5 +258,5 @@ export async function startCodecServer(options: CodecServerOptions): Promise<{ u
 
   await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
   const { address, port } = app.server.address() as { address: string; port: number };
-  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, stop: () => app.close() };
+  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, metrics, stop: () => app.close() };
 }

@@ -1,6 +1,7 @@
 /**
  * `GET /metrics` on an address of its own, for the processes that face callers (the receiver, the admin and merchant
- * APIs): their callers' port serves only their API, and what they count is read where only Prometheus reaches.
+ * APIs, the codec endpoint): their callers' port serves only their API, and what they count is read where only
+ * Prometheus reaches.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -5,15 +5,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startCodecServer } from '../../src/codec/codec-server.js';
+import { startCodecServer, type CodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { loadConfig } from '../../src/config.js';
+import { serveMetrics } from '../../src/observability/metrics-listener.js';
 import { ConfigError } from '../../src/errors.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 
 const TOKEN = 'codec-token-for-tests';
 const UI = 'http://localhost:8080';
-let server: { url: string; stop(): Promise<void> };
+let server: CodecServer;
 
 beforeAll(async () => {
   const codecs = new Map([
@@ -77,12 +78,23 @@ describe('fail closed: the codec endpoint', () => {
     expect(await decoded.json()).toEqual(payloads);
   });
 
-  it('serves its request counts on /metrics (scraped: its silence is an alert), and nothing of a payload', async () => {
+  it('counts its requests on its metrics address (scraped: its silence is an alert), never on its callers’ port, and nothing of a payload', async () => {
     await post('/decode', {});
-    const metrics = await (await fetch(`${server.url}/metrics`)).text();
-    expect(metrics).toContain('# TYPE hold_sweeper_codec_requests_total counter');
-    expect(metrics).toMatch(/hold_sweeper_codec_requests_total\{route="\/decode",status="401"\} [1-9]/);
-    expect(metrics).not.toContain('h_1');
+    for (const method of ['GET', 'HEAD']) {
+      const onTheCallersPort = await fetch(`${server.url}/metrics`, { method });
+      expect(onTheCallersPort.status, method).toBe(404);
+      expect(await onTheCallersPort.text()).not.toContain('hold_sweeper');
+    }
+    // As src/bin/codec-server.ts serves them on CODEC_METRICS_ADDRESS.
+    const listener = await serveMetrics(server.metrics, { host: '127.0.0.1', port: 0 });
+    try {
+      const metrics = await (await fetch(listener.url)).text();
+      expect(metrics).toContain('# TYPE hold_sweeper_codec_requests_total counter');
+      expect(metrics).toMatch(/hold_sweeper_codec_requests_total\{route="\/decode",status="401"\} [1-9]/);
+      expect(metrics).not.toContain('h_1');
+    } finally {
+      await listener.close();
+    }
   });
 
   it('grants CORS to listed origins only, and a malformed request leaves it serving', async () => {

@@ -231,6 +231,8 @@ describe('docker-compose.yml', () => {
       oidc: { issuer: COMPOSE_DEX.issuer, audience: 'hold-sweeper-codec', rolesClaim: 'groups' },
       behindTlsProxy: false,
       corsOrigins: ['http://localhost:8080'],
+      // Its counters for Prometheus, never on the port the browsers reach.
+      metrics: { host: '0.0.0.0', port: 9468 },
     });
     expect(new X509Certificate(await fs.readFile(codecConfig.codecServer.tls!.certFile)).checkHost('localhost')).toBe(
       'localhost',
@@ -804,7 +806,7 @@ describe('docker-compose.yml', () => {
       'hold-sweeper-workers': ['worker-us:9464 us', 'worker-eu:9464 eu'],
       'hold-sweeper-receivers': ['receiver-us:9465 us', 'receiver-eu:9465 eu'],
       'hold-sweeper-apis': ['api-us:9466 us', 'merchant-api-us:9467 us', 'api-eu:9466 eu', 'merchant-api-eu:9467 eu'],
-      'hold-sweeper-codec': ['codec:8888'],
+      'hold-sweeper-codec': ['codec:9468'],
       temporal: ['temporal:8000'],
     });
     const compose = parse(await read('docker-compose.yml')) as {
