@@ -4,14 +4,14 @@
  * (`GET /openapi.json`, by @fastify/swagger). It holds what operators no longer need on their machines: the ledger's
  * operator role and the payload and merchant-secret keys.
  *
- * Every call but the health check and the OpenAPI document carries an OIDC access token (identity.ts) for this
- * region's API: no token, or one that does not verify, is 401, counted and logged by sample (refusals.ts), never
- * stored; a verified caller without one of the verb's roles in the region is 403. The verb's actor (`by`,
- * `requestedBy`) is the token's subject: four eyes compare subjects the issuer vouches for, and the API refuses a body
- * that names one. Every authenticated call is in the audit (api_audit): who, what, on what, the outcome, the request
- * id (also the `x-request-id` response header), written with the action (`auditOf`): a verb whose whole effect is
- * ledger rows writes its row in their transaction, one that acts outside the ledger writes it before it acts; either
- * way a call whose row cannot be written does nothing and fails.
+ * Every call but a GET of the health check or the OpenAPI document (doors.ts) carries an OIDC access token
+ * (identity.ts) for this region's API: no token, or one that does not verify, is 401, counted and logged by sample
+ * (refusals.ts), never stored; a verified caller without one of the verb's roles in the region is 403. The verb's
+ * actor (`by`, `requestedBy`) is the token's subject: four eyes compare subjects the issuer vouches for, and the API
+ * refuses a body that names one. Every authenticated call is in the audit (api_audit): who, what, on what, the
+ * outcome, the request id (also the `x-request-id` response header), written with the action (`auditOf`): a verb whose
+ * whole effect is ledger rows writes its row in their transaction, one that acts outside the ledger writes it before
+ * it acts; either way a call whose row cannot be written does nothing and fails.
  */
 import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
@@ -32,6 +32,7 @@ import {
   type VerbInput,
 } from '../operations/admin-verbs.js';
 import { apiRefusals } from './refusals.js';
+import { isOpen, OPEN } from './doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
@@ -162,7 +163,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
     request.verb = request.routeOptions.config.verb;
-    if (request.url === '/healthz' || request.url === '/openapi.json') return;
+    if (isOpen(request)) return;
     request.identity = await verifier.verify(request.headers.authorization);
   });
 
@@ -193,8 +194,8 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
     });
   });
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/healthz', { config: OPEN, schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/openapi.json', { config: OPEN, schema: { hide: true } }, async () => app.swagger());
 
   for (const verb of ADMIN_VERBS) {
     const params = pathParams(verb);

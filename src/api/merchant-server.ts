@@ -20,6 +20,7 @@ import { inTransaction, type Queryable } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { insertAudit } from '../sql/audit.js';
 import { apiRefusals } from './refusals.js';
+import { isOpen, OPEN } from './doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
@@ -158,10 +159,11 @@ export async function buildMerchantServer(
    */
   const audit = async (request: FastifyRequest, status: number, detail?: string, db: Queryable = pool) => {
     const params = request.params as { webhookId?: string; requestId?: string } | undefined;
+    const { merchantId, keyId } = request.merchant!;
     await insertAudit(db, {
       requestId: request.id,
-      subject: request.merchant ? `merchant:${request.merchant.merchantId}` : undefined,
-      roles: request.merchant ? [`key:${request.merchant.keyId}`] : [],
+      subject: `merchant:${merchantId}`,
+      roles: [`key:${keyId}`],
       verb: `merchant-api.${request.routeOptions.config.operation ?? 'unknown'}`,
       method: request.method,
       path: request.url.split('?')[0]!,
@@ -174,7 +176,7 @@ export async function buildMerchantServer(
 
   app.addHook('onRequest', async (request, reply) => {
     reply.header('x-request-id', request.id);
-    if (request.url === '/healthz' || request.url === '/openapi.json') return;
+    if (isOpen(request)) return;
     const presented = /^Bearer (\S+)$/.exec(request.headers.authorization ?? '')?.[1];
     const parsed = presented === undefined ? undefined : parseApiKey(presented);
     if (!parsed)
@@ -199,7 +201,7 @@ export async function buildMerchantServer(
     if (err instanceof Refusal && err.retryAfterSeconds !== undefined)
       reply.header('retry-after', String(err.retryAfterSeconds));
     // No key that verifies, or a key past its budget: what anyone can send is counted, never stored.
-    if (status === 401 || status === 429) {
+    if (!request.merchant || status === 401 || status === 429) {
       refusals.refused(request, status, name);
     } else {
       await audit(request, status, `${name}: ${message}`).catch((auditErr: unknown) =>
@@ -217,8 +219,8 @@ export async function buildMerchantServer(
     });
   });
 
-  app.get('/healthz', { schema: { hide: true } }, async () => ({ ok: true }));
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/healthz', { config: OPEN, schema: { hide: true } }, async () => ({ ok: true }));
+  app.get('/openapi.json', { config: OPEN, schema: { hide: true } }, async () => app.swagger());
 
   const merchantOf = (request: FastifyRequest) => request.merchant!.merchantId;
   const notFound = (webhookId: string) => new Refusal(404, 'NotFound', `no webhook ${webhookId}`);

@@ -14,7 +14,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { Payload, PayloadCodec } from '@temporalio/common';
-import fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ConfigError } from '../errors.js';
 import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
@@ -129,6 +129,8 @@ function authorized(header: string | undefined, token: string): boolean {
 
 export interface CodecServer {
   url: string;
+  /** Its Fastify app: what it serves (`app.printRoutes()`). */
+  app: FastifyInstance;
   /** What it counts: served on its own metrics address (CODEC_METRICS_ADDRESS), never on its callers' port. */
   metrics: CounterRegistry;
   stop(): Promise<void>;
@@ -196,10 +198,11 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
   });
   app.setNotFoundHandler(async (_request, reply) => reply.status(404).send({ error: 'POST /encode or /decode' }));
 
-  app.options('/*', { schema: { hide: true } }, async (_request, reply) => reply.status(200).send());
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
   for (const kind of ['encode', 'decode'] as const) {
+    // The browser's CORS preflight carries no token: it is answered with the grant above, and nothing else.
+    app.options(`/${kind}`, { schema: { hide: true } }, async (_request, reply) => reply.status(200).send());
     // /encode as much as /decode: an open /encode lets anyone mint payloads under the region's key. Who asks is
     // decided before the body is read.
     app.post(
@@ -258,5 +261,5 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
 
   await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
   const { address, port } = app.server.address() as { address: string; port: number };
-  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, metrics, stop: () => app.close() };
+  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, app, metrics, stop: () => app.close() };
 }

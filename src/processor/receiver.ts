@@ -31,7 +31,7 @@ import type { AddressInfo } from 'node:net';
 import swagger from '@fastify/swagger';
 import { SpanKind, trace } from '@opentelemetry/api';
 import type { Client } from '@temporalio/client';
-import fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
 import {
@@ -49,6 +49,7 @@ import {
   WebhookUnverified,
   type WebhookHeaders,
 } from '../delivery/standard-webhooks.js';
+import { isOpen, OPEN } from '../api/doors.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
@@ -168,6 +169,8 @@ export interface ProcessorReceiver {
   pruneRefused(): Promise<number>;
   /** What it counts: served on its own metrics address (src/observability/metrics-listener.ts), never here. */
   readonly metrics: CounterRegistry;
+  /** Its Fastify app: what it serves (`app.printRoutes()`). */
+  readonly app: FastifyInstance;
   close(): Promise<void>;
 }
 
@@ -317,8 +320,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   // headers. What is refused here leaves the body unread: one of unknown length (chunked) could go on for as long as
   // the request timeout allows, so its connection is closed instead of drained.
   app.addHook('onRequest', async (request, reply) => {
+    if (isOpen(request)) return;
     const path = request.url.split('?')[0];
-    if (request.method === 'GET' && (path === HEALTH_PATH || path === OPENAPI_PATH)) return;
     const unread =
       request.headers['content-length'] === undefined && request.headers['transfer-encoding'] !== undefined;
     const early = (refusal: Refusal) => refuse(request, reply, refusal, null, null, unread);
@@ -352,8 +355,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
 
   void app.register(swagger, { openapi: OPENAPI_INFO });
   void app.register(async (routes) => {
-    routes.get(OPENAPI_PATH, { schema: { hide: true } }, async () => app.swagger());
-    routes.get(HEALTH_PATH, { schema: HEALTH_SCHEMA }, async () => ({ status: 'ok', region }));
+    routes.get(OPENAPI_PATH, { config: OPEN, schema: { hide: true } }, async () => app.swagger());
+    routes.get(HEALTH_PATH, { config: OPEN, schema: HEALTH_SCHEMA }, async () => ({ status: 'ok', region }));
     routes.post(PROCESSOR_EVENTS_PATH, { schema: EVENTS_SCHEMA }, async (request, reply) => {
       const signed = signedHeaders.get(request)!;
       const body = (request.body as string | undefined) ?? '';
@@ -470,6 +473,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     relayOnce,
     pruneRefused,
     metrics,
+    app,
     async close() {
       clearInterval(relayTimer);
       clearInterval(pruneTimer);

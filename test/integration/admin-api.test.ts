@@ -33,11 +33,12 @@ import { freePort } from '../../dev/embedded-postgres.js';
 import { startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
 import { createClusterPki } from '../../dev/pki.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { seedNight } from '../support/ledger.js';
+import { rowsPerTable, seedNight } from '../support/ledger.js';
 import { capturedLogger } from '../support/logs.js';
 import { requestFor, startApiProcess } from '../support/admin-api.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
+import { flood } from '../support/wait.js';
 
 const run = promisify(execFile);
 const REPO = path.resolve(import.meta.dirname, '../..');
@@ -449,40 +450,6 @@ function runIndependent(text: string, holdId: string, merchantId: string): strin
   );
 }
 
-/** Every table's row count in the region's ledger: what a caller can make the database keep. */
-async function rowsPerTable(): Promise<Record<string, number>> {
-  const { rows } = await us.pool.query<{ table_name: string }>(
-    `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' AND table_type = 'BASE TABLE'`,
-  );
-  const counts: Record<string, number> = {};
-  for (const { table_name } of rows) {
-    const { rows: n } = await us.pool.query<{ n: number }>(
-      `SELECT count(*)::int AS n FROM ${table_name.replace(/[^a-z_]/g, '')}`,
-    );
-    counts[table_name] = n[0]!.n;
-  }
-  return counts;
-}
-
-/** `n` calls, `concurrency` at a time; the status each got. */
-async function flood(
-  n: number,
-  concurrency: number,
-  call: (i: number) => Promise<number>,
-): Promise<Record<number, number>> {
-  const statuses: Record<number, number> = {};
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      for (let i = next++; i < n; i = next++) {
-        const status = await call(i);
-        statuses[status] = (statuses[status] ?? 0) + 1;
-      }
-    }),
-  );
-  return statuses;
-}
-
 describe('what nobody identified can make the APIs keep, and the audit with the action', () => {
   it('5,000 calls with no token and 5,000 with bogus merchant keys (long paths among them) add no row to any table: counted, not stored', async () => {
     const merchantMetrics = new CounterRegistry();
@@ -497,7 +464,7 @@ describe('what nobody identified can make the APIs keep, and the audit with the 
     await merchantApp.listen({ host: '127.0.0.1', port: 0 });
     const merchantApi = `http://127.0.0.1:${(merchantApp.server.address() as { port: number }).port}`;
     try {
-      const before = await rowsPerTable();
+      const before = await rowsPerTable(us.pool);
       const longPath = (i: number) => `/v1/${'x'.repeat(15_000)}${i}`;
       const admin = await flood(5_000, 32, async (i) => {
         const path = i % 10 === 0 ? longPath(i) : `/v1/merchants/m_${i}/api-keys`;
@@ -519,7 +486,7 @@ describe('what nobody identified can make the APIs keep, and the audit with the 
       });
       expect(admin).toEqual({ 401: 5_000 });
       expect(merchants).toEqual({ 401: 5_000 });
-      expect(await rowsPerTable()).toEqual(before);
+      expect(await rowsPerTable(us.pool)).toEqual(before);
       const total = (registry: CounterRegistry) =>
         [...registry.render().matchAll(/^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm)]
           .map((m) => Number(m[1]))

@@ -11,3 +11,22 @@ export async function waitUntil(
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
 }
+
+/** `n` calls, `concurrency` at a time; how many got each status. */
+export async function flood(
+  n: number,
+  concurrency: number,
+  call: (i: number) => Promise<number>,
+): Promise<Record<number, number>> {
+  const statuses: Record<number, number> = {};
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      for (let i = next++; i < n; i = next++) {
+        const status = await call(i);
+        statuses[status] = (statuses[status] ?? 0) + 1;
+      }
+    }),
+  );
+  return statuses;
+}
