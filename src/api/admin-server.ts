@@ -32,7 +32,7 @@ import {
   type VerbInput,
 } from '../operations/admin-verbs.js';
 import { apiRefusals } from './refusals.js';
-import { isOpen, OPEN } from './doors.js';
+import { isOpen, OPEN, requestErrorStatus } from './doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
@@ -70,8 +70,7 @@ function statusOf(err: unknown): number {
     return 409;
   }
   if (REJECTIONS.some((type) => err instanceof type)) return 400;
-  const fastifyStatus = (err as FastifyError).statusCode;
-  return typeof fastifyStatus === 'number' && fastifyStatus >= 400 && fastifyStatus < 500 ? fastifyStatus : 500;
+  return requestErrorStatus(err) ?? 500;
 }
 
 /** The JSON error body: the error's name (an OperatorError's code beside it) and message; a 5xx says only that. */

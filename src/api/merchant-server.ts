@@ -20,7 +20,7 @@ import { inTransaction, type Queryable } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { insertAudit } from '../sql/audit.js';
 import { apiRefusals } from './refusals.js';
-import { isOpen, OPEN } from './doors.js';
+import { isOpen, OPEN, requestErrorStatus } from './doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
@@ -193,9 +193,9 @@ export async function buildMerchantServer(
   });
 
   app.setErrorHandler(async (err: FastifyError | Refusal, request, reply) => {
-    const validation = (err as FastifyError).validation !== undefined;
-    const status = err instanceof Refusal ? err.status : validation ? 400 : 500;
-    const name = err instanceof Refusal ? err.name : validation ? 'InvalidRequest' : 'InternalError';
+    const status =
+      err instanceof Refusal ? err.status : (err as FastifyError).validation ? 400 : (requestErrorStatus(err) ?? 500);
+    const name = err instanceof Refusal ? err.name : status < 500 ? 'InvalidRequest' : 'InternalError';
     const message = status >= 500 ? `the request failed; its request id is ${request.id}` : err.message;
     if (status >= 500) request.log.error({ err }, 'merchant API request failed');
     if (err instanceof Refusal && err.retryAfterSeconds !== undefined)

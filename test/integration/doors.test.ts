@@ -3,7 +3,9 @@
  * the merchant API, the processor receiver and the codec endpoint, each as its entry point builds it, on one region's
  * ledger. Every method on every route each one serves (read from its Fastify app) and on a path none serves, with no
  * credential and with a bad one: no row added to any table of the ledger, no error logged, no 5xx; a 2xx only for a
- * GET or HEAD of an open route (the health check, the OpenAPI document) and the codec endpoint's CORS preflight.
+ * GET or HEAD of an open route (the health check, the OpenAPI document) and the codec endpoint's CORS preflight. With a
+ * credential that verifies, a route or method nothing serves is 404 or 405 and a body Fastify cannot read a 4xx, each
+ * in the audit, still with no 5xx and no error logged.
  */
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
@@ -15,16 +17,19 @@ import { startCodecServer, type CodecServer } from '../../src/codec/codec-server
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { adminAudience, CODEC_AUDIENCE } from '../../src/contracts/identity.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { generateSigningSecret, signedHeaders } from '../../src/delivery/standard-webhooks.js';
+import { createApiKey } from '../../src/operations/merchant-keys.js';
+import { processorKeyOf } from '../../dev/fake-processor.js';
 import { startDevOidcProvider, type DevOidcProvider } from '../../dev/oidc-provider.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { rowsPerTable } from '../support/ledger.js';
+import { rowsPerTable, seedNight } from '../support/ledger.js';
 import { capturedLogger } from '../support/logs.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
 import { flood } from '../support/wait.js';
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'PROPFIND'] as const;
-/** A path no server serves, and one no router can read. */
+/** Paths no server serves (one a served path with a trailing slash), and one no router can read. */
 const UNKNOWN_PATHS = ['/no-such-door', '/healthz/', '/%zz'];
 
 let harness: Harness;
@@ -33,6 +38,9 @@ let oidc: DevOidcProvider;
 let receiver: TestReceiver;
 let codec: CodecServer;
 const apps: FastifyInstance[] = [];
+/** Credentials that verify: a viewer's tokens for the admin API and the codec endpoint, a merchant's API key. */
+const verified = { adminToken: '', codecToken: '', apiKey: '' };
+const PROCESSOR_SECRET = generateSigningSecret();
 
 interface Door {
   name: string;
@@ -41,6 +49,8 @@ interface Door {
   lines: Record<string, unknown>[];
   /** What a caller without the right credential sends instead: garbage where the credential goes. */
   badCredential: Record<string, string>;
+  /** A credential the server verifies, for `body`. */
+  credential: (body: string) => Record<string, string>;
   /** `METHOD path` of what anyone may call and get a 2xx. */
   open: readonly string[];
 }
@@ -61,6 +71,7 @@ const DOORS: Door[] = [
     app: () => apps[0]!,
     lines: logs.admin.lines,
     badCredential: { authorization: 'Bearer eyJhbGciOiJSUzI1NiJ9.e30.bm90LWEtc2lnbmF0dXJl' },
+    credential: () => ({ authorization: `Bearer ${verified.adminToken}` }),
     open: HEALTH_AND_DOCUMENT,
   },
   {
@@ -68,7 +79,8 @@ const DOORS: Door[] = [
     url: () => urlOf(apps[1]!),
     app: () => apps[1]!,
     lines: logs.merchant.lines,
-    badCredential: { authorization: `Bearer hsk_${'0'.repeat(16)}_${'f'.repeat(64)}` },
+    badCredential: { authorization: `Bearer hsk_mk_0000000000000000_${'A'.repeat(43)}` },
+    credential: () => ({ authorization: `Bearer ${verified.apiKey}` }),
     open: HEALTH_AND_DOCUMENT,
   },
   {
@@ -81,6 +93,9 @@ const DOORS: Door[] = [
       'webhook-timestamp': String(Math.floor(Date.now() / 1000)),
       'webhook-signature': `v1,${randomBytes(32).toString('base64')}`,
     },
+    credential: (body) => ({
+      ...signedHeaders([processorKeyOf(PROCESSOR_SECRET)], 'evt_doors_2', Math.floor(Date.now() / 1000), body),
+    }),
     open: HEALTH_AND_DOCUMENT,
   },
   {
@@ -89,6 +104,7 @@ const DOORS: Door[] = [
     app: () => codec.app,
     lines: logs.codec.lines,
     badCredential: { authorization: 'Bearer not-a-token' },
+    credential: () => ({ authorization: `Bearer ${verified.codecToken}` }),
     open: ['GET /openapi.json', 'HEAD /openapi.json', 'OPTIONS /encode', 'OPTIONS /decode'],
   },
 ];
@@ -96,7 +112,13 @@ const DOORS: Door[] = [
 beforeAll(async () => {
   harness = await openHarness();
   us = await harness.region('us');
-  oidc = await startDevOidcProvider([]);
+  oidc = await startDevOidcProvider([{ clientId: 'vera', roles: ['viewer'] }]);
+  verified.adminToken = await oidc.token('vera', adminAudience('us'));
+  verified.codecToken = await oidc.token('vera', CODEC_AUDIENCE);
+  const night = await seedNight(us.pool, 'us', `${harness.id}d`, { expired: 0, merchants: 1 }, harness.merchants);
+  verified.apiKey = (
+    await createApiKey(us.pool, night.merchantIds[0]!, 'mia', { ratePerSecond: 1_000, burst: 10_000 })
+  ).apiKey;
   const verifier = (audience: string) =>
     createTokenVerifier({ issuer: oidc.issuer, audience, rolesClaim: 'roles', clockToleranceSeconds: 5 });
   apps.push(
@@ -115,7 +137,7 @@ beforeAll(async () => {
     await buildMerchantServer({ region: 'us', pool: us.pool, logger: logs.merchant.logger }),
   );
   for (const app of apps) await app.listen({ host: '127.0.0.1', port: 0 });
-  receiver = await startTestReceiver(us, { logger: logs.receiver.logger });
+  receiver = await startTestReceiver(us, { logger: logs.receiver.logger, secret: PROCESSOR_SECRET });
   const namespace = us.config.namespace;
   codec = await startCodecServer({
     codecs: new Map([
@@ -155,37 +177,79 @@ function routesOf(app: FastifyInstance): string[] {
   return routes;
 }
 
+interface Call {
+  method: string;
+  path: string;
+  headers: (body: string) => Record<string, string>;
+  /** The body sent with any method but GET and HEAD, and its content type. */
+  body?: { text: string; type: string };
+}
+interface Answer {
+  door: string;
+  call: string;
+  status: number;
+}
+
+const ANY_BODY = { text: '{"type":"hold.captured","payloads":[]}', type: 'application/json' };
+
+/** Each of `calls` to `door`, 16 at a time: the status each got. */
+async function answersOf(door: Door, calls: readonly Call[]): Promise<Answer[]> {
+  const answers: Answer[] = [];
+  await flood(calls.length, 16, async (i) => {
+    const { method, path, headers, body = ANY_BODY } = calls[i]!;
+    const sent = method === 'GET' || method === 'HEAD' ? undefined : body;
+    const response = await fetch(`${door.url()}${path}`, {
+      method,
+      headers: {
+        ...headers(sent?.text ?? ''),
+        'x-namespace': us.config.namespace,
+        ...(sent ? { 'content-type': sent.type } : {}),
+      },
+      body: sent?.text,
+    });
+    await response.arrayBuffer();
+    answers.push({ door: door.name, call: `${method} ${path}`, status: response.status });
+    return response.status;
+  });
+  return answers;
+}
+
+/** Every path `served` names (each route's), and the paths none serves. */
+const pathsOf = (served: readonly string[]) => [...new Set([...served.map((r) => r.split(' ')[1]!), ...UNKNOWN_PATHS])];
+
+/** What the servers logged at error level, or with a stack, after `marks` (each door's line count then). */
+const errorLinesAfter = (marks: readonly number[]) =>
+  DOORS.flatMap((door, i) =>
+    door.lines
+      .slice(marks[i])
+      .filter((l) => l.level === 'error' || l.level === 'fatal' || JSON.stringify(l).includes('"stack"'))
+      .map((l) => `${door.name}: ${String(l.msg)}`),
+  );
+
+/** The rows each table of the ledger gained since `before`. */
+async function rowsAddedSince(before: Record<string, number>): Promise<Record<string, number>> {
+  const after = await rowsPerTable(us.pool);
+  return Object.fromEntries(
+    Object.entries(after).flatMap(([table, n]) => (n === before[table] ? [] : [[table, n - (before[table] ?? 0)]])),
+  );
+}
+
 describe('every door, every method, without a credential', () => {
   it('adds no row to any ledger table, logs no error and answers no 5xx; only the open doors answer 2xx', async () => {
     const before = await rowsPerTable(us.pool);
-    const answers: { door: string; call: string; status: number }[] = [];
+    const marks = DOORS.map((d) => d.lines.length);
+    const answers: Answer[] = [];
     for (const door of DOORS) {
       const served = routesOf(door.app());
       // What it serves is read from it: an empty read would prove nothing.
       expect(served, door.name).toContain('GET /openapi.json');
-      const paths = [...new Set([...served.map((r) => r.split(' ')[1]!), ...UNKNOWN_PATHS])];
-      const calls = paths.flatMap((path) =>
+      const calls = pathsOf(served).flatMap((path) =>
         METHODS.flatMap((method) => [
-          { method, path, headers: {} },
-          { method, path, headers: door.badCredential },
+          { method, path, headers: () => ({}) },
+          { method, path, headers: () => door.badCredential },
         ]),
       );
-      await flood(calls.length, 16, async (i) => {
-        const { method, path, headers } = calls[i]!;
-        const body = method === 'GET' || method === 'HEAD' ? undefined : '{"type":"hold.captured","payloads":[]}';
-        const response = await fetch(`${door.url()}${path}`, {
-          method,
-          headers: {
-            ...headers,
-            'x-namespace': us.config.namespace,
-            ...(body ? { 'content-type': 'application/json' } : {}),
-          },
-          body,
-        });
-        await response.arrayBuffer();
-        answers.push({ door: door.name, call: `${method} ${path}`, status: response.status });
-        return response.status;
-      });
+      answers.push(...(await answersOf(door, calls)));
     }
     const notFourHundreds = answers.filter(
       (a) =>
@@ -194,19 +258,55 @@ describe('every door, every method, without a credential', () => {
     );
     // Each part is said whatever the others show: how many answers, error lines and rows were wrong.
     expect.soft(notFourHundreds.map((a) => `${a.door}: ${a.call} ${a.status}`)).toEqual([]);
-    const errorLines = DOORS.flatMap((door) =>
-      door.lines
-        .filter((l) => l.level === 'error' || l.level === 'fatal' || JSON.stringify(l).includes('"stack"'))
-        .map((l) => `${door.name}: ${String(l.msg)}`),
-    );
-    expect.soft(errorLines).toEqual([]);
-    const after = await rowsPerTable(us.pool);
-    const added = Object.entries(after).flatMap(([table, n]) =>
-      n === before[table] ? [] : [`${table}: ${n - (before[table] ?? 0)}`],
-    );
-    expect.soft(added).toEqual([]);
+    expect.soft(errorLinesAfter(marks)).toEqual([]);
+    expect.soft(await rowsAddedSince(before)).toEqual({});
     const openAnswers = answers.filter((a) => DOORS.find((d) => d.name === a.door)!.open.includes(a.call));
     expect(openAnswers.filter((a) => a.status >= 300)).toEqual([]);
     expect(openAnswers).toHaveLength(DOORS.reduce((n, d) => n + d.open.length * 2, 0));
+  }, 60_000);
+});
+
+describe('to a caller the server identified', () => {
+  it('a route or method nothing serves is 404 or 405, a body it cannot read a 4xx, each audited; never a 5xx or an error line', async () => {
+    const before = await rowsPerTable(us.pool);
+    const marks = DOORS.map((d) => d.lines.length);
+    const unknown: Answer[] = [];
+    const unreadable: Answer[] = [];
+    for (const door of DOORS) {
+      const served = routesOf(door.app());
+      const notServed = pathsOf(served).flatMap((path) =>
+        METHODS.filter((method) => !served.includes(`${method} ${path}`)).map((method) => ({
+          method,
+          path,
+          headers: door.credential,
+        })),
+      );
+      unknown.push(...(await answersOf(door, notServed)));
+      const posts = served.filter((r) => r.startsWith('POST ')).map((r) => r.split(' ')[1]!);
+      const badBodies = posts.flatMap((path) =>
+        [
+          { text: '{', type: 'application/json' },
+          { text: '{', type: 'text/plain' },
+        ].map((body) => ({ method: 'POST', path, headers: door.credential, body })),
+      );
+      unreadable.push(...(await answersOf(door, badBodies)));
+    }
+    const said = (answers: Answer[]) => answers.map((a) => `${a.door}: ${a.call} ${a.status}`);
+    // A path no router can read is 400 before any route is looked for.
+    expect
+      .soft(said(unknown.filter((a) => (a.call.endsWith(' /%zz') ? a.status !== 400 : ![404, 405].includes(a.status)))))
+      .toEqual([]);
+    expect.soft(said(unreadable.filter((a) => !(a.status >= 400 && a.status < 500)))).toEqual([]);
+    expect.soft(errorLinesAfter(marks)).toEqual([]);
+    // Every call of an identified caller to an API is in its audit (but the unreadable path, which reaches no hook);
+    // the receiver writes the signed bodies it cannot read, and nothing it refused before the signature.
+    const apis = [...unknown, ...unreadable].filter(
+      (a) => (a.door === 'admin API' || a.door === 'merchant API') && !a.call.endsWith(' /%zz'),
+    );
+    const signedUnreadable = unreadable.filter((a) => a.door === 'processor receiver');
+    expect(await rowsAddedSince(before)).toEqual({
+      api_audit: apis.length,
+      processor_requests_refused: signedUnreadable.length,
+    });
   }, 60_000);
 });
