@@ -123,6 +123,21 @@ BEGIN
 END;
 $function$;
 
+CREATE OR REPLACE FUNCTION public.ledger_reviews_resolved_once()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF OLD.resolved_at IS NOT NULL THEN
+    NEW.resolved_at := OLD.resolved_at;
+    NEW.resolved_by := OLD.resolved_by;
+  ELSE
+    NEW.resolved_at := CASE WHEN NEW.resolved_by IS NOT NULL THEN now() END;
+  END IF;
+  RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.merchant_api_key_revocation_is_final()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -147,11 +162,22 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.processor_events_applied_once()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  NEW.applied_at := CASE WHEN OLD.applied_at IS NOT NULL THEN OLD.applied_at
+                         WHEN NEW.outcome IS NOT NULL THEN now() END;
+  RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.prune_api_audit(older_than timestamp with time zone, pruned_by text)
  RETURNS bigint
  LANGUAGE plpgsql
  SECURITY DEFINER
- SET search_path TO 'public'
+ SET search_path TO 'public', 'pg_temp'
 AS $function$
 DECLARE
   pruned bigint;
@@ -178,7 +204,7 @@ CREATE OR REPLACE FUNCTION public.prune_expired(kind text, batch integer)
  RETURNS integer
  LANGUAGE plpgsql
  SECURITY DEFINER
- SET search_path TO 'public'
+ SET search_path TO 'public', 'pg_temp'
 AS $function$
 DECLARE
   keep_until timestamptz := now() - retention_of(kind);
@@ -260,6 +286,26 @@ CREATE OR REPLACE FUNCTION public.room_in_flight(merchant text, destination text
  LANGUAGE sql
  STABLE
 RETURN (((SELECT count(*) AS count FROM merchant_requests_in_flight f WHERE ((f.merchant_id = room_in_flight.merchant) AND (f.expires_at > room_in_flight.now_ts))) < cap) AND ((destination_cap IS NULL) OR ((SELECT count(*) AS count FROM (merchant_requests_in_flight f JOIN merchants o ON ((o.id = f.merchant_id))) WHERE ((o.destination_id = room_in_flight.destination) AND (f.expires_at > room_in_flight.now_ts))) < destination_cap)) AND (NOT (EXISTS (SELECT 1 FROM merchant_requests_in_flight f WHERE ((f.webhook_id = room_in_flight.webhook) AND (f.expires_at > room_in_flight.now_ts))))));
+
+CREATE OR REPLACE FUNCTION public.sweep_runs_finished_now()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  NEW.finished_at := now();
+  RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.webhook_deliveries_updated_now()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  NEW.updated_at := now();
+  RETURN NEW;
+END
+$function$;
 
 -- Tables
 
@@ -399,6 +445,7 @@ CREATE TABLE ledger_reviews (
   CONSTRAINT ledger_reviews_event_id_fkey FOREIGN KEY (event_id) REFERENCES processor_events(event_id),
   CONSTRAINT ledger_reviews_pkey PRIMARY KEY (event_id)
 );
+CREATE TRIGGER ledger_reviews_resolved_at BEFORE UPDATE ON ledger_reviews FOR EACH ROW EXECUTE FUNCTION ledger_reviews_resolved_once();
 
 CREATE TABLE merchant_api_keys (
   id text NOT NULL,
@@ -551,6 +598,7 @@ CREATE TABLE processor_events (
 );
 CREATE INDEX processor_events_applied_by_age ON public.processor_events USING btree (applied_at) WHERE (applied_at IS NOT NULL);
 CREATE INDEX processor_events_undispatched ON public.processor_events USING btree (received_at) WHERE (dispatched_at IS NULL);
+CREATE TRIGGER processor_events_applied_at BEFORE UPDATE ON processor_events FOR EACH ROW EXECUTE FUNCTION processor_events_applied_once();
 
 CREATE TABLE processor_requests_refused (
   id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
@@ -664,6 +712,7 @@ CREATE TABLE sweep_runs (
   CONSTRAINT sweep_runs_cutoff_not_after_finish CHECK (cutoff <= finished_at),
   CONSTRAINT sweep_runs_pkey PRIMARY KEY (sweep_id)
 );
+CREATE TRIGGER sweep_runs_finished_at BEFORE UPDATE ON sweep_runs FOR EACH ROW EXECUTE FUNCTION sweep_runs_finished_now();
 
 CREATE TABLE webhook_deliveries (
   webhook_id text NOT NULL,
@@ -696,6 +745,7 @@ CREATE INDEX webhook_deliveries_pending ON public.webhook_deliveries USING btree
 CREATE INDEX webhook_deliveries_pending_by_age ON public.webhook_deliveries USING btree (created_at, webhook_id) WHERE (status = 'pending'::text);
 CREATE INDEX webhook_deliveries_quarantined ON public.webhook_deliveries USING btree (merchant_id, quarantined_at) WHERE (status = 'quarantined'::text);
 CREATE UNIQUE INDEX webhook_deliveries_release ON public.webhook_deliveries USING btree (hold_id) WHERE (event_type = 'hold.released'::text);
+CREATE TRIGGER webhook_deliveries_updated_at BEFORE UPDATE ON webhook_deliveries FOR EACH ROW EXECUTE FUNCTION webhook_deliveries_updated_now();
 
 CREATE TABLE webhook_resends (
   id text NOT NULL,
