@@ -1,8 +1,10 @@
 /**
- * One database role per service, least privilege (docs/security.md; src/db/grants.sql, src/db/roles.ts): a night run by
- * a worker, a receiver and the operators' CLI each connected as its own role proves the grants are enough; each role is
- * refused what it must not do; `npm run migrate` runs as the schema's owner, no superuser; and a production service
- * refuses a connection that could do more than its role (a superuser, the owner) or a schema older than its code.
+ * One database role per service, least privilege (docs/security.md; src/db/rights.ts, src/db/roles.ts): a night run by
+ * a worker, a receiver and the operators' CLI each connected as its own role proves the grants are enough; each role,
+ * trying every verb on every column and every function, is allowed exactly what src/db/rights.ts says, and no role can
+ * make a row look old enough for retention to take it, or stand a temporary table in for a ledger table; `npm run
+ * migrate` runs as the schema's owner, no superuser; and a production service refuses a connection that could do more
+ * than its role (a superuser, the owner) or a schema older than its code.
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
