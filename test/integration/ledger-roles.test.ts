@@ -7,6 +7,7 @@
  * than its role (a superuser, the owner) or a schema older than its code.
  */
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -23,8 +24,22 @@ import {
 import { latestMigrationVersion, migrate } from '../../src/db/migrate.js';
 import { allows, LEDGER_RIGHTS } from '../../src/db/rights.js';
 import { checkServiceConnection, SchemaBehind, SERVICE_ROLES, type Service } from '../../src/db/roles.js';
+import { erasePreviousSecretsPastOverlap } from '../../src/db/secrets-at-rest.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { finishAudit, insertAuditAhead } from '../../src/sql/audit.js';
+import { reopenForResend } from '../../src/sql/deliveries.js';
+import { insertApiKey, markMerchantResendStarted, revokeApiKey } from '../../src/sql/merchant-api.js';
+import { upsertDestination } from '../../src/sql/merchants.js';
+import {
+  insertSkipRequest,
+  markSkipRequestApproved,
+  recordDecisionOutcome,
+  recordOperatorDecision,
+} from '../../src/sql/operator-records.js';
+import { recordReconciliation } from '../../src/sql/outbox.js';
+import { openReview, recordSkip, resolveReview } from '../../src/sql/processor-events.js';
 import { RETENTION_KINDS } from '../../src/sql/retention.js';
+import { closeSendPause, openSendPause } from '../../src/sql/send-pauses.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { ConfigError } from '../../src/errors.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
@@ -323,6 +338,101 @@ describe('the ledger’s rights (src/db/rights.ts), tried', () => {
       deleted: 0,
       after: before,
     });
+  });
+
+  it('the writes the night does not make, each by its own code on its own role, and the clock keeps what it wrote', async () => {
+    const tag = `${harness.id}w`;
+    await seedEveryKind(tag);
+    await ledger.pool.query(
+      `INSERT INTO processor_events (event_id, hold_id, sequence, event_type, occurred_at, body, body_sha256)
+       VALUES ($1, $2, 3, 'hold.reversed', now(), '{}', 'x')`,
+      [`ev_${tag}_3`, `h_${tag}`],
+    );
+    await ledger.pool.query(`INSERT INTO ledger_reviews (event_id, hold_id, reason) VALUES ($1, $2, 'late capture')`, [
+      `ev_${tag}_3`,
+      `h_${tag}`,
+    ]);
+    const ops = as('ops', ledgerDatabase);
+    const worker = as('worker', ledgerDatabase);
+
+    // The operators': a review resolved once (and by whom stays), a skip asked and approved, a send pause opened and
+    // closed, a destination declared and changed, a merchant's key made and revoked, decisions and their outcomes,
+    // the admin API's audit row ahead of its call and its outcome after.
+    expect(await resolveReview(ops, `ev_${tag}_3`, 'carol')).toBe(true);
+    await ops.query(`UPDATE ledger_reviews SET resolved_by = 'mallory' WHERE event_id = $1`, [`ev_${tag}_3`]);
+    expect(
+      (
+        await ledger.pool.query(
+          `SELECT resolved_by, resolved_at > now() - interval '1 minute' AS now FROM ledger_reviews WHERE event_id = $1`,
+          [`ev_${tag}_3`],
+        )
+      ).rows,
+    ).toEqual([{ resolved_by: 'carol', now: true }]);
+    await insertSkipRequest(ops, {
+      id: `sk_${tag}`,
+      holdId: `h_${tag}`,
+      sequence: 4,
+      requestedBy: 'carol',
+      reason: 'r',
+    });
+    expect(await markSkipRequestApproved(ops, `sk_${tag}`, 'dave')).toBe(true);
+    expect(await openSendPause(ops, 'carol', 'incident')).toBeDefined();
+    expect(await closeSendPause(ops, 'carol', 'resolved')).toBeDefined();
+    await upsertDestination(ops, { id: `d_${tag}`, ratePerSecond: 5 });
+    await upsertDestination(ops, { id: `d_${tag}`, ratePerSecond: 2, maxInFlight: 3, note: 'shared' });
+    const keyId = `mk_${randomBytes(8).toString('hex')}`;
+    const key = {
+      id: keyId,
+      merchantId: `m_${tag}`,
+      secretSha256: randomBytes(32),
+      label: undefined,
+      createdBy: 'carol',
+    };
+    expect(await insertApiKey(ops, { ...key, ratePerSecond: 5, burst: 10 })).toBe(true);
+    expect(await revokeApiKey(ops, keyId, 'carol')).toBe(true);
+    const decision = { webhookId: `wh_${tag}_held`, signal: 'discard' as const, by: 'carol', reason: 'asked' };
+    const decisionId = await recordOperatorDecision(ops, { ...decision, policyRun: 1 });
+    await recordDecisionOutcome(ops, { decisionId }, { outcome: 'applied', detail: 'discarded' });
+    await recordDecisionOutcome(ops, decision, { outcome: 'ignored', detail: 'no longer waiting' });
+    const call = { requestId: `r_${tag}`, subject: 'carol', roles: ['operator'], verb: 'sends.pause', method: 'POST' };
+    const auditId = await insertAuditAhead(ops, {
+      ...call,
+      path: '/v1/sends/pause',
+      target: undefined,
+      outcome: 'started',
+      status: 0,
+      detail: undefined,
+    });
+    await finishAudit(ops, auditId, { outcome: 'ok', status: 200, detail: undefined });
+
+    // The worker's: a skip and a review recorded, a webhook at an end reopened for a resend, a reconcile's account, a
+    // merchant's resend started, a previous secret past its overlap erased.
+    const tx = await worker.connect();
+    try {
+      await recordSkip(tx, `h_${tag}`, 4, 'dave', 'approved');
+      await openReview(tx, `ev_${tag}_1`, `h_${tag}`, 'late capture');
+    } finally {
+      tx.release();
+    }
+    const resend = { resendId: `rs_${tag}`, webhookId: `wh_${tag}_ended`, requestedBy: 'carol', reason: 'lost' };
+    expect(await reopenForResend(worker, { ...resend, workflowId: `hold-resend-${tag}` })).toMatchObject({
+      fromStatus: 'discarded',
+      policyRun: 2,
+    });
+    const details = { restarted: [], unfixable: [], truncated: false };
+    await recordReconciliation(worker, { graceMs: 0, checked: 0, running: 0, restarted: 0, unfixable: 0, details });
+    const requestId = `mr_${randomBytes(10).toString('hex')}`;
+    await ledger.pool.query(
+      `INSERT INTO merchant_resend_requests (id, merchant_id, webhook_id, key_id, resend_id)
+       VALUES ($1, $2, $3, $4, $5)`,
+      [requestId, `m_${tag}`, `wh_${tag}_held`, keyId, `rs_${randomBytes(10).toString('hex')}`],
+    );
+    await markMerchantResendStarted(worker, requestId);
+    await ledger.pool.query(
+      `UPDATE merchants SET previous_signing_secret = 'sealed:v1:k:x', previous_signing_secret_until = now() WHERE id = $1`,
+      [`m_${tag}`],
+    );
+    expect(await erasePreviousSecretsPastOverlap(worker)).toBeGreaterThanOrEqual(1);
   });
 
   it('a temporary table named like a ledger table: the worker may not make one, and the retention functions never read one', async () => {
