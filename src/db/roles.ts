@@ -33,7 +33,7 @@ export async function applyGrants(client: pg.PoolClient): Promise<void> {
   ) as Partial<Record<Service, string>>;
   await client.query('BEGIN');
   try {
-    for (const statement of grantStatements(roles)) await client.query(statement);
+    await client.query(grantStatements(roles).join(';\n'));
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK');
