@@ -17,7 +17,8 @@ import type pg from 'pg';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import type { Mode } from '../config.js';
 import { log } from '../observability/logger.js';
-import { applyGrants, checkServiceConnection, type Service } from './roles.js';
+import { applyGrants } from './rights.js';
+import { checkServiceConnection, type Service } from './roles.js';
 import { sealMerchantSecrets } from './secrets-at-rest.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));

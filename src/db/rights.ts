@@ -11,7 +11,8 @@
  * its own, the receiver's refusals are its own, and the rest leaves only through the retention functions, which decide
  * what is old by the ledger's clock (RETENTION_CLOCK), never by a time a service wrote.
  */
-import type { Service } from './roles.js';
+import type pg from 'pg';
+import { SERVICE_ROLES, type Service } from './roles.js';
 
 export type TableVerb = 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
 export const TABLE_VERBS: readonly TableVerb[] = ['SELECT', 'INSERT', 'UPDATE', 'DELETE'];
@@ -409,4 +410,27 @@ export function grantStatements(roles: Partial<Record<Service, string>>): string
     for (const fn of execute) statements.push(`GRANT EXECUTE ON FUNCTION ${fn} TO ${role}`);
   }
   return statements;
+}
+
+/**
+ * Grants each service role what LEDGER_RIGHTS says, revoking the rest, in one transaction; roles that do not exist are
+ * skipped.
+ */
+export async function applyGrants(client: pg.PoolClient): Promise<void> {
+  const { rows } = await client.query<{ rolname: string }>(
+    'SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])',
+    [Object.values(SERVICE_ROLES)],
+  );
+  const existing = new Set(rows.map((r) => r.rolname));
+  const roles = Object.fromEntries(
+    Object.entries(SERVICE_ROLES).filter(([service, role]) => service !== 'migrator' && existing.has(role)),
+  ) as Partial<Record<Service, string>>;
+  await client.query('BEGIN');
+  try {
+    await client.query(grantStatements(roles).join(';\n'));
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK');
+    throw err;
+  }
 }

@@ -7,7 +7,6 @@
  */
 import type pg from 'pg';
 import { ConfigError } from '../errors.js';
-import { grantStatements } from './rights.js';
 
 export const SERVICE_ROLES = {
   migrator: 'hold_sweeper_migrator',
@@ -17,29 +16,6 @@ export const SERVICE_ROLES = {
   merchantApi: 'hold_sweeper_merchant_api',
 } as const;
 export type Service = Exclude<keyof typeof SERVICE_ROLES, 'migrator'>;
-
-/**
- * Grants each service role what ./rights.ts says, revoking the rest, in one transaction; roles that do not exist are
- * skipped.
- */
-export async function applyGrants(client: pg.PoolClient): Promise<void> {
-  const { rows } = await client.query<{ rolname: string }>(
-    'SELECT rolname FROM pg_roles WHERE rolname = ANY($1::text[])',
-    [Object.values(SERVICE_ROLES)],
-  );
-  const existing = new Set(rows.map((r) => r.rolname));
-  const roles = Object.fromEntries(
-    Object.entries(SERVICE_ROLES).filter(([service, role]) => service !== 'migrator' && existing.has(role)),
-  ) as Partial<Record<Service, string>>;
-  await client.query('BEGIN');
-  try {
-    await client.query(grantStatements(roles).join(';\n'));
-    await client.query('COMMIT');
-  } catch (err) {
-    await client.query('ROLLBACK');
-    throw err;
-  }
-}
 
 /** The ledger's schema is older than this code: `npm run migrate` has not run for this release. */
 export class SchemaBehind extends Error {
