@@ -2,7 +2,7 @@
 # The ledger's PostgreSQL, as docker-compose.yml's ledger-db runs it once on a new data volume (the postgres image runs
 # /docker-entrypoint-initdb.d/*.sh as its superuser): one database per region, owned by the migrator, and one login
 # role per service (docs/security.md#one-role-per-service). No service is a superuser or an owner: the migrator
-# creates the tables and grants each role what it uses (src/db/grants.sql), in `npm run migrate` (compose's
+# creates the tables and grants each role what it uses (src/db/rights.ts), in `npm run migrate` (compose's
 # ledger-migrate). Passwords come from the files compose mounts as secrets (`npm run credentials` writes them), through
 # psql variables (never spliced into SQL).
 set -eu

@@ -26,7 +26,7 @@ try {
   // connection, an 'error' on an idle client that would otherwise crash the run after the file is written.
   pool.on('error', () => undefined);
   try {
-    // No merchant to seal and no service role to grant to (grants.sql skips missing roles): the schema alone.
+    // No merchant to seal and no service role to grant to (src/db/rights.ts skips missing roles): the schema alone.
     const applied = await migrate(pool, { region: 'us', sealer: localKeyRing(DEV_SECRET_KEYS) });
     const schema = await dumpSchema(pool);
     await fs.writeFile(SCHEMA_FILE, schema);

@@ -1,7 +1,7 @@
 /**
  * `npm run migrate`: the ledger's schema, brought to this release's, for each configured region, as the schema's
  * owner (hold_sweeper_migrator), before the release's services start: the SQL migrations, the merchant secrets sealed
- * with the region's current key (MERCHANT_SECRET_KEYS_<R>), every service role's privileges (src/db/grants.sql).
+ * with the region's current key (MERCHANT_SECRET_KEYS_<R>), every service role's privileges (src/db/rights.ts).
  * Production services never migrate: they check the schema is current and refuse to start otherwise.
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us

@@ -6,7 +6,7 @@
  *
  * Then, under the same lock, the step no SQL file can do: merchant secrets sealed with the region's key ring
  * (src/db/secrets-at-rest.ts), at every run, since the ring can change between two runs; and last, each service
- * role's privileges (./grants.sql), so that what a role may do always matches the schema just migrated.
+ * role's privileges (./rights.ts), so that what a role may do always matches the schema just migrated.
  *
  * Who runs it: `npm run migrate` as the schema's owner, before a release's services start (production), or every
  * service at its start on a development database (`readyLedger`).
@@ -17,7 +17,8 @@ import type pg from 'pg';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import type { Mode } from '../config.js';
 import { log } from '../observability/logger.js';
-import { applyGrants, checkServiceConnection, type Service } from './roles.js';
+import { applyGrants } from './rights.js';
+import { checkServiceConnection, type Service } from './roles.js';
 import { sealMerchantSecrets } from './secrets-at-rest.js';
 
 const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));

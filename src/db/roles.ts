@@ -1,15 +1,12 @@
 /**
  * One database role per service (docs/security.md#one-role-per-service): the migrator owns the schema and is the
  * only one that changes it (`npm run migrate`); the worker, the receiver and the operators' CLI each connect as their
- * own role with only what they use (./grants.sql, applied by every migrate). In production a service refuses to
+ * own role with only what they use (./rights.ts, applied by every migrate). In production a service refuses to
  * start on a connection that could do more: a superuser, or the schema's owner. It does not migrate either: it checks
  * the schema is the one its code expects, and says to run `npm run migrate` when it is not.
  */
-import fs from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
 import type pg from 'pg';
 import { ConfigError } from '../errors.js';
-import type { Queryable } from './pool.js';
 
 export const SERVICE_ROLES = {
   migrator: 'hold_sweeper_migrator',
@@ -19,13 +16,6 @@ export const SERVICE_ROLES = {
   merchantApi: 'hold_sweeper_merchant_api',
 } as const;
 export type Service = Exclude<keyof typeof SERVICE_ROLES, 'migrator'>;
-
-const GRANTS_FILE = fileURLToPath(new URL('./grants.sql', import.meta.url));
-
-/** Grants each service role what ./grants.sql says (revoking the rest); roles that do not exist are skipped. */
-export async function applyGrants(db: Queryable): Promise<void> {
-  await db.query(await fs.readFile(GRANTS_FILE, 'utf8'));
-}
 
 /** The ledger's schema is older than this code: `npm run migrate` has not run for this release. */
 export class SchemaBehind extends Error {

@@ -222,7 +222,7 @@ export async function deliveryForSending(
  */
 export const attemptCountedOnAdmission = (
   webhookIdParam: string,
-) => `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1, updated_at = now()
+) => `UPDATE webhook_deliveries SET attempt_count = attempt_count + 1
             WHERE webhook_id = ${webhookIdParam}::text AND (SELECT outcome FROM slot) = 'send'
             RETURNING attempt_count`;
 
@@ -278,8 +278,7 @@ export async function recordAttempt(
             status = CASE WHEN $9::text = 'delivered' THEN 'delivered' ELSE status END,
             delivered_at = CASE WHEN $9::text = 'delivered' THEN now() ELSE delivered_at END,
             -- A retry comes back after its delay (Temporal's, then the activity's): the reconciler waits that long.
-            awaited_until = now() + make_interval(secs => coalesce($10::bigint, 0)::double precision / 1000),
-            updated_at = now()
+            awaited_until = now() + make_interval(secs => coalesce($10::bigint, 0)::double precision / 1000)
       WHERE webhook_id = $1::text
       RETURNING CASE WHEN $9::text = 'delivered' AND event_type = 'hold.released'
                      THEN extract(epoch FROM now() - created_at)::float8 END AS release_to_delivered_s`,
@@ -323,7 +322,7 @@ export async function quarantineDelivery(
   await db.query(
     `UPDATE webhook_deliveries
         SET status = 'quarantined', quarantine_reason = $2::text, quarantined_at = now(),
-            last_error = $3::text, updated_at = now()
+            last_error = $3::text
       WHERE webhook_id = $1::text AND status = 'pending'`,
     [webhookId, reason, detail],
   );
@@ -436,8 +435,7 @@ export async function decideQuarantine(
      ), moved AS (
        UPDATE webhook_deliveries
           SET status = $7::text,
-              quarantine_reason = CASE WHEN $7::text = 'pending' THEN NULL ELSE quarantine_reason END,
-              updated_at = now()
+              quarantine_reason = CASE WHEN $7::text = 'pending' THEN NULL ELSE quarantine_reason END
         WHERE webhook_id IN (SELECT webhook_id FROM decided) AND status = 'quarantined'
      )
      SELECT decision, decided_by, reason FROM decided
@@ -506,7 +504,7 @@ export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<R
        RETURNING webhook_id, policy_run, from_status
      )
      UPDATE webhook_deliveries d
-        SET status = 'pending', delivered_at = NULL, quarantine_reason = NULL, updated_at = now()
+        SET status = 'pending', delivered_at = NULL, quarantine_reason = NULL
        FROM resent
       WHERE d.webhook_id = resent.webhook_id
      RETURNING d.hold_id, d.merchant_id, resent.policy_run, resent.from_status`,

@@ -292,7 +292,7 @@ export async function recordSweepRun(
   await db.query(
     `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end)
      VALUES ($1::text, ${BOUNDED_CUTOFF('$2')}, $3::integer, $4::integer, $5::integer, $6::integer, $7::integer, $8::integer)
-     ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end, finished_at = now()`,
+     ON CONFLICT (sweep_id) DO UPDATE SET unreleased_at_end = EXCLUDED.unreleased_at_end`,
     [
       sweepId,
       cutoff,

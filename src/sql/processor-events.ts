@@ -254,7 +254,7 @@ export async function recordEventOutcome(
 ): Promise<void> {
   await tx.query(
     `UPDATE processor_events
-        SET applied_at = now(), outcome = $2::text, outcome_detail = $3::text, ledger_entry_id = $4::bigint, webhook_id = $5::text
+        SET outcome = $2::text, outcome_detail = $3::text, ledger_entry_id = $4::bigint, webhook_id = $5::text
       WHERE event_id = $1::text`,
     [eventId, outcome.outcome, outcome.detail ?? null, ledgerEntryId, webhookId],
   );
@@ -333,7 +333,7 @@ export async function reviews(
 /** Closes an open review; false when there is none open for this event. */
 export async function resolveReview(db: Queryable, eventId: string, by: string): Promise<boolean> {
   const { rowCount } = await db.query(
-    'UPDATE ledger_reviews SET resolved_by = $2::text, resolved_at = now() WHERE event_id = $1::text AND resolved_at IS NULL',
+    'UPDATE ledger_reviews SET resolved_by = $2::text WHERE event_id = $1::text AND resolved_at IS NULL',
     [eventId, by],
   );
   return rowCount === 1;

@@ -12,7 +12,7 @@ import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { backdate, holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
 const RELEASE = goldenRelease();
@@ -84,7 +84,7 @@ it('records a retention run that deletes a webhook past its retention', async ()
     async () => (await eu.pool.query(`SELECT 1 FROM webhook_deliveries WHERE status = 'delivered'`)).rowCount === 1,
     'the webhook delivered',
   );
-  await eu.pool.query(`UPDATE webhook_deliveries SET updated_at = now() - interval '401 days'`);
+  await backdate(eu.pool, `UPDATE webhook_deliveries SET updated_at = now() - interval '401 days'`);
 
   const workflowId = `retention-eu-${harness.id}-golden`;
   const report = await eu.client.workflow.execute(pruneLedger, {

@@ -95,7 +95,7 @@ export default async function setup(project: TestProject) {
     }),
     bundleWorkflows(),
   ]);
-  // The service roles first: the template's migration grants them their privileges (src/db/grants.sql).
+  // The service roles first: the template's migration grants them their privileges (src/db/rights.ts).
   const rolePassword = randomBytes(12).toString('hex');
   const admin = new pg.Client({ connectionString: postgres.urlFor('postgres') });
   await admin.connect();

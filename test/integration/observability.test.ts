@@ -8,7 +8,7 @@ import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { pauseSends, resumeSends } from '../../src/operations/send-pauses.js';
 import { recordReconciliation } from '../../src/sql/outbox.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { seedNight, type Night } from '../support/ledger.js';
+import { backdate, seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
@@ -287,7 +287,8 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     expect(metricValue(await scrape(), 'hold_sweeper_sweep_interval_seconds', { region: 'us' })).toBe(86_400);
 
     // Backdated, as if the schedule had been blocked for three days: past 2 × the interval, the alert's threshold.
-    await us.pool.query(
+    await backdate(
+      us.pool,
       `UPDATE sweep_runs SET finished_at = finished_at - interval '3 days', cutoff = cutoff - interval '3 days'`,
     );
     await expect

@@ -12,7 +12,7 @@ import type { OutboxReport } from '../../src/contracts/outbox.js';
 import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
+import { backdate, holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -139,7 +139,8 @@ describe('the outbox reconciler', () => {
 
     // A webhook pending whose workflow completed (the ledger and the workflow disagree): reported, never repeated.
     const [odd] = stranded;
-    await us.pool.query(
+    await backdate(
+      us.pool,
       `UPDATE webhook_deliveries SET status = 'pending', delivered_at = NULL, updated_at = now() - interval '1 hour' WHERE webhook_id = $1`,
       [odd!.webhook_id],
     );

@@ -13,7 +13,7 @@ import { ensureRetentionSchedule, retentionScheduleId } from '../../src/schedule
 import { pruneLedger } from '../../src/workflows/prune-ledger.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { ledgerEntryCount, seedNight } from '../support/ledger.js';
+import { backdate, ledgerEntryCount, seedNight } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 
 let harness: Harness;
@@ -71,13 +71,14 @@ describe('the retention job', () => {
     ).rows;
     const [gone1, gone2, kept, open] = webhooks.map((w) => w.webhook_id) as [string, string, string, string];
     const age = (table: string, column: string, days: number, where: string, ids: string[]) =>
-      us.pool.query(`UPDATE ${table} SET ${column} = ${ago(days)} WHERE ${where} = ANY($1::text[])`, [ids]);
+      backdate(us.pool, `UPDATE ${table} SET ${column} = ${ago(days)} WHERE ${where} = ANY($1::text[])`, [ids]);
     // Two webhooks ended 401 days ago, one 399 days ago (its attempts 91 days ago), one quarantined 500 days ago.
     await age('webhook_deliveries', 'updated_at', 401, 'webhook_id', [gone1, gone2]);
     await age('webhook_deliveries', 'updated_at', 399, 'webhook_id', [kept]);
     await age('delivery_attempts', 'started_at', 401, 'webhook_id', [gone1, gone2]);
     await age('delivery_attempts', 'started_at', 91, 'webhook_id', [kept]);
-    await us.pool.query(
+    await backdate(
+      us.pool,
       `UPDATE webhook_deliveries SET status = 'quarantined', quarantine_reason = 'exhausted', delivered_at = NULL,
               quarantined_at = ${ago(500)}, updated_at = ${ago(500)} WHERE webhook_id = $1`,
       [open],
@@ -110,7 +111,7 @@ describe('the retention job', () => {
       [holdId],
     );
     // Runs: the night's sweep and two 91 days old; every reconcile 91 days old (the newest of them stays).
-    await us.pool.query(`UPDATE sweep_runs SET cutoff = ${ago(92)}, finished_at = ${ago(91)}`);
+    await backdate(us.pool, `UPDATE sweep_runs SET cutoff = ${ago(92)}, finished_at = ${ago(91)}`);
     await us.pool.query(
       `INSERT INTO sweep_runs (sweep_id, cutoff, pages, found, started, already_started, rejected, unreleased_at_end,
                                finished_at)

@@ -174,3 +174,23 @@ export async function loggedAttempts(pool: pg.Pool, merchantIds: readonly string
   );
   return rows;
 }
+
+/**
+ * Runs `sql` on the ledger (as its superuser) with its triggers off, `session_replication_role = replica`: a
+ * fixture that backdates what the ledger's clock writes (migration 005: a webhook's `updated_at`, a sweep's
+ * `finished_at`), as no service role can.
+ */
+export async function backdate(pool: pg.Pool, sql: string, params: unknown[] = []): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('SET LOCAL session_replication_role = replica');
+    await client.query(sql, params);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK');
+    throw err;
+  } finally {
+    client.release();
+  }
+}
