@@ -15,6 +15,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { notServed, requestErrorStatus } from '../doors.js';
 import { ConfigError } from '../errors.js';
 import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
@@ -95,6 +96,7 @@ const codecSchema = (kind: 'encode' | 'decode') => ({
     401: { description: 'No token, or one that does not verify.', ...ERROR },
     403: { description: 'A verified caller without the role in the namespace’s region.', ...ERROR },
     413: { description: 'A body over 8 MiB, not read.', ...ERROR },
+    415: { description: 'A Content-Type that is not a media type, not read.', ...ERROR },
   },
 });
 
@@ -190,13 +192,18 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       status: String(reply.statusCode),
     });
   });
-  app.setErrorHandler(async (err: Error & { statusCode?: number }, request, reply) => {
-    if (err.statusCode === 413) return reply.status(413).send({ error: 'request body too large' });
+  app.setErrorHandler(async (err: Error, request, reply) => {
+    // A request Fastify could not read (a body over the limit, a content type that is not a media type): the caller's.
+    const status = requestErrorStatus(err);
+    if (status !== undefined) return reply.status(status).send({ error: err.message });
     // Never an unhandled rejection: answer and go on serving.
     request.log.error({ err }, 'codec request failed');
     return reply.status(500).send({ error: `${err.name}: ${err.message}` });
   });
-  app.setNotFoundHandler(async (_request, reply) => reply.status(404).send({ error: 'POST /encode or /decode' }));
+  app.setNotFoundHandler(async (request, reply) => {
+    const { status, message } = notServed(request, reply);
+    return reply.status(status).send({ error: `${message}: POST /encode or /decode` });
+  });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
