@@ -18,6 +18,7 @@ import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest }
 import { notServed, requestErrorStatus } from '../doors.js';
 import { ConfigError } from '../errors.js';
 import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
+import { serveMetrics } from '../observability/metrics-listener.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 
 export interface CodecServerOptions {
@@ -49,6 +50,8 @@ export interface CodecServerOptions {
   logger?: Logger;
   host?: string;
   port?: number;
+  /** Where its counters are served (CODEC_METRICS_ADDRESS), never on the port the browsers reach; none: not served. */
+  metrics?: { host: string; port: number };
 }
 
 interface JsonPayload {
@@ -135,6 +138,9 @@ export interface CodecServer {
   app: FastifyInstance;
   /** What it counts: served on its own metrics address (CODEC_METRICS_ADDRESS), never on its callers' port. */
   metrics: CounterRegistry;
+  /** Its `GET /metrics` on `options.metrics`, when given. */
+  metricsUrl: string | undefined;
+  /** Stops both listeners. */
   stop(): Promise<void>;
 }
 
@@ -268,5 +274,21 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
 
   await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
   const { address, port } = app.server.address() as { address: string; port: number };
-  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, app, metrics, stop: () => app.close() };
+  // An address the counters cannot be served on is the caller's to see, with no listener left behind.
+  const served = options.metrics
+    ? await serveMetrics(metrics, options.metrics).catch(async (err: unknown) => {
+        await app.close();
+        throw err;
+      })
+    : undefined;
+  return {
+    url: `${options.https ? 'https' : 'http'}://${address}:${port}`,
+    app,
+    metrics,
+    metricsUrl: served?.url,
+    stop: async () => {
+      await app.close();
+      await served?.close();
+    },
+  };
 }
