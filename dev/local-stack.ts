@@ -6,7 +6,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { startCodecServer } from '../src/codec/codec-server.js';
+import { startCodecServer, type CodecServer } from '../src/codec/codec-server.js';
 import { EncryptionCodec } from '../src/codec/encryption-codec.js';
 import type { Config } from '../src/config.js';
 import { DEV_SECRET_KEY_ID } from '../src/delivery/secret-box.js';
@@ -79,7 +79,7 @@ export async function startLocalStack(
   const needPostgres = config.regions.filter((r) => !r.databaseUrl);
   let server: Pick<DevServer, 'address' | 'uiUrl' | 'stop'> | undefined;
   let postgres: RunningPostgres | undefined;
-  let codec: { url: string; stop(): Promise<void> } | undefined;
+  let codec: CodecServer | undefined;
   const encrypted = config.regions.filter((r) => r.payloadKeys);
   if (encrypted.length > 0) {
     // The dev server's Web UI decodes encrypted payloads through this endpoint (--ui-codec-endpoint).
@@ -96,9 +96,11 @@ export async function startLocalStack(
         ? config.codecServer.corsOrigins
         : ['127.0.0.1', 'localhost'].map((host) => `http://${host}:${dev.temporalUiPort}`),
       authToken: config.codecServer.authToken,
+      metrics: config.codecServer.metrics,
     });
     options.log(
-      `Payloads encrypted (AES-256-GCM) in ${encrypted.map((r) => r.region).join(', ')}; the Web UI decodes through ${codec.url}`,
+      `Payloads encrypted (AES-256-GCM) in ${encrypted.map((r) => r.region).join(', ')}; the Web UI decodes through ${codec.url}` +
+        (codec.metricsUrl ? `; its counters on ${codec.metricsUrl}` : ''),
     );
   }
   for (const region of config.regions.filter((r) => !r.payloadKeys)) {

@@ -32,7 +32,7 @@ import {
   type VerbInput,
 } from '../operations/admin-verbs.js';
 import { apiRefusals } from './refusals.js';
-import { isOpen, OPEN, requestErrorStatus } from './doors.js';
+import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
@@ -185,12 +185,9 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
 
   app.setNotFoundHandler(async (request, reply) => {
     // Authenticated by the hook before it reached here: an unknown route is audited like any call, its path bounded.
-    await insertAudit(pool, record(request, 404, 'NotFound'));
-    return reply.status(404).send({
-      error: 'NotFound',
-      message: `no route ${request.method} ${request.url.split('?')[0]}`,
-      requestId: request.id,
-    });
+    const { status, error, message } = notServed(request, reply);
+    await insertAudit(pool, record(request, status, error));
+    return reply.status(status).send({ error, message, requestId: request.id });
   });
 
   app.get('/healthz', { config: OPEN, schema: { hide: true } }, async () => ({ ok: true }));

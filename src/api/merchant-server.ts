@@ -20,7 +20,7 @@ import { inTransaction, type Queryable } from '../db/pool.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { insertAudit } from '../sql/audit.js';
 import { apiRefusals } from './refusals.js';
-import { isOpen, OPEN, requestErrorStatus } from './doors.js';
+import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
@@ -211,12 +211,9 @@ export async function buildMerchantServer(
     return reply.status(status).send({ error: name, message, requestId: request.id });
   });
   app.setNotFoundHandler(async (request, reply) => {
-    await audit(request, 404, 'NotFound');
-    return reply.status(404).send({
-      error: 'NotFound',
-      message: `no route ${request.method} ${request.url.split('?')[0]}`,
-      requestId: request.id,
-    });
+    const { status, error, message } = notServed(request, reply);
+    await audit(request, status, error);
+    return reply.status(status).send({ error, message, requestId: request.id });
   });
 
   app.get('/healthz', { config: OPEN, schema: { hide: true } }, async () => ({ ok: true }));

@@ -13,7 +13,6 @@ import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { serveMetrics } from '../observability/metrics-listener.js';
 
 const log = nameProcess('codec-server');
 
@@ -57,17 +56,14 @@ async function main() {
     logger: log,
     host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
     port: Number(address.slice(separator + 1)),
+    metrics: config.codecServer.metrics,
   });
-  const metrics = config.codecServer.metrics
-    ? await serveMetrics(server.metrics, config.codecServer.metrics)
-    : undefined;
   log.info(
-    { url: server.url, metrics: metrics?.url ?? null, namespaces: [...codecs.keys()] },
+    { url: server.url, metrics: server.metricsUrl ?? null, namespaces: [...codecs.keys()] },
     'codec endpoint serving',
   );
   const stop = async () => {
     await server.stop();
-    await metrics?.close();
     process.exit(0);
   };
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stop());

@@ -15,8 +15,10 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { notServed, requestErrorStatus } from '../doors.js';
 import { ConfigError } from '../errors.js';
 import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
+import { serveMetrics } from '../observability/metrics-listener.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 
 export interface CodecServerOptions {
@@ -48,6 +50,8 @@ export interface CodecServerOptions {
   logger?: Logger;
   host?: string;
   port?: number;
+  /** Where its counters are served (CODEC_METRICS_ADDRESS), never on the port the browsers reach; none: not served. */
+  metrics?: { host: string; port: number };
 }
 
 interface JsonPayload {
@@ -95,6 +99,7 @@ const codecSchema = (kind: 'encode' | 'decode') => ({
     401: { description: 'No token, or one that does not verify.', ...ERROR },
     403: { description: 'A verified caller without the role in the namespace’s region.', ...ERROR },
     413: { description: 'A body over 8 MiB, not read.', ...ERROR },
+    415: { description: 'A Content-Type that is not a media type, not read.', ...ERROR },
   },
 });
 
@@ -133,6 +138,9 @@ export interface CodecServer {
   app: FastifyInstance;
   /** What it counts: served on its own metrics address (CODEC_METRICS_ADDRESS), never on its callers' port. */
   metrics: CounterRegistry;
+  /** Its `GET /metrics` on `options.metrics`, when given. */
+  metricsUrl: string | undefined;
+  /** Stops both listeners. */
   stop(): Promise<void>;
 }
 
@@ -190,13 +198,18 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       status: String(reply.statusCode),
     });
   });
-  app.setErrorHandler(async (err: Error & { statusCode?: number }, request, reply) => {
-    if (err.statusCode === 413) return reply.status(413).send({ error: 'request body too large' });
+  app.setErrorHandler(async (err: Error, request, reply) => {
+    // A request Fastify could not read (a body over the limit, a content type that is not a media type): the caller's.
+    const status = requestErrorStatus(err);
+    if (status !== undefined) return reply.status(status).send({ error: err.message });
     // Never an unhandled rejection: answer and go on serving.
     request.log.error({ err }, 'codec request failed');
     return reply.status(500).send({ error: `${err.name}: ${err.message}` });
   });
-  app.setNotFoundHandler(async (_request, reply) => reply.status(404).send({ error: 'POST /encode or /decode' }));
+  app.setNotFoundHandler(async (request, reply) => {
+    const { status, message } = notServed(request, reply);
+    return reply.status(status).send({ error: `${message}: POST /encode or /decode` });
+  });
 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   // The path alone: the Web UI adds query parameters (2.54 sends /decode?preserveStorageRefs=true).
@@ -261,5 +274,21 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
 
   await app.listen({ port: options.port ?? 0, host: options.host ?? '127.0.0.1' });
   const { address, port } = app.server.address() as { address: string; port: number };
-  return { url: `${options.https ? 'https' : 'http'}://${address}:${port}`, app, metrics, stop: () => app.close() };
+  // An address the counters cannot be served on is the caller's to see, with no listener left behind.
+  const served = options.metrics
+    ? await serveMetrics(metrics, options.metrics).catch(async (err: unknown) => {
+        await app.close();
+        throw err;
+      })
+    : undefined;
+  return {
+    url: `${options.https ? 'https' : 'http'}://${address}:${port}`,
+    app,
+    metrics,
+    metricsUrl: served?.url,
+    stop: async () => {
+      await app.close();
+      await served?.close();
+    },
+  };
 }

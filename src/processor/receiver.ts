@@ -9,9 +9,9 @@
  * processor retries; the event is never acknowledged unrecorded).
  *
  * Anything refused gets a 4xx with a named error and nothing of it is applied. What anyone can send costs the
- * database nothing: a request refused before its signature is checked (wrong path or method, too large, unsigned,
- * stale, badly signed) is counted (`hold_sweeper_processor_requests_refused_total`, by reason) and logged by sample,
- * never written. Only a correctly signed request that is still refused (malformed, conflicting: the processor's bug,
+ * database nothing: a request refused before its signature is checked (wrong path or method, too large, a body it
+ * cannot read, unsigned, stale, badly signed) is counted (`hold_sweeper_processor_requests_refused_total`, by reason)
+ * and logged by sample, never written. Only a correctly signed request that is still refused (malformed, conflicting: the processor's bug,
  * which someone must read) gets a row in processor_requests_refused, through a pool of its own (`refusalPool`) with a
  * timeout, so refusals never take a connection from recording; rows older than `refusedRetentionMs` are deleted. The
  * headers are checked before the body is read, a declared Content-Length over the limit is answered 413 unread, and
@@ -49,7 +49,7 @@ import {
   WebhookUnverified,
   type WebhookHeaders,
 } from '../delivery/standard-webhooks.js';
-import { isOpen, OPEN } from '../api/doors.js';
+import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
@@ -76,6 +76,7 @@ export type RefusalCode =
   | 'NotFound'
   | 'MethodNotAllowed'
   | 'PayloadTooLarge'
+  | 'UnreadableBody'
   | 'MissingSignature'
   | 'InvalidTimestamp'
   | 'StaleTimestamp'
@@ -96,6 +97,7 @@ const UNSIGNED_REFUSALS: ReadonlySet<RefusalCode> = new Set([
   'NotFound',
   'MethodNotAllowed',
   'PayloadTooLarge',
+  'UnreadableBody',
   'MissingSignature',
   'InvalidTimestamp',
   'StaleTimestamp',
@@ -321,14 +323,14 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   // the request timeout allows, so its connection is closed instead of drained.
   app.addHook('onRequest', async (request, reply) => {
     if (isOpen(request)) return;
-    const path = request.url.split('?')[0];
     const unread =
       request.headers['content-length'] === undefined && request.headers['transfer-encoding'] !== undefined;
     const early = (refusal: Refusal) => refuse(request, reply, refusal, null, null, unread);
-    if (path !== PROCESSOR_EVENTS_PATH)
-      return early(new Refusal(404, 'NotFound', `only POST ${PROCESSOR_EVENTS_PATH} is served`));
-    if (request.method !== 'POST')
-      return early(new Refusal(405, 'MethodNotAllowed', `${request.method} is not allowed; use POST`));
+    // Past the open routes, only POST /processor/events is served: a path or method it does not serve is 404 or 405.
+    if (request.is404) {
+      const { status, error, message } = notServed(request, reply);
+      return early(new Refusal(status, error, message));
+    }
     if (Number(request.headers['content-length'] ?? 0) > MAX_BODY_BYTES) return tooLarge(request, reply);
     try {
       signedHeaders.set(
@@ -349,6 +351,11 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   app.setErrorHandler(async (err: Error & { code?: string }, request, reply) => {
     // A body of unknown length that went past the limit: reading stopped there, and the connection goes.
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') return tooLarge(request, reply);
+    // A body Fastify could not read (a content type that is not a media type, a length it does not have): the
+    // caller's to fix, and its signature, over what was not read, never checked.
+    const status = requestErrorStatus(err);
+    if (status !== undefined)
+      return refuse(request, reply, new Refusal(status, 'UnreadableBody', err.message), null, null, true);
     request.log.warn({ region, error: err.message }, 'processor request failed');
     return reply.status(500).send({ error: 'Internal', message: 'not recorded; retry' });
   });

@@ -105,6 +105,7 @@ describe('the receiver’s OpenAPI document', () => {
     await post('badly signed', 'evt_oa6', body, { 'webhook-signature': 'v1,AAAA' });
     await post('stale', 'evt_oa7', body, { 'webhook-timestamp': '1000' });
     await post('too large', 'evt_oa8', 'x'.repeat(70 * 1024));
+    await post('not a media type', 'evt_oa9', body, { 'content-type': 'json' });
     for (const [what, method, path] of [
       ['wrong method', 'GET', '/processor/events'],
       ['wrong path', 'POST', '/elsewhere'],
@@ -124,6 +125,7 @@ describe('the receiver’s OpenAPI document', () => {
       'badly signed 401',
       'stale 401',
       'too large 413',
+      'not a media type 415',
       'wrong method 405',
       'wrong path 404',
       'health 200',

@@ -4,11 +4,16 @@
  * HTTP server on loopback; no Temporal.
  */
 import { randomBytes } from 'node:crypto';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadDevConfig } from '../../dev/dev-config.js';
+import { freePort } from '../../dev/embedded-postgres.js';
+import { startLocalStack } from '../../dev/local-stack.js';
 import { startCodecServer, type CodecServer } from '../../src/codec/codec-server.js';
 import { EncryptionCodec } from '../../src/codec/encryption-codec.js';
 import { loadConfig } from '../../src/config.js';
-import { serveMetrics } from '../../src/observability/metrics-listener.js';
 import { ConfigError } from '../../src/errors.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 
@@ -28,6 +33,7 @@ beforeAll(async () => {
     plainNamespaces: ['hold-sweeper-us'],
     corsOrigins: [UI],
     authToken: TOKEN,
+    metrics: { host: '127.0.0.1', port: 0 },
   });
 });
 afterAll(async () => {
@@ -85,15 +91,33 @@ describe('fail closed: the codec endpoint', () => {
       expect(onTheCallersPort.status, method).toBe(404);
       expect(await onTheCallersPort.text()).not.toContain('hold_sweeper');
     }
-    // As src/bin/codec-server.ts serves them on CODEC_METRICS_ADDRESS.
-    const listener = await serveMetrics(server.metrics, { host: '127.0.0.1', port: 0 });
+    const metrics = await (await fetch(server.metricsUrl!)).text();
+    expect(metrics).toContain('# TYPE hold_sweeper_codec_requests_total counter');
+    expect(metrics).toMatch(/hold_sweeper_codec_requests_total\{route="\/decode",status="401"\} [1-9]/);
+    expect(metrics).not.toContain('h_1');
+  });
+
+  it('npm start’s codec endpoint serves its counters on CODEC_METRICS_ADDRESS when it is set', async () => {
+    // Every region's Temporal and database configured: the local stack starts nothing but the codec endpoint.
+    const cacheDir = await fs.mkdtemp(path.join(os.tmpdir(), 'codec-stack-'));
+    const port = await freePort();
+    const lines: string[] = [];
+    const config = loadConfig({
+      TEMPORAL_ADDRESS: '127.0.0.1:1',
+      DATABASE_URL_US: 'postgres://127.0.0.1:1/us',
+      DATABASE_URL_EU: 'postgres://127.0.0.1:1/eu',
+      PAYLOAD_KEYS_EU: `k1:${randomBytes(32).toString('base64')}`,
+      CODEC_METRICS_ADDRESS: `127.0.0.1:${port}`,
+    });
+    const stack = await startLocalStack(config, { ...loadDevConfig({}), cacheDir }, { log: (l) => lines.push(l) });
     try {
-      const metrics = await (await fetch(listener.url)).text();
-      expect(metrics).toContain('# TYPE hold_sweeper_codec_requests_total counter');
-      expect(metrics).toMatch(/hold_sweeper_codec_requests_total\{route="\/decode",status="401"\} [1-9]/);
-      expect(metrics).not.toContain('h_1');
+      const metrics = await fetch(`http://127.0.0.1:${port}/metrics`);
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain('# TYPE hold_sweeper_codec_requests_total counter');
+      expect(lines.join('\n')).toContain(`its counters on http://127.0.0.1:${port}/metrics`);
     } finally {
-      await listener.close();
+      await stack.stop();
+      await fs.rm(cacheDir, { recursive: true, force: true });
     }
   });
 

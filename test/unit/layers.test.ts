@@ -21,6 +21,7 @@ const LAYERS: readonly (readonly string[])[] = [
     'src/config-schema.ts',
     'src/dev-stack.ts',
     'src/temporal-connection.ts',
+    'src/doors.ts',
     'src/db/',
     'src/delivery/',
     'src/codec/',
