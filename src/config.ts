@@ -368,18 +368,37 @@ export function parseEncryptionKeys(raw: string, onError: (expected: string) => 
   return typeof keys === 'string' ? onError(keys) : keys;
 }
 
+/** A query parameter whose value is a secret: `password`, `sslpassword`, `sslkey`, `api_token`, `client_secret`... */
+const SECRET_PARAM = /pass|pwd|secret|token|key|credential/i;
+
 /**
- * Database URLs carry passwords: never echo one back in an error. Whatever lies between `//` and the last `@` is the
- * user information as far as a reader can tell, so everything in it after the first `:` goes, even when the password
- * holds a raw `/`, `@` or `:` (a URL parser would split it elsewhere, and then print part of it as a host or a path).
- * When in doubt it hides too much, never too little.
+ * Database URLs carry passwords, in their user information or in a query parameter (`?password=`, libpq's
+ * `sslpassword`): never echo one back in an error. Whatever lies between `//` and the last `@` is the user information
+ * as far as a reader can tell, so everything in it after the first `:` goes, even when the password holds a raw `/`,
+ * `@` or `:` (a URL parser would split it elsewhere, and then print part of it as a host or a path). Then, anywhere in
+ * what is left, the value of every parameter named like a secret goes, up to the next `&` (a `#` or `@` in it
+ * included). When in doubt it hides too much, never too little.
  */
 export function redactUrl(raw: string): string {
   const match = /^([^/]*\/\/)([^]*)@([^@]*)$/.exec(raw);
-  if (!match) return raw;
-  const [, scheme, userinfo, rest] = match as unknown as [string, string, string, string];
-  const colon = userinfo.indexOf(':');
-  return `${scheme}${colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`}@${rest}`;
+  const [, scheme, userinfo, rest] = (match ?? []) as unknown as [string, string, string, string];
+  const colon = match ? userinfo.indexOf(':') : -1;
+  return maskedParams(colon === -1 ? raw : `${scheme}${userinfo.slice(0, colon)}:***@${rest}`);
+}
+
+/** Every parameter named like a secret with its value masked; another's value is searched too (a stray `?` in it). */
+function maskedParams(text: string): string {
+  return text.replace(/([?&])([^=&?]*)=([^&]*)/g, (_, sep: string, name: string, value: string) =>
+    SECRET_PARAM.test(decodedName(name)) ? `${sep}${name}=***` : `${sep}${name}=${maskedParams(value)}`,
+  );
+}
+
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    return name;
+  }
 }
 
 /**
