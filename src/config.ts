@@ -210,6 +210,7 @@ export interface CodecServerConfig {
     readonly audience: string;
     readonly rolesClaim: string;
     readonly clockToleranceSeconds: number;
+    readonly maxTokenAgeSeconds: number;
   };
   /** CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE: the UI sends a user's token only to an https endpoint. */
   readonly tls?: { readonly certFile: string; readonly keyFile: string };
@@ -558,6 +559,7 @@ function readCodecServer(reading: Reading, v: Values<typeof VARIABLES>, mode: Mo
             audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
             rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
             clockToleranceSeconds: 30,
+            maxTokenAgeSeconds: v.CODEC_OIDC_TOKEN_MAX_AGE / 1000,
           }),
         }
       : {}),
@@ -796,6 +798,8 @@ export interface ApiConfig extends ListenerConfig {
   /** API_OIDC_ROLES_CLAIM: the claim with the caller's roles (roles). */
   readonly rolesClaim: string;
   readonly clockToleranceSeconds: number;
+  /** API_TOKEN_MAX_AGE: the longest a token lives (iat to exp, and iat to now). */
+  readonly maxTokenAgeSeconds: number;
 }
 
 /**
@@ -806,8 +810,11 @@ export interface ApiConfig extends ListenerConfig {
 export function loadApiConfig(env: Env, config: Config): ApiConfig {
   const reading = new Reading(env);
   const listener = readListener(reading, config, 'API', 8443, 9466);
-  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE } = LISTENERS.API;
-  const v = reading.read({ OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE }, (name) => `API_${name}`);
+  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE } = LISTENERS.API;
+  const v = reading.read(
+    { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE },
+    (name) => `API_${name}`,
+  );
   if (!v.OIDC_ISSUER && !env.API_OIDC_ISSUER) {
     reading.refuse('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
   } else if (config.mode === 'production' && v.OIDC_ISSUER?.startsWith('http:')) {
@@ -820,6 +827,7 @@ export function loadApiConfig(env: Env, config: Config): ApiConfig {
     audience: v.OIDC_AUDIENCE ?? adminAudience(listener.region),
     rolesClaim: v.OIDC_ROLES_CLAIM,
     clockToleranceSeconds: v.CLOCK_TOLERANCE / 1000,
+    maxTokenAgeSeconds: v.TOKEN_MAX_AGE / 1000,
   });
 }
 

@@ -595,6 +595,7 @@ describe('the admin API’s config', () => {
       audience: 'hold-sweeper-admin-us',
       rolesClaim: 'roles',
       clockToleranceSeconds: 30,
+      maxTokenAgeSeconds: 86_400,
       tls: { certFile: '/c.pem', keyFile: '/k.pem' },
       behindTlsProxy: false,
     });
@@ -604,6 +605,17 @@ describe('the admin API’s config', () => {
     expect(
       loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'us' }, loadConfig(production)).region,
     ).toBe('us');
+  });
+
+  it("a bearer token lives a day unless said, on the admin API's verifier and the codec endpoint's alike", () => {
+    const behind = { ...production, API_BEHIND_TLS_PROXY: 'true' };
+    expect(loadApiConfig({ ...behind, API_TOKEN_MAX_AGE: '2h' }, loadConfig(production)).maxTokenAgeSeconds).toBe(
+      7_200,
+    );
+    const codec = { CODEC_OIDC_ISSUER: 'https://login.example.com/realms/ops' };
+    expect(loadConfig(codec).codecServer.oidc?.maxTokenAgeSeconds).toBe(86_400);
+    expect(loadConfig({ ...codec, CODEC_OIDC_TOKEN_MAX_AGE: '15m' }).codecServer.oidc?.maxTokenAgeSeconds).toBe(900);
+    expect(apiError({ ...behind, API_TOKEN_MAX_AGE: 'forever' }).variable).toBe('API_TOKEN_MAX_AGE');
   });
 
   it('the merchant API: its own address and TLS settings, the same refusal without TLS in production', () => {
