@@ -663,20 +663,24 @@ const NAMED = [
  */
 export function operatorErrorText(err: unknown, json: boolean): string | undefined {
   if (!NAMED.some((type) => err instanceof type)) return undefined;
-  const e = err as Error;
-  if (!json) return `${e.name}${err instanceof OperatorError ? `(${err.code})` : ''}: ${e.message}`;
-  if (err instanceof AdminApiError) {
+  // A message may quote what a caller or the admin API said: printed inert, as every answer is.
+  return inertLines(namedErrorText(err as Error, json));
+}
+
+function namedErrorText(e: Error, json: boolean): string {
+  if (!json) return `${e.name}${e instanceof OperatorError ? `(${e.code})` : ''}: ${e.message}`;
+  if (e instanceof AdminApiError) {
     return JSON.stringify({
-      error: err.error,
-      ...(err.code ? { code: err.code } : {}),
-      message: err.detail,
-      status: err.status,
-      requestId: err.requestId,
+      error: e.error,
+      ...(e.code ? { code: e.code } : {}),
+      message: e.detail,
+      status: e.status,
+      requestId: e.requestId,
     });
   }
   return JSON.stringify({
     error: e.name,
-    ...(err instanceof OperatorError ? { code: err.code } : {}),
+    ...(e instanceof OperatorError ? { code: e.code } : {}),
     message: e.message,
   });
 }
