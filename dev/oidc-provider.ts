@@ -58,6 +58,8 @@ export interface MintOptions {
   roles: readonly string[];
   /** Seconds since the epoch, or a jose span ('1h'); one in the past makes an expired token. */
   expiresAt?: number | string;
+  /** Seconds since the epoch; now unless given, none at all when null. */
+  issuedAt?: number | null;
   audience: string;
 }
 
@@ -161,16 +163,16 @@ export async function startDevOidcProvider(
       : provider.listen(listenPort, '127.0.0.1', () => resolve(s));
   });
 
-  const mintWith = (key: PrivateKey, kid: string) => async (o: MintOptions) =>
-    new SignJWT({ roles: [...o.roles] })
+  const mintWith = (key: PrivateKey, kid: string) => async (o: MintOptions) => {
+    const jwt = new SignJWT({ roles: [...o.roles] })
       .setProtectedHeader({ alg: 'ES256', kid, typ: 'at+jwt' })
       .setIssuer(issuer)
       .setSubject(o.subject)
       .setAudience(o.audience)
-      .setIssuedAt()
-      .setJti(randomUUID())
-      .setExpirationTime(o.expiresAt ?? '1h')
-      .sign(key);
+      .setJti(randomUUID());
+    if (o.issuedAt !== null) jwt.setIssuedAt(o.issuedAt);
+    return jwt.setExpirationTime(o.expiresAt ?? '1h').sign(key);
+  };
 
   return {
     issuer,

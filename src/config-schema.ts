@@ -515,6 +515,11 @@ export const VARIABLES = {
     'the `aud` its tokens carry: its own, so no admin API takes them',
   ),
   CODEC_OIDC_ROLES_CLAIM: documented(text('roles'), '`roles`', "the claim with the caller's roles"),
+  CODEC_OIDC_TOKEN_MAX_AGE: documented(
+    duration('1d', 1_000),
+    '`1d`',
+    'the longest a token lives: from its `iat` to its `exp`, and from its `iat` to its use; one without `iat` is refused',
+  ),
 } satisfies Record<string, Setting>;
 
 /** One per region: `<NAME>_<REGION>` (e.g. DATABASE_URL_EU). Defaults name the region (`r`: `us`, `eu`). */
@@ -612,6 +617,11 @@ export const LISTENERS = {
     ),
     OIDC_ROLES_CLAIM: documented(text('roles'), '`roles`', "the claim with the caller's roles"),
     CLOCK_TOLERANCE: documented(duration('30s', 0), '`30s`', "clock difference tolerated on a token's expiry"),
+    TOKEN_MAX_AGE: documented(
+      duration('1d', 1_000),
+      '`1d`',
+      'the longest a token lives: from its `iat` to its `exp`, and from its `iat` to its use; one without `iat` is refused',
+    ),
   },
   MERCHANT_API: { REGION: servedRegion('the merchant API'), ...listenerVariables('the merchant API', 8444, 9467) },
   CODEC: {

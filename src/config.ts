@@ -210,6 +210,7 @@ export interface CodecServerConfig {
     readonly audience: string;
     readonly rolesClaim: string;
     readonly clockToleranceSeconds: number;
+    readonly maxTokenAgeSeconds: number;
   };
   /** CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE: the UI sends a user's token only to an https endpoint. */
   readonly tls?: { readonly certFile: string; readonly keyFile: string };
@@ -370,18 +371,37 @@ export function parseEncryptionKeys(raw: string, onError: (expected: string) => 
   return typeof keys === 'string' ? onError(keys) : keys;
 }
 
+/** A query parameter whose value is a secret: `password`, `sslpassword`, `sslkey`, `api_token`, `client_secret`... */
+const SECRET_PARAM = /pass|pwd|secret|token|key|credential/i;
+
 /**
- * Database URLs carry passwords: never echo one back in an error. Whatever lies between `//` and the last `@` is the
- * user information as far as a reader can tell, so everything in it after the first `:` goes, even when the password
- * holds a raw `/`, `@` or `:` (a URL parser would split it elsewhere, and then print part of it as a host or a path).
- * When in doubt it hides too much, never too little.
+ * Database URLs carry passwords, in their user information or in a query parameter (`?password=`, libpq's
+ * `sslpassword`): never echo one back in an error. Whatever lies between `//` and the last `@` is the user information
+ * as far as a reader can tell, so everything in it after the first `:` goes, even when the password holds a raw `/`,
+ * `@` or `:` (a URL parser would split it elsewhere, and then print part of it as a host or a path). Then, anywhere in
+ * what is left, the value of every parameter named like a secret goes, up to the next `&` (a `#` or `@` in it
+ * included). When in doubt it hides too much, never too little.
  */
 export function redactUrl(raw: string): string {
   const match = /^([^/]*\/\/)([^]*)@([^@]*)$/.exec(raw);
-  if (!match) return raw;
-  const [, scheme, userinfo, rest] = match as unknown as [string, string, string, string];
-  const colon = userinfo.indexOf(':');
-  return `${scheme}${colon === -1 ? userinfo : `${userinfo.slice(0, colon)}:***`}@${rest}`;
+  const [, scheme, userinfo, rest] = (match ?? []) as unknown as [string, string, string, string];
+  const colon = match ? userinfo.indexOf(':') : -1;
+  return maskedParams(colon === -1 ? raw : `${scheme}${userinfo.slice(0, colon)}:***@${rest}`);
+}
+
+/** Every parameter named like a secret with its value masked; another's value is searched too (a stray `?` in it). */
+function maskedParams(text: string): string {
+  return text.replace(/([?&])([^=&?]*)=([^&]*)/g, (_, sep: string, name: string, value: string) =>
+    SECRET_PARAM.test(decodedName(name)) ? `${sep}${name}=***` : `${sep}${name}=${maskedParams(value)}`,
+  );
+}
+
+function decodedName(name: string): string {
+  try {
+    return decodeURIComponent(name.replaceAll('+', ' '));
+  } catch {
+    return name;
+  }
 }
 
 /**
@@ -545,6 +565,7 @@ function readCodecServer(reading: Reading, v: Values<typeof VARIABLES>, mode: Mo
             audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
             rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
             clockToleranceSeconds: 30,
+            maxTokenAgeSeconds: v.CODEC_OIDC_TOKEN_MAX_AGE / 1000,
           }),
         }
       : {}),
@@ -784,6 +805,8 @@ export interface ApiConfig extends ListenerConfig {
   /** API_OIDC_ROLES_CLAIM: the claim with the caller's roles (roles). */
   readonly rolesClaim: string;
   readonly clockToleranceSeconds: number;
+  /** API_TOKEN_MAX_AGE: the longest a token lives (iat to exp, and iat to now). */
+  readonly maxTokenAgeSeconds: number;
 }
 
 /**
@@ -794,8 +817,11 @@ export interface ApiConfig extends ListenerConfig {
 export function loadApiConfig(env: Env, config: Config): ApiConfig {
   const reading = new Reading(env);
   const listener = readListener(reading, config, 'API', 8443, 9466);
-  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE } = LISTENERS.API;
-  const v = reading.read({ OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE }, (name) => `API_${name}`);
+  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE } = LISTENERS.API;
+  const v = reading.read(
+    { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE },
+    (name) => `API_${name}`,
+  );
   if (!v.OIDC_ISSUER && !env.API_OIDC_ISSUER) {
     reading.refuse('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
   } else if (config.mode === 'production' && v.OIDC_ISSUER?.startsWith('http:')) {
@@ -808,6 +834,7 @@ export function loadApiConfig(env: Env, config: Config): ApiConfig {
     audience: v.OIDC_AUDIENCE ?? adminAudience(listener.region),
     rolesClaim: v.OIDC_ROLES_CLAIM,
     clockToleranceSeconds: v.CLOCK_TOLERANCE / 1000,
+    maxTokenAgeSeconds: v.TOKEN_MAX_AGE / 1000,
   });
 }
 

@@ -396,6 +396,7 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
       audience: adminAudience(run.config.region),
       rolesClaim: 'roles',
       clockToleranceSeconds: 30,
+      maxTokenAgeSeconds: 86_400,
     });
     const secrets = { region: run.config.region, sealer: localKeyRing(run.config.secretKeys) };
     const admin = await buildAdminServer({

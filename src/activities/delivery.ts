@@ -14,6 +14,7 @@
  * The merchant's secret is read here from the ledger by merchant id, sealed, opened right before the request is signed
  * and used only to sign: it never enters an activity argument, a result, a failure message or a log line.
  */
+import { trace } from '@opentelemetry/api';
 import { activityInfo, ApplicationFailure, cancellationSignal, getClient, log, sleep } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { noopMetricMeter, type MetricCounter, type MetricMeter } from '@temporalio/common';
@@ -94,9 +95,6 @@ export interface DeliveryDeps {
   clock?: () => number;
   random?: () => number;
 }
-
-/** A failure's excerpt in an error message: short, single-line. */
-const MESSAGE_EXCERPT_CHARS = 200;
 
 /**
  * How soon a webhook waiting behind an earlier one of its hold asks again: half the earlier one's age, between these
@@ -207,11 +205,6 @@ function describeAttempt(attempt: HttpAttempt): string {
   return attempt.result.kind === 'response'
     ? `HTTP ${attempt.result.status}`
     : `${attempt.result.errorClass}${attempt.errorDetail ? ` (${attempt.errorDetail})` : ''}`;
-}
-
-/** The response body's start, single-line, for a failure message. */
-function excerptOf(attempt: HttpAttempt): string {
-  return (attempt.responseExcerpt ?? '').slice(0, MESSAGE_EXCERPT_CHARS).replace(/\s+/g, ' ');
 }
 
 const statusCodeOf = (attempt: HttpAttempt) => (attempt.result.kind === 'response' ? attempt.result.status : null);
@@ -524,7 +517,10 @@ async function sendSignedAttempt(
   }
 }
 
-/** The attempt's metric and log line. */
+/**
+ * The attempt's metric, log line and span attributes: its class, status and size, never the merchant's words (those
+ * stay in the ledger's attempt log, which the failure messages do not quote either).
+ */
 function noteAttempt(
   ctx: DeliveryContext,
   { webhookId, policyRun, attemptNumber, sendable: { delivery }, attempt }: SentAttempt,
@@ -544,8 +540,15 @@ function noteAttempt(
     attemptNumber,
     policyRun,
     outcome: action,
-    statusClass: statusClass(attempt.result),
+    statusClass: status_class,
+    statusCode: statusCodeOf(attempt),
+    responseBytes: attempt.responseBytes,
     durationMs: attempt.durationMs,
+  });
+  trace.getActiveSpan()?.setAttributes({
+    'webhook.status_class': status_class,
+    ...(attempt.result.kind === 'response' ? { 'http.response.status_code': attempt.result.status } : {}),
+    ...(attempt.responseBytes !== undefined ? { 'webhook.response_bytes': attempt.responseBytes } : {}),
   });
 }
 
@@ -664,15 +667,11 @@ async function disableEndpoint(ctx: DeliveryContext, sent: SentAttempt): Promise
   const { merchantId } = delivery;
   await recordAttempt(ctx, sent, 'quarantine');
   await disableMerchant(pool, merchantId, `410 Gone on webhook ${webhookId}`);
-  throw failure(
-    'EndpointGone',
-    `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled; ${excerptOf(attempt)}`,
-    {
-      merchantId,
-      statusCode: 410,
-      attemptNumber,
-    },
-  );
+  throw failure('EndpointGone', `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled`, {
+    merchantId,
+    statusCode: 410,
+    attemptNumber,
+  });
 }
 
 /** Anything else the policy table does not retry: quarantine at once. */
@@ -684,15 +683,11 @@ async function reject(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
   } = sent;
   const { merchantId } = delivery;
   await recordAttempt(ctx, sent, 'quarantine');
-  throw failure(
-    'WebhookRejected',
-    `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable): ${excerptOf(attempt)}`,
-    {
-      merchantId,
-      statusCode: statusCodeOf(attempt),
-      attemptNumber,
-    },
-  );
+  throw failure('WebhookRejected', `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable)`, {
+    merchantId,
+    statusCode: statusCodeOf(attempt),
+    attemptNumber,
+  });
 }
 
 /**

@@ -1,6 +1,8 @@
 /**
  * Who is calling: an OIDC access token (a JWT) verified against the issuer's published keys (its JWKS, found through
- * its discovery document) for issuer, audience, expiry and signature, with a clock tolerance. The roles come from a
+ * its discovery document) for issuer, audience, expiry, age and signature, with a clock tolerance. A token lives a
+ * bounded time: issued (`iat`) at most the longest lifetime ago, and valid (`exp`) at most that long after its issue, so
+ * a token minted to last for ever, by a misconfigured issuer or with a stolen key, is refused. The roles come from a
  * claim of the token (`roles` unless configured): the identity provider decides who may do what, and the subject it
  * vouches for is the name four eyes compare, never a name the caller types.
  *
@@ -54,8 +56,10 @@ export interface VerifierOptions {
   audience: string;
   /** The claim holding the roles (an array of strings, or one space-separated string). */
   rolesClaim: string;
-  /** Seconds of clock difference tolerated on `exp` and `nbf`. */
+  /** Seconds of clock difference tolerated on `exp`, `nbf` and `iat`. */
   clockToleranceSeconds: number;
+  /** The longest lifetime of a token, in seconds: from its `iat` to its `exp`, and from its `iat` to now. */
+  maxTokenAgeSeconds: number;
 }
 
 /** A call refused before any verb ran: no token, or one that does not verify. Answered 401. */
@@ -95,10 +99,16 @@ export async function createTokenVerifier(options: VerifierOptions): Promise<Tok
           issuer: options.issuer,
           audience: options.audience,
           clockTolerance: options.clockToleranceSeconds,
-          requiredClaims: ['sub', 'exp'],
+          requiredClaims: ['sub', 'exp', 'iat'],
+          maxTokenAge: options.maxTokenAgeSeconds,
         }));
       } catch (err) {
         throw new Unauthenticated(`the token does not verify: ${describe(err)}`);
+      }
+      if (payload.exp! - payload.iat! > options.maxTokenAgeSeconds) {
+        throw new Unauthenticated(
+          `the token does not verify: it is valid for ${payload.exp! - payload.iat!} s, longer than ${options.maxTokenAgeSeconds} s`,
+        );
       }
       // An empty subject would make every such caller one person to four eyes and to the audit.
       if (typeof payload.sub !== 'string' || payload.sub.trim() === '')
@@ -109,7 +119,7 @@ export async function createTokenVerifier(options: VerifierOptions): Promise<Tok
 }
 
 function describe(err: unknown): string {
-  if (err instanceof errors.JWTExpired) return 'expired';
+  if (err instanceof errors.JWTExpired) return err.claim === 'iat' ? 'issued too long ago' : 'expired';
   if (err instanceof errors.JWTClaimValidationFailed)
     return `${err.claim} ${err.reason === 'check_failed' ? 'is not the expected one' : err.reason}`;
   if (err instanceof errors.JWKSNoMatchingKey || err instanceof errors.JWSSignatureVerificationFailed)

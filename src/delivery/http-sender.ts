@@ -8,6 +8,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
+import { inert } from '../observability/inert-text.js';
 import { InvalidEndpointUrl } from './endpoint.js';
 import type { AttemptResult } from './policy.js';
 
@@ -17,7 +18,10 @@ export const RESPONSE_EXCERPT_BYTES = 16 * 1024;
 export interface HttpAttempt {
   result: AttemptResult;
   durationMs: number;
+  /** The body's start, made inert (src/observability/inert-text.ts): the merchant's words, stored in the ledger only. */
   responseExcerpt?: string;
+  /** How many bytes of the body were read (at most RESPONSE_EXCERPT_BYTES): what spans and logs say of it. */
+  responseBytes?: number;
   /** Low-level detail of a connection error (code), never the request. */
   errorDetail?: string;
 }
@@ -85,7 +89,8 @@ export function sendWebhookRequest(options: SendOptions): Promise<HttpAttempt> {
               typeof response.headers['retry-after'] === 'string' ? response.headers['retry-after'] : undefined,
           },
           durationMs: elapsed(),
-          responseExcerpt: Buffer.concat(chunks).toString('utf8'),
+          responseExcerpt: inert(Buffer.concat(chunks).toString('utf8')),
+          responseBytes: kept,
         });
       response.on('data', (chunk: Buffer) => {
         if (kept < RESPONSE_EXCERPT_BYTES) {

@@ -21,6 +21,7 @@ import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { ADMIN_VERBS, verbById, type AdminContext, type AdminVerb, type VerbInput } from '../operations/admin-verbs.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
+import { inert, inertLines } from '../observability/inert-text.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
@@ -126,7 +127,8 @@ async function localVerbs(config: Config, regionOption: string | undefined): Pro
 function table(rows: Record<string, unknown>[]): string {
   if (rows.length === 0) return '(none)';
   const columns = Object.keys(rows[0]!);
-  const cell = (v: unknown) => (v instanceof Date ? v.toISOString() : v === null || v === undefined ? '' : String(v));
+  const cell = (v: unknown) =>
+    v instanceof Date ? v.toISOString() : v === null || v === undefined ? '' : inert(String(v));
   const widths = columns.map((c) => Math.min(60, Math.max(c.length, ...rows.map((r) => cell(r[c]).length))));
   const line = (values: string[]) => values.map((v, i) => v.slice(0, widths[i]).padEnd(widths[i]!)).join('  ');
   return [
@@ -392,7 +394,8 @@ async function runVerb(
     const answer = await verbs.call(verb.id, input);
     const shown = (SHOWN[verb.id] ?? ((a) => JSON.stringify(a, null, 2)))(answer, input, verbs.region);
     const { human, json = answer, code = 0 } = typeof shown === 'string' ? { human: shown } : shown;
-    out(global.json ? JSON.stringify(json, null, 2) : human);
+    // What the ledger stored from outside (a merchant's answer) prints inert, here and in every verb's text.
+    out(inertLines(global.json ? JSON.stringify(json, null, 2) : human));
     return code;
   } finally {
     await verbs.close();
@@ -660,20 +663,24 @@ const NAMED = [
  */
 export function operatorErrorText(err: unknown, json: boolean): string | undefined {
   if (!NAMED.some((type) => err instanceof type)) return undefined;
-  const e = err as Error;
-  if (!json) return `${e.name}${err instanceof OperatorError ? `(${err.code})` : ''}: ${e.message}`;
-  if (err instanceof AdminApiError) {
+  // A message may quote what a caller or the admin API said: printed inert, as every answer is.
+  return inertLines(namedErrorText(err as Error, json));
+}
+
+function namedErrorText(e: Error, json: boolean): string {
+  if (!json) return `${e.name}${e instanceof OperatorError ? `(${e.code})` : ''}: ${e.message}`;
+  if (e instanceof AdminApiError) {
     return JSON.stringify({
-      error: err.error,
-      ...(err.code ? { code: err.code } : {}),
-      message: err.detail,
-      status: err.status,
-      requestId: err.requestId,
+      error: e.error,
+      ...(e.code ? { code: e.code } : {}),
+      message: e.detail,
+      status: e.status,
+      requestId: e.requestId,
     });
   }
   return JSON.stringify({
     error: e.name,
-    ...(err instanceof OperatorError ? { code: err.code } : {}),
+    ...(e instanceof OperatorError ? { code: e.code } : {}),
     message: e.message,
   });
 }

@@ -50,6 +50,7 @@ import {
   type WebhookHeaders,
 } from '../delivery/standard-webhooks.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
+import { inert } from '../observability/inert-text.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import * as events from '../sql/processor-events.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
@@ -275,7 +276,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
           errorCode: refusal.code,
           message: refusal.message,
           eventId,
-          bodyExcerpt: body === null ? null : body.slice(0, REFUSED_EXCERPT_CHARS).replaceAll('\u0000', ''),
+          bodyExcerpt: body === null ? null : inert(body.slice(0, REFUSED_EXCERPT_CHARS)),
         }),
         REFUSAL_RECORD_TIMEOUT_MS,
       );

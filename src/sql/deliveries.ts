@@ -227,8 +227,6 @@ export const attemptCountedOnAdmission = (
             RETURNING attempt_count`;
 
 /** Merchant response excerpts are stored as text: strip NUL, which Postgres text cannot hold. */
-const storable = (text: string | undefined) => (text === undefined ? null : text.replaceAll('\u0000', ''));
-
 export interface AttemptRecord {
   webhookId: string;
   attemptNumber: number;
@@ -243,6 +241,7 @@ export interface AttemptRecord {
   durationMs: number;
   statusCode: number | null;
   errorClass: string | null;
+  /** Made inert when it was read (src/delivery/http-sender.ts): no control character, NUL included. */
   responseExcerpt: string | undefined;
   outcome: 'delivered' | 'retry' | 'quarantine';
   next?: { delayMs: number; reason: string };
@@ -290,7 +289,7 @@ export async function recordAttempt(
       a.durationMs,
       a.statusCode,
       a.errorClass,
-      storable(a.responseExcerpt),
+      a.responseExcerpt ?? null,
       a.outcome,
       a.next?.delayMs ?? null,
       a.next?.reason ?? null,
@@ -312,7 +311,14 @@ export async function markAwaited(db: Queryable, webhookId: string, waitMs: numb
   );
 }
 
-/** pending -> quarantined, with its reason; a no-op for a delivery no longer pending. */
+/** How much of the policy run's last response `last_error` quotes after a quarantine's detail. */
+const QUARANTINE_EXCERPT_CHARS = 200;
+
+/**
+ * pending -> quarantined, with its reason; a no-op for a delivery no longer pending. `last_error` is the detail (the
+ * failure's message, which never quotes the merchant) and the start of what the merchant answered last in this policy
+ * run, from the attempt log: what an operator reads in `quarantine list`.
+ */
 export async function quarantineDelivery(
   db: Queryable,
   webhookId: string,
@@ -320,9 +326,12 @@ export async function quarantineDelivery(
   detail: string,
 ): Promise<void> {
   await db.query(
-    `UPDATE webhook_deliveries
+    `UPDATE webhook_deliveries d
         SET status = 'quarantined', quarantine_reason = $2::text, quarantined_at = now(),
-            last_error = $3::text
+            last_error = $3::text || coalesce(': ' || nullif(left(
+              (SELECT a.response_excerpt FROM delivery_attempts a
+                WHERE a.webhook_id = d.webhook_id AND a.policy_run = ${POLICY_RUN_SQL}
+                ORDER BY a.attempt_number DESC LIMIT 1), ${QUARANTINE_EXCERPT_CHARS}), ''), '')
       WHERE webhook_id = $1::text AND status = 'pending'`,
     [webhookId, reason, detail],
   );

@@ -101,6 +101,7 @@ beforeAll(async () => {
       audience: US_API,
       rolesClaim: 'roles',
       clockToleranceSeconds: 5,
+      maxTokenAgeSeconds: 86_400,
     }),
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -196,12 +197,22 @@ describe('every endpoint of the admin API', () => {
     );
   }, 120_000);
 
-  it('answers 401 to no token, an expired one, one for another region, service or audience, one with no subject, and one signed by a key the issuer never published', async () => {
+  it('answers 401 to no token, an expired one, one living past a day or with no issue time, one for another region, service or audience, one with no subject, and one signed by a key the issuer never published', async () => {
     const roles = [...ROLES];
     const audience = US_API;
     const bad = {
       none: undefined,
       expired: await oidc.mint({ subject: 'olga', roles, audience, expiresAt: Math.floor(Date.now() / 1000) - 120 }),
+      // A token lives a day at most (API_TOKEN_MAX_AGE): from its issue to its expiry, and from its issue to now.
+      'valid until the year 33658': await oidc.mint({ subject: 'olga', roles, audience, expiresAt: 1e12 }),
+      'issued two days ago': await oidc.mint({
+        subject: 'olga',
+        roles,
+        audience,
+        issuedAt: Math.floor(Date.now() / 1000) - 2 * 86_400,
+        expiresAt: Math.floor(Date.now() / 1000) + 3_600,
+      }),
+      'no issue time': await oidc.mint({ subject: 'olga', roles, audience, issuedAt: null }),
       'the EU API’s': await oidc.token('olga', adminAudience('eu')),
       'the codec endpoint’s': await oidc.token('olga', CODEC_AUDIENCE),
       'Temporal’s': await oidc.mint({ subject: 'olga', roles, audience: 'temporal-frontend' }),
@@ -209,15 +220,17 @@ describe('every endpoint of the admin API', () => {
       'foreign key': await oidc.mintForeign({ subject: 'olga', roles, audience }),
       'not a JWT': 'not-a-token',
     };
-    // The provider's own key signs a token the API accepts: what the bad ones lack is only what their name says.
+    // The provider's own key signs a token the API accepts, for a day: what the bad ones lack is only what their name
+    // says.
+    const sendsStatus = ADMIN_VERBS.find((v) => v.id === 'sends.status')!;
+    const aDay = Math.floor(Date.now() / 1000) + 86_400;
     expect(
-      (
-        await call(
-          ADMIN_VERBS.find((v) => v.id === 'sends.status')!,
-          await oidc.mint({ subject: 'olga', roles, audience }),
-        )
-      ).status,
+      (await call(sendsStatus, await oidc.mint({ subject: 'olga', roles, audience, expiresAt: aDay }))).status,
     ).toBe(200);
+    expect((await call(sendsStatus, bad['valid until the year 33658'])).body.message).toMatch(
+      /valid for \d+ s, longer than 86400 s/,
+    );
+    expect((await call(sendsStatus, bad['issued two days ago'])).body.message).toMatch(/issued too long ago/);
     for (const verb of ADMIN_VERBS) {
       for (const [kind, token] of Object.entries(bad)) {
         const answer = await call(verb, token);
@@ -699,6 +712,7 @@ describe('the codec endpoint behind the same identity', () => {
       audience: CODEC_AUDIENCE,
       rolesClaim: 'roles',
       clockToleranceSeconds: 5,
+      maxTokenAgeSeconds: 86_400,
     });
     const { logger, lines } = capturedLogger('codec-server');
     /** Who encoded or decoded what: its lines about payloads (Fastify also says where it listens). */

@@ -28,7 +28,7 @@ import { SERVER_SIDE_CAUSES } from '../../bench/chaos-run.js';
 const key1 = { id: 'k1', key: randomBytes(32) };
 /** How the codec endpoint and a client read the test region's payloads. */
 const EU_READER = { namespace: 'hold-sweeper-eu', unencrypted: 'pass' } as const;
-/** What a rejecting merchant answers: its excerpt is quoted in the failure message, which must be encrypted. */
+/** What a rejecting merchant answers: neither it nor the failure it causes may be in clear in a history. */
 const REJECTION_BODY = '{"error":"iban DE89370400440532013000 unknown"}';
 const key2 = { id: 'k2', key: randomBytes(32) };
 
@@ -83,7 +83,7 @@ beforeAll(async () => {
   eu = await harness.region('eu', { payloadKeys: [key1] });
   await harness.startWorker(eu);
   night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3, future: 1 }, harness.merchants);
-  // One merchant rejects with a body: its excerpt lands in a failure message (it must not be in clear).
+  // One merchant rejects with a body: a failure (its message names the status) the history must not hold in clear.
   const rejecting = night.merchantIds[1]!;
   harness.merchants.script(rejecting, {
     secrets: [night.secrets.get(rejecting)!],

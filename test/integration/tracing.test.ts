@@ -2,14 +2,18 @@
  * One trace per hold's story, on the real stack: a processor callback's span in the receiver, the signal-with-start
  * it sends, the hold's event workflow, the event's application, the child workflow that delivers its webhook and the
  * webhook attempt share one trace id (OpenTelemetry through the SDK's interceptors, src/observability/tracing.ts), as
- * an in-memory exporter receives them; the receiver's log line about the callback names that trace.
+ * an in-memory exporter receives them; the receiver's log line about the callback names that trace. What a merchant
+ * answers stays in the ledger, inert: never in a span, a worker's log line, or raw on an operator's terminal.
  */
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import type { LogEntry } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startTracing, type Tracing } from '../../src/observability/tracing.js';
+import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { seedNight } from '../support/ledger.js';
+import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { capturedLogger } from '../support/logs.js';
+import { withOps } from '../support/ops.js';
 import { startTestReceiver, tracedClient } from '../support/processor.js';
 import { waitUntil } from '../support/wait.js';
 
@@ -17,10 +21,12 @@ let harness: Harness;
 let us: TestRegion;
 let tracing: Tracing;
 const exporter = new InMemorySpanExporter();
+/** Every entry the workers log from WARN up (a failed activity's among them), the SDK core's included. */
+const workerLog: LogEntry[] = [];
 
 beforeAll(async () => {
   tracing = startTracing('hold-sweeper-test', { processor: new SimpleSpanProcessor(exporter) });
-  harness = await openHarness();
+  harness = await openHarness({ logSink: (entry) => workerLog.push(entry) });
   us = await harness.region('us');
   await harness.startWorker(us, undefined, undefined, { tracing });
 });
@@ -103,4 +109,89 @@ it('a processor callback, the workflow it signals, the event applied and its web
   } finally {
     await close();
   }
+}, 120_000);
+
+/** A merchant's answer that commands a terminal: a window title, a colour, a clipboard write, a C1 CSI, a new line. */
+const HOSTILE_BODY = '\x1b]0;pwned\x07\x1b[31mRED\x1b]52;c;ZXZpbA==\x07 secret-excerpt-words\u009b2J\nsecond line';
+/** The same, inert: what the ledger keeps and an operator reads. */
+const HOSTILE_INERT =
+  '\\u001b]0;pwned\\u0007\\u001b[31mRED\\u001b]52;c;ZXZpbA==\\u0007 secret-excerpt-words\\u009b2J\\nsecond line';
+/** Any of the merchant's words. */
+const MERCHANT_WORDS = /pwned|ZXZpbA|secret-excerpt-words|second line/;
+/** A control character other than a line break. */
+const CONTROL_BUT_LINE_BREAK = /(?!\n)\p{Cc}/u;
+
+it("a merchant's answer stays in the ledger, inert: no span, no worker log line quotes it, the ops CLI prints it escaped", async () => {
+  const night = await seedNight(us.pool, 'us', `${harness.id}mx`, { expired: 1, merchants: 1 }, harness.merchants);
+  const merchantId = night.merchantIds[0]!;
+  harness.merchants.script(merchantId, {
+    secrets: [night.secrets.get(merchantId)!],
+    responses: [{ status: 400, body: HOSTILE_BODY }],
+  });
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: us.config.taskQueue,
+    workflowId: `sweep-us-${harness.id}-mx`,
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
+  });
+  const quarantined = async () =>
+    (
+      await us.pool.query<{ webhook_id: string; last_error: string; response_excerpt: string }>(
+        `SELECT d.webhook_id, d.last_error, a.response_excerpt
+           FROM webhook_deliveries d JOIN delivery_attempts a USING (webhook_id)
+          WHERE d.hold_id = $1 AND d.status = 'quarantined'`,
+        [night.expired[0]!.id],
+      )
+    ).rows[0];
+  await waitUntil(async () => (await quarantined()) !== undefined, 'the webhook quarantined as rejected');
+  const row = (await quarantined())!;
+  // The ledger keeps the merchant's words, inert: the attempt's excerpt, and its start on the quarantined delivery.
+  expect(row.response_excerpt).toBe(HOSTILE_INERT);
+  expect(row.last_error).toBe(`HTTP 400 from merchant ${merchantId} (not retryable): ${HOSTILE_INERT}`);
+
+  // The attempt's span says its status and size; no span says a word of the answer.
+  const workflowId = await holdWorkflowIdOf(us.pool, 'us', night.expired[0]!.id);
+  const attemptSpan = () =>
+    exporter
+      .getFinishedSpans()
+      .find((s) => s.name === 'RunActivity:deliverWebhook' && s.attributes.temporalWorkflowId === workflowId);
+  await waitUntil(async () => attemptSpan() !== undefined, "the rejected attempt's span exported");
+  expect(attemptSpan()!.attributes).toMatchObject({
+    'webhook.status_class': '4xx',
+    'http.response.status_code': 400,
+    'webhook.response_bytes': Buffer.byteLength(HOSTILE_BODY),
+  });
+  expect(attemptSpan()!.status.message).toBe(`HTTP 400 from merchant ${merchantId} (not retryable)`);
+  const spans = JSON.stringify(
+    exporter
+      .getFinishedSpans()
+      .map((s) => ({ name: s.name, attributes: s.attributes, status: s.status, events: s.events })),
+  );
+  expect(spans).not.toMatch(MERCHANT_WORDS);
+  // Nor its ESC or BEL, as JSON.stringify escapes them or as the ledger keeps them.
+  expect(spans).not.toMatch(/\\u001b|\\u0007/);
+
+  // The worker logged the failed attempt (its failure and stack), without the answer.
+  const logged = workerLog.map(
+    (e) =>
+      `${e.message} ${JSON.stringify(e.meta, (_, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : v))}`,
+  );
+  expect(logged.filter((l) => l.includes(`HTTP 400 from merchant ${merchantId}`))).not.toEqual([]);
+  expect(logged.join('\n')).not.toMatch(MERCHANT_WORDS);
+  expect(logged.join('\n')).not.toMatch(CONTROL_BUT_LINE_BREAK);
+
+  // The operator's terminal: what the ledger holds prints escaped, a row written raw (before its text was made inert)
+  // included.
+  await withOps(us, 'dev', async (ops, lines) => {
+    expect(await ops('quarantine', 'list', '--merchant', merchantId, '--json')).toBe(0);
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject([{ lastError: row.last_error }]);
+    await us.pool.query('UPDATE webhook_deliveries SET last_error = $2 WHERE webhook_id = $1', [
+      row.webhook_id,
+      HOSTILE_BODY,
+    ]);
+    expect(await ops('quarantine', 'list', '--merchant', merchantId)).toBe(0);
+    expect(lines.at(-1)).toContain('\\u001b]0;pwned\\u0007\\u001b[31mRED');
+    expect(await ops('quarantine', 'list', '--merchant', merchantId, '--json')).toBe(0);
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject([{ lastError: HOSTILE_BODY }]);
+    expect(lines.join('\n')).not.toMatch(CONTROL_BUT_LINE_BREAK);
+  });
 }, 120_000);

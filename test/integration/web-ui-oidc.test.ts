@@ -82,6 +82,7 @@ beforeAll(async () => {
         audience: CODEC_AUDIENCE,
         rolesClaim: 'roles',
         clockToleranceSeconds: 5,
+        maxTokenAgeSeconds: 86_400,
       }),
       [{ namespace: eu.config.namespace, region: 'eu' }],
     ),

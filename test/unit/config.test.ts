@@ -399,6 +399,26 @@ describe('config', () => {
     expect(redactUrl(url)).toBe('mysql://ledger:***@db/ledger');
   });
 
+  it.each([
+    ['password', 'mysql://ledger@db/ledger?password=Pw5xQz8k&sslmode=require', 'Pw5xQz8k'],
+    ['sslpassword', 'mysql://ledger@db/ledger?sslmode=verify-full&sslpassword=Pw5xQz8k', 'Pw5xQz8k'],
+    ['a percent-encoded PassWord', 'mysql://db/ledger?user=ledger&Pass%57ord=Pw5xQz8k', 'Pw5xQz8k'],
+    ['api_token holding an @ and a #', 'mysql://db/ledger?api_token=Pw5x@Qz8k#frag', 'Pw5x@Qz8k#frag'],
+    ['client_secret after a stray ?', 'mysql://db/ledger?sslmode=require?client_secret=Pw5xQz8k', 'Pw5xQz8k'],
+    ['sslkey, besides a password in the user information', 'mysql://u:Pw5x@db/l?sslkey=Qz8k', 'Qz8k'],
+  ])('never echoes a secret in a query parameter: %s', (_what, url, secret) => {
+    const err = configError({ DATABASE_URL_US: url });
+    expect(err.message).toContain('DATABASE_URL_US');
+    for (const part of [secret, ...secret.split(/[@#]/), 'Pw5x']) expect(err.message).not.toContain(part);
+    expect(redactUrl(url)).toMatch(/=\*\*\*($|&)/);
+  });
+
+  it('keeps the parameters that hold no secret, as written', () => {
+    expect(
+      redactUrl('postgres://ledger:Pw5x@db:5432/ledger?sslmode=verify-full&application_name=ops&sslpassword=x'),
+    ).toBe('postgres://ledger:***@db:5432/ledger?sslmode=verify-full&application_name=ops&sslpassword=***');
+  });
+
   it('a bounded sweep: SWEEP_TIMEOUT defaults to 100 pages × 60 s + the final release wait + slack, and never undercuts that wait', () => {
     expect(DEFAULT_SWEEP_TIMEOUT_MS).toBe(100 * 60_000 + DEFAULT_RELEASE_WAIT_MS + 10 * 60_000);
     // config.ts keeps its own copy so that loading configuration never loads workflow code.
@@ -575,6 +595,7 @@ describe('the admin API’s config', () => {
       audience: 'hold-sweeper-admin-us',
       rolesClaim: 'roles',
       clockToleranceSeconds: 30,
+      maxTokenAgeSeconds: 86_400,
       tls: { certFile: '/c.pem', keyFile: '/k.pem' },
       behindTlsProxy: false,
     });
@@ -584,6 +605,17 @@ describe('the admin API’s config', () => {
     expect(
       loadApiConfig({ ...production, API_BEHIND_TLS_PROXY: 'true', API_REGION: 'us' }, loadConfig(production)).region,
     ).toBe('us');
+  });
+
+  it("a bearer token lives a day unless said, on the admin API's verifier and the codec endpoint's alike", () => {
+    const behind = { ...production, API_BEHIND_TLS_PROXY: 'true' };
+    expect(loadApiConfig({ ...behind, API_TOKEN_MAX_AGE: '2h' }, loadConfig(production)).maxTokenAgeSeconds).toBe(
+      7_200,
+    );
+    const codec = { CODEC_OIDC_ISSUER: 'https://login.example.com/realms/ops' };
+    expect(loadConfig(codec).codecServer.oidc?.maxTokenAgeSeconds).toBe(86_400);
+    expect(loadConfig({ ...codec, CODEC_OIDC_TOKEN_MAX_AGE: '15m' }).codecServer.oidc?.maxTokenAgeSeconds).toBe(900);
+    expect(apiError({ ...behind, API_TOKEN_MAX_AGE: 'forever' }).variable).toBe('API_TOKEN_MAX_AGE');
   });
 
   it('the merchant API: its own address and TLS settings, the same refusal without TLS in production', () => {

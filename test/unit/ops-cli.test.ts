@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { ConfigError } from '../../src/errors.js';
 import { ADMIN_VERBS } from '../../src/operations/admin-verbs.js';
-import { AdminApiUnreachable } from '../../src/ops/admin-client.js';
-import { runOps } from '../../src/ops/cli.js';
+import { AdminApiError, AdminApiUnreachable } from '../../src/ops/admin-client.js';
+import { operatorErrorText, runOps } from '../../src/ops/cli.js';
 
 /** Nothing configured at all: not even HOLD_SWEEPER_MODE. */
 const NOTHING = {};
@@ -129,4 +129,21 @@ it('names the URL of an admin API that does not answer, and why, instead of "fet
   await expect(runOps(['sweeps', 'pause', '--by', 'ann', '--reason', 'x'], () => undefined, env)).rejects.toThrow(
     /--by="ann" is invalid: expected nothing/,
   );
+});
+
+describe('a named error prints inert', () => {
+  it("what the admin API's message quotes reaches the terminal escaped, in text and in JSON", () => {
+    const quoting = new AdminApiError(
+      409,
+      'InvalidMerchantSetting',
+      undefined,
+      'bad url \x1b]0;pwned\x07\u009b2J',
+      'r1',
+    );
+    const text = operatorErrorText(quoting, false)!;
+    expect(text).toBe('AdminApiError: InvalidMerchantSetting: bad url \\u001b]0;pwned\\u0007\\u009b2J [request r1]');
+    const json = operatorErrorText(quoting, true)!;
+    expect(json).not.toMatch(/\p{Cc}/u);
+    expect(JSON.parse(json)).toMatchObject({ message: 'bad url \x1b]0;pwned\x07\u009b2J', status: 409 });
+  });
 });
