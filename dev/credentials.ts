@@ -23,48 +23,66 @@ import { adminAudience, CODEC_AUDIENCE } from '../src/contracts/identity.js';
 import { REGIONS } from '../src/contracts/regions.js';
 import { SERVICE_ROLES } from '../src/db/roles.js';
 import { createClusterPki } from './pki.js';
-import { createTokenSigner, TEMPORAL_AUDIENCE } from './token-issuer.js';
+import { createTokenSigner, serviceSubject, TEMPORAL_AUDIENCE, type ServiceCaller } from './token-issuer.js';
 
 export interface Caller {
   /** The client certificate's name (client-<name>.pem) and the token's file (<name>.token). */
   name: string;
+  /**
+   * The token's subject. A service's names its caller in deploy/temporal/server/cluster-rights.json before the @
+   * (serviceSubject): the cluster allows it that caller's methods, in the namespaces its permissions name.
+   */
+  subject: string;
   /** Temporal's permissions claim; none: a certificate only (the Web UI server forwards each user's own token). */
   permissions: readonly string[];
   who: string;
 }
 
+const SERVICE_WHO: Record<ServiceCaller, string> = {
+  worker: 'worker',
+  receiver: 'processor receiver',
+  'admin-api': 'admin API (operators’ verbs on their verified behalf)',
+};
+
 /** Every caller of the compose stack's Temporal and what it may do there. */
 export const COMPOSE_CALLERS: readonly Caller[] = [
   {
     name: 'temporal-setup',
+    subject: 'temporal-setup@hold-sweeper',
     permissions: ['temporal-system:admin'],
     who: 'the one-shot setup: namespaces, search attributes',
   },
-  { name: 'worker-us', permissions: ['hold-sweeper-us:write'], who: 'the US worker' },
-  { name: 'worker-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU worker' },
-  { name: 'receiver-us', permissions: ['hold-sweeper-us:write'], who: 'the US processor receiver' },
-  { name: 'receiver-eu', permissions: ['hold-sweeper-eu:write'], who: 'the EU processor receiver' },
-  {
-    name: 'api-us',
-    permissions: ['hold-sweeper-us:write'],
-    who: 'the US admin API (operators’ verbs on their verified behalf)',
-  },
-  {
-    name: 'api-eu',
-    permissions: ['hold-sweeper-eu:write'],
-    who: 'the EU admin API (operators’ verbs on their verified behalf)',
-  },
+  // A service per region: its token's subject names the service, its permissions the region's namespace.
+  ...(['worker', 'receiver', 'api'] as const).flatMap((prefix) =>
+    REGIONS.map((region): Caller => {
+      const service: ServiceCaller = prefix === 'api' ? 'admin-api' : prefix;
+      const namespace = `hold-sweeper-${region}`;
+      return {
+        name: `${prefix}-${region}`,
+        subject: serviceSubject(service, namespace),
+        permissions: [`${namespace}:write`],
+        who: `the ${region.toUpperCase()} ${SERVICE_WHO[service]}`,
+      };
+    }),
+  ),
   {
     name: 'operator',
-    permissions: ['hold-sweeper-us:admin', 'hold-sweeper-eu:admin'],
-    who: 'an operator: the ops CLI, the temporal CLI',
+    subject: 'operator@hold-sweeper',
+    permissions: REGIONS.map((region) => `hold-sweeper-${region}:admin`),
+    who: 'an operator and the deploy step (npm run promote): the ops CLI, the temporal CLI',
   },
   {
     name: 'on-call',
-    permissions: ['hold-sweeper-us:read', 'hold-sweeper-eu:read'],
+    subject: 'on-call@hold-sweeper',
+    permissions: REGIONS.map((region) => `hold-sweeper-${region}:read`),
     who: 'on-call, reading: the Web UI, the temporal CLI',
   },
-  { name: 'web-ui', permissions: [], who: 'the Web UI server (its certificate; each request carries its user token)' },
+  {
+    name: 'web-ui',
+    subject: '',
+    permissions: [],
+    who: 'the Web UI server (its certificate; each request carries its user token)',
+  },
 ];
 
 /**
@@ -198,7 +216,7 @@ export async function writeComposeCredentials(
   for (const caller of COMPOSE_CALLERS) {
     await pki.client(caller.name);
     if (caller.permissions.length === 0) continue;
-    const token = await signer.token(`${caller.name}@hold-sweeper`, caller.permissions, { expiresIn: `${validDays}d` });
+    const token = await signer.token(caller.subject, caller.permissions, { expiresIn: `${validDays}d` });
     await write(`tokens/${caller.name}.token`, token);
   }
 

@@ -60,7 +60,7 @@ export const TEMPORAL_SERVER_MODULE = path.join(TEMPORAL_DEPLOY_DIR, 'server');
 async function serverSourceHash(): Promise<string> {
   const hash = createHash('sha256');
   for (const file of (await fs.readdir(TEMPORAL_SERVER_MODULE)).sort()) {
-    if (!/\.(go|mod|sum)$/.test(file)) continue;
+    if (!/\.(go|mod|sum|json)$/.test(file)) continue;
     hash
       .update(file)
       .update('\0')

@@ -2,7 +2,8 @@
  * Tokens for a locked Temporal cluster the local stack and the tests run: an ES256 key (the algorithms Temporal's
  * default JWT claim mapper takes are RS256 and ES256), its JWKS (served on loopback for the tests' cluster, written
  * to a file for docker-compose.yml's), and signed tokens carrying Temporal's `permissions` claim
- * (`<namespace>:<read|write|admin>`, `temporal-system:admin` for the whole cluster). Temporal's mapper checks the
+ * (`<namespace>:<read|write|admin>`, `temporal-system:admin` for the whole cluster) and a subject, which names a
+ * service to the cluster's authorizer (serviceSubject). Temporal's mapper checks the
  * signature, `exp` and `aud`, never `iss`: each token names the audience the cluster is configured with.
  *
  * Production uses its identity provider's JWKS instead (docs/cluster.md). A full OIDC provider for people signing in
@@ -18,6 +19,18 @@ import { exportJWK, generateKeyPair, SignJWT, type JWK } from 'jose';
  * not pass.
  */
 export const TEMPORAL_AUDIENCE = 'temporal-frontend';
+
+/**
+ * The services that call the cluster, each a caller of deploy/temporal/server/cluster-rights.json. The cluster knows a
+ * service by its token's subject (serviceSubject), and allows it that caller's methods only.
+ */
+export type ServiceCaller = 'worker' | 'receiver' | 'admin-api';
+
+/**
+ * A service's token subject: `<service>@<namespace>`. The authorizer reads the part before the @; the namespace after
+ * it tells one region's token from another's in the cluster's log (its permissions claim is what grants the namespace).
+ */
+export const serviceSubject = (service: ServiceCaller, namespace: string): string => `${service}@${namespace}`;
 
 export interface TokenOptions {
   /** A jose time span ('1h', '30d'), or the expiry in seconds since the epoch (one in the past: an expired token). */

@@ -459,8 +459,8 @@ export const VARIABLES = {
   ),
   WORKER_SET_CURRENT: documented(
     oneOf(SET_CURRENT_MODES, undefined, SET_CURRENT_MODES.join(', ')),
-    '`if-none` (production), `always` (dev)',
-    'when a starting worker makes its build current: `if-none` only on a first deploy (later builds wait for `temporal worker deployment set-current-version`), `always`, or `never` (the operator promotes)',
+    '`never` (production), `always` (dev)',
+    'when a starting worker makes its build current: `never` (the deploy step promotes: `npm run promote` with the namespace admin credential), `always`, or `if-none` (only on a first deploy)',
   ),
   WEBHOOK_TRUSTED_NETWORKS: documented(
     networks(),

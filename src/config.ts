@@ -187,9 +187,9 @@ export interface DeploymentConfig {
   /** WORKER_BUILD_ID (the image's git revision); undefined = derived from the workflow bundle's content. */
   readonly buildId: string | undefined;
   /**
-   * WORKER_SET_CURRENT: `if-none` (production's default) makes this build current only when the deployment has no
-   * current version yet (a first deploy), so later builds wait for `temporal worker deployment set-current-version`;
-   * `always` (dev's default) makes each starting build current; `never` leaves it to the operator.
+   * WORKER_SET_CURRENT: `never` (production's default) leaves it to the deploy step (`npm run promote`, with the
+   * namespace's admin credential: a worker's may not); `always` (dev's default) makes each starting build current;
+   * `if-none` only when the deployment has no current version yet (a cluster that lets workers promote).
    */
   readonly setCurrent: SetCurrentMode;
 }
@@ -430,8 +430,9 @@ export interface LoadConfigOptions {
   /**
    * What this process connects to, so that production requires of it only the credentials it uses: `used` (the
    * default), the ledger and Temporal; `ledger-only` (`npm run migrate`): DATABASE_URL_<R>, not TEMPORAL_ADDRESS, TLS
-   * or PAYLOAD_KEYS_<R>; `temporal-only` (`npm run promote`): TEMPORAL_ADDRESS and its TLS, no ledger and no payload
-   * (it sends none); `not-used` (the codec endpoint, which checks its payload keys itself): neither.
+   * or PAYLOAD_KEYS_<R>; `temporal-only` (`npm run promote`): TEMPORAL_ADDRESS, its TLS and PAYLOAD_KEYS_<R> (the
+   * schedules' arguments are payloads), no ledger; `not-used` (the codec endpoint, which checks its payload keys
+   * itself): neither.
    */
   connections?: 'used' | 'ledger-only' | 'temporal-only' | 'not-used';
 }
@@ -525,7 +526,7 @@ function requireProductionRegion(
   if (!regionConfig.temporalAddress && usesTemporal) {
     reading.refuse(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
   }
-  if (!regionConfig.payloadKeys && connections === 'used') {
+  if (!regionConfig.payloadKeys && usesTemporal) {
     reading.refuse(
       `PAYLOAD_KEYS_${up}`,
       undefined,
@@ -632,7 +633,7 @@ export function loadConfig(
     deployment: Object.freeze({
       deploymentName: v.WORKER_DEPLOYMENT_NAME,
       buildId: v.WORKER_BUILD_ID,
-      setCurrent: v.WORKER_SET_CURRENT ?? (mode === 'dev' ? 'always' : 'if-none'),
+      setCurrent: v.WORKER_SET_CURRENT ?? (mode === 'dev' ? 'always' : 'never'),
     }),
     regions: Object.freeze(regions),
     webhooks: Object.freeze({

@@ -47,8 +47,8 @@ export class DeploymentError extends Error {
     detail: string,
   ) {
     super(
-      `Worker Deployment version ${version} ${detail}. Make it current by hand ` +
-        '(temporal worker deployment set-current-version) or set WORKER_SET_CURRENT=never and promote it later.',
+      `Worker Deployment version ${version} ${detail}. Make it current with npm run promote (the namespace's admin ` +
+        'credential) or by hand (temporal worker deployment set-current-version), and start workers with WORKER_SET_CURRENT=never.',
     );
   }
 }

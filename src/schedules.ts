@@ -1,10 +1,10 @@
 /**
  * Three Temporal Schedules per region: one starts the regional sweep, one the outbox reconciler, one the retention
- * job. Creating them is idempotent: an existing schedule is updated to the configured spec instead, so every worker
- * start-up can call `ensureSweepSchedule`, `ensureOutboxSchedule` and `ensureRetentionSchedule`.
+ * job. Creating them is idempotent: an existing schedule is updated to the configured spec instead, so every deploy
+ * can apply them (`applySchedules`: `npm run promote` in production, each worker's start-up in dev mode).
  */
 import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
-import type { OutboxConfig, RegionConfig, RetentionConfig, SweepConfig } from './config.js';
+import type { Config, OutboxConfig, RegionConfig, RetentionConfig, SweepConfig } from './config.js';
 import { outboxWorkflowIdPrefix, retentionWorkflowIdPrefix, sweepWorkflowIdPrefix } from './contracts/ids.js';
 import type { SweepInput } from './contracts/domain.js';
 import type { ReconcileOutboxWorkflowInput } from './contracts/outbox.js';
@@ -114,6 +114,17 @@ export async function ensureRetentionSchedule(
   retention: RetentionConfig,
 ): Promise<'created' | 'updated'> {
   return ensureSchedule(client, retentionScheduleOptions(region, retention));
+}
+
+/** The region's three schedules as `config` says, each created or updated. */
+export async function applySchedules(
+  client: Client,
+  region: RegionConfig,
+  config: Pick<Config, 'sweep' | 'outbox' | 'retention'>,
+): Promise<void> {
+  await ensureSweepSchedule(client, region, config.sweep);
+  await ensureOutboxSchedule(client, region, config.outbox);
+  await ensureRetentionSchedule(client, region, config.retention);
 }
 
 async function ensureSchedule(client: Client, options: ScheduleOptions): Promise<'created' | 'updated'> {

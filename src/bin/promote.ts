@@ -1,24 +1,33 @@
 /**
- * `npm run promote -- --build-id <id> [--region us] [--deadline 10m]`: makes a build the current version of the
- * region's worker deployment (docs/deploys.md, "Rolling out"), the step a rollout most often fails at under load. It
- * waits until the new build polls every task queue the current one does (the server refuses a promotion before:
- * "missing active task queues"), then promotes it, giving each call 10 s and trying again until the deadline; a call
- * that timed out is checked first, since it may have taken effect. It prints why it is still waiting.
+ * `npm run promote [-- --build-id <id>] [--region us] [--deadline 10m]`: the deploy step that applies what a deploy
+ * changes on Temporal (docs/deploys.md, "Rolling out"): the build that is current in the region's worker deployment,
+ * then, in production, the region's schedules (created, or updated to this build's configuration; in dev mode each
+ * starting worker applies them). It runs with the namespace's admin credential (`<namespace>:admin`, the `operator`
+ * caller of deploy/temporal/server/cluster-rights.json): a service's token may do neither. Exit code 1 at once when
+ * the cluster refuses the credential. The build is --build-id, or this image's own (WORKER_BUILD_ID, or the hash of the bundle at
+ * WORKFLOW_BUNDLE_PATH, as its workers compute it). It waits until the new build polls every task queue the current
+ * one does (the server refuses a promotion before: "missing active task queues"), then promotes it, giving each call
+ * 10 s and trying again until the deadline; a call that timed out is checked first, since it may have taken effect.
+ * It prints why it is still waiting.
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us TEMPORAL_ADDRESS=... TEMPORAL_TLS_...=... \
- *   npm run promote -- --build-id 3f2a1c9                       (in the image: node dist/bin/promote.js ...)
+ *   TEMPORAL_API_KEY_FILE=<the namespace admin's token> PAYLOAD_KEYS_US=... \
+ *   npm run promote -- --build-id 3f2a1c9                       (in the image: node dist/bin/promote.js)
  *
- * Exit codes: 0 current (made so, or already), 2 a configuration error, 1 not made current by the deadline.
+ * Exit codes: 0 current (made so, or already), 2 a configuration error, 1 not made current (refused, or the deadline).
  */
 import '../node-version.js';
+import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { dataConverterFor } from '../codec/encryption-codec.js';
+import { applySchedules } from '../schedules.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
-import { setCurrentVersionIfWanted } from '../workers/deployment.js';
+import { buildIdOf, setCurrentVersionIfWanted } from '../workers/deployment.js';
 
 /** Long enough for a new build's workers to start and poll on a loaded cluster; a promotion usually takes seconds. */
 const DEFAULT_DEADLINE = '10m';
@@ -30,10 +39,9 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: { 'build-id': { type: 'string' }, region: { type: 'string' }, deadline: { type: 'string' } },
   });
-  const buildId = values['build-id'];
-  if (!buildId) throw new ConfigError('--build-id', undefined, "the new build's id (WORKER_BUILD_ID of its workers)");
   const deadlineMs = parseDuration('--deadline', values.deadline ?? DEFAULT_DEADLINE);
   const config = loadConfig(process.env, ENTRY_POINTS.promote);
+  const buildId = values['build-id'] ?? (await ownBuildId(config.deployment.buildId));
   log.level = config.observability.logLevel.toLowerCase();
   const regions = config.regions.filter((r) => values.region === undefined || r.region === values.region);
   if (regions.length === 0)
@@ -44,7 +52,7 @@ async function main(): Promise<number> {
     if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${region.region.toUpperCase()}`, undefined, 'host:port');
     const connection = await connectClient(region.temporal ?? PLAINTEXT, address);
     try {
-      const client = new Client({ connection, namespace: region.namespace });
+      const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
       const version = { deploymentName: config.deployment.deploymentName, buildId };
       let said = '';
       const outcome = await setCurrentVersionIfWanted(
@@ -59,11 +67,31 @@ async function main(): Promise<number> {
         },
       );
       log.info({ region: region.region, buildId, outcome: outcome.status }, 'promoted');
+      // After the promotion: the schedules' next runs are the new build's to start. In dev mode each starting worker
+      // applies them.
+      if (config.mode !== 'dev') {
+        await applySchedules(client, region, config);
+        log.info({ region: region.region, scheduleId: region.scheduleId }, 'schedules applied');
+      }
     } finally {
       await connection.close();
     }
   }
   return 0;
+}
+
+/** This image's build id, as its workers compute it: WORKER_BUILD_ID, or the hash of its workflow bundle. */
+async function ownBuildId(configured: string | undefined): Promise<string> {
+  if (configured) return configured;
+  const bundlePath = process.env.WORKFLOW_BUNDLE_PATH;
+  const code = bundlePath ? await fs.readFile(bundlePath, 'utf8').catch(() => undefined) : undefined;
+  if (code === undefined)
+    throw new ConfigError(
+      '--build-id',
+      undefined,
+      "the new build's id (WORKER_BUILD_ID of its workers), or WORKFLOW_BUNDLE_PATH: the bundle they run",
+    );
+  return buildIdOf({ code });
 }
 
 main().then(

@@ -2,7 +2,8 @@
  * The production entry point: a worker for the regions in HOLD_SWEEPER_REGIONS against an external Temporal
  * cluster and external ledger databases (in dev mode, unset addresses are a running `npm start`'s, so a second
  * worker can join the demo). Nothing is started or seeded here; migrations are applied (under an
- * advisory lock, so replicas starting together are safe) and the region's schedule is ensured.
+ * advisory lock, so replicas starting together are safe). In dev mode it also applies the region's schedules and makes
+ * its build current; in production both are the deploy step's (`npm run promote`).
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=eu TEMPORAL_ADDRESS=temporal:7233 \
  *   DATABASE_URL_EU=postgres://... PAYLOAD_KEYS_EU=k1:<base64 of 32 bytes> MERCHANT_SECRET_KEYS_EU=k1:<base64> npm run
@@ -28,7 +29,7 @@ import { serveHealth, type ReadinessCheck } from '../observability/health.js';
 import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
-import { ensureOutboxSchedule, ensureRetentionSchedule, ensureSweepSchedule } from '../schedules.js';
+import { applySchedules } from '../schedules.js';
 import { ledgerGaugeSource } from '../sql/gauges.js';
 import { buildIdOf } from '../workers/deployment.js';
 import {
@@ -126,9 +127,9 @@ async function main() {
     const settings = region.temporal ?? PLAINTEXT;
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));
     const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
-    await whenReachable('Temporal', () => ensureSweepSchedule(client, region, config.sweep));
-    await whenReachable('Temporal', () => ensureOutboxSchedule(client, region, config.outbox));
-    await whenReachable('Temporal', () => ensureRetentionSchedule(client, region, config.retention));
+    // The schedules are deployment state: in production `npm run promote` applies them with the namespace's admin
+    // credential, and the worker's own may not change them (deploy/temporal/server/cluster-rights.json).
+    if (config.mode === 'dev') await whenReachable('Temporal', () => applySchedules(client, region, config));
     const nativeConnection = await whenReachable('Temporal', () => connectWorker(settings, address));
     // A key from TEMPORAL_API_KEY_FILE is re-read and handed to both connections: rotated without a restart.
     const stopRefreshing = keepApiKeyFresh(settings, [connection, nativeConnection], (err) =>

@@ -25,6 +25,8 @@ export type SetCurrentOutcome =
   /** Another version is current and the mode is `if-none`, or the mode is `never`: the operator promotes this one. */
   | { status: 'left'; current: string | undefined };
 
+/** gRPC's PERMISSION_DENIED: the cluster's authorizer refused the caller. */
+const PERMISSION_DENIED = 7;
 /** How long a starting worker keeps trying: the server only knows a version once its pollers have reached it. */
 const SET_CURRENT_DEADLINE_MS = 60_000;
 const SET_CURRENT_RETRY_MS = 250;
@@ -88,6 +90,9 @@ export async function setCurrentVersionIfWanted(
       why = `${version.buildId} does not poll ${missing.join(', ')} yet (the current build ${current} does)`;
     } catch (err) {
       why = (err as Error).message;
+      // No wait fixes a credential the cluster refuses (a service's, where the deploy step's admin credential is due).
+      if ((err as { code?: number }).code === PERMISSION_DENIED)
+        throw new DeploymentError(`${version.deploymentName}.${version.buildId}`, `could not be made current: ${why}`);
     }
     if (Date.now() > deadline)
       throw new DeploymentError(`${version.deploymentName}.${version.buildId}`, `could not be made current: ${why}`);

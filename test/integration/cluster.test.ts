@@ -33,6 +33,7 @@ import { loadDevConfig } from '../../dev/dev-config.js';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { FakeMerchants } from '../../dev/fake-merchants.js';
 import { ensureChromium } from '../../dev/chromium.js';
+import { ANYONE, CLUSTER_RIGHTS, mayCall, type RightsService } from '../../dev/cluster-rights.js';
 import { COMPOSE_CALLERS } from '../../dev/credentials.js';
 import { CLUSTER_SERVER_NAME, createClusterPki, type CertificateFiles, type ClusterPki } from '../../dev/pki.js';
 import {
@@ -107,9 +108,14 @@ async function identity(name: string, permissions: readonly string[]): Promise<I
   identities.set(name, made);
   return made;
 }
-/** The callers of the locked cluster and the permissions each holds (docs/security.md). */
+/**
+ * The callers of the locked cluster and the permissions each holds (docs/security.md): a service's token names it by its
+ * subject (`worker@hold-sweeper`), a person's by its role.
+ */
 const operator = () => identity('operator', [`${NAMESPACE}:admin`]);
 const worker = () => identity('worker', [`${NAMESPACE}:write`]);
+const receiverIdentity = () => identity('receiver', [`${NAMESPACE}:write`]);
+const adminApi = () => identity('admin-api', [`${NAMESPACE}:write`]);
 const onCall = () => identity('on-call', [`${NAMESPACE}:read`]);
 /**
  * The TEMPORAL_* variables of a process with `who`'s identity (src/temporal-connection.ts reads them, so does the CLI).
@@ -152,17 +158,18 @@ const workerEnv = (who: Identity, service: 'worker' | 'ops' = 'worker'): Record<
   WEBHOOK_ALLOWED_PORTS: String(merchants.port),
   NODE_EXTRA_CA_CERTS: caFile,
 });
-/** `npm run ops -- <args>` as its own process, with `who`'s identity (exit code and output; never rejects). */
-const ops = (who: Identity, ...args: string[]) =>
+/** `npm run <bin> -- <args>` as its own process, with `who`'s identity (exit code and output; never rejects). */
+const run = (bin: 'ops' | 'promote', who: Identity, ...args: string[]) =>
   new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', path.join(REPO, 'src/bin/ops.ts'), ...args],
-      { env: { ...process.env, ...workerEnv(who, 'ops') }, timeout: 60_000 },
+      ['--import', 'tsx', path.join(REPO, `src/bin/${bin}.ts`), ...args],
+      { env: { ...process.env, ...workerEnv(who, 'ops') }, timeout: 120_000 },
       (err, stdout, stderr) =>
         resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
+const ops = (who: Identity, ...args: string[]) => run('ops', who, ...args);
 let receiver: ReceiverProcess | undefined;
 let connection: Connection | undefined;
 
@@ -243,7 +250,20 @@ it('the production worker on the production Temporal (4 shards on PostgreSQL): a
   await ledger.query(`UPDATE merchants SET delivery_policy = '{"initialBackoffMs": 500, "maxBackoffMs": 5000}'`);
 
   workers = await startWorkerProcesses(2, workerEnv(await worker()));
+  // The deploy step makes their build current and applies the schedules, with the namespace admin's credential
+  // (docs/deploys.md): a worker's is refused at once, and changes neither.
   const client = encryptedClient(connection);
+  const asWorker = await run('promote', await worker());
+  expect(asWorker.code, asWorker.stderr).toBe(1);
+  expect(asWorker.stderr + asWorker.stdout).toMatch(/PERMISSION_DENIED|Request unauthorized/);
+  await expect(client.schedule.getHandle(`c-${id}-sweep-us`).describe()).rejects.toThrow(/not found/i);
+  const promoted = await run('promote', await operator());
+  expect(promoted, promoted.stderr).toMatchObject({ code: 0 });
+  expect(promoted.stdout).toContain('"outcome":"made-current"');
+  expect((await client.schedule.getHandle(`c-${id}-sweep-us`).describe()).action).toMatchObject({
+    workflowType: 'sweepExpiredHolds',
+    taskQueue: TASK_QUEUE,
+  });
   const sweep = await client.workflow.start(sweepExpiredHolds, {
     taskQueue: TASK_QUEUE,
     workflowId: `sweep-${id}`,
@@ -339,7 +359,7 @@ it('the production receiver on the production Temporal: the processor calls back
       // As compose runs it: plain HTTP on loopback, a TLS-terminating proxy in front of it, said.
       PROCESSOR_RECEIVER_BEHIND_TLS_PROXY: 'true',
       PAYLOAD_KEYS_US: PAYLOAD_KEY,
-      ...temporalEnv(await identity('receiver', [`${NAMESPACE}:write`])),
+      ...temporalEnv(await receiverIdentity()),
     },
   });
   workers ??= await startWorkerProcesses(2, workerEnv(await worker()));
@@ -725,7 +745,10 @@ it('the internal-frontend is the cluster’s own: every client certificate the p
     });
   expect(await grpcCall(pki.internode)).toBe('answered (HTTP 200)');
   const operatorId = await operator();
-  const callers = [...COMPOSE_CALLERS.map((c) => c.name), 'cluster-admin', 'operator', 'worker', 'on-call', 'receiver'];
+  const callers = [
+    ...COMPOSE_CALLERS.map((c) => c.name),
+    ...['cluster-admin', 'operator', 'worker', 'on-call', 'receiver', 'admin-api'],
+  ];
   for (const name of callers) {
     const cert = await pki.client(name);
     for (const token of [undefined, operatorId.token]) {
@@ -790,8 +813,8 @@ it('the admin API in production on the locked cluster, as its own caller (its ce
   // An https issuer, as production requires; the API trusts its certificate's CA like any private CA.
   const tls = { cert: await fs.readFile(pki.frontend.cert), key: await fs.readFile(pki.frontend.key) };
   const oidc = await startDevOidcProvider([], { tls });
-  const apiIdentity = await identity('api-us', [`${NAMESPACE}:write`]);
-  // The sweep schedule the region's workers make at start: here, made by the operator, in case no worker ran yet.
+  const apiIdentity = await adminApi();
+  // The sweep schedule the deploy step applies: here, by the operator, in case no deploy ran yet.
   const operatorConnection = await connectAs(await operator());
   const config = loadConfig(workerEnv(await worker()));
   await ensureSweepSchedule(encryptedClient(operatorConnection), config.regions[0]!, config.sweep);
@@ -946,28 +969,28 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
       expect(await outcomeOf(connect({ cert: operatorId.cert, token }).then(list)), what).toBe('PermissionDenied');
     }
 
-    // The worker's token (`:write`): it starts and signals workflows; ending, resetting, batch jobs and namespaces are
-    // not its to do.
-    const asWorker = new Client({ connection: await connect(workerId), namespace: NAMESPACE });
+    // The admin API's token (`:write`): it starts and signals workflows; ending, resetting, batch jobs and namespaces
+    // are not its to do.
+    const asApi = new Client({ connection: await connect(await adminApi()), namespace: NAMESPACE });
     const probeId = `authz-probe-${id}`;
-    const probe = await asWorker.workflow.start('authzProbe', { taskQueue: `c-${id}-nobody`, workflowId: probeId });
+    const probe = await asApi.workflow.start('authzProbe', { taskQueue: `c-${id}-nobody`, workflowId: probeId });
     expect(await outcomeOf(probe.signal('hello'))).toBe('allowed');
-    expect(await outcomeOf(probe.terminate('a worker tries'))).toBe('PermissionDenied');
+    expect(await outcomeOf(probe.terminate('the admin API tries'))).toBe('PermissionDenied');
     expect(await outcomeOf(probe.cancel())).toBe('PermissionDenied');
     expect(
       await outcomeOf(
-        asWorker.workflowService.startBatchOperation({
+        asApi.workflowService.startBatchOperation({
           namespace: NAMESPACE,
           jobId: `c-${id}-batch`,
           visibilityQuery: `WorkflowId = '${probeId}'`,
-          reason: 'a worker tries',
+          reason: 'the admin API tries',
           terminationOperation: {},
         }),
       ),
     ).toBe('PermissionDenied');
     expect(
       await outcomeOf(
-        asWorker.workflowService.registerNamespace({
+        asApi.workflowService.registerNamespace({
           namespace: `c-${id}-rogue`,
           workflowExecutionRetentionPeriod: msToTs('1 day'),
         }),
@@ -1077,3 +1100,109 @@ it('the locked cluster refuses: no client certificate, no token, a token for the
     await Promise.all(opened.map((c) => c.close()));
   }
 }, 300_000);
+
+it('each caller may call exactly what deploy/temporal/server/cluster-rights.json lists: every WorkflowService and OperatorService method, as every caller the project issues credentials for', async () => {
+  const callers: Record<string, Identity | { cert: CertificateFiles; token?: undefined }> = {
+    worker: await worker(),
+    receiver: await receiverIdentity(),
+    'admin-api': await adminApi(),
+    operator: await operator(),
+    'on-call': await onCall(),
+    [ANYONE]: { cert: (await onCall()).cert },
+  };
+  expect(Object.keys(callers).sort()).toEqual(Object.keys(CLUSTER_RIGHTS.callers).sort());
+  const connections = Object.fromEntries(
+    await Promise.all(
+      Object.entries(callers).map(async ([caller, who]) => [
+        caller,
+        await Connection.connect({
+          address: cluster!.address,
+          tls: await lockedClusterTls(pki, who.cert),
+          ...(who.token ? { apiKey: who.token } : {}),
+        }),
+      ]),
+    ),
+  ) as Record<string, Connection>;
+  const services = {
+    WorkflowService: proto.temporal.api.workflowservice.v1.WorkflowService,
+    OperatorService: proto.temporal.api.operatorservice.v1.OperatorService,
+  } as const;
+  /**
+   * What a call with a near-empty request came to: refused by the authorizer, not served by this server version, or
+   * past the authorizer (whatever the handler then made of the request).
+   */
+  const outcome = async (connection: Connection, service: RightsService, method: string, request: object = {}) => {
+    const stub = (service === 'WorkflowService'
+      ? connection.workflowService
+      : connection.operatorService) as unknown as Record<string, (request: object) => Promise<unknown>>;
+    const call = stub[method.charAt(0).toLowerCase() + method.slice(1)]!;
+    try {
+      // A handler that waits (a long poll) has let the call through already: its deadline ends the wait.
+      await connection.withDeadline(Date.now() + 5_000, () => call.call(stub, { namespace: NAMESPACE, ...request }));
+      return 'passed';
+    } catch (err) {
+      const { code, message } = err as { code?: number; message?: string };
+      if (code === PERMISSION_DENIED && message?.includes('Request unauthorized')) return 'refused';
+      // gRPC's own answer to a method the server does not register (a handler's Unimplemented, for a feature this
+      // cluster leaves off, comes after the authorizer let the call through).
+      return code === 12 && /unknown (method|service)/.test(message ?? '') ? 'unserved' : 'passed';
+    }
+  };
+  const rows = await Promise.all(
+    (Object.keys(services) as RightsService[]).flatMap((service) =>
+      Object.keys((services[service] as unknown as { methods: object }).methods).map(async (method) => ({
+        service,
+        method,
+        outcomes: Object.fromEntries(
+          await Promise.all(
+            Object.keys(callers).map(async (caller) => [caller, await outcome(connections[caller]!, service, method)]),
+          ),
+        ) as Record<string, string>,
+      })),
+    ),
+  );
+  // A right the table narrows is refused for the near-empty request above, and allowed for one inside it: the admin
+  // API's PatchSchedule only pauses (of a schedule that does not exist: the handler's NotFound is past the authorizer).
+  const narrowed = await Promise.all(
+    Object.entries(CLUSTER_RIGHTS.narrowed.WorkflowService ?? {}).flatMap(([method, callers]) =>
+      Object.keys(callers).map(async (caller) => ({
+        method,
+        caller,
+        inside: await outcome(connections[caller]!, 'WorkflowService', method, {
+          scheduleId: `c-${id}-none`,
+          patch: { pause: 'the rights matrix' },
+        }),
+      })),
+    ),
+  );
+  expect(narrowed).toEqual([{ method: 'PatchSchedule', caller: 'admin-api', inside: 'passed' }]);
+  await Promise.all(Object.values(connections).map((c) => c.close()));
+  const mismatches: string[] = [];
+  const mark = { passed: '✓', refused: '·', unserved: '-' } as Record<string, string>;
+  const lines = rows.map(({ service, method, outcomes }) => {
+    const cells = Object.keys(callers).map((caller) => {
+      const got = outcomes[caller]!;
+      // A method this server does not serve is one the table must not list; any other answers as the table says.
+      const want =
+        got === 'unserved' && !(method in CLUSTER_RIGHTS.methods[service])
+          ? 'unserved'
+          : mayCall(service, method, caller) && !CLUSTER_RIGHTS.narrowed[service]?.[method]?.[caller]
+            ? 'passed'
+            : 'refused';
+      if (got !== want) mismatches.push(`${service}.${method} as ${caller}: ${got}, the table says ${want}`);
+      return `${mark[got]}${got === want ? ' ' : '!'}`.padEnd(10);
+    });
+    return `${`${service}.${method}`.padEnd(62)}${cells.join('')}`;
+  });
+  console.log(
+    `[cluster] rights (✓ passed the authorizer, · refused, - not served, ! not as the table says; a narrowed right is refused for an empty request):\n${' '.repeat(62)}${Object.keys(
+      callers,
+    )
+      .map((c) => c.padEnd(10))
+      .join('')}\n${lines.join('\n')}`,
+  );
+  expect(mismatches).toEqual([]);
+  // Every method the server serves is in the table, so a new one is refused until someone decides who may call it.
+  const served = rows.filter((r) => Object.values(r.outcomes).some((o) => o !== 'unserved'));
+  expect(served.filter((r) => !(r.method in CLUSTER_RIGHTS.methods[r.service])).map((r) => r.method)).toEqual([]);
+}, 120_000);

@@ -162,7 +162,16 @@ describe('docker-compose.yml', () => {
       ]);
       expect(config.regions[0]!.payloadKeys).toHaveLength(1);
       expect(config.observability.metricsAddress).toBe('0.0.0.0:9464');
-      expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'always' });
+      // Its build is the deploy step's to make current (below): the worker's token may not.
+      expect(config.deployment).toEqual({ deploymentName: 'hold-sweeper', buildId: undefined, setCurrent: 'never' });
+
+      // The deploy step: the same image's promote, as the namespace's admin (the schedules' arguments encrypted).
+      const deployConfig = loadConfig(inContainer('deploy'), ENTRY_POINTS.promote);
+      const deployRegion = deployConfig.regions.find((r) => r.region === region)!;
+      expect(deployRegion.payloadKeys).toHaveLength(1);
+      expect(permissionsIn(await fs.readFile(deployRegion.temporal!.apiKeyFile!, 'utf8'))).toContain(
+        `hold-sweeper-${region}:admin`,
+      );
 
       // The region's processor-event receiver: the same image, its own entry point, a configuration both loaders
       // accept.
@@ -688,7 +697,7 @@ describe('docker-compose.yml', () => {
     const postgresCaps = ['CHOWN', 'DAC_OVERRIDE', 'FOWNER', 'SETGID', 'SETUID'];
     const capsAdded: Record<string, string[]> = { 'temporal-db': postgresCaps, 'ledger-db': postgresCaps };
     // They exit when done, and what depends on them waits for that: no health check.
-    const oneShots = ['temporal-schema', 'temporal-setup', 'ledger-migrate'];
+    const oneShots = ['temporal-schema', 'temporal-setup', 'ledger-migrate', 'deploy'];
     // Run by a person when needed (`docker compose run --rm ops ...`), never by `up`.
     const tools = ['ops'];
     // Its image has nothing to run a check with (Perses's binary alone: no shell, no HTTP client), and nothing waits on

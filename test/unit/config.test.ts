@@ -158,10 +158,11 @@ describe('config', () => {
       PAYLOAD_KEYS_US: key,
       MERCHANT_SECRET_KEYS_US: key,
     });
-    expect(production.deployment.setCurrent).toBe('if-none');
-    expect(loadConfig({ WORKER_BUILD_ID: '3f8aa79', WORKER_SET_CURRENT: 'never' }).deployment).toMatchObject({
+    // Production's build is made current by the deploy step (npm run promote), never by a starting worker.
+    expect(production.deployment.setCurrent).toBe('never');
+    expect(loadConfig({ WORKER_BUILD_ID: '3f8aa79', WORKER_SET_CURRENT: 'if-none' }).deployment).toMatchObject({
       buildId: '3f8aa79',
-      setCurrent: 'never',
+      setCurrent: 'if-none',
     });
     // The same workflow code is the same build; any change to it is another.
     expect(buildIdOf({ code: 'a' })).toBe(buildIdOf({ code: 'a' }));

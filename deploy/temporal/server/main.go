@@ -1,5 +1,5 @@
 // The Temporal server hold-sweeper's clusters run: the stock server of deploy/temporal/server-version with one
-// difference, the authorizer (authorizer.go). Same flags and config files as the upstream binary
+// difference, the authorizer (authorizer.go, allowing what cluster-rights.json lists). Same flags and config files as the upstream binary
 // (`--root --config --env [--zone] start --service ...`, `render-config`), so every command in docs/cluster.md works with either.
 package main
 
@@ -69,7 +69,9 @@ func start(c *cli.Context) error {
 	var authorizer authorization.Authorizer
 	switch auth.Authorizer {
 	case "hold-sweeper":
-		authorizer = newHoldSweeperAuthorizer()
+		if authorizer, err = newHoldSweeperAuthorizer(logger); err != nil {
+			return err
+		}
 	case "":
 		if !c.Bool("allow-no-auth") {
 			return fmt.Errorf("global.authorization.authorizer is empty: every caller could do anything; configure it, or start with --allow-no-auth on purpose")
