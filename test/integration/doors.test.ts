@@ -120,7 +120,13 @@ beforeAll(async () => {
     await createApiKey(us.pool, night.merchantIds[0]!, 'mia', { ratePerSecond: 1_000, burst: 10_000 })
   ).apiKey;
   const verifier = (audience: string) =>
-    createTokenVerifier({ issuer: oidc.issuer, audience, rolesClaim: 'roles', clockToleranceSeconds: 5 });
+    createTokenVerifier({
+      issuer: oidc.issuer,
+      audience,
+      rolesClaim: 'roles',
+      clockToleranceSeconds: 5,
+      maxTokenAgeSeconds: 86_400,
+    });
   apps.push(
     await buildAdminServer({
       context: {
