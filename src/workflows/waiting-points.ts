@@ -269,30 +269,29 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
 ];
 
 /**
- * Each workflow's start, traced or not. A trace reaches a hold's event workflow from the receiver's signal-with-start,
- * and the deliveries, releases and resends started by a traced workflow or by the worker's own client (the outbox
- * reconciler); the sweep, its batches and the scheduled jobs start untraced.
+ * Each workflow's start, traced or not (`start` below: the exits of each). A trace reaches a hold's event workflow from
+ * the receiver's signal-with-start, and the deliveries, releases and resends started by a traced workflow or by the
+ * worker's own client (the outbox reconciler); the sweep, its batches and the scheduled jobs start untraced. A released
+ * build's receiver never traced, and a worker's client starts on the build it belongs to: only a newer receiver's
+ * signal-with-start reaches a released build's event workflow with a trace, and the rest are tracing's own cells.
  */
 function startPoints(): WaitingPoint[] {
-  const traced: readonly WorkflowType[] = [
-    'applyHoldEvents',
-    'deliverHoldEvent',
-    'releaseExpiredHold',
-    'resendWebhook',
-  ];
-  const types = Object.keys(WORKFLOWS_OF).filter((t): t is WorkflowType => t !== 'delivery');
-  return types.map((workflow) => ({
-    workflow,
+  const newlyTraced = { in: 'src/workflows/tracing.cjs', exits: ['traced'] };
+  const start: Record<WorkflowType, Pick<WaitingPoint, 'exits' | 'unreleased'>> = {
+    sweepExpiredHolds: { exits: ['untraced'] },
+    startHoldBatch: { exits: ['untraced'] },
+    reconcileOutbox: { exits: ['untraced'] },
+    pruneLedger: { exits: ['untraced'], unreleased: { in: 'src/workflows/prune-ledger.ts' } },
+    applyHoldEvents: { exits: ['untraced', 'traced'] },
+    deliverHoldEvent: { exits: ['untraced', 'traced'], unreleased: newlyTraced },
+    releaseExpiredHold: { exits: ['untraced', 'traced'], unreleased: newlyTraced },
+    resendWebhook: { exits: ['untraced', 'traced'], unreleased: newlyTraced },
+  };
+  return Object.entries(start).map(([workflow, cells]) => ({
+    workflow: workflow as WorkflowType,
     point: 'start',
     on: { start: true },
-    exits: traced.includes(workflow) ? ['untraced', 'traced'] : ['untraced'],
-    // A released build's receiver never traced, and a worker's client starts on the build it belongs to: only a
-    // newer receiver's signal-with-start reaches a released build's event workflow with a trace.
-    ...(workflow === 'pruneLedger'
-      ? { unreleased: { in: 'src/workflows/prune-ledger.ts' } }
-      : traced.includes(workflow) && workflow !== 'applyHoldEvents'
-        ? { unreleased: { in: 'src/workflows/tracing.cjs', exits: ['traced'] } }
-        : {}),
+    ...cells,
   }));
 }
 
