@@ -6,16 +6,20 @@
  *
  * A point is named `<workflow>.<point>` and is one of: a timer (a `sleep` or a `condition` with a timeout, found in a
  * history by its summary, one of the labels in src/contracts/story.ts), a timer-less wait (found by what the workflow
- * did on entering it), an activity or local activity (by its type), a child workflow start, or the end of a run by
- * continue-as-new. Its exits: `timer` (fired), `signal:<name>` and `update:<name>` (received while waiting and ending
- * the wait), `kept-waiting:<name>` (a signal received that did not end it), `completed:<status>` (an activity's result
- * by its `status`), `completed`, `failed`, `failed:policy` / `failed:unexpected` (a delivery's named failure or any
- * other), `started` / `already-started` (a child), `continued` (continue-as-new), `resumed` (a run started by one).
- * Every point also has the cell `entered`: some recording waits there (a deploy can meet a workflow in it).
+ * did on entering it), an activity or local activity (by its type), a child workflow start, the end of a run by
+ * continue-as-new, or a run's start. Its exits are keyed on the values that choose the workflow's next rulebook row:
+ * `timer` (fired), `signal:<name>` and `update:<name>` (received while waiting and ending the wait), `kept-waiting:<name>`
+ * (a signal received that did not end it), `completed:<status>` (an activity's result by its `status`, or by the
+ * answer test/support/coverage.ts reads for an activity without one: the ledger's word on a decision, the quarantine's
+ * rule), `completed`, `failed`, `failed:<type>` (a delivery's failure by its Temporal failure type, src/contracts/
+ * failures.ts; `failed:unexpected` for any other), `started` / `already-started` (a child), `one-per-run` /
+ * `several-per-run` (how many children of the point one run waits for), `continued` (continue-as-new), `resumed` (a
+ * run started by one), `traced` / `untraced` (a start with a trace context in its header or without). Every point
+ * also has the cell `entered`: some recording waits there (a deploy can meet a workflow in it).
  *
  * Data only: no workflow imports this. The gate's test checks, as far as it can tell from the source, that every label
  * and every activity the workflows use is declared here, and that every declared exit has a recording, or says why it
- * cannot have one (`unrecordable`).
+ * cannot have one (`unrecordable`), or is workflow code the newest release does not have (`unreleased`).
  */
 
 export type WorkflowType =
@@ -57,8 +61,11 @@ export type WaitOn =
   | { untimed: { deliveryStatus: string }; labels?: readonly string[] }
   | { activity: string; labels?: readonly string[] }
   | { localActivity: string; labels?: readonly string[] }
-  | { child: WorkflowType }
+  /** `counted`: the run waits for all of the point's children together, so their number chooses what follows. */
+  | { child: WorkflowType; counted?: true }
   | { continueAsNew: true }
+  /** A run's start, by whether its header carries a trace context (src/workflows/tracing.cjs acts on it). */
+  | { start: true }
   /** A run started by continue-as-new, carrying where its story stood (`resume` or `pending` in its input). */
   | { resumedRun: true };
 
@@ -69,6 +76,12 @@ export interface WaitingPoint {
   exits: readonly string[];
   /** Exits no recording can show, each with why. */
   unrecordable?: Readonly<Record<string, string>>;
+  /**
+   * Cells of workflow code added after the newest release (`in`: a file of it that the release's tree lacks, which
+   * test/unit/golden-coverage.test.ts checks): no released build can have written them yet. `exits`: only these;
+   * otherwise the whole point.
+   */
+  unreleased?: { in: string; exits?: readonly string[] };
 }
 
 /**
@@ -78,18 +91,28 @@ export interface WaitingPoint {
 function deliveryPoints(): WaitingPoint[] {
   const workflow = 'delivery';
   const answers = ['completed:delivered', 'completed:wait', 'completed:held', 'completed:already_terminal'];
+  // Each named failure quarantines with its own reason (DELIVERY_FAILURE_TYPES).
+  const named = [
+    'failed:WebhookRejected',
+    'failed:EndpointGone',
+    'failed:InvalidEndpointUrl',
+    'failed:MissingSigningSecret',
+    'failed:InvalidDeliveryPolicyError',
+  ];
   return [
     {
       workflow,
       point: 'deliver-fast',
       on: { localActivity: 'deliverWebhook', labels: ['holdLabels.deliver'] },
-      exits: [...answers, 'completed:hand_over', 'failed:retryable', 'failed:policy', 'failed:unexpected'],
+      // The retryable failure waits, then the regular activity; any other unnamed one hands over to it.
+      exits: [...answers, 'completed:hand_over', 'failed:WebhookAttemptFailed', ...named, 'failed:unexpected'],
     },
     {
       workflow,
       point: 'deliver',
       on: { activity: 'deliverWebhook', labels: ['holdLabels.deliverWithRetries'] },
-      exits: [...answers, 'failed'],
+      // `WebhookAttemptFailed`: its retries ran out within the horizon (quarantined as exhausted).
+      exits: [...answers, 'failed:WebhookAttemptFailed', ...named],
       unrecordable: {
         'completed:already_terminal':
           "a retry of the regular activity finding its own earlier attempt's end in the ledger: an attempt lost after the ledger recorded it and before Temporal did, which a golden night cannot arrange",
@@ -110,7 +133,8 @@ function deliveryPoints(): WaitingPoint[] {
       workflow,
       point: 'quarantine',
       on: { activity: 'quarantineDelivery', labels: ['holdLabels.quarantine'] },
-      exits: ['completed'],
+      // The worker's rule for deciding it (QUARANTINE_FOUR_EYES): what the wait for a human takes.
+      exits: ['completed:four-eyes', 'completed:one-approver'],
     },
     {
       workflow,
@@ -131,7 +155,15 @@ function deliveryPoints(): WaitingPoint[] {
       workflow,
       point: 'decide',
       on: { activity: 'decideQuarantine', labels: ['holdLabels.decision'] },
-      exits: ['completed'],
+      // The ledger's word: refused (wait for a human again), recorded as asked (its decision chooses the row), or
+      // recorded, but the ledger holds another decision for the run, which stands.
+      exits: [
+        'completed:refused',
+        'completed:recorded:replay',
+        'completed:recorded:discard',
+        'completed:recorded:abandon',
+        'completed:overruled',
+      ],
     },
     { workflow, point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
     { workflow, point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
@@ -139,8 +171,18 @@ function deliveryPoints(): WaitingPoint[] {
 }
 
 export const WAITING_POINTS: readonly WaitingPoint[] = [
-  { workflow: 'sweepExpiredHolds', point: 'list', on: { activity: 'listExpiredHolds' }, exits: ['completed'] },
-  { workflow: 'sweepExpiredHolds', point: 'batches', on: { child: 'startHoldBatch' }, exits: ['started'] },
+  {
+    workflow: 'sweepExpiredHolds',
+    point: 'list',
+    on: { activity: 'listExpiredHolds' },
+    exits: ['completed:more-pages', 'completed:last-page'],
+  },
+  {
+    workflow: 'sweepExpiredHolds',
+    point: 'batches',
+    on: { child: 'startHoldBatch', counted: true },
+    exits: ['started', 'one-per-run', 'several-per-run'],
+  },
   { workflow: 'sweepExpiredHolds', point: 'finish', on: { activity: 'finishSweep' }, exits: ['completed'] },
   { workflow: 'sweepExpiredHolds', point: 'run', on: { continueAsNew: true }, exits: ['continued'] },
   { workflow: 'sweepExpiredHolds', point: 'resumed', on: { resumedRun: true }, exits: ['resumed'] },
@@ -215,6 +257,7 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     point: 'prune',
     on: { activity: 'pruneLedger' },
     exits: ['completed'],
+    unreleased: { in: 'src/workflows/prune-ledger.ts' },
   },
   {
     workflow: 'resendWebhook',
@@ -222,7 +265,35 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     on: { activity: 'reopenForResend', labels: ['resendLabels.reopen'] },
     exits: ['completed:reopened', 'completed:refused'],
   },
+  ...startPoints(),
 ];
+
+/**
+ * Each workflow's start, traced or not (`start` below: the exits of each). A trace reaches a hold's event workflow from
+ * the receiver's signal-with-start, and the deliveries, releases and resends started by a traced workflow or by the
+ * worker's own client (the outbox reconciler); the sweep, its batches and the scheduled jobs start untraced. A released
+ * build's receiver never traced, and a worker's client starts on the build it belongs to: only a newer receiver's
+ * signal-with-start reaches a released build's event workflow with a trace, and the rest are tracing's own cells.
+ */
+function startPoints(): WaitingPoint[] {
+  const newlyTraced = { in: 'src/workflows/tracing.cjs', exits: ['traced'] };
+  const start: Record<WorkflowType, Pick<WaitingPoint, 'exits' | 'unreleased'>> = {
+    sweepExpiredHolds: { exits: ['untraced'] },
+    startHoldBatch: { exits: ['untraced'] },
+    reconcileOutbox: { exits: ['untraced'] },
+    pruneLedger: { exits: ['untraced'], unreleased: { in: 'src/workflows/prune-ledger.ts' } },
+    applyHoldEvents: { exits: ['untraced', 'traced'] },
+    deliverHoldEvent: { exits: ['untraced', 'traced'], unreleased: newlyTraced },
+    releaseExpiredHold: { exits: ['untraced', 'traced'], unreleased: newlyTraced },
+    resendWebhook: { exits: ['untraced', 'traced'], unreleased: newlyTraced },
+  };
+  return Object.entries(start).map(([workflow, cells]) => ({
+    workflow: workflow as WorkflowType,
+    point: 'start',
+    on: { start: true },
+    ...cells,
+  }));
+}
 
 /** `<workflow>.<point>.<exit>`: one cell of the coverage matrix. */
 export const coverageKey = (workflow: string, point: string, exit: string) => `${workflow}.${point}.${exit}`;

@@ -11,6 +11,9 @@ import { coverageKey, WAITING_POINTS, WORKFLOWS_OF, type WaitingPoint } from '..
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
 
+/** Where the SDK's OpenTelemetry interceptors carry a trace context (src/workflows/tracing.cjs reads it too). */
+const TRACE_HEADER = '_tracer-data';
+
 const LABELS: Record<string, Record<string, (...args: never[]) => string>> = { holdLabels, holdEventsLabels };
 
 /**
@@ -47,17 +50,34 @@ const summaryOf = (event: HistoryEvent) => {
   return typeof value === 'string' ? value : undefined;
 };
 
-/** `completed:<status>` when the result is an object with a string status, else `completed`. */
-function completedExit(result: Payload | null | undefined): string {
-  const value = jsonValue(result) as { status?: unknown } | undefined;
+/**
+ * The answer of an activity whose result has no `status`, keyed on what chooses the workflow's next row: the ledger's
+ * word on a decision (refused; recorded as asked, by decision; recorded, but another decision stands), the rule a
+ * quarantine is decided under, whether a sweep's page is its last.
+ */
+const ANSWERS: Record<string, (result: Record<string, unknown>, input: Record<string, unknown> | undefined) => string> =
+  {
+    decideQuarantine: (r, input) =>
+      !r.recorded ? 'refused' : r.decision === input?.decision ? `recorded:${String(r.decision)}` : 'overruled',
+    quarantineDelivery: (r) => (r.fourEyes ? 'four-eyes' : 'one-approver'),
+    listExpiredHolds: (r) => (r.next ? 'more-pages' : 'last-page'),
+  };
+
+/** `completed:<answer>`: the result's status, or what ANSWERS reads of it; `completed` for anything else. */
+function completedExit(type: string | undefined, result: Payload | null | undefined, input?: Payload | null): string {
+  const value = jsonValue(result) as Record<string, unknown> | undefined;
+  const answer = type && ANSWERS[type];
+  if (answer && value) return `completed:${answer(value, jsonValue(input) as Record<string, unknown> | undefined)}`;
   return typeof value?.status === 'string' ? `completed:${value.status}` : 'completed';
 }
 
+/** `failed:<type>` for a delivery's failure the rulebook names (src/contracts/failures.ts), else `failed:unexpected`. */
 function failedExit(failure: temporal.api.failure.v1.IFailure | null | undefined, point: WaitingPoint): string {
   if (!point.exits.some((e) => e.startsWith('failed:'))) return 'failed';
-  const type = failure?.applicationFailureInfo?.type ?? failure?.cause?.applicationFailureInfo?.type;
-  if (type === RETRYABLE_DELIVERY_FAILURE && point.exits.includes('failed:retryable')) return 'failed:retryable';
-  return type && type in DELIVERY_FAILURE_TYPES ? 'failed:policy' : 'failed:unexpected';
+  const type = failure?.applicationFailureInfo?.type ?? failure?.cause?.applicationFailureInfo?.type ?? '';
+  return Object.hasOwn(DELIVERY_FAILURE_TYPES, type) || type === RETRYABLE_DELIVERY_FAILURE
+    ? `failed:${type}`
+    : 'failed:unexpected';
 }
 
 /**
@@ -123,13 +143,16 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
   const find = (test: (point: WaitingPoint) => boolean) => points.find(test);
 
   const input = jsonValue(started?.input?.payloads?.[0]) as Record<string, unknown> | undefined;
+  const start = find((p) => 'start' in p.on);
+  if (start) add(start, started?.header?.fields?.[TRACE_HEADER] ? 'traced' : 'untraced');
   const resumed = find((p) => 'resumedRun' in p.on);
   if (resumed && input && (input.resume !== undefined || input.pending !== undefined || input.progress !== undefined))
     add(resumed, 'resumed');
 
   const openTimers = new Map<string, WaitingPoint>();
-  const activities = new Map<string, WaitingPoint>();
+  const activities = new Map<string, { point: WaitingPoint; input: Payload | null | undefined }>();
   const children = new Map<string, WaitingPoint>();
+  const counted: WaitingPoint[] = [];
   events.forEach((e, index) => {
     const summary = summaryOf(e);
     if (e.timerStartedEventAttributes) {
@@ -198,7 +221,10 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
       const type = e.activityTaskScheduledEventAttributes.activityType?.name;
       const point = find((p) => 'activity' in p.on && p.on.activity === type);
       if (point) {
-        activities.set(String(e.eventId ?? index + 1), point);
+        activities.set(String(e.eventId ?? index + 1), {
+          point,
+          input: e.activityTaskScheduledEventAttributes.input?.payloads?.[0],
+        });
         enter(point);
       }
     }
@@ -207,10 +233,11 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
       e.activityTaskFailedEventAttributes ??
       e.activityTaskTimedOutEventAttributes;
     if (done) {
-      const point = activities.get(String(done.scheduledEventId));
-      if (point && e.activityTaskCompletedEventAttributes)
-        add(point, completedExit(e.activityTaskCompletedEventAttributes.result?.payloads?.[0]));
-      else if (point)
+      const { point, input } = activities.get(String(done.scheduledEventId)) ?? {};
+      if (point && e.activityTaskCompletedEventAttributes) {
+        const type = 'activity' in point.on ? point.on.activity : undefined;
+        add(point, completedExit(type, e.activityTaskCompletedEventAttributes.result?.payloads?.[0], input));
+      } else if (point)
         add(
           point,
           failedExit(
@@ -224,7 +251,7 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
       const data = jsonValue(marker.details?.data?.payloads?.[0]) as { activity_type?: string } | undefined;
       const point = find((p) => 'localActivity' in p.on && p.on.localActivity === data?.activity_type);
       if (point && marker.failure) add(point, failedExit(marker.failure, point));
-      else if (point) add(point, completedExit(marker.details?.result?.payloads?.[0]));
+      else if (point) add(point, completedExit(data?.activity_type, marker.details?.result?.payloads?.[0]));
     }
     if (e.startChildWorkflowExecutionInitiatedEventAttributes) {
       const type = e.startChildWorkflowExecutionInitiatedEventAttributes.workflowType?.name;
@@ -232,6 +259,7 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
       if (point) {
         children.set(String(e.eventId ?? index + 1), point);
         enter(point);
+        if ('counted' in point.on) counted.push(point);
       }
     }
     if (e.childWorkflowExecutionStartedEventAttributes) {
@@ -247,14 +275,25 @@ export function coverageOf(history: temporal.api.history.v1.IHistory): Set<strin
       if (point) add(point, 'continued');
     }
   });
+  // How many children of a counted point the run waited for together.
+  for (const point of new Set(counted)) {
+    add(point, counted.filter((p) => p === point).length === 1 ? 'one-per-run' : 'several-per-run');
+  }
   return covered;
 }
 
-/** Every declared cell: `<workflow>.<point>.<exit>` -> why it cannot be recorded, or undefined. */
+/**
+ * Every declared cell: `<workflow>.<point>.<exit>` -> why no released build can have recorded it (unrecordable, or
+ * workflow code the newest release lacks), or undefined.
+ */
 export function declaredCells(): Map<string, string | undefined> {
+  const unreleased = (p: WaitingPoint, exit: string) =>
+    p.unreleased && (p.unreleased.exits ?? [exit]).includes(exit) ? `unreleased: needs ${p.unreleased.in}` : undefined;
   return new Map(
     WAITING_POINTS.flatMap((p) =>
-      ['entered', ...p.exits].map((exit) => [coverageKey(p.workflow, p.point, exit), p.unrecordable?.[exit]] as const),
+      ['entered', ...p.exits].map(
+        (exit) => [coverageKey(p.workflow, p.point, exit), p.unrecordable?.[exit] ?? unreleased(p, exit)] as const,
+      ),
     ),
   );
 }

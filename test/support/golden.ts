@@ -37,8 +37,8 @@ const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
 export const WORKFLOW_IDS_FILE = 'workflow-ids.json';
 
 /**
- * Beside each set: what each history covers of src/workflows/waiting-points.ts (test/support/coverage.ts), file by
- * file.
+ * Beside each set: each cell of src/workflows/waiting-points.ts its histories show (test/support/coverage.ts), and the
+ * histories that show it.
  */
 export const COVERAGE_FILE = 'coverage.json';
 
@@ -137,7 +137,7 @@ export async function replayFailures(
 /**
  * Adds one history to the set in `out` (a release's directory), as `<name>-<n>.json.gz` (n: the files already there, so
  * names never collide), and its workflow id to the set's workflow-ids.json. Never removes a file: several recorders add
- * to one release's set.
+ * to one release's set. `npm run golden:coverage` then rewrites the set's coverage.json.
  */
 export async function addRecording(
   out: string,
@@ -152,20 +152,34 @@ export async function addRecording(
   const ids: Record<string, string> = JSON.parse(await fsp.readFile(idsFile, 'utf8').catch(() => '{}'));
   ids[file] = workflowId;
   await fsp.writeFile(idsFile, `${JSON.stringify(ids, null, 2)}\n`);
-  const coverageFile = path.join(out, COVERAGE_FILE);
-  const coverage: Record<string, string[]> = JSON.parse(await fsp.readFile(coverageFile, 'utf8').catch(() => '{}'));
-  coverage[file] = [...coverageOf(history)].sort();
-  await fsp.writeFile(coverageFile, `${JSON.stringify(coverage, null, 2)}\n`);
   return file;
 }
 
-/** Each history's coverage in the set in `dir`, as coverage.json holds it (`npm run golden:coverage` rewrites them). */
+/** Each cell the histories of the set in `dir` show -> the histories that show it (`npm run golden:coverage`). */
 export function coverageMetadataOf(dir: string): Record<string, string[]> {
-  const histories = fs.readdirSync(dir).filter(isHistoryFile).sort();
-  return Object.fromEntries(
-    histories.map((file) => [file, [...coverageOf(readHistoryFile(path.join(dir, file)))].sort()]),
-  );
+  const byCell: Record<string, string[]> = {};
+  for (const file of fs.readdirSync(dir).filter(isHistoryFile).sort())
+    for (const cell of coverageOf(readHistoryFile(path.join(dir, file)))) (byCell[cell] ??= []).push(file);
+  return Object.fromEntries(Object.entries(byCell).sort(([a], [b]) => (a < b ? -1 : 1)));
 }
+
+/** The set's coverage.json, as `npm run golden:coverage` and a recorder write it. */
+export const coverageFileContent = (dir: string) => `${JSON.stringify(coverageMetadataOf(dir), null, 2)}\n`;
+
+/**
+ * The released versions, newest first: the `## <version>` headings of CHANGELOG.md (`## Unreleased` is none). A golden
+ * set exists for each and for nothing else: a set is what a build that ran somewhere wrote.
+ */
+export function releasedVersions(): string[] {
+  const changelog = fs.readFileSync(path.resolve(import.meta.dirname, '../../CHANGELOG.md'), 'utf8');
+  return [...changelog.matchAll(/^## (\d+\.\d+\.\d+)\s*$/gm)].map((m) => m[1]!);
+}
+
+/**
+ * The commit each release was cut from: its source tree is what `unreleased` cells of
+ * src/workflows/waiting-points.ts are checked against (test/unit/golden-coverage.test.ts).
+ */
+export const RELEASE_COMMITS: Readonly<Record<string, string>> = { '1.0.0': 'f6c3f92' };
 
 /** The directory of each committed set of plain histories. */
 export const goldenSetDirs = () =>

@@ -1,10 +1,11 @@
 /**
- * Coverage you cannot forget: the golden sets (test/golden/histories/<release>/) hold a recording of every waiting
- * point the workflows declare (src/workflows/waiting-points.ts), left every way it can be left; each set's
- * coverage.json says what each history covers, and is what the histories show; and the workflows' source waits nowhere
- * the list does not name, as far as a reading of the source can tell. The replay itself is
- * test/integration/golden-histories.test.ts.
+ * Coverage you cannot forget: the golden sets (test/golden/histories/<release>/, one per released version) hold a
+ * recording of every waiting point the workflows declare (src/workflows/waiting-points.ts), left by every rulebook row
+ * it can be left by; each set's coverage.json names the histories that show each cell, and is what the histories show;
+ * and the workflows' source waits nowhere the list does not name, as far as a reading of the source can tell. The
+ * replay itself is test/integration/golden-histories.test.ts.
  */
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
@@ -16,9 +17,17 @@ import * as processor from '../../src/contracts/processor.js';
 import { NON_WAKING_MESSAGES, WAITING_POINTS } from '../../src/workflows/waiting-points.js';
 import { coverageOf, declaredCells, jsonPayload, syntheticHistory } from '../support/coverage.js';
 import { readWorkflowSource } from '../support/workflow-source.js';
-import { COVERAGE_FILE, coverageMetadataOf, goldenSetDirs } from '../support/golden.js';
+import {
+  COVERAGE_FILE,
+  coverageMetadataOf,
+  goldenSetDir,
+  goldenSetDirs,
+  RELEASE_COMMITS,
+  releasedVersions,
+} from '../support/golden.js';
 
 const WORKFLOWS_DIR = path.resolve(import.meta.dirname, '../../src/workflows');
+const REPO = path.resolve(import.meta.dirname, '../..');
 
 describe('golden coverage', () => {
   const sets = goldenSetDirs().map((dir) => ({ release: path.basename(dir), dir, coverage: coverageMetadataOf(dir) }));
@@ -31,7 +40,7 @@ describe('golden coverage', () => {
   });
 
   it('every declared waiting point, and every way out of it, has a recording, or says why it cannot', () => {
-    const recorded = new Set(sets.flatMap(({ coverage }) => Object.values(coverage).flat()));
+    const recorded = new Set(sets.flatMap(({ coverage }) => Object.keys(coverage)));
     const missing = [...declaredCells()]
       .filter(([cell, why]) => !recorded.has(cell) && why === undefined)
       .map(([cell]) => cell);
@@ -39,6 +48,31 @@ describe('golden coverage', () => {
     // And nothing is recorded that the list does not declare: a recording of a way out the list forgot.
     const declared = declaredCells();
     expect([...recorded].filter((cell) => !declared.has(cell))).toEqual([]);
+  });
+
+  it('a golden set exists for each released version in CHANGELOG.md, and for nothing else', () => {
+    const released = releasedVersions();
+    expect(released[0], 'CHANGELOG.md names a release').toMatch(/^\d+\.\d+\.\d+$/);
+    for (const kind of ['histories', 'encrypted'] as const)
+      expect(fs.readdirSync(path.dirname(goldenSetDir('x', kind))).sort(), kind).toEqual([...released].sort());
+    expect(Object.keys(RELEASE_COMMITS).sort()).toEqual([...released].sort());
+    for (const [version, commit] of Object.entries(RELEASE_COMMITS))
+      expect(git('show', `${commit}:CHANGELOG.md`).stdout, `${commit} is release ${version}`).toMatch(
+        new RegExp(`^## ${version.replaceAll('.', '\\.')}\\s*$`, 'm'),
+      );
+  });
+
+  it('a cell excused as unreleased is workflow code the newest release lacks, and no release recorded it', () => {
+    const newest = RELEASE_COMMITS[releasedVersions()[0]!]!;
+    const unreleased = WAITING_POINTS.flatMap((p) => (p.unreleased ? [p.unreleased.in] : []));
+    expect(unreleased.length).toBeGreaterThan(0);
+    for (const file of new Set(unreleased)) {
+      expect(fs.existsSync(path.join(REPO, file)), `${file} exists`).toBe(true);
+      expect(git('cat-file', '-e', `${newest}:${file}`).status, `${file} is not in ${newest}`).not.toBe(0);
+    }
+    const recorded = new Set(sets.flatMap(({ coverage }) => Object.keys(coverage)));
+    const excused = [...declaredCells()].filter(([, why]) => why?.startsWith('unreleased')).map(([cell]) => cell);
+    expect(excused.filter((cell) => recorded.has(cell))).toEqual([]);
   });
 
   it('the workflows wait nowhere the list does not name: every timer, label, activity, child and message in their source is declared', () => {
@@ -78,6 +112,39 @@ describe('golden coverage', () => {
     }
   });
 
+  it("an exit is keyed on what chooses the next row: the ledger's word on a decision, a start's trace header", () => {
+    const decided = (asked: string, answer: object) => {
+      const history = syntheticHistory('releaseExpiredHold', [
+        {
+          activityTaskScheduledEventAttributes: {
+            activityType: { name: 'decideQuarantine' },
+            input: { payloads: [jsonPayload({ decision: asked })] },
+          },
+        },
+        {
+          activityTaskCompletedEventAttributes: {
+            scheduledEventId: 2 as never,
+            result: { payloads: [jsonPayload(answer)] },
+          },
+        },
+      ]);
+      return [...coverageOf(history)].filter((cell) => cell.startsWith('delivery.decide.completed'));
+    };
+    expect(decided('discard', { recorded: false, why: 'no' })).toEqual(['delivery.decide.completed:refused']);
+    expect(decided('discard', { recorded: true, decision: 'discard' })).toEqual([
+      'delivery.decide.completed:recorded:discard',
+    ]);
+    expect(decided('discard', { recorded: true, decision: 'abandon' })).toEqual([
+      'delivery.decide.completed:overruled',
+    ]);
+    const traced = syntheticHistory('applyHoldEvents', []);
+    traced.events![0]!.workflowExecutionStartedEventAttributes!.header = {
+      fields: { '_tracer-data': jsonPayload({}) },
+    };
+    expect(coverageOf(traced)).toContain('applyHoldEvents.start.traced');
+    expect(coverageOf(syntheticHistory('applyHoldEvents', []))).toContain('applyHoldEvents.start.untraced');
+  });
+
   it('a timer in a golden history whose summary is no declared label is a cell the list does not declare', () => {
     const history = syntheticHistory('releaseExpiredHold', [
       { timerStartedEventAttributes: { timerId: '1' } },
@@ -91,6 +158,8 @@ describe('golden coverage', () => {
     ]);
   });
 });
+
+const git = (...args: string[]) => spawnSync('git', args, { cwd: REPO, encoding: 'utf8' });
 
 /** The source of every workflow module (the list of waiting points aside), by file name. */
 const workflowSource = fs
