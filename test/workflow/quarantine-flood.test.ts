@@ -1,10 +1,12 @@
 /**
  * A quarantine stays bounded under a flood of decision signals that do not apply (src/workflows/delivery-tracker.ts,
  * webhook-delivery.ts): the status keeps the newest 50, and once the run's history reaches its budget (2,000 events)
- * the run continues as new, waiting for the same decision, which it then accepts.
+ * the run continues as new, waiting for the same decision, which it then accepts. What is kept of a signal is its
+ * shape, never its payload: the status answer stays under 64 KB and the carried state under 16 KB, whatever callers
+ * send, and whatever a run continued by 1.0.0 (which quoted payloads) carries in.
  */
 import type { WorkflowHandle } from '@temporalio/client';
-import { expect, it } from 'vitest';
+import { expect, it, vi } from 'vitest';
 import { DELIVERY_WORKFLOW_TASK_TIMEOUT_MS } from '../../src/contracts/delivery.js';
 import type { DeliveryResume } from '../../src/contracts/domain.js';
 import {
@@ -47,6 +49,7 @@ const junk = (i: number) => ({ approvedBy: '', reason: 'f'.repeat((i % 100) + 1)
 const bytesOf = (value: unknown) => Buffer.byteLength(JSON.stringify(value));
 /** A flood's test: bounded by the slowest machine's pace, not by anything it waits for on the workflow clock. */
 const FLOOD_TEST_MS = 300_000;
+vi.setConfig({ testTimeout: FLOOD_TEST_MS });
 
 /**
  * Malformed approvals, `batch` at a time, until the run's history reaches `events` (concurrent signals share workflow
@@ -100,259 +103,247 @@ async function continuedWith(handle: WorkflowHandle, firstRunId: string) {
 /** Characters of text in an ignored decision, all its fields together. */
 const textOf = (i: IgnoredSignal) => [i.signal, i.at, i.stage, i.why, i.payload?.type ?? ''].join('').length;
 
-it(
-  'a flood of ignored signals: the status keeps the newest 50, the run continues as new and still takes the decision',
-  async () => {
-    const release = released();
-    const { activities, calls } = stubActivities(w, {
-      release,
-      decideWithinMs: QUARANTINE_TIMEOUT_MS,
-      deliver: [failsWith('WebhookRejected', 1, 'HTTP 400'), delivered(1)],
-    });
-    await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release);
-      const quarantined = (await reachesStage(handle, 'quarantined')) as Extract<HoldStatus, { stage: 'quarantined' }>;
-      const { runId: firstRunId } = await handle.describe();
+it('a flood of ignored signals: the status keeps the newest 50, the run continues as new and still takes the decision', async () => {
+  const release = released();
+  const { activities, calls } = stubActivities(w, {
+    release,
+    decideWithinMs: QUARANTINE_TIMEOUT_MS,
+    deliver: [failsWith('WebhookRejected', 1, 'HTTP 400'), delivered(1)],
+  });
+  await runWorker(w, activities, async (taskQueue) => {
+    const handle = await startHold(w, taskQueue, release);
+    const quarantined = (await reachesStage(handle, 'quarantined')) as Extract<HoldStatus, { stage: 'quarantined' }>;
+    const { runId: firstRunId } = await handle.describe();
 
-      // 60 first: the status keeps the newest 50.
-      // One at a time, so that they arrive in order (concurrent signals may not).
-      let sent = 0;
-      for (; sent < 60; sent++) await handle.signal(approveReplaySignal, junk(sent));
-      const capped = await eventually(
-        () => status(handle),
-        (s) => s.ignoredSignals.at(-1)?.payload?.bytes === bytesOf(junk(59)),
-        'the 60th signal ignored',
-      );
-      expect(capped.ignoredSignals).toHaveLength(KEPT_IGNORED_SIGNALS);
-      expect(capped.ignoredSignals.map((s) => s.payload?.bytes)).toEqual(
-        Array.from({ length: 50 }, (_, k) => bytesOf(junk(10 + k))),
-      );
-      expect(capped.ignoredSignals[0]).toEqual({
-        signal: 'approveReplay',
-        payload: { type: 'object', bytes: bytesOf(junk(10)) },
-        at: expect.any(String),
-        stage: 'quarantined',
-        why: 'malformed approveReplay: "approvedBy" must be a non-empty string of at most 500 characters',
-      });
-
-      sent += await floodUntilContinued(handle, firstRunId, sent);
-      const firstRun = w.env.client.workflow.getHandle(handle.workflowId, firstRunId);
-      expect((await firstRun.describe()).status.name).toBe('CONTINUED_AS_NEW');
-      // It continued in the first workflow task that started at or past the budget (no task completed after it but the
-      // one that continued).
-      const events = (await firstRun.fetchHistory()).events ?? [];
-      const firstPast = events.find(
-        (e) => e.workflowTaskStartedEventAttributes && Number(e.eventId) >= RUN_HISTORY_BUDGET,
-      )!;
-      expect(firstPast).toBeDefined();
-      const completedAfter = events.filter(
-        (e) => e.workflowTaskCompletedEventAttributes && Number(e.eventId) > Number(firstPast.eventId),
-      );
-      expect(completedAfter).toHaveLength(1);
-      expect(events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
-      console.log(`[workflow] ${sent} ignored signals, continued as new at ${events.length} events`);
-
-      // The new run waits for the same decision: same run, reason and since; the status still bounded; DeliveryStatus
-      // kept.
-      const next = await reachesStage(handle, 'quarantined');
-      expect(next).toMatchObject({
-        stage: 'quarantined',
-        policyRun: 1,
-        reason: 'rejected',
-        since: quarantined.since,
-        detail: 'HTTP 400',
-      });
-      expect(next.ignoredSignals.length).toBeGreaterThanOrEqual(20);
-      expect(next.ignoredSignals.length).toBeLessThanOrEqual(KEPT_IGNORED_SIGNALS);
-      expect(await deliveryStatusOf(handle)).toBe('quarantined');
-      // It abandons at the same moment as the first run would have: its wait is what was left, not a fresh timeout.
-      const wait = ((await handle.fetchHistory()).events ?? []).find(
-        (e) => e.timerStartedEventAttributes,
-      )?.timerStartedEventAttributes;
-      expect(Number(wait?.startToFireTimeout?.seconds) * 1000).toBeLessThan(QUARANTINE_TIMEOUT_MS);
-
-      expect(
-        await handle.executeUpdate(discardUpdate, {
-          args: [{ by: 'bob', reason: 'flooded', policyRun: 1, decisionId: `dc_${'f'.repeat(32)}` }],
-        }),
-      ).toEqual({
-        decision: 'discard',
-        policyRun: 1,
-        stage: 'discarded',
-      });
-      expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
-      expect(await deliveryStatusOf(handle)).toBe('discarded');
-    });
-    // Quarantined once (the new run did not quarantine again), decided once.
-    expect(calls.quarantine).toHaveLength(1);
-    expect(calls.release).toHaveLength(1);
-    expect(calls.deliver).toHaveLength(1);
-    expect(calls.decide).toEqual([
-      {
-        webhookId: release.webhookId,
-        policyRun: 1,
-        decision: 'discard',
-        by: 'bob',
-        reason: 'flooded',
-        decisionId: `dc_${'f'.repeat(32)}`,
-      },
-    ]);
-  },
-  FLOOD_TEST_MS,
-);
-
-it(
-  'malformed signals of 150 KB each: kept by their shape only, the status answer and the carried state stay small, and a valid decision still applies',
-  async () => {
-    const release = released();
-    const { activities, calls } = stubActivities(w, {
-      release,
-      decideWithinMs: QUARANTINE_TIMEOUT_MS,
-      deliver: [failsWith('WebhookRejected', 1, 'HTTP 400')],
-    });
-    await runWorker(w, activities, async (taskQueue) => {
-      const handle = await startHold(w, taskQueue, release);
-      await reachesStage(handle, 'quarantined');
-      const { runId: firstRunId } = await handle.describe();
-
-      // Small ones first, to just short of the run's budget, so that the big ones are the newest when it continues.
-      const bigSignals = 25;
-      let sent = await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - 200, 0);
-      sent += await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - bigSignals * 4 + 4, sent, 1);
-      // A bare string is not a decision: the workflow refuses it, and keeps what it was, not what it said. One at a
-      // time, each in its own workflow task (the query after it waits for it).
-      const big = 'x'.repeat(150 * 1024);
-      for (let i = 0; i < bigSignals; i++) {
-        await handle.signal(approveReplaySignal, big);
-        await status(handle);
-      }
-      const flooded = await status(handle);
-      console.log(`[workflow] ${bigSignals} signals of 150 KB: the status answer is ${bytesOf(flooded)} bytes`);
-      // Soft: on a build that quotes payloads, the run still goes on to show what it carries.
-      expect.soft(bytesOf(flooded)).toBeLessThan(STATUS_ANSWER_BYTES);
-      expect
-        .soft(flooded.ignoredSignals.filter((i) => i.payload?.type === 'string').map(({ at: _, ...rest }) => rest))
-        .toEqual(
-          Array.from({ length: bigSignals }, () => ({
-            signal: 'approveReplay',
-            payload: { type: 'string', bytes: bytesOf(big) },
-            stage: 'quarantined',
-            why: 'malformed approveReplay: expected a JSON object, got string',
-          })),
-        );
-
-      await floodUntilContinued(handle, firstRunId, sent);
-      const { inputBytes, delivery } = await continuedWith(handle, firstRunId);
-      console.log(`[workflow] continued as new with an input of ${inputBytes} bytes (${bytesOf(delivery)} carried)`);
-      expect.soft(bytesOf(delivery)).toBeLessThanOrEqual(CARRIED_STATE_BYTES);
-      expect.soft(delivery.ignoredSignals.every((i) => !JSON.stringify(i).includes('xxx'))).toBe(true);
-
-      // The next run waits for the same decision, its status as small, and takes a valid one: the ledger records it.
-      const next = await reachesStage(handle, 'quarantined');
-      expect(bytesOf(next)).toBeLessThan(STATUS_ANSWER_BYTES);
-      await handle.signal(discardSignal, { by: 'bob', reason: 'flooded', decisionId: `dc_${'e'.repeat(32)}` });
-      expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
-    });
-    expect(calls.quarantine).toHaveLength(1);
-    expect(calls.decide).toEqual([
-      {
-        webhookId: release.webhookId,
-        policyRun: 1,
-        decision: 'discard',
-        by: 'bob',
-        reason: 'flooded',
-        decisionId: `dc_${'e'.repeat(32)}`,
-      },
-    ]);
-  },
-  FLOOD_TEST_MS,
-);
-
-it(
-  "a run continued by 1.0.0, carrying its callers' text: bounded on read, and its next run's input at the 16 KB bound, newest kept",
-  async () => {
-    const release = released();
-    const { activities, calls } = stubActivities(w, { release, deliver: [delivered(1)] });
-    // What 1.0.0's continue-as-new carried: the last 20 ignored decisions with who sent them, why, and a quoted payload,
-    // and a quarantine whose detail quoted the merchant (multi-byte text: its bytes count, not its characters).
-    const since = new Date(await w.env.currentTimeMs()).toISOString();
-    const oldEntry = (i: number) => ({
+    // 60 first: the status keeps the newest 50.
+    // One at a time, so that they arrive in order (concurrent signals may not).
+    let sent = 0;
+    for (; sent < 60; sent++) await handle.signal(approveReplaySignal, junk(sent));
+    const capped = await eventually(
+      () => status(handle),
+      (s) => s.ignoredSignals.at(-1)?.payload?.bytes === bytesOf(junk(59)),
+      'the 60th signal ignored',
+    );
+    expect(capped.ignoredSignals).toHaveLength(KEPT_IGNORED_SIGNALS);
+    expect(capped.ignoredSignals.map((s) => s.payload?.bytes)).toEqual(
+      Array.from({ length: 50 }, (_, k) => bytesOf(junk(10 + k))),
+    );
+    expect(capped.ignoredSignals[0]).toEqual({
       signal: 'approveReplay',
-      by: `b${i}`.padEnd(200, 'b'),
-      reason: 'r'.repeat(200),
-      at: since,
+      payload: { type: 'object', bytes: bytesOf(junk(10)) },
+      at: expect.any(String),
       stage: 'quarantined',
-      why: `malformed approveReplay: expected a JSON object, got "${'y'.repeat(50_000)}"`,
+      why: 'malformed approveReplay: "approvedBy" must be a non-empty string of at most 500 characters',
     });
-    const detail = `HTTP 400 from merchant m-1: ${'é'.repeat(6_000)}`;
-    const resume = {
-      release,
-      delivery: {
-        facts: {
-          policyRun: 1,
-          horizonMs: HOUR,
-          leftMs: 0,
-          local: false,
-          busy: 0,
-          attempt: 1,
-          stepAt: Date.parse(since),
-          quarantine: {
-            reason: 'rejected',
-            since,
-            detail,
-            fourEyes: false,
-            abandonsAt: Date.parse(since) + QUARANTINE_TIMEOUT_MS,
-          },
+
+    sent += await floodUntilContinued(handle, firstRunId, sent);
+    const firstRun = w.env.client.workflow.getHandle(handle.workflowId, firstRunId);
+    expect((await firstRun.describe()).status.name).toBe('CONTINUED_AS_NEW');
+    // It continued in the first workflow task that started at or past the budget (no task completed after it but the
+    // one that continued).
+    const events = (await firstRun.fetchHistory()).events ?? [];
+    const firstPast = events.find(
+      (e) => e.workflowTaskStartedEventAttributes && Number(e.eventId) >= RUN_HISTORY_BUDGET,
+    )!;
+    expect(firstPast).toBeDefined();
+    const completedAfter = events.filter(
+      (e) => e.workflowTaskCompletedEventAttributes && Number(e.eventId) > Number(firstPast.eventId),
+    );
+    expect(completedAfter).toHaveLength(1);
+    expect(events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes).toBeTruthy();
+    console.log(`[workflow] ${sent} ignored signals, continued as new at ${events.length} events`);
+
+    // The new run waits for the same decision: same run, reason and since; the status still bounded; DeliveryStatus
+    // kept.
+    const next = await reachesStage(handle, 'quarantined');
+    expect(next).toMatchObject({
+      stage: 'quarantined',
+      policyRun: 1,
+      reason: 'rejected',
+      since: quarantined.since,
+      detail: 'HTTP 400',
+    });
+    expect(next.ignoredSignals.length).toBeGreaterThanOrEqual(20);
+    expect(next.ignoredSignals.length).toBeLessThanOrEqual(KEPT_IGNORED_SIGNALS);
+    expect(await deliveryStatusOf(handle)).toBe('quarantined');
+    // It abandons at the same moment as the first run would have: its wait is what was left, not a fresh timeout.
+    const wait = ((await handle.fetchHistory()).events ?? []).find(
+      (e) => e.timerStartedEventAttributes,
+    )?.timerStartedEventAttributes;
+    expect(Number(wait?.startToFireTimeout?.seconds) * 1000).toBeLessThan(QUARANTINE_TIMEOUT_MS);
+
+    expect(
+      await handle.executeUpdate(discardUpdate, {
+        args: [{ by: 'bob', reason: 'flooded', policyRun: 1, decisionId: `dc_${'f'.repeat(32)}` }],
+      }),
+    ).toEqual({
+      decision: 'discard',
+      policyRun: 1,
+      stage: 'discarded',
+    });
+    expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
+    expect(await deliveryStatusOf(handle)).toBe('discarded');
+  });
+  // Quarantined once (the new run did not quarantine again), decided once.
+  expect(calls.quarantine).toHaveLength(1);
+  expect(calls.release).toHaveLength(1);
+  expect(calls.deliver).toHaveLength(1);
+  expect(calls.decide).toEqual([
+    {
+      webhookId: release.webhookId,
+      policyRun: 1,
+      decision: 'discard',
+      by: 'bob',
+      reason: 'flooded',
+      decisionId: `dc_${'f'.repeat(32)}`,
+    },
+  ]);
+});
+
+it('malformed signals of 150 KB each: kept by their shape only, the status answer and the carried state stay small, and a valid decision still applies', async () => {
+  const release = released();
+  const { activities, calls } = stubActivities(w, {
+    release,
+    decideWithinMs: QUARANTINE_TIMEOUT_MS,
+    deliver: [failsWith('WebhookRejected', 1, 'HTTP 400')],
+  });
+  await runWorker(w, activities, async (taskQueue) => {
+    const handle = await startHold(w, taskQueue, release);
+    await reachesStage(handle, 'quarantined');
+    const { runId: firstRunId } = await handle.describe();
+
+    // Small ones first, to just short of the run's budget, so that the big ones are the newest when it continues.
+    const bigSignals = 25;
+    let sent = await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - 200, 0);
+    sent += await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - bigSignals * 4 + 4, sent, 1);
+    // A bare string is not a decision: the workflow refuses it, and keeps what it was, not what it said. One at a
+    // time, each in its own workflow task (the query after it waits for it).
+    const big = 'x'.repeat(150 * 1024);
+    for (let i = 0; i < bigSignals; i++) {
+      await handle.signal(approveReplaySignal, big);
+      await status(handle);
+    }
+    const flooded = await status(handle);
+    console.log(`[workflow] ${bigSignals} signals of 150 KB: the status answer is ${bytesOf(flooded)} bytes`);
+    // Soft: on a build that quotes payloads, the run still goes on to show what it carries.
+    expect.soft(bytesOf(flooded)).toBeLessThan(STATUS_ANSWER_BYTES);
+    expect
+      .soft(flooded.ignoredSignals.filter((i) => i.payload?.type === 'string').map(({ at: _, ...rest }) => rest))
+      .toEqual(
+        Array.from({ length: bigSignals }, () => ({
+          signal: 'approveReplay',
+          payload: { type: 'string', bytes: bytesOf(big) },
+          stage: 'quarantined',
+          why: 'malformed approveReplay: expected a JSON object, got string',
+        })),
+      );
+
+    await floodUntilContinued(handle, firstRunId, sent);
+    const { inputBytes, delivery } = await continuedWith(handle, firstRunId);
+    console.log(`[workflow] continued as new with an input of ${inputBytes} bytes (${bytesOf(delivery)} carried)`);
+    expect.soft(bytesOf(delivery)).toBeLessThanOrEqual(CARRIED_STATE_BYTES);
+    expect.soft(delivery.ignoredSignals.every((i) => !JSON.stringify(i).includes('xxx'))).toBe(true);
+
+    // The next run waits for the same decision, its status as small, and takes a valid one: the ledger records it.
+    const next = await reachesStage(handle, 'quarantined');
+    expect(bytesOf(next)).toBeLessThan(STATUS_ANSWER_BYTES);
+    await handle.signal(discardSignal, { by: 'bob', reason: 'flooded', decisionId: `dc_${'e'.repeat(32)}` });
+    expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
+  });
+  expect(calls.quarantine).toHaveLength(1);
+  expect(calls.decide).toEqual([
+    {
+      webhookId: release.webhookId,
+      policyRun: 1,
+      decision: 'discard',
+      by: 'bob',
+      reason: 'flooded',
+      decisionId: `dc_${'e'.repeat(32)}`,
+    },
+  ]);
+});
+
+it("a run continued by 1.0.0, carrying its callers' text: bounded on read, and its next run's input at the 16 KB bound, newest kept", async () => {
+  const release = released();
+  const { activities, calls } = stubActivities(w, { release, deliver: [delivered(1)] });
+  // What 1.0.0's continue-as-new carried: the last 20 ignored decisions with who sent them, why, and a quoted payload,
+  // and a quarantine whose detail quoted the merchant (multi-byte text: its bytes count, not its characters).
+  const since = new Date(await w.env.currentTimeMs()).toISOString();
+  const oldEntry = (i: number) => ({
+    signal: 'approveReplay',
+    by: `b${i}`.padEnd(200, 'b'),
+    reason: 'r'.repeat(200),
+    at: since,
+    stage: 'quarantined',
+    why: `malformed approveReplay: expected a JSON object, got "${'y'.repeat(50_000)}"`,
+  });
+  const detail = `HTTP 400 from merchant m-1: ${'é'.repeat(6_000)}`;
+  const resume = {
+    release,
+    delivery: {
+      facts: {
+        policyRun: 1,
+        horizonMs: HOUR,
+        leftMs: 0,
+        local: false,
+        busy: 0,
+        attempt: 1,
+        stepAt: Date.parse(since),
+        quarantine: {
+          reason: 'rejected',
+          since,
+          detail,
+          fourEyes: false,
+          abandonsAt: Date.parse(since) + QUARANTINE_TIMEOUT_MS,
         },
-        deliveryStatus: 'quarantined',
-        lastAttempt: { attemptNumber: 1, outcome: 'HTTP 400', at: since },
-        ignoredSignals: Array.from({ length: 20 }, (_, i) => oldEntry(i)),
       },
-    };
-    await runWorker(w, activities, async (taskQueue) => {
-      const handle = await w.env.client.workflow.start(releaseExpiredHold, {
-        taskQueue,
-        workflowId: `hold-${release.holdId}-old`,
-        typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'quarantined' }],
-        workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
-        args: [{ region: 'us', holdId: release.holdId, expiresAt: since, merchantId: 'm-1', resume } as never],
-      });
-      const read = await reachesStage(handle, 'quarantined');
-      expect(read).toMatchObject({ reason: 'rejected', since, detail });
-      expect(bytesOf(read)).toBeLessThan(STATUS_ANSWER_BYTES);
-      expect(read.ignoredSignals).toHaveLength(20);
-      for (const kept of read.ignoredSignals) {
-        expect(Object.keys(kept).sort()).toEqual(['at', 'signal', 'stage', 'why']);
-        expect(textOf(kept)).toBeLessThanOrEqual(IGNORED_ENTRY_TEXT);
-      }
-      const { runId: firstRunId } = await handle.describe();
-
-      // The new run's ignored decisions and the big detail together pass 16 KB: the oldest entries are left behind.
-      const sent = await floodUntilContinued(handle, firstRunId, 0);
-      const { delivery } = await continuedWith(handle, firstRunId);
-      console.log(`[workflow] carried ${bytesOf(delivery)} bytes, ${delivery.ignoredSignals.length} ignored decisions`);
-      expect(bytesOf(delivery)).toBeLessThanOrEqual(CARRIED_STATE_BYTES);
-      expect(delivery.facts.quarantine?.detail).toBe(detail);
-      // The newest of what the run kept, up to the bound: the one before them would not have fit.
-      const kept = (await w.env.client.workflow.getHandle(handle.workflowId, firstRunId).query(statusQuery))
-        .ignoredSignals;
-      const carried = delivery.ignoredSignals;
-      expect(carried.length).toBeGreaterThan(0);
-      expect(carried.length).toBeLessThan(kept.length);
-      expect(carried).toEqual(kept.slice(-carried.length));
-      expect(bytesOf(delivery) + bytesOf(kept.at(-carried.length - 1)) + 1).toBeGreaterThan(CARRIED_STATE_BYTES);
-      console.log(`[workflow] ${sent} flood signals; carried ${carried.length} of ${kept.length} ignored decisions`);
-
-      const next = await reachesStage(handle, 'quarantined');
-      expect(next).toMatchObject({ reason: 'rejected', since, detail });
-      await handle.signal(approveReplaySignal, {
-        approvedBy: 'alice',
-        reason: 'fixed',
-        decisionId: `dc_${'d'.repeat(32)}`,
-      });
-      expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
+      deliveryStatus: 'quarantined',
+      lastAttempt: { attemptNumber: 1, outcome: 'HTTP 400', at: since },
+      ignoredSignals: Array.from({ length: 20 }, (_, i) => oldEntry(i)),
+    },
+  };
+  await runWorker(w, activities, async (taskQueue) => {
+    const handle = await w.env.client.workflow.start(releaseExpiredHold, {
+      taskQueue,
+      workflowId: `hold-${release.holdId}-old`,
+      typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'quarantined' }],
+      workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
+      args: [{ region: 'us', holdId: release.holdId, expiresAt: since, merchantId: 'm-1', resume } as never],
     });
-    expect(calls.decide).toMatchObject([{ decision: 'replay', by: 'alice', decisionId: `dc_${'d'.repeat(32)}` }]);
-  },
-  FLOOD_TEST_MS,
-);
+    const read = await reachesStage(handle, 'quarantined');
+    expect(read).toMatchObject({ reason: 'rejected', since, detail });
+    expect(bytesOf(read)).toBeLessThan(STATUS_ANSWER_BYTES);
+    expect(read.ignoredSignals).toHaveLength(20);
+    for (const kept of read.ignoredSignals) {
+      expect(Object.keys(kept).sort()).toEqual(['at', 'signal', 'stage', 'why']);
+      expect(textOf(kept)).toBeLessThanOrEqual(IGNORED_ENTRY_TEXT);
+    }
+    const { runId: firstRunId } = await handle.describe();
+
+    // The new run's ignored decisions and the big detail together pass 16 KB: the oldest entries are left behind.
+    const sent = await floodUntilContinued(handle, firstRunId, 0);
+    const { delivery } = await continuedWith(handle, firstRunId);
+    console.log(`[workflow] carried ${bytesOf(delivery)} bytes, ${delivery.ignoredSignals.length} ignored decisions`);
+    expect(bytesOf(delivery)).toBeLessThanOrEqual(CARRIED_STATE_BYTES);
+    expect(delivery.facts.quarantine?.detail).toBe(detail);
+    // The newest of what the run kept, up to the bound: the one before them would not have fit.
+    const kept = (await w.env.client.workflow.getHandle(handle.workflowId, firstRunId).query(statusQuery))
+      .ignoredSignals;
+    const carried = delivery.ignoredSignals;
+    expect(carried.length).toBeGreaterThan(0);
+    expect(carried.length).toBeLessThan(kept.length);
+    expect(carried).toEqual(kept.slice(-carried.length));
+    expect(bytesOf(delivery) + bytesOf(kept.at(-carried.length - 1)) + 1).toBeGreaterThan(CARRIED_STATE_BYTES);
+    console.log(`[workflow] ${sent} flood signals; carried ${carried.length} of ${kept.length} ignored decisions`);
+
+    const next = await reachesStage(handle, 'quarantined');
+    expect(next).toMatchObject({ reason: 'rejected', since, detail });
+    await handle.signal(approveReplaySignal, {
+      approvedBy: 'alice',
+      reason: 'fixed',
+      decisionId: `dc_${'d'.repeat(32)}`,
+    });
+    expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
+  });
+  expect(calls.decide).toMatchObject([{ decision: 'replay', by: 'alice', decisionId: `dc_${'d'.repeat(32)}` }]);
+});
