@@ -5,8 +5,8 @@
  * region's pending and quarantined webhooks older than the grace period, asks Temporal whether each one's workflow
  * runs, and starts a new run of it where none does (same workflow id, same webhook id: src/delivery/starts.ts); a
  * quarantined one's run starts where a continued run would, waiting for the decision (reason, since and deadline as
- * the ledger recorded the quarantine). It reports what it did (a log line per webhook, a counter, its result) and what it could not
- * fix, and records the run in the ledger (outbox_reconciliations), where the workers' gauge reads it.
+ * the ledger recorded the quarantine). It reports what it did (a log line per webhook, a counter, its result) and what
+ * it could not fix, and records the run in the ledger (outbox_reconciliations), where the workers' gauge reads it.
  *
  * It decides nothing about money: the release it restarts is idempotent and finds the hold released, and a delivery
  * re-reads its webhook's status before any request. What it is told (the grace period) only chooses which webhooks it
@@ -122,7 +122,8 @@ export function createOutboxActivities({
       const resume = waitingForDecision(c);
       const retryHorizonMs = resume?.facts.horizonMs ?? 0;
       const started = c.resend
-        ? // The new run asks the worker, which finds the resend recorded by this workflow id and answers its current run.
+        ? // A pending one's new run asks the worker, which finds the resend recorded by this workflow id and answers its
+          // current run; a quarantined one's goes on from the quarantine, as its continued run would.
           await startResend(
             client,
             where,

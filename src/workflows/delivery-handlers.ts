@@ -1,9 +1,9 @@
 /**
  * The messages a delivery workflow answers: `status`, the decisions on a quarantine (`approveReplay`, `discard`, as
  * signals and as Updates) and `merchantResumed`. One synchronous rule (`judge`) takes a decision or refuses it; a
- * refused Update never enters history, a refused signal is kept with why and its payload's shape, never its text. A taken decision waits in the inbox for the
- * loop, which records it (the ledger has the last word) and answers it: the handlers run nothing themselves, so no
- * handler's work outlives the run.
+ * refused Update never enters history, a refused signal is kept with why and its payload's shape, never its text. A
+ * taken decision waits in the inbox for the loop, which records it (the ledger has the last word) and answers it: the
+ * handlers run nothing themselves, so no handler's work outlives the run.
  */
 import { ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
 import {

@@ -1,9 +1,9 @@
 /**
  * The outbox reconciler, one run per region on its own schedule (src/schedules.ts): pending webhooks whose delivery
  * workflow ended without finishing them are delivered again, with their original ids, and quarantined ones wait for
- * their decision again. All of its work is one activity
- * (src/activities/outbox.ts); this workflow is where it runs on a schedule, retries, and shows its report (its
- * result and current details, in the Web UI and `temporal workflow describe`).
+ * their decision again. All of its work is one activity (src/activities/outbox.ts); this workflow is where it runs on
+ * a schedule, retries, and shows its report (its result and current details, in the Web UI and `temporal workflow
+ * describe`).
  *
  * Every change to what this sends Temporal goes behind `patched()`; the golden-history gate replays its recordings.
  */
