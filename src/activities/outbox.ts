@@ -1,10 +1,12 @@
 /**
- * The outbox reconciler's activity: every pending webhook is delivered by a workflow (a hold's release, or an event's
- * delivery), and one whose workflow ended without finishing it (terminated by an operator, timed out) would stay
- * pending forever. Each run pages through the region's pending webhooks older than the grace period, asks Temporal
- * whether each one's workflow runs, and starts a new run of it where none does (same workflow id, same webhook id:
- * src/delivery/starts.ts). It reports what it did (a log line per webhook, a counter, its result) and what it could not
- * fix, and records the run in the ledger (outbox_reconciliations), where the workers' gauge reads it.
+ * The outbox reconciler's activity: every pending or quarantined webhook is driven by a workflow (a hold's release, an
+ * event's delivery, a resend), and one whose workflow ended without finishing it (terminated by an operator, timed
+ * out, failed) would stay pending, or quarantined with nobody to take its decision, forever. Each run pages through the
+ * region's pending and quarantined webhooks older than the grace period, asks Temporal whether each one's workflow
+ * runs, and starts a new run of it where none does (same workflow id, same webhook id: src/delivery/starts.ts); a
+ * quarantined one's run starts where a continued run would, waiting for the decision (reason, since and deadline as
+ * the ledger recorded the quarantine). It reports what it did (a log line per webhook, a counter, its result) and what
+ * it could not fix, and records the run in the ledger (outbox_reconciliations), where the workers' gauge reads it.
  *
  * It decides nothing about money: the release it restarts is idempotent and finds the hold released, and a delivery
  * re-reads its webhook's status before any request. What it is told (the grace period) only chooses which webhooks it
@@ -14,11 +16,15 @@ import { activityInfo, getClient, heartbeat, log } from '@temporalio/activity';
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
+import { DEFAULT_QUARANTINE_TIMEOUT_MS } from '../contracts/delivery.js';
+import type { DeliveryResume } from '../contracts/domain.js';
 import type { OutboxCursor, OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
 import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
+import { retryHorizonFor } from '../delivery/policy.js';
 import { startEventDelivery, startReleaseDelivery, startResend } from '../delivery/starts.js';
 import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
+import * as holds from '../sql/holds.js';
 import * as merchantApi from '../sql/merchant-api.js';
 import * as outbox from '../sql/outbox.js';
 
@@ -45,6 +51,9 @@ export interface OutboxDeps {
   meter?: MetricMeter;
   /** A run's budget, in webhooks looked at and time (OUTBOX_RUN_BUDGET unless said). */
   outboxBudget?: { webhooks: number; ms: number };
+  /** The worker's rules for a quarantine (as `quarantineDelivery` tells them): a restarted one waits by them. */
+  fourEyes?: boolean;
+  quarantineTimeoutMs?: number;
 }
 
 /** What a run heartbeats: how far it got and what it found, so a retried attempt goes on from there. */
@@ -60,12 +69,40 @@ export function createOutboxActivities({
   pool,
   meter = noopMetricMeter,
   outboxBudget = OUTBOX_RUN_BUDGET,
+  fourEyes = false,
+  quarantineTimeoutMs = DEFAULT_QUARANTINE_TIMEOUT_MS,
 }: OutboxDeps) {
   const restarts = meter.createCounter(
     'hold_sweeper_outbox_restarts',
     '1',
-    'pending webhooks whose delivery workflow the reconciler started again',
+    'pending or quarantined webhooks whose delivery workflow the reconciler started again',
   );
+
+  /**
+   * Where a quarantined webhook's new run starts: as a continued run would, waiting for the decision on the policy run
+   * the ledger has quarantined, by the date it recorded and this worker's deadline. The start's DeliveryStatus says
+   * pending, so the carried status does too: the run's first step shows quarantined.
+   */
+  function waitingForDecision(c: outbox.OutboxCandidate): DeliveryResume | undefined {
+    if (!c.quarantine) return undefined;
+    const { reason, since, policyRun, attempts } = c.quarantine;
+    const detail = `quarantined (${reason}): the ledger holds its last error; its workflow started again by the outbox reconciler`;
+    const abandonsAt = Date.parse(since) + quarantineTimeoutMs;
+    return {
+      facts: {
+        policyRun,
+        horizonMs: retryHorizonFor(c.merchantId, c.deliveryPolicy),
+        leftMs: 0,
+        local: false,
+        busy: 0,
+        attempt: attempts,
+        stepAt: Date.now(),
+        quarantine: { reason, since, detail, fourEyes, abandonsAt },
+      },
+      deliveryStatus: 'pending',
+      ignoredSignals: [],
+    };
+  }
 
   /** Whether the webhook's workflow runs; if not, a new run of it. */
   async function reconcileOne(client: Client, taskQueue: string, c: outbox.OutboxCandidate): Promise<Verdict> {
@@ -82,22 +119,32 @@ export function createOutboxActivities({
     }
     try {
       const where = { region, taskQueue };
+      const resume = waitingForDecision(c);
+      const retryHorizonMs = resume?.facts.horizonMs ?? 0;
       const started = c.resend
-        ? // The new run asks the worker, which finds the resend recorded by this workflow id and answers its current run.
-          await startResend(client, where, {
-            ...c,
-            claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
-          })
+        ? // A pending one's new run asks the worker, which finds the resend recorded by this workflow id and answers its
+          // current run; a quarantined one's goes on from the quarantine, as its continued run would.
+          await startResend(
+            client,
+            where,
+            {
+              ...c,
+              claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
+            },
+            resume && { reopened: { holdId: c.holdId, policyRun: c.resend.policyRun, retryHorizonMs }, resume },
+          )
         : kind === 'release'
-          ? await startReleaseDelivery(client, where, {
-              holdId: c.holdId,
-              merchantId: c.merchantId,
-              expiresAt: c.holdExpiresAt,
-            })
-          : await startEventDelivery(client, where, c);
+          ? await startReleaseDelivery(
+              client,
+              where,
+              { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt },
+              resume && { release: await releasedOf(c.holdId, retryHorizonMs), delivery: resume },
+            )
+          : await startEventDelivery(client, where, c, resume);
       restarts.add(1, { region, kind });
       log.info('outbox: stranded webhook, its delivery started again', {
         region,
+        status: c.quarantine ? 'quarantined' : 'pending',
         holdId: c.holdId,
         webhookId: c.webhookId,
         workflowId,
@@ -121,6 +168,12 @@ export function createOutboxActivities({
       }
       return { kind: 'unfixable', why: `starting ${workflowId} failed: ${(err as Error).message}` };
     }
+  }
+
+  /** The hold's release, as the ledger answers a release of a hold already released (a restarted run's first step). */
+  async function releasedOf(holdId: string, retryHorizonMs: number) {
+    const { deliveryPolicy: _, ...released } = await holds.releasedEntry(pool, holdId);
+    return { status: 'already_released' as const, ...released, retryHorizonMs };
   }
 
   /**

@@ -61,6 +61,24 @@ const MAX_DECISION_TEXT = 500;
 const nonEmptyText = (value: unknown): value is string =>
   typeof value === 'string' && value.trim() !== '' && value.length <= MAX_DECISION_TEXT;
 
+/** What a caller sent, described and never quoted: its JSON type and its size in bytes of JSON. */
+export interface PayloadShape {
+  type: 'none' | 'null' | 'array' | 'object' | 'string' | 'number' | 'boolean';
+  bytes: number;
+}
+
+export function payloadShape(payload: unknown): PayloadShape {
+  const type =
+    payload === undefined
+      ? 'none'
+      : payload === null
+        ? 'null'
+        : Array.isArray(payload)
+          ? 'array'
+          : (typeof payload as PayloadShape['type']);
+  return { type, bytes: payload === undefined ? 0 : new TextEncoder().encode(JSON.stringify(payload)).length };
+}
+
 /**
  * Checks a decision's payload as it arrives from any client (the `temporal` CLI sends whatever it is given:
  * nothing, `null`, `{}`). Pure: the workflow runs it on every signal and update, the ops CLI before sending.
@@ -85,7 +103,7 @@ export function parseDecision(
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
     return {
       ok: false,
-      why: `malformed ${kind}: expected a JSON object, got ${payload === undefined ? 'no input' : JSON.stringify(payload)}`,
+      why: `malformed ${kind}: expected a JSON object, got ${payload === undefined ? 'no input' : payloadShape(payload).type}`,
     };
   }
   const p = payload as Record<string, unknown>;
@@ -155,13 +173,13 @@ export type HoldStage =
 
 /**
  * A decision signal that did not apply (malformed, not quarantined, already decided, stale): kept with why, never
- * an error. (An Update that does not apply is rejected by its validator and never enters history.)
+ * an error, and never with what its caller sent (only its shape). (An Update that does not apply is rejected by its
+ * validator and never enters history.)
  */
 export interface IgnoredSignal {
   signal: DecisionKind;
-  /** Who sent it and why, when the payload said so. */
-  by?: string;
-  reason?: string;
+  /** Absent in an entry carried from a run that kept the caller's text instead. */
+  payload?: PayloadShape;
   at: string;
   /** The stage the workflow was in. */
   stage: HoldStage['stage'];

@@ -100,7 +100,7 @@ export function holdCurrentDetails(s: HoldStatus): string {
     lines.push(`- Ignored signals: ${s.ignoredSignals.length}`);
     for (const ignored of s.ignoredSignals.slice(-3))
       lines.push(
-        `  - ${ignored.signal}${ignored.by ? ` by ${oneLine(ignored.by)}` : ''} at ${ignored.at}: ${oneLine(ignored.why)}`,
+        `  - ${ignored.signal}${ignored.payload ? ` (${ignored.payload.type}, ${ignored.payload.bytes} bytes)` : ''} at ${ignored.at}: ${oneLine(ignored.why)}`,
       );
   }
   const runbook = RUNBOOK_FOR[s.stage];

@@ -11,7 +11,7 @@
  * WorkflowExecutionAlreadyStartedError: the caller reports it).
  */
 import { WorkflowIdReusePolicy, type Client } from '@temporalio/client';
-import type { ResendWebhookInput } from '../contracts/domain.js';
+import type { DeliveryResume, ReleaseExpiredHoldInput, ResendWebhookInput } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
 import { eventDeliveryStart, holdReleaseStart, resendStart } from '../contracts/starts.js';
 import { retryHorizonFor } from './policy.js';
@@ -36,25 +36,32 @@ const fromOutside = (taskQueue: string) => ({
   workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
 });
 
-/** A new run of the hold's release workflow: the hold is released already, so it delivers the release's webhook. */
+/**
+ * A new run of the hold's release workflow: the hold is released already, so it delivers the release's webhook (with
+ * `resume`: goes on from there, as a continued run does, e.g. waiting for a quarantine's decision).
+ */
 export async function startReleaseDelivery(
   client: Client,
   { region, taskQueue }: WhereToStart,
   hold: { holdId: string; merchantId: string; expiresAt: string },
+  resume?: ReleaseExpiredHoldInput['resume'],
 ): Promise<{ workflowId: string; runId: string }> {
-  const options = { ...holdReleaseStart(region, hold), ...fromOutside(taskQueue) };
+  const start = holdReleaseStart(region, hold);
+  const options = { ...start, args: [{ ...start.args[0], resume }] as const, ...fromOutside(taskQueue) };
   const handle = await client.workflow.start('releaseExpiredHold', options);
   return { workflowId: options.workflowId, runId: handle.firstExecutionRunId };
 }
 
-/** A new run of a processor event's delivery workflow. */
+/** A new run of a processor event's delivery workflow (with `resume`: going on from there). */
 export async function startEventDelivery(
   client: Client,
   { region, taskQueue }: WhereToStart,
   webhook: WebhookToStart,
+  resume?: DeliveryResume,
 ): Promise<{ workflowId: string; runId: string }> {
   const retryHorizonMs = retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy);
-  const options = { ...eventDeliveryStart(region, { ...webhook, retryHorizonMs }), ...fromOutside(taskQueue) };
+  const start = eventDeliveryStart(region, { ...webhook, retryHorizonMs });
+  const options = { ...start, args: [{ ...start.args[0], resume }] as const, ...fromOutside(taskQueue) };
   const handle = await client.workflow.start('deliverHoldEvent', options);
   return { workflowId: options.workflowId, runId: handle.firstExecutionRunId };
 }
@@ -77,8 +84,10 @@ export async function startResend(
   client: Client,
   { region, taskQueue }: WhereToStart,
   r: ResendToStart,
+  resumed?: Pick<ResendWebhookInput, 'reopened' | 'resume'>,
 ): Promise<{ workflowId: string; runId: string }> {
-  const options = { ...resendStart(region, r), ...fromOutside(taskQueue) };
+  const start = resendStart(region, r);
+  const options = { ...start, args: [{ ...start.args[0], ...resumed }] as const, ...fromOutside(taskQueue) };
   const handle = await client.workflow.start('resendWebhook', options);
   return { workflowId: options.workflowId, runId: handle.firstExecutionRunId };
 }

@@ -659,7 +659,7 @@ export async function latestDecision(
 }
 
 /** 1 + approved replays + resends so far: the webhook's current policy run. Needs `d` (webhook_deliveries) in scope. */
-const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')
+export const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x WHERE x.webhook_id = d.webhook_id AND x.decision = 'replay')
                           + (SELECT count(*) FROM webhook_resends r WHERE r.webhook_id = d.webhook_id))::integer`;
 
 /**

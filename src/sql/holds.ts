@@ -229,8 +229,8 @@ export type ReleasedEntry = ReleasedHold & { deliveryPolicy: unknown };
  * What a released hold's release wrote: its ledger entry and its webhook (the outbox row). Throws
  * ReleasedWithoutWebhook when the webhook row is missing: there is nothing to deliver, and retrying changes nothing.
  */
-export async function releasedEntry(tx: pg.PoolClient, holdId: string): Promise<ReleasedEntry> {
-  const { rows } = await tx.query<ReleasedEntryRow>(
+export async function releasedEntry(db: Queryable, holdId: string): Promise<ReleasedEntry> {
+  const { rows } = await db.query<ReleasedEntryRow>(
     // The merchant's overrides are optional here: a merchant row gone since the release still has its webhook.
     `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
             d.webhook_id, m.delivery_policy

@@ -1,12 +1,14 @@
 /**
- * SQL of the outbox reconciler: pending webhooks nothing may be driving (with their latest resend, whose workflow drives
- * a resent one), and each run's account.
+ * SQL of the outbox reconciler: pending and quarantined webhooks nothing may be driving (with their latest resend,
+ * whose workflow drives a resent one), and each run's account.
  */
 import type { Queryable } from '../db/pool.js';
 import { isoUtc } from '../db/sql.js';
+import type { QuarantineReason } from '../contracts/failures.js';
 import type { OutboxCursor } from '../contracts/outbox.js';
+import { POLICY_RUN_SQL } from './deliveries.js';
 
-/** A pending webhook old enough to be looked at: what naming and restarting its delivery workflow needs. */
+/** A pending or quarantined webhook old enough to be looked at: what naming and restarting its workflow needs. */
 export interface OutboxCandidate {
   webhookId: string;
   holdId: string;
@@ -17,12 +19,15 @@ export interface OutboxCandidate {
   deliveryPolicy: unknown;
   createdAt: string;
   /** Its latest resend, whose workflow delivers it (src/contracts/ids.ts, `deliveryWorkflowId`), if it was resent. */
-  resend: { resendId: string; workflowId: string; requestedBy: string; reason: string } | null;
+  resend: { resendId: string; workflowId: string; requestedBy: string; reason: string; policyRun: number } | null;
+  /** Quarantined: as the ledger recorded it, the policy run it closed and the attempts so far. */
+  quarantine: { reason: QuarantineReason; since: string; policyRun: number; attempts: number } | null;
 }
 
 /**
  * Pending webhooks created and last touched (an attempt admitted, a decision) more than `graceMs` ago, and not awaited
- * by a workflow that said it comes back to them (`awaited_until`, within the grace), oldest first, after `cursor`.
+ * by a workflow that said it comes back to them (`awaited_until`, within the grace), and quarantined ones as old (a
+ * quarantine waits for a human in its workflow, which may have ended too), oldest first, after `cursor`.
  */
 export async function outboxCandidates(
   db: Queryable,
@@ -42,19 +47,27 @@ export async function outboxCandidates(
     resend_workflow_id: string | null;
     resend_requested_by: string | null;
     resend_reason: string | null;
+    resend_policy_run: number | null;
+    status: string;
+    quarantine_reason: QuarantineReason | null;
+    quarantined_at: string | null;
+    policy_run: number;
+    attempt_count: number;
   }>(
     `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, ${isoUtc('h.expires_at')} AS hold_expires_at, m.delivery_policy,
             ${isoUtc('d.created_at')} AS created_at,
-            r.id AS resend_id, r.workflow_id AS resend_workflow_id, r.requested_by AS resend_requested_by, r.reason AS resend_reason
+            r.id AS resend_id, r.workflow_id AS resend_workflow_id, r.requested_by AS resend_requested_by, r.reason AS resend_reason,
+            r.policy_run AS resend_policy_run, d.status, d.quarantine_reason, ${isoUtc('d.quarantined_at')} AS quarantined_at,
+            ${POLICY_RUN_SQL} AS policy_run, d.attempt_count
        FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id JOIN merchants m ON m.id = d.merchant_id
        LEFT JOIN LATERAL (
-         SELECT x.id, x.workflow_id, x.requested_by, x.reason FROM webhook_resends x
+         SELECT x.id, x.workflow_id, x.requested_by, x.reason, x.policy_run FROM webhook_resends x
           WHERE x.webhook_id = d.webhook_id ORDER BY x.policy_run DESC LIMIT 1
        ) r ON true
-      WHERE d.status = 'pending'
+      WHERE (d.status = 'quarantined' OR d.status = 'pending'
+             AND (d.awaited_until IS NULL OR d.awaited_until <= now() - make_interval(secs => $1::double precision / 1000)))
         AND d.created_at <= now() - make_interval(secs => $1::double precision / 1000)
         AND d.updated_at <= now() - make_interval(secs => $1::double precision / 1000)
-        AND (d.awaited_until IS NULL OR d.awaited_until <= now() - make_interval(secs => $1::double precision / 1000))
         AND ($3::timestamptz IS NULL OR (d.created_at, d.webhook_id) > ($3::timestamptz, $4::text))
       ORDER BY d.created_at, d.webhook_id
       LIMIT $2::integer`,
@@ -76,7 +89,17 @@ export async function outboxCandidates(
             workflowId: r.resend_workflow_id!,
             requestedBy: r.resend_requested_by!,
             reason: r.resend_reason!,
+            policyRun: r.resend_policy_run!,
           },
+    quarantine:
+      r.status === 'quarantined'
+        ? {
+            reason: r.quarantine_reason!,
+            since: r.quarantined_at!,
+            policyRun: r.policy_run,
+            attempts: r.attempt_count,
+          }
+        : null,
   }));
 }
 

@@ -1,9 +1,9 @@
 /**
  * The messages a delivery workflow answers: `status`, the decisions on a quarantine (`approveReplay`, `discard`, as
  * signals and as Updates) and `merchantResumed`. One synchronous rule (`judge`) takes a decision or refuses it; a
- * refused Update never enters history, a refused signal is kept with why. A taken decision waits in the inbox for the
- * loop, which records it (the ledger has the last word) and answers it: the handlers run nothing themselves, so no
- * handler's work outlives the run.
+ * refused Update never enters history, a refused signal is kept with why and its payload's shape, never its text. A
+ * taken decision waits in the inbox for the loop, which records it (the ledger has the last word) and answers it: the
+ * handlers run nothing themselves, so no handler's work outlives the run.
  */
 import { ApplicationFailure, condition, log, setHandler } from '@temporalio/workflow';
 import {
@@ -13,9 +13,11 @@ import {
   discardUpdate,
   merchantResumedSignal,
   parseDecision,
+  payloadShape,
   statusQuery,
   type DecisionAnswer,
   type DecisionKind,
+  type PayloadShape,
 } from '../contracts/messages.js';
 import type { HumanDecision } from './delivery-rules.js';
 import type { DeliveryTracker } from './delivery-tracker.js';
@@ -33,8 +35,11 @@ export class DecisionInbox {
   /** The loop is ending the run (or continuing it as new): nothing more is taken in it. */
   closing = false;
   merchantResumed = false;
-  /** Decisions taken by signal: one the ledger refuses is kept in the status, since no caller waits for the answer. */
-  readonly signalled = new WeakSet<HumanDecision>();
+  /**
+   * Decisions taken by signal, with what their payload was: one the ledger refuses is kept in the status, since no
+   * caller waits for the answer.
+   */
+  readonly signalled = new WeakMap<HumanDecision, PayloadShape>();
   private readonly answers = new WeakMap<HumanDecision, { why: string; stage: string }>();
 
   /** The loop's word on the open decision (why it did not apply, if it did not) and the stage it moved to. */
@@ -79,16 +84,14 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker, inbox: Decisi
 
   const bySignal = (kind: DecisionKind) => (payload: unknown) => {
     const verdict = judge(kind, payload);
+    const shape = payloadShape(payload);
     if (verdict.ok) {
       inbox.open = verdict.decision;
-      inbox.signalled.add(verdict.decision);
+      inbox.signalled.set(verdict.decision, shape);
       return;
     }
-    const p = typeof payload === 'object' && payload !== null ? (payload as Record<string, unknown>) : {};
-    const text = (value: unknown) => (typeof value === 'string' ? value.slice(0, 200) : undefined);
-    const by = text(kind === 'approveReplay' ? p.approvedBy : p.by);
-    tracker.ignore({ signal: kind, by, reason: text(p.reason), why: verdict.why });
-    log.warn('signal ignored', { signal: kind, by, why: verdict.why, holdId: tracker.subjectId });
+    tracker.ignore({ signal: kind, payload: shape, why: verdict.why });
+    log.warn('signal ignored', { signal: kind, payload: shape, why: verdict.why, holdId: tracker.subjectId });
   };
 
   const refused = (why: string) =>

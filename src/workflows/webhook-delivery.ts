@@ -114,7 +114,7 @@ export async function deliverUntilDecided(
         inbox.answer(decision, why, next(facts, happened, Date.now()).shown.stage.stage);
         const signal = decision.decision === 'replay' ? 'approveReplay' : 'discard';
         if (why && inbox.signalled.has(decision))
-          tracker.ignore({ signal, by: decision.by, reason: decision.reason, why });
+          tracker.ignore({ signal, payload: inbox.signalled.get(decision), why });
         log.info(why ? 'decision not recorded' : 'quarantine decided', { ...ctx, webhookId, ...decision, why });
         inbox.waitingFor = undefined;
         break;
@@ -124,7 +124,7 @@ export async function deliverUntilDecided(
         // Every handler's work is the loop's: none is left running when the run ends or continues.
         inbox.closing = true;
         await condition(allHandlersFinished);
-        if (step.do === 'continue_as_new') return d.continueAs({ facts, ...tracker.carry() });
+        if (step.do === 'continue_as_new') return d.continueAs(tracker.carry(facts));
         if (step.end.status === 'delivered') log.info('webhook delivered', { ...ctx, webhookId, ...step.end });
         return step.end;
     }

@@ -2,10 +2,14 @@
  * The outbox reconciler on the real stack: webhooks whose delivery workflow was terminated after the release (a hold's
  * own, and a processor event's) are delivered once each, with their original ids, by the reconciler's schedule; a
  * webhook whose workflow completed without delivering it is reported, not repeated; a backlog larger than a run's
- * budget is worked through run by run, each going on where the last stopped.
+ * budget is worked through run by run, each going on where the last stopped; a quarantined webhook whose workflow was
+ * terminated waits for its decision again in a new run, which takes it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { temporal } from '@temporalio/proto';
 import { eventDeliveryWorkflowId } from '../../src/contracts/ids.js';
+import { statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
+import { discardHold } from '../../src/operations/operations.js';
 import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
 import type { OutboxReport } from '../../src/contracts/outbox.js';
@@ -35,9 +39,12 @@ afterAll(async () => {
   await harness?.close();
 });
 
-const statusOf = async (webhookId: string) =>
-  (await us.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE webhook_id = $1', [webhookId]))
-    .rows[0]?.status;
+const statusOf = async (webhookId: string, region: TestRegion = us) =>
+  (
+    await region.pool.query<{ status: string }>('SELECT status FROM webhook_deliveries WHERE webhook_id = $1', [
+      webhookId,
+    ])
+  ).rows[0]?.status;
 
 describe('the outbox reconciler', () => {
   it('delivers stranded webhooks once, with their original ids, within the grace period and one interval; reports what it cannot fix', async () => {
@@ -221,5 +228,80 @@ describe('the outbox reconciler', () => {
       [0, 0, 0, false],
     ]);
     expect(new Set(reports.slice(0, 3).flatMap((r) => r.restartedWebhooks)).size).toBe(5);
+  });
+
+  it('a quarantined webhook whose workflow was terminated: a new run waits for its decision (same reason, since and deadline) and takes it; one whose workflow runs is left alone', async () => {
+    const own = await harness.region('us');
+    await harness.startWorker(own);
+    const n = await seedNight(own.pool, 'us', `${harness.id}oq`, { expired: 1, merchants: 1 }, harness.merchants);
+    const [merchantId] = n.merchantIds as [string];
+    harness.merchants.script(merchantId, { secrets: [n.secrets.get(merchantId)!], responses: [{ status: 400 }] });
+    await own.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: own.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-outbox-quarantine`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    const holdId = n.expired[0]!.id;
+    const handle = own.client.workflow.getHandle(await holdWorkflowIdOf(own.pool, 'us', holdId));
+    const quarantinedStatus = () => handle.query(statusQuery).then((s) => (s.stage === 'quarantined' ? s : undefined));
+    await waitUntil(async () => (await quarantinedStatus().catch(() => undefined)) !== undefined, 'quarantined');
+    const before = (await quarantinedStatus())!;
+    const { rows } = await own.pool.query<{ webhook_id: string; since: string }>(
+      `SELECT webhook_id, to_char(quarantined_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS since
+         FROM webhook_deliveries WHERE hold_id = $1 AND status = 'quarantined'`,
+      [holdId],
+    );
+    const [{ webhook_id: webhookId, since: ledgerSince }] = rows as [{ webhook_id: string; since: string }];
+    const run = async (i: number): Promise<OutboxReport> =>
+      own.client.workflow.execute(reconcileOutbox, {
+        taskQueue: own.config.taskQueue,
+        workflowId: `outbox-quarantine-${harness.id}-${i}`,
+        args: [{ region: 'us', graceMs: 0 }],
+      });
+
+    // Its workflow waits for a human: nothing to fix.
+    const firstRunId = (await handle.describe()).runId;
+    expect(await run(0)).toMatchObject({ checked: 1, running: 1, restarted: 0, unfixable: 0 });
+    expect((await handle.describe()).runId).toBe(firstRunId);
+
+    // Terminated: nobody would ever take its decision. The reconciler starts a run that waits for it again.
+    await handle.terminate('test: strand its quarantine');
+    expect(await run(1)).toMatchObject({ checked: 1, running: 0, restarted: 1, restartedWebhooks: [webhookId] });
+    const restarted = await handle.describe();
+    expect(restarted.runId).not.toBe(firstRunId);
+    await waitUntil(async () => (await quarantinedStatus().catch(() => undefined)) !== undefined, 'waiting again');
+    const after = (await quarantinedStatus())!;
+    expect(after).toMatchObject({ policyRun: 1, reason: before.reason, since: ledgerSince });
+    // The same deadline: the ledger's since plus the worker's timeout, as the first run's wait said it.
+    const deadlineOf = async (runId: string) => {
+      const events = (await own.client.workflow.getHandle(handle.workflowId, runId).fetchHistory()).events ?? [];
+      const labels = events.map((e: temporal.api.history.v1.IHistoryEvent) =>
+        e.timerStartedEventAttributes ? Buffer.from(e.userMetadata?.summary?.data ?? []).toString() : '',
+      );
+      const label = labels.find((l) => l.includes('waiting for a human'));
+      return Date.parse(/abandons at ([^"]+)/.exec(label ?? '')?.[1] ?? '');
+    };
+    const timeoutMs =
+      (await deadlineOf(firstRunId)) - Date.parse((before as Extract<HoldStatus, { since: string }>).since);
+    expect(timeoutMs).toBeGreaterThan(0);
+    expect(await deadlineOf(restarted.runId)).toBe(Date.parse(ledgerSince) + timeoutMs);
+    expect(await statusOf(webhookId, own)).toBe('quarantined');
+    expect((await own.pool.query('SELECT 1 FROM delivery_attempts WHERE webhook_id = $1', [webhookId])).rowCount).toBe(
+      1,
+    );
+
+    // Running again: the next reconcile leaves it alone (no second run).
+    expect(await run(2)).toMatchObject({ checked: 1, running: 1, restarted: 0 });
+    expect((await handle.describe()).runId).toBe(restarted.runId);
+
+    // And the decision is taken, by the new run, and recorded.
+    const ops = { region: own.config, pool: own.pool, client: own.client };
+    expect(await discardHold(ops, holdId, 'erin@example.com', 'merchant retired the endpoint')).toMatchObject({
+      outcome: 'applied',
+      answer: { decision: 'discard', policyRun: 1, stage: 'discarded' },
+    });
+    expect(await handle.result()).toMatchObject({ delivery: { status: 'discarded', policyRuns: 1 } });
+    expect(await statusOf(webhookId, own)).toBe('discarded');
+    expect(harness.merchants.requests(merchantId)).toHaveLength(1);
   });
 });

@@ -176,7 +176,7 @@ describe('quarantine decisions', () => {
       .toMatchObject([
         {
           signal: 'approveReplay',
-          by: 'dave',
+          payload: { type: 'object' },
           stage: 'backing_off',
           why: 'not waiting for a decision (stage backing_off)',
         },

@@ -70,7 +70,7 @@ describe('holdCurrentDetails', () => {
           ignoredSignals: [
             {
               signal: 'discard',
-              by: 'bob',
+              payload: { type: 'object', bytes: 14 },
               at: '2026-12-01T05:01:00.000Z',
               stage: 'quarantined',
               why: 'malformed discard: "reason" must be ...',
@@ -83,7 +83,9 @@ describe('holdCurrentDetails', () => {
       '- Reason: **rejected**\n- Since: 2026-12-01T05:00:00.000Z\n- Detail: HTTP 400 from m_1: bad ref',
     );
     expect(text).toContain('- Last attempt: #1, HTTP 400 at 2026-12-01T05:00:00.000Z');
-    expect(text).toContain('- Ignored signals: 1\n  - discard by bob at 2026-12-01T05:01:00.000Z: malformed discard');
+    expect(text).toContain(
+      '- Ignored signals: 1\n  - discard (object, 14 bytes) at 2026-12-01T05:01:00.000Z: malformed discard',
+    );
     expect(text).toContain('Runbook: docs/runbook.md#webhooksquarantined');
   });
 

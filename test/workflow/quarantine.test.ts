@@ -254,7 +254,8 @@ describe('a decision the ledger does not hold', () => {
       expect(await refusal(handle.executeUpdate(discardUpdate, { args: [{ ...discarding, reason: 'lifted' }] }))).toBe(
         `decision ${discarding.decisionId} is for another webhook`,
       );
-      await handle.signal(discardSignal, { ...discarding, reason: 'minted' });
+      const minted = { ...discarding, reason: 'minted' };
+      await handle.signal(discardSignal, minted);
       await eventually(
         () => status(handle),
         (s) => s.ignoredSignals.length === 1,
@@ -262,8 +263,10 @@ describe('a decision the ledger does not hold', () => {
       );
       const waiting = await status(handle);
       expect(waiting).toMatchObject({ stage: 'quarantined', policyRun: 1 });
-      expect(waiting.ignoredSignals.map((i) => [i.signal, i.reason, i.why])).toEqual([
-        ['discard', 'minted', `decision ${discarding.decisionId} is for another webhook`],
+      // Kept by its shape: the caller's words stay out of the status.
+      const shape = { type: 'object', bytes: Buffer.byteLength(JSON.stringify(minted)) };
+      expect(waiting.ignoredSignals.map((i) => [i.signal, i.payload, i.why])).toEqual([
+        ['discard', shape, `decision ${discarding.decisionId} is for another webhook`],
       ]);
       expect(await deliveryStatusOf(handle)).toBe('quarantined');
       // The decision the ledger holds applies, and the workflow tells it as the ledger recorded it.
@@ -388,8 +391,7 @@ describe('decisions that do not apply', () => {
       expect(heldStatus.ignoredSignals).toEqual([
         {
           signal: 'discard',
-          by: discarding.by,
-          reason: discarding.reason,
+          payload: { type: 'object', bytes: Buffer.byteLength(JSON.stringify(discarding)) },
           at: expect.any(String),
           stage: 'held',
           why: 'not waiting for a decision (stage held)',
@@ -450,7 +452,7 @@ describe('four eyes (quarantineDelivery answers fourEyes: true)', () => {
       );
       expect(ignored.ignoredSignals[0]).toMatchObject({
         signal: 'approveReplay',
-        by: approval.approvedBy,
+        payload: { type: 'object', bytes: Buffer.byteLength(JSON.stringify(approval)) },
         stage: 'quarantined',
         why: expect.stringMatching(FOUR_EYES),
       });
