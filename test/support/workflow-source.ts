@@ -21,7 +21,10 @@ export const BUNDLE_ENTRIES = [
 const STORY = 'src/contracts/story.ts';
 
 /** Workflow APIs that wait, start, handle or end a run: each call is read and held to the list. */
-const RULED = 'sleep condition setHandler startChild executeChild continueAsNew makeContinueAsNewFunc'.split(' ');
+const RULED =
+  'sleep condition setHandler startChild executeChild continueAsNew makeContinueAsNewFunc patched deprecatePatch'.split(
+    ' ',
+  );
 /** Workflow APIs that do none of that (a proxy's calls are read where they are made). */
 const INERT = new Set(
   (
@@ -34,8 +37,6 @@ const INERT = new Set(
 const REFUSED: Record<string, string> = {
   setDefaultSignalHandler: 'a default handler takes any signal: which waits it ends cannot be named',
   setDefaultUpdateHandler: 'a default handler takes any Update: which waits it ends cannot be named',
-  patched: 'a branch between builds the list declares no recording of',
-  deprecatePatch: 'a branch between builds the list declares no recording of',
   CancellationScope: 'a scope cancels waits by a way out the list cannot declare',
 };
 /**
@@ -62,6 +63,8 @@ export interface WorkflowSourceReading {
   children: At[];
   /** Workflows that continue as new (`continueAsNew<typeof w>`). */
   continued: At[];
+  /** Patch ids: a patched branch is read like any other code, its waits held to the list. */
+  patches: At[];
   problems: string[];
 }
 
@@ -77,7 +80,7 @@ export function readWorkflowSource(root = REPO, entries = BUNDLE_ENTRIES): Workf
   const relative = (node: ts.Node) => path.relative(root, node.getSourceFile().fileName);
   const read: WorkflowSourceReading = {
     ...{ modules: [], calls: new Map(), timerLabels: new Set(), labels: new Set() },
-    ...{ handled: [], activities: [], children: [], continued: [], problems: [] },
+    ...{ handled: [], activities: [], children: [], continued: [], patches: [], problems: [] },
   };
 
   // The bundle's modules of ours: the entries and what they import or require for a value (not `import type`).
@@ -215,6 +218,8 @@ export function readWorkflowSource(root = REPO, entries = BUNDLE_ENTRIES): Workf
       read.calls.set(api, (read.calls.get(api) ?? 0) + 1);
       const refused = REFUSED[api] ?? REFUSED[api.split('.')[0]!];
       if (refused) return problem(node, `${api}: ${refused}`);
+      if (/^(sleep|condition)$/.test(api) && args.some(ts.isSpreadElement))
+        return problem(node, `${api} with spread arguments: its timer and summary cannot be read`);
       if (api === 'sleep' || (api === 'condition' && args.length >= 2)) {
         const summary = summaryOf(args[api === 'sleep' ? 1 : 2]);
         const labels = summary && labelsOf(summary);
@@ -239,6 +244,10 @@ export function readWorkflowSource(root = REPO, entries = BUNDLE_ENTRIES): Workf
         const name = of && ts.isTypeQueryNode(of) && dealias(checker.getSymbolAtLocation(of.exprName))?.name;
         if (name) read.continued.push({ name, at: at(node) });
         else problem(node, `${api} without \`<typeof workflow>\`: which workflow continues cannot be read`);
+      } else if (api === 'patched' || api === 'deprecatePatch') {
+        const id = checker.getTypeAtLocation(args[0]!);
+        if (id.isStringLiteral()) read.patches.push({ name: id.value, at: at(node) });
+        else problem(node, `${api} with an id this reading cannot read`);
       } else if (!INERT.has(api) && !RULED.includes(api))
         problem(node, `${api}: a workflow API the gate does not classify`);
     });

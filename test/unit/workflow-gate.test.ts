@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bundleWorkflows } from '../../src/workers/region-worker.js';
-import { MUTATIONS } from '../support/gate-mutations.js';
+import { MUTATIONS, type Mutation } from '../support/gate-mutations.js';
 import { gateProblems, readWorkflowSource, REPO } from '../support/workflow-source.js';
 
 // The type checker reads the SDK's declarations the first time: seconds, more on a loaded machine.
@@ -65,7 +65,8 @@ describe('the replay gate', () => {
     });
     afterAll(() => fs.rmSync(copy, { recursive: true, force: true }));
 
-    it.each(Object.entries(MUTATIONS))('%s', SLOW, (_, { edits, bites }) => {
+    /** The gate's problems with `edits` written into the copy, which is then put back as it was. */
+    function problemsWith(edits: Mutation['edits']): string[] {
       const before = new Map<string, string | undefined>();
       try {
         for (const [file, edit] of Object.entries(edits)) {
@@ -73,12 +74,28 @@ describe('the replay gate', () => {
           before.set(at, fs.existsSync(at) ? fs.readFileSync(at, 'utf8') : undefined);
           fs.writeFileSync(at, edit(before.get(at) ?? ''));
         }
-        expect(gateProblems(readWorkflowSource(copy))).toContainEqual(expect.stringMatching(bites));
+        return gateProblems(readWorkflowSource(copy));
       } finally {
         for (const [at, text] of before)
           if (text === undefined) fs.rmSync(at);
           else fs.writeFileSync(at, text);
       }
+    }
+
+    it.each(Object.entries(MUTATIONS))('%s', SLOW, (_, { edits, bites }) => {
+      expect(problemsWith(edits)).toContainEqual(expect.stringMatching(bites));
+    });
+
+    it("but not a patched wait at a declared timer, with its label: the deploy rules' way", SLOW, () => {
+      const release = 'src/workflows/release-expired-hold.ts';
+      const edits = {
+        [release]: (text: string) =>
+          `import { patched, sleep } from '@temporalio/workflow';\n${text.replace(
+            '  const ctx = { region: input.region, holdId };\n',
+            "$&  if (patched('gate-check')) await sleep(1000, { summary: holdLabels.budget('normal', 'x') });\n",
+          )}`,
+      };
+      expect(problemsWith(edits)).toEqual([]);
     });
 
     it('and the copy, unmutated, passes', SLOW, () => {
