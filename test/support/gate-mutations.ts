@@ -1,7 +1,7 @@
 /**
- * Waits the replay gate must catch, each written into a copy of the workflows a different way (test/unit/
- * workflow-gate.test.ts): by module path (relative to the repository), a module's text after the edit (a new module's
- * from ''), and the problem the gate must name.
+ * New waits the replay gate must catch, each written a different way into a copy of the source
+ * (test/unit/workflow-gate.test.ts): each module's text after the edit, by path (a new module's from ''), and the
+ * problem the gate must name. Data only, so the list can be run against any reading of the source.
  */
 export interface Mutation {
   edits: Record<string, (text: string) => string>;

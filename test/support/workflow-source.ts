@@ -21,10 +21,9 @@ export const BUNDLE_ENTRIES = [
 const STORY = 'src/contracts/story.ts';
 
 /** Workflow APIs that wait, start, handle or end a run: each call is read and held to the list. */
-const RULED =
-  'sleep condition setHandler startChild executeChild continueAsNew makeContinueAsNewFunc patched deprecatePatch'.split(
-    ' ',
-  );
+const RULED = (
+  'sleep condition setHandler startChild executeChild continueAsNew ' + 'makeContinueAsNewFunc patched deprecatePatch'
+).split(' ');
 /** Workflow APIs that do none of that (a proxy's calls are read where they are made). */
 const INERT = new Set(
   (
