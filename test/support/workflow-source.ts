@@ -235,7 +235,9 @@ export function readWorkflowSource(root = REPO, entries = BUNDLE_ENTRIES): Workf
       } else if (api === 'startChild' || api === 'executeChild') {
         const type = checker.getTypeAtLocation(args[0]!);
         const decl = dealias(checker.getSymbolAtLocation(args[0]!))?.valueDeclaration;
-        const name = type.isStringLiteral() ? type.value : decl && ts.isFunctionDeclaration(decl) && decl.name?.text;
+        // The SDK names a child by its function's name: a function's, or the constant's it is assigned to.
+        const named = decl && (ts.isFunctionDeclaration(decl) || ts.isVariableDeclaration(decl)) && decl.name;
+        const name = type.isStringLiteral() ? type.value : named && named.getText();
         if (name) read.children.push({ name, at: at(node) });
         else problem(node, `${api} of a workflow this reading cannot name`);
       } else if (api === 'continueAsNew' || api === 'makeContinueAsNewFunc') {
