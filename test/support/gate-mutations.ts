@@ -111,6 +111,10 @@ export const MUTATIONS: Record<string, Mutation> = {
     ),
     bites: /release-expired-hold\.ts:\d+: activity releaseHold is not declared/,
   },
+  'a wait on a Trigger (an API the gate does not classify)': {
+    edits: inRelease(wf('Trigger'), 'const poked = new Trigger<void>();\nawait poked;'),
+    bites: /release-expired-hold\.ts:\d+: Trigger: a workflow API the gate does not classify/,
+  },
   'a call through any': {
     edits: inRelease(wf('sleep'), 'const later: any = sleep;\nawait later(1000);'),
     bites: /release-expired-hold\.ts:\d+: a call through `any` \(later\)/,
