@@ -10,7 +10,8 @@
  *   attempt                delivered                           end: delivered
  *                          already terminal                    end: delivered, or handled by another workflow
  *                          held (merchant paused, sends)       wait and re-check: 5 s doubling to 5 min, every 30 min
- *                                                              after an hour; `merchantResumed` ends the wait at once
+ *                                                              after an hour; `merchantResumed`, sent during the
+ *                                                              attempt or the wait, ends the wait at once
  *                          wait (budget, an earlier webhook)   wait as long as the worker said
  *                          wait (every request in flight)      wait the worker's time, doubled per such answer in a
  *                                                              row, at most a minute

@@ -13,6 +13,7 @@ import {
   ApplicationFailure,
   condition,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
 } from '@temporalio/workflow';
@@ -56,6 +57,8 @@ export async function deliverUntilDecided(
   const { webhookId, ctx } = d;
   let facts = d.resume?.facts ?? firstFacts(d.policyRun, d.retryHorizonMs, Date.now());
   let happened: Happened = { was: 'start' };
+  /** `merchantResumed` signals counted when the last attempt started: one sent during it ends the held wait after it. */
+  let resumesAtAttempt = inbox.resumes;
   for (;;) {
     const decided = next(facts, happened, Date.now());
     facts = decided.facts;
@@ -63,12 +66,17 @@ export async function deliverUntilDecided(
     const step: Step = decided.step;
     switch (step.do) {
       case 'attempt':
+        resumesAtAttempt = inbox.resumes;
         happened = await attempt(webhookId, step);
         break;
       case 'wait': {
-        inbox.merchantResumed = false;
+        // 1.0.0 counted only a resume sent during the wait: its histories with one sent during the attempt wait on.
+        const since =
+          step.for.kind === 'held' && inbox.resumes > resumesAtAttempt && !patched(RESUME_DURING_ATTEMPT)
+            ? inbox.resumes
+            : resumesAtAttempt;
         const summary = holdLabels.wait(step.for, step.until);
-        const resumed = await condition(() => step.for.kind === 'held' && inbox.merchantResumed, step.ms, { summary });
+        const resumed = await condition(() => step.for.kind === 'held' && inbox.resumes > since, step.ms, { summary });
         happened = { was: 'woke', resumed, historyLong: runHistoryIsLong() };
         break;
       }
@@ -130,6 +138,9 @@ export async function deliverUntilDecided(
     }
   }
 }
+
+/** The patch that ends a held wait for a `merchantResumed` sent during the attempt before it. */
+export const RESUME_DURING_ATTEMPT = 'resume-during-attempt';
 
 /** Ledger activities with their label on the timeline (user metadata: a summary per call). */
 const ledger = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
