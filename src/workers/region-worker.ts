@@ -35,7 +35,7 @@ export const WORKFLOWS_PATH = fileURLToPath(
 
 /**
  * The workflow interceptors (src/workflows/interceptors.ts): a workflow started with unencrypted input in an encrypted
- * region fails.
+ * region fails; a workflow that returns completes once its signal and Update handlers have finished.
  */
 export const WORKFLOW_INTERCEPTORS_PATH = fileURLToPath(
   new URL(`../workflows/interceptors${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
