@@ -330,10 +330,16 @@ function heldAgain(held: NonNullable<DeliveryFacts['held']>, resumed: boolean, e
   return { ...held, heldMs, recheckMs };
 }
 
+/** Held, a re-check under way: if it finds the merchant still held, the next one is due `recheckMs` after it began. */
 function shownAttempting(f: DeliveryFacts): Shown {
   return f.held
     ? {
-        stage: { stage: 'held', policyRun: f.policyRun, merchantStatus: f.held.by, until: iso(f.stepAt) },
+        stage: {
+          stage: 'held',
+          policyRun: f.policyRun,
+          merchantStatus: f.held.by,
+          until: iso(f.stepAt + f.held.recheckMs),
+        },
         status: 'held',
       }
     : { stage: { stage: 'delivering', policyRun: f.policyRun }, status: 'pending' };

@@ -118,6 +118,8 @@ const rows: Row[] = [
     happened: { was: 'woke', resumed: false, historyLong: false },
     after: 5_000,
     step: { do: 'attempt' },
+    // While it re-checks, the status says when the next re-check is due should the merchant still be held.
+    stage: { stage: 'held', until: new Date(T + 5_000 + 10_000).toISOString() },
     status: 'held',
   },
   {

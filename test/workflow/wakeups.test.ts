@@ -5,10 +5,13 @@
  */
 import { Context } from '@temporalio/activity';
 import { expect, it } from 'vitest';
-import { merchantResumedSignal } from '../../src/contracts/messages.js';
+import { merchantResumedSignal, statusQuery } from '../../src/contracts/messages.js';
 import { HELD_LONG_AFTER_MS, HELD_LONG_RECHECK_MS } from '../../src/workflows/delivery-rules.js';
 import {
   crashes,
+  delivered,
+  gate,
+  held,
   HOUR,
   released,
   runWorker,
@@ -51,4 +54,34 @@ it('a merchantResumed sent while a regular attempt answers held, an hour into th
   const afterResume = at[at.length - 1]! - resumedAt!;
   console.log(`[workflow] next re-check ${Math.round(afterResume / 1000)} s after a resume sent during an attempt`);
   expect(afterResume).toBeLessThan(60_000);
+});
+
+it('while held, the status query says when the next re-check is due, during a re-check too', async () => {
+  const release = released();
+  const checking = gate();
+  const answer = gate();
+  let checkedAt = 0;
+  // The second call is the first re-check: it waits for the test to read the status while it runs.
+  const recheck: DeliverStep = async (c) => {
+    checkedAt = await c.serverNow();
+    checking.open();
+    await answer.promise;
+    return { status: 'held', merchantStatus: 'paused' };
+  };
+  const { activities } = stubActivities(w, { release, deliver: [held('paused'), recheck, delivered(1)] });
+  await runWorker(w, activities, async (taskQueue) => {
+    const handle = await startHold(w, taskQueue, release);
+    const result = handle.result();
+    await checking.promise;
+    const stage = await handle.query(statusQuery);
+    answer.open();
+    expect(stage).toMatchObject({ stage: 'held', merchantStatus: 'paused' });
+    const dueIn = Date.parse((stage as { until: string }).until) - checkedAt;
+    console.log(`[workflow] during a re-check, held until ${dueIn} ms after it began`);
+    // The wait after a 5 s one: 10 s from the re-check's start (the stub reads the clock a moment later).
+    expect(dueIn).toBeGreaterThan(5_000);
+    expect(dueIn).toBeLessThanOrEqual(10_000);
+    await handle.signal(merchantResumedSignal);
+    expect(await result).toMatchObject({ delivery: { status: 'delivered' } });
+  });
 });
