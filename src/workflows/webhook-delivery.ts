@@ -72,7 +72,8 @@ export async function deliverUntilDecided(
         decided = next(step.facts, await attempt(webhookId, step), Date.now());
         break;
       case 'wait': {
-        // 1.0.0 counted only a resume sent during the wait: its histories with one sent during the attempt wait on.
+        // A history without the patch's marker (1.0.0's) counts only a resume sent during the wait: one sent during
+        // the attempt leaves its wait to the timer, so it replays as it ran.
         const since =
           step.for.kind === 'held' && inbox.resumes > resumesAtAttempt && !patched(RESUME_DURING_ATTEMPT)
             ? inbox.resumes
