@@ -133,9 +133,14 @@ export interface ReleaseExpiredHoldInput {
 
 /**
  * What a webhook's delivery knows that outlives a step (src/workflows/delivery-rules.ts decides by it), carried into
- * its next run by continue-as-new.
+ * its next run by continue-as-new: delivering, or quarantined (its open quarantine), so that a rule for a quarantine
+ * takes only facts that have one.
  */
-export interface DeliveryFacts {
+export type DeliveryFacts = DeliveringFacts | QuarantinedFacts;
+export type DeliveringFacts = FactsOfEveryDelivery & { quarantine?: undefined };
+export type QuarantinedFacts = FactsOfEveryDelivery & { quarantine: OpenQuarantine };
+
+interface FactsOfEveryDelivery {
   policyRun: number;
   /** The policy's retry horizon, and what is left of it in this run. */
   horizonMs: number;
@@ -148,7 +153,6 @@ export interface DeliveryFacts {
   busy: number;
   /** Held by a paused merchant or paused sends: by what, for how long so far, and the next re-check's wait. */
   held?: { by: HeldBy; heldMs: number; recheckMs: number };
-  quarantine?: OpenQuarantine;
   /** The last attempt's number (across runs), for labels. */
   attempt: number;
   /** When the step in progress began (workflow clock): a step's time counts against the horizon. */

@@ -9,8 +9,15 @@
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, with OTEL_EXPORTER_OTLP_HEADERS and the rest read by the exporter itself);
  * otherwise spans are made and dropped, and the interceptors cost a header per call.
  */
-import { trace, type Tracer } from '@opentelemetry/api';
-import { makeWorkflowExporter } from '@temporalio/interceptors-opentelemetry';
+import { context, createContextKey, trace, type Tracer } from '@opentelemetry/api';
+import type { WorkflowClientInterceptor } from '@temporalio/client';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  OpenTelemetryWorkflowClientInterceptor,
+} from '@temporalio/interceptors-opentelemetry';
+import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
 import { BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -48,4 +55,47 @@ export function workflowSinks(tracing: Pick<Tracing, 'resource' | 'processor'> =
 /** Spans made and dropped. */
 export function untraced(): Pick<Tracing, 'resource' | 'processor'> {
   return { resource: Resource.empty(), processor: new NoopSpanProcessor() };
+}
+
+/** Where the SDK's interceptors carry the trace context (TRACE_HEADER in their instrumentation; tracing.cjs too). */
+const TRACE_HEADER = '_tracer-data';
+/** Set in the context of an activity no trace reached: its span is its own, and what it starts is not traced. */
+const UNREACHED = createContextKey('hold-sweeper.unreached-by-a-trace');
+
+/**
+ * The SDK's activity interceptors: every activity has its span (an attempt's says its status and size), continuing its
+ * workflow's trace where one reached it. One no trace reached (the sweep's, the outbox reconciler's) is marked, so the
+ * workflows it starts are untraced, as src/workflows/tracing.cjs leaves the workflows no trace reached.
+ */
+export const tracedActivities: ActivityInterceptorsFactory = (ctx) => {
+  const traced = new OpenTelemetryActivityInboundInterceptor(ctx);
+  return {
+    inbound: {
+      execute: (input, next) =>
+        input.headers[TRACE_HEADER] === undefined
+          ? context.with(context.active().setValue(UNREACHED, true), () => traced.execute(input, next))
+          : traced.execute(input, next),
+    },
+    outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+  };
+};
+
+/**
+ * The SDK's client interceptor for the workers' own client (the workflows activities start), applied only to a call
+ * made within a trace that reached its activity: a workflow the outbox reconciler starts again is not traced.
+ */
+export function clientTracedWithin(): WorkflowClientInterceptor {
+  const traced = new OpenTelemetryWorkflowClientInterceptor();
+  const within = () =>
+    context.active().getValue(UNREACHED) !== true && trace.getSpanContext(context.active()) !== undefined;
+  const methods = Object.getOwnPropertyNames(OpenTelemetryWorkflowClientInterceptor.prototype).filter(
+    (name) => name !== 'constructor',
+  ) as (keyof WorkflowClientInterceptor)[];
+  type Call = (input: unknown, next: (input: unknown) => unknown) => unknown;
+  return Object.fromEntries(
+    methods.map((name) => {
+      const call = (traced[name] as Call).bind(traced);
+      return [name, ((input, next) => (within() ? call(input, next) : next(input))) satisfies Call];
+    }),
+  ) as WorkflowClientInterceptor;
 }

@@ -3,11 +3,6 @@
  * each worker gets only its own region's ledger pool, namespace and task queue.
  */
 import { fileURLToPath } from 'node:url';
-import {
-  OpenTelemetryActivityInboundInterceptor,
-  OpenTelemetryActivityOutboundInterceptor,
-  OpenTelemetryWorkflowClientInterceptor,
-} from '@temporalio/interceptors-opentelemetry';
 import type { Client } from '@temporalio/client';
 import {
   bundleWorkflowCode,
@@ -25,7 +20,13 @@ import type { MerchantLabel, RegionConfig, SetCurrentMode, WebhookConfig } from 
 import { createAgents } from '../delivery/http-sender.js';
 import type { SecretSealer } from '../delivery/secret-box.js';
 import { withMerchantLabel } from '../observability/metrics.js';
-import { untraced, workflowSinks, type Tracing } from '../observability/tracing.js';
+import {
+  clientTracedWithin,
+  tracedActivities,
+  untraced,
+  workflowSinks,
+  type Tracing,
+} from '../observability/tracing.js';
 import { setCurrentVersionIfWanted, type SetCurrentOutcome } from './deployment.js';
 
 /** The workflow entry point, as source under tsx and vitest, as compiled JavaScript under dist/. */
@@ -35,7 +36,7 @@ export const WORKFLOWS_PATH = fileURLToPath(
 
 /**
  * The workflow interceptors (src/workflows/interceptors.ts): a workflow started with unencrypted input in an encrypted
- * region fails.
+ * region fails; a workflow that returns completes once its signal and Update handlers have finished.
  */
 export const WORKFLOW_INTERCEPTORS_PATH = fileURLToPath(
   new URL(`../workflows/interceptors${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
@@ -207,15 +208,11 @@ export function createRegionWorker({
       meter: meter && withMerchantLabel(meter, merchantLabel),
     }),
     // One trace from a callback to the last attempt (src/observability/tracing.ts): activities continue the context
-    // their workflow scheduled them with, and the workflows they start (a delivery, a resend) carry it on.
+    // their workflow scheduled them with, and the workflows they start (a delivery, a resend) carry it on; an
+    // activity no trace reached starts its workflows untraced.
     interceptors: {
-      activity: [
-        (ctx) => ({
-          inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
-          outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
-        }),
-      ],
-      client: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+      activity: [tracedActivities],
+      client: { workflow: [clientTracedWithin()] },
     },
     sinks: workflowSinks(tracing),
     shutdownGraceTime: SHUTDOWN_GRACE_MS,

@@ -34,7 +34,8 @@ export class DecisionInbox {
   open: HumanDecision | undefined;
   /** The loop is ending the run (or continuing it as new): nothing more is taken in it. */
   closing = false;
-  merchantResumed = false;
+  /** `merchantResumed` signals taken: a count, so one sent while an attempt runs is not lost when the wait begins. */
+  resumes = 0;
   /**
    * Decisions taken by signal, with what their payload was: one the ledger refuses is kept in the status, since no
    * caller waits for the answer.
@@ -124,6 +125,6 @@ export function registerDeliveryHandlers(tracker: DeliveryTracker, inbox: Decisi
   setHandler(approveReplayUpdate, ...byUpdate('approveReplay'));
   setHandler(discardUpdate, ...byUpdate('discard'));
   setHandler(merchantResumedSignal, () => {
-    inbox.merchantResumed = true;
+    inbox.resumes += 1;
   });
 }

@@ -10,7 +10,8 @@
  *   attempt                delivered                           end: delivered
  *                          already terminal                    end: delivered, or handled by another workflow
  *                          held (merchant paused, sends)       wait and re-check: 5 s doubling to 5 min, every 30 min
- *                                                              after an hour; `merchantResumed` ends the wait at once
+ *                                                              after an hour; `merchantResumed`, sent during the
+ *                                                              attempt or the wait, ends the wait at once
  *                          wait (budget, an earlier webhook)   wait as long as the worker said
  *                          wait (every request in flight)      wait the worker's time, doubled per such answer in a
  *                                                              row, at most a minute
@@ -32,8 +33,14 @@
  * is added back.
  */
 import type { DeliverWebhookResult, QuarantineDecision, QuarantineDecisionAnswer } from '../contracts/delivery.js';
-export type { DeliveryEnd, DeliveryFacts } from '../contracts/domain.js';
-import type { DeliveryEnd, DeliveryFacts, OpenQuarantine } from '../contracts/domain.js';
+export type { DeliveringFacts, DeliveryEnd, DeliveryFacts, QuarantinedFacts } from '../contracts/domain.js';
+import type {
+  DeliveringFacts,
+  DeliveryEnd,
+  DeliveryFacts,
+  OpenQuarantine,
+  QuarantinedFacts,
+} from '../contracts/domain.js';
 import type { QuarantineReason } from '../contracts/failures.js';
 import type { HoldStage } from '../contracts/messages.js';
 import { DELIVERY_STATUS_VALUES, type DeliveryStatusValue } from '../contracts/search-attributes.js';
@@ -63,23 +70,40 @@ export type AttemptFailure =
   /** Anything else on the fast path (the ledger down, a crash): the regular activity takes it from here. */
   | { kind: 'hand_over' };
 
-export type Happened =
-  | { was: 'start' }
+/** A run's start, delivering or quarantined. */
+export type Start = { was: 'start' };
+/** What comes of an attempt or a wait: while delivering. */
+export type WhileDelivering =
   | { was: 'answered'; result: DeliverWebhookResult }
   | { was: 'failed'; failure: AttemptFailure }
-  | { was: 'woke'; resumed: boolean; historyLong: boolean }
+  | { was: 'woke'; resumed: boolean; historyLong: boolean };
+/** What comes of recording a quarantine, waiting for a human and recording a decision: while quarantined. */
+export type WhileQuarantined =
   | { was: 'quarantined'; fourEyes: boolean; timeoutMs: number }
   | { was: 'decided'; decision: HumanDecision }
   | { was: 'timed_out' }
   | { was: 'history_long' }
   | { was: 'recorded'; answer: QuarantineDecisionAnswer };
+export type Happened = Start | WhileDelivering | WhileQuarantined;
 
+/**
+ * What the delivery does next. A step that something comes of carries the facts it was decided by, of the state that
+ * what comes of it is decided in (`next` takes the two together).
+ */
 export type Step =
-  | { do: 'attempt'; policyRun: number; local: boolean; attempt: number; horizonMs: number; reservedSlotMs?: number }
-  | { do: 'wait'; ms: number; until: string; for: WaitFor }
-  | { do: 'quarantine'; reason: QuarantineReason; detail: string }
-  | { do: 'await_human'; untilMs: number }
-  | { do: 'record'; decision: HumanDecision }
+  | {
+      do: 'attempt';
+      facts: DeliveringFacts;
+      policyRun: number;
+      local: boolean;
+      attempt: number;
+      horizonMs: number;
+      reservedSlotMs?: number;
+    }
+  | { do: 'wait'; facts: DeliveringFacts; ms: number; until: string; for: WaitFor }
+  | { do: 'quarantine'; facts: QuarantinedFacts; reason: QuarantineReason; detail: string }
+  | { do: 'await_human'; facts: QuarantinedFacts; untilMs: number }
+  | { do: 'record'; facts: QuarantinedFacts; decision: HumanDecision }
   | { do: 'continue_as_new' }
   | { do: 'end'; end: DeliveryEnd };
 
@@ -98,17 +122,43 @@ export interface Next {
 }
 
 /** A delivery's first run: policy run `policyRun`, nothing tried yet. */
-export function firstFacts(policyRun: number, horizonMs: number, now: number, attempt = 0): DeliveryFacts {
+export function firstFacts(policyRun: number, horizonMs: number, now: number, attempt = 0): DeliveringFacts {
   return { policyRun, horizonMs, leftMs: horizonMs, local: true, busy: 0, attempt, stepAt: now };
 }
 
-/** What the delivery does next, given what it knows, what just happened and the time. */
+const WHILE_QUARANTINED: ReadonlySet<Happened['was']> = new Set<WhileQuarantined['was']>([
+  'quarantined',
+  'decided',
+  'timed_out',
+  'history_long',
+  'recorded',
+]);
+const isWhileQuarantined = (e: WhileDelivering | WhileQuarantined): e is WhileQuarantined =>
+  WHILE_QUARANTINED.has(e.was);
+
+/**
+ * What the delivery does next, given what it knows, what just happened and the time: at a run's start, delivering or
+ * quarantined; what came of an attempt or a wait, delivering; what came of a quarantine's step, quarantined.
+ */
+export function next(known: DeliveryFacts, e: Start, now: number): Next;
+export function next(known: DeliveringFacts, e: WhileDelivering, now: number): Next;
+export function next(known: QuarantinedFacts, e: WhileQuarantined, now: number): Next;
 export function next(known: DeliveryFacts, e: Happened, now: number): Next {
-  const elapsedMs = Math.max(0, now - known.stepAt);
-  const f = { ...known, stepAt: now };
+  if (e.was === 'start') {
+    const f = { ...known, stepAt: now };
+    return f.quarantine ? awaitHuman(f) : attempt(f);
+  }
+  if (known.quarantine && isWhileQuarantined(e)) return whileQuarantined({ ...known, stepAt: now }, e, now);
+  if (!known.quarantine && !isWhileQuarantined(e)) {
+    const elapsedMs = Math.max(0, now - known.stepAt);
+    return whileDelivering({ ...known, stepAt: now }, e, elapsedMs, now);
+  }
+  // The signatures above take no such pair: what comes of a step is paired with the facts the step carries.
+  throw new Error(`no rule for ${e.was} while ${known.quarantine ? 'quarantined' : 'delivering'}`);
+}
+
+function whileDelivering(f: DeliveringFacts, e: WhileDelivering, elapsedMs: number, now: number): Next {
   switch (e.was) {
-    case 'start':
-      return f.quarantine ? awaitHuman(f) : attempt(f);
     case 'answered':
       return answered({ ...f, leftMs: f.leftMs - elapsedMs }, e.result, now);
     case 'failed':
@@ -122,19 +172,24 @@ export function next(known: DeliveryFacts, e: Happened, now: number): Next {
         return quarantine(woken, 'exhausted', 'retry horizon ran out while waiting for the merchant');
       return attempt(woken);
     }
+  }
+}
+
+function whileQuarantined(f: QuarantinedFacts, e: WhileQuarantined, now: number): Next {
+  switch (e.was) {
     case 'quarantined': {
-      const q = f.quarantine!;
+      const q = f.quarantine;
       const since = new Date(now).toISOString();
       return awaitHuman({ ...f, quarantine: { ...q, since, fourEyes: e.fourEyes, abandonsAt: now + e.timeoutMs } });
     }
     case 'decided':
-      return { facts: f, step: { do: 'record', decision: e.decision }, shown: shownQuarantined(f) };
+      return { facts: f, step: { do: 'record', facts: f, decision: e.decision }, shown: shownQuarantined(f) };
     case 'timed_out': {
-      const { since, abandonsAt } = f.quarantine!;
+      const { since, abandonsAt } = f.quarantine;
       const reason = `no decision within ${durationText(abandonsAt - Date.parse(since))}`;
       return {
         facts: f,
-        step: { do: 'record', decision: { decision: 'abandon', by: ABANDONED_BY, reason } },
+        step: { do: 'record', facts: f, decision: { decision: 'abandon', by: ABANDONED_BY, reason } },
         shown: shownQuarantined(f),
       };
     }
@@ -145,11 +200,12 @@ export function next(known: DeliveryFacts, e: Happened, now: number): Next {
   }
 }
 
-function attempt(f: DeliveryFacts): Next {
+function attempt(f: DeliveringFacts): Next {
   return {
     facts: f,
     step: {
       do: 'attempt',
+      facts: f,
       policyRun: f.policyRun,
       local: f.local,
       attempt: f.attempt + 1,
@@ -160,8 +216,8 @@ function attempt(f: DeliveryFacts): Next {
   };
 }
 
-function answered(known: DeliveryFacts, r: DeliverWebhookResult, now: number): Next {
-  const f: DeliveryFacts = { ...known, reservedSlotMs: undefined };
+function answered(known: DeliveringFacts, r: DeliverWebhookResult, now: number): Next {
+  const f: DeliveringFacts = { ...known, reservedSlotMs: undefined };
   switch (r.status) {
     case 'delivered':
       return end(f, { status: 'delivered', attempts: r.attempts, policyRuns: f.policyRun }, r.attempts);
@@ -177,9 +233,10 @@ function answered(known: DeliveryFacts, r: DeliverWebhookResult, now: number): N
           ? f.held
           : { by: r.merchantStatus, heldMs: 0, recheckMs: HELD_RECHECK_FIRST_MS };
       const until = iso(now + held.recheckMs);
+      const facts = { ...f, busy: 0, held };
       return {
-        facts: { ...f, busy: 0, held },
-        step: { do: 'wait', ms: held.recheckMs, until, for: { kind: 'held', by: held.by } },
+        facts,
+        step: { do: 'wait', facts, ms: held.recheckMs, until, for: { kind: 'held', by: held.by } },
         shown: {
           stage: { stage: 'held', policyRun: f.policyRun, merchantStatus: held.by, until },
           status: 'held',
@@ -193,15 +250,17 @@ function answered(known: DeliveryFacts, r: DeliverWebhookResult, now: number): N
         r.why === 'in_flight' ? Math.min(r.waitMs * 2 ** Math.min(busy - 1, 16), IN_FLIGHT_WAIT_MAX_MS) : r.waitMs,
       );
       const until = iso(now + ms);
+      const facts: DeliveringFacts = {
+        ...f,
+        held: undefined,
+        busy,
+        ...(r.reservedSlotMs === undefined ? {} : { reservedSlotMs: r.reservedSlotMs }),
+      };
       return {
-        facts: {
-          ...f,
-          held: undefined,
-          busy,
-          ...(r.reservedSlotMs === undefined ? {} : { reservedSlotMs: r.reservedSlotMs }),
-        },
+        facts,
         step: {
           do: 'wait',
+          facts,
           ms,
           until,
           for: r.why === 'earlier' ? { kind: 'earlier', after: r.after! } : { kind: r.why, lane: r.lane },
@@ -223,8 +282,8 @@ function answered(known: DeliveryFacts, r: DeliverWebhookResult, now: number): N
   }
 }
 
-function failed(known: DeliveryFacts, failure: AttemptFailure, now: number): Next {
-  const f: DeliveryFacts = { ...known, reservedSlotMs: undefined, held: undefined, busy: 0 };
+function failed(known: DeliveringFacts, failure: AttemptFailure, now: number): Next {
+  const f: DeliveringFacts = { ...known, reservedSlotMs: undefined, held: undefined, busy: 0 };
   switch (failure.kind) {
     case 'hand_over':
       return attempt({ ...f, local: false });
@@ -237,10 +296,12 @@ function failed(known: DeliveryFacts, failure: AttemptFailure, now: number): Nex
         return { ...now_, shown: { ...now_.shown, attempt: { attemptNumber, outcome } } };
       }
       const until = iso(now + delayMs);
+      const facts = { ...f, local: false, attempt: attemptNumber };
       return {
-        facts: { ...f, local: false, attempt: attemptNumber },
+        facts,
         step: {
           do: 'wait',
+          facts,
           ms: Math.max(1, delayMs),
           until,
           for: { kind: 'retry', reason, outcome, attempt: attemptNumber },
@@ -261,23 +322,27 @@ function failed(known: DeliveryFacts, failure: AttemptFailure, now: number): Nex
   }
 }
 
-function quarantine(f: DeliveryFacts, reason: QuarantineReason, detail: string): Next {
+function quarantine(f: DeliveringFacts, reason: QuarantineReason, detail: string): Next {
   // Its `since`, rule and deadline are set once the ledger has it (`quarantined`).
   const open: OpenQuarantine = { reason, detail, since: '', fourEyes: false, abandonsAt: 0 };
-  const facts: DeliveryFacts = { ...f, held: undefined, reservedSlotMs: undefined, quarantine: open };
+  const facts: QuarantinedFacts = { ...f, held: undefined, reservedSlotMs: undefined, quarantine: open };
   // Quarantined once the ledger says so (the next event): until then it is still delivering, and takes no decision.
   return {
     facts,
-    step: { do: 'quarantine', reason, detail },
+    step: { do: 'quarantine', facts, reason, detail },
     shown: { ...shownAttempting(facts), attempt: { attemptNumber: f.attempt, outcome: detail } },
   };
 }
 
-function awaitHuman(f: DeliveryFacts): Next {
-  return { facts: f, step: { do: 'await_human', untilMs: f.quarantine!.abandonsAt }, shown: shownQuarantined(f) };
+function awaitHuman(f: QuarantinedFacts): Next {
+  return {
+    facts: f,
+    step: { do: 'await_human', facts: f, untilMs: f.quarantine.abandonsAt },
+    shown: shownQuarantined(f),
+  };
 }
 
-function recorded(f: DeliveryFacts, answer: QuarantineDecisionAnswer, now: number): Next {
+function recorded(f: QuarantinedFacts, answer: QuarantineDecisionAnswer, now: number): Next {
   if (!answer.recorded) return awaitHuman(f);
   const { policyRun } = f;
   // The ledger's decision stands, even where another was recorded for the run first.
@@ -291,7 +356,7 @@ function recorded(f: DeliveryFacts, answer: QuarantineDecisionAnswer, now: numbe
         shown: { stage: { stage: 'discarded', by: answer.by, reason: answer.reason }, status: 'discarded' },
       };
     case 'abandon': {
-      const { reason, since } = f.quarantine!;
+      const { reason, since } = f.quarantine;
       return {
         facts: f,
         step: { do: 'end', end: { status: 'abandoned', policyRuns: policyRun } },
@@ -329,17 +394,23 @@ function heldAgain(held: NonNullable<DeliveryFacts['held']>, resumed: boolean, e
   return { ...held, heldMs, recheckMs };
 }
 
+/** Held, a re-check under way: if it finds the merchant still held, the next one is due `recheckMs` after it began. */
 function shownAttempting(f: DeliveryFacts): Shown {
   return f.held
     ? {
-        stage: { stage: 'held', policyRun: f.policyRun, merchantStatus: f.held.by, until: iso(f.stepAt) },
+        stage: {
+          stage: 'held',
+          policyRun: f.policyRun,
+          merchantStatus: f.held.by,
+          until: iso(f.stepAt + f.held.recheckMs),
+        },
         status: 'held',
       }
     : { stage: { stage: 'delivering', policyRun: f.policyRun }, status: 'pending' };
 }
 
-function shownQuarantined(f: DeliveryFacts): Shown {
-  const q = f.quarantine!;
+function shownQuarantined(f: QuarantinedFacts): Shown {
+  const q = f.quarantine;
   return {
     stage: { stage: 'quarantined', policyRun: f.policyRun, reason: q.reason, since: q.since, detail: q.detail },
     status: 'quarantined',

@@ -13,6 +13,7 @@ import {
   ApplicationFailure,
   condition,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
 } from '@temporalio/workflow';
@@ -25,7 +26,7 @@ import type { HoldStage } from '../contracts/messages.js';
 import { holdLabels } from '../contracts/story.js';
 import { ledgerActivity, webhookActivity, webhookLocalActivity } from './activity-profiles.js';
 import { DecisionInbox, registerDeliveryHandlers } from './delivery-handlers.js';
-import { firstFacts, next, type AttemptFailure, type Happened, type Step } from './delivery-rules.js';
+import { firstFacts, next, type AttemptFailure, type Step, type WhileDelivering } from './delivery-rules.js';
 import { DeliveryTracker } from './delivery-tracker.js';
 import { runHistoryIsLong } from './history-budget.js';
 
@@ -54,22 +55,32 @@ export async function deliverUntilDecided(
   { tracker, inbox }: ReturnType<typeof deliveryDesk>,
 ): Promise<DeliveryEnd> {
   const { webhookId, ctx } = d;
-  let facts = d.resume?.facts ?? firstFacts(d.policyRun, d.retryHorizonMs, Date.now());
-  let happened: Happened = { was: 'start' };
+  let decided = next(
+    d.resume?.facts ?? firstFacts(d.policyRun, d.retryHorizonMs, Date.now()),
+    { was: 'start' },
+    Date.now(),
+  );
+  /** `merchantResumed` signals counted when the last attempt started: one sent during it ends the held wait after it. */
+  let resumesAtAttempt = inbox.resumes;
   for (;;) {
-    const decided = next(facts, happened, Date.now());
-    facts = decided.facts;
+    // What comes of a step is decided from the facts it carries: each case pairs them with what came of it.
+    const { facts, step } = decided;
     tracker.show(decided.shown);
-    const step: Step = decided.step;
     switch (step.do) {
       case 'attempt':
-        happened = await attempt(webhookId, step);
+        resumesAtAttempt = inbox.resumes;
+        decided = next(step.facts, await attempt(webhookId, step), Date.now());
         break;
       case 'wait': {
-        inbox.merchantResumed = false;
+        // A history without the patch's marker (1.0.0's) counts only a resume sent during the wait: one sent during
+        // the attempt leaves its wait to the timer, so it replays as it ran.
+        const since =
+          step.for.kind === 'held' && inbox.resumes > resumesAtAttempt && !patched(RESUME_DURING_ATTEMPT)
+            ? inbox.resumes
+            : resumesAtAttempt;
         const summary = holdLabels.wait(step.for, step.until);
-        const resumed = await condition(() => step.for.kind === 'held' && inbox.merchantResumed, step.ms, { summary });
-        happened = { was: 'woke', resumed, historyLong: runHistoryIsLong() };
+        const resumed = await condition(() => step.for.kind === 'held' && inbox.resumes > since, step.ms, { summary });
+        decided = next(step.facts, { was: 'woke', resumed, historyLong: runHistoryIsLong() }, Date.now());
         break;
       }
       case 'quarantine': {
@@ -80,20 +91,24 @@ export async function deliverUntilDecided(
           detail,
         });
         log.warn('webhook quarantined: waiting for a human', { ...ctx, webhookId, reason, policyRun: facts.policyRun });
-        happened = { was: 'quarantined', fourEyes, timeoutMs: decideWithinMs };
+        decided = next(step.facts, { was: 'quarantined', fourEyes, timeoutMs: decideWithinMs }, Date.now());
         break;
       }
       case 'await_human': {
-        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: facts.quarantine!.fourEyes };
+        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: step.facts.quarantine.fourEyes };
         const summary = holdLabels.human(new Date(step.untilMs).toISOString());
         const timeoutMs = Math.max(1, step.untilMs - Date.now());
         // A decision taken in the same task as the timeout wins over it.
         await condition(() => inbox.open !== undefined || runHistoryIsLong(), timeoutMs, { summary });
-        happened = inbox.open
-          ? { was: 'decided', decision: inbox.open }
-          : runHistoryIsLong()
-            ? { was: 'history_long' }
-            : { was: 'timed_out' };
+        decided = next(
+          step.facts,
+          inbox.open
+            ? { was: 'decided', decision: inbox.open }
+            : runHistoryIsLong()
+              ? { was: 'history_long' }
+              : { was: 'timed_out' },
+          Date.now(),
+        );
         break;
       }
       case 'record': {
@@ -105,13 +120,13 @@ export async function deliverUntilDecided(
           policyRun: facts.policyRun,
           ...decision,
         });
-        happened = { was: 'recorded', answer };
+        decided = next(step.facts, { was: 'recorded', answer }, Date.now());
         const why = !answer.recorded
           ? answer.why
           : answer.decision === decision.decision
             ? ''
             : `the ledger holds a ${answer.decision} by ${answer.by} for policy run ${facts.policyRun}`;
-        inbox.answer(decision, why, next(facts, happened, Date.now()).shown.stage.stage);
+        inbox.answer(decision, why, decided.shown.stage.stage);
         const signal = decision.decision === 'replay' ? 'approveReplay' : 'discard';
         if (why && inbox.signalled.has(decision))
           tracker.ignore({ signal, payload: inbox.signalled.get(decision), why });
@@ -131,11 +146,14 @@ export async function deliverUntilDecided(
   }
 }
 
+/** The patch that ends a held wait for a `merchantResumed` sent during the attempt before it. */
+export const RESUME_DURING_ATTEMPT = 'resume-during-attempt';
+
 /** Ledger activities with their label on the timeline (user metadata: a summary per call). */
 const ledger = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
 
 /** One call of `deliverWebhook`, on the fast path or as the regular activity, and how it ended. */
-async function attempt(webhookId: string, step: Extract<Step, { do: 'attempt' }>): Promise<Happened> {
+async function attempt(webhookId: string, step: Extract<Step, { do: 'attempt' }>): Promise<WhileDelivering> {
   const { local, policyRun, reservedSlotMs } = step;
   const summary = (local ? holdLabels.deliver : holdLabels.deliverWithRetries)(webhookId, step.attempt);
   try {

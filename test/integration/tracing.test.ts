@@ -8,7 +8,10 @@
 import { InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import type { LogEntry } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { eventDeliveryWorkflowId } from '../../src/contracts/ids.js';
 import { startTracing, type Tracing } from '../../src/observability/tracing.js';
+import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
+import { reconcileOutbox } from '../../src/workflows/reconcile-outbox.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
@@ -194,4 +197,91 @@ it("a merchant's answer stays in the ledger, inert: no span, no worker log line 
     expect(JSON.parse(lines.at(-1)!)).toMatchObject([{ lastError: HOSTILE_BODY }]);
     expect(lines.join('\n')).not.toMatch(CONTROL_BUT_LINE_BREAK);
   });
+}, 120_000);
+
+it('the outbox reconciler, which no trace reaches, starts stranded deliveries again untraced: no trace header, no start span', async () => {
+  const night = await seedNight(
+    us.pool,
+    'us',
+    `${harness.id}ob`,
+    { expired: 1, future: 1, merchants: 1 },
+    harness.merchants,
+  );
+  const [merchantId] = night.merchantIds as [string];
+  await pauseMerchant(us.pool, merchantId, 'test: hold every delivery');
+  // A hold's release from the sweep (untraced) and a processor event's delivery from a traced callback, both held.
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: us.config.taskQueue,
+    workflowId: `sweep-us-${harness.id}-traced-outbox`,
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
+  });
+  const { processor, close } = await startTestReceiver(us, { client: tracedClient(us) });
+  const futureHold = night.future[0]!.id;
+  try {
+    const event = {
+      eventId: `evt_${futureHold}_1`,
+      holdId: futureHold,
+      sequence: 1,
+      type: 'hold.incremented' as const,
+    };
+    expect((await processor.send({ ...event, amountMinor: 100, currency: 'USD' })).status).toBe(202);
+    const webhookOf = async (holdId: string) =>
+      (
+        await us.pool.query<{ webhook_id: string }>('SELECT webhook_id FROM webhook_deliveries WHERE hold_id = $1', [
+          holdId,
+        ])
+      ).rows[0]?.webhook_id;
+    await waitUntil(async () => (await webhookOf(futureHold)) !== undefined, "the event's webhook");
+    const workflowIds = [
+      await holdWorkflowIdOf(us.pool, 'us', night.expired[0]!.id),
+      eventDeliveryWorkflowId('us', (await webhookOf(futureHold))!),
+    ];
+    const traceHeaderOf = async (workflowId: string) => {
+      const events = (await us.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+      return events[0]?.workflowExecutionStartedEventAttributes?.header?.fields?.['_tracer-data'] !== undefined;
+    };
+    // Their workflows ended without finishing them: nothing drives the webhooks now.
+    const firstRuns = new Map<string, string>();
+    for (const workflowId of workflowIds) {
+      const handle = us.client.workflow.getHandle(workflowId);
+      await waitUntil(
+        () =>
+          handle.describe().then(
+            (d) => d.status.name === 'RUNNING',
+            () => false,
+          ),
+        `${workflowId} running`,
+      );
+      firstRuns.set(workflowId, (await handle.describe()).runId);
+      await handle.terminate('test: strand its webhook');
+    }
+    await resumeMerchant(us.pool, merchantId);
+    await us.pool.query(`UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour'`);
+    const spansBefore = exporter.getFinishedSpans().length;
+
+    const report = await us.client.workflow.execute(reconcileOutbox, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `outbox-traced-${harness.id}`,
+      args: [{ region: 'us', graceMs: 0 }],
+    });
+    expect(report.restartedWebhooks).toHaveLength(2);
+    const restarted = await Promise.all(
+      workflowIds.map(async (workflowId) => {
+        const { runId } = await us.client.workflow.getHandle(workflowId).describe();
+        expect(runId).not.toBe(firstRuns.get(workflowId));
+        return traceHeaderOf(workflowId);
+      }),
+    );
+    console.log(
+      `[tracing] restarted by the outbox reconciler, a trace header: release ${restarted[0]}, event ${restarted[1]}`,
+    );
+    expect(restarted).toEqual([false, false]);
+    const reconcilerSpans = exporter
+      .getFinishedSpans()
+      .slice(spansBefore)
+      .filter((s) => s.name.startsWith('StartWorkflow:'));
+    expect(reconcilerSpans.map((s) => s.name)).toEqual([]);
+  } finally {
+    await close();
+  }
 }, 120_000);

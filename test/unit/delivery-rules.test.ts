@@ -11,10 +11,14 @@ import {
   HELD_RECHECK_FIRST_MS,
   HELD_RECHECK_MAX_MS,
   IN_FLIGHT_WAIT_MAX_MS,
-  next,
+  next as nextOfPair,
   type Happened,
   type HumanDecision,
+  type Next,
 } from '../../src/workflows/delivery-rules.js';
+
+/** The rulebook over any facts and event: the table holds pairs of each kind (delivery-rules-types.test.ts: the pairs). */
+const next = nextOfPair as (known: DeliveryFacts, e: Happened, now: number) => Next;
 
 const T = Date.parse('2026-12-03T12:00:00Z');
 const HOUR = 3_600_000;
@@ -118,6 +122,8 @@ const rows: Row[] = [
     happened: { was: 'woke', resumed: false, historyLong: false },
     after: 5_000,
     step: { do: 'attempt' },
+    // While it re-checks, the status says when the next re-check is due should the merchant still be held.
+    stage: { stage: 'held', until: new Date(T + 5_000 + 10_000).toISOString() },
     status: 'held',
   },
   {
