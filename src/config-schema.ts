@@ -704,7 +704,7 @@ export const READ_ELSEWHERE = {
     [
       '`OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`',
       'none',
-      "OpenTelemetry's own variables, read by its exporter: where the worker and the receiver send their traces over OTLP/HTTP (one trace per processor callback: the callback, the hold's event workflow it signals, the event's ledger change, the delivery it starts and each attempt; the sweep's workflows, which no callback reaches, are not traced: src/workflows/tracing.cjs). Unset, spans are made and dropped",
+      "OpenTelemetry's own variables, read by its exporter: where the worker and the receiver send their traces over OTLP/HTTP (one trace per processor callback: the callback, the hold's event workflow it signals, the event's ledger change, the delivery it starts and each attempt; the sweep's workflows and the deliveries the outbox reconciler starts again, which no callback reaches, are not traced: src/workflows/tracing.cjs, src/observability/tracing.ts). Unset, spans are made and dropped",
     ],
   ],
 } as const;

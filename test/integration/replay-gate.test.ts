@@ -20,10 +20,11 @@ const REORDERED = `${ORIGINAL}        upsertSearchAttributes(deliveryStatusUpdat
 `;
 const PATCHED = `${ORIGINAL}        if (patched('gate-proof-reorder')) upsertSearchAttributes(deliveryStatusUpdate('quarantined'));
 `;
+// `patched` is among the module's own imports already.
 const IMPORTS = {
   from: `import { TemporalFailure } from '@temporalio/common';`,
   to: `import { TemporalFailure } from '@temporalio/common';
-import { patched, upsertSearchAttributes } from '@temporalio/workflow';
+import { upsertSearchAttributes } from '@temporalio/workflow';
 import { deliveryStatusUpdate } from '../contracts/search-attributes.js';`,
 };
 

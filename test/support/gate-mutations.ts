@@ -19,6 +19,8 @@ const inRelease = (imports: string, code: string, more: Mutation['edits'] = {}):
     return `${imports}\n${text.replace(ANCHOR, `${ANCHOR}${code}\n`)}`;
   },
 });
+/** A module the mutation adds, by its path under src/ (it is in no checkout, so no prose names it in full). */
+const added = (underSrc: string) => `src/${underSrc}`;
 const wf = (names: string) => `import { ${names} } from '@temporalio/workflow';`;
 const noSummary = (what: string, file = 'release-expired-hold.ts') =>
   new RegExp(`${file.replace('.', '\\.')}:\\d+: ${what} with a timer but no summary`);
@@ -55,7 +57,7 @@ export const MUTATIONS: Record<string, Mutation> = {
   },
   'a wrapper in a new module': {
     edits: inRelease(`${wf('patched')}\nimport { pause } from './pause.js';`, "if (patched('p6')) await pause(1000);", {
-      'src/workflows/pause.ts': () => `${wf('sleep')}\nexport const pause = (ms: number) => sleep(ms);\n`,
+      [added('workflows/pause.ts')]: () => `${wf('sleep')}\nexport const pause = (ms: number) => sleep(ms);\n`,
     }),
     bites: noSummary('sleep', 'workflows/pause.ts'),
   },
@@ -63,7 +65,7 @@ export const MUTATIONS: Record<string, Mutation> = {
     edits: inRelease(
       `${wf('patched')}\nimport { pause } from '../contracts/pause.js';`,
       "if (patched('p8')) await pause(1000);",
-      { 'src/contracts/pause.ts': () => `${wf('sleep')}\nexport const pause = (ms: number) => sleep(ms);\n` },
+      { [added('contracts/pause.ts')]: () => `${wf('sleep')}\nexport const pause = (ms: number) => sleep(ms);\n` },
     ),
     bites: noSummary('sleep', 'contracts/pause.ts'),
   },
@@ -72,7 +74,7 @@ export const MUTATIONS: Record<string, Mutation> = {
       `${wf('patched')}\nimport { pause } from './pause.cjs';`,
       "if (patched('p7')) await pause(1000);",
       {
-        'src/workflows/pause.cjs': () =>
+        [added('workflows/pause.cjs')]: () =>
           "const { sleep } = require('@temporalio/workflow');\n\nexports.pause = (ms) => sleep(ms);\n",
       },
     ),
