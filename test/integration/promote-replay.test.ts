@@ -182,17 +182,16 @@ it('an encrypted region replays through its payload keys', async () => {
   await harness.startWorker(eu, undefined, undefined, { version: { deploymentName, buildId: 'build-a' } });
   const quarantined = await nightWithQuarantine(eu, `${harness.id}e`);
   const env = { WORKER_DEPLOYMENT_NAME: deploymentName };
+  const keys = { PAYLOAD_KEYS_EU: `${key.id}:${key.key.toString('base64')}` };
   const bundle = inject('workflowBundlePath');
 
-  const keyed = await run(
-    'replay',
-    eu,
-    { ...env, PAYLOAD_KEYS_EU: `${key.id}:${key.key.toString('base64')}` },
-    '--bundle',
-    bundle,
-  );
+  const keyed = await run('replay', eu, { ...env, ...keys }, '--bundle', bundle);
   expect(keyed.code, keyed.stdout).toBe(0);
   expect(keyed.lines.find((l) => l.msg.startsWith('replayed '))?.replayed).toBeGreaterThanOrEqual(6);
+  // A deadline reached before the sample is replayed is a refusal, not a pass on what it had time for.
+  const late = await run('replay', eu, { ...keys, ...env }, '--bundle', bundle, '--deadline', '1ms');
+  expect(late.code, late.stdout).toBe(1);
+  expect(late.stdout).toMatch(/refused: the deadline passed after 0 of \d+ histories/);
   // Without the keys the workflow code is handed ciphertext: nothing that reached a payload replays.
   const keyless = await run('replay', eu, env, '--bundle', bundle, '--save', path.join(dir, 'keyless'));
   expect(keyless.code, keyless.stdout).toBe(1);
