@@ -8,22 +8,21 @@
  * then, in production, the region's schedules (created, or updated to this build's configuration; in dev mode each
  * starting worker applies them). It runs with the namespace's admin credential (`<namespace>:admin`, the `operator`
  * caller of deploy/temporal/server/cluster-rights.json): a service's token may do neither. Exit code 1 at once when
- * the cluster refuses the credential. The build is --build-id, or this image's own (WORKER_BUILD_ID, or the hash of the bundle, as its
- * workers compute it). Without a bundle it refuses to run unless told --skip-replay, which it logs as what it skips. It waits until the new build polls every task queue the current
- * one does (the server refuses a promotion before: "missing active task queues"), then promotes it, giving each call
- * 10 s and trying again until the deadline; a call that timed out is checked first, since it may have taken effect.
- * It prints why it is still waiting.
+ * the cluster refuses the credential. The build is --build-id, or this image's own (WORKER_BUILD_ID, or the hash of
+ * the bundle, as its workers compute it). Without a bundle it refuses to run unless told --skip-replay, which it logs
+ * as what it skips. It waits until the new build polls every task queue the current one does (the server refuses a
+ * promotion before: "missing active task queues"), then promotes it, giving each call 10 s and trying again until the
+ * deadline; a call that timed out is checked first, since it may have taken effect. It prints why it is still
+ * waiting.
  *
  *   HOLD_SWEEPER_MODE=production HOLD_SWEEPER_REGIONS=us TEMPORAL_ADDRESS=... TEMPORAL_TLS_...=... \
  *   TEMPORAL_API_KEY_FILE=<the namespace admin's token> PAYLOAD_KEYS_US=... \
- *   npm run promote -- --build-id 3f2a1c9                       (in the image: node dist/bin/promote.js)
+ *   npm run promote -- --bundle dist/workflow-bundle.js --build-id 3f2a1c9   (in the image: node dist/bin/promote.js)
  *
- * Exit codes: 0 current (made so, or already), 2 a configuration error, 1 not made current (refused, or the deadline).
+ * Exit codes: 0 current (made so, or already), 2 a configuration error, 1 not made current (a history that does not
+ * replay, the replay's deadline, refused, or the deadline).
  */
 import '../node-version.js';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
@@ -37,6 +36,7 @@ import { buildIdOf, setCurrentVersionIfWanted } from '../workers/deployment.js';
 import {
   DEFAULT_REPLAY_DEADLINE,
   DEFAULT_SAMPLE,
+  defaultSaveDir,
   installReplayRuntime,
   readBundle,
   replayRegions,
@@ -90,7 +90,7 @@ async function main(): Promise<number> {
         'cannot replay what is in flight shows only after the promotion, as WorkflowTaskFailures',
     );
   } else {
-    const save = values.save ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-refused-')));
+    const save = values.save ?? defaultSaveDir();
     const replayed = await replayRegions(config, regions, {
       workflowBundle: { code },
       bundlePath,

@@ -2,7 +2,7 @@
  * `npm run replay -- --bundle <path> [--sample 500] [--region us] [--deadline 5m] [--save <dir>]`: replays a sample of
  * each region's real histories (open workflows first, then last night's closed ones, every type; src/workers/replay.ts)
  * on the workflow bundle of a new build, as `npm run promote` does before it promotes. A history that does not replay
- * is saved in the golden sets' format under `--save` (a fresh directory in the system's temporary one unless given).
+ * is saved in the golden sets' format under `--save` (a new directory in the system's temporary one unless given).
  *
  * `npm run replay -- --bundle <path> --from <dir> [--region us]` replays a saved set instead: the command a refusal
  * prints, to replay on one's own machine what the cluster refused (no cluster needed; an encrypted region's keys are).
@@ -11,9 +11,6 @@
  * configuration error.
  */
 import '../node-version.js';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
@@ -22,6 +19,7 @@ import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import {
   DEFAULT_REPLAY_DEADLINE,
   DEFAULT_SAMPLE,
+  defaultSaveDir,
   installReplayRuntime,
   readBundle,
   readHistorySet,
@@ -65,7 +63,7 @@ async function main(): Promise<number> {
     return failures.length === 0 ? 0 : 1;
   }
 
-  const save = values.save ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-refused-')));
+  const save = values.save ?? defaultSaveDir();
   const ok = await replayRegions(config, regions, { workflowBundle, bundlePath, sample, deadlineMs, save, log });
   return ok ? 0 : 1;
 }

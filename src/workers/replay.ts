@@ -8,6 +8,7 @@
  * workflows (a sweep) are left out: they finish on the build that started them, never on the new one.
  */
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { Client, type WorkflowExecutionInfo } from '@temporalio/client';
@@ -124,6 +125,9 @@ export function installReplayRuntime(log: Logger): void {
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
   });
 }
+
+/** Where refused histories go unless told: a directory of their own under the system's temporary one, made on need. */
+export const defaultSaveDir = () => path.join(os.tmpdir(), `hold-sweeper-refused-${Date.now()}-${process.pid}`);
 
 /** The workflow bundle at `file` (`npm run build:bundle` writes one; the image has its own at WORKFLOW_BUNDLE_PATH). */
 export const readBundle = (file: string): Promise<string> =>
