@@ -147,11 +147,14 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
     status: 'left',
     current: 'build-a',
   });
-  // The rollout's promotion (docs/deploys.md): started right after B's worker, it waits until B polls every task queue
-  // A does, then makes B current.
+  // The rollout's promotion (docs/deploys.md): started right after B's worker, it replays the waiting holds on B's
+  // code (the pinned sweep, whose change is not patched, finishes on A: not replayed), waits until B polls every task
+  // queue A does, then makes B current.
+  const bundleFileB = path.join(dir, 'build-b.js');
+  await fs.writeFile(bundleFileB, bundleB.code);
   const promoted = await run(
     process.execPath,
-    ['--import', 'tsx', 'src/bin/promote.ts', '--build-id', 'build-b', '--deadline', '2m'],
+    ['--import', 'tsx', 'src/bin/promote.ts', '--bundle', bundleFileB, '--build-id', 'build-b', '--deadline', '2m'],
     {
       env: {
         ...process.env,
@@ -159,10 +162,12 @@ it('a deploy mid-night: the sweep finishes on its build, waiting holds move to t
         HOLD_SWEEPER_REGIONS: 'us',
         TEMPORAL_ADDRESS: harness.address,
         TEMPORAL_NAMESPACE_US: namespace,
+        TASK_QUEUE_US: taskQueue,
         WORKER_DEPLOYMENT_NAME: deploymentName,
       },
     },
   );
+  expect(promoted.stdout).toMatch(/"replayed":([1-9]\d+),/);
   expect(promoted.stdout).toContain('"msg":"promoted"');
   expect(await currentBuildId(us.client, namespace, deploymentName)).toBe('build-b');
   // What the operator's drain check counts (docs/deploys.md): A's sweep is pinned to A.

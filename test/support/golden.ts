@@ -1,13 +1,17 @@
 /** The committed golden histories (test/golden/histories/<release>/*.json), recorded by `npm run golden:record`. */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import fsp from 'node:fs/promises';
-import { gunzipSync, gzipSync } from 'node:zlib';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
-import { workflowSinks } from '../../src/observability/tracing.js';
+import type { ReplayWorkerOptions } from '@temporalio/worker';
+import {
+  addHistoryFile,
+  historyFileContent,
+  historyOfFileContent,
+  isHistoryFile,
+  replaySet,
+  WORKFLOW_IDS_FILE,
+} from '../../src/workers/replay.js';
 import { coverageOf } from './coverage.js';
 
 /**
@@ -32,9 +36,10 @@ const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
 /**
  * Each history's workflow id, by file name, beside the histories of a release (older releases have none). A replay
  * must run under the recorded id when the workflow derives ids from its own: a sweep's batches are
- * `<sweep id>/page-n/batch-m`, and a child started under another id is a different command.
+ * `<sweep id>/page-n/batch-m`, and a child started under another id is a different command. The format of a set is
+ * the product's (src/workers/replay.ts): a history that refuses a promotion is saved as one.
  */
-export const WORKFLOW_IDS_FILE = 'workflow-ids.json';
+export { historyFileContent, isHistoryFile, WORKFLOW_IDS_FILE };
 
 /**
  * Beside each set: each cell of src/workflows/waiting-points.ts its histories show (test/support/coverage.ts), and the
@@ -48,19 +53,8 @@ export const COVERAGE_FILE = 'coverage.json';
  */
 export const ENCRYPTED_KEY_FILE = 'key.json';
 
-/**
- * The files of a set that are histories: compact JSON, gzipped (`.json.gz`), as `temporal workflow show --output json`
- * writes it.
- */
-export const isHistoryFile = (file: string) => file.endsWith('.json.gz');
-
 /** A recorded history, read back. */
-export const readHistoryFile = (file: string) =>
-  historyFromJSON(JSON.parse(gunzipSync(fs.readFileSync(file)).toString('utf8')));
-
-/** What a recorder writes: the history as compact JSON, gzipped (a set is a few hundred kB, not megabytes). */
-export const historyFileContent = (history: Parameters<typeof historyToJSON>[0]) =>
-  gzipSync(JSON.stringify(JSON.parse(historyToJSON(history))), { level: 9 });
+export const readHistoryFile = (file: string) => historyOfFileContent(fs.readFileSync(file));
 
 /** Every golden history: release, file, parsed history, and the workflow id it ran under when it was recorded. */
 export function goldenHistories() {
@@ -111,28 +105,20 @@ export function encryptedGoldenSets() {
  * returns the ones that failed, as `<release>/<file>: <first line of the error>`. A history recorded before its
  * workflow id was kept replays under a placeholder id.
  */
-export async function replayFailures(
+export const replayFailures = (
   workflowBundle: ReplayWorkerOptions['workflowBundle'],
   histories: ReturnType<typeof goldenHistories>,
   dataConverter?: ReplayWorkerOptions['dataConverter'],
-): Promise<string[]> {
-  const failures: string[] = [];
-  const inputs = histories.map((h) => ({
-    workflowId: h.workflowId ?? `golden/${h.release}/${h.file}`,
-    history: h.history,
-  }));
-  let i = 0;
-  // Results come one per history, in order.
-  for await (const result of Worker.runReplayHistories(
-    { workflowBundle, replayName: 'golden-histories', dataConverter, sinks: workflowSinks() },
-    inputs,
-  )) {
-    const { release, file } = histories[i++]!;
-    if (result.error) failures.push(`${release}/${file}: ${result.error.message.split('\n')[0]}`);
-  }
-  if (i !== histories.length) failures.push(`replayed ${i} of ${histories.length} histories`);
-  return failures;
-}
+): Promise<string[]> =>
+  replaySet(
+    workflowBundle as { code: string },
+    histories.map((h) => ({
+      file: `${h.release}/${h.file}`,
+      workflowId: h.workflowId ?? `golden/${h.release}/${h.file}`,
+      history: h.history,
+    })),
+    dataConverter,
+  );
 
 /**
  * Adds one history to the set in `out` (a release's directory), as `<name>-<n>.json.gz` (n: the files already there, so
@@ -143,15 +129,9 @@ export async function addRecording(
   out: string,
   name: string,
   workflowId: string,
-  history: Parameters<typeof historyToJSON>[0],
+  history: Parameters<typeof historyFileContent>[0],
 ): Promise<string> {
-  await fsp.mkdir(out, { recursive: true });
-  const file = `${name}-${(await fsp.readdir(out)).length}.json.gz`;
-  await fsp.writeFile(path.join(out, file), historyFileContent(history));
-  const idsFile = path.join(out, WORKFLOW_IDS_FILE);
-  const ids: Record<string, string> = JSON.parse(await fsp.readFile(idsFile, 'utf8').catch(() => '{}'));
-  ids[file] = workflowId;
-  await fsp.writeFile(idsFile, `${JSON.stringify(ids, null, 2)}\n`);
+  const file = await addHistoryFile(out, name, workflowId, history);
   return file;
 }
 
