@@ -43,7 +43,8 @@ const BUILD_B: Edit[] = [
     from: 'export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {\n',
     to: 'export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {\n  await sleep(1);\n',
   },
-  { file: HOLD, from: '  proxyLocalActivities,\n} from', to: '  proxyLocalActivities,\n  patched,\n  sleep,\n} from' },
+  // `patched` is among the module's own imports.
+  { file: HOLD, from: '  proxyLocalActivities,\n} from', to: '  proxyLocalActivities,\n  sleep,\n} from' },
   {
     file: HOLD,
     from: '        return step.end;\n',

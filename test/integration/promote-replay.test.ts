@@ -17,27 +17,11 @@ import { readHistorySet, replaySet } from '../../src/workers/replay.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
-import { bundleVariant, type Edit } from '../support/variant.js';
+import { bundleVariant, quarantineUpsertedFirst, type Edit } from '../support/variant.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
-// As src/workflows/webhook-delivery.ts writes it: the quarantine's DeliveryStatus upserted before the activity that
-// records it (a new command where a waiting hold's history has another), or the same behind patched().
-const ORIGINAL = `      case 'quarantine': {
-        const { reason, detail } = step;
-`;
-const IMPORTS: Edit = {
-  file: 'workflows/webhook-delivery.ts',
-  from: `import { TemporalFailure } from '@temporalio/common';`,
-  to: `import { TemporalFailure } from '@temporalio/common';
-import { patched, upsertSearchAttributes } from '@temporalio/workflow';
-import { deliveryStatusUpdate } from '../contracts/search-attributes.js';`,
-};
-const variant = (upsert: string): Edit[] => [
-  { file: 'workflows/webhook-delivery.ts', from: ORIGINAL, to: `${ORIGINAL}        ${upsert}\n` },
-  IMPORTS,
-];
-const UNPATCHED = variant(`upsertSearchAttributes(deliveryStatusUpdate('quarantined'));`);
-const PATCHED = variant(`if (patched('replay-promote')) upsertSearchAttributes(deliveryStatusUpdate('quarantined'));`);
+const UNPATCHED = quarantineUpsertedFirst();
+const PATCHED = quarantineUpsertedFirst('replay-promote');
 
 let harness: Harness;
 let dir: string;

@@ -9,24 +9,7 @@ import path from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { goldenHistories, replayFailures } from '../support/golden.js';
-import { bundleVariant } from '../support/variant.js';
-
-// As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edit below matches its exact text.
-const ORIGINAL = `      case 'quarantine': {
-        const { reason, detail } = step;
-`;
-// The quarantine's DeliveryStatus set before the activity that records it: an upsert before the activity.
-const REORDERED = `${ORIGINAL}        upsertSearchAttributes(deliveryStatusUpdate('quarantined'));
-`;
-const PATCHED = `${ORIGINAL}        if (patched('gate-proof-reorder')) upsertSearchAttributes(deliveryStatusUpdate('quarantined'));
-`;
-// `patched` is among the module's own imports already.
-const IMPORTS = {
-  from: `import { TemporalFailure } from '@temporalio/common';`,
-  to: `import { TemporalFailure } from '@temporalio/common';
-import { upsertSearchAttributes } from '@temporalio/workflow';
-import { deliveryStatusUpdate } from '../contracts/search-attributes.js';`,
-};
+import { bundleVariant, quarantineUpsertedFirst, type Edit } from '../support/variant.js';
 
 let dir: string;
 beforeAll(async () => {
@@ -38,23 +21,20 @@ afterAll(async () => {
   if (dir) await fs.rm(dir, { recursive: true, force: true });
 });
 
-/** A copy of src/ with `variant` in place of the quarantine step, bundled; then the golden histories replayed on it. */
-async function replayVariant(name: string, variant: string): Promise<{ replayed: number; failed: string[] }> {
-  const bundle = await bundleVariant(path.join(dir, name), [
-    { file: 'workflows/webhook-delivery.ts', from: ORIGINAL, to: variant },
-    { file: 'workflows/webhook-delivery.ts', ...IMPORTS },
-  ]);
+/** A copy of src/ with `edits`, bundled; then the golden histories replayed on it. */
+async function replayVariant(name: string, edits: Edit[]): Promise<{ replayed: number; failed: string[] }> {
+  const bundle = await bundleVariant(path.join(dir, name), edits);
   const histories = goldenHistories();
   const failed = (await replayFailures(bundle, histories)).map((f) => f.split(':')[0]!);
   return { replayed: histories.length, failed };
 }
 
 it('the gate fails a reordered workflow, and passes the same change behind patched()', async () => {
-  const broken = await replayVariant('reordered', REORDERED);
+  const broken = await replayVariant('reordered', quarantineUpsertedFirst());
   // Every history that reached a quarantine (quarantined, discarded, abandoned, replayed) no longer replays.
   expect(broken.failed.length).toBeGreaterThanOrEqual(5);
   expect(broken.failed.some((f) => f.includes('completed-discarded'))).toBe(true);
-  const patched = await replayVariant('patched', PATCHED);
+  const patched = await replayVariant('patched', quarantineUpsertedFirst('gate-proof-reorder'));
   expect(patched.failed).toEqual([]);
   expect(patched.replayed).toBe(broken.replayed);
 }, 120_000);

@@ -21,6 +21,34 @@ export interface Edit {
   to: string;
 }
 
+/**
+ * The change the deploy tests refuse: the quarantine's DeliveryStatus upserted before the activity that records it (a
+ * new command where a history that reached a quarantine has another); with `patchId`, the same behind `patched()`.
+ * As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edits match its exact text.
+ */
+export function quarantineUpsertedFirst(patchId?: string): Edit[] {
+  const file = 'workflows/webhook-delivery.ts';
+  const quarantine = `      case 'quarantine': {
+        const { reason, detail } = step;
+`;
+  const upsert = "upsertSearchAttributes(deliveryStatusUpdate('quarantined'));";
+  const imports = "import { TemporalFailure } from '@temporalio/common';\n";
+  return [
+    {
+      file,
+      from: quarantine,
+      to: `${quarantine}        ${patchId ? `if (patched('${patchId}')) ${upsert}` : upsert}\n`,
+    },
+    {
+      file,
+      from: imports,
+      // `patched` is among the module's own imports.
+      to: `${imports}import { upsertSearchAttributes } from '@temporalio/workflow';
+import { deliveryStatusUpdate } from '../contracts/search-attributes.js';\n`,
+    },
+  ];
+}
+
 /** Copies src/ into `dir`, applies `edits` (each must match exactly once) and returns the bundle. */
 export async function bundleVariant(dir: string, edits: readonly Edit[]): Promise<{ code: string }> {
   const src = path.join(dir, 'src');
