@@ -346,7 +346,7 @@ export const VARIABLES = {
   OUTBOX_RECONCILE_INTERVAL: documented(
     duration('5m', 1000),
     '`5m`',
-    "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
+    "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id, and each quarantined webhook whose workflow ended waits for its decision again in a new run, with the ledger's reason and date ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
   ),
   OUTBOX_GRACE: documented(
     duration('10m', 1000),
