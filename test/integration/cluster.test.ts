@@ -59,7 +59,7 @@ import { openHarness } from '../support/harness.js';
 import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 import { TEST_SECRET_KEYS } from '../support/secrets.js';
 import { temporalCli } from '../support/temporal-cli.js';
-import { bundleVariant, type Edit } from '../support/variant.js';
+import { bundleVariant, quarantineUpsertedFirst, type Edit } from '../support/variant.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 const id = randomBytes(4).toString('hex');
@@ -415,30 +415,19 @@ it('the production receiver on the production Temporal: the processor calls back
  */
 // As src/workflows/webhook-delivery.ts writes it (prettier, width 120): the edits below match its exact text.
 const BUILD_B: Edit[] = [
+  ...quarantineUpsertedFirst(),
   {
     file: 'workflows/webhook-delivery.ts',
-    from: `      case 'quarantine': {
-        const { reason, detail } = step;
+    from: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: step.facts.quarantine.fourEyes };
 `,
-    to: `      case 'quarantine': {
-        const { reason, detail } = step;
-        upsertSearchAttributes(deliveryStatusUpdate('quarantined'));
-`,
-  },
-  {
-    file: 'workflows/webhook-delivery.ts',
-    from: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: facts.quarantine!.fourEyes };
-`,
-    to: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: facts.quarantine!.fourEyes };
+    to: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: step.facts.quarantine.fourEyes };
         if (patched('cluster-deploy-build-b')) await sleep(1);
 `,
   },
   {
     file: 'workflows/webhook-delivery.ts',
-    from: `import { TemporalFailure } from '@temporalio/common';`,
-    to: `import { TemporalFailure } from '@temporalio/common';
-import { patched, sleep, upsertSearchAttributes } from '@temporalio/workflow';
-import { deliveryStatusUpdate } from '../contracts/search-attributes.js';`,
+    from: "  proxyLocalActivities,\n} from '@temporalio/workflow';",
+    to: "  proxyLocalActivities,\n  sleep,\n} from '@temporalio/workflow';",
   },
 ];
 
