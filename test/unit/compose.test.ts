@@ -1244,6 +1244,29 @@ describe('docker-compose.yml, checked by execution where it can be without Docke
     expect(await composeProblems(await read('docker-compose.yml'), secretsDir)).toEqual([]);
   });
 
+  it('a host with Docker brings it up: the workflow builds, waits for every health check, runs the smoke test, tears down', async () => {
+    const workflow = parse(await read('.github/workflows/compose.yml')) as {
+      jobs: Record<string, { steps: { run?: string; uses?: string; if?: string }[] }>;
+    };
+    const runs = Object.values(workflow.jobs)[0]!.steps.map((s) => s.run ?? s.uses ?? '');
+    const at = (pattern: RegExp) => runs.findIndex((r) => pattern.test(r));
+    const order = [
+      /^npm ci$/,
+      /^npm run credentials$/,
+      /docker compose up --wait .*--build/,
+      /^npx tsx test\/compose-smoke\.ts$/,
+      /^docker compose down -v$/,
+    ].map(at);
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    await expect(fs.access(path.join(REPO, 'test/compose-smoke.ts'))).resolves.toBeUndefined();
+    // Torn down whatever happened before.
+    expect(Object.values(workflow.jobs)[0]!.steps.at(-1)).toMatchObject({
+      if: 'always()',
+      run: 'docker compose down -v',
+    });
+  });
+
   it('finds each defect compose has had: an image tag not published, a token file the CLI does not read, a database reported ready on its socket', async () => {
     const text = await read('docker-compose.yml');
     // The admin-tools image has no tag 1.29.1 (its builds are 1.29.1-tctl-<v>-cli-<v>).
