@@ -980,11 +980,13 @@ const PULLED_IMAGES: Record<string, { listed: string; programs: string[]; variab
     listed: 'https://github.com/dexidp/dex/pkgs/container/dex (v2.45.1, the release of that name)',
     programs: ['dex', 'sh', 'wget'],
   },
-  // temporalio/docker-builds server.Dockerfile (Alpine): the server and the `temporal` CLI. The configuration it
-  // renders is ours (deploy/temporal/config.yaml, mounted), read below; Go reads SSL_CERT_FILE.
+  // temporalio/docker-builds server.Dockerfile, which built the 1.29 images (on temporalio/base-server, Alpine):
+  // temporal-server, tctl and the `temporal` CLI in /usr/local/bin; no sql tool, no schema (the admin-tools image's,
+  // built here instead: deploy/temporal/server/Dockerfile). The configuration it renders is ours
+  // (deploy/temporal/config.yaml, mounted), read below; Go reads SSL_CERT_FILE.
   'temporalio/server:1.29.1': {
     listed: 'https://hub.docker.com/r/temporalio/server/tags (1.29.1, the server release of that name)',
-    programs: ['sh', 'cat', 'grep', 'temporal', 'temporal-server'],
+    programs: ['sh', 'cat', 'grep', 'temporal', 'temporal-server', 'tctl'],
     variables: ['SSL_CERT_FILE'],
   },
   // github.com/temporalio/ui-server/v2@v2.34.0: docker/config-template.yaml (what start-ui-server.sh renders) and Go's
