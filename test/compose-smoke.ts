@@ -135,7 +135,7 @@ async function main(): Promise<void> {
 
   const deadline = Date.now() + DEADLINE_MS;
   for (;;) {
-    const delivered = await call('webhooks.list', operator, { query: { status: 'delivered', limit: '1000' } });
+    const delivered = await call('webhooks.list', operator, { query: { status: 'delivered', merchant: merchantId } });
     expectStatus('webhooks list', delivered, 'ok');
     if (JSON.stringify((delivered.body as { items: unknown[] }).items).includes(holdId)) break;
     if (Date.now() > deadline) {
