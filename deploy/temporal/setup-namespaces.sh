@@ -3,10 +3,17 @@
 # temporal-setup service runs it (admin-tools image); so does dev/temporal-cluster.ts, with the `temporal` CLI the
 # local stack uses.
 #   TEMPORAL_ADDRESS: the frontend; TEMPORAL_CLI: the `temporal` binary
+#   TEMPORAL_API_KEY: the token the CLI sends; TEMPORAL_API_KEY_FILE: a file holding it instead (compose's secret)
+#   TEMPORAL_TLS_*: the CLI's own TLS variables (the CA, the server's name, a client certificate and key)
 #   NAMESPACES: space-separated (one per region); NAMESPACE_RETENTION: how long closed workflows stay visible
 #   SEARCH_ATTRIBUTES: space-separated; src/contracts/search-attributes.ts defines them (a test keeps this list equal)
 set -eu
 CLI="${TEMPORAL_CLI:-temporal}"
+# The CLI takes its token from TEMPORAL_API_KEY (or --api-key), never from a file.
+if [ -n "${TEMPORAL_API_KEY_FILE:-}" ]; then
+  TEMPORAL_API_KEY="$(cat "$TEMPORAL_API_KEY_FILE")"
+  export TEMPORAL_API_KEY
+fi
 NAMESPACES="${NAMESPACES:-hold-sweeper-us hold-sweeper-eu}"
 SEARCH_ATTRIBUTES="${SEARCH_ATTRIBUTES:-Region MerchantId HoldId DeliveryStatus}"
 for namespace in $NAMESPACES; do

@@ -607,8 +607,19 @@ describe('docker-compose.yml', () => {
         'TEMPORAL_AUTH_AUDIENCE',
       ]),
     );
-    expect(services['temporal-schema']!.image).toBe(`temporalio/admin-tools:${version}`);
-    expect(services['temporal-setup']!.image).toBe(`temporalio/admin-tools:${version}`);
+    // The setup scripts run on the same image: its `temporal` CLI, and the sql tool and schema files of the same
+    // version, built as dev/temporal-cluster.ts builds them.
+    for (const service of ['temporal-schema', 'temporal-setup']) {
+      expect(services[service]!.build, service).toBe('./deploy/temporal/server');
+      expect(services[service]!.image, service).toBe(`hold-sweeper-temporal:${version}`);
+    }
+    const serverDockerfile = await read('deploy/temporal/server/Dockerfile');
+    expect(serverDockerfile).toContain(`go install -trimpath go.temporal.io/server/cmd/tools/sql@v${version}`);
+    expect(serverDockerfile).toContain(`go.temporal.io/server@v${version}/schema`);
+    expect(serverDockerfile).toMatch(/^COPY --from=build \/out\/schema \/etc\/temporal\/schema$/m);
+    expect(await read('deploy/temporal/setup-schema.sh')).toContain(
+      'SCHEMA_DIR="${TEMPORAL_SCHEMA_DIR:-/etc/temporal/schema}"',
+    );
     expect(services['temporal-ui']!.image).toBe(`temporalio/ui:${await temporalUiVersion()}`);
     // The files the cluster backend starts the server with are the files compose mounts.
     expect(path.resolve(REPO, 'deploy/temporal')).toBe(TEMPORAL_DEPLOY_DIR);
@@ -939,5 +950,366 @@ describe('docker-compose.yml', () => {
   it('.env.example lists exactly the variables the config loader reads', async () => {
     const listed = [...(await read('.env.example')).matchAll(/^#?\s?([A-Z][A-Z0-9_]+)=/gm)].map((m) => m[1]);
     expect([...new Set(listed)].sort()).toEqual([...new Set([...CONFIG_VARIABLES, ...DEV_CONFIG_VARIABLES])].sort());
+  });
+});
+
+/**
+ * The images compose pulls, each with where its tag is listed, the programs it has (what an entrypoint, a command, a
+ * script or a health check may run) and the environment its own entrypoint reads. An image missing here is one whose
+ * tag nobody checked: `docker compose up` would stop at its pull. A version bump is a row to re-check here.
+ */
+const PULLED_IMAGES: Record<string, { listed: string; programs: string[]; variables?: readonly string[] }> = {
+  // docker-library/postgres 16/bookworm: PostgreSQL's binaries on PATH; docker-entrypoint.sh reads POSTGRES_* and the
+  // *_FILE form of each (its file_env), and runs /docker-entrypoint-initdb.d/*.sh.
+  'postgres:16': {
+    listed: 'https://hub.docker.com/_/postgres (tag 16), "Environment Variables"',
+    programs: ['sh', 'cat', 'install', 'docker-entrypoint.sh', 'postgres', 'psql', 'pg_isready'],
+    variables: [
+      'POSTGRES_USER',
+      'POSTGRES_PASSWORD',
+      'POSTGRES_PASSWORD_FILE',
+      'POSTGRES_DB',
+      'POSTGRES_INITDB_ARGS',
+      'POSTGRES_HOST_AUTH_METHOD',
+      'PGDATA',
+    ],
+  },
+  'busybox:1.36': { listed: 'https://hub.docker.com/_/busybox (tag 1.36)', programs: ['sh', 'httpd', 'wget'] },
+  // Alpine-based: busybox's wget and sh beside dex.
+  'ghcr.io/dexidp/dex:v2.45.1': {
+    listed: 'https://github.com/dexidp/dex/pkgs/container/dex (v2.45.1, the release of that name)',
+    programs: ['dex', 'sh', 'wget'],
+  },
+  // temporalio/docker-builds server.Dockerfile, which built the 1.29 images (on temporalio/base-server, Alpine):
+  // temporal-server, tctl and the `temporal` CLI in /usr/local/bin; no sql tool, no schema (the admin-tools image's,
+  // built here instead: deploy/temporal/server/Dockerfile). The configuration it renders is ours
+  // (deploy/temporal/config.yaml, mounted), read below; Go reads SSL_CERT_FILE.
+  'temporalio/server:1.29.1': {
+    listed: 'https://hub.docker.com/r/temporalio/server/tags (1.29.1, the server release of that name)',
+    programs: ['sh', 'cat', 'grep', 'temporal', 'temporal-server', 'tctl'],
+    variables: ['SSL_CERT_FILE'],
+  },
+  // github.com/temporalio/ui-server/v2@v2.34.0: docker/config-template.yaml (what start-ui-server.sh renders) and Go's
+  // SSL_CERT_FILE.
+  'temporalio/ui:2.34.0': {
+    listed: 'https://hub.docker.com/r/temporalio/ui/tags (2.34.0, the ui-server release of that name)',
+    programs: ['sh', 'cat', 'curl', 'start-ui-server.sh'],
+    variables: [
+      'TEMPORAL_ADDRESS',
+      'TEMPORAL_CORS_ORIGINS',
+      'TEMPORAL_TLS_CA',
+      'TEMPORAL_TLS_CERT',
+      'TEMPORAL_TLS_KEY',
+      'TEMPORAL_TLS_SERVER_NAME',
+      'TEMPORAL_TLS_ENABLE_HOST_VERIFICATION',
+      'TEMPORAL_AUTH_ENABLED',
+      'TEMPORAL_AUTH_PROVIDER_URL',
+      'TEMPORAL_AUTH_ISSUER_URL',
+      'TEMPORAL_AUTH_CLIENT_ID',
+      'TEMPORAL_AUTH_CLIENT_SECRET',
+      'TEMPORAL_AUTH_CALLBACK_URL',
+      'TEMPORAL_AUTH_SCOPES',
+      'TEMPORAL_CODEC_ENDPOINT',
+      'TEMPORAL_CODEC_PASS_ACCESS_TOKEN',
+      'SSL_CERT_FILE',
+    ],
+  },
+  // Built on quay.io/prometheus/busybox: busybox's wget and sh.
+  'prom/prometheus:v3.14.0': {
+    listed: 'https://hub.docker.com/r/prom/prometheus/tags (v3.14.0; deploy/prometheus/prometheus-version)',
+    programs: ['prometheus', 'promtool', 'sh', 'wget'],
+  },
+  'prom/alertmanager:v0.31.1': {
+    listed: 'https://hub.docker.com/r/prom/alertmanager/tags (v0.31.1; deploy/alertmanager/alertmanager-version)',
+    programs: ['alertmanager', 'amtool', 'sh', 'wget'],
+  },
+  // Distroless: the binary alone. Every PERSES_<KEY> sets that key of its configuration (its documented rule).
+  'persesdev/perses:v0.53.1': {
+    listed: 'https://hub.docker.com/r/persesdev/perses/tags (v0.53.1; deploy/perses/perses-version)',
+    programs: ['perses'],
+    variables: ['PERSES_PROVISIONING_FOLDERS_0', 'PERSES_SECURITY_READONLY'],
+  },
+  // The Dockerfiles' bases.
+  'node:24-bookworm-slim': {
+    listed: 'https://hub.docker.com/_/node (24-bookworm-slim)',
+    programs: ['node', 'npm', 'sh'],
+  },
+  'golang:1.25-bookworm': { listed: 'https://hub.docker.com/_/golang (1.25-bookworm)', programs: ['go', 'sh'] },
+};
+
+/**
+ * The environment of programs the setup scripts run, as each documents it: the `temporal` CLI's global flags'
+ * variables (`temporal <command> --help`, docs.temporal.io/cli "Environment variables"; the names in CLI 1.x's binary).
+ * It reads a token from TEMPORAL_API_KEY alone, no file.
+ */
+const PROGRAM_VARIABLES: Record<string, readonly string[]> = {
+  temporal: [
+    'TEMPORAL_ADDRESS',
+    'TEMPORAL_NAMESPACE',
+    'TEMPORAL_API_KEY',
+    'TEMPORAL_TLS',
+    'TEMPORAL_TLS_CLIENT_CERT_PATH',
+    'TEMPORAL_TLS_CLIENT_KEY_PATH',
+    'TEMPORAL_TLS_CLIENT_CERT_DATA',
+    'TEMPORAL_TLS_CLIENT_KEY_DATA',
+    'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+    'TEMPORAL_TLS_SERVER_CA_CERT_DATA',
+    'TEMPORAL_TLS_SERVER_NAME',
+    'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION',
+    'TEMPORAL_CODEC_ENDPOINT',
+    'TEMPORAL_CODEC_AUTH',
+    'TEMPORAL_ENV',
+    'TEMPORAL_PROFILE',
+    'TEMPORAL_CONFIG_FILE',
+  ],
+};
+
+/** The shell variables a script reads (`$X`, `${X...}`), its comments aside. */
+const shellVariables = (script: string) =>
+  [
+    ...script
+      .split('\n')
+      .filter((line) => !line.trimStart().startsWith('#'))
+      .join('\n')
+      .matchAll(/\$\{?([A-Za-z_][A-Za-z0-9_]*)/g),
+  ].map((m) => m[1]!);
+
+/** Whether `sh -n` parses `script` (compose's `$$` is a `$` to the shell). */
+async function shellParses(script: string): Promise<string | undefined> {
+  try {
+    await promisify(execFile)('sh', ['-n', '-c', script.replaceAll('$$', '$')]);
+    return undefined;
+  } catch (err) {
+    return (err as { stderr?: string }).stderr?.trim() || (err as Error).message;
+  }
+}
+
+/** The programs a shell text runs: the first word of each command of each pipeline (assignments and `exec` aside). */
+const programsIn = (script: string) =>
+  script
+    .replaceAll('$$', '$')
+    .split(/\|\||&&|[|;\n]/)
+    .map((command) =>
+      command
+        .trim()
+        .split(/\s+/)
+        .filter((word) => !/^[A-Za-z_][A-Za-z0-9_]*=/.test(word) && word !== 'exec' && word !== '!'),
+    )
+    .filter((words) => words.length > 0 && words[0] !== '')
+    .map((words) => words[0]!);
+
+/**
+ * What `docker compose up` would meet that can be found without Docker, service by service: an image no table lists, an
+ * environment variable nothing in the container reads, a mounted file or script that does not exist or does not parse,
+ * a program its image lacks, a health check on PostgreSQL's socket. `files` stands in for repository files (a defect
+ * applied to a copy); `secretsDir` is where `npm run credentials` wrote ./deploy/secrets.
+ */
+async function composeProblems(
+  text: string,
+  secretsDir: string,
+  files: Record<string, string> = {},
+): Promise<string[]> {
+  const compose = parse(text, { merge: true }) as Compose;
+  const repoFile = (file: string) => files[path.normalize(file)] ?? read(file);
+  const hostPath = (source: string) =>
+    source.startsWith('./deploy/secrets')
+      ? path.join(secretsDir, path.relative('./deploy/secrets', source))
+      : path.join(REPO, source);
+  const exists = (file: string) =>
+    fs.access(file).then(
+      () => true,
+      () => false,
+    );
+  const problems: string[] = [];
+  for (const [name, service] of Object.entries(compose.services)) {
+    const build = service.build as string | { context: string } | undefined;
+    const context = typeof build === 'string' ? build : build?.context;
+    // The image: a tag the table lists, or one built here on a base the table lists.
+    let image: { programs: string[]; variables: string[] };
+    if (context !== undefined) {
+      const dockerfile = await repoFile(path.join(context, 'Dockerfile'));
+      const stages = dockerfile.split(/^(?=FROM )/m).filter((s) => s.startsWith('FROM '));
+      for (const stage of stages) {
+        const base = /^FROM (\S+)/.exec(stage)![1]!;
+        if (!PULLED_IMAGES[base]) problems.push(`${name}: ${context}/Dockerfile builds on ${base}, which no row lists`);
+      }
+      const final = stages.at(-1)!;
+      const base = PULLED_IMAGES[/^FROM (\S+)/.exec(final)![1]!];
+      // What the final stage copies onto PATH.
+      const copied = [...final.matchAll(/^COPY (?:--\S+ )*(.+) (\/usr\/local\/bin\/\S*)$/gm)].flatMap(([, from, to]) =>
+        to!.endsWith('/') ? from!.split(' ').map((f) => path.basename(f)) : [path.basename(to!)],
+      );
+      image = { programs: [...(base?.programs ?? []), ...copied], variables: [...(base?.variables ?? [])] };
+    } else {
+      const pulled = PULLED_IMAGES[service.image as string];
+      if (!pulled)
+        problems.push(`${name}: image ${String(service.image)} is not a tag the table of published images lists`);
+      image = { programs: [...(pulled?.programs ?? [])], variables: [...(pulled?.variables ?? [])] };
+    }
+    /** Whether the image has `program` (unknown for an image no row lists: its own problem above). */
+    const has = (program: string) =>
+      (context === undefined && !PULLED_IMAGES[service.image as string]) ||
+      image.programs.includes(path.basename(program));
+    // This repository's image reads its configuration through the loaders, and Node its CA variable.
+    const reads = new Set<string>(context === '.' ? [...CONFIG_VARIABLES, 'NODE_EXTRA_CA_CERTS'] : image.variables);
+
+    // The files it mounts exist; the scripts and templates among them are read for the variables they read.
+    const mounts = ((service.volumes as string[] | undefined) ?? [])
+      .map((v) => v.split(':'))
+      .filter(([source]) => source!.startsWith('./'))
+      .map(([source, target]) => ({ source: source!, target: target! }));
+    const scripts: string[] = [];
+    for (const { source, target } of mounts) {
+      if (!(await exists(hostPath(source)))) problems.push(`${name}: mounts ${source}, which does not exist`);
+      else if (/\.ya?ml$/.test(source))
+        for (const m of (await repoFile(source)).matchAll(/env "([A-Z0-9_]+)"/g)) reads.add(m[1]!);
+      // PostgreSQL's image runs what is mounted in its init directory.
+      else if (source.endsWith('.sh') && target.startsWith('/docker-entrypoint-initdb.d/'))
+        scripts.push(await repoFile(source));
+    }
+    /** The host file behind a path in the container, through the service's mounts. */
+    const onHost = (file: string) => {
+      const mount = mounts.find(({ target }) => file === target || file.startsWith(`${target}/`));
+      return mount && path.join(mount.source, path.relative(mount.target, file));
+    };
+    // Entrypoint and command: the program exists in the image; a script exists and parses; inline shell parses.
+    const run = [
+      ...((service.entrypoint as string[] | undefined) ?? []),
+      ...((service.command as string[] | undefined) ?? []),
+    ];
+    const first = run[0];
+    if (first !== undefined && !first.startsWith('-') && !has(first))
+      problems.push(`${name}: runs ${first}, which its image does not have`);
+    if (first !== undefined && ['sh', '/bin/sh'].includes(first)) {
+      if (run[1] === '-c') {
+        const error = await shellParses(run[2]!);
+        if (error) problems.push(`${name}: its shell command does not parse: ${error}`);
+        scripts.push(run[2]!.replaceAll('$$', '$'));
+        for (const program of programsIn(run[2]!))
+          if (!has(program) && !['export', 'cd'].includes(program))
+            problems.push(`${name}: runs ${program}, which its image does not have`);
+      } else {
+        const host = onHost(run[1]!);
+        if (!host || !(await exists(hostPath(host)))) problems.push(`${name}: runs ${run[1]}, which is not mounted`);
+        else {
+          const script = await repoFile(host);
+          const error = await shellParses(script);
+          if (error) problems.push(`${name}: ${host} does not parse: ${error}`);
+          scripts.push(script);
+        }
+      }
+    }
+    for (const script of scripts) {
+      for (const variable of shellVariables(script)) reads.add(variable);
+      // The programs it runs read theirs.
+      const code = script
+        .split('\n')
+        .filter((line) => !line.trimStart().startsWith('#'))
+        .join('\n');
+      for (const [program, variables] of Object.entries(PROGRAM_VARIABLES))
+        if (new RegExp(`\\b${program}\\b`).test(code)) for (const variable of variables) reads.add(variable);
+    }
+    for (const variable of Object.keys(service.environment ?? {}))
+      if (!reads.has(variable)) problems.push(`${name} sets ${variable}, which nothing it runs reads`);
+    // A path its environment names inside a mount exists on the host.
+    for (const [variable, value] of Object.entries(service.environment ?? {})) {
+      const host = typeof value === 'string' && value.startsWith('/') ? onHost(value) : undefined;
+      if (host && !(await exists(hostPath(host))))
+        problems.push(`${name} ${variable} names ${value}, which does not exist (${host})`);
+      for (const secret of mountsNamedIn(String(value)))
+        if (!(service.secrets ?? []).includes(secret))
+          problems.push(`${name} ${variable} names /run/secrets/${secret}, which it does not mount`);
+    }
+    // The health check: programs the image has, a shell text that parses, PostgreSQL asked over TCP.
+    const check = (service.healthcheck as { test?: string[] } | undefined)?.test;
+    if (check) {
+      const shell = check[0] === 'CMD-SHELL' ? check.slice(1).join(' ') : undefined;
+      if (shell !== undefined) {
+        const error = await shellParses(shell);
+        if (error) problems.push(`${name}: its health check does not parse: ${error}`);
+      }
+      const programs = shell !== undefined ? programsIn(shell) : [check[1]!];
+      for (const program of programs)
+        if (!has(program)) problems.push(`${name}: its health check runs ${program}, which its image does not have`);
+      const words = shell !== undefined ? shell.split(/\s+/) : check;
+      if (programs.some((p) => p === 'pg_isready' || p === 'psql') && !words.includes('-h'))
+        problems.push(
+          `${name}: its health check asks PostgreSQL on the socket, which the image's initialisation server answers before it restarts: ask over TCP (-h 127.0.0.1)`,
+        );
+    }
+  }
+  return problems;
+}
+
+describe('docker-compose.yml, checked by execution where it can be without Docker', () => {
+  it('every image is a listed tag or built here; every variable is read, every file and script exists and parses, every health check runs a program its image has', async () => {
+    expect(await composeProblems(await read('docker-compose.yml'), secretsDir)).toEqual([]);
+  });
+
+  it('a host with Docker brings it up: the workflow builds, waits for every health check, runs the smoke test, tears down', async () => {
+    const workflow = parse(await read('.github/workflows/compose.yml')) as {
+      jobs: Record<string, { steps: { run?: string; uses?: string; if?: string }[] }>;
+    };
+    const runs = Object.values(workflow.jobs)[0]!.steps.map((s) => s.run ?? s.uses ?? '');
+    const at = (pattern: RegExp) => runs.findIndex((r) => pattern.test(r));
+    const order = [
+      /^npm ci$/,
+      /^npm run credentials$/,
+      /docker compose up --wait .*--build/,
+      /^npx tsx test\/compose-smoke\.ts$/,
+      /^docker compose down -v$/,
+    ].map(at);
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    await expect(fs.access(path.join(REPO, 'test/compose-smoke.ts'))).resolves.toBeUndefined();
+    // Torn down whatever happened before.
+    expect(Object.values(workflow.jobs)[0]!.steps.at(-1)).toMatchObject({
+      if: 'always()',
+      run: 'docker compose down -v',
+    });
+  });
+
+  it('finds each defect compose has had: an image tag not published, a token file the CLI does not read, a database reported ready on its socket', async () => {
+    const text = await read('docker-compose.yml');
+    // The admin-tools image has no tag 1.29.1 (its builds are 1.29.1-tctl-<v>-cli-<v>).
+    const adminTools = text.replace(
+      /(temporal-setup:\n(?:.*\n)*?) {4}build: \.\/deploy\/temporal\/server\n {4}image: hold-sweeper-temporal:1\.29\.1\n/,
+      '$1    image: temporalio/admin-tools:1.29.1\n',
+    );
+    expect(adminTools).not.toBe(text);
+    expect(await composeProblems(adminTools, secretsDir)).toContain(
+      'temporal-setup: image temporalio/admin-tools:1.29.1 is not a tag the table of published images lists',
+    );
+    // The setup script that passed the token file to a CLI that reads a token from TEMPORAL_API_KEY only.
+    const script = await read('deploy/temporal/setup-namespaces.sh');
+    const noFile = script.replace(/^if \[ -n "\$\{TEMPORAL_API_KEY_FILE:-\}" \]; then\n(?:.*\n)*?fi\n/m, '');
+    expect(noFile).not.toBe(script);
+    expect(await composeProblems(text, secretsDir, { 'deploy/temporal/setup-namespaces.sh': noFile })).toContain(
+      'temporal-setup sets TEMPORAL_API_KEY_FILE, which nothing it runs reads',
+    );
+    // pg_isready on the socket: true while the image's initialisation server runs.
+    const onSocket = text.replace(
+      /test: \['CMD', 'pg_isready', '-h', '127\.0\.0\.1', '-p', '5432', '-U', 'postgres', '-d', 'postgres'\]/,
+      "test: ['CMD-SHELL', 'pg_isready -U postgres']",
+    );
+    expect(onSocket).not.toBe(text);
+    expect(await composeProblems(onSocket, secretsDir)).toEqual([
+      "ledger-db: its health check asks PostgreSQL on the socket, which the image's initialisation server answers before it restarts: ask over TCP (-h 127.0.0.1)",
+    ]);
+    // And what else it finds: a script that does not parse, a program the image lacks, a file that is not there.
+    const broken = text
+      .replace("entrypoint: ['dex', 'serve',", "entrypoint: ['dexd', 'serve',")
+      .replace('./deploy/postgres/pg_hba.conf:/etc/postgresql/pg_hba.conf:ro', './deploy/postgres/nothing.conf:/x:ro');
+    expect(await composeProblems(broken, secretsDir)).toEqual(
+      expect.arrayContaining([
+        'dex: runs dexd, which its image does not have',
+        'temporal-db: mounts ./deploy/postgres/nothing.conf, which does not exist',
+      ]),
+    );
+    expect(
+      await composeProblems(text, secretsDir, {
+        'deploy/temporal/setup-schema.sh': `${await read('deploy/temporal/setup-schema.sh')}\nif then\n`,
+      }),
+    ).toEqual([expect.stringMatching(/^temporal-schema: deploy\/temporal\/setup-schema\.sh does not parse/)]);
   });
 });

@@ -5,9 +5,11 @@
  * from git (tracked files, and new ones not yet committed); changes nothing.
  */
 import { execFileSync } from 'node:child_process';
+import os from 'node:os';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
 
 const ROOT = path.resolve(import.meta.dirname, '../..');
 
@@ -163,5 +165,106 @@ describe('references in docs and code', () => {
   it('every relative link, repository path and reference resolves in a clone', () => {
     const problems = scanned.flatMap((file) => scanText(file, fs.readFileSync(path.join(ROOT, file), 'utf8'), entries));
     expect(problems.map((p) => `${p.file}:${p.line}: ${p.what}`)).toEqual([]);
+  });
+});
+
+/** The first ```sh block after `heading` in `page`. */
+function shellBlockAfter(page: string, heading: string): string {
+  const text = readSource(page);
+  const from = text.indexOf('```sh', text.indexOf(heading));
+  return text.slice(from, text.indexOf('```', from + 5));
+}
+
+describe('what the docs say a deployment sets, against what runs', () => {
+  it('docs/cluster.md: the by-hand steps set every variable compose gives the Temporal server and its schema tool', () => {
+    const compose = parse(readSource('docker-compose.yml'), { merge: true }) as {
+      services: Record<string, { environment?: Record<string, string> }>;
+    };
+    const steps = shellBlockAfter('docs/cluster.md', '## A locked cluster, by hand');
+    // What the server's configuration and the schema script read (Go's own SSL_CERT_FILE has its paragraph).
+    const read = new Set(
+      [
+        ...readSource('deploy/temporal/config.yaml').matchAll(/env "([A-Z0-9_]+)"/g),
+        ...readSource('deploy/temporal/setup-schema.sh').matchAll(/\$\{?([A-Z0-9_]+)/g),
+      ].map((m) => m[1]!),
+    );
+    const missing = ['temporal', 'temporal-schema']
+      .flatMap((service) => Object.keys(compose.services[service]!.environment ?? {}))
+      .filter((variable) => read.has(variable))
+      // Compose's TEMPORAL_DB_PASSWORD_FILE is the file form of the value the steps export.
+      .filter((variable) => !new RegExp(`\\b(${variable}|${variable.replace(/_FILE$/, '')})=`).test(steps));
+    expect([...new Set(missing)]).toEqual([]);
+  });
+
+  it('docs/data-retention.md: how long Temporal keeps a closed workflow’s history, as setup-namespaces.sh sets it, and how to change it', () => {
+    const script = readSource('deploy/temporal/setup-namespaces.sh');
+    const retention = /--retention "\$\{NAMESPACE_RETENTION:-(\d+)d\}"/.exec(script)![1]!;
+    const page = readSource('docs/data-retention.md');
+    const section = page.slice(page.indexOf('## What Temporal keeps'));
+    expect(section).toContain(`**${retention} days**`);
+    expect(section).toContain(`--retention "\${NAMESPACE_RETENTION:-${retention}d}"`);
+    expect(section).toMatch(/temporal operator namespace update --namespace [\w-]+ --retention \d+d/);
+    // Each namespace it names is one the script creates.
+    const namespaces = /NAMESPACES="\$\{NAMESPACES:-([^}]*)\}"/.exec(script)![1]!.split(' ');
+    for (const [, namespace] of section.matchAll(/--namespace ([\w-]+)/g)) expect(namespaces).toContain(namespace);
+  });
+
+  it('deploy/ledger-init.sh takes each password as docs/security.md says: the variable, its _FILE, or compose’s file', () => {
+    const script = readSource('deploy/ledger-init.sh');
+    const roles = [...script.matchAll(/password ([A-Z_]+) \/run\/secrets\/ledger-([a-z-]+)-password/g)];
+    expect(roles.map(([, role]) => role)).toEqual(['MIGRATOR', 'WORKER', 'RECEIVER', 'OPS', 'MERCHANT_API']);
+    const page = readSource('docs/security.md');
+    expect(page).toContain('`LEDGER_<ROLE>_PASSWORD`, or the file `LEDGER_<ROLE>_PASSWORD_FILE` names');
+    for (const [, role] of roles) expect(page).toContain(`\`${role}\``);
+    // Run, with a psql that records its arguments: one password from its variable, one from its file; the rest from
+    // compose's files, which are not on this machine (so each is given).
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'hs-ledger-init-'));
+    try {
+      fs.writeFileSync(path.join(dir, 'psql'), `#!/bin/sh\nprintf '%s\\n' "$@" >> "${dir}/args"\ncat > /dev/null\n`, {
+        mode: 0o755,
+      });
+      fs.writeFileSync(path.join(dir, 'ops'), 'from-a-file');
+      const env = {
+        PATH: `${dir}:${process.env.PATH}`,
+        POSTGRES_USER: 'postgres',
+        LEDGER_MIGRATOR_PASSWORD: 'from-the-variable',
+        LEDGER_WORKER_PASSWORD: 'w',
+        LEDGER_RECEIVER_PASSWORD: 'r',
+        LEDGER_OPS_PASSWORD_FILE: path.join(dir, 'ops'),
+        LEDGER_MERCHANT_API_PASSWORD: 'm',
+      };
+      execFileSync('sh', [path.join(ROOT, 'deploy/ledger-init.sh')], { env });
+      const args = fs.readFileSync(path.join(dir, 'args'), 'utf8').split('\n');
+      expect(args).toEqual(expect.arrayContaining(['migrator=from-the-variable', 'ops=from-a-file', 'merchant_api=m']));
+      // Both forms of one: refused.
+      expect(() =>
+        execFileSync('sh', [path.join(ROOT, 'deploy/ledger-init.sh')], {
+          env: { ...env, LEDGER_OPS_PASSWORD: 'o' },
+          stdio: 'pipe',
+        }),
+      ).toThrow(/set LEDGER_OPS_PASSWORD or LEDGER_OPS_PASSWORD_FILE, not both/);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('Node 24, said once everywhere a tool or a person reads it', () => {
+  it('.nvmrc, engines, devEngines, the image’s base and the README agree', () => {
+    const major = readSource('.nvmrc').trim();
+    expect(major).toBe('24');
+    const pkg = JSON.parse(readSource('package.json')) as {
+      engines: { node: string };
+      devEngines: { runtime: { name: string; version: string; onFail: string } };
+      license: string;
+    };
+    expect(pkg.engines.node).toBe(`>=${major}`);
+    // npm 11's format: name, a semver range, and what to do otherwise. A warning: on Linux npm itself may run on an
+    // older Node while every script runs on the registry's Node 24 (the README's first two commands).
+    expect(pkg.devEngines).toEqual({ runtime: { name: 'node', version: `>=${major}`, onFail: 'warn' } });
+    expect(readSource('Dockerfile')).toMatch(new RegExp(`^FROM node:${major}-bookworm-slim$`, 'm'));
+    expect(readSource('README.md')).toMatch(/on macOS `nvm install` \(or `fnm use`\) in the clone reads `\.nvmrc`/);
+    expect(pkg.license).toBe('Apache-2.0');
+    expect(readSource('LICENSE')).toContain('Apache License\n                           Version 2.0, January 2004');
   });
 });
