@@ -24,6 +24,7 @@ import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
+import { waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('admin-api');
 
@@ -43,12 +44,14 @@ async function main() {
   const secrets = { region: region.region, sealer: localKeyRing(region.secretKeys) };
   const pool = createPool(databaseUrl, { max: 8 });
   // Production: the operators' own role (not a superuser, not the owner) and the schema current.
-  await readyLedger(pool, {
-    mode: config.mode,
-    service: 'ops',
-    variable: `DATABASE_URL_${up}`,
-    secrets: () => secrets,
-  });
+  await waitingOn(log)('ledger database', () =>
+    readyLedger(pool, {
+      mode: config.mode,
+      service: 'ops',
+      variable: `DATABASE_URL_${up}`,
+      secrets: () => secrets,
+    }),
+  );
   const verifier = await createTokenVerifier(api);
   const connection = lazyClientConnection(region.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(region.temporal ?? PLAINTEXT, [connection], (err) =>

@@ -20,6 +20,7 @@ import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { CounterRegistry } from '../observability/prometheus-text.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('merchant-api');
 
@@ -35,12 +36,14 @@ async function main() {
   if (!databaseUrl)
     throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the merchant API’s role');
   const pool = createPool(databaseUrl, { max: 8 });
-  await readyLedger(pool, {
-    mode: config.mode,
-    service: 'merchantApi',
-    variable: `DATABASE_URL_${up}`,
-    secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
-  });
+  await waitingOn(log)('ledger database', () =>
+    readyLedger(pool, {
+      mode: config.mode,
+      service: 'merchantApi',
+      variable: `DATABASE_URL_${up}`,
+      secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
+    }),
+  );
   const https = await tlsOf(listener);
   const metrics = new CounterRegistry();
   const app = await buildMerchantServer({

@@ -25,6 +25,7 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { createProcessorReceiver, RECORDING_POOL_OPTIONS, REFUSAL_POOL_OPTIONS } from '../processor/receiver.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
+import { waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('receiver');
 
@@ -53,12 +54,14 @@ async function main() {
   const refusalPool = createPool(databaseUrl, REFUSAL_POOL_OPTIONS);
   // Production: its own role, the schema current (npm run migrate ran). Dev: it migrates the development database,
   // and the migrations end with sealing merchant secrets (the dev ring).
-  await readyLedger(pool, {
-    mode: config.mode,
-    service: 'receiver',
-    variable: `DATABASE_URL_${up}`,
-    secrets: () => ({ region: configured.region, sealer: localKeyRing(configured.secretKeys) }),
-  });
+  await waitingOn(log)('ledger database', () =>
+    readyLedger(pool, {
+      mode: config.mode,
+      service: 'receiver',
+      variable: `DATABASE_URL_${up}`,
+      secrets: () => ({ region: configured.region, sealer: localKeyRing(configured.secretKeys) }),
+    }),
+  );
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>

@@ -40,13 +40,12 @@ import {
   SHUTDOWN_GRACE_MS,
 } from '../workers/region-worker.js';
 import { startSecretErasure } from '../workers/secret-erasure.js';
-import { whenReachable as waitForStartup } from '../workers/startup.js';
+import { waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('worker');
 
 /** Waits for what restarts (src/workers/startup.ts), saying so; stops at once at what no wait fixes. */
-const whenReachable = <T>(what: string, attempt: () => Promise<T>) =>
-  waitForStartup(what, attempt, { warn: (message, error) => log.warn({ error }, message) });
+const whenReachable = waitingOn(log);
 
 async function main() {
   // Fail closed: dev mode drops the SSRF guard, allows plain http and runs unencrypted, so the production entry

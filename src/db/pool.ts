@@ -31,60 +31,6 @@ export function createPool(
   return pool;
 }
 
-/**
- * Failures that say the server is not accepting connections yet: nothing listens, the host is not resolvable yet, or
- * the server is starting up or shutting down (PostgreSQL's image runs a socket-only server for its initialisation,
- * stops it, then starts the real one). Any other failure (a refused password, a missing database) is final.
- */
-const NOT_UP_YET_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'ETIMEDOUT',
-  'EHOSTUNREACH',
-  // cannot_connect_now (starting up), admin_shutdown, crash_shutdown.
-  '57P03',
-  '57P01',
-  '57P02',
-]);
-const notUpYet = (err: unknown): boolean =>
-  NOT_UP_YET_CODES.has((err as { code?: string }).code ?? '') ||
-  /Connection terminated|timeout expired/.test((err as Error).message ?? '');
-
-/**
- * Resolves once the database behind `pool` answers `SELECT 1`, retrying every `intervalMs` while it is not up yet
- * (notUpYet) for at most `timeoutMs`; then fails with a message saying how long it waited and the last error. A final
- * error (authentication, a missing database) fails at once: waiting would not change it. `onRetry` is told each
- * failed attempt.
- */
-export async function waitForDatabase(
-  pool: pg.Pool,
-  {
-    timeoutMs,
-    intervalMs = 1000,
-    what = 'the database',
-    onRetry,
-  }: { timeoutMs: number; intervalMs?: number; what?: string; onRetry?: (err: Error, attempt: number) => void },
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await pool.query('SELECT 1');
-      return;
-    } catch (err) {
-      if (!notUpYet(err)) throw err;
-      if (Date.now() + intervalMs > deadline)
-        throw new Error(
-          `${what} did not accept connections within ${Math.round(timeoutMs / 1000)} s (${attempt} attempts): ${(err as Error).message}`,
-          { cause: err },
-        );
-      onRetry?.(err as Error, attempt);
-      await new Promise((resolve) => setTimeout(resolve, intervalMs));
-    }
-  }
-}
-
 /** The clients of every pool that are checked out right now. */
 const checkedOut = new WeakSet<pg.PoolClient>();
 

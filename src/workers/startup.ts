@@ -1,5 +1,5 @@
 /**
- * A worker that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying, saying
+ * A service that starts while its database or Temporal restarts waits for them (up to 2 min) instead of dying, saying
  * so each second. What no wait fixes stops it at once, by its name: a connection its role may not use in production
  * (a superuser, the schema's owner: a ConfigError naming the variable) or a password the database refuses. A schema
  * behind the code is waited for: `npm run migrate` may be running.
@@ -17,6 +17,11 @@ export function isLastingRefusal(err: unknown): boolean {
   return typeof code === 'string' && LASTING_POSTGRES_CODES.has(code);
 }
 
+/** Past its wait: what was not reachable, for how long, and the last error (its `cause`). */
+export class NotReachableError extends Error {
+  override readonly name = 'NotReachableError';
+}
+
 export async function whenReachable<T>(
   what: string,
   attempt: () => Promise<T>,
@@ -28,9 +33,20 @@ export async function whenReachable<T>(
     try {
       return await attempt();
     } catch (err) {
-      if (isLastingRefusal(err) || Date.now() > deadline) throw err;
+      if (isLastingRefusal(err)) throw err;
+      if (Date.now() + pauseMs > deadline)
+        throw new NotReachableError(
+          `${what} not reachable within ${Math.round(retryMs / 1000)} s: ${(err as Error).message}`,
+          { cause: err },
+        );
       warn(`${what} not reachable yet; retrying`, (err as Error).message);
       await new Promise((resolve) => setTimeout(resolve, pauseMs));
     }
   }
 }
+
+/** `whenReachable` saying each retry on `log` as a warning. */
+export const waitingOn =
+  (log: { warn: (fields: object, message: string) => void }, retryMs?: number) =>
+  <T>(what: string, attempt: () => Promise<T>) =>
+    whenReachable(what, attempt, { warn: (message, error) => log.warn({ error }, message), retryMs });

@@ -56,13 +56,13 @@ it('waits for a ledger whose port starts listening only after it started, then m
   let started: Promise<void> | undefined;
   const result = await runMigrate(url, [], (output) => {
     // Started once migrate has said it waits: it met a port nobody listens on.
-    if (!started && output.includes('waiting for the ledger to accept connections'))
+    if (!started && output.includes('the us ledger not reachable yet; retrying'))
       started = startEmbeddedPostgres(options).then((running) => {
         postgres = running;
       });
   });
   await started;
-  expect(result.output).toContain('waiting for the ledger to accept connections');
+  expect(result.output).toContain('the us ledger not reachable yet; retrying');
   expect(result.output).toContain('ledger migrated');
   expect(result.code).toBe(0);
 }, 180_000);
@@ -70,6 +70,6 @@ it('waits for a ledger whose port starts listening only after it started, then m
 it('gives up after --wait-for-database, saying which ledger and how long it waited', async () => {
   const port = await freePort();
   const result = await runMigrate(`postgres://postgres:x@127.0.0.1:${port}/ledger`, ['--wait-for-database', '2s']);
-  expect(result.output).toMatch(/the us ledger did not accept connections within 2 s/);
+  expect(result.output).toMatch(/the us ledger not reachable within 2 s/);
   expect(result.code).toBe(1);
 }, 60_000);

@@ -1,7 +1,7 @@
 /** A worker's start (src/workers/startup.ts): it waits for what restarts, and stops at once at what no wait fixes. */
 import { expect, it } from 'vitest';
 import { ConfigError } from '../../src/errors.js';
-import { whenReachable } from '../../src/workers/startup.js';
+import { NotReachableError, whenReachable } from '../../src/workers/startup.js';
 
 const failingThen = (errors: unknown[]) => {
   let calls = 0;
@@ -46,7 +46,9 @@ it('stops at once at a refused role (ConfigError) or a wrong password (28P01), n
 it('gives up on what does not come back within its wait, with the last error', async () => {
   const refused = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
   const { attempt } = failingThen([refused]);
-  await expect(whenReachable('Temporal', attempt, { warn: () => undefined, retryMs: -1, pauseMs: 0 })).rejects.toBe(
-    refused,
+  const failed = whenReachable('Temporal', attempt, { warn: () => undefined, retryMs: -1, pauseMs: 0 });
+  await expect(failed).rejects.toThrow(
+    new NotReachableError('Temporal not reachable within 0 s: connect ECONNREFUSED'),
   );
+  await expect(failed).rejects.toHaveProperty('cause', refused);
 });
