@@ -18,7 +18,7 @@ import { ConfigError } from '../errors.js';
 import { buildMerchantServer } from '../api/merchant-server.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Registry } from '../observability/metrics-listener.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 
 const log = nameProcess('merchant-api');
@@ -42,7 +42,7 @@ async function main() {
     secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
   });
   const https = await tlsOf(listener);
-  const metrics = new CounterRegistry();
+  const metrics = new Registry();
   const app = await buildMerchantServer({
     region: region.region,
     metrics,
@@ -51,7 +51,10 @@ async function main() {
     resendsStartWithinMs: config.outbox.intervalMs,
     logger: log,
   });
-  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), metrics);
+  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), {
+    registry: metrics,
+    service: 'merchant-api',
+  });
 }
 
 main().catch((err) => exitOnFatal(err));
