@@ -922,6 +922,7 @@ describe('docker-compose.yml', () => {
       'DuplicateSends',
       'SweepNotCompleting',
       'WorkflowTaskFailures',
+      'WorkerSlotsFull',
       'ProcessorEventGap',
       'LedgerReviewsOpen',
       'ProcessorCallbacksRefused',
