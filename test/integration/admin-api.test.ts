@@ -620,11 +620,13 @@ describe('npm run api (src/bin/api.ts)', () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-api-'));
     const pki = await createClusterPki(dir);
     const port = await freePort();
+    const metricsPort = await freePort();
     const api = await startApiProcess({
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       ...devRegionEnv(),
       API_ADDRESS: `127.0.0.1:${port}`,
+      API_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
       API_OIDC_ISSUER: oidc.issuer,
       API_TLS_CERT_FILE: pki.frontend.cert,
       API_TLS_KEY_FILE: pki.frontend.key,
@@ -643,6 +645,17 @@ describe('npm run api (src/bin/api.ts)', () => {
           },
         });
       expect((await cli('sends', 'status')).stdout).toMatch(/^sends in region us: running/);
+      // Its metrics address: what it refused (a call with no token) beside how the process itself is doing.
+      expect(
+        (await httpsJson(`https://127.0.0.1:${port}/v1/sends`, await fs.readFile(pki.ca), { method: 'GET' })).status,
+      ).toBe(401);
+      const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      expect(metrics).toMatch(
+        /^hold_sweeper_api_requests_refused_total\{api="admin",region="us",status="401",error="\w+"\} 1$/m,
+      );
+      expect(metrics).toMatch(/^process_cpu_seconds_total\{service="admin-api"\} /m);
+      expect(metrics).toMatch(/^process_resident_memory_bytes\{service="admin-api"\} [1-9]/m);
+      expect(metrics).toContain('# TYPE nodejs_eventloop_lag_seconds gauge');
       // Plain HTTP to the TLS listener gets nowhere.
       await expect(
         fetch(`http://127.0.0.1:${port}/v1/sends`, { headers: { authorization: `Bearer ${tokens.get('vera')}` } }),
