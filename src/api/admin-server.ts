@@ -21,7 +21,7 @@ import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { inTransaction } from '../db/pool.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Registry } from 'prom-client';
 import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '../sql/audit.js';
 import {
   ADMIN_VERBS,
@@ -41,7 +41,7 @@ export interface AdminServerOptions {
   context: AdminContext & { pool: pg.Pool };
   verifier: TokenVerifier;
   /** Where its refusals are counted (its metrics address serves it); its own when not given. */
-  metrics?: CounterRegistry;
+  metrics?: Registry;
   /** TLS for the listener; absent behind a TLS-terminating proxy, or in dev. */
   https?: { cert: string | Buffer; key: string | Buffer };
   /** Its access log and errors; the process's logger unless given. */
@@ -110,7 +110,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   // Answers are serialized as they are (JSON.stringify): the response schemas document them (OpenAPI) and the tests
   // validate real answers against them, rather than a schema-driven serializer reshaping or dropping fields to fit.
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
-  const refusals = apiRefusals(app, options.metrics ?? new CounterRegistry(), 'admin', context.region.region);
+  const refusals = apiRefusals(app, options.metrics ?? new Registry(), 'admin', context.region.region);
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',

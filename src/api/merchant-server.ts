@@ -17,7 +17,7 @@ import swagger from '@fastify/swagger';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Registry } from 'prom-client';
 import { insertAudit } from '../sql/audit.js';
 import { apiRefusals } from './refusals.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
@@ -28,7 +28,7 @@ import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
 export interface MerchantServerOptions {
   region: Region;
   /** Where its refusals are counted (its metrics address serves it); its own when not given. */
-  metrics?: CounterRegistry;
+  metrics?: Registry;
   /** The merchant API's own role (hold_sweeper_merchant_api). */
   pool: pg.Pool;
   https?: { cert: string | Buffer; key: string | Buffer };
@@ -152,7 +152,7 @@ export async function buildMerchantServer(
     },
   });
 
-  const refusals = apiRefusals(app, options.metrics ?? new CounterRegistry(), 'merchant', options.region);
+  const refusals = apiRefusals(app, options.metrics ?? new Registry(), 'merchant', options.region);
   /**
    * The audit row of an identified merchant's call, in `db`: a resend's transaction, or after a read answers. If it
    * cannot be written the call fails (and a resend records nothing).

@@ -8,7 +8,7 @@
  * logged: an orchestrator asks every few seconds.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { CounterRegistry } from '../observability/prometheus-text.js';
+import { Counter, type Registry } from 'prom-client';
 import { sampledLog } from '../observability/sampled-log.js';
 
 export interface Refusals {
@@ -18,15 +18,16 @@ export interface Refusals {
 
 export function apiRefusals(
   app: FastifyInstance,
-  registry: CounterRegistry,
+  registry: Registry,
   api: 'admin' | 'merchant',
   region: string,
 ): Refusals {
-  const total = registry.counter(
-    'hold_sweeper_api_requests_refused_total',
-    'API calls refused before anyone was identified (401; the merchant API’s 429), by API, status and error: never stored',
-    ['api', 'region', 'status', 'error'],
-  );
+  const total = new Counter({
+    name: 'hold_sweeper_api_requests_refused_total',
+    help: 'API calls refused before anyone was identified (401; the merchant API’s 429), by API, status and error: never stored',
+    labelNames: ['api', 'region', 'status', 'error'],
+    registers: [registry],
+  });
   const log = sampledLog(({ msg, ...fields }) => app.log.warn(fields, msg as string));
   const refusedRequests = new WeakSet<FastifyRequest>();
   app.addHook('onResponse', async (request, reply) => {

@@ -7,8 +7,7 @@ import fs from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { ListenerConfig } from '../config.js';
 import { log } from '../observability/logger.js';
-import { serveMetrics } from '../observability/metrics-listener.js';
-import type { CounterRegistry } from '../observability/prometheus-text.js';
+import { serveMetrics, type Registry, type Service } from '../observability/metrics-listener.js';
 
 /** The listener's certificate and key, when it has its own TLS. */
 export async function tlsOf(listener: ListenerConfig): Promise<{ cert: Buffer; key: Buffer } | undefined> {
@@ -27,10 +26,11 @@ export async function serveUntilSignal(
   what: string,
   fields: Record<string, unknown>,
   release: () => Promise<void>,
-  metrics?: CounterRegistry,
+  metrics?: { registry: Registry; service: Service },
 ): Promise<void> {
   await app.listen({ host: listener.host, port: listener.port });
-  const metricsListener = metrics && listener.metrics ? await serveMetrics(metrics, listener.metrics) : undefined;
+  const metricsListener =
+    metrics && listener.metrics ? await serveMetrics(metrics.registry, listener.metrics, metrics.service) : undefined;
   const address = app.server.address() as { address: string; port: number };
   const own = listener.tls !== undefined;
   log.info(

@@ -21,7 +21,7 @@ import { buildAdminServer } from '../api/admin-server.js';
 import { createTokenVerifier } from '../api/identity.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Registry } from '../observability/metrics-listener.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 import { waitingOn } from '../workers/startup.js';
@@ -59,7 +59,7 @@ async function main() {
   );
   const client = new Client({ connection, namespace: region.namespace, dataConverter: dataConverterFor(region) });
   const https = await tlsOf(api);
-  const metrics = new CounterRegistry();
+  const metrics = new Registry();
   const app = await buildAdminServer({
     metrics,
     context: {
@@ -84,7 +84,7 @@ async function main() {
       await connection.close();
       await pool.end();
     },
-    metrics,
+    { registry: metrics, service: 'admin-api' },
   );
 }
 

@@ -18,7 +18,7 @@ import { ConfigError } from '../errors.js';
 import { buildMerchantServer } from '../api/merchant-server.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Registry } from '../observability/metrics-listener.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { waitingOn } from '../workers/startup.js';
 
@@ -45,7 +45,7 @@ async function main() {
     }),
   );
   const https = await tlsOf(listener);
-  const metrics = new CounterRegistry();
+  const metrics = new Registry();
   const app = await buildMerchantServer({
     region: region.region,
     metrics,
@@ -54,7 +54,10 @@ async function main() {
     resendsStartWithinMs: config.outbox.intervalMs,
     logger: log,
   });
-  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), metrics);
+  await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), {
+    registry: metrics,
+    service: 'merchant-api',
+  });
 }
 
 main().catch((err) => exitOnFatal(err));

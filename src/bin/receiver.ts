@@ -89,7 +89,7 @@ async function main() {
     gapWaitMs: processor.gapWaitMs,
   });
   const address = await receiver.listen(processor.port, processor.host);
-  const metrics = processor.metrics ? await serveMetrics(receiver.metrics, processor.metrics) : undefined;
+  const metrics = processor.metrics ? await serveMetrics(receiver.metrics, processor.metrics, 'receiver') : undefined;
   log.info(
     {
       region: configured.region,

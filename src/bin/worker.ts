@@ -26,6 +26,7 @@ import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { exitOnFatal, nameProcess, temporalLogger } from '../observability/logger.js';
 import { serveHealth, type ReadinessCheck } from '../observability/health.js';
+import { listenAddressOf, loopbackPort, Registry, serveMetrics } from '../observability/metrics-listener.js';
 import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
@@ -53,22 +54,28 @@ async function main() {
   requireExplicitMode();
   const config = loadConfig();
   log.level = config.observability.logLevel.toLowerCase();
+  // The SDK's exporter listens on loopback only: METRICS_ADDRESS serves its text after the process's own metrics.
+  const sdkExporter = config.observability.metricsAddress ? `127.0.0.1:${await loopbackPort()}` : undefined;
   // SIGINT/SIGTERM make the runtime drain the workers; run() then resolves and the process exits.
   Runtime.install({
     logger: temporalLogger(log),
-    telemetryOptions: config.observability.metricsAddress
+    telemetryOptions: sdkExporter
       ? {
           metrics: {
             // Prometheus's conventions: counters end in _total, durations are seconds (PROMETHEUS_EXPORT).
-            prometheus: {
-              bindAddress: config.observability.metricsAddress,
-              ...PROMETHEUS_EXPORT,
-              histogramBucketOverrides: LATENCY_BUCKETS,
-            },
+            prometheus: { bindAddress: sdkExporter, ...PROMETHEUS_EXPORT, histogramBucketOverrides: LATENCY_BUCKETS },
           },
         }
       : undefined,
   });
+  const metrics = config.observability.metricsAddress
+    ? await serveMetrics(
+        new Registry(),
+        listenAddressOf(config.observability.metricsAddress),
+        'worker',
+        `http://${sdkExporter}/metrics`,
+      )
+    : undefined;
   const meter = Runtime.instance().metricMeter;
   // A prebuilt bundle (e.g. baked into the image) saves each replica the webpack build at start-up.
   const workflowBundle = process.env.WORKFLOW_BUNDLE_PATH
@@ -212,6 +219,7 @@ async function main() {
     Runtime.instance().logger.info('worker health', { livez: `${health.url}/livez`, readyz: `${health.url}/readyz` });
   await Promise.all(runs);
   await health?.close();
+  await metrics?.close();
   for (const close of cleanup) await close();
   await tracing.shutdown();
 }

@@ -19,7 +19,7 @@ import { notServed, requestErrorStatus } from '../doors.js';
 import { ConfigError } from '../errors.js';
 import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
 import { serveMetrics } from '../observability/metrics-listener.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Counter, Registry } from 'prom-client';
 
 export interface CodecServerOptions {
   /** Codec per Temporal namespace. */
@@ -137,7 +137,7 @@ export interface CodecServer {
   /** Its Fastify app: what it serves (`app.printRoutes()`). */
   app: FastifyInstance;
   /** What it counts: served on its own metrics address (CODEC_METRICS_ADDRESS), never on its callers' port. */
-  metrics: CounterRegistry;
+  metrics: Registry;
   /** Its `GET /metrics` on `options.metrics`, when given. */
   metricsUrl: string | undefined;
   /** Stops both listeners. */
@@ -149,12 +149,13 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
   if (options.corsOrigins.length === 0)
     throw new ConfigError('CODEC_CORS_ORIGIN', '', 'at least one Web UI origin, e.g. http://localhost:8080');
   // Scraped like every service (deploy/prometheus/prometheus.yml), so its absence is an alert (CodecServerDown).
-  const metrics = new CounterRegistry();
-  const requestsTotal = metrics.counter(
-    'hold_sweeper_codec_requests_total',
-    'codec requests answered, by route and status',
-    ['route', 'status'],
-  );
+  const metrics = new Registry();
+  const requestsTotal = new Counter({
+    name: 'hold_sweeper_codec_requests_total',
+    help: 'codec requests answered, by route and status',
+    labelNames: ['route', 'status'],
+    registers: [metrics],
+  });
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
     ...fastifyLogging(options.logger ?? silentLogger()),
@@ -276,7 +277,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
   const { address, port } = app.server.address() as { address: string; port: number };
   // An address the counters cannot be served on is the caller's to see, with no listener left behind.
   const served = options.metrics
-    ? await serveMetrics(metrics, options.metrics).catch(async (err: unknown) => {
+    ? await serveMetrics(metrics, options.metrics, 'codec').catch(async (err: unknown) => {
         await app.close();
         throw err;
       })

@@ -51,7 +51,7 @@ import {
 } from '../delivery/standard-webhooks.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { inert } from '../observability/inert-text.js';
-import { CounterRegistry } from '../observability/prometheus-text.js';
+import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
@@ -171,7 +171,7 @@ export interface ProcessorReceiver {
   /** Deletes signed-refusal rows older than the retention; returns how many. */
   pruneRefused(): Promise<number>;
   /** What it counts: served on its own metrics address (src/observability/metrics-listener.ts), never here. */
-  readonly metrics: CounterRegistry;
+  readonly metrics: Registry;
   /** Its Fastify app: what it serves (`app.printRoutes()`). */
   readonly app: FastifyInstance;
   close(): Promise<void>;
@@ -188,17 +188,19 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   const nowSeconds = options.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const handingOver = new Set<Promise<unknown>>();
 
-  const metrics = new CounterRegistry();
-  const refusedTotal = metrics.counter(
-    'hold_sweeper_processor_requests_refused_total',
-    'processor callbacks refused (4xx), by reason; only signed ones are also written to processor_requests_refused',
-    ['region', 'reason'],
-  );
-  const eventsTotal = metrics.counter(
-    'hold_sweeper_processor_events_received_total',
-    'signed, valid processor events by outcome: recorded, duplicate, not_recorded (503, the processor retries)',
-    ['region', 'outcome'],
-  );
+  const metrics = new Registry();
+  const refusedTotal = new Counter({
+    name: 'hold_sweeper_processor_requests_refused_total',
+    help: 'processor callbacks refused (4xx), by reason; only signed ones are also written to processor_requests_refused',
+    labelNames: ['region', 'reason'],
+    registers: [metrics],
+  });
+  const eventsTotal = new Counter({
+    name: 'hold_sweeper_processor_events_received_total',
+    help: 'signed, valid processor events by outcome: recorded, duplicate, not_recorded (503, the processor retries)',
+    labelNames: ['region', 'outcome'],
+    registers: [metrics],
+  });
   const logRefusal = sampledLog((fields) =>
     report('warn', 'processor request refused before its signature was verified (sampled)', fields),
   );

@@ -24,7 +24,7 @@ import { byNamespace, createTokenVerifier } from '../../src/api/identity.js';
 import { ROLES, type Role } from '../../src/contracts/identity.js';
 import { adminAudience, CODEC_AUDIENCE } from '../../src/contracts/identity.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
-import { CounterRegistry } from '../../src/observability/prometheus-text.js';
+import { Registry } from 'prom-client';
 import { SAMPLED_LOG_EVERY_MS } from '../../src/observability/sampled-log.js';
 import { runOps } from '../../src/ops/cli.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
@@ -63,7 +63,7 @@ const tokens = new Map<string, string>();
 const US_API = adminAudience('us');
 let openapi: ReturnType<typeof openApiValidator>;
 /** What the API counts: its refusals before anyone is identified. */
-const metrics = new CounterRegistry();
+const metrics = new Registry();
 /**
  * Every answer of the API read in this file (the tests' requests and the in-process CLI's), checked against its
  * document.
@@ -243,9 +243,9 @@ describe('every endpoint of the admin API', () => {
       `SELECT count(*)::int AS n FROM api_audit WHERE subject IS NULL OR status = 401`,
     );
     expect(stored.rows[0].n).toBe(0);
-    const counted = metrics
-      .render()
-      .match(/^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm);
+    const counted = (await metrics.metrics()).match(
+      /^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm,
+    );
     expect(counted!.map((line) => Number(line.split(' ')[1])).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(
       ADMIN_VERBS.length * Object.keys(bad).length,
     );
@@ -465,7 +465,7 @@ function runIndependent(text: string, holdId: string, merchantId: string): strin
 
 describe('what nobody identified can make the APIs keep, and the audit with the action', () => {
   it('5,000 calls with no token and 5,000 with bogus merchant keys (long paths among them) add no row to any table: counted, not stored', async () => {
-    const merchantMetrics = new CounterRegistry();
+    const merchantMetrics = new Registry();
     const merchantLog = capturedLogger('merchant-api');
     const merchantApp = await buildMerchantServer({
       region: 'us',
@@ -500,12 +500,16 @@ describe('what nobody identified can make the APIs keep, and the audit with the 
       expect(admin).toEqual({ 401: 5_000 });
       expect(merchants).toEqual({ 401: 5_000 });
       expect(await rowsPerTable(us.pool)).toEqual(before);
-      const total = (registry: CounterRegistry) =>
-        [...registry.render().matchAll(/^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm)]
+      const total = async (registry: Registry) =>
+        [
+          ...(await registry.metrics()).matchAll(
+            /^hold_sweeper_api_requests_refused_total\{[^}]*status="401"[^}]*\} (\d+)$/gm,
+          ),
+        ]
           .map((m) => Number(m[1]))
           .reduce((a, b) => a + b, 0);
-      expect(total(merchantMetrics)).toBe(5_000);
-      expect(total(metrics)).toBeGreaterThanOrEqual(5_000);
+      expect(await total(merchantMetrics)).toBe(5_000);
+      expect(await total(metrics)).toBeGreaterThanOrEqual(5_000);
       // Nor a log line each: a sampled line per kind of refusal at most once a minute by the lines' own times (the
       // admin API's may have been said by the 401 test above), saying how many went unlogged; no access line for any
       // of them. However long the flood took, that is a line a minute per kind. (A line's time is taken as it is
@@ -616,11 +620,13 @@ describe('npm run api (src/bin/api.ts)', () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-api-'));
     const pki = await createClusterPki(dir);
     const port = await freePort();
+    const metricsPort = await freePort();
     const api = await startApiProcess({
       PATH: process.env.PATH,
       HOME: process.env.HOME,
       ...devRegionEnv(),
       API_ADDRESS: `127.0.0.1:${port}`,
+      API_METRICS_ADDRESS: `127.0.0.1:${metricsPort}`,
       API_OIDC_ISSUER: oidc.issuer,
       API_TLS_CERT_FILE: pki.frontend.cert,
       API_TLS_KEY_FILE: pki.frontend.key,
@@ -639,6 +645,17 @@ describe('npm run api (src/bin/api.ts)', () => {
           },
         });
       expect((await cli('sends', 'status')).stdout).toMatch(/^sends in region us: running/);
+      // Its metrics address: what it refused (a call with no token) beside how the process itself is doing.
+      expect(
+        (await httpsJson(`https://127.0.0.1:${port}/v1/sends`, await fs.readFile(pki.ca), { method: 'GET' })).status,
+      ).toBe(401);
+      const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      expect(metrics).toMatch(
+        /^hold_sweeper_api_requests_refused_total\{api="admin",region="us",status="401",error="\w+"\} 1$/m,
+      );
+      expect(metrics).toMatch(/^process_cpu_seconds_total\{service="admin-api"\} /m);
+      expect(metrics).toMatch(/^process_resident_memory_bytes\{service="admin-api"\} [1-9]/m);
+      expect(metrics).toContain('# TYPE nodejs_eventloop_lag_seconds gauge');
       // Plain HTTP to the TLS listener gets nowhere.
       await expect(
         fetch(`http://127.0.0.1:${port}/v1/sends`, { headers: { authorization: `Bearer ${tokens.get('vera')}` } }),

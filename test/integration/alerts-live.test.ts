@@ -5,7 +5,7 @@
  * every second). Killing the worker fires WorkersDown within a minute; starting it again resolves it. Closing the
  * worker's ledger database to connections mid-run fires LedgerGaugesStale and turns the worker's readiness to 503
  * naming the ledger, while the age alerts' expressions count the outage as age; opening it resolves both. The same
- * Prometheus answers the on-call dashboard's queries of the worker's gauges
+ * Prometheus answers the on-call dashboard's queries of the worker's gauges, slots and process
  * (deploy/perses/provisioning/dashboard-on-call.json) with the worker's series.
  */
 import fs from 'node:fs/promises';
@@ -115,7 +115,18 @@ it('the on-call dashboard’s panels of gauges read the worker, each series name
   const dashboard = await readDashboard();
   // The panels a worker fills before it has done anything (the others need releases, attempts or a merchant in
   // trouble).
-  const idle = ['oldestAges', 'sweepCompletion', 'duplicates', 'backlog', 'targetsUp'];
+  // The worker's slots and its process rows read its one endpoint: the process's metrics and the SDK's exporter's.
+  const idle = [
+    'oldestAges',
+    'sweepCompletion',
+    'duplicates',
+    'backlog',
+    'targetsUp',
+    'workerSlots',
+    'workerCpu',
+    'workerMemory',
+    'workerEventLoopLag',
+  ];
   const queries = idle.flatMap((id) =>
     dashboard.spec.panels[id]!.spec.queries.map((q) => ({ id, ...q.spec.plugin.spec })),
   );
@@ -136,7 +147,7 @@ it('the on-call dashboard’s panels of gauges read the worker, each series name
       60_000,
     );
     expect(
-      result.map((r) => seriesName(q.seriesNameFormat, r.metric).split(' ')[0]),
+      [...new Set(result.map((r) => seriesName(q.seriesNameFormat, r.metric).split(' ')[0]))],
       `${q.id}: ${query}`,
     ).toEqual(['us']);
   }

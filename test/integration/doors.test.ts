@@ -341,6 +341,6 @@ describe('to a caller the server identified', () => {
       processor_requests_refused: signedUnreadable.length,
     });
     // What it did not read it counted as what anyone could have sent.
-    expect(receiver.receiver.metrics.render()).toContain('reason="UnreadableBody"');
+    expect(await receiver.receiver.metrics.metrics()).toContain('reason="UnreadableBody"');
   }, 60_000);
 });

@@ -16,7 +16,7 @@ import { buildMerchantServer } from '../../src/api/merchant-server.js';
 import { createApiKey, revokeApiKey } from '../../src/operations/merchant-keys.js';
 import { startResend } from '../../src/delivery/starts.js';
 import { unstartedMerchantResends } from '../../src/sql/merchant-api.js';
-import { CounterRegistry } from '../../src/observability/prometheus-text.js';
+import { Registry } from 'prom-client';
 import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
@@ -37,7 +37,7 @@ let openapi: ReturnType<typeof openApiValidator>;
 /** What the in-process merchant API logs. */
 const merchantLog = capturedLogger('merchant-api');
 /** What the API counts: its refusals of keys that do not verify, and of keys past their budget. */
-const metrics = new CounterRegistry();
+const metrics = new Registry();
 const [A, B] = [0, 1];
 const merchant = (i: number) => night.merchantIds[i]!;
 
@@ -372,12 +372,13 @@ describe('the merchant API', () => {
       `SELECT count(*)::int AS n FROM api_audit WHERE verb LIKE 'merchant-api.%' AND (status IN (401, 429) OR subject IS NULL)`,
     );
     expect(stored.rows[0].n).toBe(0);
+    const text = await metrics.metrics();
     const counted = (status: number) =>
       Number(
         new RegExp(
           `^hold_sweeper_api_requests_refused_total\\{api="merchant",region="us",status="${status}",error="\\w+"\\} (\\d+)$`,
           'm',
-        ).exec(metrics.render())?.[1] ?? 0,
+        ).exec(text)?.[1] ?? 0,
       );
     expect(counted(401)).toBeGreaterThanOrEqual(4);
     expect(counted(429)).toBeGreaterThanOrEqual(1);

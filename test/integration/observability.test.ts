@@ -11,6 +11,11 @@ import { openHarness, type Harness, type TestRegion } from '../support/harness.j
 import { backdate, seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
+import { startReceiverProcess } from '../../dev/receiver-process.js';
+import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
+import { buildMerchantServer } from '../../src/api/merchant-server.js';
+import { silentLogger } from '../../src/observability/logger.js';
+import { Registry, serveMetrics } from '../../src/observability/metrics-listener.js';
 
 function metricValue(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
@@ -395,6 +400,63 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       6,
     );
     expect(metricValue(metrics, 'hold_sweeper_requests_per_webhook_alert_above', { region: 'us' })).toBe(1.5);
+  });
+
+  it('every process serves its own CPU, memory and event-loop lag beside what it counts, labelled with its service', async () => {
+    /** `url`'s scrape once it shows the process's own metrics under `service`. */
+    const processMetrics = async (url: string, service: string) => {
+      // The event-loop lag is measured at a scrape and shown at the next.
+      await expect
+        .poll(async () => metricValue(await (await fetch(url)).text(), 'nodejs_eventloop_lag_seconds', { service }))
+        .toBeGreaterThanOrEqual(0);
+      const text = await (await fetch(url)).text();
+      expect(metricValue(text, 'process_cpu_seconds_total', { service }), service).toBeGreaterThan(0);
+      expect(metricValue(text, 'process_resident_memory_bytes', { service }), service).toBeGreaterThan(0);
+      expect(metricValue(text, 'nodejs_heap_size_used_bytes', { service }), service).toBeGreaterThan(0);
+      // Its series come with the first garbage collection: a young process may have had none.
+      expect(text, service).toContain('# TYPE nodejs_gc_duration_seconds histogram');
+      return text;
+    };
+    // The worker: the SDK's exporter on the same endpoint, its slots per worker type of the region's task queue.
+    const fromWorker = await processMetrics(metricsUrl, 'worker');
+    for (const worker_type of ['WorkflowWorker', 'ActivityWorker']) {
+      const slots = { worker_type, task_queue: us.config.taskQueue };
+      expect(metricValue(fromWorker, 'temporal_worker_task_slots_available', slots), worker_type).toBeGreaterThan(0);
+      expect(metricValue(fromWorker, 'temporal_worker_task_slots_used', slots), worker_type).toBeGreaterThanOrEqual(0);
+    }
+    expect(metricValue(fromWorker, 'hold_sweeper_undelivered_webhooks', { region: 'us' })).toBe(3);
+
+    // The receiver, its own process: one unsigned callback refused, counted where it was.
+    const receiver = await startReceiverProcess({
+      region: us.config,
+      databaseUrl: us.databaseUrl,
+      temporalAddress: harness.address,
+      secret: generateSigningSecret(),
+    });
+    try {
+      const refused = await fetch(receiver.url, { method: 'POST', body: '{}' });
+      expect(refused.status).toBeGreaterThanOrEqual(400);
+      const text = await processMetrics(receiver.metricsUrl, 'receiver');
+      expect(metricValue(text, 'hold_sweeper_processor_requests_refused_total', { region: 'us' })).toBe(1);
+      expect(text).toContain('# TYPE hold_sweeper_processor_requests_refused_total counter');
+    } finally {
+      await receiver.stop();
+    }
+
+    // The merchant API (the admin API serves its metrics the same way, src/api/serve.ts): a call with no key counted.
+    const registry = new Registry();
+    const app = await buildMerchantServer({ region: 'us', pool: us.pool, metrics: registry, logger: silentLogger() });
+    const served = await serveMetrics(registry, { host: '127.0.0.1', port: 0 }, 'merchant-api');
+    try {
+      await app.listen({ host: '127.0.0.1', port: 0 });
+      const port = (app.server.address() as { port: number }).port;
+      expect((await fetch(`http://127.0.0.1:${port}/v1/webhooks`)).status).toBe(401);
+      const text = await processMetrics(served.url, 'merchant-api');
+      expect(metricValue(text, 'hold_sweeper_api_requests_refused_total', { api: 'merchant', status: '401' })).toBe(1);
+    } finally {
+      await app.close();
+      await served.close();
+    }
   });
 
   it('log lines for one hold join by hold id from the sweep to its terminal state, with no secret in them', async () => {

@@ -46,7 +46,7 @@ export async function startTestReceiver(
     ...rest,
   });
   const { port } = await receiver.listen(0);
-  const metrics = await serveMetrics(receiver.metrics, { host: '127.0.0.1', port: 0 });
+  const metrics = await serveMetrics(receiver.metrics, { host: '127.0.0.1', port: 0 }, 'receiver');
   return {
     receiver,
     processor: new FakeProcessor(`http://127.0.0.1:${port}/processor/events`, secret),

@@ -95,6 +95,16 @@ describe('fail closed: the codec endpoint', () => {
     expect(metrics).toContain('# TYPE hold_sweeper_codec_requests_total counter');
     expect(metrics).toMatch(/hold_sweeper_codec_requests_total\{route="\/decode",status="401"\} [1-9]/);
     expect(metrics).not.toContain('h_1');
+    // And how the process itself is doing, as every process says it.
+    expect(metrics).toMatch(/^process_cpu_seconds_total\{service="codec"\} [0-9.e-]+$/m);
+    expect(metrics).toMatch(/^process_resident_memory_bytes\{service="codec"\} [1-9]/m);
+    await expect
+      .poll(async () =>
+        (await (await fetch(server.metricsUrl!)).text()).match(
+          /^nodejs_eventloop_lag_seconds\{service="codec"\} \S+$/m,
+        ),
+      )
+      .toBeTruthy();
   });
 
   it('npm start’s codec endpoint serves its counters on CODEC_METRICS_ADDRESS when it is set', async () => {

@@ -933,6 +933,7 @@ describe('docker-compose.yml', () => {
       'DuplicateSends',
       'SweepNotCompleting',
       'WorkflowTaskFailures',
+      'WorkerSlotsFull',
       'ProcessorEventGap',
       'LedgerReviewsOpen',
       'ProcessorCallbacksRefused',

@@ -9,6 +9,7 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { parse } from 'yaml';
+import { collectDefaultMetrics, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { renderSvg } from '../../bench/charts.js';
 import {
@@ -34,22 +35,28 @@ async function sources(): Promise<string> {
 /**
  * The series names the product exports, from where it declares them: an SDK meter's counter gets `_total` from the
  * exporter and a histogram its `_bucket`, `_sum` and `_count` (src/observability/metrics.ts, PROMETHEUS_EXPORT); a
- * gauge, and a counter of the receivers' and the codec endpoint's own registry (named with `_total`), are as named.
+ * gauge, and a prom-client counter of the receivers', the APIs' and the codec endpoint's registry (named with
+ * `_total`), are as named. Every process's default metrics (CPU, memory, event loop) are what prom-client registers.
  */
 async function exportedNames(): Promise<Set<string>> {
   const names = new Set<string>();
   for (const [, kind, name] of (await sources()).matchAll(
-    /\b(createCounter|createHistogram|createGauge|gauge|counter)\(\s*'(hold_sweeper_[a-z0-9_]+)'/g,
+    /\b(createCounter|createHistogram|createGauge|gauge|name:)\(?\s*'(hold_sweeper_[a-z0-9_]+)'/g,
   )) {
     if (kind === 'createCounter') names.add(`${name}_total`);
     else if (kind === 'createHistogram')
       for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${name}${suffix}`);
     else names.add(name!);
   }
+  const defaults = new Registry();
+  collectDefaultMetrics({ register: defaults });
+  for (const metric of await defaults.getMetricsAsJSON())
+    for (const value of metric.values) names.add((value as { metricName?: string }).metricName ?? metric.name);
   return names;
 }
 
-const METRIC = /\b(hold_sweeper_[a-z0-9_]+|temporal_[a-z0-9_]+|up)\b(?=\s*[{[)]|\s*$)/g;
+const METRIC =
+  /\b(hold_sweeper_[a-z0-9_]+|temporal_[a-z0-9_]+|process_[a-z0-9_]+|nodejs_[a-z0-9_]+|up)\b(?=\s*[{[)]|\s*$)/g;
 const metricsOf = (query: string) => new Set([...query.matchAll(METRIC)].map((m) => m[1]!));
 
 interface Alert {
@@ -107,7 +114,7 @@ describe('the on-call dashboard', async () => {
       expect(panel.spec.plugin.kind, id).toBe('TimeSeriesChart');
       expect(panel.spec.display.name, id).toBeTruthy();
       expect(panel.spec.display.description?.length, `${id} says what it shows`).toBeGreaterThan(40);
-      expect(['seconds', 'decimal', 'percent-decimal'], `${id}'s unit`).toContain(
+      expect(['seconds', 'decimal', 'percent-decimal', 'bytes'], `${id}'s unit`).toContain(
         panel.spec.plugin.spec.yAxis?.format?.unit,
       );
       expect(panel.spec.queries.length, id).toBeGreaterThan(0);
@@ -149,6 +156,8 @@ describe('the on-call dashboard', async () => {
     expect(exported).toContain('hold_sweeper_limiter_wait_seconds_bucket');
     expect(exported).toContain('hold_sweeper_oldest_unreleased_hold_age_seconds');
     expect(exported).toContain('hold_sweeper_processor_requests_refused_total');
+    expect(exported).toContain('process_cpu_seconds_total');
+    expect(exported).toContain('nodejs_eventloop_lag_p99_seconds');
     const alerts = await fs.readFile(path.join(REPO, 'deploy/prometheus/alerts.yml'), 'utf8');
     for (const q of queries)
       for (const metric of metricsOf(q.query)) {
