@@ -115,7 +115,7 @@ it('the on-call dashboard’s panels of gauges read the worker, each series name
   const dashboard = await readDashboard();
   // The panels a worker fills before it has done anything (the others need releases, attempts or a merchant in
   // trouble).
-  // The worker's slots and its process rows read its one endpoint: the process's metrics and the SDK's exporter's.
+  // The worker's slots and the process row read its one endpoint: the process's metrics and the SDK's exporter's.
   const idle = [
     'oldestAges',
     'sweepCompletion',
@@ -123,9 +123,9 @@ it('the on-call dashboard’s panels of gauges read the worker, each series name
     'backlog',
     'targetsUp',
     'workerSlots',
-    'workerCpu',
-    'workerMemory',
-    'workerEventLoopLag',
+    'processCpu',
+    'processMemory',
+    'processEventLoopLag',
   ];
   const queries = idle.flatMap((id) =>
     dashboard.spec.panels[id]!.spec.queries.map((q) => ({ id, ...q.spec.plugin.spec })),
