@@ -10,20 +10,16 @@
  *
  * Each workflow then goes idle and completes (a short idle wait), so its whole story is in one history.
  */
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { ProcessorEvent } from '../../dev/fake-processor.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { holdEventsStatusQuery, skipMissingEventSignal, type HoldEventsStage } from '../../src/contracts/processor.js';
-import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
-import { buildIdOf } from '../../src/workers/deployment.js';
 import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
-import { bundleOfRevision } from '../support/variant.js';
+import { recordingBuild } from '../support/variant.js';
 
 const BUILD = process.env.GOLDEN_BUILD;
 const RELEASE = goldenRelease(BUILD);
@@ -41,17 +37,7 @@ afterAll(async () => {
 
 it(`records applyHoldEvents leaving each gap wait, as build ${BUILD ?? 'HEAD (working tree)'} writes it`, async () => {
   const us = await harness.region('us');
-  const bundle = BUILD
-    ? await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), BUILD)
-    : undefined;
-  await harness.startWorker(
-    us,
-    undefined,
-    undefined,
-    bundle
-      ? { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } }
-      : {},
-  );
+  await harness.startWorker(us, undefined, undefined, await recordingBuild(BUILD));
   const night = await seedNight(
     us.pool,
     'us',

@@ -16,21 +16,17 @@
  *
  * The overruling abandon is written into this recorder's own ledger database: a race no merchant can cause.
  */
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { holdEventsWorkflowId } from '../../src/contracts/ids.js';
 import { approveReplaySignal, discardSignal, statusQuery, type HoldStage } from '../../src/contracts/messages.js';
-import { buildIdOf } from '../../src/workers/deployment.js';
 import { addRecordings, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
 import { startTestReceiver } from '../support/processor.js';
-import { bundleOfRevision } from '../support/variant.js';
+import { recordingBuild } from '../support/variant.js';
 
 const BUILD = process.env.GOLDEN_BUILD;
 const RELEASE = goldenRelease(BUILD);
@@ -68,12 +64,7 @@ async function failingNight(region: TestRegion, prefix: string, expired: number)
 }
 
 it(`records the rows the other nights miss, as build ${BUILD ?? 'HEAD (working tree)'} writes them`, async () => {
-  const bundle = BUILD
-    ? await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), BUILD)
-    : undefined;
-  const version = bundle
-    ? { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } }
-    : {};
+  const version = await recordingBuild(BUILD);
   const fourEyes = await harness.region('us');
   const regular = await harness.region('us');
   await harness.startWorker(fourEyes, undefined, undefined, { ...version, fourEyes: true });

@@ -14,14 +14,12 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { startDevServer, type DevServer } from '../../dev/temporal-dev-server.js';
 import { approveReplaySignal, discardSignal, statusQuery } from '../../src/contracts/messages.js';
-import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { isoUtc } from '../../src/db/sql.js';
-import { buildIdOf } from '../../src/workers/deployment.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { addRecordings, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, recordedDecision, seedNight } from '../support/ledger.js';
-import { bundleOfRevision } from '../support/variant.js';
+import { recordingBuild } from '../support/variant.js';
 import { TEST_NAMESPACES } from '../integration/global-setup.js';
 
 const BUILD = process.env.GOLDEN_BUILD;
@@ -53,17 +51,7 @@ afterAll(async () => {
 
 it(`records a quarantine flooded with strings continuing as new, as build ${BUILD ?? 'HEAD (working tree)'} writes it`, async () => {
   const us = await harness!.region('us');
-  const bundle = BUILD
-    ? await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), BUILD)
-    : undefined;
-  await harness!.startWorker(
-    us,
-    undefined,
-    undefined,
-    bundle
-      ? { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } }
-      : {},
-  );
+  await harness!.startWorker(us, undefined, undefined, await recordingBuild(BUILD));
   const night = await seedNight(us.pool, 'us', `${harness!.id}sig`, { expired: 1, merchants: 1 }, harness!.merchants);
   const merchant = night.merchantIds[0]!;
   harness!.merchants.script(merchant, { secrets: [night.secrets.get(merchant)!], responses: [{ status: 400 }] });

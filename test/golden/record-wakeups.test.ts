@@ -10,21 +10,17 @@
  * re-checks at once, one that does not waits its timer; either way the merchant is then resumed, signalled, and the
  * webhook is delivered, so the whole story is in one history.
  */
-import fs from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
 import type { temporal } from '@temporalio/proto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
 import { merchantResumedSignal, statusQuery } from '../../src/contracts/messages.js';
 import { isoUtc } from '../../src/db/sql.js';
 import { pauseMerchant, resumeMerchant } from '../../src/sql/merchants.js';
-import { buildIdOf } from '../../src/workers/deployment.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import { addRecording, goldenRelease, goldenSetDir } from '../support/golden.js';
 import { openHarness, type Harness } from '../support/harness.js';
 import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
-import { bundleOfRevision } from '../support/variant.js';
+import { recordingBuild } from '../support/variant.js';
 
 const BUILD = process.env.GOLDEN_BUILD;
 const OUT = goldenSetDir(goldenRelease(BUILD));
@@ -41,17 +37,7 @@ type Event = temporal.api.history.v1.IHistoryEvent;
 
 it(`records a merchantResumed sent during the attempt before a held wait, as build ${BUILD ?? 'HEAD (working tree)'} writes it`, async () => {
   const us = await harness.region('us');
-  const bundle = BUILD
-    ? await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), BUILD)
-    : undefined;
-  await harness.startWorker(
-    us,
-    undefined,
-    undefined,
-    bundle
-      ? { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } }
-      : {},
-  );
+  await harness.startWorker(us, undefined, undefined, await recordingBuild(BUILD));
   const night = await seedNight(us.pool, 'us', `${harness.id}wk`, { expired: 1, merchants: 1 }, harness.merchants);
   const merchant = night.merchantIds[0]!;
   const secrets = [night.secrets.get(merchant)!];

@@ -18,7 +18,7 @@ import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { backdate, holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { startTestReceiver, type TestReceiver } from '../support/processor.js';
-import { waitUntil } from '../support/wait.js';
+import { terminateOnceRunning, waitUntil } from '../support/wait.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -93,20 +93,7 @@ describe('the outbox reconciler', () => {
           : eventDeliveryWorkflowId('us', w.webhook_id),
       ),
     );
-    const terminatedRuns = new Map<string, string>();
-    for (const workflowId of workflowIds) {
-      const handle = us.client.workflow.getHandle(workflowId);
-      await waitUntil(
-        () =>
-          handle.describe().then(
-            (d) => d.status.name === 'RUNNING',
-            () => false,
-          ),
-        `${workflowId} running`,
-      );
-      terminatedRuns.set(workflowId, (await handle.describe()).runId);
-      await handle.terminate('test: strand its webhook');
-    }
+    const terminatedRuns = await terminateOnceRunning(us.client, workflowIds, 'test: strand its webhook');
     await resumeMerchant(us.pool, merchantId);
     for (const w of stranded) expect(await statusOf(w.webhook_id)).toBe('pending');
     // Their workflows had said when they would come back to them (a held re-check); that time has passed.

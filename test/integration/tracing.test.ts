@@ -18,7 +18,7 @@ import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { capturedLogger } from '../support/logs.js';
 import { withOps } from '../support/ops.js';
 import { startTestReceiver, tracedClient } from '../support/processor.js';
-import { waitUntil } from '../support/wait.js';
+import { terminateOnceRunning, waitUntil } from '../support/wait.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -241,20 +241,7 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
       return events[0]?.workflowExecutionStartedEventAttributes?.header?.fields?.['_tracer-data'] !== undefined;
     };
     // Their workflows ended without finishing them: nothing drives the webhooks now.
-    const firstRuns = new Map<string, string>();
-    for (const workflowId of workflowIds) {
-      const handle = us.client.workflow.getHandle(workflowId);
-      await waitUntil(
-        () =>
-          handle.describe().then(
-            (d) => d.status.name === 'RUNNING',
-            () => false,
-          ),
-        `${workflowId} running`,
-      );
-      firstRuns.set(workflowId, (await handle.describe()).runId);
-      await handle.terminate('test: strand its webhook');
-    }
+    const firstRuns = await terminateOnceRunning(us.client, workflowIds, 'test: strand its webhook');
     await resumeMerchant(us.pool, merchantId);
     await us.pool.query(`UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour'`);
     const spansBefore = exporter.getFinishedSpans().length;

@@ -5,9 +5,12 @@
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { DEFAULT_DEPLOYMENT_NAME } from '../../src/config.js';
+import { buildIdOf } from '../../src/workers/deployment.js';
 import { bundleWorkflows } from '../../src/workers/region-worker.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
@@ -83,4 +86,14 @@ export async function bundleOfRevision(dir: string, revision: string): Promise<{
     failureConverterPath: path.join(dir, 'src/codec/failure-converter.cjs'),
     logger: new DefaultLogger('WARN'),
   });
+}
+
+/**
+ * The worker options that run the workflow code a recording is made of: build `revision`'s (GOLDEN_BUILD), bundled from
+ * that revision under its own build id; with none, the working tree's (no options).
+ */
+export async function recordingBuild(revision: string | undefined) {
+  if (!revision) return {};
+  const bundle = await bundleOfRevision(await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-build-')), revision);
+  return { workflowBundle: bundle, version: { deploymentName: DEFAULT_DEPLOYMENT_NAME, buildId: buildIdOf(bundle) } };
 }

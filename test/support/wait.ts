@@ -1,3 +1,5 @@
+import type { Client } from '@temporalio/client';
+
 /** Awaits a condition (for hooks, where expect.poll is not available): polls until true or fails loudly. */
 export async function waitUntil(
   check: () => Promise<boolean>,
@@ -10,6 +12,32 @@ export async function waitUntil(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
     await new Promise((resolve) => setTimeout(resolve, intervalMs));
   }
+}
+
+/**
+ * Terminates each workflow once it runs, as an operator would strand what it was driving; returns the run each one
+ * had.
+ */
+export async function terminateOnceRunning(
+  client: Client,
+  workflowIds: readonly string[],
+  why: string,
+): Promise<Map<string, string>> {
+  const runs = new Map<string, string>();
+  for (const workflowId of workflowIds) {
+    const handle = client.workflow.getHandle(workflowId);
+    await waitUntil(
+      () =>
+        handle.describe().then(
+          (d) => d.status.name === 'RUNNING',
+          () => false,
+        ),
+      `${workflowId} running`,
+    );
+    runs.set(workflowId, (await handle.describe()).runId);
+    await handle.terminate(why);
+  }
+  return runs;
 }
 
 /** `n` calls, `concurrency` at a time; how many got each status. */
