@@ -246,12 +246,21 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
     await us.pool.query(`UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour'`);
     const spansBefore = exporter.getFinishedSpans().length;
 
-    const report = await us.client.workflow.execute(reconcileOutbox, {
-      taskQueue: us.config.taskQueue,
-      workflowId: `outbox-traced-${harness.id}`,
-      args: [{ region: 'us', graceMs: 0 }],
-    });
-    expect(report.restartedWebhooks).toHaveLength(2);
+    // A webhook whose workflow's end the ledger has not yet seen as stranded is the next run's: as on its schedule,
+    // the reconciler runs until both are started again (each once).
+    const restartedWebhooks: string[] = [];
+    for (let i = 0; i < 3 && restartedWebhooks.length < 2; i++) {
+      const report = await us.client.workflow.execute(reconcileOutbox, {
+        taskQueue: us.config.taskQueue,
+        workflowId: `outbox-traced-${harness.id}-${i}`,
+        args: [{ region: 'us', graceMs: 0 }],
+      });
+      console.log(`[tracing] reconcile ${i}: ${JSON.stringify(report)}`);
+      restartedWebhooks.push(...report.restartedWebhooks);
+    }
+    expect(restartedWebhooks.sort()).toEqual(
+      [...new Set([(await webhookOf(night.expired[0]!.id))!, (await webhookOf(futureHold))!])].sort(),
+    );
     const restarted = await Promise.all(
       workflowIds.map(async (workflowId) => {
         const { runId } = await us.client.workflow.getHandle(workflowId).describe();
