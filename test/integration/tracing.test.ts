@@ -18,7 +18,7 @@ import { holdWorkflowIdOf, seedNight } from '../support/ledger.js';
 import { capturedLogger } from '../support/logs.js';
 import { withOps } from '../support/ops.js';
 import { startTestReceiver, tracedClient } from '../support/processor.js';
-import { terminateOnceRunning, waitUntil } from '../support/wait.js';
+import { onceRunning, terminateOnceRunning, waitUntil } from '../support/wait.js';
 
 let harness: Harness;
 let us: TestRegion;
@@ -241,7 +241,9 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
       return events[0]?.workflowExecutionStartedEventAttributes?.header?.fields?.['_tracer-data'] !== undefined;
     };
     // Their workflows ended without finishing them: nothing drives the webhooks now. The hold's event workflow ends
-    // first, or it would start its event's delivery again itself, in its own (traced) trace.
+    // first, or it would start its event's delivery again itself, in its own (traced) trace; and only once that
+    // delivery runs, or it would never have started it.
+    await onceRunning(us.client, workflowIds);
     await us.client.workflow
       .getHandle(holdEventsWorkflowId('us', futureHold))
       .terminate('test: strand its event')

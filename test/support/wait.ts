@@ -14,15 +14,8 @@ export async function waitUntil(
   }
 }
 
-/**
- * Terminates each workflow once it runs, as an operator would strand what it was driving; returns the run each one
- * had.
- */
-export async function terminateOnceRunning(
-  client: Client,
-  workflowIds: readonly string[],
-  why: string,
-): Promise<Map<string, string>> {
+/** Waits until each workflow runs; the run each one has. */
+export async function onceRunning(client: Client, workflowIds: readonly string[]): Promise<Map<string, string>> {
   const runs = new Map<string, string>();
   for (const workflowId of workflowIds) {
     const handle = client.workflow.getHandle(workflowId);
@@ -35,8 +28,21 @@ export async function terminateOnceRunning(
       `${workflowId} running`,
     );
     runs.set(workflowId, (await handle.describe()).runId);
-    await handle.terminate(why);
   }
+  return runs;
+}
+
+/**
+ * Terminates each workflow once they all run, as an operator would strand what they were driving; returns the run each
+ * one had.
+ */
+export async function terminateOnceRunning(
+  client: Client,
+  workflowIds: readonly string[],
+  why: string,
+): Promise<Map<string, string>> {
+  const runs = await onceRunning(client, workflowIds);
+  for (const workflowId of workflowIds) await client.workflow.getHandle(workflowId).terminate(why);
   return runs;
 }
 

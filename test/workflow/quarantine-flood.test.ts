@@ -55,6 +55,10 @@ vi.setConfig({ testTimeout: FLOOD_TEST_MS });
  * Malformed approvals, `batch` at a time, until the run's history reaches `events` (concurrent signals share workflow
  * tasks: about one event each; one at a time, about four) or the run has continued. Returns how many it sent
  * (numbered from `from`).
+ *
+ * Each batch is handled before the next is sent (a query waits for the workflow task in flight): every signal costs
+ * the SDK a few promises, each with a captured stack, and a task of thousands of signals that a loaded worker cannot
+ * finish within the delivery workflows' task timeout is retried from the whole history, and times out again.
  */
 async function floodTo(handle: WorkflowHandle, firstRunId: string, events: number, from: number, batch = 50) {
   let sent = 0;
@@ -64,6 +68,7 @@ async function floodTo(handle: WorkflowHandle, firstRunId: string, events: numbe
       Array.from({ length: batch }, (_, k) => handle.signal(approveReplaySignal, junk(from + sent + k))),
     );
     sent += batch;
+    await status(handle);
     described = await handle.describe();
   }
   return sent;
@@ -98,6 +103,15 @@ async function continuedWith(handle: WorkflowHandle, firstRunId: string) {
   expect(payload?.data).toBeDefined();
   const input = JSON.parse(Buffer.from(payload!.data!).toString()) as { resume: { delivery: DeliveryResume } };
   return { inputBytes: payload!.data!.length, delivery: input.resume.delivery };
+}
+
+/**
+ * The workflow's result, read from the run it continued as (its last): following the runs from the first, as
+ * `handle.result()` does, waited forever on the test server once an earlier test in the file had flooded a workflow.
+ */
+async function resultOf(handle: WorkflowHandle<typeof releaseExpiredHold>) {
+  const { runId } = await handle.describe();
+  return w.env.client.workflow.getHandle<typeof releaseExpiredHold>(handle.workflowId, runId).result();
 }
 
 /** Characters of text in an ignored decision, all its fields together. */
@@ -181,7 +195,7 @@ it('a flood of ignored signals: the status keeps the newest 50, the run continue
       policyRun: 1,
       stage: 'discarded',
     });
-    expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
+    expect(await resultOf(handle)).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
     expect(await deliveryStatusOf(handle)).toBe('discarded');
   });
   // Quarantined once (the new run did not quarantine again), decided once.
@@ -212,9 +226,12 @@ it('malformed signals of 150 KB each: kept by their shape only, the status answe
     await reachesStage(handle, 'quarantined');
     const { runId: firstRunId } = await handle.describe();
 
-    // Small ones first, to just short of the run's budget, so that the big ones are the newest when it continues.
-    const bigSignals = 25;
-    let sent = await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - 200, 0);
+    // Small ones first, to just short of the run's budget, so that the big ones are the newest when it continues: in
+    // batches while a batch (up to 4 events a signal) cannot reach it, then one at a time. Ten big ones are 1.5 MB of
+    // history, far past what the status and the carried state may hold, and far below gRPC's 4 MB message (a
+    // worker that lost the run from its cache fetches the whole history again).
+    const bigSignals = 10;
+    let sent = await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - 400, 0);
     sent += await floodTo(handle, firstRunId, RUN_HISTORY_BUDGET - bigSignals * 4 + 4, sent, 1);
     // A bare string is not a decision: the workflow refuses it, and keeps what it was, not what it said. One at a
     // time, each in its own workflow task (the query after it waits for it).
@@ -248,7 +265,7 @@ it('malformed signals of 150 KB each: kept by their shape only, the status answe
     const next = await reachesStage(handle, 'quarantined');
     expect(bytesOf(next)).toBeLessThan(STATUS_ANSWER_BYTES);
     await handle.signal(discardSignal, { by: 'bob', reason: 'flooded', decisionId: `dc_${'e'.repeat(32)}` });
-    expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
+    expect(await resultOf(handle)).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
   });
   expect(calls.quarantine).toHaveLength(1);
   expect(calls.decide).toEqual([
@@ -343,7 +360,7 @@ it("a run continued by 1.0.0, carrying its callers' text: bounded on read, and i
       reason: 'fixed',
       decisionId: `dc_${'d'.repeat(32)}`,
     });
-    expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
+    expect(await resultOf(handle)).toMatchObject({ delivery: { status: 'delivered', policyRuns: 2 } });
   });
   expect(calls.decide).toMatchObject([{ decision: 'replay', by: 'alice', decisionId: `dc_${'d'.repeat(32)}` }]);
 });
