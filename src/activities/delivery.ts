@@ -27,7 +27,9 @@ import {
   ATTEMPT_LEDGER_SLACK_MS,
   DEFAULT_QUARANTINE_TIMEOUT_MS,
   FAST_PATH_WAIT_MAX_MS,
+  HELD_LONG_RECHECK_MS,
   IN_ACTIVITY_WAIT_MAX_MS,
+  IN_FLIGHT_WAIT_MAX_MS,
   type DeliveryPolicy,
   type Lane,
 } from '../contracts/delivery.js';
@@ -61,7 +63,6 @@ import * as records from '../sql/operator-records.js';
 import * as merchantApi from '../sql/merchant-api.js';
 import { samePerson } from '../contracts/identity.js';
 import { disableMerchant } from '../sql/merchants.js';
-import { HELD_LONG_RECHECK_MS, IN_FLIGHT_WAIT_MAX_MS } from '../workflows/delivery-rules.js';
 
 export interface DeliveryDeps {
   region: Region;
