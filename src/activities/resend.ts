@@ -49,15 +49,11 @@ export async function reopenForResend(ctx: ResendContext, claim: ResendClaim): P
   const text = (v: unknown) => typeof v === 'string' && v.trim() !== '';
   if (!text(claim.requestedBy) || !text(claim.reason)) return refused('a resend names who asks for it and why');
   const allowed = await resendAllowed(ctx, claim);
-  if ('refused' in allowed) return refused(allowed.refused);
+  if (typeof allowed === 'string') return refused(allowed);
   const { requestedBy, frozenRun } = allowed;
   const reopened = await deliveries.reopenForResend(pool, {
-    resendId: claim.resendId,
-    webhookId: claim.webhookId,
+    ...claim,
     requestedBy,
-    reason: claim.reason,
-    ticket: claim.ticket,
-    requestId: claim.requestId,
     approvedBy: claim.requestId === undefined ? undefined : claim.approvedBy,
     workflowId,
     frozenRun,
@@ -79,65 +75,48 @@ export async function reopenForResend(ctx: ResendContext, claim: ResendClaim): P
 
 /** A reopened webhook as the resend's workflow delivers it: its run and the horizon its merchant's policy gives it. */
 async function reopenedAnswer(pool: pg.Pool, r: deliveries.Reopened): Promise<ResendOutcome> {
+  const { holdId, merchantId, policyRun, fromStatus } = r;
   const webhook = await deliveries.webhookToDeliver(pool, r.webhookId);
-  const retryHorizonMs = retryHorizonFor(r.merchantId, webhook?.deliveryPolicy);
-  return {
-    status: 'reopened',
-    holdId: r.holdId,
-    merchantId: r.merchantId,
-    policyRun: r.policyRun,
-    fromStatus: r.fromStatus,
-    retryHorizonMs,
-  };
+  const retryHorizonMs = retryHorizonFor(merchantId, webhook?.deliveryPolicy);
+  return { status: 'reopened', holdId, merchantId, policyRun, fromStatus, retryHorizonMs };
 }
 
 /**
  * Who a resend is recorded as asked by, and the policy run its request froze, from what the claim stands on: an
  * operator's approved resend request, a merchant's resend request (through its API key), or neither (refused where
- * four eyes rule).
+ * four eyes rule); or why it is refused.
  */
 async function resendAllowed(
   { pool, fourEyes }: ResendContext,
   claim: ResendClaim,
-): Promise<{ requestedBy: string; frozenRun: number | undefined } | { refused: string }> {
+): Promise<{ requestedBy: string; frozenRun?: number } | string> {
   if (claim.requestId !== undefined) {
     const request = await records.resendApprovalFor(pool, claim.requestId, claim.webhookId);
-    if (!request) return { refused: `resend request ${claim.requestId} does not exist` };
+    if (!request) return `resend request ${claim.requestId} does not exist`;
     if (request.status !== 'approved' || !request.approvedBy)
-      return { refused: `resend request ${claim.requestId} is not approved` };
+      return `resend request ${claim.requestId} is not approved`;
     if (samePerson(request.approvedBy, request.requestedBy))
-      return { refused: `resend request ${claim.requestId} was approved by its own requester` };
-    if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy)) {
-      return {
-        refused: `resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}`,
-      };
-    }
+      return `resend request ${claim.requestId} was approved by its own requester`;
+    if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy))
+      return `resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}`;
     if (request.frozenRun === null)
-      return { refused: `resend request ${claim.requestId} does not cover webhook ${claim.webhookId}` };
+      return `resend request ${claim.requestId} does not cover webhook ${claim.webhookId}`;
     return { requestedBy: request.requestedBy, frozenRun: request.frozenRun };
   }
   if (claim.merchantRequestId !== undefined) {
     const request = await merchantApi.merchantResendForClaim(pool, claim.merchantRequestId);
-    if (!request) return { refused: `merchant resend request ${claim.merchantRequestId} does not exist` };
-    if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId) {
-      return {
-        refused: `merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one`,
-      };
-    }
+    if (!request) return `merchant resend request ${claim.merchantRequestId} does not exist`;
+    if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId)
+      return `merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one`;
     if (request.webhookMerchantId !== request.merchantId)
-      return { refused: `webhook ${claim.webhookId} is not merchant ${request.merchantId}'s` };
-    if (!request.keyLiveAtRequest) {
-      return {
-        refused: `API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}`,
-      };
-    }
-    return { requestedBy: `merchant ${request.merchantId} (API key ${request.keyId})`, frozenRun: undefined };
+      return `webhook ${claim.webhookId} is not merchant ${request.merchantId}'s`;
+    if (!request.keyLiveAtRequest)
+      return `API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}`;
+    return { requestedBy: `merchant ${request.merchantId} (API key ${request.keyId})` };
   }
   if (fourEyes)
-    return {
-      refused: 'four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)',
-    };
-  return { requestedBy: claim.requestedBy, frozenRun: undefined };
+    return 'four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)';
+  return { requestedBy: claim.requestedBy };
 }
 
 /** Why the ledger did not reopen the webhook: gone, moved past the run the request froze, or not at an end. */
@@ -148,8 +127,7 @@ async function notReopenedWhy(
 ): Promise<string> {
   const [now] = await deliveries.decisionTargetsOf(pool, [webhookId]);
   if (!now) return `webhook ${webhookId} does not exist in region ${region}`;
-  if (frozenRun !== undefined && now.policyRun !== frozenRun) {
+  if (frozenRun !== undefined && now.policyRun !== frozenRun)
     return `webhook ${webhookId} is at policy run ${now.policyRun}, not the run ${frozenRun} the request froze`;
-  }
   return `webhook ${webhookId} is ${now.status}: only a delivered, discarded or abandoned webhook is resent`;
 }
