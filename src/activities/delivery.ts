@@ -17,7 +17,7 @@
 import { trace } from '@opentelemetry/api';
 import { activityInfo, ApplicationFailure, cancellationSignal, getClient, log, sleep } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
-import { noopMetricMeter, type MetricCounter, type MetricMeter } from '@temporalio/common';
+import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
@@ -27,9 +27,18 @@ import {
   ATTEMPT_LEDGER_SLACK_MS,
   DEFAULT_QUARANTINE_TIMEOUT_MS,
   FAST_PATH_WAIT_MAX_MS,
+  HELD_LONG_RECHECK_MS,
   IN_ACTIVITY_WAIT_MAX_MS,
+  IN_FLIGHT_WAIT_MAX_MS,
+  type AttemptFailedDetails,
+  type DeliverWebhookInput,
+  type DeliverWebhookResult,
   type DeliveryPolicy,
   type Lane,
+  type QuarantineDecision,
+  type QuarantineDecisionAnswer,
+  type QuarantineRecorded,
+  type ResendClaim,
 } from '../contracts/delivery.js';
 import { DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT } from '../config.js';
 import { deliveryWorkflowId } from '../contracts/ids.js';
@@ -39,29 +48,15 @@ import {
   parseRetryAfter,
   resolveDeliveryPolicy,
   retryDelay,
-  retryHorizonFor,
   type DeliveryAction,
 } from '../delivery/policy.js';
 import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/failures.js';
 import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/standard-webhooks.js';
 import type { SecretSealer, SecretsAtRest } from '../delivery/secret-box.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
-import type {
-  AttemptFailedDetails,
-  DeliverWebhookInput,
-  DeliverWebhookResult,
-  QuarantineDecision,
-  QuarantineDecisionAnswer,
-  QuarantineRecorded,
-  ResendClaim,
-  ResendOutcome,
-} from '../contracts/delivery.js';
 import * as deliveries from '../sql/deliveries.js';
-import * as records from '../sql/operator-records.js';
-import * as merchantApi from '../sql/merchant-api.js';
-import { samePerson } from '../contracts/identity.js';
 import { disableMerchant } from '../sql/merchants.js';
-import { HELD_LONG_RECHECK_MS, IN_FLIGHT_WAIT_MAX_MS } from '../workflows/delivery-rules.js';
+import { reopenForResend, type ResendContext } from './resend.js';
 
 export interface DeliveryDeps {
   region: Region;
@@ -210,20 +205,16 @@ function describeAttempt(attempt: HttpAttempt): string {
 const statusCodeOf = (attempt: HttpAttempt) => (attempt.result.kind === 'response' ? attempt.result.status : null);
 
 /** What the delivery activities share, resolved once per worker from its DeliveryDeps. */
-interface DeliveryContext {
-  region: Region;
-  pool: pg.Pool;
+interface DeliveryContext extends ResendContext {
   endpointRules: EndpointRules;
   sealer: SecretSealer;
   agents: ReturnType<typeof createAgents>;
-  fourEyes: boolean;
   quarantineTimeoutMs: number;
   clock: () => number;
   random: () => number;
   maxInFlightPerMerchant: number;
   budget: ReturnType<typeof createMerchantBudget>;
   metrics: ReturnType<typeof deliveryMetrics>;
-  resends: MetricCounter;
   fastPath: { slots: number; running: number; slowUntil: Map<string, number> };
 }
 
@@ -288,7 +279,7 @@ export function createDeliveryActivities({
       return { recorded: true, ...(await deliveries.decideQuarantine(pool, input, authority)) };
     },
 
-    reopenForResend: (claim: ResendClaim): Promise<ResendOutcome> => reopenForResend(ctx, claim),
+    reopenForResend: (claim: ResendClaim) => reopenForResend(ctx, claim),
 
     /**
      * Marks a pending delivery quarantined with its reason (a no-op for one already terminal), and tells the workflow
@@ -688,137 +679,4 @@ async function reject(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
     statusCode: statusCodeOf(attempt),
     attemptNumber,
   });
-}
-
-/**
- * The first step of a resend's workflow: checks its claim against the ledger and reopens the webhook as a new policy
- * run, recording the resend (who, why, the request and its approver, this workflow) in the same statement. Refused,
- * with why, for a webhook not at an end, a request that is not an approved resend request covering it (approved by
- * the approver the claim names, never its requester), and, where four eyes rule, a resend without a request. A
- * retried call finds its own resend recorded and answers as the first did.
- */
-async function reopenForResend(ctx: DeliveryContext, claim: ResendClaim): Promise<ResendOutcome> {
-  const { region, pool } = ctx;
-  const workflowId = activityInfo().workflowExecution?.workflowId;
-  if (!workflowId)
-    throw ApplicationFailure.nonRetryable('reopenForResend runs only as a workflow activity', 'NotInAWorkflow');
-  const refused = (why: string): ResendOutcome => {
-    log.warn('resend refused', { region, webhookId: claim.webhookId, resendId: claim.resendId, why });
-    return { status: 'refused', why };
-  };
-  const recorded = await deliveries.resendById(pool, claim.resendId);
-  if (recorded) {
-    if (recorded.workflowId !== workflowId)
-      return refused(`resend ${claim.resendId} was made by ${recorded.workflowId}, not this workflow`);
-    // This workflow's own resend (a retried call, or a run started again by the outbox reconciler): it delivers the
-    // webhook's current run, a replay approved since included.
-    const [now] = await deliveries.decisionTargetsOf(pool, [recorded.webhookId]);
-    return reopenedAnswer(pool, { ...recorded, policyRun: now?.policyRun ?? recorded.policyRun });
-  }
-  const text = (v: unknown) => typeof v === 'string' && v.trim() !== '';
-  if (!text(claim.requestedBy) || !text(claim.reason)) return refused('a resend names who asks for it and why');
-  const allowed = await resendAllowed(ctx, claim);
-  if ('refused' in allowed) return refused(allowed.refused);
-  const { requestedBy, frozenRun } = allowed;
-  const reopened = await deliveries.reopenForResend(pool, {
-    resendId: claim.resendId,
-    webhookId: claim.webhookId,
-    requestedBy,
-    reason: claim.reason,
-    ticket: claim.ticket,
-    requestId: claim.requestId,
-    approvedBy: claim.requestId === undefined ? undefined : claim.approvedBy,
-    workflowId,
-    frozenRun,
-  });
-  if (!reopened) return refused(await notReopenedWhy(ctx, claim.webhookId, frozenRun));
-  ctx.resends.add(1, { region, from: reopened.fromStatus });
-  log.info('webhook reopened for resend', {
-    region,
-    webhookId: claim.webhookId,
-    resendId: claim.resendId,
-    policyRun: reopened.policyRun,
-    from: reopened.fromStatus,
-    requestedBy,
-    ...(claim.requestId ? { requestId: claim.requestId, approvedBy: claim.approvedBy } : {}),
-    ...(claim.merchantRequestId ? { merchantRequestId: claim.merchantRequestId } : {}),
-  });
-  return reopenedAnswer(pool, reopened);
-}
-
-/** A reopened webhook as the resend's workflow delivers it: its run and the horizon its merchant's policy gives it. */
-async function reopenedAnswer(pool: pg.Pool, r: deliveries.Reopened): Promise<ResendOutcome> {
-  const webhook = await deliveries.webhookToDeliver(pool, r.webhookId);
-  const retryHorizonMs = retryHorizonFor(r.merchantId, webhook?.deliveryPolicy);
-  return {
-    status: 'reopened',
-    holdId: r.holdId,
-    merchantId: r.merchantId,
-    policyRun: r.policyRun,
-    fromStatus: r.fromStatus,
-    retryHorizonMs,
-  };
-}
-
-/**
- * Who a resend is recorded as asked by, and the policy run its request froze, from what the claim stands on: an
- * operator's approved resend request, a merchant's resend request (through its API key), or neither (refused where
- * four eyes rule).
- */
-async function resendAllowed(
-  { pool, fourEyes }: DeliveryContext,
-  claim: ResendClaim,
-): Promise<{ requestedBy: string; frozenRun: number | undefined } | { refused: string }> {
-  if (claim.requestId !== undefined) {
-    const request = await records.resendApprovalFor(pool, claim.requestId, claim.webhookId);
-    if (!request) return { refused: `resend request ${claim.requestId} does not exist` };
-    if (request.status !== 'approved' || !request.approvedBy)
-      return { refused: `resend request ${claim.requestId} is not approved` };
-    if (samePerson(request.approvedBy, request.requestedBy))
-      return { refused: `resend request ${claim.requestId} was approved by its own requester` };
-    if (!claim.approvedBy || !samePerson(request.approvedBy, claim.approvedBy)) {
-      return {
-        refused: `resend request ${claim.requestId} was approved by ${request.approvedBy}, not ${claim.approvedBy ?? 'nobody named'}`,
-      };
-    }
-    if (request.frozenRun === null)
-      return { refused: `resend request ${claim.requestId} does not cover webhook ${claim.webhookId}` };
-    return { requestedBy: request.requestedBy, frozenRun: request.frozenRun };
-  }
-  if (claim.merchantRequestId !== undefined) {
-    const request = await merchantApi.merchantResendForClaim(pool, claim.merchantRequestId);
-    if (!request) return { refused: `merchant resend request ${claim.merchantRequestId} does not exist` };
-    if (request.webhookId !== claim.webhookId || request.resendId !== claim.resendId) {
-      return {
-        refused: `merchant resend request ${claim.merchantRequestId} is resend ${request.resendId} of ${request.webhookId}, not this one`,
-      };
-    }
-    if (request.webhookMerchantId !== request.merchantId)
-      return { refused: `webhook ${claim.webhookId} is not merchant ${request.merchantId}'s` };
-    if (!request.keyLiveAtRequest) {
-      return {
-        refused: `API key ${request.keyId} was revoked before merchant resend request ${claim.merchantRequestId}`,
-      };
-    }
-    return { requestedBy: `merchant ${request.merchantId} (API key ${request.keyId})`, frozenRun: undefined };
-  }
-  if (fourEyes)
-    return {
-      refused: 'four eyes: a resend needs a request approved by a second person (resend preview, then resend approve)',
-    };
-  return { requestedBy: claim.requestedBy, frozenRun: undefined };
-}
-
-/** Why the ledger did not reopen the webhook: gone, moved past the run the request froze, or not at an end. */
-async function notReopenedWhy(
-  { region, pool }: DeliveryContext,
-  webhookId: string,
-  frozenRun: number | undefined,
-): Promise<string> {
-  const [now] = await deliveries.decisionTargetsOf(pool, [webhookId]);
-  if (!now) return `webhook ${webhookId} does not exist in region ${region}`;
-  if (frozenRun !== undefined && now.policyRun !== frozenRun) {
-    return `webhook ${webhookId} is at policy run ${now.policyRun}, not the run ${frozenRun} the request froze`;
-  }
-  return `webhook ${webhookId} is ${now.status}: only a delivered, discarded or abandoned webhook is resent`;
 }

@@ -55,6 +55,10 @@ export const IN_ACTIVITY_WAIT_MAX_MS = 2_000;
 export const FAST_PATH_WAIT_MAX_MS = 1_000;
 /** What an attempt's activity does besides the request: the ledger writes around it, the lease. */
 export const ATTEMPT_LEDGER_SLACK_MS = 10 * SECOND;
+/** A delivery held over an hour re-checks its merchant this often (`merchantResumed` drains it at once). */
+export const HELD_LONG_RECHECK_MS = 30 * 60_000;
+/** Every request in flight taken: each such answer in a row doubles the wait the worker named, up to a minute. */
+export const IN_FLIGHT_WAIT_MAX_MS = 60_000;
 
 /** Lanes of one merchant's budget, in priority order: first attempts, then retries, then approved replays. */
 export type Lane = 'first' | 'retry' | 'replay';
@@ -164,6 +168,8 @@ export interface QuarantineRecorded {
   decideWithinMs: number;
 }
 
+/** The abandon is the workflow's own decision, made when a quarantine timed out: the ledger records it by this name. */
+export const ABANDONED_BY = 'hold-sweeper';
 /** Two weeks: long enough to span a holiday on the operator side, short enough that alerts keep meaning. */
 export const DEFAULT_QUARANTINE_TIMEOUT_MS = 14 * 86_400_000;
 

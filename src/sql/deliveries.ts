@@ -39,6 +39,7 @@
  * then on by the latest resend's workflow (`DRIVEN_BY_SQL`, `deliveryWorkflowId` in src/contracts/ids.ts).
  */
 import {
+  ABANDONED_BY,
   HOLD_RELEASED_EVENT,
   type DeliveryStatus,
   type QuarantineDecision,
@@ -347,9 +348,6 @@ const DECIDED_STATUS: Readonly<Record<QuarantineDecision['decision'], DeliverySt
 /** Who decided, why and under which ticket, as the ledger holds it. */
 export type DecisionAuthority =
   { ok: true; by: string; reason: string; ticket: string | null } | { ok: false; why: string };
-
-/** The abandon is the workflow's own decision, made when the quarantine timed out: nobody's row stands behind it. */
-export const ABANDONED_BY = 'hold-sweeper';
 
 /**
  * What in the ledger makes a decision on a webhook's quarantined run stand. A replay or a discard stands only on a row

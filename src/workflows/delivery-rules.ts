@@ -32,6 +32,7 @@
  * timestamp of another clock. The retry horizon runs from a policy run's first attempt; time held by a paused merchant
  * is added back.
  */
+import { ABANDONED_BY, HELD_LONG_RECHECK_MS, IN_FLIGHT_WAIT_MAX_MS } from '../contracts/delivery.js';
 import type { DeliverWebhookResult, QuarantineDecision, QuarantineDecisionAnswer } from '../contracts/delivery.js';
 export type { DeliveringFacts, DeliveryEnd, DeliveryFacts, QuarantinedFacts } from '../contracts/domain.js';
 import type {
@@ -52,11 +53,6 @@ export const HELD_RECHECK_FIRST_MS = 5_000;
 export const HELD_RECHECK_MAX_MS = 5 * 60_000;
 /** After an hour held, the hold is no blip: re-check every 30 minutes (`merchantResumed` drains it at once). */
 export const HELD_LONG_AFTER_MS = 60 * 60_000;
-export const HELD_LONG_RECHECK_MS = 30 * 60_000;
-/** Every request in flight taken: each such answer in a row doubles the wait the worker named, up to a minute. */
-export const IN_FLIGHT_WAIT_MAX_MS = 60_000;
-/** The abandon is the workflow's own decision: the ledger records it by this name. */
-export const ABANDONED_BY = 'hold-sweeper';
 
 /** A human's decision on a quarantine, or the workflow's own abandon, as the ledger is asked to record it. */
 export type HumanDecision = Omit<QuarantineDecision, 'webhookId' | 'policyRun'>;

@@ -3,14 +3,12 @@
  * what comes next and what the delivery says of itself. No server, no clock but the one each row gives.
  */
 import { describe, expect, it } from 'vitest';
+import { ABANDONED_BY, HELD_LONG_RECHECK_MS, IN_FLIGHT_WAIT_MAX_MS } from '../../src/contracts/delivery.js';
 import type { DeliveryFacts } from '../../src/contracts/domain.js';
 import {
-  ABANDONED_BY,
   firstFacts,
-  HELD_LONG_RECHECK_MS,
   HELD_RECHECK_FIRST_MS,
   HELD_RECHECK_MAX_MS,
-  IN_FLIGHT_WAIT_MAX_MS,
   next as nextOfPair,
   type Happened,
   type HumanDecision,

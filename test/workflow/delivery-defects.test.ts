@@ -10,9 +10,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { expect, it } from 'vitest';
+import { IN_FLIGHT_WAIT_MAX_MS } from '../../src/contracts/delivery.js';
 import { approveReplaySignal, approveReplayUpdate, type DecisionAnswer } from '../../src/contracts/messages.js';
 import { RUN_HISTORY_BUDGET } from '../../src/workflows/history-budget.js';
-import { IN_FLIGHT_WAIT_MAX_MS } from '../../src/workflows/delivery-rules.js';
 import {
   busy,
   crashes,

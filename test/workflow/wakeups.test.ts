@@ -5,8 +5,9 @@
  */
 import { Context } from '@temporalio/activity';
 import { expect, it } from 'vitest';
+import { HELD_LONG_RECHECK_MS } from '../../src/contracts/delivery.js';
 import { merchantResumedSignal, statusQuery } from '../../src/contracts/messages.js';
-import { HELD_LONG_AFTER_MS, HELD_LONG_RECHECK_MS } from '../../src/workflows/delivery-rules.js';
+import { HELD_LONG_AFTER_MS } from '../../src/workflows/delivery-rules.js';
 import {
   crashes,
   delivered,
