@@ -7,7 +7,7 @@
 import net from 'node:net';
 import { z } from 'zod';
 import { REGIONS, type Region } from './contracts/regions.js';
-import type { EncryptionKey } from './contracts/keys.js';
+import type { EncryptionKey } from './codec/key-ring.js';
 import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
