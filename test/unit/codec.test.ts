@@ -305,6 +305,7 @@ describe('PAYLOAD_KEYS_<R> through loadConfig', () => {
     ['a key that is not base64', `k1:${secret.slice(0, -4)}!@#$`],
     ['a key with trailing garbage', `k1:${secret}xyz`],
     ['an empty id', `:${secret}`],
+    ['an id with a space', `bad id:${secret}`],
     ['a key without its id', secret],
     ['an empty second entry', `k1:${secret},`],
     ['a repeated id', `k1:${secret},k1:${b64(k2)}`],
