@@ -7,7 +7,7 @@
 import net from 'node:net';
 import { z } from 'zod';
 import { REGIONS, type Region } from './contracts/regions.js';
-import type { EncryptionKey } from './contracts/keys.js';
+import type { EncryptionKey } from './codec/key-ring.js';
 import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
@@ -214,26 +214,20 @@ const ports = () =>
       : fail(ctx, 'comma-separated ports from 1 to 65535, e.g. 443,8443');
   });
 
-/** Parses `id:base64key[,id:base64key...]` (current key first); `expected` words otherwise. */
-export function parseEncryptionKeys(raw: string): EncryptionKey[] | string {
-  const keys: EncryptionKey[] = [];
-  for (const entry of raw.split(',')) {
-    const [id, encoded] = entry.trim().split(':');
-    if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id))
-      return 'comma-separated id:base64key pairs, current key first';
-    const key = Buffer.from(encoded, 'base64');
-    if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, '')) {
-      return `key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`;
-    }
-    keys.push({ id, key });
-  }
-  return new Set(keys.map((k) => k.id)).size === keys.length ? keys : 'distinct key ids';
-}
-
+/** A key ring (src/codec/key-ring.ts): `id:base64key[,id:base64key...]`, current key first. */
 const keyRing = () =>
   setting(undefined, (raw, ctx) => {
-    const keys = parseEncryptionKeys(raw);
-    return typeof keys === 'string' ? fail(ctx, keys) : keys;
+    const keys: EncryptionKey[] = [];
+    for (const entry of raw.split(',')) {
+      const [id, encoded] = entry.trim().split(':');
+      if (!id || !encoded || !/^[A-Za-z0-9_.-]+$/.test(id))
+        return fail(ctx, 'comma-separated id:base64key pairs, current key first');
+      const key = Buffer.from(encoded, 'base64');
+      if (key.length !== 32 || key.toString('base64').replace(/=+$/, '') !== encoded.replace(/=+$/, ''))
+        return fail(ctx, `key "${id}" to be 32 bytes of base64 (e.g. openssl rand -base64 32)`);
+      keys.push({ id, key });
+    }
+    return new Set(keys.map((k) => k.id)).size === keys.length ? keys : fail(ctx, 'distinct key ids');
   });
 
 /** A ratio of requests to webhooks, at least 1 (one request per webhook is the least there can be). */

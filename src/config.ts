@@ -18,7 +18,7 @@ import {
   TEMPORAL_CONNECTION_VARIABLES,
   type TemporalConnectionSettings,
 } from './temporal-connection.js';
-import type { EncryptionKey } from './contracts/keys.js';
+import type { EncryptionKey } from './codec/key-ring.js';
 import {
   DEFAULT_DEPLOYMENT_NAME,
   DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
@@ -26,7 +26,6 @@ import {
   DOCS,
   durationMs,
   LISTENERS,
-  parseEncryptionKeys as parseKeyRing,
   regionVariables,
   SWEEP_RELEASE_WAIT_MS,
   VARIABLES,
@@ -363,12 +362,6 @@ export function parseDuration(variable: string, raw: string): number {
   const ms = durationMs(raw);
   if (ms === undefined) throw new ConfigError(variable, raw, 'a duration such as 500ms, 30s, 15m, 1h or 3d');
   return ms;
-}
-
-/** Parses `id:base64key[,id:base64key...]` (current key first); throws naming the variable when malformed. */
-export function parseEncryptionKeys(raw: string, onError: (expected: string) => never): EncryptionKey[] {
-  const keys = parseKeyRing(raw);
-  return typeof keys === 'string' ? onError(keys) : keys;
 }
 
 /** A query parameter whose value is a secret: `password`, `sslpassword`, `sslkey`, `api_token`, `client_secret`... */

@@ -3,7 +3,7 @@
  * payload excerpts) are encrypted by the worker and the clients before they leave the process, so a shared or
  * hosted Temporal server stores only ciphertext. EU keys stay with EU workers: each region has its own keys.
  *
- * AES-256-GCM, a fresh 96-bit IV per payload; the key id travels in the payload's metadata so keys can rotate:
+ * Sealed by the region's key ring (src/codec/key-ring.ts); the key id travels in the payload's metadata so keys rotate:
  * new payloads use the current (first) key, old histories decode while their key is still configured. Each
  * ciphertext is bound to its namespace: the associated data (authenticated, not stored) is the namespace and the
  * key id, so a payload copied into another namespace that shares the key fails authentication there; one that does
@@ -14,12 +14,11 @@
  * src/contracts/unencrypted.ts instead of the value it sent. Decoding never throws for it: a signal that could not
  * be decoded would fail its workflow task on every retry and wedge the workflow.
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import type { EncryptionKey } from '../contracts/keys.js';
 import { refusedUnencrypted } from '../contracts/unencrypted.js';
+import { KeyRing, type EncryptionKey } from './key-ring.js';
 
 // A CommonJS package: Node's ESM loader cannot see its named exports.
 const { temporal } = proto;
@@ -31,8 +30,6 @@ const CIPHER_METADATA = 'encryption-cipher';
 const AAD_METADATA = 'encryption-aad';
 const AAD_NAMESPACE_AND_KEY = 'namespace,key-id';
 const CIPHER = 'AES-256-GCM';
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 
 /** A payload names a key this process does not have (rotated out too early, or another region's). */
 export class UnknownEncryptionKey extends Error {
@@ -74,45 +71,31 @@ export interface EncryptionCodecOptions {
 }
 
 export class EncryptionCodec implements PayloadCodec {
-  private readonly byId: Map<string, Buffer>;
-  private readonly current: EncryptionKey;
+  private readonly ring: KeyRing;
   private readonly namespace: string;
+  /** What each payload is bound to, beside its key id. */
+  private readonly context: string;
   private readonly unencrypted: EncryptionCodecOptions['unencrypted'];
 
   /** `keys[0]` encrypts; every key decrypts. */
   constructor(keys: readonly EncryptionKey[], { namespace, unencrypted }: EncryptionCodecOptions) {
-    if (keys.length === 0) throw new Error('EncryptionCodec needs at least one key');
-    for (const k of keys)
-      if (k.key.length !== 32) throw new Error(`encryption key "${k.id}" must be 32 bytes (AES-256)`);
+    this.ring = new KeyRing(keys, 'payload');
     if (!namespace) throw new Error('EncryptionCodec needs the namespace its payloads are bound to');
-    this.current = keys[0]!;
-    this.byId = new Map(keys.map((k) => [k.id, k.key]));
     this.namespace = namespace;
+    this.context = `hold-sweeper\0${namespace}`;
     this.unencrypted = unencrypted;
   }
 
-  /** The associated data of a payload under `keyId` in this codec's namespace (NUL cannot occur in either). */
-  private associatedData(keyId: string): Buffer {
-    return Buffer.from(`hold-sweeper\0${this.namespace}\0${keyId}`, 'utf8');
-  }
-
   async encode(payloads: Payload[]): Promise<Payload[]> {
-    return payloads.map((payload) => {
-      const iv = randomBytes(IV_BYTES);
-      const cipher = createCipheriv('aes-256-gcm', this.current.key, iv);
-      cipher.setAAD(this.associatedData(this.current.id));
-      const plain = temporal.api.common.v1.Payload.encode(payload).finish();
-      const sealed = Buffer.concat([iv, cipher.update(plain), cipher.final(), cipher.getAuthTag()]);
-      return {
-        metadata: {
-          encoding: text(ENCRYPTED_ENCODING),
-          [CIPHER_METADATA]: text(CIPHER),
-          [KEY_ID_METADATA]: text(this.current.id),
-          [AAD_METADATA]: text(AAD_NAMESPACE_AND_KEY),
-        },
-        data: sealed,
-      };
-    });
+    return payloads.map((payload) => ({
+      metadata: {
+        encoding: text(ENCRYPTED_ENCODING),
+        [CIPHER_METADATA]: text(CIPHER),
+        [KEY_ID_METADATA]: text(this.ring.currentId),
+        [AAD_METADATA]: text(AAD_NAMESPACE_AND_KEY),
+      },
+      data: this.ring.seal(temporal.api.common.v1.Payload.encode(payload).finish(), this.context),
+    }));
   }
 
   async decode(payloads: Payload[]): Promise<Payload[]> {
@@ -123,25 +106,12 @@ export class EncryptionCodec implements PayloadCodec {
           : defaultPayloadConverter.toPayload(refusedUnencrypted(this.namespace, payload));
       }
       const keyId = fromText(payload.metadata?.[KEY_ID_METADATA]) ?? '';
-      const key = this.byId.get(keyId);
-      if (!key) throw new UnknownEncryptionKey(keyId);
-      const sealed = Buffer.from(payload.data ?? new Uint8Array());
-      if (sealed.length < IV_BYTES + TAG_BYTES) throw new PayloadDecryptionFailed(keyId, this.namespace);
-      const decipher = createDecipheriv('aes-256-gcm', key, sealed.subarray(0, IV_BYTES));
+      if (!this.ring.has(keyId)) throw new UnknownEncryptionKey(keyId);
       // An unknown binding, or none, is not ours to guess at.
-      if (fromText(payload.metadata?.[AAD_METADATA]) !== AAD_NAMESPACE_AND_KEY)
-        throw new PayloadDecryptionFailed(keyId, this.namespace);
-      decipher.setAAD(this.associatedData(keyId));
-      decipher.setAuthTag(sealed.subarray(sealed.length - TAG_BYTES));
-      let plain: Buffer;
-      try {
-        plain = Buffer.concat([
-          decipher.update(sealed.subarray(IV_BYTES, sealed.length - TAG_BYTES)),
-          decipher.final(),
-        ]);
-      } catch {
-        throw new PayloadDecryptionFailed(keyId, this.namespace);
-      }
+      const plain =
+        fromText(payload.metadata?.[AAD_METADATA]) === AAD_NAMESPACE_AND_KEY &&
+        this.ring.open(keyId, Buffer.from(payload.data ?? new Uint8Array()), this.context);
+      if (!Buffer.isBuffer(plain)) throw new PayloadDecryptionFailed(keyId, this.namespace);
       return temporal.api.common.v1.Payload.decode(plain) as Payload;
     });
   }

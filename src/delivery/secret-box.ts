@@ -4,9 +4,9 @@
  * webhook. A secret is opened only where a request is signed (the delivery activity, `merchant ping`) and where the
  * migration step re-seals it under a newer key (src/db/secrets-at-rest.ts).
  *
- * `localKeyRing` is the key ring of MERCHANT_SECRET_KEYS_<REGION> (the payload keys' rotation model: the first key
- * seals, every key opens): AES-256-GCM, a fresh 96-bit IV per value, and associated data binding each value to its
- * region and merchant, so a sealed value copied into another merchant's row or another region's ledger does not open.
+ * `localKeyRing` seals with the key ring of MERCHANT_SECRET_KEYS_<REGION> (src/codec/key-ring.ts: the first key
+ * seals, every key opens), each value bound to its region and merchant, so a sealed value copied into another
+ * merchant's row or another region's ledger does not open.
  * Stored as text, `sealed:v1:<key id>:<base64url(iv | ciphertext | tag)>`: the version says how to open it, the key
  * id with which key. The same value serves as current and as previous secret (a rotation moves it as it is).
  *
@@ -18,8 +18,8 @@
  * KMS for a data key, encrypt locally with it and store the KMS-wrapped data key in the value (a `sealed:v2:` format),
  * and `open` would ask the KMS to unwrap it, each a network call.
  */
-import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
-import type { EncryptionKey } from '../contracts/keys.js';
+import { createHash } from 'node:crypto';
+import { KeyRing, type EncryptionKey } from '../codec/key-ring.js';
 import type { Region } from '../contracts/regions.js';
 
 /** What a sealed value is bound to: it opens only for the same region and merchant. */
@@ -93,56 +93,30 @@ export const DEV_SECRET_KEYS: readonly EncryptionKey[] = Object.freeze([
 ]);
 
 const VERSION = 'v1';
-const IV_BYTES = 12;
-const TAG_BYTES = 16;
 const SEALED_V1 = /^sealed:v1:([A-Za-z0-9_.-]+):([A-Za-z0-9_-]+)$/;
 
-/** The associated data of a v1 value (authenticated, not stored); NUL cannot occur in a region or a Postgres text. */
-function associatedData(context: SecretContext, keyId: string): Buffer {
-  return Buffer.from(
-    `hold-sweeper merchant signing secret\0${VERSION}\0${context.region}\0${context.merchantId}\0${keyId}`,
-    'utf8',
-  );
-}
+/** What a v1 value is bound to, beside its key id; NUL cannot occur in a region or a Postgres text. */
+const boundTo = (context: SecretContext) =>
+  `hold-sweeper merchant signing secret\0${VERSION}\0${context.region}\0${context.merchantId}`;
 
 /** A sealer over `keys` (MERCHANT_SECRET_KEYS_<REGION>): `keys[0]` seals, every key opens. */
 export function localKeyRing(keys: readonly EncryptionKey[]): SecretSealer {
-  if (keys.length === 0) throw new Error('a merchant-secret key ring needs at least one key');
-  for (const k of keys)
-    if (k.key.length !== 32) throw new Error(`merchant-secret key "${k.id}" must be 32 bytes (AES-256)`);
-  const current = keys[0]!;
-  const byId = new Map(keys.map((k) => [k.id, k.key]));
+  const ring = new KeyRing(keys, 'merchant-secret');
   return {
     async seal(secret, context) {
-      const iv = randomBytes(IV_BYTES);
-      const cipher = createCipheriv('aes-256-gcm', current.key, iv);
-      cipher.setAAD(associatedData(context, current.id));
-      const body = Buffer.concat([iv, cipher.update(secret, 'utf8'), cipher.final(), cipher.getAuthTag()]);
-      return `sealed:${VERSION}:${current.id}:${body.toString('base64url')}`;
+      const body = ring.seal(Buffer.from(secret, 'utf8'), boundTo(context));
+      return `sealed:${VERSION}:${ring.currentId}:${body.toString('base64url')}`;
     },
     async open(sealed, context) {
       if (!isSealed(sealed)) throw new SecretUnsealFailed(context.merchantId, undefined, 'not_sealed');
       const match = SEALED_V1.exec(sealed);
-      const keyId = match?.[1] ?? sealed.split(':')[2];
-      const body = match ? Buffer.from(match[2]!, 'base64url') : undefined;
-      if (!body || body.length < IV_BYTES + TAG_BYTES)
-        throw new SecretUnsealFailed(context.merchantId, keyId, 'malformed');
-      const key = byId.get(keyId!);
-      if (!key) throw new SecretUnsealFailed(context.merchantId, keyId, 'unknown_key');
-      const decipher = createDecipheriv('aes-256-gcm', key, body.subarray(0, IV_BYTES));
-      decipher.setAAD(associatedData(context, keyId!));
-      decipher.setAuthTag(body.subarray(body.length - TAG_BYTES));
-      try {
-        return Buffer.concat([
-          decipher.update(body.subarray(IV_BYTES, body.length - TAG_BYTES)),
-          decipher.final(),
-        ]).toString('utf8');
-      } catch {
-        throw new SecretUnsealFailed(context.merchantId, keyId, 'not_authentic');
-      }
+      const keyId = match?.[1] ?? sealed.split(':')[2]!;
+      const plain = match ? ring.open(keyId, Buffer.from(match[2]!, 'base64url'), boundTo(context)) : 'malformed';
+      if (typeof plain === 'string') throw new SecretUnsealFailed(context.merchantId, keyId, plain);
+      return plain.toString('utf8');
     },
     needsReseal(sealed) {
-      return !sealed.startsWith(`sealed:${VERSION}:${current.id}:`);
+      return !sealed.startsWith(`sealed:${VERSION}:${ring.currentId}:`);
     },
   };
 }

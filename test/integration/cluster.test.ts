@@ -46,7 +46,7 @@ import {
 import { startTokenIssuer, type TokenIssuer } from '../../dev/token-issuer.js';
 import { keyRingVariable, startWorkerProcesses, type WorkerProcesses } from '../../dev/worker-processes.js';
 import { dataConverterFor } from '../../src/codec/encryption-codec.js';
-import { loadConfig, parseEncryptionKeys, type RegionConfig } from '../../src/config.js';
+import { loadConfig, type RegionConfig } from '../../src/config.js';
 import { ADMIN_VERBS, type AdminVerb } from '../../src/operations/admin-verbs.js';
 import { adminAudience } from '../../src/contracts/identity.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
@@ -74,7 +74,7 @@ let merchants: FakeMerchants;
 let caFile: string;
 let workers: WorkerProcesses | undefined;
 /** The production worker's environment: encrypted payloads, https merchants (trusted by their CA). */
-const PAYLOAD_KEY = `k1:${randomBytes(32).toString('base64')}`;
+const PAYLOAD_KEYS = [{ id: 'k1', key: randomBytes(32) }];
 /** A client of the cluster that encrypts and decrypts as the workers do. */
 const encryptedClient = (conn: Connection) =>
   new Client({
@@ -82,9 +82,7 @@ const encryptedClient = (conn: Connection) =>
     namespace: NAMESPACE,
     dataConverter: dataConverterFor({
       namespace: NAMESPACE,
-      payloadKeys: parseEncryptionKeys(PAYLOAD_KEY, (expected) => {
-        throw new Error(expected);
-      }),
+      payloadKeys: PAYLOAD_KEYS,
     }),
   });
 let pki: ClusterPki;
@@ -147,7 +145,7 @@ const workerEnv = (who: Identity, service: 'worker' | 'ops' = 'worker'): Record<
   HOLD_SWEEPER_REGIONS: 'us',
   ...temporalEnv(who),
   DATABASE_URL_US: ledgerAs(service),
-  PAYLOAD_KEYS_US: PAYLOAD_KEY,
+  PAYLOAD_KEYS_US: keyRingVariable(PAYLOAD_KEYS),
   // What seedNight seals the ledger's merchant secrets with (its default ring): the workers open with the same.
   MERCHANT_SECRET_KEYS_US: keyRingVariable(TEST_SECRET_KEYS),
   TASK_QUEUE_US: TASK_QUEUE,
@@ -358,7 +356,7 @@ it('the production receiver on the production Temporal: the processor calls back
       HOLD_SWEEPER_MODE: 'production',
       // As compose runs it: plain HTTP on loopback, a TLS-terminating proxy in front of it, said.
       PROCESSOR_RECEIVER_BEHIND_TLS_PROXY: 'true',
-      PAYLOAD_KEYS_US: PAYLOAD_KEY,
+      PAYLOAD_KEYS_US: keyRingVariable(PAYLOAD_KEYS),
       ...temporalEnv(await receiverIdentity()),
     },
   });

@@ -17,14 +17,14 @@ import {
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
 import { loadConfig } from '../../src/config.js';
-import type { EncryptionKey } from '../../src/contracts/keys.js';
+import type { EncryptionKey } from '../../src/codec/key-ring.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED } from '../../src/contracts/unencrypted.js';
 import { ConfigError } from '../../src/errors.js';
 
 const k1: EncryptionKey = { id: 'k1', key: randomBytes(32) };
 const k2: EncryptionKey = { id: 'k2', key: randomBytes(32) };
 
-/** IV first, GCM tag last (src/codec/encryption-codec.ts). */
+/** IV first, GCM tag last (src/codec/key-ring.ts). */
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 
@@ -305,6 +305,7 @@ describe('PAYLOAD_KEYS_<R> through loadConfig', () => {
     ['a key that is not base64', `k1:${secret.slice(0, -4)}!@#$`],
     ['a key with trailing garbage', `k1:${secret}xyz`],
     ['an empty id', `:${secret}`],
+    ['an id with a space', `bad id:${secret}`],
     ['a key without its id', secret],
     ['an empty second entry', `k1:${secret},`],
     ['a repeated id', `k1:${secret},k1:${b64(k2)}`],
