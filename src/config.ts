@@ -356,7 +356,6 @@ export const CONFIG_VARIABLES: readonly string[] = [
 ];
 
 export { DEFAULT_DEPLOYMENT_NAME, DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, DEFAULT_SWEEP_TIMEOUT_MS, SWEEP_RELEASE_WAIT_MS };
-export type { ListenAddress };
 
 /** Parses `500ms`, `30s`, `15m`, `1h`, `3d` (one number, one unit) into milliseconds; a ConfigError names `variable`. */
 export function parseDuration(variable: string, raw: string): number {

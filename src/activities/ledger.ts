@@ -224,5 +224,3 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
 function withHorizon({ deliveryPolicy, ...released }: holds.ReleasedEntry) {
   return { ...released, retryHorizonMs: retryHorizonFor(released.merchantId, deliveryPolicy) };
 }
-
-export type LedgerActivities = ReturnType<typeof createLedgerActivities>;

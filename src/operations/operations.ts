@@ -35,8 +35,6 @@ import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
 import { startEventDelivery } from '../delivery/starts.js';
 
-export type { QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
-
 export interface OpsContext {
   region: RegionConfig;
   pool: pg.Pool;

@@ -19,8 +19,6 @@ import * as records from '../sql/operator-records.js';
 import type { ResendWebhookResult } from '../contracts/domain.js';
 import { approveRequest, type OpsContext } from './operations.js';
 
-export type { ResendFilters, ResendableWebhook } from '../sql/deliveries.js';
-
 /** The ends a webhook may be resent from. */
 const ENDS: readonly string[] = ['delivered', 'discarded', 'abandoned'];
 

@@ -167,5 +167,3 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
     },
   };
 }
-
-export type MerchantBudget = ReturnType<typeof createMerchantBudget>;

@@ -33,7 +33,7 @@
  * is added back.
  */
 import type { DeliverWebhookResult, QuarantineDecision, QuarantineDecisionAnswer } from '../contracts/delivery.js';
-export type { DeliveringFacts, DeliveryEnd, DeliveryFacts, QuarantinedFacts } from '../contracts/domain.js';
+export type { DeliveringFacts, QuarantinedFacts } from '../contracts/domain.js';
 import type {
   DeliveringFacts,
   DeliveryEnd,
