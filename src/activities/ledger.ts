@@ -73,7 +73,7 @@ export interface ReleaseHoldInput {
   cutoff?: string;
 }
 
-export interface FinishSweepInput {
+interface FinishSweepInput {
   sweepId: string;
   cutoff: string;
   totals: SweepTotals;

@@ -16,7 +16,7 @@
  * Why a hold row can never be released as written. `UnusableHoldId`: its id cannot be part of a workflow id under the
  * server's id limit (or holds a control character), so no workflow can be started for it (the sweep's page query).
  */
-export export type InvalidHoldCode =
+export type InvalidHoldCode =
   | 'NonPositiveAmount'
   | 'UnknownAccount'
   | 'UnknownMerchant'

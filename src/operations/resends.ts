@@ -25,7 +25,7 @@ const ENDS: readonly string[] = ['delivered', 'discarded', 'abandoned'];
 /** How long `resend` waits for the worker to reopen the webhook before it reports the resend as started only. */
 const REOPEN_WAIT_MS = 30_000;
 
-export interface ResendStarted {
+interface ResendStarted {
   resendId: string;
   workflowId: string;
   webhookId: string;
@@ -127,7 +127,7 @@ export async function previewResend(
 }
 
 /** A bulk resend's id for one of its webhooks: the same on every run of the approval, so none is started twice. */
-export function requestResendId(requestId: string, webhookId: string): string {
+function requestResendId(requestId: string, webhookId: string): string {
   return `rs_${requestId}_${createHash('sha256').update(webhookId).digest('hex').slice(0, 16)}`;
 }
 

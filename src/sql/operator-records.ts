@@ -137,7 +137,7 @@ export async function recordReplayItemOutcome(
 }
 
 /** A decision an operator makes on one webhook's quarantined policy run, recorded before it is sent. */
-export interface OperatorDecisionRecord {
+interface OperatorDecisionRecord {
   webhookId: string;
   policyRun: number;
   signal: 'approveReplay' | 'discard';
@@ -211,7 +211,7 @@ export async function decisionsOfHold(db: Queryable, holdId: string): Promise<Re
   return rows;
 }
 
-export interface SkipRequest {
+interface SkipRequest {
   id: string;
   holdId: string;
   sequence: number;

@@ -71,14 +71,14 @@ export type AttemptFailure =
   | { kind: 'hand_over' };
 
 /** A run's start, delivering or quarantined. */
-export type Start = { was: 'start' };
+type Start = { was: 'start' };
 /** What comes of an attempt or a wait: while delivering. */
 export type WhileDelivering =
   | { was: 'answered'; result: DeliverWebhookResult }
   | { was: 'failed'; failure: AttemptFailure }
   | { was: 'woke'; resumed: boolean; historyLong: boolean };
 /** What comes of recording a quarantine, waiting for a human and recording a decision: while quarantined. */
-export type WhileQuarantined =
+type WhileQuarantined =
   | { was: 'quarantined'; fourEyes: boolean; timeoutMs: number }
   | { was: 'decided'; decision: HumanDecision }
   | { was: 'timed_out' }
@@ -420,7 +420,7 @@ function shownQuarantined(f: QuarantinedFacts): Shown {
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** 14 days, 12 hours, 30 minutes, 2 seconds: the largest whole unit. */
-export function durationText(ms: number): string {
+function durationText(ms: number): string {
   const units: [string, number][] = [
     ['day', 86_400_000],
     ['hour', 3_600_000],
