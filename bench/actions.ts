@@ -24,7 +24,7 @@ export interface ActionCount {
   byKind: Record<ActionKind, number>;
 }
 
-export type ActionKind =
+type ActionKind =
   'workflowStarted' | 'childWorkflow' | 'timer' | 'upsert' | 'signal' | 'activity' | 'localActivities' | 'other';
 
 const CHANGE_VERSION = 'TemporalChangeVersion';

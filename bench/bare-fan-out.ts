@@ -13,7 +13,7 @@ import { deliveryStartBasics } from '../src/contracts/starts.js';
 import { ledgerActivity } from '../src/workflows/activity-profiles.js';
 import { batchesOf, holdChildOptions } from '../src/workflows/sweep-expired-holds.js';
 
-export interface BareFanOutInput {
+interface BareFanOutInput {
   region: Region;
   pageSize: number;
   batchSize: number;

@@ -50,7 +50,7 @@ export const FAULT_KINDS = [
 ] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
-export interface ChaosOptions {
+interface ChaosOptions {
   seed: number;
   holds: number;
   merchantsPerRegion: number;
@@ -84,7 +84,7 @@ export interface ChaosOptions {
   deadlineMs?: number;
 }
 
-export interface ChaosReport {
+interface ChaosReport {
   seed: number;
   holds: number;
   faults: { atSeconds: number; kind: string; detail: string }[];
@@ -121,7 +121,7 @@ export interface ChaosReport {
 }
 
 /** Releases around a moment (a history host's kill): per second, and the longest time none happened. */
-export interface ReleasePause {
+interface ReleasePause {
   atSeconds: number;
   /** Releases in each second from 10 s before the moment to 60 s after it (index 10: the second it began). */
   releasesPerSecond: number[];
@@ -167,7 +167,7 @@ const REGION_SHARE: Record<Region, number> = { us: 0.6, eu: 0.4 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A chaos run that passed its deadline: what it was still waiting on, and for how long. */
-export class ChaosDeadlineError extends Error {
+class ChaosDeadlineError extends Error {
   constructor(
     readonly deadlineMs: number,
     readonly waitingOn: string[],

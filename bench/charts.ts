@@ -105,7 +105,7 @@ export function throughputSpec(report: NightReport): TopLevelSpec {
   };
 }
 
-export function cpuSpec(report: NightReport): TopLevelSpec {
+function cpuSpec(report: NightReport): TopLevelSpec {
   const names = Object.keys(report.series[0]?.cpu ?? {});
   const values = (['ceiling', 'product'] as const).flatMap((phase) =>
     names.flatMap((name) =>
@@ -119,7 +119,7 @@ export function cpuSpec(report: NightReport): TopLevelSpec {
   });
 }
 
-export function merchantsSpec(report: NightReport): TopLevelSpec {
+function merchantsSpec(report: NightReport): TopLevelSpec {
   const values = report.merchantSeries.flatMap((m) =>
     m.perSecond.map(([t, n]) => ({ merchant: `${m.merchantId} (${m.ratePerSecond}/s + burst)`, t, n, limit: m.limit })),
   );
@@ -157,7 +157,7 @@ export function merchantsSpec(report: NightReport): TopLevelSpec {
 }
 
 /** What binds, over time: the wait for a workflow execution's lock and the child-start tasks' time in their queue. */
-export function serverSpec(report: NightReport): TopLevelSpec {
+function serverSpec(report: NightReport): TopLevelSpec {
   const lockSum = (s: Sample) =>
     s.server['cache_latency_sum{cache_type=mutablestate,operation=HistoryCacheGetOrCreate}'];
   const lockCount = (s: Sample) =>

@@ -10,14 +10,14 @@ import type { TopLevelSpec } from 'vega-lite';
 import type { Resolve } from 'vega-lite/types_unstable/resolve.js';
 import type { NonNormalizedSpec } from 'vega-lite/types_unstable/spec/index.js';
 
-export const DASHBOARD_FILE = path.resolve(import.meta.dirname, '../deploy/perses/provisioning/dashboard-on-call.json');
+const DASHBOARD_FILE = path.resolve(import.meta.dirname, '../deploy/perses/provisioning/dashboard-on-call.json');
 
-export interface PersesQuery {
+interface PersesQuery {
   kind: 'TimeSeriesQuery';
   spec: { plugin: { kind: 'PrometheusTimeSeriesQuery'; spec: { query: string; seriesNameFormat?: string } } };
 }
 
-export interface PersesPanel {
+interface PersesPanel {
   kind: 'Panel';
   spec: {
     display: { name: string; description?: string };
@@ -26,7 +26,7 @@ export interface PersesPanel {
   };
 }
 
-export interface GridItem {
+interface GridItem {
   x: number;
   y: number;
   width: number;
@@ -34,7 +34,7 @@ export interface GridItem {
   content: { $ref: string };
 }
 
-export interface PersesDashboard {
+interface PersesDashboard {
   kind: 'Dashboard';
   metadata: { name: string; project: string };
   spec: {

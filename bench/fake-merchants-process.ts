@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { maxInAnyWindow } from './invariants.js';
 import { FakeMerchants, type MerchantScript, type ReceivedWebhook } from '../dev/fake-merchants.js';
 
-export interface MerchantTraffic {
+interface MerchantTraffic {
   requests: number;
   /** Most requests received in any 1-second window (sliding). */
   maxPerSecond: number;
@@ -35,7 +35,7 @@ type Request =
   | { op: 'summary' }
   | { op: 'dump'; path: string };
 
-export function summarise(received: readonly ReceivedWebhook[]): TrafficSummary {
+function summarise(received: readonly ReceivedWebhook[]): TrafficSummary {
   const byMerchant: Record<string, MerchantTraffic & { times: number[] }> = {};
   const answers: Record<string, number> = {};
   const delivered = new Map<string, number>();

@@ -12,12 +12,12 @@ import os from 'node:os';
 import readline from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-export interface FloodResult {
+interface FloodResult {
   statuses: Record<string, number>;
   ms: number;
 }
 
-export interface Flood {
+interface Flood {
   /** Sends `n` more requests at the flood's rate; resolves when every answer is in. */
   burst(n: number): Promise<FloodResult>;
   stop(): Promise<void>;

@@ -151,7 +151,7 @@ export async function tightestMerchantWindow(
   return tightest;
 }
 
-export interface InvariantInput {
+interface InvariantInput {
   /**
    * Each region's ledger, and the key ring its merchants' secrets are sealed with (its workers' MERCHANT_SECRET_KEYS):
    * the check opens them to know what must not appear in `texts`.

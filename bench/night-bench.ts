@@ -46,7 +46,7 @@ import proto, { type temporal } from '@temporalio/proto';
 const EventType = proto.temporal.api.enums.v1.EventType;
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 
-export interface NightBenchOptions {
+interface NightBenchOptions {
   holds: number;
   merchants: number;
   seed: number;
@@ -91,7 +91,7 @@ export interface NightBenchOptions {
 }
 
 /** The destination `declareDestinationRate` declares in each region's ledger. */
-export const SHARED_DESTINATION = 'shared-origin';
+const SHARED_DESTINATION = 'shared-origin';
 
 /** A slow merchant's night: what its latency cost in requests and in time from release to delivery. */
 export interface SlowMerchantReport {
@@ -122,7 +122,7 @@ export interface PhaseMeasure {
  * Every event of every history of the night's workflow types, counted by workflow type and event type: two nights of
  * the same workload whose censuses are equal wrote the same events (a refactor's "no behaviour change", measured).
  */
-export type EventCensus = Record<string, Record<string, number>>;
+type EventCensus = Record<string, Record<string, number>>;
 
 /**
  * What a night's report says: bench/results/<name>.json, committed. The raw series its charts are drawn from are
@@ -191,14 +191,14 @@ export interface NightSeries {
 
 export type NightReport = NightSummary & NightSeries;
 
-export interface BenchAnalysis {
+interface BenchAnalysis {
   ceiling?: PhaseSignals;
   product?: PhaseSignals;
   ceilingPages?: PageRuns;
   productPages: PageRuns;
 }
 
-export interface ActionsReport {
+interface ActionsReport {
   /** Per hold by how it went (from the sampled hold histories, with the ledger's word on each), the child alone. */
   byOutcome: { outcome: string; holds: number; sampled: number; perHold: ActionCount }[];
   /** A quarantined hold that a human replayed (not part of an unattended night): from the golden history. */
@@ -210,7 +210,7 @@ export interface ActionsReport {
   perHold: number;
 }
 
-export interface MerchantSeries {
+interface MerchantSeries {
   merchantId: string;
   ratePerSecond: number;
   limit: number;

@@ -15,9 +15,9 @@ import type { MerchantScript } from '../dev/fake-merchants.js';
 import { seededRandom } from '../dev/seed.js';
 import type { Region } from '../src/contracts/regions.js';
 
-export type MerchantFault = 'none' | 'rate_limited' | 'outage' | 'rejects' | 'gone' | 'slow' | 'hangs';
+type MerchantFault = 'none' | 'rate_limited' | 'outage' | 'rejects' | 'gone' | 'slow' | 'hangs';
 
-export interface NightMerchant {
+interface NightMerchant {
   id: string;
   region: Region;
   ratePerSecond: number;
@@ -30,7 +30,7 @@ export interface NightMerchant {
   sharedOrigin?: boolean;
 }
 
-export interface NightHold {
+interface NightHold {
   id: string;
   region: Region;
   merchantId: string;
@@ -48,7 +48,7 @@ export interface NightWorkload {
   merchantBound: { seconds: number; merchantId: string; holds: number; ratePerSecond: number };
 }
 
-export interface NightOptions {
+interface NightOptions {
   holds: number;
   merchants: number;
   seed: number;
@@ -59,7 +59,7 @@ export interface NightOptions {
   sharedOrigin?: number;
 }
 
-export const REGION_SHARE: Readonly<Record<Region, number>> = { us: 0.6, eu: 0.4 };
+const REGION_SHARE: Readonly<Record<Region, number>> = { us: 0.6, eu: 0.4 };
 const ZIPF_EXPONENT = 0.8;
 /** Share of merchants (by volume, from the top) that publish 50 req/s. */
 const FAST_SHARE = 0.03;
@@ -128,7 +128,7 @@ const SLOW_BELOW_TOP = 2;
  * one answers nothing but 200 after its latency), so each has a share of the holds that shows in the night (~2–4 %:
  * at the default 400 merchants they are 50 req/s ones, ranks 3 and 4 by volume for two latencies).
  */
-export function slowMerchants(merchants: readonly NightMerchant[], count: number): NightMerchant[] {
+function slowMerchants(merchants: readonly NightMerchant[], count: number): NightMerchant[] {
   const chosen = byVolume(merchants)
     .slice(SLOW_BELOW_TOP)
     .filter((m) => m.fault === 'none')
@@ -142,7 +142,7 @@ export function slowMerchants(merchants: readonly NightMerchant[], count: number
  * receiving for its merchants, one of which answers slowly: what budgets per merchant are for). Faults are kept: a
  * platform's merchants answer as they would on their own origins.
  */
-export function sharedOriginMerchants(merchants: readonly NightMerchant[], n: number): NightMerchant[] {
+function sharedOriginMerchants(merchants: readonly NightMerchant[], n: number): NightMerchant[] {
   const chosen = byVolume(merchants).slice(0, n);
   if (chosen.length < n) throw new Error(`only ${chosen.length} merchants can share an origin, ${n} asked`);
   return chosen;

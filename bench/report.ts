@@ -225,7 +225,7 @@ function actionsSection(report: NightSummary): string {
 }
 
 /** Which Temporal a report ran on, in words. */
-export function backendName(report: NightSummary): string {
+function backendName(report: NightSummary): string {
   const t = report.options.temporal;
   if (t.kind === 'dev') return 'dev server (SQLite)';
   return `cluster, ${t.shards} shard${t.shards === 1 ? '' : 's'} (PostgreSQL${t.synchronousCommit === false ? ', synchronous_commit off' : ''})`;

@@ -14,16 +14,12 @@ import type { NightReport, NightSeries, NightSummary } from './night-bench.js';
 
 export const REPO_ROOT = path.resolve(import.meta.dirname, '..');
 export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
-export const ARCHIVE_BRANCH = 'bench-archive';
+const ARCHIVE_BRANCH = 'bench-archive';
 /** A local branch, or origin's as `git fetch origin bench-archive` leaves it. */
 const ARCHIVE_REFS = [ARCHIVE_BRANCH, `origin/${ARCHIVE_BRANCH}`];
 
 /** The fields of a night report that are raw series: per-sample and per-second values, read only by the charts. */
-export const SERIES_FIELDS = [
-  'series',
-  'merchantSeries',
-  'dashboard',
-] as const satisfies readonly (keyof NightSeries)[];
+const SERIES_FIELDS = ['series', 'merchantSeries', 'dashboard'] as const satisfies readonly (keyof NightSeries)[];
 
 const exec = promisify(execFile);
 

@@ -24,7 +24,7 @@ export interface Sample {
   sdk: Record<string, number>;
 }
 
-export interface SampledProcess {
+interface SampledProcess {
   name: string;
   pid: number | undefined;
   /** Count its descendants too (PostgreSQL's backends). */
@@ -56,7 +56,7 @@ export const SERVER_METRICS: ReadonlyMap<string, readonly string[]> = new Map([
 ]);
 
 /** What the report reads from the workers' SDK metrics. */
-export const SDK_METRICS: ReadonlyMap<string, readonly string[]> = new Map([
+const SDK_METRICS: ReadonlyMap<string, readonly string[]> = new Map([
   ['temporal_workflow_task_schedule_to_start_latency_sum', []],
   ['temporal_workflow_task_schedule_to_start_latency_count', []],
   ['temporal_workflow_task_execution_latency_sum', []],
@@ -82,7 +82,7 @@ export const SDK_METRICS: ReadonlyMap<string, readonly string[]> = new Map([
  * latencies in seconds (`_seconds_sum`), counters with `_total`. The report keeps its keys (milliseconds, no suffix),
  * so reports of every release read alike: each exported name maps back to its key here.
  */
-export const SDK_EXPORTED_AS: ReadonlyMap<string, Alias> = new Map([
+const SDK_EXPORTED_AS: ReadonlyMap<string, Alias> = new Map([
   ...[
     'workflow_task_schedule_to_start',
     'workflow_task_execution',
@@ -102,7 +102,7 @@ export const SDK_EXPORTED_AS: ReadonlyMap<string, Alias> = new Map([
   ].map((counter): [string, Alias] => [`temporal_${counter}_total`, { name: `temporal_${counter}`, scale: 1 }]),
 ]);
 
-export interface SamplerOptions {
+interface SamplerOptions {
   processes: () => readonly SampledProcess[];
   serverMetricsUrl: string | undefined;
   workerMetricsUrls: readonly string[];

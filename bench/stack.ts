@@ -33,7 +33,7 @@ import { localKeyRing, type SecretSealer } from '../src/delivery/secret-box.js';
 import { bundleWorkflows } from '../src/workers/region-worker.js';
 import { findProcess } from './proc-stats.js';
 
-export interface BenchStackOptions {
+interface BenchStackOptions {
   /** The data directory's name in the OS temp directory, before mkdtemp's suffix. */
   tmpPrefix: string;
   /** The ledgers are `<databasePrefix>_us` and `<databasePrefix>_eu`. */
@@ -59,7 +59,7 @@ export interface BenchStackOptions {
   log?: (line: string) => void;
 }
 
-export interface BenchStack {
+interface BenchStack {
   readonly dataDir: string;
   readonly postgres: RunningPostgres;
   /** The frontend's address: the same after a restart. */
@@ -246,7 +246,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 }
 
 /** A region's ledger as a night starts: its merchants (each with the same delivery policy), accounts and holds. */
-export interface LedgerSeed {
+interface LedgerSeed {
   merchants: readonly MerchantSeed[];
   deliveryPolicy: Record<string, number>;
   accounts: readonly AccountSeed[];

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 
 const exec = promisify(execFile);
 
-export class ChromiumUnavailable extends Error {
+class ChromiumUnavailable extends Error {
   override readonly name = 'ChromiumUnavailable';
 }
 

@@ -8,7 +8,7 @@ import path from 'node:path';
 
 export type RightsService = 'WorkflowService' | 'OperatorService';
 
-export interface ClusterRights {
+interface ClusterRights {
   /** Each caller: the token that makes a call that caller's, and who holds it. */
   callers: Record<string, { token: string; who: string }>;
   /** Rights the authorizer allows only in part: service → method → caller → which part. */
@@ -17,7 +17,7 @@ export interface ClusterRights {
   methods: Record<RightsService, Record<string, string[]>>;
 }
 
-export const CLUSTER_RIGHTS_FILE = path.resolve(import.meta.dirname, '../deploy/temporal/server/cluster-rights.json');
+const CLUSTER_RIGHTS_FILE = path.resolve(import.meta.dirname, '../deploy/temporal/server/cluster-rights.json');
 
 export const CLUSTER_RIGHTS: ClusterRights = JSON.parse(fs.readFileSync(CLUSTER_RIGHTS_FILE, 'utf8')) as ClusterRights;
 

@@ -25,7 +25,7 @@ import { SERVICE_ROLES } from '../src/db/roles.js';
 import { createClusterPki } from './pki.js';
 import { createTokenSigner, serviceSubject, TEMPORAL_AUDIENCE, type ServiceCaller } from './token-issuer.js';
 
-export interface Caller {
+interface Caller {
   /** The client certificate's name (client-<name>.pem) and the token's file (<name>.token). */
   name: string;
   /**

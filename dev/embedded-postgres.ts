@@ -24,7 +24,7 @@ import exitHook from 'async-exit-hook';
 import pg from 'pg';
 import { EmbeddedServiceError } from '../src/errors.js';
 
-export interface EmbeddedPostgresOptions {
+interface EmbeddedPostgresOptions {
   dataDir: string;
   /** Random free port when undefined. */
   port?: number;

@@ -13,7 +13,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import { Webhook } from 'standardwebhooks';
 
-export type ScriptedResponse =
+type ScriptedResponse =
   | { status: number; retryAfter?: string; body?: string; delayMs?: number }
   /** Read the request and answer `status` only once `release(merchantId)` is called: as slow as a test needs. */
   | { status: number; untilReleased: true }
@@ -48,7 +48,7 @@ export interface ReceivedWebhook {
 }
 
 /** What one merchant had open at once: the most requests, and the most for one webhook id. */
-export interface OpenRequestsPeak {
+interface OpenRequestsPeak {
   requests: number;
   perWebhook: number;
 }

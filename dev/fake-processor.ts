@@ -21,7 +21,7 @@ export interface ProcessorEvent {
   occurredAt?: string;
 }
 
-export interface CallbackResult {
+interface CallbackResult {
   status: number;
   body: string;
   attempts: number;

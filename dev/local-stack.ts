@@ -50,7 +50,7 @@ export function parseTemporalBackend(argv: readonly string[]): TemporalBackend {
   return { kind, shards, synchronousCommit: commit === 'on' };
 }
 
-export interface LocalStack {
+interface LocalStack {
   /** Temporal address per region (the dev server's, unless configured). */
   temporalAddress(region: Region): string;
   databaseUrl(region: Region): string;
@@ -60,7 +60,7 @@ export interface LocalStack {
   stop(): Promise<void>;
 }
 
-export function ledgerDatabaseName(region: Region): string {
+function ledgerDatabaseName(region: Region): string {
   return `hold_sweeper_${region}`;
 }
 

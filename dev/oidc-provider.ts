@@ -23,7 +23,7 @@ const AUDIENCES: readonly string[] = [...REGIONS.map(adminAudience), CODEC_AUDIE
 /** The resource indicator (RFC 8707) a token for `audience` is asked for with. */
 const resourceOf = (audience: string) => `urn:hold-sweeper:${audience}`;
 
-export interface OidcClientSpec {
+interface OidcClientSpec {
   clientId: string;
   /** Roles as the claim carries them: `operator` (every region) or `us:operator` (one). */
   roles: readonly string[];
@@ -34,12 +34,12 @@ export interface OidcClientSpec {
  * login and consent pages (any account name signs in; its roles are `accounts`'). Its access tokens are for the codec
  * endpoint's audience, which the Web UI forwards them to.
  */
-export interface OidcWebClientSpec {
+interface OidcWebClientSpec {
   clientId: string;
   redirectUris: readonly string[];
 }
 
-export interface DevOidcOptions {
+interface DevOidcOptions {
   port?: number;
   webClients?: readonly OidcWebClientSpec[];
   /** People who sign in through a web client, and their roles (anyone else signs in with none). */
@@ -53,7 +53,7 @@ export interface DevOidcOptions {
   tls?: { cert: Buffer; key: Buffer };
 }
 
-export interface MintOptions {
+interface MintOptions {
   subject: string;
   roles: readonly string[];
   /** Seconds since the epoch, or a jose span ('1h'); one in the past makes an expired token. */

@@ -16,7 +16,7 @@ export interface PrometheusServer {
   stop(): Promise<void>;
 }
 
-export interface PrometheusServerOptions {
+interface PrometheusServerOptions {
   /** The `prometheus` binary (obtainPrometheus). */
   binary: string;
   /** prometheus.yml, as an object; `rule_files` is set when `rules` is given. */

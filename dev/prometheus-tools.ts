@@ -16,12 +16,12 @@ const DEPLOY_DIR = path.resolve(import.meta.dirname, '../deploy/prometheus');
 const ALERTMANAGER_DIR = path.resolve(import.meta.dirname, '../deploy/alertmanager');
 
 /** The Prometheus version compose runs (its image tag), which the tools are built at. */
-export async function prometheusVersion(): Promise<string> {
+async function prometheusVersion(): Promise<string> {
   return (await fs.readFile(path.join(DEPLOY_DIR, 'prometheus-version'), 'utf8')).trim();
 }
 
 /** Prometheus 3.14.0 is the Go module github.com/prometheus/prometheus v0.314.0. */
-export function prometheusModuleVersion(version: string): string {
+function prometheusModuleVersion(version: string): string {
   const [major, minor, patch] = version.split('.').map(Number) as [number, number, number];
   return `v0.${major * 100 + minor}.${patch}`;
 }

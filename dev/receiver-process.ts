@@ -24,7 +24,7 @@ export interface ReceiverProcess {
   stop(): Promise<void>;
 }
 
-export interface ReceiverProcessOptions {
+interface ReceiverProcessOptions {
   region: RegionConfig;
   databaseUrl: string;
   temporalAddress: string;

@@ -28,7 +28,7 @@ function cell(service: Service, table: string): string {
 }
 
 /** The table: a row per table any role may touch, then a row per SECURITY DEFINER function any role may call. */
-export function rightsTable(): string {
+function rightsTable(): string {
   const tables = [...new Set(SERVICES.flatMap((s) => Object.keys(LEDGER_RIGHTS[s].tables)))].sort();
   const functions = [...new Set(SERVICES.flatMap((s) => LEDGER_RIGHTS[s].execute))].sort();
   return [

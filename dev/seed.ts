@@ -118,7 +118,7 @@ export async function insertHolds(pool: pg.Pool, holds: readonly HoldSeed[]): Pr
   });
 }
 
-export interface DemoNightOptions {
+interface DemoNightOptions {
   region: Region;
   /** Distinguishes one night's holds from another's when the same ledger is seeded again. */
   nightId: string;

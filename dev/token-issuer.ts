@@ -32,14 +32,14 @@ export type ServiceCaller = 'worker' | 'receiver' | 'admin-api';
  */
 export const serviceSubject = (service: ServiceCaller, namespace: string): string => `${service}@${namespace}`;
 
-export interface TokenOptions {
+interface TokenOptions {
   /** A jose time span ('1h', '30d'), or the expiry in seconds since the epoch (one in the past: an expired token). */
   expiresIn?: string | number;
   audience?: string;
   kid?: string;
 }
 
-export interface TokenSigner {
+interface TokenSigner {
   /** The public half, as the cluster's jwtKeyProvider reads it. */
   readonly jwks: { keys: JWK[] };
   /** A token for `subject` with these permissions (one hour unless said). */

@@ -12,7 +12,7 @@ import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
 /** What the docs say of a variable: its default as a reader sees it, and what it means (markdown). */
-export interface VariableDoc {
+interface VariableDoc {
   readonly default: string;
   readonly meaning: string;
   /** Its value is never shown, in an error or anywhere else. */
@@ -290,7 +290,7 @@ export const MERCHANT_LABELS = ['all', 'per-merchant'] as const;
 /** When a starting worker makes its own build the deployment's current version (see docs/deploys.md). */
 export const SET_CURRENT_MODES = ['if-none', 'always', 'never'] as const;
 
-export const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
+const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 
 /** The variables read once per process, in the order docs/configuration.md lists them. */
 export const VARIABLES = {

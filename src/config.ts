@@ -94,7 +94,7 @@ export interface SweepConfig {
 }
 
 /** What the Temporal server allows, where the product must stay inside it. */
-export interface TemporalLimitsConfig {
+interface TemporalLimitsConfig {
   /**
    * TEMPORAL_MAX_ID_LENGTH: the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own
    * default is 1000). A hold whose workflow ids would be longer is rejected by the sweep, never started.
@@ -131,7 +131,7 @@ export interface WebhookConfig {
 /** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
 export type MerchantLabel = (typeof MERCHANT_LABELS)[number];
 
-export interface ObservabilityConfig {
+interface ObservabilityConfig {
   /** host:port of the worker's Prometheus endpoint (SDK + product metrics); none when undefined. */
   readonly metricsAddress: string | undefined;
   /**
@@ -163,7 +163,7 @@ export interface ObservabilityConfig {
   readonly worstMerchants: number;
 }
 
-export interface WorkerTuningConfig {
+interface WorkerTuningConfig {
   /**
    * Workflows each regional worker keeps in its sticky cache (0 = none); undefined = the SDK's default, sized
    * from the heap limit (~2,300 on a 4 GiB heap). Each cached workflow costs memory; an evicted one is replayed
@@ -180,7 +180,7 @@ export type SetCurrentMode = (typeof SET_CURRENT_MODES)[number];
  * to the deployment's current version; a sweep stays on the build that started it (PINNED), a hold workflow moves
  * to the current version at its next task (AUTO_UPGRADE). See docs/deploys.md for the rollout.
  */
-export interface DeploymentConfig {
+interface DeploymentConfig {
   /** WORKER_DEPLOYMENT_NAME: one deployment per namespace; every region's workers use the same name. */
   readonly deploymentName: string;
   /** WORKER_BUILD_ID (the image's git revision); undefined = derived from the workflow bundle's content. */
@@ -193,7 +193,7 @@ export interface DeploymentConfig {
   readonly setCurrent: SetCurrentMode;
 }
 
-export interface CodecServerConfig {
+interface CodecServerConfig {
   /** host:port of the codec endpoint the Web UI decodes through; none when undefined. */
   readonly address: string | undefined;
   /** A static bearer token the endpoint requires: dev only (production refuses it and verifies each user instead). */
@@ -220,7 +220,7 @@ export interface CodecServerConfig {
 }
 
 /** What operator decisions need before a worker carries them out. */
-export interface DecisionsConfig {
+interface DecisionsConfig {
   /**
    * Four eyes: a replay approval needs a replay request approved by a second person, a processor-sequence skip a skip
    * request the same way, both checked against the ledger by the worker. Production: always. Dev: off (one person
@@ -355,7 +355,6 @@ export const CONFIG_VARIABLES: readonly string[] = [
 ];
 
 export { DEFAULT_DEPLOYMENT_NAME, DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, DEFAULT_SWEEP_TIMEOUT_MS, SWEEP_RELEASE_WAIT_MS };
-export type { ListenAddress };
 
 /** Parses `500ms`, `30s`, `15m`, `1h`, `3d` (one number, one unit) into milliseconds; a ConfigError names `variable`. */
 export function parseDuration(variable: string, raw: string): number {
@@ -411,7 +410,7 @@ export function requireExplicitMode(env: Env = process.env): void {
   }
 }
 
-export interface LoadConfigOptions {
+interface LoadConfigOptions {
   /**
    * `not-held`: this process never reads a merchant secret (the codec endpoint, which decodes payloads for browsers:
    * the last place to keep the key to the merchants' secrets), so MERCHANT_SECRET_KEYS_<R> is neither read nor
@@ -654,7 +653,7 @@ export function loadConfig(
 /**
  * The processor-event receiver of one region (src/bin/receiver.ts): where it listens and whose signatures it accepts.
  */
-export interface ProcessorConfig extends ListenAddress {
+interface ProcessorConfig extends ListenAddress {
   /** PROCESSOR_RECEIVER_TLS_CERT_FILE and _KEY_FILE: its own TLS; or behind a TLS proxy, said (production: one). */
   readonly tls?: { readonly certFile: string; readonly keyFile: string };
   readonly behindTlsProxy: boolean;
@@ -791,7 +790,7 @@ function readListenerTls(
 }
 
 /** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
-export interface ApiConfig extends ListenerConfig {
+interface ApiConfig extends ListenerConfig {
   /** API_OIDC_ISSUER: the issuer whose access tokens it accepts (its discovery document names the keys). */
   readonly issuer: string;
   /** API_OIDC_AUDIENCE: the `aud` a token must carry (hold-sweeper-admin-<region>: no other region's token passes). */

@@ -43,7 +43,7 @@ export function requestErrorStatus(err: unknown): number | undefined {
 /** The methods the servers' routes are declared with: a path's `Allow` is those of them it is served with. */
 const ROUTE_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
-export interface NotServed {
+interface NotServed {
   status: 404 | 405;
   error: 'NotFound' | 'MethodNotAllowed';
   message: string;

@@ -53,7 +53,7 @@ export async function ensureSweepSchedule(
 /** The region's outbox reconciler schedule: `<SCHEDULE_ID>-outbox`. */
 export const outboxScheduleId = (region: RegionConfig) => `${region.scheduleId}-outbox`;
 
-export function outboxScheduleOptions(region: RegionConfig, outbox: OutboxConfig): ScheduleOptions {
+function outboxScheduleOptions(region: RegionConfig, outbox: OutboxConfig): ScheduleOptions {
   const args: [ReconcileOutboxWorkflowInput] = [{ region: region.region, graceMs: outbox.graceMs }];
   return {
     scheduleId: outboxScheduleId(region),
@@ -86,7 +86,7 @@ export async function ensureOutboxSchedule(
 /** The region's retention job schedule: `<SCHEDULE_ID>-retention`. */
 export const retentionScheduleId = (region: RegionConfig) => `${region.scheduleId}-retention`;
 
-export function retentionScheduleOptions(region: RegionConfig, retention: RetentionConfig): ScheduleOptions {
+function retentionScheduleOptions(region: RegionConfig, retention: RetentionConfig): ScheduleOptions {
   const args: [PruneLedgerWorkflowInput] = [{ region: region.region, budgetMs: retention.budgetMs }];
   return {
     scheduleId: retentionScheduleId(region),
@@ -148,7 +148,7 @@ async function ensureSchedule(client: Client, options: ScheduleOptions): Promise
  * ALLOW_ALL, which would start a second sweep beside a running one; SKIP makes it a no-op instead. The run it
  * starts is the schedule's action, so it carries the same execution timeout as a scheduled sweep.
  */
-export async function triggerSweep(client: Client, region: RegionConfig): Promise<void> {
+async function triggerSweep(client: Client, region: RegionConfig): Promise<void> {
   await client.schedule.getHandle(region.scheduleId).trigger(ScheduleOverlapPolicy.SKIP);
 }
 

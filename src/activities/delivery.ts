@@ -302,8 +302,6 @@ export function createDeliveryActivities({
   };
 }
 
-export type DeliveryActivities = ReturnType<typeof createDeliveryActivities>;
-
 /** A wait for the merchant's budget, in its metrics. */
 function waited({ metrics }: DeliveryContext, merchantId: string, lane: Lane, ms: number): void {
   metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });

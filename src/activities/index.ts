@@ -8,7 +8,7 @@ import { createOutboxActivities, type OutboxDeps } from './outbox.js';
 import { createProcessorEventActivities } from './processor-events.js';
 import { createRetentionActivities } from './retention.js';
 
-export type ActivityDeps = LedgerDeps & DeliveryDeps & Pick<OutboxDeps, 'outboxBudget'>;
+type ActivityDeps = LedgerDeps & DeliveryDeps & Pick<OutboxDeps, 'outboxBudget'>;
 
 export function createActivities(deps: ActivityDeps) {
   return {

@@ -73,7 +73,7 @@ export interface ReleaseHoldInput {
   cutoff?: string;
 }
 
-export interface FinishSweepInput {
+interface FinishSweepInput {
   sweepId: string;
   cutoff: string;
   totals: SweepTotals;
@@ -224,5 +224,3 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
 function withHorizon({ deliveryPolicy, ...released }: holds.ReleasedEntry) {
   return { ...released, retryHorizonMs: retryHorizonFor(released.merchantId, deliveryPolicy) };
 }
-
-export type LedgerActivities = ReturnType<typeof createLedgerActivities>;

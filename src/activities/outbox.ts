@@ -36,7 +36,7 @@ const CONCURRENCY = 20;
  * 10-minute start-to-close, so a run always records what it did. A backlog larger than that is worked through by the
  * next runs, each going on where the last stopped.
  */
-export const OUTBOX_RUN_BUDGET = { webhooks: 2_000, ms: 4 * 60_000 } as const;
+const OUTBOX_RUN_BUDGET = { webhooks: 2_000, ms: 4 * 60_000 } as const;
 /**
  * Merchants' resend requests started per run, at most, for one merchant: a range of 100 takes five runs (25 minutes at
  * the 5-minute interval) while every other merchant's requests start in the first.

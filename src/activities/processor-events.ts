@@ -18,7 +18,7 @@ import type { DeliveryDeps } from './delivery.js';
 import { retryHorizonFor } from '../delivery/policy.js';
 import type { LedgerDeps } from './ledger.js';
 
-export interface SkipProcessorSequenceInput {
+interface SkipProcessorSequenceInput {
   holdId: string;
   sequence: number;
   by: string;
@@ -46,7 +46,7 @@ async function skipRequestRefusal(
   return undefined;
 }
 
-export type AppliedEvent =
+type AppliedEvent =
   | {
       status: 'applied' | 'already_applied';
       holdId: string;
@@ -65,7 +65,7 @@ export type AppliedEvent =
  * event's outcome. An entry the held balance does not cover is the rulebook's `eventShortBalance` instead. An event
  * already applied changes nothing.
  */
-export async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Promise<AppliedEvent> {
+async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Promise<AppliedEvent> {
   const found = await events.lockEventToApply(tx, eventId);
   if (!found) return { status: 'unknown_event' };
   const { holdId, event, hold } = found;

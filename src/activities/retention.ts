@@ -13,9 +13,9 @@ import { pruneAudit, pruneExpired, RETENTION_KINDS } from '../sql/retention.js';
  * Rows per batch: a webhook's batch deletes it with its attempts (a few each), so a transaction stays in the tens of
  * milliseconds and holds row locks on nothing a delivery is waiting for (rows it holds are skipped).
  */
-export const BATCH_ROWS = 1_000;
+const BATCH_ROWS = 1_000;
 
-export interface RetentionDeps {
+interface RetentionDeps {
   region: Region;
   pool: pg.Pool;
 }

@@ -36,7 +36,7 @@ import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 
-export interface AdminServerOptions {
+interface AdminServerOptions {
   /** Its ledger pool (the operators' role: it may insert into api_audit, and fill in a started row's outcome). */
   context: AdminContext & { pool: pg.Pool };
   verifier: TokenVerifier;

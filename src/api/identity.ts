@@ -49,7 +49,7 @@ export function byNamespace(verifier: TokenVerifier, regions: readonly { namespa
   };
 }
 
-export interface VerifierOptions {
+interface VerifierOptions {
   /** The issuer's URL (its `iss`); `<issuer>/.well-known/openid-configuration` names its JWKS. */
   issuer: string;
   /** The audience this API requires (`aud`): a token minted for another service does not pass. */

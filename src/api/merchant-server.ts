@@ -25,7 +25,7 @@ import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
 
-export interface MerchantServerOptions {
+interface MerchantServerOptions {
   region: Region;
   /** Where its refusals are counted (its metrics address serves it); its own when not given. */
   metrics?: Registry;

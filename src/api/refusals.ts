@@ -11,7 +11,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Counter, type Registry } from 'prom-client';
 import { sampledLog } from '../observability/sampled-log.js';
 
-export interface Refusals {
+interface Refusals {
   /** One refusal of `request`: counted by status and name, logged by sample, left out of the access log. */
   refused(request: FastifyRequest, status: number, error: string): void;
 }

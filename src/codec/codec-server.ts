@@ -21,7 +21,7 @@ import { fastifyLogging, silentLogger, type Logger } from '../observability/logg
 import { serveMetrics } from '../observability/metrics-listener.js';
 import { Counter, Registry } from 'prom-client';
 
-export interface CodecServerOptions {
+interface CodecServerOptions {
   /** Codec per Temporal namespace. */
   codecs: ReadonlyMap<string, PayloadCodec>;
   /**

@@ -60,7 +60,7 @@ export class PayloadDecryptionFailed extends Error {
 const text = (value: string) => new TextEncoder().encode(value);
 const fromText = (value: Uint8Array | null | undefined) => (value ? new TextDecoder().decode(value) : undefined);
 
-export interface EncryptionCodecOptions {
+interface EncryptionCodecOptions {
   /** The Temporal namespace (the region's) every payload of this codec is bound to. */
   namespace: string;
   /**

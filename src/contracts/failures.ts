@@ -16,22 +16,20 @@
  * Why a hold row can never be released as written. `UnusableHoldId`: its id cannot be part of a workflow id under the
  * server's id limit (or holds a control character), so no workflow can be started for it (the sweep's page query).
  */
-export const INVALID_HOLD_CODES = [
-  'NonPositiveAmount',
-  'UnknownAccount',
-  'UnknownMerchant',
-  'CurrencyMismatch',
-  'InsufficientHeldBalance',
-  'UnusableHoldId',
-] as const;
-export type InvalidHoldCode = (typeof INVALID_HOLD_CODES)[number];
+export type InvalidHoldCode =
+  | 'NonPositiveAmount'
+  | 'UnknownAccount'
+  | 'UnknownMerchant'
+  | 'CurrencyMismatch'
+  | 'InsufficientHeldBalance'
+  | 'UnusableHoldId';
 
 /**
  * Named release failures that can never succeed, however often the release is retried: each is the Temporal failure
  * type of its error class (src/errors.ts) and is non-retryable in the ledger profiles. The release itself turns each
  * into its `rejected` outcome with the type as its code, so the hold's workflow ends cleanly (DeliveryStatus `none`):
  * - `InsufficientHeldBalance`: releasing would take the account's held balance below zero; the hold is marked
- *   `rejected` with this code (see INVALID_HOLD_CODES) and nothing else is written;
+ *   `rejected` with this code (see InvalidHoldCode) and nothing else is written;
  * - `ReleasedWithoutWebhook`: the hold is released but its webhook (the release's outbox row) is missing, so there
  *   is nothing to deliver. The row stays `released`: its ledger entry is real and the money has moved; the chaos
  *   suite's invariant 3 names it for a human.

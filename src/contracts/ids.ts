@@ -30,7 +30,7 @@ export function resendWorkflowId(region: Region, resendId: string): string {
 }
 
 /** What names the workflow delivering a webhook's current policy run. */
-export interface WebhookDriver {
+interface WebhookDriver {
   webhookId: string;
   holdId: string;
   eventType: string;

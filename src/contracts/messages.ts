@@ -37,10 +37,10 @@ export interface Discard {
 }
 
 /** The id of a decision recorded in the ledger (operator_decisions.decision_id). */
-export const DECISION_ID_PATTERN = /^dc_[0-9a-f]{32}$/;
+const DECISION_ID_PATTERN = /^dc_[0-9a-f]{32}$/;
 
 /** Why a decision naming nothing the ledger recorded is refused before it enters history. */
-export const NOT_RECORDED_WHY =
+const NOT_RECORDED_WHY =
   'names no decision in the ledger: decide with npm run ops (the admin API), which records the decision and sends its ' +
   'decisionId; an approval may name an approved replay request (replayRequestId) instead';
 

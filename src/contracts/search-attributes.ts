@@ -5,8 +5,8 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
-export const RegionKey = defineSearchAttributeKey('Region', SearchAttributeType.KEYWORD);
-export const MerchantIdKey = defineSearchAttributeKey('MerchantId', SearchAttributeType.KEYWORD);
+const RegionKey = defineSearchAttributeKey('Region', SearchAttributeType.KEYWORD);
+const MerchantIdKey = defineSearchAttributeKey('MerchantId', SearchAttributeType.KEYWORD);
 export const HoldIdKey = defineSearchAttributeKey('HoldId', SearchAttributeType.KEYWORD);
 export const DeliveryStatusKey = defineSearchAttributeKey('DeliveryStatus', SearchAttributeType.KEYWORD);
 
@@ -39,10 +39,10 @@ export type DeliveryStatusValue = (typeof DELIVERY_STATUS_VALUES)[number];
  * `none` once the gap is closed. Started without one.
  */
 export const EVENT_WORKFLOW_STATUS_VALUES = ['event_gap', 'none'] as const;
-export type EventWorkflowStatusValue = (typeof EVENT_WORKFLOW_STATUS_VALUES)[number];
+type EventWorkflowStatusValue = (typeof EVENT_WORKFLOW_STATUS_VALUES)[number];
 
 /** Every value any workflow writes to `DeliveryStatus`: a closed set, enforced by `deliveryStatusUpdate`'s type. */
-export type DeliveryStatusAttribute = DeliveryStatusValue | EventWorkflowStatusValue;
+type DeliveryStatusAttribute = DeliveryStatusValue | EventWorkflowStatusValue;
 
 /**
  * The one builder of a hold workflow's search attributes at its start: who and where, and for a delivery workflow

@@ -12,7 +12,7 @@ import type { HoldEventsStatus } from './processor.js';
 import type { Region } from './regions.js';
 
 /** Where the runbook lives, for links in details (the repository's docs; a deployment may mirror them). */
-export const RUNBOOK = 'docs/runbook.md';
+const RUNBOOK = 'docs/runbook.md';
 
 /** The list view's one line for a hold workflow. */
 export function holdSummary(region: Region, holdId: string, merchantId: string): string {

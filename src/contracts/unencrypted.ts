@@ -12,7 +12,7 @@
 /** The marker's one key: nothing a sender means to say has it. */
 export const UNENCRYPTED_REFUSED = 'hold-sweeper:unencrypted-payload-refused';
 
-export interface RefusedUnencrypted {
+interface RefusedUnencrypted {
   [UNENCRYPTED_REFUSED]: {
     /** The namespace whose worker refused it. */
     namespace: string;

@@ -25,7 +25,7 @@ const MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 /** An arbitrary constant: the advisory-lock key that serialises migrations for this service. */
 const MIGRATION_LOCK_KEY = 7_042_017_001;
 
-export interface Migration {
+interface Migration {
   version: number;
   name: string;
   sql: string;
@@ -125,7 +125,7 @@ const recordApplied = (client: pg.PoolClient, { version, name }: Migration) =>
  */
 const NO_TRANSACTION = /^-- migrate: no transaction$/m;
 /** How long a statement of such a file waits for a lock before it gives up, rather than queue every writer behind it. */
-export const MIGRATION_LOCK_TIMEOUT = '5s';
+const MIGRATION_LOCK_TIMEOUT = '5s';
 
 async function applyStatementByStatement(client: pg.PoolClient, migration: Migration): Promise<void> {
   const statements = migration.sql

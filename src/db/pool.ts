@@ -37,7 +37,7 @@ const checkedOut = new WeakSet<pg.PoolClient>();
 /** What a query function runs on: the pool (one statement, its own transaction) or one transaction's client. */
 export type Queryable = pg.Pool | pg.PoolClient;
 
-export interface TransactionLimits {
+interface TransactionLimits {
   /** `SET LOCAL statement_timeout`: no statement of the transaction runs longer. */
   statementTimeoutMs?: number;
   /** `SET LOCAL lock_timeout`: no statement waits longer for a lock (a row another transaction holds). */

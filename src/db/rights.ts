@@ -14,13 +14,13 @@
 import type pg from 'pg';
 import { SERVICE_ROLES, type Service } from './roles.js';
 
-export type TableVerb = 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
+type TableVerb = 'SELECT' | 'INSERT' | 'UPDATE' | 'DELETE';
 export const TABLE_VERBS: readonly TableVerb[] = ['SELECT', 'INSERT', 'UPDATE', 'DELETE'];
 /** Every column of the table (a table-level grant, which covers columns added later), or these. */
-export type Columns = 'all' | readonly string[];
-export type TableRights = Readonly<Partial<Record<TableVerb, Columns>>>;
+type Columns = 'all' | readonly string[];
+type TableRights = Readonly<Partial<Record<TableVerb, Columns>>>;
 
-export interface ServiceRights {
+interface ServiceRights {
   tables: Readonly<Record<string, TableRights>>;
   /**
    * The SECURITY DEFINER functions it may call, as `name(argument types)`. They act with the owner's rights, so no

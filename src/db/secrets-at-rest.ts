@@ -19,7 +19,7 @@ export const SEALED_SECRETS_CONSTRAINT = 'merchants_signing_secrets_sealed';
 /** Merchants read per round trip: a region has thousands at most, so a start-up reads a handful of pages. */
 const PAGE_SIZE = 500;
 
-export interface SealingReport {
+interface SealingReport {
   /** Clear-text values sealed. */
   sealed: number;
   /** Values re-sealed under the current key. */

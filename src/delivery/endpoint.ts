@@ -63,7 +63,7 @@ interface Address {
 }
 
 /** A CIDR block: the addresses whose first `bits` bits are those of `value`. */
-export interface Network extends Address {
+interface Network extends Address {
   bits: number;
 }
 

@@ -13,7 +13,7 @@ import { InvalidEndpointUrl } from './endpoint.js';
 import type { AttemptResult } from './policy.js';
 
 /** What the attempt log keeps of a response body. */
-export const RESPONSE_EXCERPT_BYTES = 16 * 1024;
+const RESPONSE_EXCERPT_BYTES = 16 * 1024;
 
 export interface HttpAttempt {
   result: AttemptResult;
@@ -26,7 +26,7 @@ export interface HttpAttempt {
   errorDetail?: string;
 }
 
-export interface SendOptions {
+interface SendOptions {
   url: URL;
   headers: Record<string, string>;
   body: string;

@@ -26,9 +26,9 @@
 export const SNAPSHOT_DATE = '2025-10-09';
 
 /** A library whose classification of a block was compared with the registry's (versions in the module comment). */
-export type CrossCheck = 'ipaddress' | 'netaddr';
+type CrossCheck = 'ipaddress' | 'netaddr';
 
-export interface SpecialPurposeBlock {
+interface SpecialPurposeBlock {
   /** The Address Block, in CIDR notation. */
   readonly prefix: string;
   /** The Name column. */

@@ -26,7 +26,7 @@ export type AttemptResult =
 
 export type DeliveryAction = 'delivered' | 'retry' | 'disable_endpoint' | 'reject';
 
-export interface ResponseRule {
+interface ResponseRule {
   /** How the rule reads in the table above. */
   readonly when: string;
   readonly matches: (result: AttemptResult) => boolean;
@@ -36,7 +36,7 @@ export interface ResponseRule {
 const status = (test: (code: number) => boolean) => (r: AttemptResult) => r.kind === 'response' && test(r.status);
 
 /** First match wins; the last rule catches everything else. */
-export const RESPONSE_RULES: readonly ResponseRule[] = [
+const RESPONSE_RULES: readonly ResponseRule[] = [
   { when: '2xx', matches: status((s) => s >= 200 && s < 300), action: 'delivered' },
   {
     when: '408 Request Timeout, 425 Too Early, 429 Too Many Requests',
@@ -120,7 +120,7 @@ export function parseRetryAfter(header: string | undefined, nowMs: number): numb
   return Math.max(0, at - nowMs);
 }
 
-export interface RetryDecision {
+interface RetryDecision {
   delayMs: number;
   /** For the attempt log: why this delay. */
   reason: string;

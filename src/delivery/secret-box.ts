@@ -54,7 +54,7 @@ export function isSealed(value: string): boolean {
 }
 
 /** Why a value did not open; never the value, nor any part of it. */
-export type UnsealProblem = 'not_sealed' | 'malformed' | 'unknown_key' | 'not_authentic';
+type UnsealProblem = 'not_sealed' | 'malformed' | 'unknown_key' | 'not_authentic';
 
 /** A sealed secret that does not open here: the merchant and the key id it names, never the value. */
 export class SecretUnsealFailed extends Error {

@@ -89,7 +89,7 @@ export function signature(key: Buffer, webhookId: string, timestampSeconds: numb
   return `v1,${createHmac('sha256', key).update(`${webhookId}.${timestampSeconds}.${body}`).digest('base64')}`;
 }
 
-export interface SignedHeaders {
+interface SignedHeaders {
   'webhook-id': string;
   'webhook-timestamp': string;
   'webhook-signature': string;
@@ -115,7 +115,7 @@ export function signedHeaders(
 export const TIMESTAMP_TOLERANCE_SECONDS = 5 * 60;
 
 /** Why a request's signature headers are refused, with what the sender is told. */
-export type UnverifiedReason = 'MissingSignature' | 'InvalidTimestamp' | 'StaleTimestamp' | 'BadSignature';
+type UnverifiedReason = 'MissingSignature' | 'InvalidTimestamp' | 'StaleTimestamp' | 'BadSignature';
 
 export class WebhookUnverified extends Error {
   override readonly name = 'WebhookUnverified';

@@ -16,13 +16,13 @@ import type { Region } from '../contracts/regions.js';
 import { eventDeliveryStart, holdReleaseStart, resendStart } from '../contracts/starts.js';
 import { retryHorizonFor } from './policy.js';
 
-export interface WhereToStart {
+interface WhereToStart {
   region: Region;
   taskQueue: string;
 }
 
 /** A webhook as its delivery's start needs it. */
-export interface WebhookToStart {
+interface WebhookToStart {
   webhookId: string;
   holdId: string;
   merchantId: string;

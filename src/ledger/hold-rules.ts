@@ -32,7 +32,7 @@ import { HOLD_EVENT_WEBHOOK_TYPES } from '../contracts/processor.js';
 
 import type { InvalidHoldCode } from '../contracts/failures.js';
 
-export type HoldState = 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
+type HoldState = 'active' | 'released' | 'rejected' | 'captured' | 'reversed';
 
 /** A hold as the release finds it under its row lock. */
 export interface HoldAtRelease {
@@ -80,7 +80,7 @@ export const RELEASE_SHORT_BALANCE = {
   code: 'InsufficientHeldBalance',
 } as const satisfies ReleaseDecision;
 
-export type LedgerEntryKind = 'hold_capture' | 'hold_reversal' | 'hold_increment' | 'late_capture';
+type LedgerEntryKind = 'hold_capture' | 'hold_reversal' | 'hold_increment' | 'late_capture';
 
 export interface LockedHold {
   state: HoldState;
@@ -100,7 +100,7 @@ export interface RecordedEvent {
   currency: string | null;
 }
 
-export type EventDecision =
+type EventDecision =
   | { action: 'wait'; expected: number }
   | {
       action: 'apply';

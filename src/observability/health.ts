@@ -14,15 +14,15 @@ import { listenOn } from './metrics-listener.js';
 export type ReadinessCheck = () => Promise<void>;
 
 /** How long one check may take before it counts as failed: a ledger that answers in 2 s is not one a worker can use. */
-export const CHECK_TIMEOUT_MS = 2_000;
+const CHECK_TIMEOUT_MS = 2_000;
 
-export interface Readiness {
+interface Readiness {
   ready: boolean;
   /** Each check's name, and `ok` or its error. */
   checks: Record<string, string>;
 }
 
-export async function readiness(checks: Readonly<Record<string, ReadinessCheck>>): Promise<Readiness> {
+async function readiness(checks: Readonly<Record<string, ReadinessCheck>>): Promise<Readiness> {
   const results = await Promise.all(
     Object.entries(checks).map(async ([name, check]) => {
       let timer: NodeJS.Timeout | undefined;

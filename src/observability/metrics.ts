@@ -89,7 +89,7 @@ export function deliveryMetrics(meter: MetricMeter) {
 }
 
 /** What merchant_id reads on every delivery metric unless per-merchant labels are turned on. */
-export const ALL_MERCHANTS = 'all';
+const ALL_MERCHANTS = 'all';
 
 /**
  * The meter the activities record on, with merchant_id as the deployment chose (METRICS_MERCHANT_LABEL). A series
@@ -125,7 +125,7 @@ function boundMerchant<M extends { withTags(tags: MetricTags): M }>(metric: M, m
   });
 }
 
-export interface LedgerGauges {
+interface LedgerGauges {
   stop(): void;
   /** One refresh now (tests, and the first scrape after start-up). */
   refresh(): Promise<void>;

@@ -73,7 +73,7 @@ export type VerbInput = Record<string, string | number | boolean | undefined>;
 type Field = Record<string, unknown>;
 
 /** An option of the CLI that is not `--kebab-case <value>` of its field's name and type. */
-export interface CliSpelling {
+interface CliSpelling {
   /** commander's syntax: `--overlap <duration>`, or a flag without a value. */
   flags: string;
   description: string;

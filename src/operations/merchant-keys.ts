@@ -10,7 +10,7 @@ import * as keys from '../sql/merchant-api.js';
 
 const KEY = /^hsk_(mk_[0-9a-f]{16})_([A-Za-z0-9_-]{43})$/;
 
-export const sha256 = (secret: string) => createHash('sha256').update(secret, 'utf8').digest();
+const sha256 = (secret: string) => createHash('sha256').update(secret, 'utf8').digest();
 
 /** The key's id and secret, or undefined for anything not shaped like a key. */
 export function parseApiKey(presented: string): { id: string; secret: string } | undefined {
@@ -22,7 +22,7 @@ export function parseApiKey(presented: string): { id: string; secret: string } |
 export const secretMatches = (secret: string, stored: Buffer) =>
   stored.length === 32 && timingSafeEqual(sha256(secret), stored);
 
-export interface CreatedKey {
+interface CreatedKey {
   id: string;
   merchantId: string;
   /** The whole key, shown once: the ledger cannot give it back. */

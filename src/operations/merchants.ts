@@ -26,15 +26,15 @@ export type { MerchantView } from '../sql/merchants.js';
 /** Merchant ids go into workflow ids, search attributes and metric labels: short, plain, no spaces. */
 const MERCHANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 /** Far above any merchant's published limit; a typo (5000 for 5) is refused rather than obeyed. */
-export const MAX_RATE_PER_SECOND = 1000;
-export const MAX_BURST = 1000;
+const MAX_RATE_PER_SECOND = 1000;
+const MAX_BURST = 1000;
 /** How long a rotated-out secret signs alongside the new one unless the operator says otherwise. */
-export const DEFAULT_ROTATION_OVERLAP_MS = 24 * 3_600_000;
+const DEFAULT_ROTATION_OVERLAP_MS = 24 * 3_600_000;
 const MAX_ROTATION_OVERLAP_MS = 30 * 86_400_000;
 /** How long a ping waits for its turn in the merchant's budget before it gives up. */
 const PING_MAX_WAIT_MS = 10_000;
 
-export interface MerchantSettings {
+interface MerchantSettings {
   name?: string;
   endpointUrl?: string;
   ratePerSecond?: number;
@@ -46,7 +46,7 @@ export interface MerchantSettings {
 }
 
 /** A declared destination's settings (`destination set`). */
-export interface DestinationSettings {
+interface DestinationSettings {
   id: string;
   ratePerSecond?: number;
   maxInFlight?: number | null;
@@ -54,7 +54,7 @@ export interface DestinationSettings {
 }
 
 /** Checks every given setting as delivery will read it; throws the first that cannot be used. */
-export function checkMerchantSettings(merchantId: string, s: MerchantSettings, rules: EndpointRules): void {
+function checkMerchantSettings(merchantId: string, s: MerchantSettings, rules: EndpointRules): void {
   if (s.name !== undefined && !s.name.trim()) throw new InvalidMerchantSetting('name', s.name, 'a non-empty name');
   if (s.endpointUrl !== undefined) parseEndpoint(merchantId, s.endpointUrl, rules);
   if (
@@ -219,7 +219,7 @@ export async function rotateSigningSecret(
   return { merchant: await viewOf(pool, merchantId), signingSecret, previousSignsUntil };
 }
 
-export interface PingResult {
+interface PingResult {
   merchantId: string;
   webhookId: string;
   url: string;

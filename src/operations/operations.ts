@@ -35,8 +35,6 @@ import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
 import { startEventDelivery } from '../delivery/starts.js';
 
-export type { QuarantineFilters, QuarantinedDelivery } from '../sql/deliveries.js';
-
 export interface OpsContext {
   region: RegionConfig;
   pool: pg.Pool;
@@ -375,7 +373,7 @@ export async function discardHold(
  * endpoint) or the Web UI's Signal action: the signal and its input, which the worker applies to no other webhook or
  * run than the one it names (docs/security.md).
  */
-export interface RecordedDecision {
+interface RecordedDecision {
   outcome: 'recorded';
   namespace: string;
   workflowId: string;
@@ -384,7 +382,7 @@ export interface RecordedDecision {
 }
 
 /** An approved replay request not sent: its frozen webhooks' workflows and the one signal every one of them takes. */
-export interface RecordedApproval {
+interface RecordedApproval {
   namespace: string;
   workflowIds: string[];
   signal: 'approveReplay';
@@ -414,7 +412,7 @@ export async function approveHold(
   return sendDecision(ctx, target, { signal: 'approveReplay', approvedBy, reason, ticket });
 }
 
-export interface HoldReport {
+interface HoldReport {
   hold: Record<string, unknown>;
   ledgerEntry: Record<string, unknown> | null;
   delivery: Record<string, unknown> | null;
@@ -431,7 +429,7 @@ export interface HoldReport {
  * A webhook attempt Temporal is retrying (the regular activity, under its retry policy), from the server's own
  * pending-activity information: what the Web UI shows on the workflow's page. The workflow itself does not know.
  */
-export interface RetryInProgress {
+interface RetryInProgress {
   /** Temporal's attempt of this activity (the ledger's attempt numbers are in the attempt log). */
   attempt: number;
   lastFailure: string | null;

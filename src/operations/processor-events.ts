@@ -18,7 +18,7 @@ import * as events from '../sql/processor-events.js';
 import * as records from '../sql/operator-records.js';
 import type { OpsContext } from './operations.js';
 
-export interface HoldEventsReport {
+interface HoldEventsReport {
   holdId: string;
   events: Record<string, unknown>[];
   skips: Record<string, unknown>[];

@@ -19,15 +19,13 @@ import * as records from '../sql/operator-records.js';
 import type { ResendWebhookResult } from '../contracts/domain.js';
 import { approveRequest, type OpsContext } from './operations.js';
 
-export type { ResendFilters, ResendableWebhook } from '../sql/deliveries.js';
-
 /** The ends a webhook may be resent from. */
 const ENDS: readonly string[] = ['delivered', 'discarded', 'abandoned'];
 
 /** How long `resend` waits for the worker to reopen the webhook before it reports the resend as started only. */
 const REOPEN_WAIT_MS = 30_000;
 
-export interface ResendStarted {
+interface ResendStarted {
   resendId: string;
   workflowId: string;
   webhookId: string;
@@ -129,7 +127,7 @@ export async function previewResend(
 }
 
 /** A bulk resend's id for one of its webhooks: the same on every run of the approval, so none is started twice. */
-export function requestResendId(requestId: string, webhookId: string): string {
+function requestResendId(requestId: string, webhookId: string): string {
   return `rs_${requestId}_${createHash('sha256').update(webhookId).digest('hex').slice(0, 16)}`;
 }
 

@@ -58,11 +58,11 @@ import { sampledLog } from '../observability/sampled-log.js';
 import { EVENTS_SCHEMA, HEALTH_SCHEMA, OPENAPI_INFO } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
-export const PROCESSOR_EVENTS_PATH = '/processor/events';
+const PROCESSOR_EVENTS_PATH = '/processor/events';
 
-export const HEALTH_PATH = '/healthz';
+const HEALTH_PATH = '/healthz';
 /** Its OpenAPI document, written from its routes' schemas (src/processor/openapi.ts). */
-export const OPENAPI_PATH = '/openapi.json';
+const OPENAPI_PATH = '/openapi.json';
 
 /** A hold event is a few hundred bytes; anything near this is not one. */
 const MAX_BODY_BYTES = 64 * 1024;
@@ -73,7 +73,7 @@ const EVENT_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 const HOLD_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** Why a request is refused: the `error` of the 4xx body and processor_requests_refused.error_code. */
-export type RefusalCode =
+type RefusalCode =
   | 'NotFound'
   | 'MethodNotAllowed'
   | 'PayloadTooLarge'

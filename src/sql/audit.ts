@@ -70,15 +70,6 @@ export async function finishAudit(
   );
 }
 
-/** Rows written before `olderThan` (past the audit's retention) deleted, the pruning recorded as a row of its own. */
-export async function pruneAudit(db: Queryable, olderThan: string, by: string): Promise<number> {
-  const { rows } = await db.query<{ pruned: string }>(
-    'SELECT prune_api_audit($1::timestamptz, $2::text)::text AS pruned',
-    [olderThan, by],
-  );
-  return Number(rows[0]!.pruned);
-}
-
 /** Newest first. */
 export async function auditEntries(
   db: Queryable,

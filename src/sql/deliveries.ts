@@ -56,7 +56,7 @@ export { HOLD_RELEASED_EVENT };
  * A webhook about a hold, as the statement that enqueues it sees it: SQL expressions over the source rows (`from`).
  * The payload is `{type, timestamp, data}` with `data`'s keys in this order; its `sequence` is the hold's ordinal.
  */
-export interface WebhookToEnqueue {
+interface WebhookToEnqueue {
   /** The FROM clause the expressions read (a CTE of the statement that composes this one). */
   from: string;
   holdId: string;
@@ -228,7 +228,7 @@ export const attemptCountedOnAdmission = (
             RETURNING attempt_count`;
 
 /** Merchant response excerpts are stored as text: strip NUL, which Postgres text cannot hold. */
-export interface AttemptRecord {
+interface AttemptRecord {
   webhookId: string;
   attemptNumber: number;
   policyRun: number;
@@ -346,8 +346,7 @@ const DECIDED_STATUS: Readonly<Record<QuarantineDecision['decision'], DeliverySt
 });
 
 /** Who decided, why and under which ticket, as the ledger holds it. */
-export type DecisionAuthority =
-  { ok: true; by: string; reason: string; ticket: string | null } | { ok: false; why: string };
+type DecisionAuthority = { ok: true; by: string; reason: string; ticket: string | null } | { ok: false; why: string };
 
 /**
  * What in the ledger makes a decision on a webhook's quarantined run stand. A replay or a discard stands only on a row
@@ -469,7 +468,7 @@ export async function decideQuarantine(
  * A resend as its workflow records it: the claim (who asked, why, a request and its approver) as the worker checked it,
  * and the workflow that delivers it, recorded from the activity's own context, never from what a caller says.
  */
-export interface ResendRecord extends ResendClaim {
+interface ResendRecord extends ResendClaim {
   workflowId: string;
   /** A request froze the webhook at this policy run: reopen only if it still stands there. */
   frozenRun?: number;
@@ -663,7 +662,7 @@ export const POLICY_RUN_SQL = `(1 + (SELECT count(*) FROM delivery_decisions x W
 /**
  * The workflow of the webhook's latest resend (it drives every run since), or NULL: its own. Needs `alias` in scope.
  */
-export const DRIVEN_BY_SQL = (alias: string) =>
+const DRIVEN_BY_SQL = (alias: string) =>
   `(SELECT r.workflow_id FROM webhook_resends r WHERE r.webhook_id = ${alias}.webhook_id ORDER BY r.policy_run DESC LIMIT 1)`;
 
 export interface QuarantineFilters {
@@ -803,7 +802,7 @@ export async function decisionTargetOfHold(db: Queryable, holdId: string): Promi
 }
 
 /** A webhook, with what starting a delivery run for it needs: its merchant and the merchant's policy overrides. */
-export interface WebhookToDeliver {
+interface WebhookToDeliver {
   webhookId: string;
   holdId: string;
   merchantId: string;

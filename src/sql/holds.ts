@@ -35,7 +35,7 @@ export const HOLD_DEFECT_SQL = `
 const UNUSABLE_ID_SQL = (maxBytesParam: string) =>
   `CASE WHEN octet_length(h.id) > ${maxBytesParam}::integer OR h.id ~ '[[:cntrl:]]' THEN 'UnusableHoldId' END`;
 
-export interface ExpiredHoldRow {
+interface ExpiredHoldRow {
   id: string;
   expiresAt: string;
   merchantId: string;
@@ -110,7 +110,7 @@ export async function markRejected(db: Queryable, rejected: readonly RejectedHol
 }
 
 /** The hold as the release locked it: what the rulebook decides by (`HoldAtRelease`), and what the release writes. */
-export interface HoldForRelease extends HoldAtRelease {
+interface HoldForRelease extends HoldAtRelease {
   accountId: string;
   merchantId: string;
   amountMinor: string;
@@ -118,7 +118,7 @@ export interface HoldForRelease extends HoldAtRelease {
 }
 
 /** The sweep's decision that a hold has expired: the cutoff it decided by, and the hold's expiry as it saw it. */
-export interface SweptAs {
+interface SweptAs {
   cutoff: string;
   expiresAt?: string;
 }

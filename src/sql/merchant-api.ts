@@ -5,7 +5,7 @@
  */
 import type { Queryable } from '../db/pool.js';
 
-export interface ApiKeyRecord {
+interface ApiKeyRecord {
   id: string;
   merchantId: string;
   secretSha256: Buffer;
@@ -43,7 +43,7 @@ export async function apiKeysOf(db: Queryable, merchantId: string): Promise<Reco
   return rows;
 }
 
-export interface KeyForAuth {
+interface KeyForAuth {
   id: string;
   merchantId: string;
   secretSha256: Buffer;
@@ -96,7 +96,7 @@ const ATTEMPTS = `COALESCE((SELECT json_agg(json_build_object(
            'statusCode', a.status_code, 'errorClass', a.error_class, 'responseExcerpt', a.response_excerpt)
          ORDER BY a.attempt_number) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id), '[]'::json)`;
 
-export interface WebhookQuery {
+interface WebhookQuery {
   since?: string;
   until?: string;
   status?: string;

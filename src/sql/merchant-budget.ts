@@ -35,7 +35,7 @@ export const RATE_SAFETY_MARGIN = 0.1;
 /** Without Retry-After, a 429 still pushes the merchant back, by the retry's own delay but at most this. */
 export const MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS = 30_000;
 
-export interface SlotDecision {
+interface SlotDecision {
   /**
    * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing
    * reserved, this lane's place in the queue would be at `atMs`; busy: the merchant has as many requests in flight as
@@ -51,7 +51,7 @@ export interface SlotDecision {
 }
 
 /** An attempt's lease on one of its merchant's requests in flight (merchant_requests_in_flight). */
-export interface InFlightLease {
+interface InFlightLease {
   /** At most this many of one merchant's requests open at once, across every worker (a shared destination's own cap too). */
   cap: number;
   /** How long the lease holds if never given back (a worker killed mid-request): the longest the attempt can run. */
@@ -62,7 +62,7 @@ export interface InFlightLease {
  * The safety margin that also leaves a region only `rateShare` of each budget's rate: regions keep separate ledgers,
  * so a merchant both regions send to is paced by each region alone (DESTINATION_RATE_SHARE).
  */
-export function marginFor(rateShare: number): number {
+function marginFor(rateShare: number): number {
   return (1 + RATE_SAFETY_MARGIN) / rateShare - 1;
 }
 
@@ -167,5 +167,3 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
     },
   };
 }
-
-export type MerchantBudget = ReturnType<typeof createMerchantBudget>;

@@ -10,7 +10,7 @@ import { isoUtc } from '../db/sql.js';
 import { PREVIOUS_SECRET_IN_OVERLAP_SQL } from './fragments.js';
 import { RATE_SAFETY_MARGIN } from './merchant-budget.js';
 
-export type MerchantStatus = 'active' | 'paused' | 'disabled';
+type MerchantStatus = 'active' | 'paused' | 'disabled';
 
 /** A merchant as an operator sees it: everything but its secrets, of which only whether they are set. */
 export interface MerchantView {
@@ -35,7 +35,7 @@ export interface MerchantView {
 }
 
 /** A merchant's budget, as `merchant show` prints it: its own, or its shared destination's. */
-export interface MerchantBudgetState {
+interface MerchantBudgetState {
   /** The declared shared destination it names; null: its budget is its own. */
   destination: string | null;
   /** Other merchants naming the same destination, sharing the budget. */
@@ -53,7 +53,7 @@ export interface MerchantBudgetState {
   drainSeconds: number;
 }
 
-export interface NewMerchant {
+interface NewMerchant {
   id: string;
   name: string;
   endpointUrl: string;
@@ -201,7 +201,7 @@ export async function merchantForSending(
   );
 }
 
-export interface MerchantChanges {
+interface MerchantChanges {
   name?: string;
   endpointUrl?: string;
   ratePerSecond?: number;

@@ -10,32 +10,6 @@ import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
 import { HOLD_RELEASED_EVENT, type QuarantineFilters, type ResendFilters } from './deliveries.js';
 
-/**
- * What the ledger says of a replay request, for one hold's quarantined run: whether it is approved, by whom, and covers
- * it.
- */
-export async function replayApprovalFor(
-  db: Queryable,
-  requestId: string,
-  holdId: string,
-  policyRun: number,
-): Promise<{ status: string; requestedBy: string; approvedBy: string | null; covers: boolean } | undefined> {
-  const { rows } = await db.query<{
-    status: string;
-    requested_by: string;
-    approved_by: string | null;
-    covers: boolean;
-  }>(
-    `SELECT r.status, r.requested_by, r.approved_by,
-            EXISTS (SELECT 1 FROM replay_request_items i JOIN webhook_deliveries d ON d.webhook_id = i.webhook_id
-                     WHERE i.request_id = r.id AND d.hold_id = $2::text AND i.policy_run = $3::integer) AS covers
-       FROM replay_requests r WHERE r.id = $1::text AND r.kind = 'replay'`,
-    [requestId, holdId, policyRun],
-  );
-  const row = rows[0];
-  return row && { status: row.status, requestedBy: row.requested_by, approvedBy: row.approved_by, covers: row.covers };
-}
-
 /** What the ledger says of a resend request for one webhook: approved, by whom, and the run it froze the webhook at. */
 export async function resendApprovalFor(
   db: Queryable,
@@ -163,7 +137,7 @@ export async function recordReplayItemOutcome(
 }
 
 /** A decision an operator makes on one webhook's quarantined policy run, recorded before it is sent. */
-export interface OperatorDecisionRecord {
+interface OperatorDecisionRecord {
   webhookId: string;
   policyRun: number;
   signal: 'approveReplay' | 'discard';
@@ -237,7 +211,7 @@ export async function decisionsOfHold(db: Queryable, holdId: string): Promise<Re
   return rows;
 }
 
-export interface SkipRequest {
+interface SkipRequest {
   id: string;
   holdId: string;
   sequence: number;

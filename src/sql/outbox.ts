@@ -103,7 +103,7 @@ export async function outboxCandidates(
   }));
 }
 
-export interface ReconcileRecord {
+interface ReconcileRecord {
   graceMs: number;
   checked: number;
   running: number;

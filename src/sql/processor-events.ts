@@ -59,7 +59,7 @@ export async function recordEvent(db: Queryable, e: AcceptedEvent): Promise<Reco
   return { status: 'duplicate', dispatched: same.dispatched };
 }
 
-export interface RefusedRequest {
+interface RefusedRequest {
   statusCode: number;
   errorCode: string;
   message: string;
@@ -110,7 +110,7 @@ export async function undispatchedEvents(
 }
 
 /** A recorded event and its hold, locked (FOR UPDATE, as the release locks it) for applying the event. */
-export interface EventToApply {
+interface EventToApply {
   holdId: string;
   event: RecordedEvent & {
     /** Set once applied: an event is applied once. */

@@ -17,7 +17,7 @@ export const RETENTION_KINDS = [
   'sweep_runs',
   'outbox_reconciliations',
 ] as const;
-export type RetentionKind = (typeof RETENTION_KINDS)[number];
+type RetentionKind = (typeof RETENTION_KINDS)[number];
 
 /** Deletes up to `batchSize` of `kind`'s oldest rows past their retention; returns how many went. */
 export async function pruneExpired(db: Queryable, kind: RetentionKind, batchSize: number): Promise<number> {

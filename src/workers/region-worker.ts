@@ -130,15 +130,15 @@ export const SHUTDOWN_GRACE_MS = 30_000;
  * ledger activities' 30 s start-to-close, so a database that stops accepting connections fails the attempt with
  * a named cause instead of a silent activity timeout.
  */
-export const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
+const LEDGER_CONNECTION_TIMEOUT_MS = 5_000;
 /**
  * Every statement of the worker's ledger work ends within 10 s, and waits at most 5 s for a lock: well inside the
  * ledger activities' 30 s start-to-close, so a slow or locked ledger fails the attempt (and frees its connection)
  * before Temporal gives up on it and starts the next. Transactions that must be shorter say so (`inTransaction`'s
  * limits).
  */
-export const LEDGER_STATEMENT_TIMEOUT_MS = 10_000;
-export const LEDGER_LOCK_TIMEOUT_MS = 5_000;
+const LEDGER_STATEMENT_TIMEOUT_MS = 10_000;
+const LEDGER_LOCK_TIMEOUT_MS = 5_000;
 
 /**
  * The region's ledger pool for a worker with `tuning`: a connection for every activity and local-activity slot.
@@ -221,7 +221,7 @@ export function createRegionWorker({
   });
 }
 
-export interface RunningRegionWorker {
+interface RunningRegionWorker {
   /** Resolves when the worker has shut down (drained). */
   run: Promise<void>;
   setCurrent: SetCurrentOutcome;

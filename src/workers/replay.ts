@@ -69,7 +69,7 @@ export async function addHistoryFile(dir: string, name: string, workflowId: stri
   return file;
 }
 
-export interface ReplayOptions {
+interface ReplayOptions {
   client: Client;
   /** The region's (dataConverterFor): an encrypted region's histories decode with its payload keys. */
   dataConverter: ReplayWorkerOptions['dataConverter'];
@@ -84,7 +84,7 @@ export interface ReplayOptions {
   saveDir: string;
 }
 
-export interface Refusal {
+interface Refusal {
   workflowId: string;
   runId: string;
   type: string;
@@ -96,7 +96,7 @@ export interface Refusal {
   file: string;
 }
 
-export interface ReplayReport {
+interface ReplayReport {
   /** Workflows chosen to replay, by type. */
   sampled: Record<string, number>;
   replayed: number;
@@ -136,7 +136,7 @@ export const readBundle = (file: string): Promise<string> =>
   });
 
 /** Replays a sample of the region's histories on `workflowBundle` (see the top of this file for which). */
-export async function replayRegion(options: ReplayOptions): Promise<ReplayReport> {
+async function replayRegion(options: ReplayOptions): Promise<ReplayReport> {
   const started = Date.now();
   const { client, sample = DEFAULT_SAMPLE } = options;
   const since = new Date(started - LAST_NIGHT_MS).toISOString();
@@ -247,14 +247,14 @@ export async function replayRegion(options: ReplayOptions): Promise<ReplayReport
 }
 
 /** How to replay a saved set on one's own machine: `npm run replay -- --from <dir>` (no cluster needed). */
-export const localReplayCommand = (bundlePath: string, saveDir: string, region: string) =>
+const localReplayCommand = (bundlePath: string, saveDir: string, region: string) =>
   `npm run replay -- --bundle ${bundlePath} --from ${saveDir} --region ${region}`;
 
 /**
  * Logs what a replay found: each refusal (its workflow, the first event the new code diverges at, the command that
  * replays it locally), then the figures. True when every chosen history replayed before the deadline.
  */
-export function logReplay(
+function logReplay(
   log: Logger,
   region: string,
   report: ReplayReport,

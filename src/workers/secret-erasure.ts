@@ -12,7 +12,7 @@ import { log } from '../observability/logger.js';
  * A rotated-out secret stops signing at its overlap's end whatever this says (PREVIOUS_SECRET_IN_OVERLAP_SQL); this
  * only bounds how long its sealed bytes stay in the table after. A minute: one UPDATE over the merchants, cheap.
  */
-export const SECRET_ERASURE_INTERVAL_MS = 60_000;
+const SECRET_ERASURE_INTERVAL_MS = 60_000;
 
 export function startSecretErasure({
   region,

@@ -6,12 +6,12 @@
  */
 import { ConfigError } from '../errors.js';
 
-export const STARTUP_RETRY_MS = 120_000;
+const STARTUP_RETRY_MS = 120_000;
 
 /** PostgreSQL's invalid_password: the URL's password is wrong now, and a minute will not change it. */
 const LASTING_POSTGRES_CODES = new Set(['28P01']);
 
-export function isLastingRefusal(err: unknown): boolean {
+function isLastingRefusal(err: unknown): boolean {
   if (err instanceof ConfigError) return true;
   const code = (err as { code?: unknown } | undefined)?.code;
   return typeof code === 'string' && LASTING_POSTGRES_CODES.has(code);

@@ -34,7 +34,7 @@
  */
 import { ABANDONED_BY, HELD_LONG_RECHECK_MS, IN_FLIGHT_WAIT_MAX_MS } from '../contracts/delivery.js';
 import type { DeliverWebhookResult, QuarantineDecision, QuarantineDecisionAnswer } from '../contracts/delivery.js';
-export type { DeliveringFacts, DeliveryEnd, DeliveryFacts, QuarantinedFacts } from '../contracts/domain.js';
+export type { DeliveringFacts, QuarantinedFacts } from '../contracts/domain.js';
 import type {
   DeliveringFacts,
   DeliveryEnd,
@@ -67,14 +67,14 @@ export type AttemptFailure =
   | { kind: 'hand_over' };
 
 /** A run's start, delivering or quarantined. */
-export type Start = { was: 'start' };
+type Start = { was: 'start' };
 /** What comes of an attempt or a wait: while delivering. */
 export type WhileDelivering =
   | { was: 'answered'; result: DeliverWebhookResult }
   | { was: 'failed'; failure: AttemptFailure }
   | { was: 'woke'; resumed: boolean; historyLong: boolean };
 /** What comes of recording a quarantine, waiting for a human and recording a decision: while quarantined. */
-export type WhileQuarantined =
+type WhileQuarantined =
   | { was: 'quarantined'; fourEyes: boolean; timeoutMs: number }
   | { was: 'decided'; decision: HumanDecision }
   | { was: 'timed_out' }
@@ -416,7 +416,7 @@ function shownQuarantined(f: QuarantinedFacts): Shown {
 const iso = (ms: number) => new Date(ms).toISOString();
 
 /** 14 days, 12 hours, 30 minutes, 2 seconds: the largest whole unit. */
-export function durationText(ms: number): string {
+function durationText(ms: number): string {
   const units: [string, number][] = [
     ['day', 86_400_000],
     ['hour', 3_600_000],

@@ -24,7 +24,7 @@ export const CARRIED_STATE_BYTES = 16 * 1024;
 export const STATUS_ANSWER_BYTES = 64 * 1024;
 
 /** What a continued run's tracker starts from. */
-export type Presentation = Omit<DeliveryResume, 'facts'>;
+type Presentation = Omit<DeliveryResume, 'facts'>;
 
 export class DeliveryTracker {
   private stage: HoldStage;

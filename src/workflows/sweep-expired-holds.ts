@@ -28,14 +28,14 @@ import { sweepCurrentDetails } from '../contracts/story.js';
 import { releaseExpiredHold } from './release-expired-hold.js';
 
 /** Matches SWEEP_PAGE_SIZE's default: 500 children per run is a quarter of the 2,000 pending-children cap. */
-export const DEFAULT_PAGE_SIZE = 500;
+const DEFAULT_PAGE_SIZE = 500;
 /**
  * Holds per batch: a page's children are started by batch workflows of this many holds each, all at once. Every
  * child start and every child completion updates its parent's execution under that execution's lock, so a page of
  * 500 started by one parent queued 500 start tasks behind one lock (measured: 7 s each in the server's queue,
  * thousands of failed lock acquisitions; bench/README.md). Ten parents of 50 share the work out.
  */
-export const DEFAULT_BATCH_SIZE = 50;
+const DEFAULT_BATCH_SIZE = 50;
 /** How long the last run waits for children to release before reporting leftovers to the next sweep. */
 export const DEFAULT_RELEASE_WAIT_MS = 10 * 60_000;
 

@@ -30,7 +30,7 @@ import { firstFacts, next, type AttemptFailure, type Step, type WhileDelivering 
 import { DeliveryTracker } from './delivery-tracker.js';
 import { runHistoryIsLong } from './history-budget.js';
 
-export interface Delivery {
+interface Delivery {
   webhookId: string;
   /** The policy run a delivery with no `resume` starts at (1; a resend's run), and the policy's retry horizon. */
   policyRun: number;
@@ -147,7 +147,7 @@ export async function deliverUntilDecided(
 }
 
 /** The patch that ends a held wait for a `merchantResumed` sent during the attempt before it. */
-export const RESUME_DURING_ATTEMPT = 'resume-during-attempt';
+const RESUME_DURING_ATTEMPT = 'resume-during-attempt';
 
 /** Ledger activities with their label on the timeline (user metadata: a summary per call). */
 const ledger = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });

@@ -1,5 +1,5 @@
 /**
- * Records what record.test.ts's night does not reach, so that every cell of src/workflows/waiting-points.ts has a
+ * Records what record.test.ts's night does not reach, so that every cell of test/support/waiting-points.ts has a
  * recording of this release (`npm run golden:record`; the histories are added to test/golden/histories/<release>/):
  *
  * - a hold's release answering each way (not expired, not found, rejected, settled by the processor, already

@@ -2,7 +2,7 @@
  * Records the scheduled jobs of this release into test/golden/histories/<release>/ (`npm run golden:record`): the
  * outbox reconciler (`reconcileOutbox`), one run that finds a stranded webhook (its hold's workflow terminated after the
  * release) and starts its delivery again; and the retention job (`pruneLedger`), one run that deletes a webhook past
- * its retention. The only waiting point of each is its activity (src/workflows/waiting-points.ts).
+ * its retention. The only waiting point of each is its activity (test/support/waiting-points.ts).
  */
 import path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';

@@ -1,7 +1,7 @@
 /**
  * Records resends (`resendWebhook`) of this release into test/golden/histories/<release>/ (`npm run golden:record`):
  * one that reopens a delivered webhook and delivers it again, and one the worker refuses (a claimed request that does
- * not exist). Its own waiting point is its first activity (src/workflows/waiting-points.ts, `resendWebhook.reopen`);
+ * not exist). Its own waiting point is its first activity (test/support/waiting-points.ts, `resendWebhook.reopen`);
  * the delivery's points it shares with the hold and event workflows, whose recordings cover them.
  */
 import path from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * Records the rulebook rows the other recorders' nights do not reach (src/workflows/waiting-points.ts, keyed exits),
+ * Records the rulebook rows the other recorders' nights do not reach (test/support/waiting-points.ts, keyed exits),
  * as a build writes them: for the released build, `GOLDEN_BUILD=<its commit> GOLDEN_RELEASE=<its version> npx vitest
  * run --project golden test/golden/record-rows.test.ts`, which bundles that revision's workflow code (today's
  * activities). The histories are added to test/golden/histories/<release>/, tagged `rows-four-eyes` and `rows-regular`:

@@ -1,12 +1,12 @@
 /**
- * What a recorded history covers of src/workflows/waiting-points.ts: each (workflow, point, exit) it passes through,
+ * What a recorded history covers of test/support/waiting-points.ts: each (workflow, point, exit) it passes through,
  * read from the history alone (event types, timer summaries, activity types and results, signals and Updates), so the
  * golden sets' coverage is computed, never remembered.
  */
 import type { temporal } from '@temporalio/proto';
 import { DELIVERY_FAILURE_TYPES, RETRYABLE_DELIVERY_FAILURE } from '../../src/contracts/failures.js';
 import { holdEventsLabels, holdLabels } from '../../src/contracts/story.js';
-import { coverageKey, WAITING_POINTS, WORKFLOWS_OF, type WaitingPoint } from '../../src/workflows/waiting-points.js';
+import { coverageKey, WAITING_POINTS, WORKFLOWS_OF, type WaitingPoint } from './waiting-points.js';
 
 type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
 type Payload = temporal.api.common.v1.IPayload;
@@ -128,7 +128,7 @@ function nextTaskCommands(events: HistoryEvent[], index: number): HistoryEvent[]
   return commands;
 }
 
-/** The (workflow, point, exit) keys of src/workflows/waiting-points.ts that `history` passes through. */
+/** The (workflow, point, exit) keys of test/support/waiting-points.ts that `history` passes through. */
 export function coverageOf(history: temporal.api.history.v1.IHistory): Set<string> {
   const events = history.events ?? [];
   const started = events[0]?.workflowExecutionStartedEventAttributes;

@@ -42,7 +42,7 @@ const ROOT = path.resolve(import.meta.dirname, '../golden/histories');
 export { historyFileContent, isHistoryFile, WORKFLOW_IDS_FILE };
 
 /**
- * Beside each set: each cell of src/workflows/waiting-points.ts its histories show (test/support/coverage.ts), and the
+ * Beside each set: each cell of test/support/waiting-points.ts its histories show (test/support/coverage.ts), and the
  * histories that show it.
  */
 export const COVERAGE_FILE = 'coverage.json';
@@ -157,7 +157,7 @@ export function releasedVersions(): string[] {
 
 /**
  * The commit each release was cut from: its source tree is what `unreleased` cells of
- * src/workflows/waiting-points.ts are checked against (test/unit/golden-coverage.test.ts).
+ * test/support/waiting-points.ts are checked against (test/unit/golden-coverage.test.ts).
  */
 export const RELEASE_COMMITS: Readonly<Record<string, string>> = { '1.0.0': 'f6c3f92' };
 

@@ -4,13 +4,13 @@
  * known by what it resolves to, not by how it is spelt (an import renamed, a namespace, a re-binding, a wrapper in
  * another module). Every call that resolves to an export of @temporalio/workflow is classified; one the gate does not
  * know, and a call through `any`, is a problem, never skipped. `gateProblems` holds the reading to
- * src/workflows/waiting-points.ts.
+ * test/support/waiting-points.ts.
  */
 import path from 'node:path';
 import ts from 'typescript';
 import { FAILURE_CONVERTER_PATH } from '../../src/codec/encryption-codec.js';
 import * as worker from '../../src/workers/region-worker.js';
-import { NON_WAKING_MESSAGES, WAITING_POINTS, WORKFLOWS_OF } from '../../src/workflows/waiting-points.js';
+import { NON_WAKING_MESSAGES, WAITING_POINTS, WORKFLOWS_OF } from './waiting-points.js';
 
 export const REPO = path.resolve(import.meta.dirname, '../..');
 /** What bundleWorkflows (src/workers/region-worker.ts) hands the bundler, relative to the repository. */
@@ -256,7 +256,7 @@ export function readWorkflowSource(root = REPO, entries = BUNDLE_ENTRIES): Workf
   return read;
 }
 
-/** What is wrong with a reading against src/workflows/waiting-points.ts: empty when the gate passes. */
+/** What is wrong with a reading against test/support/waiting-points.ts: empty when the gate passes. */
 export function gateProblems(read: WorkflowSourceReading): string[] {
   const problems = [...read.problems];
   const on = WAITING_POINTS.map((p) => p.on as Partial<Record<string, string>> & { labels?: readonly string[] });

@@ -1,6 +1,6 @@
 /**
  * Coverage you cannot forget: the golden sets (test/golden/histories/<release>/, one per released version) hold a
- * recording of every waiting point the workflows declare (src/workflows/waiting-points.ts), left by every rulebook row
+ * recording of every waiting point the workflows declare (test/support/waiting-points.ts), left by every rulebook row
  * it can be left by; each set's coverage.json names the histories that show each cell, and is what the histories show.
  * That the workflows' source waits nowhere the list does not name is test/unit/workflow-gate.test.ts; the replay
  * itself is test/integration/golden-histories.test.ts.
@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { coverageOf, declaredCells, jsonPayload, syntheticHistory } from '../support/coverage.js';
-import { WAITING_POINTS } from '../../src/workflows/waiting-points.js';
+import { WAITING_POINTS } from '../support/waiting-points.js';
 import {
   COVERAGE_FILE,
   coverageMetadataOf,

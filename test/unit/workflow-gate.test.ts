@@ -1,6 +1,6 @@
 /**
  * The replay gate's reading of the workflow source (test/support/workflow-source.ts): the workflows wait nowhere
- * src/workflows/waiting-points.ts does not name, and the reading catches a wait however it is written.
+ * test/support/waiting-points.ts does not name, and the reading catches a wait however it is written.
  */
 import fs from 'node:fs';
 import os from 'node:os';
