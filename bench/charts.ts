@@ -7,7 +7,7 @@ import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { dashboardSpec } from './dashboard.js';
-import type { NightReport } from './night-bench.js';
+import type { NightReport } from './night-report.js';
 import type { Phase, Sample } from './sampler.js';
 
 export interface Chart {
