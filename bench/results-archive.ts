@@ -160,7 +160,7 @@ export function chartsNote(
   );
 }
 
-/** `npm run bench:report`: each night's Markdown and charts drawn again from its JSON and its series, wherever found. */
+/** `npm run bench:report`: each night's Markdown and charts drawn again from its JSON and its series. */
 export async function redrawReports(files: readonly string[]): Promise<void> {
   for (const file of files) {
     const json = JSON.parse(await fs.readFile(file, 'utf8')) as NightSummary | NightReport;
@@ -186,8 +186,16 @@ const rel = (file: string) => path.relative(RESULTS_DIR, file).split(path.sep).j
 const NOT_PAGES = new Set(['.git', 'node_modules', 'dist', 'scratch', 'test-results', '.data']);
 
 /**
- * `npm run bench:archive` (bench/bin/archive.ts): what the repository no longer shows out of bench/results/, into `out` (a checkout of the
- * archive branch): every night's raw series, and the charts no page links, each replaced in its report by a note.
+ * `npm run bench:archive` (bench/bin/archive.ts): moves what the repository no longer shows out of bench/results/,
+ * into `out` (a checkout of the `bench-archive` branch, committed there):
+ *
+ *   - every night report's raw series: a JSON that still carries them is rewritten without them, the series written to
+ *     `<out>/<path under bench/results>.series.json.gz`; local `.series.json.gz` files (ignored by git) are copied too;
+ *   - every chart no page outside bench/results/ links (README.md, docs/, bench/README.md): into
+ *     `<out>/charts-<date>.tar.gz` (paths under bench/results/), then deleted; a report's Markdown says in place of
+ *     each such chart where it went and how to draw it again (`npm run bench:report`), so no link is left dangling.
+ *
+ * Run it when the README's results move on to a newer night: the older night's charts are then unlinked.
  */
 export async function archiveResults({ out, date, dryRun }: { out: string; date: string; dryRun: boolean }) {
   const write = async (file: string, data: string | Buffer) => {
