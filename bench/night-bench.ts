@@ -36,7 +36,7 @@ import { byVolume, merchantScript, nightWorkload, type NightWorkload } from './n
 import { cpuSeconds, peakRssBytes } from './proc-stats.js';
 import { pageRuns, phaseSignals, type PageRuns } from './analysis.js';
 import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } from './actions.js';
-import { Sampler } from './sampler.js';
+import { round, Sampler } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
 import { seedLedger, startBenchStack } from './stack.js';
@@ -63,7 +63,6 @@ export const DEFAULT_WORKERS = 3;
 export const SHARED_DESTINATION = 'shared-origin';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 const BENCH_WORKFLOWS = fileURLToPath(
   new URL(`./workflows${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
 );
