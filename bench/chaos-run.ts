@@ -743,7 +743,8 @@ export async function runChaosAndWrite(options: ChaosOptions): Promise<boolean> 
   const { temporal: backend, historyHosts, only } = options;
   const report = await runChaos(options);
   console.log(JSON.stringify({ ...report, violations: report.violations.length }, null, 2));
-  for (const v of report.violations) console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
+  for (const v of report.violations)
+    console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
   await fs.mkdir('bench/results', { recursive: true });
   const suffix =
     (backend?.kind === 'cluster' ? `-cluster-${backend.shards}${historyHosts === 2 ? '-2hosts' : ''}` : '') +

@@ -150,7 +150,14 @@ export async function runReceiverBench(options: {
           amountMinor: 100,
           currency: 'USD',
         },
-        { eventId: `evt_${h.id}_2`, holdId: h.id, sequence: 2, type: 'hold.captured', amountMinor: 500, currency: 'USD' },
+        {
+          eventId: `evt_${h.id}_2`,
+          holdId: h.id,
+          sequence: 2,
+          type: 'hold.captured',
+          amountMinor: 500,
+          currency: 'USD',
+        },
       ]);
       const requests = [...events, ...events.filter(() => random() < 0.2)]
         .map((e) => ({ e, key: random() }))
@@ -231,12 +238,7 @@ export async function runReceiverBench(options: {
           ` (${summary.appliedPerSecond} events/s)`,
       );
     }
-    results.flood = await floodPhase(
-      processor,
-      `http://127.0.0.1:${port}/processor/events`,
-      floodHolds,
-      floodRequests,
-    );
+    results.flood = await floodPhase(processor, `http://127.0.0.1:${port}/processor/events`, floodHolds, floodRequests);
     const reproduce = `npm run bench:receiver -- --holds ${holdsPerPhase} --senders ${senders} --lock-seconds ${lockSeconds} --flood ${floodRequests}`;
     log(`reproduce: ${reproduce}`);
     await fs.mkdir('bench/results', { recursive: true });

@@ -39,7 +39,11 @@ export async function runRetentionBench(options: {
   const { days, holdsPerNight, nightHolds, clients } = options;
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-retention-'));
   await fs.chmod(dataDir, 0o777);
-  const postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: ['year'], durable: true });
+  const postgres = await startEmbeddedPostgres({
+    dataDir: path.join(dataDir, 'pg'),
+    databases: ['year'],
+    durable: true,
+  });
   const pool = new pg.Pool({ connectionString: postgres.urlFor('year'), max: 4 });
   const secrets = { region: 'us' as const, sealer: localKeyRing(DEV_SECRET_KEYS) };
 
@@ -143,7 +147,9 @@ export async function runRetentionBench(options: {
       );
     }
     const total = (m: Map<string, { bytes: number }>) => mb([...m.values()].reduce((s, x) => s + x.bytes, 0));
-    lines.push(`| **all** | | ${total(before)} | | ${total(after[0]!)} | ${total(after[1]!)} | | ${total(after[2]!)} |`);
+    lines.push(
+      `| **all** | | ${total(before)} | | ${total(after[0]!)} | ${total(after[1]!)} | | ${total(after[2]!)} |`,
+    );
     return lines.join('\n');
   }
 
@@ -221,7 +227,9 @@ export async function runRetentionBench(options: {
     // The job's own activity, run by its schedule's workflow once a run, until a run reports it caught up; beside it, a
     // night of the same size.
     const activities = createRetentionActivities({ region: 'us', pool });
-    const env = new MockActivityEnvironment({ workflowExecution: { workflowId: 'retention-us-bench', runId: 'bench' } });
+    const env = new MockActivityEnvironment({
+      workflowExecution: { workflowId: 'retention-us-bench', runId: 'bench' },
+    });
     const runs: RetentionReport[] = [];
     const started = performance.now();
     const job = (async () => {

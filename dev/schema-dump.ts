@@ -397,7 +397,11 @@ export async function writeSchemaFile(): Promise<string> {
   await fs.chmod(dataDir, 0o777);
   let postgres: RunningPostgres | undefined;
   try {
-    postgres = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'pg'), databases: [database], durable: false });
+    postgres = await startEmbeddedPostgres({
+      dataDir: path.join(dataDir, 'pg'),
+      databases: [database],
+      durable: false,
+    });
     const pool = new pg.Pool({ connectionString: postgres.urlFor(database) });
     // pool.end() resolves before its last socket has closed: the server's shutdown just after can still end that
     // connection, an 'error' on an idle client that would otherwise crash the run after the file is written.
