@@ -3,11 +3,10 @@
  * read from their histories (how long a page takes to start its children, what else lands in the run meanwhile).
  */
 import proto, { type temporal } from '@temporalio/proto';
-import type { Phase, Sample } from './sampler.js';
+import { round, type Phase, type Sample } from './sampler.js';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
 const Cause = proto.temporal.api.enums.v1.WorkflowTaskFailedCause;
-const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 
 export interface PhaseSignals {
   seconds: number;

@@ -7,6 +7,7 @@
  * (captures racing their release, reversals, increments; duplicated and out of order) through each region's
  * receiver process, which is itself killed -9 once. Then it waits for quiescence and checks every invariant.
  */
+import fs from 'node:fs/promises';
 import { generateSigningSecret } from '../src/delivery/standard-webhooks.js';
 import { localKeyRing } from '../src/delivery/secret-box.js';
 import { FakeMerchants, type MerchantScript } from '../dev/fake-merchants.js';
@@ -732,4 +733,29 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosReport> {
     await Promise.all(receivers.map((r) => r.stop()));
     await stack.stop();
   }
+}
+
+/**
+ * `npm run chaos` (bench/bin/chaos.ts): the run, its report printed and written to bench/results/. True when every
+ * invariant held and no workflow task failed in the workers.
+ */
+export async function runChaosAndWrite(options: ChaosOptions): Promise<boolean> {
+  const { temporal: backend, historyHosts, only } = options;
+  const report = await runChaos(options);
+  console.log(JSON.stringify({ ...report, violations: report.violations.length }, null, 2));
+  for (const v of report.violations)
+    console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
+  await fs.mkdir('bench/results', { recursive: true });
+  const suffix =
+    (backend?.kind === 'cluster' ? `-cluster-${backend.shards}${historyHosts === 2 ? '-2hosts' : ''}` : '') +
+    (only ? `-only-${only.join('+')}` : '');
+  await fs.writeFile(`bench/results/chaos-${report.seed}${suffix}.json`, JSON.stringify(report, null, 2));
+  console.log(
+    `reproduce: npm run chaos -- --seed ${options.seed} --holds ${options.holds} --workers ${options.workers}` +
+      (backend?.kind === 'cluster'
+        ? ` --temporal cluster --shards ${backend.shards}${historyHosts === 2 ? ' --history-hosts 2' : ''}`
+        : '') +
+      (only ? ` --only ${only.join(',')}` : ''),
+  );
+  return report.violations.length === 0 && report.workflowTaskFailures.length === 0;
 }

@@ -7,8 +7,8 @@ import path from 'node:path';
 import * as vega from 'vega';
 import { compile, type TopLevelSpec } from 'vega-lite';
 import { dashboardSpec } from './dashboard.js';
-import type { NightReport } from './night-bench.js';
-import type { Phase, Sample } from './sampler.js';
+import type { NightReport } from './night-report.js';
+import { round, type Phase, type Sample } from './sampler.js';
 
 export interface Chart {
   title: string;
@@ -17,7 +17,6 @@ export interface Chart {
 }
 
 const WIDTH = 640;
-const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 
 /** Per-second rates of cumulative values between consecutive samples of a phase (the value at the interval's end). */
 function rates(

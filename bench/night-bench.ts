@@ -24,202 +24,45 @@ import { FakeMerchantsProcess, type TrafficSummary } from './fake-merchants-proc
 import type { MerchantScript, ReceivedWebhook } from '../dev/fake-merchants.js';
 import type pg from 'pg';
 import { seededRandom } from '../dev/seed.js';
-import type { TemporalBackend } from '../dev/local-stack.js';
 import { startPrometheus, type PrometheusServer } from '../dev/prometheus-server.js';
 import { obtainPrometheus } from '../dev/prometheus-tools.js';
 import type { WorkerProcesses } from '../dev/worker-processes.js';
-import { checkInvariants, type Violation } from './invariants.js';
+import { checkInvariants } from './invariants.js';
 import type { Region } from '../src/contracts/regions.js';
 import { DEFAULT_SWEEP_TIMEOUT_MS } from '../src/config.js';
 import { ensureSweepSchedule, sweepNow } from '../src/schedules.js';
 import { bareFanOut } from './bare-fan-out.js';
 import { byVolume, merchantScript, nightWorkload, type NightWorkload } from './night-workload.js';
 import { cpuSeconds, peakRssBytes } from './proc-stats.js';
-import { pageRuns, phaseSignals, type PageRuns, type PhaseSignals } from './analysis.js';
+import { pageRuns, phaseSignals, type PageRuns } from './analysis.js';
 import { addActions, billableActions, NO_ACTIONS, perUnit, type ActionCount } from './actions.js';
-import { Sampler, type Sample } from './sampler.js';
+import { round, Sampler } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
 import { seedLedger, startBenchStack } from './stack.js';
-import { slowMerchantLine } from './report.js';
+import { backendsReport, markdownReport, slowMerchantLine } from './report.js';
+import { writeCharts } from './charts.js';
+import { splitReport, writeNightReport } from './results-archive.js';
+import type { TemporalBackend } from '../dev/local-stack.js';
+import type {
+  ActionsReport,
+  EventCensus,
+  MerchantSeries,
+  NightBenchOptions,
+  NightReport,
+  PhaseMeasure,
+  SlowMerchantReport,
+} from './night-report.js';
 import proto, { type temporal } from '@temporalio/proto';
 const EventType = proto.temporal.api.enums.v1.EventType;
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 
-interface NightBenchOptions {
-  holds: number;
-  merchants: number;
-  seed: number;
-  faults: boolean;
-  workers: number;
-  pageSize: number;
-  /** Holds per batch workflow within a page (SWEEP_BATCH_SIZE), for the sweep and the ceiling alike. */
-  batchSize: number;
-  /** Per-merchant retry horizon override, so a dead endpoint is quarantined within the run. */
-  retryHorizonMs: number;
-  /** Skip the bare fan-out (quicker iterations on the product alone). */
-  ceiling: boolean;
-  /** WORKER_MAX_CACHED_WORKFLOWS for the worker processes; undefined = the product's default. */
-  maxCachedWorkflows?: number;
-  /** How many child histories to scan for secrets (all parents' are scanned). */
-  historiesToScan: number;
-  /** The Temporal under test: the dev server (default) or the production server with N shards on PostgreSQL. */
-  temporal: TemporalBackend;
-  /**
-   * One region per worker process, as production (compose) runs them: `workers` processes per region. Otherwise
-   * each of the `workers` processes serves both regions.
-   */
-  regionPerProcess: boolean;
-  /** Node flags for the worker processes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them). */
-  workerNodeArgs?: readonly string[];
-  /**
-   * Run a real Prometheus beside the stack and draw the on-call dashboard's panels from it (bench/dashboard.ts).
-   * Prometheus is built once from the Go module proxy (dev/prometheus-tools.ts).
-   */
-  dashboard: boolean;
-  /** One slow merchant per value, answering every webhook 200 after that many ms (night-workload.ts `slowMerchants`). */
-  merchantLatencyMs?: readonly number[];
-  /** How many merchants (the top by volume) have their endpoints on one origin (`sharedOriginMerchants`). */
-  sharedOrigin?: number;
-  /**
-   * With `sharedOrigin`: a destination declared for those merchants at this rate (req/s for all of them together),
-   * so they are paced in one budget instead of each at its own published rate.
-   */
-  declareDestinationRate?: number;
-  cacheDir: string;
-  log: (line: string) => void;
-}
-
+/** The design's rate-limit target is stated for three worker processes. */
+export const DEFAULT_WORKERS = 3;
 /** The destination `declareDestinationRate` declares in each region's ledger. */
 const SHARED_DESTINATION = 'shared-origin';
 
-/** A slow merchant's night: what its latency cost in requests and in time from release to delivery. */
-export interface SlowMerchantReport {
-  merchantId: string;
-  latencyMs: number;
-  ratePerSecond: number;
-  holds: number;
-  /** Its webhooks in the ledger (webhook_deliveries), and how many of them were delivered. */
-  webhooks: number;
-  delivered: number;
-  /** Requests it received, receiver side: every attempt, the fast path's included. */
-  requests: number;
-  requestsPerWebhook: number;
-  /** From each hold's release to its webhook's delivery (ledger times, delivered webhooks only). */
-  releaseToDeliveryP50Seconds?: number;
-  releaseToDeliveryP95Seconds?: number;
-}
-
-export interface PhaseMeasure {
-  seconds: number;
-  holdsPerSecond: number;
-  /** CPU seconds used during the phase. */
-  cpu: { temporal: number; postgres: number; workers: number; merchants: number; total: number };
-  historyEvents: { parentPerHold: number; childPerHold: number; totalPerHold: number; parentRuns: number };
-}
-
-/**
- * Every event of every history of the night's workflow types, counted by workflow type and event type: two nights of
- * the same workload whose censuses are equal wrote the same events (a refactor's "no behaviour change", measured).
- */
-type EventCensus = Record<string, Record<string, number>>;
-
-/**
- * What a night's report says: bench/results/<name>.json, committed. The raw series its charts are drawn from are
- * `NightSeries`, kept apart (bench/results-archive.ts): megabytes a night, and no statement of their own.
- */
-export interface NightSummary {
-  command: string;
-  date: string;
-  machine: { cpus: number; cpuModel: string; memoryGiB: number; node: string };
-  options: Omit<NightBenchOptions, 'log' | 'cacheDir'>;
-  workload: {
-    holds: number;
-    merchants: number;
-    byRegion: Record<Region, number>;
-    faultyMerchants: Record<string, number>;
-    merchantBound: NightWorkload['merchantBound'];
-    /** The merchants whose endpoints share one origin, their holds, and the destination declared for them if any. */
-    sharedOrigin?: { merchants: string[]; holds: number; destination?: { id: string; ratePerSecond: number } };
-  };
-  ceiling?: PhaseMeasure;
-  product: PhaseMeasure & {
-    eventCensus?: EventCensus;
-    /** Seconds from the trigger until the last hold was released. */
-    releasedBySeconds: number;
-    /** Holds released per second from the first release to the last (ledger times). Absent from older reports. */
-    releaseRatePerSecond?: number;
-    /** `releasedBySeconds`, by the name the release rate goes with. */
-    lastReleaseSeconds?: number;
-    /** Seconds from the trigger until every delivery settled: `seconds` (the ledger polled once a second). */
-    settleSeconds?: number;
-    /** Per slow merchant (`merchantLatencyMs`), in the order of the latencies. */
-    slowMerchants?: SlowMerchantReport[];
-    ratioToCeiling?: number;
-    makespanVsMerchantBound: number;
-    deliveries: Record<string, number>;
-    quarantinedByReason: Record<string, number>;
-    heldForDisabledMerchants: number;
-    requests: number;
-    deliveredWebhooks: number;
-    requestsPerDelivered: number;
-    received429: number;
-    unverifiedRequests: number;
-    deliveredTwice: number;
-    /** Receiver side: the most requests any merchant saw in one second, against its rate + burst. */
-    worstMerchantRate: { merchantId: string; maxPerSecond: number; limit: number; ratePerSecond: number };
-    merchantsOverLimit: string[];
-  };
-  /** Per worker process: peak RSS, and what bounds its memory as it reported at start (sticky cache, V8 heap limit). */
-  workers: { index: number; regions: string; peakRssMiB: number; maxCachedWorkflows?: number; heapLimitMiB?: number }[];
-  /** What binds: the sampled series summarised per phase, and how the sweep's page runs went. */
-  analysis: BenchAnalysis;
-  /** Temporal Cloud Actions per hold (bench/actions.ts), by how the hold went, and for the whole night. */
-  actions: ActionsReport;
-  violations: Violation[];
-}
-
-/** A night's raw series, what its charts are drawn from: bench/results/<name>.series.json.gz, not committed. */
-export interface NightSeries {
-  /** The time series behind the charts (bench/sampler.ts), both phases. */
-  series: Sample[];
-  /** Receiver side: requests per second over the product phase for the busiest merchants, against their limit. */
-  merchantSeries: MerchantSeries[];
-  /** The on-call dashboard's panels over the product phase, as the night's Prometheus answered them. */
-  dashboard?: DashboardNight;
-}
-
-export type NightReport = NightSummary & NightSeries;
-
-interface BenchAnalysis {
-  ceiling?: PhaseSignals;
-  product?: PhaseSignals;
-  ceilingPages?: PageRuns;
-  productPages: PageRuns;
-}
-
-interface ActionsReport {
-  /** Per hold by how it went (from the sampled hold histories, with the ledger's word on each), the child alone. */
-  byOutcome: { outcome: string; holds: number; sampled: number; perHold: ActionCount }[];
-  /** A quarantined hold that a human replayed (not part of an unattended night): from the golden history. */
-  quarantinedThenReplayed: { source: string; perHold: ActionCount };
-  /** The sweep's share per hold: 2 per child started, its runs (continue-as-new), its activities, the schedule's 3. */
-  sweepPerHold: ActionCount & { scheduleActions: number; finishHeartbeats: number };
-  /** The night: every hold's child (by outcome) + the sweeps. */
-  nightTotal: number;
-  perHold: number;
-}
-
-interface MerchantSeries {
-  merchantId: string;
-  ratePerSecond: number;
-  limit: number;
-  /** [second since the trigger, requests received in that second]. */
-  perSecond: [number, number][];
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 const BENCH_WORKFLOWS = fileURLToPath(
   new URL(`./workflows${import.meta.url.endsWith('.ts') ? '.ts' : '.js'}`, import.meta.url),
 );
@@ -732,6 +575,47 @@ export async function runNightBench(options: NightBenchOptions, command: string)
     await prometheus?.stop();
     await stack.stop();
   }
+}
+
+/**
+ * `npm run bench`: the night on each backend in turn, each report printed and written to bench/results/ (the names:
+ * bench/bin/night.ts); with more than one backend, their comparison too. True when every night kept every invariant.
+ */
+export async function runNights(
+  options: Omit<NightBenchOptions, 'temporal'>,
+  backends: readonly TemporalBackend[],
+  command: string,
+): Promise<boolean> {
+  const log = options.log;
+  await fs.mkdir('bench/results', { recursive: true });
+  const reports: NightReport[] = [];
+  for (const temporal of backends) {
+    const report = await runNightBench({ ...options, temporal }, command);
+    reports.push(report);
+    const o = report.options;
+    const variations = `${o.merchantLatencyMs?.length ? `-latency-${o.merchantLatencyMs.join('-')}` : ''}${o.sharedOrigin === undefined ? '' : `-shared-origin-${o.sharedOrigin}`}${o.declareDestinationRate === undefined ? '' : `-destination-${o.declareDestinationRate}`}`;
+    const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${variations}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
+    const charts = await writeCharts(report, 'bench/results', path.basename(name));
+    const markdown = markdownReport(report, charts);
+    log(`\n${markdown}`);
+    await writeNightReport(`${name}.json`, report);
+    await fs.writeFile(`${name}.md`, markdown);
+    log(`written: ${name}.json, ${name}.series.json.gz, ${name}.md\nreproduce: ${command}`);
+  }
+  if (reports.length > 1) {
+    const markdown = backendsReport(reports, command);
+    log(`\n${markdown}`);
+    const specs = backends.map((b) =>
+      b.kind === 'dev' ? 'dev' : `cluster${b.shards}${b.synchronousCommit === false ? 'async' : ''}`,
+    );
+    const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}-${specs.join('_')}`;
+    // Summaries only: each night's series are in its own report's series file.
+    const summaries = reports.map((r) => splitReport(r).summary);
+    await fs.writeFile(`${name}.json`, JSON.stringify(summaries, null, 2) + '\n');
+    await fs.writeFile(`${name}.md`, markdown);
+    log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
+  }
+  return reports.every((r) => r.violations.length === 0);
 }
 
 /** The night's Prometheus scrapes every 5 s (the workers refresh their ledger gauges as often): a panel's step. */

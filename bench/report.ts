@@ -1,5 +1,5 @@
 /** The night report as Markdown: what `npm run bench` prints and writes next to the JSON. */
-import type { NightSummary, PhaseMeasure, SlowMerchantReport } from './night-bench.js';
+import type { NightSummary, PhaseMeasure, SlowMerchantReport } from './night-report.js';
 import type { PageRuns, PhaseSignals } from './analysis.js';
 import type { ActionCount } from './actions.js';
 import type { Chart } from './charts.js';

@@ -110,7 +110,7 @@ interface SamplerOptions {
 }
 
 const toRecord = (s: Scrape) => Object.fromEntries(s);
-const round = (n: number, digits: number) => Math.round(n * 10 ** digits) / 10 ** digits;
+export const round = (n: number, digits = 2) => Math.round(n * 10 ** digits) / 10 ** digits;
 
 export class Sampler {
   readonly samples: Sample[] = [];

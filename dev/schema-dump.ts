@@ -16,8 +16,14 @@
  * An object this dump cannot write (a domain, a policy, another schema, ...) fails it with UnrenderedSchemaObjects
  * rather than being left out: a guard that silently skipped it would pass a migration it never saw.
  */
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type pg from 'pg';
+import pg from 'pg';
+import { migrate } from '../src/db/migrate.js';
+import { DEV_SECRET_KEYS, localKeyRing } from '../src/delivery/secret-box.js';
+import { startEmbeddedPostgres, type RunningPostgres } from './embedded-postgres.js';
 
 /** The committed dump, beside the migrations. */
 export const SCHEMA_FILE = fileURLToPath(new URL('../src/db/schema.sql', import.meta.url));
@@ -379,3 +385,39 @@ const UNRENDERED = `
       FROM pg_operator o WHERE o.oprnamespace = ${PUBLIC} AND ${notFromExtension('pg_operator', 'o.oid')}
   ) unrendered
   ORDER BY object COLLATE "C"`;
+
+/**
+ * `npm run db:schema`: the dump of a brand-new database after every migration, on a throwaway embedded PostgreSQL
+ * (the server the tests compare on), written to SCHEMA_FILE. Returns what it wrote, in a line.
+ */
+export async function writeSchemaFile(): Promise<string> {
+  const database = 'hold_sweeper_schema';
+  const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-schema-'));
+  // As root the server runs as the `postgres` user, which must reach its data directory.
+  await fs.chmod(dataDir, 0o777);
+  let postgres: RunningPostgres | undefined;
+  try {
+    postgres = await startEmbeddedPostgres({
+      dataDir: path.join(dataDir, 'pg'),
+      databases: [database],
+      durable: false,
+    });
+    const pool = new pg.Pool({ connectionString: postgres.urlFor(database) });
+    // pool.end() resolves before its last socket has closed: the server's shutdown just after can still end that
+    // connection, an 'error' on an idle client that would otherwise crash the run after the file is written.
+    pool.on('error', () => undefined);
+    try {
+      // No merchant to seal and no service role to grant to (src/db/rights.ts skips missing roles): the schema alone.
+      const applied = await migrate(pool, { region: 'us', sealer: localKeyRing(DEV_SECRET_KEYS) });
+      const schema = await dumpSchema(pool);
+      await fs.writeFile(SCHEMA_FILE, schema);
+      const lines = schema.split('\n').length - 1;
+      return `wrote ${path.relative(process.cwd(), SCHEMA_FILE)} (${lines} lines) after ${applied.length} migrations`;
+    } finally {
+      await pool.end();
+    }
+  } finally {
+    await postgres?.stop();
+    await fs.rm(dataDir, { recursive: true, force: true });
+  }
+}

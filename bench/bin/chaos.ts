@@ -7,10 +7,9 @@
  * Exit code 0 only when every invariant holds and no workflow task failed in the workers.
  */
 import '../../src/node-version.js';
-import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
 import { loadDevConfig } from '../../dev/dev-config.js';
-import { FAULT_KINDS, runChaos, type FaultKind } from '../chaos-run.js';
+import { FAULT_KINDS, runChaosAndWrite, type FaultKind } from '../chaos-run.js';
 import { parseTemporalBackend } from '../../dev/local-stack.js';
 
 const { values } = parseArgs({
@@ -33,7 +32,7 @@ for (const kind of only ?? [])
 const historyHosts = Number(values['history-hosts']);
 if (historyHosts !== 1 && historyHosts !== 2) throw new Error(`--history-hosts ${values['history-hosts']}: 1 or 2`);
 const temporal = parseTemporalBackend(['--temporal', values.temporal!, '--shards', values.shards!]);
-const report = await runChaos({
+const passed = await runChaosAndWrite({
   seed: Number(values.seed),
   holds: Number(values.holds),
   merchantsPerRegion: Number(values.merchants),
@@ -49,18 +48,4 @@ const report = await runChaos({
   cacheDir: loadDevConfig().cacheDir,
   log: (line) => console.log(line),
 });
-console.log(JSON.stringify({ ...report, violations: report.violations.length }, null, 2));
-for (const v of report.violations) console.log(`VIOLATION invariant ${v.invariant}: ${v.message}: ${v.ids.join(', ')}`);
-await fs.mkdir('bench/results', { recursive: true });
-const suffix =
-  (temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${historyHosts === 2 ? '-2hosts' : ''}` : '') +
-  (only ? `-only-${only.join('+')}` : '');
-await fs.writeFile(`bench/results/chaos-${report.seed}${suffix}.json`, JSON.stringify(report, null, 2));
-console.log(
-  `reproduce: npm run chaos -- --seed ${values.seed} --holds ${values.holds} --workers ${values.workers}` +
-    (temporal.kind === 'cluster'
-      ? ` --temporal cluster --shards ${temporal.shards}${historyHosts === 2 ? ' --history-hosts 2' : ''}`
-      : '') +
-    (only ? ` --only ${only.join(',')}` : ''),
-);
-process.exit(report.violations.length === 0 && report.workflowTaskFailures.length === 0 ? 0 : 1);
+process.exit(passed ? 0 : 1);

@@ -17,19 +17,12 @@
  * and writes the side-by-side comparison to bench/results/backends-<holds>[-fault-free]-<backends>.{json,md}.
  */
 import '../../src/node-version.js';
-import fs from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { runNightBench, type NightReport } from '../night-bench.js';
-import { backendsReport, markdownReport } from '../report.js';
-import { writeCharts } from '../charts.js';
-import { splitReport, writeNightReport } from '../results-archive.js';
-import path from 'node:path';
+import { DEFAULT_WORKERS, runNights } from '../night-bench.js';
 import { parseTemporalBackend, type TemporalBackend } from '../../dev/local-stack.js';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { DEFAULT_DELIVERY_POLICY } from '../../src/contracts/delivery.js';
 
-/** The design's rate-limit target is stated for three worker processes. */
-const DEFAULT_WORKERS = 3;
 const { values } = parseArgs({
   options: {
     holds: { type: 'string', default: '50000' },
@@ -114,58 +107,31 @@ const backends: TemporalBackend[] = values.backends
         values['synchronous-commit']!,
       ]),
     ];
-await fs.mkdir('bench/results', { recursive: true });
-const reports: NightReport[] = [];
-for (const temporal of backends) {
-  const report = await runNightBench(
-    {
-      holds: number('holds'),
-      merchants: number('merchants'),
-      seed: number('seed'),
-      faults: !values['fault-free'],
-      workers: number('workers'),
-      pageSize: number('page-size'),
-      batchSize: number('batch-size'),
-      retryHorizonMs: number('retry-horizon-seconds') * 1000,
-      ceiling: !values['no-ceiling'],
-      dashboard: !values['no-dashboard'],
-      regionPerProcess: values['region-per-process'],
-      ...(values['worker-node-args'] === undefined
-        ? {}
-        : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
-      ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
-      ...(merchantLatencyMs === undefined ? {} : { merchantLatencyMs }),
-      ...(values['shared-origin'] === undefined ? {} : { sharedOrigin: number('shared-origin') }),
-      ...(declareDestination === undefined ? {} : { declareDestinationRate: declareDestination }),
-      historiesToScan: 500,
-      temporal,
-      cacheDir: loadDevConfig().cacheDir,
-      log: (line) => console.log(line),
-    },
-    command,
-  );
-  reports.push(report);
-  const o = report.options;
-  const variations = `${o.merchantLatencyMs?.length ? `-latency-${o.merchantLatencyMs.join('-')}` : ''}${o.sharedOrigin === undefined ? '' : `-shared-origin-${o.sharedOrigin}`}${o.declareDestinationRate === undefined ? '' : `-destination-${o.declareDestinationRate}`}`;
-  const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${variations}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
-  const charts = await writeCharts(report, 'bench/results', path.basename(name));
-  const markdown = markdownReport(report, charts);
-  console.log(`\n${markdown}`);
-  await writeNightReport(`${name}.json`, report);
-  await fs.writeFile(`${name}.md`, markdown);
-  console.log(`written: ${name}.json, ${name}.series.json.gz, ${name}.md\nreproduce: ${command}`);
-}
-if (reports.length > 1) {
-  const markdown = backendsReport(reports, command);
-  console.log(`\n${markdown}`);
-  const specs = backends.map((b) =>
-    b.kind === 'dev' ? 'dev' : `cluster${b.shards}${b.synchronousCommit === false ? 'async' : ''}`,
-  );
-  const name = `bench/results/backends-${reports[0]!.workload.holds}${reports[0]!.options.faults ? '' : '-fault-free'}-${specs.join('_')}`;
-  // Summaries only: each night's series are in its own report's series file.
-  const summaries = reports.map((r) => splitReport(r).summary);
-  await fs.writeFile(`${name}.json`, JSON.stringify(summaries, null, 2) + '\n');
-  await fs.writeFile(`${name}.md`, markdown);
-  console.log(`written: ${name}.json, ${name}.md\nreproduce: ${command}`);
-}
-process.exit(reports.every((r) => r.violations.length === 0) ? 0 : 1);
+const passed = await runNights(
+  {
+    holds: number('holds'),
+    merchants: number('merchants'),
+    seed: number('seed'),
+    faults: !values['fault-free'],
+    workers: number('workers'),
+    pageSize: number('page-size'),
+    batchSize: number('batch-size'),
+    retryHorizonMs: number('retry-horizon-seconds') * 1000,
+    ceiling: !values['no-ceiling'],
+    dashboard: !values['no-dashboard'],
+    regionPerProcess: values['region-per-process'],
+    ...(values['worker-node-args'] === undefined
+      ? {}
+      : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
+    ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
+    ...(merchantLatencyMs === undefined ? {} : { merchantLatencyMs }),
+    ...(values['shared-origin'] === undefined ? {} : { sharedOrigin: number('shared-origin') }),
+    ...(declareDestination === undefined ? {} : { declareDestinationRate: declareDestination }),
+    historiesToScan: 500,
+    cacheDir: loadDevConfig().cacheDir,
+    log: (line) => console.log(line),
+  },
+  backends,
+  command,
+);
+process.exit(passed ? 0 : 1);

@@ -8,7 +8,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import type net from 'node:net';
-import { inert } from '../observability/inert-text.js';
+import { inert } from './inert-text.js';
 import { InvalidEndpointUrl } from './endpoint.js';
 import type { AttemptResult } from './policy.js';
 
@@ -18,7 +18,7 @@ const RESPONSE_EXCERPT_BYTES = 16 * 1024;
 export interface HttpAttempt {
   result: AttemptResult;
   durationMs: number;
-  /** The body's start, made inert (src/observability/inert-text.ts): the merchant's words, stored in the ledger only. */
+  /** The body's start, made inert (./inert-text.ts): the merchant's words, stored in the ledger only. */
   responseExcerpt?: string;
   /** How many bytes of the body were read (at most RESPONSE_EXCERPT_BYTES): what spans and logs say of it. */
   responseBytes?: number;

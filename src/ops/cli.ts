@@ -21,7 +21,7 @@ import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { ADMIN_VERBS, verbById, type AdminContext, type AdminVerb, type VerbInput } from '../operations/admin-verbs.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
-import { inert, inertLines } from '../observability/inert-text.js';
+import { inert, inertLines } from '../delivery/inert-text.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';

@@ -50,7 +50,7 @@ import {
   type WebhookHeaders,
 } from '../delivery/standard-webhooks.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
-import { inert } from '../observability/inert-text.js';
+import { inert } from '../delivery/inert-text.js';
 import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parsePrometheus } from '../../bench/prometheus.js';
 import { phaseSignals } from '../../bench/analysis.js';
 import { renderSvg, throughputSpec } from '../../bench/charts.js';
-import type { NightReport, NightSummary } from '../../bench/night-bench.js';
+import type { NightReport, NightSummary } from '../../bench/night-report.js';
 import { markdownReport, ratioDecomposition } from '../../bench/report.js';
 import {
   chartsNote,

@@ -1,6 +1,6 @@
-/** Text from outside, made inert (src/observability/inert-text.ts): one line, nothing a terminal or a reader obeys. */
+/** Text from outside, made inert (src/delivery/inert-text.ts): one line, nothing a terminal or a reader obeys. */
 import { describe, expect, it } from 'vitest';
-import { inert, inertLines } from '../../src/observability/inert-text.js';
+import { inert, inertLines } from '../../src/delivery/inert-text.js';
 
 describe('inert', () => {
   it('escapes C0, DEL and C1 controls visibly, line breaks and tabs as \\n \\r \\t', () => {

@@ -1,7 +1,8 @@
 /**
  * The import graph keeps its layers: every import points to the importer's own layer or one below it, never back
- * up, and no chain of imports in `src/` comes back to where it started (type-only imports count: a circle of types is
- * still two modules that cannot be read apart). The contracts and the workflows stay sandbox-safe: only the SDK's
+ * up, and no chain of imports comes back to where it started, from file to file or from folder to folder (src/ops,
+ * bench/bin, dev: each file collapsed to its folder). Type-only imports count: a circle of types is still two modules
+ * that cannot be read apart. The contracts and the workflows stay sandbox-safe: only the SDK's
  * workflow-side packages and each other (the workflows may import the activities' types, which the compiler erases).
  */
 import fs from 'node:fs';
@@ -46,6 +47,9 @@ interface Import {
   to: string;
   typeOnly: boolean;
 }
+
+/** The SDK idiom: a workflow names its activities by type only; nothing of them reaches the bundle. */
+const sdkIdiom = (i: Import) => i.typeOnly && i.from.startsWith('src/workflows/') && i.to.startsWith('src/activities/');
 
 function layerOf(file: string): number {
   const index = LAYERS.findIndex((prefixes) => prefixes.some((prefix) => file.startsWith(prefix)));
@@ -121,28 +125,32 @@ describe('import layers', () => {
 
   it('no import runs back up a layer', () => {
     const upward = local
-      .filter((i) => layerOf(i.to) > layerOf(i.from))
-      // The SDK idiom: a workflow names its activities by type only; nothing of them reaches the bundle.
-      .filter((i) => !(i.typeOnly && i.from.startsWith('src/workflows/') && i.to.startsWith('src/activities/')))
+      .filter((i) => layerOf(i.to) > layerOf(i.from) && !sdkIdiom(i))
       .map((i) => `${i.from} -> ${i.to}`);
     expect(upward).toEqual([]);
   });
 
-  it('no circle of imports in src/ (and the check finds one planted)', () => {
-    const product = local.filter((i) => i.from.startsWith('src/') && i.to.startsWith('src/'));
-    expect(circlesOf(product)).toEqual([]);
+  it('no circle of files or of folders (and the check finds each planted)', () => {
+    // The SDK idiom is the one import a folder may make back: the compiler erases it, the workflows run without it.
+    const folders = (edges: readonly Import[]) =>
+      edges.filter((i) => !sdkIdiom(i)).map((i) => ({ ...i, from: path.dirname(i.from), to: path.dirname(i.to) }));
+    expect(circlesOf(local)).toEqual([]);
+    expect(circlesOf(folders(local))).toEqual([]);
     const planted = { from: 'src/contracts/ids.ts', to: 'src/workflows/sweep-expired-holds.ts', typeOnly: true };
-    expect(circlesOf([...product, planted])).toEqual([
+    expect(circlesOf([...local, planted])).toEqual([
       expect.arrayContaining(['src/contracts/ids.ts', 'src/workflows/sweep-expired-holds.ts']),
     ]);
+    // To a file that imports nothing: no circle of files, but its folder imports the importer's.
+    const between = { from: 'src/contracts/ids.ts', to: 'src/workflows/history-budget.ts', typeOnly: true };
+    expect(circlesOf([...local, between])).toEqual([]);
+    expect(circlesOf(folders([...local, between]))).toEqual([['src/contracts', 'src/workflows']]);
   });
 
   it('contracts and workflows import only each other and the workflow-side SDK (sandbox-safe)', () => {
     const sandboxed = imports.filter((i) => i.from.startsWith('src/contracts/') || i.from.startsWith('src/workflows/'));
     const outside = sandboxed
       .filter((i) => !i.to.startsWith('src/contracts/') && !i.to.startsWith('src/workflows/'))
-      .filter((i) => !SANDBOX_PACKAGES.includes(i.to))
-      .filter((i) => !(i.typeOnly && i.from.startsWith('src/workflows/') && i.to.startsWith('src/activities/')))
+      .filter((i) => !SANDBOX_PACKAGES.includes(i.to) && !sdkIdiom(i))
       .map((i) => `${i.from} -> ${i.to}`);
     expect(outside).toEqual([]);
     // Contracts are the bottom: they import no workflow either.
