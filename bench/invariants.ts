@@ -5,7 +5,7 @@
  */
 import type pg from 'pg';
 import type { ReceivedWebhook } from '../dev/fake-merchants.js';
-import type { EncryptionKey } from '../src/codec/key-ring.js';
+import type { EncryptionKey } from '../src/crypto/key-ring.js';
 import type { Region } from '../src/contracts/regions.js';
 import { localKeyRing, SecretUnsealFailed } from '../src/delivery/secret-box.js';
 

@@ -157,7 +157,7 @@ async function historyEvents(
   };
 }
 
-export async function runNightBench(options: NightBenchOptions, command: string): Promise<NightReport> {
+async function runNightBench(options: NightBenchOptions, command: string): Promise<NightReport> {
   const { log } = options;
   const workload = nightWorkload(options);
   const merchants = new FakeMerchantsProcess();

@@ -153,7 +153,7 @@ export interface NightSeries {
 
 export type NightReport = NightSummary & NightSeries;
 
-export interface BenchAnalysis {
+interface BenchAnalysis {
   ceiling?: PhaseSignals;
   product?: PhaseSignals;
   ceilingPages?: PageRuns;

@@ -14,7 +14,7 @@ import { writeCharts } from './charts.js';
 import type { NightReport, NightSeries, NightSummary } from './night-report.js';
 import { markdownReport } from './report.js';
 
-export const REPO_ROOT = path.resolve(import.meta.dirname, '..');
+const REPO_ROOT = path.resolve(import.meta.dirname, '..');
 export const RESULTS_DIR = path.join(REPO_ROOT, 'bench', 'results');
 const ARCHIVE_BRANCH = 'bench-archive';
 /** A local branch, or origin's as `git fetch origin bench-archive` leaves it. */
@@ -29,13 +29,13 @@ const exec = promisify(execFile);
 export const seriesFile = (jsonFile: string): string => jsonFile.replace(/\.json$/, '') + '.series.json.gz';
 
 /** A path as the reader types it from the repository root (forward slashes), or as given when outside it. */
-export function repoPath(file: string): string {
+function repoPath(file: string): string {
   const relative = path.relative(REPO_ROOT, path.resolve(file));
   return relative.startsWith('..') || path.isAbsolute(relative) ? file : relative.split(path.sep).join('/');
 }
 
 /** The series file's path on the archive branch: its path under bench/results/, or undefined outside it. */
-export function archivePath(jsonFile: string): string | undefined {
+function archivePath(jsonFile: string): string | undefined {
   const relative = path.relative(RESULTS_DIR, path.resolve(seriesFile(jsonFile)));
   return relative.startsWith('..') || path.isAbsolute(relative) ? undefined : relative.split(path.sep).join('/');
 }
@@ -58,7 +58,7 @@ export async function writeNightReport(jsonFile: string, report: NightReport): P
   await fs.writeFile(seriesFile(jsonFile), gzipSeries(series));
 }
 
-export const gzipSeries = (series: NightSeries): Buffer => gzipSync(JSON.stringify(series), { level: 9 });
+const gzipSeries = (series: NightSeries): Buffer => gzipSync(JSON.stringify(series), { level: 9 });
 
 /**
  * The newest commit of this repository's history whose `<name>.json` still carried the night's series, or undefined

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { RegionConfig } from '../src/config.js';
-import type { EncryptionKey } from '../src/codec/key-ring.js';
+import type { EncryptionKey } from '../src/crypto/key-ring.js';
 
 export interface WorkerProcesses {
   pids: number[];

@@ -7,7 +7,7 @@
 import net from 'node:net';
 import { z } from 'zod';
 import { REGIONS, type Region } from './contracts/regions.js';
-import type { EncryptionKey } from './codec/key-ring.js';
+import type { EncryptionKey } from './crypto/key-ring.js';
 import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
 
@@ -214,7 +214,7 @@ const ports = () =>
       : fail(ctx, 'comma-separated ports from 1 to 65535, e.g. 443,8443');
   });
 
-/** A key ring (src/codec/key-ring.ts): `id:base64key[,id:base64key...]`, current key first. */
+/** A key ring (src/crypto/key-ring.ts): `id:base64key[,id:base64key...]`, current key first. */
 const keyRing = () =>
   setting(undefined, (raw, ctx) => {
     const keys: EncryptionKey[] = [];

@@ -18,7 +18,7 @@ import {
   TEMPORAL_CONNECTION_VARIABLES,
   type TemporalConnectionSettings,
 } from './temporal-connection.js';
-import type { EncryptionKey } from './codec/key-ring.js';
+import type { EncryptionKey } from './crypto/key-ring.js';
 import {
   DEFAULT_DEPLOYMENT_NAME,
   DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,

@@ -3,7 +3,7 @@
  * payload excerpts) are encrypted by the worker and the clients before they leave the process, so a shared or
  * hosted Temporal server stores only ciphertext. EU keys stay with EU workers: each region has its own keys.
  *
- * Sealed by the region's key ring (src/codec/key-ring.ts); the key id travels in the payload's metadata so keys rotate:
+ * Sealed by the region's key ring (src/crypto/key-ring.ts); the key id travels in the payload's metadata so keys rotate:
  * new payloads use the current (first) key, old histories decode while their key is still configured. Each
  * ciphertext is bound to its namespace: the associated data (authenticated, not stored) is the namespace and the
  * key id, so a payload copied into another namespace that shares the key fails authentication there; one that does
@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { refusedUnencrypted } from '../contracts/unencrypted.js';
-import { KeyRing, type EncryptionKey } from './key-ring.js';
+import { KeyRing, type EncryptionKey } from '../crypto/key-ring.js';
 
 // A CommonJS package: Node's ESM loader cannot see its named exports.
 const { temporal } = proto;

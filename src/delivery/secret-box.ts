@@ -4,7 +4,7 @@
  * webhook. A secret is opened only where a request is signed (the delivery activity, `merchant ping`) and where the
  * migration step re-seals it under a newer key (src/db/secrets-at-rest.ts).
  *
- * `localKeyRing` seals with the key ring of MERCHANT_SECRET_KEYS_<REGION> (src/codec/key-ring.ts: the first key
+ * `localKeyRing` seals with the key ring of MERCHANT_SECRET_KEYS_<REGION> (src/crypto/key-ring.ts: the first key
  * seals, every key opens), each value bound to its region and merchant, so a sealed value copied into another
  * merchant's row or another region's ledger does not open.
  * Stored as text, `sealed:v1:<key id>:<base64url(iv | ciphertext | tag)>`: the version says how to open it, the key
@@ -19,7 +19,7 @@
  * and `open` would ask the KMS to unwrap it, each a network call.
  */
 import { createHash } from 'node:crypto';
-import { KeyRing, type EncryptionKey } from '../codec/key-ring.js';
+import { KeyRing, type EncryptionKey } from '../crypto/key-ring.js';
 import type { Region } from '../contracts/regions.js';
 
 /** What a sealed value is bound to: it opens only for the same region and merchant. */

@@ -6,7 +6,7 @@ import type { FakeMerchants } from '../../dev/fake-merchants.js';
 import { insertAccounts, insertHolds, insertMerchants, type HoldSeed } from '../../dev/seed.js';
 import type { Region } from '../../src/contracts/regions.js';
 import { holdWorkflowId } from '../../src/contracts/ids.js';
-import type { EncryptionKey } from '../../src/codec/key-ring.js';
+import type { EncryptionKey } from '../../src/crypto/key-ring.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { TEST_SECRET_KEYS } from './secrets.js';
 import type { ApproveReplay, Discard } from '../../src/contracts/messages.js';

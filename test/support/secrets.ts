@@ -5,6 +5,6 @@
  * the region's `config.secretKeys`, this ring by default: what one seals, the others open.
  */
 import { randomBytes } from 'node:crypto';
-import type { EncryptionKey } from '../../src/codec/key-ring.js';
+import type { EncryptionKey } from '../../src/crypto/key-ring.js';
 
 export const TEST_SECRET_KEYS: readonly EncryptionKey[] = Object.freeze([{ id: 'test', key: randomBytes(32) }]);

@@ -17,14 +17,14 @@ import {
   UnknownEncryptionKey,
 } from '../../src/codec/encryption-codec.js';
 import { loadConfig } from '../../src/config.js';
-import type { EncryptionKey } from '../../src/codec/key-ring.js';
+import type { EncryptionKey } from '../../src/crypto/key-ring.js';
 import { isRefusedUnencrypted, UNENCRYPTED_REFUSED } from '../../src/contracts/unencrypted.js';
 import { ConfigError } from '../../src/errors.js';
 
 const k1: EncryptionKey = { id: 'k1', key: randomBytes(32) };
 const k2: EncryptionKey = { id: 'k2', key: randomBytes(32) };
 
-/** IV first, GCM tag last (src/codec/key-ring.ts). */
+/** IV first, GCM tag last (src/crypto/key-ring.ts). */
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 

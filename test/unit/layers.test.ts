@@ -25,6 +25,7 @@ const LAYERS: readonly (readonly string[])[] = [
     'src/doors.ts',
     'src/db/',
     'src/delivery/',
+    'src/crypto/',
     'src/codec/',
     'src/observability/',
   ],

@@ -15,7 +15,7 @@ export interface EncryptionKey {
 }
 
 /** Why a value does not open: too short for an IV and a tag, under a key not in the ring, or altered or not ours. */
-export type OpenProblem = 'malformed' | 'unknown_key' | 'not_authentic';
+type OpenProblem = 'malformed' | 'unknown_key' | 'not_authentic';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
