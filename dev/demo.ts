@@ -18,7 +18,7 @@ import { createTokenVerifier } from '../src/api/identity.js';
 import { adminAudience } from '../src/contracts/identity.js';
 import { buildMerchantServer } from '../src/api/merchant-server.js';
 import { startDevOidcProvider } from './oidc-provider.js';
-import { runOps } from '../src/ops/cli.js';
+import { runOps } from '../src/operations/cli.js';
 import { loadDevConfig } from './dev-config.js';
 import { dataConverterFor } from '../src/codec/encryption-codec.js';
 import { migrate } from '../src/db/migrate.js';

@@ -1,9 +1,9 @@
 /**
- * `npm run ops -- <command>`: the operator CLI (src/ops/cli.ts). Exit codes: 0 done, 3 refused by the workflow
+ * `npm run ops -- <command>`: the operator CLI (src/operations/cli.ts). Exit codes: 0 done, 3 refused by the workflow
  * or the ledger, 2 a named operator or configuration error, 1 anything unexpected.
  */
 import '../node-version.js';
-import { operatorErrorText, runOps } from '../ops/cli.js';
+import { operatorErrorText, runOps } from '../operations/cli.js';
 
 runOps(process.argv.slice(2)).then(
   (code) => process.exit(code),

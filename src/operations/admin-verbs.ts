@@ -1,7 +1,7 @@
 /**
  * Every operator verb, once: its HTTP route on the admin API, the roles that may call it, the schema of its input
  * (validated by the API, published in its OpenAPI document), and what it does (the functions beside it in
- * src/operations/). The admin API (admin-server.ts) serves them; the operators' CLI (src/ops/cli.ts) calls them through
+ * src/operations/). The admin API (admin-server.ts) serves them; the operators' CLI (src/operations/cli.ts) calls them through
  * it, or runs them itself against the ledger when no API is configured (dev, and the break-glass path); its commands,
  * options and help are made from this table. Input field names are the CLI's option names in camel case, unless a
  * verb's `cli` spells one otherwise; `by` / `requestedBy` is never input on the API: it is the verified caller.

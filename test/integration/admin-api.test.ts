@@ -26,7 +26,7 @@ import { adminAudience, CODEC_AUDIENCE } from '../../src/contracts/identity.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { Registry } from 'prom-client';
 import { SAMPLED_LOG_EVERY_MS } from '../../src/observability/sampled-log.js';
-import { runOps } from '../../src/ops/cli.js';
+import { runOps } from '../../src/operations/cli.js';
 import { ensureSweepSchedule } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { freePort } from '../../dev/embedded-postgres.js';

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { InvalidEndpointUrl } from '../../src/delivery/endpoint.js';
 import { InvalidDeliveryPolicyError } from '../../src/delivery/policy.js';
 import { InvalidMerchantSetting } from '../../src/errors.js';
-import { runOps } from '../../src/ops/cli.js';
+import { runOps } from '../../src/operations/cli.js';
 import {
   addMerchant,
   pauseMerchant,

@@ -15,7 +15,7 @@ import {
   previewReplay,
   type OpsContext,
 } from '../../src/operations/operations.js';
-import { runOps } from '../../src/ops/cli.js';
+import { runOps } from '../../src/operations/cli.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';

@@ -1,7 +1,7 @@
 /** `npm run ops -- ...` in process, against a test region, as an operator's shell would configure it. */
 import { inject, type ProvidedContext } from 'vitest';
 import type { EncryptionKey } from '../../src/crypto/key-ring.js';
-import { runOps } from '../../src/ops/cli.js';
+import { runOps } from '../../src/operations/cli.js';
 import { keyRingVariable } from '../../dev/worker-processes.js';
 import type { TestRegion } from './harness.js';
 

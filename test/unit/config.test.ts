@@ -15,7 +15,7 @@ import {
   SWEEP_RELEASE_WAIT_MS,
 } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
-import { adminApiFromEnv } from '../../src/ops/admin-client.js';
+import { adminApiFromEnv } from '../../src/operations/admin-client.js';
 import { DEV_SECRET_KEYS } from '../../src/delivery/secret-box.js';
 import { TEMPORAL_CONNECTION_VARIABLES } from '../../src/temporal-connection.js';
 import { DEV_CONFIG_VARIABLES, loadDevConfig } from '../../dev/dev-config.js';

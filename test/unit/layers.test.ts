@@ -1,6 +1,6 @@
 /**
  * The import graph keeps its layers: every import points to the importer's own layer or one below it, never back
- * up, and no chain of imports comes back to where it started, from file to file or from folder to folder (src/ops,
+ * up, and no chain of imports comes back to where it started, from file to file or from folder to folder (src/api,
  * bench/bin, dev: each file collapsed to its folder). Type-only imports count: a circle of types is still two modules
  * that cannot be read apart. The contracts and the workflows stay sandbox-safe: only the SDK's
  * workflow-side packages and each other (the workflows may import the activities' types, which the compiler erases).
@@ -33,7 +33,7 @@ const LAYERS: readonly (readonly string[])[] = [
   ['src/sql/fragments.ts'],
   ['src/sql/'],
   ['src/activities/'],
-  ['src/schedules.ts', 'src/workers/', 'src/operations/', 'src/ops/', 'src/api/', 'src/processor/'],
+  ['src/schedules.ts', 'src/workers/', 'src/operations/', 'src/api/', 'src/processor/'],
   ['src/bin/'],
   ['dev/'],
   ['bench/'],

@@ -1,5 +1,5 @@
 /**
- * The operator CLI's edges that need no stack (src/ops/cli.ts): its commands and their help are the verb table's, a
+ * The operator CLI's edges that need no stack (src/operations/cli.ts): its commands and their help are the verb table's, a
  * command or an option that does not exist is refused before any configuration is read, and an admin API that does not
  * answer is named by its URL.
  */
@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { freePort } from '../../dev/embedded-postgres.js';
 import { ConfigError } from '../../src/errors.js';
 import { ADMIN_VERBS } from '../../src/operations/admin-verbs.js';
-import { AdminApiError, AdminApiUnreachable } from '../../src/ops/admin-client.js';
-import { operatorErrorText, runOps } from '../../src/ops/cli.js';
+import { AdminApiError, AdminApiUnreachable } from '../../src/operations/admin-client.js';
+import { operatorErrorText, runOps } from '../../src/operations/cli.js';
 
 /** Nothing configured at all: not even HOLD_SWEEPER_MODE. */
 const NOTHING = {};

@@ -44,7 +44,7 @@ describe('search attributes', () => {
       ...sources('src/workflows'),
       ...sources('src/processor'),
       ...sources('src/delivery'),
-      ...sources('src/ops'),
+      ...sources('src/operations'),
     ]
       .filter(({ text }) => /\{\s*key:\s*\w+Key,/.test(text))
       .map(({ file }) => file);

@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import { isRegion, REGIONS, type Region } from '../contracts/regions.js';
 import { ConfigError } from '../errors.js';
-import { pathParams, verbById, type VerbInput } from '../operations/admin-verbs.js';
+import { pathParams, verbById, type VerbInput } from './admin-verbs.js';
 
 /** How the CLI reaches the verbs: through the admin API, or itself against the region's ledger and Temporal. */
 export interface Verbs {

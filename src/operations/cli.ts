@@ -19,16 +19,16 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
-import { ADMIN_VERBS, verbById, type AdminContext, type AdminVerb, type VerbInput } from '../operations/admin-verbs.js';
+import { ADMIN_VERBS, verbById, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { inert, inertLines } from '../delivery/inert-text.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from './admin-client.js';
-import type { MerchantView } from '../operations/merchants.js';
-import type { HeldDeliveriesTold } from '../operations/send-pauses.js';
-import type { SweepsState } from '../operations/sweep-pauses.js';
+import type { MerchantView } from './merchants.js';
+import type { HeldDeliveriesTold } from './send-pauses.js';
+import type { SweepsState } from './sweep-pauses.js';
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
 async function regionFor(config: Config, regionOption: string | undefined) {
