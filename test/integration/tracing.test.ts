@@ -251,6 +251,11 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
     const firstRuns = await terminateOnceRunning(us.client, workflowIds, 'test: strand its webhook');
     await resumeMerchant(us.pool, merchantId);
     await us.pool.query(`UPDATE webhook_deliveries SET awaited_until = now() - interval '1 hour'`);
+    // Stranded: nothing drives either webhook when the reconciler looks.
+    const statuses = await Promise.all(
+      workflowIds.map(async (id) => `${id} ${(await us.client.workflow.getHandle(id).describe()).status.name}`),
+    );
+    expect(statuses).toEqual(workflowIds.map((id) => `${id} TERMINATED`));
     const spansBefore = exporter.getFinishedSpans().length;
 
     const report = await us.client.workflow.execute(reconcileOutbox, {
