@@ -1,6 +1,6 @@
 /**
  * The admin API of one region (`npm run api`, src/bin/api.ts): every operator verb of admin-verbs.ts as an HTTP
- * endpoint, on Fastify, its input validated by the verb's JSON schema and described in an OpenAPI document
+ * endpoint, on Fastify, its input validated by the JSON Schema of the verb's zod schema and described in an OpenAPI document
  * (`GET /openapi.json`, by @fastify/swagger). It holds what operators no longer need on their machines: the ledger's
  * operator role and the payload and merchant-secret keys.
  *
@@ -26,7 +26,8 @@ import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '..
 import {
   ADMIN_VERBS,
   auditOf,
-  pathParams,
+  inputSchemas,
+  jsonSchema,
   type AdminContext,
   type AdminVerb,
   type VerbInput,
@@ -128,11 +129,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   /** The audit row of an authenticated call. */
   const record = (request: FastifyRequest, status: number, detail?: string): AuditRecord => {
     const verb = request.verb;
-    const input = {
-      ...(request.params as object),
-      ...(request.query as object),
-      ...(request.body as object),
-    } as VerbInput;
+    const target = verb?.target ? inputOf(request)[verb.target] : undefined;
     return {
       requestId: request.id,
       subject: request.identity!.subject,
@@ -140,7 +137,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
       verb: verb?.id ?? 'unknown',
       method: request.method,
       path: request.url.split('?')[0]!,
-      target: verb?.target ? (input[verb.target] as string | undefined) : undefined,
+      target: typeof target === 'string' ? target : undefined,
       outcome: outcomeOf(status),
       status,
       detail,
@@ -194,13 +191,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   app.get('/openapi.json', { config: OPEN, schema: { hide: true } }, async () => app.swagger());
 
   for (const verb of ADMIN_VERBS) {
-    const params = pathParams(verb);
-    const fields = {
-      type: 'object',
-      additionalProperties: false,
-      properties: verb.fields,
-      ...(verb.required ? { required: verb.required } : {}),
-    };
+    const { params, fields } = inputSchemas(verb);
     app.route({
       method: verb.method,
       url: verb.path,
@@ -210,22 +201,12 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
         summary: verb.summary,
         description: `Roles: ${verb.roles.join(', ')}. CLI: npm run ops -- ${verb.command}.${verb.actor ? ` The ${verb.actor} is the caller's verified subject.` : ''}`,
         tags: [verb.id.split('.')[0]!],
-        ...(params.length
-          ? {
-              params: {
-                type: 'object',
-                properties: Object.fromEntries(
-                  params.map((p) => [p, { type: 'string', minLength: 1, maxLength: 200 }]),
-                ),
-                required: params,
-              },
-            }
-          : {}),
+        ...(params ? { params } : {}),
         ...(verb.method === 'GET' ? { querystring: fields } : { body: fields }),
         response: {
           200: {
             description: 'Done: what the verb returned.',
-            ...(verb.response ?? { type: 'object', additionalProperties: true }),
+            ...jsonSchema(verb.answer, 'output'),
           },
           ...Object.fromEntries(
             [
@@ -262,11 +243,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
         }
       },
       handler: async (request: FastifyRequest, reply: FastifyReply) => {
-        const input = {
-          ...(request.query as object),
-          ...(request.body as object),
-          ...(request.params as object),
-        } as VerbInput;
+        const input = inputOf(request);
         if (verb.actor) input[verb.actor] = request.identity!.subject;
         const result = await runAudited(request, verb, input);
         // Every answer is an object (arrays are wrapped): the OpenAPI document says so, and a client reads `.items`.
@@ -279,13 +256,13 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
     switch (auditOf(verb)) {
       case 'in-transaction':
         return inTransaction(pool, async (tx) => {
-          const result = await verb.run({ ...context, pool: tx }, input);
+          const result = await verb.invoke({ ...context, pool: tx }, input);
           await insertAudit(tx, record(request, 200));
           return result;
         });
       case 'ahead': {
         request.auditId = await insertAuditAhead(pool, record(request, 200));
-        const result = await verb.run(context, input);
+        const result = await verb.invoke(context, input);
         // It acted: its answer goes back even if the outcome is not filled in (the row then says `started`).
         await finishAudit(pool, request.auditId, { outcome: 'ok', status: 200, detail: undefined }).catch(
           (err: unknown) => request.log.error({ error: err }, 'audit outcome not written'),
@@ -293,7 +270,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
         return result;
       }
       case 'after': {
-        const result = await verb.run(context, input);
+        const result = await verb.invoke(context, input);
         await insertAudit(pool, record(request, 200));
         return result;
       }
@@ -301,4 +278,10 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
   }
 
   return app;
+}
+
+/** A call's input as the route validated it: its query (a GET's) or its body (a POST's), and its path's parameters. */
+function inputOf(request: FastifyRequest): VerbInput {
+  const entries = (part: unknown) => (typeof part === 'object' && part !== null ? Object.entries(part) : []);
+  return Object.fromEntries([request.query, request.body, request.params].flatMap(entries));
 }

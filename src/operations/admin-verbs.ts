@@ -1,6 +1,7 @@
 /**
- * Every operator verb, once: its HTTP route on the admin API, the roles that may call it, the schema of its input
- * (validated by the API, published in its OpenAPI document), and what it does (the functions beside it in
+ * Every operator verb, once: its HTTP route on the admin API, the roles that may call it, its input and its answer
+ * (zod schemas: the API validates the input with their JSON Schema and publishes both in its OpenAPI document, the CLI
+ * parses its options with them and prints the answer typed), and what it does (the functions beside it in
  * src/operations/). The admin API (admin-server.ts) serves them; the operators' CLI (src/operations/cli.ts) calls them through
  * it, or runs them itself against the ledger when no API is configured (dev, and the break-glass path); its commands,
  * options and help are made from this table. Input field names are the CLI's option names in camel case, unless a
@@ -8,9 +9,10 @@
  */
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
+import { z } from 'zod';
 import { isPool, type Queryable } from '../db/pool.js';
 import { parseDuration, type RegionConfig } from '../config.js';
-import { DELIVERY_STATUSES, type DeliveryStatus } from '../contracts/delivery.js';
+import { DELIVERY_STATUSES } from '../contracts/delivery.js';
 import { QUARANTINE_REASONS, type QuarantineReason } from '../contracts/failures.js';
 import type { EndpointRules } from '../delivery/endpoint.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
@@ -67,10 +69,8 @@ export interface AdminContext {
   secrets: SecretsAtRest;
 }
 
-export type VerbInput = Record<string, string | number | boolean | undefined>;
-
-/** A JSON schema of one input field. */
-type Field = Record<string, unknown>;
+/** A verb's input as the CLI and the API hand it over: its fields, its path's parameters, and who acts. */
+export type VerbInput = Record<string, unknown>;
 
 /** An option of the CLI that is not `--kebab-case <value>` of its field's name and type. */
 interface CliSpelling {
@@ -81,34 +81,103 @@ interface CliSpelling {
   value: (typed: string | undefined) => unknown;
 }
 
-export interface AdminVerb {
+/** The path's parameter names (`/v1/holds/:holdId/events` → `holdId`). */
+type ParamsOf<P extends string> = P extends `${string}:${infer Name}/${infer Rest}`
+  ? Name | ParamsOf<Rest>
+  : P extends `${string}:${infer Name}`
+    ? Name
+    : never;
+
+/** A path parameter: what it names, as Fastify takes it. */
+const PARAM = z.string().min(1).max(200);
+
+/** The whole input of a verb: its path's parameters and its fields, nothing else. */
+type Request<P extends string, F extends z.ZodRawShape> = z.ZodObject<
+  F & Record<ParamsOf<P>, typeof PARAM>,
+  z.core.$strict
+>;
+
+/** A verb as the table declares it. */
+interface VerbSpec<Id extends string, P extends string, F extends z.ZodRawShape, A extends z.ZodType> {
   /** e.g. `replay.approve`: the audit's and the OpenAPI operation's name. */
-  id: string;
+  id: Id;
   /** The CLI command that calls it. */
   command: string;
   summary: string;
   method: 'GET' | 'POST';
   /** Fastify's syntax: `/v1/holds/:holdId`. */
-  path: string;
+  path: P;
   roles: readonly Role[];
-  /** The input field the verified caller's subject fills (never sent by the caller on the API). */
+  /** Who acts, by the input's name for them: the verified caller's subject (never sent by the caller on the API). */
   actor?: 'by' | 'requestedBy';
   /** Input fields besides the path's parameters: querystring for GET, JSON body for POST. */
-  fields: Record<string, Field>;
-  required?: readonly string[];
+  fields: F;
   /** Which input field names what it acts on, for the audit. */
-  target?: string;
+  target?: (ParamsOf<P> | keyof F) & string;
   /** Whether it needs Temporal (the rest read or write the ledger only, but for `reachesMerchant`). */
   temporal: boolean;
   /** It sends a request to a merchant's endpoint (`merchant ping`): an effect outside the ledger, like Temporal's. */
   reachesMerchant?: true;
-  /**
-   * The JSON schema of its answer (200), published in the OpenAPI document; an object with any properties if unsaid.
-   */
-  response?: Field;
+  /** Its answer (200) as JSON: published in the OpenAPI document, read by the CLI. */
+  answer: A;
   /** Where the CLI differs from the fields: the target's name in its usage, and options spelled otherwise, by field. */
   cli?: { operand?: string; options?: Record<string, CliSpelling> };
-  run(ctx: AdminContext, input: VerbInput): Promise<unknown>;
+  /** What it does, with its input parsed, and who acts (the empty string for a verb without an actor). */
+  run(ctx: AdminContext, input: z.output<Request<P, F>>, actor: string): Promise<unknown>;
+}
+
+/** A verb of the table, with the schema of its whole input, the names of its required fields, and its runner. */
+type Verb<Id extends string, P extends string, F extends z.ZodRawShape, A extends z.ZodType> = Omit<
+  VerbSpec<Id, P, F, A>,
+  'run'
+> & {
+  request: Request<P, F>;
+  required: readonly string[];
+  /** Runs it: the input (and who acts, by the actor's name) parsed by `request`. */
+  invoke(ctx: AdminContext, input: VerbInput): Promise<unknown>;
+};
+
+/** Any verb of the table. */
+export type AdminVerb = Verb<string, string, z.ZodRawShape, z.ZodType>;
+
+/**
+ * The JSON Schema of a zod schema, as Fastify's validator and the OpenAPI document take it (draft 7, which OpenAPI
+ * 3.1's dialect reads alike): a whole number is unbounded unless it says so.
+ */
+export function jsonSchema(schema: z.core.$ZodType, io: 'input' | 'output' = 'input'): z.core.JSONSchema.BaseSchema {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, {
+    io,
+    target: 'draft-7',
+    override: ({ jsonSchema: s }) => {
+      if (s.minimum === Number.MIN_SAFE_INTEGER) delete s.minimum;
+      if (s.maximum === Number.MAX_SAFE_INTEGER) delete s.maximum;
+    },
+  });
+  return rest;
+}
+
+function verb<const Id extends string, const P extends string, F extends z.ZodRawShape, A extends z.ZodType>(
+  spec: VerbSpec<Id, P, F, A>,
+): Verb<Id, P, F, A> {
+  const params = Object.fromEntries(pathParams(spec).map((name) => [name, PARAM]));
+  // The parameters' names are the path's, which the type reads from it too.
+  const request = z.strictObject({ ...params, ...spec.fields }) as Request<P, F>;
+  const { run, ...declared } = spec;
+  const required = jsonSchema(z.strictObject(spec.fields)).required;
+  return {
+    ...declared,
+    request,
+    required: Array.isArray(required) ? required.map(String) : [],
+    invoke: (ctx, input) => {
+      const actor = spec.actor === undefined ? '' : input[spec.actor];
+      if (typeof actor !== 'string') throw new Error(`${spec.id} needs who acts (${spec.actor})`);
+      return run(
+        ctx,
+        request.parse(Object.fromEntries(Object.entries(input).filter(([k]) => k !== spec.actor))),
+        actor,
+      );
+    },
+  };
 }
 
 const EVERYONE: readonly Role[] = ['viewer', 'operator', 'approver', 'merchant-admin'];
@@ -116,70 +185,75 @@ const OPERATORS: readonly Role[] = ['operator'];
 const APPROVERS: readonly Role[] = ['approver'];
 const MERCHANT_ADMINS: readonly Role[] = ['merchant-admin'];
 
-const text = (description: string, extra: Field = {}): Field => ({
-  type: 'string',
-  minLength: 1,
-  maxLength: 2000,
-  description,
-  ...extra,
-});
-const time = (description: string): Field => ({ type: 'string', format: 'date-time', description });
-const id = (description: string): Field => ({
-  type: 'string',
-  minLength: 1,
-  maxLength: 200,
-  pattern: '^[A-Za-z0-9_.:-]+$',
-  description,
-});
+const text = (description: string) => z.string().min(1).max(2000).describe(description);
+const time = (description: string) =>
+  z
+    .string()
+    .refine((s) => !Number.isNaN(Date.parse(s)))
+    .meta({ format: 'date-time', description });
+const id = (description: string) =>
+  z
+    .string()
+    .min(1)
+    .max(200)
+    .regex(/^[A-Za-z0-9_.:-]+$/)
+    .describe(description);
+const count = z.number().int().min(0);
 const selection = {
-  merchant: id('only this merchant'),
-  since: time('written at or after'),
-  until: time('written before'),
+  merchant: id('only this merchant').optional(),
+  since: time('written at or after').optional(),
+  until: time('written before').optional(),
 };
 const quarantineSelection = {
   ...selection,
-  reason: { type: 'string', enum: QUARANTINE_REASONS, description: 'only this quarantine reason' },
+  reason: z.enum(QUARANTINE_REASONS).describe('only this quarantine reason').optional(),
+  hold: id('only this hold').optional(),
+  webhook: id('only this webhook').optional(),
 };
 
-/** An object with these properties required (more allowed: the answer is the verb's whole result). */
-const shape = (properties: Record<string, Field>, required = Object.keys(properties)): Field => ({
-  type: 'object',
-  additionalProperties: true,
-  required,
-  properties,
-});
-const anyObject: Field = { type: 'object', additionalProperties: true };
-const list = (item: Record<string, Field> = {}): Field => shape({ items: { type: 'array', items: shape(item) } });
+/** A row of a list, or an object the answer carries as the ledger has it. */
+const row = z.looseObject({});
+/** A list: wrapped in an object (`{ items }`), as every answer is one. */
+const list = <S extends z.ZodRawShape>(item: S) => z.looseObject({ items: z.array(z.looseObject(item)) });
 /** What the sweeps verbs answer: src/operations/sweep-pauses.ts `SweepsState`. */
-const SWEEPS_STATE = shape({
-  paused: { type: 'boolean' },
-  note: { type: 'string' },
-  nextSweeps: { type: 'array', items: { type: 'string' } },
-  recentSweeps: { type: 'array', items: shape({ workflowId: { type: 'string' }, startedAt: { type: 'string' } }) },
+const SWEEPS_STATE = z.looseObject({
+  paused: z.boolean(),
+  note: z.string(),
+  nextSweeps: z.array(z.string()),
+  recentSweeps: z.array(z.looseObject({ workflowId: z.string(), startedAt: z.string() })),
 });
-const frozen = shape({
-  id: { type: 'string' },
-  count: { type: 'integer', minimum: 0 },
-  webhookIds: { type: 'array', items: { type: 'string' } },
+const frozen = z.looseObject({ id: z.string(), count, webhookIds: z.array(z.string()) });
+const ignored = z.array(z.looseObject({ webhookId: z.string(), detail: z.string() }));
+const approval = z.looseObject({
+  id: z.string(),
+  applied: count,
+  ignored,
+  alreadyDone: count.optional(),
+  /** `send: false`: what carries the approval to its workflows. */
+  recordOnly: z
+    .looseObject({ namespace: z.string(), workflowIds: z.array(z.string()), signal: z.string(), input: row })
+    .optional(),
 });
-const approval = shape(
-  {
-    id: { type: 'string' },
-    applied: { type: 'integer', minimum: 0 },
-    ignored: { type: 'array', items: shape({ webhookId: { type: 'string' }, detail: { type: 'string' } }) },
-    alreadyDone: { type: 'integer', minimum: 0 },
-  },
-  ['id', 'applied', 'ignored'],
-);
-const decision = shape({
-  outcome: { type: 'string', enum: ['applied', 'ignored', 'rejected', 'unavailable', 'recorded'] },
-});
+/** What the workflow answered to a decision, or the decision recorded and not sent. */
+const decision = z.union([
+  z.looseObject({
+    outcome: z.literal('applied'),
+    answer: z.looseObject({ decision: z.string(), policyRun: z.number(), stage: z.string() }),
+  }),
+  z.looseObject({ outcome: z.enum(['ignored', 'rejected', 'unavailable']), detail: z.string() }),
+  z.looseObject({
+    outcome: z.literal('recorded'),
+    namespace: z.string(),
+    workflowId: z.string(),
+    signal: z.string(),
+    input: z.looseObject({ decisionId: z.string().optional() }),
+  }),
+]);
 /** Whether the decision is sent to its workflows now, or only recorded for the `temporal` CLI or the Web UI to carry. */
-const SEND: Field = {
-  type: 'boolean',
-  default: true,
-  description: 'false: record the decision only; carry it with the temporal CLI or the Web UI (docs/security.md)',
-};
+const SEND = z
+  .boolean()
+  .default(true)
+  .describe('false: record the decision only; carry it with the temporal CLI or the Web UI (docs/security.md)');
 /** The CLI's `send: false`: a flag, as the decision is sent unless said. */
 const RECORD_ONLY: Record<string, CliSpelling> = {
   send: {
@@ -188,38 +262,89 @@ const RECORD_ONLY: Record<string, CliSpelling> = {
     value: () => false,
   },
 };
-const merchantView = shape(
-  {
-    id: { type: 'string' },
-    name: { type: 'string' },
-    status: { type: 'string' },
-    endpointUrl: { type: 'string' },
-    budget: anyObject,
-  },
-  ['id', 'name', 'status', 'endpointUrl', 'budget'],
-);
-const merchantChange = shape({ changed: { type: 'boolean' }, merchant: merchantView });
-const destinationView = shape(
-  {
-    id: { type: 'string' },
-    ratePerSecond: { type: 'number' },
-    maxInFlight: { type: ['integer', 'null'] },
-    note: { type: ['string', 'null'] },
-    merchants: { type: 'array', items: { type: 'string' } },
-  },
-  ['id', 'ratePerSecond', 'merchants'],
-);
+const nullable = z.string().nullable();
+/** src/sql/merchants.ts `MerchantView`. */
+const merchantView = z.looseObject({
+  id: z.string(),
+  name: z.string(),
+  status: z.string(),
+  statusReason: nullable,
+  statusSince: nullable,
+  endpointUrl: z.string(),
+  ratePerSecond: z.number(),
+  burst: z.number(),
+  deliveryPolicy: z.record(z.string(), z.unknown()),
+  hasSigningSecret: z.boolean(),
+  hasPreviousSecret: z.boolean(),
+  previousSecretSignsUntil: nullable,
+  budget: z.looseObject({
+    destination: nullable,
+    sharedWith: z.number(),
+    ratePerSecond: z.number(),
+    nextSlotAt: nullable,
+    pausedUntil: nullable,
+    pauseReason: nullable,
+    backlog: z.number(),
+    oldestPendingSeconds: z.number().nullable(),
+    drainSeconds: z.number(),
+  }),
+});
+const merchantChange = z.looseObject({ changed: z.boolean(), merchant: merchantView });
+const secret = z.string().regex(/^whsec_/);
+const destinationView = z.looseObject({
+  id: z.string(),
+  ratePerSecond: z.number(),
+  maxInFlight: z.number().int().nullable().optional(),
+  note: nullable.optional(),
+  merchants: z.array(z.string()),
+});
 
-const str = (input: VerbInput, key: string) => input[key] as string | undefined;
-const num = (input: VerbInput, key: string) => input[key] as number | undefined;
-const filters = (input: VerbInput) => ({
-  merchantId: str(input, 'merchant'),
-  holdId: str(input, 'hold'),
-  webhookId: str(input, 'webhook'),
-  since: str(input, 'since'),
-  until: str(input, 'until'),
-  reason: str(input, 'reason') as QuarantineReason | undefined,
-  limit: num(input, 'limit'),
+/** A merchant's settings, each optional: `merchant set` changes the ones given. */
+const merchantFields = {
+  name: text('display name').optional(),
+  url: text('the webhook endpoint (https in production)').optional(),
+  rate: z.number().describe('requests per second the merchant accepts').optional(),
+  burst: z.number().int().describe('requests it accepts at once above the rate').optional(),
+  policy: z.record(z.string(), z.unknown()).describe('delivery policy overrides (docs/webhooks.md)').optional(),
+  destination: id('a declared destination whose budget it shares, or "none" (its own)').optional(),
+};
+
+function merchantSettings(input: {
+  name?: string;
+  url?: string;
+  rate?: number;
+  burst?: number;
+  policy?: Record<string, unknown>;
+  destination?: string;
+}) {
+  return {
+    name: input.name,
+    endpointUrl: input.url,
+    ratePerSecond: input.rate,
+    burst: input.burst,
+    deliveryPolicy: input.policy,
+    // `none` leaves a shared destination; absent changes nothing.
+    destinationId: input.destination === 'none' ? null : input.destination,
+  };
+}
+
+/** A quarantine or resend selection's input, as the ledger's queries name it. */
+const filters = (input: {
+  merchant?: string;
+  hold?: string;
+  webhook?: string;
+  since?: string;
+  until?: string;
+  reason?: QuarantineReason;
+  limit?: number;
+}) => ({
+  merchantId: input.merchant,
+  holdId: input.hold,
+  webhookId: input.webhook,
+  since: input.since,
+  until: input.until,
+  reason: input.reason,
+  limit: input.limit,
 });
 
 /**
@@ -244,8 +369,9 @@ function ops(ctx: AdminContext): OpsContext {
   return { region: ctx.region, pool: poolOf(ctx), client: ctx.client, fourEyes: ctx.fourEyes };
 }
 
-export const ADMIN_VERBS: readonly AdminVerb[] = [
-  {
+/** The verbs, each with its own types: the CLI's printers read a verb's answer as its schema says. */
+const TABLE = [
+  verb({
     id: 'sweep.now',
     command: 'sweep-now',
     summary: "Trigger the region's sweep now (a running sweep is not doubled; refused while sweeps are paused).",
@@ -254,10 +380,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     fields: {},
     temporal: true,
-    response: shape({ workflowId: { type: 'string', minLength: 1 } }),
+    answer: z.looseObject({ workflowId: z.string().min(1) }),
     run: (ctx) => sweepNowUnlessPaused(ops(ctx)),
-  },
-  {
+  }),
+  verb({
     id: 'sweeps.pause',
     command: 'sweeps pause',
     summary: "Stop discovery: the region's sweep schedule paused, with who and why; what started goes on.",
@@ -266,12 +392,11 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     actor: 'by',
     fields: { reason: text('why') },
-    required: ['reason'],
     temporal: true,
-    response: SWEEPS_STATE,
-    run: (ctx, input) => pauseSweeps(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
-  },
-  {
+    answer: SWEEPS_STATE,
+    run: (ctx, { reason }, by) => pauseSweeps(ops(ctx), by, reason),
+  }),
+  verb({
     id: 'sweeps.resume',
     command: 'sweeps resume',
     summary: "Sweep again: the region's sweep schedule unpaused, with who and why.",
@@ -280,12 +405,11 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     actor: 'by',
     fields: { reason: text('why') },
-    required: ['reason'],
     temporal: true,
-    response: SWEEPS_STATE,
-    run: (ctx, input) => resumeSweeps(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
-  },
-  {
+    answer: SWEEPS_STATE,
+    run: (ctx, { reason }, by) => resumeSweeps(ops(ctx), by, reason),
+  }),
+  verb({
     id: 'sweeps.status',
     command: 'sweeps status',
     summary: 'The sweep schedule: paused or not, its note, the next and the last sweeps.',
@@ -294,10 +418,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: {},
     temporal: true,
-    response: SWEEPS_STATE,
+    answer: SWEEPS_STATE,
     run: (ctx) => sweepsStatus(ops(ctx)),
-  },
-  {
+  }),
+  verb({
     id: 'hold.status',
     command: 'status',
     summary: 'A hold: its ledger row, webhook, attempts, decisions, workflow and why it is waiting.',
@@ -307,28 +431,38 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'holdId',
     temporal: true,
-    response: shape({
-      hold: anyObject,
-      attempts: { type: 'array' },
-      decisions: { type: 'array' },
-      resends: { type: 'array' },
-      processorEvents: { type: 'array' },
+    answer: z.looseObject({
+      hold: z.looseObject({ id: z.string(), state: z.string(), reject_code: nullable, merchant_id: z.string() }),
+      ledgerEntry: row.nullable(),
+      delivery: z.looseObject({ webhook_id: z.string(), status: z.string(), quarantine_reason: nullable }).nullable(),
+      attempts: z.array(row),
+      decisions: z.array(row),
+      resends: z.array(row),
+      processorEvents: z.array(z.looseObject({ sequence: z.number(), event_type: z.string(), outcome: nullable })),
+      workflow: z
+        .looseObject({
+          workflowId: z.string(),
+          status: z.string(),
+          waiting: z.unknown(),
+          retrying: z.looseObject({ attempt: z.number(), lastFailure: nullable, nextAttemptAt: nullable }).nullable(),
+        })
+        .nullable(),
     }),
-    run: (ctx, input) => holdStatus(ops(ctx), str(input, 'holdId')!),
-  },
-  {
+    run: (ctx, { holdId }) => holdStatus(ops(ctx), holdId),
+  }),
+  verb({
     id: 'quarantine.list',
     command: 'quarantine list',
     summary: 'Quarantined webhooks, oldest quarantine first.',
     method: 'GET',
     path: '/v1/quarantine',
     roles: EVERYONE,
-    fields: { ...quarantineSelection, hold: id('only this hold'), webhook: id('only this webhook') },
+    fields: quarantineSelection,
     temporal: false,
-    response: list(),
+    answer: list({}),
     run: (ctx, input) => listQuarantined(ctx.pool, filters(input)),
-  },
-  {
+  }),
+  verb({
     id: 'webhooks.list',
     command: 'webhooks list',
     summary: 'Webhooks in one status, oldest first.',
@@ -337,27 +471,15 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: {
       ...selection,
-      status: { type: 'string', enum: DELIVERY_STATUSES, description: 'only webhooks in this status' },
-      limit: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 1000,
-        default: 20,
-        description: 'at most this many, oldest first',
-      },
+      status: z.enum(DELIVERY_STATUSES).describe('only webhooks in this status'),
+      limit: z.number().int().min(1).max(1000).default(20).describe('at most this many, oldest first'),
     },
-    required: ['status'],
     temporal: false,
-    response: list(),
-    run: (ctx, input) =>
-      webhooksInStatus(ctx.pool, str(input, 'status') as DeliveryStatus, {
-        merchantId: str(input, 'merchant'),
-        since: str(input, 'since'),
-        until: str(input, 'until'),
-        limit: num(input, 'limit') ?? 20,
-      }),
-  },
-  {
+    answer: list({}),
+    run: (ctx, { status, merchant, since, until, limit }) =>
+      webhooksInStatus(ctx.pool, status, { merchantId: merchant, since, until, limit }),
+  }),
+  verb({
     id: 'replay.preview',
     command: 'replay preview',
     summary: 'Freeze the matching quarantined webhooks into a replay request, for someone else to approve.',
@@ -367,18 +489,16 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     actor: 'requestedBy',
     fields: {
       ...quarantineSelection,
-      hold: id('only this hold'),
-      webhook: id('only this webhook'),
-      limit: { type: 'integer', minimum: 1, maximum: 100_000, description: 'only the oldest N (a canary)' },
+      limit: z.number().int().min(1).max(100_000).describe('only the oldest N (a canary)').optional(),
     },
     temporal: false,
-    response: frozen,
-    run: async (ctx, input) => {
-      const request = await previewReplay(ctx.pool, filters(input), str(input, 'requestedBy')!);
+    answer: frozen,
+    run: async (ctx, input, requestedBy) => {
+      const request = await previewReplay(ctx.pool, filters(input), requestedBy);
       return { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) };
     },
-  },
-  {
+  }),
+  verb({
     id: 'replay.approve',
     command: 'replay approve',
     summary: 'Replay exactly the frozen set of a replay request (not by its requester), paced; resumable.',
@@ -387,22 +507,18 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: APPROVERS,
     actor: 'by',
     fields: {
-      ticket: text('the change ticket'),
-      rate: { type: 'number', exclusiveMinimum: 0, description: 'signals per second' },
+      ticket: text('the change ticket').optional(),
+      rate: z.number().gt(0).describe('signals per second').optional(),
       send: SEND,
     },
     target: 'requestId',
     temporal: true,
-    response: approval,
+    answer: approval,
     cli: { options: RECORD_ONLY },
-    run: (ctx, input) =>
-      approveReplayRequest(ops(ctx), str(input, 'requestId')!, str(input, 'by')!, {
-        signalsPerSecond: num(input, 'rate'),
-        ticket: str(input, 'ticket'),
-        send: input.send as boolean | undefined,
-      }),
-  },
-  {
+    run: (ctx, { requestId, rate, ticket, send }, by) =>
+      approveReplayRequest(ops(ctx), requestId, by, { signalsPerSecond: rate, ticket, send }),
+  }),
+  verb({
     id: 'quarantine.approve',
     command: 'approve',
     summary: 'Replay one quarantined webhook (a hold id: its release’s). Four eyes: refused; use a replay request.',
@@ -410,16 +526,14 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/quarantine/:id/approve',
     roles: APPROVERS,
     actor: 'by',
-    fields: { reason: text('why'), ticket: text('the change ticket') },
-    required: ['reason'],
+    fields: { reason: text('why'), ticket: text('the change ticket').optional() },
     target: 'id',
     temporal: true,
-    response: decision,
+    answer: decision,
     cli: { operand: 'hold id | webhook id' },
-    run: (ctx, input) =>
-      approveHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, str(input, 'ticket')),
-  },
-  {
+    run: (ctx, input, by) => approveHold(ops(ctx), input.id, by, input.reason, input.ticket),
+  }),
+  verb({
     id: 'quarantine.discard',
     command: 'discard',
     summary: 'End one quarantined webhook without sending it.',
@@ -428,17 +542,13 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     actor: 'by',
     fields: { reason: text('why'), send: SEND },
-    required: ['reason'],
     target: 'id',
     temporal: true,
-    response: decision,
+    answer: decision,
     cli: { operand: 'hold id | webhook id', options: RECORD_ONLY },
-    run: (ctx, input) =>
-      discardHold(ops(ctx), str(input, 'id')!, str(input, 'by')!, str(input, 'reason')!, {
-        send: input.send as boolean | undefined,
-      }),
-  },
-  {
+    run: (ctx, input, by) => discardHold(ops(ctx), input.id, by, input.reason, { send: input.send }),
+  }),
+  verb({
     id: 'webhook.resend',
     command: 'resend',
     summary:
@@ -447,21 +557,18 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/webhooks/:webhookId/resend',
     roles: APPROVERS,
     actor: 'by',
-    fields: { reason: text('why'), ticket: text('the change ticket') },
-    required: ['reason'],
+    fields: { reason: text('why'), ticket: text('the change ticket').optional() },
     target: 'webhookId',
     temporal: true,
-    response: shape({ resendId: { type: 'string' }, workflowId: { type: 'string' }, webhookId: { type: 'string' } }),
-    run: (ctx, input) =>
-      resendWebhookNow(
-        ops(ctx),
-        str(input, 'webhookId')!,
-        str(input, 'by')!,
-        str(input, 'reason')!,
-        str(input, 'ticket'),
-      ),
-  },
-  {
+    answer: z.looseObject({
+      resendId: z.string(),
+      workflowId: z.string(),
+      webhookId: z.string(),
+      policyRun: z.number().int().nullable().optional(),
+    }),
+    run: (ctx, { webhookId, reason, ticket }, by) => resendWebhookNow(ops(ctx), webhookId, by, reason, ticket),
+  }),
+  verb({
     id: 'resend.preview',
     command: 'resend preview',
     summary: 'Freeze the matching webhooks at an end into a resend request, for someone else to approve.',
@@ -469,20 +576,16 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/resend-requests',
     roles: OPERATORS,
     actor: 'requestedBy',
-    fields: { ...selection, webhook: id('only this webhook') },
+    fields: { ...selection, webhook: id('only this webhook').optional() },
     temporal: false,
-    response: frozen,
-    run: async (ctx, input) => {
-      const f = filters(input);
-      const request = await previewResend(
-        ctx.pool,
-        { merchantId: f.merchantId, webhookId: f.webhookId, since: f.since, until: f.until },
-        str(input, 'requestedBy')!,
-      );
+    answer: frozen,
+    run: async (ctx, { merchant, webhook, since, until }, requestedBy) => {
+      const selected = { merchantId: merchant, webhookId: webhook, since, until };
+      const request = await previewResend(ctx.pool, selected, requestedBy);
       return { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) };
     },
-  },
-  {
+  }),
+  verb({
     id: 'resend.approve',
     command: 'resend approve',
     summary: 'Resend exactly the frozen set of a resend request (not by its requester), paced; resumable.',
@@ -491,39 +594,40 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: APPROVERS,
     actor: 'by',
     fields: {
-      ticket: text('the change ticket'),
-      rate: { type: 'number', exclusiveMinimum: 0, description: 'resends started per second' },
+      ticket: text('the change ticket').optional(),
+      rate: z.number().gt(0).describe('resends started per second').optional(),
     },
     target: 'requestId',
     temporal: true,
-    response: approval,
-    run: (ctx, input) =>
-      approveResendRequest(ops(ctx), str(input, 'requestId')!, str(input, 'by')!, {
-        startsPerSecond: num(input, 'rate'),
-        ticket: str(input, 'ticket'),
-      }),
-  },
-  {
+    answer: approval,
+    run: (ctx, { requestId, rate, ticket }, by) =>
+      approveResendRequest(ops(ctx), requestId, by, { startsPerSecond: rate, ticket }),
+  }),
+  verb({
     id: 'merchant.add',
     command: 'merchant add',
     summary: 'Add a merchant; its new signing secret is in the answer, once.',
     method: 'POST',
     path: '/v1/merchants',
     roles: MERCHANT_ADMINS,
-    fields: merchantFields(true),
-    required: ['merchantId', 'name', 'url'],
+    fields: {
+      merchantId: id('the new merchant’s id'),
+      ...merchantFields,
+      name: text('display name'),
+      url: text('the webhook endpoint (https in production)'),
+    },
     target: 'merchantId',
     temporal: false,
-    response: shape({ merchant: merchantView, signingSecret: { type: 'string', pattern: '^whsec_' } }),
+    answer: z.looseObject({ merchant: merchantView, signingSecret: secret }),
     run: (ctx, input) =>
       addMerchant(ctx.pool, ctx.webhooks, ctx.secrets, {
         ...merchantSettings(input),
-        id: str(input, 'merchantId')!,
-        name: str(input, 'name')!,
-        endpointUrl: str(input, 'url')!,
+        id: input.merchantId,
+        name: input.name,
+        endpointUrl: input.url,
       }),
-  },
-  {
+  }),
+  verb({
     id: 'merchant.show',
     command: 'merchant show',
     summary: 'A merchant: endpoint, limits, status, policy, budget (secrets: only whether set).',
@@ -533,23 +637,23 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
-    response: merchantView,
-    run: (ctx, input) => showMerchant(ctx.pool, str(input, 'merchantId')!),
-  },
-  {
+    answer: merchantView,
+    run: (ctx, { merchantId }) => showMerchant(ctx.pool, merchantId),
+  }),
+  verb({
     id: 'merchant.set',
     command: 'merchant set',
     summary: 'Change the given settings, checked as delivery will read them.',
     method: 'POST',
     path: '/v1/merchants/:merchantId',
     roles: MERCHANT_ADMINS,
-    fields: merchantFields(false),
+    fields: merchantFields,
     target: 'merchantId',
     temporal: false,
-    response: merchantView,
-    run: (ctx, input) => setMerchant(ctx.pool, ctx.webhooks, str(input, 'merchantId')!, merchantSettings(input)),
-  },
-  {
+    answer: merchantView,
+    run: (ctx, input) => setMerchant(ctx.pool, ctx.webhooks, input.merchantId, merchantSettings(input)),
+  }),
+  verb({
     id: 'merchant.pause',
     command: 'merchant pause',
     summary: 'Stop sending to a merchant; its webhooks wait, held, until resumed.',
@@ -557,13 +661,12 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/merchants/:merchantId/pause',
     roles: MERCHANT_ADMINS,
     fields: { reason: text('why sending stops') },
-    required: ['reason'],
     target: 'merchantId',
     temporal: false,
-    response: merchantChange,
-    run: (ctx, input) => pauseMerchant(ctx.pool, str(input, 'merchantId')!, str(input, 'reason')!),
-  },
-  {
+    answer: merchantChange,
+    run: (ctx, { merchantId, reason }) => pauseMerchant(ctx.pool, merchantId, reason),
+  }),
+  verb({
     id: 'destination.set',
     command: 'destination set',
     summary: 'Declare a destination several merchants share, with the rate it publishes for all of them, or change it.',
@@ -571,22 +674,17 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/destinations/:destinationId',
     roles: MERCHANT_ADMINS,
     fields: {
-      rate: { type: 'number', description: 'requests per second the destination accepts, all its merchants together' },
-      maxInFlight: { type: 'integer', minimum: 1, description: 'requests open at once, all its merchants together' },
-      note: text('who the destination is (a platform receiving for its merchants)'),
+      rate: z.number().describe('requests per second the destination accepts, all its merchants together').optional(),
+      maxInFlight: z.number().int().min(1).describe('requests open at once, all its merchants together').optional(),
+      note: text('who the destination is (a platform receiving for its merchants)').optional(),
     },
     target: 'destinationId',
     temporal: false,
-    response: destinationView,
-    run: (ctx, input) =>
-      setDestination(ctx.pool, {
-        id: str(input, 'destinationId')!,
-        ratePerSecond: num(input, 'rate'),
-        maxInFlight: num(input, 'maxInFlight'),
-        note: str(input, 'note'),
-      }),
-  },
-  {
+    answer: destinationView,
+    run: (ctx, { destinationId, rate, maxInFlight, note }) =>
+      setDestination(ctx.pool, { id: destinationId, ratePerSecond: rate, maxInFlight, note }),
+  }),
+  verb({
     id: 'destination.show',
     command: 'destination show',
     summary: 'A declared destination: its rate, its cap on requests in flight, the merchants sharing it.',
@@ -596,10 +694,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'destinationId',
     temporal: false,
-    response: destinationView,
-    run: (ctx, input) => showDestination(ctx.pool, str(input, 'destinationId')!),
-  },
-  {
+    answer: destinationView,
+    run: (ctx, { destinationId }) => showDestination(ctx.pool, destinationId),
+  }),
+  verb({
     id: 'merchant.resume',
     command: 'merchant resume',
     summary: 'Send to a merchant again (also after a 410 Gone disabled it).',
@@ -609,10 +707,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
-    response: merchantChange,
-    run: (ctx, input) => resumeMerchant(ctx.pool, str(input, 'merchantId')!),
-  },
-  {
+    answer: merchantChange,
+    run: (ctx, { merchantId }) => resumeMerchant(ctx.pool, merchantId),
+  }),
+  verb({
     id: 'merchant.rotate-secret',
     command: 'merchant rotate-secret',
     summary: 'A new signing secret (in the answer, once); the old one also signs until the overlap ends.',
@@ -620,31 +718,28 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/merchants/:merchantId/rotate-secret',
     roles: MERCHANT_ADMINS,
     fields: {
-      overlapMs: {
-        type: 'integer',
-        minimum: 0,
-        description: 'how long the old secret also signs, ms (24 h unless given)',
-      },
+      overlapMs: z
+        .number()
+        .int()
+        .min(0)
+        .describe('how long the old secret also signs, ms (24 h unless given)')
+        .optional(),
     },
     target: 'merchantId',
     temporal: false,
-    response: shape({
-      merchant: merchantView,
-      signingSecret: { type: 'string', pattern: '^whsec_' },
-      previousSignsUntil: { type: 'string' },
-    }),
+    answer: z.looseObject({ merchant: merchantView, signingSecret: secret, previousSignsUntil: z.string() }),
     cli: {
       options: {
         overlapMs: {
           flags: '--overlap <duration>',
           description: 'how long the old secret also signs: 30m, 24h, 7d (24h unless given)',
-          value: (typed) => parseDuration('--overlap', typed!),
+          value: (typed) => parseDuration('--overlap', typed ?? ''),
         },
       },
     },
-    run: (ctx, input) => rotateSigningSecret(ctx.pool, ctx.secrets, str(input, 'merchantId')!, num(input, 'overlapMs')),
-  },
-  {
+    run: (ctx, { merchantId, overlapMs }) => rotateSigningSecret(ctx.pool, ctx.secrets, merchantId, overlapMs),
+  }),
+  verb({
     id: 'merchant.ping',
     command: 'merchant ping',
     summary: "One signed merchant.ping in the merchant's rate budget; the answer and what the policy would do.",
@@ -655,9 +750,21 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     target: 'merchantId',
     temporal: false,
     reachesMerchant: true,
-    run: (ctx, input) => pingMerchant(poolOf(ctx), ctx.webhooks, ctx.secrets, str(input, 'merchantId')!),
-  },
-  {
+    answer: z.looseObject({
+      webhookId: z.string(),
+      url: z.string(),
+      signatures: z.number(),
+      waitedMs: z.number(),
+      statusCode: z.number().nullable(),
+      errorClass: nullable,
+      durationMs: z.number(),
+      responseExcerpt: z.string(),
+      policyAction: z.string(),
+      policyRule: z.string(),
+    }),
+    run: (ctx, { merchantId }) => pingMerchant(poolOf(ctx), ctx.webhooks, ctx.secrets, merchantId),
+  }),
+  verb({
     id: 'merchant.api-key.create',
     command: 'merchant api-key create',
     summary: 'A new API key for the merchant API, for this merchant; the key is in the answer, once.',
@@ -666,32 +773,23 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: MERCHANT_ADMINS,
     actor: 'by',
     fields: {
-      label: text('what the key is for'),
-      rate: {
-        type: 'number',
-        exclusiveMinimum: 0,
-        maximum: 1000,
-        description: 'requests per second the key may make (5)',
-      },
-      burst: { type: 'integer', minimum: 1, maximum: 10000, description: 'requests at once above the rate (10)' },
+      label: text('what the key is for').optional(),
+      rate: z.number().gt(0).max(1000).describe('requests per second the key may make (5)').optional(),
+      burst: z.number().int().min(1).max(10000).describe('requests at once above the rate (10)').optional(),
     },
     target: 'merchantId',
     temporal: false,
-    response: shape({
-      id: { type: 'string', pattern: '^mk_[0-9a-f]{16}$' },
-      merchantId: { type: 'string' },
-      apiKey: { type: 'string', pattern: '^hsk_mk_' },
-      ratePerSecond: { type: 'number' },
-      burst: { type: 'integer' },
+    answer: z.looseObject({
+      id: z.string().regex(/^mk_[0-9a-f]{16}$/),
+      merchantId: z.string(),
+      apiKey: z.string().regex(/^hsk_mk_/),
+      ratePerSecond: z.number(),
+      burst: z.number().int(),
     }),
-    run: (ctx, input) =>
-      createApiKey(ctx.pool, str(input, 'merchantId')!, str(input, 'by')!, {
-        label: str(input, 'label'),
-        ratePerSecond: num(input, 'rate'),
-        burst: num(input, 'burst'),
-      }),
-  },
-  {
+    run: (ctx, { merchantId, label, rate, burst }, by) =>
+      createApiKey(ctx.pool, merchantId, by, { label, ratePerSecond: rate, burst }),
+  }),
+  verb({
     id: 'merchant.api-key.revoke',
     command: 'merchant api-key revoke',
     summary: 'Revoke an API key: from now on it is refused (401).',
@@ -702,10 +800,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'keyId',
     temporal: false,
-    response: shape({ id: { type: 'string' }, revokedBy: { type: 'string' } }),
-    run: (ctx, input) => revokeApiKey(ctx.pool, str(input, 'keyId')!, str(input, 'by')!),
-  },
-  {
+    answer: z.looseObject({ id: z.string(), revokedBy: z.string() }),
+    run: (ctx, { keyId }, by) => revokeApiKey(ctx.pool, keyId, by),
+  }),
+  verb({
     id: 'merchant.api-keys',
     command: 'merchant api-keys',
     summary: "A merchant's API keys (never their secret): label, budget, made and revoked by whom, last used.",
@@ -715,10 +813,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'merchantId',
     temporal: false,
-    response: list({ id: { type: 'string' }, created_by: { type: 'string' } }),
-    run: (ctx, input) => apiKeysOf(ctx.pool, str(input, 'merchantId')!),
-  },
-  {
+    answer: list({ id: z.string(), created_by: z.string() }),
+    run: (ctx, { merchantId }) => apiKeysOf(ctx.pool, merchantId),
+  }),
+  verb({
     id: 'events.show',
     command: 'events show',
     summary: "A hold's processor events, skips, reviews and workflow.",
@@ -728,15 +826,23 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'holdId',
     temporal: true,
-    response: shape({
-      holdId: { type: 'string' },
-      events: { type: 'array' },
-      skips: { type: 'array' },
-      reviews: { type: 'array' },
+    answer: z.looseObject({
+      holdId: z.string(),
+      events: z.array(row),
+      skips: z.array(row),
+      reviews: z.array(row),
+      workflow: z
+        .looseObject({
+          workflowId: z.string(),
+          status: z.string(),
+          account: z.looseObject({ stage: z.unknown() }).optional(),
+        })
+        .nullable()
+        .optional(),
     }),
-    run: (ctx, input) => holdEvents(ops(ctx), str(input, 'holdId')!),
-  },
-  {
+    run: (ctx, { holdId }) => holdEvents(ops(ctx), holdId),
+  }),
+  verb({
     id: 'events.skip',
     command: 'events skip',
     summary: 'A hold stopped at a gap: skip the missing event (four eyes: records a skip request for someone else).',
@@ -744,22 +850,19 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/holds/:holdId/skips',
     roles: OPERATORS,
     actor: 'by',
-    fields: { sequence: { type: 'integer', minimum: 1, description: 'the missing sequence' }, reason: text('why') },
-    required: ['sequence', 'reason'],
+    fields: { sequence: z.number().int().min(1).describe('the missing sequence'), reason: text('why') },
     target: 'holdId',
     temporal: true,
-    run: async (ctx, input) => {
-      const [holdId, sequence, by, reason] = [
-        str(input, 'holdId')!,
-        num(input, 'sequence')!,
-        str(input, 'by')!,
-        str(input, 'reason')!,
-      ];
+    answer: z.looseObject({
+      requested: z.looseObject({ requestId: z.string() }).optional(),
+      skipped: z.looseObject({ workflowId: z.string() }).optional(),
+    }),
+    run: async (ctx, { holdId, sequence, reason }, by) => {
       if (ctx.fourEyes) return { requested: await requestSkip(ops(ctx), holdId, sequence, by, reason) };
       return { skipped: await skipMissingEvent(ops(ctx), holdId, sequence, by, reason) };
     },
-  },
-  {
+  }),
+  verb({
     id: 'events.approve-skip',
     command: 'events approve-skip',
     summary: 'Approve a skip request (not by its requester) and carry it out.',
@@ -770,9 +873,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'requestId',
     temporal: true,
-    run: (ctx, input) => approveSkip(ops(ctx), str(input, 'requestId')!, str(input, 'by')!),
-  },
-  {
+    answer: z.looseObject({ workflowId: z.string() }),
+    run: (ctx, { requestId }, by) => approveSkip(ops(ctx), requestId, by),
+  }),
+  verb({
     id: 'events.redeliver',
     command: 'events redeliver',
     summary: "A new delivery run for an event's webhook whose workflow ended without finishing it.",
@@ -782,21 +886,22 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'webhookId',
     temporal: true,
-    run: (ctx, input) => redeliverEventWebhook(ops(ctx), str(input, 'webhookId')!),
-  },
-  {
+    answer: z.looseObject({ workflowId: z.string(), runId: z.string() }),
+    run: (ctx, { webhookId }) => redeliverEventWebhook(ops(ctx), webhookId),
+  }),
+  verb({
     id: 'events.refused',
     command: 'events refused',
     summary: 'Signed processor requests the receiver refused, newest first.',
     method: 'GET',
     path: '/v1/refused-requests',
     roles: EVERYONE,
-    fields: { since: time('refused at or after') },
+    fields: { since: time('refused at or after').optional() },
     temporal: false,
-    response: list(),
-    run: (ctx, input) => refusedRequests(ctx.pool, str(input, 'since')),
-  },
-  {
+    answer: list({}),
+    run: (ctx, { since }) => refusedRequests(ctx.pool, since),
+  }),
+  verb({
     id: 'sends.pause',
     command: 'sends pause',
     summary: 'Stop every send of the region: deliveries wait, held; releases go on.',
@@ -805,12 +910,11 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     actor: 'by',
     fields: { reason: text('why') },
-    required: ['reason'],
     temporal: true,
-    response: shape({ pausedAt: {}, pausedBy: { type: 'string' } }),
-    run: (ctx, input) => pauseSends(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
-  },
-  {
+    answer: z.looseObject({ pausedAt: z.unknown(), pausedBy: z.string() }),
+    run: (ctx, { reason }, by) => pauseSends(ops(ctx), by, reason),
+  }),
+  verb({
     id: 'sends.resume',
     command: 'sends resume',
     summary: 'Send again; every held delivery re-checks at once.',
@@ -819,17 +923,16 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: OPERATORS,
     actor: 'by',
     fields: { reason: text('why') },
-    required: ['reason'],
     temporal: true,
-    response: shape({
-      pause: anyObject,
-      signalled: { type: 'integer', minimum: 0 },
-      ended: { type: 'integer', minimum: 0 },
-      notSignalled: { type: 'array', items: shape({ workflowId: { type: 'string' }, error: { type: 'string' } }) },
+    answer: z.looseObject({
+      pause: z.looseObject({ pausedAt: z.unknown(), resumedAt: z.unknown(), resumedBy: z.unknown() }),
+      signalled: count,
+      ended: count,
+      notSignalled: z.array(z.looseObject({ workflowId: z.string(), error: z.string() })),
     }),
-    run: (ctx, input) => resumeSends(ops(ctx), str(input, 'by')!, str(input, 'reason')!),
-  },
-  {
+    run: (ctx, { reason }, by) => resumeSends(ops(ctx), by, reason),
+  }),
+  verb({
     id: 'sends.status',
     command: 'sends status',
     summary: 'Paused or not, by whom and why, and the last pauses.',
@@ -838,22 +941,22 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     roles: EVERYONE,
     fields: {},
     temporal: true,
-    response: shape({ paused: { type: 'boolean' }, held: { type: 'integer', minimum: 0 }, pauses: { type: 'array' } }),
+    answer: z.looseObject({ paused: z.boolean(), held: count, pauses: z.array(row) }),
     run: (ctx) => sendsStatus(ops(ctx)),
-  },
-  {
+  }),
+  verb({
     id: 'reviews.list',
     command: 'reviews list',
     summary: 'Ledger entries flagged for a human (open ones unless all).',
     method: 'GET',
     path: '/v1/reviews',
     roles: EVERYONE,
-    fields: { all: { type: 'boolean', default: false, description: 'the resolved ones too' } },
+    fields: { all: z.boolean().default(false).describe('the resolved ones too') },
     temporal: false,
-    response: list(),
-    run: (ctx, input) => reviews(ctx.pool, { all: input.all === true }),
-  },
-  {
+    answer: list({}),
+    run: (ctx, { all }) => reviews(ctx.pool, { all }),
+  }),
+  verb({
     id: 'reviews.resolve',
     command: 'reviews resolve',
     summary: 'Close one ledger review.',
@@ -864,9 +967,10 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     fields: {},
     target: 'eventId',
     temporal: true,
-    run: (ctx, input) => resolveReview(ops(ctx), str(input, 'eventId')!, str(input, 'by')!),
-  },
-  {
+    answer: z.looseObject({ resolved: z.boolean() }),
+    run: (ctx, { eventId }, by) => resolveReview(ops(ctx), eventId, by),
+  }),
+  verb({
     id: 'audit.list',
     command: 'audit',
     summary: "The admin API's audit: every call, who made it (verified), what it did, newest first.",
@@ -874,62 +978,43 @@ export const ADMIN_VERBS: readonly AdminVerb[] = [
     path: '/v1/audit',
     roles: EVERYONE,
     fields: {
-      since: time('at or after'),
-      subject: text('only this caller'),
-      limit: {
-        type: 'integer',
-        minimum: 1,
-        maximum: 1000,
-        default: 50,
-        description: 'at most this many, newest first',
-      },
+      since: time('at or after').optional(),
+      subject: text('only this caller').optional(),
+      limit: z.number().int().min(1).max(1000).default(50).describe('at most this many, newest first'),
     },
     temporal: false,
     // In the order of the query's columns: the CLI's table prints them in the order they come.
-    response: list({
-      id: { type: 'string' },
-      at: {},
-      subject: { type: ['string', 'null'] },
-      roles: { type: 'string' },
-      verb: { type: 'string' },
-      target: { type: ['string', 'null'] },
-      outcome: { type: 'string', enum: ['ok', 'refused', 'rejected', 'failed'] },
-      status: { type: 'integer' },
+    answer: list({
+      id: z.string(),
+      at: z.unknown(),
+      subject: nullable,
+      roles: z.string(),
+      verb: z.string(),
+      target: nullable,
+      outcome: z.enum(['ok', 'refused', 'rejected', 'failed']),
+      status: z.number().int(),
     }),
-    run: (ctx, input) =>
-      auditEntries(ctx.pool, {
-        since: str(input, 'since'),
-        subject: str(input, 'subject'),
-        limit: num(input, 'limit') ?? 50,
-      }),
-  },
+    run: (ctx, { since, subject, limit }) => auditEntries(ctx.pool, { since, subject, limit }),
+  }),
 ];
 
-function merchantFields(adding: boolean): Record<string, Field> {
-  return {
-    ...(adding ? { merchantId: id('the new merchant’s id') } : {}),
-    name: text('display name'),
-    url: text('the webhook endpoint (https in production)'),
-    rate: { type: 'number', description: 'requests per second the merchant accepts' },
-    burst: { type: 'integer', description: 'requests it accepts at once above the rate' },
-    policy: { type: 'object', description: 'delivery policy overrides (docs/webhooks.md)' },
-    destination: id('a declared destination whose budget it shares, or "none" (its own)'),
-  };
+/** Every verb of the table. */
+export const ADMIN_VERBS: readonly AdminVerb[] = TABLE;
+
+type Table = (typeof TABLE)[number];
+type VerbId = Table['id'];
+
+/** A verb of the table by its id, with its own input and answer types. */
+export function adminVerb<Id extends VerbId>(verbId: Id): VerbOf<Id> {
+  const found = TABLE.find((v): v is VerbOf<Id> => v.id === verbId);
+  if (!found) throw new Error(`no admin verb ${verbId}`);
+  return found;
 }
 
-function merchantSettings(input: VerbInput) {
-  return {
-    name: str(input, 'name'),
-    endpointUrl: str(input, 'url'),
-    ratePerSecond: num(input, 'rate'),
-    burst: num(input, 'burst'),
-    deliveryPolicy: input.policy as unknown as Record<string, unknown> | undefined,
-    destinationId: destinationOf(str(input, 'destination')),
-  };
-}
-
-/** `none` leaves a shared destination; absent changes nothing. */
-const destinationOf = (given: string | undefined) => (given === 'none' ? null : given);
+/** The verb of the table with this id, with its own types. */
+type VerbOf<Id extends VerbId> = Extract<Table, { id: Id }>;
+/** The answer of a verb as its schema reads it. */
+export type AnswerOf<Id extends VerbId> = z.output<VerbOf<Id>['answer']>;
 
 export const verbById = (verbId: string): AdminVerb => {
   const verb = ADMIN_VERBS.find((v) => v.id === verbId);
@@ -937,5 +1022,19 @@ export const verbById = (verbId: string): AdminVerb => {
   return verb;
 };
 
+/** The JSON Schemas the admin API validates a call of the verb with: its path's parameters (if any), and its fields. */
+export function inputSchemas(verb: AdminVerb): {
+  params?: z.core.JSONSchema.BaseSchema;
+  fields: z.core.JSONSchema.BaseSchema;
+} {
+  const params = pathParams(verb);
+  return {
+    ...(params.length ? { params: jsonSchema(z.object(Object.fromEntries(params.map((p) => [p, PARAM])))) } : {}),
+    fields: jsonSchema(z.strictObject(verb.fields)),
+  };
+}
+
 /** The path's parameter names, in order (`/v1/holds/:holdId` → holdId). */
-export const pathParams = (verb: AdminVerb): string[] => [...verb.path.matchAll(/:([A-Za-z]+)/g)].map((m) => m[1]!);
+export function pathParams(verb: { path: string }): string[] {
+  return [...verb.path.matchAll(/:([A-Za-z]+)/g)].map((m) => m[1]!);
+}

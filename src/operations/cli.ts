@@ -19,16 +19,23 @@ import { ConfigError } from '../errors.js';
 import { devCacheDir, readDevStackFile } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
-import { ADMIN_VERBS, verbById, type AdminContext, type AdminVerb, type VerbInput } from './admin-verbs.js';
+import { z } from 'zod';
+import {
+  ADMIN_VERBS,
+  adminVerb,
+  jsonSchema,
+  verbById,
+  type AdminContext,
+  type AdminVerb,
+  type AnswerOf,
+  type VerbInput,
+} from './admin-verbs.js';
 import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { inert, inertLines } from '../delivery/inert-text.js';
 import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
 import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from './admin-client.js';
-import type { MerchantView } from './merchants.js';
-import type { HeldDeliveriesTold } from './send-pauses.js';
-import type { SweepsState } from './sweep-pauses.js';
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
 async function regionFor(config: Config, regionOption: string | undefined) {
@@ -115,7 +122,7 @@ async function localVerbs(config: Config, regionOption: string | undefined): Pro
           dataConverter: dataConverterFor(regionConfig),
         });
       }
-      return verb.run(context, input);
+      return verb.invoke(context, input);
     },
     async close() {
       await pool.end();
@@ -253,7 +260,7 @@ function optionsOf(verb: AdminVerb): Map<string, Option> {
     const remote = "not given through the admin API: the token's subject";
     options.set(verb.actor, new Option(`${flagOf(verb.actor)} <name>`, `${who}; ${remote}`));
   }
-  for (const [name, field] of Object.entries(verb.fields)) {
+  for (const [name, schema] of Object.entries(verb.fields)) {
     const spelled = verb.cli?.options?.[name];
     if (name === verb.target) continue;
     if (spelled) {
@@ -261,7 +268,7 @@ function optionsOf(verb: AdminVerb): Map<string, Option> {
       continue;
     }
     const flag = flagOf(name);
-    const choices = field.enum as readonly string[] | undefined;
+    const field = jsonSchema(schema);
     const time = field.format === 'date-time';
     // What the value is, in the usage: `--since <time>`, `--merchant <id>`, `--reason <reason>`; none: a flag.
     const types: Record<string, string> = {
@@ -270,70 +277,60 @@ function optionsOf(verb: AdminVerb): Map<string, Option> {
       number: 'n',
       integer: 'n',
     };
-    const kind = choices ? name : time ? 'time' : types[field.type as string];
+    const kind = field.enum ? name : time ? 'time' : types[String(field.type)];
     const about = [
       field.description,
-      choices && `one of ${choices.join(', ')}`,
+      field.enum && `one of ${field.enum.join(', ')}`,
       time && 'ISO 8601',
-      verb.required?.includes(name) && 'required',
+      verb.required.includes(name) && 'required',
     ];
     const option = new Option(kind ? `${flag} <${kind}>` : flag, about.filter(Boolean).join('; '));
-    if (kind) option.argParser((typed: string) => valueOf(flag, field, typed));
+    if (kind) option.argParser((typed: string) => valueOf(flag, schema, typed));
     if (kind && field.default !== undefined) option.default(field.default);
     options.set(name, option);
   }
   return options;
 }
 
-/** A field's value as typed, checked against its JSON schema as the admin API checks it. */
-function valueOf(flag: string, field: Record<string, unknown>, typed: string): unknown {
-  const refuse = (expected: string): never => {
-    throw new ConfigError(flag, typed, field.description ? `${field.description}: ${expected}` : expected);
+/** A field's value as typed, parsed by its schema as the admin API checks it. */
+function valueOf(flag: string, schema: z.core.$ZodType, typed: string): unknown {
+  const field = jsonSchema(schema);
+  const numeric = field.type === 'number' || field.type === 'integer';
+  const json = () => {
+    try {
+      return JSON.parse(typed) as unknown;
+    } catch {
+      return typed; // not JSON: refused as not an object
+    }
   };
-  const [min, above, max] = [field.minimum, field.exclusiveMinimum, field.maximum] as (number | undefined)[];
-  switch (field.type) {
-    case 'number':
-    case 'integer': {
-      const n = Number(typed);
-      const whole = field.type === 'integer';
-      if (
-        typed.trim() === '' ||
-        !Number.isFinite(n) ||
-        (whole && !Number.isInteger(n)) ||
-        (min !== undefined && n < min) ||
-        (above !== undefined && n <= above) ||
-        (max !== undefined && n > max)
-      ) {
-        const bounds =
-          min !== undefined && max !== undefined
-            ? [`from ${min} to ${max}`]
-            : [min !== undefined && `>= ${min}`, above !== undefined && `> ${above}`, max !== undefined && `<= ${max}`];
-        refuse([whole ? 'a whole number' : 'a number', ...bounds].filter(Boolean).join(', '));
-      }
-      return n;
-    }
-    case 'object': {
-      let value: unknown;
-      try {
-        value = JSON.parse(typed);
-      } catch {
-        value = undefined;
-      }
-      if (typeof value !== 'object' || value === null || Array.isArray(value)) refuse('a JSON object');
-      return value;
-    }
-    default: {
-      const choices = field.enum as readonly string[] | undefined;
-      if (choices && !choices.includes(typed)) refuse(choices.join(', '));
-      if (field.format === 'date-time' && Number.isNaN(Date.parse(typed)))
-        refuse('an ISO 8601 time, e.g. 2026-11-30T00:00:00Z');
-      const [shortest = 0, longest = Infinity] = [field.minLength, field.maxLength] as (number | undefined)[];
-      if (typed.length < shortest || typed.length > longest) refuse(`${shortest} to ${longest} characters`);
-      if (typeof field.pattern === 'string' && !new RegExp(field.pattern).test(typed))
-        refuse(`matching ${field.pattern}`);
-      return typed;
-    }
+  const parsed = z.safeParse(
+    schema,
+    numeric ? (typed.trim() === '' ? NaN : Number(typed)) : field.type === 'object' ? json() : typed,
+  );
+  if (parsed.success) return parsed.data;
+  const expected = expectedOf(field, parsed.error.issues[0]?.code);
+  throw new ConfigError(flag, typed, field.description ? `${field.description}: ${expected}` : expected);
+}
+
+/** What a field takes, in words, for the option whose value it refused (a string's: the check that refused it). */
+function expectedOf(field: z.core.JSONSchema.BaseSchema, refused: string | undefined): string {
+  const { minimum: min, exclusiveMinimum: above, maximum: max } = field;
+  if (field.type === 'number' || field.type === 'integer') {
+    const bounds =
+      min !== undefined && max !== undefined
+        ? [`from ${min} to ${max}`]
+        : [
+            min !== undefined && `>= ${min}`,
+            above !== undefined && `> ${String(above)}`,
+            max !== undefined && `<= ${max}`,
+          ];
+    return [field.type === 'integer' ? 'a whole number' : 'a number', ...bounds].filter(Boolean).join(', ');
   }
+  if (field.type === 'object') return 'a JSON object';
+  if (field.enum) return field.enum.join(', ');
+  if (field.format === 'date-time') return 'an ISO 8601 time, e.g. 2026-11-30T00:00:00Z';
+  if (refused === 'invalid_format') return `matching ${field.pattern}`;
+  return `${field.minLength ?? 0} to ${field.maxLength ?? Infinity} characters`;
 }
 
 /**
@@ -350,29 +347,41 @@ function refuseOptionsAsValues(program: Command, argv: string[]): void {
   });
 }
 
-/** The verb's input: its target the operand, each field its option (or its default), who acts as `remote` wants it. */
-function inputOf(verb: AdminVerb, operand: string | undefined, given: VerbInput, remote: boolean): VerbInput {
+/**
+ * The verb's input, parsed by its schema: its target the operand, each field its option (or its default); and who acts,
+ * as `remote` wants it.
+ */
+function inputOf(
+  verb: AdminVerb,
+  operand: string | undefined,
+  given: VerbInput,
+  remote: boolean,
+): { input: VerbInput; actor?: string } {
   const input: VerbInput = verb.target ? { [verb.target]: operand } : {};
   const flagOf = (name: string) => optionsOf(verb).get(name)!.long!;
-  for (const [name, field] of Object.entries(verb.fields)) {
+  for (const name of Object.keys(verb.fields)) {
     if (name === verb.target) continue;
-    input[name] = given[name] ?? (field.default as VerbInput[string]);
-    if (input[name] === undefined && verb.required?.includes(name))
+    input[name] = given[name];
+    if (input[name] === undefined && verb.required.includes(name))
       throw new ConfigError(flagOf(name), undefined, 'a value (see --help)');
   }
-  if (verb.actor) {
-    const named = given[verb.actor] as string | undefined;
-    // Through the API, a name given would be refused by it or silently replaced: refused here, saying why.
-    if (remote && named !== undefined)
-      throw new ConfigError(
-        flagOf(verb.actor),
-        named,
-        'nothing: through the admin API, who acts is your token’s subject',
-      );
-    if (!remote && !named) throw new ConfigError(flagOf(verb.actor), undefined, 'a value (see --help)');
-    input[verb.actor] = named;
+  const parsed = verb.request.safeParse(input);
+  if (!parsed.success) {
+    const [name = 'arguments'] = parsed.error.issues[0]?.path.map(String) ?? [];
+    throw new ConfigError(name === verb.target ? `<${name}>` : flagOf(name), String(input[name]), 'see --help');
   }
-  return input;
+  if (!verb.actor) return { input: parsed.data };
+  const named = given[verb.actor];
+  const actor = typeof named === 'string' ? named : undefined;
+  // Through the API, a name given would be refused by it or silently replaced: refused here, saying why.
+  if (remote && actor !== undefined)
+    throw new ConfigError(
+      flagOf(verb.actor),
+      actor,
+      'nothing: through the admin API, who acts is your token’s subject',
+    );
+  if (!remote && !actor) throw new ConfigError(flagOf(verb.actor), undefined, 'a value (see --help)');
+  return { input: parsed.data, actor };
 }
 
 /** One command: the verb's input checked, the verb called (through the admin API, or here), its answer printed. */
@@ -386,13 +395,15 @@ async function runVerb(
 ): Promise<number> {
   // Through the admin API when one is configured: this machine then holds a token, no database URL and no key.
   const api = adminApiFromEnv(env, global.region);
-  const input = inputOf(verb, operand, given, api !== undefined);
+  const { input, actor } = inputOf(verb, operand, given, api !== undefined);
   // Never dev by accident: dev means no four eyes and no SSRF guard for `merchant ping`.
   if (!api) requireExplicitMode(env);
   const verbs = api ?? (await localVerbs(loadConfig(env), global.region));
   try {
-    const answer = await verbs.call(verb.id, input);
-    const shown = (SHOWN[verb.id] ?? ((a) => JSON.stringify(a, null, 2)))(answer, input, verbs.region);
+    const answer: unknown = await verbs.call(verb.id, verb.actor ? { ...input, [verb.actor]: actor } : input);
+    // Read as JSON, as it crosses the admin API: what prints here prints the same through it.
+    const read: unknown = answer === undefined ? undefined : JSON.parse(JSON.stringify(answer));
+    const shown = SHOWN.get(verb.id)?.(read, input, verbs.region) ?? JSON.stringify(answer, null, 2);
     const { human, json = answer, code = 0 } = typeof shown === 'string' ? { human: shown } : shown;
     // What the ledger stored from outside (a merchant's answer) prints inert, here and in every verb's text.
     out(inertLines(global.json ? JSON.stringify(json, null, 2) : human));
@@ -405,31 +416,47 @@ async function runVerb(
 /** What a command prints: its human text; with --json its answer, or `json` where that differs; its exit code. */
 type Shown = string | { human: string; json?: unknown; code?: number };
 
+/** How a verb's answer prints: undefined when it is not what its schema says (it then prints as JSON). */
+type Printer = (answer: unknown, input: VerbInput, region: Region) => Shown | undefined;
+
+/** A verb's printer, reading its answer (a list comes unwrapped from the client) and its input by their schemas. */
+function show<A extends z.ZodType, R extends z.ZodType>(
+  verb: { id: string; answer: A; request: R },
+  print: (answer: z.output<A>, input: z.output<R>, region: Region) => Shown,
+): [string, Printer] {
+  return [
+    verb.id,
+    (answer, input, region) => {
+      const read = verb.answer.safeParse(Array.isArray(answer) ? { items: answer } : answer);
+      return read.success ? print(read.data, verb.request.parse(input), region) : undefined;
+    },
+  ];
+}
+
 /** How each verb's answer prints for a human (a verb without one prints its answer as JSON), by verb id. */
-const SHOWN: Record<string, (answer: any, input: VerbInput, region: Region) => Shown> = {
-  'sweep.now': ({ workflowId }, _, region) => ({
+const SHOWN = new Map<string, Printer>([
+  show(adminVerb('sweep.now'), ({ workflowId }, _, region) => ({
     human: `sweep ${workflowId} is answering for now (region ${region})`,
     json: { workflowId },
-  }),
-  'sweeps.pause': (state, _, region) => sweepsLines(state, region),
-  'sweeps.resume': (state, _, region) => sweepsLines(state, region),
-  'sweeps.status': (state, _, region) => sweepsLines(state, region),
-  'hold.status': (report) => {
-    const waiting = report.workflow?.waiting;
-    return [
-      `hold ${report.hold.id}: ${report.hold.state}${report.hold.reject_code ? ` (${report.hold.reject_code})` : ''}, ` +
-        `${report.hold.amount_minor} ${report.hold.currency}, merchant ${report.hold.merchant_id}`,
-      `ledger entry: ${report.ledgerEntry ? `#${report.ledgerEntry.id}` : 'none'}`,
-      `webhook: ${report.delivery ? `${report.delivery.webhook_id} ${report.delivery.status}${report.delivery.quarantine_reason ? ` (${report.delivery.quarantine_reason})` : ''}, ${report.delivery.attempt_count} attempt(s)` : 'none'}`,
-      `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}` : 'none'}`,
-      `why is it waiting: ${waiting ? JSON.stringify(waiting) : 'n/a'}`,
-      ...(report.workflow?.retrying
+  })),
+  show(adminVerb('sweeps.pause'), (state, _, region) => sweepsLines(state, region)),
+  show(adminVerb('sweeps.resume'), (state, _, region) => sweepsLines(state, region)),
+  show(adminVerb('sweeps.status'), (state, _, region) => sweepsLines(state, region)),
+  show(adminVerb('hold.status'), ({ hold, ledgerEntry, delivery, workflow, processorEvents, ...report }) =>
+    [
+      `hold ${hold.id}: ${hold.state}${hold.reject_code ? ` (${hold.reject_code})` : ''}, ` +
+        `${String(hold.amount_minor)} ${String(hold.currency)}, merchant ${hold.merchant_id}`,
+      `ledger entry: ${ledgerEntry ? `#${String(ledgerEntry.id)}` : 'none'}`,
+      `webhook: ${delivery ? `${delivery.webhook_id} ${delivery.status}${delivery.quarantine_reason ? ` (${delivery.quarantine_reason})` : ''}, ${String(delivery.attempt_count)} attempt(s)` : 'none'}`,
+      `workflow: ${workflow ? `${workflow.workflowId} ${workflow.status}` : 'none'}`,
+      `why is it waiting: ${workflow?.waiting ? JSON.stringify(workflow.waiting) : 'n/a'}`,
+      ...(workflow?.retrying
         ? [
-            `retrying: Temporal's attempt ${report.workflow.retrying.attempt}, next at ${report.workflow.retrying.nextAttemptAt ?? 'n/a'}` +
-              ` after: ${report.workflow.retrying.lastFailure ?? 'n/a'}`,
+            `retrying: Temporal's attempt ${workflow.retrying.attempt}, next at ${workflow.retrying.nextAttemptAt ?? 'n/a'}` +
+              ` after: ${workflow.retrying.lastFailure ?? 'n/a'}`,
           ]
         : []),
-      `processor events: ${report.processorEvents.length === 0 ? 'none' : `${(report.processorEvents as { sequence: number; event_type: string; outcome: string | null }[]).map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${report.hold.id})`}`,
+      `processor events: ${processorEvents.length === 0 ? 'none' : `${processorEvents.map((e) => `${e.sequence} ${e.event_type} ${e.outcome ?? 'not applied'}`).join(', ')} (npm run ops -- events show ${hold.id})`}`,
       '',
       'attempts:',
       table(report.attempts),
@@ -437,15 +464,20 @@ const SHOWN: Record<string, (answer: any, input: VerbInput, region: Region) => S
       'decisions:',
       table(report.decisions),
       ...(report.resends.length ? ['', 'resends:', table(report.resends)] : []),
-    ].join('\n');
-  },
-  'quarantine.list': (rows) => `${table(rows)}\n${rows.length} quarantined`,
-  'webhooks.list': (rows, { status, limit }) =>
-    `${table(rows)}\n${rows.length} ${status} (oldest first, at most ${limit})`,
-  'replay.preview': (request, _, region) =>
-    `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
-    `approve with: npm run ops -- replay approve ${request.id} --region ${region} --by <someone else>`,
-  'replay.approve': (result) => {
+    ].join('\n'),
+  ),
+  show(adminVerb('quarantine.list'), ({ items }) => `${table(items)}\n${items.length} quarantined`),
+  show(
+    adminVerb('webhooks.list'),
+    ({ items }, { status, limit }) => `${table(items)}\n${items.length} ${status} (oldest first, at most ${limit})`,
+  ),
+  show(
+    adminVerb('replay.preview'),
+    (request, _, region) =>
+      `replay request ${request.id}: ${request.count} quarantined webhook(s) frozen; ` +
+      `approve with: npm run ops -- replay approve ${request.id} --region ${region} --by <someone else>`,
+  ),
+  show(adminVerb('replay.approve'), (result) => {
     if (!result.recordOnly) {
       return (
         `replay request ${result.id} approved: ${result.applied} replay(s) applied by their workflows, ${result.ignored.length} no longer quarantined` +
@@ -454,34 +486,47 @@ const SHOWN: Record<string, (answer: any, input: VerbInput, region: Region) => S
       );
     }
     const { namespace, workflowIds, signal, input } = result.recordOnly;
-    const query = `WorkflowId IN (${(workflowIds as string[]).map((w) => `'${w}'`).join(', ')})`;
+    const query = `WorkflowId IN (${workflowIds.map((w) => `'${w}'`).join(', ')})`;
     return (
       `replay request ${result.id} approved, not sent; carry it to its ${workflowIds.length} workflow(s) with:\n` +
       temporalSignalCommand(namespace, `--query "${query}" --reason 'replay request ${result.id}' --yes`, signal, input)
     );
-  },
-  'quarantine.approve': (result, { id }) => decisionLines('approve', String(id), result),
-  'quarantine.discard': (result, { id }) => decisionLines('discard', String(id), result),
-  'webhook.resend': (started, { webhookId }) =>
+  }),
+  show(adminVerb('quarantine.approve'), (result, { id }) => decisionLines('approve', id, result)),
+  show(adminVerb('quarantine.discard'), (result, { id }) => decisionLines('discard', id, result)),
+  show(adminVerb('webhook.resend'), (started, { webhookId }) =>
     started.policyRun === undefined || started.policyRun === null
       ? `resend ${started.resendId} of ${webhookId} started (${started.workflowId}); the worker has not reopened it yet: npm run ops -- status <hold id>`
       : `resend ${started.resendId} of ${webhookId}: policy run ${started.policyRun}, delivered by ${started.workflowId}`,
-  'resend.preview': (request, _, region) =>
-    `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
-    `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
-  'resend.approve': (result) =>
-    `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
-    (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
-    ignoredLines(result.ignored),
-  'merchant.add': ({ merchant, signingSecret }) => `${merchantLines(merchant)}\n${secretOnce(signingSecret)}`,
-  'merchant.show': (merchant) => merchantLines(merchant),
-  'merchant.set': (merchant) => merchantLines(merchant),
-  'merchant.pause': (result) => merchantChange(result),
-  'merchant.resume': (result) => merchantChange(result),
-  'merchant.rotate-secret': (result) =>
-    `${merchantLines(result.merchant)}\n${secretOnce(result.signingSecret)}\n` +
-    `every webhook is signed with both secrets until ${result.previousSignsUntil}, then with the new one only`,
-  'merchant.ping': (ping) => ({
+  ),
+  show(
+    adminVerb('resend.preview'),
+    (request, _, region) =>
+      `resend request ${request.id}: ${request.count} webhook(s) at an end frozen; ` +
+      `approve with: npm run ops -- resend approve ${request.id} --region ${region} --by <someone else>`,
+  ),
+  show(
+    adminVerb('resend.approve'),
+    (result) =>
+      `resend request ${result.id} approved: ${result.applied} resend(s) started, ${result.ignored.length} no longer where the preview froze them` +
+      (result.alreadyDone ? `, ${result.alreadyDone} done by an earlier run of this approval` : '') +
+      ignoredLines(result.ignored),
+  ),
+  show(
+    adminVerb('merchant.add'),
+    ({ merchant, signingSecret }) => `${merchantLines(merchant)}\n${secretOnce(signingSecret)}`,
+  ),
+  show(adminVerb('merchant.show'), (merchant) => merchantLines(merchant)),
+  show(adminVerb('merchant.set'), (merchant) => merchantLines(merchant)),
+  show(adminVerb('merchant.pause'), (result) => merchantChange(result)),
+  show(adminVerb('merchant.resume'), (result) => merchantChange(result)),
+  show(
+    adminVerb('merchant.rotate-secret'),
+    (result) =>
+      `${merchantLines(result.merchant)}\n${secretOnce(result.signingSecret)}\n` +
+      `every webhook is signed with both secrets until ${result.previousSignsUntil}, then with the new one only`,
+  ),
+  show(adminVerb('merchant.ping'), (ping) => ({
     human: [
       `ping ${ping.webhookId} to ${ping.url}: ${ping.statusCode === null ? ping.errorClass : `HTTP ${ping.statusCode}`} in ${ping.durationMs} ms (signed with ${ping.signatures} key(s); waited ${ping.waitedMs} ms for the merchant's budget)`,
       `the delivery policy would: ${ping.policyAction} (${ping.policyRule})`,
@@ -490,81 +535,98 @@ const SHOWN: Record<string, (answer: any, input: VerbInput, region: Region) => S
       .filter(Boolean)
       .join('\n'),
     code: ping.policyAction === 'delivered' ? 0 : 3,
-  }),
-  'destination.set': (d) => destinationLines(d),
-  'destination.show': (d) => destinationLines(d),
-  'merchant.api-key.create': (key) =>
-    `API key ${key.id} for merchant ${key.merchantId} (${key.ratePerSecond}/s, burst ${key.burst}); the key (shown once, give it to the merchant): ${key.apiKey}`,
-  'merchant.api-key.revoke': (result) =>
-    `API key ${result.id} revoked by ${result.revokedBy}: it is refused from now on`,
-  'merchant.api-keys': (rows) => `${table(rows)}\n${rows.length} key(s)`,
-  'events.show': (report) => {
+  })),
+  show(adminVerb('destination.set'), (d) => destinationLines(d)),
+  show(adminVerb('destination.show'), (d) => destinationLines(d)),
+  show(
+    adminVerb('merchant.api-key.create'),
+    (key) =>
+      `API key ${key.id} for merchant ${key.merchantId} (${key.ratePerSecond}/s, burst ${key.burst}); the key (shown once, give it to the merchant): ${key.apiKey}`,
+  ),
+  show(
+    adminVerb('merchant.api-key.revoke'),
+    (result) => `API key ${result.id} revoked by ${result.revokedBy}: it is refused from now on`,
+  ),
+  show(adminVerb('merchant.api-keys'), ({ items }) => `${table(items)}\n${items.length} key(s)`),
+  show(adminVerb('events.show'), (report) => {
     const account = report.workflow?.account;
     return [
       `hold ${report.holdId}: ${report.events.length} processor event(s)`,
       table(
-        (report.events as Record<string, unknown>[]).map(
-          ({ sequence, event_id, event_type, amount_minor, outcome, webhook_id, webhook_status }) => ({
-            sequence,
-            event_id,
-            event_type,
-            amount_minor,
-            outcome,
-            webhook_id,
-            webhook_status,
-          }),
-        ),
+        report.events.map(({ sequence, event_id, event_type, amount_minor, outcome, webhook_id, webhook_status }) => ({
+          sequence,
+          event_id,
+          event_type,
+          amount_minor,
+          outcome,
+          webhook_id,
+          webhook_status,
+        })),
       ),
       '',
       `skipped: ${report.skips.length === 0 ? 'none' : table(report.skips)}`,
       `reviews: ${report.reviews.length === 0 ? 'none' : table(report.reviews)}`,
       `workflow: ${report.workflow ? `${report.workflow.workflowId} ${report.workflow.status}${account ? `, ${JSON.stringify(account.stage)}` : ''}` : 'none'}`,
     ].join('\n');
-  },
-  'events.skip': (result, { holdId, sequence }, region) => {
-    if (!result.requested) {
+  }),
+  show(adminVerb('events.skip'), ({ requested, skipped }, { holdId, sequence }, region) => {
+    if (!requested) {
       return {
-        human: `sequence ${sequence} of hold ${holdId} skipped (recorded by ${result.skipped.workflowId}); what follows it applies now`,
-        json: result.skipped,
+        human: `sequence ${sequence} of hold ${holdId} skipped (recorded by ${skipped?.workflowId}); what follows it applies now`,
+        json: skipped,
       };
     }
-    const { requestId } = result.requested;
+    const { requestId } = requested;
     return {
       human:
         `skip request ${requestId} recorded for sequence ${sequence} of hold ${holdId}; ` +
         `approve with: npm run ops -- events approve-skip ${requestId} --region ${region} --by <someone else>`,
       json: { requestId, holdId, sequence },
     };
-  },
-  'events.approve-skip': (result, { requestId }) =>
-    `skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`,
-  'events.redeliver': (result, { webhookId }) =>
-    `webhook ${webhookId}: a new delivery run ${result.runId} of ${result.workflowId} started`,
-  'events.refused': (rows) => `${table(rows)}\n${rows.length} refused`,
-  'sends.pause': (pause, _, region) =>
-    `sends in region ${region} paused at ${pause.pausedAt} by ${pause.pausedBy}: nothing is sent until ` +
-    `npm run ops -- sends resume --region ${region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
-  'sends.resume': (result, _, region) =>
-    `sends in region ${region} resumed at ${result.pause.resumedAt} by ${result.pause.resumedBy} ` +
-    `(paused since ${result.pause.pausedAt}); ${result.signalled} held deliveries told to re-check now` +
-    (result.ended ? `, ${result.ended} had ended meanwhile` : '') +
-    (result.notSignalled.length
-      ? `; NOT told (each re-checks on its own within its back-off, at most 30 min): ` +
-        (result.notSignalled as HeldDeliveriesTold['notSignalled'])
-          .map((n) => `${n.workflowId} (${n.error})`)
-          .join('; ')
-      : ''),
-  'sends.status': (status, _, region) =>
+  }),
+  show(
+    adminVerb('events.approve-skip'),
+    (result, { requestId }) =>
+      `skip request ${requestId} approved and carried out (recorded by ${result.workflowId}); what follows it applies now`,
+  ),
+  show(
+    adminVerb('events.redeliver'),
+    (result, { webhookId }) =>
+      `webhook ${webhookId}: a new delivery run ${result.runId} of ${result.workflowId} started`,
+  ),
+  show(adminVerb('events.refused'), ({ items }) => `${table(items)}\n${items.length} refused`),
+  show(
+    adminVerb('sends.pause'),
+    (pause, _, region) =>
+      `sends in region ${region} paused at ${String(pause.pausedAt)} by ${pause.pausedBy}: nothing is sent until ` +
+      `npm run ops -- sends resume --region ${region} --by NAME --reason TEXT; deliveries wait, held, releases go on`,
+  ),
+  show(
+    adminVerb('sends.resume'),
+    (result, _, region) =>
+      `sends in region ${region} resumed at ${String(result.pause.resumedAt)} by ${String(result.pause.resumedBy)} ` +
+      `(paused since ${String(result.pause.pausedAt)}); ${result.signalled} held deliveries told to re-check now` +
+      (result.ended ? `, ${result.ended} had ended meanwhile` : '') +
+      (result.notSignalled.length
+        ? `; NOT told (each re-checks on its own within its back-off, at most 30 min): ` +
+          result.notSignalled.map((n) => `${n.workflowId} (${n.error})`).join('; ')
+        : ''),
+  ),
+  show(adminVerb('sends.status'), (status, _, region) =>
     [
       `sends in region ${region}: ${status.paused ? 'PAUSED' : 'running'}; ${status.held} deliveries held (by this or a merchant's pause)`,
       status.pauses.length === 0 ? 'never paused' : table(status.pauses),
     ].join('\n'),
-  'reviews.list': (rows, { all }) => `${table(rows)}\n${rows.length} ${all ? '' : 'open '}review(s)`,
-  'reviews.resolve': (_, { eventId }) => `review of ${eventId} resolved`,
-  'audit.list': (rows) => `${table(rows)}\n${rows.length} call(s), newest first`,
-};
+  ),
+  show(
+    adminVerb('reviews.list'),
+    ({ items }, { all }) => `${table(items)}\n${items.length} ${all ? '' : 'open '}review(s)`,
+  ),
+  show(adminVerb('reviews.resolve'), (_, { eventId }) => `review of ${eventId} resolved`),
+  show(adminVerb('audit.list'), ({ items }) => `${table(items)}\n${items.length} call(s), newest first`),
+]);
 
-function sweepsLines(state: SweepsState, region: Region): string {
+function sweepsLines(state: AnswerOf<'sweeps.status'>, region: Region): string {
   return [
     `sweeps in region ${region}: ${state.paused ? 'PAUSED' : 'running'}${state.note ? ` (${state.note})` : ''}`,
     state.nextSweeps.length ? `next: ${state.nextSweeps.join(', ')}` : 'next: none while paused',
@@ -573,7 +635,7 @@ function sweepsLines(state: SweepsState, region: Region): string {
 }
 
 /** `approve|discard <hold id | webhook id>`: what the workflow answered, or the decision recorded for the CLI. */
-function decisionLines(command: string, holdId: string, result: any): Shown {
+function decisionLines(command: string, holdId: string, result: AnswerOf<'quarantine.approve'>): Shown {
   if (result.outcome === 'recorded') {
     return (
       `discard of hold ${holdId} recorded (${result.input.decisionId}), not sent; carry it with:\n` +
@@ -593,12 +655,12 @@ const secretOnce = (secret: string) =>
   `signing secret (shown once, give it to the merchant; it verifies with it): ${secret}`;
 
 /** `merchant pause|resume`: exit 3 when there was nothing to do. */
-const merchantChange = (result: { changed: boolean; merchant: MerchantView }): Shown => ({
+const merchantChange = (result: AnswerOf<'merchant.pause'>): Shown => ({
   human: `${result.changed ? '' : `nothing to do: already ${result.merchant.status}\n`}${merchantLines(result.merchant)}`,
   code: result.changed ? 0 : 3,
 });
 
-function destinationLines(d: any): string {
+function destinationLines(d: AnswerOf<'destination.show'>): string {
   return [
     `destination ${d.id}: ${d.ratePerSecond}/s for all its merchants together` +
       (d.maxInFlight === null ? '' : `, at most ${d.maxInFlight} requests open at once`),
@@ -612,7 +674,7 @@ function destinationLines(d: any): string {
 const ignoredLines = (ignored: { webhookId: string; detail: string }[]) =>
   ignored.map((i) => `\n  ${i.webhookId}: ${i.detail}`).join('');
 
-function merchantLines(m: MerchantView): string {
+function merchantLines(m: AnswerOf<'merchant.show'>): string {
   return [
     `merchant ${m.id} (${m.name}): ${m.status}${m.statusReason ? ` since ${m.statusSince}: ${m.statusReason}` : ''}`,
     `endpoint: ${m.endpointUrl}`,

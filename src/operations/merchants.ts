@@ -21,8 +21,6 @@ import { createMerchantBudget, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sq
 import * as merchants from '../sql/merchants.js';
 import type { MerchantView } from '../sql/merchants.js';
 
-export type { MerchantView } from '../sql/merchants.js';
-
 /** Merchant ids go into workflow ids, search attributes and metric labels: short, plain, no spaces. */
 const MERCHANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 /** Far above any merchant's published limit; a typo (5000 for 5) is refused rather than obeyed. */

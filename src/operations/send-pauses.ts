@@ -20,7 +20,7 @@ const SIGNAL_ATTEMPTS = 4;
 const SIGNAL_RETRY_MS = [250, 1_000, 4_000] as const;
 
 /** What `resume` told the held deliveries: each one listed is told, found ended, or named with why it was not told. */
-export interface HeldDeliveriesTold {
+interface HeldDeliveriesTold {
   signalled: number;
   /** Listed as held, ended before the signal (delivered or decided meanwhile): nothing to tell. */
   ended: number;

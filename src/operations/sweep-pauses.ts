@@ -10,7 +10,7 @@ import { OperatorError } from '../errors.js';
 import { sweepNow } from '../schedules.js';
 import type { OpsContext } from './operations.js';
 
-export interface SweepsState {
+interface SweepsState {
   paused: boolean;
   /** The schedule's note: `paused by <who>: <why>` while paused, `resumed by <who>: <why>` after. */
   note: string;

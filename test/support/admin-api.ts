@@ -2,7 +2,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'vitest';
-import type { AdminVerb } from '../../src/operations/admin-verbs.js';
+import { jsonSchema, type AdminVerb } from '../../src/operations/admin-verbs.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 
@@ -10,9 +10,8 @@ const REPO = path.resolve(import.meta.dirname, '../..');
 export function requestFor(verb: AdminVerb): { url: string; init: RequestInit } {
   const url = verb.path.replace(/:([A-Za-z]+)/g, (_, name: string) => `missing_${name}`);
   const body = Object.fromEntries(
-    (verb.required ?? []).map((field) => {
-      const type = verb.fields[field]!.type;
-      const enums = verb.fields[field]!.enum as string[] | undefined;
+    verb.required.map((field) => {
+      const { type, enum: enums } = jsonSchema(verb.fields[field]!);
       return [
         field,
         enums
