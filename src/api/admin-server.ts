@@ -75,12 +75,11 @@ function statusOf(err: unknown): number {
 }
 
 /** The JSON error body: the error's name (an OperatorError's code beside it) and message; a 5xx says only that. */
-function errorBody(err: unknown, status: number, requestId: string) {
+function errorBody(err: FastifyError, status: number, requestId: string) {
   if (status >= 500)
     return { error: 'InternalError', message: `the request failed; its request id is ${requestId}`, requestId };
-  const e = err as Error & { code?: string; validation?: unknown };
-  const name = e.validation ? 'InvalidRequest' : e.name;
-  return { error: name, ...(err instanceof OperatorError ? { code: err.code } : {}), message: e.message, requestId };
+  const name = err.validation ? 'InvalidRequest' : err.name;
+  return { error: name, ...(err instanceof OperatorError ? { code: err.code } : {}), message: err.message, requestId };
 }
 
 const outcomeOf = (status: number): AuditRecord['outcome'] =>
@@ -170,7 +169,7 @@ export async function buildAdminServer(options: AdminServerOptions): Promise<Fas
       refusals.refused(request, status, body.error);
     } else {
       // The call did nothing, or (written ahead) its row says how it ended; a row that cannot be written is logged.
-      const detail = `${body.error}: ${(err as Error).message}`;
+      const detail = `${body.error}: ${err.message}`;
       const written = request.auditId
         ? finishAudit(pool, request.auditId, { outcome: outcomeOf(status), status, detail })
         : insertAudit(pool, record(request, status, detail));

@@ -114,8 +114,8 @@ interface VerbSpec<Id extends string, P extends string, F extends z.ZodRawShape,
   fields: F;
   /** Which input field names what it acts on, for the audit. */
   target?: (ParamsOf<P> | keyof F) & string;
-  /** Whether it needs Temporal (the rest read or write the ledger only, but for `reachesMerchant`). */
-  temporal: boolean;
+  /** It needs Temporal (the rest read or write the ledger only, but for `reachesMerchant`). */
+  temporal?: true;
   /** It sends a request to a merchant's endpoint (`merchant ping`): an effect outside the ledger, like Temporal's. */
   reachesMerchant?: true;
   /** Its answer (200) as JSON: published in the OpenAPI document, read by the CLI. */
@@ -163,11 +163,10 @@ function verb<const Id extends string, const P extends string, F extends z.ZodRa
   // The parameters' names are the path's, which the type reads from it too.
   const request = z.strictObject({ ...params, ...spec.fields }) as Request<P, F>;
   const { run, ...declared } = spec;
-  const required = jsonSchema(z.strictObject(spec.fields)).required;
   return {
     ...declared,
     request,
-    required: Array.isArray(required) ? required.map(String) : [],
+    required: jsonSchema(z.strictObject(spec.fields)).required ?? [],
     invoke: (ctx, input) => {
       const actor = spec.actor === undefined ? '' : input[spec.actor];
       if (typeof actor !== 'string') throw new Error(`${spec.id} needs who acts (${spec.actor})`);
@@ -458,7 +457,6 @@ const TABLE = [
     path: '/v1/quarantine',
     roles: EVERYONE,
     fields: quarantineSelection,
-    temporal: false,
     answer: list({}),
     run: (ctx, input) => listQuarantined(ctx.pool, filters(input)),
   }),
@@ -474,7 +472,6 @@ const TABLE = [
       status: z.enum(DELIVERY_STATUSES).describe('only webhooks in this status'),
       limit: z.number().int().min(1).max(1000).default(20).describe('at most this many, oldest first'),
     },
-    temporal: false,
     answer: list({}),
     run: (ctx, { status, merchant, since, until, limit }) =>
       webhooksInStatus(ctx.pool, status, { merchantId: merchant, since, until, limit }),
@@ -491,7 +488,6 @@ const TABLE = [
       ...quarantineSelection,
       limit: z.number().int().min(1).max(100_000).describe('only the oldest N (a canary)').optional(),
     },
-    temporal: false,
     answer: frozen,
     run: async (ctx, input, requestedBy) => {
       const request = await previewReplay(ctx.pool, filters(input), requestedBy);
@@ -577,7 +573,6 @@ const TABLE = [
     roles: OPERATORS,
     actor: 'requestedBy',
     fields: { ...selection, webhook: id('only this webhook').optional() },
-    temporal: false,
     answer: frozen,
     run: async (ctx, { merchant, webhook, since, until }, requestedBy) => {
       const selected = { merchantId: merchant, webhookId: webhook, since, until };
@@ -617,7 +612,6 @@ const TABLE = [
       url: text('the webhook endpoint (https in production)'),
     },
     target: 'merchantId',
-    temporal: false,
     answer: z.looseObject({ merchant: merchantView, signingSecret: secret }),
     run: (ctx, input) =>
       addMerchant(ctx.pool, ctx.webhooks, ctx.secrets, {
@@ -636,7 +630,6 @@ const TABLE = [
     roles: EVERYONE,
     fields: {},
     target: 'merchantId',
-    temporal: false,
     answer: merchantView,
     run: (ctx, { merchantId }) => showMerchant(ctx.pool, merchantId),
   }),
@@ -649,7 +642,6 @@ const TABLE = [
     roles: MERCHANT_ADMINS,
     fields: merchantFields,
     target: 'merchantId',
-    temporal: false,
     answer: merchantView,
     run: (ctx, input) => setMerchant(ctx.pool, ctx.webhooks, input.merchantId, merchantSettings(input)),
   }),
@@ -662,7 +654,6 @@ const TABLE = [
     roles: MERCHANT_ADMINS,
     fields: { reason: text('why sending stops') },
     target: 'merchantId',
-    temporal: false,
     answer: merchantChange,
     run: (ctx, { merchantId, reason }) => pauseMerchant(ctx.pool, merchantId, reason),
   }),
@@ -679,7 +670,6 @@ const TABLE = [
       note: text('who the destination is (a platform receiving for its merchants)').optional(),
     },
     target: 'destinationId',
-    temporal: false,
     answer: destinationView,
     run: (ctx, { destinationId, rate, maxInFlight, note }) =>
       setDestination(ctx.pool, { id: destinationId, ratePerSecond: rate, maxInFlight, note }),
@@ -693,7 +683,6 @@ const TABLE = [
     roles: EVERYONE,
     fields: {},
     target: 'destinationId',
-    temporal: false,
     answer: destinationView,
     run: (ctx, { destinationId }) => showDestination(ctx.pool, destinationId),
   }),
@@ -706,7 +695,6 @@ const TABLE = [
     roles: MERCHANT_ADMINS,
     fields: {},
     target: 'merchantId',
-    temporal: false,
     answer: merchantChange,
     run: (ctx, { merchantId }) => resumeMerchant(ctx.pool, merchantId),
   }),
@@ -726,7 +714,6 @@ const TABLE = [
         .optional(),
     },
     target: 'merchantId',
-    temporal: false,
     answer: z.looseObject({ merchant: merchantView, signingSecret: secret, previousSignsUntil: z.string() }),
     cli: {
       options: {
@@ -748,7 +735,6 @@ const TABLE = [
     roles: MERCHANT_ADMINS,
     fields: {},
     target: 'merchantId',
-    temporal: false,
     reachesMerchant: true,
     answer: z.looseObject({
       webhookId: z.string(),
@@ -778,7 +764,6 @@ const TABLE = [
       burst: z.number().int().min(1).max(10000).describe('requests at once above the rate (10)').optional(),
     },
     target: 'merchantId',
-    temporal: false,
     answer: z.looseObject({
       id: z.string().regex(/^mk_[0-9a-f]{16}$/),
       merchantId: z.string(),
@@ -799,7 +784,6 @@ const TABLE = [
     actor: 'by',
     fields: {},
     target: 'keyId',
-    temporal: false,
     answer: z.looseObject({ id: z.string(), revokedBy: z.string() }),
     run: (ctx, { keyId }, by) => revokeApiKey(ctx.pool, keyId, by),
   }),
@@ -812,7 +796,6 @@ const TABLE = [
     roles: EVERYONE,
     fields: {},
     target: 'merchantId',
-    temporal: false,
     answer: list({ id: z.string(), created_by: z.string() }),
     run: (ctx, { merchantId }) => apiKeysOf(ctx.pool, merchantId),
   }),
@@ -897,7 +880,6 @@ const TABLE = [
     path: '/v1/refused-requests',
     roles: EVERYONE,
     fields: { since: time('refused at or after').optional() },
-    temporal: false,
     answer: list({}),
     run: (ctx, { since }) => refusedRequests(ctx.pool, since),
   }),
@@ -952,7 +934,6 @@ const TABLE = [
     path: '/v1/reviews',
     roles: EVERYONE,
     fields: { all: z.boolean().default(false).describe('the resolved ones too') },
-    temporal: false,
     answer: list({}),
     run: (ctx, { all }) => reviews(ctx.pool, { all }),
   }),
@@ -982,7 +963,6 @@ const TABLE = [
       subject: text('only this caller').optional(),
       limit: z.number().int().min(1).max(1000).default(50).describe('at most this many, newest first'),
     },
-    temporal: false,
     // In the order of the query's columns: the CLI's table prints them in the order they come.
     answer: list({
       id: z.string(),

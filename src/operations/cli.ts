@@ -243,7 +243,10 @@ function commandLine(out: (line: string) => void, run: Run): Command {
     cmd.description(verb.summary).usage(usage);
     const values = () =>
       Object.fromEntries([...options].map(([name, o]) => [name, cmd.getOptionValue(o.attributeName())]));
-    cmd.action(() => run(verb, cmd.processedArgs[0] as string | undefined, values()));
+    cmd.action(() => {
+      const [operand] = cmd.processedArgs;
+      return run(verb, typeof operand === 'string' ? operand : undefined, values());
+    });
   }
   return program;
 }
@@ -298,7 +301,8 @@ function valueOf(flag: string, schema: z.core.$ZodType, typed: string): unknown 
   const numeric = field.type === 'number' || field.type === 'integer';
   const json = () => {
     try {
-      return JSON.parse(typed) as unknown;
+      const value: unknown = JSON.parse(typed);
+      return value;
     } catch {
       return typed; // not JSON: refused as not an object
     }
@@ -724,9 +728,9 @@ const NAMED = [
  * `code`, `message`, and through the admin API its `status` and `requestId`). Undefined for anything else (exit 1).
  */
 export function operatorErrorText(err: unknown, json: boolean): string | undefined {
-  if (!NAMED.some((type) => err instanceof type)) return undefined;
+  if (!(err instanceof Error) || !NAMED.some((type) => err instanceof type)) return undefined;
   // A message may quote what a caller or the admin API said: printed inert, as every answer is.
-  return inertLines(namedErrorText(err as Error, json));
+  return inertLines(namedErrorText(err, json));
 }
 
 function namedErrorText(e: Error, json: boolean): string {
