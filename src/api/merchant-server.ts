@@ -15,6 +15,8 @@ import { randomBytes } from 'node:crypto';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
+import { z } from 'zod';
+import { DELIVERY_STATUSES } from '../contracts/delivery.js';
 import type { Region } from '../contracts/regions.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { Registry } from 'prom-client';
@@ -24,6 +26,7 @@ import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
+import { jsonSchema } from '../operations/admin-verbs.js';
 
 interface MerchantServerOptions {
   region: Region;
@@ -79,45 +82,56 @@ declare module 'fastify' {
   }
 }
 
-const webhookSchema = {
-  type: 'object',
-  properties: {
-    webhookId: { type: 'string' },
-    eventType: { type: 'string' },
-    status: { type: 'string', enum: ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'] },
-    quarantineReason: { type: ['string', 'null'] },
-    createdAt: { type: 'string', format: 'date-time' },
-    deliveredAt: { type: ['string', 'null'], format: 'date-time' },
-    attemptCount: { type: 'integer' },
-    attempts: {
-      type: 'array',
-      items: {
-        type: 'object',
-        properties: {
-          attempt: { type: 'integer' },
-          policyRun: { type: 'integer' },
-          startedAt: { type: 'string', format: 'date-time' },
-          durationMs: { type: 'integer' },
-          statusCode: { type: ['integer', 'null'] },
-          errorClass: { type: ['string', 'null'] },
-          responseExcerpt: { type: ['string', 'null'] },
-        },
-      },
-    },
-  },
+// Input and answers in zod: Fastify validates with their JSON Schema (its answers to invalid input as they are), the
+// OpenAPI document publishes it, and a handler reads its input parsed. An answer's properties are all optional, as it
+// documents them without binding what is added.
+const time = z.string().meta({ format: 'date-time' });
+const int = z.number().int();
+const webhookShape = {
+  webhookId: z.string(),
+  eventType: z.string(),
+  status: z.enum(DELIVERY_STATUSES),
+  quarantineReason: z.string().nullable(),
+  createdAt: time,
+  deliveredAt: z.string().nullable().meta({ format: 'date-time' }),
+  attemptCount: int,
+  attempts: z.array(
+    z
+      .object({
+        attempt: int,
+        policyRun: int,
+        startedAt: time,
+        durationMs: int,
+        statusCode: int.nullable(),
+        errorClass: z.string().nullable(),
+        responseExcerpt: z.string().nullable(),
+      })
+      .partial(),
+  ),
 };
+const resendAsked = z
+  .object({
+    requestId: z.string(),
+    webhookId: z.string(),
+    resendId: z.string(),
+    state: z.string().describe('waiting (to start), started, sending, delivered, quarantined, discarded, abandoned'),
+    startsWithinSeconds: int,
+  })
+  .partial();
+const webhookIdParam = z.object({ webhookId: z.string().min(1).max(200) });
+const listQuery = z.strictObject({
+  since: time.optional(),
+  until: time.optional(),
+  status: z.enum(DELIVERY_STATUSES).optional(),
+  limit: int.min(1).max(500).default(50),
+});
+const rangeBody = z.strictObject({ since: time, until: time });
+const requestIdParam = z.object({ requestId: z.string().min(1).max(100) });
+/** What names the call's target for the audit, where its route has one. */
+const targetParams = z.object({ webhookId: z.string().optional(), requestId: z.string().optional() });
 
-const errorSchema = {
-  type: 'object',
-  required: ['error', 'message', 'requestId'],
-  properties: { error: { type: 'string' }, message: { type: 'string' }, requestId: { type: 'string' } },
-};
+const errorSchema = jsonSchema(z.object({ error: z.string(), message: z.string(), requestId: z.string() }));
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, errorSchema]));
-const webhookIdParam = {
-  type: 'object',
-  required: ['webhookId'],
-  properties: { webhookId: { type: 'string', minLength: 1, maxLength: 200 } },
-};
 
 export async function buildMerchantServer(
   options: MerchantServerOptions,
@@ -158,7 +172,7 @@ export async function buildMerchantServer(
    * cannot be written the call fails (and a resend records nothing).
    */
   const audit = async (request: FastifyRequest, status: number, detail?: string, db: Queryable = pool) => {
-    const params = request.params as { webhookId?: string; requestId?: string } | undefined;
+    const params = targetParams.safeParse(request.params).data;
     const { merchantId, keyId } = request.merchant!;
     await insertAudit(db, {
       requestId: request.id,
@@ -193,8 +207,7 @@ export async function buildMerchantServer(
   });
 
   app.setErrorHandler(async (err: FastifyError | Refusal, request, reply) => {
-    const status =
-      err instanceof Refusal ? err.status : (err as FastifyError).validation ? 400 : (requestErrorStatus(err) ?? 500);
+    const status = err instanceof Refusal ? err.status : err.validation ? 400 : (requestErrorStatus(err) ?? 500);
     const name = err instanceof Refusal ? err.name : status < 500 ? 'InvalidRequest' : 'InternalError';
     const message = status >= 500 ? `the request failed; its request id is ${request.id}` : err.message;
     if (status >= 500) request.log.error({ err }, 'merchant API request failed');
@@ -229,25 +242,15 @@ export async function buildMerchantServer(
       schema: {
         operationId: 'webhooks.list',
         summary: 'Your webhooks written in [since, until), newest first, each with its attempts.',
-        querystring: {
-          type: 'object',
-          additionalProperties: false,
-          properties: {
-            since: { type: 'string', format: 'date-time' },
-            until: { type: 'string', format: 'date-time' },
-            status: { type: 'string', enum: ['pending', 'quarantined', 'delivered', 'discarded', 'abandoned'] },
-            limit: { type: 'integer', minimum: 1, maximum: 500, default: 50 },
-          },
-        },
+        querystring: jsonSchema(listQuery),
         response: {
-          200: { type: 'object', required: ['items'], properties: { items: { type: 'array', items: webhookSchema } } },
+          200: jsonSchema(z.object({ items: z.array(z.object(webhookShape).partial()) })),
           ...errors(400, 401, 429),
         },
       },
     },
     async (request) => {
-      const q = request.query as { since?: string; until?: string; status?: string; limit: number };
-      const items = await ledger.merchantWebhooks(pool, merchantOf(request), q);
+      const items = await ledger.merchantWebhooks(pool, merchantOf(request), listQuery.parse(request.query));
       await audit(request, 200);
       return { items };
     },
@@ -261,52 +264,29 @@ export async function buildMerchantServer(
         operationId: 'webhooks.get',
         summary:
           'One of your webhooks: the exact payload it is sent with (sign-checked bytes), its attempts and resends.',
-        params: webhookIdParam,
+        params: jsonSchema(webhookIdParam),
         response: {
-          200: {
-            ...webhookSchema,
-            properties: {
-              ...webhookSchema.properties,
-              payload: { type: 'string', description: 'the request body, byte for byte' },
-              resends: {
-                type: 'array',
-                items: {
-                  type: 'object',
-                  properties: {
-                    resendId: { type: 'string' },
-                    policyRun: { type: 'integer' },
-                    requestedAt: { type: 'string' },
-                  },
-                },
-              },
-            },
-          },
+          200: jsonSchema(
+            z
+              .object({
+                ...webhookShape,
+                payload: z.string().describe('the request body, byte for byte'),
+                resends: z.array(z.object({ resendId: z.string(), policyRun: int, requestedAt: z.string() }).partial()),
+              })
+              .partial(),
+          ),
           ...errors(401, 404, 429),
         },
       },
     },
     async (request) => {
-      const { webhookId } = request.params as { webhookId: string };
+      const { webhookId } = webhookIdParam.parse(request.params);
       const webhook = await ledger.merchantWebhook(pool, merchantOf(request), webhookId);
       if (!webhook) throw notFound(webhookId);
       await audit(request, 200);
       return webhook;
     },
   );
-
-  const requestSchema = {
-    type: 'object',
-    properties: {
-      requestId: { type: 'string' },
-      webhookId: { type: 'string' },
-      resendId: { type: 'string' },
-      state: {
-        type: 'string',
-        description: 'waiting (to start), started, sending, delivered, quarantined, discarded, abandoned',
-      },
-      startsWithinSeconds: { type: 'integer' },
-    },
-  };
 
   /** Records one resend; throws the refusal a single-webhook call answers with. */
   async function askResend(db: Queryable, request: FastifyRequest, webhookId: string) {
@@ -339,12 +319,12 @@ export async function buildMerchantServer(
         operationId: 'webhooks.resend',
         summary:
           'Send a webhook at an end again: same webhook id and payload, a fresh signature. Starts within the answer’s seconds.',
-        params: webhookIdParam,
-        response: { 202: requestSchema, ...errors(401, 404, 409, 429) },
+        params: jsonSchema(webhookIdParam),
+        response: { 202: jsonSchema(resendAsked), ...errors(401, 404, 409, 429) },
       },
     },
     async (request, reply) => {
-      const { webhookId } = request.params as { webhookId: string };
+      const { webhookId } = webhookIdParam.parse(request.params);
       const asked = await inTransaction(pool, async (tx) => {
         const recorded = await askResend(tx, request, webhookId);
         await audit(request, 202, undefined, tx);
@@ -361,36 +341,23 @@ export async function buildMerchantServer(
       schema: {
         operationId: 'resends.range',
         summary: `Send again every webhook of yours at an end written in [since, until), oldest first, at most ${RANGE_MAX} per call.`,
-        body: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['since', 'until'],
-          properties: {
-            since: { type: 'string', format: 'date-time' },
-            until: { type: 'string', format: 'date-time' },
-          },
-        },
+        body: jsonSchema(rangeBody),
         response: {
-          202: {
-            type: 'object',
-            properties: {
-              requested: { type: 'array', items: requestSchema },
-              skipped: {
-                type: 'array',
-                items: { type: 'object', properties: { webhookId: { type: 'string' }, why: { type: 'string' } } },
-              },
-              more: {
-                type: 'boolean',
-                description: 'more webhooks match: ask again with since = the last one’s createdAt',
-              },
-            },
-          },
+          202: jsonSchema(
+            z
+              .object({
+                requested: z.array(resendAsked),
+                skipped: z.array(z.object({ webhookId: z.string(), why: z.string() }).partial()),
+                more: z.boolean().describe('more webhooks match: ask again with since = the last one’s createdAt'),
+              })
+              .partial(),
+          ),
           ...errors(400, 401, 429),
         },
       },
     },
     async (request, reply) => {
-      const { since, until } = request.body as { since: string; until: string };
+      const { since, until } = rangeBody.parse(request.body);
       const matching = await ledger.merchantWebhooks(pool, merchantOf(request), { since, until, limit: RANGE_MAX + 1 });
       const oldestFirst = matching.slice(0, RANGE_MAX).reverse();
       const requested: unknown[] = [];
@@ -419,31 +386,28 @@ export async function buildMerchantServer(
       schema: {
         operationId: 'resends.get',
         summary: 'Where a resend you asked for stands.',
-        params: {
-          type: 'object',
-          required: ['requestId'],
-          properties: { requestId: { type: 'string', minLength: 1, maxLength: 100 } },
-        },
+        params: jsonSchema(requestIdParam),
         response: {
-          200: {
-            type: 'object',
-            properties: {
-              id: { type: 'string' },
-              webhookId: { type: 'string' },
-              resendId: { type: 'string' },
-              requestedAt: { type: 'string' },
-              startedAt: { type: ['string', 'null'] },
-              policyRun: { type: ['integer', 'null'] },
-              webhookStatus: { type: 'string' },
-              state: { type: 'string' },
-            },
-          },
+          200: jsonSchema(
+            z
+              .object({
+                id: z.string(),
+                webhookId: z.string(),
+                resendId: z.string(),
+                requestedAt: z.string(),
+                startedAt: z.string().nullable(),
+                policyRun: int.nullable(),
+                webhookStatus: z.string(),
+                state: z.string(),
+              })
+              .partial(),
+          ),
           ...errors(401, 404, 429),
         },
       },
     },
     async (request) => {
-      const { requestId } = request.params as { requestId: string };
+      const { requestId } = requestIdParam.parse(request.params);
       const found = await ledger.merchantResendRequest(pool, merchantOf(request), requestId);
       if (!found) throw new Refusal(404, 'NotFound', `no resend request ${requestId}`);
       await audit(request, 200);

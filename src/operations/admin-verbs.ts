@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { isPool, type Queryable } from '../db/pool.js';
 import { parseDuration, type RegionConfig } from '../config.js';
 import { DELIVERY_STATUSES } from '../contracts/delivery.js';
-import { QUARANTINE_REASONS, type QuarantineReason } from '../contracts/failures.js';
+import { QUARANTINE_REASONS } from '../contracts/failures.js';
 import type { EndpointRules } from '../delivery/endpoint.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import { webhooksInStatus } from '../sql/deliveries.js';
@@ -308,14 +308,7 @@ const merchantFields = {
   destination: id('a declared destination whose budget it shares, or "none" (its own)').optional(),
 };
 
-function merchantSettings(input: {
-  name?: string;
-  url?: string;
-  rate?: number;
-  burst?: number;
-  policy?: Record<string, unknown>;
-  destination?: string;
-}) {
+function merchantSettings(input: z.output<z.ZodObject<typeof merchantFields>>) {
   return {
     name: input.name,
     endpointUrl: input.url,
@@ -328,15 +321,7 @@ function merchantSettings(input: {
 }
 
 /** A quarantine or resend selection's input, as the ledger's queries name it. */
-const filters = (input: {
-  merchant?: string;
-  hold?: string;
-  webhook?: string;
-  since?: string;
-  until?: string;
-  reason?: QuarantineReason;
-  limit?: number;
-}) => ({
+const filters = (input: z.output<z.ZodObject<typeof quarantineSelection>> & { limit?: number }) => ({
   merchantId: input.merchant,
   holdId: input.hold,
   webhookId: input.webhook,
