@@ -256,7 +256,6 @@ export async function deliverHoldEvent(
       webhookId: input.webhookId,
       policyRun: 1,
       retryHorizonMs: input.retryHorizonMs,
-      resume: input.resume,
       ctx: { region: input.region, holdId: input.holdId, webhookId: input.webhookId },
       continueAs: (carry) => continueAsNew<typeof deliverHoldEvent>({ ...input, resume: carry }),
     },

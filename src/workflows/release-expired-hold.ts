@@ -47,7 +47,6 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       webhookId: release.webhookId,
       policyRun: 1,
       retryHorizonMs: release.retryHorizonMs,
-      resume: resume?.delivery,
       ctx,
       continueAs: (carry) =>
         continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, delivery: carry } }),

@@ -43,7 +43,6 @@ export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWe
       webhookId,
       policyRun,
       retryHorizonMs,
-      resume: input.resume,
       ctx: { region: input.region, holdId, webhookId, resendId },
       continueAs: (carry) => continueAsNew<typeof resendWebhook>({ ...input, reopened, resume: carry }),
     },

@@ -71,10 +71,9 @@ export const STATUS_ANSWER_BYTES = 64 * 1024;
 
 interface Delivery {
   webhookId: string;
-  /** The policy run a delivery with no `resume` starts at (1; a resend's run), and the policy's retry horizon. */
+  /** The policy run a delivery's first run starts at (1; a resend's run), and the policy's retry horizon. */
   policyRun: number;
   retryHorizonMs: number;
-  resume: DeliveryResume | undefined;
   /** Fields every log line of this delivery carries. */
   ctx: Record<string, string>;
   continueAs: (resume: DeliveryResume) => Promise<never>;
@@ -84,7 +83,7 @@ interface Delivery {
 export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Promise<DeliveryEnd> {
   const { webhookId, ctx } = d;
   let decided = next(
-    d.resume?.facts ?? firstFacts(d.policyRun, d.retryHorizonMs, Date.now()),
+    state.resumed?.facts ?? firstFacts(d.policyRun, d.retryHorizonMs, Date.now()),
     { was: 'start' },
     Date.now(),
   );
@@ -142,7 +141,7 @@ export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Pr
       case 'record': {
         // The abandon too is taken before it is recorded: nothing decided meanwhile is taken, then dropped.
         const { decision } = step;
-        state.open = decision;
+        state.take(decision);
         const answer = await ledger(holdLabels.decision(webhookId, decision.decision)).decideQuarantine({
           webhookId,
           policyRun: facts.policyRun,
@@ -209,9 +208,6 @@ function attemptEndOf(err: unknown, local: boolean): AttemptFailure {
   return { kind: 'hand_over' };
 }
 
-/** What a continued run's state starts from. */
-type Presentation = Omit<DeliveryResume, 'facts'>;
-
 /**
  * Everything a delivery workflow holds between its steps, and every way it changes: what it says of its webhook (the
  * stage the `status` query and the Web UI's current details answer with, the `DeliveryStatus` search attribute
@@ -241,16 +237,19 @@ export class DeliveryState {
   private readonly signalled = new WeakMap<HumanDecision, PayloadShape>();
   private readonly answers = new WeakMap<HumanDecision, { why: string; stage: string }>();
 
-  /** `initial`: the stage before the first step (`releasing` for a hold; a continued run: where it stood). */
+  /**
+   * `initial`: the stage before the first step (`releasing` for a hold; a continued run: where it stood); `resumed`:
+   * what a continued run carries in (`carry`), the facts its loop starts from and the story it goes on telling.
+   */
   constructor(
     readonly subjectId: string,
     initial: HoldStage,
-    carried?: Presentation,
+    readonly resumed?: DeliveryResume,
   ) {
     this.stage = initial;
-    this.status = carried?.deliveryStatus ?? 'pending';
-    this.lastAttempt = carried?.lastAttempt;
-    this.ignoredSignals = (carried?.ignoredSignals ?? []).slice(-KEPT_IGNORED).map(bounded);
+    this.status = resumed?.deliveryStatus ?? 'pending';
+    this.lastAttempt = resumed?.lastAttempt;
+    this.ignoredSignals = (resumed?.ignoredSignals ?? []).slice(-KEPT_IGNORED).map(bounded);
     this.publish();
   }
 
@@ -293,6 +292,11 @@ export class DeliveryState {
       upsertSearchAttributes(deliveryStatusUpdate(status));
     }
     this.publish();
+  }
+
+  /** The loop takes `decision` (its own abandon too) before recording it: no other is taken meanwhile. */
+  take(decision: HumanDecision): void {
+    this.open = decision;
   }
 
   /** The loop waits for a human's decision on `policyRun`'s quarantine: from now one is taken. */
