@@ -5,7 +5,7 @@
  * from ids, stages and times: workflow code calls it, tests read it. No amount and no secret ever enters it, and
  * the encryption codec covers these payloads like any other.
  */
-import type { HeldBy } from './delivery.js';
+import type { HeldBy, Lane } from './delivery.js';
 import type { SweepTotals } from './domain.js';
 import type { HoldStatus } from './messages.js';
 import type { HoldEventsStatus } from './processor.js';
@@ -111,8 +111,8 @@ export function holdCurrentDetails(s: HoldStatus): string {
 /** Labels of the hold workflow's timers and activities on the timeline. */
 /** What a delivery's wait is for (src/workflows/delivery-rules.ts): its label on the timeline. */
 export type WaitFor =
-  | { kind: 'budget' | 'in_flight'; lane: string }
-  | { kind: 'earlier'; after: string }
+  | { kind: 'budget' | 'in_flight'; lane: Lane }
+  | { kind: 'earlier'; after: string; lane: Lane }
   | { kind: 'retry'; reason: string; outcome: string; attempt: number }
   | { kind: 'held'; by: HeldBy };
 

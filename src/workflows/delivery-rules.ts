@@ -117,6 +117,9 @@ export interface Next {
   shown: Shown;
 }
 
+/** What the rulebook decides; what the delivery shows of it follows from it (`shown`). */
+type Decided = Omit<Next, 'shown'>;
+
 /** A delivery's first run: policy run `policyRun`, nothing tried yet. */
 export function firstFacts(policyRun: number, horizonMs: number, now: number, attempt = 0): DeliveringFacts {
   return { policyRun, horizonMs, leftMs: horizonMs, local: true, busy: 0, attempt, stepAt: now };
@@ -140,6 +143,11 @@ export function next(known: DeliveryFacts, e: Start, now: number): Next;
 export function next(known: DeliveringFacts, e: WhileDelivering, now: number): Next;
 export function next(known: QuarantinedFacts, e: WhileQuarantined, now: number): Next;
 export function next(known: DeliveryFacts, e: Happened, now: number): Next {
+  const decided = decide(known, e, now);
+  return { ...decided, shown: shown(decided, e) };
+}
+
+function decide(known: DeliveryFacts, e: Happened, now: number): Decided {
   if (e.was === 'start') {
     const f = { ...known, stepAt: now };
     return f.quarantine ? awaitHuman(f) : attempt(f);
@@ -153,7 +161,7 @@ export function next(known: DeliveryFacts, e: Happened, now: number): Next {
   throw new Error(`no rule for ${e.was} while ${known.quarantine ? 'quarantined' : 'delivering'}`);
 }
 
-function whileDelivering(f: DeliveringFacts, e: WhileDelivering, elapsedMs: number, now: number): Next {
+function whileDelivering(f: DeliveringFacts, e: WhileDelivering, elapsedMs: number, now: number): Decided {
   switch (e.was) {
     case 'answered':
       return answered({ ...f, leftMs: f.leftMs - elapsedMs }, e.result, now);
@@ -163,7 +171,7 @@ function whileDelivering(f: DeliveringFacts, e: WhileDelivering, elapsedMs: numb
       const woken = f.held
         ? { ...f, held: heldAgain(f.held, e.resumed, elapsedMs) }
         : { ...f, leftMs: f.leftMs - elapsedMs };
-      if (e.historyLong) return { facts: woken, step: { do: 'continue_as_new' }, shown: shownAttempting(woken) };
+      if (e.historyLong) return { facts: woken, step: { do: 'continue_as_new' } };
       if (woken.leftMs <= 0)
         return quarantine(woken, 'exhausted', 'retry horizon ran out while waiting for the merchant');
       return attempt(woken);
@@ -171,7 +179,7 @@ function whileDelivering(f: DeliveringFacts, e: WhileDelivering, elapsedMs: numb
   }
 }
 
-function whileQuarantined(f: QuarantinedFacts, e: WhileQuarantined, now: number): Next {
+function whileQuarantined(f: QuarantinedFacts, e: WhileQuarantined, now: number): Decided {
   switch (e.was) {
     case 'quarantined': {
       const q = f.quarantine;
@@ -179,24 +187,23 @@ function whileQuarantined(f: QuarantinedFacts, e: WhileQuarantined, now: number)
       return awaitHuman({ ...f, quarantine: { ...q, since, fourEyes: e.fourEyes, abandonsAt: now + e.timeoutMs } });
     }
     case 'decided':
-      return { facts: f, step: { do: 'record', facts: f, decision: e.decision }, shown: shownQuarantined(f) };
+      return { facts: f, step: { do: 'record', facts: f, decision: e.decision } };
     case 'timed_out': {
       const { since, abandonsAt } = f.quarantine;
       const reason = `no decision within ${durationText(abandonsAt - Date.parse(since))}`;
       return {
         facts: f,
         step: { do: 'record', facts: f, decision: { decision: 'abandon', by: ABANDONED_BY, reason } },
-        shown: shownQuarantined(f),
       };
     }
     case 'history_long':
-      return { facts: f, step: { do: 'continue_as_new' }, shown: shownQuarantined(f) };
+      return { facts: f, step: { do: 'continue_as_new' } };
     case 'recorded':
       return recorded(f, e.answer, now);
   }
 }
 
-function attempt(f: DeliveringFacts): Next {
+function attempt(f: DeliveringFacts): Decided {
   return {
     facts: f,
     step: {
@@ -208,15 +215,14 @@ function attempt(f: DeliveringFacts): Next {
       horizonMs: f.leftMs,
       ...(f.reservedSlotMs === undefined ? {} : { reservedSlotMs: f.reservedSlotMs }),
     },
-    shown: shownAttempting(f),
   };
 }
 
-function answered(known: DeliveringFacts, r: DeliverWebhookResult, now: number): Next {
+function answered(known: DeliveringFacts, r: DeliverWebhookResult, now: number): Decided {
   const f: DeliveringFacts = { ...known, reservedSlotMs: undefined };
   switch (r.status) {
     case 'delivered':
-      return end(f, { status: 'delivered', attempts: r.attempts, policyRuns: f.policyRun }, r.attempts);
+      return end(f, { status: 'delivered', attempts: r.attempts, policyRuns: f.policyRun });
     case 'already_terminal':
       return r.deliveryStatus === 'delivered'
         ? end(f, { status: 'delivered', attempts: r.attempts, policyRuns: f.policyRun })
@@ -230,14 +236,7 @@ function answered(known: DeliveringFacts, r: DeliverWebhookResult, now: number):
           : { by: r.merchantStatus, heldMs: 0, recheckMs: HELD_RECHECK_FIRST_MS };
       const until = iso(now + held.recheckMs);
       const facts = { ...f, busy: 0, held };
-      return {
-        facts,
-        step: { do: 'wait', facts, ms: held.recheckMs, until, for: { kind: 'held', by: held.by } },
-        shown: {
-          stage: { stage: 'held', policyRun: f.policyRun, merchantStatus: held.by, until },
-          status: 'held',
-        },
-      };
+      return { facts, step: { do: 'wait', facts, ms: held.recheckMs, until, for: { kind: 'held', by: held.by } } };
     }
     case 'wait': {
       const busy = r.why === 'in_flight' ? f.busy + 1 : 0;
@@ -259,26 +258,14 @@ function answered(known: DeliveringFacts, r: DeliverWebhookResult, now: number):
           facts,
           ms,
           until,
-          for: r.why === 'earlier' ? { kind: 'earlier', after: r.after! } : { kind: r.why, lane: r.lane },
-        },
-        shown: {
-          stage: {
-            stage: 'waiting_for_budget',
-            policyRun: f.policyRun,
-            lane: r.lane,
-            until,
-            reserved: r.reservedSlotMs !== undefined,
-            ...(r.why === 'budget' ? {} : { why: r.why }),
-            ...(r.after ? { after: r.after } : {}),
-          },
-          status: 'pending',
+          for: r.why === 'earlier' ? { kind: 'earlier', after: r.after!, lane: r.lane } : { kind: r.why, lane: r.lane },
         },
       };
     }
   }
 }
 
-function failed(known: DeliveringFacts, failure: AttemptFailure, now: number): Next {
+function failed(known: DeliveringFacts, failure: AttemptFailure, now: number): Decided {
   const f: DeliveringFacts = { ...known, reservedSlotMs: undefined, held: undefined, busy: 0 };
   switch (failure.kind) {
     case 'hand_over':
@@ -287,10 +274,7 @@ function failed(known: DeliveringFacts, failure: AttemptFailure, now: number): N
       return quarantine({ ...f, attempt: failure.attemptNumber ?? f.attempt }, failure.reason, failure.detail);
     case 'retry': {
       const { reason, outcome, attemptNumber, delayMs } = failure;
-      if (delayMs <= 0) {
-        const now_ = attempt({ ...f, local: false, attempt: attemptNumber });
-        return { ...now_, shown: { ...now_.shown, attempt: { attemptNumber, outcome } } };
-      }
+      if (delayMs <= 0) return attempt({ ...f, local: false, attempt: attemptNumber });
       const until = iso(now + delayMs);
       const facts = { ...f, local: false, attempt: attemptNumber };
       return {
@@ -302,43 +286,23 @@ function failed(known: DeliveringFacts, failure: AttemptFailure, now: number): N
           until,
           for: { kind: 'retry', reason, outcome, attempt: attemptNumber },
         },
-        shown: {
-          stage: {
-            stage: reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off',
-            policyRun: f.policyRun,
-            attempt: attemptNumber,
-            until,
-            reason,
-          },
-          status: 'pending',
-          attempt: { attemptNumber, outcome },
-        },
       };
     }
   }
 }
 
-function quarantine(f: DeliveringFacts, reason: QuarantineReason, detail: string): Next {
+function quarantine(f: DeliveringFacts, reason: QuarantineReason, detail: string): Decided {
   // Its `since`, rule and deadline are set once the ledger has it (`quarantined`).
   const open: OpenQuarantine = { reason, detail, since: '', fourEyes: false, abandonsAt: 0 };
   const facts: QuarantinedFacts = { ...f, held: undefined, reservedSlotMs: undefined, quarantine: open };
-  // Quarantined once the ledger says so (the next event): until then it is still delivering, and takes no decision.
-  return {
-    facts,
-    step: { do: 'quarantine', facts, reason, detail },
-    shown: { ...shownAttempting(facts), attempt: { attemptNumber: f.attempt, outcome: detail } },
-  };
+  return { facts, step: { do: 'quarantine', facts, reason, detail } };
 }
 
-function awaitHuman(f: QuarantinedFacts): Next {
-  return {
-    facts: f,
-    step: { do: 'await_human', facts: f, untilMs: f.quarantine.abandonsAt },
-    shown: shownQuarantined(f),
-  };
+function awaitHuman(f: QuarantinedFacts): Decided {
+  return { facts: f, step: { do: 'await_human', facts: f, untilMs: f.quarantine.abandonsAt } };
 }
 
-function recorded(f: QuarantinedFacts, answer: QuarantineDecisionAnswer, now: number): Next {
+function recorded(f: QuarantinedFacts, answer: QuarantineDecisionAnswer, now: number): Decided {
   if (!answer.recorded) return awaitHuman(f);
   const { policyRun } = f;
   // The ledger's decision stands, even where another was recorded for the run first.
@@ -346,38 +310,13 @@ function recorded(f: QuarantinedFacts, answer: QuarantineDecisionAnswer, now: nu
     case 'replay':
       return attempt(firstFacts(policyRun + 1, f.horizonMs, now, f.attempt));
     case 'discard':
-      return {
-        facts: f,
-        step: { do: 'end', end: { status: 'discarded', policyRuns: policyRun } },
-        shown: { stage: { stage: 'discarded', by: answer.by, reason: answer.reason }, status: 'discarded' },
-      };
-    case 'abandon': {
-      const { reason, since } = f.quarantine;
-      return {
-        facts: f,
-        step: { do: 'end', end: { status: 'abandoned', policyRuns: policyRun } },
-        shown: { stage: { stage: 'abandoned', reason, since }, status: 'abandoned' },
-      };
-    }
+      return end(f, { status: 'discarded', policyRuns: policyRun });
+    case 'abandon':
+      return end(f, { status: 'abandoned', policyRuns: policyRun });
   }
 }
 
-function end(f: DeliveryFacts, ended: DeliveryEnd, attempts?: number): Next {
-  const shown: Shown =
-    ended.status === 'handled_elsewhere'
-      ? {
-          stage: { stage: 'not_released', status: `delivery ${ended.deliveryStatus} by another workflow` },
-          status: (DELIVERY_STATUS_VALUES as readonly string[]).includes(ended.deliveryStatus)
-            ? (ended.deliveryStatus as DeliveryStatusValue)
-            : 'none',
-        }
-      : {
-          stage: { stage: 'delivered', attempts: ended.attempts ?? 0 },
-          status: 'delivered',
-          ...(attempts === undefined ? {} : { attempt: { attemptNumber: attempts, outcome: 'delivered' } }),
-        };
-  return { facts: f, step: { do: 'end', end: ended }, shown };
-}
+const end = (f: DeliveryFacts, ended: DeliveryEnd): Decided => ({ facts: f, step: { do: 'end', end: ended } });
 
 /** The next re-check of a hold: at once after `merchantResumed`, else doubling, every 30 minutes after an hour. */
 function heldAgain(held: NonNullable<DeliveryFacts['held']>, resumed: boolean, elapsedMs: number) {
@@ -390,27 +329,88 @@ function heldAgain(held: NonNullable<DeliveryFacts['held']>, resumed: boolean, e
   return { ...held, heldMs, recheckMs };
 }
 
-/** Held, a re-check under way: if it finds the merchant still held, the next one is due `recheckMs` after it began. */
-function shownAttempting(f: DeliveryFacts): Shown {
-  return f.held
-    ? {
-        stage: {
-          stage: 'held',
-          policyRun: f.policyRun,
-          merchantStatus: f.held.by,
-          until: iso(f.stepAt + f.held.recheckMs),
-        },
-        status: 'held',
-      }
-    : { stage: { stage: 'delivering', policyRun: f.policyRun }, status: 'pending' };
+/**
+ * What the delivery says of itself once a step is chosen, the one place it is built: the stage and status follow from
+ * what it knows and the step; the attempt that just ended, and who discarded it, from what happened.
+ */
+function shown({ facts: f, step }: Decided, e: Happened): Shown {
+  const attempt =
+    step.do === 'quarantine'
+      ? { attemptNumber: f.attempt, outcome: step.detail }
+      : e.was === 'answered' && e.result.status === 'delivered'
+        ? { attemptNumber: e.result.attempts, outcome: 'delivered' }
+        : e.was === 'failed' && e.failure.kind === 'retry'
+          ? { attemptNumber: e.failure.attemptNumber, outcome: e.failure.outcome }
+          : undefined;
+  return { ...stageOf(f, step, e), ...(attempt ? { attempt } : {}) };
 }
 
-function shownQuarantined(f: QuarantinedFacts): Shown {
-  const q = f.quarantine;
+function stageOf(f: DeliveryFacts, step: Step, e: Happened): Omit<Shown, 'attempt'> {
+  const { policyRun } = f;
+  switch (step.do) {
+    case 'wait': {
+      const { for: w, until } = step;
+      if (w.kind === 'held') return attempting(f);
+      if (w.kind === 'retry') {
+        const stage = w.reason.startsWith('Retry-After') ? 'honouring_retry_after' : 'backing_off';
+        return { stage: { stage, policyRun, attempt: w.attempt, until, reason: w.reason }, status: 'pending' };
+      }
+      const reserved = f.reservedSlotMs !== undefined;
+      const not = w.kind === 'budget' ? {} : { why: w.kind, ...(w.kind === 'earlier' ? { after: w.after } : {}) };
+      return {
+        stage: { stage: 'waiting_for_budget', policyRun, lane: w.lane, until, reserved, ...not },
+        status: 'pending',
+      };
+    }
+    case 'await_human':
+    case 'record':
+      return quarantined(step.facts);
+    case 'continue_as_new':
+      return f.quarantine ? quarantined(f) : attempting(f);
+    case 'end':
+      return ended(f, step.end, e);
+    // Quarantined once the ledger says so (the next step): until then it is still delivering, and takes no decision.
+    case 'quarantine':
+    case 'attempt':
+      return attempting(f);
+  }
+}
+
+/** Delivering, or held with a re-check under way: if it finds the merchant still held, the next is due after it. */
+function attempting({ policyRun, held, stepAt }: DeliveryFacts): Omit<Shown, 'attempt'> {
+  if (!held) return { stage: { stage: 'delivering', policyRun }, status: 'pending' };
   return {
-    stage: { stage: 'quarantined', policyRun: f.policyRun, reason: q.reason, since: q.since, detail: q.detail },
+    stage: { stage: 'held', policyRun, merchantStatus: held.by, until: iso(stepAt + held.recheckMs) },
+    status: 'held',
+  };
+}
+
+function quarantined({ policyRun, quarantine: q }: QuarantinedFacts): Omit<Shown, 'attempt'> {
+  return {
+    stage: { stage: 'quarantined', policyRun, reason: q.reason, since: q.since, detail: q.detail },
     status: 'quarantined',
   };
+}
+
+function ended(f: DeliveryFacts, end: DeliveryEnd, e: Happened): Omit<Shown, 'attempt'> {
+  switch (end.status) {
+    case 'delivered':
+      return { stage: { stage: 'delivered', attempts: end.attempts ?? 0 }, status: 'delivered' };
+    case 'handled_elsewhere': {
+      const { deliveryStatus: s } = end;
+      const status = (DELIVERY_STATUS_VALUES as readonly string[]).includes(s) ? (s as DeliveryStatusValue) : 'none';
+      return { stage: { stage: 'not_released', status: `delivery ${s} by another workflow` }, status };
+    }
+    case 'discarded': {
+      // Only the ledger's recorded discard ends a delivery discarded.
+      if (e.was !== 'recorded' || !e.answer.recorded) throw new Error(`discarded by ${e.was}`);
+      return { stage: { stage: 'discarded', by: e.answer.by, reason: e.answer.reason }, status: 'discarded' };
+    }
+    case 'abandoned': {
+      const { reason, since } = f.quarantine!;
+      return { stage: { stage: 'abandoned', reason, since }, status: 'abandoned' };
+    }
+  }
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();

@@ -34,7 +34,7 @@ import { eventDeliveryStart } from '../contracts/starts.js';
 import { holdEventsCurrentDetails, holdEventsLabels } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
 import { runHistoryIsLong } from './history-budget.js';
-import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
+import { deliverUntilDecided, DeliveryState } from './webhook-delivery.js';
 
 /**
  * A gap in a hold's sequence is waited for this long (the processor retries a lost callback) before a human is asked.
@@ -249,21 +249,17 @@ export async function deliverHoldEvent(
   input: DeliverHoldEventInput,
 ): Promise<{ webhookId: string; delivery: DeliveryEnd }> {
   // An event's webhook is delivered from its workflow's first moment: there is no release in this story.
-  const desk = deliveryDesk(
-    input.holdId,
-    { stage: 'delivering', policyRun: input.resume?.facts.policyRun ?? 1 },
-    input.resume,
-  );
+  const stage = { stage: 'delivering', policyRun: input.resume?.facts.policyRun ?? 1 } as const;
+  const state = new DeliveryState(input.holdId, stage, input.resume).registerHandlers();
   const delivery = await deliverUntilDecided(
     {
       webhookId: input.webhookId,
       policyRun: 1,
       retryHorizonMs: input.retryHorizonMs,
-      resume: input.resume,
       ctx: { region: input.region, holdId: input.holdId, webhookId: input.webhookId },
       continueAs: (carry) => continueAsNew<typeof deliverHoldEvent>({ ...input, resume: carry }),
     },
-    desk,
+    state,
   );
   return { webhookId: input.webhookId, delivery };
 }

@@ -16,13 +16,13 @@ import type { Activities } from '../activities/index.js';
 import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
 import { holdLabels } from '../contracts/story.js';
 import { ledgerLocalActivity } from './activity-profiles.js';
-import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
+import { deliverUntilDecided, DeliveryState } from './webhook-delivery.js';
 
 const releaseWith = (summary: string) => proxyLocalActivities<Activities>({ ...ledgerLocalActivity, summary });
 
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
   const { resume, holdId } = input;
-  const desk = deliveryDesk(holdId, { stage: 'releasing' }, resume?.delivery);
+  const state = new DeliveryState(holdId, { stage: 'releasing' }, resume?.delivery).registerHandlers();
   const ctx = { region: input.region, holdId };
 
   // 1. Release. A continued run was released by its first run: it carries the outcome instead of asking the ledger
@@ -36,7 +36,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
     }));
   if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
-    desk.tracker.show({ stage: { stage: 'not_released', status: release.status }, status: 'none' });
+    state.show({ stage: { stage: 'not_released', status: release.status }, status: 'none' });
     return { release };
   }
 
@@ -47,12 +47,11 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       webhookId: release.webhookId,
       policyRun: 1,
       retryHorizonMs: release.retryHorizonMs,
-      resume: resume?.delivery,
       ctx,
       continueAs: (carry) =>
         continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, delivery: carry } }),
     },
-    desk,
+    state,
   );
   return { release, delivery };
 }

@@ -14,7 +14,7 @@ import type { Activities } from '../activities/index.js';
 import type { ResendWebhookInput, ResendWebhookResult } from '../contracts/domain.js';
 import { resendLabels, resendRefusedDetails } from '../contracts/story.js';
 import { ledgerActivity } from './activity-profiles.js';
-import { deliverUntilDecided, deliveryDesk } from './webhook-delivery.js';
+import { deliverUntilDecided, DeliveryState } from './webhook-delivery.js';
 
 export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWebhookResult> {
   const { webhookId, claim } = input;
@@ -36,21 +36,17 @@ export async function resendWebhook(input: ResendWebhookInput): Promise<ResendWe
     reopened = { holdId: outcome.holdId, policyRun: outcome.policyRun, retryHorizonMs: outcome.retryHorizonMs };
   }
   const { holdId, policyRun, retryHorizonMs } = reopened;
-  const desk = deliveryDesk(
-    holdId,
-    { stage: 'delivering', policyRun: input.resume?.facts.policyRun ?? policyRun },
-    input.resume,
-  );
+  const stage = { stage: 'delivering', policyRun: input.resume?.facts.policyRun ?? policyRun } as const;
+  const state = new DeliveryState(holdId, stage, input.resume).registerHandlers();
   const delivery = await deliverUntilDecided(
     {
       webhookId,
       policyRun,
       retryHorizonMs,
-      resume: input.resume,
       ctx: { region: input.region, holdId, webhookId, resendId },
       continueAs: (carry) => continueAsNew<typeof resendWebhook>({ ...input, reopened, resume: carry }),
     },
-    desk,
+    state,
   );
   return { webhookId, resendId, status: 'resent', policyRun, delivery };
 }

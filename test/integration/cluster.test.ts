@@ -416,16 +416,16 @@ const BUILD_B: Edit[] = [
   ...quarantineUpsertedFirst(),
   {
     file: 'workflows/webhook-delivery.ts',
-    from: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: step.facts.quarantine.fourEyes };
+    from: `        state.awaitDecision(facts.policyRun, step.facts.quarantine.fourEyes);
 `,
-    to: `        inbox.waitingFor = { policyRun: facts.policyRun, fourEyes: step.facts.quarantine.fourEyes };
+    to: `        state.awaitDecision(facts.policyRun, step.facts.quarantine.fourEyes);
         if (patched('cluster-deploy-build-b')) await sleep(1);
 `,
   },
   {
     file: 'workflows/webhook-delivery.ts',
-    from: "  proxyLocalActivities,\n} from '@temporalio/workflow';",
-    to: "  proxyLocalActivities,\n  sleep,\n} from '@temporalio/workflow';",
+    from: '  proxyLocalActivities,\n',
+    to: '  proxyLocalActivities,\n  sleep,\n',
   },
 ];
 

@@ -44,7 +44,7 @@ const BUILD_B: Edit[] = [
     to: 'export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult> {\n  await sleep(1);\n',
   },
   // `patched` is among the module's own imports.
-  { file: HOLD, from: '  proxyLocalActivities,\n} from', to: '  proxyLocalActivities,\n  sleep,\n} from' },
+  { file: HOLD, from: '  proxyLocalActivities,\n', to: '  proxyLocalActivities,\n  sleep,\n' },
   {
     file: HOLD,
     from: '        return step.end;\n',

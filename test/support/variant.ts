@@ -35,19 +35,12 @@ export function quarantineUpsertedFirst(patchId?: string): Edit[] {
         const { reason, detail } = step;
 `;
   const upsert = "upsertSearchAttributes(deliveryStatusUpdate('quarantined'));";
-  const imports = "import { TemporalFailure } from '@temporalio/common';\n";
+  // `patched`, `upsertSearchAttributes` and `deliveryStatusUpdate` are among the module's own imports.
   return [
     {
       file,
       from: quarantine,
       to: `${quarantine}        ${patchId ? `if (patched('${patchId}')) ${upsert}` : upsert}\n`,
-    },
-    {
-      file,
-      from: imports,
-      // `patched` is among the module's own imports.
-      to: `${imports}import { upsertSearchAttributes } from '@temporalio/workflow';
-import { deliveryStatusUpdate } from '../contracts/search-attributes.js';\n`,
     },
   ];
 }

@@ -1,6 +1,6 @@
 /**
- * A quarantine stays bounded under a flood of decision signals that do not apply (src/workflows/delivery-tracker.ts,
- * webhook-delivery.ts): the status keeps the newest 50, and once the run's history reaches its budget (2,000 events)
+ * A quarantine stays bounded under a flood of decision signals that do not apply (src/workflows/webhook-delivery.ts,
+ * `DeliveryState`): the status keeps the newest 50, and once the run's history reaches its budget (2,000 events)
  * the run continues as new, waiting for the same decision, which it then accepts. What is kept of a signal is its
  * shape, never its payload: the status answer stays under 64 KB and the carried state under 16 KB, whatever callers
  * send, and whatever a run continued by 1.0.0 (which quoted payloads) carries in.
@@ -18,7 +18,7 @@ import {
   type IgnoredSignal,
 } from '../../src/contracts/messages.js';
 import { DeliveryStatusKey } from '../../src/contracts/search-attributes.js';
-import { CARRIED_STATE_BYTES, IGNORED_ENTRY_TEXT, STATUS_ANSWER_BYTES } from '../../src/workflows/delivery-tracker.js';
+import { CARRIED_STATE_BYTES, IGNORED_ENTRY_TEXT, STATUS_ANSWER_BYTES } from '../../src/workflows/webhook-delivery.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import {
   delivered,

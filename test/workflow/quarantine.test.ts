@@ -1,6 +1,6 @@
 /**
- * A quarantined delivery and the human decision on it (src/workflows/webhook-delivery.ts, delivery-tracker.ts,
- * delivery-handlers.ts), on Temporal's time-skipping test server with stubbed activities: approveReplay and discard
+ * A quarantined delivery and the human decision on it (src/workflows/webhook-delivery.ts: the loop and
+ * `DeliveryState`), on Temporal's time-skipping test server with stubbed activities: approveReplay and discard
  * as signals and as Updates, two decisions in one workflow task, nobody deciding (abandoned), decisions that do not
  * apply, four eyes, and the races between the quarantine's timeout and an approval.
  */
