@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import {
   DEV_VARIABLES,
-  DOCS,
+  docOf,
   LISTENERS,
   READ_ELSEWHERE,
   regionVariables,
@@ -22,8 +22,8 @@ type Row = readonly [names: string, fallback: string, meaning: string];
 const code = (name: string) => `\`${name}\``;
 
 function rowOf(names: readonly string[], setting: Setting): Row {
-  const doc = DOCS.get(setting);
-  if (!doc) throw new Error(`${names.join(', ')} has no docs: register it with documented()`);
+  const doc = docOf(setting);
+  if (!doc) throw new Error(`${names.join(', ')} has no docs: describe() it`);
   // The file form of a secret, how compose's `secrets:` reach a container (src/config.ts reads it).
   const all = doc.file ? names.flatMap((name) => [name, `${name}_FILE`]) : names;
   const file = doc.file ? '; `…_FILE`: a file holding the value instead (never both)' : '';

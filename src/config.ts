@@ -23,7 +23,7 @@ import {
   DEFAULT_DEPLOYMENT_NAME,
   DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
   DEFAULT_SWEEP_TIMEOUT_MS,
-  DOCS,
+  docOf,
   durationMs,
   LISTENERS,
   regionVariables,
@@ -275,7 +275,7 @@ class Reading {
         continue;
       }
       // A secret's value is never echoed; a URL's password never either.
-      const shown = DOCS.get(schema)?.secret ? '(redacted)' : redactUrl(raw ?? '');
+      const shown = docOf(schema)?.secret ? '(redacted)' : redactUrl(raw ?? '');
       this.refuse(variable, shown, result.error.issues[0]!.message);
       values[key] = schema.safeParse(undefined).data;
     }
@@ -288,7 +288,7 @@ class Reading {
    */
   private valueOf(variable: string, schema: Setting): string | undefined {
     const given = this.env[variable];
-    const file = DOCS.get(schema)?.file ? this.env[`${variable}_FILE`] : undefined;
+    const file = docOf(schema)?.file ? this.env[`${variable}_FILE`] : undefined;
     if (file === undefined || file === '') return given;
     if (given !== undefined && given !== '') {
       this.refuse(variable, '(redacted)', `${variable} or ${variable}_FILE, not both`);
@@ -336,7 +336,7 @@ export function readSettings<S extends Record<string, Setting>>(env: Env, settin
 /** The variables `settings` are read from, each followed by its `_FILE` form where it has one. */
 const withFiles = (settings: Record<string, Setting>, nameOf: (key: string) => string): string[] =>
   Object.entries(settings).flatMap(([key, schema]) =>
-    DOCS.get(schema)?.file ? [nameOf(key), `${nameOf(key)}_FILE`] : [nameOf(key)],
+    docOf(schema)?.file ? [nameOf(key), `${nameOf(key)}_FILE`] : [nameOf(key)],
   );
 
 /**
