@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
+  ADMIN_CLIENT_VARIABLES,
   DEV_VARIABLES,
   docOf,
   LISTENERS,
@@ -66,6 +67,10 @@ const MARKERS = {
     "<!-- the product's variables: written by npm run docs:config -->",
     "<!-- end of the product's variables -->",
   ],
+  admin: [
+    "<!-- the ops CLI's variables: written by npm run docs:config -->",
+    "<!-- end of the ops CLI's variables -->",
+  ],
   dev: [
     "<!-- the local stack's variables: written by npm run docs:config -->",
     "<!-- end of the local stack's variables -->",
@@ -74,7 +79,13 @@ const MARKERS = {
 
 /** `doc` with each marked table written from the schema. */
 export function withGeneratedTables(doc: string): string {
-  const tables = { product: table(productRows()), dev: table(rowsOf(DEV_VARIABLES)) };
+  const admin = Object.entries(ADMIN_CLIENT_VARIABLES).map(([name, setting]) =>
+    rowOf(
+      ['', ...REGIONS.map((region) => `_${region.toUpperCase()}`)].map((suffix) => `${name}${suffix}`),
+      setting,
+    ),
+  );
+  const tables = { product: table(productRows()), admin: table(admin), dev: table(rowsOf(DEV_VARIABLES)) };
   let out = doc;
   for (const [which, [start, end]] of Object.entries(MARKERS) as [keyof typeof MARKERS, readonly [string, string]][]) {
     const from = out.indexOf(start);

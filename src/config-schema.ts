@@ -149,15 +149,9 @@ const address = () =>
     /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw) ? raw : fail(ctx, 'host:port, e.g. temporal:7233'),
   );
 
-/** A host and a port to listen on. */
-export interface ListenAddress {
-  readonly host: string;
-  readonly port: number;
-}
-
 /** `host:port` to listen on; unset: none (the loaders choose a listener's default by the mode). */
 const listenAddress = () =>
-  setting(undefined, (raw, ctx): ListenAddress => {
+  setting(undefined, (raw, ctx) => {
     const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(raw);
     if (!match || Number(match[2]) > 65_535) return fail(ctx, 'host:port to listen on, e.g. 0.0.0.0:8090');
     return Object.freeze({ host: match[1]!.replace(/^\[|\]$/g, ''), port: Number(match[2]) });
@@ -564,6 +558,40 @@ export const LISTENERS = {
     ...tlsVariables('the codec endpoint'),
   },
 } as const satisfies Record<string, Record<string, Setting>>;
+
+/** 127.0.0.0/8, ::1 and localhost: where a token over plain HTTP never leaves the machine. */
+function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** The admin API's URL: https, or http to loopback only (the bearer token would cross the network in clear). */
+const apiUrl = () =>
+  setting(undefined, (raw, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return fail(ctx, 'the admin API’s URL, e.g. https://ops-api.us.example.com');
+    }
+    return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopback(url.hostname))
+      ? url
+      : fail(ctx, 'an https:// URL (http:// only to loopback: the bearer token would cross the network in clear)');
+  });
+
+/**
+ * The ops CLI's as a client of the admin API (src/operations/admin-client.ts), on an operator's machine: each also as
+ * `<NAME>_<REGION>` (`HOLD_SWEEPER_API_TOKEN_FILE_<REGION>`), a region's own first.
+ */
+export const ADMIN_CLIENT_VARIABLES = {
+  HOLD_SWEEPER_API_URL: apiUrl().describe(
+    "the region's admin API (`https://`, or `http://` to loopback only). Set, `npm run ops` calls it and needs nothing else (no database URL, no payload or merchant-secret key); unset, it runs the verbs itself against the ledger and Temporal. `HOLD_SWEEPER_API_URL` alone serves one region, named by `--region`; a private CA for the API's certificate: `NODE_EXTRA_CA_CERTS`",
+  ),
+  HOLD_SWEEPER_API_TOKEN: text()
+    .meta({ secret: true })
+    .describe("an OIDC access token of the API's issuer, for the region's audience: who acts is its subject"),
+  HOLD_SWEEPER_API_TOKEN_FILE: text().describe('a file holding the token instead'),
+} satisfies Record<string, Setting>;
 
 /** The local stack's own (dev/dev-config.ts): production never reads these. */
 export const DEV_VARIABLES = {
