@@ -50,9 +50,7 @@ function fail(ctx: z.RefinementCtx, expected: string): never {
  * unless `emptyIsAValue` (a name or a duration given as "" is a mistake, not a default). The docs show `fallback` as
  * its default unless its metadata says otherwise.
  */
-function setting<T>(fallback: string, check: Check<T>, emptyIsAValue?: boolean): Setting<T>;
-function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue?: boolean): Setting<T | undefined>;
-function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue = false): Setting<T | undefined> {
+function setting<T, F extends string | undefined>(fallback: F, check: Check<T>, emptyIsAValue = false) {
   return z
     .string()
     .optional()
@@ -60,10 +58,12 @@ function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue
       const raw = given === undefined || (given === '' && !emptyIsAValue) ? fallback : given;
       return raw === undefined ? undefined : check(raw, ctx);
     })
-    .meta({ default: fallback === undefined ? 'none' : `\`${fallback}\`` });
+    .meta({ default: fallback === undefined ? 'none' : `\`${fallback}\`` }) as Setting<OrUnset<F, T>>;
 }
 
 type Check<T> = (raw: string, ctx: z.RefinementCtx) => T;
+/** A setting's value: `T`, or undefined too when it has no fallback. */
+type OrUnset<F, T> = F extends undefined ? T | undefined : T;
 
 const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const DURATION_EXPECTED = 'a duration such as 500ms, 30s, 15m, 1h or 3d';
@@ -88,37 +88,25 @@ function duration(fallback: string, minMs = 1, maxMs = Infinity): Setting<number
   );
 }
 
-function int(fallback: number, min: number, max: number): Setting<number>;
-function int(fallback: undefined, min: number, max: number): Setting<number | undefined>;
-function int(fallback: number | undefined, min: number, max: number): Setting<number | undefined> {
-  return setting(fallback?.toString(), (raw, ctx) => {
+function int<F extends number | undefined>(fallback: F, min: number, max: number) {
+  return setting(fallback?.toString() as OrUnset<F, string>, (raw, ctx) => {
     const value = Number(raw);
     if (!/^\d+$/.test(raw.trim()) || value < min || value > max) return fail(ctx, `an integer from ${min} to ${max}`);
     return value;
   });
 }
 
-function oneOf<const T extends string>(values: readonly T[], fallback: T, expected: string): Setting<T>;
-function oneOf<const T extends string>(
-  values: readonly T[],
-  fallback: undefined,
-  expected: string,
-): Setting<T | undefined>;
-function oneOf<const T extends string>(values: readonly T[], fallback: T | undefined, expected: string) {
-  const check: Check<T> = (raw, ctx) =>
-    (values as readonly string[]).includes(raw) ? (raw as T) : fail(ctx, expected);
-  return fallback === undefined ? setting(undefined, check) : setting(fallback, check);
+function oneOf<const T extends string, F extends T | undefined>(values: readonly T[], fallback: F, expected: string) {
+  return setting(fallback, (raw, ctx) =>
+    (values as readonly string[]).includes(raw) ? (raw as T) : fail(ctx, expected),
+  );
 }
 
 const bool = (fallback: 'true' | 'false') =>
   setting(fallback, (raw, ctx) => (raw === 'true' || raw === 'false' ? raw === 'true' : fail(ctx, 'true or false')));
 
 /** Any text; unset or empty: `fallback`. */
-function text(fallback: string): Setting<string>;
-function text(): Setting<string | undefined>;
-function text(fallback?: string) {
-  return fallback === undefined ? setting(undefined, (raw) => raw) : setting(fallback, (raw) => raw);
-}
+const text = <F extends string | undefined = undefined>(fallback?: F) => setting(fallback as F, (raw) => raw);
 
 /** Temporal namespaces, task queues and schedule ids: a safe, greppable alphabet. */
 const name = (fallback: string) =>
