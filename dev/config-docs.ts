@@ -46,6 +46,7 @@ function table(rows: readonly Row[]): string {
 /** The product's variables: the mode and the regions, each region's own, Temporal's, the rest, the listeners. */
 function productRows(): Row[] {
   const { HOLD_SWEEPER_MODE, HOLD_SWEEPER_REGIONS, ...rest } = VARIABLES;
+  const first = { HOLD_SWEEPER_MODE: HOLD_SWEEPER_MODE!, HOLD_SWEEPER_REGIONS: HOLD_SWEEPER_REGIONS! };
   const perRegion = Object.entries(regionVariables('<r>')).map(([name, setting]) =>
     rowOf(
       REGIONS.map((region) => `${name}_${region.toUpperCase()}`),
@@ -53,7 +54,7 @@ function productRows(): Row[] {
     ),
   );
   return [
-    ...rowsOf({ HOLD_SWEEPER_MODE, HOLD_SWEEPER_REGIONS }),
+    ...rowsOf(first),
     ...perRegion,
     ...READ_ELSEWHERE.temporal,
     ...rowsOf(rest),

@@ -279,16 +279,22 @@ export const SET_CURRENT_MODES = ['if-none', 'always', 'never'] as const;
 
 const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 
-/** The variables read once per process, in the order docs/configuration.md lists them. */
-export const VARIABLES = {
-  HOLD_SWEEPER_MODE: oneOf(['dev', 'production'], 'dev', '"dev" or "production"')
-    .meta({
-      default:
-        'none for `npm run worker`, `receiver`, `codec-server`, `ops`: it must be set (`npm start`, the tests and the benchmarks say `dev` themselves)',
-    })
-    .describe(
-      '`dev`: plain-http and private-address merchant endpoints allowed (the fake merchants); one person may approve a replay or skip a gap; unset addresses are started by `npm start` or joined by `npm run worker` / `ops`. `production`: nothing started or joined; https and public addresses only; four eyes on replays and skips ([security.md](security.md#four-eyes-means-two-people)); the required variables above',
-    ),
+/** `dev` or `production`: what production requires, and the defaults that differ by mode (see each section). */
+const HOLD_SWEEPER_MODE = oneOf(['dev', 'production'], 'dev', '"dev" or "production"')
+  .meta({
+    default:
+      'none for `npm run worker`, `receiver`, `codec-server`, `ops`: it must be set (`npm start`, the tests and the benchmarks say `dev` themselves)',
+  })
+  .describe(
+    '`dev`: plain-http and private-address merchant endpoints allowed (the fake merchants); one person may approve a replay or skip a gap; unset addresses are started by `npm start` or joined by `npm run worker` / `ops`. `production`: nothing started or joined; https and public addresses only; four eyes on replays and skips ([security.md](security.md#four-eyes-means-two-people)); the required variables above',
+  );
+
+/**
+ * The product's variables by section, in the order docs/configuration.md lists them. A section's transform is what the
+ * code reads of it: src/config.ts's `Config` is their output.
+ */
+export const MODE_AND_REGIONS = z.object({
+  HOLD_SWEEPER_MODE,
   HOLD_SWEEPER_REGIONS: setting(
     REGIONS.join(','),
     (raw, ctx) => {
@@ -304,132 +310,228 @@ export const VARIABLES = {
   )
     .meta({ default: '`us,eu`' })
     .describe('regions this process serves'),
-  SWEEP_INTERVAL: duration('15m', 1000).describe("how often the region's schedule starts a sweep"),
-  SWEEP_CATCHUP_WINDOW: duration('1h', MIN_CATCHUP_WINDOW_MS).describe(
-    'how late a sweep missed while the server was down is still started (at least `10s`)',
-  ),
-  SWEEP_PAGE_SIZE: int(500, 1, MAX_PAGE_SIZE).describe(
-    "holds per page, each page one workflow run (≤ 2,000: Temporal's pending-children cap)",
-  ),
-  SWEEP_BATCH_SIZE: int(50, 1, MAX_PAGE_SIZE).describe(
-    "holds per batch workflow within a page: a page's children are started by its batches, each with its own execution lock, instead of all by the page's run (bench/README.md measures why)",
-  ),
-  SWEEP_TIMEOUT: duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS)
-    .meta({ default: '`2h`' })
-    .describe(
-      "workflow execution timeout of each sweep the schedule (or \"sweep now\") starts, over all its continue-as-new runs, so a stuck sweep cannot block the overlap-SKIP schedule forever. The default is 100 pages (the design's 50,000-hold night in one region at 500 a page) × 60 s a page (1.5× the benchmark's) + the 10 min final release wait + 10 min slack; at least `11m` (the final wait and its minute of slack). A sweep it ends loses nothing: its children run on, and the next scheduled sweep starts what is left (ids are hold + expiry, so nothing twice). Raise it if a region's nights grow past ~50,000 holds or you shrink `SWEEP_PAGE_SIZE` far below 500",
+});
+
+export const SWEEP = z
+  .object({
+    SWEEP_INTERVAL: duration('15m', 1000).describe("how often the region's schedule starts a sweep"),
+    SWEEP_CATCHUP_WINDOW: duration('1h', MIN_CATCHUP_WINDOW_MS).describe(
+      'how late a sweep missed while the server was down is still started (at least `10s`)',
     ),
-  OUTBOX_RECONCILE_INTERVAL: duration('5m', 1000).describe(
-    "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id, and each quarantined webhook whose workflow ended waits for its decision again in a new run, with the ledger's reason and date ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
-  ),
-  OUTBOX_GRACE: duration('10m', 1000).describe(
-    'how long a pending webhook stays untouched before the reconciler looks at it; at least `1s`',
-  ),
-  RETENTION_INTERVAL: duration('1h', 60_000).describe(
-    "the retention job's schedule (`<SCHEDULE_ID>-retention`, one per region): every interval, the ledger's rows past the retentions the database fixes leave, in batches ([data-retention.md](data-retention.md)); at least `1m`",
-  ),
-  RETENTION_RUN_BUDGET: duration('5m', 1000, 20 * 60_000).describe(
-    'how long one retention run may delete for; a backlog is worked through by the next runs (`1s` to `20m`)',
-  ),
-  TEMPORAL_MAX_ID_LENGTH: int(DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000)
-    .meta({ default: `\`${DEFAULT_MAX_WORKFLOW_ID_LENGTH}\`` })
-    .describe(
-      "the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own default is 1000): a hold whose workflow ids would be longer is rejected by the sweep, never started",
+    SWEEP_PAGE_SIZE: int(500, 1, MAX_PAGE_SIZE).describe(
+      "holds per page, each page one workflow run (≤ 2,000: Temporal's pending-children cap)",
     ),
-  QUARANTINE_DECISION_TIMEOUT: duration('14d', 60_000).describe(
-    'how long a quarantined webhook waits for a human before it is abandoned; at least `1m`',
-  ),
-  METRICS_ADDRESS: address().describe(
-    "Prometheus endpoint (`host:port`) of each worker: the SDK's and the product's metrics",
-  ),
-  HEALTH_ADDRESS: listenAddress().describe(
-    "each worker's `GET /livez` (the process runs) and `GET /readyz` (200 only while every region's ledger and Temporal answer, within 2 s, and its merchant-secret key ring holds every key the ledger's secrets are sealed under; else 503, naming each failing check and its error)",
-  ),
-  METRICS_GAUGE_INTERVAL: duration('15s', 100).describe(
-    'how often each worker re-reads the ledger gauges (ages, depths)',
-  ),
-  METRICS_MERCHANT_LABEL: oneOf(
-    MERCHANT_LABELS,
-    'all',
-    '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
-  )
-    .meta({ default: '`all`' })
-    .describe(
-      '`merchant_id` on the delivery metrics (`hold_sweeper_webhook_attempts_total`, `_throttle_waits_total`, `_retry_after_honoured_total`, and the histograms `_webhook_attempt_duration_seconds` and `_limiter_wait_seconds`). `all`: every merchant is counted under `merchant_id="all"`, so the series stay a handful whatever the number of merchants (a series per merchant would be millions at 100,000 merchants); which merchant is behind a number is in the ledger ([runbook.md](runbook.md#merchantratelimited)). `per-merchant`: a series per merchant, for deployments with a few thousand merchants at most. The label exists in both modes, so queries and alert rules that group by it keep working',
+    SWEEP_BATCH_SIZE: int(50, 1, MAX_PAGE_SIZE).describe(
+      "holds per batch workflow within a page: a page's children are started by its batches, each with its own execution lock, instead of all by the page's run (bench/README.md measures why)",
     ),
-  METRICS_WORST_MERCHANTS: int(10, 1, 100).describe(
-    'per-merchant signals without per-merchant series: the N merchants with the highest 429 share and error share over the last 15 minutes, and the oldest backlog, exported by `merchant_id` (`hold_sweeper_worst_merchant_*`), whatever `METRICS_MERCHANT_LABEL` says (1–100)',
-  ),
-  QUARANTINE_PAGE_AFTER: duration('1h', 60_000).describe(
-    'a quarantined webhook older than this pages (`hold_sweeper_quarantines_past_page_age`, alert QuarantinePastPageAge); at least `1m`',
-  ),
-  DUPLICATE_SENDS_ALERT_RATIO: ratio('1.5').describe(
-    'requests per distinct webhook sent over the last 15 minutes, first policy runs only (replays and resends are declared and not counted), above which DuplicateSends fires (`hold_sweeper_requests_per_webhook`); at least 1',
-  ),
-  LOG_LEVEL: setting(
-    'INFO',
-    (raw, ctx) => {
-      const level = raw.toUpperCase();
-      return (LOG_LEVELS as readonly string[]).includes(level)
-        ? (level as (typeof LOG_LEVELS)[number])
-        : fail(ctx, `one of ${LOG_LEVELS.join(', ')}`);
-    },
-    true,
-  ).describe('the log level of every process (JSON lines on stdout, a fatal one on stderr: [runbook.md](runbook.md))'),
-  WORKFLOW_BUNDLE_PATH: text()
-    .meta({ default: 'bundled at start-up' })
-    .describe('a prebuilt workflow bundle (`npm run build:bundle -- FILE`; the `Dockerfile` bakes one in)'),
-  WORKER_MAX_CACHED_WORKFLOWS: int(undefined, 0, 1_000_000)
-    .meta({ default: "the SDK's (from the heap limit)" })
-    .describe(
-      'workflows each regional worker keeps in its sticky cache (0 = none); each costs memory, an evicted one is replayed from its history at its next task',
+    SWEEP_TIMEOUT: duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS)
+      .meta({ default: '`2h`' })
+      .describe(
+        "workflow execution timeout of each sweep the schedule (or \"sweep now\") starts, over all its continue-as-new runs, so a stuck sweep cannot block the overlap-SKIP schedule forever. The default is 100 pages (the design's 50,000-hold night in one region at 500 a page) × 60 s a page (1.5× the benchmark's) + the 10 min final release wait + 10 min slack; at least `11m` (the final wait and its minute of slack). A sweep it ends loses nothing: its children run on, and the next scheduled sweep starts what is left (ids are hold + expiry, so nothing twice). Raise it if a region's nights grow past ~50,000 holds or you shrink `SWEEP_PAGE_SIZE` far below 500",
+      ),
+  })
+  .transform((v) => ({
+    intervalMs: v.SWEEP_INTERVAL,
+    catchupWindowMs: v.SWEEP_CATCHUP_WINDOW,
+    pageSize: v.SWEEP_PAGE_SIZE,
+    batchSize: v.SWEEP_BATCH_SIZE,
+    timeoutMs: v.SWEEP_TIMEOUT,
+  }));
+
+export const OUTBOX = z
+  .object({
+    OUTBOX_RECONCILE_INTERVAL: duration('5m', 1000).describe(
+      "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id, and each quarantined webhook whose workflow ended waits for its decision again in a new run, with the ledger's reason and date ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
     ),
-  WORKER_DEPLOYMENT_NAME: setting(DEFAULT_DEPLOYMENT_NAME, (raw, ctx) =>
-    // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
-    /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(raw)
-      ? raw
-      : fail(ctx, 'letters, digits, "_" or "-" (at most 100 characters, no ".")'),
-  )
-    .meta({ default: `\`${DEFAULT_DEPLOYMENT_NAME}\`` })
-    .describe('the Worker Deployment the workers belong to, one per namespace ([deploys.md](deploys.md))'),
-  WORKER_BUILD_ID: setting(undefined, (raw, ctx) =>
-    /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(raw)
-      ? raw
-      : fail(ctx, 'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision'),
-  )
-    .meta({ default: '`wf-` + a hash of the workflow bundle' })
-    .describe("this build's id in the deployment: the image's git revision (`--build-arg BUILD_ID`)"),
-  WORKER_SET_CURRENT: oneOf(SET_CURRENT_MODES, undefined, SET_CURRENT_MODES.join(', '))
-    .meta({ default: '`never` (production), `always` (dev)' })
-    .describe(
-      'when a starting worker makes its build current: `never` (the deploy step promotes: `npm run promote` with the namespace admin credential), `always`, or `if-none` (only on a first deploy)',
+    OUTBOX_GRACE: duration('10m', 1000).describe(
+      'how long a pending webhook stays untouched before the reconciler looks at it; at least `1s`',
     ),
-  WEBHOOK_TRUSTED_NETWORKS: networks()
-    .meta({ default: 'none' })
-    .describe(
-      'private networks (CIDRs) merchant endpoints may be on in production all the same (a private link); https still required',
+  })
+  .transform((v) => ({ intervalMs: v.OUTBOX_RECONCILE_INTERVAL, graceMs: v.OUTBOX_GRACE }));
+
+export const RETENTION = z
+  .object({
+    RETENTION_INTERVAL: duration('1h', 60_000).describe(
+      "the retention job's schedule (`<SCHEDULE_ID>-retention`, one per region): every interval, the ledger's rows past the retentions the database fixes leave, in batches ([data-retention.md](data-retention.md)); at least `1m`",
     ),
-  WEBHOOK_ALLOWED_PORTS: ports()
-    .meta({ default: '`443` (production), any port (dev)' })
-    .describe(
-      'the ports merchant endpoints may use, comma-separated (`443,8443`); a URL without a port uses 443. Another port is refused as `InvalidEndpointUrl` (the delivery quarantines `bad_url`; `merchant add`/`set` write nothing) ([security.md](security.md#merchant-endpoints-global-unicast-only))',
+    RETENTION_RUN_BUDGET: duration('5m', 1000, 20 * 60_000).describe(
+      'how long one retention run may delete for; a backlog is worked through by the next runs (`1s` to `20m`)',
     ),
-  WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: int(DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000)
-    .meta({ default: `\`${DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT}\`` })
-    .describe(
-      'at most this many requests open at once to one destination (every merchant row on one endpoint origin), across every worker (1–1000); the rate limit bounds how often they start, this how many a merchant that hangs holds open ([webhooks.md](webhooks.md#bounds-on-an-attempt))',
+  })
+  .transform((v) => ({ intervalMs: v.RETENTION_INTERVAL, budgetMs: v.RETENTION_RUN_BUDGET }));
+
+const TEMPORAL_LIMITS = z
+  .object({
+    TEMPORAL_MAX_ID_LENGTH: int(DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000)
+      .meta({ default: `\`${DEFAULT_MAX_WORKFLOW_ID_LENGTH}\`` })
+      .describe(
+        "the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own default is 1000): a hold whose workflow ids would be longer is rejected by the sweep, never started",
+      ),
+  })
+  .transform((v) => ({ maxWorkflowIdLength: v.TEMPORAL_MAX_ID_LENGTH }));
+
+// Four eyes on replays and skips: production always, dev never (one person runs the demo).
+const DECISIONS = z
+  .object({
+    HOLD_SWEEPER_MODE,
+    QUARANTINE_DECISION_TIMEOUT: duration('14d', 60_000).describe(
+      'how long a quarantined webhook waits for a human before it is abandoned; at least `1m`',
     ),
-  DESTINATION_RATE_SHARE: share()
-    .meta({ default: '`1`' })
-    .describe(
-      "the share of each budget's published rate (a merchant's own, or a declared destination's) this region's workers use, `0.5` or `50%` (0 < share ≤ 1). Regions keep separate ledgers and pace alone, so when merchants of both regions point at one endpoint, give each region a share and keep the shares' sum at most 1 (`0.5` each); 1 is right for endpoints one region alone sends to ([webhooks.md](webhooks.md#budgets-per-merchant-or-per-declared-destination))",
+  })
+  .transform((v) => ({
+    fourEyes: v.HOLD_SWEEPER_MODE === 'production',
+    quarantineTimeoutMs: v.QUARANTINE_DECISION_TIMEOUT,
+  }));
+
+const OBSERVABILITY = z
+  .object({
+    METRICS_ADDRESS: address().describe(
+      "Prometheus endpoint (`host:port`) of each worker: the SDK's and the product's metrics",
     ),
-  PROCESSOR_GAP_WAIT: duration('15m', 1000).describe(
-    'how long a hold\'s event workflow waits for a missing sequence before it stops for a human (`DeliveryStatus = "event_gap"`)',
-  ),
-  PROCESSOR_REFUSED_RETENTION: duration('30d', 3_600_000).describe(
-    'how long a correctly signed but refused callback stays in `processor_requests_refused` (at least `1h`); the receiver deletes older rows hourly. Unsigned refusals are never written, only counted (`hold_sweeper_processor_requests_refused_total`)',
-  ),
+    HEALTH_ADDRESS: listenAddress().describe(
+      "each worker's `GET /livez` (the process runs) and `GET /readyz` (200 only while every region's ledger and Temporal answer, within 2 s, and its merchant-secret key ring holds every key the ledger's secrets are sealed under; else 503, naming each failing check and its error)",
+    ),
+    METRICS_GAUGE_INTERVAL: duration('15s', 100).describe(
+      'how often each worker re-reads the ledger gauges (ages, depths)',
+    ),
+    METRICS_MERCHANT_LABEL: oneOf(
+      MERCHANT_LABELS,
+      'all',
+      '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
+    )
+      .meta({ default: '`all`' })
+      .describe(
+        '`merchant_id` on the delivery metrics (`hold_sweeper_webhook_attempts_total`, `_throttle_waits_total`, `_retry_after_honoured_total`, and the histograms `_webhook_attempt_duration_seconds` and `_limiter_wait_seconds`). `all`: every merchant is counted under `merchant_id="all"`, so the series stay a handful whatever the number of merchants (a series per merchant would be millions at 100,000 merchants); which merchant is behind a number is in the ledger ([runbook.md](runbook.md#merchantratelimited)). `per-merchant`: a series per merchant, for deployments with a few thousand merchants at most. The label exists in both modes, so queries and alert rules that group by it keep working',
+      ),
+    METRICS_WORST_MERCHANTS: int(10, 1, 100).describe(
+      'per-merchant signals without per-merchant series: the N merchants with the highest 429 share and error share over the last 15 minutes, and the oldest backlog, exported by `merchant_id` (`hold_sweeper_worst_merchant_*`), whatever `METRICS_MERCHANT_LABEL` says (1–100)',
+    ),
+    QUARANTINE_PAGE_AFTER: duration('1h', 60_000).describe(
+      'a quarantined webhook older than this pages (`hold_sweeper_quarantines_past_page_age`, alert QuarantinePastPageAge); at least `1m`',
+    ),
+    DUPLICATE_SENDS_ALERT_RATIO: ratio('1.5').describe(
+      'requests per distinct webhook sent over the last 15 minutes, first policy runs only (replays and resends are declared and not counted), above which DuplicateSends fires (`hold_sweeper_requests_per_webhook`); at least 1',
+    ),
+    LOG_LEVEL: setting(
+      'INFO',
+      (raw, ctx) => {
+        const level = raw.toUpperCase();
+        return (LOG_LEVELS as readonly string[]).includes(level)
+          ? (level as (typeof LOG_LEVELS)[number])
+          : fail(ctx, `one of ${LOG_LEVELS.join(', ')}`);
+      },
+      true,
+    ).describe(
+      'the log level of every process (JSON lines on stdout, a fatal one on stderr: [runbook.md](runbook.md))',
+    ),
+  })
+  .transform((v) => ({
+    metricsAddress: v.METRICS_ADDRESS,
+    healthAddress: v.HEALTH_ADDRESS,
+    logLevel: v.LOG_LEVEL,
+    gaugeIntervalMs: v.METRICS_GAUGE_INTERVAL,
+    quarantinePageAfterMs: v.QUARANTINE_PAGE_AFTER,
+    duplicateSendsAlertRatio: v.DUPLICATE_SENDS_ALERT_RATIO,
+    merchantLabel: v.METRICS_MERCHANT_LABEL,
+    worstMerchants: v.METRICS_WORST_MERCHANTS,
+  }));
+
+// The bundle path is read by src/bin/worker.ts itself; checked here with the rest.
+const WORKER = z
+  .object({
+    WORKFLOW_BUNDLE_PATH: text()
+      .meta({ default: 'bundled at start-up' })
+      .describe('a prebuilt workflow bundle (`npm run build:bundle -- FILE`; the `Dockerfile` bakes one in)'),
+    WORKER_MAX_CACHED_WORKFLOWS: int(undefined, 0, 1_000_000)
+      .meta({ default: "the SDK's (from the heap limit)" })
+      .describe(
+        'workflows each regional worker keeps in its sticky cache (0 = none); each costs memory, an evicted one is replayed from its history at its next task',
+      ),
+  })
+  .transform((v) => ({ maxCachedWorkflows: v.WORKER_MAX_CACHED_WORKFLOWS }));
+
+const DEPLOYMENT = z
+  .object({
+    HOLD_SWEEPER_MODE,
+    WORKER_DEPLOYMENT_NAME: setting(DEFAULT_DEPLOYMENT_NAME, (raw, ctx) =>
+      // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
+      /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(raw)
+        ? raw
+        : fail(ctx, 'letters, digits, "_" or "-" (at most 100 characters, no ".")'),
+    )
+      .meta({ default: `\`${DEFAULT_DEPLOYMENT_NAME}\`` })
+      .describe('the Worker Deployment the workers belong to, one per namespace ([deploys.md](deploys.md))'),
+    WORKER_BUILD_ID: setting(undefined, (raw, ctx) =>
+      /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(raw)
+        ? raw
+        : fail(ctx, 'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision'),
+    )
+      .meta({ default: '`wf-` + a hash of the workflow bundle' })
+      .describe("this build's id in the deployment: the image's git revision (`--build-arg BUILD_ID`)"),
+    WORKER_SET_CURRENT: oneOf(SET_CURRENT_MODES, undefined, SET_CURRENT_MODES.join(', '))
+      .meta({ default: '`never` (production), `always` (dev)' })
+      .describe(
+        'when a starting worker makes its build current: `never` (the deploy step promotes: `npm run promote` with the namespace admin credential), `always`, or `if-none` (only on a first deploy)',
+      ),
+  })
+  .transform((v) => ({
+    deploymentName: v.WORKER_DEPLOYMENT_NAME,
+    buildId: v.WORKER_BUILD_ID,
+    setCurrent: v.WORKER_SET_CURRENT ?? (v.HOLD_SWEEPER_MODE === 'dev' ? 'always' : 'never'),
+  }));
+
+/** Production's webhooks: https and public addresses only, and port 443 unless the operator says otherwise. */
+export const WEBHOOKS = z
+  .object({
+    HOLD_SWEEPER_MODE,
+    WEBHOOK_TRUSTED_NETWORKS: networks()
+      .meta({ default: 'none' })
+      .describe(
+        'private networks (CIDRs) merchant endpoints may be on in production all the same (a private link); https still required',
+      ),
+    WEBHOOK_ALLOWED_PORTS: ports()
+      .meta({ default: '`443` (production), any port (dev)' })
+      .describe(
+        'the ports merchant endpoints may use, comma-separated (`443,8443`); a URL without a port uses 443. Another port is refused as `InvalidEndpointUrl` (the delivery quarantines `bad_url`; `merchant add`/`set` write nothing) ([security.md](security.md#merchant-endpoints-global-unicast-only))',
+      ),
+    WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: int(DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000)
+      .meta({ default: `\`${DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT}\`` })
+      .describe(
+        'at most this many requests open at once to one destination (every merchant row on one endpoint origin), across every worker (1–1000); the rate limit bounds how often they start, this how many a merchant that hangs holds open ([webhooks.md](webhooks.md#bounds-on-an-attempt))',
+      ),
+    DESTINATION_RATE_SHARE: share()
+      .meta({ default: '`1`' })
+      .describe(
+        "the share of each budget's published rate (a merchant's own, or a declared destination's) this region's workers use, `0.5` or `50%` (0 < share ≤ 1). Regions keep separate ledgers and pace alone, so when merchants of both regions point at one endpoint, give each region a share and keep the shares' sum at most 1 (`0.5` each); 1 is right for endpoints one region alone sends to ([webhooks.md](webhooks.md#budgets-per-merchant-or-per-declared-destination))",
+      ),
+  })
+  .transform((v) => ({
+    allowInsecureHttp: v.HOLD_SWEEPER_MODE === 'dev',
+    allowPrivateAddresses: v.HOLD_SWEEPER_MODE === 'dev',
+    trustedNetworks: v.WEBHOOK_TRUSTED_NETWORKS,
+    allowedPorts: v.WEBHOOK_ALLOWED_PORTS ?? (v.HOLD_SWEEPER_MODE === 'production' ? [443] : undefined),
+    maxInFlightPerMerchant: v.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
+    destinationRateShare: v.DESTINATION_RATE_SHARE,
+  }));
+
+/** The processor-event receiver's (src/bin/receiver.ts). */
+export const PROCESSOR = z
+  .object({
+    PROCESSOR_GAP_WAIT: duration('15m', 1000).describe(
+      'how long a hold\'s event workflow waits for a missing sequence before it stops for a human (`DeliveryStatus = "event_gap"`)',
+    ),
+    PROCESSOR_REFUSED_RETENTION: duration('30d', 3_600_000).describe(
+      'how long a correctly signed but refused callback stays in `processor_requests_refused` (at least `1h`); the receiver deletes older rows hourly. Unsigned refusals are never written, only counted (`hold_sweeper_processor_requests_refused_total`)',
+    ),
+  })
+  .transform((v) => ({
+    gapWaitMs: v.PROCESSOR_GAP_WAIT,
+    refusedRetentionMs: v.PROCESSOR_REFUSED_RETENTION,
+  }));
+
+/** The codec endpoint's (src/bin/codec-server.ts); what production requires of it is in src/config.ts. */
+export const CODEC = z.object({
+  HOLD_SWEEPER_MODE,
   CODEC_SERVER_ADDRESS: address().describe('where `npm run codec-server` serves ([api.md](api.md))'),
   CODEC_AUTH_TOKEN: text()
     .meta({ ...SECRET })
@@ -449,7 +551,29 @@ export const VARIABLES = {
   CODEC_OIDC_TOKEN_MAX_AGE: duration('1d', 1_000).describe(
     'the longest a token lives: from its `iat` to its `exp`, and from its `iat` to its use; one without `iat` is refused',
   ),
-} satisfies Record<string, Setting>;
+});
+
+/** loadConfig's sections, by the `Config` field each becomes (the codec endpoint's and the regions' have rules there). */
+export const SECTIONS = {
+  sweep: SWEEP,
+  outbox: OUTBOX,
+  retention: RETENTION,
+  temporalLimits: TEMPORAL_LIMITS,
+  decisions: DECISIONS,
+  observability: OBSERVABILITY,
+  worker: WORKER,
+  deployment: DEPLOYMENT,
+  webhooks: WEBHOOKS,
+};
+
+/** Every section's variables by name, in the docs' order. */
+export const VARIABLES: Record<string, Setting> = Object.assign(
+  {},
+  MODE_AND_REGIONS.shape,
+  ...Object.values(SECTIONS).map((section) => section.in.shape),
+  PROCESSOR.in.shape,
+  CODEC.shape,
+);
 
 /** One per region: `<NAME>_<REGION>` (e.g. DATABASE_URL_EU). Defaults name the region (`r`: `us`, `eu`). */
 export const regionVariables = (r: string) =>

@@ -1,10 +1,10 @@
 /**
  * Configuration: read from the environment once, validated, frozen.
  *
- * Each variable is read through its schema (src/config-schema.ts); the sections below group them into what the code
- * reads (each section's `transform`, whose output is the type: nothing here repeats a variable) and check what combines
- * variables (what production requires, both halves of a certificate) in the same place. Every problem found fails
- * start-up together, in one `ConfigError` naming each variable, never later in the middle of a sweep.
+ * Each variable is read through its schema (src/config-schema.ts), by section: a section's `transform` is what the
+ * code reads of it, and its output is the type (nothing here repeats a variable). The sections here add the rules
+ * that combine variables (what production requires, both halves of a certificate). Every problem found fails start-up
+ * together, in one `ConfigError` naming each variable, never later in the middle of a sweep.
  */
 import fs from 'node:fs';
 import { z } from 'zod';
@@ -26,26 +26,30 @@ import {
   DEFAULT_SWEEP_TIMEOUT_MS,
   docOf,
   durationMs,
+  CODEC,
   LISTENERS,
+  MODE_AND_REGIONS,
+  OUTBOX,
+  PROCESSOR,
   regionVariables,
+  RETENTION,
+  SECTIONS,
+  SWEEP,
   SWEEP_RELEASE_WAIT_MS,
   VARIABLES,
+  WEBHOOKS,
   type MERCHANT_LABELS,
   type SET_CURRENT_MODES,
   type Setting,
 } from './config-schema.js';
 
-export type Mode = z.output<typeof VARIABLES.HOLD_SWEEPER_MODE>;
+export type Mode = z.output<typeof MODE_AND_REGIONS>['HOLD_SWEEPER_MODE'];
 /** What the merchant_id label of the product's delivery metrics carries (METRICS_MERCHANT_LABEL). */
 export type MerchantLabel = (typeof MERCHANT_LABELS)[number];
 /** When a starting worker makes its own build the deployment's current version (WORKER_SET_CURRENT). */
 export type SetCurrentMode = (typeof SET_CURRENT_MODES)[number];
 
 type Env = Readonly<Record<string, string | undefined>>;
-
-/** Some of the product's variables, as a section's object. */
-const pick = <K extends keyof typeof VARIABLES>(...keys: K[]) =>
-  z.object(Object.fromEntries(keys.map((key) => [key, VARIABLES[key]])) as Pick<typeof VARIABLES, K>);
 
 /** A rule that combines variables refuses `variable`, shown as `shown` (never a secret's value). */
 function refuse(ctx: z.RefinementCtx, variable: string, expected: string, shown?: string): void {
@@ -61,163 +65,67 @@ function tlsOf(ctx: z.RefinementCtx, prefix: string, certFile?: string, keyFile?
   return certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {};
 }
 
-const SWEEP = pick(
-  'SWEEP_INTERVAL',
-  'SWEEP_CATCHUP_WINDOW',
-  'SWEEP_PAGE_SIZE',
-  'SWEEP_BATCH_SIZE',
-  'SWEEP_TIMEOUT',
-).transform((v) => ({
-  intervalMs: v.SWEEP_INTERVAL,
-  catchupWindowMs: v.SWEEP_CATCHUP_WINDOW,
-  pageSize: v.SWEEP_PAGE_SIZE,
-  batchSize: v.SWEEP_BATCH_SIZE,
-  timeoutMs: v.SWEEP_TIMEOUT,
-}));
-const OUTBOX = pick('OUTBOX_RECONCILE_INTERVAL', 'OUTBOX_GRACE').transform((v) => ({
-  intervalMs: v.OUTBOX_RECONCILE_INTERVAL,
-  graceMs: v.OUTBOX_GRACE,
-}));
-const RETENTION = pick('RETENTION_INTERVAL', 'RETENTION_RUN_BUDGET').transform((v) => ({
-  intervalMs: v.RETENTION_INTERVAL,
-  budgetMs: v.RETENTION_RUN_BUDGET,
-}));
-/** Production's webhooks: https and public addresses only, and port 443 unless the operator says otherwise. */
-const WEBHOOKS = pick(
-  'HOLD_SWEEPER_MODE',
-  'WEBHOOK_TRUSTED_NETWORKS',
-  'WEBHOOK_ALLOWED_PORTS',
-  'WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT',
-  'DESTINATION_RATE_SHARE',
-).transform((v) => ({
-  allowInsecureHttp: v.HOLD_SWEEPER_MODE === 'dev',
-  allowPrivateAddresses: v.HOLD_SWEEPER_MODE === 'dev',
-  trustedNetworks: v.WEBHOOK_TRUSTED_NETWORKS,
-  allowedPorts: v.WEBHOOK_ALLOWED_PORTS ?? (v.HOLD_SWEEPER_MODE === 'production' ? [443] : undefined),
-  maxInFlightPerMerchant: v.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
-  destinationRateShare: v.DESTINATION_RATE_SHARE,
-}));
-
-/** The product's own sections, in the order docs/configuration.md lists their variables. */
-const SECTIONS = {
-  sweep: SWEEP,
-  outbox: OUTBOX,
-  retention: RETENTION,
-  temporalLimits: pick('TEMPORAL_MAX_ID_LENGTH').transform((v) => ({ maxWorkflowIdLength: v.TEMPORAL_MAX_ID_LENGTH })),
-  // Four eyes on replays and skips: production always, dev never (one person runs the demo).
-  decisions: pick('HOLD_SWEEPER_MODE', 'QUARANTINE_DECISION_TIMEOUT').transform((v) => ({
-    fourEyes: v.HOLD_SWEEPER_MODE === 'production',
-    quarantineTimeoutMs: v.QUARANTINE_DECISION_TIMEOUT,
-  })),
-  observability: pick(
-    'METRICS_ADDRESS',
-    'HEALTH_ADDRESS',
-    'METRICS_GAUGE_INTERVAL',
-    'METRICS_MERCHANT_LABEL',
-    'METRICS_WORST_MERCHANTS',
-    'QUARANTINE_PAGE_AFTER',
-    'DUPLICATE_SENDS_ALERT_RATIO',
-    'LOG_LEVEL',
-  ).transform((v) => ({
-    metricsAddress: v.METRICS_ADDRESS,
-    healthAddress: v.HEALTH_ADDRESS,
-    logLevel: v.LOG_LEVEL,
-    gaugeIntervalMs: v.METRICS_GAUGE_INTERVAL,
-    quarantinePageAfterMs: v.QUARANTINE_PAGE_AFTER,
-    duplicateSendsAlertRatio: v.DUPLICATE_SENDS_ALERT_RATIO,
-    merchantLabel: v.METRICS_MERCHANT_LABEL,
-    worstMerchants: v.METRICS_WORST_MERCHANTS,
-  })),
-  // The bundle path is read by src/bin/worker.ts itself; checked here with the rest.
-  worker: pick('WORKFLOW_BUNDLE_PATH', 'WORKER_MAX_CACHED_WORKFLOWS').transform((v) => ({
-    maxCachedWorkflows: v.WORKER_MAX_CACHED_WORKFLOWS,
-  })),
-  deployment: pick('HOLD_SWEEPER_MODE', 'WORKER_DEPLOYMENT_NAME', 'WORKER_BUILD_ID', 'WORKER_SET_CURRENT').transform(
-    (v) => ({
-      deploymentName: v.WORKER_DEPLOYMENT_NAME,
-      buildId: v.WORKER_BUILD_ID,
-      setCurrent: v.WORKER_SET_CURRENT ?? (v.HOLD_SWEEPER_MODE === 'dev' ? 'always' : 'never'),
-    }),
-  ),
-  webhooks: WEBHOOKS,
-  processor: pick('PROCESSOR_GAP_WAIT', 'PROCESSOR_REFUSED_RETENTION').transform((v) => ({
-    gapWaitMs: v.PROCESSOR_GAP_WAIT,
-    refusedRetentionMs: v.PROCESSOR_REFUSED_RETENTION,
-  })),
-};
-
 const { METRICS_ADDRESS: CODEC_METRICS, TLS_CERT_FILE: CODEC_CERT, TLS_KEY_FILE: CODEC_KEY } = LISTENERS.CODEC;
 /**
  * The codec endpoint the Web UI decodes through; production requires OIDC and TLS of it and refuses a static token
  * (the UI sends a user's token only to https).
  */
-const CODEC_SERVER = pick(
-  'HOLD_SWEEPER_MODE',
-  'CODEC_SERVER_ADDRESS',
-  'CODEC_AUTH_TOKEN',
-  'CODEC_CORS_ORIGIN',
-  'CODEC_OIDC_ISSUER',
-  'CODEC_OIDC_AUDIENCE',
-  'CODEC_OIDC_ROLES_CLAIM',
-  'CODEC_OIDC_TOKEN_MAX_AGE',
-)
-  .extend({
-    CODEC_METRICS_ADDRESS: CODEC_METRICS,
-    CODEC_TLS_CERT_FILE: CODEC_CERT,
-    CODEC_TLS_KEY_FILE: CODEC_KEY,
-    CODEC_BEHIND_TLS_PROXY: LISTENERS.CODEC.BEHIND_TLS_PROXY,
-  })
-  .transform((v, ctx) => {
-    const production = v.HOLD_SWEEPER_MODE === 'production';
-    const issuer = v.CODEC_OIDC_ISSUER;
-    if (production && issuer?.startsWith('http:')) refuse(ctx, 'CODEC_OIDC_ISSUER', 'a URL with scheme https:', issuer);
-    const tls = tlsOf(ctx, 'CODEC', v.CODEC_TLS_CERT_FILE, v.CODEC_TLS_KEY_FILE);
-    if (production && v.CODEC_SERVER_ADDRESS) {
-      if (v.CODEC_AUTH_TOKEN) {
-        refuse(
-          ctx,
-          'CODEC_AUTH_TOKEN',
-          'nothing in production: the codec endpoint verifies each user’s OIDC token (CODEC_OIDC_ISSUER); a static token is for dev only',
-          '(redacted)',
-        );
-      }
-      if (!issuer) {
-        refuse(
-          ctx,
-          'CODEC_OIDC_ISSUER',
-          'the https URL of the OIDC issuer whose users’ tokens the Web UI passes to the codec endpoint',
-        );
-      }
-      if (!tls.tls && !v.CODEC_BEHIND_TLS_PROXY) {
-        refuse(
-          ctx,
-          'CODEC_TLS_CERT_FILE',
-          'a certificate for the codec endpoint (and CODEC_TLS_KEY_FILE), or CODEC_BEHIND_TLS_PROXY=true: the Web UI sends a user’s token only to https',
-        );
-      }
+const CODEC_SERVER = CODEC.extend({
+  CODEC_METRICS_ADDRESS: CODEC_METRICS,
+  CODEC_TLS_CERT_FILE: CODEC_CERT,
+  CODEC_TLS_KEY_FILE: CODEC_KEY,
+  CODEC_BEHIND_TLS_PROXY: LISTENERS.CODEC.BEHIND_TLS_PROXY,
+}).transform((v, ctx) => {
+  const production = v.HOLD_SWEEPER_MODE === 'production';
+  const issuer = v.CODEC_OIDC_ISSUER;
+  if (production && issuer?.startsWith('http:')) refuse(ctx, 'CODEC_OIDC_ISSUER', 'a URL with scheme https:', issuer);
+  const tls = tlsOf(ctx, 'CODEC', v.CODEC_TLS_CERT_FILE, v.CODEC_TLS_KEY_FILE);
+  if (production && v.CODEC_SERVER_ADDRESS) {
+    if (v.CODEC_AUTH_TOKEN) {
+      refuse(
+        ctx,
+        'CODEC_AUTH_TOKEN',
+        'nothing in production: the codec endpoint verifies each user’s OIDC token (CODEC_OIDC_ISSUER); a static token is for dev only',
+        '(redacted)',
+      );
     }
-    const metrics =
-      v.CODEC_METRICS_ADDRESS ?? (production && v.CODEC_SERVER_ADDRESS ? { host: '0.0.0.0', port: 9468 } : undefined);
-    return Object.freeze({
-      address: v.CODEC_SERVER_ADDRESS,
-      authToken: v.CODEC_AUTH_TOKEN,
-      corsOrigins: v.CODEC_CORS_ORIGIN,
-      ...(issuer
-        ? {
-            oidc: Object.freeze({
-              issuer,
-              audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
-              rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
-              clockToleranceSeconds: 30,
-              maxTokenAgeSeconds: v.CODEC_OIDC_TOKEN_MAX_AGE / 1000,
-            }),
-          }
-        : {}),
-      ...tls,
-      behindTlsProxy: v.CODEC_BEHIND_TLS_PROXY,
-      ...(metrics ? { metrics } : {}),
-    });
+    if (!issuer) {
+      refuse(
+        ctx,
+        'CODEC_OIDC_ISSUER',
+        'the https URL of the OIDC issuer whose users’ tokens the Web UI passes to the codec endpoint',
+      );
+    }
+    if (!tls.tls && !v.CODEC_BEHIND_TLS_PROXY) {
+      refuse(
+        ctx,
+        'CODEC_TLS_CERT_FILE',
+        'a certificate for the codec endpoint (and CODEC_TLS_KEY_FILE), or CODEC_BEHIND_TLS_PROXY=true: the Web UI sends a user’s token only to https',
+      );
+    }
+  }
+  const metrics =
+    v.CODEC_METRICS_ADDRESS ?? (production && v.CODEC_SERVER_ADDRESS ? { host: '0.0.0.0', port: 9468 } : undefined);
+  return Object.freeze({
+    address: v.CODEC_SERVER_ADDRESS,
+    authToken: v.CODEC_AUTH_TOKEN,
+    corsOrigins: v.CODEC_CORS_ORIGIN,
+    ...(issuer
+      ? {
+          oidc: Object.freeze({
+            issuer,
+            audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
+            rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
+            clockToleranceSeconds: 30,
+            maxTokenAgeSeconds: v.CODEC_OIDC_TOKEN_MAX_AGE / 1000,
+          }),
+        }
+      : {}),
+    ...tls,
+    behindTlsProxy: v.CODEC_BEHIND_TLS_PROXY,
+    ...(metrics ? { metrics } : {}),
   });
+});
 
 /**
  * One region's ledger, names and keys (`<VARIABLE>_<REGION>`), beside its Temporal connection (read by
@@ -536,14 +444,11 @@ export function loadConfig(
   { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {},
 ) {
   const reading = new Reading(env);
-  const { HOLD_SWEEPER_MODE: mode, HOLD_SWEEPER_REGIONS: served } = reading.read(
-    pick('HOLD_SWEEPER_MODE', 'HOLD_SWEEPER_REGIONS'),
-  );
-  const { processor: _, ...sections } = SECTIONS;
+  const { HOLD_SWEEPER_MODE: mode, HOLD_SWEEPER_REGIONS: served } = reading.read(MODE_AND_REGIONS);
   const values = Object.fromEntries(
-    Object.entries(sections).map(([name, section]) => [name, reading.read(section)]),
-  ) as { [K in keyof typeof sections]: z.output<(typeof sections)[K]> };
-  reading.read(SECTIONS.processor);
+    Object.entries(SECTIONS).map(([name, section]) => [name, reading.read(section)]),
+  ) as { [K in keyof typeof SECTIONS]: z.output<(typeof SECTIONS)[K]> };
+  reading.read(PROCESSOR);
   const options = { merchantSecrets, connections };
   const regions = served.map((region) => readRegion(reading, mode, region, served.length === 1, options));
   const codecServer = reading.read(CODEC_SERVER);
@@ -629,7 +534,7 @@ export function loadProcessorConfig(env: Env, region: Region, mode: Mode) {
     }),
     (name) => `${name}_${up}`,
   );
-  const waits = reading.read(SECTIONS.processor);
+  const waits = reading.read(PROCESSOR);
   const listener = reading.read(listenerSection('PROCESSOR_RECEIVER', mode), (name) => `PROCESSOR_RECEIVER_${name}`);
   reading.done();
   return Object.freeze({ ...listener, signingKey: signingKey!, ...waits });
