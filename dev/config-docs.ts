@@ -5,8 +5,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
+  ADMIN_CLIENT_VARIABLES,
   DEV_VARIABLES,
-  DOCS,
+  docOf,
   LISTENERS,
   READ_ELSEWHERE,
   regionVariables,
@@ -22,8 +23,8 @@ type Row = readonly [names: string, fallback: string, meaning: string];
 const code = (name: string) => `\`${name}\``;
 
 function rowOf(names: readonly string[], setting: Setting): Row {
-  const doc = DOCS.get(setting);
-  if (!doc) throw new Error(`${names.join(', ')} has no docs: register it with documented()`);
+  const doc = docOf(setting);
+  if (!doc) throw new Error(`${names.join(', ')} has no docs: describe() it`);
   // The file form of a secret, how compose's `secrets:` reach a container (src/config.ts reads it).
   const all = doc.file ? names.flatMap((name) => [name, `${name}_FILE`]) : names;
   const file = doc.file ? '; `…_FILE`: a file holding the value instead (never both)' : '';
@@ -45,6 +46,7 @@ function table(rows: readonly Row[]): string {
 /** The product's variables: the mode and the regions, each region's own, Temporal's, the rest, the listeners. */
 function productRows(): Row[] {
   const { HOLD_SWEEPER_MODE, HOLD_SWEEPER_REGIONS, ...rest } = VARIABLES;
+  const first = { HOLD_SWEEPER_MODE: HOLD_SWEEPER_MODE!, HOLD_SWEEPER_REGIONS: HOLD_SWEEPER_REGIONS! };
   const perRegion = Object.entries(regionVariables('<r>')).map(([name, setting]) =>
     rowOf(
       REGIONS.map((region) => `${name}_${region.toUpperCase()}`),
@@ -52,7 +54,7 @@ function productRows(): Row[] {
     ),
   );
   return [
-    ...rowsOf({ HOLD_SWEEPER_MODE, HOLD_SWEEPER_REGIONS }),
+    ...rowsOf(first),
     ...perRegion,
     ...READ_ELSEWHERE.temporal,
     ...rowsOf(rest),
@@ -66,6 +68,10 @@ const MARKERS = {
     "<!-- the product's variables: written by npm run docs:config -->",
     "<!-- end of the product's variables -->",
   ],
+  admin: [
+    "<!-- the ops CLI's variables: written by npm run docs:config -->",
+    "<!-- end of the ops CLI's variables -->",
+  ],
   dev: [
     "<!-- the local stack's variables: written by npm run docs:config -->",
     "<!-- end of the local stack's variables -->",
@@ -74,7 +80,13 @@ const MARKERS = {
 
 /** `doc` with each marked table written from the schema. */
 export function withGeneratedTables(doc: string): string {
-  const tables = { product: table(productRows()), dev: table(rowsOf(DEV_VARIABLES)) };
+  const admin = Object.entries(ADMIN_CLIENT_VARIABLES).map(([name, setting]) =>
+    rowOf(
+      ['', ...REGIONS.map((region) => `_${region.toUpperCase()}`)].map((suffix) => `${name}${suffix}`),
+      setting,
+    ),
+  );
+  const tables = { product: table(productRows()), admin: table(admin), dev: table(rowsOf(DEV_VARIABLES)) };
   let out = doc;
   for (const [which, [start, end]] of Object.entries(MARKERS) as [keyof typeof MARKERS, readonly [string, string]][]) {
     const from = out.indexOf(start);

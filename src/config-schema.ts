@@ -14,6 +14,7 @@ import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/
 /** What the docs say of a variable: its default as a reader sees it, and what it means (markdown). */
 interface VariableDoc {
   readonly default: string;
+  /** The setting's zod description. */
   readonly meaning: string;
   /** Its value is never shown, in an error or anywhere else. */
   readonly secret?: true;
@@ -24,17 +25,19 @@ interface VariableDoc {
   readonly file?: true;
 }
 
-/** A variable's schema: its text (undefined when unset) in, its value out. */
+/** A variable's schema: its text (undefined when unset) in, its value out; `.describe()` says what it means. */
 export type Setting<T = unknown> = z.ZodType<T, string | undefined>;
 
-/** The docs of every setting, by schema: the table generator and the loaders' redaction read it. */
-export const DOCS = z.registry<VariableDoc>();
-
-/** `secret`: never shown, and may come from a file; `file`: may come from a file (VariableDoc). */
-function documented<T>(setting: Setting<T>, fallback: string, meaning: string, kind?: 'secret' | 'file'): Setting<T> {
-  const flags = kind === 'secret' ? { secret: true, file: true } : kind === 'file' ? { file: true } : {};
-  return setting.register(DOCS, { default: fallback, meaning, ...flags } as VariableDoc);
+/** A setting's docs (its zod metadata): the table generator and the loaders' redaction read them. */
+export function docOf(setting: Setting): VariableDoc | undefined {
+  const meta = z.globalRegistry.get(setting);
+  return meta?.description ? ({ ...meta, meaning: meta.description } as unknown as VariableDoc) : undefined;
 }
+
+/** Metadata of a secret: never shown, and may come from a file. */
+const SECRET = { secret: true, file: true } as const;
+/** Metadata of a variable that may come from a file. */
+const FILE = { file: true } as const;
 
 /** The expected-value words of a failed check, as the ConfigError carries them. */
 function fail(ctx: z.RefinementCtx, expected: string): never {
@@ -44,21 +47,23 @@ function fail(ctx: z.RefinementCtx, expected: string): never {
 
 /**
  * A variable whose text `check` turns into a value, or refuses with `fail`. Unset reads as `fallback`; so does empty,
- * unless `emptyIsAValue` (a name or a duration given as "" is a mistake, not a default).
+ * unless `emptyIsAValue` (a name or a duration given as "" is a mistake, not a default). The docs show `fallback` as
+ * its default unless its metadata says otherwise.
  */
-function setting<T>(fallback: string, check: Check<T>, emptyIsAValue?: boolean): Setting<T>;
-function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue?: boolean): Setting<T | undefined>;
-function setting<T>(fallback: string | undefined, check: Check<T>, emptyIsAValue = false): Setting<T | undefined> {
+function setting<T, F extends string | undefined>(fallback: F, check: Check<T>, emptyIsAValue = false) {
   return z
     .string()
     .optional()
     .transform((given, ctx) => {
       const raw = given === undefined || (given === '' && !emptyIsAValue) ? fallback : given;
       return raw === undefined ? undefined : check(raw, ctx);
-    });
+    })
+    .meta({ default: fallback === undefined ? 'none' : `\`${fallback}\`` }) as Setting<OrUnset<F, T>>;
 }
 
 type Check<T> = (raw: string, ctx: z.RefinementCtx) => T;
+/** A setting's value: `T`, or undefined too when it has no fallback. */
+type OrUnset<F, T> = F extends undefined ? T | undefined : T;
 
 const DURATION_UNITS_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const DURATION_EXPECTED = 'a duration such as 500ms, 30s, 15m, 1h or 3d';
@@ -83,37 +88,25 @@ function duration(fallback: string, minMs = 1, maxMs = Infinity): Setting<number
   );
 }
 
-function int(fallback: number, min: number, max: number): Setting<number>;
-function int(fallback: undefined, min: number, max: number): Setting<number | undefined>;
-function int(fallback: number | undefined, min: number, max: number): Setting<number | undefined> {
-  return setting(fallback?.toString(), (raw, ctx) => {
+function int<F extends number | undefined>(fallback: F, min: number, max: number) {
+  return setting(fallback?.toString() as OrUnset<F, string>, (raw, ctx) => {
     const value = Number(raw);
     if (!/^\d+$/.test(raw.trim()) || value < min || value > max) return fail(ctx, `an integer from ${min} to ${max}`);
     return value;
   });
 }
 
-function oneOf<const T extends string>(values: readonly T[], fallback: T, expected: string): Setting<T>;
-function oneOf<const T extends string>(
-  values: readonly T[],
-  fallback: undefined,
-  expected: string,
-): Setting<T | undefined>;
-function oneOf<const T extends string>(values: readonly T[], fallback: T | undefined, expected: string) {
-  const check: Check<T> = (raw, ctx) =>
-    (values as readonly string[]).includes(raw) ? (raw as T) : fail(ctx, expected);
-  return fallback === undefined ? setting(undefined, check) : setting(fallback, check);
+function oneOf<const T extends string, F extends T | undefined>(values: readonly T[], fallback: F, expected: string) {
+  return setting(fallback, (raw, ctx) =>
+    (values as readonly string[]).includes(raw) ? (raw as T) : fail(ctx, expected),
+  );
 }
 
 const bool = (fallback: 'true' | 'false') =>
   setting(fallback, (raw, ctx) => (raw === 'true' || raw === 'false' ? raw === 'true' : fail(ctx, 'true or false')));
 
 /** Any text; unset or empty: `fallback`. */
-function text(fallback: string): Setting<string>;
-function text(): Setting<string | undefined>;
-function text(fallback?: string) {
-  return fallback === undefined ? setting(undefined, (raw) => raw) : setting(fallback, (raw) => raw);
-}
+const text = <F extends string | undefined = undefined>(fallback?: F) => setting(fallback as F, (raw) => raw);
 
 /** Temporal namespaces, task queues and schedule ids: a safe, greppable alphabet. */
 const name = (fallback: string) =>
@@ -144,15 +137,9 @@ const address = () =>
     /^[A-Za-z0-9.\-[\]:]+:\d{1,5}$/.test(raw) ? raw : fail(ctx, 'host:port, e.g. temporal:7233'),
   );
 
-/** A host and a port to listen on. */
-export interface ListenAddress {
-  readonly host: string;
-  readonly port: number;
-}
-
 /** `host:port` to listen on; unset: none (the loaders choose a listener's default by the mode). */
 const listenAddress = () =>
-  setting(undefined, (raw, ctx): ListenAddress => {
+  setting(undefined, (raw, ctx) => {
     const match = /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:]+\]):(\d{1,5})$/.exec(raw);
     if (!match || Number(match[2]) > 65_535) return fail(ctx, 'host:port to listen on, e.g. 0.0.0.0:8090');
     return Object.freeze({ host: match[1]!.replace(/^\[|\]$/g, ''), port: Number(match[2]) });
@@ -292,124 +279,140 @@ export const SET_CURRENT_MODES = ['if-none', 'always', 'never'] as const;
 
 const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'] as const;
 
-/** The variables read once per process, in the order docs/configuration.md lists them. */
-export const VARIABLES = {
-  HOLD_SWEEPER_MODE: documented(
-    oneOf(['dev', 'production'], 'dev', '"dev" or "production"'),
-    'none for `npm run worker`, `receiver`, `codec-server`, `ops`: it must be set (`npm start`, the tests and the benchmarks say `dev` themselves)',
+/** `dev` or `production`: what production requires, and the defaults that differ by mode (see each section). */
+const HOLD_SWEEPER_MODE = oneOf(['dev', 'production'], 'dev', '"dev" or "production"')
+  .meta({
+    default:
+      'none for `npm run worker`, `receiver`, `codec-server`, `ops`: it must be set (`npm start`, the tests and the benchmarks say `dev` themselves)',
+  })
+  .describe(
     '`dev`: plain-http and private-address merchant endpoints allowed (the fake merchants); one person may approve a replay or skip a gap; unset addresses are started by `npm start` or joined by `npm run worker` / `ops`. `production`: nothing started or joined; https and public addresses only; four eyes on replays and skips ([security.md](security.md#four-eyes-means-two-people)); the required variables above',
-  ),
-  HOLD_SWEEPER_REGIONS: documented(
-    setting(
-      REGIONS.join(','),
-      (raw, ctx) => {
-        const names = raw
-          .split(',')
-          .map((s) => s.trim().toLowerCase())
-          .filter(Boolean);
-        return names.length > 0 && names.every((n) => (REGIONS as readonly string[]).includes(n))
-          ? ([...new Set(names)] as Region[])
-          : fail(ctx, `a comma-separated, non-empty list of ${REGIONS.join(', ')}`);
-      },
-      true,
+  );
+
+/**
+ * The product's variables by section, in the order docs/configuration.md lists them. A section's transform is what the
+ * code reads of it: src/config.ts's `Config` is their output.
+ */
+export const MODE_AND_REGIONS = z.object({
+  HOLD_SWEEPER_MODE,
+  HOLD_SWEEPER_REGIONS: setting(
+    REGIONS.join(','),
+    (raw, ctx) => {
+      const names = raw
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean);
+      return names.length > 0 && names.every((n) => (REGIONS as readonly string[]).includes(n))
+        ? ([...new Set(names)] as Region[])
+        : fail(ctx, `a comma-separated, non-empty list of ${REGIONS.join(', ')}`);
+    },
+    true,
+  )
+    .meta({ default: '`us,eu`' })
+    .describe('regions this process serves'),
+});
+
+export const SWEEP = z
+  .object({
+    SWEEP_INTERVAL: duration('15m', 1000).describe("how often the region's schedule starts a sweep"),
+    SWEEP_CATCHUP_WINDOW: duration('1h', MIN_CATCHUP_WINDOW_MS).describe(
+      'how late a sweep missed while the server was down is still started (at least `10s`)',
     ),
-    '`us,eu`',
-    'regions this process serves',
-  ),
-  SWEEP_INTERVAL: documented(duration('15m', 1000), '`15m`', "how often the region's schedule starts a sweep"),
-  SWEEP_CATCHUP_WINDOW: documented(
-    duration('1h', MIN_CATCHUP_WINDOW_MS),
-    '`1h`',
-    'how late a sweep missed while the server was down is still started (at least `10s`)',
-  ),
-  SWEEP_PAGE_SIZE: documented(
-    int(500, 1, MAX_PAGE_SIZE),
-    '`500`',
-    "holds per page, each page one workflow run (≤ 2,000: Temporal's pending-children cap)",
-  ),
-  SWEEP_BATCH_SIZE: documented(
-    int(50, 1, MAX_PAGE_SIZE),
-    '`50`',
-    "holds per batch workflow within a page: a page's children are started by its batches, each with its own execution lock, instead of all by the page's run (bench/README.md measures why)",
-  ),
-  SWEEP_TIMEOUT: documented(
-    duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS),
-    '`2h`',
-    "workflow execution timeout of each sweep the schedule (or \"sweep now\") starts, over all its continue-as-new runs, so a stuck sweep cannot block the overlap-SKIP schedule forever. The default is 100 pages (the design's 50,000-hold night in one region at 500 a page) × 60 s a page (1.5× the benchmark's) + the 10 min final release wait + 10 min slack; at least `11m` (the final wait and its minute of slack). A sweep it ends loses nothing: its children run on, and the next scheduled sweep starts what is left (ids are hold + expiry, so nothing twice). Raise it if a region's nights grow past ~50,000 holds or you shrink `SWEEP_PAGE_SIZE` far below 500",
-  ),
-  OUTBOX_RECONCILE_INTERVAL: documented(
-    duration('5m', 1000),
-    '`5m`',
-    "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id, and each quarantined webhook whose workflow ended waits for its decision again in a new run, with the ledger's reason and date ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
-  ),
-  OUTBOX_GRACE: documented(
-    duration('10m', 1000),
-    '`10m`',
-    'how long a pending webhook stays untouched before the reconciler looks at it; at least `1s`',
-  ),
-  RETENTION_INTERVAL: documented(
-    duration('1h', 60_000),
-    '`1h`',
-    "the retention job's schedule (`<SCHEDULE_ID>-retention`, one per region): every interval, the ledger's rows past the retentions the database fixes leave, in batches ([data-retention.md](data-retention.md)); at least `1m`",
-  ),
-  RETENTION_RUN_BUDGET: documented(
-    // Inside the activity's 30-minute start-to-close (src/workflows/activity-profiles.ts), so a run always reports.
-    duration('5m', 1000, 20 * 60_000),
-    '`5m`',
-    'how long one retention run may delete for; a backlog is worked through by the next runs (`1s` to `20m`)',
-  ),
-  TEMPORAL_MAX_ID_LENGTH: documented(
-    // Room for a hold id of at least a few dozen bytes beside the longest affix (contracts/ids.ts).
-    int(DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000),
-    `\`${DEFAULT_MAX_WORKFLOW_ID_LENGTH}\``,
-    "the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own default is 1000): a hold whose workflow ids would be longer is rejected by the sweep, never started",
-  ),
-  QUARANTINE_DECISION_TIMEOUT: documented(
-    duration('14d', 60_000),
-    '`14d`',
-    'how long a quarantined webhook waits for a human before it is abandoned; at least `1m`',
-  ),
-  METRICS_ADDRESS: documented(
-    address(),
-    'none',
-    "Prometheus endpoint (`host:port`) of each worker: the SDK's and the product's metrics",
-  ),
-  HEALTH_ADDRESS: documented(
-    listenAddress(),
-    'none',
-    "each worker's `GET /livez` (the process runs) and `GET /readyz` (200 only while every region's ledger and Temporal answer, within 2 s, and its merchant-secret key ring holds every key the ledger's secrets are sealed under; else 503, naming each failing check and its error)",
-  ),
-  METRICS_GAUGE_INTERVAL: documented(
-    duration('15s', 100),
-    '`15s`',
-    'how often each worker re-reads the ledger gauges (ages, depths)',
-  ),
-  METRICS_MERCHANT_LABEL: documented(
-    oneOf(
+    SWEEP_PAGE_SIZE: int(500, 1, MAX_PAGE_SIZE).describe(
+      "holds per page, each page one workflow run (≤ 2,000: Temporal's pending-children cap)",
+    ),
+    SWEEP_BATCH_SIZE: int(50, 1, MAX_PAGE_SIZE).describe(
+      "holds per batch workflow within a page: a page's children are started by its batches, each with its own execution lock, instead of all by the page's run (bench/README.md measures why)",
+    ),
+    SWEEP_TIMEOUT: duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS)
+      .meta({ default: '`2h`' })
+      .describe(
+        "workflow execution timeout of each sweep the schedule (or \"sweep now\") starts, over all its continue-as-new runs, so a stuck sweep cannot block the overlap-SKIP schedule forever. The default is 100 pages (the design's 50,000-hold night in one region at 500 a page) × 60 s a page (1.5× the benchmark's) + the 10 min final release wait + 10 min slack; at least `11m` (the final wait and its minute of slack). A sweep it ends loses nothing: its children run on, and the next scheduled sweep starts what is left (ids are hold + expiry, so nothing twice). Raise it if a region's nights grow past ~50,000 holds or you shrink `SWEEP_PAGE_SIZE` far below 500",
+      ),
+  })
+  .transform((v) => ({
+    intervalMs: v.SWEEP_INTERVAL,
+    catchupWindowMs: v.SWEEP_CATCHUP_WINDOW,
+    pageSize: v.SWEEP_PAGE_SIZE,
+    batchSize: v.SWEEP_BATCH_SIZE,
+    timeoutMs: v.SWEEP_TIMEOUT,
+  }));
+
+export const OUTBOX = z
+  .object({
+    OUTBOX_RECONCILE_INTERVAL: duration('5m', 1000).describe(
+      "the outbox reconciler's schedule (`<SCHEDULE_ID>-outbox`, one per region): every interval, each pending webhook untouched for `OUTBOX_GRACE` whose delivery workflow is not running (terminated, timed out) is delivered again by a new run of that workflow, same webhook id, and each quarantined webhook whose workflow ended waits for its decision again in a new run, with the ledger's reason and date ([runbook](runbook.md#webhookdeliverybehind)); at least `1s`",
+    ),
+    OUTBOX_GRACE: duration('10m', 1000).describe(
+      'how long a pending webhook stays untouched before the reconciler looks at it; at least `1s`',
+    ),
+  })
+  .transform((v) => ({ intervalMs: v.OUTBOX_RECONCILE_INTERVAL, graceMs: v.OUTBOX_GRACE }));
+
+export const RETENTION = z
+  .object({
+    RETENTION_INTERVAL: duration('1h', 60_000).describe(
+      "the retention job's schedule (`<SCHEDULE_ID>-retention`, one per region): every interval, the ledger's rows past the retentions the database fixes leave, in batches ([data-retention.md](data-retention.md)); at least `1m`",
+    ),
+    RETENTION_RUN_BUDGET: duration('5m', 1000, 20 * 60_000).describe(
+      'how long one retention run may delete for; a backlog is worked through by the next runs (`1s` to `20m`)',
+    ),
+  })
+  .transform((v) => ({ intervalMs: v.RETENTION_INTERVAL, budgetMs: v.RETENTION_RUN_BUDGET }));
+
+const TEMPORAL_LIMITS = z
+  .object({
+    TEMPORAL_MAX_ID_LENGTH: int(DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix() + 32, 100_000)
+      .meta({ default: `\`${DEFAULT_MAX_WORKFLOW_ID_LENGTH}\`` })
+      .describe(
+        "the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own default is 1000): a hold whose workflow ids would be longer is rejected by the sweep, never started",
+      ),
+  })
+  .transform((v) => ({ maxWorkflowIdLength: v.TEMPORAL_MAX_ID_LENGTH }));
+
+// Four eyes on replays and skips: production always, dev never (one person runs the demo).
+const DECISIONS = z
+  .object({
+    HOLD_SWEEPER_MODE,
+    QUARANTINE_DECISION_TIMEOUT: duration('14d', 60_000).describe(
+      'how long a quarantined webhook waits for a human before it is abandoned; at least `1m`',
+    ),
+  })
+  .transform((v) => ({
+    fourEyes: v.HOLD_SWEEPER_MODE === 'production',
+    quarantineTimeoutMs: v.QUARANTINE_DECISION_TIMEOUT,
+  }));
+
+const OBSERVABILITY = z
+  .object({
+    METRICS_ADDRESS: address().describe(
+      "Prometheus endpoint (`host:port`) of each worker: the SDK's and the product's metrics",
+    ),
+    HEALTH_ADDRESS: listenAddress().describe(
+      "each worker's `GET /livez` (the process runs) and `GET /readyz` (200 only while every region's ledger and Temporal answer, within 2 s, and its merchant-secret key ring holds every key the ledger's secrets are sealed under; else 503, naming each failing check and its error)",
+    ),
+    METRICS_GAUGE_INTERVAL: duration('15s', 100).describe(
+      'how often each worker re-reads the ledger gauges (ages, depths)',
+    ),
+    METRICS_MERCHANT_LABEL: oneOf(
       MERCHANT_LABELS,
       'all',
       '"all" (one series for every merchant) or "per-merchant" (a series per merchant: a few thousand merchants at most)',
+    )
+      .meta({ default: '`all`' })
+      .describe(
+        '`merchant_id` on the delivery metrics (`hold_sweeper_webhook_attempts_total`, `_throttle_waits_total`, `_retry_after_honoured_total`, and the histograms `_webhook_attempt_duration_seconds` and `_limiter_wait_seconds`). `all`: every merchant is counted under `merchant_id="all"`, so the series stay a handful whatever the number of merchants (a series per merchant would be millions at 100,000 merchants); which merchant is behind a number is in the ledger ([runbook.md](runbook.md#merchantratelimited)). `per-merchant`: a series per merchant, for deployments with a few thousand merchants at most. The label exists in both modes, so queries and alert rules that group by it keep working',
+      ),
+    METRICS_WORST_MERCHANTS: int(10, 1, 100).describe(
+      'per-merchant signals without per-merchant series: the N merchants with the highest 429 share and error share over the last 15 minutes, and the oldest backlog, exported by `merchant_id` (`hold_sweeper_worst_merchant_*`), whatever `METRICS_MERCHANT_LABEL` says (1–100)',
     ),
-    '`all`',
-    '`merchant_id` on the delivery metrics (`hold_sweeper_webhook_attempts_total`, `_throttle_waits_total`, `_retry_after_honoured_total`, and the histograms `_webhook_attempt_duration_seconds` and `_limiter_wait_seconds`). `all`: every merchant is counted under `merchant_id="all"`, so the series stay a handful whatever the number of merchants (a series per merchant would be millions at 100,000 merchants); which merchant is behind a number is in the ledger ([runbook.md](runbook.md#merchantratelimited)). `per-merchant`: a series per merchant, for deployments with a few thousand merchants at most. The label exists in both modes, so queries and alert rules that group by it keep working',
-  ),
-  METRICS_WORST_MERCHANTS: documented(
-    int(10, 1, 100),
-    '`10`',
-    'per-merchant signals without per-merchant series: the N merchants with the highest 429 share and error share over the last 15 minutes, and the oldest backlog, exported by `merchant_id` (`hold_sweeper_worst_merchant_*`), whatever `METRICS_MERCHANT_LABEL` says (1–100)',
-  ),
-  QUARANTINE_PAGE_AFTER: documented(
-    duration('1h', 60_000),
-    '`1h`',
-    'a quarantined webhook older than this pages (`hold_sweeper_quarantines_past_page_age`, alert QuarantinePastPageAge); at least `1m`',
-  ),
-  DUPLICATE_SENDS_ALERT_RATIO: documented(
-    ratio('1.5'),
-    '`1.5`',
-    'requests per distinct webhook sent over the last 15 minutes, first policy runs only (replays and resends are declared and not counted), above which DuplicateSends fires (`hold_sweeper_requests_per_webhook`); at least 1',
-  ),
-  LOG_LEVEL: documented(
-    setting(
+    QUARANTINE_PAGE_AFTER: duration('1h', 60_000).describe(
+      'a quarantined webhook older than this pages (`hold_sweeper_quarantines_past_page_age`, alert QuarantinePastPageAge); at least `1m`',
+    ),
+    DUPLICATE_SENDS_ALERT_RATIO: ratio('1.5').describe(
+      'requests per distinct webhook sent over the last 15 minutes, first policy runs only (replays and resends are declared and not counted), above which DuplicateSends fires (`hold_sweeper_requests_per_webhook`); at least 1',
+    ),
+    LOG_LEVEL: setting(
       'INFO',
       (raw, ctx) => {
         const level = raw.toUpperCase();
@@ -418,161 +421,211 @@ export const VARIABLES = {
           : fail(ctx, `one of ${LOG_LEVELS.join(', ')}`);
       },
       true,
+    ).describe(
+      'the log level of every process (JSON lines on stdout, a fatal one on stderr: [runbook.md](runbook.md))',
     ),
-    '`INFO`',
-    'the log level of every process (JSON lines on stdout, a fatal one on stderr: [runbook.md](runbook.md))',
-  ),
-  WORKFLOW_BUNDLE_PATH: documented(
-    text(),
-    'bundled at start-up',
-    'a prebuilt workflow bundle (`npm run build:bundle -- FILE`; the `Dockerfile` bakes one in)',
-  ),
-  WORKER_MAX_CACHED_WORKFLOWS: documented(
-    int(undefined, 0, 1_000_000),
-    "the SDK's (from the heap limit)",
-    'workflows each regional worker keeps in its sticky cache (0 = none); each costs memory, an evicted one is replayed from its history at its next task',
-  ),
-  WORKER_DEPLOYMENT_NAME: documented(
-    setting(DEFAULT_DEPLOYMENT_NAME, (raw, ctx) =>
+  })
+  .transform((v) => ({
+    metricsAddress: v.METRICS_ADDRESS,
+    healthAddress: v.HEALTH_ADDRESS,
+    logLevel: v.LOG_LEVEL,
+    gaugeIntervalMs: v.METRICS_GAUGE_INTERVAL,
+    quarantinePageAfterMs: v.QUARANTINE_PAGE_AFTER,
+    duplicateSendsAlertRatio: v.DUPLICATE_SENDS_ALERT_RATIO,
+    merchantLabel: v.METRICS_MERCHANT_LABEL,
+    worstMerchants: v.METRICS_WORST_MERCHANTS,
+  }));
+
+// The bundle path is read by src/bin/worker.ts itself; checked here with the rest.
+const WORKER = z
+  .object({
+    WORKFLOW_BUNDLE_PATH: text()
+      .meta({ default: 'bundled at start-up' })
+      .describe('a prebuilt workflow bundle (`npm run build:bundle -- FILE`; the `Dockerfile` bakes one in)'),
+    WORKER_MAX_CACHED_WORKFLOWS: int(undefined, 0, 1_000_000)
+      .meta({ default: "the SDK's (from the heap limit)" })
+      .describe(
+        'workflows each regional worker keeps in its sticky cache (0 = none); each costs memory, an evicted one is replayed from its history at its next task',
+      ),
+  })
+  .transform((v) => ({ maxCachedWorkflows: v.WORKER_MAX_CACHED_WORKFLOWS }));
+
+const DEPLOYMENT = z
+  .object({
+    HOLD_SWEEPER_MODE,
+    WORKER_DEPLOYMENT_NAME: setting(DEFAULT_DEPLOYMENT_NAME, (raw, ctx) =>
       // Temporal joins the two as "<deployment>.<build id>": the deployment name cannot hold a dot.
       /^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$/.test(raw)
         ? raw
         : fail(ctx, 'letters, digits, "_" or "-" (at most 100 characters, no ".")'),
-    ),
-    `\`${DEFAULT_DEPLOYMENT_NAME}\``,
-    'the Worker Deployment the workers belong to, one per namespace ([deploys.md](deploys.md))',
-  ),
-  WORKER_BUILD_ID: documented(
-    setting(undefined, (raw, ctx) =>
+    )
+      .meta({ default: `\`${DEFAULT_DEPLOYMENT_NAME}\`` })
+      .describe('the Worker Deployment the workers belong to, one per namespace ([deploys.md](deploys.md))'),
+    WORKER_BUILD_ID: setting(undefined, (raw, ctx) =>
       /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(raw)
         ? raw
         : fail(ctx, 'letters, digits, ".", "_" or "-" (at most 100 characters), e.g. the git revision'),
+    )
+      .meta({ default: '`wf-` + a hash of the workflow bundle' })
+      .describe("this build's id in the deployment: the image's git revision (`--build-arg BUILD_ID`)"),
+    WORKER_SET_CURRENT: oneOf(SET_CURRENT_MODES, undefined, SET_CURRENT_MODES.join(', '))
+      .meta({ default: '`never` (production), `always` (dev)' })
+      .describe(
+        'when a starting worker makes its build current: `never` (the deploy step promotes: `npm run promote` with the namespace admin credential), `always`, or `if-none` (only on a first deploy)',
+      ),
+  })
+  .transform((v) => ({
+    deploymentName: v.WORKER_DEPLOYMENT_NAME,
+    buildId: v.WORKER_BUILD_ID,
+    setCurrent: v.WORKER_SET_CURRENT ?? (v.HOLD_SWEEPER_MODE === 'dev' ? 'always' : 'never'),
+  }));
+
+/** Production's webhooks: https and public addresses only, and port 443 unless the operator says otherwise. */
+export const WEBHOOKS = z
+  .object({
+    HOLD_SWEEPER_MODE,
+    WEBHOOK_TRUSTED_NETWORKS: networks()
+      .meta({ default: 'none' })
+      .describe(
+        'private networks (CIDRs) merchant endpoints may be on in production all the same (a private link); https still required',
+      ),
+    WEBHOOK_ALLOWED_PORTS: ports()
+      .meta({ default: '`443` (production), any port (dev)' })
+      .describe(
+        'the ports merchant endpoints may use, comma-separated (`443,8443`); a URL without a port uses 443. Another port is refused as `InvalidEndpointUrl` (the delivery quarantines `bad_url`; `merchant add`/`set` write nothing) ([security.md](security.md#merchant-endpoints-global-unicast-only))',
+      ),
+    WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: int(DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000)
+      .meta({ default: `\`${DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT}\`` })
+      .describe(
+        'at most this many requests open at once to one destination (every merchant row on one endpoint origin), across every worker (1–1000); the rate limit bounds how often they start, this how many a merchant that hangs holds open ([webhooks.md](webhooks.md#bounds-on-an-attempt))',
+      ),
+    DESTINATION_RATE_SHARE: share()
+      .meta({ default: '`1`' })
+      .describe(
+        "the share of each budget's published rate (a merchant's own, or a declared destination's) this region's workers use, `0.5` or `50%` (0 < share ≤ 1). Regions keep separate ledgers and pace alone, so when merchants of both regions point at one endpoint, give each region a share and keep the shares' sum at most 1 (`0.5` each); 1 is right for endpoints one region alone sends to ([webhooks.md](webhooks.md#budgets-per-merchant-or-per-declared-destination))",
+      ),
+  })
+  .transform((v) => ({
+    allowInsecureHttp: v.HOLD_SWEEPER_MODE === 'dev',
+    allowPrivateAddresses: v.HOLD_SWEEPER_MODE === 'dev',
+    trustedNetworks: v.WEBHOOK_TRUSTED_NETWORKS,
+    allowedPorts: v.WEBHOOK_ALLOWED_PORTS ?? (v.HOLD_SWEEPER_MODE === 'production' ? [443] : undefined),
+    maxInFlightPerMerchant: v.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
+    destinationRateShare: v.DESTINATION_RATE_SHARE,
+  }));
+
+/** The processor-event receiver's (src/bin/receiver.ts). */
+export const PROCESSOR = z
+  .object({
+    PROCESSOR_GAP_WAIT: duration('15m', 1000).describe(
+      'how long a hold\'s event workflow waits for a missing sequence before it stops for a human (`DeliveryStatus = "event_gap"`)',
     ),
-    '`wf-` + a hash of the workflow bundle',
-    "this build's id in the deployment: the image's git revision (`--build-arg BUILD_ID`)",
-  ),
-  WORKER_SET_CURRENT: documented(
-    oneOf(SET_CURRENT_MODES, undefined, SET_CURRENT_MODES.join(', ')),
-    '`never` (production), `always` (dev)',
-    'when a starting worker makes its build current: `never` (the deploy step promotes: `npm run promote` with the namespace admin credential), `always`, or `if-none` (only on a first deploy)',
-  ),
-  WEBHOOK_TRUSTED_NETWORKS: documented(
-    networks(),
-    'none',
-    'private networks (CIDRs) merchant endpoints may be on in production all the same (a private link); https still required',
-  ),
-  WEBHOOK_ALLOWED_PORTS: documented(
-    ports(),
-    '`443` (production), any port (dev)',
-    'the ports merchant endpoints may use, comma-separated (`443,8443`); a URL without a port uses 443. Another port is refused as `InvalidEndpointUrl` (the delivery quarantines `bad_url`; `merchant add`/`set` write nothing) ([security.md](security.md#merchant-endpoints-global-unicast-only))',
-  ),
-  WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: documented(
-    int(DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT, 1, 1_000),
-    `\`${DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT}\``,
-    'at most this many requests open at once to one destination (every merchant row on one endpoint origin), across every worker (1–1000); the rate limit bounds how often they start, this how many a merchant that hangs holds open ([webhooks.md](webhooks.md#bounds-on-an-attempt))',
-  ),
-  DESTINATION_RATE_SHARE: documented(
-    share(),
-    '`1`',
-    "the share of each budget's published rate (a merchant's own, or a declared destination's) this region's workers use, `0.5` or `50%` (0 < share ≤ 1). Regions keep separate ledgers and pace alone, so when merchants of both regions point at one endpoint, give each region a share and keep the shares' sum at most 1 (`0.5` each); 1 is right for endpoints one region alone sends to ([webhooks.md](webhooks.md#budgets-per-merchant-or-per-declared-destination))",
-  ),
-  PROCESSOR_GAP_WAIT: documented(
-    duration('15m', 1000),
-    '`15m`',
-    'how long a hold\'s event workflow waits for a missing sequence before it stops for a human (`DeliveryStatus = "event_gap"`)',
-  ),
-  PROCESSOR_REFUSED_RETENTION: documented(
-    duration('30d', 3_600_000),
-    '`30d`',
-    'how long a correctly signed but refused callback stays in `processor_requests_refused` (at least `1h`); the receiver deletes older rows hourly. Unsigned refusals are never written, only counted (`hold_sweeper_processor_requests_refused_total`)',
-  ),
-  CODEC_SERVER_ADDRESS: documented(address(), 'none', 'where `npm run codec-server` serves ([api.md](api.md))'),
-  CODEC_AUTH_TOKEN: documented(
-    text(),
-    'none',
-    "dev only: a static bearer token instead of users' tokens (refused in production)",
-    'secret',
-  ),
-  CODEC_CORS_ORIGIN: documented(
-    origins('http://127.0.0.1:8233,http://localhost:8233'),
-    '`http://127.0.0.1:8233,http://localhost:8233`',
+    PROCESSOR_REFUSED_RETENTION: duration('30d', 3_600_000).describe(
+      'how long a correctly signed but refused callback stays in `processor_requests_refused` (at least `1h`); the receiver deletes older rows hourly. Unsigned refusals are never written, only counted (`hold_sweeper_processor_requests_refused_total`)',
+    ),
+  })
+  .transform((v) => ({
+    gapWaitMs: v.PROCESSOR_GAP_WAIT,
+    refusedRetentionMs: v.PROCESSOR_REFUSED_RETENTION,
+  }));
+
+/** The codec endpoint's (src/bin/codec-server.ts); what production requires of it is in src/config.ts. */
+export const CODEC = z.object({
+  HOLD_SWEEPER_MODE,
+  CODEC_SERVER_ADDRESS: address().describe('where `npm run codec-server` serves ([api.md](api.md))'),
+  CODEC_AUTH_TOKEN: text()
+    .meta({ ...SECRET })
+    .describe("dev only: a static bearer token instead of users' tokens (refused in production)"),
+  CODEC_CORS_ORIGIN: origins('http://127.0.0.1:8233,http://localhost:8233').describe(
     "Web UI origins the codec endpoint admits (each exactly `scheme://host[:port]`); only a listed origin gets a CORS grant; `npm start`'s own endpoint admits its `TEMPORAL_UI_PORT` unless this is set",
   ),
-  CODEC_OIDC_ISSUER: documented(
-    url(['https:', 'http:']),
-    'none; required in production',
-    "whose users' tokens the codec endpoint verifies (`/decode`: any role in the namespace's region; `/encode`: an operator's or an approver's there); https in production",
-  ),
-  CODEC_OIDC_AUDIENCE: documented(
-    text(),
-    '`hold-sweeper-codec`',
-    'the `aud` its tokens carry: its own, so no admin API takes them',
-  ),
-  CODEC_OIDC_ROLES_CLAIM: documented(text('roles'), '`roles`', "the claim with the caller's roles"),
-  CODEC_OIDC_TOKEN_MAX_AGE: documented(
-    duration('1d', 1_000),
-    '`1d`',
+  CODEC_OIDC_ISSUER: url(['https:', 'http:'])
+    .meta({ default: 'none; required in production' })
+    .describe(
+      "whose users' tokens the codec endpoint verifies (`/decode`: any role in the namespace's region; `/encode`: an operator's or an approver's there); https in production",
+    ),
+  CODEC_OIDC_AUDIENCE: text()
+    .meta({ default: '`hold-sweeper-codec`' })
+    .describe('the `aud` its tokens carry: its own, so no admin API takes them'),
+  CODEC_OIDC_ROLES_CLAIM: text('roles').describe("the claim with the caller's roles"),
+  CODEC_OIDC_TOKEN_MAX_AGE: duration('1d', 1_000).describe(
     'the longest a token lives: from its `iat` to its `exp`, and from its `iat` to its use; one without `iat` is refused',
   ),
-} satisfies Record<string, Setting>;
+});
+
+/** loadConfig's sections, by the `Config` field each becomes (the codec endpoint's and the regions' have rules there). */
+export const SECTIONS = {
+  sweep: SWEEP,
+  outbox: OUTBOX,
+  retention: RETENTION,
+  temporalLimits: TEMPORAL_LIMITS,
+  decisions: DECISIONS,
+  observability: OBSERVABILITY,
+  worker: WORKER,
+  deployment: DEPLOYMENT,
+  webhooks: WEBHOOKS,
+};
+
+/** Every section's variables by name, in the docs' order. */
+export const VARIABLES: Record<string, Setting> = Object.assign(
+  {},
+  MODE_AND_REGIONS.shape,
+  ...Object.values(SECTIONS).map((section) => section.in.shape),
+  PROCESSOR.in.shape,
+  CODEC.shape,
+);
 
 /** One per region: `<NAME>_<REGION>` (e.g. DATABASE_URL_EU). Defaults name the region (`r`: `us`, `eu`). */
 export const regionVariables = (r: string) =>
   ({
-    DATABASE_URL: documented(
-      url(['postgres:', 'postgresql:']),
-      'unset: see the table above',
-      "the region's ledger (`postgres://` or `postgresql://`); production requires `sslmode=verify-full` in it (`sslrootcert=<file>` for a private CA): the connection is TLS, the server's certificate checked against its name ([security.md](security.md#the-ledger-over-tls))",
-      'file',
-    ),
-    TEMPORAL_NAMESPACE: documented(
-      name(`hold-sweeper-${r}`),
-      `\`hold-sweeper-${r}\``,
-      "the region's Temporal namespace",
-    ),
-    TASK_QUEUE: documented(name(`hold-sweeper-${r}`), `\`hold-sweeper-${r}\``, "the region's task queue"),
-    SCHEDULE_ID: documented(name(`hold-sweep-${r}`), `\`hold-sweep-${r}\``, "the region's sweep schedule"),
-    PAYLOAD_KEYS: documented(
-      keyRing(),
-      'unset = payloads in clear (dev only)',
-      '`id:base64` of 32 bytes, current first ([encryption.md](encryption.md))',
-      'secret',
-    ),
-    MERCHANT_SECRET_KEYS: documented(
-      keyRing(),
-      'dev: the built-in dev ring (id `dev`, protects nothing); production: none, required (the dev ring is refused)',
-      "the key ring merchants' signing secrets are sealed with in the ledger: `id:base64` of 32 bytes, current first; the first seals, every key opens, and a worker re-seals with the current one at start-up. A region's workers, `npm run migrate` and ops CLI need the same ring; the receiver reads it in dev only (it migrates the development database), the codec server never ([webhooks.md](webhooks.md#signing-secrets-at-rest))",
-      'secret',
-    ),
-    PROCESSOR_SIGNING_SECRET: documented(
-      setting(undefined, (raw, ctx) => {
-        const key = keyOfSecret(raw);
-        return Buffer.isBuffer(key)
-          ? key
-          : fail(ctx, 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with');
-      }),
-      'none: required by the receiver',
-      'the secret the card processor signs its callbacks with (`whsec_<base64>`, at least 16 bytes); only the receiver reads it, it never enters Temporal or a log',
-      'secret',
-    ),
+    DATABASE_URL: url(['postgres:', 'postgresql:'])
+      .meta({ default: 'unset: see the table above', ...FILE })
+      .describe(
+        "the region's ledger (`postgres://` or `postgresql://`); production requires `sslmode=verify-full` in it (`sslrootcert=<file>` for a private CA): the connection is TLS, the server's certificate checked against its name ([security.md](security.md#the-ledger-over-tls))",
+      ),
+    TEMPORAL_NAMESPACE: name(`hold-sweeper-${r}`)
+      .meta({ default: `\`hold-sweeper-${r}\`` })
+      .describe("the region's Temporal namespace"),
+    TASK_QUEUE: name(`hold-sweeper-${r}`)
+      .meta({ default: `\`hold-sweeper-${r}\`` })
+      .describe("the region's task queue"),
+    SCHEDULE_ID: name(`hold-sweep-${r}`)
+      .meta({ default: `\`hold-sweep-${r}\`` })
+      .describe("the region's sweep schedule"),
+    PAYLOAD_KEYS: keyRing()
+      .meta({ default: 'unset = payloads in clear (dev only)', ...SECRET })
+      .describe('`id:base64` of 32 bytes, current first ([encryption.md](encryption.md))'),
+    MERCHANT_SECRET_KEYS: keyRing()
+      .meta({
+        default:
+          'dev: the built-in dev ring (id `dev`, protects nothing); production: none, required (the dev ring is refused)',
+        ...SECRET,
+      })
+      .describe(
+        "the key ring merchants' signing secrets are sealed with in the ledger: `id:base64` of 32 bytes, current first; the first seals, every key opens, and a worker re-seals with the current one at start-up. A region's workers, `npm run migrate` and ops CLI need the same ring; the receiver reads it in dev only (it migrates the development database), the codec server never ([webhooks.md](webhooks.md#signing-secrets-at-rest))",
+      ),
+    PROCESSOR_SIGNING_SECRET: setting(undefined, (raw, ctx) => {
+      const key = keyOfSecret(raw);
+      return Buffer.isBuffer(key)
+        ? key
+        : fail(ctx, 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with');
+    })
+      .meta({ default: 'none: required by the receiver', ...SECRET })
+      .describe(
+        'the secret the card processor signs its callbacks with (`whsec_<base64>`, at least 16 bytes); only the receiver reads it, it never enters Temporal or a log',
+      ),
   }) satisfies Record<string, Setting>;
 
 /** The region an HTTP API serves (one process per region). */
 const servedRegion = (what: string) =>
-  documented(text(), 'the only configured region', `the region ${what} serves (one process per region)`);
+  text().meta({ default: 'the only configured region' }).describe(`the region ${what} serves (one process per region)`);
 
 /** An HTTP listener's TLS: its own certificate, or a TLS-terminating proxy in front of it, said. */
 const tlsVariables = (what: string) =>
   ({
-    TLS_CERT_FILE: documented(
-      text(),
-      'none',
-      `${what}'s TLS certificate (PEM), with \`_TLS_KEY_FILE\`: both or neither`,
-    ),
-    TLS_KEY_FILE: documented(text(), 'none', `${what}'s TLS key (PEM)`),
-    BEHIND_TLS_PROXY: documented(
-      bool('false'),
-      '`false`',
+    TLS_CERT_FILE: text().describe(`${what}'s TLS certificate (PEM), with \`_TLS_KEY_FILE\`: both or neither`),
+    TLS_KEY_FILE: text().describe(`${what}'s TLS key (PEM)`),
+    BEHIND_TLS_PROXY: bool('false').describe(
       `\`true\`: plain HTTP on a listener only a TLS-terminating proxy reaches; production refuses ${what} with neither this nor a certificate`,
     ),
   }) satisfies Record<string, Setting>;
@@ -580,16 +633,12 @@ const tlsVariables = (what: string) =>
 /** Where an HTTP listener serves its callers and its metrics; the defaults depend on the mode, so the loader gives them. */
 const listenerVariables = (what: string, port: number, metricsPort: number) =>
   ({
-    ADDRESS: documented(
-      listenAddress(),
-      `dev \`127.0.0.1:${port}\`, production \`0.0.0.0:${port}\``,
-      `where ${what} listens`,
-    ),
-    METRICS_ADDRESS: documented(
-      listenAddress(),
-      `production \`0.0.0.0:${metricsPort}\`, dev none`,
-      `${what}'s \`GET /metrics\`, never on its callers' port`,
-    ),
+    ADDRESS: listenAddress()
+      .meta({ default: `dev \`127.0.0.1:${port}\`, production \`0.0.0.0:${port}\`` })
+      .describe(`where ${what} listens`),
+    METRICS_ADDRESS: listenAddress()
+      .meta({ default: `production \`0.0.0.0:${metricsPort}\`, dev none` })
+      .describe(`${what}'s \`GET /metrics\`, never on its callers' port`),
     ...tlsVariables(what),
   }) satisfies Record<string, Setting>;
 
@@ -599,56 +648,80 @@ export const LISTENERS = {
   API: {
     REGION: servedRegion('the admin API'),
     ...listenerVariables('the admin API', 8443, 9466),
-    OIDC_ISSUER: documented(
-      url(['https:', 'http:']),
-      'required',
-      'the issuer whose access tokens the admin API accepts (its discovery document names the keys); https in production',
-    ),
-    OIDC_AUDIENCE: documented(
-      text(),
-      '`hold-sweeper-admin-<region>`',
-      "the `aud` a token must carry: the region's API's own, so no other region's token passes",
-    ),
-    OIDC_ROLES_CLAIM: documented(text('roles'), '`roles`', "the claim with the caller's roles"),
-    CLOCK_TOLERANCE: documented(duration('30s', 0), '`30s`', "clock difference tolerated on a token's expiry"),
-    TOKEN_MAX_AGE: documented(
-      duration('1d', 1_000),
-      '`1d`',
+    OIDC_ISSUER: url(['https:', 'http:'])
+      .meta({ default: 'required' })
+      .describe(
+        'the issuer whose access tokens the admin API accepts (its discovery document names the keys); https in production',
+      ),
+    OIDC_AUDIENCE: text()
+      .meta({ default: '`hold-sweeper-admin-<region>`' })
+      .describe("the `aud` a token must carry: the region's API's own, so no other region's token passes"),
+    OIDC_ROLES_CLAIM: text('roles').describe("the claim with the caller's roles"),
+    CLOCK_TOLERANCE: duration('30s', 0).describe("clock difference tolerated on a token's expiry"),
+    TOKEN_MAX_AGE: duration('1d', 1_000).describe(
       'the longest a token lives: from its `iat` to its `exp`, and from its `iat` to its use; one without `iat` is refused',
     ),
   },
   MERCHANT_API: { REGION: servedRegion('the merchant API'), ...listenerVariables('the merchant API', 8444, 9467) },
   CODEC: {
-    METRICS_ADDRESS: documented(
-      listenAddress(),
-      'production `0.0.0.0:9468`, dev none',
-      "the codec endpoint's `GET /metrics`, never on the port the browsers reach",
-    ),
+    METRICS_ADDRESS: listenAddress()
+      .meta({ default: 'production `0.0.0.0:9468`, dev none' })
+      .describe("the codec endpoint's `GET /metrics`, never on the port the browsers reach"),
     ...tlsVariables('the codec endpoint'),
   },
 } as const satisfies Record<string, Record<string, Setting>>;
 
+/** 127.0.0.0/8, ::1 and localhost: where a token over plain HTTP never leaves the machine. */
+function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '');
+  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** The admin API's URL: https, or http to loopback only (the bearer token would cross the network in clear). */
+const apiUrl = () =>
+  setting(undefined, (raw, ctx) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return fail(ctx, 'the admin API’s URL, e.g. https://ops-api.us.example.com');
+    }
+    return url.protocol === 'https:' || (url.protocol === 'http:' && isLoopback(url.hostname))
+      ? url
+      : fail(ctx, 'an https:// URL (http:// only to loopback: the bearer token would cross the network in clear)');
+  });
+
+/**
+ * The ops CLI's as a client of the admin API (src/operations/admin-client.ts), on an operator's machine: each also as
+ * `<NAME>_<REGION>` (`HOLD_SWEEPER_API_TOKEN_FILE_<REGION>`), a region's own first.
+ */
+export const ADMIN_CLIENT_VARIABLES = {
+  HOLD_SWEEPER_API_URL: apiUrl().describe(
+    "the region's admin API (`https://`, or `http://` to loopback only). Set, `npm run ops` calls it and needs nothing else (no database URL, no payload or merchant-secret key); unset, it runs the verbs itself against the ledger and Temporal. `HOLD_SWEEPER_API_URL` alone serves one region, named by `--region`; a private CA for the API's certificate: `NODE_EXTRA_CA_CERTS`",
+  ),
+  HOLD_SWEEPER_API_TOKEN: text()
+    .meta({ secret: true })
+    .describe("an OIDC access token of the API's issuer, for the region's audience: who acts is its subject"),
+  HOLD_SWEEPER_API_TOKEN_FILE: text().describe('a file holding the token instead'),
+} satisfies Record<string, Setting>;
+
 /** The local stack's own (dev/dev-config.ts): production never reads these. */
 export const DEV_VARIABLES = {
-  TEMPORAL_CLI_PATH: documented(
-    text(),
-    'search',
-    'a `temporal` binary for the dev server ([local-stack.md](local-stack.md#how-temporal-is-obtained))',
-  ),
-  TEMPORAL_TEST_SERVER_PATH: documented(text(), 'search', 'the time-skipping test server the tests use'),
-  HOLD_SWEEPER_CACHE_DIR: documented(
-    text(),
-    '`$XDG_CACHE_HOME/hold-sweeper`, else `~/.cache/hold-sweeper`',
-    "downloads, and `dev-stack.json`, the running `npm start`'s addresses (also read by `npm run worker` / `ops` in dev mode)",
-  ),
-  HOLD_SWEEPER_DATA_DIR: documented(
-    text(),
-    'a fresh temp dir, removed at exit',
-    "the dev server's SQLite file and the embedded PostgreSQL",
-  ),
-  TEMPORAL_DEV_PORT: documented(int(7233, 1, 65535), '`7233`', "the dev server's gRPC port"),
-  TEMPORAL_UI_PORT: documented(int(8233, 1, 65535), '`8233`', "the dev server's Web UI port"),
-  DEMO_HOLDS: documented(int(300, 0, 1_000_000), '`300`', "holds per region in `npm start`'s demo night"),
+  TEMPORAL_CLI_PATH: text()
+    .meta({ default: 'search' })
+    .describe('a `temporal` binary for the dev server ([local-stack.md](local-stack.md#how-temporal-is-obtained))'),
+  TEMPORAL_TEST_SERVER_PATH: text().meta({ default: 'search' }).describe('the time-skipping test server the tests use'),
+  HOLD_SWEEPER_CACHE_DIR: text()
+    .meta({ default: '`$XDG_CACHE_HOME/hold-sweeper`, else `~/.cache/hold-sweeper`' })
+    .describe(
+      "downloads, and `dev-stack.json`, the running `npm start`'s addresses (also read by `npm run worker` / `ops` in dev mode)",
+    ),
+  HOLD_SWEEPER_DATA_DIR: text()
+    .meta({ default: 'a fresh temp dir, removed at exit' })
+    .describe("the dev server's SQLite file and the embedded PostgreSQL"),
+  TEMPORAL_DEV_PORT: int(7233, 1, 65535).describe("the dev server's gRPC port"),
+  TEMPORAL_UI_PORT: int(8233, 1, 65535).describe("the dev server's Web UI port"),
+  DEMO_HOLDS: int(300, 0, 1_000_000).describe("holds per region in `npm start`'s demo night"),
 } satisfies Record<string, Setting>;
 
 /**

@@ -1,16 +1,18 @@
 /**
  * Configuration: read from the environment once, validated, frozen.
  *
- * Each variable is read through its schema (src/config-schema.ts); what combines variables (what production requires,
- * both halves of a certificate) is checked here. Every problem found fails start-up together, in one `ConfigError`
- * naming each variable, never later in the middle of a sweep.
+ * Each variable is read through its schema (src/config-schema.ts), by section: a section's `transform` is what the
+ * code reads of it, and its output is the type (nothing here repeats a variable). The sections here add the rules
+ * that combine variables (what production requires, both halves of a certificate). Every problem found fails start-up
+ * together, in one `ConfigError` naming each variable, never later in the middle of a sweep.
  */
 import fs from 'node:fs';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { isRegion, REGIONS, type Region } from './contracts/regions.js';
 import { adminAudience, CODEC_AUDIENCE } from './contracts/identity.js';
 import { DEV_SECRET_KEY_ID, DEV_SECRET_KEYS } from './delivery/secret-box.js';
+import type { EncryptionKey } from './crypto/key-ring.js';
 import {
   loadTemporalConnectionSettings,
   PLAINTEXT,
@@ -18,268 +20,232 @@ import {
   TEMPORAL_CONNECTION_VARIABLES,
   type TemporalConnectionSettings,
 } from './temporal-connection.js';
-import type { EncryptionKey } from './crypto/key-ring.js';
 import {
   DEFAULT_DEPLOYMENT_NAME,
   DEFAULT_MAX_IN_FLIGHT_PER_MERCHANT,
   DEFAULT_SWEEP_TIMEOUT_MS,
-  DOCS,
+  docOf,
   durationMs,
+  CODEC,
   LISTENERS,
+  MODE_AND_REGIONS,
+  OUTBOX,
+  PROCESSOR,
   regionVariables,
+  RETENTION,
+  SECTIONS,
+  SWEEP,
   SWEEP_RELEASE_WAIT_MS,
   VARIABLES,
-  type ListenAddress,
+  WEBHOOKS,
   type MERCHANT_LABELS,
   type SET_CURRENT_MODES,
   type Setting,
 } from './config-schema.js';
 
-export type Mode = 'dev' | 'production';
-
-export interface RegionConfig {
-  readonly region: Region;
-  /** Postgres URL of this region's ledger; undefined in dev means "use the embedded Postgres". */
-  readonly databaseUrl: string | undefined;
-  /** Temporal frontend address; undefined in dev means "start the local dev server". */
-  readonly temporalAddress: string | undefined;
-  /**
-   * How to reach it: TLS, mTLS, an API key, gRPC metadata (src/temporal-connection.ts, envconfig's conventions).
-   * Absent: plaintext, no key (the local stack and the tests).
-   */
-  readonly temporal?: TemporalConnectionSettings;
-  readonly namespace: string;
-  readonly taskQueue: string;
-  readonly scheduleId: string;
-  /** Payload encryption keys, current first; undefined = payloads are not encrypted (dev only). */
-  readonly payloadKeys: readonly EncryptionKey[] | undefined;
-  /**
-   * MERCHANT_SECRET_KEYS_<REGION>: the key ring merchants' signing secrets are sealed with at rest, current first
-   * (src/delivery/secret-box.ts). Dev without the variable: the built-in dev ring, which protects nothing. Empty in a
-   * process loaded with `merchantSecrets: 'not-held'` (the codec endpoint), which never reads a merchant secret.
-   */
-  readonly secretKeys: readonly EncryptionKey[];
-}
-
-/** The outbox reconciler (src/workflows/reconcile-outbox.ts), on its own schedule per region. */
-export interface OutboxConfig {
-  /** OUTBOX_RECONCILE_INTERVAL: how often it runs. */
-  readonly intervalMs: number;
-  /** OUTBOX_GRACE: a pending webhook untouched for this long, whose workflow is not running, is delivered again. */
-  readonly graceMs: number;
-}
-
-/** The retention job (src/workflows/prune-ledger.ts, docs/data-retention.md), on its own schedule per region. */
-export interface RetentionConfig {
-  /** RETENTION_INTERVAL: how often it runs. */
-  readonly intervalMs: number;
-  /** RETENTION_RUN_BUDGET: how long one run may delete for; a backlog is worked through by the next runs. */
-  readonly budgetMs: number;
-}
-
-export interface SweepConfig {
-  /** How often the schedule starts a sweep, in ms. */
-  readonly intervalMs: number;
-  /** How late a missed sweep may still be started after a server outage, in ms. */
-  readonly catchupWindowMs: number;
-  /** Holds per page; each page is one workflow run, so this bounds pending children per run. */
-  readonly pageSize: number;
-  /** Holds per batch workflow within a page (each batch starts its holds' children); the sweep's default if absent. */
-  readonly batchSize?: number;
-  /**
-   * The workflow execution timeout of each sweep the schedule starts, in ms: it spans the whole continue-as-new
-   * chain, so a stuck sweep ends and the next scheduled one runs instead of being skipped (overlap SKIP) forever.
-   */
-  readonly timeoutMs: number;
-}
-
-/** What the Temporal server allows, where the product must stay inside it. */
-interface TemporalLimitsConfig {
-  /**
-   * TEMPORAL_MAX_ID_LENGTH: the server's `limit.maxIDLength` (255 in deploy/temporal/dynamicconfig.yaml; Temporal's own
-   * default is 1000). A hold whose workflow ids would be longer is rejected by the sweep, never started.
-   */
-  readonly maxWorkflowIdLength: number;
-}
-
-export interface WebhookConfig {
-  /** Plain http endpoints: dev only (the fake merchants); production requires https. */
-  readonly allowInsecureHttp: boolean;
-  /** Loopback and private addresses: dev only; in production they are refused as an SSRF guard. */
-  readonly allowPrivateAddresses: boolean;
-  /** WEBHOOK_TRUSTED_NETWORKS: private networks (CIDRs) merchants may be on all the same (a private link). */
-  readonly trustedNetworks: readonly string[];
-  /**
-   * WEBHOOK_ALLOWED_PORTS: the ports merchant endpoints may use; production's default is 443 alone, dev's any port
-   * (undefined).
-   */
-  readonly allowedPorts?: readonly number[];
-  /**
-   * WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT: at most this many of one merchant's requests open at once, across every worker
-   * (the rate limit bounds how often they start; this, how many a merchant that hangs holds open).
-   */
-  readonly maxInFlightPerMerchant?: number;
-  /**
-   * DESTINATION_RATE_SHARE: the share of each destination's published rate this region's workers use (0 < share <= 1).
-   * Regions keep separate ledgers, so each paces a destination alone: with merchants of both regions on one endpoint,
-   * set shares that add up to 1 at most (0.5 in each); 1, the default, is right for a destination only one region sends
-   * to.
-   */
-  readonly destinationRateShare?: number;
-}
-
-/** What the merchant_id label of the product's delivery metrics carries: see `ObservabilityConfig.merchantLabel`. */
+export type Mode = z.output<typeof MODE_AND_REGIONS>['HOLD_SWEEPER_MODE'];
+/** What the merchant_id label of the product's delivery metrics carries (METRICS_MERCHANT_LABEL). */
 export type MerchantLabel = (typeof MERCHANT_LABELS)[number];
-
-interface ObservabilityConfig {
-  /** host:port of the worker's Prometheus endpoint (SDK + product metrics); none when undefined. */
-  readonly metricsAddress: string | undefined;
-  /**
-   * HEALTH_ADDRESS: where the worker answers `GET /livez` and `GET /readyz` (src/observability/health.ts); none when
-   * undefined (like METRICS_ADDRESS: a host running several workers gives each its own).
-   */
-  readonly healthAddress: ListenAddress | undefined;
-  readonly logLevel: 'TRACE' | 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
-  /** How often each worker re-reads the ledger gauges (ages, depths). */
-  readonly gaugeIntervalMs: number;
-  /** QUARANTINE_PAGE_AFTER: a quarantined webhook older than this pages (a merchant not told for that long). */
-  readonly quarantinePageAfterMs: number;
-  /**
-   * DUPLICATE_SENDS_ALERT_RATIO: requests per distinct webhook sent over the last 15 minutes (first policy runs:
-   * replays and resends are declared, not counted) above which DuplicateSends fires. 1.5 by default.
-   */
-  readonly duplicateSendsAlertRatio: number;
-  /**
-   * merchant_id on the delivery metrics (attempts, throttle waits, Retry-After): `all` (the default) counts every
-   * merchant under merchant_id="all", so the series stay a handful whatever the number of merchants; `per-merchant`
-   * gives each merchant its own, for deployments with a few thousand merchants at most.
-   */
-  readonly merchantLabel: MerchantLabel;
-  /**
-   * METRICS_WORST_MERCHANTS: per-merchant signals without per-merchant series: the workers export, from the ledger, the
-   * N merchants with the highest 429 share, error share and backlog age (each signal its own N), whatever
-   * METRICS_MERCHANT_LABEL says. 10 by default.
-   */
-  readonly worstMerchants: number;
-}
-
-interface WorkerTuningConfig {
-  /**
-   * Workflows each regional worker keeps in its sticky cache (0 = none); undefined = the SDK's default, sized
-   * from the heap limit (~2,300 on a 4 GiB heap). Each cached workflow costs memory; an evicted one is replayed
-   * from its history when its next task comes.
-   */
-  readonly maxCachedWorkflows: number | undefined;
-}
-
-/** When a starting worker makes its own build the deployment's current version (see docs/deploys.md). */
+/** When a starting worker makes its own build the deployment's current version (WORKER_SET_CURRENT). */
 export type SetCurrentMode = (typeof SET_CURRENT_MODES)[number];
-
-/**
- * Worker Deployment Versioning: every worker declares the deployment it belongs to and its build. New workflows go
- * to the deployment's current version; a sweep stays on the build that started it (PINNED), a hold workflow moves
- * to the current version at its next task (AUTO_UPGRADE). See docs/deploys.md for the rollout.
- */
-interface DeploymentConfig {
-  /** WORKER_DEPLOYMENT_NAME: one deployment per namespace; every region's workers use the same name. */
-  readonly deploymentName: string;
-  /** WORKER_BUILD_ID (the image's git revision); undefined = derived from the workflow bundle's content. */
-  readonly buildId: string | undefined;
-  /**
-   * WORKER_SET_CURRENT: `never` (production's default) leaves it to the deploy step (`npm run promote`, with the
-   * namespace's admin credential: a worker's may not); `always` (dev's default) makes each starting build current;
-   * `if-none` only when the deployment has no current version yet (a cluster that lets workers promote).
-   */
-  readonly setCurrent: SetCurrentMode;
-}
-
-interface CodecServerConfig {
-  /** host:port of the codec endpoint the Web UI decodes through; none when undefined. */
-  readonly address: string | undefined;
-  /** A static bearer token the endpoint requires: dev only (production refuses it and verifies each user instead). */
-  readonly authToken: string | undefined;
-  /** The Web UI's origins, allowed by CORS. */
-  readonly corsOrigins: readonly string[];
-  /**
-   * CODEC_OIDC_ISSUER (and _AUDIENCE, _ROLES_CLAIM): each request carries the signed-in user's OIDC access token (the
-   * Web UI passes it), verified like the admin API's; required in production.
-   */
-  readonly oidc?: {
-    readonly issuer: string;
-    readonly audience: string;
-    readonly rolesClaim: string;
-    readonly clockToleranceSeconds: number;
-    readonly maxTokenAgeSeconds: number;
-  };
-  /** CODEC_TLS_CERT_FILE and CODEC_TLS_KEY_FILE: the UI sends a user's token only to an https endpoint. */
-  readonly tls?: { readonly certFile: string; readonly keyFile: string };
-  /** CODEC_BEHIND_TLS_PROXY=true: plain HTTP, reached only through a TLS-terminating proxy. */
-  readonly behindTlsProxy: boolean;
-  /** CODEC_METRICS_ADDRESS: its `GET /metrics`, never on the port the browsers reach. */
-  readonly metrics?: ListenAddress;
-}
-
-/** What operator decisions need before a worker carries them out. */
-interface DecisionsConfig {
-  /**
-   * Four eyes: a replay approval needs a replay request approved by a second person, a processor-sequence skip a skip
-   * request the same way, both checked against the ledger by the worker. Production: always. Dev: off (one person
-   * runs the demo).
-   */
-  readonly fourEyes: boolean;
-  /**
-   * QUARANTINE_DECISION_TIMEOUT: how long a quarantined delivery (a release's, an event's, a resend's) waits for a
-   * human before the workflow abandons it, in ms. The worker tells each quarantine as it is recorded.
-   */
-  readonly quarantineTimeoutMs: number;
-}
-
-export interface Config {
-  readonly mode: Mode;
-  readonly decisions: DecisionsConfig;
-  readonly codecServer: CodecServerConfig;
-  readonly observability: ObservabilityConfig;
-  readonly worker: WorkerTuningConfig;
-  readonly deployment: DeploymentConfig;
-  readonly regions: readonly RegionConfig[];
-  readonly webhooks: WebhookConfig;
-  readonly sweep: SweepConfig;
-  readonly outbox: OutboxConfig;
-  readonly retention: RetentionConfig;
-  readonly temporalLimits: TemporalLimitsConfig;
-}
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** What a set of settings reads as: each variable's value. */
-type Values<S extends Record<string, Setting>> = { readonly [K in keyof S]: z.output<S[K]> };
+/** A rule that combines variables refuses `variable`, shown as `shown` (never a secret's value). */
+function refuse(ctx: z.RefinementCtx, variable: string, expected: string, shown?: string): void {
+  ctx.addIssue({ code: 'custom', message: expected, params: { variable, shown } });
+}
+
+/** A listener's certificate and key: both or neither. */
+function tlsOf(ctx: z.RefinementCtx, prefix: string, certFile?: string, keyFile?: string) {
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    const missing = certFile ? `${prefix}_TLS_KEY_FILE` : `${prefix}_TLS_CERT_FILE`;
+    refuse(ctx, missing, `both ${prefix}_TLS_CERT_FILE and ${prefix}_TLS_KEY_FILE, or neither`);
+  }
+  return certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {};
+}
+
+const { METRICS_ADDRESS: CODEC_METRICS, TLS_CERT_FILE: CODEC_CERT, TLS_KEY_FILE: CODEC_KEY } = LISTENERS.CODEC;
+/**
+ * The codec endpoint the Web UI decodes through; production requires OIDC and TLS of it and refuses a static token
+ * (the UI sends a user's token only to https).
+ */
+const CODEC_SERVER = CODEC.extend({
+  CODEC_METRICS_ADDRESS: CODEC_METRICS,
+  CODEC_TLS_CERT_FILE: CODEC_CERT,
+  CODEC_TLS_KEY_FILE: CODEC_KEY,
+  CODEC_BEHIND_TLS_PROXY: LISTENERS.CODEC.BEHIND_TLS_PROXY,
+}).transform((v, ctx) => {
+  const production = v.HOLD_SWEEPER_MODE === 'production';
+  const issuer = v.CODEC_OIDC_ISSUER;
+  if (production && issuer?.startsWith('http:')) refuse(ctx, 'CODEC_OIDC_ISSUER', 'a URL with scheme https:', issuer);
+  const tls = tlsOf(ctx, 'CODEC', v.CODEC_TLS_CERT_FILE, v.CODEC_TLS_KEY_FILE);
+  if (production && v.CODEC_SERVER_ADDRESS) {
+    if (v.CODEC_AUTH_TOKEN) {
+      refuse(
+        ctx,
+        'CODEC_AUTH_TOKEN',
+        'nothing in production: the codec endpoint verifies each user’s OIDC token (CODEC_OIDC_ISSUER); a static token is for dev only',
+        '(redacted)',
+      );
+    }
+    if (!issuer) {
+      refuse(
+        ctx,
+        'CODEC_OIDC_ISSUER',
+        'the https URL of the OIDC issuer whose users’ tokens the Web UI passes to the codec endpoint',
+      );
+    }
+    if (!tls.tls && !v.CODEC_BEHIND_TLS_PROXY) {
+      refuse(
+        ctx,
+        'CODEC_TLS_CERT_FILE',
+        'a certificate for the codec endpoint (and CODEC_TLS_KEY_FILE), or CODEC_BEHIND_TLS_PROXY=true: the Web UI sends a user’s token only to https',
+      );
+    }
+  }
+  const metrics =
+    v.CODEC_METRICS_ADDRESS ?? (production && v.CODEC_SERVER_ADDRESS ? { host: '0.0.0.0', port: 9468 } : undefined);
+  return Object.freeze({
+    address: v.CODEC_SERVER_ADDRESS,
+    authToken: v.CODEC_AUTH_TOKEN,
+    corsOrigins: v.CODEC_CORS_ORIGIN,
+    ...(issuer
+      ? {
+          oidc: Object.freeze({
+            issuer,
+            audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
+            rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
+            clockToleranceSeconds: 30,
+            maxTokenAgeSeconds: v.CODEC_OIDC_TOKEN_MAX_AGE / 1000,
+          }),
+        }
+      : {}),
+    ...tls,
+    behindTlsProxy: v.CODEC_BEHIND_TLS_PROXY,
+    ...(metrics ? { metrics } : {}),
+  });
+});
 
 /**
- * One load of the configuration: every variable read through its schema, every problem kept, all of them reported
- * together at the end (`done`). A bad variable reads as its default meanwhile, so the checks that combine variables
+ * One region's ledger, names and keys (`<VARIABLE>_<REGION>`), beside its Temporal connection (read by
+ * src/temporal-connection.ts), and what production requires of them. MERCHANT_SECRET_KEYS_<R> unset is the dev ring
+ * in dev; production refuses the dev ring's id and key: they are in the source, so a secret sealed with them is in
+ * clear to anyone. Production never falls back to embedded services either: it requires of a region what this process
+ * uses of it, the ledger, Temporal, encrypted payloads, sealed merchant secrets.
+ */
+function regionSection(
+  region: Region,
+  mode: Mode,
+  temporal: TemporalConnectionSettings,
+  namespace: string,
+  { merchantSecrets, connections }: Required<LoadConfigOptions>,
+) {
+  const up = region.toUpperCase();
+  const { DATABASE_URL, TASK_QUEUE, SCHEDULE_ID, PAYLOAD_KEYS, MERCHANT_SECRET_KEYS } = regionVariables(region);
+  const settings = { DATABASE_URL, TASK_QUEUE, SCHEDULE_ID, PAYLOAD_KEYS, MERCHANT_SECRET_KEYS };
+  return z.object(settings).transform((v, ctx) => {
+    const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
+    const secretKeys = !held ? [] : (v.MERCHANT_SECRET_KEYS ?? (mode === 'dev' ? [...DEV_SECRET_KEYS] : undefined));
+    if (mode === 'production') {
+      const dev = DEV_SECRET_KEYS[0]!.key;
+      if (secretKeys?.some((k) => k.id === DEV_SECRET_KEY_ID || k.key.equals(dev))) {
+        const expected = `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`;
+        refuse(ctx, `MERCHANT_SECRET_KEYS_${up}`, expected, '(redacted)');
+      }
+      const usesTemporal = connections === 'used' || connections === 'temporal-only';
+      if (!v.DATABASE_URL && (connections === 'used' || connections === 'ledger-only')) {
+        refuse(ctx, `DATABASE_URL_${up}`, 'a postgres:// URL (required in production mode)');
+      } else if (v.DATABASE_URL && new URL(v.DATABASE_URL).searchParams.get('sslmode') !== 'verify-full') {
+        // Its password and every merchant's data cross that connection: TLS, and the server proven by its certificate.
+        refuse(
+          ctx,
+          `DATABASE_URL_${up}`,
+          'a URL with sslmode=verify-full (and sslrootcert=<CA file> for a private CA): production reaches its ledger over TLS only',
+          redactUrl(v.DATABASE_URL),
+        );
+      }
+      if (!temporal.address && usesTemporal) {
+        refuse(ctx, `TEMPORAL_ADDRESS_${up}`, 'host:port (or TEMPORAL_ADDRESS) in production mode');
+      }
+      if (!v.PAYLOAD_KEYS && usesTemporal) {
+        const expected = 'id:base64key (32 bytes): production payloads are always encrypted';
+        refuse(ctx, `PAYLOAD_KEYS_${up}`, expected);
+      }
+      if (!secretKeys) {
+        const expected = 'id:base64key (32 bytes): production seals merchant signing secrets at rest with it';
+        refuse(ctx, `MERCHANT_SECRET_KEYS_${up}`, expected);
+      }
+    }
+    return Object.freeze({
+      region,
+      /** Undefined in dev: the embedded Postgres. */
+      databaseUrl: v.DATABASE_URL,
+      /** Undefined in dev: the local dev server, started or joined. */
+      temporalAddress: temporal.address,
+      temporal,
+      namespace,
+      taskQueue: v.TASK_QUEUE,
+      scheduleId: v.SCHEDULE_ID,
+      /** Undefined: payloads in clear (dev only). */
+      payloadKeys: v.PAYLOAD_KEYS,
+      /** Empty in a process that holds no merchant secret (`merchantSecrets: 'not-held'`). */
+      secretKeys: (secretKeys ?? []) as readonly EncryptionKey[],
+    });
+  });
+}
+
+/** `T` with `K` optional: what the tests and the local stack build themselves may leave them out (the defaults). */
+type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+
+export type SweepConfig = Optional<z.output<typeof SWEEP>, 'batchSize'>;
+export type OutboxConfig = z.output<typeof OUTBOX>;
+export type RetentionConfig = z.output<typeof RETENTION>;
+export type WebhookConfig = Optional<
+  z.output<typeof WEBHOOKS>,
+  'allowedPorts' | 'maxInFlightPerMerchant' | 'destinationRateShare'
+>;
+/** Without `temporal`: plaintext, no key (the local stack and the tests). */
+export type RegionConfig = Optional<z.output<ReturnType<typeof regionSection>>, 'temporal'>;
+export type Config = ReturnType<typeof loadConfig>;
+
+/**
+ * One load of the configuration: every section read through its schema, every problem kept, all of them reported
+ * together at the end (`done`). A bad variable reads as its default meanwhile, so the rules that combine variables
  * still run and report theirs.
  */
 class Reading {
   private readonly problems: ConfigError[] = [];
   constructor(readonly env: Env) {}
 
-  /** `settings`' variables, each read from the environment as `nameOf(key)` (a region's or a listener's form). */
-  read<S extends Record<string, Setting>>(settings: S, nameOf: (key: string) => string = (key) => key): Values<S> {
-    const values: Record<string, unknown> = {};
-    for (const [key, schema] of Object.entries(settings)) {
-      const variable = nameOf(key);
-      const raw = this.valueOf(variable, schema);
-      const result = schema.safeParse(raw);
-      if (result.success) {
-        values[key] = result.data;
-        continue;
+  /**
+   * `section`'s variables, each read from the environment as `nameOf(key)` (a region's or a listener's form), and what
+   * its transform makes of them; undefined when one of its rules refused them (`done` then throws).
+   */
+  read<S extends z.ZodType>(section: S, nameOf: (key: string) => string = (key) => key): z.output<S> {
+    const object = (section instanceof z.ZodPipe ? section.in : section) as unknown as z.ZodObject;
+    const shape = object.shape as Record<string, Setting>;
+    const raw: Record<string, string | undefined> = {};
+    for (const [key, schema] of Object.entries(shape)) raw[key] = this.valueOf(nameOf(key), schema);
+    for (;;) {
+      const result = section.safeParse(raw);
+      if (result.success) return result.data;
+      let badValues = false;
+      for (const issue of result.error.issues) {
+        const rule = (issue as { params?: { variable: string; shown?: string } }).params;
+        if (rule) {
+          this.refuse(rule.variable, rule.shown, issue.message);
+          continue;
+        }
+        // A variable's own schema refused it: never echo a secret's value, nor a URL's password.
+        const key = String(issue.path[0]);
+        const shown = docOf(shape[key]!)?.secret ? '(redacted)' : redactUrl(raw[key] ?? '');
+        this.refuse(nameOf(key), shown, issue.message);
+        raw[key] = undefined;
+        badValues = true;
       }
-      // A secret's value is never echoed; a URL's password never either.
-      const shown = DOCS.get(schema)?.secret ? '(redacted)' : redactUrl(raw ?? '');
-      this.refuse(variable, shown, result.error.issues[0]!.message);
-      values[key] = schema.safeParse(undefined).data;
+      if (!badValues) return undefined as z.output<S>;
     }
-    return values as Values<S>;
   }
 
   /**
@@ -288,7 +254,7 @@ class Reading {
    */
   private valueOf(variable: string, schema: Setting): string | undefined {
     const given = this.env[variable];
-    const file = DOCS.get(schema)?.file ? this.env[`${variable}_FILE`] : undefined;
+    const file = docOf(schema)?.file ? this.env[`${variable}_FILE`] : undefined;
     if (file === undefined || file === '') return given;
     if (given !== undefined && given !== '') {
       this.refuse(variable, '(redacted)', `${variable} or ${variable}_FILE, not both`);
@@ -326,9 +292,9 @@ class Reading {
 }
 
 /** Reads `settings` alone (a loader of a few variables, such as the local stack's), every problem at once. */
-export function readSettings<S extends Record<string, Setting>>(env: Env, settings: S): Values<S> {
+export function readSettings<S extends Record<string, Setting>>(env: Env, settings: S) {
   const reading = new Reading(env);
-  const values = reading.read(settings);
+  const values = reading.read(z.object(settings));
   reading.done();
   return values;
 }
@@ -336,7 +302,7 @@ export function readSettings<S extends Record<string, Setting>>(env: Env, settin
 /** The variables `settings` are read from, each followed by its `_FILE` form where it has one. */
 const withFiles = (settings: Record<string, Setting>, nameOf: (key: string) => string): string[] =>
   Object.entries(settings).flatMap(([key, schema]) =>
-    DOCS.get(schema)?.file ? [nameOf(key), `${nameOf(key)}_FILE`] : [nameOf(key)],
+    docOf(schema)?.file ? [nameOf(key), `${nameOf(key)}_FILE`] : [nameOf(key)],
   );
 
 /**
@@ -445,399 +411,172 @@ export const ENTRY_POINTS = {
 } as const satisfies Record<string, LoadConfigOptions>;
 
 /**
- * One region's ledger, Temporal connection, names and keys (`<VARIABLE>_<REGION>`), and what production requires of
- * them. MERCHANT_SECRET_KEYS_<R> unset is the dev ring in dev; production refuses the dev ring's id and key: they are
- * in the source, so a secret sealed with them is in clear to anyone.
+ * One region: its Temporal connection (src/temporal-connection.ts), its section, and Temporal's own rule for
+ * production (TLS unless said otherwise).
  */
-function readRegionConfig(
+function readRegion(
   reading: Reading,
   mode: Mode,
   region: Region,
   servesOneRegion: boolean,
-  { merchantSecrets, connections }: Required<LoadConfigOptions>,
-): RegionConfig {
+  options: Required<LoadConfigOptions>,
+) {
   const up = region.toUpperCase();
   const temporal =
     reading.attempt(() => loadTemporalConnectionSettings(reading.env, region, { servesOneRegion })) ?? PLAINTEXT;
-  const { PROCESSOR_SIGNING_SECRET: _, TEMPORAL_NAMESPACE, ...settings } = regionVariables(region);
-  const values = reading.read(settings, (name) => `${name}_${up}`);
   // The namespace is the connection's: TEMPORAL_NAMESPACE_<R>, else a profile's (one region only), else the default.
-  const namespace = new Reading({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace });
-  const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
-  const secretKeys = !held ? [] : (values.MERCHANT_SECRET_KEYS ?? (mode === 'dev' ? [...DEV_SECRET_KEYS] : undefined));
-  const dev = DEV_SECRET_KEYS[0]!.key;
-  if (mode === 'production' && secretKeys?.some((k) => k.id === DEV_SECRET_KEY_ID || k.key.equals(dev))) {
-    reading.refuse(
-      `MERCHANT_SECRET_KEYS_${up}`,
-      '(redacted)',
-      `keys of your own: the built-in dev key ("${DEV_SECRET_KEY_ID}") protects nothing`,
-    );
-  }
-  const regionConfig: RegionConfig = {
-    region,
-    databaseUrl: values.DATABASE_URL,
-    temporalAddress: temporal.address,
-    temporal,
-    namespace: namespace.read({ TEMPORAL_NAMESPACE }, () => `TEMPORAL_NAMESPACE_${up}`).TEMPORAL_NAMESPACE,
-    taskQueue: values.TASK_QUEUE,
-    scheduleId: values.SCHEDULE_ID,
-    payloadKeys: values.PAYLOAD_KEYS,
-    secretKeys: secretKeys ?? [],
-  };
-  reading.attempt(() => namespace.done());
-  if (mode === 'production') requireProductionRegion(reading, regionConfig, secretKeys, connections);
-  return Object.freeze(regionConfig);
+  const { TEMPORAL_NAMESPACE } = regionVariables(region);
+  const names = new Reading({ [`TEMPORAL_NAMESPACE_${up}`]: temporal.namespace });
+  const namespace = names.read(z.object({ TEMPORAL_NAMESPACE }), () => `TEMPORAL_NAMESPACE_${up}`).TEMPORAL_NAMESPACE;
+  reading.attempt(() => names.done());
+  const config = reading.read(regionSection(region, mode, temporal, namespace, options), (name) => `${name}_${up}`);
+  const usesTemporal = options.connections === 'used' || options.connections === 'temporal-only';
+  if (mode === 'production' && usesTemporal) reading.attempt(() => requireTls(temporal, reading.env, region));
+  return config;
 }
 
 /**
- * Production never falls back to embedded services: a missing address is a deployment mistake. It requires of a
- * region what this process uses of it: the ledger, Temporal over TLS, encrypted payloads, sealed merchant secrets.
- */
-function requireProductionRegion(
-  reading: Reading,
-  regionConfig: RegionConfig,
-  secretKeys: readonly EncryptionKey[] | undefined,
-  connections: Required<LoadConfigOptions>['connections'],
-): void {
-  const { region, temporal } = regionConfig;
-  const up = region.toUpperCase();
-  const usesTemporal = connections === 'used' || connections === 'temporal-only';
-  if (!regionConfig.databaseUrl && (connections === 'used' || connections === 'ledger-only')) {
-    reading.refuse(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (required in production mode)');
-  } else if (
-    regionConfig.databaseUrl &&
-    new URL(regionConfig.databaseUrl).searchParams.get('sslmode') !== 'verify-full'
-  ) {
-    // Its password and every merchant's data cross that connection: TLS, and the server proven by its certificate.
-    reading.refuse(
-      `DATABASE_URL_${up}`,
-      redactUrl(regionConfig.databaseUrl),
-      'a URL with sslmode=verify-full (and sslrootcert=<CA file> for a private CA): production reaches its ledger over TLS only',
-    );
-  }
-  if (!regionConfig.temporalAddress && usesTemporal) {
-    reading.refuse(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS) in production mode');
-  }
-  if (!regionConfig.payloadKeys && usesTemporal) {
-    reading.refuse(
-      `PAYLOAD_KEYS_${up}`,
-      undefined,
-      'id:base64key (32 bytes): production payloads are always encrypted',
-    );
-  }
-  if (!secretKeys) {
-    reading.refuse(
-      `MERCHANT_SECRET_KEYS_${up}`,
-      undefined,
-      'id:base64key (32 bytes): production seals merchant signing secrets at rest with it',
-    );
-  }
-  if (usesTemporal && temporal) reading.attempt(() => requireTls(temporal, reading.env, region));
-}
-
-/**
- * The codec endpoint the Web UI decodes through (CODEC_*); production requires OIDC and TLS of it and refuses a static
- * token.
- */
-function readCodecServer(reading: Reading, v: Values<typeof VARIABLES>, mode: Mode): CodecServerConfig {
-  if (mode === 'production' && v.CODEC_OIDC_ISSUER?.startsWith('http:')) {
-    reading.refuse('CODEC_OIDC_ISSUER', v.CODEC_OIDC_ISSUER, 'a URL with scheme https:');
-  }
-  const { METRICS_ADDRESS } = LISTENERS.CODEC;
-  const metrics =
-    reading.read({ METRICS_ADDRESS }, (name) => `CODEC_${name}`).METRICS_ADDRESS ??
-    (mode === 'production' && v.CODEC_SERVER_ADDRESS ? { host: '0.0.0.0', port: 9468 } : undefined);
-  const codecServer: CodecServerConfig = {
-    address: v.CODEC_SERVER_ADDRESS,
-    authToken: v.CODEC_AUTH_TOKEN,
-    corsOrigins: v.CODEC_CORS_ORIGIN,
-    ...(v.CODEC_OIDC_ISSUER
-      ? {
-          oidc: Object.freeze({
-            issuer: v.CODEC_OIDC_ISSUER,
-            audience: v.CODEC_OIDC_AUDIENCE ?? CODEC_AUDIENCE,
-            rolesClaim: v.CODEC_OIDC_ROLES_CLAIM,
-            clockToleranceSeconds: 30,
-            maxTokenAgeSeconds: v.CODEC_OIDC_TOKEN_MAX_AGE / 1000,
-          }),
-        }
-      : {}),
-    ...readListenerTls(reading, 'CODEC', mode, false),
-    ...(metrics ? { metrics } : {}),
-  };
-  if (mode === 'production' && codecServer.address) {
-    if (codecServer.authToken) {
-      reading.refuse(
-        'CODEC_AUTH_TOKEN',
-        '(redacted)',
-        'nothing in production: the codec endpoint verifies each user’s OIDC token (CODEC_OIDC_ISSUER); a static token is for dev only',
-      );
-    }
-    if (!codecServer.oidc) {
-      reading.refuse(
-        'CODEC_OIDC_ISSUER',
-        undefined,
-        'the https URL of the OIDC issuer whose users’ tokens the Web UI passes to the codec endpoint',
-      );
-    }
-    if (!codecServer.tls && !codecServer.behindTlsProxy) {
-      reading.refuse(
-        'CODEC_TLS_CERT_FILE',
-        undefined,
-        'a certificate for the codec endpoint (and CODEC_TLS_KEY_FILE), or CODEC_BEHIND_TLS_PROXY=true: the Web UI sends a user’s token only to https',
-      );
-    }
-  }
-  return codecServer;
-}
-
-/**
- * The whole configuration: the mode and the regions, then each region's ledger and Temporal, and every other
- * variable through its schema (src/config-schema.ts). Every problem found is reported at once, in one ConfigError.
+ * The whole configuration: the mode and the regions, then every section (src/config-schema.ts's variables), each
+ * region's ledger and Temporal, and the codec endpoint. Every problem found is reported at once, in one ConfigError.
  */
 export function loadConfig(
   env: Env = process.env,
   { merchantSecrets = 'required', connections = 'used' }: LoadConfigOptions = {},
-): Config {
+) {
   const reading = new Reading(env);
-  const v = reading.read(VARIABLES);
-  const mode = v.HOLD_SWEEPER_MODE;
-  const regions = v.HOLD_SWEEPER_REGIONS.map((region) =>
-    readRegionConfig(reading, mode, region, v.HOLD_SWEEPER_REGIONS.length === 1, { merchantSecrets, connections }),
-  );
-  const codecServer = readCodecServer(reading, v, mode);
+  const { HOLD_SWEEPER_MODE: mode, HOLD_SWEEPER_REGIONS: served } = reading.read(MODE_AND_REGIONS);
+  const values = Object.fromEntries(
+    Object.entries(SECTIONS).map(([name, section]) => [name, reading.read(section)]),
+  ) as { [K in keyof typeof SECTIONS]: z.output<(typeof SECTIONS)[K]> };
+  reading.read(PROCESSOR);
+  const options = { merchantSecrets, connections };
+  const regions = served.map((region) => readRegion(reading, mode, region, served.length === 1, options));
+  const codecServer = reading.read(CODEC_SERVER);
   reading.done();
   return Object.freeze({
     mode,
-    decisions: Object.freeze({ fourEyes: mode === 'production', quarantineTimeoutMs: v.QUARANTINE_DECISION_TIMEOUT }),
-    codecServer: Object.freeze(codecServer),
-    observability: Object.freeze({
-      metricsAddress: v.METRICS_ADDRESS,
-      healthAddress: v.HEALTH_ADDRESS,
-      logLevel: v.LOG_LEVEL,
-      gaugeIntervalMs: v.METRICS_GAUGE_INTERVAL,
-      quarantinePageAfterMs: v.QUARANTINE_PAGE_AFTER,
-      duplicateSendsAlertRatio: v.DUPLICATE_SENDS_ALERT_RATIO,
-      merchantLabel: v.METRICS_MERCHANT_LABEL,
-      worstMerchants: v.METRICS_WORST_MERCHANTS,
-    }),
-    worker: Object.freeze({ maxCachedWorkflows: v.WORKER_MAX_CACHED_WORKFLOWS }),
-    deployment: Object.freeze({
-      deploymentName: v.WORKER_DEPLOYMENT_NAME,
-      buildId: v.WORKER_BUILD_ID,
-      setCurrent: v.WORKER_SET_CURRENT ?? (mode === 'dev' ? 'always' : 'never'),
-    }),
+    ...(Object.fromEntries(
+      Object.entries(values).map(([name, value]) => [name, Object.freeze(value)]),
+    ) as typeof values),
+    codecServer,
     regions: Object.freeze(regions),
-    webhooks: Object.freeze({
-      allowInsecureHttp: mode === 'dev',
-      allowPrivateAddresses: mode === 'dev',
-      trustedNetworks: v.WEBHOOK_TRUSTED_NETWORKS,
-      // A merchant's webhook receiver is an https server on 443; any other port is the operator's explicit choice.
-      allowedPorts: v.WEBHOOK_ALLOWED_PORTS ?? (mode === 'production' ? [443] : undefined),
-      maxInFlightPerMerchant: v.WEBHOOK_MAX_IN_FLIGHT_PER_MERCHANT,
-      destinationRateShare: v.DESTINATION_RATE_SHARE,
-    }),
-    sweep: Object.freeze({
-      intervalMs: v.SWEEP_INTERVAL,
-      catchupWindowMs: v.SWEEP_CATCHUP_WINDOW,
-      pageSize: v.SWEEP_PAGE_SIZE,
-      batchSize: v.SWEEP_BATCH_SIZE,
-      timeoutMs: v.SWEEP_TIMEOUT,
-    }),
-    outbox: Object.freeze({ intervalMs: v.OUTBOX_RECONCILE_INTERVAL, graceMs: v.OUTBOX_GRACE }),
-    retention: Object.freeze({ intervalMs: v.RETENTION_INTERVAL, budgetMs: v.RETENTION_RUN_BUDGET }),
-    temporalLimits: Object.freeze({ maxWorkflowIdLength: v.TEMPORAL_MAX_ID_LENGTH }),
   });
 }
 
+const LISTENER_PORTS = { API: [8443, 9466], MERCHANT_API: [8444, 9467], PROCESSOR_RECEIVER: [8090, 9465] } as const;
+
 /**
- * The processor-event receiver of one region (src/bin/receiver.ts): where it listens and whose signatures it accepts.
+ * An HTTP listener of one region: `<prefix>_ADDRESS` (dev: 127.0.0.1, production: 0.0.0.0), `<prefix>_METRICS_ADDRESS`
+ * (production: 0.0.0.0 and its own port unless said; dev: only when said), and TLS: its own certificate and key (both
+ * or neither), or `<prefix>_BEHIND_TLS_PROXY=true`. Production refuses a listener with neither: what crosses it (a
+ * token, a key, a signed callback) is never sent in clear.
  */
-interface ProcessorConfig extends ListenAddress {
-  /** PROCESSOR_RECEIVER_TLS_CERT_FILE and _KEY_FILE: its own TLS; or behind a TLS proxy, said (production: one). */
-  readonly tls?: { readonly certFile: string; readonly keyFile: string };
-  readonly behindTlsProxy: boolean;
-  /** PROCESSOR_RECEIVER_METRICS_ADDRESS: its `GET /metrics`, never on the port the processor calls. */
-  readonly metrics?: ListenAddress;
-  /** The decoded key the processor signs with (PROCESSOR_SIGNING_SECRET_<REGION>); never logged. */
-  readonly signingKey: Buffer;
-  /** How long a hold's event workflow waits for a missing sequence before it stops for a human. */
-  readonly gapWaitMs: number;
-  /** PROCESSOR_REFUSED_RETENTION: how long a signed but refused request's row is kept (30 days). */
-  readonly refusedRetentionMs: number;
+function listenerSection(prefix: keyof typeof LISTENER_PORTS, mode: Mode) {
+  const { ADDRESS, METRICS_ADDRESS, TLS_CERT_FILE, TLS_KEY_FILE, BEHIND_TLS_PROXY } = LISTENERS[prefix];
+  const [port, metricsPort] = LISTENER_PORTS[prefix];
+  const production = mode === 'production';
+  return z.object({ ADDRESS, METRICS_ADDRESS, TLS_CERT_FILE, TLS_KEY_FILE, BEHIND_TLS_PROXY }).transform((v, ctx) => {
+    const tls = tlsOf(ctx, prefix, v.TLS_CERT_FILE, v.TLS_KEY_FILE);
+    if (production && !v.TLS_CERT_FILE && !v.BEHIND_TLS_PROXY) {
+      refuse(
+        ctx,
+        `${prefix}_TLS_CERT_FILE`,
+        `a certificate for the listener (and ${prefix}_TLS_KEY_FILE), or ${prefix}_BEHIND_TLS_PROXY=true: production sends no credential in clear`,
+      );
+    }
+    const metrics = v.METRICS_ADDRESS ?? (production ? { host: '0.0.0.0', port: metricsPort } : undefined);
+    return Object.freeze({
+      ...(v.ADDRESS ?? { host: production ? '0.0.0.0' : '127.0.0.1', port }),
+      ...tls,
+      behindTlsProxy: v.BEHIND_TLS_PROXY,
+      ...(metrics ? { metrics } : {}),
+    });
+  });
 }
 
-export function loadProcessorConfig(env: Env, region: Region, mode: Mode): ProcessorConfig {
-  const reading = new Reading(env);
-  const up = region.toUpperCase();
-  const { PROCESSOR_SIGNING_SECRET } = regionVariables(region);
-  const { PROCESSOR_SIGNING_SECRET: signingKey } = reading.read({ PROCESSOR_SIGNING_SECRET }, (n) => `${n}_${up}`);
-  if (!signingKey && !env[`PROCESSOR_SIGNING_SECRET_${up}`] && !env[`PROCESSOR_SIGNING_SECRET_${up}_FILE`]) {
-    reading.refuse(
-      `PROCESSOR_SIGNING_SECRET_${up}`,
-      undefined,
-      'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with',
-    );
-  }
-  const { PROCESSOR_GAP_WAIT, PROCESSOR_REFUSED_RETENTION } = VARIABLES;
-  const waits = reading.read({ PROCESSOR_GAP_WAIT, PROCESSOR_REFUSED_RETENTION });
-  const listener = readListenAddresses(reading, 'PROCESSOR_RECEIVER', mode, 8090, 9465);
-  reading.done();
-  return Object.freeze({
-    ...listener,
-    signingKey: signingKey!,
-    gapWaitMs: waits.PROCESSOR_GAP_WAIT,
-    refusedRetentionMs: waits.PROCESSOR_REFUSED_RETENTION,
+/** `<prefix>_REGION`: one of the configured regions; unset, the only one. */
+function regionOf(config: Config, prefix: 'API' | 'MERCHANT_API') {
+  const regions = config.regions.map((r) => r.region);
+  return z.object({ REGION: LISTENERS[prefix].REGION }).transform((v, ctx) => {
+    const region = v.REGION ?? (regions.length === 1 ? regions[0] : undefined);
+    if (!region || !isRegion(region) || !regions.includes(region)) {
+      const expected = `the region it serves, one of the configured regions: ${regions.join(', ')}`;
+      refuse(ctx, `${prefix}_REGION`, expected, region);
+    }
+    return region as Region;
   });
 }
 
 /** An HTTP API of one region: where it listens and how TLS reaches it (the admin API's and the merchant API's). */
-export interface ListenerConfig extends ListenAddress {
-  readonly region: Region;
-  /**
-   * <PREFIX>_METRICS_ADDRESS: where its `GET /metrics` is served, apart from its callers' port (production: 0.0.0.0
-   * and its own port unless said; dev: only when said).
-   */
-  readonly metrics?: ListenAddress;
-  /** <PREFIX>_TLS_CERT_FILE and <PREFIX>_TLS_KEY_FILE: the listener's certificate and key (PEM files). */
-  readonly tls?: { readonly certFile: string; readonly keyFile: string };
-  /** <PREFIX>_BEHIND_TLS_PROXY=true: plain HTTP on a listener only a TLS-terminating proxy reaches. */
-  readonly behindTlsProxy: boolean;
-}
+export type ListenerConfig = { readonly region: Region } & z.output<ReturnType<typeof listenerSection>>;
 
-/**
- * `<prefix>_ADDRESS` (dev: 127.0.0.1, production: 0.0.0.0, on `port`), `<prefix>_METRICS_ADDRESS` (production:
- * 0.0.0.0:`metricsPort` unless said, dev only when said), and TLS.
- */
-function readListenAddresses(
-  reading: Reading,
-  prefix: 'API' | 'MERCHANT_API' | 'PROCESSOR_RECEIVER',
-  mode: Mode,
-  port: number,
-  metricsPort: number,
-): Omit<ListenerConfig, 'region'> {
-  const { ADDRESS, METRICS_ADDRESS } = LISTENERS[prefix];
-  const production = mode === 'production';
-  const given = reading.read({ ADDRESS, METRICS_ADDRESS }, (name) => `${prefix}_${name}`);
-  const address = given.ADDRESS ?? { host: production ? '0.0.0.0' : '127.0.0.1', port };
-  const metrics = given.METRICS_ADDRESS ?? (production ? { host: '0.0.0.0', port: metricsPort } : undefined);
+function readListener(reading: Reading, config: Config, prefix: 'API' | 'MERCHANT_API'): ListenerConfig {
+  const region = reading.read(regionOf(config, prefix), (name) => `${prefix}_${name}`);
   return Object.freeze({
-    ...address,
-    ...readListenerTls(reading, prefix, mode, true),
-    ...(metrics ? { metrics } : {}),
+    region,
+    ...reading.read(listenerSection(prefix, config.mode), (name) => `${prefix}_${name}`),
   });
 }
 
 /**
- * `<prefix>_REGION` (or the only configured region), its addresses and TLS. Production refuses a listener without TLS
- * (its own, or `<prefix>_BEHIND_TLS_PROXY=true` said explicitly): credentials cross it.
+ * The processor-event receiver of one region (src/bin/receiver.ts): where it listens, whose signatures it accepts
+ * (PROCESSOR_SIGNING_SECRET_<REGION>, never logged), how long it waits for a gap and keeps a refused request.
  */
-function readListener(
-  reading: Reading,
-  config: Config,
-  prefix: 'API' | 'MERCHANT_API',
-  port: number,
-  metricsPort: number,
-): ListenerConfig {
-  const regions = config.regions.map((r) => r.region);
-  const { REGION } = LISTENERS[prefix];
-  const regionRaw =
-    reading.read({ REGION }, (name) => `${prefix}_${name}`).REGION ?? (regions.length === 1 ? regions[0] : undefined);
-  if (!regionRaw || !isRegion(regionRaw) || !regions.includes(regionRaw)) {
-    reading.refuse(
-      `${prefix}_REGION`,
-      regionRaw,
-      `the region it serves, one of the configured regions: ${regions.join(', ')}`,
-    );
-  }
-  return Object.freeze({
-    region: regionRaw as Region,
-    ...readListenAddresses(reading, prefix, config.mode, port, metricsPort),
-  });
-}
-
-/**
- * <prefix>_TLS_CERT_FILE and _KEY_FILE (both or neither), or <prefix>_BEHIND_TLS_PROXY=true; production refuses a
- * listener with neither, when `required`: what crosses it (a token, a key, a signed callback) is never sent in clear.
- */
-function readListenerTls(
-  reading: Reading,
-  prefix: keyof typeof LISTENERS,
-  mode: Mode,
-  required: boolean,
-): { tls?: { certFile: string; keyFile: string }; behindTlsProxy: boolean } {
-  const { TLS_CERT_FILE, TLS_KEY_FILE, BEHIND_TLS_PROXY } = LISTENERS[prefix];
-  const given = reading.read({ TLS_CERT_FILE, TLS_KEY_FILE, BEHIND_TLS_PROXY }, (name) => `${prefix}_${name}`);
-  const [certFile, keyFile] = [given.TLS_CERT_FILE, given.TLS_KEY_FILE];
-  if ((certFile === undefined) !== (keyFile === undefined)) {
-    reading.refuse(
-      certFile ? `${prefix}_TLS_KEY_FILE` : `${prefix}_TLS_CERT_FILE`,
-      undefined,
-      `both ${prefix}_TLS_CERT_FILE and ${prefix}_TLS_KEY_FILE, or neither`,
-    );
-  }
-  if (required && mode === 'production' && !certFile && !given.BEHIND_TLS_PROXY) {
-    reading.refuse(
-      `${prefix}_TLS_CERT_FILE`,
-      undefined,
-      `a certificate for the listener (and ${prefix}_TLS_KEY_FILE), or ${prefix}_BEHIND_TLS_PROXY=true: production sends no credential in clear`,
-    );
-  }
-  return {
-    ...(certFile && keyFile ? { tls: Object.freeze({ certFile, keyFile }) } : {}),
-    behindTlsProxy: given.BEHIND_TLS_PROXY,
-  };
-}
-
-/** The admin API of one region (src/bin/api.ts): where it listens, whose tokens it accepts, and how TLS reaches it. */
-interface ApiConfig extends ListenerConfig {
-  /** API_OIDC_ISSUER: the issuer whose access tokens it accepts (its discovery document names the keys). */
-  readonly issuer: string;
-  /** API_OIDC_AUDIENCE: the `aud` a token must carry (hold-sweeper-admin-<region>: no other region's token passes). */
-  readonly audience: string;
-  /** API_OIDC_ROLES_CLAIM: the claim with the caller's roles (roles). */
-  readonly rolesClaim: string;
-  readonly clockToleranceSeconds: number;
-  /** API_TOKEN_MAX_AGE: the longest a token lives (iat to exp, and iat to now). */
-  readonly maxTokenAgeSeconds: number;
-}
-
-/**
- * The admin API's settings for one of the configured regions (API_REGION, or the only one). Production refuses to
- * start it without TLS (its own, or API_BEHIND_TLS_PROXY=true said explicitly) and without an https issuer: bearer
- * tokens cross this listener, and nothing but a verified token says who is calling.
- */
-export function loadApiConfig(env: Env, config: Config): ApiConfig {
+export function loadProcessorConfig(env: Env, region: Region, mode: Mode) {
   const reading = new Reading(env);
-  const listener = readListener(reading, config, 'API', 8443, 9466);
-  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE } = LISTENERS.API;
-  const v = reading.read(
-    { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE },
-    (name) => `API_${name}`,
+  const up = region.toUpperCase();
+  const { PROCESSOR_SIGNING_SECRET } = regionVariables(region);
+  const signingKey = reading.read(
+    z.object({ PROCESSOR_SIGNING_SECRET }).transform((v, ctx) => {
+      if (v.PROCESSOR_SIGNING_SECRET) return v.PROCESSOR_SIGNING_SECRET;
+      const expected = 'whsec_<base64> of at least 16 bytes: the secret the processor signs its callbacks with';
+      refuse(ctx, `PROCESSOR_SIGNING_SECRET_${up}`, expected);
+    }),
+    (name) => `${name}_${up}`,
   );
-  if (!v.OIDC_ISSUER && !env.API_OIDC_ISSUER) {
-    reading.refuse('API_OIDC_ISSUER', undefined, 'the URL of the OIDC issuer whose access tokens the API accepts');
-  } else if (config.mode === 'production' && v.OIDC_ISSUER?.startsWith('http:')) {
-    reading.refuse('API_OIDC_ISSUER', v.OIDC_ISSUER, 'a URL with scheme https:');
-  }
+  const waits = reading.read(PROCESSOR);
+  const listener = reading.read(listenerSection('PROCESSOR_RECEIVER', mode), (name) => `PROCESSOR_RECEIVER_${name}`);
   reading.done();
-  return Object.freeze({
-    ...listener,
-    issuer: v.OIDC_ISSUER!,
-    audience: v.OIDC_AUDIENCE ?? adminAudience(listener.region),
-    rolesClaim: v.OIDC_ROLES_CLAIM,
-    clockToleranceSeconds: v.CLOCK_TOLERANCE / 1000,
-    maxTokenAgeSeconds: v.TOKEN_MAX_AGE / 1000,
-  });
+  return Object.freeze({ ...listener, signingKey: signingKey!, ...waits });
+}
+
+/** The admin API's tokens: whose (an https issuer in production: nothing but a verified token says who calls), for which audience. */
+function apiSection(mode: Mode) {
+  const { OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE } = LISTENERS.API;
+  return z
+    .object({ OIDC_ISSUER, OIDC_AUDIENCE, OIDC_ROLES_CLAIM, CLOCK_TOLERANCE, TOKEN_MAX_AGE })
+    .transform((v, ctx) => {
+      if (!v.OIDC_ISSUER) {
+        refuse(ctx, 'API_OIDC_ISSUER', 'the URL of the OIDC issuer whose access tokens the API accepts');
+      } else if (mode === 'production' && v.OIDC_ISSUER.startsWith('http:')) {
+        refuse(ctx, 'API_OIDC_ISSUER', 'a URL with scheme https:', v.OIDC_ISSUER);
+      }
+      return {
+        issuer: v.OIDC_ISSUER!,
+        audience: v.OIDC_AUDIENCE,
+        rolesClaim: v.OIDC_ROLES_CLAIM,
+        clockToleranceSeconds: v.CLOCK_TOLERANCE / 1000,
+        maxTokenAgeSeconds: v.TOKEN_MAX_AGE / 1000,
+      };
+    });
 }
 
 /**
- * The merchant API of one region (src/bin/merchant-api.ts): MERCHANT_API_REGION, _ADDRESS (8444) and TLS, as the admin
- * API's.
+ * The admin API's settings for one of the configured regions (API_REGION, or the only one): its listener, and whose
+ * tokens it accepts (API_OIDC_AUDIENCE unset: the region's own audience, so no other region's token passes).
  */
+export function loadApiConfig(env: Env, config: Config) {
+  const reading = new Reading(env);
+  const listener = readListener(reading, config, 'API');
+  const oidc = reading.read(apiSection(config.mode), (name) => `API_${name}`);
+  reading.done();
+  return Object.freeze({ ...listener, ...oidc, audience: oidc.audience ?? adminAudience(listener.region) });
+}
+
+/** The merchant API of one region (src/bin/merchant-api.ts): MERCHANT_API_REGION, its addresses and TLS. */
 export function loadMerchantApiConfig(env: Env, config: Config): ListenerConfig {
   const reading = new Reading(env);
-  const listener = readListener(reading, config, 'MERCHANT_API', 8444, 9467);
+  const listener = readListener(reading, config, 'MERCHANT_API');
   reading.done();
   return listener;
 }

@@ -3,11 +3,14 @@
  * (HOLD_SWEEPER_API_URL_<REGION>, or HOLD_SWEEPER_API_URL for one region; https, or http to loopback) and a token for
  * it (HOLD_SWEEPER_API_TOKEN_<REGION>, or HOLD_SWEEPER_API_TOKEN; each also as a file, ..._FILE_<REGION> and _FILE: an
  * OIDC access token of the API's issuer and audience). Nothing else: no database URL, no payload or merchant-secret
- * key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node client.
+ * key. A private CA for the API's certificate: NODE_EXTRA_CA_CERTS, as for any Node client. The variables are
+ * described in src/config-schema.ts (ADMIN_CLIENT_VARIABLES).
  */
 import fs from 'node:fs';
 import { isRegion, REGIONS, type Region } from '../contracts/regions.js';
 import { ConfigError } from '../errors.js';
+import { readSettings } from '../config.js';
+import { ADMIN_CLIENT_VARIABLES } from '../config-schema.js';
 import { pathParams, verbById, type VerbInput } from './admin-verbs.js';
 
 /** How the CLI reaches the verbs: through the admin API, or itself against the region's ledger and Temporal. */
@@ -70,24 +73,12 @@ export function adminApiFromEnv(env: Env, regionOption: string | undefined): Ver
   const variable = env[`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`]
     ? `HOLD_SWEEPER_API_URL_${region.toUpperCase()}`
     : 'HOLD_SWEEPER_API_URL';
-  const raw = env[variable];
-  if (!raw)
+  const base = readSettings(env, { [variable]: ADMIN_CLIENT_VARIABLES.HOLD_SWEEPER_API_URL })[variable];
+  if (!base) {
     throw new ConfigError(
       `HOLD_SWEEPER_API_URL_${region.toUpperCase()}`,
       undefined,
       `the admin API of region ${region}`,
-    );
-  let base: URL;
-  try {
-    base = new URL(raw);
-  } catch {
-    throw new ConfigError(variable, raw, 'the admin API’s URL, e.g. https://ops-api.us.example.com');
-  }
-  if (base.protocol !== 'https:' && !(base.protocol === 'http:' && isLoopback(base.hostname))) {
-    throw new ConfigError(
-      variable,
-      raw,
-      'an https:// URL (http:// only to loopback: the bearer token would cross the network in clear)',
     );
   }
   const token = tokenFrom(env, region);
@@ -97,12 +88,6 @@ export function adminApiFromEnv(env: Env, regionOption: string | undefined): Ver
     call: (verbId, input) => callApi(base, token, verbId, input),
     close: async () => undefined,
   };
-}
-
-/** 127.0.0.0/8, ::1 and localhost: where a token over plain HTTP never leaves the machine. */
-function isLoopback(hostname: string): boolean {
-  const host = hostname.replace(/^\[|\]$/g, '');
-  return host === 'localhost' || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 /**
