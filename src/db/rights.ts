@@ -44,15 +44,18 @@ export const RETENTION_CLOCK: Readonly<Record<string, readonly string[]>> = {
   api_audit: ['at'],
 };
 
+/** A column list as the SQL names it, separated by spaces. */
+const columns = (names: string): readonly string[] => names.split(' ');
+
 const PRUNE_EXPIRED = 'prune_expired(text, integer)';
 const PRUNE_API_AUDIT = 'prune_api_audit(timestamp with time zone, text)';
 
 const SEND_BUDGET_WRITES = {
-  INSERT: ['key', 'paused_until', 'pause_reason'],
-  UPDATE: ['tat', 'gate_tat', 'paused_until', 'pause_reason'],
-} as const;
+  INSERT: columns('key paused_until pause_reason'),
+  UPDATE: columns('tat gate_tat paused_until pause_reason'),
+};
 
-const AUDIT_ROW = ['request_id', 'subject', 'roles', 'verb', 'method', 'path', 'target', 'outcome', 'status', 'detail'];
+const AUDIT_ROW = columns('request_id subject roles verb method path target outcome status detail');
 
 export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   // Releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor events, records
@@ -60,122 +63,80 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   // merchant on 410 Gone, runs the retention job. Never the receiver's refusals or the audit.
   worker: {
     tables: {
-      accounts: { SELECT: 'all', UPDATE: ['held_minor', 'available_minor', 'updated_at'] },
+      accounts: { SELECT: 'all', UPDATE: columns('held_minor available_minor updated_at') },
       auth_holds: {
         SELECT: 'all',
-        UPDATE: [
-          'state',
-          'released_at',
-          'ledger_entry_id',
-          'reject_code',
-          'rejected_at',
-          'settled_at',
-          'amount_minor',
-          'event_seq',
-        ],
+        UPDATE: columns('state released_at ledger_entry_id reject_code rejected_at settled_at amount_minor event_seq'),
       },
       ledger_entries: {
         SELECT: 'all',
-        INSERT: ['idempotency_key', 'kind', 'account_id', 'hold_id', 'amount_minor', 'currency', 'processor_event_id'],
+        INSERT: columns('idempotency_key kind account_id hold_id amount_minor currency processor_event_id'),
       },
       merchants: {
         SELECT: 'all',
-        UPDATE: [
-          'status',
-          'disabled_reason',
-          'disabled_at',
-          'previous_signing_secret',
-          'previous_signing_secret_until',
-          'updated_at',
-        ],
+        UPDATE: columns(
+          'status disabled_reason disabled_at previous_signing_secret previous_signing_secret_until updated_at',
+        ),
       },
       destinations: { SELECT: 'all' },
       webhook_deliveries: {
         SELECT: 'all',
-        INSERT: ['webhook_id', 'hold_id', 'merchant_id', 'event_type', 'payload', 'hold_ordinal'],
-        UPDATE: [
-          'status',
-          'attempt_count',
-          'last_status_code',
-          'last_error',
-          'quarantine_reason',
-          'delivered_at',
-          'quarantined_at',
-          'awaited_until',
-        ],
+        INSERT: columns('webhook_id hold_id merchant_id event_type payload hold_ordinal'),
+        UPDATE: columns(
+          'status attempt_count last_status_code last_error quarantine_reason delivered_at quarantined_at awaited_until',
+        ),
       },
       delivery_attempts: {
         SELECT: 'all',
-        INSERT: [
-          'webhook_id',
-          'attempt_number',
-          'policy_run',
-          'scheduled_at',
-          'started_at',
-          'duration_ms',
-          'status_code',
-          'error_class',
-          'response_excerpt',
-          'outcome',
-          'next_retry_delay_ms',
-          'retry_reason',
-        ],
+        INSERT: columns(
+          'webhook_id attempt_number policy_run scheduled_at started_at duration_ms status_code error_class response_excerpt outcome next_retry_delay_ms retry_reason',
+        ),
       },
       delivery_decisions: {
         SELECT: 'all',
-        INSERT: ['webhook_id', 'policy_run', 'decision', 'decided_by', 'reason', 'ticket'],
+        INSERT: columns('webhook_id policy_run decision decided_by reason ticket'),
       },
       replay_requests: { SELECT: 'all' },
       replay_request_items: { SELECT: 'all' },
       operator_decisions: { SELECT: 'all' },
       sweep_runs: {
         SELECT: 'all',
-        INSERT: ['sweep_id', 'cutoff', 'pages', 'found', 'started', 'already_started', 'rejected', 'unreleased_at_end'],
-        UPDATE: ['unreleased_at_end'],
+        INSERT: columns('sweep_id cutoff pages found started already_started rejected unreleased_at_end'),
+        UPDATE: columns('unreleased_at_end'),
       },
       processor_events: {
         SELECT: 'all',
-        UPDATE: ['outcome', 'outcome_detail', 'ledger_entry_id', 'webhook_id'],
+        UPDATE: columns('outcome outcome_detail ledger_entry_id webhook_id'),
       },
-      processor_sequence_skips: { SELECT: 'all', INSERT: ['hold_id', 'sequence', 'skipped_by', 'reason'] },
+      processor_sequence_skips: { SELECT: 'all', INSERT: columns('hold_id sequence skipped_by reason') },
       processor_skip_requests: { SELECT: 'all' },
-      ledger_reviews: { SELECT: 'all', INSERT: ['event_id', 'hold_id', 'reason'] },
+      ledger_reviews: { SELECT: 'all', INSERT: columns('event_id hold_id reason') },
       // Its leases on a merchant's requests in flight: taken at admission, given back when the attempt is recorded.
       merchant_requests_in_flight: {
         SELECT: 'all',
-        INSERT: ['webhook_id', 'merchant_id', 'expires_at', 'attempt_number'],
-        UPDATE: ['expires_at', 'attempt_number'],
+        INSERT: columns('webhook_id merchant_id expires_at attempt_number'),
+        UPDATE: columns('expires_at attempt_number'),
         DELETE: 'all',
       },
       // Whether the region's sends are paused (every admission reads it; operators write it).
       send_pauses: { SELECT: 'all' },
       outbox_reconciliations: {
         SELECT: 'all',
-        INSERT: ['grace_ms', 'checked', 'running', 'restarted', 'unfixable', 'details'],
+        INSERT: columns('grace_ms checked running restarted unfixable details'),
       },
       // A resend is recorded by its workflow's first activity, with the row it reopens.
       webhook_resends: {
         SELECT: 'all',
-        INSERT: [
-          'id',
-          'webhook_id',
-          'policy_run',
-          'from_status',
-          'from_delivered_at',
-          'requested_by',
-          'reason',
-          'ticket',
-          'request_id',
-          'approved_by',
-          'workflow_id',
-        ],
+        INSERT: columns(
+          'id webhook_id policy_run from_status from_delivered_at requested_by reason ticket request_id approved_by workflow_id',
+        ),
       },
       // Each merchant's (or shared destination's) budget: made by the first admission, written by every one.
       send_budgets: { SELECT: 'all', ...SEND_BUDGET_WRITES },
       // Merchants' resend requests: the reconciler starts them; a resend's first step checks the request and whether
       // its key was live. Never a key's secret hash.
-      merchant_resend_requests: { SELECT: 'all', UPDATE: ['started_at'] },
-      merchant_api_keys: { SELECT: ['id', 'merchant_id', 'revoked_at'] },
+      merchant_resend_requests: { SELECT: 'all', UPDATE: columns('started_at') },
+      merchant_api_keys: { SELECT: columns('id merchant_id revoked_at') },
       schema_migrations: { SELECT: 'all' },
     },
     // The retention job (docs/data-retention.md).
@@ -187,26 +148,16 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   receiver: {
     tables: {
       processor_events: {
-        SELECT: ['event_id', 'hold_id', 'sequence', 'body_sha256', 'dispatched_at', 'received_at'],
-        INSERT: [
-          'event_id',
-          'hold_id',
-          'sequence',
-          'event_type',
-          'amount_minor',
-          'currency',
-          'occurred_at',
-          'body',
-          'body_sha256',
-        ],
-        UPDATE: ['dispatched_at'],
+        SELECT: columns('event_id hold_id sequence body_sha256 dispatched_at received_at'),
+        INSERT: columns('event_id hold_id sequence event_type amount_minor currency occurred_at body body_sha256'),
+        UPDATE: columns('dispatched_at'),
       },
       processor_requests_refused: {
-        SELECT: ['id', 'received_at'],
-        INSERT: ['status_code', 'error_code', 'message', 'event_id', 'body_excerpt'],
+        SELECT: columns('id received_at'),
+        INSERT: columns('status_code error_code message event_id body_excerpt'),
         DELETE: 'all',
       },
-      auth_holds: { SELECT: ['id', 'merchant_id'] },
+      auth_holds: { SELECT: columns('id merchant_id') },
       schema_migrations: { SELECT: 'all' },
     },
     execute: [],
@@ -222,65 +173,34 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       ledger_entries: { SELECT: 'all' },
       merchants: {
         SELECT: 'all',
-        INSERT: [
-          'id',
-          'name',
-          'endpoint_url',
-          'signing_secret',
-          'rate_per_second',
-          'burst',
-          'delivery_policy',
-          'destination_id',
-        ],
-        UPDATE: [
-          'name',
-          'endpoint_url',
-          'rate_per_second',
-          'burst',
-          'delivery_policy',
-          'destination_id',
-          'status',
-          'disabled_reason',
-          'disabled_at',
-          'signing_secret',
-          'previous_signing_secret',
-          'previous_signing_secret_until',
-          'updated_at',
-        ],
+        INSERT: columns('id name endpoint_url signing_secret rate_per_second burst delivery_policy destination_id'),
+        UPDATE: columns(
+          'name endpoint_url rate_per_second burst delivery_policy destination_id status disabled_reason disabled_at signing_secret previous_signing_secret previous_signing_secret_until updated_at',
+        ),
       },
       destinations: {
         SELECT: 'all',
-        INSERT: ['id', 'rate_per_second', 'max_in_flight', 'note'],
-        UPDATE: ['rate_per_second', 'max_in_flight', 'note', 'updated_at'],
+        INSERT: columns('id rate_per_second max_in_flight note'),
+        UPDATE: columns('rate_per_second max_in_flight note updated_at'),
       },
       webhook_deliveries: { SELECT: 'all' },
       delivery_attempts: { SELECT: 'all' },
       delivery_decisions: { SELECT: 'all' },
       replay_requests: {
         SELECT: 'all',
-        INSERT: ['id', 'requested_by', 'filters', 'item_count', 'kind'],
-        UPDATE: ['status', 'approved_by', 'approved_at'],
+        INSERT: columns('id requested_by filters item_count kind'),
+        UPDATE: columns('status approved_by approved_at'),
       },
       replay_request_items: {
         SELECT: 'all',
-        INSERT: ['request_id', 'webhook_id', 'policy_run'],
-        UPDATE: ['outcome', 'signalled_at'],
+        INSERT: columns('request_id webhook_id policy_run'),
+        UPDATE: columns('outcome signalled_at'),
       },
       // A decision is recorded before it is sent, and keeps what the workflow answered; what it decides never changes.
       operator_decisions: {
         SELECT: 'all',
-        INSERT: [
-          'decision_id',
-          'webhook_id',
-          'policy_run',
-          'signal',
-          'sent_by',
-          'reason',
-          'ticket',
-          'outcome',
-          'detail',
-        ],
-        UPDATE: ['outcome', 'detail'],
+        INSERT: columns('decision_id webhook_id policy_run signal sent_by reason ticket outcome detail'),
+        UPDATE: columns('outcome detail'),
       },
       sweep_runs: { SELECT: 'all' },
       processor_events: { SELECT: 'all' },
@@ -288,15 +208,15 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       processor_sequence_skips: { SELECT: 'all' },
       processor_skip_requests: {
         SELECT: 'all',
-        INSERT: ['id', 'hold_id', 'sequence', 'requested_by', 'reason'],
-        UPDATE: ['status', 'approved_by', 'approved_at'],
+        INSERT: columns('id hold_id sequence requested_by reason'),
+        UPDATE: columns('status approved_by approved_at'),
       },
-      ledger_reviews: { SELECT: 'all', UPDATE: ['resolved_by'] },
+      ledger_reviews: { SELECT: 'all', UPDATE: columns('resolved_by') },
       merchant_requests_in_flight: { SELECT: 'all' },
       send_pauses: {
         SELECT: 'all',
-        INSERT: ['paused_by', 'reason'],
-        UPDATE: ['resumed_at', 'resumed_by', 'resume_reason'],
+        INSERT: columns('paused_by reason'),
+        UPDATE: columns('resumed_at resumed_by resume_reason'),
       },
       outbox_reconciliations: { SELECT: 'all' },
       webhook_resends: { SELECT: 'all' },
@@ -304,23 +224,14 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       send_budgets: { SELECT: 'all', ...SEND_BUDGET_WRITES },
       // Appended and read back; a call acting outside the ledger fills in the outcome of the row it wrote first
       // (`started`); rows past the audit's retention leave only through prune_api_audit, which records itself.
-      api_audit: { SELECT: 'all', INSERT: AUDIT_ROW, UPDATE: ['outcome', 'status', 'detail'] },
+      api_audit: { SELECT: 'all', INSERT: AUDIT_ROW, UPDATE: columns('outcome status detail') },
       // Made and revoked by merchant admins: the secret's hash is written once, never read back.
       merchant_api_keys: {
-        SELECT: [
-          'id',
-          'merchant_id',
-          'label',
-          'rate_per_second',
-          'burst',
-          'created_at',
-          'created_by',
-          'revoked_at',
-          'revoked_by',
-          'last_used_at',
-        ],
-        INSERT: ['id', 'merchant_id', 'secret_sha256', 'label', 'rate_per_second', 'burst', 'created_by'],
-        UPDATE: ['revoked_at', 'revoked_by'],
+        SELECT: columns(
+          'id merchant_id label rate_per_second burst created_at created_by revoked_at revoked_by last_used_at',
+        ),
+        INSERT: columns('id merchant_id secret_sha256 label rate_per_second burst created_by'),
+        UPDATE: columns('revoked_at revoked_by'),
       },
       merchant_resend_requests: { SELECT: 'all' },
       schema_migrations: { SELECT: 'all' },
@@ -334,28 +245,18 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   merchantApi: {
     tables: {
       merchant_api_keys: {
-        SELECT: ['id', 'merchant_id', 'secret_sha256', 'rate_per_second', 'burst', 'revoked_at', 'last_used_at'],
-        UPDATE: ['last_used_at'],
+        SELECT: columns('id merchant_id secret_sha256 rate_per_second burst revoked_at last_used_at'),
+        UPDATE: columns('last_used_at'),
       },
-      merchants: { SELECT: ['id', 'status'] },
+      merchants: { SELECT: columns('id status') },
       webhook_deliveries: {
-        SELECT: [
-          'webhook_id',
-          'hold_id',
-          'merchant_id',
-          'event_type',
-          'payload',
-          'status',
-          'quarantine_reason',
-          'attempt_count',
-          'created_at',
-          'updated_at',
-          'delivered_at',
-        ],
+        SELECT: columns(
+          'webhook_id hold_id merchant_id event_type payload status quarantine_reason attempt_count created_at updated_at delivered_at',
+        ),
       },
       delivery_attempts: { SELECT: 'all' },
       webhook_resends: { SELECT: 'all' },
-      merchant_resend_requests: { SELECT: 'all', INSERT: ['id', 'merchant_id', 'webhook_id', 'key_id', 'resend_id'] },
+      merchant_resend_requests: { SELECT: 'all', INSERT: columns('id merchant_id webhook_id key_id resend_id') },
       api_audit: { INSERT: AUDIT_ROW },
       schema_migrations: { SELECT: 'all' },
     },
