@@ -155,30 +155,24 @@ export async function deliveryForSending(
   webhookId: string,
   policyRun: number,
 ): Promise<DeliveryForSending | undefined> {
-  const { rows } = await db.query<{
-    status: DeliveryStatus;
-    attempt_count: number;
-    payload: string;
-    merchant_id: string;
-    endpoint_url: string;
-    signing_secret: string | null;
-    previous_signing_secret: string | null;
-    merchant_status: DeliveryForSending['merchantStatus'];
-    delivery_policy: unknown;
-    run_attempts: number;
-    hold_id: string;
-    earlier_pending: string | null;
-    earlier_age_ms: number | null;
-    earlier_event_type: string | null;
-    earlier_driven_by: string | null;
-    hold_expires_at: string;
-  }>(
-    `SELECT d.status, d.attempt_count, d.payload, d.merchant_id, d.hold_id, m.endpoint_url, m.signing_secret,
-            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS previous_signing_secret, m.status AS merchant_status, m.delivery_policy,
+  const { rows } = await db.query<
+    Omit<DeliveryForSending, 'earlierPending'> & {
+      earlierPending: string | null;
+      earlierAgeMs: number | null;
+      earlierEventType: string | null;
+      earlierDrivenBy: string | null;
+      holdExpiresAt: string;
+    }
+  >(
+    `SELECT d.status, d.attempt_count AS "attemptCount", d.payload, d.merchant_id AS "merchantId", d.hold_id AS "holdId",
+            m.endpoint_url AS "endpointUrl", m.signing_secret AS "sealedSigningSecret",
+            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS "sealedPreviousSigningSecret", m.status AS "merchantStatus",
+            m.delivery_policy AS "deliveryPolicy",
             (SELECT count(*) FROM delivery_attempts a WHERE a.webhook_id = d.webhook_id AND a.policy_run = $2::integer)::integer
-              AS run_attempts,
-            p.webhook_id AS earlier_pending, (extract(epoch FROM now() - p.created_at) * 1000)::float8 AS earlier_age_ms,
-            p.event_type AS earlier_event_type, ${DRIVEN_BY_SQL('p')} AS earlier_driven_by, ${isoUtc('h.expires_at')} AS hold_expires_at
+              AS "runAttempts",
+            p.webhook_id AS "earlierPending", (extract(epoch FROM now() - p.created_at) * 1000)::float8 AS "earlierAgeMs",
+            p.event_type AS "earlierEventType", ${DRIVEN_BY_SQL('p')} AS "earlierDrivenBy",
+            ${isoUtc('h.expires_at')} AS "holdExpiresAt"
        FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id JOIN auth_holds h ON h.id = d.hold_id
        LEFT JOIN LATERAL (
          SELECT e.webhook_id, e.created_at, e.event_type FROM webhook_deliveries e
@@ -190,27 +184,18 @@ export async function deliveryForSending(
   );
   const row = rows[0];
   if (!row) return undefined;
+  const { earlierPending, earlierAgeMs, earlierEventType, earlierDrivenBy, holdExpiresAt, ...delivery } = row;
   return {
-    status: row.status,
-    attemptCount: row.attempt_count,
-    payload: row.payload,
-    merchantId: row.merchant_id,
-    holdId: row.hold_id,
-    endpointUrl: row.endpoint_url,
-    sealedSigningSecret: row.signing_secret,
-    sealedPreviousSigningSecret: row.previous_signing_secret,
-    merchantStatus: row.merchant_status,
-    deliveryPolicy: row.delivery_policy,
-    runAttempts: row.run_attempts,
+    ...delivery,
     earlierPending:
-      row.earlier_pending === null
+      earlierPending === null
         ? null
         : {
-            webhookId: row.earlier_pending,
-            ageMs: row.earlier_age_ms ?? 0,
-            eventType: row.earlier_event_type ?? '',
-            holdExpiresAt: row.hold_expires_at,
-            drivenBy: row.earlier_driven_by,
+            webhookId: earlierPending,
+            ageMs: earlierAgeMs ?? 0,
+            eventType: earlierEventType ?? '',
+            holdExpiresAt,
+            drivenBy: earlierDrivenBy,
           },
   };
 }
@@ -227,7 +212,6 @@ export const attemptCountedOnAdmission = (
             WHERE webhook_id = ${webhookIdParam}::text AND (SELECT outcome FROM slot) = 'send'
             RETURNING attempt_count`;
 
-/** Merchant response excerpts are stored as text: strip NUL, which Postgres text cannot hold. */
 interface AttemptRecord {
   webhookId: string;
   attemptNumber: number;
@@ -250,11 +234,8 @@ interface AttemptRecord {
 
 /**
  * One HTTP attempt in the attempt log, and its result on the delivery: the last status and error, and on
- * 'delivered' the move pending -> delivered. One statement.
- */
-/**
- * `releaseToDeliveredSeconds`: for a release's webhook this attempt delivered, from its row's writing (in the release's
- * transaction) to now; else null.
+ * 'delivered' the move pending -> delivered. One statement. `releaseToDeliveredSeconds`: for a release's webhook this
+ * attempt delivered, from its row's writing (in the release's transaction) to now; else null.
  */
 export async function recordAttempt(
   db: Queryable,
@@ -490,12 +471,7 @@ export type Reopened = {
  * not at the request's frozen run, or another resend took the run first.
  */
 export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<Reopened | undefined> {
-  const { rows } = await db.query<{
-    hold_id: string;
-    merchant_id: string;
-    policy_run: number;
-    from_status: DeliveryStatus;
-  }>(
+  const { rows } = await db.query<Reopened>(
     `WITH target AS (
        SELECT d.webhook_id, d.status, d.delivered_at, ${POLICY_RUN_SQL} AS run
          FROM webhook_deliveries d
@@ -507,13 +483,14 @@ export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<R
        SELECT $1::text, t.webhook_id, t.run + 1, t.status, t.delivered_at, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text
          FROM target t WHERE $9::integer IS NULL OR t.run = $9::integer
        ON CONFLICT DO NOTHING
-       RETURNING webhook_id, policy_run, from_status
+       RETURNING id, webhook_id, policy_run, from_status
      )
      UPDATE webhook_deliveries d
         SET status = 'pending', delivered_at = NULL, quarantine_reason = NULL
        FROM resent
       WHERE d.webhook_id = resent.webhook_id
-     RETURNING d.hold_id, d.merchant_id, resent.policy_run, resent.from_status`,
+     RETURNING resent.id AS "resendId", d.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId",
+               resent.policy_run AS "policyRun", resent.from_status AS "fromStatus"`,
     [
       r.resendId,
       r.webhookId,
@@ -526,17 +503,7 @@ export async function reopenForResend(db: Queryable, r: ResendRecord): Promise<R
       r.frozenRun ?? null,
     ],
   );
-  const row = rows[0];
-  return (
-    row && {
-      resendId: r.resendId,
-      webhookId: r.webhookId,
-      holdId: row.hold_id,
-      merchantId: row.merchant_id,
-      policyRun: row.policy_run,
-      fromStatus: row.from_status,
-    }
-  );
+  return rows[0];
 }
 
 /** The resend with this id as recorded (a retried activity finds its own), with its webhook's hold and merchant. */
@@ -544,30 +511,13 @@ export async function resendById(
   db: Queryable,
   resendId: string,
 ): Promise<(Reopened & { workflowId: string }) | undefined> {
-  const { rows } = await db.query<{
-    webhook_id: string;
-    hold_id: string;
-    merchant_id: string;
-    policy_run: number;
-    from_status: DeliveryStatus;
-    workflow_id: string;
-  }>(
-    `SELECT r.webhook_id, d.hold_id, d.merchant_id, r.policy_run, r.from_status, r.workflow_id
+  const { rows } = await db.query<Reopened & { workflowId: string }>(
+    `SELECT r.id AS "resendId", r.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId",
+            r.policy_run AS "policyRun", r.from_status AS "fromStatus", r.workflow_id AS "workflowId"
        FROM webhook_resends r JOIN webhook_deliveries d ON d.webhook_id = r.webhook_id WHERE r.id = $1::text`,
     [resendId],
   );
-  const row = rows[0];
-  return (
-    row && {
-      resendId,
-      webhookId: row.webhook_id,
-      holdId: row.hold_id,
-      merchantId: row.merchant_id,
-      policyRun: row.policy_run,
-      fromStatus: row.from_status,
-      workflowId: row.workflow_id,
-    }
-  );
+  return rows[0];
 }
 
 export interface ResendFilters {
@@ -591,16 +541,9 @@ export interface ResendableWebhook {
 
 /** Webhooks at an end (delivered, discarded, abandoned) matching every given filter, oldest first. */
 export async function resendableWebhooks(db: Queryable, filters: ResendFilters): Promise<ResendableWebhook[]> {
-  const { rows } = await db.query<{
-    webhook_id: string;
-    hold_id: string;
-    merchant_id: string;
-    event_type: string;
-    status: DeliveryStatus;
-    created_at: Date;
-    policy_run: number;
-  }>(
-    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.status, d.created_at, ${POLICY_RUN_SQL} AS policy_run
+  const { rows } = await db.query<Omit<ResendableWebhook, 'createdAt'> & { createdAt: Date }>(
+    `SELECT d.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId", d.event_type AS "eventType",
+            d.status, d.created_at AS "createdAt", ${POLICY_RUN_SQL} AS "policyRun"
        FROM webhook_deliveries d
       WHERE d.status IN ('delivered', 'discarded', 'abandoned')
         AND ($1::text IS NULL OR d.merchant_id = $1::text)
@@ -610,15 +553,7 @@ export async function resendableWebhooks(db: Queryable, filters: ResendFilters):
       ORDER BY d.created_at, d.webhook_id`,
     [filters.merchantId ?? null, filters.since ?? null, filters.until ?? null, filters.webhookId ?? null],
   );
-  return rows.map((r) => ({
-    webhookId: r.webhook_id,
-    holdId: r.hold_id,
-    merchantId: r.merchant_id,
-    eventType: r.event_type,
-    status: r.status,
-    createdAt: r.created_at.toISOString(),
-    policyRun: r.policy_run,
-  }));
+  return rows.map((r) => ({ ...r, createdAt: r.createdAt.toISOString() }));
 }
 
 /** Webhooks in one status, oldest first (written in [since, until) where given), with their hold, attempts and runs. */
@@ -647,12 +582,12 @@ export async function latestDecision(
   db: Queryable,
   webhookId: string,
 ): Promise<{ policyRun: number; decision: QuarantineDecision['decision']; decidedBy: string } | undefined> {
-  const { rows } = await db.query<{ policy_run: number; decision: QuarantineDecision['decision']; decided_by: string }>(
-    'SELECT policy_run, decision, decided_by FROM delivery_decisions WHERE webhook_id = $1::text ORDER BY policy_run DESC LIMIT 1',
+  const { rows } = await db.query<{ policyRun: number; decision: QuarantineDecision['decision']; decidedBy: string }>(
+    `SELECT policy_run AS "policyRun", decision, decided_by AS "decidedBy" FROM delivery_decisions
+      WHERE webhook_id = $1::text ORDER BY policy_run DESC LIMIT 1`,
     [webhookId],
   );
-  const row = rows[0];
-  return row && { policyRun: row.policy_run, decision: row.decision, decidedBy: row.decided_by };
+  return rows[0];
 }
 
 /** 1 + approved replays + resends so far: the webhook's current policy run. Needs `d` (webhook_deliveries) in scope. */
@@ -693,19 +628,10 @@ export interface QuarantinedDelivery {
 
 /** Quarantined deliveries matching every given filter, oldest quarantine first. */
 export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFilters): Promise<QuarantinedDelivery[]> {
-  const { rows } = await db.query<{
-    webhook_id: string;
-    hold_id: string;
-    merchant_id: string;
-    quarantine_reason: QuarantineReason;
-    quarantined_at: Date;
-    attempt_count: number;
-    last_status_code: number | null;
-    last_error: string | null;
-    policy_run: number;
-  }>(
-    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.quarantine_reason, d.quarantined_at, d.attempt_count,
-            d.last_status_code, d.last_error, ${POLICY_RUN_SQL} AS policy_run
+  const { rows } = await db.query<Omit<QuarantinedDelivery, 'quarantinedAt'> & { quarantinedAt: Date }>(
+    `SELECT d.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId", d.quarantine_reason AS reason,
+            d.quarantined_at AS "quarantinedAt", d.attempt_count AS attempts, d.last_status_code AS "lastStatusCode",
+            d.last_error AS "lastError", ${POLICY_RUN_SQL} AS "policyRun"
        FROM webhook_deliveries d
       WHERE d.status = 'quarantined'
         AND ($1::text IS NULL OR d.merchant_id = $1::text)
@@ -726,17 +652,7 @@ export async function quarantinedDeliveries(db: Queryable, filters: QuarantineFi
       filters.limit ?? null,
     ],
   );
-  return rows.map((r) => ({
-    webhookId: r.webhook_id,
-    holdId: r.hold_id,
-    merchantId: r.merchant_id,
-    reason: r.quarantine_reason,
-    quarantinedAt: r.quarantined_at.toISOString(),
-    attempts: r.attempt_count,
-    lastStatusCode: r.last_status_code,
-    lastError: r.last_error,
-    policyRun: r.policy_run,
-  }));
+  return rows.map((r) => ({ ...r, quarantinedAt: r.quarantinedAt.toISOString() }));
 }
 
 /**
@@ -756,36 +672,19 @@ export interface DecisionTarget {
 }
 
 const DECISION_TARGET_SQL = `
-  SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.status, ${POLICY_RUN_SQL} AS policy_run,
-         ${isoUtc('h.expires_at')} AS expires_at, ${DRIVEN_BY_SQL('d')} AS driven_by
+  SELECT d.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId",
+         ${isoUtc('h.expires_at')} AS "holdExpiresAt", d.event_type AS "eventType", d.status,
+         ${POLICY_RUN_SQL} AS "policyRun", ${DRIVEN_BY_SQL('d')} AS "drivenBy"
     FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id`;
 
 /** `where` is one of the two constant conditions below, never a value. */
 async function decisionTargetsWhere(db: Queryable, where: string, params: unknown[]): Promise<DecisionTarget[]> {
-  const { rows } = await db.query<{
-    webhook_id: string;
-    hold_id: string;
-    merchant_id: string;
-    event_type: string;
-    expires_at: string;
-    status: DeliveryStatus;
-    policy_run: number;
-    driven_by: string | null;
-  }>(
+  const { rows } = await db.query<DecisionTarget>(
     `${DECISION_TARGET_SQL}
       WHERE ${where}`,
     params,
   );
-  return rows.map((r) => ({
-    webhookId: r.webhook_id,
-    holdId: r.hold_id,
-    merchantId: r.merchant_id,
-    holdExpiresAt: r.expires_at,
-    eventType: r.event_type,
-    status: r.status,
-    policyRun: r.policy_run,
-    drivenBy: r.driven_by,
-  }));
+  return rows;
 }
 
 /** The deliveries with these webhook ids (a replay request's frozen items). */
@@ -812,29 +711,13 @@ interface WebhookToDeliver {
 }
 
 export async function webhookToDeliver(db: Queryable, webhookId: string): Promise<WebhookToDeliver | undefined> {
-  const { rows } = await db.query<{
-    webhook_id: string;
-    hold_id: string;
-    merchant_id: string;
-    event_type: string;
-    status: DeliveryStatus;
-    delivery_policy: unknown;
-  }>(
-    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, d.status, m.delivery_policy
+  const { rows } = await db.query<WebhookToDeliver>(
+    `SELECT d.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId", d.event_type AS "eventType",
+            d.status, m.delivery_policy AS "deliveryPolicy"
        FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id WHERE d.webhook_id = $1::text`,
     [webhookId],
   );
-  const row = rows[0];
-  return (
-    row && {
-      webhookId: row.webhook_id,
-      holdId: row.hold_id,
-      merchantId: row.merchant_id,
-      eventType: row.event_type,
-      status: row.status,
-      deliveryPolicy: row.delivery_policy,
-    }
-  );
+  return rows[0];
 }
 
 /** A hold's delivery as the operator's status report shows it, or null. */
