@@ -68,16 +68,11 @@ export async function expiredHoldsPage(
   limit: number,
   maxHoldIdBytes: number,
 ): Promise<ExpiredHoldRow[]> {
-  const { rows } = await db.query<{
-    id: string;
-    expires_at: string;
-    merchant_id: string;
-    defect: InvalidHoldCode | null;
-    left_active: boolean;
-  }>(
-    `SELECT h.id, ${isoUtc('h.expires_at')} AS expires_at, h.merchant_id,
+  const { rows } = await db.query<ExpiredHoldRow>(
+    `SELECT h.id, ${isoUtc('h.expires_at')} AS "expiresAt", h.merchant_id AS "merchantId",
             coalesce(${HOLD_DEFECT_SQL}, ${UNUSABLE_ID_SQL('$5')}) AS defect,
-            coalesce(h.expires_at <= (SELECT max(least(s.cutoff, s.finished_at)) FROM sweep_runs s), false) AS left_active
+            coalesce(h.expires_at <= (SELECT max(least(s.cutoff, s.finished_at)) FROM sweep_runs s), false)
+              AS "leftActiveByEarlierSweep"
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
        LEFT JOIN merchants m ON m.id = h.merchant_id
@@ -88,13 +83,7 @@ export async function expiredHoldsPage(
       LIMIT $4::integer`,
     [cutoff, after.expiresAt, after.id, limit, maxHoldIdBytes],
   );
-  return rows.map((r) => ({
-    id: r.id,
-    expiresAt: r.expires_at,
-    merchantId: r.merchant_id,
-    defect: r.defect,
-    leftActiveByEarlierSweep: r.left_active,
-  }));
+  return rows;
 }
 
 /** Marks still-active holds `rejected` with their defect code, so they leave the active set for good. */
@@ -136,22 +125,13 @@ export async function lockHoldForRelease(
   holdId: string,
   sweptAs?: SweptAs,
 ): Promise<HoldForRelease | undefined> {
-  const { rows } = await tx.query<{
-    state: HoldForRelease['state'];
-    reject_code: InvalidHoldCode | null;
-    defect: InvalidHoldCode | null;
-    expired: boolean;
-    expires_at: string;
-    account_id: string;
-    merchant_id: string;
-    amount_minor: string;
-    currency: string;
-  }>(
-    `SELECT h.state, h.reject_code, ${HOLD_DEFECT_SQL} AS defect,
+  const { rows } = await tx.query<HoldForRelease>(
+    `SELECT h.state, h.reject_code AS "rejectCode", ${HOLD_DEFECT_SQL} AS defect,
             CASE WHEN $2::timestamptz IS NULL THEN h.expires_at <= now()
                  ELSE h.expires_at <= ${BOUNDED_CUTOFF('$2')} AND h.expires_at = coalesce($3::timestamptz, h.expires_at)
             END AS expired,
-            ${isoUtc('h.expires_at')} AS expires_at, h.account_id, h.merchant_id, h.amount_minor, h.currency
+            ${isoUtc('h.expires_at')} AS "expiresAt", h.account_id AS "accountId", h.merchant_id AS "merchantId",
+            h.amount_minor AS "amountMinor", h.currency
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
        LEFT JOIN merchants m ON m.id = h.merchant_id
@@ -159,19 +139,7 @@ export async function lockHoldForRelease(
         FOR UPDATE OF h`,
     [holdId, sweptAs?.cutoff ?? null, sweptAs?.expiresAt ?? null],
   );
-  const row = rows[0];
-  if (!row) return undefined;
-  return {
-    state: row.state,
-    rejectCode: row.reject_code,
-    defect: row.defect,
-    expired: row.expired,
-    expiresAt: row.expires_at,
-    accountId: row.account_id,
-    merchantId: row.merchant_id,
-    amountMinor: row.amount_minor,
-    currency: row.currency,
-  };
+  return rows[0];
 }
 
 /**
@@ -190,7 +158,7 @@ export async function releaseLockedHold(
   holdId: string,
   hold: HoldForRelease,
 ): Promise<ReleasedEntry> {
-  const { rows } = await tx.query<ReleasedEntryRow>(
+  const { rows } = await tx.query<ReleasedEntry>(
     `WITH moved AS (
        UPDATE accounts
           SET held_minor = held_minor - $3::bigint, available_minor = available_minor + $3::bigint, updated_at = now()
@@ -208,8 +176,7 @@ export async function releaseLockedHold(
      ), webhook AS (
        ${releasedWebhookEnqueued()}
      )
-     SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
-            w.webhook_id, m.delivery_policy
+     SELECT ${RELEASED_ENTRY_COLUMNS}, w.webhook_id AS "webhookId", m.delivery_policy AS "deliveryPolicy"
        FROM released h
        JOIN webhook w ON true
        LEFT JOIN merchants m ON m.id = h.merchant_id`,
@@ -217,8 +184,12 @@ export async function releaseLockedHold(
   );
   const row = rows[0];
   if (!row) throw new InsufficientHeldBalance(holdId, hold.accountId, hold.amountMinor);
-  return releasedEntryOf(holdId, row);
+  return row;
 }
+
+/** What ReleasedHold says of a released hold `h`, but its webhook. */
+const RELEASED_ENTRY_COLUMNS = `h.id AS "holdId", h.ledger_entry_id AS "ledgerEntryId", h.amount_minor AS "amountMinor",
+            h.currency, h.merchant_id AS "merchantId", ${isoUtc('h.released_at')} AS "releasedAt"`;
 
 /**
  * A released hold's entry and webhook (ReleasedHold), with its merchant's raw `delivery_policy` overrides, unvalidated.
@@ -230,10 +201,9 @@ export type ReleasedEntry = ReleasedHold & { deliveryPolicy: unknown };
  * ReleasedWithoutWebhook when the webhook row is missing: there is nothing to deliver, and retrying changes nothing.
  */
 export async function releasedEntry(db: Queryable, holdId: string): Promise<ReleasedEntry> {
-  const { rows } = await db.query<ReleasedEntryRow>(
+  const { rows } = await db.query<Omit<ReleasedEntry, 'webhookId'> & { webhookId: string | null }>(
     // The merchant's overrides are optional here: a merchant row gone since the release still has its webhook.
-    `SELECT h.ledger_entry_id, h.amount_minor, h.currency, h.merchant_id, ${isoUtc('h.released_at')} AS released_at,
-            d.webhook_id, m.delivery_policy
+    `SELECT ${RELEASED_ENTRY_COLUMNS}, d.webhook_id AS "webhookId", m.delivery_policy AS "deliveryPolicy"
        FROM auth_holds h
        LEFT JOIN webhook_deliveries d ON d.hold_id = h.id AND d.event_type = '${HOLD_RELEASED_EVENT}'
        LEFT JOIN merchants m ON m.id = h.merchant_id
@@ -241,31 +211,8 @@ export async function releasedEntry(db: Queryable, holdId: string): Promise<Rele
     [holdId],
   );
   const row = rows[0];
-  if (!row?.webhook_id) throw new ReleasedWithoutWebhook(holdId);
-  return releasedEntryOf(holdId, row);
-}
-
-interface ReleasedEntryRow {
-  ledger_entry_id: string;
-  amount_minor: string;
-  currency: string;
-  merchant_id: string;
-  released_at: string;
-  webhook_id: string | null;
-  delivery_policy: unknown;
-}
-
-function releasedEntryOf(holdId: string, row: ReleasedEntryRow): ReleasedEntry {
-  return {
-    holdId,
-    ledgerEntryId: row.ledger_entry_id,
-    amountMinor: row.amount_minor,
-    currency: row.currency,
-    merchantId: row.merchant_id,
-    releasedAt: row.released_at,
-    webhookId: row.webhook_id!,
-    deliveryPolicy: row.delivery_policy,
-  };
+  if (!row?.webhookId) throw new ReleasedWithoutWebhook(holdId);
+  return { ...row, webhookId: row.webhookId };
 }
 
 /** Expired active holds at or before `cutoff` (bounded by the ledger's clock): what a sweep has not released (yet). */

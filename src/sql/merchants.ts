@@ -165,40 +165,20 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
  * The secrets (sealed) and endpoint one signed request needs (a ping); the previous secret only while it still signs.
  * The caller opens them right before it signs (openSigningKeys in src/delivery/standard-webhooks.ts).
  */
-export async function merchantForSending(
-  db: Queryable,
-  merchantId: string,
-): Promise<
-  | {
-      endpointUrl: string;
-      sealedSigningSecret: string | null;
-      sealedPreviousSigningSecret: string | null;
-      deliveryPolicy: unknown;
-      status: MerchantStatus;
-    }
-  | undefined
-> {
+export async function merchantForSending(db: Queryable, merchantId: string) {
   const { rows } = await db.query<{
-    endpoint_url: string;
-    signing_secret: string | null;
-    previous_signing_secret: string | null;
-    delivery_policy: unknown;
+    endpointUrl: string;
+    sealedSigningSecret: string | null;
+    sealedPreviousSigningSecret: string | null;
+    deliveryPolicy: unknown;
     status: MerchantStatus;
   }>(
-    `SELECT m.endpoint_url, m.signing_secret, ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS previous_signing_secret, m.delivery_policy, m.status
+    `SELECT m.endpoint_url AS "endpointUrl", m.signing_secret AS "sealedSigningSecret",
+            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} AS "sealedPreviousSigningSecret", m.delivery_policy AS "deliveryPolicy", m.status
        FROM merchants m WHERE m.id = $1::text`,
     [merchantId],
   );
-  const r = rows[0];
-  return (
-    r && {
-      endpointUrl: r.endpoint_url,
-      sealedSigningSecret: r.signing_secret,
-      sealedPreviousSigningSecret: r.previous_signing_secret,
-      deliveryPolicy: r.delivery_policy,
-      status: r.status,
-    }
-  );
+  return rows[0];
 }
 
 interface MerchantChanges {
@@ -261,28 +241,14 @@ export async function upsertDestination(
 }
 
 export async function destinationView(db: Queryable, id: string): Promise<Destination | undefined> {
-  const { rows } = await db.query<{
-    id: string;
-    rate_per_second: string;
-    max_in_flight: number | null;
-    note: string | null;
-    merchants: string[];
-  }>(
-    `SELECT d.id, d.rate_per_second, d.max_in_flight, d.note,
+  const { rows } = await db.query<Omit<Destination, 'ratePerSecond'> & { ratePerSecond: string }>(
+    `SELECT d.id, d.rate_per_second AS "ratePerSecond", d.max_in_flight AS "maxInFlight", d.note,
             array(SELECT m.id FROM merchants m WHERE m.destination_id = d.id ORDER BY m.id) AS merchants
        FROM destinations d WHERE d.id = $1::text`,
     [id],
   );
   const r = rows[0];
-  return (
-    r && {
-      id: r.id,
-      ratePerSecond: Number(r.rate_per_second),
-      maxInFlight: r.max_in_flight,
-      note: r.note,
-      merchants: r.merchants,
-    }
-  );
+  return r && { ...r, ratePerSecond: Number(r.ratePerSecond) };
 }
 
 /** Whether a destination of this id is declared. */

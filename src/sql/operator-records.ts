@@ -11,26 +11,19 @@ import type { Queryable } from '../db/pool.js';
 import { HOLD_RELEASED_EVENT, type QuarantineFilters, type ResendFilters } from './deliveries.js';
 
 /** What the ledger says of a resend request for one webhook: approved, by whom, and the run it froze the webhook at. */
-export async function resendApprovalFor(
-  db: Queryable,
-  requestId: string,
-  webhookId: string,
-): Promise<{ status: string; requestedBy: string; approvedBy: string | null; frozenRun: number | null } | undefined> {
+export async function resendApprovalFor(db: Queryable, requestId: string, webhookId: string) {
   const { rows } = await db.query<{
     status: string;
-    requested_by: string;
-    approved_by: string | null;
-    frozen_run: number | null;
+    requestedBy: string;
+    approvedBy: string | null;
+    frozenRun: number | null;
   }>(
-    `SELECT r.status, r.requested_by, r.approved_by,
-            (SELECT i.policy_run FROM replay_request_items i WHERE i.request_id = r.id AND i.webhook_id = $2::text) AS frozen_run
+    `SELECT r.status, r.requested_by AS "requestedBy", r.approved_by AS "approvedBy",
+            (SELECT i.policy_run FROM replay_request_items i WHERE i.request_id = r.id AND i.webhook_id = $2::text) AS "frozenRun"
        FROM replay_requests r WHERE r.id = $1::text AND r.kind = 'resend'`,
     [requestId, webhookId],
   );
-  const row = rows[0];
-  return (
-    row && { status: row.status, requestedBy: row.requested_by, approvedBy: row.approved_by, frozenRun: row.frozen_run }
-  );
+  return rows[0];
 }
 
 export type RequestKind = 'replay' | 'resend';
@@ -68,18 +61,17 @@ export async function insertReplayRequestItems(
   );
 }
 
-export async function replayRequest(
-  db: Queryable,
-  requestId: string,
-): Promise<{ requestedBy: string; status: string; approvedBy: string | null; kind: RequestKind } | undefined> {
+export async function replayRequest(db: Queryable, requestId: string) {
   const { rows } = await db.query<{
-    requested_by: string;
+    requestedBy: string;
     status: string;
-    approved_by: string | null;
+    approvedBy: string | null;
     kind: RequestKind;
-  }>('SELECT requested_by, status, approved_by, kind FROM replay_requests WHERE id = $1::text', [requestId]);
-  const row = rows[0];
-  return row && { requestedBy: row.requested_by, status: row.status, approvedBy: row.approved_by, kind: row.kind };
+  }>(
+    'SELECT requested_by AS "requestedBy", status, approved_by AS "approvedBy", kind FROM replay_requests WHERE id = $1::text',
+    [requestId],
+  );
+  return rows[0];
 }
 
 /** pending -> approved; false when the request was not pending (already approved). */
@@ -97,31 +89,23 @@ export async function markReplayRequestApproved(
 }
 
 /** A request's frozen items, each with the outcome its approval recorded (null: not sent yet, or interrupted). */
-export async function replayRequestItems(
-  db: Queryable,
-  requestId: string,
-): Promise<{ webhookId: string; policyRun: number; outcome: 'applied' | 'ignored' | null; decidedRun: boolean }[]> {
+export async function replayRequestItems(db: Queryable, requestId: string) {
   const { rows } = await db.query<{
-    webhook_id: string;
-    policy_run: number;
+    webhookId: string;
+    policyRun: number;
     outcome: 'applied' | 'ignored' | null;
-    decided_run: boolean;
+    decidedRun: boolean;
   }>(
     // Decided: the replay of the frozen run recorded (a replay request), or the resend carrying out the request (a
     // resend request).
-    `SELECT i.webhook_id, i.policy_run, i.outcome,
+    `SELECT i.webhook_id AS "webhookId", i.policy_run AS "policyRun", i.outcome,
             EXISTS (SELECT 1 FROM delivery_decisions x
                      WHERE x.webhook_id = i.webhook_id AND x.policy_run = i.policy_run AND x.decision = 'replay')
-            OR EXISTS (SELECT 1 FROM webhook_resends s WHERE s.request_id = i.request_id AND s.webhook_id = i.webhook_id) AS decided_run
+            OR EXISTS (SELECT 1 FROM webhook_resends s WHERE s.request_id = i.request_id AND s.webhook_id = i.webhook_id) AS "decidedRun"
        FROM replay_request_items i WHERE i.request_id = $1::text ORDER BY i.webhook_id`,
     [requestId],
   );
-  return rows.map((r) => ({
-    webhookId: r.webhook_id,
-    policyRun: r.policy_run,
-    outcome: r.outcome,
-    decidedRun: r.decided_run,
-  }));
+  return rows;
 }
 
 export async function recordReplayItemOutcome(
@@ -233,30 +217,12 @@ export async function insertSkipRequest(
 }
 
 export async function skipRequest(db: Queryable, requestId: string): Promise<SkipRequest | undefined> {
-  const { rows } = await db.query<{
-    id: string;
-    hold_id: string;
-    sequence: number;
-    requested_by: string;
-    reason: string;
-    status: SkipRequest['status'];
-    approved_by: string | null;
-  }>(
-    'SELECT id, hold_id, sequence, requested_by, reason, status, approved_by FROM processor_skip_requests WHERE id = $1::text',
+  const { rows } = await db.query<SkipRequest>(
+    `SELECT id, hold_id AS "holdId", sequence, requested_by AS "requestedBy", reason, status, approved_by AS "approvedBy"
+       FROM processor_skip_requests WHERE id = $1::text`,
     [requestId],
   );
-  const row = rows[0];
-  return (
-    row && {
-      id: row.id,
-      holdId: row.hold_id,
-      sequence: row.sequence,
-      requestedBy: row.requested_by,
-      reason: row.reason,
-      status: row.status,
-      approvedBy: row.approved_by,
-    }
-  );
+  return rows[0];
 }
 
 /** pending -> approved by `approvedBy`; false when it was not pending. The ledger refuses the requester (CHECK). */
