@@ -75,23 +75,20 @@ async function readings(db: Queryable, quarantinePageAfterMs: number): Promise<L
 
 async function worst(db: Queryable, n: number, minAttempts: number): Promise<WorstMerchantReadings> {
   const [shares, backlog] = await Promise.all([
-    db.query<{ merchant_id: string; share429: number; error_share: number }>(
-      `SELECT d.merchant_id,
+    db.query<WorstMerchantReadings['shares'][number]>(
+      `SELECT d.merchant_id AS "merchantId",
               (count(*) FILTER (WHERE a.status_code = 429))::float8 / count(*) AS share429,
-              (count(*) FILTER (WHERE a.status_code >= 500 OR a.status_code IS NULL))::float8 / count(*) AS error_share
+              (count(*) FILTER (WHERE a.status_code >= 500 OR a.status_code IS NULL))::float8 / count(*) AS "errorShare"
          FROM delivery_attempts a JOIN webhook_deliveries d ON d.webhook_id = a.webhook_id
         WHERE a.started_at > now() - interval '15 minutes'
         GROUP BY d.merchant_id HAVING count(*) >= $1::integer`,
       [minAttempts],
     ),
-    db.query<{ merchant_id: string; value: number }>(
-      `SELECT merchant_id, extract(epoch FROM now() - min(created_at))::float8 AS value
+    db.query<WorstMerchantReadings['backlogAges'][number]>(
+      `SELECT merchant_id AS "merchantId", extract(epoch FROM now() - min(created_at))::float8 AS age
          FROM webhook_deliveries WHERE status = 'pending' GROUP BY 1 ORDER BY 2 DESC LIMIT $1::integer`,
       [n],
     ),
   ]);
-  return {
-    shares: shares.rows.map((r) => ({ merchantId: r.merchant_id, share429: r.share429, errorShare: r.error_share })),
-    backlogAges: backlog.rows.map((r) => ({ merchantId: r.merchant_id, age: r.value })),
-  };
+  return { shares: shares.rows, backlogAges: backlog.rows };
 }

@@ -100,13 +100,13 @@ export async function undispatchedEvents(
   olderThanMs: number,
   limit: number,
 ): Promise<(ProcessorEventRef & { holdId: string })[]> {
-  const { rows } = await db.query<{ event_id: string; hold_id: string; sequence: number }>(
-    `SELECT event_id, hold_id, sequence FROM processor_events
+  const { rows } = await db.query<ProcessorEventRef & { holdId: string }>(
+    `SELECT event_id AS "eventId", hold_id AS "holdId", sequence FROM processor_events
       WHERE dispatched_at IS NULL AND received_at <= now() - make_interval(secs => $1::double precision / 1000)
       ORDER BY received_at LIMIT $2::integer`,
     [olderThanMs, limit],
   );
-  return rows.map((r) => ({ eventId: r.event_id, holdId: r.hold_id, sequence: r.sequence }));
+  return rows;
 }
 
 /** A recorded event and its hold, locked (FOR UPDATE, as the release locks it) for applying the event. */
@@ -133,16 +133,9 @@ export async function lockEventToApply(tx: pg.PoolClient, eventId: string): Prom
   const holdId = found.rows[0]?.hold_id;
   if (holdId === undefined) return undefined;
 
-  const locked = await tx.query<{
-    state: LockedHold['state'];
-    event_seq: number;
-    amount_minor: string;
-    currency: string;
-    defect: string | null;
-    account_id: string;
-    merchant_id: string;
-  }>(
-    `SELECT h.state, h.event_seq, h.amount_minor, h.currency, ${HOLD_DEFECT_SQL} AS defect, h.account_id, h.merchant_id
+  const locked = await tx.query<Omit<NonNullable<EventToApply['hold']>, 'amountMinor'> & { amountMinor: string }>(
+    `SELECT h.state, h.event_seq AS "eventSeq", h.amount_minor AS "amountMinor", h.currency, ${HOLD_DEFECT_SQL} AS defect,
+            h.account_id AS "accountId", h.merchant_id AS "merchantId"
        FROM auth_holds h
        LEFT JOIN accounts a ON a.id = h.account_id
        LEFT JOIN merchants m ON m.id = h.merchant_id
@@ -177,17 +170,7 @@ export async function lockEventToApply(tx: pg.PoolClient, eventId: string): Prom
       webhookId: e.webhook_id,
       skipped: e.skipped,
     },
-    ...(holdRow && {
-      hold: {
-        state: holdRow.state,
-        eventSeq: holdRow.event_seq,
-        amountMinor: BigInt(holdRow.amount_minor),
-        currency: holdRow.currency,
-        defect: holdRow.defect,
-        accountId: holdRow.account_id,
-        merchantId: holdRow.merchant_id,
-      },
-    }),
+    ...(holdRow && { hold: { ...holdRow, amountMinor: BigInt(holdRow.amountMinor) } }),
   };
 }
 
