@@ -25,7 +25,7 @@ import type {
 } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
-import { retryHorizonFor } from '../delivery/policy.js';
+import { withRetryHorizon } from '../delivery/policy.js';
 import { deliveryMetrics } from '../observability/metrics.js';
 import type { Region } from '../contracts/regions.js';
 import * as holds from '../sql/holds.js';
@@ -140,7 +140,7 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
               duplicateSuppressions.add(1, { kind: 'already_released' });
               log.info('hold already released: nothing written', { region, holdId });
               try {
-                return { status: 'already_released', ...withHorizon(await holds.releasedEntry(tx, holdId)) };
+                return { status: 'already_released', ...withRetryHorizon(await holds.releasedEntry(tx, holdId)) };
               } catch (err) {
                 if (!(err instanceof ReleasedWithoutWebhook)) throw err;
                 log.warn('released hold without its webhook: nothing to deliver', {
@@ -164,7 +164,7 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
               break;
           }
           try {
-            const released = withHorizon(await holds.releaseLockedHold(tx, holdId, hold!));
+            const released = withRetryHorizon(await holds.releaseLockedHold(tx, holdId, hold!));
             releasedExpiry = hold!.expiresAt;
             log.info('hold released', {
               region,
@@ -218,9 +218,4 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
       return { region, sweepId, cutoff, ...totals, unreleasedAtEnd: unreleased };
     },
   };
-}
-
-/** A released hold's entry and webhook, with the retry horizon its delivery runs under. */
-function withHorizon({ deliveryPolicy, ...released }: holds.ReleasedEntry) {
-  return { ...released, retryHorizonMs: retryHorizonFor(released.merchantId, deliveryPolicy) };
 }

@@ -15,7 +15,7 @@ import * as holds from '../sql/holds.js';
 import { samePerson } from '../contracts/identity.js';
 import * as records from '../sql/operator-records.js';
 import type { DeliveryDeps } from './delivery.js';
-import { retryHorizonFor } from '../delivery/policy.js';
+import { withRetryHorizon } from '../delivery/policy.js';
 import type { LedgerDeps } from './ledger.js';
 
 interface SkipProcessorSequenceInput {
@@ -109,11 +109,6 @@ async function applyRecordedEvent(tx: pg.PoolClient, eventId: string): Promise<A
   };
 }
 
-/** An event's webhook as the workflow delivers it: the retry horizon its merchant's policy gives it, not the policy. */
-function withHorizon({ deliveryPolicy, ...webhook }: EventWebhook & { deliveryPolicy: unknown }) {
-  return { ...webhook, retryHorizonMs: retryHorizonFor(webhook.merchantId, deliveryPolicy) };
-}
-
 export function createProcessorEventActivities({
   region,
   pool,
@@ -161,7 +156,7 @@ export function createProcessorEventActivities({
           outcome: result.outcome,
         });
       }
-      const webhook = result.webhook && withHorizon(result.webhook);
+      const webhook = result.webhook && withRetryHorizon(result.webhook);
       return {
         status: result.status,
         eventId,

@@ -161,3 +161,11 @@ export function retryHorizonFor(merchantId: string, overrides: unknown): number 
     return DEFAULT_DELIVERY_POLICY.retryHorizonMs;
   }
 }
+
+/** A webhook as its workflow delivers it: the retry horizon its merchant's policy gives it, not the policy. */
+export function withRetryHorizon<T extends { merchantId: string; deliveryPolicy: unknown }>({
+  deliveryPolicy,
+  ...webhook
+}: T) {
+  return { ...webhook, retryHorizonMs: retryHorizonFor(webhook.merchantId, deliveryPolicy) };
+}

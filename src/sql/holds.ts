@@ -194,7 +194,7 @@ const RELEASED_ENTRY_COLUMNS = `h.id AS "holdId", h.ledger_entry_id AS "ledgerEn
 /**
  * A released hold's entry and webhook (ReleasedHold), with its merchant's raw `delivery_policy` overrides, unvalidated.
  */
-export type ReleasedEntry = ReleasedHold & { deliveryPolicy: unknown };
+type ReleasedEntry = ReleasedHold & { deliveryPolicy: unknown };
 
 /**
  * What a released hold's release wrote: its ledger entry and its webhook (the outbox row). Throws
