@@ -87,76 +87,61 @@ export async function insertMerchant(db: Queryable, m: NewMerchant): Promise<boo
 }
 
 export async function merchantView(db: Queryable, merchantId: string): Promise<MerchantView | undefined> {
-  const { rows } = await db.query<{
-    id: string;
-    name: string;
-    endpoint_url: string;
-    rate_per_second: string;
-    burst: number;
-    status: MerchantStatus;
-    disabled_reason: string | null;
-    disabled_at: string | null;
-    delivery_policy: Record<string, unknown>;
-    has_secret: boolean;
-    has_previous: boolean;
-    previous_until: string | null;
-    created_at: string;
-    updated_at: string;
-    destination: string | null;
-    shared_with: number;
-    budget_rate: string;
-    next_slot_at: string | null;
-    paused_until: string | null;
-    pause_reason: string | null;
-    backlog: number;
-    oldest_pending_seconds: number | null;
-  }>(
-    `SELECT m.id, m.name, m.endpoint_url, m.rate_per_second, m.burst, m.status, m.disabled_reason,
-            m.destination_id AS destination, bo.rate AS budget_rate,
-            (SELECT count(*) FROM merchants o WHERE o.destination_id = m.destination_id AND o.id <> m.id)::integer AS shared_with,
-            CASE WHEN b.tat > now() THEN ${isoUtc('b.tat')} END AS next_slot_at,
-            CASE WHEN b.paused_until > now() THEN ${isoUtc('b.paused_until')} END AS paused_until,
-            CASE WHEN b.paused_until > now() THEN b.pause_reason END AS pause_reason,
+  const { rows } = await db.query<
+    Omit<MerchantView, 'ratePerSecond' | 'budget'> &
+      Omit<MerchantBudgetState, 'ratePerSecond' | 'drainSeconds'> & { ratePerSecond: string; budgetRate: string }
+  >(
+    `SELECT m.id, m.name, m.endpoint_url AS "endpointUrl", m.rate_per_second AS "ratePerSecond", m.burst, m.status,
+            m.disabled_reason AS "statusReason", ${isoUtc('m.disabled_at')} AS "statusSince",
+            m.delivery_policy AS "deliveryPolicy", m.signing_secret IS NOT NULL AS "hasSigningSecret",
+            ${isoUtc('m.previous_signing_secret_until')} AS "previousSecretSignsUntil",
+            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS "hasPreviousSecret",
+            ${isoUtc('m.created_at')} AS "createdAt", ${isoUtc('m.updated_at')} AS "updatedAt",
+            m.destination_id AS destination,
+            (SELECT count(*) FROM merchants o WHERE o.destination_id = m.destination_id AND o.id <> m.id)::integer AS "sharedWith",
+            bo.rate AS "budgetRate",
+            CASE WHEN b.tat > now() THEN ${isoUtc('b.tat')} END AS "nextSlotAt",
+            CASE WHEN b.paused_until > now() THEN ${isoUtc('b.paused_until')} END AS "pausedUntil",
+            CASE WHEN b.paused_until > now() THEN b.pause_reason END AS "pauseReason",
             (SELECT count(*) FROM webhook_deliveries d WHERE d.merchant_id = m.id AND d.status = 'pending')::integer AS backlog,
             (SELECT extract(epoch FROM now() - min(d.created_at))::float8 FROM webhook_deliveries d
-              WHERE d.merchant_id = m.id AND d.status = 'pending') AS oldest_pending_seconds,
-            ${isoUtc('m.disabled_at')} AS disabled_at, m.delivery_policy,
-            m.signing_secret IS NOT NULL AS has_secret, ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS has_previous,
-            ${isoUtc('m.previous_signing_secret_until')} AS previous_until,
-            ${isoUtc('m.created_at')} AS created_at, ${isoUtc('m.updated_at')} AS updated_at
+              WHERE d.merchant_id = m.id AND d.status = 'pending') AS "oldestPendingSeconds"
        FROM merchants m CROSS JOIN LATERAL budget_of(m.id) bo LEFT JOIN send_budgets b ON b.key = bo.key
       WHERE m.id = $1::text`,
     [merchantId],
   );
   const r = rows[0];
   if (!r) return undefined;
-  const budgetRate = Number(r.budget_rate);
+  const { destination, sharedWith, budgetRate, nextSlotAt, pausedUntil, pauseReason, backlog, oldestPendingSeconds } =
+    r;
+  const active = r.status === 'active';
+  const ratePerSecond = Number(budgetRate);
   return {
     id: r.id,
     name: r.name,
-    endpointUrl: r.endpoint_url,
-    ratePerSecond: Number(r.rate_per_second),
+    endpointUrl: r.endpointUrl,
+    ratePerSecond: Number(r.ratePerSecond),
     burst: r.burst,
     status: r.status,
-    statusReason: r.status === 'active' ? null : r.disabled_reason,
-    statusSince: r.status === 'active' ? null : r.disabled_at,
-    deliveryPolicy: r.delivery_policy,
-    hasSigningSecret: r.has_secret,
-    hasPreviousSecret: r.has_previous,
-    previousSecretSignsUntil: r.has_previous ? r.previous_until : null,
-    createdAt: r.created_at,
-    updatedAt: r.updated_at,
+    statusReason: active ? null : r.statusReason,
+    statusSince: active ? null : r.statusSince,
+    deliveryPolicy: r.deliveryPolicy,
+    hasSigningSecret: r.hasSigningSecret,
+    hasPreviousSecret: r.hasPreviousSecret,
+    previousSecretSignsUntil: r.hasPreviousSecret ? r.previousSecretSignsUntil : null,
+    createdAt: r.createdAt,
+    updatedAt: r.updatedAt,
     budget: {
-      destination: r.destination,
-      sharedWith: r.shared_with,
-      ratePerSecond: budgetRate,
-      nextSlotAt: r.next_slot_at,
-      pausedUntil: r.paused_until,
-      pauseReason: r.pause_reason,
-      backlog: r.backlog,
-      oldestPendingSeconds: r.oldest_pending_seconds === null ? null : Math.round(r.oldest_pending_seconds),
+      destination,
+      sharedWith,
+      ratePerSecond,
+      nextSlotAt,
+      pausedUntil,
+      pauseReason,
+      backlog,
+      oldestPendingSeconds: oldestPendingSeconds === null ? null : Math.round(oldestPendingSeconds),
       // Sends go one emission interval apart, RATE_SAFETY_MARGIN under the rate (src/sql/merchant-budget.ts).
-      drainSeconds: Math.ceil((r.backlog * (1 + RATE_SAFETY_MARGIN)) / budgetRate),
+      drainSeconds: Math.ceil((backlog * (1 + RATE_SAFETY_MARGIN)) / ratePerSecond),
     },
   };
 }

@@ -35,30 +35,15 @@ export async function outboxCandidates(
   limit: number,
   cursor?: OutboxCursor,
 ): Promise<OutboxCandidate[]> {
-  const { rows } = await db.query<{
-    webhook_id: string;
-    hold_id: string;
-    merchant_id: string;
-    event_type: string;
-    hold_expires_at: string;
-    delivery_policy: unknown;
-    created_at: string;
-    resend_id: string | null;
-    resend_workflow_id: string | null;
-    resend_requested_by: string | null;
-    resend_reason: string | null;
-    resend_policy_run: number | null;
-    status: string;
-    quarantine_reason: QuarantineReason | null;
-    quarantined_at: string | null;
-    policy_run: number;
-    attempt_count: number;
-  }>(
-    `SELECT d.webhook_id, d.hold_id, d.merchant_id, d.event_type, ${isoUtc('h.expires_at')} AS hold_expires_at, m.delivery_policy,
-            ${isoUtc('d.created_at')} AS created_at,
-            r.id AS resend_id, r.workflow_id AS resend_workflow_id, r.requested_by AS resend_requested_by, r.reason AS resend_reason,
-            r.policy_run AS resend_policy_run, d.status, d.quarantine_reason, ${isoUtc('d.quarantined_at')} AS quarantined_at,
-            ${POLICY_RUN_SQL} AS policy_run, d.attempt_count
+  const { rows } = await db.query<OutboxCandidate>(
+    `SELECT d.webhook_id AS "webhookId", d.hold_id AS "holdId", d.merchant_id AS "merchantId", d.event_type AS "eventType",
+            ${isoUtc('h.expires_at')} AS "holdExpiresAt", m.delivery_policy AS "deliveryPolicy",
+            ${isoUtc('d.created_at')} AS "createdAt",
+            CASE WHEN r.id IS NOT NULL THEN json_build_object('resendId', r.id, 'workflowId', r.workflow_id,
+              'requestedBy', r.requested_by, 'reason', r.reason, 'policyRun', r.policy_run) END AS resend,
+            CASE WHEN d.status = 'quarantined' THEN json_build_object('reason', d.quarantine_reason,
+              'since', ${isoUtc('d.quarantined_at')}, 'policyRun', ${POLICY_RUN_SQL}, 'attempts', d.attempt_count) END
+              AS quarantine
        FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id JOIN merchants m ON m.id = d.merchant_id
        LEFT JOIN LATERAL (
          SELECT x.id, x.workflow_id, x.requested_by, x.reason, x.policy_run FROM webhook_resends x
@@ -73,34 +58,7 @@ export async function outboxCandidates(
       LIMIT $2::integer`,
     [graceMs, limit, cursor?.createdAt ?? null, cursor?.webhookId ?? null],
   );
-  return rows.map((r) => ({
-    webhookId: r.webhook_id,
-    holdId: r.hold_id,
-    merchantId: r.merchant_id,
-    eventType: r.event_type,
-    holdExpiresAt: r.hold_expires_at,
-    deliveryPolicy: r.delivery_policy,
-    createdAt: r.created_at,
-    resend:
-      r.resend_id === null
-        ? null
-        : {
-            resendId: r.resend_id,
-            workflowId: r.resend_workflow_id!,
-            requestedBy: r.resend_requested_by!,
-            reason: r.resend_reason!,
-            policyRun: r.resend_policy_run!,
-          },
-    quarantine:
-      r.status === 'quarantined'
-        ? {
-            reason: r.quarantine_reason!,
-            since: r.quarantined_at!,
-            policyRun: r.policy_run,
-            attempts: r.attempt_count,
-          }
-        : null,
-  }));
+  return rows;
 }
 
 interface ReconcileRecord {
