@@ -54,32 +54,14 @@ interface KeyForAuth {
 }
 
 export async function keyForAuth(db: Queryable, keyId: string): Promise<KeyForAuth | undefined> {
-  const { rows } = await db.query<{
-    id: string;
-    merchant_id: string;
-    secret_sha256: Buffer;
-    rate_per_second: number;
-    burst: number;
-    revoked: boolean;
-    merchant_status: string;
-  }>(
-    `SELECT k.id, k.merchant_id, k.secret_sha256, k.rate_per_second::float8 AS rate_per_second, k.burst,
-            k.revoked_at IS NOT NULL AS revoked, m.status AS merchant_status
+  const { rows } = await db.query<KeyForAuth>(
+    `SELECT k.id, k.merchant_id AS "merchantId", k.secret_sha256 AS "secretSha256",
+            k.rate_per_second::float8 AS "ratePerSecond", k.burst, k.revoked_at IS NOT NULL AS revoked,
+            m.status AS "merchantStatus"
        FROM merchant_api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.id = $1`,
     [keyId],
   );
-  const r = rows[0];
-  return (
-    r && {
-      id: r.id,
-      merchantId: r.merchant_id,
-      secretSha256: r.secret_sha256,
-      ratePerSecond: r.rate_per_second,
-      burst: r.burst,
-      revoked: r.revoked,
-      merchantStatus: r.merchant_status,
-    }
-  );
+  return rows[0];
 }
 
 /** Marks the key used now (at most once a minute per key: a busy key does not write on every call). */

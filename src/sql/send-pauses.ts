@@ -17,27 +17,13 @@ export interface SendPause {
   resumeReason: string | null;
 }
 
-type Row = {
-  id: string;
-  paused_at: string;
-  paused_by: string;
-  reason: string;
-  resumed_at: string | null;
-  resumed_by: string | null;
-  resume_reason: string | null;
-};
+/** A pause as the statements return it: its id (a bigint) as text. */
+type Row = Omit<SendPause, 'id'> & { id: string };
 
-const COLUMNS = `id, ${isoUtc('paused_at')} AS paused_at, paused_by, reason, ${isoUtc('resumed_at')} AS resumed_at, resumed_by, resume_reason`;
+const COLUMNS = `id, ${isoUtc('paused_at')} AS "pausedAt", paused_by AS "pausedBy", reason, ${isoUtc('resumed_at')} AS "resumedAt",
+                 resumed_by AS "resumedBy", resume_reason AS "resumeReason"`;
 
-const pauseOf = (r: Row): SendPause => ({
-  id: Number(r.id),
-  pausedAt: r.paused_at,
-  pausedBy: r.paused_by,
-  reason: r.reason,
-  resumedAt: r.resumed_at,
-  resumedBy: r.resumed_by,
-  resumeReason: r.resume_reason,
-});
+const pauseOf = (r: Row): SendPause => ({ ...r, id: Number(r.id) });
 
 /** Opens a pause; undefined when one is open already (at most one: the unique index decides, not a read before). */
 export async function openSendPause(db: Queryable, by: string, reason: string): Promise<SendPause | undefined> {
