@@ -589,9 +589,8 @@ async function applyPolicyAction(
     case 'retry':
       return retryLater(ctx, sent);
     case 'disable_endpoint':
-      return disableEndpoint(ctx, sent);
     case 'reject':
-      return reject(ctx, sent);
+      return quarantineAtOnce(ctx, sent, action);
   }
 }
 
@@ -644,9 +643,15 @@ async function retryLater(ctx: DeliveryContext, sent: SentAttempt): Promise<neve
   });
 }
 
-/** 410 Gone: the merchant said the endpoint is gone, so stop sending to it at all. Its backlog waits (held), intact. */
-async function disableEndpoint(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
-  const { pool } = ctx;
+/**
+ * What the policy table does not retry: quarantine at once. On 410 Gone ('disable_endpoint') the merchant said the
+ * endpoint is gone, so sending to it stops at all; its backlog waits (held), intact.
+ */
+async function quarantineAtOnce(
+  ctx: DeliveryContext,
+  sent: SentAttempt,
+  action: 'disable_endpoint' | 'reject',
+): Promise<never> {
   const {
     webhookId,
     attemptNumber,
@@ -655,26 +660,13 @@ async function disableEndpoint(ctx: DeliveryContext, sent: SentAttempt): Promise
   } = sent;
   const { merchantId } = delivery;
   await recordAttempt(ctx, sent, 'quarantine');
-  await disableMerchant(pool, merchantId, `410 Gone on webhook ${webhookId}`);
-  throw failure('EndpointGone', `${describeAttempt(attempt)} from merchant ${merchantId}: endpoint disabled`, {
-    merchantId,
-    statusCode: 410,
-    attemptNumber,
-  });
-}
-
-/** Anything else the policy table does not retry: quarantine at once. */
-async function reject(ctx: DeliveryContext, sent: SentAttempt): Promise<never> {
-  const {
-    attemptNumber,
-    attempt,
-    sendable: { delivery },
-  } = sent;
-  const { merchantId } = delivery;
-  await recordAttempt(ctx, sent, 'quarantine');
-  throw failure('WebhookRejected', `${describeAttempt(attempt)} from merchant ${merchantId} (not retryable)`, {
-    merchantId,
-    statusCode: statusCodeOf(attempt),
-    attemptNumber,
-  });
+  const what = `${describeAttempt(attempt)} from merchant ${merchantId}`;
+  if (action === 'reject')
+    throw failure('WebhookRejected', `${what} (not retryable)`, {
+      merchantId,
+      statusCode: statusCodeOf(attempt),
+      attemptNumber,
+    });
+  await disableMerchant(ctx.pool, merchantId, `410 Gone on webhook ${webhookId}`);
+  throw failure('EndpointGone', `${what}: endpoint disabled`, { merchantId, statusCode: 410, attemptNumber });
 }
