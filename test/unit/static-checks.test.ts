@@ -2,7 +2,9 @@
  * The code as a reviewer's tools see it: eslint, prettier and the type checker over the whole repository. They run as
  * a file of the suite, beside the others, not before them: on two cores they are half a minute of CPU that the
  * integration files, mostly waiting on timers and merchants, leave free. `npm run lint` and `npm run typecheck` run
- * them alone; prettier's and tsc's caches (node_modules/.cache) make a second run recheck only what changed.
+ * them alone; prettier's, eslint's and tsc's caches (node_modules/.cache) make a second run recheck only what changed.
+ * eslint's cache is per file: a type-aware rule (a floating promise) in a file that did not change is not rechecked
+ * when another file changes a type under it. tsc still checks every type; CI, from a clean clone, lints every file.
  */
 import { execFile } from 'node:child_process';
 import path from 'node:path';
