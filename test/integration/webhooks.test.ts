@@ -12,6 +12,7 @@ import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { statusQuery } from '../../src/contracts/messages.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
+import { catalogMismatches } from '../support/event-types.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, ledgerEntryCount, loggedAttempts, seedNight, type Night } from '../support/ledger.js';
 
@@ -26,7 +27,11 @@ beforeAll(async () => {
   await harness.startWorker(us);
 });
 afterAll(async () => {
+  const bodies = harness?.merchants.requests().map((r) => r.body) ?? [];
   await harness?.close();
+  // Every body the merchants received in this file is what the event-type catalog says of its type.
+  expect(bodies.length).toBeGreaterThan(0);
+  expect(catalogMismatches(bodies)).toEqual([]);
 });
 
 interface DeliveryRow {
