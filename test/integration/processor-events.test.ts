@@ -17,10 +17,16 @@ import { freePort } from '../../dev/embedded-postgres.js';
 import { startReceiverProcess } from '../../dev/receiver-process.js';
 import { holdEventsWorkflowId, holdWorkflowId } from '../../src/contracts/ids.js';
 import { isoUtc } from '../../src/db/sql.js';
-import { holdEventsStatusQuery, skipMissingEventSignal } from '../../src/contracts/processor.js';
+import {
+  HOLD_EVENT_WEBHOOK_TYPES,
+  holdEventsStatusQuery,
+  skipMissingEventSignal,
+} from '../../src/contracts/processor.js';
+import { HOLD_RELEASED_EVENT } from '../../src/contracts/delivery.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
+import { catalogMismatches } from '../support/event-types.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { loggedAttempts, seedNight, type Night } from '../support/ledger.js';
 import { waitUntil } from '../support/wait.js';
@@ -64,8 +70,14 @@ beforeAll(async () => {
   processor = receiver.processor;
 });
 afterAll(async () => {
+  const bodies = harness?.merchants.requests().map((r) => r.body) ?? [];
   await receiver?.close();
   await harness?.close();
+  // Every body the merchants received in this file, of every type the processor's events write, is what the
+  // event-type catalog says of its type.
+  const types = new Set(bodies.map((body) => (JSON.parse(body) as { type: string }).type));
+  expect([...types].sort()).toEqual([HOLD_RELEASED_EVENT, ...Object.values(HOLD_EVENT_WEBHOOK_TYPES)].sort());
+  expect(catalogMismatches(bodies)).toEqual([]);
 });
 
 /** A night of holds whose merchants take webhooks fast (the pace is not under test here). */
