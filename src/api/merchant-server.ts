@@ -2,7 +2,8 @@
  * The merchant API of one region (`npm run merchant-api`, src/bin/merchant-api.ts): internet-facing, apart from the
  * admin API (its own process and listener, its own database role). A merchant, with one of its API keys
  * (merchant-keys.ts), lists its webhooks by time and status with every attempt (time, HTTP status, latency, error
- * class, response excerpt), fetches one webhook's exact payload, and asks for one webhook or a range to be sent again.
+ * class, response excerpt), fetches one webhook's exact payload, asks for one webhook or a range to be sent again,
+ * and reads the catalog of event types its endpoint receives (src/delivery/event-types.ts).
  *
  * It holds no Temporal access, no payload key and no merchant secret: a resend is a row (merchant_resend_requests)
  * that the worker's outbox reconciler turns into a resend workflow within OUTBOX_RECONCILE_INTERVAL, whose first step
@@ -17,6 +18,7 @@ import swagger from '@fastify/swagger';
 import type pg from 'pg';
 import { z } from 'zod';
 import { DELIVERY_STATUSES } from '../contracts/delivery.js';
+import { eventTypeCatalog } from '../delivery/event-types.js';
 import type { Region } from '../contracts/regions.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { Registry } from 'prom-client';
@@ -159,7 +161,7 @@ export async function buildMerchantServer(
         title: `hold-sweeper merchant API (${options.region})`,
         version: '1',
         description:
-          'Your webhooks, their attempts and payloads, and resends. Authorization: Bearer hsk_<key id>_<secret>.',
+          'Your webhooks, their attempts and payloads, resends, and the event types. Authorization: Bearer hsk_<key id>_<secret>.',
       },
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } } },
       security: [{ apiKey: [] }],
@@ -285,6 +287,39 @@ export async function buildMerchantServer(
       if (!webhook) throw notFound(webhookId);
       await audit(request, 200);
       return webhook;
+    },
+  );
+
+  const eventTypes = eventTypeCatalog();
+  app.get(
+    '/v1/event-types',
+    {
+      config: { operation: 'eventTypes.list' },
+      schema: {
+        operationId: 'eventTypes.list',
+        summary: 'Every event type your endpoint may receive: what it tells, its JSON Schema and an example.',
+        response: {
+          200: jsonSchema(
+            z.object({
+              items: z.array(
+                z
+                  .object({
+                    type: z.string(),
+                    description: z.string(),
+                    schema: z.looseObject({}).describe('JSON Schema 2020-12 of the request body'),
+                    example: z.looseObject({}),
+                  })
+                  .partial(),
+              ),
+            }),
+          ),
+          ...errors(401, 429),
+        },
+      },
+    },
+    async (request) => {
+      await audit(request, 200);
+      return { items: eventTypes };
     },
   );
 

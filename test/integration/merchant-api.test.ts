@@ -9,10 +9,13 @@
  * claiming a merchant request it does not match.
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildMerchantServer } from '../../src/api/merchant-server.js';
+import { EVENT_TYPES } from '../../src/delivery/event-types.js';
 import { createApiKey, revokeApiKey } from '../../src/operations/merchant-keys.js';
 import { startResend } from '../../src/delivery/starts.js';
 import { unstartedMerchantResends } from '../../src/sql/merchant-api.js';
@@ -145,6 +148,22 @@ describe('the merchant API', () => {
     expect(openapi.check('GET', '/v1/webhooks/wh_1', 409, {})).toEqual([
       'GET /v1/webhooks/{webhookId} does not document status 409',
     ]);
+  });
+
+  it('serves the event-type catalog to a key: each type’s JSON Schema accepts its example and what was sent', async () => {
+    expect(await call(undefined, '/v1/event-types')).toMatchObject({ status: 401, body: { error: 'Unauthenticated' } });
+    const answered = await call(keyA, '/v1/event-types');
+    expect(answered.status).toBe(200);
+    const items = answered.body.items as { type: string; schema: object; example: unknown }[];
+    expect(items.map((i) => i.type)).toEqual(EVENT_TYPES.map((e) => e.type));
+    const ajv = new Ajv2020({ strict: false });
+    addFormats.default(ajv);
+    const validators = new Map(items.map((i) => [i.type, ajv.compile(i.schema)]));
+    for (const item of items) expect(validators.get(item.type)!(item.example), item.type).toBe(true);
+    const received = harness.merchants.requests(merchant(A)).map((r) => JSON.parse(r.body) as { type: string });
+    expect(received.length).toBeGreaterThan(0);
+    for (const body of received) expect(validators.get(body.type)?.(body), JSON.stringify(body)).toBe(true);
+    expect(openapi.check('GET', '/v1/event-types', 200, { items: [{ type: 7 }] })).toHaveLength(1);
   });
 
   it('a resend asked for by the merchant is started by the reconciler and arrives under the original id, signed afresh', async () => {
