@@ -23,6 +23,7 @@ import { disableMerchant } from '../../src/sql/merchants.js';
 import { createMerchantBudget } from '../../src/sql/merchant-budget.js';
 import { localKeyRing, type SecretsAtRest } from '../../src/delivery/secret-box.js';
 import { keyRingVariable } from '../../dev/worker-processes.js';
+import { catalogMismatches } from '../support/event-types.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { seedNight } from '../support/ledger.js';
 
@@ -198,6 +199,7 @@ describe('merchant ping and rotate-secret', () => {
       type: 'merchant.ping',
       data: { merchant_id: id, region: 'us' },
     });
+    expect(catalogMismatches([received!.body])).toEqual([]);
     // Nothing secret in what the operator sees.
     expect(JSON.stringify(ok)).not.toContain(signingSecret.slice(6));
 
