@@ -22,7 +22,7 @@ import { createTokenVerifier } from '../api/identity.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { Registry } from '../observability/metrics-listener.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
 import { waitingOn } from '../workers/startup.js';
 
@@ -35,9 +35,7 @@ async function main() {
   log.level = config.observability.logLevel.toLowerCase();
   const region = config.regions.find((r) => r.region === api.region)!;
   const up = region.region.toUpperCase();
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
-  const temporalAddress = region.temporalAddress ?? devStack?.temporalAddress[region.region];
+  const { databaseUrl, temporalAddress } = (await addressesIn(config.mode))(region);
   if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the operators’ role');
   if (!temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
 

@@ -19,7 +19,7 @@ import { buildMerchantServer } from '../api/merchant-server.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { Registry } from '../observability/metrics-listener.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('merchant-api');
@@ -31,8 +31,7 @@ async function main() {
   log.level = config.observability.logLevel.toLowerCase();
   const region = config.regions.find((r) => r.region === listener.region)!;
   const up = region.region.toUpperCase();
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
+  const { databaseUrl } = (await addressesIn(config.mode))(region);
   if (!databaseUrl)
     throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the merchant API’s role');
   const pool = createPool(databaseUrl, { max: 8 });

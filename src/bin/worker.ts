@@ -29,7 +29,7 @@ import { serveHealth, type ReadinessCheck } from '../observability/health.js';
 import { listenAddressOf, loopbackPort, Registry, serveMetrics } from '../observability/metrics-listener.js';
 import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { applySchedules } from '../schedules.js';
 import { ledgerGaugeSource } from '../sql/gauges.js';
 import { buildIdOf } from '../workers/deployment.js';
@@ -99,7 +99,7 @@ async function main() {
   const cleanup: (() => Promise<void>)[] = [];
   const checks: Record<string, ReadinessCheck> = {};
   // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const addresses = await addressesIn(config.mode);
   const tuning =
     config.worker.maxCachedWorkflows === undefined
       ? undefined
@@ -108,11 +108,7 @@ async function main() {
   const poolOptions = ledgerPoolOptions(tuning);
   for (const configured of config.regions) {
     const up = configured.region.toUpperCase();
-    const region = {
-      ...configured,
-      temporalAddress: configured.temporalAddress ?? devStack?.temporalAddress[configured.region],
-      databaseUrl: configured.databaseUrl ?? devStack?.databaseUrl[configured.region],
-    };
+    const region = { ...configured, ...addresses(configured) };
     const orRunningStack = config.mode === 'dev' ? ', or a running `npm start` to join' : '';
     if (!region.temporalAddress)
       throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);

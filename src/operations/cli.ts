@@ -16,7 +16,7 @@ import { createPool } from '../db/pool.js';
 import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { z } from 'zod';
@@ -55,12 +55,14 @@ async function regionFor(config: Config, regionOption: string | undefined) {
     throw new ConfigError('--region', undefined, `one of ${config.regions.map((r) => r.region).join(', ')}`);
   }
   const regionConfig = config.regions.find((r) => r.region === region)!;
-  const stack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const up = region.toUpperCase();
-  const databaseUrl = regionConfig.databaseUrl ?? stack?.databaseUrl[region];
+  const { databaseUrl, temporalAddress } = (await addressesIn(config.mode))(regionConfig);
   if (!databaseUrl)
-    throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
-  return { regionConfig, databaseUrl, address: regionConfig.temporalAddress ?? stack?.temporalAddress[region] };
+    throw new ConfigError(
+      `DATABASE_URL_${region.toUpperCase()}`,
+      undefined,
+      'a postgres:// URL (or a running `npm start`)',
+    );
+  return { regionConfig, databaseUrl, address: temporalAddress };
 }
 
 /**

@@ -53,7 +53,7 @@ import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { inert } from '../delivery/inert-text.js';
 import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
-import { fastifyLogging, log, type Logger } from '../observability/logger.js';
+import { every, fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
 import { EVENTS_SCHEMA, HEALTH_SCHEMA, OPENAPI_INFO } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
@@ -455,10 +455,9 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       relaying = false;
     }
   }
-  const relayTimer = setInterval(() => {
-    relayOnce().catch((err) => report('warn', 'relay failed', { region, error: (err as Error).message }));
-  }, relayIntervalMs);
-  relayTimer.unref();
+  const stopRelaying = every(relayIntervalMs, relayOnce, (err) =>
+    report('warn', 'relay failed', { region, error: err.message }),
+  );
 
   async function pruneRefused(): Promise<number> {
     let deleted = 0;
@@ -468,12 +467,9 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       if (n < PRUNE_BATCH) return deleted;
     }
   }
-  const pruneTimer = setInterval(() => {
-    pruneRefused().catch((err) =>
-      report('warn', 'refused-request retention failed', { region, error: (err as Error).message }),
-    );
-  }, options.pruneIntervalMs ?? 3_600_000);
-  pruneTimer.unref();
+  const stopPruning = every(options.pruneIntervalMs ?? 3_600_000, pruneRefused, (err) =>
+    report('warn', 'refused-request retention failed', { region, error: err.message }),
+  );
 
   return {
     async listen(port, host = '127.0.0.1') {
@@ -485,8 +481,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     metrics,
     app,
     async close() {
-      clearInterval(relayTimer);
-      clearInterval(pruneTimer);
+      stopRelaying();
+      stopPruning();
       await app.close();
       await Promise.allSettled([...handingOver]);
     },
