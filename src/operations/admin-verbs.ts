@@ -14,7 +14,10 @@ import { isPool, type Queryable } from '../db/pool.js';
 import { parseDuration, type RegionConfig } from '../config.js';
 import { DELIVERY_STATUSES } from '../contracts/delivery.js';
 import { QUARANTINE_REASONS } from '../contracts/failures.js';
-import type { EndpointRules } from '../delivery/endpoint.js';
+import { InvalidEndpointUrl, type EndpointRules } from '../delivery/endpoint.js';
+import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
+import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
+import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import { webhooksInStatus } from '../sql/deliveries.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
@@ -68,6 +71,19 @@ export interface AdminContext {
   webhooks: EndpointRules;
   secrets: SecretsAtRest;
 }
+
+/**
+ * Errors that say what was wrong with a verb's input or what the ledger refused: the caller reads their name and
+ * message (the API answers them 4xx, the CLI prints them and exits 2).
+ */
+export const REJECTIONS = [
+  OperatorError,
+  ConfigError,
+  InvalidMerchantSetting,
+  InvalidEndpointUrl,
+  InvalidDeliveryPolicyError,
+  MissingSigningSecret,
+];
 
 /** A verb's input as the CLI and the API hand it over: its fields, its path's parameters, and who acts. */
 export type VerbInput = Record<string, unknown>;

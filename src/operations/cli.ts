@@ -15,7 +15,7 @@ import { latestMigrationVersion } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, OperatorError } from '../errors.js';
 import { addressesIn } from '../dev-stack.js';
 import { isRegion, type Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
@@ -24,17 +24,14 @@ import {
   ADMIN_VERBS,
   adminVerb,
   jsonSchema,
+  REJECTIONS,
   verbById,
   type AdminContext,
   type AdminVerb,
   type AnswerOf,
   type VerbInput,
 } from './admin-verbs.js';
-import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { inert, inertLines } from '../delivery/inert-text.js';
-import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
-import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
-import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from './admin-client.js';
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
@@ -406,7 +403,7 @@ async function runVerb(
   if (!api) requireExplicitMode(env);
   const verbs = api ?? (await localVerbs(loadConfig(env), global.region));
   try {
-    const answer: unknown = await verbs.call(verb.id, verb.actor ? { ...input, [verb.actor]: actor } : input);
+    const answer = await verbs.call(verb.id, verb.actor ? { ...input, [verb.actor]: actor } : input);
     // Read as JSON, as it crosses the admin API: what prints here prints the same through it.
     const read: unknown = answer === undefined ? undefined : JSON.parse(JSON.stringify(answer));
     const shown = SHOWN.get(verb.id)?.(read, input, verbs.region) ?? JSON.stringify(answer, null, 2);
@@ -713,17 +710,8 @@ function temporalSignalCommand(namespace: string, target: string, signal: string
   );
 }
 
-/** Errors that name what was wrong with the operator's input or the ledger's row: their message is the answer. */
-const NAMED = [
-  OperatorError,
-  ConfigError,
-  InvalidMerchantSetting,
-  InvalidEndpointUrl,
-  InvalidDeliveryPolicyError,
-  MissingSigningSecret,
-  AdminApiError,
-  AdminApiUnreachable,
-];
+/** Errors whose message is the answer: a rejection, and what the admin API answered or why it did not. */
+const NAMED = [...REJECTIONS, AdminApiError, AdminApiUnreachable];
 
 /**
  * What the CLI prints for a named error (exit 2): `Name(code): message`, or with --json one JSON object (`error`,

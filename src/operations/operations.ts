@@ -65,24 +65,13 @@ export async function previewReplay(
   return { id, count: items.length, items };
 }
 
-interface DeliveryTarget {
-  webhookId: string;
-  holdId: string;
-  workflowId: string;
-  status: string;
-  policyRun: number;
-}
+/** A delivery an operator decides on, with the id of its workflow (the Update's addressee). */
+type DeliveryTarget = DecisionTarget & { workflowId: string };
 
-/** A delivery an operator decides on, with the id of its hold's workflow (the signal's addressee). */
-function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget {
-  return {
-    webhookId: target.webhookId,
-    holdId: target.holdId,
-    workflowId: deliveryWorkflowId(ctx.region.region, target),
-    status: target.status,
-    policyRun: target.policyRun,
-  };
-}
+const deliveryTarget = (ctx: OpsContext, target: DecisionTarget): DeliveryTarget => ({
+  ...target,
+  workflowId: deliveryWorkflowId(ctx.region.region, target),
+});
 
 /**
  * The Update id of a decision: what it decides (the request it carries out, or who decides), on which webhook and
