@@ -29,6 +29,7 @@ import {
   type DecisionTarget,
   type QuarantineFilters,
   type QuarantinedDelivery,
+  type ResendFilters,
 } from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
@@ -55,11 +56,25 @@ export async function previewReplay(
   requestedBy: string,
 ): Promise<{ id: string; count: number; items: QuarantinedDelivery[] }> {
   const items = await listQuarantined(pool, filters);
+  return freezeRequest(pool, { kind: 'replay', requestedBy, filters }, items, 'quarantined delivery', 'replay');
+}
+
+/**
+ * Freezes `items` into a request awaiting a second person's approval: exactly these webhooks, in the policy run each
+ * is in now. None is refused (`EmptySelection`, naming `what` and what there is `nothing to` do).
+ */
+export async function freezeRequest<T extends { webhookId: string; policyRun: number }>(
+  pool: Queryable,
+  request: { kind: records.RequestKind; requestedBy: string; filters: QuarantineFilters | ResendFilters },
+  items: T[],
+  what: string,
+  nothingTo: string,
+): Promise<{ id: string; count: number; items: T[] }> {
   if (items.length === 0)
-    throw new OperatorError('EmptySelection', 'no quarantined delivery matches these filters; nothing to replay');
-  const id = `rr_${randomUUID().slice(0, 8)}`;
+    throw new OperatorError('EmptySelection', `no ${what} matches these filters; nothing to ${nothingTo}`);
+  const id = `${request.kind === 'replay' ? 'rr' : 'rq'}_${randomUUID().slice(0, 8)}`;
   await inTransaction(pool, async (tx) => {
-    await records.insertReplayRequest(tx, { id, requestedBy, filters, itemCount: items.length });
+    await records.insertReplayRequest(tx, { ...request, id, itemCount: items.length });
     await records.insertReplayRequestItems(tx, id, items);
   });
   return { id, count: items.length, items };

@@ -108,6 +108,8 @@ const UNSIGNED_REFUSALS: ReadonlySet<RefusalCode> = new Set([
 const REFUSAL_RECORD_TIMEOUT_MS = 1_000;
 const DEFAULT_REFUSED_RETENTION_MS = 30 * 86_400_000;
 const PRUNE_BATCH = 10_000;
+/** How often old refusal rows are deleted. */
+const PRUNE_INTERVAL_MS = 3_600_000;
 
 class Refusal extends Error {
   constructor(
@@ -137,8 +139,6 @@ export interface ReceiverOptions {
   refusalPool: pg.Pool;
   /** How long a signed refusal's row is kept (PROCESSOR_REFUSED_RETENTION); 30 days by default. */
   refusedRetentionMs?: number;
-  /** How often old refusal rows are deleted; hourly by default. */
-  pruneIntervalMs?: number;
   /** Connections the server accepts at once; more are closed as they arrive. 512 by default. */
   maxConnections?: number;
   /** The region's Temporal client (a lazy connection is fine: recording does not need Temporal). */
@@ -160,8 +160,6 @@ export interface ReceiverOptions {
    * its event id (the processor's webhook-id) and, once verified, its trace id.
    */
   logger?: Logger;
-  /** Seconds since the epoch; tests move it. */
-  nowSeconds?: () => number;
 }
 
 export interface ProcessorReceiver {
@@ -185,7 +183,6 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   const refusedRetentionMs = options.refusedRetentionMs ?? DEFAULT_REFUSED_RETENTION_MS;
   const logger = options.logger ?? log;
   const report = (level: 'info' | 'warn', msg: string, fields: Record<string, unknown>) => logger[level](fields, msg);
-  const nowSeconds = options.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const handingOver = new Set<Promise<unknown>>();
 
   const metrics = new Registry();
@@ -342,7 +339,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
           header(request, 'webhook-id'),
           header(request, 'webhook-timestamp'),
           header(request, 'webhook-signature'),
-          nowSeconds(),
+          Math.floor(Date.now() / 1000),
         ),
       );
     } catch (err) {
@@ -467,7 +464,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       if (n < PRUNE_BATCH) return deleted;
     }
   }
-  const stopPruning = every(options.pruneIntervalMs ?? 3_600_000, pruneRefused, (err) =>
+  const stopPruning = every(PRUNE_INTERVAL_MS, pruneRefused, (err) =>
     report('warn', 'refused-request retention failed', { region, error: err.message }),
   );
 
