@@ -13,7 +13,6 @@ import '../node-version.js';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadApiConfig, loadConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
@@ -24,7 +23,7 @@ import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { Registry } from '../observability/metrics-listener.js';
 import { addressesIn } from '../dev-stack.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
-import { waitingOn } from '../workers/startup.js';
+import { ledgerReady } from '../workers/startup.js';
 
 const log = nameProcess('admin-api');
 
@@ -42,14 +41,7 @@ async function main() {
   const secrets = { region: region.region, sealer: localKeyRing(region.secretKeys) };
   const pool = createPool(databaseUrl, { max: 8 });
   // Production: the operators' own role (not a superuser, not the owner) and the schema current.
-  await waitingOn(log)('ledger database', () =>
-    readyLedger(pool, {
-      mode: config.mode,
-      service: 'ops',
-      variable: `DATABASE_URL_${up}`,
-      secrets: () => secrets,
-    }),
-  );
+  await ledgerReady(log, pool, config.mode, 'ops', region);
   const verifier = await createTokenVerifier(api);
   const connection = lazyClientConnection(region.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(region.temporal ?? PLAINTEXT, [connection], (err) =>

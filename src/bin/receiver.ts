@@ -18,14 +18,12 @@ import { exitOnFatal, nameProcess, stopOnSignal } from '../observability/logger.
 import { serveMetrics } from '../observability/metrics-listener.js';
 import { startTracing } from '../observability/tracing.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
-import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { addressesIn } from '../dev-stack.js';
 import { createProcessorReceiver, RECORDING_POOL_OPTIONS, REFUSAL_POOL_OPTIONS } from '../processor/receiver.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
-import { waitingOn } from '../workers/startup.js';
+import { ledgerReady } from '../workers/startup.js';
 
 const log = nameProcess('receiver');
 
@@ -52,14 +50,7 @@ async function main() {
   const refusalPool = createPool(databaseUrl, REFUSAL_POOL_OPTIONS);
   // Production: its own role, the schema current (npm run migrate ran). Dev: it migrates the development database,
   // and the migrations end with sealing merchant secrets (the dev ring).
-  await waitingOn(log)('ledger database', () =>
-    readyLedger(pool, {
-      mode: config.mode,
-      service: 'receiver',
-      variable: `DATABASE_URL_${up}`,
-      secrets: () => ({ region: configured.region, sealer: localKeyRing(configured.secretKeys) }),
-    }),
-  );
+  await ledgerReady(log, pool, config.mode, 'receiver', configured);
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>

@@ -19,7 +19,6 @@ import { Runtime } from '@temporalio/worker';
 import { loadConfig, requireExplicitMode } from '../config.js';
 import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../temporal-connection.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { readyLedger } from '../db/migrate.js';
 import { sealingKeysInUse } from '../db/secrets-at-rest.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
@@ -41,7 +40,7 @@ import {
   SHUTDOWN_GRACE_MS,
 } from '../workers/region-worker.js';
 import { startSecretErasure } from '../workers/secret-erasure.js';
-import { waitingOn } from '../workers/startup.js';
+import { ledgerReady, waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('worker');
 
@@ -117,14 +116,7 @@ async function main() {
     const pool = createPool(region.databaseUrl, poolOptions);
     // MERCHANT_SECRET_KEYS_<R>: migrate seals and re-seals with it, the delivery activities open with it.
     const sealer = localKeyRing(region.secretKeys);
-    await whenReachable('ledger database', () =>
-      readyLedger(pool, {
-        mode: config.mode,
-        service: 'worker',
-        variable: `DATABASE_URL_${up}`,
-        secrets: () => ({ region: region.region, sealer }),
-      }),
-    );
+    await ledgerReady(log, pool, config.mode, 'worker', region);
     const address = region.temporalAddress;
     const settings = region.temporal ?? PLAINTEXT;
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));

@@ -406,14 +406,17 @@ export async function approveHold(
   ticket?: string,
 ): Promise<DecisionOutcome> {
   const target = await targetForHold(ctx, holdId);
-  if (ctx.fourEyes) {
-    throw new OperatorError(
-      'FourEyesRequired',
-      `a replay needs a request and a second person's approval: npm run ops -- replay preview --webhook ${target.webhookId} ` +
-        `--region ${ctx.region.region} --requested-by <you>, then replay approve <request id> --by <someone else>`,
-    );
-  }
+  if (ctx.fourEyes) throw fourEyesRequired(ctx, 'replay', target.webhookId);
   return sendDecision(ctx, target, { signal: 'approveReplay', approvedBy, reason, ticket });
+}
+
+/** One person's replay or resend of one webhook where four eyes rule: refused, naming the commands that do it. */
+export function fourEyesRequired(ctx: OpsContext, kind: records.RequestKind, webhookId: string): OperatorError {
+  return new OperatorError(
+    'FourEyesRequired',
+    `a ${kind} needs a request and a second person's approval: npm run ops -- ${kind} preview --webhook ${webhookId} ` +
+      `--region ${ctx.region.region} --requested-by <you>, then ${kind} approve <request id> --by <someone else>`,
+  );
 }
 
 interface HoldReport {

@@ -17,7 +17,7 @@ import * as deliveries from '../sql/deliveries.js';
 import type { DecisionTarget, ResendableWebhook, ResendFilters } from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
 import type { ResendWebhookResult } from '../contracts/domain.js';
-import { approveRequest, freezeRequest, type OpsContext } from './operations.js';
+import { approveRequest, fourEyesRequired, freezeRequest, type OpsContext } from './operations.js';
 
 /** The ends a webhook may be resent from. */
 const ENDS: readonly string[] = ['delivered', 'discarded', 'abandoned'];
@@ -65,13 +65,7 @@ export async function resendWebhookNow(
 ): Promise<ResendStarted> {
   const [target] = await deliveries.decisionTargetsOf(ctx.pool, [webhookId]);
   refuseUnlessAtAnEnd(ctx, webhookId, target);
-  if (ctx.fourEyes) {
-    throw new OperatorError(
-      'FourEyesRequired',
-      `a resend needs a request and a second person's approval: npm run ops -- resend preview --webhook ${webhookId} ` +
-        `--region ${ctx.region.region} --requested-by <you>, then resend approve <request id> --by <someone else>`,
-    );
-  }
+  if (ctx.fourEyes) throw fourEyesRequired(ctx, 'resend', webhookId);
   const resendId = `rs_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
   const { workflowId } = await start(ctx, target, { resendId, requestedBy: by, reason, ...(ticket ? { ticket } : {}) });
   return awaitReopened(ctx, { resendId, workflowId, webhookId });
