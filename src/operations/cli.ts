@@ -17,7 +17,7 @@ import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError, OperatorError } from '../errors.js';
 import { addressesIn } from '../dev-stack.js';
-import { isRegion, type Region } from '../contracts/regions.js';
+import type { Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { z } from 'zod';
 import {
@@ -36,26 +36,15 @@ import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from 
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
 async function regionFor(config: Config, regionOption: string | undefined) {
-  let region: Region;
-  if (regionOption !== undefined) {
-    if (!isRegion(regionOption) || !config.regions.some((r) => r.region === regionOption)) {
-      throw new ConfigError(
-        '--region',
-        regionOption,
-        `one of the configured regions: ${config.regions.map((r) => r.region).join(', ')}`,
-      );
-    }
-    region = regionOption;
-  } else if (config.regions.length === 1) {
-    region = config.regions[0]!.region;
-  } else {
-    throw new ConfigError('--region', undefined, `one of ${config.regions.map((r) => r.region).join(', ')}`);
-  }
-  const regionConfig = config.regions.find((r) => r.region === region)!;
+  const names = config.regions.map((r) => r.region).join(', ');
+  if (regionOption === undefined && config.regions.length !== 1)
+    throw new ConfigError('--region', undefined, `one of ${names}`);
+  const regionConfig = config.regions.find((r) => r.region === (regionOption ?? config.regions[0]!.region));
+  if (!regionConfig) throw new ConfigError('--region', regionOption, `one of the configured regions: ${names}`);
   const { databaseUrl, temporalAddress } = (await addressesIn(config.mode))(regionConfig);
   if (!databaseUrl)
     throw new ConfigError(
-      `DATABASE_URL_${region.toUpperCase()}`,
+      `DATABASE_URL_${regionConfig.region.toUpperCase()}`,
       undefined,
       'a postgres:// URL (or a running `npm start`)',
     );
