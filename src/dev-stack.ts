@@ -27,7 +27,7 @@ export const devStackFilePath = (cacheDir: string) => path.join(cacheDir, 'dev-s
 /**
  * The running stack's addresses, or undefined when no `npm start` is running (a file left by a dead one is ignored).
  */
-export async function readDevStackFile(cacheDir: string): Promise<DevStackFile | undefined> {
+async function readDevStackFile(cacheDir: string): Promise<DevStackFile | undefined> {
   try {
     const file = JSON.parse(await fs.readFile(devStackFilePath(cacheDir), 'utf8')) as DevStackFile;
     process.kill(file.pid, 0);
@@ -35,4 +35,13 @@ export async function readDevStackFile(cacheDir: string): Promise<DevStackFile |
   } catch {
     return undefined;
   }
+}
+
+/** Where a region's ledger and Temporal are: as configured, else in dev mode the running `npm start`'s. */
+export async function addressesIn(mode: 'dev' | 'production') {
+  const stack = mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  return (r: { region: Region; databaseUrl?: string; temporalAddress?: string }) => ({
+    databaseUrl: r.databaseUrl ?? stack?.databaseUrl[r.region],
+    temporalAddress: r.temporalAddress ?? stack?.temporalAddress[r.region],
+  });
 }

@@ -16,10 +16,7 @@
 import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
-import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js';
-import { InvalidEndpointUrl } from '../delivery/endpoint.js';
-import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
-import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
+import { OperatorError } from '../errors.js';
 import { inTransaction } from '../db/pool.js';
 import { Registry } from 'prom-client';
 import { finishAudit, insertAudit, insertAuditAhead, type AuditRecord } from '../sql/audit.js';
@@ -28,6 +25,7 @@ import {
   auditOf,
   inputSchemas,
   jsonSchema,
+  REJECTIONS,
   type AdminContext,
   type AdminVerb,
   type VerbInput,
@@ -48,18 +46,6 @@ interface AdminServerOptions {
   /** Its access log and errors; the process's logger unless given. */
   logger?: Logger;
 }
-
-/**
- * Errors that say what was wrong with the request or what the ledger refused: the caller reads their name and message.
- */
-const REJECTIONS = [
-  OperatorError,
-  ConfigError,
-  InvalidMerchantSetting,
-  InvalidEndpointUrl,
-  InvalidDeliveryPolicyError,
-  MissingSigningSecret,
-];
 
 /** An OperatorError's answer: what does not exist is 404, a decision the state refuses is 409. */
 function statusOf(err: unknown): number {

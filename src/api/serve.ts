@@ -6,11 +6,13 @@
 import fs from 'node:fs/promises';
 import type { FastifyInstance } from 'fastify';
 import type { ListenerConfig } from '../config.js';
-import { log } from '../observability/logger.js';
+import { log, stopOnSignal } from '../observability/logger.js';
 import { serveMetrics, type Registry, type Service } from '../observability/metrics-listener.js';
 
 /** The listener's certificate and key, when it has its own TLS. */
-export async function tlsOf(listener: ListenerConfig): Promise<{ cert: Buffer; key: Buffer } | undefined> {
+export async function tlsOf(listener: {
+  tls?: { certFile: string; keyFile: string };
+}): Promise<{ cert: Buffer; key: Buffer } | undefined> {
   return listener.tls
     ? { cert: await fs.readFile(listener.tls.certFile), key: await fs.readFile(listener.tls.keyFile) }
     : undefined;
@@ -43,12 +45,9 @@ export async function serveUntilSignal(
     },
     `${what} listening`,
   );
-  const stop = async () => {
+  stopOnSignal(async () => {
     await app.close();
     await metricsListener?.close();
     await release();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop());
-  process.once('SIGINT', () => void stop());
+  });
 }

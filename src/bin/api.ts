@@ -13,7 +13,6 @@ import '../node-version.js';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadApiConfig, loadConfig, requireExplicitMode } from '../config.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
@@ -22,9 +21,9 @@ import { createTokenVerifier } from '../api/identity.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { Registry } from '../observability/metrics-listener.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
-import { waitingOn } from '../workers/startup.js';
+import { ledgerReady } from '../workers/startup.js';
 
 const log = nameProcess('admin-api');
 
@@ -35,23 +34,14 @@ async function main() {
   log.level = config.observability.logLevel.toLowerCase();
   const region = config.regions.find((r) => r.region === api.region)!;
   const up = region.region.toUpperCase();
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
-  const temporalAddress = region.temporalAddress ?? devStack?.temporalAddress[region.region];
+  const { databaseUrl, temporalAddress } = (await addressesIn(config.mode))(region);
   if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the operators’ role');
   if (!temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
 
   const secrets = { region: region.region, sealer: localKeyRing(region.secretKeys) };
   const pool = createPool(databaseUrl, { max: 8 });
   // Production: the operators' own role (not a superuser, not the owner) and the schema current.
-  await waitingOn(log)('ledger database', () =>
-    readyLedger(pool, {
-      mode: config.mode,
-      service: 'ops',
-      variable: `DATABASE_URL_${up}`,
-      secrets: () => secrets,
-    }),
-  );
+  await ledgerReady(log, pool, config.mode, 'ops', region);
   const verifier = await createTokenVerifier(api);
   const connection = lazyClientConnection(region.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(region.temporal ?? PLAINTEXT, [connection], (err) =>

@@ -6,13 +6,13 @@
  * in. Its counters are served on CODEC_METRICS_ADDRESS, never on the browsers' port. HOLD_SWEEPER_MODE must be set.
  */
 import '../node-version.js';
-import fs from 'node:fs/promises';
 import { ENTRY_POINTS, loadConfig, requireExplicitMode } from '../config.js';
 import { byNamespace, createTokenVerifier } from '../api/identity.js';
+import { tlsOf } from '../api/serve.js';
 import { ConfigError } from '../errors.js';
 import { startCodecServer } from '../codec/codec-server.js';
 import { EncryptionCodec } from '../codec/encryption-codec.js';
-import { exitOnFatal, nameProcess } from '../observability/logger.js';
+import { exitOnFatal, nameProcess, stopOnSignal } from '../observability/logger.js';
 
 const log = nameProcess('codec-server');
 
@@ -45,14 +45,7 @@ async function main() {
     ...(config.codecServer.oidc
       ? { identity: byNamespace(await createTokenVerifier(config.codecServer.oidc), config.regions) }
       : {}),
-    ...(config.codecServer.tls
-      ? {
-          https: {
-            cert: await fs.readFile(config.codecServer.tls.certFile),
-            key: await fs.readFile(config.codecServer.tls.keyFile),
-          },
-        }
-      : {}),
+    https: await tlsOf(config.codecServer),
     logger: log,
     host: address.slice(0, separator).replace(/^\[|\]$/g, ''),
     port: Number(address.slice(separator + 1)),
@@ -62,11 +55,7 @@ async function main() {
     { url: server.url, metrics: server.metricsUrl ?? null, namespaces: [...codecs.keys()] },
     'codec endpoint serving',
   );
-  const stop = async () => {
-    await server.stop();
-    process.exit(0);
-  };
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void stop());
+  stopOnSignal(() => server.stop());
 }
 
 main().catch((err) => exitOnFatal(err));

@@ -11,16 +11,14 @@
  */
 import '../node-version.js';
 import { ENTRY_POINTS, loadConfig, loadMerchantApiConfig, requireExplicitMode } from '../config.js';
-import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
-import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 import { buildMerchantServer } from '../api/merchant-server.js';
 import { serveUntilSignal, tlsOf } from '../api/serve.js';
 import { exitOnFatal, nameProcess } from '../observability/logger.js';
 import { Registry } from '../observability/metrics-listener.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
-import { waitingOn } from '../workers/startup.js';
+import { addressesIn } from '../dev-stack.js';
+import { ledgerReady } from '../workers/startup.js';
 
 const log = nameProcess('merchant-api');
 
@@ -31,19 +29,11 @@ async function main() {
   log.level = config.observability.logLevel.toLowerCase();
   const region = config.regions.find((r) => r.region === listener.region)!;
   const up = region.region.toUpperCase();
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
+  const { databaseUrl } = (await addressesIn(config.mode))(region);
   if (!databaseUrl)
     throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL for the merchant API’s role');
   const pool = createPool(databaseUrl, { max: 8 });
-  await waitingOn(log)('ledger database', () =>
-    readyLedger(pool, {
-      mode: config.mode,
-      service: 'merchantApi',
-      variable: `DATABASE_URL_${up}`,
-      secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
-    }),
-  );
+  await ledgerReady(log, pool, config.mode, 'merchantApi', region);
   const https = await tlsOf(listener);
   const metrics = new Registry();
   const app = await buildMerchantServer({

@@ -21,8 +21,8 @@ import { migrate } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
-import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { exitWith, nameProcess } from '../observability/logger.js';
+import { addressesIn } from '../dev-stack.js';
 import { waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('migrate');
@@ -40,10 +40,10 @@ async function main(): Promise<number> {
     log,
     parseDuration('--wait-for-database', values['wait-for-database'] ?? DEFAULT_DATABASE_WAIT),
   );
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const addresses = await addressesIn(config.mode);
   for (const region of config.regions) {
     const up = region.region.toUpperCase();
-    const databaseUrl = region.databaseUrl ?? devStack?.databaseUrl[region.region];
+    const { databaseUrl } = addresses(region);
     if (!databaseUrl)
       throw new ConfigError(
         `DATABASE_URL_${up}`,
@@ -74,7 +74,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => exitOnFatal(err, err instanceof ConfigError ? 2 : 1),
-);
+exitWith(main());

@@ -27,8 +27,8 @@ import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { exitOnFatal, nameProcess } from '../observability/logger.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { exitWith, nameProcess } from '../observability/logger.js';
+import { addressesIn } from '../dev-stack.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { applySchedules } from '../schedules.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
@@ -104,9 +104,9 @@ async function main(): Promise<number> {
       return 1;
     }
   }
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const addresses = await addressesIn(config.mode);
   for (const region of regions) {
-    const address = region.temporalAddress ?? devStack?.temporalAddress[region.region];
+    const address = addresses(region).temporalAddress;
     if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${region.region.toUpperCase()}`, undefined, 'host:port');
     const connection = await connectClient(region.temporal ?? PLAINTEXT, address);
     try {
@@ -138,7 +138,4 @@ async function main(): Promise<number> {
   return 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => exitOnFatal(err, err instanceof ConfigError ? 2 : 1),
-);
+exitWith(main());

@@ -12,20 +12,18 @@
 import '../node-version.js';
 import { Client } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
-import fs from 'node:fs/promises';
+import { tlsOf } from '../api/serve.js';
 import { ENTRY_POINTS, loadConfig, loadProcessorConfig, requireExplicitMode } from '../config.js';
-import { exitOnFatal, nameProcess } from '../observability/logger.js';
+import { exitOnFatal, nameProcess, stopOnSignal } from '../observability/logger.js';
 import { serveMetrics } from '../observability/metrics-listener.js';
 import { startTracing } from '../observability/tracing.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { readyLedger } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
-import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { createProcessorReceiver, RECORDING_POOL_OPTIONS, REFUSAL_POOL_OPTIONS } from '../processor/receiver.js';
 import { keepApiKeyFresh, lazyClientConnection, PLAINTEXT } from '../temporal-connection.js';
-import { waitingOn } from '../workers/startup.js';
+import { ledgerReady } from '../workers/startup.js';
 
 const log = nameProcess('receiver');
 
@@ -43,10 +41,8 @@ async function main() {
   const configured = config.regions[0]!;
   const processor = loadProcessorConfig(process.env, configured.region, config.mode);
   log.level = config.observability.logLevel.toLowerCase();
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
   const up = configured.region.toUpperCase();
-  const databaseUrl = configured.databaseUrl ?? devStack?.databaseUrl[configured.region];
-  const temporalAddress = configured.temporalAddress ?? devStack?.temporalAddress[configured.region];
+  const { databaseUrl, temporalAddress } = (await addressesIn(config.mode))(configured);
   if (!databaseUrl) throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL');
   if (!temporalAddress) throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, 'host:port (or TEMPORAL_ADDRESS)');
 
@@ -54,14 +50,7 @@ async function main() {
   const refusalPool = createPool(databaseUrl, REFUSAL_POOL_OPTIONS);
   // Production: its own role, the schema current (npm run migrate ran). Dev: it migrates the development database,
   // and the migrations end with sealing merchant secrets (the dev ring).
-  await waitingOn(log)('ledger database', () =>
-    readyLedger(pool, {
-      mode: config.mode,
-      service: 'receiver',
-      variable: `DATABASE_URL_${up}`,
-      secrets: () => ({ region: configured.region, sealer: localKeyRing(configured.secretKeys) }),
-    }),
-  );
+  await ledgerReady(log, pool, config.mode, 'receiver', configured);
   // Lazy: the receiver records and answers while Temporal is down; the relay hands over once it is back.
   const connection = lazyClientConnection(configured.temporal ?? PLAINTEXT, temporalAddress);
   const stopRefreshing = keepApiKeyFresh(configured.temporal ?? PLAINTEXT, [connection], (err) =>
@@ -77,9 +66,7 @@ async function main() {
   });
   const receiver = createProcessorReceiver({
     region: configured.region,
-    ...(processor.tls
-      ? { https: { cert: await fs.readFile(processor.tls.certFile), key: await fs.readFile(processor.tls.keyFile) } }
-      : {}),
+    https: await tlsOf(processor),
     pool,
     refusalPool,
     refusedRetentionMs: processor.refusedRetentionMs,
@@ -101,7 +88,7 @@ async function main() {
     },
     'processor receiver listening',
   );
-  const stop = async () => {
+  stopOnSignal(async () => {
     stopRefreshing();
     await metrics?.close();
     await receiver.close();
@@ -109,10 +96,7 @@ async function main() {
     await tracing.shutdown();
     await pool.end();
     await refusalPool.end();
-    process.exit(0);
-  };
-  process.once('SIGTERM', () => void stop());
-  process.once('SIGINT', () => void stop());
+  });
 }
 
 main().catch((err) => exitOnFatal(err));

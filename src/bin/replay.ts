@@ -15,7 +15,7 @@ import { parseArgs } from 'node:util';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import { ENTRY_POINTS, loadConfig, parseDuration, requireExplicitMode } from '../config.js';
 import { ConfigError } from '../errors.js';
-import { exitOnFatal, nameProcess } from '../observability/logger.js';
+import { exitWith, nameProcess } from '../observability/logger.js';
 import {
   DEFAULT_REPLAY_DEADLINE,
   DEFAULT_SAMPLE,
@@ -68,7 +68,4 @@ async function main(): Promise<number> {
   return ok ? 0 : 1;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (err: unknown) => exitOnFatal(err, err instanceof ConfigError ? 2 : 1),
-);
+exitWith(main());

@@ -19,7 +19,6 @@ import { Runtime } from '@temporalio/worker';
 import { loadConfig, requireExplicitMode } from '../config.js';
 import { connectClient, connectWorker, keepApiKeyFresh, PLAINTEXT } from '../temporal-connection.js';
 import { dataConverterFor } from '../codec/encryption-codec.js';
-import { readyLedger } from '../db/migrate.js';
 import { sealingKeysInUse } from '../db/secrets-at-rest.js';
 import { createPool } from '../db/pool.js';
 import { localKeyRing } from '../delivery/secret-box.js';
@@ -29,7 +28,7 @@ import { serveHealth, type ReadinessCheck } from '../observability/health.js';
 import { listenAddressOf, loopbackPort, Registry, serveMetrics } from '../observability/metrics-listener.js';
 import { startTracing } from '../observability/tracing.js';
 import { LATENCY_BUCKETS, PROMETHEUS_EXPORT, startLedgerGauges } from '../observability/metrics.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { applySchedules } from '../schedules.js';
 import { ledgerGaugeSource } from '../sql/gauges.js';
 import { buildIdOf } from '../workers/deployment.js';
@@ -41,7 +40,7 @@ import {
   SHUTDOWN_GRACE_MS,
 } from '../workers/region-worker.js';
 import { startSecretErasure } from '../workers/secret-erasure.js';
-import { waitingOn } from '../workers/startup.js';
+import { ledgerReady, waitingOn } from '../workers/startup.js';
 
 const log = nameProcess('worker');
 
@@ -99,7 +98,7 @@ async function main() {
   const cleanup: (() => Promise<void>)[] = [];
   const checks: Record<string, ReadinessCheck> = {};
   // This entry point never starts services. In dev mode an unset address means the running `npm start`'s.
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const addresses = await addressesIn(config.mode);
   const tuning =
     config.worker.maxCachedWorkflows === undefined
       ? undefined
@@ -108,11 +107,7 @@ async function main() {
   const poolOptions = ledgerPoolOptions(tuning);
   for (const configured of config.regions) {
     const up = configured.region.toUpperCase();
-    const region = {
-      ...configured,
-      temporalAddress: configured.temporalAddress ?? devStack?.temporalAddress[configured.region],
-      databaseUrl: configured.databaseUrl ?? devStack?.databaseUrl[configured.region],
-    };
+    const region = { ...configured, ...addresses(configured) };
     const orRunningStack = config.mode === 'dev' ? ', or a running `npm start` to join' : '';
     if (!region.temporalAddress)
       throw new ConfigError(`TEMPORAL_ADDRESS_${up}`, undefined, `host:port (or TEMPORAL_ADDRESS)${orRunningStack}`);
@@ -121,14 +116,7 @@ async function main() {
     const pool = createPool(region.databaseUrl, poolOptions);
     // MERCHANT_SECRET_KEYS_<R>: migrate seals and re-seals with it, the delivery activities open with it.
     const sealer = localKeyRing(region.secretKeys);
-    await whenReachable('ledger database', () =>
-      readyLedger(pool, {
-        mode: config.mode,
-        service: 'worker',
-        variable: `DATABASE_URL_${up}`,
-        secrets: () => ({ region: region.region, sealer }),
-      }),
-    );
+    await ledgerReady(log, pool, config.mode, 'worker', region);
     const address = region.temporalAddress;
     const settings = region.temporal ?? PLAINTEXT;
     const connection = await whenReachable('Temporal', () => connectClient(settings, address));

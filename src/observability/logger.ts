@@ -13,6 +13,7 @@ import type { Logger as TemporalLogger, LogLevel, LogMetadata } from '@temporali
 import { randomUUID } from 'node:crypto';
 import { LogController, type FastifyBaseLogger } from 'fastify';
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { ConfigError } from '../errors.js';
 
 export type { Logger } from 'pino';
 
@@ -61,6 +62,42 @@ export function nameProcess(service: string): Logger {
 export function exitOnFatal(err: unknown, code = 1): never {
   log.fatal({ err }, err instanceof Error ? `${err.name}: ${err.message}` : String(err));
   process.exit(code);
+}
+
+/** An entry point that answers its exit code; one that throws exits 2 for a configuration error, else 1. */
+export function exitWith(main: Promise<number>): void {
+  main.then(
+    (code) => process.exit(code),
+    (err: unknown) => exitOnFatal(err, err instanceof ConfigError ? 2 : 1),
+  );
+}
+
+/** On SIGTERM or SIGINT: `stop`, then exit 0. */
+export function stopOnSignal(stop: () => Promise<void>): void {
+  const exit = async () => {
+    await stop();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void exit());
+  process.once('SIGINT', () => void exit());
+}
+
+/**
+ * Runs `work` every `intervalMs` without keeping the process alive; a failure goes to `onError` unless it was stopped
+ * meanwhile (what fails then is what its shutdown closed). Returns the function that stops it.
+ */
+export function every(intervalMs: number, work: () => Promise<unknown>, onError: (err: Error) => void): () => void {
+  let stopped = false;
+  const timer = setInterval(() => {
+    work().catch((err: Error) => {
+      if (!stopped) onError(err);
+    });
+  }, intervalMs);
+  timer.unref();
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
 }
 
 /**

@@ -10,7 +10,7 @@ import type { MetricMeter, MetricTags } from '@temporalio/common';
 import type { MerchantLabel } from '../config.js';
 import type { AttemptResult } from '../delivery/policy.js';
 import { QUARANTINE_REASONS } from '../contracts/failures.js';
-import { log } from './logger.js';
+import { every, log } from './logger.js';
 import type { Region } from '../contracts/regions.js';
 
 /** 2xx, 3xx, 4xx, 429, 5xx, timeout, connection: the classes an operator reads attempts by. */
@@ -390,18 +390,8 @@ export function startLedgerGauges(options: {
     refreshedAt.set(Date.now() / 1000, tags);
   }
 
-  let stopped = false;
-  const timer = setInterval(() => {
-    refresh().catch((err: Error) => {
-      if (!stopped) log.warn({ region, error: err }, 'ledger gauges not refreshed');
-    });
-  }, options.intervalMs);
-  timer.unref();
-  return {
-    refresh,
-    stop() {
-      stopped = true;
-      clearInterval(timer);
-    },
-  };
+  const stop = every(options.intervalMs, refresh, (err) =>
+    log.warn({ region, error: err }, 'ledger gauges not refreshed'),
+  );
+  return { refresh, stop };
 }

@@ -19,10 +19,10 @@ export interface Verbs {
   /** Through the API: who acts is the token's subject, never an option. */
   remote: boolean;
   /**
-   * The verb's answer. Untyped on purpose: it crosses HTTP as JSON, and the CLI reads it as JSON (a Date of the local
-   * path prints as the ISO string the API sends).
+   * The verb's answer, unknown until the CLI's printer reads it by the verb's answer schema: it crosses HTTP as JSON,
+   * and the CLI reads it as JSON (a Date of the local path prints as the ISO string the API sends).
    */
-  call(verbId: string, input: VerbInput): Promise<any>;
+  call(verbId: string, input: VerbInput): Promise<unknown>;
   close(): Promise<void>;
 }
 

@@ -14,7 +14,10 @@ import { isPool, type Queryable } from '../db/pool.js';
 import { parseDuration, type RegionConfig } from '../config.js';
 import { DELIVERY_STATUSES } from '../contracts/delivery.js';
 import { QUARANTINE_REASONS } from '../contracts/failures.js';
-import type { EndpointRules } from '../delivery/endpoint.js';
+import { InvalidEndpointUrl, type EndpointRules } from '../delivery/endpoint.js';
+import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
+import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
+import { ConfigError, InvalidMerchantSetting, OperatorError } from '../errors.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import { webhooksInStatus } from '../sql/deliveries.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
@@ -68,6 +71,19 @@ export interface AdminContext {
   webhooks: EndpointRules;
   secrets: SecretsAtRest;
 }
+
+/**
+ * Errors that say what was wrong with a verb's input or what the ledger refused: the caller reads their name and
+ * message (the API answers them 4xx, the CLI prints them and exits 2).
+ */
+export const REJECTIONS = [
+  OperatorError,
+  ConfigError,
+  InvalidMerchantSetting,
+  InvalidEndpointUrl,
+  InvalidDeliveryPolicyError,
+  MissingSigningSecret,
+];
 
 /** A verb's input as the CLI and the API hand it over: its fields, its path's parameters, and who acts. */
 export type VerbInput = Record<string, unknown>;
@@ -222,6 +238,11 @@ const SWEEPS_STATE = z.looseObject({
   recentSweeps: z.array(z.looseObject({ workflowId: z.string(), startedAt: z.string() })),
 });
 const frozen = z.looseObject({ id: z.string(), count, webhookIds: z.array(z.string()) });
+const frozenAnswer = (r: { id: string; count: number; items: { webhookId: string }[] }) => ({
+  id: r.id,
+  count: r.count,
+  webhookIds: r.items.map((i) => i.webhookId),
+});
 const ignored = z.array(z.looseObject({ webhookId: z.string(), detail: z.string() }));
 const approval = z.looseObject({
   id: z.string(),
@@ -474,10 +495,7 @@ const TABLE = [
       limit: z.number().int().min(1).max(100_000).describe('only the oldest N (a canary)').optional(),
     },
     answer: frozen,
-    run: async (ctx, input, requestedBy) => {
-      const request = await previewReplay(ctx.pool, filters(input), requestedBy);
-      return { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) };
-    },
+    run: async (ctx, input, requestedBy) => frozenAnswer(await previewReplay(ctx.pool, filters(input), requestedBy)),
   }),
   verb({
     id: 'replay.approve',
@@ -559,11 +577,10 @@ const TABLE = [
     actor: 'requestedBy',
     fields: { ...selection, webhook: id('only this webhook').optional() },
     answer: frozen,
-    run: async (ctx, { merchant, webhook, since, until }, requestedBy) => {
-      const selected = { merchantId: merchant, webhookId: webhook, since, until };
-      const request = await previewResend(ctx.pool, selected, requestedBy);
-      return { id: request.id, count: request.count, webhookIds: request.items.map((i) => i.webhookId) };
-    },
+    run: async (ctx, { merchant, webhook, since, until }, requestedBy) =>
+      frozenAnswer(
+        await previewResend(ctx.pool, { merchantId: merchant, webhookId: webhook, since, until }, requestedBy),
+      ),
   }),
   verb({
     id: 'resend.approve',
@@ -981,11 +998,7 @@ type VerbOf<Id extends VerbId> = Extract<Table, { id: Id }>;
 /** The answer of a verb as its schema reads it. */
 export type AnswerOf<Id extends VerbId> = z.output<VerbOf<Id>['answer']>;
 
-export const verbById = (verbId: string): AdminVerb => {
-  const verb = ADMIN_VERBS.find((v) => v.id === verbId);
-  if (!verb) throw new Error(`no admin verb ${verbId}`);
-  return verb;
-};
+export const verbById = (verbId: string): AdminVerb => adminVerb(verbId as VerbId);
 
 /** The JSON Schemas the admin API validates a call of the verb with: its path's parameters (if any), and its fields. */
 export function inputSchemas(verb: AdminVerb): {

@@ -15,52 +15,40 @@ import { latestMigrationVersion } from '../db/migrate.js';
 import { createPool } from '../db/pool.js';
 import { checkServiceConnection } from '../db/roles.js';
 import { localKeyRing } from '../delivery/secret-box.js';
-import { ConfigError } from '../errors.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
-import { isRegion, type Region } from '../contracts/regions.js';
+import { ConfigError, OperatorError } from '../errors.js';
+import { addressesIn } from '../dev-stack.js';
+import type { Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { z } from 'zod';
 import {
   ADMIN_VERBS,
   adminVerb,
   jsonSchema,
+  REJECTIONS,
   verbById,
   type AdminContext,
   type AdminVerb,
   type AnswerOf,
   type VerbInput,
 } from './admin-verbs.js';
-import { InvalidEndpointUrl } from '../delivery/endpoint.js';
 import { inert, inertLines } from '../delivery/inert-text.js';
-import { InvalidDeliveryPolicyError } from '../delivery/policy.js';
-import { MissingSigningSecret } from '../delivery/standard-webhooks.js';
-import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { AdminApiError, adminApiFromEnv, AdminApiUnreachable, type Verbs } from './admin-client.js';
 
 /** The region the command is for, and where its ledger and Temporal are (configured, or a running `npm start`'s). */
 async function regionFor(config: Config, regionOption: string | undefined) {
-  let region: Region;
-  if (regionOption !== undefined) {
-    if (!isRegion(regionOption) || !config.regions.some((r) => r.region === regionOption)) {
-      throw new ConfigError(
-        '--region',
-        regionOption,
-        `one of the configured regions: ${config.regions.map((r) => r.region).join(', ')}`,
-      );
-    }
-    region = regionOption;
-  } else if (config.regions.length === 1) {
-    region = config.regions[0]!.region;
-  } else {
-    throw new ConfigError('--region', undefined, `one of ${config.regions.map((r) => r.region).join(', ')}`);
-  }
-  const regionConfig = config.regions.find((r) => r.region === region)!;
-  const stack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
-  const up = region.toUpperCase();
-  const databaseUrl = regionConfig.databaseUrl ?? stack?.databaseUrl[region];
+  const names = config.regions.map((r) => r.region).join(', ');
+  if (regionOption === undefined && config.regions.length !== 1)
+    throw new ConfigError('--region', undefined, `one of ${names}`);
+  const regionConfig = config.regions.find((r) => r.region === (regionOption ?? config.regions[0]!.region));
+  if (!regionConfig) throw new ConfigError('--region', regionOption, `one of the configured regions: ${names}`);
+  const { databaseUrl, temporalAddress } = (await addressesIn(config.mode))(regionConfig);
   if (!databaseUrl)
-    throw new ConfigError(`DATABASE_URL_${up}`, undefined, 'a postgres:// URL (or a running `npm start`)');
-  return { regionConfig, databaseUrl, address: regionConfig.temporalAddress ?? stack?.temporalAddress[region] };
+    throw new ConfigError(
+      `DATABASE_URL_${regionConfig.region.toUpperCase()}`,
+      undefined,
+      'a postgres:// URL (or a running `npm start`)',
+    );
+  return { regionConfig, databaseUrl, address: temporalAddress };
 }
 
 /**
@@ -404,7 +392,7 @@ async function runVerb(
   if (!api) requireExplicitMode(env);
   const verbs = api ?? (await localVerbs(loadConfig(env), global.region));
   try {
-    const answer: unknown = await verbs.call(verb.id, verb.actor ? { ...input, [verb.actor]: actor } : input);
+    const answer = await verbs.call(verb.id, verb.actor ? { ...input, [verb.actor]: actor } : input);
     // Read as JSON, as it crosses the admin API: what prints here prints the same through it.
     const read: unknown = answer === undefined ? undefined : JSON.parse(JSON.stringify(answer));
     const shown = SHOWN.get(verb.id)?.(read, input, verbs.region) ?? JSON.stringify(answer, null, 2);
@@ -711,17 +699,8 @@ function temporalSignalCommand(namespace: string, target: string, signal: string
   );
 }
 
-/** Errors that name what was wrong with the operator's input or the ledger's row: their message is the answer. */
-const NAMED = [
-  OperatorError,
-  ConfigError,
-  InvalidMerchantSetting,
-  InvalidEndpointUrl,
-  InvalidDeliveryPolicyError,
-  MissingSigningSecret,
-  AdminApiError,
-  AdminApiUnreachable,
-];
+/** Errors whose message is the answer: a rejection, and what the admin API answered or why it did not. */
+const NAMED = [...REJECTIONS, AdminApiError, AdminApiUnreachable];
 
 /**
  * What the CLI prints for a named error (exit 2): `Name(code): message`, or with --json one JSON object (`error`,

@@ -19,7 +19,7 @@ import { generateSigningSecret, openSigningKeys, signedHeaders } from '../delive
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import { createMerchantBudget, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
 import * as merchants from '../sql/merchants.js';
-import type { MerchantView } from '../sql/merchants.js';
+import type { MerchantChanges as MerchantSettings, MerchantView } from '../sql/merchants.js';
 
 /** Merchant ids go into workflow ids, search attributes and metric labels: short, plain, no spaces. */
 const MERCHANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
@@ -31,17 +31,6 @@ const DEFAULT_ROTATION_OVERLAP_MS = 24 * 3_600_000;
 const MAX_ROTATION_OVERLAP_MS = 30 * 86_400_000;
 /** How long a ping waits for its turn in the merchant's budget before it gives up. */
 const PING_MAX_WAIT_MS = 10_000;
-
-interface MerchantSettings {
-  name?: string;
-  endpointUrl?: string;
-  ratePerSecond?: number;
-  burst?: number;
-  /** Overrides of the default delivery policy (src/delivery/policy.ts), e.g. {"retryHorizonMs": 86400000}. */
-  deliveryPolicy?: Record<string, unknown>;
-  /** A declared shared destination whose budget its sends share; null: its own budget. */
-  destinationId?: string | null;
-}
 
 /** A declared destination's settings (`destination set`). */
 interface DestinationSettings {

@@ -29,6 +29,7 @@ import {
   type DecisionTarget,
   type QuarantineFilters,
   type QuarantinedDelivery,
+  type ResendFilters,
 } from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
@@ -55,34 +56,37 @@ export async function previewReplay(
   requestedBy: string,
 ): Promise<{ id: string; count: number; items: QuarantinedDelivery[] }> {
   const items = await listQuarantined(pool, filters);
+  return freezeRequest(pool, { kind: 'replay', requestedBy, filters }, items, 'quarantined delivery', 'replay');
+}
+
+/**
+ * Freezes `items` into a request awaiting a second person's approval: exactly these webhooks, in the policy run each
+ * is in now. None is refused (`EmptySelection`, naming `what` and what there is `nothing to` do).
+ */
+export async function freezeRequest<T extends { webhookId: string; policyRun: number }>(
+  pool: Queryable,
+  request: { kind: records.RequestKind; requestedBy: string; filters: QuarantineFilters | ResendFilters },
+  items: T[],
+  what: string,
+  nothingTo: string,
+): Promise<{ id: string; count: number; items: T[] }> {
   if (items.length === 0)
-    throw new OperatorError('EmptySelection', 'no quarantined delivery matches these filters; nothing to replay');
-  const id = `rr_${randomUUID().slice(0, 8)}`;
+    throw new OperatorError('EmptySelection', `no ${what} matches these filters; nothing to ${nothingTo}`);
+  const id = `${request.kind === 'replay' ? 'rr' : 'rq'}_${randomUUID().slice(0, 8)}`;
   await inTransaction(pool, async (tx) => {
-    await records.insertReplayRequest(tx, { id, requestedBy, filters, itemCount: items.length });
+    await records.insertReplayRequest(tx, { ...request, id, itemCount: items.length });
     await records.insertReplayRequestItems(tx, id, items);
   });
   return { id, count: items.length, items };
 }
 
-interface DeliveryTarget {
-  webhookId: string;
-  holdId: string;
-  workflowId: string;
-  status: string;
-  policyRun: number;
-}
+/** A delivery an operator decides on, with the id of its workflow (the Update's addressee). */
+type DeliveryTarget = DecisionTarget & { workflowId: string };
 
-/** A delivery an operator decides on, with the id of its hold's workflow (the signal's addressee). */
-function deliveryTarget(ctx: OpsContext, target: DecisionTarget): DeliveryTarget {
-  return {
-    webhookId: target.webhookId,
-    holdId: target.holdId,
-    workflowId: deliveryWorkflowId(ctx.region.region, target),
-    status: target.status,
-    policyRun: target.policyRun,
-  };
-}
+const deliveryTarget = (ctx: OpsContext, target: DecisionTarget): DeliveryTarget => ({
+  ...target,
+  workflowId: deliveryWorkflowId(ctx.region.region, target),
+});
 
 /**
  * The Update id of a decision: what it decides (the request it carries out, or who decides), on which webhook and
@@ -402,14 +406,17 @@ export async function approveHold(
   ticket?: string,
 ): Promise<DecisionOutcome> {
   const target = await targetForHold(ctx, holdId);
-  if (ctx.fourEyes) {
-    throw new OperatorError(
-      'FourEyesRequired',
-      `a replay needs a request and a second person's approval: npm run ops -- replay preview --webhook ${target.webhookId} ` +
-        `--region ${ctx.region.region} --requested-by <you>, then replay approve <request id> --by <someone else>`,
-    );
-  }
+  if (ctx.fourEyes) throw fourEyesRequired(ctx, 'replay', target.webhookId);
   return sendDecision(ctx, target, { signal: 'approveReplay', approvedBy, reason, ticket });
+}
+
+/** One person's replay or resend of one webhook where four eyes rule: refused, naming the commands that do it. */
+export function fourEyesRequired(ctx: OpsContext, kind: records.RequestKind, webhookId: string): OperatorError {
+  return new OperatorError(
+    'FourEyesRequired',
+    `a ${kind} needs a request and a second person's approval: npm run ops -- ${kind} preview --webhook ${webhookId} ` +
+      `--region ${ctx.region.region} --requested-by <you>, then ${kind} approve <request id> --by <someone else>`,
+  );
 }
 
 interface HoldReport {

@@ -10,14 +10,14 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { inTransaction, type Queryable } from '../db/pool.js';
+import type { Queryable } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
 import { startResend, type ResendToStart } from '../delivery/starts.js';
 import * as deliveries from '../sql/deliveries.js';
 import type { DecisionTarget, ResendableWebhook, ResendFilters } from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
 import type { ResendWebhookResult } from '../contracts/domain.js';
-import { approveRequest, type OpsContext } from './operations.js';
+import { approveRequest, fourEyesRequired, freezeRequest, type OpsContext } from './operations.js';
 
 /** The ends a webhook may be resent from. */
 const ENDS: readonly string[] = ['delivered', 'discarded', 'abandoned'];
@@ -65,13 +65,7 @@ export async function resendWebhookNow(
 ): Promise<ResendStarted> {
   const [target] = await deliveries.decisionTargetsOf(ctx.pool, [webhookId]);
   refuseUnlessAtAnEnd(ctx, webhookId, target);
-  if (ctx.fourEyes) {
-    throw new OperatorError(
-      'FourEyesRequired',
-      `a resend needs a request and a second person's approval: npm run ops -- resend preview --webhook ${webhookId} ` +
-        `--region ${ctx.region.region} --requested-by <you>, then resend approve <request id> --by <someone else>`,
-    );
-  }
+  if (ctx.fourEyes) throw fourEyesRequired(ctx, 'resend', webhookId);
   const resendId = `rs_${randomUUID().replaceAll('-', '').slice(0, 20)}`;
   const { workflowId } = await start(ctx, target, { resendId, requestedBy: by, reason, ...(ticket ? { ticket } : {}) });
   return awaitReopened(ctx, { resendId, workflowId, webhookId });
@@ -112,18 +106,8 @@ export async function previewResend(
   requestedBy: string,
 ): Promise<{ id: string; count: number; items: ResendableWebhook[] }> {
   const items = await deliveries.resendableWebhooks(pool, filters);
-  if (items.length === 0) {
-    throw new OperatorError(
-      'EmptySelection',
-      'no delivered, discarded or abandoned webhook matches these filters; nothing to resend',
-    );
-  }
-  const id = `rq_${randomUUID().slice(0, 8)}`;
-  await inTransaction(pool, async (tx) => {
-    await records.insertReplayRequest(tx, { id, requestedBy, filters, itemCount: items.length, kind: 'resend' });
-    await records.insertReplayRequestItems(tx, id, items);
-  });
-  return { id, count: items.length, items };
+  const what = 'delivered, discarded or abandoned webhook';
+  return freezeRequest(pool, { kind: 'resend', requestedBy, filters }, items, what, 'resend');
 }
 
 /** A bulk resend's id for one of its webhooks: the same on every run of the approval, so none is started twice. */

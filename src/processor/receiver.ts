@@ -53,7 +53,7 @@ import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { inert } from '../delivery/inert-text.js';
 import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
-import { fastifyLogging, log, type Logger } from '../observability/logger.js';
+import { every, fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
 import { EVENTS_SCHEMA, HEALTH_SCHEMA, OPENAPI_INFO } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
@@ -108,6 +108,8 @@ const UNSIGNED_REFUSALS: ReadonlySet<RefusalCode> = new Set([
 const REFUSAL_RECORD_TIMEOUT_MS = 1_000;
 const DEFAULT_REFUSED_RETENTION_MS = 30 * 86_400_000;
 const PRUNE_BATCH = 10_000;
+/** How often old refusal rows are deleted. */
+const PRUNE_INTERVAL_MS = 3_600_000;
 
 class Refusal extends Error {
   constructor(
@@ -137,8 +139,6 @@ export interface ReceiverOptions {
   refusalPool: pg.Pool;
   /** How long a signed refusal's row is kept (PROCESSOR_REFUSED_RETENTION); 30 days by default. */
   refusedRetentionMs?: number;
-  /** How often old refusal rows are deleted; hourly by default. */
-  pruneIntervalMs?: number;
   /** Connections the server accepts at once; more are closed as they arrive. 512 by default. */
   maxConnections?: number;
   /** The region's Temporal client (a lazy connection is fine: recording does not need Temporal). */
@@ -160,8 +160,6 @@ export interface ReceiverOptions {
    * its event id (the processor's webhook-id) and, once verified, its trace id.
    */
   logger?: Logger;
-  /** Seconds since the epoch; tests move it. */
-  nowSeconds?: () => number;
 }
 
 export interface ProcessorReceiver {
@@ -185,7 +183,6 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
   const refusedRetentionMs = options.refusedRetentionMs ?? DEFAULT_REFUSED_RETENTION_MS;
   const logger = options.logger ?? log;
   const report = (level: 'info' | 'warn', msg: string, fields: Record<string, unknown>) => logger[level](fields, msg);
-  const nowSeconds = options.nowSeconds ?? (() => Math.floor(Date.now() / 1000));
   const handingOver = new Set<Promise<unknown>>();
 
   const metrics = new Registry();
@@ -342,7 +339,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
           header(request, 'webhook-id'),
           header(request, 'webhook-timestamp'),
           header(request, 'webhook-signature'),
-          nowSeconds(),
+          Math.floor(Date.now() / 1000),
         ),
       );
     } catch (err) {
@@ -455,10 +452,9 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       relaying = false;
     }
   }
-  const relayTimer = setInterval(() => {
-    relayOnce().catch((err) => report('warn', 'relay failed', { region, error: (err as Error).message }));
-  }, relayIntervalMs);
-  relayTimer.unref();
+  const stopRelaying = every(relayIntervalMs, relayOnce, (err) =>
+    report('warn', 'relay failed', { region, error: err.message }),
+  );
 
   async function pruneRefused(): Promise<number> {
     let deleted = 0;
@@ -468,12 +464,9 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       if (n < PRUNE_BATCH) return deleted;
     }
   }
-  const pruneTimer = setInterval(() => {
-    pruneRefused().catch((err) =>
-      report('warn', 'refused-request retention failed', { region, error: (err as Error).message }),
-    );
-  }, options.pruneIntervalMs ?? 3_600_000);
-  pruneTimer.unref();
+  const stopPruning = every(PRUNE_INTERVAL_MS, pruneRefused, (err) =>
+    report('warn', 'refused-request retention failed', { region, error: err.message }),
+  );
 
   return {
     async listen(port, host = '127.0.0.1') {
@@ -485,8 +478,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     metrics,
     app,
     async close() {
-      clearInterval(relayTimer);
-      clearInterval(pruneTimer);
+      stopRelaying();
+      stopPruning();
       await app.close();
       await Promise.allSettled([...handingOver]);
     },

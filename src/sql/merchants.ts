@@ -166,11 +166,13 @@ export async function merchantForSending(db: Queryable, merchantId: string) {
   return rows[0];
 }
 
-interface MerchantChanges {
+/** A merchant's settings an operator gives, each optional. */
+export interface MerchantChanges {
   name?: string;
   endpointUrl?: string;
   ratePerSecond?: number;
   burst?: number;
+  /** Overrides of the default delivery policy (src/delivery/policy.ts), e.g. {"retryHorizonMs": 86400000}. */
   deliveryPolicy?: Record<string, unknown>;
   /** A declared shared destination, or null to leave it (its budget its own again). */
   destinationId?: string | null;

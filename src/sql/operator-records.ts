@@ -39,12 +39,12 @@ export async function insertReplayRequest(
     requestedBy: string;
     filters: QuarantineFilters | ResendFilters;
     itemCount: number;
-    kind?: RequestKind;
+    kind: RequestKind;
   },
 ): Promise<void> {
   await tx.query(
     'INSERT INTO replay_requests (id, requested_by, filters, item_count, kind) VALUES ($1::text, $2::text, $3::jsonb, $4::integer, $5::text)',
-    [request.id, request.requestedBy, JSON.stringify(request.filters), request.itemCount, request.kind ?? 'replay'],
+    [request.id, request.requestedBy, JSON.stringify(request.filters), request.itemCount, request.kind],
   );
 }
 

@@ -17,7 +17,7 @@ import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-uti
 import { makeTelemetryFilterString, Runtime, Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { dataConverterFor } from '../codec/encryption-codec.js';
 import type { Config, RegionConfig } from '../config.js';
-import { devCacheDir, readDevStackFile } from '../dev-stack.js';
+import { addressesIn } from '../dev-stack.js';
 import { ConfigError } from '../errors.js';
 import { temporalLogger, type Logger } from '../observability/logger.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
@@ -313,11 +313,11 @@ export async function replayRegions(
     log: Logger;
   },
 ): Promise<boolean> {
-  const devStack = config.mode === 'dev' ? await readDevStackFile(devCacheDir()) : undefined;
+  const addresses = await addressesIn(config.mode);
   const deadline = Date.now() + options.deadlineMs;
   let ok = true;
   for (const region of regions) {
-    const address = region.temporalAddress ?? devStack?.temporalAddress[region.region];
+    const address = addresses(region).temporalAddress;
     if (!address) throw new ConfigError(`TEMPORAL_ADDRESS_${region.region.toUpperCase()}`, undefined, 'host:port');
     const connection = await connectClient(region.temporal ?? PLAINTEXT, address);
     try {

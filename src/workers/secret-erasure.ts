@@ -6,7 +6,7 @@
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { erasePreviousSecretsPastOverlap } from '../db/secrets-at-rest.js';
-import { log } from '../observability/logger.js';
+import { every, log } from '../observability/logger.js';
 
 /**
  * A rotated-out secret stops signing at its overlap's end whatever this says (PREVIOUS_SECRET_IN_OVERLAP_SQL); this
@@ -23,18 +23,11 @@ export function startSecretErasure({
   pool: pg.Pool;
   intervalMs?: number;
 }): { stop(): void } {
-  let stopped = false;
-  const timer = setInterval(() => {
-    erasePreviousSecretsPastOverlap(pool).catch((err: Error) => {
-      // The next round tries again; a secret past its overlap no longer signs meanwhile.
-      if (!stopped) log.warn({ region, error: err }, 'previous signing secrets not erased');
-    });
-  }, intervalMs);
-  timer.unref();
-  return {
-    stop() {
-      stopped = true;
-      clearInterval(timer);
-    },
-  };
+  // The next round tries again; a secret past its overlap no longer signs meanwhile.
+  const stop = every(
+    intervalMs,
+    () => erasePreviousSecretsPastOverlap(pool),
+    (err) => log.warn({ region, error: err }, 'previous signing secrets not erased'),
+  );
+  return { stop };
 }

@@ -4,6 +4,11 @@
  * (a superuser, the schema's owner: a ConfigError naming the variable) or a password the database refuses. A schema
  * behind the code is waited for: `npm run migrate` may be running.
  */
+import type pg from 'pg';
+import type { Mode, RegionConfig } from '../config.js';
+import { readyLedger } from '../db/migrate.js';
+import type { Service } from '../db/roles.js';
+import { localKeyRing } from '../delivery/secret-box.js';
 import { ConfigError } from '../errors.js';
 
 const STARTUP_RETRY_MS = 120_000;
@@ -50,3 +55,24 @@ export const waitingOn =
   (log: { warn: (fields: object, message: string) => void }, retryMs?: number) =>
   <T>(what: string, attempt: () => Promise<T>) =>
     whenReachable(what, attempt, { warn: (message, error) => log.warn({ error }, message), retryMs });
+
+/**
+ * Waits for the region's ledger, then readies it for `service` (db/migrate.ts `readyLedger`): in production its role
+ * checked and the schema current; in dev migrated, the region's merchant-secret ring read only then.
+ */
+export function ledgerReady(
+  log: Parameters<typeof waitingOn>[0],
+  pool: pg.Pool,
+  mode: Mode,
+  service: Service,
+  region: Pick<RegionConfig, 'region' | 'secretKeys'>,
+) {
+  return waitingOn(log)('ledger database', () =>
+    readyLedger(pool, {
+      mode,
+      service,
+      variable: `DATABASE_URL_${region.region.toUpperCase()}`,
+      secrets: () => ({ region: region.region, sealer: localKeyRing(region.secretKeys) }),
+    }),
+  );
+}
