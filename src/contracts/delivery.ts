@@ -4,6 +4,8 @@
  */
 /** The event type of the webhook each release sends (a processor event's webhooks have their own). */
 export const HOLD_RELEASED_EVENT = 'hold.released';
+/** The event `merchant ping` sends: a check of the endpoint, about no hold, never a webhook of the ledger. */
+export const MERCHANT_PING_EVENT = 'merchant.ping';
 
 export interface DeliveryPolicy {
   /** One HTTP attempt, connect to last byte; enforced by the activity itself. */

@@ -5,7 +5,7 @@
  * `enqueueWebhook` (src/sql/deliveries.ts: a release's, a processor event's) and by `merchant ping`.
  */
 import { z } from 'zod';
-import { HOLD_RELEASED_EVENT } from '../contracts/delivery.js';
+import { HOLD_RELEASED_EVENT, MERCHANT_PING_EVENT } from '../contracts/delivery.js';
 import { HOLD_EVENT_WEBHOOK_TYPES as EVENT } from '../contracts/processor.js';
 import { REGIONS } from '../contracts/regions.js';
 
@@ -115,11 +115,11 @@ export const EVENT_TYPES: readonly EventType[] = [
     example: eventExample(EVENT.late_captured, { sequence: 2, hold_state: 'released' }),
   },
   {
-    type: 'merchant.ping',
+    type: MERCHANT_PING_EVENT,
     description: 'A check of the endpoint an operator sent (`merchant ping`): about no hold; answer 2xx.',
-    schema: envelope('merchant.ping', { merchant_id: z.string(), region: z.enum(REGIONS) }),
+    schema: envelope(MERCHANT_PING_EVENT, { merchant_id: z.string(), region: z.enum(REGIONS) }),
     example: {
-      type: 'merchant.ping',
+      type: MERCHANT_PING_EVENT,
       timestamp: '2026-12-01T09:00:00.000Z',
       data: { merchant_id: 'm_us_03', region: 'us' },
     },

@@ -11,6 +11,7 @@
  */
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
+import { MERCHANT_PING_EVENT } from '../contracts/delivery.js';
 import { parseEndpoint, guardedLookup, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
 import { classifyAttempt, parseRetryAfter, resolveDeliveryPolicy, type DeliveryAction } from '../delivery/policy.js';
@@ -270,7 +271,7 @@ export async function pingMerchant(
   const sentAt = clock();
   const webhookId = `ping_${merchantId}_${sentAt}`;
   const body = JSON.stringify({
-    type: 'merchant.ping',
+    type: MERCHANT_PING_EVENT,
     timestamp: new Date(sentAt).toISOString(),
     data: { merchant_id: merchantId, region },
   });
