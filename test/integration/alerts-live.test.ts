@@ -300,5 +300,8 @@ it('the dashboard’s dedup panel reads two sweeps run beside each other: each h
     'the dedup panel answers',
     30_000,
   );
-  expect(series.map((r) => seriesName(dedup!.seriesNameFormat, r.metric))).toEqual(['us child_already_started']);
+  // Other kinds may show beside it: what this file's earlier tests suppressed inside the panel's window.
+  const names = series.map((r) => seriesName(dedup!.seriesNameFormat, r.metric));
+  expect(names).toContain('us child_already_started');
+  for (const name of names) expect(name).toMatch(/^us [a-z_]+$/);
 }, 180_000);
