@@ -68,7 +68,8 @@ export type Lane = 'first' | 'retry' | 'replay';
 /** What holds a delivery back without spending an attempt: its merchant's status, or the region's paused sends. */
 export type HeldBy = 'paused' | 'disabled' | 'sends_paused';
 
-export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned';
+/** `not_subscribed`: written for a merchant whose endpoint does not take its event type; never sent. */
+export type DeliveryStatus = 'pending' | 'delivered' | 'quarantined' | 'discarded' | 'abandoned' | 'not_subscribed';
 
 /** Every status a webhook's row can have, in the order operators list them by. */
 export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
@@ -77,6 +78,7 @@ export const DELIVERY_STATUSES: readonly DeliveryStatus[] = [
   'delivered',
   'discarded',
   'abandoned',
+  'not_subscribed',
 ];
 
 /**

@@ -42,6 +42,7 @@ export const RETENTION_CLOCK: Readonly<Record<string, readonly string[]>> = {
   sweep_runs: ['finished_at'],
   outbox_reconciliations: ['finished_at'],
   api_audit: ['at'],
+  endpoint_checks: ['requested_at'],
 };
 
 /** A column list as the SQL names it, separated by spaces. */
@@ -60,7 +61,8 @@ const AUDIT_ROW = columns('request_id subject roles verb method path target outc
 export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   // Releases holds, writes and sends webhooks (it opens merchant secrets to sign), applies processor events, records
   // sweeps and reconciliations, reads what its gauges export, erases previous secrets past their overlap, disables a
-  // merchant on 410 Gone, runs the retention job. Never the receiver's refusals or the audit.
+  // merchant on 410 Gone, sends the endpoint checks merchants ask for (a new URL or a re-enabled endpoint takes
+  // effect on their 2xx), runs the retention job. Never the receiver's refusals or the audit.
   worker: {
     tables: {
       accounts: { SELECT: 'all', UPDATE: columns('held_minor available_minor updated_at') },
@@ -75,13 +77,15 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       merchants: {
         SELECT: 'all',
         UPDATE: columns(
-          'status disabled_reason disabled_at previous_signing_secret previous_signing_secret_until updated_at',
+          'status disabled_reason disabled_at previous_signing_secret previous_signing_secret_until endpoint_url updated_at',
         ),
       },
+      // The merchants' checks of their endpoints: claimed, sent, and their result and effect written.
+      endpoint_checks: { SELECT: 'all', UPDATE: columns('finished_at result applied') },
       destinations: { SELECT: 'all' },
       webhook_deliveries: {
         SELECT: 'all',
-        INSERT: columns('webhook_id hold_id merchant_id event_type payload hold_ordinal'),
+        INSERT: columns('webhook_id hold_id merchant_id event_type payload hold_ordinal status'),
         UPDATE: columns(
           'status attempt_count last_status_code last_error quarantine_reason delivered_at quarantined_at awaited_until',
         ),
@@ -240,15 +244,18 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   },
 
   // Faces the internet, on behalf of merchants: reads a merchant's own webhooks and their attempts (every query names
-  // the merchant its key belongs to), records the resends they ask for, appends its audit. Nothing of merchant
-  // secrets, accounts, holds or the ledger.
+  // the merchant its key belongs to), records the resends and endpoint checks they ask for, reads its endpoint and
+  // sets the event types it takes, appends its audit. Nothing of merchant secrets, accounts, holds or the ledger.
   merchantApi: {
     tables: {
       merchant_api_keys: {
         SELECT: columns('id merchant_id secret_sha256 rate_per_second burst revoked_at last_used_at'),
         UPDATE: columns('last_used_at'),
       },
-      merchants: { SELECT: columns('id status') },
+      merchants: {
+        SELECT: columns('id status endpoint_url rate_per_second burst disabled_reason disabled_at event_types'),
+        UPDATE: columns('event_types updated_at'),
+      },
       webhook_deliveries: {
         SELECT: columns(
           'webhook_id hold_id merchant_id event_type payload status quarantine_reason attempt_count created_at updated_at delivered_at',
@@ -257,6 +264,7 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       delivery_attempts: { SELECT: 'all' },
       webhook_resends: { SELECT: 'all' },
       merchant_resend_requests: { SELECT: 'all', INSERT: columns('id merchant_id webhook_id key_id resend_id') },
+      endpoint_checks: { SELECT: 'all', INSERT: columns('id merchant_id key_id kind url') },
       api_audit: { INSERT: AUDIT_ROW },
       schema_migrations: { SELECT: 'all' },
     },

@@ -224,7 +224,7 @@ BEGIN
   WHEN 'webhook_deliveries' THEN
     WITH ended AS (
       SELECT webhook_id FROM webhook_deliveries
-       WHERE status IN ('delivered', 'discarded', 'abandoned') AND updated_at < keep_until
+       WHERE status IN ('delivered', 'discarded', 'abandoned', 'not_subscribed') AND updated_at < keep_until
        ORDER BY updated_at LIMIT batch FOR UPDATE SKIP LOCKED
     ), attempts AS (DELETE FROM delivery_attempts WHERE webhook_id IN (SELECT webhook_id FROM ended)),
     decisions AS (DELETE FROM delivery_decisions WHERE webhook_id IN (SELECT webhook_id FROM ended)),
@@ -254,6 +254,10 @@ BEGIN
       SELECT id FROM outbox_reconciliations WHERE finished_at < keep_until
          AND id < (SELECT max(id) FROM outbox_reconciliations)
        ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED);
+  WHEN 'endpoint_checks' THEN
+    DELETE FROM endpoint_checks WHERE id IN (
+      SELECT id FROM endpoint_checks WHERE requested_at < keep_until
+       ORDER BY requested_at LIMIT batch FOR UPDATE SKIP LOCKED);
   END CASE;
   GET DIAGNOSTICS pruned = ROW_COUNT;
   RETURN pruned;
@@ -278,6 +282,8 @@ AS $function$
     -- Operational accounts of runs: a quarter (the newest always stays: gauges and the next run read it).
     WHEN 'sweep_runs' THEN interval '90 days'
     WHEN 'outbox_reconciliations' THEN interval '90 days'
+    -- A check of an endpoint a merchant asked for, like an attempt: a quarter.
+    WHEN 'endpoint_checks' THEN interval '90 days'
   END
 $function$;
 
@@ -414,6 +420,25 @@ CREATE TABLE destinations (
   CONSTRAINT destinations_rate_per_second_check CHECK (rate_per_second > 0::numeric)
 );
 
+CREATE TABLE endpoint_checks (
+  id text NOT NULL,
+  merchant_id text NOT NULL,
+  key_id text NOT NULL,
+  kind text NOT NULL,
+  url text NOT NULL,
+  requested_at timestamp with time zone NOT NULL DEFAULT now(),
+  finished_at timestamp with time zone,
+  result jsonb,
+  applied boolean,
+  CONSTRAINT endpoint_checks_check CHECK ((finished_at IS NULL) = (result IS NULL) AND (finished_at IS NULL) = (applied IS NULL)),
+  CONSTRAINT endpoint_checks_key_id_fkey FOREIGN KEY (key_id) REFERENCES merchant_api_keys(id),
+  CONSTRAINT endpoint_checks_kind_check CHECK (kind = ANY (ARRAY['test'::text, 'verify'::text])),
+  CONSTRAINT endpoint_checks_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
+  CONSTRAINT endpoint_checks_pkey PRIMARY KEY (id)
+);
+CREATE INDEX endpoint_checks_merchant ON public.endpoint_checks USING btree (merchant_id, requested_at);
+CREATE INDEX endpoint_checks_waiting ON public.endpoint_checks USING btree (requested_at) WHERE (finished_at IS NULL);
+
 CREATE TABLE ledger_entries (
   id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,
   idempotency_key text NOT NULL,
@@ -520,8 +545,10 @@ CREATE TABLE merchants (
   delivery_policy jsonb NOT NULL DEFAULT '{}'::jsonb,
   previous_signing_secret_until timestamp with time zone,
   destination_id text,
+  event_types text[],
   CONSTRAINT merchants_burst_check CHECK (burst >= 0),
   CONSTRAINT merchants_destination_id_fkey FOREIGN KEY (destination_id) REFERENCES destinations(id),
+  CONSTRAINT merchants_event_types_check CHECK (event_types IS NULL OR cardinality(event_types) >= 1 AND cardinality(event_types) <= 64),
   CONSTRAINT merchants_pkey PRIMARY KEY (id),
   CONSTRAINT merchants_rate_per_second_check CHECK (rate_per_second > 0::numeric),
   CONSTRAINT merchants_signing_secrets_sealed CHECK ((signing_secret IS NULL OR signing_secret ~ '^sealed:v[0-9]+:[A-Za-z0-9_.-]+:'::text) AND (previous_signing_secret IS NULL OR previous_signing_secret ~ '^sealed:v[0-9]+:[A-Za-z0-9_.-]+:'::text)),
@@ -737,14 +764,14 @@ CREATE TABLE webhook_deliveries (
   CONSTRAINT webhook_deliveries_hold_ordinal_check CHECK (hold_ordinal > 0),
   CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (webhook_id),
   CONSTRAINT webhook_deliveries_quarantine_reason_check CHECK (quarantine_reason = ANY (ARRAY['rejected'::text, 'exhausted'::text, 'endpoint_gone'::text, 'bad_url'::text, 'missing_secret'::text, 'invalid_policy'::text])),
-  CONSTRAINT webhook_deliveries_status_check CHECK (status = ANY (ARRAY['pending'::text, 'delivered'::text, 'quarantined'::text, 'discarded'::text, 'abandoned'::text]))
+  CONSTRAINT webhook_deliveries_status_check CHECK (status = ANY (ARRAY['pending'::text, 'delivered'::text, 'quarantined'::text, 'discarded'::text, 'abandoned'::text, 'not_subscribed'::text]))
 );
-CREATE INDEX webhook_deliveries_ended_by_age ON public.webhook_deliveries USING btree (updated_at) WHERE (status = ANY (ARRAY['delivered'::text, 'discarded'::text, 'abandoned'::text]));
 CREATE UNIQUE INDEX webhook_deliveries_hold_ordinal ON public.webhook_deliveries USING btree (hold_id, hold_ordinal);
 CREATE INDEX webhook_deliveries_pending ON public.webhook_deliveries USING btree (merchant_id, created_at) WHERE (status = 'pending'::text);
 CREATE INDEX webhook_deliveries_pending_by_age ON public.webhook_deliveries USING btree (created_at, webhook_id) WHERE (status = 'pending'::text);
 CREATE INDEX webhook_deliveries_quarantined ON public.webhook_deliveries USING btree (merchant_id, quarantined_at) WHERE (status = 'quarantined'::text);
 CREATE UNIQUE INDEX webhook_deliveries_release ON public.webhook_deliveries USING btree (hold_id) WHERE (event_type = 'hold.released'::text);
+CREATE INDEX webhook_deliveries_settled_by_age ON public.webhook_deliveries USING btree (updated_at) WHERE (status = ANY (ARRAY['delivered'::text, 'discarded'::text, 'abandoned'::text, 'not_subscribed'::text]));
 CREATE TRIGGER webhook_deliveries_updated_at BEFORE UPDATE ON webhook_deliveries FOR EACH ROW EXECUTE FUNCTION webhook_deliveries_updated_now();
 
 CREATE TABLE webhook_resends (

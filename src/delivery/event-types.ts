@@ -126,6 +126,9 @@ export const EVENT_TYPES: readonly EventType[] = [
   },
 ];
 
+/** What an endpoint can choose to take: every type the ledger writes (a ping is a check, always sent when asked). */
+export const SUBSCRIBABLE_EVENT_TYPES = EVENT_TYPES.map((t) => t.type).filter((t) => t !== MERCHANT_PING_EVENT);
+
 /** The catalog as the merchant API answers it: each schema as JSON Schema (2020-12), as a receiver may validate. */
 export const eventTypeCatalog = () =>
   EVENT_TYPES.map(({ schema, ...rest }) => ({ ...rest, schema: z.toJSONSchema(schema, { io: 'input' }) }));

@@ -297,6 +297,7 @@ const merchantView = z.looseObject({
   hasSigningSecret: z.boolean(),
   hasPreviousSecret: z.boolean(),
   previousSecretSignsUntil: nullable,
+  eventTypes: z.array(z.string()).nullable(),
   budget: z.looseObject({
     destination: nullable,
     sharedWith: z.number(),

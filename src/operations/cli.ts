@@ -671,6 +671,7 @@ function merchantLines(m: AnswerOf<'merchant.show'>): string {
     `merchant ${m.id} (${m.name}): ${m.status}${m.statusReason ? ` since ${m.statusSince}: ${m.statusReason}` : ''}`,
     `endpoint: ${m.endpointUrl}`,
     `rate: ${m.ratePerSecond}/s, burst ${m.burst}`,
+    `event types: ${m.eventTypes?.join(', ') ?? 'every type'}`,
     `delivery policy overrides: ${JSON.stringify(m.deliveryPolicy)}`,
     `signing secret: ${m.hasSigningSecret ? 'set' : 'NOT SET (deliveries quarantine as missing_secret)'}` +
       (m.hasPreviousSecret ? `; the previous one also signs until ${m.previousSecretSignsUntil ?? 'replaced'}` : ''),

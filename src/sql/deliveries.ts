@@ -72,7 +72,8 @@ interface WebhookToEnqueue {
 export const SEQUENCE = Symbol('sequence');
 
 /**
- * The one outbox writer: a webhook row, pending, fixed when written (payload, webhook id) and never changed after.
+ * The one outbox writer: a webhook row, fixed when written (payload, webhook id) and never changed after; pending, or
+ * `not_subscribed` (never sent) if its merchant chose event types without this one.
  * It is composed into the statement of the ledger change it tells of (the release's, an applied processor event's),
  * so it exists if and only if that change committed. Its `hold_ordinal` numbers it after the hold's earlier webhooks,
  * which is what `sequence` says to the merchant: the hold's row is locked by the change, so the numbering cannot race.
@@ -81,10 +82,12 @@ export const enqueueWebhook = (w: WebhookToEnqueue) => {
   const data = w.data
     .map((entry) => (entry === SEQUENCE ? `'sequence', o.ordinal` : `'${entry[0]}', ${entry[1]}`))
     .join(', ');
-  return `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal)
+  return `INSERT INTO webhook_deliveries (webhook_id, hold_id, merchant_id, event_type, payload, hold_ordinal, status)
      SELECT ${w.webhookId}, ${w.holdId}, ${w.merchantId}, ${w.eventType},
             json_build_object('type', ${w.eventType}, 'timestamp', ${w.timestamp}, 'data', json_build_object(${data}))::text,
-            o.ordinal
+            o.ordinal,
+            coalesce((SELECT 'not_subscribed' FROM merchants m WHERE m.id = ${w.merchantId}
+                       AND m.event_types IS NOT NULL AND NOT ${w.eventType} = ANY (m.event_types)), 'pending')
        FROM ${w.from}
       CROSS JOIN LATERAL (SELECT coalesce(max(w.hold_ordinal), 0) + 1 AS ordinal FROM webhook_deliveries w WHERE w.hold_id = ${w.holdId}) o
      RETURNING webhook_id`;

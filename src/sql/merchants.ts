@@ -28,6 +28,8 @@ export interface MerchantView {
   /** Until when the previous secret still signs, ISO 8601; null when there is none (or it has no end). */
   previousSecretSignsUntil: string | null;
   hasPreviousSecret: boolean;
+  /** The event types its endpoint takes, as its merchant chose them (merchant API); null: every type. */
+  eventTypes: string[] | null;
   createdAt: string;
   updatedAt: string;
   /** Where its sends stand in its budget (send_budgets), and what is waiting to go. */
@@ -95,7 +97,7 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
             m.disabled_reason AS "statusReason", ${isoUtc('m.disabled_at')} AS "statusSince",
             m.delivery_policy AS "deliveryPolicy", m.signing_secret IS NOT NULL AS "hasSigningSecret",
             ${isoUtc('m.previous_signing_secret_until')} AS "previousSecretSignsUntil",
-            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS "hasPreviousSecret",
+            ${PREVIOUS_SECRET_IN_OVERLAP_SQL} IS NOT NULL AS "hasPreviousSecret", m.event_types AS "eventTypes",
             ${isoUtc('m.created_at')} AS "createdAt", ${isoUtc('m.updated_at')} AS "updatedAt",
             m.destination_id AS destination,
             (SELECT count(*) FROM merchants o WHERE o.destination_id = m.destination_id AND o.id <> m.id)::integer AS "sharedWith",
@@ -129,6 +131,7 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     hasSigningSecret: r.hasSigningSecret,
     hasPreviousSecret: r.hasPreviousSecret,
     previousSecretSignsUntil: r.hasPreviousSecret ? r.previousSecretSignsUntil : null,
+    eventTypes: r.eventTypes,
     createdAt: r.createdAt,
     updatedAt: r.updatedAt,
     budget: {
@@ -294,5 +297,28 @@ export async function disableMerchant(db: Queryable, merchantId: string, reason:
     `UPDATE merchants SET status = 'disabled', disabled_reason = $2::text, disabled_at = now(), updated_at = now()
       WHERE id = $1::text AND status <> 'disabled'`,
     [merchantId, reason],
+  );
+}
+
+/** The event types the merchant's endpoint takes from now on: its webhooks written after this are sent or not by it. */
+export async function setMerchantEventTypes(db: Queryable, merchantId: string, types: readonly string[] | null) {
+  await db.query(`UPDATE merchants SET event_types = $2::text[], updated_at = now() WHERE id = $1`, [
+    merchantId,
+    types,
+  ]);
+}
+
+/**
+ * A `verify` check's effect once its URL answered 2xx: the URL becomes the endpoint, and an endpoint a 410 disabled is
+ * enabled again (an operators' pause is theirs to lift). Pending webhooks go to it from their next attempt.
+ */
+export async function applyVerifiedUrl(db: Queryable, merchantId: string, url: string): Promise<void> {
+  await db.query(
+    `UPDATE merchants SET endpoint_url = $2, updated_at = now(),
+            status = CASE status WHEN 'disabled' THEN 'active' ELSE status END,
+            disabled_reason = CASE status WHEN 'disabled' THEN NULL ELSE disabled_reason END,
+            disabled_at = CASE status WHEN 'disabled' THEN NULL ELSE disabled_at END
+      WHERE id = $1`,
+    [merchantId, url],
   );
 }

@@ -16,6 +16,7 @@ export const RETENTION_KINDS = [
   'processor_events',
   'sweep_runs',
   'outbox_reconciliations',
+  'endpoint_checks',
 ] as const;
 type RetentionKind = (typeof RETENTION_KINDS)[number];
 

@@ -84,6 +84,13 @@ describe('the retention job', () => {
       [open],
     );
     await age('delivery_attempts', 'started_at', 89, 'webhook_id', [open]);
+    // One of the two gone was never sent, its merchant not subscribed to it: it leaves like any other at an end.
+    await backdate(
+      us.pool,
+      `UPDATE webhook_deliveries SET status = 'not_subscribed', delivered_at = NULL, updated_at = ${ago(401)}
+        WHERE webhook_id = $1`,
+      [gone2],
+    );
     await us.pool.query(
       `INSERT INTO delivery_decisions (webhook_id, policy_run, decision, decided_by, reason, decided_at)
        VALUES ($1, 1, 'discard', 'alice', 'test', ${ago(401)})`,
@@ -206,17 +213,17 @@ describe('the retention job', () => {
     const valid = async () =>
       (
         await us.pool.query<{ valid: boolean }>(
-          `SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'webhook_deliveries_ended_by_age'::regclass`,
+          `SELECT indisvalid AS valid FROM pg_index WHERE indexrelid = 'webhook_deliveries_settled_by_age'::regclass`,
         )
       ).rows[0]?.valid;
     expect(await valid()).toBe(true);
     // What a build stopped by lock_timeout leaves: the index, invalid, and its migration not recorded.
     await us.pool.query(
-      `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'webhook_deliveries_ended_by_age'::regclass`,
+      `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'webhook_deliveries_settled_by_age'::regclass`,
     );
-    await us.pool.query(`DELETE FROM schema_migrations WHERE version = 2`);
+    await us.pool.query(`DELETE FROM schema_migrations WHERE version = 7`);
     const applied = await migrate(us.pool, { region: 'us', sealer: localKeyRing(us.config.secretKeys) });
-    expect(applied).toEqual(['002_retention_indexes']);
+    expect(applied).toEqual(['007_settled_index']);
     expect(await valid()).toBe(true);
   });
 });
