@@ -38,6 +38,7 @@ import {
   ledgerPoolOptions,
   runRegionWorker,
 } from '../src/workers/region-worker.js';
+import { startEndpointChecks } from '../src/workers/endpoint-checks.js';
 import { startSecretErasure } from '../src/workers/secret-erasure.js';
 import { createLogger, silentLogger } from '../src/observability/logger.js';
 import { createProcessorReceiver, REFUSAL_POOL_OPTIONS, type ProcessorReceiver } from '../src/processor/receiver.js';
@@ -162,7 +163,7 @@ export async function runDemo({ once, temporal }: { once: boolean; temporal: Tem
   const connections: { close(): Promise<void> }[] = [];
   const stopRefreshing: (() => void)[] = [];
   const refusalPools: pg.Pool[] = [];
-  const erasures: { stop(): void }[] = [];
+  const chores: { stop(): void }[] = [];
   const workerRuns: Promise<void>[] = [];
   let shuttingDown = false;
   let stopApis = async () => undefined as void;
@@ -173,7 +174,7 @@ export async function runDemo({ once, temporal }: { once: boolean; temporal: Tem
     log('\nShutting down: workers, then Temporal and Postgres...');
     await Promise.all(runs.map((r) => r.receiver.close()));
     for (const run of runs) if (run.worker.getState() === 'RUNNING') run.worker.shutdown();
-    for (const erasure of erasures) erasure.stop();
+    for (const chore of chores) chore.stop();
     await Promise.allSettled(workerRuns);
     await Promise.all(runs.map((r) => r.pool.end()));
     await Promise.all(refusalPools.map((p) => p.end()));
@@ -239,7 +240,15 @@ export async function runDemo({ once, temporal }: { once: boolean; temporal: Tem
       quarantineTimeoutMs: config.decisions.quarantineTimeoutMs,
     });
     workerRuns.push((await runRegionWorker(worker, client, config.deployment.setCurrent)).run);
-    erasures.push(startSecretErasure({ region: region.region, pool }));
+    chores.push(
+      startSecretErasure({ region: region.region, pool }),
+      startEndpointChecks({
+        region: region.region,
+        pool,
+        rules: config.webhooks,
+        secrets: { region: region.region, sealer },
+      }),
+    );
     const schedule = await ensureSweepSchedule(client, region, config.sweep);
     log(
       `${region.region.toUpperCase()} schedule ${region.scheduleId}: ${schedule}, every ${config.sweep.intervalMs / 60_000} min, overlap SKIP`,
@@ -410,6 +419,7 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
       region: run.config.region,
       pool: run.pool,
       resendsStartWithinMs: config.outbox.intervalMs,
+      endpointRules: config.webhooks,
       logger: apiLog,
     });
     await admin.listen({ host: '127.0.0.1', port: 0 });

@@ -3,7 +3,8 @@
  * admin API (its own process and listener, its own database role). A merchant, with one of its API keys
  * (merchant-keys.ts), lists its webhooks by time and status with every attempt (time, HTTP status, latency, error
  * class, response excerpt), fetches one webhook's exact payload, asks for one webhook or a range to be sent again,
- * and reads the catalog of event types its endpoint receives (src/delivery/event-types.ts).
+ * reads the catalog of event types (src/delivery/event-types.ts), and reads its endpoint and chooses the types it
+ * takes.
  *
  * It holds no Temporal access, no payload key and no merchant secret: a resend is a row (merchant_resend_requests)
  * that the worker's outbox reconciler turns into a resend workflow within OUTBOX_RECONCILE_INTERVAL, whose first step
@@ -13,12 +14,13 @@
  * call refused before that (401) or past its key's budget (429) is counted and logged by sample, never stored.
  */
 import { randomBytes } from 'node:crypto';
-import fastify, { type FastifyError, type FastifyInstance, type FastifyRequest } from 'fastify';
+import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
 import { z } from 'zod';
 import { DELIVERY_STATUSES } from '../contracts/delivery.js';
-import { eventTypeCatalog } from '../delivery/event-types.js';
+import { InvalidEndpointUrl, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
+import { eventTypeCatalog, SUBSCRIBABLE_EVENT_TYPES } from '../delivery/event-types.js';
 import type { Region } from '../contracts/regions.js';
 import { inTransaction, type Queryable } from '../db/pool.js';
 import { Registry } from 'prom-client';
@@ -27,6 +29,7 @@ import { apiRefusals } from './refusals.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
+import { setMerchantEventTypes } from '../sql/merchants.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
 import { jsonSchema } from '../operations/admin-verbs.js';
 
@@ -41,7 +44,17 @@ interface MerchantServerOptions {
   logger?: Logger;
   /** How often the reconciler starts waiting resends (OUTBOX_RECONCILE_INTERVAL), said to the merchant. */
   resendsStartWithinMs?: number;
+  /**
+   * What a new endpoint URL must pass (the workers' own guard: WEBHOOK_*), checked before it is recorded; unset,
+   * production's: https, no private address.
+   */
+  endpointRules?: EndpointRules;
 }
+
+const PRODUCTION_RULES: EndpointRules = { allowInsecureHttp: false, allowPrivateAddresses: false };
+
+/** How long a check's call waits for a worker to send it and record the answer (below the connection timeout). */
+const CHECK_ANSWER_WAIT_MS = 8_000;
 
 /** A call the merchant API refuses, with its HTTP status and a name the merchant can act on. */
 class Refusal extends Error {
@@ -120,6 +133,54 @@ const resendAsked = z
     startsWithinSeconds: int,
   })
   .partial();
+const endpointShape = z
+  .object({
+    url: z.string().describe('where your webhooks are sent'),
+    ratePerSecond: z.number().describe('the most requests per second sent to you, across every worker'),
+    burst: int,
+    eventTypes: z
+      .array(z.string())
+      .nullable()
+      .describe('the event types your endpoint takes; null: every type, including types added later'),
+    status: z.enum(['active', 'paused', 'disabled']).describe('paused or disabled: webhooks wait, none is lost'),
+    statusReason: z.string().nullable().describe('why it is paused or disabled'),
+    statusSince: z.string().nullable().meta({ format: 'date-time' }),
+  })
+  .partial();
+const eventTypesBody = z.strictObject({
+  eventTypes: z
+    .array(z.enum(SUBSCRIBABLE_EVENT_TYPES))
+    .min(1)
+    .nullable()
+    .describe('the types to take from now on, or null for every type'),
+});
+const endpointCheck = z
+  .object({
+    id: z.string(),
+    kind: z.enum(['test', 'verify']),
+    url: z.string(),
+    requestedAt: time,
+    finishedAt: z.string().nullable().meta({ format: 'date-time' }).describe('null: not sent yet; ask again'),
+    result: z
+      .looseObject({
+        statusCode: int.nullable(),
+        errorClass: z.string().nullable(),
+        durationMs: int,
+        responseExcerpt: z.string(),
+        signatures: int,
+        policyAction: z
+          .string()
+          .describe('what a webhook answered so would get: delivered, retry, reject, disable_endpoint'),
+        refused: z.string().nullable().describe('why nothing was sent (SendsPaused, MerchantBudgetBusy, ...)'),
+        message: z.string(),
+      })
+      .partial()
+      .nullable(),
+    applied: z.boolean().nullable().describe('verify: the URL answered 2xx and is your endpoint now'),
+  })
+  .partial();
+const urlBody = z.strictObject({ url: z.string().min(1).max(2048) });
+const checkIdParam = z.object({ checkId: z.string().min(1).max(100) });
 const webhookIdParam = z.object({ webhookId: z.string().min(1).max(200) });
 const listQuery = z.strictObject({
   since: time.optional(),
@@ -130,7 +191,11 @@ const listQuery = z.strictObject({
 const rangeBody = z.strictObject({ since: time, until: time });
 const requestIdParam = z.object({ requestId: z.string().min(1).max(100) });
 /** What names the call's target for the audit, where its route has one. */
-const targetParams = z.object({ webhookId: z.string().optional(), requestId: z.string().optional() });
+const targetParams = z.object({
+  webhookId: z.string().optional(),
+  requestId: z.string().optional(),
+  checkId: z.string().optional(),
+});
 
 const errorSchema = jsonSchema(z.object({ error: z.string(), message: z.string(), requestId: z.string() }));
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, errorSchema]));
@@ -161,7 +226,7 @@ export async function buildMerchantServer(
         title: `hold-sweeper merchant API (${options.region})`,
         version: '1',
         description:
-          'Your webhooks, their attempts and payloads, resends, and the event types. Authorization: Bearer hsk_<key id>_<secret>.',
+          'Your webhooks, their attempts and payloads, resends, your endpoint and the event types it takes. Authorization: Bearer hsk_<key id>_<secret>.',
       },
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } } },
       security: [{ apiKey: [] }],
@@ -183,7 +248,7 @@ export async function buildMerchantServer(
       verb: `merchant-api.${request.routeOptions.config.operation ?? 'unknown'}`,
       method: request.method,
       path: request.url.split('?')[0]!,
-      target: params?.webhookId ?? params?.requestId,
+      target: params?.webhookId ?? params?.requestId ?? params?.checkId,
       outcome: status < 400 ? 'ok' : status === 403 ? 'refused' : status < 500 ? 'rejected' : 'failed',
       status,
       detail,
@@ -320,6 +385,134 @@ export async function buildMerchantServer(
     async (request) => {
       await audit(request, 200);
       return { items: eventTypes };
+    },
+  );
+
+  const endpointOf = async (request: FastifyRequest, db: Queryable = pool) => {
+    const endpoint = await ledger.merchantEndpoint(db, merchantOf(request));
+    if (!endpoint) throw new Refusal(404, 'NotFound', 'no endpoint');
+    return endpoint;
+  };
+
+  app.get(
+    '/v1/endpoint',
+    {
+      config: { operation: 'endpoint.get' },
+      schema: {
+        operationId: 'endpoint.get',
+        summary: 'Your endpoint: its URL, its pace, the event types it takes, and whether sending is on (if not, why).',
+        response: { 200: jsonSchema(endpointShape), ...errors(401, 429) },
+      },
+    },
+    async (request) => {
+      const endpoint = await endpointOf(request);
+      await audit(request, 200);
+      return endpoint;
+    },
+  );
+
+  app.put(
+    '/v1/endpoint/event-types',
+    {
+      config: { operation: 'endpoint.eventTypes' },
+      schema: {
+        operationId: 'endpoint.eventTypes',
+        summary:
+          'Choose the event types your endpoint takes. A webhook written after this of a type it does not take is listed as not_subscribed and never sent.',
+        body: jsonSchema(eventTypesBody),
+        response: { 200: jsonSchema(endpointShape), ...errors(400, 401, 429) },
+      },
+    },
+    async (request) => {
+      const { eventTypes } = eventTypesBody.parse(request.body);
+      const chosen = eventTypes === null ? null : [...new Set(eventTypes)].sort();
+      return inTransaction(pool, async (tx) => {
+        await setMerchantEventTypes(tx, merchantOf(request), chosen);
+        await audit(request, 200, `event types: ${chosen?.join(' ') ?? 'every type'}`, tx);
+        return endpointOf(request, tx);
+      });
+    },
+  );
+
+  /**
+   * Records a check of the merchant's endpoint for a worker to send, then waits for its answer: 200 with it, or 202
+   * with the check still waiting (`GET /v1/endpoint/checks/{checkId}` follows it).
+   */
+  async function check(request: FastifyRequest, reply: FastifyReply, kind: 'test' | 'verify', url: string) {
+    const { merchantId, keyId } = request.merchant!;
+    const id = `ck_${randomBytes(10).toString('hex')}`;
+    await inTransaction(pool, async (tx) => {
+      await ledger.insertEndpointCheck(tx, { id, merchantId, keyId, kind, url });
+      await audit(request, 202, `${kind} ${id}`, tx);
+    });
+    const until = now() + CHECK_ANSWER_WAIT_MS;
+    for (;;) {
+      const found = await ledger.merchantEndpointCheck(pool, merchantId, id);
+      if (found?.finishedAt) return reply.status(200).send(found);
+      if (now() >= until) return reply.status(202).send(found);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+  const checkAnswers = { 200: jsonSchema(endpointCheck), 202: jsonSchema(endpointCheck) };
+
+  app.post(
+    '/v1/endpoint/test',
+    {
+      config: { operation: 'endpoint.test' },
+      schema: {
+        operationId: 'endpoint.test',
+        summary:
+          'Send your endpoint a signed merchant.ping now, paced and signed as webhooks are; answers what it answered.',
+        response: { ...checkAnswers, ...errors(400, 401, 429) },
+      },
+    },
+    async (request, reply) => {
+      if (request.body !== undefined) throw new Refusal(400, 'InvalidRequest', 'a test send takes no body');
+      return check(request, reply, 'test', String((await endpointOf(request)).url));
+    },
+  );
+
+  app.put(
+    '/v1/endpoint/url',
+    {
+      config: { operation: 'endpoint.url' },
+      schema: {
+        operationId: 'endpoint.url',
+        summary:
+          'Verify a URL with a signed merchant.ping: if it answers 2xx it is your endpoint from then on (pending webhooks go there from their next attempt), and an endpoint disabled by a 410 is enabled again.',
+        body: jsonSchema(urlBody),
+        response: { ...checkAnswers, ...errors(400, 401, 429) },
+      },
+    },
+    async (request, reply) => {
+      const { url } = urlBody.parse(request.body);
+      try {
+        parseEndpoint(merchantOf(request), url, options.endpointRules ?? PRODUCTION_RULES);
+      } catch (err) {
+        if (err instanceof InvalidEndpointUrl) throw new Refusal(400, err.name, err.message);
+        throw err;
+      }
+      return check(request, reply, 'verify', url);
+    },
+  );
+
+  app.get(
+    '/v1/endpoint/checks/:checkId',
+    {
+      config: { operation: 'endpoint.checks.get' },
+      schema: {
+        operationId: 'endpoint.checks.get',
+        summary: 'A check of your endpoint you asked for: waiting, or sent and what it answered.',
+        params: jsonSchema(checkIdParam),
+        response: { 200: jsonSchema(endpointCheck), ...errors(401, 404, 429) },
+      },
+    },
+    async (request) => {
+      const { checkId } = checkIdParam.parse(request.params);
+      const found = await ledger.merchantEndpointCheck(pool, merchantOf(request), checkId);
+      if (!found) throw new Refusal(404, 'NotFound', `no check ${checkId}`);
+      await audit(request, 200);
+      return found;
     },
   );
 

@@ -42,6 +42,7 @@ async function main() {
     pool,
     https,
     resendsStartWithinMs: config.outbox.intervalMs,
+    endpointRules: config.webhooks,
     logger: log,
   });
   await serveUntilSignal(app, listener, 'merchant API', {}, () => pool.end(), {

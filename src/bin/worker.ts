@@ -39,6 +39,7 @@ import {
   runRegionWorker,
   SHUTDOWN_GRACE_MS,
 } from '../workers/region-worker.js';
+import { startEndpointChecks } from '../workers/endpoint-checks.js';
 import { startSecretErasure } from '../workers/secret-erasure.js';
 import { ledgerReady, waitingOn } from '../workers/startup.js';
 
@@ -157,6 +158,12 @@ async function main() {
     });
     await gauges.refresh();
     const erasure = startSecretErasure({ region: region.region, pool });
+    const endpointChecks = startEndpointChecks({
+      region: region.region,
+      pool,
+      rules: config.webhooks,
+      secrets: { region: region.region, sealer },
+    });
     // What this region's worker needs to do its work, asked at every readiness request (src/observability/health.ts).
     const ring = new Set(region.secretKeys.map((k) => k.id));
     Object.assign(checks, {
@@ -195,6 +202,7 @@ async function main() {
       async () => stopRefreshing(),
       async () => gauges.stop(),
       async () => erasure.stop(),
+      async () => endpointChecks.stop(),
       () => pool.end(),
       () => connection.close(),
       () => nativeConnection.close(),

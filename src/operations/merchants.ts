@@ -225,7 +225,8 @@ interface PingResult {
 }
 
 /**
- * Sends one signed `merchant.ping` event to the merchant's endpoint as a delivery would: the same endpoint guard,
+ * Sends one signed `merchant.ping` event to the merchant's endpoint (or to `url`, one it is checking before it becomes
+ * the endpoint: the merchant API's checks, src/workers/endpoint-checks.ts) as a delivery would: the same endpoint guard,
  * the merchant's policy (its attempt timeout), its current signing keys (opened with `secrets` right before signing,
  * as a delivery opens them), and a turn in its rate budget (the replay
  * lane: a ping never goes ahead of the merchant's backlog; it waits up to 10 s, then gives up with
@@ -237,13 +238,14 @@ export async function pingMerchant(
   rules: EndpointRules,
   secrets: SecretsAtRest,
   merchantId: string,
+  to?: string,
   clock: () => number = Date.now,
 ): Promise<PingResult> {
   const { region } = secrets;
   const m = await merchants.merchantForSending(pool, merchantId);
   if (!m) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
   const policy = resolveDeliveryPolicy(merchantId, m.deliveryPolicy);
-  const url = parseEndpoint(merchantId, m.endpointUrl, rules);
+  const url = parseEndpoint(merchantId, to ?? m.endpointUrl, rules);
   const keys = await openSigningKeys(secrets, merchantId, m.sealedSigningSecret, m.sealedPreviousSigningSecret);
 
   const budget = createMerchantBudget(pool);

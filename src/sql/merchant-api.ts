@@ -72,6 +72,25 @@ export async function touchApiKey(db: Queryable, keyId: string): Promise<void> {
   );
 }
 
+/**
+ * The merchant's endpoint as the merchant sees it: where its webhooks go, at what pace, the event types it takes
+ * (null: every type), and whether sending is on; if not, since when and why. A pause's reason is the operators' own
+ * words, not the merchant's to read: it says who paused it.
+ */
+export async function merchantEndpoint(
+  db: Queryable,
+  merchantId: string,
+): Promise<Record<string, unknown> | undefined> {
+  const { rows } = await db.query(
+    `SELECT m.endpoint_url AS url, m.rate_per_second::float8 AS "ratePerSecond", m.burst, m.event_types AS "eventTypes",
+            m.status, CASE m.status WHEN 'disabled' THEN m.disabled_reason WHEN 'paused' THEN 'paused by the operators' END
+              AS "statusReason", m.disabled_at AS "statusSince"
+       FROM merchants m WHERE m.id = $1`,
+    [merchantId],
+  );
+  return rows[0];
+}
+
 /** Each attempt as a merchant sees it: when, the HTTP status or the error, how long, what it answered. */
 const ATTEMPTS = `COALESCE((SELECT json_agg(json_build_object(
            'attempt', a.attempt_number, 'policyRun', a.policy_run, 'startedAt', a.started_at, 'durationMs', a.duration_ms,
@@ -230,4 +249,56 @@ export async function merchantResendForClaim(
     [requestId],
   );
   return rows[0];
+}
+
+type EndpointCheckKind = 'test' | 'verify';
+
+/** A merchant's check of its endpoint, recorded for a worker to send (the merchant API cannot sign). */
+export async function insertEndpointCheck(
+  db: Queryable,
+  c: { id: string; merchantId: string; keyId: string; kind: EndpointCheckKind; url: string },
+): Promise<void> {
+  await db.query(`INSERT INTO endpoint_checks (id, merchant_id, key_id, kind, url) VALUES ($1, $2, $3, $4, $5)`, [
+    c.id,
+    c.merchantId,
+    c.keyId,
+    c.kind,
+    c.url,
+  ]);
+}
+
+/** One of the merchant's checks, as it stands: waiting for a worker (`finishedAt` null), or sent and answered. */
+export async function merchantEndpointCheck(
+  db: Queryable,
+  merchantId: string,
+  checkId: string,
+): Promise<Record<string, unknown> | undefined> {
+  const { rows } = await db.query(
+    `SELECT id, kind, url, requested_at AS "requestedAt", finished_at AS "finishedAt", result, applied
+       FROM endpoint_checks WHERE merchant_id = $1 AND id = $2`,
+    [merchantId, checkId],
+  );
+  return rows[0];
+}
+
+/**
+ * The worker's side: the oldest check no worker has finished, locked for the caller's transaction (another worker
+ * skips it; if this one dies before it commits, the next takes it again).
+ */
+export async function claimEndpointCheck(
+  db: Queryable,
+): Promise<{ id: string; merchantId: string; kind: EndpointCheckKind; url: string } | undefined> {
+  const { rows } = await db.query(
+    `SELECT id, merchant_id AS "merchantId", kind, url FROM endpoint_checks WHERE finished_at IS NULL
+      ORDER BY requested_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+  );
+  return rows[0];
+}
+
+export async function finishEndpointCheck(db: Queryable, id: string, result: object, applied: boolean) {
+  await db.query(`UPDATE endpoint_checks SET finished_at = now(), result = $2::jsonb, applied = $3 WHERE id = $1`, [
+    id,
+    JSON.stringify(result),
+    applied,
+  ]);
 }

@@ -18,12 +18,15 @@ import { buildMerchantServer } from '../../src/api/merchant-server.js';
 import { EVENT_TYPES } from '../../src/delivery/event-types.js';
 import { createApiKey, revokeApiKey } from '../../src/operations/merchant-keys.js';
 import { startResend } from '../../src/delivery/starts.js';
+import { localKeyRing } from '../../src/delivery/secret-box.js';
+import { disableMerchant } from '../../src/sql/merchants.js';
+import { startEndpointChecks } from '../../src/workers/endpoint-checks.js';
 import { unstartedMerchantResends } from '../../src/sql/merchant-api.js';
 import { Registry } from 'prom-client';
 import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { seedNight, type Night } from '../support/ledger.js';
+import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { capturedLogger } from '../support/logs.js';
 import { waitUntil } from '../support/wait.js';
@@ -32,6 +35,9 @@ let harness: Harness;
 let us: TestRegion;
 let night: Night;
 let rolePool: pg.Pool;
+let workerPool: pg.Pool;
+let checks: { stop(): void };
+const DEV_RULES = { allowInsecureHttp: true, allowPrivateAddresses: true, trustedNetworks: [] };
 let app: FastifyInstance;
 let api: string;
 let keyA: string;
@@ -70,7 +76,17 @@ beforeAll(async () => {
     pool: rolePool,
     metrics,
     resendsStartWithinMs: 1_000,
+    endpointRules: DEV_RULES,
     logger: merchantLog.logger,
+  });
+  // The workers' side of a merchant's endpoint checks, as src/bin/worker.ts runs it, on the worker's own role.
+  workerPool = new pg.Pool({ connectionString: `${inject('ledgerRoleUrls').worker}${database}`, max: 4 });
+  checks = startEndpointChecks({
+    region: 'us',
+    pool: workerPool,
+    rules: DEV_RULES,
+    secrets: { region: 'us', sealer: localKeyRing(us.config.secretKeys) },
+    intervalMs: 200,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
   api = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
@@ -83,7 +99,9 @@ afterAll(async () => {
   // Every response the tests read was checked against the published document (call() below).
   expect(openapi.checked).toBeGreaterThan(0);
   await app?.close();
+  checks?.stop();
   await rolePool?.end();
+  await workerPool?.end();
   await harness?.close();
 });
 
@@ -102,6 +120,10 @@ async function call(key: string | undefined, route: string, init: RequestInit = 
   );
   return { status: response.status, headers: response.headers, body };
 }
+
+/** A key of the merchant's whose budget many calls at once do not reach. */
+const roomyKey = async (i: number) =>
+  (await createApiKey(us.pool, merchant(i), 'mia', { ratePerSecond: 100, burst: 100 })).apiKey;
 
 const webhooksOf = async (i: number) =>
   (
@@ -166,6 +188,134 @@ describe('the merchant API', () => {
     expect(openapi.check('GET', '/v1/event-types', 200, { items: [{ type: 7 }] })).toHaveLength(1);
   });
 
+  it('the endpoint: its URL, pace and status; event types chosen by the merchant, a webhook of another type not sent', async () => {
+    // A key of A's own for these calls: keyA's budget stays for the tests after.
+    const roomy = await roomyKey(A);
+    const shown = await call(roomy, '/v1/endpoint');
+    expect(shown).toMatchObject({
+      status: 200,
+      body: {
+        url: harness.merchants.endpointFor(merchant(A)),
+        ratePerSecond: 5,
+        burst: 1,
+        eventTypes: null,
+        status: 'active',
+        statusReason: null,
+        statusSince: null,
+      },
+    });
+    // Only types of the catalog a ledger change writes, at least one, in a body of nothing else.
+    for (const body of [{ eventTypes: ['hold.exploded'] }, { eventTypes: [] }, { eventTypes: ['merchant.ping'] }, {}])
+      expect(
+        await call(roomy, '/v1/endpoint/event-types', { method: 'PUT', body: JSON.stringify(body) }),
+        JSON.stringify(body),
+      ).toMatchObject({ status: 400, body: { error: 'InvalidRequest' } });
+
+    // A merchant of its own, so that what it is sent is only this test's.
+    const solo = await seedNight(us.pool, 'us', `${harness.id}s`, { expired: 3, merchants: 1 }, harness.merchants);
+    const soloId = solo.merchantIds[0]!;
+    const soloKey = (await createApiKey(us.pool, soloId, 'mia')).apiKey;
+    const chosen = await call(soloKey, '/v1/endpoint/event-types', {
+      method: 'PUT',
+      body: JSON.stringify({ eventTypes: ['hold.reversed', 'hold.captured', 'hold.captured'] }),
+    });
+    expect(chosen).toMatchObject({ status: 200, body: { eventTypes: ['hold.captured', 'hold.reversed'] } });
+    // Its own endpoint only: the others' are as they were.
+    expect((await call(roomy, '/v1/endpoint')).body.eventTypes).toBeNull();
+    expect((await call(keyB, '/v1/endpoint')).body.eventTypes).toBeNull();
+    const { rows: audited } = await us.pool.query(
+      `SELECT detail FROM api_audit WHERE verb = 'merchant-api.endpoint.eventTypes' AND subject = $1`,
+      [`merchant:${soloId}`],
+    );
+    expect(audited).toEqual([{ detail: 'event types: hold.captured hold.reversed' }]);
+
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-not-subscribed`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    // Each hold's workflow ran to its end: released, its webhook written as not subscribed, nothing sent.
+    for (const hold of solo.expired) {
+      const handle = us.client.workflow.getHandle(await holdWorkflowIdOf(us.pool, 'us', hold.id));
+      expect(await handle.result()).toMatchObject({
+        release: { status: 'released' },
+        delivery: { status: 'handled_elsewhere', deliveryStatus: 'not_subscribed' },
+      });
+    }
+    expect(harness.merchants.requests(soloId)).toEqual([]);
+    const listed = await call(soloKey, '/v1/webhooks?status=not_subscribed');
+    expect(listed.body.items!.map((w) => [w.eventType, w.attemptCount])).toEqual(
+      solo.expired.map(() => ['hold.released', 0]),
+    );
+    // Every type again, from now on.
+    expect(
+      await call(soloKey, '/v1/endpoint/event-types', { method: 'PUT', body: JSON.stringify({ eventTypes: null }) }),
+    ).toMatchObject({ status: 200, body: { eventTypes: null } });
+  }, 90_000);
+
+  it('a test send: one signed merchant.ping through the workers, its answer answered; another merchant’s check not found', async () => {
+    const roomy = await roomyKey(A);
+    const sent = await call(roomy, '/v1/endpoint/test', { method: 'POST' });
+    expect(sent).toMatchObject({
+      status: 200,
+      body: {
+        kind: 'test',
+        url: harness.merchants.endpointFor(merchant(A)),
+        finishedAt: expect.any(String),
+        applied: false,
+        result: { statusCode: 200, errorClass: null, signatures: 1, policyAction: 'delivered', refused: null },
+      },
+    });
+    const pings = harness.merchants
+      .requests(merchant(A))
+      .filter((r) => (JSON.parse(r.body) as { type: string }).type === 'merchant.ping');
+    expect(pings).toHaveLength(1);
+    // Signed with the merchant's secret: the reference verifier accepted it.
+    expect(pings[0]!.verified).toBe(true);
+    const id = sent.body.id as string;
+    expect((await call(roomy, `/v1/endpoint/checks/${id}`)).body).toEqual(sent.body);
+    expect(await call(keyB, `/v1/endpoint/checks/${id}`)).toMatchObject({ status: 404, body: { error: 'NotFound' } });
+  }, 60_000);
+
+  it('a new URL is the endpoint only once it answered 2xx; verifying it enables an endpoint a 410 disabled', async () => {
+    const solo = await seedNight(us.pool, 'us', `${harness.id}u`, { expired: 0, merchants: 1 }, harness.merchants);
+    const soloId = solo.merchantIds[0]!;
+    const soloKey = (await createApiKey(us.pool, soloId, 'mia')).apiKey;
+    const before = harness.merchants.endpointFor(soloId);
+    const moved = harness.merchants.endpointFor(`${soloId}-moved`);
+    harness.merchants.script(`${soloId}-moved`, {
+      secrets: [solo.secrets.get(soloId)!],
+      responses: [{ status: 503 }, { status: 204 }],
+    });
+    const endpoint = async () => (await call(soloKey, '/v1/endpoint')).body;
+
+    // Refused by the endpoint guard before anything is recorded.
+    expect(
+      await call(soloKey, '/v1/endpoint/url', { method: 'PUT', body: JSON.stringify({ url: 'ftp://example.com/x' }) }),
+    ).toMatchObject({ status: 400, body: { error: 'InvalidEndpointUrl' } });
+    const put = () => call(soloKey, '/v1/endpoint/url', { method: 'PUT', body: JSON.stringify({ url: moved }) });
+    expect(await put()).toMatchObject({
+      status: 200,
+      body: { kind: 'verify', applied: false, result: { statusCode: 503 } },
+    });
+    expect((await endpoint()).url).toBe(before);
+    expect(await put()).toMatchObject({ status: 200, body: { applied: true, result: { statusCode: 204 } } });
+    expect((await endpoint()).url).toBe(moved);
+    expect(harness.merchants.requests(`${soloId}-moved`).map((r) => r.verified)).toEqual([true, true]);
+
+    // What a 410 does: disabled, and the merchant is told why and since when.
+    await disableMerchant(us.pool, soloId, '410 Gone on webhook wh_x');
+    expect(await endpoint()).toMatchObject({
+      status: 'disabled',
+      statusReason: '410 Gone on webhook wh_x',
+      statusSince: expect.any(String),
+    });
+    expect(await put()).toMatchObject({ status: 200, body: { applied: true } });
+    expect(await endpoint()).toMatchObject({ url: moved, status: 'active', statusReason: null, statusSince: null });
+    // The key's other merchant untouched.
+    expect((await call(await roomyKey(A), '/v1/endpoint')).body.url).toBe(harness.merchants.endpointFor(merchant(A)));
+  }, 60_000);
+
   it('a resend asked for by the merchant is started by the reconciler and arrives under the original id, signed afresh', async () => {
     const [webhookId] = await webhooksOf(A);
     const before = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId);
@@ -211,7 +361,7 @@ describe('the merchant API', () => {
   it('50 resends of one webhook at once: one request recorded, one resend sent', async () => {
     const [, , webhookId] = await webhooksOf(A);
     // A key whose budget lets all 50 through at once: what stops the other 49 is the ledger, not the rate limit.
-    const roomy = (await createApiKey(us.pool, merchant(A), 'mia', { ratePerSecond: 100, burst: 100 })).apiKey;
+    const roomy = await roomyKey(A);
     const before = harness.merchants.requests(merchant(A)).filter((r) => r.webhookId === webhookId).length;
     // The reconciler, which starts what merchants ask for (and so lets the next request of the webhook wait), held
     // still while the 50 come in: they are at once for the ledger, however long a busy machine takes to send them.

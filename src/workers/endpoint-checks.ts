@@ -1,0 +1,75 @@
+/**
+ * Every worker sends the checks merchants ask of their endpoints through the merchant API, which holds no signing
+ * secret (src/api/merchant-server.ts): each is one signed `merchant.ping` sent as `merchant ping` sends it (the
+ * endpoint guard, the merchant's budget, policy and keys), its answer recorded in the check's row in the transaction
+ * that claimed it, with its effect: a `verify` check answered 2xx makes its URL the endpoint (src/sql/merchant-api.ts).
+ * One at a time per worker and region; the merchant API waits on the row and answers the merchant.
+ */
+import type pg from 'pg';
+import type { Region } from '../contracts/regions.js';
+import { inTransaction } from '../db/pool.js';
+import type { EndpointRules } from '../delivery/endpoint.js';
+import type { SecretsAtRest } from '../delivery/secret-box.js';
+import { OperatorError } from '../errors.js';
+import { every, log } from '../observability/logger.js';
+import { pingMerchant } from '../operations/merchants.js';
+import { claimEndpointCheck, finishEndpointCheck } from '../sql/merchant-api.js';
+import { applyVerifiedUrl } from '../sql/merchants.js';
+
+/** How soon a check asked for is sent: the merchant waits on it. An empty partial index, read once a second. */
+const ENDPOINT_CHECK_INTERVAL_MS = 1_000;
+
+/** Refusals of the check itself: its URL, the merchant's secret or policy. */
+const ANSWERS = new Set(['InvalidEndpointUrl', 'MissingSigningSecret', 'InvalidDeliveryPolicyError']);
+
+/** Sends every waiting check, oldest first, until none is left. */
+async function sendEndpointChecks(pool: pg.Pool, rules: EndpointRules, secrets: SecretsAtRest): Promise<void> {
+  for (;;) {
+    const sent = await inTransaction(pool, async (tx) => {
+      const check = await claimEndpointCheck(tx);
+      if (!check) return false;
+      const result = await pingMerchant(pool, rules, secrets, check.merchantId, check.url).then(
+        (ping) => ({ ...ping, refused: null }),
+        (err: unknown) => {
+          // What stopped it before a request is its answer; anything else leaves the check for the next round.
+          if (err instanceof OperatorError) return { refused: err.code, message: err.message };
+          if (err instanceof Error && ANSWERS.has(err.name)) return { refused: err.name, message: err.message };
+          throw err;
+        },
+      );
+      const answered = 'statusCode' in result && result.statusCode !== null && result.statusCode < 300;
+      const applied = check.kind === 'verify' && answered;
+      if (applied) await applyVerifiedUrl(tx, check.merchantId, check.url);
+      await finishEndpointCheck(tx, check.id, result, applied);
+      return true;
+    });
+    if (!sent) return;
+  }
+}
+
+export function startEndpointChecks({
+  region,
+  pool,
+  rules,
+  secrets,
+  intervalMs = ENDPOINT_CHECK_INTERVAL_MS,
+}: {
+  region: Region;
+  pool: pg.Pool;
+  rules: EndpointRules;
+  secrets: SecretsAtRest;
+  intervalMs?: number;
+}): { stop(): void } {
+  // A round still sending when the next is due is left to finish: one check at a time per worker and region.
+  let running: Promise<void> | undefined;
+  const stop = every(
+    intervalMs,
+    async () => {
+      if (running) return;
+      running = sendEndpointChecks(pool, rules, secrets).finally(() => (running = undefined));
+      await running;
+    },
+    (err) => log.warn({ region, error: err }, 'endpoint checks not sent'),
+  );
+  return { stop };
+}
