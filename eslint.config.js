@@ -69,6 +69,11 @@ export default defineConfig(
     files: ['**/*.js'],
     languageOptions: { globals: globals.node },
   },
+  // The merchant portal's script runs in the merchant's browser.
+  {
+    files: ['src/api/portal/*.js'],
+    languageOptions: { globals: globals.browser },
+  },
 
   {
     files: ['**/*.ts'],

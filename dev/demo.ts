@@ -369,7 +369,7 @@ export async function runDemo({ once, temporal }: { once: boolean; temporal: Tem
   log(`Total start-up and night: ${((Date.now() - startedAt) / 1000).toFixed(1)} s`);
 
   for (const line of apis.howTo) log(line);
-  log(await apis.check());
+  for (const line of await apis.check()) log(line);
   if (once) return shutdown(0);
   log('\nWorkers keep running (the schedules sweep again on their interval). Ctrl-C to stop.');
   await Promise.all(workerRuns);
@@ -403,9 +403,19 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
       maxTokenAgeSeconds: 86_400,
     });
     const secrets = { region: run.config.region, sealer: localKeyRing(run.config.secretKeys) };
+    const merchant = await buildMerchantServer({
+      region: run.config.region,
+      pool: run.pool,
+      resendsStartWithinMs: config.outbox.intervalMs,
+      endpointRules: config.webhooks,
+      logger: apiLog,
+    });
+    await merchant.listen({ host: '127.0.0.1', port: 0 });
+    const merchantUrl = `http://127.0.0.1:${(merchant.server.address() as { port: number }).port}`;
     const admin = await buildAdminServer({
       context: {
-        region: run.config,
+        // The links `merchant portal-link` mints open this region's merchant API.
+        region: { ...run.config, portalUrl: `${merchantUrl}/portal` },
         pool: run.pool,
         client: run.client,
         fourEyes: config.decisions.fourEyes,
@@ -415,21 +425,13 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
       verifier,
       logger: apiLog,
     });
-    const merchant = await buildMerchantServer({
-      region: run.config.region,
-      pool: run.pool,
-      resendsStartWithinMs: config.outbox.intervalMs,
-      endpointRules: config.webhooks,
-      logger: apiLog,
-    });
     await admin.listen({ host: '127.0.0.1', port: 0 });
-    await merchant.listen({ host: '127.0.0.1', port: 0 });
     servers.push(admin, merchant);
     const port = (app: FastifyInstance) => (app.server.address() as { port: number }).port;
     urls.push({
       region: run.config.region,
       admin: `http://127.0.0.1:${port(admin)}`,
-      merchant: `http://127.0.0.1:${port(merchant)}`,
+      merchant: merchantUrl,
     });
   }
   const tokens = path.join(cacheDir, 'dev-tokens');
@@ -445,14 +447,24 @@ async function startDemoApis(runs: readonly RegionRun[], config: Config, cacheDi
     /**
      * One call through the first region's admin API as the operator, as the printed commands make it: what it answered.
      */
-    async check(): Promise<string> {
-      const lines: string[] = [];
+    async check(): Promise<string[]> {
       const { region, admin } = urls[0]!;
-      await runOps(['quarantine', 'list', '--json'], (l) => lines.push(l), {
-        [`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`]: admin,
-        [`HOLD_SWEEPER_API_TOKEN_FILE_${region.toUpperCase()}`]: tokenFile('operator', region),
-      });
-      return `  checked: npm run ops -- quarantine list through the ${region.toUpperCase()} admin API as operator: ${(JSON.parse(lines.join('\n')) as unknown[]).length} quarantined`;
+      const ops = async (...args: string[]) => {
+        const lines: string[] = [];
+        await runOps([...args, '--json'], (l) => lines.push(l), {
+          [`HOLD_SWEEPER_API_URL_${region.toUpperCase()}`]: admin,
+          [`HOLD_SWEEPER_API_TOKEN_FILE_${region.toUpperCase()}`]: tokenFile('operator', region),
+        });
+        return JSON.parse(lines.join('\n')) as unknown;
+      };
+      const quarantined = (await ops('quarantine', 'list')) as unknown[];
+      const merchantId = runs[0]!.night.merchants[0]!.id;
+      const { link } = (await ops('merchant', 'portal-link', merchantId)) as { link: string };
+      return [
+        `  checked: npm run ops -- quarantine list through the ${region.toUpperCase()} admin API as operator: ${quarantined.length} quarantined`,
+        `\nMerchant portal of ${merchantId}, for an hour (npm run ops -- merchant portal-link <merchant> mints one):`,
+        `  ${link}`,
+      ];
     },
     howTo: [
       `\nAdmin API (docs/api.md), tokens from a local OIDC provider (${oidc.issuer}), a day each:`,

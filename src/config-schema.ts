@@ -604,6 +604,11 @@ export const regionVariables = (r: string) =>
       .describe(
         "the key ring merchants' signing secrets are sealed with in the ledger: `id:base64` of 32 bytes, current first; the first seals, every key opens, and a worker re-seals with the current one at start-up. A region's workers, `npm run migrate` and ops CLI need the same ring; the receiver reads it in dev only (it migrates the development database), the codec server never ([webhooks.md](webhooks.md#signing-secrets-at-rest))",
       ),
+    PORTAL_URL: url(['https:', 'http:'])
+      .meta({ default: '`https://localhost:8444/portal`' })
+      .describe(
+        "the merchant portal as this region's merchants reach it (the merchant API's `/portal`): where the links `merchant portal-link` mints point ([webhooks.md](webhooks.md#the-portal))",
+      ),
     PROCESSOR_SIGNING_SECRET: setting(undefined, (raw, ctx) => {
       const key = keyOfSecret(raw);
       return Buffer.isBuffer(key)

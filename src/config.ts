@@ -142,8 +142,9 @@ function regionSection(
   { merchantSecrets, connections }: Required<LoadConfigOptions>,
 ) {
   const up = region.toUpperCase();
-  const { DATABASE_URL, TASK_QUEUE, SCHEDULE_ID, PAYLOAD_KEYS, MERCHANT_SECRET_KEYS } = regionVariables(region);
-  const settings = { DATABASE_URL, TASK_QUEUE, SCHEDULE_ID, PAYLOAD_KEYS, MERCHANT_SECRET_KEYS };
+  const { DATABASE_URL, TASK_QUEUE, SCHEDULE_ID, PAYLOAD_KEYS, MERCHANT_SECRET_KEYS, PORTAL_URL } =
+    regionVariables(region);
+  const settings = { DATABASE_URL, TASK_QUEUE, SCHEDULE_ID, PAYLOAD_KEYS, MERCHANT_SECRET_KEYS, PORTAL_URL };
   return z.object(settings).transform((v, ctx) => {
     const held = merchantSecrets === 'required' || (merchantSecrets === 'dev-only' && mode === 'dev');
     const secretKeys = !held ? [] : (v.MERCHANT_SECRET_KEYS ?? (mode === 'dev' ? [...DEV_SECRET_KEYS] : undefined));
@@ -191,9 +192,13 @@ function regionSection(
       payloadKeys: v.PAYLOAD_KEYS,
       /** Empty in a process that holds no merchant secret (`merchantSecrets: 'not-held'`). */
       secretKeys: (secretKeys ?? []) as readonly EncryptionKey[],
+      portalUrl: v.PORTAL_URL ?? DEFAULT_PORTAL_URL,
     });
   });
 }
+
+/** Where merchants open the portal when PORTAL_URL_<R> is not set: the merchant API's default listener. */
+export const DEFAULT_PORTAL_URL = 'https://localhost:8444/portal';
 
 /** `T` with `K` optional: what the tests and the local stack build themselves may leave them out (the defaults). */
 type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
@@ -206,7 +211,7 @@ export type WebhookConfig = Optional<
   'allowedPorts' | 'maxInFlightPerMerchant' | 'destinationRateShare'
 >;
 /** Without `temporal`: plaintext, no key (the local stack and the tests). */
-export type RegionConfig = Optional<z.output<ReturnType<typeof regionSection>>, 'temporal'>;
+export type RegionConfig = Optional<z.output<ReturnType<typeof regionSection>>, 'temporal' | 'portalUrl'>;
 export type Config = ReturnType<typeof loadConfig>;
 
 /**

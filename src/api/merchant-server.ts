@@ -14,6 +14,7 @@
  * call refused before that (401) or past its key's budget (429) is counted and logged by sample, never stored.
  */
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
@@ -52,6 +53,20 @@ interface MerchantServerOptions {
 }
 
 const PRODUCTION_RULES: EndpointRules = { allowInsecureHttp: false, allowPrivateAddresses: false };
+
+const PORTAL_FILES = [
+  ['index.html', 'text/html; charset=utf-8'],
+  ['portal.js', 'text/javascript; charset=utf-8'],
+  ['portal.css', 'text/css; charset=utf-8'],
+] as const;
+/** The portal loads only its own script and style and talks only to this API; no page may frame it. */
+const PORTAL_HEADERS = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
 
 /** How long a check's call waits for a worker to send it and record the answer (below the connection timeout). */
 const CHECK_ANSWER_WAIT_MS = 8_000;
@@ -135,6 +150,7 @@ const resendAsked = z
   .partial();
 const endpointShape = z
   .object({
+    merchantId: z.string(),
     url: z.string().describe('where your webhooks are sent'),
     ratePerSecond: z.number().describe('the most requests per second sent to you, across every worker'),
     burst: int,
@@ -186,6 +202,7 @@ const listQuery = z.strictObject({
   since: time.optional(),
   until: time.optional(),
   status: z.enum(DELIVERY_STATUSES).optional(),
+  eventType: z.string().min(1).max(100).optional(),
   limit: int.min(1).max(500).default(50),
 });
 const rangeBody = z.strictObject({ since: time, until: time });
@@ -263,8 +280,9 @@ export async function buildMerchantServer(
     if (!parsed)
       throw new Refusal(401, 'Unauthenticated', 'an API key is required: Authorization: Bearer hsk_<key id>_<secret>');
     const key = await ledger.keyForAuth(pool, parsed.id);
-    // One answer for an unknown key, a wrong secret and a revoked key: which it was is not the caller's to learn.
-    if (!key || key.revoked || !secretMatches(parsed.secret, key.secretSha256))
+    // One answer for an unknown key, a wrong secret and a revoked or expired key: which it was is not the caller's to
+    // learn.
+    if (!key || key.ended || !secretMatches(parsed.secret, key.secretSha256))
       throw new Refusal(401, 'Unauthenticated', 'the API key is not valid');
     request.merchant = { merchantId: key.merchantId, keyId: key.id };
     const wait = budgets.take(key.id, key.ratePerSecond, key.burst);
@@ -297,6 +315,14 @@ export async function buildMerchantServer(
   });
 
   app.get('/healthz', { config: OPEN, schema: { hide: true } }, async () => ({ ok: true }));
+  // The portal: its page and assets are open; what it shows comes from the routes below, with the merchant's key.
+  for (const [file, type] of PORTAL_FILES) {
+    const body = readFileSync(new URL(`./portal/${file}`, import.meta.url));
+    const path = file === 'index.html' ? '/portal' : `/portal/${file}`;
+    app.get(path, { config: OPEN, schema: { hide: true } }, async (_request, reply) =>
+      reply.headers({ ...PORTAL_HEADERS, 'content-type': type }).send(body),
+    );
+  }
   app.get('/openapi.json', { config: OPEN, schema: { hide: true } }, async () => app.swagger());
 
   const merchantOf = (request: FastifyRequest) => request.merchant!.merchantId;
@@ -371,6 +397,7 @@ export async function buildMerchantServer(
                   .object({
                     type: z.string(),
                     description: z.string(),
+                    subscribable: z.boolean().describe('false: sent whatever your endpoint takes (merchant.ping)'),
                     schema: z.looseObject({}).describe('JSON Schema 2020-12 of the request body'),
                     example: z.looseObject({}),
                   })

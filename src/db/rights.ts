@@ -232,9 +232,9 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       // Made and revoked by merchant admins: the secret's hash is written once, never read back.
       merchant_api_keys: {
         SELECT: columns(
-          'id merchant_id label rate_per_second burst created_at created_by revoked_at revoked_by last_used_at',
+          'id merchant_id label rate_per_second burst created_at created_by expires_at revoked_at revoked_by last_used_at',
         ),
-        INSERT: columns('id merchant_id secret_sha256 label rate_per_second burst created_by'),
+        INSERT: columns('id merchant_id secret_sha256 label rate_per_second burst created_by expires_at'),
         UPDATE: columns('revoked_at revoked_by'),
       },
       merchant_resend_requests: { SELECT: 'all' },
@@ -249,7 +249,7 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   merchantApi: {
     tables: {
       merchant_api_keys: {
-        SELECT: columns('id merchant_id secret_sha256 rate_per_second burst revoked_at last_used_at'),
+        SELECT: columns('id merchant_id secret_sha256 rate_per_second burst expires_at revoked_at last_used_at'),
         UPDATE: columns('last_used_at'),
       },
       merchants: {

@@ -131,4 +131,8 @@ export const SUBSCRIBABLE_EVENT_TYPES = EVENT_TYPES.map((t) => t.type).filter((t
 
 /** The catalog as the merchant API answers it: each schema as JSON Schema (2020-12), as a receiver may validate. */
 export const eventTypeCatalog = () =>
-  EVENT_TYPES.map(({ schema, ...rest }) => ({ ...rest, schema: z.toJSONSchema(schema, { io: 'input' }) }));
+  EVENT_TYPES.map(({ schema, ...rest }) => ({
+    ...rest,
+    subscribable: rest.type !== MERCHANT_PING_EVENT,
+    schema: z.toJSONSchema(schema, { io: 'input' }),
+  }));

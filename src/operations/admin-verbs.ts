@@ -23,7 +23,7 @@ import { webhooksInStatus } from '../sql/deliveries.js';
 import { refusedRequests, reviews } from '../sql/processor-events.js';
 import { auditEntries } from '../sql/audit.js';
 import { apiKeysOf } from '../sql/merchant-api.js';
-import { createApiKey, revokeApiKey } from './merchant-keys.js';
+import { createApiKey, mintPortalLink, revokeApiKey } from './merchant-keys.js';
 import {
   addMerchant,
   pauseMerchant,
@@ -801,6 +801,35 @@ const TABLE = [
     target: 'merchantId',
     answer: list({ id: z.string(), created_by: z.string() }),
     run: (ctx, { merchantId }) => apiKeysOf(ctx.pool, merchantId),
+  }),
+  verb({
+    id: 'merchant.portal-link',
+    command: 'merchant portal-link',
+    summary: "A link that signs the merchant in to its portal (PORTAL_URL_<R>) until it expires; in the answer, once.",
+    method: 'POST',
+    path: '/v1/merchants/:merchantId/portal-links',
+    roles: MERCHANT_ADMINS,
+    actor: 'by',
+    fields: {
+      ttlMs: z.number().int().min(60_000).max(86_400_000).describe('how long the link works, ms (1 h)').optional(),
+    },
+    target: 'merchantId',
+    answer: z.looseObject({
+      id: z.string().regex(/^mk_[0-9a-f]{16}$/),
+      merchantId: z.string(),
+      link: z.url(),
+      expiresAt: z.string(),
+    }),
+    cli: {
+      options: {
+        ttlMs: {
+          flags: '--ttl <duration>',
+          description: 'how long the link works: 15m, 1h, 24h (1h unless given)',
+          value: (typed) => parseDuration('--ttl', typed ?? ''),
+        },
+      },
+    },
+    run: (ctx, { merchantId, ttlMs }, by) => mintPortalLink(ctx.pool, ctx.region.portalUrl, merchantId, by, ttlMs),
   }),
   verb({
     id: 'events.show',

@@ -4,6 +4,7 @@
  * (merchant_api_keys); a presented key is checked by its id's row, in constant time.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { DEFAULT_PORTAL_URL } from '../config.js';
 import type { Queryable } from '../db/pool.js';
 import { InvalidMerchantSetting, OperatorError } from '../errors.js';
 import * as keys from '../sql/merchant-api.js';
@@ -29,14 +30,16 @@ interface CreatedKey {
   apiKey: string;
   ratePerSecond: number;
   burst: number;
+  /** When it stops working by itself (ledger clock, ISO 8601); null: when it is revoked. */
+  expiresAt: string | null;
 }
 
-/** A new key for the merchant (its rate budget 5/s, burst 10, unless given). */
+/** A new key for the merchant (its rate budget 5/s, burst 10, unless given), living until revoked unless `ttlMs`. */
 export async function createApiKey(
   pool: Queryable,
   merchantId: string,
   createdBy: string,
-  options: { label?: string; ratePerSecond?: number; burst?: number } = {},
+  options: { label?: string; ratePerSecond?: number; burst?: number; ttlMs?: number } = {},
 ): Promise<CreatedKey> {
   const ratePerSecond = options.ratePerSecond ?? 5;
   const burst = options.burst ?? 10;
@@ -54,9 +57,34 @@ export async function createApiKey(
     ratePerSecond,
     burst,
     createdBy,
+    ttlMs: options.ttlMs,
   });
   if (!added) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
-  return { id, merchantId, apiKey: `hsk_${id}_${secret}`, ratePerSecond, burst };
+  return { id, merchantId, apiKey: `hsk_${id}_${secret}`, ratePerSecond, burst, expiresAt: added.expiresAt };
+}
+
+/** How long a portal link lets its merchant in unless the operator says otherwise, and the longest it may. */
+const PORTAL_LINK_TTL_MS = 60 * 60_000;
+const PORTAL_LINK_MAX_TTL_MS = 24 * 60 * 60_000;
+
+/**
+ * A link that signs the merchant in to its portal (the merchant API's `/portal`): a key of the merchant's that ends by
+ * itself, carried in the URL's fragment, which a browser sends to no server and in no Referer. The portal keeps it for
+ * the tab's life; every call it makes is audited under the key's id; `merchant api-key revoke` ends it early.
+ */
+export async function mintPortalLink(
+  pool: Queryable,
+  portalUrl: string | undefined,
+  merchantId: string,
+  createdBy: string,
+  ttlMs = PORTAL_LINK_TTL_MS,
+): Promise<{ id: string; merchantId: string; link: string; expiresAt: string }> {
+  if (!(Number.isInteger(ttlMs) && ttlMs >= 60_000 && ttlMs <= PORTAL_LINK_MAX_TTL_MS))
+    throw new InvalidMerchantSetting('ttl', ttlMs, 'a duration from 1m to 24h');
+  const key = await createApiKey(pool, merchantId, createdBy, { label: 'portal link', ttlMs });
+  const link = new URL(portalUrl ?? DEFAULT_PORTAL_URL);
+  link.hash = `key=${key.apiKey}`;
+  return { id: key.id, merchantId, link: link.href, expiresAt: key.expiresAt! };
 }
 
 export async function revokeApiKey(

@@ -4,6 +4,7 @@
  * another merchant is not found, never forbidden.
  */
 import type { Queryable } from '../db/pool.js';
+import { isoUtc } from '../db/sql.js';
 
 interface ApiKeyRecord {
   id: string;
@@ -13,15 +14,19 @@ interface ApiKeyRecord {
   ratePerSecond: number;
   burst: number;
   createdBy: string;
+  /** How long the key lives; undefined: until it is revoked. */
+  ttlMs?: number | undefined;
 }
 
-export async function insertApiKey(db: Queryable, k: ApiKeyRecord): Promise<boolean> {
-  const { rowCount } = await db.query(
-    `INSERT INTO merchant_api_keys (id, merchant_id, secret_sha256, label, rate_per_second, burst, created_by)
-     SELECT $1, m.id, $3, $4, $5, $6, $7 FROM merchants m WHERE m.id = $2`,
-    [k.id, k.merchantId, k.secretSha256, k.label ?? null, k.ratePerSecond, k.burst, k.createdBy],
+export async function insertApiKey(db: Queryable, k: ApiKeyRecord): Promise<{ expiresAt: string | null } | undefined> {
+  const { rows } = await db.query<{ expiresAt: string | null }>(
+    `INSERT INTO merchant_api_keys (id, merchant_id, secret_sha256, label, rate_per_second, burst, created_by, expires_at)
+     SELECT $1, m.id, $3, $4, $5, $6, $7, now() + make_interval(secs => $8::double precision / 1000)
+       FROM merchants m WHERE m.id = $2
+     RETURNING ${isoUtc('expires_at')} AS "expiresAt"`,
+    [k.id, k.merchantId, k.secretSha256, k.label ?? null, k.ratePerSecond, k.burst, k.createdBy, k.ttlMs ?? null],
   );
-  return rowCount === 1;
+  return rows[0];
 }
 
 /** Revokes a live key; false if there is none by that id (or it is revoked already). */
@@ -36,7 +41,8 @@ export async function revokeApiKey(db: Queryable, keyId: string, by: string): Pr
 /** A merchant's keys, newest first: never the secret's hash. */
 export async function apiKeysOf(db: Queryable, merchantId: string): Promise<Record<string, unknown>[]> {
   const { rows } = await db.query(
-    `SELECT id, label, rate_per_second::float8 AS rate_per_second, burst, created_at, created_by, revoked_at, revoked_by, last_used_at
+    `SELECT id, label, rate_per_second::float8 AS rate_per_second, burst, created_at, created_by, expires_at, revoked_at,
+            revoked_by, last_used_at
        FROM merchant_api_keys WHERE merchant_id = $1 ORDER BY created_at DESC, id`,
     [merchantId],
   );
@@ -49,14 +55,15 @@ interface KeyForAuth {
   secretSha256: Buffer;
   ratePerSecond: number;
   burst: number;
-  revoked: boolean;
+  /** Revoked, or past its end. */
+  ended: boolean;
   merchantStatus: string;
 }
 
 export async function keyForAuth(db: Queryable, keyId: string): Promise<KeyForAuth | undefined> {
   const { rows } = await db.query<KeyForAuth>(
     `SELECT k.id, k.merchant_id AS "merchantId", k.secret_sha256 AS "secretSha256",
-            k.rate_per_second::float8 AS "ratePerSecond", k.burst, k.revoked_at IS NOT NULL AS revoked,
+            k.rate_per_second::float8 AS "ratePerSecond", k.burst, (k.revoked_at IS NOT NULL OR k.expires_at <= now()) AS ended,
             m.status AS "merchantStatus"
        FROM merchant_api_keys k JOIN merchants m ON m.id = k.merchant_id WHERE k.id = $1`,
     [keyId],
@@ -82,7 +89,7 @@ export async function merchantEndpoint(
   merchantId: string,
 ): Promise<Record<string, unknown> | undefined> {
   const { rows } = await db.query(
-    `SELECT m.endpoint_url AS url, m.rate_per_second::float8 AS "ratePerSecond", m.burst, m.event_types AS "eventTypes",
+    `SELECT m.id AS "merchantId", m.endpoint_url AS url, m.rate_per_second::float8 AS "ratePerSecond", m.burst, m.event_types AS "eventTypes",
             m.status, CASE m.status WHEN 'disabled' THEN m.disabled_reason WHEN 'paused' THEN 'paused by the operators' END
               AS "statusReason", m.disabled_at AS "statusSince"
        FROM merchants m WHERE m.id = $1`,
@@ -101,10 +108,14 @@ interface WebhookQuery {
   since?: string;
   until?: string;
   status?: string;
+  eventType?: string;
   limit: number;
 }
 
-/** The merchant's webhooks written in [since, until), in one status if given, newest first, with their attempts. */
+/**
+ * The merchant's webhooks written in [since, until), in one status and of one type if given, newest first, with their
+ * attempts.
+ */
 export async function merchantWebhooks(
   db: Queryable,
   merchantId: string,
@@ -118,9 +129,10 @@ export async function merchantWebhooks(
         AND ($2::timestamptz IS NULL OR d.created_at >= $2::timestamptz)
         AND ($3::timestamptz IS NULL OR d.created_at < $3::timestamptz)
         AND ($4::text IS NULL OR d.status = $4::text)
+        AND ($6::text IS NULL OR d.event_type = $6::text)
       ORDER BY d.created_at DESC, d.webhook_id DESC
       LIMIT $5::integer`,
-    [merchantId, q.since ?? null, q.until ?? null, q.status ?? null, q.limit],
+    [merchantId, q.since ?? null, q.until ?? null, q.status ?? null, q.limit, q.eventType ?? null],
   );
   return rows;
 }

@@ -64,5 +64,9 @@ it('npm start releases a demo night in both regions, notifies the merchants and 
   expect(output).toMatch(
     /checked: npm run ops -- quarantine list through the US admin API as operator: [1-9]\d* quarantined/,
   );
+  // A portal link for one merchant, minted through the admin API as `merchant portal-link` mints it.
+  expect(output).toMatch(
+    /Merchant portal of \S+, for an hour[^\n]*\n {2}http:\/\/127\.0\.0\.1:\d+\/portal#key=hsk_mk_[0-9a-f]{16}_\S{43}\n/,
+  );
   expect(output).toMatch(/holds released \(ledger count\) in [\d.]+ s: [\d.]+ holds\/s/);
 }, 180_000);

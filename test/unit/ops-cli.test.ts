@@ -83,7 +83,7 @@ describe('refused before any configuration is read', () => {
     await expect(refused).rejects.toThrow(ConfigError);
     await expect(refused).rejects.toThrow(/command="statsu".*one of sweep-now, sweeps, status, .*audit/);
     await expect(runOps(['merchant', 'frobnicate', 'm_1'], () => undefined, NOTHING)).rejects.toThrow(
-      /merchant="frobnicate".*one of add, show, set, pause, resume, rotate-secret, ping, api-key, api-keys/,
+      /merchant="frobnicate".*one of add, show, set, pause, resume, rotate-secret, ping, api-key, api-keys, portal-link/,
     );
   });
 
