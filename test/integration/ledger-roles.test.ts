@@ -388,7 +388,9 @@ describe('the ledger’s rights (src/db/rights.ts), tried', () => {
       label: undefined,
       createdBy: 'carol',
     };
-    expect(await insertApiKey(ops, { ...key, ratePerSecond: 5, burst: 10 })).toBe(true);
+    expect(await insertApiKey(ops, { ...key, ratePerSecond: 5, burst: 10, ttlMs: 60_000 })).toMatchObject({
+      expiresAt: expect.any(String),
+    });
     expect(await revokeApiKey(ops, keyId, 'carol')).toBe(true);
     const decision = { webhookId: `wh_${tag}_held`, signal: 'discard' as const, by: 'carol', reason: 'asked' };
     const decisionId = await recordOperatorDecision(ops, { ...decision, policyRun: 1 });

@@ -26,7 +26,7 @@ import { Registry } from 'prom-client';
 import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
+import { backdate, holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { capturedLogger } from '../support/logs.js';
 import { waitUntil } from '../support/wait.js';
@@ -466,7 +466,7 @@ describe('the merchant API', () => {
     expect([...counts.values()]).toEqual(requested.map(() => 2));
   }, 90_000);
 
-  it('keys: stored hashed; a wrong, malformed, revoked or missing key is 401; each key has its own rate budget', async () => {
+  it('keys: stored hashed; a wrong, malformed, revoked, expired or missing key is 401; each key has its own rate budget', async () => {
     const made = await createApiKey(us.pool, merchant(A), 'mia', { ratePerSecond: 1, burst: 2 });
     const { rows } = await us.pool.query('SELECT secret_sha256 FROM merchant_api_keys WHERE id = $1', [made.id]);
     const secret = made.apiKey.split('_').slice(3).join('_');
@@ -488,6 +488,18 @@ describe('the merchant API', () => {
         body: { error: 'Unauthenticated' },
       });
     }
+    // A key that ends by itself (a portal link's) works until its end, then is refused like a revoked one.
+    const ending = await createApiKey(us.pool, merchant(A), 'mia', { ttlMs: 60_000 });
+    expect((await call(ending.apiKey, '/v1/endpoint')).status).toBe(200);
+    await backdate(
+      us.pool,
+      `UPDATE merchant_api_keys SET created_at = now() - interval '2 hours', expires_at = now() - interval '1 hour' WHERE id = $1`,
+      [ending.id],
+    );
+    expect(await call(ending.apiKey, '/v1/endpoint')).toMatchObject({
+      status: 401,
+      body: { error: 'Unauthenticated' },
+    });
     await revokeApiKey(us.pool, made.id, 'mia');
     await new Promise((resolve) => setTimeout(resolve, 1_100)); // its budget refills: the 401 is the revocation's
     expect(await call(made.apiKey, '/v1/webhooks')).toMatchObject({ status: 401, body: { error: 'Unauthenticated' } });
