@@ -247,6 +247,7 @@ export async function runDemo({ once, temporal }: { once: boolean; temporal: Tem
         pool,
         rules: config.webhooks,
         secrets: { region: region.region, sealer },
+        client,
       }),
     );
     const schedule = await ensureSweepSchedule(client, region, config.sweep);

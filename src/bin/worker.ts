@@ -163,6 +163,7 @@ async function main() {
       pool,
       rules: config.webhooks,
       secrets: { region: region.region, sealer },
+      client,
     });
     // What this region's worker needs to do its work, asked at every readiness request (src/observability/health.ts).
     const ring = new Set(region.secretKeys.map((k) => k.id));

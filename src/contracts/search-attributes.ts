@@ -6,7 +6,7 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
 const RegionKey = defineSearchAttributeKey('Region', SearchAttributeType.KEYWORD);
-const MerchantIdKey = defineSearchAttributeKey('MerchantId', SearchAttributeType.KEYWORD);
+export const MerchantIdKey = defineSearchAttributeKey('MerchantId', SearchAttributeType.KEYWORD);
 export const HoldIdKey = defineSearchAttributeKey('HoldId', SearchAttributeType.KEYWORD);
 export const DeliveryStatusKey = defineSearchAttributeKey('DeliveryStatus', SearchAttributeType.KEYWORD);
 

@@ -6,9 +6,9 @@
  * to re-check at once (`merchantResumed`), so the backlog drains at each merchant's rate instead of at the next
  * re-check.
  */
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { merchantResumedSignal } from '../contracts/messages.js';
-import { DeliveryStatusKey } from '../contracts/search-attributes.js';
+import { DeliveryStatusKey, MerchantIdKey } from '../contracts/search-attributes.js';
 import { OperatorError } from '../errors.js';
 import * as pauses from '../sql/send-pauses.js';
 import type { OpsContext } from './operations.js';
@@ -49,7 +49,7 @@ export async function resumeSends(
 ): Promise<{ pause: pauses.SendPause } & HeldDeliveriesTold> {
   const pause = await pauses.closeSendPause(ctx.pool, by.trim(), reason.trim());
   if (!pause) throw new OperatorError('SendsNotPaused', `sends in region ${ctx.region.region} are not paused`);
-  return { pause, ...(await signalHeldDeliveries(ctx)) };
+  return { pause, ...(await signalHeldDeliveries(ctx.client)) };
 }
 
 export async function sendsStatus(
@@ -61,18 +61,20 @@ export async function sendsStatus(
 }
 
 /**
- * `merchantResumed` to every running delivery that is held: each re-checks now (one still held by its own merchant's
+ * `merchantResumed` to every running delivery that is held (of one merchant, if given): each re-checks now (one still held by its own merchant's
  * pause just waits again). Each is signalled by workflow id (its current run: one that continued as new since the list
  * is still told); a signal the server did not take is sent again, and one that ended meanwhile is counted, not an
  * error. None is skipped silently: what could not be told is named with why (it re-checks on its own within its
  * back-off, at most 30 min).
  */
-async function signalHeldDeliveries(ctx: OpsContext): Promise<HeldDeliveriesTold> {
+export async function signalHeldDeliveries(client: Client, merchantId?: string): Promise<HeldDeliveriesTold> {
   const told: HeldDeliveriesTold = { signalled: 0, ended: 0, notSignalled: [] };
+  const query =
+    merchantId === undefined ? HELD_QUERY : `${HELD_QUERY} AND ${MerchantIdKey.name} = ${JSON.stringify(merchantId)}`;
   const tell = async (workflowId: string): Promise<void> => {
     for (let attempt = 1; ; attempt++) {
       try {
-        await ctx.client.workflow.getHandle(workflowId).signal(merchantResumedSignal);
+        await client.workflow.getHandle(workflowId).signal(merchantResumedSignal);
         told.signalled++;
         return;
       } catch (err) {
@@ -89,7 +91,7 @@ async function signalHeldDeliveries(ctx: OpsContext): Promise<HeldDeliveriesTold
     }
   };
   const inFlight = new Set<Promise<void>>();
-  for await (const workflow of ctx.client.workflow.list({ query: HELD_QUERY })) {
+  for await (const workflow of client.workflow.list({ query })) {
     const sent = tell(workflow.workflowId).finally(() => inFlight.delete(sent));
     inFlight.add(sent);
     if (inFlight.size >= SIGNAL_CONCURRENCY) await Promise.race(inFlight);

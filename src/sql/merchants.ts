@@ -310,15 +310,19 @@ export async function setMerchantEventTypes(db: Queryable, merchantId: string, t
 
 /**
  * A `verify` check's effect once its URL answered 2xx: the URL becomes the endpoint, and an endpoint a 410 disabled is
- * enabled again (an operators' pause is theirs to lift). Pending webhooks go to it from their next attempt.
+ * enabled again (an operators' pause is theirs to lift). Pending webhooks go to it from their next attempt. Says
+ * whether it enabled the endpoint again: its held deliveries are then told (merchantResumed).
  */
-export async function applyVerifiedUrl(db: Queryable, merchantId: string, url: string): Promise<void> {
-  await db.query(
-    `UPDATE merchants SET endpoint_url = $2, updated_at = now(),
-            status = CASE status WHEN 'disabled' THEN 'active' ELSE status END,
-            disabled_reason = CASE status WHEN 'disabled' THEN NULL ELSE disabled_reason END,
-            disabled_at = CASE status WHEN 'disabled' THEN NULL ELSE disabled_at END
-      WHERE id = $1`,
+export async function applyVerifiedUrl(db: Queryable, merchantId: string, url: string): Promise<boolean> {
+  const { rows } = await db.query<{ enabled: boolean }>(
+    `UPDATE merchants m SET endpoint_url = $2, updated_at = now(),
+            status = CASE m.status WHEN 'disabled' THEN 'active' ELSE m.status END,
+            disabled_reason = CASE m.status WHEN 'disabled' THEN NULL ELSE m.disabled_reason END,
+            disabled_at = CASE m.status WHEN 'disabled' THEN NULL ELSE m.disabled_at END
+       FROM (SELECT status FROM merchants WHERE id = $1 FOR UPDATE) before
+      WHERE m.id = $1
+      RETURNING before.status = 'disabled' AS enabled`,
     [merchantId, url],
   );
+  return rows[0]?.enabled ?? false;
 }

@@ -5,6 +5,7 @@
  * that claimed it, with its effect: a `verify` check answered 2xx makes its URL the endpoint (src/sql/merchant-api.ts).
  * One at a time per worker and region; the merchant API waits on the row and answers the merchant.
  */
+import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { inTransaction } from '../db/pool.js';
@@ -13,6 +14,7 @@ import type { SecretsAtRest } from '../delivery/secret-box.js';
 import { OperatorError } from '../errors.js';
 import { every, log } from '../observability/logger.js';
 import { pingMerchant } from '../operations/merchants.js';
+import { signalHeldDeliveries } from '../operations/send-pauses.js';
 import { claimEndpointCheck, finishEndpointCheck } from '../sql/merchant-api.js';
 import { applyVerifiedUrl } from '../sql/merchants.js';
 
@@ -22,9 +24,18 @@ const ENDPOINT_CHECK_INTERVAL_MS = 1_000;
 /** Refusals of the check itself: its URL, the merchant's secret or policy. */
 const ANSWERS = new Set(['InvalidEndpointUrl', 'MissingSigningSecret', 'InvalidDeliveryPolicyError']);
 
-/** Sends every waiting check, oldest first, until none is left. */
-async function sendEndpointChecks(pool: pg.Pool, rules: EndpointRules, secrets: SecretsAtRest): Promise<void> {
+/**
+ * Sends every waiting check, oldest first, until none is left. An endpoint a verification enabled again has its held
+ * deliveries told once that is committed, so its backlog drains at its rate now rather than at their next re-check.
+ */
+async function sendEndpointChecks(
+  pool: pg.Pool,
+  rules: EndpointRules,
+  secrets: SecretsAtRest,
+  client: Client | undefined,
+): Promise<void> {
   for (;;) {
+    let enabled: string | undefined;
     const sent = await inTransaction(pool, async (tx) => {
       const check = await claimEndpointCheck(tx);
       if (!check) return false;
@@ -39,11 +50,15 @@ async function sendEndpointChecks(pool: pg.Pool, rules: EndpointRules, secrets: 
       );
       const answered = 'statusCode' in result && result.statusCode !== null && result.statusCode < 300;
       const applied = check.kind === 'verify' && answered;
-      if (applied) await applyVerifiedUrl(tx, check.merchantId, check.url);
+      if (applied && (await applyVerifiedUrl(tx, check.merchantId, check.url))) enabled = check.merchantId;
       await finishEndpointCheck(tx, check.id, result, applied);
       return true;
     });
     if (!sent) return;
+    if (enabled && client) {
+      const told = await signalHeldDeliveries(client, enabled);
+      log.info({ merchantId: enabled, ...told }, 'endpoint enabled again: its held deliveries told');
+    }
   }
 }
 
@@ -52,12 +67,15 @@ export function startEndpointChecks({
   pool,
   rules,
   secrets,
+  client,
   intervalMs = ENDPOINT_CHECK_INTERVAL_MS,
 }: {
   region: Region;
   pool: pg.Pool;
   rules: EndpointRules;
   secrets: SecretsAtRest;
+  /** Tells an endpoint's held deliveries when a verification enables it again; without it they re-check on their own. */
+  client?: Client;
   intervalMs?: number;
 }): { stop(): void } {
   // A round still sending when the next is due is left to finish: one check at a time per worker and region.
@@ -66,7 +84,7 @@ export function startEndpointChecks({
     intervalMs,
     async () => {
       if (running) return;
-      running = sendEndpointChecks(pool, rules, secrets).finally(() => (running = undefined));
+      running = sendEndpointChecks(pool, rules, secrets, client).finally(() => (running = undefined));
       await running;
     },
     (err) => log.warn({ region, error: err }, 'endpoint checks not sent'),

@@ -86,6 +86,7 @@ beforeAll(async () => {
     pool: workerPool,
     rules: DEV_RULES,
     secrets: { region: 'us', sealer: localKeyRing(us.config.secretKeys) },
+    client: us.client,
     intervalMs: 200,
   });
   await app.listen({ host: '127.0.0.1', port: 0 });
@@ -315,6 +316,41 @@ describe('the merchant API', () => {
     // The key's other merchant untouched.
     expect((await call(await roomyKey(A), '/v1/endpoint')).body.url).toBe(harness.merchants.endpointFor(merchant(A)));
   }, 60_000);
+
+  it('an endpoint enabled again by its verification has its held backlog told at once', async () => {
+    const held = await seedNight(us.pool, 'us', `${harness.id}h`, { expired: 1, merchants: 1 }, harness.merchants);
+    const heldId = held.merchantIds[0]!;
+    await disableMerchant(us.pool, heldId, '410 Gone on webhook wh_y');
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-held`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    const heldQuery = `DeliveryStatus = "held" AND MerchantId = "${heldId}" AND ExecutionStatus = "Running"`;
+    let workflowId: string | undefined;
+    await waitUntil(
+      async () => {
+        for await (const w of us.client.workflow.list({ query: heldQuery })) workflowId = w.workflowId;
+        return workflowId !== undefined;
+      },
+      'the delivery held by its disabled endpoint',
+      30_000,
+    );
+    const key = (await createApiKey(us.pool, heldId, 'mia')).apiKey;
+    const url = harness.merchants.endpointFor(heldId);
+    const verified = await call(key, '/v1/endpoint/url', { method: 'PUT', body: JSON.stringify({ url }) });
+    expect(verified).toMatchObject({ status: 200, body: { applied: true } });
+    await waitUntil(
+      async () =>
+        (await us.pool.query(`SELECT status FROM webhook_deliveries WHERE merchant_id = $1`, [heldId])).rows[0]
+          ?.status === 'delivered',
+      'the held webhook delivered',
+      30_000,
+    );
+    const { events } = await us.client.workflow.getHandle(workflowId!).fetchHistory();
+    const signals = events!.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
+    expect(signals).toContain('merchantResumed');
+  }, 90_000);
 
   it('a resend asked for by the merchant is started by the reconciler and arrives under the original id, signed afresh', async () => {
     const [webhookId] = await webhooksOf(A);
