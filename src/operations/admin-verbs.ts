@@ -805,7 +805,7 @@ const TABLE = [
   verb({
     id: 'merchant.portal-link',
     command: 'merchant portal-link',
-    summary: "A link that signs the merchant in to its portal (PORTAL_URL_<R>) until it expires; in the answer, once.",
+    summary: 'A link that signs the merchant in to its portal (PORTAL_URL_<R>) until it expires; in the answer, once.',
     method: 'POST',
     path: '/v1/merchants/:merchantId/portal-links',
     roles: MERCHANT_ADMINS,
