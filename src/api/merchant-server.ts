@@ -13,7 +13,7 @@
  * (api_audit, subject `merchant:<id>`, the key's id beside it; a resend's row in the transaction that records it); a
  * call refused before that (401) or past its key's budget (429) is counted and logged by sample, never stored.
  */
-import { randomBytes } from 'node:crypto';
+import { generateKeyPairSync, privateDecrypt, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import swagger from '@fastify/swagger';
@@ -30,7 +30,8 @@ import { apiRefusals } from './refusals.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
-import { setMerchantEventTypes } from '../sql/merchants.js';
+import { expirePreviousSecret, setMerchantEventTypes } from '../sql/merchants.js';
+import { DEFAULT_ROTATION_OVERLAP_MS, MAX_ROTATION_OVERLAP_MS } from '../operations/merchants.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
 import { jsonSchema } from '../operations/admin-verbs.js';
 
@@ -50,6 +51,8 @@ interface MerchantServerOptions {
    * production's: https, no private address.
    */
   endpointRules?: EndpointRules;
+  /** How long a check's call waits for a worker's answer (8 s unless given). */
+  checkAnswerWaitMs?: number;
 }
 
 const PRODUCTION_RULES: EndpointRules = { allowInsecureHttp: false, allowPrivateAddresses: false };
@@ -173,7 +176,7 @@ const eventTypesBody = z.strictObject({
 const endpointCheck = z
   .object({
     id: z.string(),
-    kind: z.enum(['test', 'verify']),
+    kind: z.enum(['test', 'verify', 'rotate']),
     url: z.string(),
     requestedAt: time,
     finishedAt: z.string().nullable().meta({ format: 'date-time' }).describe('null: not sent yet; ask again'),
@@ -196,6 +199,28 @@ const endpointCheck = z
   })
   .partial();
 const urlBody = z.strictObject({ url: z.string().min(1).max(2048) });
+const secretShape = z
+  .object({
+    id: z.string(),
+    createdAt: time,
+    expiresAt: z.string().nullable().meta({ format: 'date-time' }).describe('null: signs until a rotation replaces it'),
+    current: z.boolean(),
+  })
+  .partial();
+const rotateBody = z.strictObject({
+  overlapSeconds: int
+    .min(0)
+    .max(MAX_ROTATION_OVERLAP_MS / 1000)
+    .optional()
+    .describe('how long the current secret also signs, in seconds (86400 unless given)'),
+});
+const expireBody = z.strictObject({
+  inSeconds: int
+    .min(0)
+    .max(MAX_ROTATION_OVERLAP_MS / 1000)
+    .default(0),
+});
+const secretIdParam = z.object({ secretId: z.string().min(1).max(100) });
 const checkIdParam = z.object({ checkId: z.string().min(1).max(100) });
 const webhookIdParam = z.object({ webhookId: z.string().min(1).max(200) });
 const listQuery = z.strictObject({
@@ -212,6 +237,7 @@ const targetParams = z.object({
   webhookId: z.string().optional(),
   requestId: z.string().optional(),
   checkId: z.string().optional(),
+  secretId: z.string().optional(),
 });
 
 const errorSchema = jsonSchema(z.object({ error: z.string(), message: z.string(), requestId: z.string() }));
@@ -224,6 +250,7 @@ export async function buildMerchantServer(
   const { pool } = options;
   const budgets = keyBudgets(now);
   const startsWithinSeconds = Math.round((options.resendsStartWithinMs ?? 5 * 60_000) / 1000);
+  const checkAnswerWaitMs = options.checkAnswerWaitMs ?? CHECK_ANSWER_WAIT_MS;
   const app = fastify({
     ...(options.https ? { https: options.https } : {}),
     ...fastifyLogging(options.logger ?? log),
@@ -265,7 +292,7 @@ export async function buildMerchantServer(
       verb: `merchant-api.${request.routeOptions.config.operation ?? 'unknown'}`,
       method: request.method,
       path: request.url.split('?')[0]!,
-      target: params?.webhookId ?? params?.requestId ?? params?.checkId,
+      target: params?.webhookId ?? params?.requestId ?? params?.checkId ?? params?.secretId,
       outcome: status < 400 ? 'ok' : status === 403 ? 'refused' : status < 500 ? 'rejected' : 'failed',
       status,
       detail,
@@ -316,6 +343,10 @@ export async function buildMerchantServer(
 
   app.get('/healthz', { config: OPEN, schema: { hide: true } }, async () => ({ ok: true }));
   // The portal: its page and assets are open; what it shows comes from the routes below, with the merchant's key.
+  // A browser asks for an icon unprompted: answered empty rather than refused, which the page would log as an error.
+  app.get('/favicon.ico', { config: OPEN, schema: { hide: true } }, async (_request, reply) =>
+    reply.status(204).send(),
+  );
   for (const [file, type] of PORTAL_FILES) {
     const body = readFileSync(new URL(`./portal/${file}`, import.meta.url));
     const path = file === 'index.html' ? '/portal' : `/portal/${file}`;
@@ -461,24 +492,40 @@ export async function buildMerchantServer(
     },
   );
 
+  /** Records a check of the merchant's endpoint (or a rotation) for a worker, with its audit row. */
+  async function recordCheck(
+    request: FastifyRequest,
+    kind: 'test' | 'verify' | 'rotate',
+    url: string,
+    rotation?: { replyKey: string; overlapMs: number },
+  ) {
+    const { merchantId, keyId } = request.merchant!;
+    const id = `ck_${randomBytes(10).toString('hex')}`;
+    await inTransaction(pool, async (tx) => {
+      await ledger.insertEndpointCheck(tx, { id, merchantId, keyId, kind, url, ...rotation });
+      await audit(request, 202, `${kind} ${id}`, tx);
+    });
+    return id;
+  }
+
+  /** The check as it stands once a worker finished it, or when the wait is over (`finishedAt` still null). */
+  async function awaitCheck(merchantId: string, id: string) {
+    const until = now() + checkAnswerWaitMs;
+    for (;;) {
+      const found = await ledger.merchantEndpointCheck(pool, merchantId, id);
+      if (found?.finishedAt || now() >= until) return found;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  }
+
   /**
    * Records a check of the merchant's endpoint for a worker to send, then waits for its answer: 200 with it, or 202
    * with the check still waiting (`GET /v1/endpoint/checks/{checkId}` follows it).
    */
   async function check(request: FastifyRequest, reply: FastifyReply, kind: 'test' | 'verify', url: string) {
-    const { merchantId, keyId } = request.merchant!;
-    const id = `ck_${randomBytes(10).toString('hex')}`;
-    await inTransaction(pool, async (tx) => {
-      await ledger.insertEndpointCheck(tx, { id, merchantId, keyId, kind, url });
-      await audit(request, 202, `${kind} ${id}`, tx);
-    });
-    const until = now() + CHECK_ANSWER_WAIT_MS;
-    for (;;) {
-      const found = await ledger.merchantEndpointCheck(pool, merchantId, id);
-      if (found?.finishedAt) return reply.status(200).send(found);
-      if (now() >= until) return reply.status(202).send(found);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
+    const id = await recordCheck(request, kind, url);
+    const found = await awaitCheck(merchantOf(request), id);
+    return reply.status(found?.finishedAt ? 200 : 202).send(found);
   }
   const checkAnswers = { 200: jsonSchema(endpointCheck), 202: jsonSchema(endpointCheck) };
 
@@ -540,6 +587,110 @@ export async function buildMerchantServer(
       if (!found) throw new Refusal(404, 'NotFound', `no check ${checkId}`);
       await audit(request, 200);
       return found;
+    },
+  );
+
+  app.get(
+    '/v1/endpoint/secrets',
+    {
+      config: { operation: 'secrets.list' },
+      schema: {
+        operationId: 'secrets.list',
+        summary: 'Your signing secrets: the current one, and the previous one while it still signs. Never a value.',
+        response: { 200: jsonSchema(z.object({ items: z.array(secretShape) })), ...errors(401, 429) },
+      },
+    },
+    async (request) => {
+      const items = await ledger.merchantSecrets(pool, merchantOf(request));
+      await audit(request, 200);
+      return { items };
+    },
+  );
+
+  app.post(
+    '/v1/endpoint/secrets',
+    {
+      config: { operation: 'secrets.rotate' },
+      schema: {
+        operationId: 'secrets.rotate',
+        summary:
+          'A new signing secret, in this answer only: it signs from now on, and the current one also signs until the overlap ends (24 h unless given).',
+        body: jsonSchema(rotateBody),
+        response: {
+          201: jsonSchema(
+            z
+              .object({
+                id: z.string(),
+                secret: z.string().describe('whsec_…: shown this once'),
+                createdAt: time,
+                previousSecret: z
+                  .object({ id: z.string(), expiresAt: time })
+                  .partial()
+                  .nullable()
+                  .describe('the secret that also signs until expiresAt'),
+              })
+              .partial(),
+          ),
+          ...errors(400, 401, 429, 503),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { overlapSeconds } = rotateBody.parse(request.body);
+      // The worker writes the secret back encrypted to this key, which lives for this call only: no one reads the row
+      // into a secret afterwards, not even this process.
+      const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+      const replyKey = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      const merchantId = merchantOf(request);
+      const endpoint = await endpointOf(request);
+      const id = await recordCheck(request, 'rotate', String(endpoint.url), {
+        replyKey,
+        overlapMs: (overlapSeconds ?? DEFAULT_ROTATION_OVERLAP_MS / 1000) * 1000,
+      });
+      const found = await awaitCheck(merchantId, id);
+      if (!found?.finishedAt) {
+        const refused = { refused: 'NotAnsweredInTime', message: 'no worker rotated it in time: nothing changed' };
+        if (await ledger.giveUpEndpointCheck(pool, id, refused))
+          throw new Refusal(503, 'RotationNotAnswered', `${refused.message}; ask again`, 5);
+      }
+      const done = found?.finishedAt ? found : await ledger.merchantEndpointCheck(pool, merchantId, id);
+      const result = (done?.result ?? {}) as Record<string, unknown>;
+      if (!done?.applied) throw new Refusal(409, String(result.refused ?? 'NotRotated'), String(result.message));
+      const secret = privateDecrypt(
+        { key: privateKey, oaepHash: 'sha256' },
+        Buffer.from(String(result.secretForCaller), 'base64'),
+      ).toString('utf8');
+      await ledger.forgetCheckResult(pool, id, 'secretForCaller');
+      return reply
+        .status(201)
+        .send({ id: result.secretId, secret, createdAt: result.createdAt, previousSecret: result.previousSecret });
+    },
+  );
+
+  app.post(
+    '/v1/endpoint/secrets/:secretId/expire',
+    {
+      config: { operation: 'secrets.expire' },
+      schema: {
+        operationId: 'secrets.expire',
+        summary:
+          'End your previous secret early: it stops signing in inSeconds (0: now), never later than it was to. The current one ends only by a rotation.',
+        params: jsonSchema(secretIdParam),
+        body: jsonSchema(expireBody),
+        response: { 200: jsonSchema(z.object({ items: z.array(secretShape) })), ...errors(400, 401, 404, 409, 429) },
+      },
+    },
+    async (request) => {
+      const { secretId } = secretIdParam.parse(request.params);
+      const { inSeconds } = expireBody.parse(request.body);
+      return inTransaction(pool, async (tx) => {
+        const said = await expirePreviousSecret(tx, merchantOf(request), secretId, inSeconds * 1000);
+        if (said === 'not-found') throw new Refusal(404, 'NotFound', `no secret ${secretId} that still signs`);
+        if (said === 'current')
+          throw new Refusal(409, 'CurrentSecret', `${secretId} is your current secret: rotate to replace it`);
+        await audit(request, 200, `ends ${secretId} in ${inSeconds} s`, tx);
+        return { items: await ledger.merchantSecrets(tx, merchantOf(request)) };
+      });
     },
   );
 

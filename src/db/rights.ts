@@ -74,10 +74,12 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
         SELECT: 'all',
         INSERT: columns('idempotency_key kind account_id hold_id amount_minor currency processor_event_id'),
       },
+      // Its own effects on a merchant: a 410 disables it, a previous secret past its overlap is erased, and the checks a
+      // merchant asks for apply (a verified URL, a rotated secret).
       merchants: {
         SELECT: 'all',
         UPDATE: columns(
-          'status disabled_reason disabled_at previous_signing_secret previous_signing_secret_until endpoint_url updated_at',
+          'status disabled_reason disabled_at signing_secret signing_secret_id signing_secret_created_at previous_signing_secret previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until endpoint_url updated_at',
         ),
       },
       // The merchants' checks of their endpoints: claimed, sent, and their result and effect written.
@@ -179,7 +181,7 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
         SELECT: 'all',
         INSERT: columns('id name endpoint_url signing_secret rate_per_second burst delivery_policy destination_id'),
         UPDATE: columns(
-          'name endpoint_url rate_per_second burst delivery_policy destination_id status disabled_reason disabled_at signing_secret previous_signing_secret previous_signing_secret_until updated_at',
+          'name endpoint_url rate_per_second burst delivery_policy destination_id status disabled_reason disabled_at signing_secret signing_secret_id signing_secret_created_at previous_signing_secret previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until updated_at',
         ),
       },
       destinations: {
@@ -244,17 +246,21 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
   },
 
   // Faces the internet, on behalf of merchants: reads a merchant's own webhooks and their attempts (every query names
-  // the merchant its key belongs to), records the resends and endpoint checks they ask for, reads its endpoint and
-  // sets the event types it takes, appends its audit. Nothing of merchant secrets, accounts, holds or the ledger.
+  // the merchant its key belongs to), records the resends and endpoint checks (a rotation among them) they ask for,
+  // reads its endpoint and sets the event types it takes, appends its audit. Of merchant secrets only their names and
+  // dates; nothing of accounts, holds or the ledger.
   merchantApi: {
     tables: {
       merchant_api_keys: {
         SELECT: columns('id merchant_id secret_sha256 rate_per_second burst expires_at revoked_at last_used_at'),
         UPDATE: columns('last_used_at'),
       },
+      // Its secrets by name and date, never their values; the previous one may be ended early, never kept longer.
       merchants: {
-        SELECT: columns('id status endpoint_url rate_per_second burst disabled_reason disabled_at event_types'),
-        UPDATE: columns('event_types updated_at'),
+        SELECT: columns(
+          'id status endpoint_url rate_per_second burst disabled_reason disabled_at event_types signing_secret_id signing_secret_created_at previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until',
+        ),
+        UPDATE: columns('event_types previous_signing_secret_until updated_at'),
       },
       webhook_deliveries: {
         SELECT: columns(
@@ -264,7 +270,12 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
       delivery_attempts: { SELECT: 'all' },
       webhook_resends: { SELECT: 'all' },
       merchant_resend_requests: { SELECT: 'all', INSERT: columns('id merchant_id webhook_id key_id resend_id') },
-      endpoint_checks: { SELECT: 'all', INSERT: columns('id merchant_id key_id kind url') },
+      // A check it gave up waiting for is ended so no worker sends it; a rotation's secret is dropped once read.
+      endpoint_checks: {
+        SELECT: 'all',
+        INSERT: columns('id merchant_id key_id kind url reply_key overlap_ms'),
+        UPDATE: columns('finished_at result applied'),
+      },
       api_audit: { INSERT: AUDIT_ROW },
       schema_migrations: { SELECT: 'all' },
     },

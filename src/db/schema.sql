@@ -162,6 +162,29 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.name_signing_secrets()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+  IF NEW.signing_secret IS NULL THEN
+    NEW.signing_secret_id := NULL;
+    NEW.signing_secret_created_at := NULL;
+  ELSIF NEW.signing_secret_id IS NULL THEN
+    NEW.signing_secret_id := 'whs_' || left(replace(gen_random_uuid()::text, '-', ''), 16);
+    NEW.signing_secret_created_at := now();
+  END IF;
+  IF NEW.previous_signing_secret IS NULL THEN
+    NEW.previous_signing_secret_id := NULL;
+    NEW.previous_signing_secret_created_at := NULL;
+  ELSIF NEW.previous_signing_secret_id IS NULL THEN
+    NEW.previous_signing_secret_id := 'whs_' || left(replace(gen_random_uuid()::text, '-', ''), 16);
+    NEW.previous_signing_secret_created_at := now();
+  END IF;
+  RETURN NEW;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.processor_events_applied_once()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -430,11 +453,15 @@ CREATE TABLE endpoint_checks (
   finished_at timestamp with time zone,
   result jsonb,
   applied boolean,
+  reply_key text,
+  overlap_ms bigint,
   CONSTRAINT endpoint_checks_check CHECK ((finished_at IS NULL) = (result IS NULL) AND (finished_at IS NULL) = (applied IS NULL)),
   CONSTRAINT endpoint_checks_key_id_fkey FOREIGN KEY (key_id) REFERENCES merchant_api_keys(id),
-  CONSTRAINT endpoint_checks_kind_check CHECK (kind = ANY (ARRAY['test'::text, 'verify'::text])),
+  CONSTRAINT endpoint_checks_kind_check CHECK (kind = ANY (ARRAY['test'::text, 'verify'::text, 'rotate'::text])),
   CONSTRAINT endpoint_checks_merchant_id_fkey FOREIGN KEY (merchant_id) REFERENCES merchants(id),
-  CONSTRAINT endpoint_checks_pkey PRIMARY KEY (id)
+  CONSTRAINT endpoint_checks_overlap_ms_check CHECK (overlap_ms >= 0),
+  CONSTRAINT endpoint_checks_pkey PRIMARY KEY (id),
+  CONSTRAINT endpoint_checks_rotate_check CHECK ((kind = 'rotate'::text) = (reply_key IS NOT NULL AND overlap_ms IS NOT NULL))
 );
 CREATE INDEX endpoint_checks_merchant ON public.endpoint_checks USING btree (merchant_id, requested_at);
 CREATE INDEX endpoint_checks_waiting ON public.endpoint_checks USING btree (requested_at) WHERE (finished_at IS NULL);
@@ -548,6 +575,10 @@ CREATE TABLE merchants (
   previous_signing_secret_until timestamp with time zone,
   destination_id text,
   event_types text[],
+  signing_secret_id text,
+  signing_secret_created_at timestamp with time zone,
+  previous_signing_secret_id text,
+  previous_signing_secret_created_at timestamp with time zone,
   CONSTRAINT merchants_burst_check CHECK (burst >= 0),
   CONSTRAINT merchants_destination_id_fkey FOREIGN KEY (destination_id) REFERENCES destinations(id),
   CONSTRAINT merchants_event_types_check CHECK (event_types IS NULL OR cardinality(event_types) >= 1 AND cardinality(event_types) <= 64),
@@ -557,6 +588,7 @@ CREATE TABLE merchants (
   CONSTRAINT merchants_status_check CHECK (status = ANY (ARRAY['active'::text, 'paused'::text, 'disabled'::text]))
 );
 CREATE INDEX merchants_destination ON public.merchants USING btree (destination_id) WHERE (destination_id IS NOT NULL);
+CREATE TRIGGER merchants_signing_secrets_named BEFORE INSERT OR UPDATE OF signing_secret, previous_signing_secret ON merchants FOR EACH ROW EXECUTE FUNCTION name_signing_secrets();
 
 CREATE TABLE operator_decisions (
   id bigint NOT NULL GENERATED ALWAYS AS IDENTITY,

@@ -9,6 +9,7 @@
  * (`show` says only whether one is set), never logged, and never enters Temporal. It is sealed with the region's key
  * ring before it is written (src/delivery/secret-box.ts), and opened again only by `ping`, right before it signs.
  */
+import { randomBytes } from 'node:crypto';
 import type pg from 'pg';
 import type { Queryable } from '../db/pool.js';
 import { MERCHANT_PING_EVENT } from '../contracts/delivery.js';
@@ -28,8 +29,8 @@ const MERCHANT_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
 const MAX_RATE_PER_SECOND = 1000;
 const MAX_BURST = 1000;
 /** How long a rotated-out secret signs alongside the new one unless the operator says otherwise. */
-const DEFAULT_ROTATION_OVERLAP_MS = 24 * 3_600_000;
-const MAX_ROTATION_OVERLAP_MS = 30 * 86_400_000;
+export const DEFAULT_ROTATION_OVERLAP_MS = 24 * 3_600_000;
+export const MAX_ROTATION_OVERLAP_MS = 30 * 86_400_000;
 /** How long a ping waits for its turn in the merchant's budget before it gives up. */
 const PING_MAX_WAIT_MS = 10_000;
 
@@ -188,23 +189,39 @@ export async function resumeMerchant(
 /**
  * A new signing secret, returned here once and stored sealed with `secrets`: it signs from now on, and the one it
  * replaces signs alongside it until the overlap ends (the merchant verifies with whichever it holds), then is erased.
- * A secret older than that is dropped.
+ * A secret older than that is dropped. An operator asks for it (`merchant rotate-secret`), or the merchant through the
+ * merchant API (src/workers/endpoint-checks.ts).
  */
 export async function rotateSigningSecret(
-  pool: Queryable,
+  db: Queryable,
   secrets: SecretsAtRest,
   merchantId: string,
   overlapMs = DEFAULT_ROTATION_OVERLAP_MS,
-): Promise<{ merchant: MerchantView; signingSecret: string; previousSignsUntil: string }> {
+): Promise<{
+  merchant: MerchantView;
+  signingSecret: string;
+  secretId: string;
+  createdAt: string;
+  /** The secret that signs until the overlap ends; null when there was none. */
+  previousSecretId: string | null;
+  previousSignsUntil: string;
+}> {
   if (!(Number.isInteger(overlapMs) && overlapMs >= 0 && overlapMs <= MAX_ROTATION_OVERLAP_MS)) {
     throw new InvalidMerchantSetting('overlap', overlapMs, 'a duration from 0s to 30d');
   }
   const signingSecret = generateSigningSecret();
+  const secretId = `whs_${randomBytes(8).toString('hex')}`;
   const sealed = await secrets.sealer.seal(signingSecret, { region: secrets.region, merchantId });
-  const previousSignsUntil = await merchants.rotateSigningSecret(pool, merchantId, sealed, overlapMs);
-  if (previousSignsUntil === undefined)
-    throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
-  return { merchant: await viewOf(pool, merchantId), signingSecret, previousSignsUntil };
+  const rotated = await merchants.rotateSigningSecret(db, merchantId, sealed, secretId, overlapMs);
+  if (!rotated) throw new OperatorError('MerchantNotFound', `no merchant ${merchantId} in this region`);
+  return {
+    merchant: await viewOf(db, merchantId),
+    signingSecret,
+    secretId,
+    createdAt: rotated.createdAt,
+    previousSecretId: rotated.previousId,
+    previousSignsUntil: rotated.until,
+  };
 }
 
 interface PingResult {

@@ -263,20 +263,60 @@ export async function merchantResendForClaim(
   return rows[0];
 }
 
-type EndpointCheckKind = 'test' | 'verify';
+type EndpointCheckKind = 'test' | 'verify' | 'rotate';
 
 /** A merchant's check of its endpoint, recorded for a worker to send (the merchant API cannot sign). */
 export async function insertEndpointCheck(
   db: Queryable,
-  c: { id: string; merchantId: string; keyId: string; kind: EndpointCheckKind; url: string },
+  c: {
+    id: string;
+    merchantId: string;
+    keyId: string;
+    kind: EndpointCheckKind;
+    url: string;
+    /** A rotation's: the public key its secret is written back to, and its overlap. */
+    replyKey?: string;
+    overlapMs?: number;
+  },
 ): Promise<void> {
-  await db.query(`INSERT INTO endpoint_checks (id, merchant_id, key_id, kind, url) VALUES ($1, $2, $3, $4, $5)`, [
-    c.id,
-    c.merchantId,
-    c.keyId,
-    c.kind,
-    c.url,
-  ]);
+  await db.query(
+    `INSERT INTO endpoint_checks (id, merchant_id, key_id, kind, url, reply_key, overlap_ms)
+     VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+    [c.id, c.merchantId, c.keyId, c.kind, c.url, c.replyKey ?? null, c.overlapMs ?? null],
+  );
+}
+
+/**
+ * Ends a check no worker has finished, as `result` says, so none ever sends or applies it; false when a worker finished
+ * it first (one holding it makes this wait until it commits).
+ */
+export async function giveUpEndpointCheck(db: Queryable, id: string, result: object): Promise<boolean> {
+  const { rowCount } = await db.query(
+    `UPDATE endpoint_checks SET finished_at = now(), result = $2::jsonb, applied = false
+      WHERE id = $1 AND finished_at IS NULL`,
+    [id, JSON.stringify(result)],
+  );
+  return rowCount === 1;
+}
+
+/** Drops a key from a finished check's result: a rotation's secret, once read. */
+export async function forgetCheckResult(db: Queryable, id: string, key: string): Promise<void> {
+  await db.query(`UPDATE endpoint_checks SET result = result - $2::text WHERE id = $1`, [id, key]);
+}
+
+/** The merchant's signing secrets (never a value): the current one, and the previous one while it still signs. */
+export async function merchantSecrets(db: Queryable, merchantId: string) {
+  const { rows } = await db.query<{ id: string; createdAt: string; expiresAt: string | null; current: boolean }>(
+    `SELECT s.id, ${isoUtc('s.created_at')} AS "createdAt", ${isoUtc('s.until')} AS "expiresAt", s.current
+       FROM merchants m,
+            LATERAL (VALUES (m.signing_secret_id, m.signing_secret_created_at, NULL::timestamptz, true),
+                            (m.previous_signing_secret_id, m.previous_signing_secret_created_at,
+                             m.previous_signing_secret_until, false)) AS s (id, created_at, until, current)
+      WHERE m.id = $1 AND s.id IS NOT NULL AND (s.until IS NULL OR s.until > now())
+      ORDER BY s.current DESC`,
+    [merchantId],
+  );
+  return rows;
 }
 
 /** One of the merchant's checks, as it stands: waiting for a worker (`finishedAt` null), or sent and answered. */
@@ -299,9 +339,13 @@ export async function merchantEndpointCheck(
  */
 export async function claimEndpointCheck(
   db: Queryable,
-): Promise<{ id: string; merchantId: string; kind: EndpointCheckKind; url: string } | undefined> {
+): Promise<
+  | { id: string; merchantId: string; kind: EndpointCheckKind; url: string; replyKey: string; overlapMs: number }
+  | undefined
+> {
   const { rows } = await db.query(
-    `SELECT id, merchant_id AS "merchantId", kind, url FROM endpoint_checks WHERE finished_at IS NULL
+    `SELECT id, merchant_id AS "merchantId", kind, url, reply_key AS "replyKey", overlap_ms::float8 AS "overlapMs"
+       FROM endpoint_checks WHERE finished_at IS NULL
       ORDER BY requested_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
   );
   return rows[0];

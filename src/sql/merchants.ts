@@ -267,25 +267,30 @@ export async function resumeMerchant(db: Queryable, merchantId: string): Promise
 }
 
 /**
- * The new secret (sealed) signs from now on; the current one becomes the previous, as it is sealed, and signs
- * alongside it for `overlapMs`, then is erased (erasePreviousSecretsPastOverlap). Returns when the overlap ends
- * (database clock), or undefined when there is no such merchant.
+ * The new secret (sealed, named `newSecretId`) signs from now on; the current one becomes the previous, as it is
+ * sealed and with its name, and signs alongside it for `overlapMs`, then is erased (erasePreviousSecretsPastOverlap).
+ * Returns when the overlap ends and when the new secret was made (database clock), or undefined when there is no
+ * such merchant.
  */
 export async function rotateSigningSecret(
   db: Queryable,
   merchantId: string,
   newSealedSecret: string,
+  newSecretId: string,
   overlapMs: number,
-): Promise<string | undefined> {
-  const { rows } = await db.query<{ until: string }>(
+): Promise<{ until: string; createdAt: string; previousId: string | null } | undefined> {
+  const { rows } = await db.query<{ until: string; createdAt: string; previousId: string | null }>(
     `UPDATE merchants
-        SET previous_signing_secret = signing_secret, signing_secret = $2::text,
-            previous_signing_secret_until = now() + make_interval(secs => $3::double precision / 1000), updated_at = now()
+        SET previous_signing_secret = signing_secret, previous_signing_secret_id = signing_secret_id,
+            previous_signing_secret_created_at = signing_secret_created_at,
+            signing_secret = $2::text, signing_secret_id = $3::text, signing_secret_created_at = now(),
+            previous_signing_secret_until = now() + make_interval(secs => $4::double precision / 1000), updated_at = now()
       WHERE id = $1::text
-      RETURNING ${isoUtc('previous_signing_secret_until')} AS until`,
-    [merchantId, newSealedSecret, overlapMs],
+      RETURNING ${isoUtc('previous_signing_secret_until')} AS until, ${isoUtc('signing_secret_created_at')} AS "createdAt",
+                previous_signing_secret_id AS "previousId"`,
+    [merchantId, newSealedSecret, newSecretId, overlapMs],
   );
-  return rows[0]?.until;
+  return rows[0];
 }
 
 /**
@@ -325,4 +330,31 @@ export async function applyVerifiedUrl(db: Queryable, merchantId: string, url: s
     [merchantId, url],
   );
   return rows[0]?.enabled ?? false;
+}
+
+/**
+ * Ends the merchant's previous secret within `inMs` (never later than it was to end): what it says of the secret named
+ * `secretId`, of this merchant only.
+ */
+export async function expirePreviousSecret(
+  db: Queryable,
+  merchantId: string,
+  secretId: string,
+  inMs: number,
+): Promise<'expired' | 'current' | 'not-found'> {
+  const { rowCount } = await db.query(
+    `UPDATE merchants
+        SET previous_signing_secret_until = LEAST(COALESCE(previous_signing_secret_until, 'infinity'),
+                                                  now() + make_interval(secs => $3::double precision / 1000)),
+            updated_at = now()
+      WHERE id = $1 AND previous_signing_secret_id = $2
+        AND (previous_signing_secret_until IS NULL OR previous_signing_secret_until > now())`,
+    [merchantId, secretId, inMs],
+  );
+  if (rowCount === 1) return 'expired';
+  const { rows } = await db.query(`SELECT 1 FROM merchants WHERE id = $1 AND signing_secret_id = $2`, [
+    merchantId,
+    secretId,
+  ]);
+  return rows.length === 1 ? 'current' : 'not-found';
 }

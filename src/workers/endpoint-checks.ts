@@ -3,17 +3,20 @@
  * secret (src/api/merchant-server.ts): each is one signed `merchant.ping` sent as `merchant ping` sends it (the
  * endpoint guard, the merchant's budget, policy and keys), its answer recorded in the check's row in the transaction
  * that claimed it, with its effect: a `verify` check answered 2xx makes its URL the endpoint (src/sql/merchant-api.ts).
- * One at a time per worker and region; the merchant API waits on the row and answers the merchant.
+ * A `rotate` check sends nothing: it rotates the merchant's signing secret and writes the new one back encrypted to the
+ * caller's one-time key. One at a time per worker and region; the merchant API waits on the row and answers the
+ * merchant.
  */
+import { publicEncrypt } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
-import { inTransaction } from '../db/pool.js';
+import { inTransaction, type Queryable } from '../db/pool.js';
 import type { EndpointRules } from '../delivery/endpoint.js';
 import type { SecretsAtRest } from '../delivery/secret-box.js';
 import { OperatorError } from '../errors.js';
 import { every, log } from '../observability/logger.js';
-import { pingMerchant } from '../operations/merchants.js';
+import { pingMerchant, rotateSigningSecret } from '../operations/merchants.js';
 import { signalHeldDeliveries } from '../operations/send-pauses.js';
 import { claimEndpointCheck, finishEndpointCheck } from '../sql/merchant-api.js';
 import { applyVerifiedUrl } from '../sql/merchants.js';
@@ -22,7 +25,12 @@ import { applyVerifiedUrl } from '../sql/merchants.js';
 const ENDPOINT_CHECK_INTERVAL_MS = 1_000;
 
 /** Refusals of the check itself: its URL, the merchant's secret or policy. */
-const ANSWERS = new Set(['InvalidEndpointUrl', 'MissingSigningSecret', 'InvalidDeliveryPolicyError']);
+const ANSWERS = new Set([
+  'InvalidEndpointUrl',
+  'MissingSigningSecret',
+  'InvalidDeliveryPolicyError',
+  'InvalidMerchantSetting',
+]);
 
 /**
  * Sends every waiting check, oldest first, until none is left. An endpoint a verification enabled again has its held
@@ -39,6 +47,10 @@ async function sendEndpointChecks(
     const sent = await inTransaction(pool, async (tx) => {
       const check = await claimEndpointCheck(tx);
       if (!check) return false;
+      if (check.kind === 'rotate') {
+        await finishEndpointCheck(tx, check.id, ...(await rotated(tx, secrets, check)));
+        return true;
+      }
       const result = await pingMerchant(pool, rules, secrets, check.merchantId, check.url).then(
         (ping) => ({ ...ping, refused: null }),
         (err: unknown) => {
@@ -59,6 +71,30 @@ async function sendEndpointChecks(
       const told = await signalHeldDeliveries(client, enabled);
       log.info({ merchantId: enabled, ...told }, 'endpoint enabled again: its held deliveries told');
     }
+  }
+}
+
+/**
+ * A rotation the merchant asked for: the new secret sealed into its row as an operator's rotation seals it, and written
+ * back only encrypted to the public key the merchant API made for that call (RSA-OAEP, SHA-256).
+ */
+async function rotated(
+  tx: Queryable,
+  secrets: SecretsAtRest,
+  check: { merchantId: string; replyKey: string; overlapMs: number },
+): Promise<[object, boolean]> {
+  try {
+    const r = await rotateSigningSecret(tx, secrets, check.merchantId, check.overlapMs);
+    const secretForCaller = publicEncrypt(
+      { key: check.replyKey, oaepHash: 'sha256' },
+      Buffer.from(r.signingSecret, 'utf8'),
+    ).toString('base64');
+    const previous = r.previousSecretId ? { id: r.previousSecretId, expiresAt: r.previousSignsUntil } : null;
+    return [{ secretId: r.secretId, createdAt: r.createdAt, previousSecret: previous, secretForCaller }, true];
+  } catch (err) {
+    if (err instanceof OperatorError || (err instanceof Error && ANSWERS.has(err.name)))
+      return [{ refused: err instanceof OperatorError ? err.code : err.name, message: err.message }, false];
+    throw err;
   }
 }
 

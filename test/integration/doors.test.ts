@@ -63,6 +63,11 @@ const logs = {
 };
 const urlOf = (app: FastifyInstance) => `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
 const HEALTH_AND_DOCUMENT = ['GET /healthz', 'HEAD /healthz', 'GET /openapi.json', 'HEAD /openapi.json'];
+/** The merchant portal's page, script, style and the icon a browser asks for: open, static, the same for everyone. */
+const PORTAL = ['/portal', '/portal/portal.js', '/portal/portal.css', '/favicon.ico'].flatMap((p) => [
+  `GET ${p}`,
+  `HEAD ${p}`,
+]);
 
 const DOORS: Door[] = [
   {
@@ -81,7 +86,7 @@ const DOORS: Door[] = [
     lines: logs.merchant.lines,
     badCredential: { authorization: `Bearer hsk_mk_0000000000000000_${'A'.repeat(43)}` },
     credential: () => ({ authorization: `Bearer ${verified.apiKey}` }),
-    open: HEALTH_AND_DOCUMENT,
+    open: [...HEALTH_AND_DOCUMENT, ...PORTAL],
   },
   {
     name: 'processor receiver',

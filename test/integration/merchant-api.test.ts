@@ -317,6 +317,110 @@ describe('the merchant API', () => {
     expect((await call(await roomyKey(A), '/v1/endpoint')).body.url).toBe(harness.merchants.endpointFor(merchant(A)));
   }, 60_000);
 
+  it('a merchant rotates its secret: shown once, both sign through the overlap, listed by name only, the old one ended early', async () => {
+    const solo = await seedNight(us.pool, 'us', `${harness.id}r`, { expired: 0, merchants: 1 }, harness.merchants);
+    const soloId = solo.merchantIds[0]!;
+    const oldSecret = solo.secrets.get(soloId)!;
+    const key = (await createApiKey(us.pool, soloId, 'mia', { ratePerSecond: 100, burst: 100 })).apiKey;
+    const [first] = (await call(key, '/v1/endpoint/secrets')).body.items!;
+    expect(first).toMatchObject({ id: expect.stringMatching(/^whs_/), current: true, expiresAt: null });
+
+    const rotated = await call(key, '/v1/endpoint/secrets', {
+      method: 'POST',
+      body: JSON.stringify({ overlapSeconds: 3600 }),
+    });
+    expect(rotated).toMatchObject({
+      status: 201,
+      body: {
+        id: expect.stringMatching(/^whs_/),
+        secret: expect.stringMatching(/^whsec_/),
+        previousSecret: { id: first!.id, expiresAt: expect.any(String) },
+      },
+    });
+    const newSecret = rotated.body.secret as string;
+    // In clear nowhere but in that answer: not in the check's row, the merchant's row, the audit or the log.
+    const stored = await us.pool.query(
+      `SELECT (SELECT json_agg(c) FROM endpoint_checks c WHERE merchant_id = $1) AS checks,
+              (SELECT json_agg(m) FROM merchants m WHERE id = $1) AS merchant,
+              (SELECT json_agg(a) FROM api_audit a WHERE subject = 'merchant:' || $1) AS audit`,
+      [soloId],
+    );
+    const everything = JSON.stringify(stored.rows) + JSON.stringify(merchantLog.lines);
+    expect(everything).not.toContain(newSecret.slice(6));
+    expect(everything).not.toContain('secretForCaller');
+    expect(everything).toContain('merchant-api.secrets.rotate');
+
+    // Listed by name and date; each secret alone verifies a test send through the overlap.
+    const listed = (await call(key, '/v1/endpoint/secrets')).body.items!;
+    expect(listed).toEqual([
+      { id: rotated.body.id, createdAt: expect.any(String), expiresAt: null, current: true },
+      { id: first!.id, createdAt: first!.createdAt, expiresAt: expect.any(String), current: false },
+    ]);
+    const testSend = async (secret: string) => {
+      harness.merchants.script(soloId, { secrets: [secret] });
+      const sent = await call(key, '/v1/endpoint/test', { method: 'POST' });
+      expect(sent.status).toBe(200);
+      return {
+        signatures: (sent.body.result as { signatures: number }).signatures,
+        verified: harness.merchants.requests(soloId).at(-1)!.verified,
+      };
+    };
+    expect(await testSend(newSecret)).toEqual({ signatures: 2, verified: true });
+    expect(await testSend(oldSecret)).toEqual({ signatures: 2, verified: true });
+
+    // Another merchant's key neither sees nor ends it; the current one ends only by a rotation.
+    const expire = (k: string, id: string) =>
+      call(k, `/v1/endpoint/secrets/${id}/expire`, { method: 'POST', body: JSON.stringify({}) });
+    expect(await expire(keyB, first!.id as string)).toMatchObject({ status: 404, body: { error: 'NotFound' } });
+    expect(await expire(key, rotated.body.id as string)).toMatchObject({
+      status: 409,
+      body: { error: 'CurrentSecret' },
+    });
+    expect((await call(keyB, '/v1/endpoint/secrets')).body.items!.map((s) => s.id)).not.toContain(first!.id);
+    expect(await expire(key, first!.id as string)).toMatchObject({
+      status: 200,
+      body: { items: [{ id: rotated.body.id, current: true }] },
+    });
+    expect(await testSend(oldSecret)).toEqual({ signatures: 1, verified: false });
+    expect(await testSend(newSecret)).toEqual({ signatures: 1, verified: true });
+
+    // A rotation no worker answers while the call waits changes nothing, and no worker takes it up later.
+    checks.stop();
+    const impatient = await buildMerchantServer({
+      region: 'us',
+      pool: rolePool,
+      checkAnswerWaitMs: 0,
+      logger: merchantLog.logger,
+    });
+    try {
+      const refused = await impatient.inject({
+        method: 'POST',
+        url: '/v1/endpoint/secrets',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        payload: {},
+      });
+      expect(refused.statusCode).toBe(503);
+      expect(refused.json()).toMatchObject({ error: 'RotationNotAnswered' });
+      expect(refused.headers['retry-after']).toBe('5');
+    } finally {
+      await impatient.close();
+      checks = startEndpointChecks({
+        region: 'us',
+        pool: workerPool,
+        rules: DEV_RULES,
+        secrets: { region: 'us', sealer: localKeyRing(us.config.secretKeys) },
+        client: us.client,
+        intervalMs: 200,
+      });
+    }
+    await waitUntil(
+      async () => (await call(key, '/v1/endpoint/test', { method: 'POST' })).status === 200,
+      'the checks loop back',
+      30_000,
+    );
+    expect((await call(key, '/v1/endpoint/secrets')).body.items!.map((s) => s.id)).toEqual([rotated.body.id]);
+  }, 90_000);
+
   it('an endpoint enabled again by its verification has its held backlog told at once', async () => {
     const held = await seedNight(us.pool, 'us', `${harness.id}h`, { expired: 1, merchants: 1 }, harness.merchants);
     const heldId = held.merchantIds[0]!;

@@ -183,6 +183,7 @@ describe('the merchant portal', () => {
       ]),
     );
     expect(pageErrors).toEqual([]);
+    expect(await visibleText(page)).not.toMatch(/undefined|null|NaN|\[object/);
   });
 
   it('a revoked link signs nobody in', async () => {

@@ -18,6 +18,8 @@ function notice(text, error = false) {
 }
 
 class ApiError extends Error {}
+/** The key was refused: the page has said so and shows the sign-in again. */
+class SignedOut extends Error {}
 
 async function api(method, path, body) {
   const response = await fetch(path, {
@@ -31,7 +33,7 @@ async function api(method, path, body) {
   const answer = await response.json().catch(() => ({}));
   if (response.status === 401) {
     signOut('You are signed out: your link or key is no longer valid. Open a new link, or sign in with a key.');
-    throw new ApiError('signed out');
+    throw new SignedOut();
   }
   if (!response.ok) throw new ApiError(`${answer.error ?? response.status}: ${answer.message ?? ''}`);
   return { status: response.status, body: answer };
@@ -44,7 +46,7 @@ function action(run) {
     try {
       await run(event);
     } catch (err) {
-      notice(err.message, true);
+      if (!(err instanceof SignedOut)) notice(err.message, true);
     }
   };
 }
@@ -106,7 +108,7 @@ async function followCheck(answer) {
     check.kind === 'verify' ? (check.applied ? ' The URL is your endpoint now.' : ' The URL was not applied.') : '';
   $('check-result').replaceChildren(
     el('p', {}, said + applied),
-    r.responseExcerpt ? el('pre', {}, r.responseExcerpt) : undefined,
+    ...(r.responseExcerpt ? [el('pre', {}, r.responseExcerpt)] : []),
   );
   return check;
 }
