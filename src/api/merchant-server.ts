@@ -30,7 +30,7 @@ import { apiRefusals } from './refusals.js';
 import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
-import { expirePreviousSecret, setMerchantEventTypes } from '../sql/merchants.js';
+import { declareMerchantPace, expirePreviousSecret, setMerchantEventTypes } from '../sql/merchants.js';
 import { DEFAULT_ROTATION_OVERLAP_MS, MAX_ROTATION_OVERLAP_MS } from '../operations/merchants.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
 import { jsonSchema } from '../operations/admin-verbs.js';
@@ -157,6 +157,8 @@ const endpointShape = z
     url: z.string().describe('where your webhooks are sent'),
     ratePerSecond: z.number().describe('the most requests per second sent to you, across every worker'),
     burst: int,
+    rateCeiling: z.number().describe('the most requests per second you may declare (PUT /v1/endpoint/rate)'),
+    burstCeiling: int,
     eventTypes: z
       .array(z.string())
       .nullable()
@@ -199,6 +201,10 @@ const endpointCheck = z
   })
   .partial();
 const urlBody = z.strictObject({ url: z.string().min(1).max(2048) });
+const paceBody = z.strictObject({
+  ratePerSecond: z.number().gt(0).describe('requests per second your endpoint takes, across every worker'),
+  burst: int.min(1).describe('requests at once above the rate'),
+});
 const secretShape = z
   .object({
     id: z.string(),
@@ -487,6 +493,35 @@ export async function buildMerchantServer(
       return inTransaction(pool, async (tx) => {
         await setMerchantEventTypes(tx, merchantOf(request), chosen);
         await audit(request, 200, `event types: ${chosen?.join(' ') ?? 'every type'}`, tx);
+        return endpointOf(request, tx);
+      });
+    },
+  );
+
+  app.put(
+    '/v1/endpoint/rate',
+    {
+      config: { operation: 'endpoint.rate' },
+      schema: {
+        operationId: 'endpoint.rate',
+        summary:
+          'Declare the pace your endpoint takes, up to the ceiling your provider set: it holds from the next request, across every worker.',
+        body: jsonSchema(paceBody),
+        response: { 200: jsonSchema(endpointShape), ...errors(400, 401, 429) },
+      },
+    },
+    async (request) => {
+      const { ratePerSecond, burst } = paceBody.parse(request.body);
+      return inTransaction(pool, async (tx) => {
+        if (!(await declareMerchantPace(tx, merchantOf(request), ratePerSecond, burst))) {
+          const { rateCeiling, burstCeiling } = await endpointOf(request, tx);
+          throw new Refusal(
+            400,
+            'AboveCeiling',
+            `at most ${rateCeiling} per second and a burst of ${burstCeiling}: ask your provider for more`,
+          );
+        }
+        await audit(request, 200, `rate ${ratePerSecond}/s burst ${burst}`, tx);
         return endpointOf(request, tx);
       });
     },

@@ -181,7 +181,7 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
         SELECT: 'all',
         INSERT: columns('id name endpoint_url signing_secret rate_per_second burst delivery_policy destination_id'),
         UPDATE: columns(
-          'name endpoint_url rate_per_second burst delivery_policy destination_id status disabled_reason disabled_at signing_secret signing_secret_id signing_secret_created_at previous_signing_secret previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until updated_at',
+          'name endpoint_url rate_per_second burst rate_ceiling burst_ceiling delivery_policy destination_id status disabled_reason disabled_at signing_secret signing_secret_id signing_secret_created_at previous_signing_secret previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until updated_at',
         ),
       },
       destinations: {
@@ -255,12 +255,13 @@ export const LEDGER_RIGHTS: Readonly<Record<Service, ServiceRights>> = {
         SELECT: columns('id merchant_id secret_sha256 rate_per_second burst expires_at revoked_at last_used_at'),
         UPDATE: columns('last_used_at'),
       },
-      // Its secrets by name and date, never their values; the previous one may be ended early, never kept longer.
+      // Its pace within its ceiling; its secrets by name and date, never their values; the previous one may be ended
+      // early, never kept longer.
       merchants: {
         SELECT: columns(
-          'id status endpoint_url rate_per_second burst disabled_reason disabled_at event_types signing_secret_id signing_secret_created_at previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until',
+          'id status endpoint_url rate_per_second burst rate_ceiling burst_ceiling disabled_reason disabled_at event_types signing_secret_id signing_secret_created_at previous_signing_secret_id previous_signing_secret_created_at previous_signing_secret_until',
         ),
-        UPDATE: columns('event_types previous_signing_secret_until updated_at'),
+        UPDATE: columns('event_types rate_per_second burst previous_signing_secret_until updated_at'),
       },
       webhook_deliveries: {
         SELECT: columns(

@@ -293,6 +293,8 @@ const merchantView = z.looseObject({
   endpointUrl: z.string(),
   ratePerSecond: z.number(),
   burst: z.number(),
+  rateCeiling: z.number(),
+  burstCeiling: z.number(),
   deliveryPolicy: z.record(z.string(), z.unknown()),
   hasSigningSecret: z.boolean(),
   hasPreviousSecret: z.boolean(),
@@ -326,6 +328,8 @@ const merchantFields = {
   url: text('the webhook endpoint (https in production)').optional(),
   rate: z.number().describe('requests per second the merchant accepts').optional(),
   burst: z.number().int().describe('requests it accepts at once above the rate').optional(),
+  rateCeiling: z.number().describe('the most requests per second the merchant may declare itself (50)').optional(),
+  burstCeiling: z.number().int().describe('the most burst the merchant may declare itself (50)').optional(),
   policy: z.record(z.string(), z.unknown()).describe('delivery policy overrides (docs/webhooks.md)').optional(),
   destination: id('a declared destination whose budget it shares, or "none" (its own)').optional(),
 };
@@ -336,6 +340,8 @@ function merchantSettings(input: z.output<z.ZodObject<typeof merchantFields>>) {
     endpointUrl: input.url,
     ratePerSecond: input.rate,
     burst: input.burst,
+    rateCeiling: input.rateCeiling,
+    burstCeiling: input.burstCeiling,
     deliveryPolicy: input.policy,
     // `none` leaves a shared destination; absent changes nothing.
     destinationId: input.destination === 'none' ? null : input.destination,

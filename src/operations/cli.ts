@@ -670,7 +670,7 @@ function merchantLines(m: AnswerOf<'merchant.show'>): string {
   return [
     `merchant ${m.id} (${m.name}): ${m.status}${m.statusReason ? ` since ${m.statusSince}: ${m.statusReason}` : ''}`,
     `endpoint: ${m.endpointUrl}`,
-    `rate: ${m.ratePerSecond}/s, burst ${m.burst}`,
+    `rate: ${m.ratePerSecond}/s, burst ${m.burst} (the merchant may declare up to ${m.rateCeiling}/s, burst ${m.burstCeiling})`,
     `event types: ${m.eventTypes?.join(', ') ?? 'every type'}`,
     `delivery policy overrides: ${JSON.stringify(m.deliveryPolicy)}`,
     `signing secret: ${m.hasSigningSecret ? 'set' : 'NOT SET (deliveries quarantine as missing_secret)'}` +

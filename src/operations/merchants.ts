@@ -59,6 +59,22 @@ function checkMerchantSettings(merchantId: string, s: MerchantSettings, rules: E
   if (s.burst !== undefined && !(Number.isInteger(s.burst) && s.burst >= 0 && s.burst <= MAX_BURST)) {
     throw new InvalidMerchantSetting('burst', s.burst, `a whole number of requests, 0 to ${MAX_BURST}`);
   }
+  if (
+    s.rateCeiling !== undefined &&
+    !(Number.isFinite(s.rateCeiling) && s.rateCeiling > 0 && s.rateCeiling <= MAX_RATE_PER_SECOND)
+  ) {
+    throw new InvalidMerchantSetting(
+      'rate ceiling',
+      s.rateCeiling,
+      `requests per second, > 0 and at most ${MAX_RATE_PER_SECOND}`,
+    );
+  }
+  if (
+    s.burstCeiling !== undefined &&
+    !(Number.isInteger(s.burstCeiling) && s.burstCeiling >= 1 && s.burstCeiling <= MAX_BURST)
+  ) {
+    throw new InvalidMerchantSetting('burst ceiling', s.burstCeiling, `a whole number of requests, 1 to ${MAX_BURST}`);
+  }
   if (s.deliveryPolicy !== undefined) {
     if (typeof s.deliveryPolicy !== 'object' || s.deliveryPolicy === null || Array.isArray(s.deliveryPolicy)) {
       throw new InvalidMerchantSetting('delivery policy', s.deliveryPolicy, 'a JSON object of policy overrides');
@@ -107,6 +123,11 @@ export async function addMerchant(
   const added = await merchants.insertMerchant(pool, { ...settings, name: settings.name.trim(), sealedSigningSecret });
   if (!added)
     throw new OperatorError('MerchantExists', `merchant ${m.id} already exists; change it with \`merchant set\``);
+  if (settings.rateCeiling !== undefined || settings.burstCeiling !== undefined)
+    await merchants.updateMerchant(pool, m.id, {
+      rateCeiling: settings.rateCeiling,
+      burstCeiling: settings.burstCeiling,
+    });
   return { merchant: await viewOf(pool, m.id), signingSecret };
 }
 
@@ -125,7 +146,7 @@ export async function setMerchant(
     throw new InvalidMerchantSetting(
       'changes',
       changes,
-      'at least one of --name, --url, --rate, --burst, --policy, --destination',
+      'at least one of --name, --url, --rate, --burst, --rate-ceiling, --burst-ceiling, --policy, --destination',
     );
   }
   checkMerchantSettings(merchantId, changes, rules);

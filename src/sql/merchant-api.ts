@@ -89,7 +89,8 @@ export async function merchantEndpoint(
   merchantId: string,
 ): Promise<Record<string, unknown> | undefined> {
   const { rows } = await db.query(
-    `SELECT m.id AS "merchantId", m.endpoint_url AS url, m.rate_per_second::float8 AS "ratePerSecond", m.burst, m.event_types AS "eventTypes",
+    `SELECT m.id AS "merchantId", m.endpoint_url AS url, m.rate_per_second::float8 AS "ratePerSecond", m.burst,
+            m.rate_ceiling::float8 AS "rateCeiling", m.burst_ceiling AS "burstCeiling", m.event_types AS "eventTypes",
             m.status, CASE m.status WHEN 'disabled' THEN m.disabled_reason WHEN 'paused' THEN 'paused by the operators' END
               AS "statusReason", m.disabled_at AS "statusSince"
        FROM merchants m WHERE m.id = $1`,

@@ -19,6 +19,9 @@ export interface MerchantView {
   endpointUrl: string;
   ratePerSecond: number;
   burst: number;
+  /** The most the merchant may declare for itself (merchant API). */
+  rateCeiling: number;
+  burstCeiling: number;
   status: MerchantStatus;
   /** Why sending stopped (paused by an operator, disabled on 410 Gone); null while active. */
   statusReason: string | null;
@@ -90,10 +93,15 @@ export async function insertMerchant(db: Queryable, m: NewMerchant): Promise<boo
 
 export async function merchantView(db: Queryable, merchantId: string): Promise<MerchantView | undefined> {
   const { rows } = await db.query<
-    Omit<MerchantView, 'ratePerSecond' | 'budget'> &
-      Omit<MerchantBudgetState, 'ratePerSecond' | 'drainSeconds'> & { ratePerSecond: string; budgetRate: string }
+    Omit<MerchantView, 'ratePerSecond' | 'rateCeiling' | 'budget'> &
+      Omit<MerchantBudgetState, 'ratePerSecond' | 'drainSeconds'> & {
+        ratePerSecond: string;
+        rateCeiling: string;
+        budgetRate: string;
+      }
   >(
-    `SELECT m.id, m.name, m.endpoint_url AS "endpointUrl", m.rate_per_second AS "ratePerSecond", m.burst, m.status,
+    `SELECT m.id, m.name, m.endpoint_url AS "endpointUrl", m.rate_per_second AS "ratePerSecond", m.burst,
+            m.rate_ceiling AS "rateCeiling", m.burst_ceiling AS "burstCeiling", m.status,
             m.disabled_reason AS "statusReason", ${isoUtc('m.disabled_at')} AS "statusSince",
             m.delivery_policy AS "deliveryPolicy", m.signing_secret IS NOT NULL AS "hasSigningSecret",
             ${isoUtc('m.previous_signing_secret_until')} AS "previousSecretSignsUntil",
@@ -124,6 +132,8 @@ export async function merchantView(db: Queryable, merchantId: string): Promise<M
     endpointUrl: r.endpointUrl,
     ratePerSecond: Number(r.ratePerSecond),
     burst: r.burst,
+    rateCeiling: Number(r.rateCeiling),
+    burstCeiling: r.burstCeiling,
     status: r.status,
     statusReason: active ? null : r.statusReason,
     statusSince: active ? null : r.statusSince,
@@ -175,6 +185,9 @@ export interface MerchantChanges {
   endpointUrl?: string;
   ratePerSecond?: number;
   burst?: number;
+  /** The most the merchant may declare for itself through the merchant API. */
+  rateCeiling?: number;
+  burstCeiling?: number;
   /** Overrides of the default delivery policy (src/delivery/policy.ts), e.g. {"retryHorizonMs": 86400000}. */
   deliveryPolicy?: Record<string, unknown>;
   /** A declared shared destination, or null to leave it (its budget its own again). */
@@ -188,7 +201,9 @@ export async function updateMerchant(db: Queryable, merchantId: string, c: Merch
         SET name = coalesce($2::text, name), endpoint_url = coalesce($3::text, endpoint_url),
             rate_per_second = coalesce($4::numeric, rate_per_second), burst = coalesce($5::integer, burst),
             delivery_policy = coalesce($6::jsonb, delivery_policy),
-            destination_id = CASE WHEN $7::boolean THEN $8::text ELSE destination_id END, updated_at = now()
+            destination_id = CASE WHEN $7::boolean THEN $8::text ELSE destination_id END,
+            rate_ceiling = coalesce($9::numeric, rate_ceiling), burst_ceiling = coalesce($10::integer, burst_ceiling),
+            updated_at = now()
       WHERE id = $1::text`,
     [
       merchantId,
@@ -199,6 +214,8 @@ export async function updateMerchant(db: Queryable, merchantId: string, c: Merch
       c.deliveryPolicy === undefined ? null : JSON.stringify(c.deliveryPolicy),
       c.destinationId !== undefined,
       c.destinationId ?? null,
+      c.rateCeiling ?? null,
+      c.burstCeiling ?? null,
     ],
   );
   return rowCount === 1;
@@ -303,6 +320,19 @@ export async function disableMerchant(db: Queryable, merchantId: string, reason:
       WHERE id = $1::text AND status <> 'disabled'`,
     [merchantId, reason],
   );
+}
+
+/**
+ * The pace the merchant declares for its endpoint, if within the ceiling its operators set: false (nothing changed)
+ * when above it. The limiter reads it from the next admission on.
+ */
+export async function declareMerchantPace(db: Queryable, merchantId: string, ratePerSecond: number, burst: number) {
+  const { rowCount } = await db.query(
+    `UPDATE merchants SET rate_per_second = $2::numeric, burst = $3::integer, updated_at = now()
+      WHERE id = $1 AND $2::numeric <= rate_ceiling AND $3::integer <= burst_ceiling`,
+    [merchantId, ratePerSecond, burst],
+  );
+  return rowCount === 1;
 }
 
 /** The event types the merchant's endpoint takes from now on: its webhooks written after this are sent or not by it. */

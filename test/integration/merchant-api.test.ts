@@ -26,7 +26,7 @@ import { Registry } from 'prom-client';
 import { ensureOutboxSchedule, outboxScheduleId } from '../../src/schedules.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { backdate, holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
+import { backdate, holdWorkflowIdOf, loggedAttempts, seedNight, type Night } from '../support/ledger.js';
 import { openApiValidator, type OpenApiDocument } from '../support/openapi.js';
 import { capturedLogger } from '../support/logs.js';
 import { waitUntil } from '../support/wait.js';
@@ -316,6 +316,46 @@ describe('the merchant API', () => {
     // The key's other merchant untouched.
     expect((await call(await roomyKey(A), '/v1/endpoint')).body.url).toBe(harness.merchants.endpointFor(merchant(A)));
   }, 60_000);
+
+  it('a merchant declares its pace within its ceiling; the limiter paces at it; another merchant untouched', async () => {
+    const paced = await seedNight(us.pool, 'us', `${harness.id}p`, { expired: 4, merchants: 1 }, harness.merchants);
+    const pacedId = paced.merchantIds[0]!;
+    const key = (await createApiKey(us.pool, pacedId, 'mia', { ratePerSecond: 100, burst: 100 })).apiKey;
+    const declare = (k: string, body: unknown) =>
+      call(k, '/v1/endpoint/rate', { method: 'PUT', body: JSON.stringify(body) });
+    expect((await call(key, '/v1/endpoint')).body).toMatchObject({ rateCeiling: 50, burstCeiling: 50 });
+    for (const bad of [{ ratePerSecond: 0, burst: 1 }, { ratePerSecond: 1, burst: 0 }, { ratePerSecond: 1 }, {}])
+      expect((await declare(key, bad)).status, JSON.stringify(bad)).toBe(400);
+    expect(await declare(key, { ratePerSecond: 51, burst: 1 })).toMatchObject({
+      status: 400,
+      body: { error: 'AboveCeiling' },
+    });
+    expect(await declare(key, { ratePerSecond: 2, burst: 1 })).toMatchObject({
+      status: 200,
+      body: { ratePerSecond: 2, burst: 1 },
+    });
+    const audited = await us.pool.query(
+      `SELECT detail, roles FROM api_audit WHERE verb = 'merchant-api.endpoint.rate'`,
+    );
+    expect(audited.rows).toContainEqual({ detail: 'rate 2/s burst 1', roles: [expect.stringMatching(/^key:mk_/)] });
+    // The other merchants keep their pace.
+    expect((await call(await roomyKey(A), '/v1/endpoint')).body).toMatchObject({ ratePerSecond: 5, burst: 1 });
+
+    // Its webhooks go out at the declared pace: admitted by the ledger's own clock at least ~1/2 s apart.
+    await us.client.workflow.execute(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId: `sweep-us-${harness.id}-paced`,
+      args: [{ region: 'us', releaseWaitMs: 60_000 }],
+    });
+    let attempts: Awaited<ReturnType<typeof loggedAttempts>> = [];
+    await waitUntil(
+      async () => (attempts = await loggedAttempts(us.pool, [pacedId])).length === 4,
+      'four first attempts',
+      60_000,
+    );
+    const gaps = attempts.slice(1).map((a, i) => a.admittedAt - attempts[i]!.admittedAt);
+    for (const gap of gaps) expect(gap).toBeGreaterThanOrEqual(450);
+  }, 90_000);
 
   it('a merchant rotates its secret: shown once, both sign through the overlap, listed by name only, the old one ended early', async () => {
     const solo = await seedNight(us.pool, 'us', `${harness.id}r`, { expired: 0, merchants: 1 }, harness.merchants);

@@ -160,6 +160,11 @@ describe('the merchant portal', () => {
     await expect.poll(() => page.locator('#secrets tr').count()).toBe(2);
     await screenshot('secrets');
 
+    await page.getByLabel('Requests per second').fill('3');
+    await page.getByLabel('Burst').fill('2');
+    await page.getByRole('button', { name: 'Save pace' }).click();
+    await shows('3 per second, 2 at once');
+
     await page.getByRole('button', { name: 'Send a test event' }).click();
     await shows(/Your endpoint answered 200 in \d+ ms \(2 signatures\)/);
 
@@ -179,6 +184,7 @@ describe('the merchant portal', () => {
         'merchant-api.webhooks.list',
         'merchant-api.secrets.rotate',
         'merchant-api.endpoint.test',
+        'merchant-api.endpoint.rate',
         'merchant-api.webhooks.resend',
       ]),
     );

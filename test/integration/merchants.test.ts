@@ -161,6 +161,19 @@ describe('merchant set, pause, resume', () => {
       code: 'MerchantNotFound',
     });
     expect((await showMerchant(us.pool, id)).endpointUrl).toBe('https://merchant.example/a');
+    // The ceiling of what the merchant may declare itself: set by operators, checked like the rate.
+    expect(await setMerchant(us.pool, DEV_RULES, id, { rateCeiling: 20, burstCeiling: 4 })).toMatchObject({
+      rateCeiling: 20,
+      burstCeiling: 4,
+      ratePerSecond: 50,
+    });
+    await expect(setMerchant(us.pool, DEV_RULES, id, { rateCeiling: 0 })).rejects.toMatchObject({
+      name: 'InvalidMerchantSetting',
+      setting: 'rate ceiling',
+    });
+    await expect(setMerchant(us.pool, DEV_RULES, id, { burstCeiling: 1.5 })).rejects.toMatchObject({
+      setting: 'burst ceiling',
+    });
 
     const paused = await pauseMerchant(us.pool, id, 'merchant asked: maintenance until 06:00');
     expect(paused).toMatchObject({

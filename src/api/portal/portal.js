@@ -83,7 +83,11 @@ async function loadEndpoint() {
     el('dt', {}, 'URL'),
     el('dd', {}, e.url),
     el('dt', {}, 'Pace'),
-    el('dd', {}, `${e.ratePerSecond} per second, ${e.burst} at once`),
+    el(
+      'dd',
+      {},
+      `${e.ratePerSecond} per second, ${e.burst} at once (you may declare up to ${e.rateCeiling} and ${e.burstCeiling})`,
+    ),
     el('dt', {}, 'Status'),
     el('dd', { className: `status-${e.status}` }, statusText),
   );
