@@ -416,7 +416,14 @@ describe('the merchant API', () => {
       status: 409,
       body: { error: 'CurrentSecret' },
     });
-    expect((await call(keyB, '/v1/endpoint/secrets')).body.items!.map((s) => s.id)).not.toContain(first!.id);
+    const theirs = (await call(keyB, '/v1/endpoint/secrets')).body.items!.map((s) => s.id);
+    expect(theirs).not.toContain(first!.id);
+    // Another merchant's rotation is its own: this merchant's secrets stay as they are.
+    expect((await call(keyB, '/v1/endpoint/secrets', { method: 'POST', body: '{}' })).status).toBe(201);
+    expect((await call(key, '/v1/endpoint/secrets')).body.items!.map((s) => s.id)).toEqual([
+      rotated.body.id,
+      first!.id,
+    ]);
     expect(await expire(key, first!.id as string)).toMatchObject({
       status: 200,
       body: { items: [{ id: rotated.body.id, current: true }] },
