@@ -151,6 +151,8 @@ export interface LedgerReadings {
   outboxUnfixable: number;
   replayRequests: { requested: number; approved: number };
   lastCompletedSweepAge: number;
+  /** The last completed sweep's batch (sweep_runs); undefined before the first. */
+  lastSweep: { found: number; started: number; alreadyStarted: number; rejected: number } | undefined;
   oldestUnappliedEventAge: number;
   openReviews: number;
   oldestInFlightAge: number;
@@ -302,6 +304,11 @@ export function startLedgerGauges(options: {
     's',
     'time since the last sweep that completed and recorded itself',
   );
+  const lastSweepHolds = gauge(
+    'hold_sweeper_last_sweep_holds',
+    '1',
+    'the last completed sweep: holds it found expired, started a workflow for, found already started, and refused (a row it could not take), by outcome',
+  );
   const sweepInterval = gauge(
     'hold_sweeper_sweep_interval_seconds',
     's',
@@ -379,6 +386,11 @@ export function startLedgerGauges(options: {
     replays.set(read.replayRequests.approved, { ...tags, status: 'approved' });
     lastCompletedSweep.set(read.lastCompletedSweepAge, tags);
     sweepInterval.set(sweepIntervalMs / 1000, tags);
+    if (read.lastSweep) {
+      const { found, started, alreadyStarted, rejected } = read.lastSweep;
+      for (const [outcome, n] of Object.entries({ found, started, already_started: alreadyStarted, refused: rejected }))
+        lastSweepHolds.set(n, { ...tags, outcome });
+    }
     oldestUnapplied.set(read.oldestUnappliedEventAge, tags);
     openReviews.set(read.openReviews, tags);
     oldestInFlight.set(read.oldestInFlightAge, tags);

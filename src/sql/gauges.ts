@@ -16,7 +16,7 @@ export function ledgerGaugeSource(db: Queryable): LedgerGaugeSource {
 }
 
 async function readings(db: Queryable, quarantinePageAfterMs: number): Promise<LedgerReadings> {
-  const [holds, pending, quarantine, other, requests, sweepAge, processor, sent] = await Promise.all([
+  const [holds, pending, quarantine, other, requests, sweepAge, processor, sent, lastSweep] = await Promise.all([
     db.query<{ age: number | null }>(
       `SELECT extract(epoch FROM now() - min(expires_at))::float8 AS age FROM auth_holds WHERE state = 'active' AND expires_at <= now()`,
     ),
@@ -48,6 +48,10 @@ async function readings(db: Queryable, quarantinePageAfterMs: number): Promise<L
       `SELECT count(*)::integer AS requests, count(DISTINCT webhook_id)::integer AS webhooks
          FROM delivery_attempts WHERE started_at > now() - interval '15 minutes' AND policy_run = 1`,
     ),
+    db.query<{ found: number; started: number; alreadyStarted: number; rejected: number }>(
+      `SELECT found, started, already_started AS "alreadyStarted", rejected
+         FROM sweep_runs ORDER BY finished_at DESC LIMIT 1`,
+    ),
   ]);
   const byStatus = new Map(requests.rows.map((r) => [r.status, r.n]));
   return {
@@ -70,6 +74,7 @@ async function readings(db: Queryable, quarantinePageAfterMs: number): Promise<L
     openReviews: processor.rows[0]!.reviews,
     oldestInFlightAge: processor.rows[0]!.in_flight ?? 0,
     firstRunsSent15m: sent.rows[0]!,
+    lastSweep: lastSweep.rows[0],
   };
 }
 

@@ -280,7 +280,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     ).toBe(metricValue(text, 'hold_sweeper_webhook_outcome_unknown_total'));
   }, 90_000);
 
-  it('no completed sweep: the worker exports the age of the region’s last completed sweep and the interval the alert compares it with', async () => {
+  it('no completed sweep: the worker exports the age of the region’s last completed sweep, its batch, and the interval the alert compares it with', async () => {
     // The sweep in beforeAll completed and recorded itself in sweep_runs moments ago; the workers run with a 24 h
     // interval.
     await expect
@@ -290,6 +290,21 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       )
       .toBeLessThan(600);
     expect(metricValue(await scrape(), 'hold_sweeper_sweep_interval_seconds', { region: 'us' })).toBe(86_400);
+    // Its batch, by outcome, as its sweep_runs row says.
+    const { rows } = await us.pool.query(
+      'SELECT found, started, already_started, rejected FROM sweep_runs ORDER BY finished_at DESC LIMIT 1',
+    );
+    const batch = await scrape();
+    expect(rows[0].found).toBeGreaterThan(0);
+    for (const [outcome, column] of [
+      ['found', 'found'],
+      ['started', 'started'],
+      ['already_started', 'already_started'],
+      ['refused', 'rejected'],
+    ])
+      expect(metricValue(batch, 'hold_sweeper_last_sweep_holds', { region: 'us', outcome }), outcome).toBe(
+        rows[0][column],
+      );
 
     // Backdated, as if the schedule had been blocked for three days: past 2 × the interval, the alert's threshold.
     await backdate(
