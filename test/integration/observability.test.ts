@@ -296,12 +296,8 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     );
     const batch = await scrape();
     expect(rows[0].found).toBeGreaterThan(0);
-    for (const [outcome, column] of [
-      ['found', 'found'],
-      ['started', 'started'],
-      ['already_started', 'already_started'],
-      ['refused', 'rejected'],
-    ])
+    const outcomes = { found: 'found', started: 'started', already_started: 'already_started', refused: 'rejected' };
+    for (const [outcome, column] of Object.entries(outcomes))
       expect(metricValue(batch, 'hold_sweeper_last_sweep_holds', { region: 'us', outcome }), outcome).toBe(
         rows[0][column],
       );
