@@ -22,7 +22,12 @@ import type pg from 'pg';
 import type { Region } from '../contracts/regions.js';
 import { InvalidEndpointUrl, guardedLookup, parseEndpoint, type EndpointRules } from '../delivery/endpoint.js';
 import { createAgents, sendWebhookRequest, type HttpAttempt } from '../delivery/http-sender.js';
-import { createMerchantBudget, LANE_HORIZON_MS, MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS } from '../sql/merchant-budget.js';
+import {
+  createMerchantBudget,
+  LANE_HORIZON_MS,
+  type LimitedBy,
+  MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS,
+} from '../sql/merchant-budget.js';
 import {
   ATTEMPT_LEDGER_SLACK_MS,
   DEFAULT_QUARANTINE_TIMEOUT_MS,
@@ -302,10 +307,17 @@ export function createDeliveryActivities({
   };
 }
 
-/** A wait for the merchant's budget, in its metrics. */
-function waited({ metrics }: DeliveryContext, merchantId: string, lane: Lane, ms: number): void {
-  metrics.throttleWaits.add(1, { merchant_id: merchantId, lane });
-  metrics.limiterWaitSeconds.record(Math.max(0, ms) / 1000, { merchant_id: merchantId, lane });
+/** A wait for the merchant's budget, in its metrics, naming the bucket and the limit that held it back. */
+function waited(
+  { metrics }: DeliveryContext,
+  merchantId: string,
+  lane: Lane,
+  { bucket, limit }: LimitedBy,
+  ms: number,
+): void {
+  const tags = { merchant_id: merchantId, lane, bucket, limit };
+  metrics.throttleWaits.add(1, tags);
+  metrics.limiterWaitSeconds.record(Math.max(0, ms) / 1000, tags);
 }
 
 /** One signed HTTP attempt under the delivery policy; see the module comment. */
@@ -457,7 +469,7 @@ async function awaitSendSlot(
       // As many requests in flight as the merchant may have (one hangs, or answers slowly): nothing sent, nothing
       // spent, and no row held while it waits.
       const waitMs = IN_FLIGHT_RECHECK_MIN_MS + Math.round(random() * IN_FLIGHT_RECHECK_SPREAD_MS);
-      waited(ctx, merchantId, lane, waitMs);
+      waited(ctx, merchantId, lane, decision.limitedBy, waitMs);
       return { status: 'wait', why: 'in_flight', lane, waitMs };
     }
     // Every wait is a duration on the database clock that issued the turn: the workflow's clock is another one.
@@ -467,12 +479,12 @@ async function awaitSendSlot(
         decision.atMs - LANE_HORIZON_MS[lane] + Math.round(random() * LANE_HORIZON_MS[lane]) - decision.nowMs,
         1,
       );
-      waited(ctx, merchantId, lane, waitMs);
+      waited(ctx, merchantId, lane, decision.limitedBy, waitMs);
       return { status: 'wait', why: 'budget', lane, waitMs };
     }
     reserved = true;
     const waitMs = decision.atMs - decision.nowMs;
-    waited(ctx, merchantId, lane, waitMs);
+    waited(ctx, merchantId, lane, decision.limitedBy, waitMs);
     if (waitMs > (activityInfo().isLocal ? FAST_PATH_WAIT_MAX_MS : IN_ACTIVITY_WAIT_MAX_MS))
       return { status: 'wait', why: 'budget', lane, waitMs, reservedSlotMs: decision.atMs };
     await sleep(waitMs);

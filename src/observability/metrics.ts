@@ -56,13 +56,13 @@ export function deliveryMetrics(meter: MetricMeter) {
     throttleWaits: meter.createCounter(
       'hold_sweeper_throttle_waits',
       '1',
-      'times a delivery waited for its merchant budget',
+      'times a delivery waited for a budget, by the bucket that was empty and the limit that emptied it',
     ),
     limiterWaitSeconds: meter.createHistogram(
       'hold_sweeper_limiter_wait_seconds',
       'float',
       '',
-      'each wait for the destination budget, by lane',
+      'each wait for a budget, by lane, bucket and limit',
     ),
     retryAfterHonoured: meter.createCounter(
       'hold_sweeper_retry_after_honoured',
@@ -91,12 +91,16 @@ export function deliveryMetrics(meter: MetricMeter) {
 /** What merchant_id reads on every delivery metric unless per-merchant labels are turned on. */
 const ALL_MERCHANTS = 'all';
 
+/** What a merchant's own budget reads as on the throttle metrics' bucket label unless per-merchant labels are on. */
+const OWN_BUDGET = 'merchant';
+
 /**
  * The meter the activities record on, with merchant_id as the deployment chose (METRICS_MERCHANT_LABEL). A series
  * per merchant multiplies each delivery counter by the number of merchants: 100,000 merchants would be millions of
  * series (Prometheus memory, scrape time). So by default every merchant counts under merchant_id="all"; the label
  * stays, so queries and alert rules grouping by it read the same in both modes. Which merchant is behind a number
- * is in the ledger (`delivery_attempts`, docs/runbook.md), not in the metrics.
+ * is in the ledger (`delivery_attempts`, docs/runbook.md), not in the metrics. The throttle metrics' `bucket` keeps
+ * a declared destination's name (a handful, each shared by many merchants) and reads `merchant` for merchants' own.
  */
 export function withMerchantLabel(meter: MetricMeter, label: MerchantLabel): MetricMeter {
   if (label === 'per-merchant') return meter;
@@ -109,7 +113,13 @@ export function withMerchantLabel(meter: MetricMeter, label: MerchantLabel): Met
 }
 
 function allMerchants<T extends MetricTags | undefined>(tags: T): T {
-  return tags && 'merchant_id' in tags ? { ...tags, merchant_id: ALL_MERCHANTS } : tags;
+  if (!tags || !('merchant_id' in tags)) return tags;
+  const bucket = tags['bucket'];
+  return {
+    ...tags,
+    merchant_id: ALL_MERCHANTS,
+    ...(typeof bucket === 'string' && bucket.startsWith(`${OWN_BUDGET}:`) ? { bucket: OWN_BUDGET } : {}),
+  };
 }
 
 /**

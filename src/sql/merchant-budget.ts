@@ -35,19 +35,33 @@ export const RATE_SAFETY_MARGIN = 0.1;
 /** Without Retry-After, a 429 still pushes the merchant back, by the retry's own delay but at most this. */
 export const MAX_PUSHBACK_WITHOUT_RETRY_AFTER_MS = 30_000;
 
-interface SlotDecision {
-  /**
-   * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing
-   * reserved, this lane's place in the queue would be at `atMs`; busy: the merchant has as many requests in flight as
-   * the cap allows (or this webhook has one open still), nothing reserved: ask again soon; paused: the region's sends
-   * are paused by an operator (send_pauses), nothing reserved: wait, held, until resumed.
-   */
-  outcome: 'send' | 'wait' | 'denied' | 'busy' | 'paused';
+/**
+ * send: admitted, go now; wait: come back at `atMs` holding a queue place (`reserved`); denied: nothing reserved, this
+ * lane's place in the queue would be at `atMs`; busy: the merchant has as many requests in flight as the cap allows (or
+ * this webhook has one open still), nothing reserved: ask again soon; paused: the region's sends are paused by an
+ * operator (send_pauses), nothing reserved: wait, held, until resumed.
+ */
+type SlotDecision = {
   atMs: number;
   /** The database clock when the decision was made: all waiting is measured against it. */
   nowMs: number;
-  /** On `send` for a call that named its webhook: the number this attempt was given, counted in the same statement. */
-  attemptNumber?: number;
+} & (
+  | {
+      outcome: 'send';
+      /** For a call that named its webhook: the number this attempt was given, counted in the same statement. */
+      attemptNumber?: number;
+    }
+  | { outcome: 'wait' | 'denied' | 'busy'; limitedBy: LimitedBy }
+  | { outcome: 'paused' }
+);
+
+/**
+ * Which budget held a delivery back ('merchant:<id>' or 'destination:<id>'), and which of its limits: its rate, a
+ * merchant's push-back (a 429's Retry-After, until `paused_until`), or its requests in flight.
+ */
+export interface LimitedBy {
+  bucket: string;
+  limit: 'rate' | 'pushback' | 'in_flight';
 }
 
 /** An attempt's lease on one of its merchant's requests in flight (merchant_requests_in_flight). */
@@ -95,6 +109,8 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
         at_ms: number;
         now_ms: number;
         attempt_number: number | null;
+        bucket: string | null;
+        paused_until_ms: number | null;
       }>(
         `WITH paused AS MATERIALIZED (
            SELECT ${SENDS_PAUSED_SQL} AS paused
@@ -107,8 +123,14 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
          )
          SELECT coalesce(slot.outcome, 'paused') AS outcome, extract(epoch FROM coalesce(slot.at, clock_timestamp())) * 1000 AS at_ms,
                 extract(epoch FROM coalesce(slot.db_now, clock_timestamp())) * 1000 AS now_ms,
-                (SELECT attempt_count FROM counted) AS attempt_number
-           FROM paused LEFT JOIN slot ON true`,
+                (SELECT attempt_count FROM counted) AS attempt_number, held.bucket, held.paused_until_ms
+           FROM paused LEFT JOIN slot ON true
+           -- Read only when held back: an admission pays nothing for it.
+           LEFT JOIN LATERAL (
+             SELECT b.key AS bucket, extract(epoch FROM s.paused_until) * 1000 AS paused_until_ms
+               FROM budget_of($1::text) b LEFT JOIN send_budgets s ON s.key = b.key
+              WHERE slot.outcome IN ('wait', 'denied', 'busy')
+           ) held ON true`,
         [
           merchantId,
           LANE_HORIZON_MS[lane],
@@ -120,12 +142,17 @@ export function createMerchantBudget(pool: pg.Pool, { rateShare = 1 }: { rateSha
         ],
       );
       const row = rows[0]!;
-      return {
-        outcome: row.outcome,
-        atMs: Number(row.at_ms),
-        nowMs: Number(row.now_ms),
-        ...(row.attempt_number === null ? {} : { attemptNumber: row.attempt_number }),
-      };
+      const clocks = { atMs: Number(row.at_ms), nowMs: Number(row.now_ms) };
+      if (row.outcome === 'send')
+        return {
+          outcome: 'send',
+          ...clocks,
+          ...(row.attempt_number === null ? {} : { attemptNumber: row.attempt_number }),
+        };
+      if (row.outcome === 'paused') return { outcome: 'paused', ...clocks };
+      const limit =
+        row.outcome === 'busy' ? 'in_flight' : Number(row.paused_until_ms) >= clocks.atMs ? 'pushback' : 'rate';
+      return { outcome: row.outcome, ...clocks, limitedBy: { bucket: row.bucket!, limit } };
     },
 
     /** Gives back the lease attempt `attemptNumber` took (a no-op when it holds none: expired, or another's now). */

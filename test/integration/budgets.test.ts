@@ -118,6 +118,10 @@ describe('budgets', () => {
     const times = (await loggedAttempts(us.pool, [one, two])).map((a) => a.admittedAt);
     expect(times.length).toBeGreaterThanOrEqual(holds);
     expect(maxInAnyWindow(times)).toBeLessThanOrEqual(6);
+    // Of two turns taken one after the other, the second waits, and says whose bucket is empty: the destination's.
+    const budget = createMerchantBudget(us.pool);
+    const [, later] = [await budget.acquire(one, 'first'), await budget.acquire(two, 'first')];
+    expect(later).toMatchObject({ outcome: 'wait', limitedBy: { bucket: 'destination:platform', limit: 'rate' } });
   });
 
   it('a region told to use half of each rate (DESTINATION_RATE_SHARE 0.5) sends at most half', async () => {
@@ -170,7 +174,15 @@ describe('budgets', () => {
       if (second.outcome !== 'send') second = await budget.acquire(merchantId, 'retry', true, webhookId, lease(60_000));
       return second.outcome === 'send';
     }, "attempt 2's turn");
-    expect([first.outcome, first.attemptNumber, second.outcome, second.attemptNumber]).toEqual(['send', 1, 'send', 2]);
+    expect([first, second]).toMatchObject([
+      { outcome: 'send', attemptNumber: 1 },
+      { outcome: 'send', attemptNumber: 2 },
+    ]);
+    // While attempt 2's request is open, the webhook's next turn is refused by the in-flight limit, nothing reserved.
+    expect(await budget.acquire(merchantId, 'retry', false, webhookId, lease(60_000))).toMatchObject({
+      outcome: 'busy',
+      limitedBy: { bucket: `merchant:${merchantId}`, limit: 'in_flight' },
+    });
     // Attempt 1 gives its lease back late: attempt 2's stays.
     await budget.releaseLease(webhookId, 1);
     const held = async () =>

@@ -58,7 +58,7 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
     );
     // A small night with faults: merchant 0 rejects (400), merchant 1 answers 429 once, merchant 2 hangs.
     night = await seedNight(us.pool, 'us', `${harness.id}o`, { expired: 12, merchants: 4 }, harness.merchants);
-    const [m0, m1, m2] = night.merchantIds as [string, string, string];
+    const [m0, m1, m2, m3] = night.merchantIds as [string, string, string, string];
     const secrets = (m: string) => [night.secrets.get(m)!];
     harness.merchants.script(m0, { secrets: secrets(m0), responses: [{ status: 400 }] });
     harness.merchants.script(m1, {
@@ -66,6 +66,8 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       responses: [{ status: 429, retryAfter: '1' }, { status: 200 }],
     });
     harness.merchants.script(m2, { secrets: secrets(m2), responses: [{ hang: true }] });
+    // Merchant 3 publishes one request per 2 s: its three webhooks, swept together, wait for its budget.
+    await us.pool.query('UPDATE merchants SET rate_per_second = 0.5, burst = 0 WHERE id = $1', [m3]);
     // The longest attempt a policy may set (30 s): the hanging merchant's webhooks stay pending through the file.
     await us.pool.query(`UPDATE merchants SET delivery_policy = '{"attemptTimeoutMs": 30000}' WHERE id = $1`, [m2]);
     await us.client.workflow.execute(sweepExpiredHolds, {
@@ -116,6 +118,15 @@ describe('a worker process with its metrics endpoint and JSON logs', () => {
       byCode.get(429),
     );
     expect(metricValue(text, 'hold_sweeper_oldest_unreleased_hold_age_seconds', { region: 'us' })).toBe(0);
+    // A wait names the bucket that was empty and the limit that emptied it.
+    const m3 = night.merchantIds[3]!;
+    expect(
+      metricValue(text, 'hold_sweeper_throttle_waits_total', {
+        merchant_id: m3,
+        bucket: `merchant:${m3}`,
+        limit: 'rate',
+      }),
+    ).toBeGreaterThanOrEqual(1);
     // The SDK's own metrics share the endpoint.
     expect(text).toMatch(/^temporal_\w+/m);
     // Prometheus's conventions: every counter ends in _total (the SDK's too), latencies are histograms in seconds.

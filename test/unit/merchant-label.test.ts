@@ -39,18 +39,20 @@ function recordAttempts(meter: MetricMeter, merchants: number): void {
   for (let i = 0; i < merchants; i++) {
     const merchant_id = `m_${i}`;
     metrics.attempts.add(1, { merchant_id, status_class: i % 10 === 0 ? '429' : '2xx' });
-    metrics.throttleWaits.add(1, { merchant_id, lane: 'first' });
+    const bucket = i % 2 === 0 ? `merchant:${merchant_id}` : 'destination:platform';
+    metrics.throttleWaits.add(1, { merchant_id, lane: 'first', bucket, limit: 'rate' });
     metrics.retryAfterHonoured.withTags({ merchant_id }).add(1);
   }
 }
 
 describe('the merchant_id label', () => {
-  it('by default every merchant counts under merchant_id="all": 10,000 merchants, four series', () => {
+  it('by default every merchant counts under merchant_id="all", and its own budget as bucket="merchant": 10,000 merchants, five series', () => {
     const series = new Set<string>();
     recordAttempts(withMerchantLabel(recordingMeter(series), loadConfig({}).observability.merchantLabel), 10_000);
     expect([...series].sort()).toEqual([
       'hold_sweeper_retry_after_honoured{"merchant_id":"all"}',
-      'hold_sweeper_throttle_waits{"merchant_id":"all","lane":"first"}',
+      'hold_sweeper_throttle_waits{"merchant_id":"all","lane":"first","bucket":"destination:platform","limit":"rate"}',
+      'hold_sweeper_throttle_waits{"merchant_id":"all","lane":"first","bucket":"merchant","limit":"rate"}',
       'hold_sweeper_webhook_attempts{"merchant_id":"all","status_class":"2xx"}',
       'hold_sweeper_webhook_attempts{"merchant_id":"all","status_class":"429"}',
     ]);
@@ -62,6 +64,9 @@ describe('the merchant_id label', () => {
     recordAttempts(withMerchantLabel(recordingMeter(series), config.observability.merchantLabel), 20);
     expect(series.size).toBe(20 * 3);
     expect(series).toContain('hold_sweeper_webhook_attempts{"merchant_id":"m_10","status_class":"429"}');
+    expect(series).toContain(
+      'hold_sweeper_throttle_waits{"merchant_id":"m_10","lane":"first","bucket":"merchant:m_10","limit":"rate"}',
+    );
   });
 
   it('METRICS_MERCHANT_LABEL accepts all or per-merchant, and names itself otherwise', () => {
