@@ -10,7 +10,7 @@ import { insertMerchants } from '../../dev/seed.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
-import { holdWorkflowIdOf, loggedAttempts, seedNight, type LoggedAttempt, type Night } from '../support/ledger.js';
+import { expectEveryRequestAccounted, holdWorkflowIdOf, seedNight, type Night } from '../support/ledger.js';
 import { maxInAnyWindow, windowHeadroomMs } from '../../bench/invariants.js';
 import { startWorkerProcesses, workerEnvironment, type WorkerProcesses } from '../../dev/worker-processes.js';
 
@@ -77,56 +77,6 @@ async function deliveryCounts(night: Night) {
   return Object.fromEntries(rows.map((r) => [r.status, { n: r.n, attempts: r.attempts }]));
 }
 
-/**
- * Every request the merchant received was admitted and counted by the gate, and every admission is in the attempt
- * log, or its fast path's local activity timed out before its attempt was written (the regular activity then sends it
- * again, same webhook id: each is in its hold's history). A webhook's attempts end in one delivered; those before it
- * failed with one of the statuses the merchant was scripted to answer (`refusedWith`, exactly those), or with no answer
- * at all: a request a busy machine cut on the wire, sent again. A second delivered is the local activity's
- * at-least-once, and only that: a workflow task lost (timed out or failed, in the hold's history) while its fast-path
- * attempt was in flight, whose next task ran the attempt again beside it. Throttling is never a failed attempt.
- */
-async function expectEveryRequestAccounted(merchantId: string, refusedWith: number[] = []): Promise<LoggedAttempt[]> {
-  const requests = harness.merchants.requests(merchantId);
-  const attempts = await loggedAttempts(us.pool, [merchantId]);
-  const failed = attempts.filter((a) => a.outcome !== 'delivered');
-  expect(failed.filter((a) => a.statusCode !== null).map((a) => a.statusCode)).toEqual(refusedWith);
-  expect(failed.filter((a) => a.outcome !== 'retry')).toEqual([]);
-  const { rows: admissions } = await us.pool.query<{ webhook_id: string; admitted: number }>(
-    'SELECT webhook_id, attempt_count AS admitted FROM webhook_deliveries WHERE merchant_id = $1',
-    [merchantId],
-  );
-  const unexplained: unknown[] = [];
-  for (const { webhook_id: webhookId, admitted } of admissions) {
-    const log = attempts.filter((a) => a.webhookId === webhookId);
-    const delivered = log.filter((a) => a.outcome === 'delivered').length;
-    expect(delivered, webhookId).toBeGreaterThanOrEqual(1);
-    expect(
-      log.map((a) => a.outcome),
-      webhookId,
-    ).toEqual([...log.slice(delivered).map(() => 'retry'), ...log.slice(-delivered).map(() => 'delivered')]);
-    const received = requests.filter((r) => r.webhookId === webhookId).length;
-    if (received > admitted) unexplained.push({ webhookId, received, admitted });
-    if (admitted === log.length && delivered === 1) continue;
-    const { rows } = await us.pool.query<{ hold_id: string }>(
-      'SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1',
-      [webhookId],
-    );
-    const workflowId = await holdWorkflowIdOf(us.pool, 'us', rows[0]!.hold_id);
-    const events = (await us.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
-    const timedOut = events.filter((e) => e.markerRecordedEventAttributes?.failure?.timeoutFailureInfo);
-    if (admitted - log.length > timedOut.length)
-      unexplained.push({ webhookId, workflowId, admitted, logged: log.length, timedOut: timedOut.length });
-    const lostTasks = events.filter(
-      (e) => e.workflowTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes,
-    );
-    if (delivered - 1 > lostTasks.length)
-      unexplained.push({ webhookId, workflowId, delivered, lostTasks: lostTasks.length });
-  }
-  expect(unexplained).toEqual([]);
-  return attempts;
-}
-
 describe('merchant budget (GCRA in Postgres)', () => {
   it('never over-admits under concurrent acquires, and a rate change applies to the next acquire', async () => {
     const region = await harness.region('us');
@@ -135,24 +85,24 @@ describe('merchant budget (GCRA in Postgres)', () => {
     ]);
     const budget = createMerchantBudget(region.pool);
 
-    // 200 callers at once: one is admitted now (sends are paced, never burst); every other caller gets its own
-    // queue place, one emission interval (1.1 / rate) after the one before.
+    // 200 callers at once: the first is admitted now (sends are paced, never burst); every other caller gets its own
+    // queue place, one emission interval (1.1 / rate) after the one before, or (on a machine slow enough that a
+    // caller comes after its place) is admitted then. Either way no two turns are closer than one interval.
     const decisions = await Promise.all(Array.from({ length: 200 }, () => budget.acquire('m_gcra', 'first')));
-    const admitted = decisions.filter((d) => d.outcome === 'send');
-    expect(admitted).toHaveLength(1);
+    expect(decisions.filter((d) => d.outcome === 'send').length).toBeGreaterThanOrEqual(1);
     expect(decisions.filter((d) => d.outcome === 'denied')).toEqual([]);
-    const places = decisions
-      .filter((d) => d.outcome === 'wait')
-      .map((d) => d.atMs)
-      .sort((x, y) => x - y);
-    const gaps = [admitted[0]!.nowMs, ...places].slice(1).map((at, i) => at - [admitted[0]!.nowMs, ...places][i]!);
-    expect(gaps).toHaveLength(199);
-    for (const gap of gaps) expect(gap).toBeCloseTo(200 * (1 + RATE_SAFETY_MARGIN), 0);
-    expect(maxInAnyWindow([admitted[0]!.nowMs, ...places])).toBe(5);
+    // Each wait names the bucket that is empty and the limit that emptied it: what the throttle metrics label.
+    expect(new Set(decisions.map((d) => JSON.stringify(d.outcome === 'wait' ? d.limitedBy : d.outcome)))).toEqual(
+      new Set(['"send"', JSON.stringify({ bucket: 'merchant:m_gcra', limit: 'rate' })]),
+    );
+    const turns = decisions.map((d) => (d.outcome === 'send' ? d.nowMs : d.atMs)).sort((x, y) => x - y);
+    const gaps = turns.slice(1).map((at, i) => at - turns[i]!);
+    expect(Math.min(...gaps)).toBeGreaterThan(200 * (1 + RATE_SAFETY_MARGIN) - 0.5);
+    expect(maxInAnyWindow(turns)).toBeLessThanOrEqual(5);
     // The queue is ~40 s long: a retry may not join it (2 s horizon), and is told when its place would be.
     const retry = await budget.acquire('m_gcra', 'retry');
     expect(retry.outcome).toBe('denied');
-    expect(retry.atMs).toBeGreaterThan(Math.max(...places));
+    expect(retry.atMs).toBeGreaterThan(Math.max(...turns));
     // Queue places all woken at once (late timers) are admitted at the gate one emission interval apart.
     const woken = await Promise.all(Array.from({ length: 20 }, () => budget.acquire('m_gcra', 'first', true)));
     expect(woken.filter((d) => d.outcome === 'send').length).toBeLessThanOrEqual(1);
@@ -176,7 +126,7 @@ describe('merchant budget (GCRA in Postgres)', () => {
     const { pausedUntilMs } = await budget.pause('m_pause');
     expect(pausedUntilMs).toBeGreaterThanOrEqual(rows[0]!.ms + 3000);
     const decision = await budget.acquire('m_pause', 'first');
-    expect(decision.outcome).toBe('wait');
+    expect(decision).toMatchObject({ outcome: 'wait', limitedBy: { bucket: 'merchant:m_pause', limit: 'pushback' } });
     expect(decision.atMs).toBeGreaterThanOrEqual(pausedUntilMs);
     // Holding a queue place does not get a caller past the pause either.
     expect(await budget.acquire('m_pause', 'first', true)).toMatchObject({ outcome: 'wait', atMs: expect.any(Number) });
@@ -202,7 +152,7 @@ describe('three worker processes, one merchant', () => {
     expect(requests.every((r) => r.verified)).toBe(true);
     // Throttling never costs an attempt: the merchant answers every request 200 at once, so no attempt fails with an
     // answer, none a 429.
-    const attempts = await expectEveryRequestAccounted(merchantId);
+    const attempts = await expectEveryRequestAccounted(us, harness.merchants, merchantId);
     const failed = attempts.filter((a) => a.outcome !== 'delivered');
     // The gate admits one emission interval (1.1 / rate: 220 ms) after the last admission, never sooner: at most 5 in
     // any second by its clock. The merchant publishes 5 + 1; the burst and the 10 % are its headroom for the time
@@ -235,7 +185,7 @@ describe('three worker processes, one merchant', () => {
       .poll(async () => (await deliveryCounts(night)).delivered?.n ?? 0, { timeout: 60_000, interval: 500 })
       .toBe(40);
 
-    const attempts = await expectEveryRequestAccounted(merchantId, [429]);
+    const attempts = await expectEveryRequestAccounted(us, harness.merchants, merchantId, [429]);
     const refused = attempts.find((a) => a.statusCode === 429)!;
     // The push-back the 429 wrote: 3 s from when it was written, by the clock the gate reads, under the budget's lock.
     const { rows } = await us.pool.query<{ until: number; reason: string }>(
@@ -273,7 +223,7 @@ describe('three worker processes, one merchant', () => {
 
     // Throttling is not a failed attempt: the five refused deliveries failed once each, and nothing else failed
     // with an answer.
-    const attempts = await expectEveryRequestAccounted(merchantId, [503, 503, 503, 503, 503]);
+    const attempts = await expectEveryRequestAccounted(us, harness.merchants, merchantId, [503, 503, 503, 503, 503]);
     const firsts = attempts.filter((a) => a.attemptNumber === 1);
     const retries = attempts.filter((a) => a.attemptNumber > 1);
     expect(retries.length).toBeGreaterThanOrEqual(5);
@@ -350,7 +300,7 @@ describe('three worker processes, one merchant', () => {
     expect(new Set(harness.merchants.requests(merchantId).map((r) => r.webhookId)).size).toBe(50);
     // None admitted before the merchant was active again (none failed while it was paused: no attempt is spent on
     // waiting), then at most 5 in any second by the gate's clock.
-    const admitted = (await expectEveryRequestAccounted(merchantId)).map((a) => a.admittedAt);
+    const admitted = (await expectEveryRequestAccounted(us, harness.merchants, merchantId)).map((a) => a.admittedAt);
     expect(admitted.filter((at) => at < enabledAt)).toEqual([]);
     expect(maxInAnyWindow(admitted)).toBeLessThanOrEqual(5);
   });

@@ -1,5 +1,7 @@
 /** Ledger fixtures and read-backs for tests. */
 import type pg from 'pg';
+import { expect } from 'vitest';
+import type { TestRegion } from './harness.js';
 import { isoUtc } from '../../src/db/sql.js';
 import { generateSigningSecret } from '../../src/delivery/standard-webhooks.js';
 import type { FakeMerchants } from '../../dev/fake-merchants.js';
@@ -193,4 +195,59 @@ export async function backdate(pool: pg.Pool, sql: string, params: unknown[] = [
   } finally {
     client.release();
   }
+}
+
+/**
+ * Every request the merchant received was admitted and counted by the gate, and every admission is in the attempt
+ * log, or its fast path's local activity timed out before its attempt was written (the regular activity then sends it
+ * again, same webhook id: each is in its hold's history). A webhook's attempts end in one delivered; those before it
+ * failed with one of the statuses the merchant was scripted to answer (`refusedWith`, exactly those), or with no answer
+ * at all: a request a busy machine cut on the wire, sent again. A second delivered is the local activity's
+ * at-least-once, and only that: a workflow task lost (timed out or failed, in the hold's history) while its fast-path
+ * attempt was in flight, whose next task ran the attempt again beside it. Throttling is never a failed attempt.
+ */
+export async function expectEveryRequestAccounted(
+  us: TestRegion,
+  merchants: FakeMerchants,
+  merchantId: string,
+  refusedWith: number[] = [],
+): Promise<LoggedAttempt[]> {
+  const requests = merchants.requests(merchantId);
+  const attempts = await loggedAttempts(us.pool, [merchantId]);
+  const failed = attempts.filter((a) => a.outcome !== 'delivered');
+  expect(failed.filter((a) => a.statusCode !== null).map((a) => a.statusCode)).toEqual(refusedWith);
+  expect(failed.filter((a) => a.outcome !== 'retry')).toEqual([]);
+  const { rows: admissions } = await us.pool.query<{ webhook_id: string; admitted: number }>(
+    'SELECT webhook_id, attempt_count AS admitted FROM webhook_deliveries WHERE merchant_id = $1',
+    [merchantId],
+  );
+  const unexplained: unknown[] = [];
+  for (const { webhook_id: webhookId, admitted } of admissions) {
+    const log = attempts.filter((a) => a.webhookId === webhookId);
+    const delivered = log.filter((a) => a.outcome === 'delivered').length;
+    expect(delivered, webhookId).toBeGreaterThanOrEqual(1);
+    expect(
+      log.map((a) => a.outcome),
+      webhookId,
+    ).toEqual([...log.slice(delivered).map(() => 'retry'), ...log.slice(-delivered).map(() => 'delivered')]);
+    const received = requests.filter((r) => r.webhookId === webhookId).length;
+    if (received > admitted) unexplained.push({ webhookId, received, admitted });
+    if (admitted === log.length && delivered === 1) continue;
+    const { rows } = await us.pool.query<{ hold_id: string }>(
+      'SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1',
+      [webhookId],
+    );
+    const workflowId = await holdWorkflowIdOf(us.pool, us.config.region, rows[0]!.hold_id);
+    const events = (await us.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+    const timedOut = events.filter((e) => e.markerRecordedEventAttributes?.failure?.timeoutFailureInfo);
+    if (admitted - log.length > timedOut.length)
+      unexplained.push({ webhookId, workflowId, admitted, logged: log.length, timedOut: timedOut.length });
+    const lostTasks = events.filter(
+      (e) => e.workflowTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes,
+    );
+    if (delivered - 1 > lostTasks.length)
+      unexplained.push({ webhookId, workflowId, delivered, lostTasks: lostTasks.length });
+  }
+  expect(unexplained).toEqual([]);
+  return attempts;
 }
