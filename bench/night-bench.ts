@@ -40,6 +40,14 @@ import { round, Sampler } from './sampler.js';
 import { emptyPanels, queryDashboard, readDashboard, type DashboardNight } from './dashboard.js';
 import { HoldIdKey } from '../src/contracts/search-attributes.js';
 import { seedLedger, startBenchStack } from './stack.js';
+import {
+  BENCH_QUERY,
+  cpuBreakdown,
+  profilingNodeArgs,
+  readStatements,
+  resetStatements,
+  STATEMENT_STATS_FLAGS,
+} from './profile.js';
 import { backendsReport, markdownReport, slowMerchantLine } from './report.js';
 import { writeCharts } from './charts.js';
 import { splitReport, writeNightReport } from './results-archive.js';
@@ -173,8 +181,11 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
     regionNames: { taskQueuePrefix: 'hold-sweeper', schedulePrefix: 'hold-sweep', poolMax: 4 },
     cacheDir: options.cacheDir,
     log,
+    ...(options.profile ? { postgresFlags: STATEMENT_STATS_FLAGS } : {}),
   });
   const { dataDir, regions } = stack;
+  // Outside the stack's directory, which its stop removes: the profiles are written as the workers exit.
+  const profileDir = options.profile ? await fs.mkdtemp(path.join(os.tmpdir(), 'hold-sweeper-profile-')) : undefined;
   log(
     `[bench] ${workload.holds.length} holds over ${workload.merchants.length} merchants (seed ${options.seed}, faults ${options.faults ? 'on' : 'off'}); data in ${dataDir}`,
   );
@@ -251,7 +262,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
           logDir: dataDir,
           logName: `worker-${names}`,
           extraEnv: (index) => ({ METRICS_ADDRESS: `127.0.0.1:${ports[index]}` }),
-          nodeArgs: options.workerNodeArgs,
+          ...(profileDir ? { nodeArgs: profilingNodeArgs(profileDir) } : {}),
         }),
       });
     }
@@ -357,6 +368,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
         timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     }
+    if (profileDir) for (const r of regions) await resetStatements(r.pool);
     const cpuBefore = await cpuNow(processes);
     const startedAt = Date.now();
     sampler.begin('product');
@@ -365,7 +377,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
       const totals = { active: 0, released: 0, settled: 0, delivered: 0 };
       for (const r of regions) {
         const { rows } = await r.pool.query<{ active: number; released: number; settled: number; delivered: number }>(
-          `SELECT (SELECT count(*) FROM auth_holds WHERE state = 'active' AND expires_at <= now())::integer AS active,
+          `SELECT ${BENCH_QUERY} (SELECT count(*) FROM auth_holds WHERE state = 'active' AND expires_at <= now())::integer AS active,
                   (SELECT count(*) FROM auth_holds WHERE state = 'released')::integer AS released,
                   (SELECT count(*) FROM webhook_deliveries d JOIN merchants m ON m.id = d.merchant_id
                     WHERE d.status <> 'pending' OR m.status = 'disabled')::integer AS settled,
@@ -390,6 +402,13 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
       await sleep(POLL_MS);
     }
     const seconds = (Date.now() - startedAt) / 1000;
+    // Before the measuring below adds statements of its own.
+    const statements = profileDir
+      ? await readStatements(
+          regions.map((r) => r.pool),
+          holdsTotal,
+        )
+      : undefined;
     const final = await progress();
     await sampler.end({ released: final.released, delivered: final.delivered });
     const cpu = cpuDelta(cpuBefore, await cpuNow(processes));
@@ -525,6 +544,9 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
     for (const m of workload.merchants)
       if (m.fault !== 'none') faultyMerchants[m.fault] = (faultyMerchants[m.fault] ?? 0) + 1;
     const sharedOrigin = workload.merchants.filter((m) => m.sharedOrigin);
+    // The profiles cover each worker's whole life: so does the CPU they are set against.
+    const workersLifeCpu = profileDir ? (await cpuNow(processes)).workers : 0;
+    if (profileDir) await Promise.all(workerGroups.map((g) => g.processes.stop()));
     return {
       command,
       date: new Date().toISOString(),
@@ -570,6 +592,15 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
       merchantSeries,
       dashboard,
       violations,
+      ...(profileDir && statements
+        ? {
+            profile: {
+              cpu: await cpuBreakdown(profileDir, holdsTotal),
+              workerCpuMsPerHold: round((workersLifeCpu * 1000) / holdsTotal, 1),
+              statements,
+            },
+          }
+        : {}),
     };
   } finally {
     await prometheus?.stop();

@@ -9,6 +9,7 @@ import type { PageRuns, PhaseSignals } from './analysis.js';
 import type { DashboardNight } from './dashboard.js';
 import type { Violation } from './invariants.js';
 import type { NightWorkload } from './night-workload.js';
+import type { NightProfile } from './profile.js';
 import type { Sample } from './sampler.js';
 
 export interface NightBenchOptions {
@@ -35,8 +36,8 @@ export interface NightBenchOptions {
    * each of the `workers` processes serves both regions.
    */
   regionPerProcess: boolean;
-  /** Node flags for the worker processes (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them). */
-  workerNodeArgs?: readonly string[];
+  /** Profile the workers and count the ledger's statements per hold (bench/profile.ts). */
+  profile: boolean;
   /**
    * Run a real Prometheus beside the stack and draw the on-call dashboard's panels from it (bench/dashboard.ts).
    * Prometheus is built once from the Go module proxy (dev/prometheus-tools.ts).
@@ -139,6 +140,8 @@ export interface NightSummary {
   /** Temporal Cloud Actions per hold (bench/actions.ts), by how the hold went, and for the whole night. */
   actions: ActionsReport;
   violations: Violation[];
+  /** With `profile`: the workers' CPU by owner and the ledger's statements, per hold. */
+  profile?: NightProfile;
 }
 
 /** A night's raw series, what its charts are drawn from: bench/results/<name>.series.json.gz, not committed. */

@@ -3,6 +3,7 @@ import type { NightSummary, PhaseMeasure, SlowMerchantReport } from './night-rep
 import type { PageRuns, PhaseSignals } from './analysis.js';
 import type { ActionCount } from './actions.js';
 import type { Chart } from './charts.js';
+import { profileSection } from './profile.js';
 
 const cpu = (c: PhaseMeasure['cpu']) =>
   `Temporal ${c.temporal} s · PostgreSQL ${c.postgres} s · workers ${c.workers} s · merchants ${c.merchants} s (total ${c.total} s)`;
@@ -88,6 +89,7 @@ export function markdownReport(report: NightSummary, charts: readonly Chart[] = 
       ...chartSection(charts, chartsNote),
       whatBinds(report),
       actionsSection(report),
+      ...(report.profile ? [profileSection(report.profile)] : []),
     ].join('\n\n') + '\n'
   );
 }

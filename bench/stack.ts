@@ -52,6 +52,8 @@ interface BenchStackOptions {
   merchants: { start(): Promise<unknown>; stop(): Promise<void> };
   /** The workflows module bundled for the workers; the product's unless said. */
   workflowsPath?: string;
+  /** More settings for the ledgers' PostgreSQL (`-c name=value` pairs). */
+  postgresFlags?: readonly string[];
   /** Task queue and schedule prefixes, and each region's pool size. */
   regionNames: Omit<LocalRegionNames, 'databaseUrl'>;
   cacheDir: string;
@@ -154,6 +156,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       dataDir: pgDir,
       databases: [`${options.databasePrefix}_us`, `${options.databasePrefix}_eu`],
       durable: true,
+      ...(options.postgresFlags ? { flags: options.postgresFlags } : {}),
     });
   };
 

@@ -39,6 +39,8 @@ interface EmbeddedPostgresOptions {
    * connects to it as to a real ledger. Plaintext connections are still accepted (dev and the tests use them).
    */
   tls?: { cert: string; key: string };
+  /** More server settings, as `-c name=value` pairs (a benchmark's pg_stat_statements). */
+  flags?: readonly string[];
 }
 
 export interface RunningPostgres {
@@ -399,6 +401,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     `max_connections=${MAX_CONNECTIONS}`,
     ...(options.durable ? [] : ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off']),
     ...(options.tls ? await tlsFlags(dataDir, options.tls, runAs) : []),
+    ...(options.flags ?? []),
   ];
   stopServersOnSignals();
   const start = async () => {

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --max-cached-workflows 500]`: the
+ * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --profile --max-cached-workflows 500]`: the
  * night benchmark (bench/night-bench.ts). Prints the report and writes it to
  * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-batch-<n>][-region-per-process]
  * [-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-cluster-<shards>].{json,md}: the JSON without the
@@ -10,6 +10,9 @@
  * (below the 15 s attempt timeout), chosen by volume just below the two biggest (night-workload.ts `slowMerchants`).
  * `--shared-origin 20`: the top 20 merchants by volume with their endpoints on one origin of the fake merchants,
  * each still paced at its own rate; `--declare-destination 5` declares them one destination at 5 req/s.
+ *
+ * `--profile`: the workers under V8's profiler and the ledger under pg_stat_statements, the report saying where a hold's
+ * worker CPU and round trips go (bench/profile.ts); the ceiling is not run.
  *
  * `--temporal cluster --shards 4` runs it on the production Temporal server (PostgreSQL, 4 history shards) instead of
  * the dev server (`--synchronous-commit off`: PostgreSQL's, for Temporal's sessions). `--backends
@@ -39,10 +42,8 @@ const { values } = parseArgs({
     'no-dashboard': { type: 'boolean', default: false },
     /** One region per worker process (as compose runs them), --workers of them per region. */
     'region-per-process': { type: 'boolean', default: false },
-    /**
-     * Node flags for the worker processes, space-separated: "--worker-node-args=--cpu-prof --cpu-prof-dir=/tmp/prof".
-     */
-    'worker-node-args': { type: 'string' },
+    /** Profile the workers and count the ledger's statements (bench/profile.ts); the ceiling is not run. */
+    profile: { type: 'boolean', default: false },
     /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
     'max-cached-workflows': { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
@@ -117,12 +118,10 @@ const passed = await runNights(
     pageSize: number('page-size'),
     batchSize: number('batch-size'),
     retryHorizonMs: number('retry-horizon-seconds') * 1000,
-    ceiling: !values['no-ceiling'],
+    ceiling: !values['no-ceiling'] && !values.profile,
+    profile: values.profile,
     dashboard: !values['no-dashboard'],
     regionPerProcess: values['region-per-process'],
-    ...(values['worker-node-args'] === undefined
-      ? {}
-      : { workerNodeArgs: values['worker-node-args'].split(' ').filter(Boolean) }),
     ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
     ...(merchantLatencyMs === undefined ? {} : { merchantLatencyMs }),
     ...(values['shared-origin'] === undefined ? {} : { sharedOrigin: number('shared-origin') }),

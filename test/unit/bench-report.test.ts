@@ -22,6 +22,7 @@ import {
   writeNightReport,
 } from '../../bench/results-archive.js';
 import type { Sample } from '../../bench/sampler.js';
+import { cpuBreakdown } from '../../bench/profile.js';
 import { SERVER_METRICS } from '../../bench/sampler.js';
 
 const SERVER_TEXT = (lockSum: number, lockCount: number, failed: number) => `# HELP cache_latency cache latency
@@ -209,5 +210,44 @@ describe('a report apart from its series', () => {
       return (Array.isArray(json) ? json : [json]).some(hasSeries);
     });
     expect(withSeries).toEqual([]);
+  });
+});
+
+describe('the profile breakdown', () => {
+  it('charges each sample to its nearest owned frame, Node internals to their caller, and leaves idle out', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'profile-'));
+    const frame = (id: number, functionName: string, url: string, hitCount: number, children: number[] = []) => ({
+      id,
+      callFrame: { functionName, url },
+      hitCount,
+      children,
+    });
+    // 10 samples over 10 ms: 1 ms each.
+    const profile = {
+      startTime: 0,
+      endTime: 10_000,
+      nodes: [
+        frame(1, '(root)', '', 0, [2, 5, 6, 7]),
+        frame(2, 'releaseHold', 'file:///app/src/activities/release.ts', 1, [3]),
+        frame(3, 'query', 'file:///app/node_modules/pg/lib/client.js', 2, [4]),
+        frame(4, 'write', 'node:net', 3),
+        frame(5, '(idle)', '', 2),
+        frame(6, '(garbage collector)', '', 1),
+        frame(7, 'runTask', 'file:///tmp/x/workflow-bundle-abc.js', 1),
+      ],
+    };
+    fs.writeFileSync(path.join(dir, 'CPU.1.cpuprofile'), JSON.stringify(profile));
+    fs.writeFileSync(path.join(dir, 'notes.txt'), 'not a profile');
+    const breakdown = await cpuBreakdown(dir, 2);
+    expect(breakdown).toEqual({
+      profiles: 1,
+      sampledSeconds: 0.008,
+      perHold: [
+        { owner: 'pg driver', ms: 2.5 },
+        { owner: 'our code (src/)', ms: 0.5 },
+        { owner: 'garbage collection (main thread)', ms: 0.5 },
+        { owner: 'workflow code (the bundle: SDK workflow runtime and our workflows)', ms: 0.5 },
+      ],
+    });
   });
 });
