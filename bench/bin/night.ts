@@ -2,7 +2,7 @@
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --profile --max-cached-workflows 500]`: the
  * night benchmark (bench/night-bench.ts). Prints the report and writes it to
  * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-batch-<n>][-region-per-process]
- * [-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-cluster-<shards>].{json,md}: the JSON without the
+ * [-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-profile][-cluster-<shards>].{json,md}: the JSON without the
  * raw series, which go to `.series.json.gz` beside it (not committed: bench/results-archive.ts), the charts to
  * bench/results/charts/.
  *

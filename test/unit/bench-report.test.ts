@@ -228,7 +228,7 @@ describe('the profile breakdown', () => {
       endTime: 10_000,
       nodes: [
         frame(1, '(root)', '', 0, [2, 5, 6, 7]),
-        frame(2, 'releaseHold', 'file:///app/src/activities/release.ts', 1, [3]),
+        frame(2, 'releaseHold', 'file:///app/src/activities/ledger.ts', 1, [3]),
         frame(3, 'query', 'file:///app/node_modules/pg/lib/client.js', 2, [4]),
         frame(4, 'write', 'node:net', 3),
         frame(5, '(idle)', '', 2),
