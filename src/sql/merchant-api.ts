@@ -335,6 +335,17 @@ export async function merchantEndpointCheck(
 }
 
 /**
+ * Whether any check waits for a worker: one round trip on the waiting checks' index, so that a worker's idle poll opens
+ * no transaction (three round trips) to find nothing.
+ */
+export async function endpointChecksWaiting(db: Queryable): Promise<boolean> {
+  const { rows } = await db.query<{ waiting: boolean }>(
+    'SELECT EXISTS (SELECT 1 FROM endpoint_checks WHERE finished_at IS NULL) AS waiting',
+  );
+  return rows[0]!.waiting;
+}
+
+/**
  * The worker's side: the oldest check no worker has finished, locked for the caller's transaction (another worker
  * skips it; if this one dies before it commits, the next takes it again).
  */

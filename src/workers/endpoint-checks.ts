@@ -18,7 +18,7 @@ import { OperatorError } from '../errors.js';
 import { every, log } from '../observability/logger.js';
 import { pingMerchant, rotateSigningSecret } from '../operations/merchants.js';
 import { signalHeldDeliveries } from '../operations/send-pauses.js';
-import { claimEndpointCheck, finishEndpointCheck } from '../sql/merchant-api.js';
+import { claimEndpointCheck, endpointChecksWaiting, finishEndpointCheck } from '../sql/merchant-api.js';
 import { applyVerifiedUrl } from '../sql/merchants.js';
 
 /** How soon a check asked for is sent: the merchant waits on it. An empty partial index, read once a second. */
@@ -42,7 +42,7 @@ async function sendEndpointChecks(
   secrets: SecretsAtRest,
   client: Client | undefined,
 ): Promise<void> {
-  for (;;) {
+  while (await endpointChecksWaiting(pool)) {
     let enabled: string | undefined;
     const sent = await inTransaction(pool, async (tx) => {
       const check = await claimEndpointCheck(tx);
