@@ -185,12 +185,14 @@ describe('slow merchants cost no duplicate, no long workflow task, no wait of an
     await sweep();
     await waitUntil(() => allDelivered(healthyHolds), 'the healthy holds are delivered');
     // A healthy webhook held behind a slow merchant (a slot, a workflow task, a connection) could only have been
-    // delivered once a slow request ended: the 8 requests that merchant got, one per webhook, are all still open.
-    const whenTold = harness.merchants.requests(slow.whenTold.merchantId);
-    expect(whenTold.map((r) => [r.webhookId, r.closedAt]).sort()).toEqual(
-      [...new Set(whenTold.map((r) => r.webhookId))].sort().map((webhookId) => [webhookId, undefined]),
-    );
-    expect(whenTold).toHaveLength(8);
+    // delivered once a slow request ended: each of that merchant's 8 webhooks has its request still open, one each. (A
+    // request the worker gave up on when its workflow task was lost is closed and sent again: accounted for below.)
+    const openAtWhenTold = harness.merchants
+      .requests(slow.whenTold.merchantId)
+      .filter((r) => r.closedAt === undefined)
+      .map((r) => r.webhookId);
+    expect(openAtWhenTold).toHaveLength(8);
+    expect(new Set(openAtWhenTold).size).toBe(8);
     const healthyP95 = await p95ReleaseToDelivery(healthyHolds);
 
     harness.merchants.release(slow.whenTold.merchantId);

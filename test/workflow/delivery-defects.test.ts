@@ -96,13 +96,14 @@ it('every request to the merchant in flight: the wait backs off from 1 s to a mi
   for (const run of runs) expect(run.length).toBeLessThan(RUN_HISTORY_BUDGET + 20);
 });
 
-it('a merchant answering 200 in 3 s, inside its attempt timeout: one request, on the fast path, in a workflow task the SDK heartbeats', async () => {
+it('a merchant answering 200 in 3 s, inside its attempt timeout: one request, on the fast path, in a workflow task the SDK heartbeats, a second only with a lost task', async () => {
   const release = released();
   const slowOk: DeliverStep = async () => {
     await sleep(3_000);
     return { status: 'delivered', attempts: 1, statusCode: 200 };
   };
   const { activities, calls } = stubActivities(w, { release, deliver: [slowOk] });
+  let lostTasks = 0;
   await runWorker(w, activities, async (taskQueue) => {
     const handle = await startHold(w, taskQueue, release);
     expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 1 } });
@@ -114,9 +115,15 @@ it('a merchant answering 200 in 3 s, inside its attempt timeout: one request, on
     expect(markers).toHaveLength(2);
     const tasksBetween = events.slice(markers[0], markers[1]).filter((e) => e.workflowTaskCompletedEventAttributes);
     expect(tasksBetween.length).toBeGreaterThanOrEqual(1);
+    // A machine too busy to heartbeat in time loses the task; the next one runs the local activity again (the fast
+    // path's at-least-once, the same webhook id). Only that.
+    lostTasks = events.filter(
+      (e) => e.workflowTaskTimedOutEventAttributes || e.workflowTaskFailedEventAttributes,
+    ).length;
   });
-  expect(calls.deliver).toHaveLength(1);
-  expect(calls.deliver[0]!.isLocal).toBe(true);
+  expect(calls.deliver.length).toBeGreaterThanOrEqual(1);
+  expect(calls.deliver.length - 1).toBeLessThanOrEqual(lostTasks);
+  expect(calls.deliver.every((c) => c.isLocal)).toBe(true);
 });
 
 it("a processor event's webhook waits for a human as long as the worker's quarantine rule says, then is abandoned", async () => {
