@@ -39,13 +39,13 @@ export async function resetStatements(pool: pg.Pool): Promise<void> {
   await pool.query(`SELECT ${BENCH_QUERY} pg_stat_statements_reset()`);
 }
 
-export interface StatementStat {
+interface StatementStat {
   query: string;
   callsPerHold: number;
   meanMs: number;
 }
 
-export interface StatementProfile {
+interface StatementProfile {
   callsPerHold: number;
   /** Less the `SET LOCAL`s that ride in their BEGIN's round trip (src/db/pool.ts `inTransaction`). */
   roundTripsPerHold: number;
@@ -115,7 +115,7 @@ interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string }; hitCount?: number; children?: number[] }[];
 }
 
-export interface CpuBreakdown {
+interface CpuBreakdown {
   /** Profiles read (threads of every worker process). */
   profiles: number;
   /** Sampled, not idle, every profile together (s). */
