@@ -2,6 +2,7 @@
  * The benchmark's evidence: the Prometheus text it samples is read into the series the analysis needs, and the
  * charts are real Vega-Lite rendered to SVG by Vega.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -198,8 +199,13 @@ describe('a report apart from its series', () => {
         return note ? [{ json: path.join(RESULTS_DIR, f.replace(/\.md$/, '.json')), note }] : [];
       });
     expect(notes.length).toBeGreaterThan(5);
-    for (const { json, note } of notes)
-      expect(note).toContain(`the JSON as committed at ${await seriesCommit(json)} (`);
+    // Git abbreviates a hash by the size of the clone, so the note and this clone may spell one commit differently.
+    const full = (commit: string) => execFileSync('git', ['rev-parse', commit], { encoding: 'utf8' }).trim();
+    for (const { json, note } of notes) {
+      const named = /the JSON as committed at ([0-9a-f]{7,}) \(/.exec(note)?.[1];
+      expect(named, note).toBeDefined();
+      expect(full(named!)).toBe(full((await seriesCommit(json))!));
+    }
   }, 60_000);
 
   it('no committed report under bench/results/ carries raw series', () => {
