@@ -25,6 +25,7 @@ export default defineConfig({
           // dev server (test/support/workflow-env.ts). Each file starts its own test server.
           name: 'workflow',
           include: ['test/workflow/**/*.test.ts'],
+          globalSetup: ['test/workflow/global-setup.ts'],
           // Bound a hung test; time is skipped, so nothing here waits for real, but a test server replaying long
           // histories on a machine another process keeps busy takes past a minute: the integration tests' bound.
           testTimeout: 120_000,

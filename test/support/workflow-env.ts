@@ -7,14 +7,13 @@
  * of its own on a task queue the test names (to stop it and let the next worker's first task carry several messages).
  */
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll } from 'vitest';
-import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import { loadDevConfig } from '../../dev/dev-config.js';
 import { resolveTestServerPath } from '../../dev/temporal-cli.js';
 import type { Activities } from '../../src/activities/index.js';
@@ -57,14 +56,12 @@ function installQuietRuntime() {
 
 export interface WorkflowEnv {
   env: TestWorkflowEnvironment;
-  /** The product's workflows, bundled once per file as the workers bundle them (src/workers/region-worker.ts). */
+  /** The product's workflows, bundled once for the run (test/workflow/global-setup.ts). */
   bundle: { code: string };
   /** The file's worker (see `runWorker`): its task queue; `serve` says whose stubs serve the workflows started next. */
   worker: { taskQueue: string; failed: Promise<never>; serve(activities: object | undefined): void };
   close(): Promise<void>;
 }
-
-const fromHere = (relative: string) => fileURLToPath(new URL(relative, import.meta.url));
 
 /** The activity names a delivery workflow calls (the file's worker serves these). */
 const STUBBED: readonly (keyof DeliveryStubs)[] = [
@@ -98,16 +95,9 @@ export async function openWorkflowEnv(): Promise<WorkflowEnv> {
   installQuietRuntime();
   const dev = loadDevConfig();
   const path = await resolveTestServerPath({ explicitPath: dev.temporalTestServerPath, cacheDir: dev.cacheDir });
-  // Bundled once for the file, not per worker (Worker.create({ workflowsPath }) would bundle on every test): the same
-  // entry point and workflow interceptors as production's bundle; its failure converter only matters for encryption.
-  const [env, bundle] = await Promise.all([
-    startTimeSkippingServer(path),
-    bundleWorkflowCode({
-      workflowsPath: fromHere('../../src/workflows/index.ts'),
-      workflowInterceptorModules: [fromHere('../../src/workflows/interceptors.ts')],
-      logger: new DefaultLogger('WARN'),
-    }),
-  ]);
+  const env = await startTimeSkippingServer(path);
+  // Bundled once for the run (test/workflow/global-setup.ts), not per file or per worker.
+  const bundle = { code: inject('workflowBundleCode') };
   // The test server starts with no custom search attributes; the workflows upsert DeliveryStatus.
   await env.connection.operatorService.addSearchAttributes({
     namespace: env.namespace ?? 'default',
@@ -139,7 +129,7 @@ export async function openWorkflowEnv(): Promise<WorkflowEnv> {
     connection: env.nativeConnection,
     namespace: env.namespace ?? 'default',
     taskQueue,
-    workflowBundle: { code: bundle.code },
+    workflowBundle: bundle,
     activities: Object.fromEntries(STUBBED.map((name) => [name, route(name)])),
   });
   const running = worker.run();
@@ -150,7 +140,7 @@ export async function openWorkflowEnv(): Promise<WorkflowEnv> {
   failed.catch(() => undefined);
   return {
     env,
-    bundle: { code: bundle.code },
+    bundle,
     worker: {
       taskQueue,
       failed,
@@ -199,7 +189,6 @@ export async function runWorker<T>(
 /** A task queue no worker polls yet (for `runWorker`'s `taskQueue`). */
 export const ownTaskQueue = () => `wf-own-${randomUUID()}`;
 
-/** Polls `probe` until `predicate` holds of its value (no fixed sleeps in the tests); the value that satisfied it. */
 /** Opens the file's environment before its tests and closes it after them; `use` gets it once open. */
 export function withWorkflowEnv(use: (env: WorkflowEnv) => void): void {
   let env: WorkflowEnv | undefined;
@@ -221,6 +210,7 @@ export function reachesStage(handle: WorkflowHandle, stage: HoldStatus['stage'])
   );
 }
 
+/** Polls `probe` until `predicate` holds of its value (no fixed sleeps in the tests); the value that satisfied it. */
 export async function eventually<T>(
   probe: () => Promise<T>,
   predicate: (value: T) => boolean,
