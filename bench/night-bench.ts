@@ -365,6 +365,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
         catchupWindowMs: 600_000,
         pageSize: options.pageSize,
         batchSize: options.batchSize,
+        maxUnreleased: options.maxUnreleased,
         timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
       });
     }
@@ -625,7 +626,7 @@ export async function runNights(
     reports.push(report);
     const o = report.options;
     const variations = `${o.merchantLatencyMs?.length ? `-latency-${o.merchantLatencyMs.join('-')}` : ''}${o.sharedOrigin === undefined ? '' : `-shared-origin-${o.sharedOrigin}`}${o.declareDestinationRate === undefined ? '' : `-destination-${o.declareDestinationRate}`}`;
-    const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${variations}${report.options.profile ? '-profile' : ''}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
+    const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.maxUnreleased === undefined ? '-unbounded' : report.options.maxUnreleased === 2 * report.options.pageSize ? '' : `-unreleased-${report.options.maxUnreleased}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${variations}${report.options.profile ? '-profile' : ''}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
     const charts = await writeCharts(report, 'bench/results', path.basename(name));
     const markdown = markdownReport(report, charts);
     log(`\n${markdown}`);

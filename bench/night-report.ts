@@ -21,6 +21,8 @@ export interface NightBenchOptions {
   pageSize: number;
   /** Holds per batch workflow within a page (SWEEP_BATCH_SIZE), for the sweep and the ceiling alike. */
   batchSize: number;
+  /** SWEEP_MAX_UNRELEASED of the product's sweep; undefined: none (pages follow each other at once). */
+  maxUnreleased: number | undefined;
   /** Per-merchant retry horizon override, so a dead endpoint is quarantined within the run. */
   retryHorizonMs: number;
   /** Skip the bare fan-out (quicker iterations on the product alone). */

@@ -45,7 +45,7 @@ export function markdownReport(report: NightSummary, charts: readonly Chart[] = 
     '',
     `Reproduce: \`${report.command}\``,
     '',
-    `${report.date} · ${backendName(report)} · ${report.machine.cpus} × ${report.machine.cpuModel} · ${report.machine.memoryGiB} GiB · Node ${report.machine.node} · ${report.options.workers} worker process(es) · page ${report.options.pageSize} in batches of ${report.options.batchSize}${report.options.regionPerProcess ? ' · one region per worker process' : ''}${report.options.maxCachedWorkflows === undefined ? '' : ` · ${report.options.maxCachedWorkflows} cached workflows per worker`}`,
+    `${report.date} · ${backendName(report)} · ${report.machine.cpus} × ${report.machine.cpuModel} · ${report.machine.memoryGiB} GiB · Node ${report.machine.node} · ${report.options.workers} worker process(es) · page ${report.options.pageSize} in batches of ${report.options.batchSize} · ${report.options.maxUnreleased === undefined ? 'no bound on unreleased holds' : `at most ${report.options.maxUnreleased} unreleased before a page`}${report.options.regionPerProcess ? ' · one region per worker process' : ''}${report.options.maxCachedWorkflows === undefined ? '' : ` · ${report.options.maxCachedWorkflows} cached workflows per worker`}`,
     '',
     `Workload: ${w.holds} holds (US ${w.byRegion.us}, EU ${w.byRegion.eu}) over ${w.merchants} merchants; faulty merchants: ${counts(w.faultyMerchants)}. ` +
       `Merchant bound: ${w.merchantBound.seconds} s (${w.merchantBound.merchantId}: ${w.merchantBound.holds} holds at ${w.merchantBound.ratePerSecond}/s).`,

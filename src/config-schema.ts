@@ -324,6 +324,11 @@ export const SWEEP = z
     SWEEP_BATCH_SIZE: int(50, 1, MAX_PAGE_SIZE).describe(
       "holds per batch workflow within a page: a page's children are started by its batches, each with its own execution lock, instead of all by the page's run (bench/README.md measures why)",
     ),
+    SWEEP_MAX_UNRELEASED: int(undefined, 1, 1_000_000)
+      .meta({ default: 'twice `SWEEP_PAGE_SIZE`' })
+      .describe(
+        "backpressure: a sweep lists its next page, and starts its holds, only once the holds it started and the ledger has not released leave room for that page under this bound (waiting at most 5 min a page); the default keeps one page releasing while the next starts. The workers' pace sets the sweep's, instead of a night's first workflow tasks all queueing at once",
+      ),
     SWEEP_TIMEOUT: duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS)
       .meta({ default: '`2h`' })
       .describe(
@@ -335,6 +340,7 @@ export const SWEEP = z
     catchupWindowMs: v.SWEEP_CATCHUP_WINDOW,
     pageSize: v.SWEEP_PAGE_SIZE,
     batchSize: v.SWEEP_BATCH_SIZE,
+    maxUnreleased: v.SWEEP_MAX_UNRELEASED ?? 2 * v.SWEEP_PAGE_SIZE,
     timeoutMs: v.SWEEP_TIMEOUT,
   }));
 

@@ -203,7 +203,7 @@ export const DEFAULT_PORTAL_URL = 'https://localhost:8444/portal';
 /** `T` with `K` optional: what the tests and the local stack build themselves may leave them out (the defaults). */
 type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 
-export type SweepConfig = Optional<z.output<typeof SWEEP>, 'batchSize'>;
+export type SweepConfig = Optional<z.output<typeof SWEEP>, 'batchSize' | 'maxUnreleased'>;
 export type OutboxConfig = z.output<typeof OUTBOX>;
 export type RetentionConfig = z.output<typeof RETENTION>;
 export type WebhookConfig = Optional<

@@ -16,6 +16,7 @@ export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): 
       region: region.region,
       pageSize: sweep.pageSize,
       batchSize: sweep.batchSize,
+      ...(sweep.maxUnreleased === undefined ? {} : { maxUnreleased: sweep.maxUnreleased }),
     },
   ];
   return {

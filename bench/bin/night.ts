@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --profile --max-cached-workflows 500]`: the
  * night benchmark (bench/night-bench.ts). Prints the report and writes it to
- * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-batch-<n>][-region-per-process]
+ * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-batch-<n>][-unbounded|-unreleased-<n>][-region-per-process]
  * [-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-profile][-cluster-<shards>].{json,md}: the JSON without the
  * raw series, which go to `.series.json.gz` beside it (not committed: bench/results-archive.ts), the charts to
  * bench/results/charts/.
@@ -10,6 +10,9 @@
  * (below the 15 s attempt timeout), chosen by volume just below the two biggest (night-workload.ts `slowMerchants`).
  * `--shared-origin 20`: the top 20 merchants by volume with their endpoints on one origin of the fake merchants,
  * each still paced at its own rate; `--declare-destination 5` declares them one destination at 5 req/s.
+ *
+ * `--max-unreleased 1000` (SWEEP_MAX_UNRELEASED, the sweep's backpressure; twice the page size unless given), or `none`
+ * for a sweep that lists its pages without waiting for releases.
  *
  * `--profile`: the workers under V8's profiler and the ledger under pg_stat_statements, the report saying where a hold's
  * worker CPU and round trips go (bench/profile.ts); the ceiling is not run.
@@ -35,6 +38,8 @@ const { values } = parseArgs({
     'page-size': { type: 'string', default: '500' },
     /** Holds per batch workflow within a page (SWEEP_BATCH_SIZE); the page size gives one batch per page. */
     'batch-size': { type: 'string', default: '50' },
+    /** SWEEP_MAX_UNRELEASED (the sweep's backpressure); `none` for a sweep without it; the product's default when absent. */
+    'max-unreleased': { type: 'string' },
     'retry-horizon-seconds': { type: 'string', default: '180' },
     'fault-free': { type: 'boolean', default: false },
     'no-ceiling': { type: 'boolean', default: false },
@@ -117,6 +122,12 @@ const passed = await runNights(
     workers: number('workers'),
     pageSize: number('page-size'),
     batchSize: number('batch-size'),
+    maxUnreleased:
+      values['max-unreleased'] === undefined
+        ? 2 * number('page-size')
+        : values['max-unreleased'] === 'none'
+          ? undefined
+          : number('max-unreleased'),
     retryHorizonMs: number('retry-horizon-seconds') * 1000,
     ceiling: !values['no-ceiling'] && !values.profile,
     profile: values.profile,

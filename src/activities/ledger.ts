@@ -14,14 +14,15 @@
 import { cancellationSignal, heartbeat, log, sleep } from '@temporalio/activity';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import type pg from 'pg';
-import type {
-  ExpiredHoldsPage,
-  HoldCursor,
-  HoldRef,
-  RejectedHold,
-  ReleaseOutcome,
-  SweepResult,
-  SweepTotals,
+import {
+  SWEEP_ROOM_WAIT_MAX_MS,
+  type ExpiredHoldsPage,
+  type HoldCursor,
+  type HoldRef,
+  type RejectedHold,
+  type ReleaseOutcome,
+  type SweepResult,
+  type SweepTotals,
 } from '../contracts/domain.js';
 import { inTransaction } from '../db/pool.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
@@ -42,7 +43,7 @@ const START_CURSOR: HoldCursor = { expiresAt: '-infinity', id: '' };
  */
 const RELEASE_LIMITS = () => ({ lockTimeoutMs: 1_000, statementTimeoutMs: 2_000, signal: cancellationSignal() });
 
-/** How often `finishSweep` re-counts unreleased holds while children are still releasing. */
+/** How often the sweep's waits (for room, for the last releases) re-count unreleased holds. */
 const RELEASE_POLL_MS = 500;
 
 export interface LedgerDeps {
@@ -60,6 +61,11 @@ export interface ListExpiredHoldsInput {
   cutoff: string;
   after?: HoldCursor;
   limit: number;
+  /**
+   * The sweep's bound (SweepInput): before listing after `after`, wait until the holds listed up to it and still
+   * unreleased leave room for `limit` more, at most SWEEP_ROOM_WAIT_MAX_MS.
+   */
+  maxUnreleased?: number;
 }
 
 export interface ReleaseHoldInput {
@@ -87,6 +93,20 @@ interface FinishSweepInput {
 }
 
 export function createLedgerActivities({ region, pool, meter = noopMetricMeter, maxWorkflowIdLength }: LedgerDeps) {
+  /**
+   * Polls the ledger, heartbeating, until at most `atMost` holds at or before `cutoff` (and `upTo`) are unreleased or
+   * `waitMs` has passed; the last count, and how long it waited.
+   */
+  async function untilUnreleasedAtMost(cutoff: string, upTo: HoldCursor | undefined, atMost: number, waitMs: number) {
+    const startedAt = Date.now();
+    for (;;) {
+      const unreleased = await holds.countUnreleased(pool, cutoff, upTo);
+      const waitedMs = Date.now() - startedAt;
+      if (unreleased <= atMost || waitedMs >= waitMs) return { unreleased, waitedMs };
+      heartbeat({ unreleased });
+      await sleep(RELEASE_POLL_MS);
+    }
+  }
   const { duplicateSuppressions } = deliveryMetrics(meter);
   const releaseLag = meter.createHistogram(
     'hold_sweeper_release_lag_seconds',
@@ -102,7 +122,25 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
      * and no later page or sweep trips over them again: a row whose id cannot be part of a workflow id among them,
      * which would otherwise fail every child start of its batch, and so every later sweep at the same page.
      */
-    async listExpiredHolds({ cutoff, after = START_CURSOR, limit }: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> {
+    async listExpiredHolds({
+      cutoff,
+      after = START_CURSOR,
+      limit,
+      maxUnreleased,
+    }: ListExpiredHoldsInput): Promise<ExpiredHoldsPage> {
+      if (maxUnreleased !== undefined && after !== START_CURSOR) {
+        const room = Math.max(0, maxUnreleased - limit);
+        const { unreleased, waitedMs } = await untilUnreleasedAtMost(cutoff, after, room, SWEEP_ROOM_WAIT_MAX_MS);
+        if (unreleased > room) {
+          log.warn('sweep page listed without room: holds listed earlier are still unreleased', {
+            region,
+            unreleased,
+            maxUnreleased,
+            waitedMs,
+          });
+        } else if (waitedMs > 0)
+          log.info('sweep page waited for room', { region, unreleased, maxUnreleased, waitedMs });
+      }
       const rows = await holds.expiredHoldsPage(pool, cutoff, after, limit, holdIdBytes);
       const releasable: HoldRef[] = [];
       const rejected: RejectedHold[] = [];
@@ -202,14 +240,8 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
       sweepExpiresAt,
     }: FinishSweepInput): Promise<SweepResult> {
       const expires = sweepExpiresAt === undefined ? Infinity : Date.parse(sweepExpiresAt);
-      const deadline = Math.min(Date.now() + releaseWaitMs, expires);
-      let unreleased: number;
-      for (;;) {
-        unreleased = await holds.countUnreleased(pool, cutoff);
-        if (unreleased === 0 || Date.now() >= deadline) break;
-        heartbeat({ unreleased });
-        await sleep(RELEASE_POLL_MS);
-      }
+      const waitMs = Math.min(releaseWaitMs, expires - Date.now());
+      const { unreleased } = await untilUnreleasedAtMost(cutoff, undefined, 0, waitMs);
       if (Date.now() >= expires) {
         log.warn('sweep ended by its bound: no sweep run recorded', { region, sweepId, unreleased });
         return { region, sweepId, cutoff, ...totals, unreleasedAtEnd: unreleased };

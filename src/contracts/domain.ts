@@ -91,6 +91,12 @@ export interface SweepResult extends SweepTotals {
   unreleasedAtEnd: number;
 }
 
+/**
+ * How long a sweep's page waits for room under its `maxUnreleased` bound before it is listed anyway: holds that stay
+ * active (a child that found its hold not expired as listed) must not stall a night.
+ */
+export const SWEEP_ROOM_WAIT_MAX_MS = 5 * 60_000;
+
 /** The input of `sweepExpiredHolds`, as a schedule or `sweep-now` starts it. */
 export interface SweepInput {
   region: Region;
@@ -98,6 +104,12 @@ export interface SweepInput {
   /** Holds per batch workflow within a page (the page's children are started by its batches); default 50. */
   batchSize?: number;
   releaseWaitMs?: number;
+  /**
+   * Backpressure (SWEEP_MAX_UNRELEASED): a page is listed, and its holds started, only once the holds this sweep
+   * started and the ledger has not released leave room for it under this bound; absent, pages follow each other at
+   * once.
+   */
+  maxUnreleased?: number;
   /** Carried across continue-as-new; absent on a sweep's first run. */
   progress?: { cutoff: string; after?: HoldCursor; totals: SweepTotals; finishing?: boolean };
 }

@@ -215,11 +215,16 @@ export async function releasedEntry(db: Queryable, holdId: string): Promise<Rele
   return { ...row, webhookId: row.webhookId };
 }
 
-/** Expired active holds at or before `cutoff` (bounded by the ledger's clock): what a sweep has not released (yet). */
-export async function countUnreleased(db: Queryable, cutoff: string): Promise<number> {
+/**
+ * Expired active holds at or before `cutoff` (bounded by the ledger's clock): what a sweep has not released (yet).
+ * With `upTo`, only those at or before it in the sweep's (expires_at, id) order: the ones its pages have listed.
+ */
+export async function countUnreleased(db: Queryable, cutoff: string, upTo?: HoldCursor): Promise<number> {
   const { rows } = await db.query<{ n: number }>(
-    `SELECT count(*)::integer AS n FROM auth_holds WHERE state = 'active' AND expires_at <= ${BOUNDED_CUTOFF('$1')}`,
-    [cutoff],
+    `SELECT count(*)::integer AS n FROM auth_holds
+      WHERE state = 'active' AND expires_at <= ${BOUNDED_CUTOFF('$1')}
+        AND ($2::timestamptz IS NULL OR (expires_at, id) <= ($2::timestamptz, $3::text))`,
+    [cutoff, upTo?.expiresAt ?? null, upTo?.id ?? null],
   );
   return rows[0]!.n;
 }

@@ -13,6 +13,7 @@ import {
   IN_ACTIVITY_WAIT_MAX_MS,
   MAX_ATTEMPT_TIMEOUT_MS,
 } from '../contracts/delivery.js';
+import { SWEEP_ROOM_WAIT_MAX_MS } from '../contracts/domain.js';
 import { NON_RETRYABLE_DELIVERY_ERRORS, NON_RETRYABLE_LEDGER_ERRORS } from '../contracts/failures.js';
 
 export const ledgerActivity: ActivityOptions = {
@@ -26,6 +27,15 @@ export const ledgerActivity: ActivityOptions = {
     // No maximumAttempts: unlimited, see the module comment.
     nonRetryableErrorTypes: NON_RETRYABLE_LEDGER_ERRORS,
   },
+};
+
+/**
+ * A sweep's page: the ledger read, after waiting (heartbeating) for room under the sweep's bound on unreleased holds.
+ */
+export const sweepPageActivity: ActivityOptions = {
+  ...ledgerActivity,
+  startToCloseTimeout: SWEEP_ROOM_WAIT_MAX_MS + 60_000,
+  heartbeatTimeout: '30s',
 };
 
 /**

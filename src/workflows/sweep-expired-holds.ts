@@ -22,7 +22,7 @@ import type {
   SweepTotals,
 } from '../contracts/domain.js';
 import type { Region } from '../contracts/regions.js';
-import { ledgerActivity, sweepFinishActivity } from './activity-profiles.js';
+import { sweepFinishActivity, sweepPageActivity } from './activity-profiles.js';
 import { holdReleaseStart } from '../contracts/starts.js';
 import { sweepCurrentDetails } from '../contracts/story.js';
 import { releaseExpiredHold } from './release-expired-hold.js';
@@ -44,6 +44,9 @@ export const DEFAULT_RELEASE_WAIT_MS = 10 * 60_000;
  *
  * - One page per run, then continue-as-new: history stays small and pending children stay under the cap
  *   however many holds a night brings.
+ * - With `maxUnreleased` (the schedule's, SWEEP_MAX_UNRELEASED), a page waits, in its listing activity, until the
+ *   holds of the earlier pages still unreleased leave room for it: the night starts holds as the workers release
+ *   them, instead of queueing all its first workflow tasks at once.
  * - The cutoff is fixed on the first run, so a sweep has a definite set of holds to answer for. It is the one
  *   clock "expired" is decided by: each child gets it and its release checks the hold against it, never against
  *   the database clock, so a lagging database cannot make a child skip a hold this sweep found expired.
@@ -82,11 +85,19 @@ export async function sweepExpiredHolds(input: SweepInput): Promise<SweepResult>
   }
 
   const pageNumber = progress.totals.pages + 1;
+  const { maxUnreleased } = input;
   const { listExpiredHolds } = proxyActivities<Activities>({
-    ...ledgerActivity,
-    summary: `list page ${pageNumber}: up to ${pageSize} expired holds`,
+    ...sweepPageActivity,
+    summary:
+      `list page ${pageNumber}: up to ${pageSize} expired holds` +
+      (maxUnreleased === undefined ? '' : `, once at most ${maxUnreleased} are started and unreleased`),
   });
-  const page = await listExpiredHolds({ cutoff: progress.cutoff, after: progress.after, limit: pageSize });
+  const page = await listExpiredHolds({
+    cutoff: progress.cutoff,
+    after: progress.after,
+    limit: pageSize,
+    ...(maxUnreleased === undefined ? {} : { maxUnreleased }),
+  });
   setCurrentDetails(
     sweepCurrentDetails(sweepId, progress.cutoff, progress.totals, { page: pageNumber, listed: page.holds.length }),
   );

@@ -19,6 +19,7 @@ const sweep: SweepConfig = {
   intervalMs: 3_600_000,
   catchupWindowMs: 600_000,
   pageSize: 100,
+  maxUnreleased: 200,
   timeoutMs: DEFAULT_SWEEP_TIMEOUT_MS,
 };
 
@@ -50,7 +51,7 @@ describe('sweep schedules', () => {
         type: 'startWorkflow',
         workflowType: 'sweepExpiredHolds',
         taskQueue: region.config.taskQueue,
-        args: [{ region: region.config.region, pageSize: 100 }],
+        args: [{ region: region.config.region, pageSize: 100, maxUnreleased: 200 }],
       });
     }
   });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultPayloadConverter } from '@temporalio/common';
 import type { SweepResult } from '../../src/contracts/domain.js';
 import { checkLedgerInvariants } from '../../bench/invariants.js';
 import type { Region } from '../../src/contracts/regions.js';
@@ -99,6 +100,53 @@ describe('regional sweep', () => {
     // One run per page, then a run of its own that waits for the releases. Visibility is eventually consistent:
     // the last run's record may still say Running for a moment after its result is in.
     await expect.poll(runs, { timeout: 15_000 }).toEqual(['COMPLETED', ...Array<string>(5).fill('CONTINUED_AS_NEW')]);
+  });
+
+  it('with a bound on unreleased holds, a page is listed only once the earlier pages leave it room', async () => {
+    const us = await regionWithWorker('us');
+    const night = await seedNight(us.pool, 'us', `${harness.id}bp`, { expired: 10 }, harness.merchants);
+    // The sweep's order: the first page is the first five by (expires_at, id).
+    const { rows } = await us.pool.query<{ id: string }>(
+      'SELECT id FROM auth_holds WHERE id = ANY($1::text[]) ORDER BY expires_at, id',
+      [night.expired.map((h) => h.id)],
+    );
+    const [first, second] = [rows.slice(0, 5).map((r) => r.id), rows.slice(5).map((r) => r.id)];
+    // One hold of the first page stays unreleased while the test holds its row: its release waits and retries.
+    const blocker = await us.pool.connect();
+    await blocker.query('BEGIN');
+    await blocker.query('SELECT 1 FROM auth_holds WHERE id = $1 FOR UPDATE', [first[0]]);
+    const workflowId = `sweep-us-${harness.id}-bound`;
+    const started = await us.client.workflow.start(sweepExpiredHolds, {
+      taskQueue: us.config.taskQueue,
+      workflowId,
+      args: [{ region: 'us', pageSize: 5, maxUnreleased: 5, releaseWaitMs: 60_000 }],
+    });
+    try {
+      // The second page's listing waits for room, heartbeating the count it waits on: the one held hold.
+      const waitingOn = async () => {
+        const pending = (await us.client.workflow.getHandle(workflowId).describe()).raw.pendingActivities ?? [];
+        const listing = pending.find((a) => a.activityType?.name === 'listExpiredHolds');
+        const details = listing?.heartbeatDetails?.payloads?.[0];
+        return details ? defaultPayloadConverter.fromPayload<{ unreleased: number }>(details).unreleased : undefined;
+      };
+      await expect.poll(waitingOn, { timeout: 30_000 }).toBe(1);
+      const states = await holdStates(us.pool);
+      expect(first.map((id) => states.get(id)?.state)).toEqual(['active', ...Array<string>(4).fill('released')]);
+      expect(second.map((id) => states.get(id)?.state)).toEqual(Array<string>(5).fill('active'));
+    } finally {
+      await blocker.query('ROLLBACK');
+      blocker.release();
+    }
+    // A full second page leaves a third to look for more: it finds none.
+    expect(await started.result()).toMatchObject({ found: 10, started: 10, pages: 3, unreleasedAtEnd: 0 });
+    // Every hold of the second page was released after every hold of the first.
+    const released = await us.pool.query<{ first_last: Date; second_first: Date }>(
+      `SELECT max(released_at) FILTER (WHERE id = ANY($1::text[])) AS first_last,
+              min(released_at) FILTER (WHERE id = ANY($2::text[])) AS second_first
+         FROM auth_holds`,
+      [first, second],
+    );
+    expect(released.rows[0]!.second_first.getTime()).toBeGreaterThan(released.rows[0]!.first_last.getTime());
   });
 
   it('leaves holds that have not expired untouched', async () => {

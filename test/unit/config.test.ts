@@ -60,6 +60,7 @@ describe('config', () => {
       catchupWindowMs: 3_600_000,
       pageSize: 500,
       batchSize: 50,
+      maxUnreleased: 1000,
       timeoutMs: 2 * 3_600_000,
     });
     expect(config.decisions).toEqual({ fourEyes: false, quarantineTimeoutMs: 14 * 86_400_000 });
@@ -91,6 +92,9 @@ describe('config', () => {
     expect(config.sweep.intervalMs).toBe(300_000);
     expect(config.sweep.pageSize).toBe(250);
     expect(config.sweep.batchSize).toBe(25);
+    // Backpressure follows the page size unless said: one page releasing while the next starts.
+    expect(config.sweep.maxUnreleased).toBe(500);
+    expect(loadConfig({ SWEEP_MAX_UNRELEASED: '300' }).sweep.maxUnreleased).toBe(300);
     expect(loadConfig({}).sweep.batchSize).toBe(50);
     expect(loadConfig({ WORKER_MAX_CACHED_WORKFLOWS: '500' }).worker.maxCachedWorkflows).toBe(500);
     expect(loadConfig({}).worker.maxCachedWorkflows).toBeUndefined();
@@ -108,6 +112,8 @@ describe('config', () => {
     ['SWEEP_PAGE_SIZE', '-5'],
     ['SWEEP_BATCH_SIZE', '0'],
     ['SWEEP_BATCH_SIZE', 'fifty'],
+    ['SWEEP_MAX_UNRELEASED', '0'],
+    ['SWEEP_MAX_UNRELEASED', 'unbounded'],
     ['TEMPORAL_ADDRESS', 'http://temporal'],
     ['TEMPORAL_ADDRESS_US', 'temporal'],
     ['TEMPORAL_NAMESPACE_EU', 'bad namespace'],
