@@ -58,6 +58,7 @@ import type {
   MerchantSeries,
   NightBenchOptions,
   NightReport,
+  Percentiles,
   PhaseMeasure,
   SlowMerchantReport,
 } from './night-report.js';
@@ -538,6 +539,10 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
     const requests = await merchants.requests(path.join(dataDir, 'requests.json'));
     const violations = await checkInvariants({ regions, requests, texts });
     const actions = await actionsReport(regions, sampledChildren, sweepHistories, holdsTotal);
+    const holdLatency = {
+      firstTaskWait: percentiles(sampledChildren.map((c) => firstTaskWaitSeconds(c.history))),
+      releaseToDelivered: percentiles(await releaseToDeliveredSeconds(regions)),
+    };
     const merchantSeries = busiestMerchants(requests, workload, startedAt, 4);
     const dashboard = prometheus && (await nightDashboard(prometheus.api, startedAt, log));
     const { log: _log, cacheDir: _cacheDir, ...reportedOptions } = options;
@@ -589,6 +594,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
         productPages: pageRuns(sweepHistories, 'releaseExpiredHold'),
       },
       actions,
+      holdLatency,
       series: sampler.samples,
       merchantSeries,
       dashboard,
@@ -760,6 +766,37 @@ async function actionsReport(
     nightTotal: Math.round(childTotal + sweepTotal),
     perHold: round((childTotal + sweepTotal) / holds),
   };
+}
+
+/** The p50 and p95 of `values` (nearest rank), rounded to 0.1; 0 for none. */
+function percentiles(values: number[]): Percentiles {
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) => round(sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? 0, 1);
+  return { p50: at(0.5), p95: at(0.95) };
+}
+
+/** From a workflow's start to its first workflow task's start: how long it waited in the task queue. */
+function firstTaskWaitSeconds(history: temporal.api.history.v1.IHistory): number {
+  const seconds = (e: temporal.api.history.v1.IHistoryEvent | undefined) =>
+    Number(e?.eventTime?.seconds ?? 0) + (e?.eventTime?.nanos ?? 0) / 1e9;
+  const events = history.events ?? [];
+  const EventType = proto.temporal.api.enums.v1.EventType;
+  const taskStarted = events.find((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED);
+  return seconds(taskStarted) - seconds(events[0]);
+}
+
+/** Every delivered hold webhook's release → delivery, seconds, by the ledger's clock. */
+async function releaseToDeliveredSeconds(regions: readonly { pool: pg.Pool }[]): Promise<number[]> {
+  const all: number[] = [];
+  for (const r of regions) {
+    const { rows } = await r.pool.query<{ s: number }>(
+      `SELECT extract(epoch FROM d.delivered_at - h.released_at)::float8 AS s
+         FROM webhook_deliveries d JOIN auth_holds h ON h.id = d.hold_id
+        WHERE d.status = 'delivered' AND d.event_type = 'hold.released'`,
+    );
+    all.push(...rows.map((row) => row.s));
+  }
+  return all;
 }
 
 /** Each slow merchant's webhooks and deliveries from its region's ledger, its requests from the receiver's count. */

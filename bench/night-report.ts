@@ -141,9 +141,19 @@ export interface NightSummary {
   analysis: BenchAnalysis;
   /** Temporal Cloud Actions per hold (bench/actions.ts), by how the hold went, and for the whole night. */
   actions: ActionsReport;
+  /**
+   * Seconds, p50 and p95: a hold workflow's wait for its first workflow task (its start to that task's start, in the
+   * sampled histories), and its release to its webhook's delivery (every delivered hold, the ledger's clock).
+   */
+  holdLatency?: { firstTaskWait: Percentiles; releaseToDelivered: Percentiles };
   violations: Violation[];
   /** With `profile`: the workers' CPU by owner and the ledger's statements, per hold. */
   profile?: NightProfile;
+}
+
+export interface Percentiles {
+  p50: number;
+  p95: number;
 }
 
 /** A night's raw series, what its charts are drawn from: bench/results/<name>.series.json.gz, not committed. */

@@ -64,6 +64,9 @@ export function markdownReport(report: NightSummary, charts: readonly Chart[] = 
     p.ratioToCeiling !== undefined ? `| **Ratio to the ceiling** | **${p.ratioToCeiling}×** |` : '',
     `| Makespan ÷ merchant bound | ${p.makespanVsMerchantBound}× |`,
     `| History events per hold, product | ${events(p.historyEvents)} |`,
+    report.holdLatency
+      ? `| A hold's wait for its first workflow task (sampled histories) / its release → delivery (ledger), p50 · p95 | ${report.holdLatency.firstTaskWait.p50} · ${report.holdLatency.firstTaskWait.p95} s / ${report.holdLatency.releaseToDelivered.p50} · ${report.holdLatency.releaseToDelivered.p95} s |`
+      : '',
     p.eventCensus ? `| Event census, product (workflow type: event type × count) | ${census(p.eventCensus)} |` : '',
     c ? `| History events per hold, ceiling | ${events(c.historyEvents)} |` : '',
     `| Requests per delivered webhook | ${p.requestsPerDelivered} (${p.requests} requests, ${p.deliveredWebhooks} delivered) |`,
