@@ -116,12 +116,14 @@ describe('the outbox reconciler', () => {
     const received = harness.merchants.requests(merchantId);
     expect(received.map((r) => r.webhookId).sort()).toEqual(stranded.map((w) => w.webhook_id).sort());
     for (const workflowId of workflowIds) {
-      // The ledger says delivered a moment before the workflow's task that learns it completes: wait for its result.
+      // The ledger says delivered a moment before the new run's last task completes, and a result() without a run id
+      // reads whichever run is current when it asks: wait until the current run is a new one, completed.
       const handle = us.client.workflow.getHandle(workflowId);
-      await handle.result();
-      const run = await handle.describe();
-      expect(run.runId).not.toBe(terminatedRuns.get(workflowId));
-      expect(run.status.name).toBe('COMPLETED');
+      const current = async () => {
+        const run = await handle.describe();
+        return { restarted: run.runId !== terminatedRuns.get(workflowId), status: run.status.name };
+      };
+      await expect.poll(current, { timeout: 30_000 }).toEqual({ restarted: true, status: 'COMPLETED' });
     }
     const { rows: runs } = await us.pool.query<{
       restarted: number;
