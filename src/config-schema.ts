@@ -10,6 +10,7 @@ import { REGIONS, type Region } from './contracts/regions.js';
 import type { EncryptionKey } from './crypto/key-ring.js';
 import { keyOfSecret } from './delivery/standard-webhooks.js';
 import { DEFAULT_MAX_WORKFLOW_ID_LENGTH, longestHoldIdAffix } from './contracts/ids.js';
+import { SWEEP_ROOM_WAIT_MAX_MS } from './contracts/domain.js';
 
 /** What the docs say of a variable: its default as a reader sees it, and what it means (markdown). */
 interface VariableDoc {
@@ -327,7 +328,7 @@ export const SWEEP = z
     SWEEP_MAX_UNRELEASED: int(undefined, 1, 1_000_000)
       .meta({ default: 'twice `SWEEP_PAGE_SIZE`' })
       .describe(
-        "backpressure: a sweep lists its next page, and starts its holds, only once the holds it started and the ledger has not released leave room for that page under this bound (waiting at most 5 min a page); the default keeps one page releasing while the next starts. The workers' pace sets the sweep's, instead of a night's first workflow tasks all queueing at once",
+        `backpressure: a sweep lists its next page, and starts its holds, only once the holds it started and the ledger has not released leave room for that page under this bound (waiting at most ${SWEEP_ROOM_WAIT_MAX_MS / 60_000} min a page); the default keeps one page releasing while the next starts. The workers' pace sets the sweep's, instead of a night's first workflow tasks all queueing at once`,
       ),
     SWEEP_TIMEOUT: duration(`${DEFAULT_SWEEP_TIMEOUT_MS}ms`, MIN_SWEEP_TIMEOUT_MS)
       .meta({ default: '`2h`' })
