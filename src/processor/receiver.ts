@@ -243,9 +243,11 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
     }
   }
 
-  const track = (p: Promise<unknown>) => {
+  /** A hand-over (or a relay's round of them) that close() waits for. */
+  const track = <T>(p: Promise<T>): Promise<T> => {
     handingOver.add(p);
-    void p.finally(() => handingOver.delete(p));
+    void p.finally(() => handingOver.delete(p)).catch(() => undefined);
+    return p;
   };
 
   /**
@@ -434,7 +436,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       },
       outcome.status === 'recorded' ? 'processor event recorded' : 'processor event duplicate: nothing changed',
     );
-    if (outcome.status === 'recorded' || !outcome.dispatched) track(handOver(accepted));
+    if (outcome.status === 'recorded' || !outcome.dispatched) void track(handOver(accepted));
     return reply;
   }
 
@@ -452,8 +454,10 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       relaying = false;
     }
   }
-  const stopRelaying = every(relayIntervalMs, relayOnce, (err) =>
-    report('warn', 'relay failed', { region, error: err.message }),
+  const stopRelaying = every(
+    relayIntervalMs,
+    () => track(relayOnce()),
+    (err) => report('warn', 'relay failed', { region, error: err.message }),
   );
 
   async function pruneRefused(): Promise<number> {

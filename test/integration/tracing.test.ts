@@ -216,6 +216,8 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
     args: [{ region: 'us', releaseWaitMs: 60_000 }],
   });
   const { processor, close } = await startTestReceiver(us, { client: tracedClient(us) });
+  let closing: Promise<void> | undefined;
+  const closeReceiver = () => (closing ??= close());
   const futureHold = night.future[0]!.id;
   try {
     const event = {
@@ -244,6 +246,9 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
     // first, or it would start its event's delivery again itself, in its own (traced) trace; and only once that
     // delivery runs, or it would never have started it.
     await onceRunning(us.client, workflowIds);
+    // The receiver goes first: its relay hands an event over again while it is not marked dispatched (a busy machine
+    // can take longer than the relay's 5 s to mark it), and that would start the terminated event workflow anew.
+    await closeReceiver();
     await us.client.workflow
       .getHandle(holdEventsWorkflowId('us', futureHold))
       .terminate('test: strand its event')
@@ -283,6 +288,6 @@ it('the outbox reconciler, which no trace reaches, starts stranded deliveries ag
       .filter((s) => s.name.startsWith('StartWorkflow:'));
     expect(reconcilerSpans.map((s) => s.name)).toEqual([]);
   } finally {
-    await close();
+    await closeReceiver();
   }
 }, 120_000);
