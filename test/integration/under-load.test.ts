@@ -2,13 +2,14 @@
  * Order and pacing on a machine kept busy: a CPU hog on every core beside the worker, and a night where each hold's
  * processor event (its webhook, ordinal 1) is written just before the sweep releases the hold (ordinal 2), so the
  * release's webhook looks for the event's delivery while the event workflow is still starting it. Each hold's webhooks
- * reach the merchant in order; no merchant's budget admits more than its rate in any second; no workflow task runs
- * past the 5 s the SDK warns at (TMPRL1104). And the moment that race turns on, made to last: an event's webhook
- * written, its delivery workflow not started yet; the release's webhook waits for it instead of taking it for orphaned.
+ * reach the merchant in order; no merchant's budget admits more than its rate in any second. How long a workflow task
+ * takes here is the hogs' to decide, not the product's, so it is not asserted (test/integration/delivery-edges.test.ts
+ * asserts the SDK's 5 s warning on an unloaded worker). And the moment that race turns on, made to last: an event's
+ * webhook written, its delivery workflow not started yet; the release's webhook waits for it instead of taking it for
+ * orphaned.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
-import type { LogEntry } from '@temporalio/worker';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { maxInAnyWindow } from '../../bench/invariants.js';
 import { statusQuery } from '../../src/contracts/messages.js';
@@ -22,11 +23,10 @@ import { waitUntil } from '../support/wait.js';
 let harness: Harness;
 let us: TestRegion;
 let receiver: TestReceiver;
-const workerLog: LogEntry[] = [];
 const hogs: ChildProcess[] = [];
 
 beforeAll(async () => {
-  harness = await openHarness({ logSink: (entry) => workerLog.push(entry) });
+  harness = await openHarness();
   us = await harness.region('us');
   await harness.startWorker(us);
   receiver = await startTestReceiver(us);
@@ -40,7 +40,7 @@ afterAll(async () => {
 /** A process that spins one core until killed. */
 const hog = () => spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
 
-it("under a CPU hog on every core: each hold's webhooks in order, every merchant's admissions paced within its rate, no workflow task past 5 s", async () => {
+it("under a CPU hog on every core: each hold's webhooks in order, every merchant's admissions paced within its rate", async () => {
   const holds = 24;
   const night = await seedNight(
     us.pool,
@@ -120,7 +120,6 @@ it("under a CPU hog on every core: each hold's webhooks in order, every merchant
     expect(times.length).toBeGreaterThanOrEqual(holds);
     expect(maxInAnyWindow(times), `${m}: at most its rate admitted in any second`).toBeLessThanOrEqual(5);
   }
-  expect(workerLog.filter((e) => e.message.includes('TMPRL1104')).map((e) => e.message)).toEqual([]);
 }, 300_000);
 
 it("a release's webhook waits for an earlier one of its hold whose delivery workflow is not started yet, then follows it", async () => {
