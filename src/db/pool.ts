@@ -1,3 +1,4 @@
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import pg from 'pg';
 import { log, type Logger } from '../observability/logger.js';
 
@@ -28,7 +29,40 @@ export function createPool(
   );
   pool.on('acquire', (client) => checkedOut.add(client));
   pool.on('release', (_err: Error | undefined, client: pg.PoolClient) => checkedOut.delete(client));
-  return pool;
+  pool.on('connect', tracedStatements);
+  return tracedStatements(pool);
+}
+
+/**
+ * Each statement `db` runs for a recorded span (a sampled hold's activity) is a span of its own, timed from its call:
+ * its text has placeholders, never values. A call with a callback is the pool's own (`pool.query` on the client it
+ * checks out), already timed by the pool's span, and a submittable (a cursor) is left as it is; a statement with no
+ * recorded span costs one look.
+ */
+function tracedStatements<T extends pg.Pool | pg.ClientBase>(db: T): T {
+  const query = db.query.bind(db) as (...args: unknown[]) => Promise<unknown>;
+  db.query = ((...args: unknown[]) => {
+    const config = args[0] as { text?: unknown; submit?: unknown } | string | undefined;
+    const text = typeof config === 'string' ? config : config?.submit === undefined ? config?.text : undefined;
+    if (typeof args.at(-1) === 'function' || typeof text !== 'string' || !trace.getActiveSpan()?.isRecording())
+      return query(...args);
+    const span = trace.getTracer('hold-sweeper').startSpan(`ledger ${/\w+/.exec(text)?.[0] ?? 'statement'}`, {
+      kind: SpanKind.CLIENT,
+      attributes: { 'db.system.name': 'postgresql', 'db.query.text': text },
+    });
+    return query(...args).then(
+      (result) => {
+        span.end();
+        return result;
+      },
+      (err: Error & { code?: string }) => {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: err.code ?? err.name });
+        span.end();
+        throw err;
+      },
+    );
+  }) as T['query'];
+  return db;
 }
 
 /** The clients of every pool that are checked out right now. */

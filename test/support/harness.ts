@@ -22,6 +22,7 @@ import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { DEFAULT_DEPLOYMENT_NAME, type SetCurrentMode } from '../../src/config.js';
 import { buildIdOf } from '../../src/workers/deployment.js';
 import { createRegionWorker, runRegionWorker, type RegionWorkerOptions } from '../../src/workers/region-worker.js';
+import { createPool } from '../../src/db/pool.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { TEST_SECRET_KEYS } from './secrets.js';
 
@@ -140,7 +141,8 @@ export async function openHarness(
         `CREATE DATABASE ${pg.escapeIdentifier(database)} TEMPLATE ${pg.escapeIdentifier(inject('templateDatabase'))}`,
       );
       const databaseUrl = `${inject('postgresUrlBase')}${database}`;
-      const pool = new pg.Pool({ connectionString: databaseUrl, max: 20 });
+      // The workers' own kind of pool (src/db/pool.ts): its lost-connection handling and its statements' spans.
+      const pool = createPool(databaseUrl, { max: 20 });
       pools.push(pool);
       const config: RegionConfig = {
         region,
