@@ -225,14 +225,14 @@ const ratio = (fallback: string) =>
     return Number.isFinite(value) && value >= 1 ? value : fail(ctx, 'a ratio of requests to webhooks, >= 1 (e.g. 1.5)');
   });
 
-/** A share of something, 0 < share <= 1: `0.5`, or `50%`. */
-const share = () =>
-  setting('1', (raw, ctx) => {
+/** A share of something, 0 < share <= 1 (0 too when `what` may be none of it): `0.5`, or `50%`. */
+const share = (fallback = '1', what = 'a share of the rate', noneOk = false) =>
+  setting(fallback, (raw, ctx) => {
     const percent = raw.trim().endsWith('%');
     const value = Number(percent ? raw.trim().slice(0, -1) : raw) / (percent ? 100 : 1);
-    return Number.isFinite(value) && value > 0 && value <= 1
+    return Number.isFinite(value) && (noneOk ? value >= 0 : value > 0) && value <= 1
       ? value
-      : fail(ctx, 'a share of the rate, > 0 and <= 1 (e.g. 0.5 or 50%)');
+      : fail(ctx, `${what}, ${noneOk ? '>=' : '>'} 0 and <= 1 (e.g. 0.5 or 50%)`);
   });
 
 /** Temporal caps pending children per workflow run at 2,000; a page is one run's worth of children. */
@@ -419,6 +419,9 @@ const OBSERVABILITY = z
     DUPLICATE_SENDS_ALERT_RATIO: ratio('1.5').describe(
       'requests per distinct webhook sent over the last 15 minutes, first policy runs only (replays and resends are declared and not counted), above which DuplicateSends fires (`hold_sweeper_requests_per_webhook`); at least 1',
     ),
+    TRACE_SAMPLE_RATIO: share('0.01', 'a share of the holds traced', true).describe(
+      "the share of holds whose story is one trace, when traces are exported (`OTEL_EXPORTER_OTLP_ENDPOINT`): the sweep's listing of the hold, its workflow, its release and each attempt with the merchant budget's wait, every ledger statement and the HTTP request; a processor callback's trace is sampled at the same share. `0` traces none, `1` every one",
+    ),
     LOG_LEVEL: setting(
       'INFO',
       (raw, ctx) => {
@@ -441,6 +444,7 @@ const OBSERVABILITY = z
     duplicateSendsAlertRatio: v.DUPLICATE_SENDS_ALERT_RATIO,
     merchantLabel: v.METRICS_MERCHANT_LABEL,
     worstMerchants: v.METRICS_WORST_MERCHANTS,
+    traceSampleRatio: v.TRACE_SAMPLE_RATIO,
   }));
 
 // The bundle path is read by src/bin/worker.ts itself; checked here with the rest.
@@ -783,7 +787,7 @@ export const READ_ELSEWHERE = {
     [
       '`OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_SERVICE_NAME`',
       'none',
-      "OpenTelemetry's own variables, read by its exporter: where the worker and the receiver send their traces over OTLP/HTTP (one trace per processor callback: the callback, the hold's event workflow it signals, the event's ledger change, the delivery it starts and each attempt; the sweep's workflows and the deliveries the outbox reconciler starts again, which no callback reaches, are not traced: src/workflows/tracing.cjs, src/observability/tracing.ts). Unset, spans are made and dropped",
+      "OpenTelemetry's own variables, read by its exporter: where the worker and the receiver send their traces over OTLP/HTTP (one trace per sampled hold, `TRACE_SAMPLE_RATIO`: from the sweep's listing, or from a processor callback through the hold's event workflow it signals, to each attempt; the sweep's own workflows and the deliveries the outbox reconciler starts again are not traced: src/workflows/tracing.cjs, src/observability/tracing.ts). Unset, no trace is sampled",
     ],
   ],
 } as const;

@@ -14,7 +14,7 @@
  * The merchant's secret is read here from the ledger by merchant id, sealed, opened right before the request is signed
  * and used only to sign: it never enters an activity argument, a result, a failure message or a log line.
  */
-import { trace } from '@opentelemetry/api';
+import { SpanKind, trace } from '@opentelemetry/api';
 import { activityInfo, ApplicationFailure, cancellationSignal, getClient, log, sleep } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
@@ -59,6 +59,7 @@ import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/
 import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/standard-webhooks.js';
 import type { SecretSealer, SecretsAtRest } from '../delivery/secret-box.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
+import { inSpan } from '../observability/tracing.js';
 import * as deliveries from '../sql/deliveries.js';
 import { disableMerchant } from '../sql/merchants.js';
 import { reopenForResend, type ResendContext } from './resend.js';
@@ -361,14 +362,13 @@ async function attemptOnce(
   if (isLocal && (slowUntil.get(merchantId) ?? 0) > ctx.clock()) return { status: 'hand_over' };
   // A reserved queue place belongs to the call that was woken for it; Temporal's retry of that call (same
   // input, attempt > 1) is a new turn and queues again in the retry lane.
-  const turn = await awaitSendSlot(
-    ctx,
-    webhookId,
-    merchantId,
-    laneOf(policyRun, runAttempts),
-    activityInfo().attempt === 1 ? reservedSlotMs : undefined,
-    sendable.policy,
-  );
+  const lane = laneOf(policyRun, runAttempts);
+  const turn = await inSpan('merchant budget wait', { 'hold_sweeper.lane': lane }, async (span) => {
+    const reserved = activityInfo().attempt === 1 ? reservedSlotMs : undefined;
+    const decided = await awaitSendSlot(ctx, webhookId, merchantId, lane, reserved, sendable.policy);
+    span?.setAttribute('hold_sweeper.budget', 'attemptNumber' in decided ? 'admitted' : decided.status);
+    return decided;
+  });
   if (!('attemptNumber' in turn)) return turn;
   let sent: SentAttempt | undefined;
   try {
@@ -502,15 +502,25 @@ async function sendSignedAttempt(
   const { endpointRules, agents, clock } = ctx;
   const { delivery, policy, url, keys } = sendable;
   try {
-    const attempt = await sendWebhookRequest({
-      url,
-      body: delivery.payload,
-      headers: { ...signedHeaders(keys, webhookId, Math.floor(clock() / 1000), delivery.payload) },
-      timeoutMs: policy.attemptTimeoutMs,
-      lookup: guardedLookup(delivery.merchantId, endpointRules),
-      agents,
-      signal: cancellationSignal(),
-    });
+    const request = { 'http.request.method': 'POST', 'server.address': url.hostname };
+    const attempt = await inSpan(
+      'POST',
+      request,
+      async (span) => {
+        const answered = await sendWebhookRequest({
+          url,
+          body: delivery.payload,
+          headers: { ...signedHeaders(keys, webhookId, Math.floor(clock() / 1000), delivery.payload) },
+          timeoutMs: policy.attemptTimeoutMs,
+          lookup: guardedLookup(delivery.merchantId, endpointRules),
+          agents,
+          signal: cancellationSignal(),
+        });
+        span?.setAttributes(attemptAttributes(answered));
+        return answered;
+      },
+      SpanKind.CLIENT,
+    );
     return { webhookId, policyRun, attemptNumber, admittedAt, sendable, attempt };
   } catch (err) {
     if (err instanceof InvalidEndpointUrl) throw failure(err.name, err.message, { merchantId: delivery.merchantId });
@@ -546,12 +556,15 @@ function noteAttempt(
     responseBytes: attempt.responseBytes,
     durationMs: attempt.durationMs,
   });
-  trace.getActiveSpan()?.setAttributes({
-    'webhook.status_class': status_class,
-    ...(attempt.result.kind === 'response' ? { 'http.response.status_code': attempt.result.status } : {}),
-    ...(attempt.responseBytes !== undefined ? { 'webhook.response_bytes': attempt.responseBytes } : {}),
-  });
+  trace.getActiveSpan()?.setAttributes(attemptAttributes(attempt));
 }
+
+/** An attempt's span attributes: its class, status and size, never the merchant's words. */
+const attemptAttributes = (attempt: HttpAttempt) => ({
+  'webhook.status_class': statusClass(attempt.result),
+  ...(attempt.result.kind === 'response' ? { 'http.response.status_code': attempt.result.status } : {}),
+  ...(attempt.responseBytes !== undefined ? { 'webhook.response_bytes': attempt.responseBytes } : {}),
+});
 
 /** The attempt in the attempt log and on its delivery (see src/sql/deliveries.ts). */
 async function recordAttempt(

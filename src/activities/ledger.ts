@@ -28,6 +28,7 @@ import { inTransaction } from '../db/pool.js';
 import { InsufficientHeldBalance, ReleasedWithoutWebhook } from '../errors.js';
 import { withRetryHorizon } from '../delivery/policy.js';
 import { deliveryMetrics } from '../observability/metrics.js';
+import { sweptHoldTrace } from '../observability/tracing.js';
 import type { Region } from '../contracts/regions.js';
 import * as holds from '../sql/holds.js';
 import { maxHoldIdBytes } from '../contracts/ids.js';
@@ -147,9 +148,16 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
       for (const row of rows) {
         if (row.defect) rejected.push({ holdId: row.id, code: row.defect });
         else {
-          // Set only when true: the common page's payload (sweep history) stays as it was.
+          // Each set only when there is one: the common page's payload (sweep history) stays as it was.
           const left = row.leftActiveByEarlierSweep ? { leftActiveByEarlierSweep: true } : {};
-          releasable.push({ holdId: row.id, expiresAt: row.expiresAt, merchantId: row.merchantId, ...left });
+          const trace = sweptHoldTrace(row.id, row.merchantId);
+          releasable.push({
+            holdId: row.id,
+            expiresAt: row.expiresAt,
+            merchantId: row.merchantId,
+            ...left,
+            ...(trace ? { trace } : {}),
+          });
         }
       }
       await holds.markRejected(pool, rejected);

@@ -57,7 +57,7 @@ async function main() {
     log.warn({ error: err }, 'Temporal API key not refreshed'),
   );
   // A verified callback starts its hold's trace; the interceptor carries it into the workflow it signals.
-  const tracing = startTracing('hold-sweeper-receiver');
+  const tracing = startTracing('hold-sweeper-receiver', { sampleRatio: config.observability.traceSampleRatio });
   const client = new Client({
     connection,
     namespace: configured.namespace,

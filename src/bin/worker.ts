@@ -94,7 +94,7 @@ async function main() {
     buildId: buildIdOf(workflowBundle, config.deployment.buildId),
   };
   // OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_ENDPOINT) says where (src/observability/tracing.ts).
-  const tracing = startTracing('hold-sweeper-worker');
+  const tracing = startTracing('hold-sweeper-worker', { sampleRatio: config.observability.traceSampleRatio });
   const runs: Promise<void>[] = [];
   const cleanup: (() => Promise<void>)[] = [];
   const checks: Record<string, ReadinessCheck> = {};

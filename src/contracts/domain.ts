@@ -25,6 +25,8 @@ export interface HoldRef {
    * still active: its child ended without releasing it (or is still running). Its child may be started again.
    */
   leftActiveByEarlierSweep?: boolean;
+  /** The hold's trace, when it is sampled: the W3C trace context of its root span (src/observability/tracing.ts). */
+  trace?: Record<string, string>;
 }
 
 export interface RejectedHold {
@@ -138,6 +140,8 @@ export interface ReleaseExpiredHoldInput {
    * reconciler): the database clock decides then.
    */
   cutoff?: string;
+  /** The hold's trace, from the sweep's listing (`HoldRef.trace`); the workflow's spans continue it (tracing.cjs). */
+  trace?: Record<string, string>;
   /** Set by the workflow itself when it continues as new (keeps each run's history short): released, and where its
    * delivery stood. */
   resume?: { release: Extract<ReleaseOutcome, { status: 'released' | 'already_released' }>; delivery: DeliveryResume };

@@ -28,14 +28,24 @@ export function deliveryStartBasics(region: Region, holdId: string, merchantId: 
   };
 }
 
-/** `releaseExpiredHold` of one hold; `cutoff` is the sweep's (absent from a client: the database's clock decides). */
+/**
+ * `releaseExpiredHold` of one hold; `cutoff` is the sweep's (absent from a client: the database's clock decides), and
+ * so is `trace`, a sampled hold's.
+ */
 export function holdReleaseStart(
   region: Region,
-  hold: { holdId: string; merchantId: string; expiresAt: string },
+  hold: { holdId: string; merchantId: string; expiresAt: string; trace?: Record<string, string> },
   cutoff?: string,
 ) {
-  const { holdId, merchantId, expiresAt } = hold;
-  const input: ReleaseExpiredHoldInput = { region, holdId, expiresAt, merchantId, ...(cutoff ? { cutoff } : {}) };
+  const { holdId, merchantId, expiresAt, trace } = hold;
+  const input: ReleaseExpiredHoldInput = {
+    region,
+    holdId,
+    expiresAt,
+    merchantId,
+    ...(cutoff ? { cutoff } : {}),
+    ...(trace ? { trace } : {}),
+  };
   return {
     workflowId: holdWorkflowId(region, holdId, expiresAt),
     ...deliveryStartBasics(region, holdId, merchantId),

@@ -1,15 +1,30 @@
 /**
- * One trace per hold's story: OpenTelemetry through the Temporal SDK's own interceptors
- * (@temporalio/interceptors-opentelemetry). A processor callback's span in the receiver is the parent of the
- * signal-with-start it sends; the client interceptor carries the context in the workflow's headers; the workflow
- * interceptors (in the workflow bundle) and the activity interceptors continue it through the release, each child
- * delivery and every webhook attempt. Workflow spans leave the sandbox through the `exporter` sink.
+ * One trace per sampled hold's story: OpenTelemetry through the Temporal SDK's own interceptors
+ * (@temporalio/interceptors-opentelemetry). A trace starts where the hold's story does: the sweep's listing of it
+ * (`sweptHoldTrace`, carried in the hold workflow's input, src/workflows/tracing.cjs), or a processor callback's span
+ * in the receiver, the parent of the signal-with-start it sends. The client interceptor carries the context in the
+ * workflow's headers; the workflow interceptors (in the workflow bundle) and the activity interceptors continue it
+ * through the release, each child delivery and every webhook attempt, where the merchant budget's wait, each ledger
+ * statement (src/db/pool.ts) and the HTTP request are spans of their own (`inSpan`). Workflow spans leave the sandbox
+ * through the `exporter` sink.
  *
  * Exported over OTLP when the standard variables say where (OTEL_EXPORTER_OTLP_ENDPOINT or
- * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, with OTEL_EXPORTER_OTLP_HEADERS and the rest read by the exporter itself);
- * otherwise spans are made and dropped, and the interceptors cost a header per call.
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, with OTEL_EXPORTER_OTLP_HEADERS and the rest read by the exporter itself), a
+ * share of the holds (TRACE_SAMPLE_RATIO); otherwise no trace is sampled, and what a callback starts costs a header.
  */
-import { context, createContextKey, trace, type Tracer } from '@opentelemetry/api';
+import {
+  context,
+  createContextKey,
+  propagation,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  TraceFlags,
+  type Attributes,
+  type Span,
+  type Tracer,
+} from '@opentelemetry/api';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import {
   makeWorkflowExporter,
@@ -20,7 +35,14 @@ import {
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { Resource } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  AlwaysOffSampler,
+  BatchSpanProcessor,
+  NoopSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 
 export interface Tracing {
@@ -32,16 +54,71 @@ export interface Tracing {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** The process's tracer provider, registered globally; `processor` is given by tests (an in-memory exporter). */
-export function startTracing(service: string, options: { env?: Env; processor?: SpanProcessor } = {}): Tracing {
+const tracer = () => trace.getTracer('hold-sweeper');
+
+/**
+ * The process's tracer provider, registered globally; `processor` is given by tests (an in-memory exporter). A trace's
+ * root (a swept hold, a processor callback) is sampled at `sampleRatio` (TRACE_SAMPLE_RATIO), and what it starts
+ * follows its decision; with nowhere to send spans, no root is sampled.
+ */
+export function startTracing(
+  service: string,
+  options: { env?: Env; processor?: SpanProcessor; sampleRatio: number },
+): Tracing {
   const env = options.env ?? process.env;
   const resource = new Resource({ 'service.name': env.OTEL_SERVICE_NAME || service });
   const exporting = Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
   const processor =
     options.processor ?? (exporting ? new BatchSpanProcessor(new OTLPTraceExporter()) : new NoopSpanProcessor());
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [processor] });
+  const root =
+    options.processor || exporting ? new TraceIdRatioBasedSampler(options.sampleRatio) : new AlwaysOffSampler();
+  const provider = new NodeTracerProvider({
+    resource,
+    sampler: new ParentBasedSampler({ root }),
+    spanProcessors: [processor],
+  });
   provider.register();
-  return { resource, processor, tracer: trace.getTracer('hold-sweeper'), shutdown: () => provider.shutdown() };
+  return { resource, processor, tracer: tracer(), shutdown: () => provider.shutdown() };
+}
+
+/**
+ * A swept hold's trace, when the sampler takes it: its root span, which marks when the sweep listed the hold (ended at
+ * once), as the carrier the hold workflow's input holds (`trace`). Undefined for a hold not sampled.
+ */
+export function sweptHoldTrace(holdId: string, merchantId: string): Record<string, string> | undefined {
+  const span = tracer().startSpan('hold swept', {
+    root: true,
+    attributes: { 'hold_sweeper.hold_id': holdId, 'hold_sweeper.merchant_id': merchantId },
+  });
+  span.end();
+  if (!(span.spanContext().traceFlags & TraceFlags.SAMPLED)) return undefined;
+  const carrier: Record<string, string> = {};
+  propagation.inject(trace.setSpan(ROOT_CONTEXT, span), carrier);
+  return carrier;
+}
+
+/**
+ * `work` in a span of its own under the active span, when that one is recorded (a sampled hold's); otherwise just
+ * `work`, at the cost of one look. A failure's status names its error, never its message (a merchant's words may be
+ * in it).
+ */
+export async function inSpan<T>(
+  name: string,
+  attributes: Attributes,
+  work: (span?: Span) => Promise<T>,
+  kind = SpanKind.INTERNAL,
+): Promise<T> {
+  if (!trace.getActiveSpan()?.isRecording()) return work();
+  return tracer().startActiveSpan(name, { kind, attributes }, async (span) => {
+    try {
+      return await work(span);
+    } catch (err) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).name });
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
 }
 
 /**

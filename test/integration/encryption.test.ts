@@ -97,7 +97,7 @@ beforeAll(async () => {
   // A processor capture through the region's receiver (its client encrypts like the workers): its signal, its hold's
   // event workflow and its webhook's delivery workflow are payloads too, traced as production's are (a tracer
   // provider registered, its spans dropped): the trace context rides in their headers.
-  tracing = startTracing('hold-sweeper-test');
+  tracing = startTracing('hold-sweeper-test', { sampleRatio: 1 });
   await captureThroughReceiver(eu, night.future[0]!.id, 'EUR');
   // A client with no codec sees exactly what the server stores.
   raw = new Client({

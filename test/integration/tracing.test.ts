@@ -28,7 +28,7 @@ const exporter = new InMemorySpanExporter();
 const workerLog: LogEntry[] = [];
 
 beforeAll(async () => {
-  tracing = startTracing('hold-sweeper-test', { processor: new SimpleSpanProcessor(exporter) });
+  tracing = startTracing('hold-sweeper-test', { processor: new SimpleSpanProcessor(exporter), sampleRatio: 1 });
   harness = await openHarness({ logSink: (entry) => workerLog.push(entry) });
   us = await harness.region('us');
   await harness.startWorker(us, undefined, undefined, { tracing });
@@ -112,6 +112,52 @@ it('a processor callback, the workflow it signals, the event applied and its web
   } finally {
     await close();
   }
+}, 120_000);
+
+it("a swept hold, sampled, is one trace: the sweep's listing, its workflow, the release's ledger statements, the budget's wait and the HTTP request", async () => {
+  const night = await seedNight(us.pool, 'us', `${harness.id}sw`, { expired: 1, merchants: 1 }, harness.merchants);
+  const hold = night.expired[0]!;
+  await us.client.workflow.execute(sweepExpiredHolds, {
+    taskQueue: us.config.taskQueue,
+    workflowId: `sweep-us-${harness.id}-traced`,
+    args: [{ region: 'us', releaseWaitMs: 60_000 }],
+  });
+  // The hold's run span leaves the sandbox with the workflow's last task, after every span of what it did.
+  let spans: ReadableSpan[] = [];
+  await waitUntil(async () => {
+    const root = exporter
+      .getFinishedSpans()
+      .find((s) => s.name === 'hold swept' && s.attributes['hold_sweeper.hold_id'] === hold.id);
+    spans = root
+      ? exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === root.spanContext().traceId)
+      : [];
+    return spans.some((s) => s.name === 'RunWorkflow:releaseExpiredHold');
+  }, "the hold's trace, its workflow's run span in it");
+  const names = spans.map((s) => s.name);
+  console.log(`[tracing] a swept hold's trace, ${spans.length} spans: ${[...new Set(names)].join(', ')}`);
+  expect(names).toEqual(
+    expect.arrayContaining([
+      'hold swept',
+      'RunWorkflow:releaseExpiredHold',
+      'RunActivity:releaseHold',
+      'RunActivity:deliverWebhook',
+      'merchant budget wait',
+      'POST',
+    ]),
+  );
+  // One root, and every other span's parent in the trace.
+  const ids = new Set(spans.map((s) => s.spanContext().spanId));
+  expect(spans.filter((s) => !ids.has(s.parentSpanId ?? '')).map((s) => s.name)).toEqual(['hold swept']);
+  const parentOf = (name: string) =>
+    spans.find((s) => s.spanContext().spanId === spans.find((t) => t.name === name)?.parentSpanId)?.name;
+  expect(parentOf('merchant budget wait')).toBe('RunActivity:deliverWebhook');
+  expect(parentOf('POST')).toBe('RunActivity:deliverWebhook');
+  expect(spans.find((s) => s.name === 'POST')?.attributes['http.response.status_code']).toBe(200);
+  // The release's statements under its activity, as the ledger ran them: placeholders, never values.
+  const release = spans.find((s) => s.name === 'RunActivity:releaseHold')!.spanContext().spanId;
+  const statements = spans.filter((s) => s.name.startsWith('ledger ') && s.parentSpanId === release);
+  expect(statements.map((s) => s.name)).toEqual(expect.arrayContaining(['ledger BEGIN', 'ledger COMMIT']));
+  expect(statements.map((s) => String(s.attributes['db.query.text'])).join('\n')).not.toContain(hold.id);
 }, 120_000);
 
 /** A merchant's answer that commands a terminal: a window title, a colour, a clipboard write, a C1 CSI, a new line. */

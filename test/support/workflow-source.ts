@@ -29,7 +29,8 @@ const INERT = new Set(
   (
     'proxyActivities proxyLocalActivities log.debug log.info log.warn log.error workflowInfo setCurrentDetails ' +
     'setWorkflowOptions upsertSearchAttributes metricMeter.createCounter ApplicationFailure.create ' +
-    'defineSearchAttributeKey defineSignal defineUpdate defineQuery setDefaultQueryHandler allHandlersFinished'
+    'defineSearchAttributeKey defineSignal defineUpdate defineQuery setDefaultQueryHandler allHandlersFinished ' +
+    'defaultPayloadConverter.toPayload'
   ).split(' '),
 );
 /** Workflow APIs the list has no place for: a call of one fails the gate, with why. */

@@ -28,7 +28,7 @@ it('writes one JSON object a line: ISO time, a level word, the service, the mess
 
 it('names the active span’s trace on a line written inside it, and none outside', async () => {
   const exporter = new InMemorySpanExporter();
-  const tracing = startTracing('test', { processor: new SimpleSpanProcessor(exporter) });
+  const tracing = startTracing('test', { processor: new SimpleSpanProcessor(exporter), sampleRatio: 1 });
   try {
     const { logger, lines } = capturedLogger();
     await tracing.tracer.startActiveSpan('processor event', async (span) => {
