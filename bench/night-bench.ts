@@ -13,6 +13,8 @@
  *      every invariant checked.
  */
 import fs from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { gunzipSync } from 'node:zlib';
 import os from 'node:os';
 import path from 'node:path';
@@ -192,6 +194,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
   );
   const workerGroups: { regions: string; processes: WorkerProcesses }[] = [];
   let prometheus: PrometheusServer | undefined;
+  const traceSink = options.traceSampleRatio === undefined ? undefined : await startTraceSink();
   try {
     // Seed: merchants (scripted in the merchants' process with the secret each one verifies), accounts, holds.
     const random = seededRandom(options.seed ^ 0x5eed);
@@ -248,6 +251,10 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
       if (options.maxCachedWorkflows !== undefined)
         env.WORKER_MAX_CACHED_WORKFLOWS = String(options.maxCachedWorkflows);
       env.METRICS_GAUGE_INTERVAL = `${DASHBOARD_SCRAPE_SECONDS}s`;
+      if (traceSink) {
+        env.TRACE_SAMPLE_RATIO = String(options.traceSampleRatio);
+        env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = traceSink.url;
+      }
       const ports = await Promise.all(Array.from({ length: options.workers }, () => freePort()));
       workerMetricsUrls.push(...ports.map((port) => `http://127.0.0.1:${port}/metrics`));
       // As compose's prometheus.yml labels them: by region where a process serves one.
@@ -595,6 +602,7 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
       },
       actions,
       holdLatency,
+      ...(traceSink ? { traces: { requests: traceSink.requests, bytes: traceSink.bytes } } : {}),
       series: sampler.samples,
       merchantSeries,
       dashboard,
@@ -612,7 +620,27 @@ async function runNightBench(options: NightBenchOptions, command: string): Promi
   } finally {
     await prometheus?.stop();
     await stack.stop();
+    await traceSink?.close();
   }
+}
+
+/** Where the workers export their traces (OTLP/HTTP): a collector that counts what it gets and keeps nothing. */
+async function startTraceSink() {
+  const server = http.createServer((request, response) => {
+    request.on('data', (chunk: Buffer) => (sink.bytes += chunk.length));
+    request.on('end', () => {
+      sink.requests++;
+      response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const sink = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`,
+    requests: 0,
+    bytes: 0,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+  return sink;
 }
 
 /**
@@ -631,7 +659,7 @@ export async function runNights(
     const report = await runNightBench({ ...options, temporal }, command);
     reports.push(report);
     const o = report.options;
-    const variations = `${o.merchantLatencyMs?.length ? `-latency-${o.merchantLatencyMs.join('-')}` : ''}${o.sharedOrigin === undefined ? '' : `-shared-origin-${o.sharedOrigin}`}${o.declareDestinationRate === undefined ? '' : `-destination-${o.declareDestinationRate}`}`;
+    const variations = `${o.traceSampleRatio === undefined ? '' : `-traced-${o.traceSampleRatio}`}${o.merchantLatencyMs?.length ? `-latency-${o.merchantLatencyMs.join('-')}` : ''}${o.sharedOrigin === undefined ? '' : `-shared-origin-${o.sharedOrigin}`}${o.declareDestinationRate === undefined ? '' : `-destination-${o.declareDestinationRate}`}`;
     const name = `bench/results/night-${report.workload.holds}${report.options.faults ? '' : '-fault-free'}${report.options.workers === DEFAULT_WORKERS ? '' : `-${report.options.workers}-workers`}${report.options.maxCachedWorkflows === undefined ? '' : `-cache-${report.options.maxCachedWorkflows}`}${report.options.batchSize === 50 ? '' : `-batch-${report.options.batchSize}`}${report.options.maxUnreleased === undefined ? '-unbounded' : report.options.maxUnreleased === 2 * report.options.pageSize ? '' : `-unreleased-${report.options.maxUnreleased}`}${report.options.regionPerProcess ? '-region-per-process' : ''}${variations}${report.options.profile ? '-profile' : ''}${temporal.kind === 'cluster' ? `-cluster-${temporal.shards}${temporal.synchronousCommit === false ? '-async' : ''}` : ''}`;
     const charts = await writeCharts(report, 'bench/results', path.basename(name));
     const markdown = markdownReport(report, charts);

@@ -54,6 +54,8 @@ export interface NightBenchOptions {
    * so they are paced in one budget instead of each at its own published rate.
    */
   declareDestinationRate?: number;
+  /** TRACE_SAMPLE_RATIO of the workers, their traces exported over OTLP to a sink of the bench's that counts them. */
+  traceSampleRatio?: number;
   cacheDir: string;
   log: (line: string) => void;
 }
@@ -146,6 +148,8 @@ export interface NightSummary {
    * sampled histories), and its release to its webhook's delivery (every delivered hold, the ledger's clock).
    */
   holdLatency?: { firstTaskWait: Percentiles; releaseToDelivered: Percentiles };
+  /** With `traceSampleRatio`: what the workers exported (OTLP/HTTP requests and their bytes). */
+  traces?: { requests: number; bytes: number };
   violations: Violation[];
   /** With `profile`: the workers' CPU by owner and the ledger's statements, per hold. */
   profile?: NightProfile;

@@ -67,6 +67,9 @@ export function markdownReport(report: NightSummary, charts: readonly Chart[] = 
     report.holdLatency
       ? `| A hold's wait for its first workflow task (sampled histories) / its release → delivery (ledger), p50 · p95 | ${report.holdLatency.firstTaskWait.p50} · ${report.holdLatency.firstTaskWait.p95} s / ${report.holdLatency.releaseToDelivered.p50} · ${report.holdLatency.releaseToDelivered.p95} s |`
       : '',
+    report.traces
+      ? `| Traces exported (TRACE_SAMPLE_RATIO ${report.options.traceSampleRatio}) | ${report.traces.requests} OTLP requests, ${Math.round(report.traces.bytes / 1024)} KiB |`
+      : '',
     p.eventCensus ? `| Event census, product (workflow type: event type × count) | ${census(p.eventCensus)} |` : '',
     c ? `| History events per hold, ceiling | ${events(c.historyEvents)} |` : '',
     `| Requests per delivered webhook | ${p.requestsPerDelivered} (${p.requests} requests, ${p.deliveredWebhooks} delivered) |`,

@@ -2,7 +2,7 @@
  * `npm run bench [-- --holds 5000 --workers 3 --seed 1 --fault-free --no-ceiling --profile --max-cached-workflows 500]`: the
  * night benchmark (bench/night-bench.ts). Prints the report and writes it to
  * bench/results/night-<holds>[-fault-free][-<n>-workers][-cache-<n>][-batch-<n>][-unbounded|-unreleased-<n>][-region-per-process]
- * [-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-profile][-cluster-<shards>].{json,md}: the JSON without the
+ * [-traced-<ratio>][-latency-<ms>-<ms>...][-shared-origin-<n>][-destination-<rate>][-profile][-cluster-<shards>].{json,md}: the JSON without the
  * raw series, which go to `.series.json.gz` beside it (not committed: bench/results-archive.ts), the charts to
  * bench/results/charts/.
  *
@@ -13,6 +13,10 @@
  *
  * `--max-unreleased 1000` (SWEEP_MAX_UNRELEASED, the sweep's backpressure; twice the page size unless given), or `none`
  * for a sweep that lists its pages without waiting for releases.
+ *
+ * `--trace-sample-ratio 0.01`: the workers trace that share of the holds (TRACE_SAMPLE_RATIO) and export the spans
+ * over OTLP to a sink of the bench's, which counts them: run beside a night without it, the CPU per hold is tracing's
+ * cost.
  *
  * `--profile`: the workers under V8's profiler and the ledger under pg_stat_statements, the report saying where a hold's
  * worker CPU and round trips go (bench/profile.ts); the ceiling is not run.
@@ -47,6 +51,8 @@ const { values } = parseArgs({
     'no-dashboard': { type: 'boolean', default: false },
     /** One region per worker process (as compose runs them), --workers of them per region. */
     'region-per-process': { type: 'boolean', default: false },
+    /** TRACE_SAMPLE_RATIO of the workers, their traces exported to a sink of the bench's (its cost: CPU per hold). */
+    'trace-sample-ratio': { type: 'string' },
     /** Profile the workers and count the ledger's statements (bench/profile.ts); the ceiling is not run. */
     profile: { type: 'boolean', default: false },
     /** The workers' sticky cache size (WORKER_MAX_CACHED_WORKFLOWS); the product's default when absent. */
@@ -69,6 +75,9 @@ const number = (name: keyof typeof values) => {
     throw new Error(`--${name} must be a positive integer, got ${JSON.stringify(values[name])}`);
   return n;
 };
+const traceSampleRatio = values['trace-sample-ratio'] === undefined ? undefined : Number(values['trace-sample-ratio']);
+if (traceSampleRatio !== undefined && !(traceSampleRatio >= 0 && traceSampleRatio <= 1))
+  throw new Error(`--trace-sample-ratio must be a share from 0 to 1, got ${values['trace-sample-ratio']}`);
 // A slow merchant must answer within its attempt; past the timeout it is the `slow` fault, retried.
 const merchantLatencyMs = values['merchant-latency']?.split(',').map((v) => {
   const ms = Number(v.trim());
@@ -134,6 +143,7 @@ const passed = await runNights(
     dashboard: !values['no-dashboard'],
     regionPerProcess: values['region-per-process'],
     ...(values['max-cached-workflows'] === undefined ? {} : { maxCachedWorkflows: number('max-cached-workflows') }),
+    ...(traceSampleRatio === undefined ? {} : { traceSampleRatio }),
     ...(merchantLatencyMs === undefined ? {} : { merchantLatencyMs }),
     ...(values['shared-origin'] === undefined ? {} : { sharedOrigin: number('shared-origin') }),
     ...(declareDestination === undefined ? {} : { declareDestinationRate: declareDestination }),
