@@ -98,6 +98,10 @@ describe('config', () => {
     expect(loadConfig({}).sweep.batchSize).toBe(50);
     expect(loadConfig({ WORKER_MAX_CACHED_WORKFLOWS: '500' }).worker.maxCachedWorkflows).toBe(500);
     expect(loadConfig({}).worker.maxCachedWorkflows).toBeUndefined();
+    // One hold in a hundred traced unless said; none and every one are choices too.
+    expect(loadConfig({}).observability.traceSampleRatio).toBe(0.01);
+    expect(loadConfig({ TRACE_SAMPLE_RATIO: '0' }).observability.traceSampleRatio).toBe(0);
+    expect(loadConfig({ TRACE_SAMPLE_RATIO: '5%' }).observability.traceSampleRatio).toBe(0.05);
   });
 
   it.each([
@@ -126,6 +130,9 @@ describe('config', () => {
     ['SWEEP_TIMEOUT', 'forever'],
     ['SWEEP_TIMEOUT', '5m'],
     ['LOG_LEVEL', 'chatty'],
+    ['TRACE_SAMPLE_RATIO', '1.5'],
+    ['TRACE_SAMPLE_RATIO', '-0.1'],
+    ['TRACE_SAMPLE_RATIO', 'some'],
     ['METRICS_ADDRESS', 'everywhere'],
     ['METRICS_GAUGE_INTERVAL', 'often'],
     ['WORKER_MAX_CACHED_WORKFLOWS', '-1'],
