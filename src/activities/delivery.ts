@@ -59,7 +59,7 @@ import { RETRYABLE_DELIVERY_FAILURE, type QuarantineReason } from '../contracts/
 import { MissingSigningSecret, openSigningKeys, signedHeaders } from '../delivery/standard-webhooks.js';
 import type { SecretSealer, SecretsAtRest } from '../delivery/secret-box.js';
 import { deliveryMetrics, statusClass } from '../observability/metrics.js';
-import { inSpan } from '../observability/tracing.js';
+import { inSpan } from '../observability/spans.js';
 import * as deliveries from '../sql/deliveries.js';
 import { disableMerchant } from '../sql/merchants.js';
 import { reopenForResend, type ResendContext } from './resend.js';

@@ -1,6 +1,7 @@
-import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { SpanKind } from '@opentelemetry/api';
 import pg from 'pg';
 import { log, type Logger } from '../observability/logger.js';
+import { inSpan } from '../observability/spans.js';
 
 /** How long a query waits for a connection when its caller says nothing: pg's own default is forever. */
 export const DEFAULT_CONNECTION_TIMEOUT_MS = 10_000;
@@ -44,23 +45,10 @@ function tracedStatements<T extends pg.Pool | pg.ClientBase>(db: T): T {
   db.query = ((...args: unknown[]) => {
     const config = args[0] as { text?: unknown; submit?: unknown } | string | undefined;
     const text = typeof config === 'string' ? config : config?.submit === undefined ? config?.text : undefined;
-    if (typeof args.at(-1) === 'function' || typeof text !== 'string' || !trace.getActiveSpan()?.isRecording())
-      return query(...args);
-    const span = trace.getTracer('hold-sweeper').startSpan(`ledger ${/\w+/.exec(text)?.[0] ?? 'statement'}`, {
-      kind: SpanKind.CLIENT,
-      attributes: { 'db.system.name': 'postgresql', 'db.query.text': text },
-    });
-    return query(...args).then(
-      (result) => {
-        span.end();
-        return result;
-      },
-      (err: Error & { code?: string }) => {
-        span.setStatus({ code: SpanStatusCode.ERROR, message: err.code ?? err.name });
-        span.end();
-        throw err;
-      },
-    );
+    if (typeof args.at(-1) === 'function' || typeof text !== 'string') return query(...args);
+    const operation = /\w+/.exec(text)?.[0] ?? 'statement';
+    const attributes = { 'db.system.name': 'postgresql', 'db.query.text': text };
+    return inSpan(`ledger ${operation}`, attributes, () => query(...args), SpanKind.CLIENT);
   }) as T['query'];
   return db;
 }

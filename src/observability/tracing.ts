@@ -5,7 +5,7 @@
  * in the receiver, the parent of the signal-with-start it sends. The client interceptor carries the context in the
  * workflow's headers; the workflow interceptors (in the workflow bundle) and the activity interceptors continue it
  * through the release, each child delivery and every webhook attempt, where the merchant budget's wait, each ledger
- * statement (src/db/pool.ts) and the HTTP request are spans of their own (`inSpan`). Workflow spans leave the sandbox
+ * statement (src/db/pool.ts) and the HTTP request are spans of their own (`inSpan`, ./spans.ts). Workflow spans leave the sandbox
  * through the `exporter` sink.
  *
  * Exported over OTLP when the standard variables say where (OTEL_EXPORTER_OTLP_ENDPOINT or
@@ -17,12 +17,8 @@ import {
   createContextKey,
   propagation,
   ROOT_CONTEXT,
-  SpanKind,
-  SpanStatusCode,
   trace,
   TraceFlags,
-  type Attributes,
-  type Span,
   type Tracer,
 } from '@opentelemetry/api';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
@@ -44,6 +40,7 @@ import {
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { tracer } from './spans.js';
 
 export interface Tracing {
   resource: Resource;
@@ -53,8 +50,6 @@ export interface Tracing {
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
-
-const tracer = () => trace.getTracer('hold-sweeper');
 
 /**
  * The process's tracer provider, registered globally; `processor` is given by tests (an in-memory exporter). A trace's
@@ -95,30 +90,6 @@ export function sweptHoldTrace(holdId: string, merchantId: string): Record<strin
   const carrier: Record<string, string> = {};
   propagation.inject(trace.setSpan(ROOT_CONTEXT, span), carrier);
   return carrier;
-}
-
-/**
- * `work` in a span of its own under the active span, when that one is recorded (a sampled hold's); otherwise just
- * `work`, at the cost of one look. A failure's status names its error, never its message (a merchant's words may be
- * in it).
- */
-export async function inSpan<T>(
-  name: string,
-  attributes: Attributes,
-  work: (span?: Span) => Promise<T>,
-  kind = SpanKind.INTERNAL,
-): Promise<T> {
-  if (!trace.getActiveSpan()?.isRecording()) return work();
-  return tracer().startActiveSpan(name, { kind, attributes }, async (span) => {
-    try {
-      return await work(span);
-    } catch (err) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (err as Error).name });
-      throw err;
-    } finally {
-      span.end();
-    }
-  });
 }
 
 /**
