@@ -24,14 +24,13 @@ import {
   ADMIN_VERBS,
   auditOf,
   inputSchemas,
-  jsonSchema,
   REJECTIONS,
   type AdminContext,
   type AdminVerb,
   type VerbInput,
 } from '../operations/admin-verbs.js';
 import { apiRefusals } from './refusals.js';
-import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
+import { isOpen, jsonSchema, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { Forbidden, rolesIn, Unauthenticated, type Identity, type TokenVerifier } from './identity.js';
 

@@ -27,13 +27,12 @@ import { inTransaction, type Queryable } from '../db/pool.js';
 import { Registry } from 'prom-client';
 import { insertAudit } from '../sql/audit.js';
 import { apiRefusals } from './refusals.js';
-import { isOpen, notServed, OPEN, requestErrorStatus } from '../doors.js';
+import { isOpen, jsonSchema, notServed, OPEN, requestErrorStatus } from '../doors.js';
 import { fastifyLogging, log, type Logger } from '../observability/logger.js';
 import * as ledger from '../sql/merchant-api.js';
 import { declareMerchantPace, expirePreviousSecret, setMerchantEventTypes } from '../sql/merchants.js';
 import { DEFAULT_ROTATION_OVERLAP_MS, MAX_ROTATION_OVERLAP_MS } from '../operations/merchants.js';
 import { parseApiKey, secretMatches } from '../operations/merchant-keys.js';
-import { jsonSchema } from '../operations/admin-verbs.js';
 
 interface MerchantServerOptions {
   region: Region;

@@ -15,11 +15,12 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import swagger from '@fastify/swagger';
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { notServed, requestErrorStatus } from '../doors.js';
+import { jsonSchema, notServed, requestErrorStatus } from '../doors.js';
 import { ConfigError } from '../errors.js';
 import { fastifyLogging, silentLogger, type Logger } from '../observability/logger.js';
 import { serveMetrics } from '../observability/metrics-listener.js';
 import { Counter, Registry } from 'prom-client';
+import { z } from 'zod';
 
 interface CodecServerOptions {
   /** Codec per Temporal namespace. */
@@ -54,28 +55,13 @@ interface CodecServerOptions {
   metrics?: { host: string; port: number };
 }
 
-interface JsonPayload {
-  metadata?: Record<string, string>;
-  data?: string;
-}
-
-const PAYLOADS = {
-  type: 'object',
-  required: ['payloads'],
-  properties: {
-    payloads: {
-      type: 'array',
-      items: {
-        type: 'object',
-        properties: {
-          metadata: { type: 'object', additionalProperties: { type: 'string', contentEncoding: 'base64' } },
-          data: { type: 'string', contentEncoding: 'base64' },
-        },
-      },
-    },
-  },
-};
-const ERROR = { type: 'object', required: ['error'], properties: { error: { type: 'string' } } };
+const base64 = z.string().meta({ contentEncoding: 'base64' });
+/** Temporal's remote codec contract: what the Web UI and the CLI send, and what they are answered. */
+const PAYLOADS = z.object({
+  payloads: z.array(z.object({ metadata: z.record(z.string(), base64).optional(), data: base64.optional() })),
+});
+type JsonPayload = z.output<typeof PAYLOADS>['payloads'][number];
+const error = (description: string) => jsonSchema(z.object({ error: z.string() }).describe(description));
 
 /** A route's document: what Temporal's remote codec contract sends and every answer it can get. */
 const codecSchema = (kind: 'encode' | 'decode') => ({
@@ -84,22 +70,20 @@ const codecSchema = (kind: 'encode' | 'decode') => ({
     kind === 'decode'
       ? 'Decrypt payloads of the namespace’s region (any role there).'
       : 'Encrypt payloads with the namespace’s region key (an operator or an approver there).',
-  headers: {
-    type: 'object',
-    required: ['x-namespace'],
-    properties: {
-      'x-namespace': { type: 'string', description: 'the Temporal namespace: its region’s keys' },
-      authorization: { type: 'string', description: 'Bearer <the signed-in user’s OIDC access token>' },
-    },
-  },
-  body: PAYLOADS,
+  headers: jsonSchema(
+    z.object({
+      'x-namespace': z.string().describe('the Temporal namespace: its region’s keys'),
+      authorization: z.string().describe('Bearer <the signed-in user’s OIDC access token>').optional(),
+    }),
+  ),
+  body: jsonSchema(PAYLOADS),
   response: {
-    200: { description: 'The payloads, in order.', ...PAYLOADS },
-    400: { description: 'No codec for the namespace, or a body that is not payloads.', ...ERROR },
-    401: { description: 'No token, or one that does not verify.', ...ERROR },
-    403: { description: 'A verified caller without the role in the namespace’s region.', ...ERROR },
-    413: { description: 'A body over 8 MiB, not read.', ...ERROR },
-    415: { description: 'A Content-Type that is not a media type, not read.', ...ERROR },
+    200: jsonSchema(PAYLOADS.describe('The payloads, in order.')),
+    400: error('No codec for the namespace, or a body that is not payloads.'),
+    401: error('No token, or one that does not verify.'),
+    403: error('A verified caller without the role in the namespace’s region.'),
+    413: error('A body over 8 MiB, not read.'),
+    415: error('A Content-Type that is not a media type, not read.'),
   },
 });
 
@@ -165,7 +149,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
   // text and parsed here, so a malformed one is this endpoint's 400, not a parser's.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_request, body, done) => done(null, body));
-  // The schemas document; the handlers' own checks decide.
+  // The schemas document; the handlers parse with the same declarations (a bad body is their 400, in their words).
   app.setValidatorCompiler(() => () => true);
   await app.register(swagger, {
     openapi: {
@@ -257,8 +241,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
     const namespace = request.headers['x-namespace'] as string;
     const codec = options.codecs.get(namespace);
     try {
-      const body = JSON.parse((request.body as string | undefined) ?? '') as { payloads?: JsonPayload[] };
-      const payloads = (body.payloads ?? []).map(toPayload);
+      const payloads = PAYLOADS.parse(JSON.parse((request.body as string | undefined) ?? '')).payloads.map(toPayload);
       const result = !codec
         ? payloads
         : kind === 'encode'
@@ -269,7 +252,8 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
         request.log.info({ subject: caller.subject, namespace, payloads: payloads.length }, `payloads ${kind}d`);
       return reply.send({ payloads: result.map(toJson) });
     } catch (err) {
-      return reply.status(400).send({ error: `${(err as Error).name}: ${(err as Error).message}` });
+      const why = err instanceof z.ZodError ? `not payloads: ${z.prettifyError(err)}` : String(err);
+      return reply.status(400).send({ error: why });
     }
   }
 

@@ -11,6 +11,7 @@ import type { Client } from '@temporalio/client';
 import type pg from 'pg';
 import { z } from 'zod';
 import { isPool, type Queryable } from '../db/pool.js';
+import { jsonSchema } from '../doors.js';
 import { parseDuration, type RegionConfig } from '../config.js';
 import { DELIVERY_STATUSES } from '../contracts/delivery.js';
 import { QUARANTINE_REASONS } from '../contracts/failures.js';
@@ -155,22 +156,6 @@ type Verb<Id extends string, P extends string, F extends z.ZodRawShape, A extend
 
 /** Any verb of the table. */
 export type AdminVerb = Verb<string, string, z.ZodRawShape, z.ZodType>;
-
-/**
- * The JSON Schema of a zod schema, as Fastify's validator and the OpenAPI document take it (draft 7, which OpenAPI
- * 3.1's dialect reads alike): a whole number is unbounded unless it says so.
- */
-export function jsonSchema(schema: z.core.$ZodType, io: 'input' | 'output' = 'input'): z.core.JSONSchema.BaseSchema {
-  const { $schema: _, ...rest } = z.toJSONSchema(schema, {
-    io,
-    target: 'draft-7',
-    override: ({ jsonSchema: s }) => {
-      if (s.minimum === Number.MIN_SAFE_INTEGER) delete s.minimum;
-      if (s.maximum === Number.MAX_SAFE_INTEGER) delete s.maximum;
-    },
-  });
-  return rest;
-}
 
 function verb<const Id extends string, const P extends string, F extends z.ZodRawShape, A extends z.ZodType>(
   spec: VerbSpec<Id, P, F, A>,

@@ -20,10 +20,10 @@ import { addressesIn } from '../dev-stack.js';
 import type { Region } from '../contracts/regions.js';
 import { connectClient, PLAINTEXT } from '../temporal-connection.js';
 import { z } from 'zod';
+import { jsonSchema } from '../doors.js';
 import {
   ADMIN_VERBS,
   adminVerb,
-  jsonSchema,
   REJECTIONS,
   verbById,
   type AdminContext,

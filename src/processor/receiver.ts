@@ -34,12 +34,7 @@ import type { Client } from '@temporalio/client';
 import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
 import { holdEventsWorkflowId } from '../contracts/ids.js';
-import {
-  PROCESSOR_EVENT_TYPES,
-  processorEventSignal,
-  type ProcessorEventRef,
-  type ProcessorEventType,
-} from '../contracts/processor.js';
+import { processorEventSignal, type ProcessorEventRef } from '../contracts/processor.js';
 import type { Region } from '../contracts/regions.js';
 import { holdSearchAttributes } from '../contracts/search-attributes.js';
 import { holdEventsDetails, holdEventsSummary } from '../contracts/story.js';
@@ -55,7 +50,7 @@ import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
 import { every, fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
-import { EVENTS_SCHEMA, HEALTH_SCHEMA, OPENAPI_INFO } from './openapi.js';
+import { EVENTS_SCHEMA, FIELD_REFUSALS, HEALTH_SCHEMA, ID_PATTERN, OPENAPI_INFO, PROCESSOR_EVENT } from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
 const PROCESSOR_EVENTS_PATH = '/processor/events';
@@ -68,9 +63,6 @@ const OPENAPI_PATH = '/openapi.json';
 const MAX_BODY_BYTES = 64 * 1024;
 /** What a refused request keeps of its body, for the operator reading processor_requests_refused. */
 const REFUSED_EXCERPT_CHARS = 1_000;
-/** Event ids as processors issue them (`msg_...`, `evt_...`, UUIDs): also part of a workflow's and webhook's id. */
-const EVENT_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
-const HOLD_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** Why a request is refused: the `error` of the 4xx body and processor_requests_refused.error_code. */
 type RefusalCode =
@@ -309,8 +301,8 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       options.https ? https.createServer({ ...limits, ...options.https }, handler) : http.createServer(limits, handler),
   });
   app.server.maxConnections = options.maxConnections ?? 512;
-  // The schemas document (OpenAPI) and never decide: every check is the receiver's own, in its order, with its named
-  // refusals; answers are serialized as they are.
+  // Fastify's validator never decides: the signature is checked over the raw body first, then the body is parsed by
+  // the same schema the document shows, each failure a named refusal; answers are serialized as they are.
   app.setValidatorCompiler(() => () => true);
   app.setSerializerCompiler(() => (data) => JSON.stringify(data));
   // The signature is over the bytes as sent: the body is kept as text whatever its content type says.
@@ -380,7 +372,7 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
         accepted = parseEvent(signed.id, body);
       } catch (err) {
         if (!(err instanceof Refusal)) throw err;
-        return refuse(request, reply, err, EVENT_ID_PATTERN.test(signed.id) ? signed.id : null, body);
+        return refuse(request, reply, err, ID_PATTERN.test(signed.id) ? signed.id : null, body);
       }
       // A verified event starts its hold's trace (src/observability/tracing.ts): its recording, and the signal that
       // hands it to the hold's workflow, which the client's interceptor carries on.
@@ -510,11 +502,11 @@ async function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
 }
 
 /**
- * The processor's event, checked field by field: `{ type, timestamp, data: { hold_id, sequence, amount_minor,
- * currency } }`, where a capture and an increment carry a positive amount and a currency, and a reversal neither.
+ * The processor's event, parsed by its schema (src/processor/openapi.ts, `PROCESSOR_EVENT`): a field that fails it is
+ * refused by name, the first in FIELD_REFUSALS' order.
  */
 export function parseEvent(eventId: string, body: string): AcceptedEvent {
-  if (!EVENT_ID_PATTERN.test(eventId))
+  if (!ID_PATTERN.test(eventId))
     throw new Refusal(400, 'InvalidEventId', 'webhook-id must be 1-128 of [A-Za-z0-9_.:-]');
   let parsed: unknown;
   try {
@@ -522,94 +514,41 @@ export function parseEvent(eventId: string, body: string): AcceptedEvent {
   } catch {
     throw new Refusal(400, 'MalformedJson', 'the body is not JSON');
   }
-  const event = (parsed && typeof parsed === 'object' ? parsed : {}) as Record<string, unknown>;
-  const data = (event.data && typeof event.data === 'object' ? event.data : {}) as Record<string, unknown>;
-  const type = event.type;
-  if (typeof type !== 'string' || !(PROCESSOR_EVENT_TYPES as readonly string[]).includes(type)) {
-    throw new Refusal(400, 'UnknownEventType', `type must be one of ${PROCESSOR_EVENT_TYPES.join(', ')}`);
-  }
-  const holdId = data.hold_id;
-  if (typeof holdId !== 'string' || !HOLD_ID_PATTERN.test(holdId))
-    throw new Refusal(400, 'InvalidHoldId', 'data.hold_id must be 1-128 of [A-Za-z0-9_.:-]');
-  const sequence = data.sequence;
-  if (typeof sequence !== 'number' || !Number.isInteger(sequence) || sequence < 1 || sequence > 2 ** 31 - 1) {
-    throw new Refusal(400, 'InvalidSequence', 'data.sequence must be a positive integer');
-  }
-  const occurredAt = typeof event.timestamp === 'string' ? event.timestamp : undefined;
-  if (!occurredAt || !isRfc3339(occurredAt)) {
-    throw new Refusal(400, 'InvalidOccurredAt', 'timestamp must be an RFC 3339 date-time, e.g. 2026-11-30T02:00:00Z');
-  }
-
-  let amountMinor: string | null = null;
-  let currency: string | null = null;
-  if (type !== 'hold.reversed') {
-    const amount = data.amount_minor;
-    const text =
-      typeof amount === 'number' && Number.isSafeInteger(amount)
-        ? String(amount)
-        : typeof amount === 'string'
-          ? amount
-          : '';
-    if (/^-\d+$/.test(text))
-      throw new Refusal(
-        400,
-        'NegativeAmount',
-        `data.amount_minor is negative (${text}); a ${type} carries a positive amount`,
-      );
-    if (!/^\d{1,18}$/.test(text) || BigInt(text) === 0n) {
-      throw new Refusal(
-        400,
-        'InvalidAmount',
-        `data.amount_minor must be a positive integer of minor units for ${type}`,
-      );
+  const read = PROCESSOR_EVENT.safeParse(parsed);
+  if (!read.success) {
+    const failed = new Set(read.error.issues.map((issue) => issue.path.join('.')));
+    const [, code, words] = FIELD_REFUSALS.find(([field]) => failed.has(field)) ?? FIELD_REFUSALS[0];
+    if (code === 'InvalidAmount') {
+      // Only a capture's or an increment's amount is read: the event is an object of that type, with data.
+      const { type, data } = parsed as { type: string; data: { amount_minor?: unknown } };
+      const amount = data.amount_minor;
+      const text =
+        typeof amount === 'number' && Number.isSafeInteger(amount)
+          ? String(amount)
+          : typeof amount === 'string'
+            ? amount
+            : '';
+      if (/^-\d+$/.test(text))
+        throw new Refusal(
+          400,
+          'NegativeAmount',
+          `data.amount_minor is negative (${text}); a ${type} carries a positive amount`,
+        );
+      throw new Refusal(400, code, words(type));
     }
-    amountMinor = text;
-    if (typeof data.currency !== 'string' || !/^[A-Z]{3}$/.test(data.currency))
-      throw new Refusal(400, 'InvalidCurrency', 'data.currency must be an ISO 4217 code');
-    currency = data.currency;
+    throw new Refusal(400, code, words(''));
   }
+  const event = read.data;
+  const moves = event.type === 'hold.reversed' ? undefined : event.data;
   return {
     eventId,
-    holdId,
-    sequence,
-    eventType: type as ProcessorEventType,
-    amountMinor,
-    currency,
-    occurredAt,
+    holdId: event.data.hold_id,
+    sequence: event.data.sequence,
+    eventType: event.type,
+    amountMinor: moves ? String(moves.amount_minor) : null,
+    currency: moves ? moves.currency : null,
+    occurredAt: event.timestamp,
     body,
     bodySha256: createHash('sha256').update(body).digest('hex'),
   };
-}
-
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
-
-/**
- * RFC 3339's date-time exactly (section 5.6), each field in its range, the day in its month, years 0001-9999: what
- * PostgreSQL's timestamptz takes. `Date.parse` is not the check: it takes "1", "Nov 30 2026" and "2026-02-30", which
- * the ledger then refuses (the receiver would answer 503 to the same event for ever).
- */
-export function isRfc3339(text: string): boolean {
-  const m = RFC3339.exec(text);
-  if (!m) return false;
-  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const daysInMonth = new Date(Date.UTC(2000 + (year % 400), month, 0)).getUTCDate();
-  const offsetOk = m[8] === undefined || (Number(m[9]) <= 23 && Number(m[10]) <= 59);
-  return (
-    year >= 1 &&
-    month >= 1 &&
-    month <= 12 &&
-    day >= 1 &&
-    day <= daysInMonth &&
-    hour <= 23 &&
-    minute <= 59 &&
-    second <= 60 &&
-    offsetOk
-  );
 }

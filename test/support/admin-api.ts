@@ -2,7 +2,8 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { expect } from 'vitest';
-import { jsonSchema, type AdminVerb } from '../../src/operations/admin-verbs.js';
+import { jsonSchema } from '../../src/doors.js';
+import type { AdminVerb } from '../../src/operations/admin-verbs.js';
 
 const REPO = path.resolve(import.meta.dirname, '../..');
 

@@ -137,6 +137,12 @@ describe('fail closed: the codec endpoint', () => {
     const other = await post('/decode', { Authorization: `Bearer ${TOKEN}`, Origin: 'https://evil.example' });
     expect(other.headers.get('access-control-allow-origin')).toBeNull();
     expect((await post('/decode', { Authorization: `Bearer ${TOKEN}` }, '{not json')).status).toBe(400);
+    // JSON that is not payloads, as its document says: a 400 naming what is wrong, never an empty payload coded.
+    for (const body of ['{}', '{"payloads":[5]}', '{"payloads":[{"metadata":{"encoding":7}}]}']) {
+      const refused = await post('/decode', { Authorization: `Bearer ${TOKEN}` }, body);
+      expect(refused.status, body).toBe(400);
+      expect(((await refused.json()) as { error: string }).error, body).toMatch(/^not payloads: .*payloads/s);
+    }
     expect((await post('/decode', { Authorization: `Bearer ${TOKEN}` })).status).toBe(200);
   });
 

@@ -4,7 +4,8 @@
  * ever instead of a named 400.
  */
 import { describe, expect, it } from 'vitest';
-import { isRfc3339, parseEvent } from '../../src/processor/receiver.js';
+import { isRfc3339 } from '../../src/processor/openapi.js';
+import { parseEvent } from '../../src/processor/receiver.js';
 
 const body = (timestamp: unknown) =>
   JSON.stringify({ type: 'hold.reversed', timestamp, data: { hold_id: 'h_1', sequence: 1 } });
