@@ -9,7 +9,6 @@ import {
   DEV_VARIABLES,
   docOf,
   LISTENERS,
-  READ_ELSEWHERE,
   regionVariables,
   VARIABLES,
   type Setting,
@@ -43,7 +42,7 @@ function table(rows: readonly Row[]): string {
   ].join('\n');
 }
 
-/** The product's variables: the mode and the regions, each region's own, Temporal's, the rest, the listeners. */
+/** The product's variables: the mode and the regions, each region's own, the rest, the listeners. */
 function productRows(): Row[] {
   const { HOLD_SWEEPER_MODE, HOLD_SWEEPER_REGIONS, ...rest } = VARIABLES;
   const first = { HOLD_SWEEPER_MODE: HOLD_SWEEPER_MODE!, HOLD_SWEEPER_REGIONS: HOLD_SWEEPER_REGIONS! };
@@ -56,10 +55,8 @@ function productRows(): Row[] {
   return [
     ...rowsOf(first),
     ...perRegion,
-    ...READ_ELSEWHERE.temporal,
     ...rowsOf(rest),
     ...Object.entries(LISTENERS).flatMap(([prefix, settings]) => rowsOf(settings, (name) => `${prefix}_${name}`)),
-    ...READ_ELSEWHERE.openTelemetry,
   ];
 }
 
