@@ -15,7 +15,13 @@
  */
 import { generateKeyPairSync, privateDecrypt, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifySchema,
+} from 'fastify';
 import swagger from '@fastify/swagger';
 import type pg from 'pg';
 import { z } from 'zod';
@@ -247,6 +253,11 @@ const targetParams = z.object({
 
 const errorSchema = jsonSchema(z.object({ error: z.string(), message: z.string(), requestId: z.string() }));
 const errors = (...statuses: number[]) => Object.fromEntries(statuses.map((s) => [s, errorSchema]));
+/** A route's options: its operation names both its audit verb and its OpenAPI operation; the rest is its document. */
+const described = (operation: string, summary: string, schema: FastifySchema) => ({
+  config: { operation },
+  schema: { operationId: operation, summary, ...schema },
+});
 
 export async function buildMerchantServer(
   options: MerchantServerOptions,
@@ -366,18 +377,13 @@ export async function buildMerchantServer(
 
   app.get(
     '/v1/webhooks',
-    {
-      config: { operation: 'webhooks.list' },
-      schema: {
-        operationId: 'webhooks.list',
-        summary: 'Your webhooks written in [since, until), newest first, each with its attempts.',
-        querystring: jsonSchema(listQuery),
-        response: {
-          200: jsonSchema(z.object({ items: z.array(z.object(webhookShape).partial()) })),
-          ...errors(400, 401, 429),
-        },
+    described('webhooks.list', 'Your webhooks written in [since, until), newest first, each with its attempts.', {
+      querystring: jsonSchema(listQuery),
+      response: {
+        200: jsonSchema(z.object({ items: z.array(z.object(webhookShape).partial()) })),
+        ...errors(400, 401, 429),
       },
-    },
+    }),
     async (request) => {
       const items = await ledger.merchantWebhooks(pool, merchantOf(request), listQuery.parse(request.query));
       await audit(request, 200);
@@ -387,12 +393,10 @@ export async function buildMerchantServer(
 
   app.get(
     '/v1/webhooks/:webhookId',
-    {
-      config: { operation: 'webhooks.get' },
-      schema: {
-        operationId: 'webhooks.get',
-        summary:
-          'One of your webhooks: the exact payload it is sent with (sign-checked bytes), its attempts and resends.',
+    described(
+      'webhooks.get',
+      'One of your webhooks: the exact payload it is sent with (sign-checked bytes), its attempts and resends.',
+      {
         params: jsonSchema(webhookIdParam),
         response: {
           200: jsonSchema(
@@ -407,7 +411,7 @@ export async function buildMerchantServer(
           ...errors(401, 404, 429),
         },
       },
-    },
+    ),
     async (request) => {
       const { webhookId } = webhookIdParam.parse(request.params);
       const webhook = await ledger.merchantWebhook(pool, merchantOf(request), webhookId);
@@ -420,11 +424,10 @@ export async function buildMerchantServer(
   const eventTypes = eventTypeCatalog();
   app.get(
     '/v1/event-types',
-    {
-      config: { operation: 'eventTypes.list' },
-      schema: {
-        operationId: 'eventTypes.list',
-        summary: 'Every event type your endpoint may receive: what it tells, its JSON Schema and an example.',
+    described(
+      'eventTypes.list',
+      'Every event type your endpoint may receive: what it tells, its JSON Schema and an example.',
+      {
         response: {
           200: jsonSchema(
             z.object({
@@ -444,7 +447,7 @@ export async function buildMerchantServer(
           ...errors(401, 429),
         },
       },
-    },
+    ),
     async (request) => {
       await audit(request, 200);
       return { items: eventTypes };
@@ -459,14 +462,13 @@ export async function buildMerchantServer(
 
   app.get(
     '/v1/endpoint',
-    {
-      config: { operation: 'endpoint.get' },
-      schema: {
-        operationId: 'endpoint.get',
-        summary: 'Your endpoint: its URL, its pace, the event types it takes, and whether sending is on (if not, why).',
+    described(
+      'endpoint.get',
+      'Your endpoint: its URL, its pace, the event types it takes, and whether sending is on (if not, why).',
+      {
         response: { 200: jsonSchema(endpointShape), ...errors(401, 429) },
       },
-    },
+    ),
     async (request) => {
       const endpoint = await endpointOf(request);
       await audit(request, 200);
@@ -476,16 +478,14 @@ export async function buildMerchantServer(
 
   app.put(
     '/v1/endpoint/event-types',
-    {
-      config: { operation: 'endpoint.eventTypes' },
-      schema: {
-        operationId: 'endpoint.eventTypes',
-        summary:
-          'Choose the event types your endpoint takes. A webhook written after this of a type it does not take is listed as not_subscribed and never sent.',
+    described(
+      'endpoint.eventTypes',
+      'Choose the event types your endpoint takes. A webhook written after this of a type it does not take is listed as not_subscribed and never sent.',
+      {
         body: jsonSchema(eventTypesBody),
         response: { 200: jsonSchema(endpointShape), ...errors(400, 401, 429) },
       },
-    },
+    ),
     async (request) => {
       const { eventTypes } = eventTypesBody.parse(request.body);
       const chosen = eventTypes === null ? null : [...new Set(eventTypes)].sort();
@@ -499,16 +499,14 @@ export async function buildMerchantServer(
 
   app.put(
     '/v1/endpoint/rate',
-    {
-      config: { operation: 'endpoint.rate' },
-      schema: {
-        operationId: 'endpoint.rate',
-        summary:
-          'Declare the pace your endpoint takes, up to the ceiling your provider set: it holds from the next request, across every worker.',
+    described(
+      'endpoint.rate',
+      'Declare the pace your endpoint takes, up to the ceiling your provider set: it holds from the next request, across every worker.',
+      {
         body: jsonSchema(paceBody),
         response: { 200: jsonSchema(endpointShape), ...errors(400, 401, 429) },
       },
-    },
+    ),
     async (request) => {
       const { ratePerSecond, burst } = paceBody.parse(request.body);
       return inTransaction(pool, async (tx) => {
@@ -565,15 +563,13 @@ export async function buildMerchantServer(
 
   app.post(
     '/v1/endpoint/test',
-    {
-      config: { operation: 'endpoint.test' },
-      schema: {
-        operationId: 'endpoint.test',
-        summary:
-          'Send your endpoint a signed merchant.ping now, paced and signed as webhooks are; answers what it answered.',
+    described(
+      'endpoint.test',
+      'Send your endpoint a signed merchant.ping now, paced and signed as webhooks are; answers what it answered.',
+      {
         response: { ...checkAnswers, ...errors(400, 401, 429) },
       },
-    },
+    ),
     async (request, reply) => {
       if (request.body !== undefined) throw new Refusal(400, 'InvalidRequest', 'a test send takes no body');
       return check(request, reply, 'test', String((await endpointOf(request)).url));
@@ -582,16 +578,14 @@ export async function buildMerchantServer(
 
   app.put(
     '/v1/endpoint/url',
-    {
-      config: { operation: 'endpoint.url' },
-      schema: {
-        operationId: 'endpoint.url',
-        summary:
-          'Verify a URL with a signed merchant.ping: if it answers 2xx it is your endpoint from then on (pending webhooks go there from their next attempt), and an endpoint disabled by a 410 is enabled again.',
+    described(
+      'endpoint.url',
+      'Verify a URL with a signed merchant.ping: if it answers 2xx it is your endpoint from then on (pending webhooks go there from their next attempt), and an endpoint disabled by a 410 is enabled again.',
+      {
         body: jsonSchema(urlBody),
         response: { ...checkAnswers, ...errors(400, 401, 429) },
       },
-    },
+    ),
     async (request, reply) => {
       const { url } = urlBody.parse(request.body);
       try {
@@ -606,15 +600,10 @@ export async function buildMerchantServer(
 
   app.get(
     '/v1/endpoint/checks/:checkId',
-    {
-      config: { operation: 'endpoint.checks.get' },
-      schema: {
-        operationId: 'endpoint.checks.get',
-        summary: 'A check of your endpoint you asked for: waiting, or sent and what it answered.',
-        params: jsonSchema(checkIdParam),
-        response: { 200: jsonSchema(endpointCheck), ...errors(401, 404, 429) },
-      },
-    },
+    described('endpoint.checks.get', 'A check of your endpoint you asked for: waiting, or sent and what it answered.', {
+      params: jsonSchema(checkIdParam),
+      response: { 200: jsonSchema(endpointCheck), ...errors(401, 404, 429) },
+    }),
     async (request) => {
       const { checkId } = checkIdParam.parse(request.params);
       const found = await ledger.merchantEndpointCheck(pool, merchantOf(request), checkId);
@@ -626,14 +615,13 @@ export async function buildMerchantServer(
 
   app.get(
     '/v1/endpoint/secrets',
-    {
-      config: { operation: 'secrets.list' },
-      schema: {
-        operationId: 'secrets.list',
-        summary: 'Your signing secrets: the current one, and the previous one while it still signs. Never a value.',
+    described(
+      'secrets.list',
+      'Your signing secrets: the current one, and the previous one while it still signs. Never a value.',
+      {
         response: { 200: jsonSchema(z.object({ items: z.array(secretShape) })), ...errors(401, 429) },
       },
-    },
+    ),
     async (request) => {
       const items = await ledger.merchantSecrets(pool, merchantOf(request));
       await audit(request, 200);
@@ -643,12 +631,10 @@ export async function buildMerchantServer(
 
   app.post(
     '/v1/endpoint/secrets',
-    {
-      config: { operation: 'secrets.rotate' },
-      schema: {
-        operationId: 'secrets.rotate',
-        summary:
-          'A new signing secret, in this answer only: it signs from now on, and the current one also signs until the overlap ends (24 h unless given).',
+    described(
+      'secrets.rotate',
+      'A new signing secret, in this answer only: it signs from now on, and the current one also signs until the overlap ends (24 h unless given).',
+      {
         body: jsonSchema(rotateBody),
         response: {
           201: jsonSchema(
@@ -668,7 +654,7 @@ export async function buildMerchantServer(
           ...errors(400, 401, 429, 503),
         },
       },
-    },
+    ),
     async (request, reply) => {
       const { overlapSeconds } = rotateBody.parse(request.body);
       // The worker writes the secret back encrypted to this key, which lives for this call only: no one reads the row
@@ -703,17 +689,15 @@ export async function buildMerchantServer(
 
   app.post(
     '/v1/endpoint/secrets/:secretId/expire',
-    {
-      config: { operation: 'secrets.expire' },
-      schema: {
-        operationId: 'secrets.expire',
-        summary:
-          'End your previous secret early: it stops signing in inSeconds (0: now), never later than it was to. The current one ends only by a rotation.',
+    described(
+      'secrets.expire',
+      'End your previous secret early: it stops signing in inSeconds (0: now), never later than it was to. The current one ends only by a rotation.',
+      {
         params: jsonSchema(secretIdParam),
         body: jsonSchema(expireBody),
         response: { 200: jsonSchema(z.object({ items: z.array(secretShape) })), ...errors(400, 401, 404, 409, 429) },
       },
-    },
+    ),
     async (request) => {
       const { secretId } = secretIdParam.parse(request.params);
       const { inSeconds } = expireBody.parse(request.body);
@@ -753,16 +737,14 @@ export async function buildMerchantServer(
 
   app.post(
     '/v1/webhooks/:webhookId/resend',
-    {
-      config: { operation: 'webhooks.resend' },
-      schema: {
-        operationId: 'webhooks.resend',
-        summary:
-          'Send a webhook at an end again: same webhook id and payload, a fresh signature. Starts within the answer’s seconds.',
+    described(
+      'webhooks.resend',
+      'Send a webhook at an end again: same webhook id and payload, a fresh signature. Starts within the answer’s seconds.',
+      {
         params: jsonSchema(webhookIdParam),
         response: { 202: jsonSchema(resendAsked), ...errors(401, 404, 409, 429) },
       },
-    },
+    ),
     async (request, reply) => {
       const { webhookId } = webhookIdParam.parse(request.params);
       const asked = await inTransaction(pool, async (tx) => {
@@ -776,11 +758,10 @@ export async function buildMerchantServer(
 
   app.post(
     '/v1/resends',
-    {
-      config: { operation: 'resends.range' },
-      schema: {
-        operationId: 'resends.range',
-        summary: `Send again every webhook of yours at an end written in [since, until), oldest first, at most ${RANGE_MAX} per call.`,
+    described(
+      'resends.range',
+      `Send again every webhook of yours at an end written in [since, until), oldest first, at most ${RANGE_MAX} per call.`,
+      {
         body: jsonSchema(rangeBody),
         response: {
           202: jsonSchema(
@@ -795,7 +776,7 @@ export async function buildMerchantServer(
           ...errors(400, 401, 429),
         },
       },
-    },
+    ),
     async (request, reply) => {
       const { since, until } = rangeBody.parse(request.body);
       const matching = await ledger.merchantWebhooks(pool, merchantOf(request), { since, until, limit: RANGE_MAX + 1 });
@@ -821,31 +802,26 @@ export async function buildMerchantServer(
 
   app.get(
     '/v1/resends/:requestId',
-    {
-      config: { operation: 'resends.get' },
-      schema: {
-        operationId: 'resends.get',
-        summary: 'Where a resend you asked for stands.',
-        params: jsonSchema(requestIdParam),
-        response: {
-          200: jsonSchema(
-            z
-              .object({
-                id: z.string(),
-                webhookId: z.string(),
-                resendId: z.string(),
-                requestedAt: z.string(),
-                startedAt: z.string().nullable(),
-                policyRun: int.nullable(),
-                webhookStatus: z.string(),
-                state: z.string(),
-              })
-              .partial(),
-          ),
-          ...errors(401, 404, 429),
-        },
+    described('resends.get', 'Where a resend you asked for stands.', {
+      params: jsonSchema(requestIdParam),
+      response: {
+        200: jsonSchema(
+          z
+            .object({
+              id: z.string(),
+              webhookId: z.string(),
+              resendId: z.string(),
+              requestedAt: z.string(),
+              startedAt: z.string().nullable(),
+              policyRun: int.nullable(),
+              webhookStatus: z.string(),
+              state: z.string(),
+            })
+            .partial(),
+        ),
+        ...errors(401, 404, 429),
       },
-    },
+    }),
     async (request) => {
       const { requestId } = requestIdParam.parse(request.params);
       const found = await ledger.merchantResendRequest(pool, merchantOf(request), requestId);
