@@ -99,15 +99,50 @@ export const PROCESSOR_EVENT = z.discriminatedUnion('type', [
  */
 const ID_WORDS = 'must be 1-128 of [A-Za-z0-9_.:-]';
 const TYPE_WORDS = `type must be one of ${PROCESSOR_EVENT_TYPES.join(', ')}`;
+/**
+ * Every refusal the receiver answers, by status: the codes its `error` may carry and what its document says of them.
+ * The receiver refuses with these codes only (`RefusalCode`), so none is missing from the document.
+ */
+const REFUSALS = {
+  400: {
+    codes: [
+      'InvalidEventId',
+      'MalformedJson',
+      'UnknownEventType',
+      'InvalidHoldId',
+      'InvalidSequence',
+      'InvalidOccurredAt',
+      'NegativeAmount',
+      'InvalidAmount',
+      'InvalidCurrency',
+      'UnreadableBody',
+    ],
+    description:
+      'Signed, but not an event this receiver takes: recorded as refused, never applied. UnreadableBody: a body that ' +
+      'ends before its Content-Length, its signature never checked: counted, not recorded.',
+  },
+  401: {
+    codes: ['MissingSignature', 'InvalidTimestamp', 'StaleTimestamp', 'BadSignature'],
+    description: 'Not signed by the processor’s secret, or too old.',
+  },
+  404: { codes: ['NotFound'], description: 'Only POST /processor/events is served.' },
+  405: { codes: ['MethodNotAllowed'], description: 'Only POST (the `Allow` header says so).' },
+  409: {
+    codes: ['EventConflict'],
+    description: 'This event id was recorded before with another body, or the hold’s sequence says otherwise.',
+  },
+  413: { codes: ['PayloadTooLarge'], description: 'Over 64 KiB.' },
+  415: {
+    codes: ['UnreadableBody'],
+    description: 'A Content-Type that is not a media type: the body is not read, nor recorded.',
+  },
+} as const;
+/** Why a request is refused: the `error` of the 4xx body and processor_requests_refused.error_code. */
+export type RefusalCode = (typeof REFUSALS)[keyof typeof REFUSALS]['codes'][number];
+
 type FieldRefusal = readonly [
   field: string,
-  code:
-    | 'UnknownEventType'
-    | 'InvalidHoldId'
-    | 'InvalidSequence'
-    | 'InvalidOccurredAt'
-    | 'InvalidAmount'
-    | 'InvalidCurrency',
+  code: (typeof REFUSALS)[400]['codes'][number],
   words: (type: string) => string,
 ];
 export const FIELD_REFUSALS: readonly [FieldRefusal, ...FieldRefusal[]] = [
@@ -173,34 +208,9 @@ export const EVENTS_SCHEMA = {
   response: {
     202: answered('recorded', 'Recorded in the ledger; applied to the hold in order.'),
     200: answered('duplicate', 'This event id was recorded before with the same body: nothing changed.'),
-    400: refusal(
-      [
-        'InvalidEventId',
-        'MalformedJson',
-        'UnknownEventType',
-        'InvalidHoldId',
-        'InvalidSequence',
-        'InvalidOccurredAt',
-        'NegativeAmount',
-        'InvalidAmount',
-        'InvalidCurrency',
-        'UnreadableBody',
-      ],
-      'Signed, but not an event this receiver takes: recorded as refused, never applied. UnreadableBody: a body that ' +
-        'ends before its Content-Length, its signature never checked: counted, not recorded.',
+    ...Object.fromEntries(
+      Object.entries(REFUSALS).map(([status, { codes, description }]) => [status, refusal(codes, description)]),
     ),
-    401: refusal(
-      ['MissingSignature', 'InvalidTimestamp', 'StaleTimestamp', 'BadSignature'],
-      'Not signed by the processor’s secret, or too old.',
-    ),
-    404: refusal(['NotFound'], 'Only POST /processor/events is served.'),
-    405: refusal(['MethodNotAllowed'], 'Only POST (the `Allow` header says so).'),
-    409: refusal(
-      ['EventConflict'],
-      'This event id was recorded before with another body, or the hold’s sequence says otherwise.',
-    ),
-    413: refusal(['PayloadTooLarge'], 'Over 64 KiB.'),
-    415: refusal(['UnreadableBody'], 'A Content-Type that is not a media type: the body is not read, nor recorded.'),
     500: refusal(['Internal'], 'Not recorded: retry.'),
     503: refusal(['NotRecorded'], 'The ledger did not record it in time: retry.'),
   },

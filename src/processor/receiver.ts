@@ -50,7 +50,15 @@ import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
 import { every, fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
-import { EVENTS_SCHEMA, FIELD_REFUSALS, HEALTH_SCHEMA, ID_PATTERN, OPENAPI_INFO, PROCESSOR_EVENT } from './openapi.js';
+import {
+  EVENTS_SCHEMA,
+  FIELD_REFUSALS,
+  HEALTH_SCHEMA,
+  ID_PATTERN,
+  OPENAPI_INFO,
+  PROCESSOR_EVENT,
+  type RefusalCode,
+} from './openapi.js';
 import type { AcceptedEvent } from '../sql/processor-events.js';
 
 const PROCESSOR_EVENTS_PATH = '/processor/events';
@@ -63,27 +71,6 @@ const OPENAPI_PATH = '/openapi.json';
 const MAX_BODY_BYTES = 64 * 1024;
 /** What a refused request keeps of its body, for the operator reading processor_requests_refused. */
 const REFUSED_EXCERPT_CHARS = 1_000;
-
-/** Why a request is refused: the `error` of the 4xx body and processor_requests_refused.error_code. */
-type RefusalCode =
-  | 'NotFound'
-  | 'MethodNotAllowed'
-  | 'PayloadTooLarge'
-  | 'UnreadableBody'
-  | 'MissingSignature'
-  | 'InvalidTimestamp'
-  | 'StaleTimestamp'
-  | 'BadSignature'
-  | 'InvalidEventId'
-  | 'MalformedJson'
-  | 'UnknownEventType'
-  | 'InvalidHoldId'
-  | 'InvalidSequence'
-  | 'InvalidAmount'
-  | 'NegativeAmount'
-  | 'InvalidCurrency'
-  | 'InvalidOccurredAt'
-  | 'EventConflict';
 
 /** Refusals decided before the signature is known good: anyone can cause them, so they are counted, never written. */
 const UNSIGNED_REFUSALS: ReadonlySet<RefusalCode> = new Set([
