@@ -93,13 +93,6 @@ export const PROCESSOR_EVENT = z.discriminatedUnion('type', [
 ]);
 
 /**
- * What a field that fails its schema is refused as, in the order the receiver names them (the first failing one is
- * the answer), by the field's path in the event. An event that is not an object has no type; `data` that is not one,
- * no hold id. An amount's words name the event's type, and a negative one is refused as such (parseEvent).
- */
-const ID_WORDS = 'must be 1-128 of [A-Za-z0-9_.:-]';
-const TYPE_WORDS = `type must be one of ${PROCESSOR_EVENT_TYPES.join(', ')}`;
-/**
  * Every refusal the receiver answers, by status: the codes its `error` may carry and what its document says of them.
  * The receiver refuses with these codes only (`RefusalCode`), so none is missing from the document.
  */
@@ -140,15 +133,20 @@ const REFUSALS = {
 /** Why a request is refused: the `error` of the 4xx body and processor_requests_refused.error_code. */
 export type RefusalCode = (typeof REFUSALS)[keyof typeof REFUSALS]['codes'][number];
 
+/**
+ * What a field that fails its schema is refused as, in the order the receiver names them (the first failing one is
+ * the answer), by the field's path in the event. A failure at a path that contains a field fails that field too: an
+ * event that is not an object has no type, and `data` that is not one has no hold id. An amount's words name the
+ * event's type, and a negative one is refused as such (parseEvent).
+ */
+const ID_WORDS = 'must be 1-128 of [A-Za-z0-9_.:-]';
 type FieldRefusal = readonly [
   field: string,
   code: (typeof REFUSALS)[400]['codes'][number],
   words: (type: string) => string,
 ];
 export const FIELD_REFUSALS: readonly [FieldRefusal, ...FieldRefusal[]] = [
-  ['', 'UnknownEventType', () => TYPE_WORDS],
-  ['type', 'UnknownEventType', () => TYPE_WORDS],
-  ['data', 'InvalidHoldId', () => `data.hold_id ${ID_WORDS}`],
+  ['type', 'UnknownEventType', () => `type must be one of ${PROCESSOR_EVENT_TYPES.join(', ')}`],
   ['data.hold_id', 'InvalidHoldId', () => `data.hold_id ${ID_WORDS}`],
   ['data.sequence', 'InvalidSequence', () => 'data.sequence must be a positive integer'],
   ['timestamp', 'InvalidOccurredAt', () => 'timestamp must be an RFC 3339 date-time, e.g. 2026-11-30T02:00:00Z'],

@@ -503,8 +503,10 @@ export function parseEvent(eventId: string, body: string): AcceptedEvent {
   }
   const read = PROCESSOR_EVENT.safeParse(parsed);
   if (!read.success) {
-    const failed = new Set(read.error.issues.map((issue) => issue.path.join('.')));
-    const [, code, words] = FIELD_REFUSALS.find(([field]) => failed.has(field)) ?? FIELD_REFUSALS[0];
+    const failed = read.error.issues.map((issue) => issue.path.join('.'));
+    const fails = (field: string) =>
+      failed.some((path) => path === '' || field === path || field.startsWith(`${path}.`));
+    const [, code, words] = FIELD_REFUSALS.find(([field]) => fails(field)) ?? FIELD_REFUSALS[0];
     if (code === 'InvalidAmount') {
       // Only a capture's or an increment's amount is read: the event is an object of that type, with data.
       const { type, data } = parsed as { type: string; data: { amount_minor?: unknown } };
