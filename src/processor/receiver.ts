@@ -29,7 +29,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import swagger from '@fastify/swagger';
-import { SpanKind, trace } from '@opentelemetry/api';
+import { SpanKind } from '@opentelemetry/api';
 import type { Client } from '@temporalio/client';
 import fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type pg from 'pg';
@@ -50,6 +50,7 @@ import { Counter, Registry } from 'prom-client';
 import * as events from '../sql/processor-events.js';
 import { every, fastifyLogging, log, type Logger } from '../observability/logger.js';
 import { sampledLog } from '../observability/sampled-log.js';
+import { tracer } from '../observability/spans.js';
 import {
   EVENTS_SCHEMA,
   FIELD_REFUSALS,
@@ -363,19 +364,17 @@ export function createProcessorReceiver(options: ReceiverOptions): ProcessorRece
       }
       // A verified event starts its hold's trace (src/observability/tracing.ts): its recording, and the signal that
       // hands it to the hold's workflow, which the client's interceptor carries on.
-      return trace
-        .getTracer('hold-sweeper')
-        .startActiveSpan(
-          'processor event',
-          { kind: SpanKind.SERVER, attributes: { 'hold.id': accepted.holdId, 'processor.event_id': accepted.eventId } },
-          async (span) => {
-            try {
-              return await recordAndHandOver(request, reply, accepted, body);
-            } finally {
-              span.end();
-            }
-          },
-        );
+      return tracer().startActiveSpan(
+        'processor event',
+        { kind: SpanKind.SERVER, attributes: { 'hold.id': accepted.holdId, 'processor.event_id': accepted.eventId } },
+        async (span) => {
+          try {
+            return await recordAndHandOver(request, reply, accepted, body);
+          } finally {
+            span.end();
+          }
+        },
+      );
     });
   });
 
