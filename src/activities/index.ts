@@ -6,14 +6,18 @@ import { createDeliveryActivities, type DeliveryDeps } from './delivery.js';
 import { createLedgerActivities, type LedgerDeps } from './ledger.js';
 import { createOutboxActivities, type OutboxDeps } from './outbox.js';
 import { createProcessorEventActivities } from './processor-events.js';
+import { releaseAndDeliver } from './release-and-deliver.js';
 import { createRetentionActivities } from './retention.js';
 
 type ActivityDeps = LedgerDeps & DeliveryDeps & Pick<OutboxDeps, 'outboxBudget'>;
 
 export function createActivities(deps: ActivityDeps) {
+  const ledger = createLedgerActivities(deps);
+  const delivery = createDeliveryActivities(deps);
   return {
-    ...createLedgerActivities(deps),
-    ...createDeliveryActivities(deps),
+    ...ledger,
+    ...delivery,
+    releaseAndDeliver: releaseAndDeliver(ledger.releaseHold, delivery.deliverWebhook),
     ...createProcessorEventActivities(deps),
     ...createOutboxActivities(deps),
     ...createRetentionActivities(deps),

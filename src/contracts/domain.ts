@@ -4,7 +4,7 @@
  * and workflow ids built from them are exact.
  */
 import type { InvalidHoldCode, QuarantineReason, ReleaseFailureType } from './failures.js';
-import type { HeldBy, ResendClaim } from './delivery.js';
+import type { AttemptFailedDetails, DeliverWebhookResult, HeldBy, ResendClaim } from './delivery.js';
 import type { IgnoredSignal } from './messages.js';
 import type { Region } from './regions.js';
 import type { DeliveryStatusValue } from './search-attributes.js';
@@ -72,6 +72,16 @@ export type ReleaseOutcome =
    * hold is settled, there is nothing to release, and its event's own webhook tells the merchant.
    */
   | { status: 'settled'; holdId: string; state: 'captured' | 'reversed' };
+
+/**
+ * A hold's release and, when it released (now or before), its webhook's first attempt: one local activity's answer
+ * (`releaseAndDeliver`). The attempt's failure is part of the answer, never the activity's, so the release it follows
+ * is never lost with it: its Temporal failure type, words and details, as the workflow would have read them.
+ */
+export type ReleasedAndTried = ReleaseOutcome & {
+  firstAttempt?:
+    { answered: DeliverWebhookResult } | { failed: { type: string; message: string; details?: AttemptFailedDetails } };
+};
 
 export interface SweepTotals {
   /** Expired active rows the sweep read, valid or not. */
@@ -142,6 +152,12 @@ export interface ReleaseExpiredHoldInput {
   cutoff?: string;
   /** The hold's trace, from the sweep's listing (`HoldRef.trace`); the workflow's spans continue it (tracing.cjs). */
   trace?: Record<string, string>;
+  /**
+   * The release and the webhook's first attempt run as one local activity (`releaseAndDeliver`: one marker in the
+   * history, not two). Set by every start; absent from the histories 1.0.0 began, which replay their two as they ran.
+   * Not a patch: its marker would cost the event this saves, on every hold.
+   */
+  releaseDelivers?: true;
   /** Set by the workflow itself when it continues as new (keeps each run's history short): released, and where its
    * delivery stood. */
   resume?: { release: Extract<ReleaseOutcome, { status: 'released' | 'already_released' }>; delivery: DeliveryResume };

@@ -45,6 +45,7 @@ export function holdReleaseStart(
     merchantId,
     ...(cutoff ? { cutoff } : {}),
     ...(trace ? { trace } : {}),
+    releaseDelivers: true,
   };
   return {
     workflowId: holdWorkflowId(region, holdId, expiresAt),

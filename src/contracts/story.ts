@@ -118,6 +118,7 @@ export type WaitFor =
 
 export const holdLabels = {
   release: (holdId: string) => `release hold ${holdId}`,
+  releaseAndDeliver: (holdId: string) => `release hold ${holdId}, then deliver its webhook (attempt 1)`,
   deliver: (webhookId: string, attempt: number) => `deliver ${webhookId} (attempt ${attempt})`,
   deliverWithRetries: (webhookId: string, attempt: number) =>
     `deliver ${webhookId} (attempt ${attempt} on, Temporal retries)`,

@@ -8,8 +8,8 @@ export const tracer = () => trace.getTracer('hold-sweeper');
 
 /**
  * `work` in a span of its own under the active span, when that one is recorded (a sampled hold's); otherwise `work`'s
- * own promise, at the cost of one look. A failure's status names its code or error, never its message (a merchant's
- * words may be in it).
+ * own promise, at the cost of one look. A failure's status names its code, its type (an ApplicationFailure's) or its
+ * error, never its message (a merchant's words may be in it).
  */
 export function inSpan<T>(
   name: string,
@@ -22,8 +22,9 @@ export function inSpan<T>(
     try {
       return await work(span);
     } catch (err) {
-      const { code, name: error } = err as Error & { code?: unknown };
-      span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : error });
+      const { code, type, name: error } = err as Error & { code?: unknown; type?: unknown };
+      const named = [code, type].find((n): n is string => typeof n === 'string') ?? error;
+      span.setStatus({ code: SpanStatusCode.ERROR, message: named });
       throw err;
     } finally {
       span.end();

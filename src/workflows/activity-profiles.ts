@@ -16,6 +16,10 @@ import {
 import { SWEEP_ROOM_WAIT_MAX_MS } from '../contracts/domain.js';
 import { NON_RETRYABLE_DELIVERY_ERRORS, NON_RETRYABLE_LEDGER_ERRORS } from '../contracts/failures.js';
 
+/** The release's transaction as a local activity, and a fast-path attempt's: its whole attempt timeout and a margin. */
+const LEDGER_LOCAL_TIMEOUT_MS = 3_000;
+const FAST_ATTEMPT_TIMEOUT_MS = MAX_ATTEMPT_TIMEOUT_MS + FAST_PATH_WAIT_MAX_MS + ATTEMPT_LEDGER_SLACK_MS;
+
 export const ledgerActivity: ActivityOptions = {
   // One short transaction; the ledger pool's statement timeout (10 s, src/workers/region-worker.ts) ends it first.
   startToCloseTimeout: '30s',
@@ -44,7 +48,7 @@ export const sweepPageActivity: ActivityOptions = {
  * holds no task and survives a restart. Its lock and statement give up after 1 s and 2 s (src/activities/ledger.ts).
  */
 export const ledgerLocalActivity: LocalActivityOptions = {
-  startToCloseTimeout: '3s',
+  startToCloseTimeout: LEDGER_LOCAL_TIMEOUT_MS,
   retry: ledgerActivity.retry,
   localRetryThreshold: '1s',
 };
@@ -95,6 +99,16 @@ export function webhookActivity(retryHorizonMs: number): ActivityOptions {
  * has the whole attempt timeout, never a shorter cut: a merchant that answers inside it gets the webhook once.
  */
 export const webhookLocalActivity: LocalActivityOptions = {
-  startToCloseTimeout: MAX_ATTEMPT_TIMEOUT_MS + FAST_PATH_WAIT_MAX_MS + ATTEMPT_LEDGER_SLACK_MS,
+  startToCloseTimeout: FAST_ATTEMPT_TIMEOUT_MS,
+  retry: { maximumAttempts: 1 },
+};
+
+/**
+ * A hold's release and its webhook's first attempt as one local activity (`releaseAndDeliver`): the time of both, and
+ * one try. A failure (the ledger's, since the attempt's is part of the answer) or a timeout sends the workflow to the
+ * release on its own, which retries as `ledgerLocalActivity` does, and then to the fast path as usual.
+ */
+export const releaseAndDeliverLocalActivity: LocalActivityOptions = {
+  startToCloseTimeout: LEDGER_LOCAL_TIMEOUT_MS + FAST_ATTEMPT_TIMEOUT_MS,
   retry: { maximumAttempts: 1 },
 };

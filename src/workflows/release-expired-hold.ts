@@ -12,13 +12,13 @@
  * replays every supported release's histories on the current code.
  */
 import { continueAsNew, log, proxyLocalActivities } from '@temporalio/workflow';
+import { TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
-import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult } from '../contracts/domain.js';
+import type { ReleaseExpiredHoldInput, ReleaseExpiredHoldResult, ReleaseOutcome } from '../contracts/domain.js';
 import { holdLabels } from '../contracts/story.js';
-import { ledgerLocalActivity } from './activity-profiles.js';
-import { deliverUntilDecided, DeliveryState } from './webhook-delivery.js';
-
-const releaseWith = (summary: string) => proxyLocalActivities<Activities>({ ...ledgerLocalActivity, summary });
+import { ledgerLocalActivity, releaseAndDeliverLocalActivity } from './activity-profiles.js';
+import { deliverUntilDecided, DeliveryState, triedFirst } from './webhook-delivery.js';
+import type { WhileDelivering } from './delivery-rules.js';
 
 export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promise<ReleaseExpiredHoldResult> {
   const { resume, holdId } = input;
@@ -27,13 +27,7 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
 
   // 1. Release. A continued run was released by its first run: it carries the outcome instead of asking the ledger
   //    again.
-  const release =
-    resume?.release ??
-    (await releaseWith(holdLabels.release(holdId)).releaseHold({
-      holdId,
-      expiresAt: input.expiresAt,
-      cutoff: input.cutoff,
-    }));
+  const { release, first } = resume ? { release: resume.release, first: undefined } : await releaseOf(input);
   if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     state.show({ stage: { stage: 'not_released', status: release.status }, status: 'none' });
@@ -48,10 +42,41 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
       policyRun: 1,
       retryHorizonMs: release.retryHorizonMs,
       ctx,
+      first,
       continueAs: (carry) =>
         continueAsNew<typeof releaseExpiredHold>({ ...input, resume: { release, delivery: carry } }),
     },
     state,
   );
   return { release, delivery };
+}
+
+/**
+ * The hold's release, and with it (`releaseDelivers`) what came of its webhook's first attempt. Should that local
+ * activity fail (the ledger's failure: the attempt's is its answer) or time out, the release runs on its own, retried
+ * as long as the ledger needs, and the delivery makes its first attempt itself.
+ */
+async function releaseOf({ holdId, expiresAt, cutoff, releaseDelivers }: ReleaseExpiredHoldInput): Promise<{
+  release: ReleaseOutcome;
+  first?: WhileDelivering;
+}> {
+  const input = { holdId, expiresAt, cutoff };
+  if (releaseDelivers) {
+    const { releaseAndDeliver } = proxyLocalActivities<Activities>({
+      ...releaseAndDeliverLocalActivity,
+      summary: holdLabels.releaseAndDeliver(holdId),
+    });
+    try {
+      const { firstAttempt, ...release } = await releaseAndDeliver(input);
+      return { release, first: firstAttempt && triedFirst(firstAttempt) };
+    } catch (err) {
+      if (!(err instanceof TemporalFailure)) throw err;
+      log.warn('release with its first attempt failed: releasing on its own', { holdId, error: err.message });
+    }
+  }
+  const { releaseHold } = proxyLocalActivities<Activities>({
+    ...ledgerLocalActivity,
+    summary: holdLabels.release(holdId),
+  });
+  return { release: await releaseHold(input) };
 }

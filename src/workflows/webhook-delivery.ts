@@ -24,7 +24,7 @@ import {
 import { TemporalFailure } from '@temporalio/common';
 import type { Activities } from '../activities/index.js';
 import type { AttemptFailedDetails } from '../contracts/delivery.js';
-import type { DeliveryEnd, DeliveryFacts, DeliveryResume } from '../contracts/domain.js';
+import type { DeliveryEnd, DeliveryFacts, DeliveryResume, ReleasedAndTried } from '../contracts/domain.js';
 import { DELIVERY_FAILURE_TYPES, RETRYABLE_DELIVERY_FAILURE } from '../contracts/failures.js';
 import {
   approveReplaySignal,
@@ -77,6 +77,8 @@ interface Delivery {
   /** Fields every log line of this delivery carries. */
   ctx: Record<string, string>;
   continueAs: (resume: DeliveryResume) => Promise<never>;
+  /** What came of the first step's attempt, made before the loop (a hold's, with its release: `triedFirst`). */
+  first?: WhileDelivering;
 }
 
 /** The webhook's policy runs and quarantines, until delivered, discarded, abandoned, or owned by another workflow. */
@@ -89,6 +91,7 @@ export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Pr
   );
   /** `merchantResumed` signals counted when the last attempt started: one sent during it ends the held wait after it. */
   let resumesAtAttempt = state.resumes;
+  let first = d.first;
   for (;;) {
     // What comes of a step is decided from the facts it carries: each case pairs them with what came of it.
     const { facts, step } = decided;
@@ -96,7 +99,8 @@ export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Pr
     switch (step.do) {
       case 'attempt':
         resumesAtAttempt = state.resumes;
-        decided = next(step.facts, await attempt(webhookId, step), Date.now());
+        decided = next(step.facts, first ?? (await attempt(webhookId, step)), Date.now());
+        first = undefined;
         break;
       case 'wait': {
         // A history without the patch's marker (1.0.0's) counts only a resume sent during the wait: one sent during
@@ -189,14 +193,30 @@ async function attempt(webhookId: string, step: Extract<Step, { do: 'attempt' }>
   }
 }
 
-/** The one mapping from a failed call to what the delivery does next. */
+/**
+ * What came of a hold's first attempt, made in its release's local activity (`ReleasedAndTried`): read as the fast
+ * path's call is read.
+ */
+export function triedFirst(tried: NonNullable<ReleasedAndTried['firstAttempt']>): WhileDelivering {
+  if ('answered' in tried) return { was: 'answered', result: tried.answered };
+  return { was: 'failed', failure: failureOf(tried.failed, true) };
+}
+
+/** How a failed call ended, by the failure it reached the workflow as. */
 function attemptEndOf(err: unknown, local: boolean): AttemptFailure {
   if (!(err instanceof (local ? TemporalFailure : ActivityFailure))) throw err;
   // A local activity's failure reaches the workflow as the ApplicationFailure itself, a regular one's as its cause.
   const failure = err instanceof ActivityFailure ? (err.cause ?? err) : (err as TemporalFailure);
-  const type = failure instanceof ApplicationFailure ? (failure.type ?? '') : '';
-  const details = failure instanceof ApplicationFailure ? (failure.details?.[0] as AttemptFailedDetails) : undefined;
-  const detail = failure.message;
+  const app = failure instanceof ApplicationFailure ? failure : undefined;
+  const details = app?.details?.[0] as AttemptFailedDetails | undefined;
+  return failureOf({ type: app?.type ?? '', message: failure.message, details }, local);
+}
+
+/** The one mapping from a failed call to what the delivery does next. */
+function failureOf(
+  { type, message: detail, details }: { type: string; message: string; details?: AttemptFailedDetails },
+  local: boolean,
+): AttemptFailure {
   if (Object.hasOwn(DELIVERY_FAILURE_TYPES, type)) {
     const reason = DELIVERY_FAILURE_TYPES[type as keyof typeof DELIVERY_FAILURE_TYPES];
     return { kind: 'quarantine', reason, detail, attemptNumber: details?.attemptNumber };

@@ -83,11 +83,12 @@ beforeAll(async () => {
   eu = await harness.region('eu', { payloadKeys: [key1] });
   await harness.startWorker(eu);
   night = await seedNight(eu.pool, 'eu', `${harness.id}enc`, { expired: 3, future: 1 }, harness.merchants);
-  // One merchant rejects with a body: a failure (its message names the status) the history must not hold in clear.
+  // One merchant fails, then rejects with a body: the regular activity's failure (its message names the status) the
+  // history must not hold in clear. (The first attempt's failure is its release's answer, a payload.)
   const rejecting = night.merchantIds[1]!;
   harness.merchants.script(rejecting, {
     secrets: [night.secrets.get(rejecting)!],
-    responses: [{ status: 400, body: REJECTION_BODY }],
+    responses: [{ status: 503 }, { status: 400, body: REJECTION_BODY }],
   });
   await eu.client.workflow.execute(sweepExpiredHolds, {
     taskQueue: eu.config.taskQueue,

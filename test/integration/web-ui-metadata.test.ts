@@ -86,12 +86,11 @@ describe('a hold workflow in the Web UI', () => {
     expect(details).toContain(`- Since: ${(status as { since: string }).since}`);
     expect(details).toContain('HTTP 400');
     expect(details).toContain('Runbook: docs/runbook.md#webhooksquarantined');
-    // The timeline: the release, the delivery attempt, the quarantine's record and the wait for a human, labelled.
+    // The timeline: the release with the first attempt, the quarantine's record and the wait for a human, labelled.
     const labels = (await summaries(handle.workflowId)).map((s) => s.summary);
     expect(labels).toEqual(
       expect.arrayContaining([
-        `release hold ${holdId}`,
-        expect.stringMatching(/^deliver wh_\S+ \(attempt 1\)$/),
+        `release hold ${holdId}, then deliver its webhook (attempt 1)`,
         expect.stringMatching(/^quarantine wh_\S+ \(rejected\)$/),
         expect.stringMatching(/^waiting for a human: approveReplay or discard, abandons at \d{4}-\d\d-\d\dT/),
       ]),

@@ -208,6 +208,23 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
       'failed',
     ],
   },
+  {
+    workflow: 'releaseExpiredHold',
+    point: 'release-and-deliver',
+    on: { localActivity: 'releaseAndDeliver', labels: ['holdLabels.releaseAndDeliver'] },
+    // By the release's answer; a released hold's first attempt then leaves as `delivery.deliver-fast` does. A failure
+    // sends the workflow to `release`.
+    exits: [
+      'completed:released',
+      'completed:already_released',
+      'completed:not_expired',
+      'completed:not_found',
+      'completed:rejected',
+      'completed:settled',
+      'failed',
+    ],
+    unreleased: { in: 'src/activities/release-and-deliver.ts' },
+  },
   ...deliveryPoints(),
   {
     workflow: 'applyHoldEvents',

@@ -33,11 +33,12 @@ import { DeliveryStatusKey, SEARCH_ATTRIBUTES } from '../../src/contracts/search
 import { statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
 import { deliverHoldEvent } from '../../src/workflows/hold-events.js';
 import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
+import { releaseAndDeliver } from '../../src/activities/release-and-deliver.js';
 
 /** The activities a delivery workflow calls, stubbed; each is called with what the workflow passed. */
 export type DeliveryStubs = Pick<
   Activities,
-  'releaseHold' | 'deliverWebhook' | 'quarantineDelivery' | 'decideQuarantine'
+  'releaseHold' | 'deliverWebhook' | 'releaseAndDeliver' | 'quarantineDelivery' | 'decideQuarantine'
 >;
 
 let runtimeInstalled = false;
@@ -67,6 +68,7 @@ export interface WorkflowEnv {
 const STUBBED: readonly (keyof DeliveryStubs)[] = [
   'releaseHold',
   'deliverWebhook',
+  'releaseAndDeliver',
   'quarantineDelivery',
   'decideQuarantine',
 ];
@@ -329,26 +331,30 @@ export function released(overrides: Partial<Released> = {}): Released {
 export function stubActivities(w: WorkflowEnv, script: StubScript): { activities: DeliveryStubs; calls: StubCalls } {
   const calls: StubCalls = { release: [], deliver: [], quarantine: [], decide: [] };
   const release = script.release ?? released();
+  const releaseHold: DeliveryStubs['releaseHold'] = async (input) => {
+    calls.release.push(input);
+    return release;
+  };
+  const deliverWebhook: DeliveryStubs['deliverWebhook'] = async (input) => {
+    const { info } = Context.current();
+    const index = calls.deliver.length;
+    const call: DeliverCall = {
+      input,
+      isLocal: info.isLocal,
+      attempt: info.attempt,
+      index,
+      serverNow: () => w.env.currentTimeMs(),
+    };
+    calls.deliver.push(call);
+    const step = script.deliver[Math.min(index, script.deliver.length - 1)];
+    if (!step) throw new Error('no deliverWebhook step scripted');
+    return step(call);
+  };
   const activities: DeliveryStubs = {
-    async releaseHold(input) {
-      calls.release.push(input);
-      return release;
-    },
-    async deliverWebhook(input) {
-      const { info } = Context.current();
-      const index = calls.deliver.length;
-      const call: DeliverCall = {
-        input,
-        isLocal: info.isLocal,
-        attempt: info.attempt,
-        index,
-        serverNow: () => w.env.currentTimeMs(),
-      };
-      calls.deliver.push(call);
-      const step = script.deliver[Math.min(index, script.deliver.length - 1)];
-      if (!step) throw new Error('no deliverWebhook step scripted');
-      return step(call);
-    },
+    releaseHold,
+    deliverWebhook,
+    // The product's composition, of the stubs.
+    releaseAndDeliver: releaseAndDeliver(releaseHold, deliverWebhook),
     async quarantineDelivery(input): Promise<QuarantineRecorded> {
       calls.quarantine.push(input);
       return {
@@ -479,12 +485,14 @@ export function gate(): { promise: Promise<void>; open: () => void } {
 
 /**
  * Starts `releaseExpiredHold` for the release the stubs answer, as the sweep starts it (DeliveryStatus `pending`, the
- * delivery workflows' task timeout).
+ * delivery workflows' task timeout, the release and the first attempt in one local activity); `asReleased`: as 1.0.0's
+ * batch started it (the two apart).
  */
 export async function startHold(
   w: WorkflowEnv,
   taskQueue: string,
   release: ReleaseOutcome,
+  { asReleased = false } = {},
 ): Promise<WorkflowHandle<typeof releaseExpiredHold>> {
   const holdId = release.holdId;
   const merchantId = 'merchantId' in release ? release.merchantId : 'm-1';
@@ -493,7 +501,15 @@ export async function startHold(
     workflowId: `hold-${holdId}-${randomUUID().slice(0, 4)}`,
     typedSearchAttributes: [{ key: DeliveryStatusKey, value: 'pending' }],
     workflowTaskTimeout: DELIVERY_WORKFLOW_TASK_TIMEOUT_MS,
-    args: [{ region: 'us', holdId, expiresAt: new Date().toISOString(), merchantId }],
+    args: [
+      {
+        region: 'us',
+        holdId,
+        expiresAt: new Date().toISOString(),
+        merchantId,
+        ...(asReleased ? {} : { releaseDelivers: true as const }),
+      },
+    ],
   });
 }
 

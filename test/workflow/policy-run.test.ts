@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { describe, expect, it } from 'vitest';
+import { releaseAndDeliver } from '../../src/activities/release-and-deliver.js';
 import type { ReleaseExpiredHoldInput } from '../../src/contracts/domain.js';
 import { DELIVERY_FAILURE_TYPES } from '../../src/contracts/failures.js';
 import { merchantResumedSignal, statusQuery, type HoldStatus } from '../../src/contracts/messages.js';
@@ -57,6 +58,12 @@ async function timersOf(handle: WorkflowHandle): Promise<number> {
   return (history.events ?? []).filter((e) => e.timerStartedEventAttributes).length;
 }
 
+/** Markers the current run recorded (each local activity's result, one per call or per failed try). */
+async function markersOf(handle: WorkflowHandle): Promise<number> {
+  const history = await handle.fetchHistory();
+  return (history.events ?? []).filter((e) => e.markerRecordedEventAttributes).length;
+}
+
 /** How long each timer the current run started was set for, in ms. */
 async function timerDurationsOf(handle: WorkflowHandle): Promise<number[]> {
   const history = await handle.fetchHistory();
@@ -89,11 +96,51 @@ describe('the fast path', () => {
       expect(await deliveryStatusOf(handle)).toBe('delivered');
       expect(await deliveryStatusHistory(w.env, handle.workflowId)).toEqual(['delivered']);
       expect(await timersOf(handle)).toBe(0);
+      // The release and the attempt: one local activity, one marker.
+      expect(await markersOf(handle)).toBe(1);
     });
     expect(calls.release).toEqual([{ holdId: release.holdId, expiresAt: expect.any(String), cutoff: undefined }]);
     expect(calls.deliver).toMatchObject([call(true, 1)]);
     expect(calls.deliver[0]!.input).toEqual({ webhookId: release.webhookId, policyRun: 1 });
     expect(calls.quarantine).toEqual([]);
+  });
+
+  it("as 1.0.0's batch started it (no releaseDelivers): the release and the attempt apart, two markers, the same end", async () => {
+    const release = released();
+    const { activities, calls } = stubActivities(w, { release, deliver: [delivered(1)] });
+    await runWorker(w, activities, async (taskQueue) => {
+      const handle = await startHold(w, taskQueue, release, { asReleased: true });
+      expect(await handle.result()).toEqual({ release, delivery: { status: 'delivered', attempts: 1, policyRuns: 1 } });
+      expect(await markersOf(handle)).toBe(2);
+    });
+    expect(calls.release).toHaveLength(1);
+    expect(calls.deliver).toMatchObject([call(true, 1)]);
+  });
+
+  it('the release with its first attempt failing (the ledger down): the release on its own, then the fast path', async () => {
+    const release = released();
+    const { activities, calls } = stubActivities(w, { release, deliver: [delivered(1)] });
+    let down = true;
+    const releaseHold: typeof activities.releaseHold = async (input) => {
+      if (down) {
+        down = false;
+        throw new Error('connection terminated unexpectedly');
+      }
+      return activities.releaseHold(input);
+    };
+    const ledgerDown = {
+      ...activities,
+      releaseHold,
+      releaseAndDeliver: releaseAndDeliver(releaseHold, activities.deliverWebhook),
+    };
+    await runWorker(w, ledgerDown, async (taskQueue) => {
+      const handle = await startHold(w, taskQueue, release);
+      expect(await handle.result()).toEqual({ release, delivery: { status: 'delivered', attempts: 1, policyRuns: 1 } });
+      // The failed local activity's, the release's and the attempt's.
+      expect(await markersOf(handle)).toBe(3);
+    });
+    expect(calls.release).toHaveLength(1);
+    expect(calls.deliver).toMatchObject([call(true, 1)]);
   });
 
   it.each([
@@ -199,6 +246,7 @@ describe('the regular activity', () => {
       seen.push(await w.env.currentTimeMs());
       return timed(input);
     };
+    activities.releaseAndDeliver = releaseAndDeliver(activities.releaseHold, activities.deliverWebhook);
     await runWorker(w, activities, async (taskQueue) => {
       const handle = await startHold(w, taskQueue, release);
       expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', attempts: 5, policyRuns: 1 } });
