@@ -77,7 +77,10 @@ interface Delivery {
   /** Fields every log line of this delivery carries. */
   ctx: Record<string, string>;
   continueAs: (resume: DeliveryResume) => Promise<never>;
-  /** What came of the first step's attempt, made before the loop (a hold's, with its release: `triedFirst`). */
+  /**
+   * What came of the first step's attempt, made before the loop as the run began (a hold's, with its release:
+   * `triedFirst`): every `merchantResumed` counted by now was sent during it.
+   */
   first?: WhileDelivering;
 }
 
@@ -90,7 +93,7 @@ export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Pr
     Date.now(),
   );
   /** `merchantResumed` signals counted when the last attempt started: one sent during it ends the held wait after it. */
-  let resumesAtAttempt = state.resumes;
+  let resumesAtAttempt = d.first ? 0 : state.resumes;
   let first = d.first;
   for (;;) {
     // What comes of a step is decided from the facts it carries: each case pairs them with what came of it.
@@ -98,9 +101,13 @@ export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Pr
     state.show(decided.shown);
     switch (step.do) {
       case 'attempt':
+        if (first) {
+          decided = next(step.facts, first, Date.now());
+          first = undefined;
+          break;
+        }
         resumesAtAttempt = state.resumes;
-        decided = next(step.facts, first ?? (await attempt(webhookId, step)), Date.now());
-        first = undefined;
+        decided = next(step.facts, await attempt(webhookId, step), Date.now());
         break;
       case 'wait': {
         // A history without the patch's marker (1.0.0's) counts only a resume sent during the wait: one sent during

@@ -4,10 +4,11 @@
  * the next re-check is due.
  */
 import { Context } from '@temporalio/activity';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { expect, it } from 'vitest';
 import { HELD_LONG_RECHECK_MS } from '../../src/contracts/delivery.js';
 import { merchantResumedSignal, statusQuery } from '../../src/contracts/messages.js';
-import { HELD_LONG_AFTER_MS } from '../../src/workflows/delivery-rules.js';
+import { HELD_LONG_AFTER_MS, HELD_RECHECK_FIRST_MS } from '../../src/workflows/delivery-rules.js';
 import {
   crashes,
   delivered,
@@ -55,6 +56,32 @@ it('a merchantResumed sent while a regular attempt answers held, an hour into th
   const afterResume = at[at.length - 1]! - resumedAt!;
   console.log(`[workflow] next re-check ${Math.round(afterResume / 1000)} s after a resume sent during an attempt`);
   expect(afterResume).toBeLessThan(60_000);
+});
+
+it("a merchantResumed sent while a hold's first attempt (with its release) answers held: the re-check at once, not after the held wait", async () => {
+  const release = released();
+  const at: number[] = [];
+  // The attempt outlasts the task's heartbeat (2 s): the signal reaches the workflow in the next task, while the local
+  // activity still runs, before what came of it.
+  const heldThenResumed: DeliverStep = async (c) => {
+    const { workflowId } = Context.current().info.workflowExecution!;
+    await w.env.client.workflow.getHandle(workflowId).signal(merchantResumedSignal);
+    await sleep(3_500);
+    at.push(await c.serverNow());
+    return { status: 'held', merchantStatus: 'paused' };
+  };
+  const recheck: DeliverStep = async (c) => {
+    at.push(await c.serverNow());
+    return { status: 'delivered', attempts: 1, statusCode: 200 };
+  };
+  const { activities, calls } = stubActivities(w, { release, deliver: [heldThenResumed, recheck] });
+  await runWorker(w, activities, async (taskQueue) => {
+    const handle = await startHold(w, taskQueue, release);
+    expect(await handle.result()).toMatchObject({ delivery: { status: 'delivered', policyRuns: 1 } });
+  });
+  expect(calls.deliver[0]!.isLocal).toBe(true);
+  // From the answer to the re-check, by the test server's clock (skipped): the held wait would have taken 5 s.
+  expect(at[1]! - at[0]!).toBeLessThan(HELD_RECHECK_FIRST_MS);
 });
 
 it('while held, the status query says when the next re-check is due, during a re-check too', async () => {
