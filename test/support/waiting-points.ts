@@ -170,6 +170,16 @@ function deliveryPoints(): WaitingPoint[] {
   ];
 }
 
+/** A hold's release, by its answer's `status`. */
+const RELEASE_ANSWERS = [
+  'completed:released',
+  'completed:already_released',
+  'completed:not_expired',
+  'completed:not_found',
+  'completed:rejected',
+  'completed:settled',
+];
+
 export const WAITING_POINTS: readonly WaitingPoint[] = [
   {
     workflow: 'sweepExpiredHolds',
@@ -196,17 +206,9 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     workflow: 'releaseExpiredHold',
     point: 'release',
     on: { localActivity: 'releaseHold', labels: ['holdLabels.release'] },
-    exits: [
-      'completed:released',
-      'completed:already_released',
-      'completed:not_expired',
-      'completed:not_found',
-      'completed:rejected',
-      'completed:settled',
-      // The ledger down: the release retries on durable timers (activity-profiles.ts, ledgerLocalActivity), the SDK's
-      // own, unlabelled, each right after the failed attempt's marker.
-      'failed',
-    ],
+    // The ledger down (`failed`): the release retries on durable timers (activity-profiles.ts, ledgerLocalActivity),
+    // the SDK's own, unlabelled, each right after the failed attempt's marker.
+    exits: [...RELEASE_ANSWERS, 'failed'],
   },
   {
     workflow: 'releaseExpiredHold',
@@ -214,15 +216,7 @@ export const WAITING_POINTS: readonly WaitingPoint[] = [
     on: { localActivity: 'releaseAndDeliver', labels: ['holdLabels.releaseAndDeliver'] },
     // By the release's answer; a released hold's first attempt then leaves as `delivery.deliver-fast` does. A failure
     // sends the workflow to `release`.
-    exits: [
-      'completed:released',
-      'completed:already_released',
-      'completed:not_expired',
-      'completed:not_found',
-      'completed:rejected',
-      'completed:settled',
-      'failed',
-    ],
+    exits: [...RELEASE_ANSWERS, 'failed'],
     unreleased: { in: 'src/activities/release-and-deliver.ts' },
   },
   ...deliveryPoints(),
