@@ -103,10 +103,16 @@ const OWNERS: readonly [owner: string, test: (url: string) => boolean][] = [
   ['other libraries', (url) => url.includes('/node_modules/')],
 ];
 
-/** What V8 names that is no frame of code: its own work and the idle loop. */
-const V8_OWN: Readonly<Record<string, string | undefined>> = {
+/**
+ * Frames with no script, charged by their name: V8's own work, the idle loop, and Node's `runInContext`, through
+ * which the SDK enters a workflow's sandbox several times an activation. With a `timeout` (the SDK always passes its
+ * isolateExecutionTimeout) each entry starts and joins a watchdog thread, ~40 times the entry's own cost
+ * (nodejs/node#47739).
+ */
+const NAMED: Readonly<Record<string, string | undefined>> = {
   '(garbage collector)': 'garbage collection (main thread)',
   '(program)': 'V8 and native code outside JS frames',
+  runInContext: "the SDK entering the workflow sandbox (Node's vm timeout: a watchdog thread per entry)",
   '(idle)': undefined,
   '(root)': undefined,
 };
@@ -138,9 +144,9 @@ export async function cpuBreakdown(dir: string, holds: number): Promise<CpuBreak
     const owner = (id: number): string | undefined => {
       if (ownerOf.has(id)) return ownerOf.get(id);
       const { functionName, url } = byId.get(id)!.callFrame;
-      const named = url === '' && functionName in V8_OWN;
+      const named = url === '' && functionName in NAMED;
       const found = named
-        ? V8_OWN[functionName]
+        ? NAMED[functionName]
         : (OWNERS.find(([, test]) => test(url))?.[0] ??
           (parent.has(id) ? owner(parent.get(id)!) : 'Node internals and builtins, uncalled by any of the above'));
       ownerOf.set(id, found);

@@ -220,7 +220,7 @@ describe('a report apart from its series', () => {
 });
 
 describe('the profile breakdown', () => {
-  it('charges each sample to its nearest owned frame, Node internals to their caller, and leaves idle out', async () => {
+  it('charges each sample to its nearest owned frame, Node internals to their caller, the sandbox entry apart, and leaves idle out', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'profile-'));
     const frame = (id: number, functionName: string, url: string, hitCount: number, children: number[] = []) => ({
       id,
@@ -228,18 +228,20 @@ describe('the profile breakdown', () => {
       hitCount,
       children,
     });
-    // 10 samples over 10 ms: 1 ms each.
+    // 12 samples over 12 ms: 1 ms each.
     const profile = {
       startTime: 0,
-      endTime: 10_000,
+      endTime: 12_000,
       nodes: [
-        frame(1, '(root)', '', 0, [2, 5, 6, 7]),
+        frame(1, '(root)', '', 0, [2, 5, 6, 7, 8]),
         frame(2, 'releaseHold', 'file:///app/src/activities/ledger.ts', 1, [3]),
         frame(3, 'query', 'file:///app/node_modules/pg/lib/client.js', 2, [4]),
         frame(4, 'write', 'node:net', 3),
         frame(5, '(idle)', '', 2),
         frame(6, '(garbage collector)', '', 1),
         frame(7, 'runTask', 'file:///tmp/x/workflow-bundle-abc.js', 1),
+        frame(8, 'activate', 'file:///app/node_modules/@temporalio/worker/lib/workflow/vm-shared.js', 0, [9]),
+        frame(9, 'runInContext', '', 2),
       ],
     };
     fs.writeFileSync(path.join(dir, 'CPU.1.cpuprofile'), JSON.stringify(profile));
@@ -247,9 +249,10 @@ describe('the profile breakdown', () => {
     const breakdown = await cpuBreakdown(dir, 2);
     expect(breakdown).toEqual({
       profiles: 1,
-      sampledSeconds: 0.008,
+      sampledSeconds: 0.01,
       perHold: [
         { owner: 'pg driver', ms: 2.5 },
+        { owner: "the SDK entering the workflow sandbox (Node's vm timeout: a watchdog thread per entry)", ms: 1 },
         { owner: 'our code (src/)', ms: 0.5 },
         { owner: 'garbage collection (main thread)', ms: 0.5 },
         { owner: 'workflow code (the bundle: SDK workflow runtime and our workflows)', ms: 0.5 },
