@@ -30,4 +30,6 @@ ENV WORKER_BUILD_ID=${BUILD_ID}
 USER node
 # One region per container in production; HOLD_SWEEPER_REGIONS picks it (see docker-compose.yml). The operator CLI is
 # `node dist/bin/ops.js` in here (`npm run ops` needs tsx and the source, which the image does not have).
-CMD ["node", "dist/bin/worker.js"]
+# The semi-space cap: Node 24 lets an isolate's young generation grow to 128 MiB where memory is plentiful, and a
+# worker has two isolates (its main thread, the SDK's workflow thread); two 8 MiB semi-spaces keep it under 400 MiB.
+CMD ["node", "--max-semi-space-size=8", "dist/bin/worker.js"]

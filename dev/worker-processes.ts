@@ -24,6 +24,12 @@ export interface WorkerProcesses {
   stop(): Promise<void>;
 }
 
+/**
+ * The worker's node flags, as the Dockerfile's CMD and `npm run worker` give them too (a test keeps the three equal):
+ * an isolate's young generation held to two 8 MiB semi-spaces, where Node 24 lets it grow to 128 MiB (bench/README.md).
+ */
+export const WORKER_NODE_FLAGS = ['--max-semi-space-size=8'] as const;
+
 /** A key ring as its variable spells it (PAYLOAD_KEYS_<R>, MERCHANT_SECRET_KEYS_<R>): `id:base64`, current first. */
 export function keyRingVariable(keys: readonly EncryptionKey[]): string {
   return keys.map((k) => `${k.id}:${k.key.toString('base64')}`).join(',');
@@ -129,8 +135,9 @@ export async function startWorkerProcesses(
   const deployed: Record<string, string>[] = Array.from({ length: count }, () => ({}));
   const outputs: string[] = Array.from({ length: count }, () => '');
   const logFile = (index: number) => path.join(logDir!, `${logName}-${index}.log`);
+  const argv = [...WORKER_NODE_FLAGS, ...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry];
   const start = (index: number) => {
-    const child = spawn(process.execPath, [...nodeArgs, ...(entry.endsWith('.ts') ? ['--import', 'tsx'] : []), entry], {
+    const child = spawn(process.execPath, argv, {
       env: {
         PATH: process.env.PATH,
         HOME: process.env.HOME,

@@ -26,6 +26,7 @@ import { SERVICE_ROLES } from '../../src/db/roles.js';
 import { ROLES } from '../../src/contracts/identity.js';
 import { REGIONS } from '../../src/contracts/regions.js';
 import { DEV_CONFIG_VARIABLES } from '../../dev/dev-config.js';
+import { WORKER_NODE_FLAGS } from '../../dev/worker-processes.js';
 import { COMPOSE_CALLERS, COMPOSE_DEX, DEMO_USERS, writeComposeCredentials } from '../../dev/credentials.js';
 import { TEMPORAL_DEPLOY_DIR, temporalServerVersion, temporalUiVersion } from '../../dev/temporal-cluster.js';
 import { startCodecServer } from '../../src/codec/codec-server.js';
@@ -687,8 +688,11 @@ describe('docker-compose.yml', () => {
     expect(runtime.some((line) => /^RUN npm ci --omit=dev /.test(line))).toBe(true);
     expect(runtime.join('\n')).not.toContain('tsx');
     const cmd = JSON.parse(/^CMD (\[.*\])$/.exec(runtime.at(-1)!)![1]!) as string[];
-    expect(cmd).toEqual(['node', 'dist/bin/worker.js']);
-    await expect(fs.access(path.join(REPO, sourceOf(cmd[1]!)!))).resolves.toBeUndefined();
+    // The worker's node flags are the ones the suite and the benchmarks run it with, and `npm run worker`'s.
+    expect(cmd).toEqual(['node', ...WORKER_NODE_FLAGS, 'dist/bin/worker.js']);
+    await expect(fs.access(path.join(REPO, sourceOf(cmd.at(-1)!)!))).resolves.toBeUndefined();
+    const { scripts } = JSON.parse(await read('package.json')) as { scripts: Record<string, string> };
+    expect(scripts.worker).toBe(['tsx', ...WORKER_NODE_FLAGS, 'src/bin/worker.ts'].join(' '));
     // The build context is what the build stage copies and nothing else (no deploy/secrets/, no .env).
     const admitted = (await read('.dockerignore'))
       .split('\n')
