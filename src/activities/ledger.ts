@@ -184,7 +184,6 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
               return { status: 'not_found', holdId };
             case 'already_released':
               duplicateSuppressions.add(1, { kind: 'already_released' });
-              log.info('hold already released: nothing written', { region, holdId });
               try {
                 return { status: 'already_released', ...withRetryHorizon(await holds.releasedEntry(tx, holdId)) };
               } catch (err) {
@@ -199,7 +198,6 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
             case 'rejected':
               return { status: 'rejected', holdId, code: decision.code };
             case 'settled':
-              log.info('hold settled by the processor: nothing to release', { region, holdId, state: decision.state });
               return { status: 'settled', holdId, state: decision.state };
             case 'reject':
               await holds.markRejected(tx, [{ holdId, code: decision.code }]);
@@ -212,12 +210,6 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
           try {
             const released = withRetryHorizon(await holds.releaseLockedHold(tx, holdId, hold!));
             releasedExpiry = hold!.expiresAt;
-            log.info('hold released', {
-              region,
-              holdId,
-              ledgerEntryId: released.ledgerEntryId,
-              webhookId: released.webhookId,
-            });
             return { status: 'released', ...released };
           } catch (err) {
             if (!(err instanceof InsufficientHeldBalance)) throw err;
@@ -230,6 +222,16 @@ export function createLedgerActivities({ region, pool, meter = noopMetricMeter, 
         },
         RELEASE_LIMITS(),
       );
+      // The release's line in a hold's story, whatever the answer (its workflow logs none of its own): the ids of what
+      // was written, or why nothing was.
+      log.info('hold release', {
+        region,
+        holdId,
+        status: outcome.status,
+        ...('webhookId' in outcome ? { ledgerEntryId: outcome.ledgerEntryId, webhookId: outcome.webhookId } : {}),
+        ...('code' in outcome ? { code: outcome.code } : {}),
+        ...('state' in outcome ? { state: outcome.state } : {}),
+      });
       // Committed: how long after its expiry the hold was released (a sweep's interval, plus the night's queue).
       if (outcome.status === 'released' && releasedExpiry)
         releaseLag.record(Math.max(0, Date.now() - Date.parse(releasedExpiry)) / 1000, { region });

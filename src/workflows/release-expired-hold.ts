@@ -28,7 +28,6 @@ export async function releaseExpiredHold(input: ReleaseExpiredHoldInput): Promis
   // 1. Release. A continued run was released by its first run: it carries the outcome instead of asking the ledger
   //    again.
   const { release, first } = resume ? { release: resume.release, first: undefined } : await releaseOf(input);
-  if (!resume) log.info('hold release', { ...ctx, status: release.status });
   if (release.status !== 'released' && release.status !== 'already_released') {
     state.show({ stage: { stage: 'not_released', status: release.status }, status: 'none' });
     return { release };
