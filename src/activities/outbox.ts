@@ -22,7 +22,8 @@ import type { OutboxCursor, OutboxReport, ReconcileOutboxInput } from '../contra
 import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
 import { retryHorizonFor } from '../delivery/policy.js';
-import { startEventDelivery, startReleaseDelivery, startResend } from '../delivery/starts.js';
+import { eventDeliveryStart, holdReleaseStart, resendStart } from '../contracts/starts.js';
+import { startFromOutside } from '../delivery/starts.js';
 import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
 import * as holds from '../sql/holds.js';
 import * as merchantApi from '../sql/merchant-api.js';
@@ -118,29 +119,36 @@ export function createOutboxActivities({
         return { kind: 'unfixable', why: `Temporal did not say whether ${workflowId} runs: ${(err as Error).message}` };
     }
     try {
-      const where = { region, taskQueue };
       const resume = waitingForDecision(c);
       const retryHorizonMs = resume?.facts.horizonMs ?? 0;
       const started = c.resend
         ? // A pending one's new run asks the worker, which finds the resend recorded by this workflow id and answers its
           // current run; a quarantined one's goes on from the quarantine, as its continued run would.
-          await startResend(
+          await startFromOutside(
             client,
-            where,
-            {
+            taskQueue,
+            'resendWebhook',
+            resendStart(region, {
               ...c,
               claim: { resendId: c.resend.resendId, requestedBy: c.resend.requestedBy, reason: c.resend.reason },
-            },
+            }),
             resume && { reopened: { holdId: c.holdId, policyRun: c.resend.policyRun, retryHorizonMs }, resume },
           )
         : kind === 'release'
-          ? await startReleaseDelivery(
+          ? await startFromOutside(
               client,
-              where,
-              { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt },
-              resume && { release: await releasedOf(c.holdId, retryHorizonMs), delivery: resume },
+              taskQueue,
+              'releaseExpiredHold',
+              holdReleaseStart(region, { holdId: c.holdId, merchantId: c.merchantId, expiresAt: c.holdExpiresAt }),
+              { resume: resume && { release: await releasedOf(c.holdId, retryHorizonMs), delivery: resume } },
             )
-          : await startEventDelivery(client, where, c, resume);
+          : await startFromOutside(
+              client,
+              taskQueue,
+              'deliverHoldEvent',
+              eventDeliveryStart(region, { ...c, retryHorizonMs: retryHorizonFor(c.merchantId, c.deliveryPolicy) }),
+              { resume },
+            );
       restarts.add(1, { region, kind });
       log.info('outbox: stranded webhook, its delivery started again', {
         region,
@@ -184,10 +192,11 @@ export function createOutboxActivities({
   async function startMerchantResends(client: Client, taskQueue: string): Promise<void> {
     for (const r of await merchantApi.unstartedMerchantResends(pool, PAGE_SIZE, MERCHANT_RESENDS_PER_RUN)) {
       try {
-        await startResend(
+        await startFromOutside(
           client,
-          { region, taskQueue },
-          {
+          taskQueue,
+          'resendWebhook',
+          resendStart(region, {
             webhookId: r.webhookId,
             holdId: r.holdId,
             merchantId: r.merchantId,
@@ -197,7 +206,7 @@ export function createOutboxActivities({
               reason: 'asked for by the merchant (merchant API)',
               merchantRequestId: r.id,
             },
-          },
+          }),
         );
       } catch (err) {
         if (!(err instanceof WorkflowExecutionAlreadyStartedError)) {

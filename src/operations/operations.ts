@@ -34,7 +34,9 @@ import {
 import * as holds from '../sql/holds.js';
 import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
-import { startEventDelivery } from '../delivery/starts.js';
+import { eventDeliveryStart } from '../contracts/starts.js';
+import { startFromOutside } from '../delivery/starts.js';
+import { retryHorizonFor } from '../delivery/policy.js';
 
 export interface OpsContext {
   region: RegionConfig;
@@ -499,7 +501,9 @@ export async function redeliverEventWebhook(
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
   // A run that completed (delivered, discarded, abandoned) is never repeated; one that failed or was ended may be.
-  return startEventDelivery(ctx.client, { region, taskQueue: ctx.region.taskQueue }, webhook);
+  const retryHorizonMs = retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy);
+  const start = eventDeliveryStart(region, { ...webhook, retryHorizonMs });
+  return startFromOutside(ctx.client, ctx.region.taskQueue, 'deliverHoldEvent', start);
 }
 
 /** Everything about one hold: ledger, delivery, attempt log, decisions, and its workflow's own account. */

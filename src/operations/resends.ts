@@ -12,11 +12,12 @@ import { createHash, randomUUID } from 'node:crypto';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import type { Queryable } from '../db/pool.js';
 import { OperatorError } from '../errors.js';
-import { startResend, type ResendToStart } from '../delivery/starts.js';
+import { resendStart } from '../contracts/starts.js';
+import { startFromOutside } from '../delivery/starts.js';
 import * as deliveries from '../sql/deliveries.js';
 import type { DecisionTarget, ResendableWebhook, ResendFilters } from '../sql/deliveries.js';
 import * as records from '../sql/operator-records.js';
-import type { ResendWebhookResult } from '../contracts/domain.js';
+import type { ResendWebhookInput, ResendWebhookResult } from '../contracts/domain.js';
 import { approveRequest, fourEyesRequired, freezeRequest, type OpsContext } from './operations.js';
 
 /** The ends a webhook may be resent from. */
@@ -71,12 +72,10 @@ export async function resendWebhookNow(
   return awaitReopened(ctx, { resendId, workflowId, webhookId });
 }
 
-function start(ctx: OpsContext, target: DecisionTarget, claim: ResendToStart['claim']) {
-  return startResend(
-    ctx.client,
-    { region: ctx.region.region, taskQueue: ctx.region.taskQueue },
-    { webhookId: target.webhookId, holdId: target.holdId, merchantId: target.merchantId, claim },
-  );
+function start(ctx: OpsContext, target: DecisionTarget, claim: ResendWebhookInput['claim']) {
+  const { webhookId, holdId, merchantId } = target;
+  const resend = resendStart(ctx.region.region, { webhookId, holdId, merchantId, claim });
+  return startFromOutside(ctx.client, ctx.region.taskQueue, 'resendWebhook', resend);
 }
 
 /** The ledger's record of the resend once the worker made it, or the workflow's refusal; at most REOPEN_WAIT_MS. */

@@ -17,7 +17,8 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildMerchantServer } from '../../src/api/merchant-server.js';
 import { EVENT_TYPES } from '../../src/delivery/event-types.js';
 import { createApiKey, revokeApiKey } from '../../src/operations/merchant-keys.js';
-import { startResend } from '../../src/delivery/starts.js';
+import { resendStart } from '../../src/contracts/starts.js';
+import { startFromOutside } from '../../src/delivery/starts.js';
 import { localKeyRing } from '../../src/delivery/secret-box.js';
 import { disableMerchant } from '../../src/sql/merchants.js';
 import { startEndpointChecks } from '../../src/workers/endpoint-checks.js';
@@ -757,10 +758,11 @@ describe('the merchant API', () => {
     const asked = await call(keyA, `/v1/webhooks/${webhookId}/resend`, { method: 'POST' });
     const requestId = asked.body.requestId as string;
     // A caller with Temporal access claims that request for another webhook, before the reconciler starts it.
-    const forged = await startResend(
+    const forged = await startFromOutside(
       us.client,
-      { region: 'us', taskQueue: us.config.taskQueue },
-      {
+      us.config.taskQueue,
+      'resendWebhook',
+      resendStart('us', {
         webhookId: other!,
         holdId: (await us.pool.query('SELECT hold_id FROM webhook_deliveries WHERE webhook_id = $1', [other])).rows[0]
           .hold_id,
@@ -771,7 +773,7 @@ describe('the merchant API', () => {
           reason: 'forged',
           merchantRequestId: requestId,
         },
-      },
+      }),
     );
     const result = (await us.client.workflow.getHandle(forged.workflowId).result()) as { status: string; why?: string };
     expect(result).toMatchObject({ status: 'refused', why: expect.stringMatching(/not this one/) });

@@ -13,7 +13,9 @@ import os from 'node:os';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { maxInAnyWindow } from '../../bench/invariants.js';
 import { statusQuery } from '../../src/contracts/messages.js';
-import { startEventDelivery } from '../../src/delivery/starts.js';
+import { eventDeliveryStart } from '../../src/contracts/starts.js';
+import { startFromOutside } from '../../src/delivery/starts.js';
+import { retryHorizonFor } from '../../src/delivery/policy.js';
 import { sweepExpiredHolds } from '../../src/workflows/sweep-expired-holds.js';
 import { openHarness, type Harness, type TestRegion } from '../support/harness.js';
 import { holdWorkflowIdOf, loggedAttempts, seedNight } from '../support/ledger.js';
@@ -144,16 +146,17 @@ it("a release's webhook waits for an earlier one of its hold whose delivery work
   expect(harness.merchants.requests(hold.merchantId)).toEqual([]);
 
   // The event workflow's next command: the event's delivery starts, and the release's webhook follows it.
-  await startEventDelivery(
+  await startFromOutside(
     us.client,
-    { region: 'us', taskQueue: us.config.taskQueue },
-    {
+    us.config.taskQueue,
+    'deliverHoldEvent',
+    eventDeliveryStart('us', {
       webhookId: earlier,
       holdId: hold.id,
       merchantId: hold.merchantId,
       eventType: 'hold.incremented',
-      deliveryPolicy: {},
-    },
+      retryHorizonMs: retryHorizonFor(hold.merchantId, {}),
+    }),
   );
   await waitUntil(
     async () =>
