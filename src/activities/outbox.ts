@@ -21,7 +21,7 @@ import type { DeliveryResume } from '../contracts/domain.js';
 import type { OutboxCursor, OutboxReport, ReconcileOutboxInput } from '../contracts/outbox.js';
 import { deliveryWorkflowId } from '../contracts/ids.js';
 import type { Region } from '../contracts/regions.js';
-import { retryHorizonFor } from '../delivery/policy.js';
+import { retryHorizonFor, withRetryHorizon } from '../delivery/policy.js';
 import { eventDeliveryStart, holdReleaseStart, resendStart } from '../contracts/starts.js';
 import { startFromOutside } from '../delivery/starts.js';
 import { HOLD_RELEASED_EVENT } from '../sql/deliveries.js';
@@ -146,7 +146,7 @@ export function createOutboxActivities({
               client,
               taskQueue,
               'deliverHoldEvent',
-              eventDeliveryStart(region, { ...c, retryHorizonMs: retryHorizonFor(c.merchantId, c.deliveryPolicy) }),
+              eventDeliveryStart(region, withRetryHorizon(c)),
               { resume },
             );
       restarts.add(1, { region, kind });

@@ -36,7 +36,7 @@ import * as records from '../sql/operator-records.js';
 import * as events from '../sql/processor-events.js';
 import { eventDeliveryStart } from '../contracts/starts.js';
 import { startFromOutside } from '../delivery/starts.js';
-import { retryHorizonFor } from '../delivery/policy.js';
+import { withRetryHorizon } from '../delivery/policy.js';
 
 export interface OpsContext {
   region: RegionConfig;
@@ -501,8 +501,7 @@ export async function redeliverEventWebhook(
     if (!(err instanceof WorkflowNotFoundError)) throw err;
   }
   // A run that completed (delivered, discarded, abandoned) is never repeated; one that failed or was ended may be.
-  const retryHorizonMs = retryHorizonFor(webhook.merchantId, webhook.deliveryPolicy);
-  const start = eventDeliveryStart(region, { ...webhook, retryHorizonMs });
+  const start = eventDeliveryStart(region, withRetryHorizon(webhook));
   return startFromOutside(ctx.client, ctx.region.taskQueue, 'deliverHoldEvent', start);
 }
 
