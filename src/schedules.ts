@@ -10,111 +10,81 @@ import type { SweepInput } from './contracts/domain.js';
 import type { ReconcileOutboxWorkflowInput } from './contracts/outbox.js';
 import type { PruneLedgerWorkflowInput } from './contracts/retention.js';
 
-export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
-  const args: [SweepInput] = [
-    {
-      region: region.region,
-      pageSize: sweep.pageSize,
-      batchSize: sweep.batchSize,
-      ...(sweep.maxUnreleased === undefined ? {} : { maxUnreleased: sweep.maxUnreleased }),
-    },
-  ];
+/**
+ * One of a region's schedules: a run of `action`'s workflow every `everyMs` on the region's task queue, never two at a
+ * time (overlap SKIP: a run still going when the next is due is not given a concurrent twin), and a run missed for
+ * longer than `catchupWindow` not caught up.
+ */
+function regionSchedule(
+  region: RegionConfig,
+  scheduleId: string,
+  everyMs: number,
+  catchupWindow: number,
+  action: { workflowType: string; workflowId: string; args: unknown[]; workflowExecutionTimeout: number },
+): ScheduleOptions {
   return {
-    scheduleId: region.scheduleId,
-    spec: { intervals: [{ every: sweep.intervalMs }] },
-    action: {
-      type: 'startWorkflow',
-      workflowType: 'sweepExpiredHolds',
-      taskQueue: region.taskQueue,
-      // The server appends the nominal time, so each run's id is `sweep-us-2026-11-30T02:00:00Z`.
-      workflowId: sweepWorkflowIdPrefix(region.region),
-      args,
-      // Spans the whole continue-as-new chain. Without it a stuck sweep (an activity retrying while the ledger is
-      // down, a wedged workflow task) would make every later one skip (overlap SKIP) forever. A sweep ended by it
-      // loses nothing: its children run on (ABANDON), and the next scheduled sweep pages from the start, where
-      // released holds are gone and a hold whose child exists collides on its id (hold + expiry), never started twice.
-      workflowExecutionTimeout: sweep.timeoutMs,
-    },
-    policies: {
-      // A sweep still paging when the next is due must not get a concurrent twin.
-      overlap: ScheduleOverlapPolicy.SKIP,
-      catchupWindow: sweep.catchupWindowMs,
-    },
+    scheduleId,
+    spec: { intervals: [{ every: everyMs }] },
+    action: { type: 'startWorkflow', taskQueue: region.taskQueue, ...action },
+    policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow },
   };
 }
 
-export async function ensureSweepSchedule(
-  client: Client,
-  region: RegionConfig,
-  sweep: SweepConfig,
-): Promise<'created' | 'updated'> {
-  return ensureSchedule(client, sweepScheduleOptions(region, sweep));
+export function sweepScheduleOptions(region: RegionConfig, sweep: SweepConfig): ScheduleOptions {
+  const { pageSize, batchSize, maxUnreleased } = sweep;
+  const args: [SweepInput] = [
+    { region: region.region, pageSize, batchSize, ...(maxUnreleased === undefined ? {} : { maxUnreleased }) },
+  ];
+  return regionSchedule(region, region.scheduleId, sweep.intervalMs, sweep.catchupWindowMs, {
+    workflowType: 'sweepExpiredHolds',
+    // The server appends the nominal time, so each run's id is `sweep-us-2026-11-30T02:00:00Z`.
+    workflowId: sweepWorkflowIdPrefix(region.region),
+    args,
+    // Spans the whole continue-as-new chain. Without it a stuck sweep (an activity retrying while the ledger is
+    // down, a wedged workflow task) would make every later one skip (overlap SKIP) forever. A sweep ended by it
+    // loses nothing: its children run on (ABANDON), and the next scheduled sweep pages from the start, where
+    // released holds are gone and a hold whose child exists collides on its id (hold + expiry), never started twice.
+    workflowExecutionTimeout: sweep.timeoutMs,
+  });
 }
+
+export const ensureSweepSchedule = (client: Client, region: RegionConfig, sweep: SweepConfig) =>
+  ensureSchedule(client, sweepScheduleOptions(region, sweep));
 
 /** The region's outbox reconciler schedule: `<SCHEDULE_ID>-outbox`. */
 export const outboxScheduleId = (region: RegionConfig) => `${region.scheduleId}-outbox`;
 
-function outboxScheduleOptions(region: RegionConfig, outbox: OutboxConfig): ScheduleOptions {
+/** A missed reconcile is not caught up: the next does the same work. */
+export function ensureOutboxSchedule(client: Client, region: RegionConfig, outbox: OutboxConfig) {
   const args: [ReconcileOutboxWorkflowInput] = [{ region: region.region, graceMs: outbox.graceMs }];
-  return {
-    scheduleId: outboxScheduleId(region),
-    spec: { intervals: [{ every: outbox.intervalMs }] },
-    action: {
-      type: 'startWorkflow',
+  return ensureSchedule(
+    client,
+    regionSchedule(region, outboxScheduleId(region), outbox.intervalMs, 60_000, {
       workflowType: 'reconcileOutbox',
-      taskQueue: region.taskQueue,
       workflowId: outboxWorkflowIdPrefix(region.region),
       args,
       // A run holds nothing: one that hangs is ended and the next starts over.
       workflowExecutionTimeout: Math.max(outbox.intervalMs * 4, 30 * 60_000),
-    },
-    policies: {
-      // One reconcile at a time; a missed one is not caught up (the next does the same work).
-      overlap: ScheduleOverlapPolicy.SKIP,
-      catchupWindow: 60_000,
-    },
-  };
-}
-
-export async function ensureOutboxSchedule(
-  client: Client,
-  region: RegionConfig,
-  outbox: OutboxConfig,
-): Promise<'created' | 'updated'> {
-  return ensureSchedule(client, outboxScheduleOptions(region, outbox));
+    }),
+  );
 }
 
 /** The region's retention job schedule: `<SCHEDULE_ID>-retention`. */
 export const retentionScheduleId = (region: RegionConfig) => `${region.scheduleId}-retention`;
 
-function retentionScheduleOptions(region: RegionConfig, retention: RetentionConfig): ScheduleOptions {
+/** A missed run is not caught up: the next deletes the same rows. */
+export function ensureRetentionSchedule(client: Client, region: RegionConfig, retention: RetentionConfig) {
   const args: [PruneLedgerWorkflowInput] = [{ region: region.region, budgetMs: retention.budgetMs }];
-  return {
-    scheduleId: retentionScheduleId(region),
-    spec: { intervals: [{ every: retention.intervalMs }] },
-    action: {
-      type: 'startWorkflow',
+  return ensureSchedule(
+    client,
+    regionSchedule(region, retentionScheduleId(region), retention.intervalMs, 60_000, {
       workflowType: 'pruneLedger',
-      taskQueue: region.taskQueue,
       workflowId: retentionWorkflowIdPrefix(region.region),
       args,
       // Its activity's three attempts of 30 minutes at most, and their backoff.
       workflowExecutionTimeout: 2 * 60 * 60_000,
-    },
-    policies: {
-      // One run at a time; a missed one is not caught up (the next deletes the same rows).
-      overlap: ScheduleOverlapPolicy.SKIP,
-      catchupWindow: 60_000,
-    },
-  };
-}
-
-export async function ensureRetentionSchedule(
-  client: Client,
-  region: RegionConfig,
-  retention: RetentionConfig,
-): Promise<'created' | 'updated'> {
-  return ensureSchedule(client, retentionScheduleOptions(region, retention));
+    }),
+  );
 }
 
 /** The region's three schedules as `config` says, each created or updated. */
