@@ -1,6 +1,8 @@
 /**
  * The `workflow` test project's world: Temporal's time-skipping test server (the only process), the product's
- * workflow bundle, and workers whose activities are plain stub functions. No Postgres, no HTTP, no dev server.
+ * workflow bundle, and workers whose activities are plain stub functions. No Postgres, no HTTP, no dev server. A file
+ * that needs a real server's behaviour under load (a flood of signals racing a continue-as-new) runs the same world on
+ * the integration tests' shared dev server instead (`withWorkflowEnv(use, 'dev-server')`).
  *
  * One environment per test file (`openWorkflowEnv` in beforeAll, `close` in afterAll), with one worker for the file
  * (creating one costs about a second): `runWorker` makes a test's stubs serve the workflows it starts, or runs a worker
@@ -93,13 +95,24 @@ export async function startTimeSkippingServer(path: string): Promise<TestWorkflo
   }
 }
 
-export async function openWorkflowEnv(): Promise<WorkflowEnv> {
-  installQuietRuntime();
+/**
+ * Where a file's workflows run: the time-skipping test server, or the shared dev server (test/integration/global-setup.ts,
+ * its `hold-sweeper-us` namespace, whose search attributes it registered). The test server holds a signal sent as a
+ * run continues as new until the client's connection is reset (~90 s, when it refuses the client's keepalive pings),
+ * and the client then sends again what was in flight: a file that races signals with a continue-as-new needs the
+ * real server.
+ */
+export type WorkflowServer = 'time-skipping' | 'dev-server';
+
+async function openServer(server: WorkflowServer): Promise<TestWorkflowEnvironment> {
+  if (server === 'dev-server')
+    return TestWorkflowEnvironment.createFromExistingServer({
+      address: inject('temporalAddress'),
+      namespace: 'hold-sweeper-us',
+    });
   const dev = loadDevConfig();
   const path = await resolveTestServerPath({ explicitPath: dev.temporalTestServerPath, cacheDir: dev.cacheDir });
   const env = await startTimeSkippingServer(path);
-  // Bundled once for the run (test/workflow/global-setup.ts), not per file or per worker.
-  const bundle = { code: inject('workflowBundleCode') };
   // The test server starts with no custom search attributes; the workflows upsert DeliveryStatus.
   await env.connection.operatorService.addSearchAttributes({
     namespace: env.namespace ?? 'default',
@@ -107,6 +120,14 @@ export async function openWorkflowEnv(): Promise<WorkflowEnv> {
       SEARCH_ATTRIBUTES.map((key) => [key.name, temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD]),
     ),
   });
+  return env;
+}
+
+export async function openWorkflowEnv(server: WorkflowServer = 'time-skipping'): Promise<WorkflowEnv> {
+  installQuietRuntime();
+  const env = await openServer(server);
+  // Bundled once for the run (the project's global setup), not per file or per worker.
+  const bundle = { code: inject('workflowBundleCode') };
 
   // One worker for the file (creating one costs about a second): each activity call is served by the stubs of the
   // test that was running when its workflow first called an activity, whatever runs later (continue-as-new included).
@@ -192,10 +213,10 @@ export async function runWorker<T>(
 export const ownTaskQueue = () => `wf-own-${randomUUID()}`;
 
 /** Opens the file's environment before its tests and closes it after them; `use` gets it once open. */
-export function withWorkflowEnv(use: (env: WorkflowEnv) => void): void {
+export function withWorkflowEnv(use: (env: WorkflowEnv) => void, server?: WorkflowServer): void {
   let env: WorkflowEnv | undefined;
   beforeAll(async () => {
-    env = await openWorkflowEnv();
+    env = await openWorkflowEnv(server);
     use(env);
   });
   afterAll(async () => {
