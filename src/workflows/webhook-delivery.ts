@@ -182,6 +182,8 @@ export async function deliverUntilDecided(d: Delivery, state: DeliveryState): Pr
 
 /** The patch that ends a held wait for a `merchantResumed` sent during the attempt before it. */
 const RESUME_DURING_ATTEMPT = 'resume-during-attempt';
+/** The patch that takes a decision in the first task of a run continued from a quarantine. */
+const DECIDED_AS_IT_CONTINUES = 'decided-as-it-continues';
 
 /** Ledger activities with their label on the timeline (user metadata: a summary per call). */
 const ledger = (summary: string) => proxyActivities<Activities>({ ...ledgerActivity, summary });
@@ -277,6 +279,14 @@ export class DeliveryState {
     this.status = resumed?.deliveryStatus ?? 'pending';
     this.lastAttempt = resumed?.lastAttempt;
     this.ignoredSignals = (resumed?.ignoredSignals ?? []).slice(-KEPT_IGNORED).map(bounded);
+    // A run continued from a quarantine waits for its decision from the moment its handlers are set: a signal sent as
+    // the last run ended comes in this run's first task and is judged before the loop starts. A history without the
+    // patch's marker (1.0.0's) refused it there.
+    const quarantine = resumed?.facts.quarantine;
+    if (quarantine && patched(DECIDED_AS_IT_CONTINUES)) {
+      this.stage = next(resumed.facts, { was: 'start' }, Date.now()).shown.stage;
+      this.awaitDecision(resumed.facts.policyRun, quarantine.fourEyes);
+    }
     this.publish();
   }
 

@@ -7,6 +7,8 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
 import type { QuarantineDecisionAnswer } from '../../src/contracts/delivery.js';
+import type { DeliveryResume } from '../../src/contracts/domain.js';
+import { releaseExpiredHold } from '../../src/workflows/release-expired-hold.js';
 import {
   approveReplaySignal,
   approveReplayUpdate,
@@ -220,6 +222,42 @@ describe('discard', () => {
     });
     expect(calls.decide).toEqual([{ webhookId: release.webhookId, policyRun: 1, decision: 'discard', ...discarding }]);
     expect(calls.deliver).toHaveLength(1);
+  });
+
+  it("sent as a quarantine continues as new: taken in the new run's first task, with the run it carries", async () => {
+    const { release, activities, calls } = rejectedFirst();
+    const now = await w.env.currentTimeMs();
+    const since = new Date(now - HOUR).toISOString();
+    const carried: DeliveryResume = {
+      facts: {
+        ...{ policyRun: 1, horizonMs: 72 * HOUR, leftMs: 71 * HOUR, local: false, busy: 0, attempt: 1, stepAt: now },
+        quarantine: { reason: 'rejected', since, detail: 'HTTP 400', fourEyes: false, abandonsAt: now + 5 * HOUR },
+      },
+      deliveryStatus: 'quarantined',
+      ignoredSignals: [],
+    };
+    await runWorker(w, activities, async (taskQueue) => {
+      // A signal sent as a run continues as new is given to the new run's first task, with its input: as here.
+      const handle = await w.env.client.workflow.signalWithStart(releaseExpiredHold, {
+        taskQueue,
+        workflowId: `hold-${release.holdId}-continued`,
+        args: [
+          {
+            region: 'us',
+            holdId: release.holdId,
+            expiresAt: since,
+            merchantId: 'm-1',
+            resume: { release, delivery: carried },
+          },
+        ],
+        signal: discardSignal,
+        signalArgs: [discarding],
+      });
+      expect(await handle.result()).toEqual({ release, delivery: { status: 'discarded', policyRuns: 1 } });
+      expect((await status(handle)).ignoredSignals).toEqual([]);
+    });
+    expect(calls.decide).toEqual([{ webhookId: release.webhookId, policyRun: 1, decision: 'discard', ...discarding }]);
+    expect(calls.deliver).toHaveLength(0);
   });
 
   it('as an Update: answered with the discarded stage before the workflow closes', async () => {
